@@ -1,0 +1,40 @@
+// Package audit defines the audit events recorded for every change (001, 002), in 000's naming.
+package audit
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// TypeBase is the root GTS type of audit events.
+const TypeBase = "gts.x.core.serverless.audit.v1~"
+
+// Audit event types (001's registry events mapped onto 000's family).
+const (
+	EntrypointCreated    = TypeBase + "x.core.serverless.audit.entrypoint_created.v1~"
+	EntrypointUpdated    = TypeBase + "x.core.serverless.audit.entrypoint_updated.v1~"
+	EntrypointActivated  = TypeBase + "x.core.serverless.audit.entrypoint_activated.v1~"
+	EntrypointDeprecated = TypeBase + "x.core.serverless.audit.entrypoint_deprecated.v1~"
+	EntrypointDisabled   = TypeBase + "x.core.serverless.audit.entrypoint_disabled.v1~"
+	EntrypointEnabled    = TypeBase + "x.core.serverless.audit.entrypoint_enabled.v1~"
+	EntrypointArchived   = TypeBase + "x.core.serverless.audit.entrypoint_archived.v1~"
+	EntrypointDeleted    = TypeBase + "x.core.serverless.audit.entrypoint_deleted.v1~"
+	TenantEnabled        = TypeBase + "x.core.serverless.audit.tenant_enabled.v1~"
+	TenantDisabled       = TypeBase + "x.core.serverless.audit.tenant_disabled.v1~"
+	TenantPolicyUpdated  = TypeBase + "x.core.serverless.audit.tenant_policy_updated.v1~"
+	TokenCreated         = TypeBase + "x.core.serverless.audit.token_created.v1~"
+	TokenRevoked         = TypeBase + "x.core.serverless.audit.token_revoked.v1~"
+)
+
+// Event is one audit record. Details never contain secrets.
+type Event struct {
+	ID            string          `json:"id"`
+	TenantID      string          `json:"tenant_id"`
+	Type          string          `json:"type"`
+	ActorID       string          `json:"actor_id"`
+	ResourceType  string          `json:"resource_type"`
+	ResourceID    string          `json:"resource_id"`
+	CorrelationID string          `json:"correlation_id,omitempty"`
+	At            time.Time       `json:"timestamp"`
+	Details       json.RawMessage `json:"details,omitempty"`
+}

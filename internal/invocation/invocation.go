@@ -1,0 +1,290 @@
+// Package invocation holds the invocation record, its append-only event log and the reducer that
+// projects events onto the record (003: the record is a projection of the log and can be rebuilt
+// from it). It is pure: no I/O.
+package invocation
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Status is 000's public invocation status.
+type Status string
+
+// The statuses of 000's invocation state machine.
+const (
+	StatusQueued       Status = "queued"
+	StatusRunning      Status = "running"
+	StatusSuspended    Status = "suspended"
+	StatusSucceeded    Status = "succeeded"
+	StatusFailed       Status = "failed"
+	StatusCanceled     Status = "canceled"
+	StatusCompensating Status = "compensating"
+	StatusCompensated  Status = "compensated"
+	StatusDeadLettered Status = "dead_lettered"
+)
+
+// InFlight reports whether an invocation in this status still holds or awaits execution resources.
+func (s Status) InFlight() bool {
+	switch s {
+	case StatusQueued, StatusRunning, StatusSuspended, StatusCompensating:
+		return true
+	}
+	return false
+}
+
+// Mode is sync or async.
+type Mode string
+
+// Invocation modes.
+const (
+	ModeSync  Mode = "sync"
+	ModeAsync Mode = "async"
+)
+
+// Error is 000's RuntimeErrorPayload.
+type Error struct {
+	TypeID   string          `json:"error_type_id"`
+	Message  string          `json:"message"`
+	Category string          `json:"category"`
+	Details  json.RawMessage `json:"details,omitempty"`
+}
+
+// Metrics are 000's invocation metrics.
+type Metrics struct {
+	DurationMS       *int64 `json:"duration_ms"`
+	BilledDurationMS *int64 `json:"billed_duration_ms"`
+	CPUTimeMS        *int64 `json:"cpu_time_ms"`
+	MemoryLimitMB    *int64 `json:"memory_limit_mb"`
+	MaxMemoryUsedMB  *int64 `json:"max_memory_used_mb"`
+	StepCount        *int64 `json:"step_count"`
+}
+
+// Record is the projection of an invocation's event log (000's InvocationRecord plus bookkeeping).
+type Record struct {
+	ID                string          `json:"invocation_id"`
+	TenantID          string          `json:"tenant_id"`
+	EntrypointRef     string          `json:"entrypoint_ref"` // opaque ep_ id of the exact version
+	EntrypointID      string          `json:"entrypoint_id"`  // exact GTS id (pinned version, BR-030)
+	EntrypointVersion string          `json:"entrypoint_version"`
+	SubjectID         string          `json:"subject_id"`
+	Status            Status          `json:"status"`
+	Mode              Mode            `json:"mode"`
+	Params            json.RawMessage `json:"params"`
+	Result            json.RawMessage `json:"result"`
+	Error             *Error          `json:"error"`
+	CorrelationID     string          `json:"correlation_id"`
+	TraceID           string          `json:"trace_id,omitempty"`
+	SpanID            string          `json:"span_id,omitempty"`
+	Metrics           Metrics         `json:"metrics"`
+	Attempt           int             `json:"attempt"` // logical attempt, 1-based
+	ParentID          string          `json:"parent_id,omitempty"`
+	CreatedAt         time.Time       `json:"created_at"`
+	StartedAt         *time.Time      `json:"started_at"`
+	SuspendedAt       *time.Time      `json:"suspended_at"`
+	FinishedAt        *time.Time      `json:"finished_at"`
+	UpdatedAt         time.Time       `json:"updated_at"`
+	LastSeq           int64           `json:"last_seq"`
+}
+
+// EventType names an event in the log. Timeline event types of 000 are a subset.
+type EventType string
+
+// Event types. Those marked with a status change move the record through 000's state machine;
+// the rest are informational (they land in the timeline only).
+const (
+	EventCreated               EventType = "created"                // (start) → queued; Data: the initial Record
+	EventStarted               EventType = "started"                // queued → running
+	EventSucceeded             EventType = "succeeded"              // running → succeeded; Data: Outcome
+	EventFailed                EventType = "failed"                 // running|suspended → failed; Data: Outcome
+	EventCanceled              EventType = "canceled"               // queued|running|suspended → canceled
+	EventSuspended             EventType = "suspended"              // running → suspended
+	EventResumed               EventType = "resumed"                // suspended → running
+	EventRetryScheduled        EventType = "retry_scheduled"        // running → queued (automatic retry with backoff)
+	EventRequeued              EventType = "requeued"               // failed → queued (retry control action; next logical attempt)
+	EventDeadLettered          EventType = "dead_lettered"          // failed|compensating → dead_lettered
+	EventCompensationStarted   EventType = "compensation_started"   // failed|canceled → compensating
+	EventCompensationCompleted EventType = "compensation_completed" // compensating → compensated
+	EventCompensationFailed    EventType = "compensation_failed"    // compensating → dead_lettered
+	EventStepStarted           EventType = "step_started"
+	EventStepCompleted         EventType = "step_completed"
+	EventStepFailed            EventType = "step_failed"
+	EventStepRetried           EventType = "step_retried"
+	EventSignalReceived        EventType = "signal_received"
+	EventCheckpointCreated     EventType = "checkpoint_created"
+	EventLog                   EventType = "log"
+)
+
+// Event is one entry of an invocation's append-only log (003 §1.1). Seq is assigned by the store:
+// per invocation, starting at 1, without gaps. IdempotencyKey is unique per invocation: appending an
+// event whose key is already present is a no-op (003 §1.3).
+type Event struct {
+	InvocationID   string          `json:"invocation_id"`
+	Seq            int64           `json:"seq"`
+	Type           EventType       `json:"type"`
+	Data           json.RawMessage `json:"data,omitempty"`
+	IdempotencyKey string          `json:"idempotency_key"`
+	EngineAttempt  int             `json:"engine_attempt"`
+	LogicalAttempt int             `json:"logical_attempt"`
+	At             time.Time       `json:"at"`
+}
+
+// Outcome is the Data of a terminal event.
+type Outcome struct {
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   *Error          `json:"error,omitempty"`
+	Metrics *Metrics        `json:"metrics,omitempty"`
+}
+
+// IdempotencyKey computes 003's normative key SHA256(runId | stepId | logicalAttemptId | eventType |
+// planVersion) as lowercase hex. Engine attempts are deliberately not part of it.
+func IdempotencyKey(invocationID, stepID string, logicalAttempt int, t EventType, planVersion string) string {
+	h := sha256.New()
+	for i, p := range []string{invocationID, stepID, strconv.Itoa(logicalAttempt), string(t), planVersion} {
+		if i > 0 {
+			h.Write([]byte{'|'})
+		}
+		h.Write([]byte(p))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// TransitionError reports an event that is not allowed in the record's current status.
+type TransitionError struct {
+	From  Status
+	Event EventType
+}
+
+func (e *TransitionError) Error() string {
+	return fmt.Sprintf("event %q is not allowed in status %q", e.Event, e.From)
+}
+
+// statusEvents maps status-changing events to their allowed source statuses and the target status.
+var statusEvents = map[EventType]struct {
+	from []Status
+	to   Status
+}{
+	EventStarted:               {[]Status{StatusQueued}, StatusRunning},
+	EventSucceeded:             {[]Status{StatusRunning}, StatusSucceeded},
+	EventFailed:                {[]Status{StatusRunning, StatusSuspended}, StatusFailed},
+	EventCanceled:              {[]Status{StatusQueued, StatusRunning, StatusSuspended}, StatusCanceled},
+	EventSuspended:             {[]Status{StatusRunning}, StatusSuspended},
+	EventResumed:               {[]Status{StatusSuspended}, StatusRunning},
+	EventRetryScheduled:        {[]Status{StatusRunning}, StatusQueued},
+	EventRequeued:              {[]Status{StatusFailed}, StatusQueued},
+	EventDeadLettered:          {[]Status{StatusFailed, StatusCompensating}, StatusDeadLettered},
+	EventCompensationStarted:   {[]Status{StatusFailed, StatusCanceled}, StatusCompensating},
+	EventCompensationCompleted: {[]Status{StatusCompensating}, StatusCompensated},
+	EventCompensationFailed:    {[]Status{StatusCompensating}, StatusDeadLettered},
+}
+
+// ChangesStatus reports whether events of type t move the record to another status.
+func ChangesStatus(t EventType) bool { _, ok := statusEvents[t]; return ok }
+
+// Apply returns r with e applied. It never mutates r's referenced data. e.Seq must be r.LastSeq+1.
+func Apply(r Record, e Event) (Record, error) {
+	if e.Seq != r.LastSeq+1 {
+		return r, fmt.Errorf("invocation %s: event seq %d does not follow %d", r.ID, e.Seq, r.LastSeq)
+	}
+	if e.Type == EventCreated {
+		if r.LastSeq != 0 {
+			return r, &TransitionError{From: r.Status, Event: e.Type}
+		}
+		var init Record
+		if err := json.Unmarshal(e.Data, &init); err != nil {
+			return r, fmt.Errorf("created event data: %w", err)
+		}
+		init.Status = StatusQueued
+		init.LastSeq = e.Seq
+		init.UpdatedAt = e.At
+		if init.Attempt == 0 {
+			init.Attempt = 1
+		}
+		return init, nil
+	}
+	if r.LastSeq == 0 {
+		return r, fmt.Errorf("invocation %s: first event must be %q, got %q", r.ID, EventCreated, e.Type)
+	}
+	next := r
+	next.LastSeq = e.Seq
+	next.UpdatedAt = e.At
+	se, changes := statusEvents[e.Type]
+	if !changes {
+		return next, nil
+	}
+	allowed := false
+	for _, f := range se.from {
+		if f == r.Status {
+			allowed = true
+			break
+		}
+	}
+	if !allowed {
+		return r, &TransitionError{From: r.Status, Event: e.Type}
+	}
+	next.Status = se.to
+	at := e.At
+	switch e.Type {
+	case EventStarted:
+		if next.StartedAt == nil {
+			next.StartedAt = &at
+		}
+	case EventResumed:
+		next.SuspendedAt = nil
+	case EventSuspended:
+		next.SuspendedAt = &at
+	case EventRequeued:
+		next.Attempt++
+		next.Result, next.Error, next.FinishedAt = nil, nil, nil
+	case EventRetryScheduled:
+		next.Attempt++
+	}
+	if se.to == StatusSucceeded || se.to == StatusFailed || se.to == StatusCanceled {
+		next.FinishedAt = &at
+	}
+	if len(e.Data) > 0 && (e.Type == EventSucceeded || e.Type == EventFailed || e.Type == EventCanceled) {
+		var o Outcome
+		if err := json.Unmarshal(e.Data, &o); err != nil {
+			return r, fmt.Errorf("%s event data: %w", e.Type, err)
+		}
+		if o.Result != nil {
+			next.Result = o.Result
+		}
+		if o.Error != nil {
+			next.Error = o.Error
+		}
+		if o.Metrics != nil {
+			next.Metrics = *o.Metrics
+		}
+	}
+	return next, nil
+}
+
+// Rebuild folds a complete log (ordered by Seq, starting at 1) into a record.
+func Rebuild(events []Event) (Record, error) {
+	var r Record
+	for _, e := range events {
+		var err error
+		if r, err = Apply(r, e); err != nil {
+			return Record{}, err
+		}
+	}
+	return r, nil
+}
+
+// CheckGaps verifies that events are contiguous from after+1; it returns the first missing seq,
+// or 0 when there is no gap (003 §1.1 gap check).
+func CheckGaps(after int64, events []Event) int64 {
+	want := after + 1
+	for _, e := range events {
+		if e.Seq != want {
+			return want
+		}
+		want++
+	}
+	return 0
+}

@@ -1,0 +1,200 @@
+// Package sqlstore implements store.Store on SQL databases. SQLite (modernc.org/sqlite, pure Go) is
+// the embedded default: one writer connection owned by the group committer, a separate pool of
+// read-only connections, WAL journal, foreign keys, a busy timeout and synchronous=FULL so that an
+// acknowledged write survives power loss as well as kill -9.
+//
+// Queries use ? placeholders and portable SQL; the PostgreSQL implementation reuses this package's
+// shape with its own migrations and placeholder rebinding.
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/pressly/goose/v3"
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+
+	"github.com/larkrun/lark/internal/groupcommit"
+	"github.com/larkrun/lark/internal/store"
+)
+
+//go:embed migrations/sqlite/*.sql
+var sqliteMigrations embed.FS
+
+// Store is a store.Store backed by SQL.
+type Store struct {
+	w    *sql.DB // writer: used only by the group committer
+	r    *sql.DB // readers
+	gc   *groupcommit.Committer
+	prov *goose.Provider
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Options tune OpenSQLite.
+type Options struct {
+	// MaxBatch bounds the writes per group commit (default 256).
+	MaxBatch int
+	// Synchronous is SQLite's synchronous pragma: FULL (default) or NORMAL (durable against process
+	// crashes but not power loss; faster).
+	Synchronous string
+}
+
+// OpenSQLite opens (creating if needed) the database file at path, applies pending migrations and
+// starts the group committer.
+func OpenSQLite(ctx context.Context, path string, o Options) (*Store, error) {
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("open store: %w", err)
+		}
+	}
+	syncMode := strings.ToUpper(o.Synchronous)
+	if syncMode == "" {
+		syncMode = "FULL"
+	}
+	if syncMode != "FULL" && syncMode != "NORMAL" {
+		return nil, fmt.Errorf("open store: synchronous must be FULL or NORMAL, got %q", o.Synchronous)
+	}
+	base := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=busy_timeout(10000)" +
+		"&_pragma=synchronous(" + syncMode + ")"
+	w, err := sql.Open("sqlite", base+"&_txlock=immediate")
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	if err := w.PingContext(ctx); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	migrations, err := fs.Sub(sqliteMigrations, "migrations/sqlite")
+	if err != nil {
+		w.Close()
+		return nil, err
+	}
+	prov, err := goose.NewProvider(goose.DialectSQLite3, w, migrations)
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("migrations: %w", err)
+	}
+	if _, err := prov.Up(ctx); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	r, err := sql.Open("sqlite", base+"&_pragma=query_only(1)")
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open store readers: %w", err)
+	}
+	n := 2 * runtime.GOMAXPROCS(0)
+	r.SetMaxOpenConns(n)
+	r.SetMaxIdleConns(n)
+	s := &Store{w: w, r: r, prov: prov}
+	s.gc = groupcommit.New(w, groupcommit.Options{MaxBatch: o.MaxBatch})
+	return s, nil
+}
+
+// Update implements store.Store.
+func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
+	err := s.gc.Do(ctx, func(t *sql.Tx) error { return fn(&tx{t: t}) })
+	if errors.Is(err, groupcommit.ErrClosed) {
+		return store.ErrClosed
+	}
+	return err
+}
+
+// CommitStats reports group-commit batches and the writes they carried.
+func (s *Store) CommitStats() (batches, writes uint64) { return s.gc.Stats() }
+
+// Ping implements store.Store: the database answers and no migration is pending.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.r.PingContext(ctx); err != nil {
+		return err
+	}
+	pending, err := s.prov.HasPending(ctx)
+	if err != nil {
+		return err
+	}
+	if pending {
+		return errors.New("migrations pending")
+	}
+	return nil
+}
+
+// Close finishes queued writes and closes the database.
+func (s *Store) Close() error {
+	s.gc.Close()
+	return errors.Join(s.r.Close(), s.w.Close())
+}
+
+// querier is what *sql.DB and *sql.Tx have in common.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// tx implements store.Tx. It uses a background context: the committer, not the caller, owns the
+// transaction's lifetime.
+type tx struct{ t *sql.Tx }
+
+var bg = context.Background()
+
+const timeFormat = "2006-01-02T15:04:05.000000Z"
+
+func ts(t time.Time) string { return t.UTC().Format(timeFormat) }
+
+func tsPtr(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return ts(*t)
+}
+
+func parseTS(s string) (time.Time, error) { return time.Parse(timeFormat, s) }
+
+func parseTSPtr(ns sql.NullString) (*time.Time, error) {
+	if !ns.Valid {
+		return nil, nil
+	}
+	t, err := parseTS(ns.String)
+	return &t, err
+}
+
+func isUnique(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed")
+}
+
+func notFound(err error, what string) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("%s: %w", what, store.ErrNotFound)
+	}
+	return err
+}
+
+// args converts query arguments to their stored form (times become fixed-width text).
+func args(in []any) []any {
+	for i, a := range in {
+		switch v := a.(type) {
+		case time.Time:
+			in[i] = ts(v)
+		case bool:
+			if v {
+				in[i] = 1
+			} else {
+				in[i] = 0
+			}
+		}
+	}
+	return in
+}

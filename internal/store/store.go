@@ -1,0 +1,137 @@
+// Package store defines everything Lark persists, as interfaces that each database implementation
+// (sqlstore for SQLite today, PostgreSQL later) satisfies. The conformance suite in storetest pins
+// the behaviour down so implementations cannot drift.
+//
+// Reads go straight to the database. Writes are closures run by Update inside a group-committed
+// transaction: the closure sees a Tx, may read through it for read-modify-write, and its changes are
+// durable when Update returns nil.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/larkrun/lark/internal/audit"
+	"github.com/larkrun/lark/internal/auth"
+	"github.com/larkrun/lark/internal/entrypoint"
+	"github.com/larkrun/lark/internal/invocation"
+	"github.com/larkrun/lark/internal/odata"
+	"github.com/larkrun/lark/internal/tenant"
+)
+
+// Sentinel errors. Implementations wrap them; test with errors.Is.
+var (
+	ErrNotFound  = errors.New("not found")
+	ErrConflict  = errors.New("conflict")
+	ErrStale     = errors.New("stale revision")
+	ErrBadCursor = errors.New("invalid cursor")
+	ErrClosed    = errors.New("store closed")
+)
+
+// GapError reports a hole in an invocation's event sequence (003 §1.1): readers must halt, not skip.
+type GapError struct {
+	InvocationID string
+	Missing      int64
+}
+
+func (e *GapError) Error() string {
+	return fmt.Sprintf("invocation %s: event log gap at seq %d", e.InvocationID, e.Missing)
+}
+
+// QueryError is a bad $filter, $orderby or cursor; the API answers 400 with its message.
+type QueryError struct{ Err error }
+
+func (e *QueryError) Error() string { return e.Err.Error() }
+func (e *QueryError) Unwrap() error { return e.Err }
+
+// Default and maximum page sizes (000: limit default 25, max 200).
+const (
+	DefaultLimit = 25
+	MaxLimit     = 200
+)
+
+// ListQuery is a parsed list request.
+type ListQuery struct {
+	Filter  odata.Expr
+	OrderBy []odata.OrderItem
+	Limit   int
+	Cursor  string
+}
+
+// Page is one page of a list.
+type Page[T any] struct {
+	Items      []T
+	NextCursor string
+	PrevCursor string
+	HasMore    bool
+}
+
+// Reader holds the read operations. Every one is scoped: by tenant, or by an entrypoint.Viewer that
+// encodes the visibility rules, so another tenant's rows are never returned.
+type Reader interface {
+	Tenant(ctx context.Context, id string) (tenant.Policy, error)
+	TokenByHash(ctx context.Context, hash string) (auth.Token, error)
+	// ListTokens lists a tenant's tokens; tenantID "" lists all (operator). Filters: tenant_id,
+	// subject_id, revoked (bool); order: created_at.
+	ListTokens(ctx context.Context, tenantID string, q ListQuery) (Page[auth.Token], error)
+	// Entrypoint finds one entrypoint visible to v by opaque id or exact GTS id.
+	Entrypoint(ctx context.Context, v entrypoint.Viewer, id string) (entrypoint.Entrypoint, error)
+	// ListEntrypoints filters on entrypoint_id (eq with GTS wildcards, startswith), status, owner_type,
+	// adapter, kind, tags (contains), title; orders on created_at, updated_at, entrypoint_id.
+	ListEntrypoints(ctx context.Context, v entrypoint.Viewer, q ListQuery) (Page[entrypoint.Entrypoint], error)
+	// EntrypointVersions returns every version of a family visible to v, by major then minor.
+	EntrypointVersions(ctx context.Context, v entrypoint.Viewer, family string) ([]entrypoint.Entrypoint, error)
+	// LatestActive returns the highest minor of family/major whose status is active.
+	LatestActive(ctx context.Context, v entrypoint.Viewer, family string, major int) (entrypoint.Entrypoint, error)
+	Invocation(ctx context.Context, tenantID, id string) (invocation.Record, error)
+	// Events returns up to limit events after afterSeq, in order; a hole yields *GapError.
+	Events(ctx context.Context, tenantID, invocationID string, afterSeq int64, limit int) ([]invocation.Event, error)
+	// ListAudit lists a tenant's audit events ("" = all); filters: type, resource_type, resource_id,
+	// actor_id, timestamp; order: timestamp.
+	ListAudit(ctx context.Context, tenantID string, q ListQuery) (Page[audit.Event], error)
+}
+
+// Tx holds the operations allowed inside Update. They use the transaction's own context: a
+// closure must be short, must not block on other work and must not call Update.
+type Tx interface {
+	Tenant(id string) (tenant.Policy, error)
+	// PutTenant creates or replaces a tenant's policy.
+	PutTenant(p tenant.Policy) error
+	InsertToken(t auth.Token) error
+	// Token returns a token by id within tenantID ("" = any tenant).
+	Token(tenantID, id string) (auth.Token, error)
+	// RevokeToken sets revoked_at; ErrNotFound unless the token exists in tenantID ("" = any).
+	RevokeToken(tenantID, id string, at time.Time) error
+	// InsertEntrypoint stores a new entrypoint; ErrConflict when the same GTS id (or the same
+	// family/major/minor) exists in the tenant or at platform scope, or, for a platform
+	// entrypoint, anywhere.
+	InsertEntrypoint(e entrypoint.Entrypoint) error
+	// EntrypointByRef reads an entrypoint by opaque id, unscoped: callers check visibility.
+	EntrypointByRef(id string) (entrypoint.Entrypoint, error)
+	// UpdateEntrypoint replaces the row whose Revision equals e.Revision and bumps it; ErrStale otherwise.
+	UpdateEntrypoint(e *entrypoint.Entrypoint) error
+	DeleteEntrypoint(id string) error
+	// CountInFlight counts invocations of an entrypoint version that are not finished.
+	CountInFlight(entrypointRef string) (int64, error)
+	InsertAudit(e audit.Event) error
+	// CreateInvocation appends the first event (type created, Data = the initial record) of a new
+	// invocation and writes its projection.
+	CreateInvocation(first invocation.Event) (invocation.Record, error)
+	// AppendEvents appends events to an invocation's log, assigning consecutive seqs, and updates the
+	// projection in the same transaction. An event whose idempotency key is already in the log is
+	// skipped (not an error); the returned slice holds the events actually appended.
+	AppendEvents(tenantID, invocationID string, events []invocation.Event) (invocation.Record, []invocation.Event, error)
+}
+
+// Store is a complete persistence implementation.
+type Store interface {
+	Reader
+	// Update runs fn in a group-committed transaction. fn's writes are rolled back if it returns an
+	// error (other closures in the same batch are unaffected). Update returns after the batch commits.
+	Update(ctx context.Context, fn func(Tx) error) error
+	// Ping checks the database is reachable and migrated.
+	Ping(ctx context.Context) error
+	Close() error
+}
