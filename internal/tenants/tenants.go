@@ -1,0 +1,296 @@
+// Package tenants enables, disables and configures tenants: it owns the TenantRuntimePolicy (000)
+// with 001's governance settings, and answers whether a tenant may use the runtime.
+package tenants
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/larkrun/lark/internal/audit"
+	"github.com/larkrun/lark/internal/auth"
+	"github.com/larkrun/lark/internal/clock"
+	"github.com/larkrun/lark/internal/gts"
+	"github.com/larkrun/lark/internal/idgen"
+	"github.com/larkrun/lark/internal/obs"
+	"github.com/larkrun/lark/internal/problem"
+	"github.com/larkrun/lark/internal/store"
+	"github.com/larkrun/lark/internal/tenant"
+)
+
+// Service manages tenant policies.
+type Service struct {
+	store store.Store
+	clock clock.Clock
+	ids   idgen.Generator
+}
+
+// NewService returns a Service.
+func NewService(s store.Store, c clock.Clock, ids idgen.Generator) *Service {
+	return &Service{store: s, clock: c, ids: ids}
+}
+
+// RequireEnabled answers 403 unless the tenant exists and is enabled (001, BR-021).
+func (s *Service) RequireEnabled(ctx context.Context, tenantID string) error {
+	p, err := s.store.Tenant(ctx, tenantID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !p.Enabled) {
+		return problem.Forbidden("the serverless runtime is not enabled for tenant %s", tenantID)
+	}
+	if err != nil {
+		return problem.Internal(err)
+	}
+	return nil
+}
+
+// Policy returns a tenant's policy; the operator reads any, a tenant admin its own. Another
+// tenant's, or a tenant that was never enabled, answers 404.
+func (s *Service) Policy(ctx context.Context, sc auth.SecurityContext, tenantID string) (tenant.Policy, error) {
+	if !sc.Operator && sc.TenantID != tenantID {
+		return tenant.Policy{}, problem.NotFound("tenant %s not found", tenantID)
+	}
+	if !sc.Has(auth.RoleAdmin) {
+		return tenant.Policy{}, problem.Forbidden("reading the tenant policy needs the admin role")
+	}
+	p, err := s.store.Tenant(ctx, tenantID)
+	if errors.Is(err, store.ErrNotFound) {
+		return p, problem.NotFound("tenant %s not found", tenantID)
+	}
+	if err != nil {
+		return p, problem.Internal(err)
+	}
+	return p, nil
+}
+
+// Enable provisions (or re-enables) a tenant, applying body as a merge patch of quotas and
+// governance. Operator only.
+func (s *Service) Enable(ctx context.Context, sc auth.SecurityContext, tenantID string, body []byte) (tenant.Policy, error) {
+	return s.change(ctx, sc, tenantID, body, func(p *tenant.Policy) string {
+		now := s.clock.Now()
+		p.Enabled, p.EnabledAt, p.DisabledAt = true, &now, nil
+		return audit.TenantEnabled
+	}, true)
+}
+
+// Disable turns the runtime off for a tenant: its definitions stay, but nothing may be invoked or
+// changed by its tokens until it is enabled again. Operator only.
+func (s *Service) Disable(ctx context.Context, sc auth.SecurityContext, tenantID string) (tenant.Policy, error) {
+	return s.change(ctx, sc, tenantID, nil, func(p *tenant.Policy) string {
+		now := s.clock.Now()
+		p.Enabled, p.DisabledAt = false, &now
+		return audit.TenantDisabled
+	}, false)
+}
+
+// Patch applies a JSON merge patch (RFC 7396) to a tenant's policy. Operator only.
+func (s *Service) Patch(ctx context.Context, sc auth.SecurityContext, tenantID string, body []byte) (tenant.Policy, error) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return tenant.Policy{}, problem.BadRequest("a JSON merge patch body is required")
+	}
+	return s.change(ctx, sc, tenantID, body, func(*tenant.Policy) string { return audit.TenantPolicyUpdated }, false)
+}
+
+func (s *Service) change(ctx context.Context, sc auth.SecurityContext, tenantID string, body []byte,
+	mutate func(*tenant.Policy) string, create bool) (tenant.Policy, error) {
+	if !sc.Operator {
+		if sc.TenantID != tenantID {
+			return tenant.Policy{}, problem.NotFound("tenant %s not found", tenantID)
+		}
+		return tenant.Policy{}, problem.Forbidden("only the platform operator changes tenant enablement and policy")
+	}
+	if !tenant.ValidID(tenantID) {
+		return tenant.Policy{}, problem.Validation("invalid tenant id", []problem.Issue{{Path: "tenant_id",
+			Message: "tenant ids are 1-63 characters of [a-z0-9_-], start with a letter or digit, and 'platform' is reserved"}})
+	}
+	var out tenant.Policy
+	var perr error
+	err := s.store.Update(ctx, func(tx store.Tx) error {
+		now := s.clock.Now()
+		p, err := tx.Tenant(tenantID)
+		if errors.Is(err, store.ErrNotFound) {
+			if !create {
+				perr = problem.NotFound("tenant %s not found", tenantID)
+				return perr
+			}
+			p, err = tenant.New(tenantID, now), nil
+		}
+		if err != nil {
+			return err
+		}
+		if len(bytes.TrimSpace(body)) > 0 {
+			if p, perr = applyPatch(p, body); perr != nil {
+				return perr
+			}
+		}
+		typ := mutate(&p)
+		p.UpdatedAt = now
+		if err := tx.PutTenant(p); err != nil {
+			return err
+		}
+		out = p
+		var details json.RawMessage
+		if len(body) > 0 {
+			details = json.RawMessage(body)
+		}
+		return tx.InsertAudit(audit.Event{ID: s.ids.New("aud"), TenantID: tenantID, Type: typ, ActorID: sc.SubjectID,
+			ResourceType: "tenant", ResourceID: tenantID, CorrelationID: obs.CorrelationID(ctx), At: now, Details: details})
+	})
+	if perr != nil {
+		return tenant.Policy{}, perr
+	}
+	if err != nil {
+		return tenant.Policy{}, problem.Internal(err)
+	}
+	return out, nil
+}
+
+// patchable are the members a patch may touch; "governance" (001) is an alias of "policies".
+var patchable = map[string]bool{"quotas": true, "retention": true, "policies": true, "governance": true,
+	"idempotency": true, "defaults": true}
+
+// applyPatch merges body into p (RFC 7396), maps 001's names onto 000's and validates the result.
+func applyPatch(p tenant.Policy, body []byte) (tenant.Policy, error) {
+	var patch map[string]any
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(&patch); err != nil || patch == nil {
+		return p, problem.BadRequest("the body must be a JSON object")
+	}
+	var issues []problem.Issue
+	for k := range patch {
+		if !patchable[k] {
+			issues = append(issues, problem.Issue{Path: "$." + k, Code: "unknown_field",
+				Message: fmt.Sprintf("'%s' cannot be set here (allowed: quotas, governance/policies, retention, idempotency, defaults)", k)})
+		}
+	}
+	if g, ok := patch["governance"]; ok {
+		if _, both := patch["policies"]; both {
+			issues = append(issues, problem.Issue{Path: "$.governance", Message: "give either governance or policies, not both"})
+		}
+		patch["policies"] = g
+		delete(patch, "governance")
+	}
+	if q, ok := patch["quotas"].(map[string]any); ok {
+		if v, ok := q["max_memory_mb_per_execution"]; ok {
+			q["max_memory_per_execution_mb"] = v
+			delete(q, "max_memory_mb_per_execution")
+		}
+		if v, ok := q["execution_history_retention_days"]; ok {
+			r, _ := patch["retention"].(map[string]any)
+			if r == nil {
+				r = map[string]any{}
+			}
+			r["execution_history_days"] = v
+			patch["retention"] = r
+			delete(q, "execution_history_retention_days")
+		}
+	}
+	if len(issues) > 0 {
+		return p, problem.Validation("invalid tenant policy", issues)
+	}
+	cur, _ := json.Marshal(p)
+	var doc map[string]any
+	_ = json.Unmarshal(cur, &doc)
+	merged := mergePatch(doc, patch)
+	raw, _ := json.Marshal(merged)
+	var next tenant.Policy
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&next); err != nil {
+		msg := err.Error()
+		path := "$"
+		if i := strings.Index(msg, "unknown field "); i >= 0 {
+			path = "$." + strings.Trim(msg[i+len("unknown field "):], `"`)
+			msg = "unknown field"
+		} else if i := strings.Index(msg, "Go struct field Policy."); i >= 0 {
+			f := msg[i+len("Go struct field Policy."):]
+			if j := strings.Index(f, " "); j > 0 {
+				f = f[:j]
+			}
+			path = "$." + f
+			msg = "wrong type"
+		}
+		return p, problem.Validation("invalid tenant policy", []problem.Issue{{Path: path, Message: msg}})
+	}
+	if issues := validate(next); len(issues) > 0 {
+		return p, problem.Validation("invalid tenant policy", issues)
+	}
+	if next.Policies.AllowedRuntimes == nil {
+		next.Policies.AllowedRuntimes = []string{}
+	}
+	if next.Policies.AllowedOutboundDomains == nil {
+		next.Policies.AllowedOutboundDomains = []string{}
+	}
+	return next, nil
+}
+
+// mergePatch applies an RFC 7396 merge patch.
+func mergePatch(target any, patch any) any {
+	pm, ok := patch.(map[string]any)
+	if !ok {
+		return patch
+	}
+	tm, ok := target.(map[string]any)
+	if !ok {
+		tm = map[string]any{}
+	}
+	for k, v := range pm {
+		if v == nil {
+			delete(tm, k)
+			continue
+		}
+		tm[k] = mergePatch(tm[k], v)
+	}
+	return tm
+}
+
+var domainRE = regexp.MustCompile(`^(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+func validate(p tenant.Policy) []problem.Issue {
+	var out []problem.Issue
+	minInt := func(path string, v *int64, min int64) {
+		if v != nil && *v < min {
+			out = append(out, problem.Issue{Path: path, Message: fmt.Sprintf("must be at least %d", min)})
+		}
+	}
+	q := p.Quotas
+	minInt("$.quotas.max_concurrent_executions", q.MaxConcurrentExecutions, 1)
+	minInt("$.quotas.max_definitions", q.MaxDefinitions, 1)
+	minInt("$.quotas.max_schedules", q.MaxSchedules, 0)
+	minInt("$.quotas.max_triggers", q.MaxTriggers, 0)
+	minInt("$.quotas.max_execution_history_mb", q.MaxExecutionHistoryMB, 1)
+	minInt("$.quotas.max_memory_per_execution_mb", q.MaxMemoryPerExecutionMB, 1)
+	minInt("$.quotas.max_execution_duration_seconds", q.MaxExecutionDurationSeconds, 1)
+	if q.MaxCPUPerExecution != nil && *q.MaxCPUPerExecution <= 0 {
+		out = append(out, problem.Issue{Path: "$.quotas.max_cpu_per_execution", Message: "must be greater than 0"})
+	}
+	r := p.Retention
+	minInt("$.retention.execution_history_days", &r.ExecutionHistoryDays, 1)
+	minInt("$.retention.audit_log_days", &r.AuditLogDays, 1)
+	if w := p.Idempotency.DeduplicationWindowSeconds; w < 60 || w > 2628000 {
+		out = append(out, problem.Issue{Path: "$.idempotency.deduplication_window_seconds", Message: "must be between 60 and 2628000"})
+	}
+	d := p.Defaults
+	minInt("$.defaults.timeout_seconds", &d.TimeoutSeconds, 1)
+	minInt("$.defaults.memory_mb", &d.MemoryMB, 1)
+	if d.CPU < 0 {
+		out = append(out, problem.Issue{Path: "$.defaults.cpu", Message: "must not be negative"})
+	}
+	for i, a := range p.Policies.AllowedRuntimes {
+		id, err := gts.Parse(a)
+		if err != nil || !strings.HasPrefix(a, "gts.x.core.serverless.adapter.") || !id.IsType() {
+			out = append(out, problem.Issue{Path: fmt.Sprintf("$.policies.allowed_runtimes[%d]", i),
+				Message: "must be an adapter GTS type id such as gts.x.core.serverless.adapter.starlark.v1~"})
+		}
+	}
+	for i, d := range p.Policies.AllowedOutboundDomains {
+		if !domainRE.MatchString(d) {
+			out = append(out, problem.Issue{Path: fmt.Sprintf("$.policies.allowed_outbound_domains[%d]", i),
+				Message: "must be a lowercase host name, optionally starting with '*.'"})
+		}
+	}
+	return out
+}
