@@ -113,6 +113,8 @@ type Tx interface {
 	// UpdateEntrypoint replaces the row whose Revision equals e.Revision and bumps it; ErrStale otherwise.
 	UpdateEntrypoint(e *entrypoint.Entrypoint) error
 	DeleteEntrypoint(id string) error
+	// CountEntrypoints counts a tenant's entrypoints that are not archived (the max_definitions quota).
+	CountEntrypoints(tenantID string) (int64, error)
 	// CountInFlight counts invocations of an entrypoint version that are not finished.
 	CountInFlight(entrypointRef string) (int64, error)
 	InsertAudit(e audit.Event) error

@@ -288,9 +288,9 @@ func (t *tx) UpdateEntrypoint(e *entrypoint.Entrypoint) error {
 	if err != nil {
 		return err
 	}
-	res, err := t.t.ExecContext(bg, `UPDATE entrypoints SET status = ?, version = ?, title = ?, tags = ?, shared = ?,
+	res, err := t.t.ExecContext(bg, `UPDATE entrypoints SET status = ?, version = ?, title = ?, tags = ?, shared = ?, adapter = ?,
 		definition = ?, meta = ?, updated_at = ?, revision = revision + 1 WHERE id = ? AND revision = ?`,
-		args([]any{string(e.Status), e.Version, e.Title, vals[14], e.Shared, string(e.Definition), vals[17],
+		args([]any{string(e.Status), e.Version, e.Title, vals[14], e.Shared, e.Adapter, string(e.Definition), vals[17],
 			ts(e.UpdatedAt), e.ID, e.Revision})...)
 	if err != nil {
 		return err
@@ -315,6 +315,13 @@ func (t *tx) DeleteEntrypoint(id string) error {
 		return fmt.Errorf("entrypoint %s: %w", id, store.ErrNotFound)
 	}
 	return nil
+}
+
+// CountEntrypoints implements store.Tx.
+func (t *tx) CountEntrypoints(tenantID string) (int64, error) {
+	var n int64
+	err := t.t.QueryRowContext(bg, "SELECT count(*) FROM entrypoints WHERE tenant_id = ? AND status <> 'archived'", tenantID).Scan(&n)
+	return n, err
 }
 
 // CountInFlight implements store.Tx.

@@ -181,6 +181,9 @@ func testEntrypointCRUD(t *testing.T, s store.Store) {
 	require.Equal(t, got, reread)
 
 	update(t, s, func(tx store.Tx) error {
+		n, err := tx.CountEntrypoints("acme")
+		require.NoError(t, err)
+		require.Equal(t, int64(1), n)
 		r, err := tx.EntrypointByRef("ep_1")
 		require.NoError(t, err)
 		require.Equal(t, got, r)

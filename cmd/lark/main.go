@@ -1,0 +1,146 @@
+// Command lark is the Lark serverless runtime: `lark serve` runs it, `lark dev` runs it with a dev
+// tenant and token for local use.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/larkrun/lark/internal/server"
+)
+
+func main() {
+	if err := root().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "lark:", err)
+		os.Exit(1)
+	}
+}
+
+func env(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok && v != "" {
+		return v
+	}
+	return def
+}
+
+type flags struct {
+	addr, data, store, logLevel string
+	maxBody                     int64
+}
+
+func (f *flags) bind(c *cobra.Command) {
+	c.Flags().StringVar(&f.addr, "addr", env("LARK_ADDR", "127.0.0.1:8080"), "listen address (env LARK_ADDR)")
+	c.Flags().StringVar(&f.data, "data", env("LARK_DATA", "./lark-data"), "data directory; the SQLite database lives inside (env LARK_DATA)")
+	c.Flags().StringVar(&f.store, "store", env("LARK_STORE", "sqlite"), "store: sqlite, or a postgres:// URL (env LARK_STORE)")
+	c.Flags().StringVar(&f.logLevel, "log-level", env("LARK_LOG_LEVEL", "info"), "debug, info, warn or error (env LARK_LOG_LEVEL)")
+	c.Flags().Int64Var(&f.maxBody, "max-body", 1<<20, "maximum request body in bytes")
+}
+
+func (f *flags) logger(text bool) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if text {
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	}
+	return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+}
+
+func root() *cobra.Command {
+	cmd := &cobra.Command{Use: "lark", Short: "Lark: a multi-tenant serverless runtime for Starlark functions and workflows",
+		SilenceUsage: true, SilenceErrors: true}
+	cmd.AddCommand(serveCmd(), devCmd())
+	return cmd
+}
+
+func serveCmd() *cobra.Command {
+	var f flags
+	c := &cobra.Command{Use: "serve", Short: "Run the runtime (API, dispatcher, executors)",
+		RunE: func(c *cobra.Command, _ []string) error {
+			log, err := f.logger(false)
+			if err != nil {
+				return err
+			}
+			admin := os.Getenv("LARK_ADMIN_TOKEN")
+			if admin == "" {
+				log.Warn("LARK_ADMIN_TOKEN is not set: operator endpoints (tenants, tokens for any tenant) are unavailable")
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			srv, err := server.New(ctx, server.Config{Addr: f.addr, DataDir: f.data, Store: f.store, AdminToken: admin, MaxBody: f.maxBody, Logger: log})
+			if err != nil {
+				return err
+			}
+			ln, err := srv.Listen()
+			if err != nil {
+				srv.Close()
+				return err
+			}
+			return srv.Serve(ctx, ln)
+		}}
+	f.bind(c)
+	return c
+}
+
+func devCmd() *cobra.Command {
+	var f flags
+	c := &cobra.Command{Use: "dev", Short: "Run the runtime locally with a dev tenant and printed tokens (loopback only)",
+		RunE: func(c *cobra.Command, _ []string) error {
+			log, err := f.logger(true)
+			if err != nil {
+				return err
+			}
+			host, _, err := net.SplitHostPort(f.addr)
+			if err != nil {
+				return fmt.Errorf("--addr: %w", err)
+			}
+			if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+				return fmt.Errorf("lark dev listens on loopback only (got %s); use lark serve with LARK_ADMIN_TOKEN elsewhere", f.addr)
+			}
+			if err := os.MkdirAll(f.data, 0o700); err != nil {
+				return err
+			}
+			creds, err := server.LoadOrCreateDevAdmin(f.data)
+			if err != nil {
+				return err
+			}
+			if v := os.Getenv("LARK_ADMIN_TOKEN"); v != "" {
+				creds.AdminToken = v
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			srv, err := server.New(ctx, server.Config{Addr: f.addr, DataDir: f.data, Store: f.store, AdminToken: creds.AdminToken, MaxBody: f.maxBody, Logger: log})
+			if err != nil {
+				return err
+			}
+			if err := srv.ProvisionDev(ctx, &creds); err != nil {
+				srv.Close()
+				return err
+			}
+			ln, err := srv.Listen()
+			if err != nil {
+				srv.Close()
+				return err
+			}
+			url := "http://" + ln.Addr().String()
+			fmt.Fprintf(c.OutOrStdout(), strings.TrimLeft(`
+Lark dev server (tenant %q, data in %s)
+  export LARK_URL=%s
+  export LARK_TOKEN=%s
+  export LARK_ADMIN_TOKEN=%s
+`, "\n"), creds.TenantID, f.data, url, creds.Token, creds.AdminToken)
+			return srv.Serve(ctx, ln)
+		}}
+	f.bind(c)
+	return c
+}

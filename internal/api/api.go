@@ -1,0 +1,112 @@
+// Package api is Lark's HTTP surface: routing (chi, with colon verbs), authentication, RFC 9457
+// problem documents, request decoding and list parameters. It holds no business rules: handlers
+// decode, call a domain service and encode.
+package api
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/larkrun/lark/internal/idgen"
+	"github.com/larkrun/lark/internal/registry"
+	"github.com/larkrun/lark/internal/tenants"
+	"github.com/larkrun/lark/internal/tokens"
+)
+
+// BasePath prefixes every API route.
+const BasePath = "/api/serverless-runtime/v1"
+
+// DefaultMaxBody is the default request body limit (bytes).
+const DefaultMaxBody = 1 << 20
+
+// Pinger reports whether the store is reachable and migrated (for /readyz).
+type Pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// Config wires the API to its services.
+type Config struct {
+	Tokens   *tokens.Service
+	Tenants  *tenants.Service
+	Registry *registry.Service
+	Audit    AuditLister
+	Ready    Pinger
+	IDs      idgen.Generator
+	Logger   *slog.Logger
+	MaxBody  int64
+}
+
+// Server serves the API.
+type Server struct {
+	cfg Config
+	log *slog.Logger
+}
+
+// New returns a Server.
+func New(cfg Config) *Server {
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = DefaultMaxBody
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.IDs == nil {
+		cfg.IDs = idgen.UUIDv7{}
+	}
+	return &Server{cfg: cfg, log: cfg.Logger}
+}
+
+// Handler returns the root handler.
+func (s *Server) Handler() http.Handler {
+	r := chi.NewRouter()
+	r.Use(s.recoverer, s.correlate, s.accessLog)
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		s.problem(w, r, notFound(r))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		s.problem(w, r, methodNotAllowed(r))
+	})
+	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	r.Get("/readyz", s.readyz)
+	r.Route(BasePath, func(r chi.Router) {
+		r.Use(s.limitBody, s.authenticate)
+		r.Post("/tokens", s.createToken)
+		r.Get("/tokens", s.listTokens)
+		r.Delete("/tokens/{token_id}", s.revokeToken)
+
+		r.Post("/tenants/{tenant_id}/serverless-runtime:enable", s.enableTenant)
+		r.Post("/tenants/{tenant_id}/serverless-runtime:disable", s.disableTenant)
+		r.Get("/tenants/{tenant_id}/serverless-runtime", s.getTenant)
+		r.Patch("/tenants/{tenant_id}/serverless-runtime", s.patchTenant)
+
+		r.Post("/entrypoints", s.registerEntrypoint)
+		r.Post("/entrypoints:validate", s.validateEntrypoint)
+		r.Get("/entrypoints", s.listEntrypoints)
+		r.Get("/entrypoints/{id:[^:/]+}", s.getEntrypoint)
+		r.Put("/entrypoints/{id:[^:/]+}", s.updateEntrypoint)
+		r.Delete("/entrypoints/{id:[^:/]+}", s.deleteEntrypoint)
+		r.Post("/entrypoints/{id:[^:/]+}:status", s.entrypointStatus)
+		r.Post("/entrypoints/{id:[^:/]+}:validate", s.validateExisting)
+		r.Get("/entrypoints/{id:[^:/]+}/versions", s.entrypointVersions)
+
+		r.Get("/audit-events", s.listAudit)
+	})
+	return r
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := s.cfg.Ready.Ping(ctx); err != nil {
+		s.log.WarnContext(ctx, "not ready", "err", err)
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": "store not reachable or migrations pending"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}

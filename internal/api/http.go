@@ -1,0 +1,299 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/larkrun/lark/internal/auth"
+	"github.com/larkrun/lark/internal/obs"
+	"github.com/larkrun/lark/internal/odata"
+	"github.com/larkrun/lark/internal/problem"
+	"github.com/larkrun/lark/internal/store"
+)
+
+const problemJSON = "application/problem+json"
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, `{"status":500}`, http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+// problem writes err as an RFC 9457 document. Unexpected errors are logged with their cause and
+// answered with a generic 500.
+func (s *Server) problem(w http.ResponseWriter, r *http.Request, err error) {
+	var qe *store.QueryError
+	var pe *problem.Error
+	switch {
+	case errors.As(err, &qe):
+		pe = problem.BadRequest("%s", qe.Error())
+	default:
+		pe = problem.From(err)
+	}
+	if pe.Status >= 500 {
+		obs.Logger(r.Context()).ErrorContext(r.Context(), "request failed", "err", err)
+	}
+	if pe.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(pe.RetryAfter))
+	}
+	if pe.Status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="lark"`)
+	}
+	b, _ := json.Marshal(pe.Doc(r.URL.Path, obs.CorrelationID(r.Context())))
+	w.Header().Set("Content-Type", problemJSON)
+	w.WriteHeader(pe.Status)
+	w.Write(append(b, '\n'))
+}
+
+func notFound(r *http.Request) error {
+	return problem.NotFound("no route for %s %s", r.Method, r.URL.Path)
+}
+
+func methodNotAllowed(r *http.Request) error {
+	return problem.New(problem.TypeMethodNotAllowed, "method %s is not allowed on %s", r.Method, r.URL.Path)
+}
+
+// recoverer turns a panic in a handler into a 500 problem; the process keeps serving.
+func (s *Server) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				obs.Logger(r.Context()).ErrorContext(r.Context(), "handler panicked", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+				s.problem(w, r, problem.Internal(fmt.Errorf("panic: %v", v)))
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// correlate reads X-Correlation-Id (or makes one), echoes it, and puts it and a logger carrying it
+// into the request context.
+func (s *Server) correlate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("X-Correlation-Id")
+		if id == "" || len(id) > 128 || strings.ContainsAny(id, "\r\n") {
+			id = s.cfg.IDs.New("corr")
+		}
+		w.Header().Set("X-Correlation-Id", id)
+		ctx := obs.WithCorrelationID(r.Context(), id)
+		ctx = obs.WithLogger(ctx, s.log.With("correlation_id", id))
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	s.status = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *Server) accessLog(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(rec, r)
+		l := obs.Logger(r.Context())
+		level := l.DebugContext
+		if rec.status >= 500 {
+			level = l.WarnContext
+		}
+		level(r.Context(), "http request", "method", r.Method, "path", r.URL.Path, "status", rec.status,
+			"duration_ms", time.Since(start).Milliseconds())
+	})
+}
+
+func (s *Server) limitBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > s.cfg.MaxBody {
+			s.problem(w, r, problem.New(problem.TypePayloadTooLarge, "the request body exceeds %d bytes", s.cfg.MaxBody))
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// authenticate resolves the bearer token; tenant callers also need their tenant enabled.
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := r.Header.Get("Authorization")
+		secret, ok := strings.CutPrefix(h, "Bearer ")
+		if !ok {
+			secret = ""
+		}
+		sc, err := s.cfg.Tokens.Authenticate(r.Context(), strings.TrimSpace(secret))
+		if err != nil {
+			s.problem(w, r, err)
+			return
+		}
+		if !sc.Operator {
+			if err := s.cfg.Tenants.RequireEnabled(r.Context(), sc.TenantID); err != nil {
+				s.problem(w, r, err)
+				return
+			}
+		}
+		ctx := auth.WithContext(r.Context(), sc)
+		ctx = obs.WithLogger(ctx, obs.Logger(ctx).With("tenant_id", sc.TenantID, "subject_id", sc.SubjectID))
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+func security(r *http.Request) auth.SecurityContext {
+	sc, _ := auth.FromContext(r.Context())
+	return sc
+}
+
+// readBody reads the whole body, mapping an oversized one to 413.
+func readBody(r *http.Request) ([]byte, error) {
+	b, err := io.ReadAll(r.Body)
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return nil, problem.New(problem.TypePayloadTooLarge, "the request body exceeds %d bytes", mbe.Limit)
+	}
+	if err != nil {
+		return nil, problem.BadRequest("reading the request body: %v", err)
+	}
+	return b, nil
+}
+
+// decodeObject reads a JSON object body with numbers kept exact.
+func decodeObject(r *http.Request) (map[string]any, error) {
+	b, err := readBody(r)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := strictDecode(b, &m, false); err != nil {
+		return nil, err
+	}
+	if m == nil {
+		return nil, problem.BadRequest("the body must be a JSON object")
+	}
+	return m, nil
+}
+
+// decodeStruct reads a JSON body into v, rejecting unknown fields with 422. An empty body is
+// allowed when optional is set.
+func decodeStruct(r *http.Request, v any, optional bool) error {
+	b, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	if optional && len(bytes.TrimSpace(b)) == 0 {
+		return nil
+	}
+	return strictDecode(b, v, true)
+}
+
+func strictDecode(b []byte, v any, disallowUnknown bool) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if disallowUnknown {
+		dec.DisallowUnknownFields()
+	}
+	if err := dec.Decode(v); err != nil {
+		msg := err.Error()
+		if f, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
+			f = strings.Trim(f, `"`)
+			return problem.Validation("unknown field", []problem.Issue{{Path: "$." + f, Code: "UNKNOWN_FIELD", Message: "unknown field '" + f + "'"}})
+		}
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return problem.Validation("wrong type", []problem.Issue{{Path: "$." + te.Field, Code: "SCHEMA_MISMATCH",
+				Message: fmt.Sprintf("expected %s, got JSON %s", te.Type, te.Value)}})
+		}
+		var pe *time.ParseError
+		if errors.As(err, &pe) {
+			return problem.Validation("invalid timestamp", []problem.Issue{{Path: "$", Code: "SCHEMA_MISMATCH", Message: "timestamps must be RFC 3339"}})
+		}
+		return problem.BadRequest("malformed JSON: %s", msg)
+	}
+	if dec.More() {
+		return problem.BadRequest("malformed JSON: unexpected data after the top-level value")
+	}
+	return nil
+}
+
+// listQuery parses limit, cursor, $filter and $orderby.
+func listQuery(r *http.Request) (store.ListQuery, error) {
+	q := store.ListQuery{Limit: store.DefaultLimit}
+	v := r.URL.Query()
+	for k := range v {
+		switch k {
+		case "limit", "cursor", "$filter", "$orderby", "include_source":
+		default:
+			return q, problem.BadRequest("unknown query parameter %q (allowed: limit, cursor, $filter, $orderby)", k)
+		}
+	}
+	if l := v.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > store.MaxLimit {
+			return q, problem.BadRequest("limit must be an integer from 1 to %d", store.MaxLimit)
+		}
+		q.Limit = n
+	}
+	q.Cursor = v.Get("cursor")
+	var err error
+	if q.Filter, err = odata.ParseFilter(v.Get("$filter")); err != nil {
+		return q, problem.BadRequest("%s", err.Error())
+	}
+	if q.OrderBy, err = odata.ParseOrderBy(v.Get("$orderby")); err != nil {
+		return q, problem.BadRequest("%s", err.Error())
+	}
+	return q, nil
+}
+
+// listResponse is 000's list shape.
+type listResponse struct {
+	Items    any      `json:"items"`
+	PageInfo pageInfo `json:"page_info"`
+}
+
+type pageInfo struct {
+	NextCursor *string `json:"next_cursor"`
+	PrevCursor *string `json:"prev_cursor"`
+	HasMore    bool    `json:"has_more"`
+	Limit      int     `json:"limit"`
+}
+
+func pageOf[T any](p store.Page[T], limit int, items any) listResponse {
+	opt := func(s string) *string {
+		if s == "" {
+			return nil
+		}
+		return &s
+	}
+	return listResponse{Items: items, PageInfo: pageInfo{NextCursor: opt(p.NextCursor), PrevCursor: opt(p.PrevCursor), HasMore: p.HasMore, Limit: limit}}
+}
+
+func boolParam(r *http.Request, name string) (bool, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, problem.BadRequest("%s must be true or false", name)
+	}
+	return b, nil
+}

@@ -1,0 +1,97 @@
+package registry
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/larkrun/lark/internal/entrypoint"
+)
+
+// TimeFormat is how the API writes timestamps (RFC 3339, UTC, milliseconds), as in 000's examples.
+const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+func fmtTime(t time.Time) string { return t.UTC().Format(TimeFormat) }
+
+func fmtTimePtr(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return fmtTime(*t)
+}
+
+// Render is an entrypoint as the API shows it: 000's entrypoint object plus id (opaque),
+// entrypoint_id (GTS), kind and lifecycle details. The Starlark source is left out unless
+// includeSource is set (001's include_source).
+func Render(e entrypoint.Entrypoint, includeSource bool) map[string]any {
+	var m map[string]any
+	dec := json.NewDecoder(bytesReader(e.Definition))
+	dec.UseNumber()
+	_ = dec.Decode(&m)
+	if m == nil {
+		m = map[string]any{}
+	}
+	if !includeSource {
+		if impl, ok := m["implementation"].(map[string]any); ok {
+			if code, ok := impl["code"].(map[string]any); ok {
+				delete(code, "source")
+			}
+		}
+	}
+	m["id"] = e.ID
+	m["entrypoint_id"] = e.GTSID
+	m["kind"] = e.Kind
+	m["version"] = e.Version
+	m["tenant_id"] = e.TenantID
+	m["owner"] = e.Owner
+	m["shared"] = e.Shared
+	m["status"] = e.Status
+	m["title"] = e.Title
+	m["tags"] = e.Tags
+	m["created_at"] = fmtTime(e.CreatedAt)
+	m["updated_at"] = fmtTime(e.UpdatedAt)
+	m["activated_at"] = fmtTimePtr(e.ActivatedAt)
+	m["disabled_at"] = fmtTimePtr(e.DisabledAt)
+	m["archived_at"] = fmtTimePtr(e.ArchivedAt)
+	if e.ReleaseNotes != "" {
+		m["release_notes"] = e.ReleaseNotes
+	}
+	if d := e.Deprecation; d != nil {
+		dep := map[string]any{"deprecated_at": fmtTime(d.DeprecatedAt)}
+		if d.Reason != "" {
+			dep["reason"] = d.Reason
+		}
+		if d.SuccessorID != "" {
+			dep["successor_id"] = d.SuccessorID
+		}
+		if d.SunsetDate != nil {
+			dep["sunset_date"] = fmtTime(*d.SunsetDate)
+		}
+		m["deprecation"] = dep
+	}
+	return m
+}
+
+// VersionSummary is one row of GET /entrypoints/{id}/versions.
+type VersionSummary struct {
+	ID           string            `json:"id"`
+	EntrypointID string            `json:"entrypoint_id"`
+	Version      string            `json:"version"`
+	Status       entrypoint.Status `json:"status"`
+	CreatedAt    string            `json:"created_at"`
+	ActivatedAt  any               `json:"activated_at"`
+	DeprecatedAt any               `json:"deprecated_at"`
+}
+
+// Summaries renders a version list.
+func Summaries(list []entrypoint.Entrypoint) []VersionSummary {
+	out := make([]VersionSummary, 0, len(list))
+	for _, e := range list {
+		v := VersionSummary{ID: e.ID, EntrypointID: e.GTSID, Version: e.Version, Status: e.Status,
+			CreatedAt: fmtTime(e.CreatedAt), ActivatedAt: fmtTimePtr(e.ActivatedAt)}
+		if e.Deprecation != nil {
+			v.DeprecatedAt = fmtTime(e.Deprecation.DeprecatedAt)
+		}
+		out = append(out, v)
+	}
+	return out
+}

@@ -1,0 +1,135 @@
+// Package server wires the store, the domain services and the HTTP API into a runnable process,
+// and runs it until its context ends, shutting down gracefully.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/larkrun/lark/internal/api"
+	"github.com/larkrun/lark/internal/clock"
+	"github.com/larkrun/lark/internal/idgen"
+	"github.com/larkrun/lark/internal/registry"
+	"github.com/larkrun/lark/internal/schema"
+	"github.com/larkrun/lark/internal/store"
+	"github.com/larkrun/lark/internal/store/sqlstore"
+	"github.com/larkrun/lark/internal/tenant"
+	"github.com/larkrun/lark/internal/tenants"
+	"github.com/larkrun/lark/internal/tokens"
+)
+
+// Config is what `lark serve` is configured with.
+type Config struct {
+	Addr       string // listen address, e.g. 127.0.0.1:8080 (port 0 picks a free one)
+	DataDir    string // directory holding the SQLite database
+	Store      string // "sqlite" (default); a postgres:// URL arrives with the PostgreSQL store
+	AdminToken string // the platform operator's bearer token; empty disables operator access
+	MaxBody    int64
+	Logger     *slog.Logger
+	// ShutdownTimeout bounds how long in-flight requests may take to finish on shutdown.
+	ShutdownTimeout time.Duration
+}
+
+// Server is a running Lark process.
+type Server struct {
+	cfg      Config
+	Store    store.Store
+	Tenants  *tenants.Service
+	Tokens   *tokens.Service
+	Registry *registry.Service
+	handler  http.Handler
+	log      *slog.Logger
+}
+
+// OpenStore opens the configured store.
+func OpenStore(ctx context.Context, cfg Config) (store.Store, error) {
+	switch {
+	case cfg.Store == "" || cfg.Store == "sqlite":
+		return sqlstore.OpenSQLite(ctx, filepath.Join(cfg.DataDir, "lark.db"), sqlstore.Options{})
+	case strings.HasPrefix(cfg.Store, "postgres://") || strings.HasPrefix(cfg.Store, "postgresql://"):
+		return nil, errors.New("--store: the PostgreSQL store is not available in this build yet; use sqlite")
+	default:
+		return nil, fmt.Errorf("--store: want sqlite or a postgres:// URL, got %q", cfg.Store)
+	}
+}
+
+// New opens the store and builds every service.
+func New(ctx context.Context, cfg Config) (*Server, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = 30 * time.Second
+	}
+	st, err := OpenStore(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	schemas, err := schema.New()
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("built-in schemas: %w", err)
+	}
+	c, ids := clock.Real{}, idgen.UUIDv7{}
+	s := &Server{cfg: cfg, Store: st, log: cfg.Logger,
+		Tenants:  tenants.NewService(st, c, ids),
+		Tokens:   tokens.NewService(st, c, ids, cfg.AdminToken, tenant.ValidID),
+		Registry: registry.NewService(st, schemas, c, ids),
+	}
+	s.handler = api.New(api.Config{Tokens: s.Tokens, Tenants: s.Tenants, Registry: s.Registry, Audit: st, Ready: st,
+		IDs: ids, Logger: cfg.Logger, MaxBody: cfg.MaxBody}).Handler()
+	return s, nil
+}
+
+// Handler is the HTTP handler (for tests that serve it themselves).
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Listen binds the configured address.
+func (s *Server) Listen() (net.Listener, error) {
+	return net.Listen("tcp", s.cfg.Addr)
+}
+
+// Serve serves on ln until ctx ends, then stops accepting, lets in-flight requests finish (bounded
+// by ShutdownTimeout), drains queued writes and closes the store.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	s.log.Info("lark serving", "addr", ln.Addr().String(), "store", storeName(s.cfg.Store))
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-errc:
+	}
+	s.log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	shutErr := hs.Shutdown(sctx)
+	closeErr := s.Store.Close()
+	if errors.Is(serveErr, http.ErrServerClosed) {
+		serveErr = nil
+	}
+	s.log.Info("stopped")
+	return errors.Join(serveErr, shutErr, closeErr)
+}
+
+// Close releases the store without serving (for tests and failed starts).
+func (s *Server) Close() error { return s.Store.Close() }
+
+func storeName(s string) string {
+	if s == "" {
+		return "sqlite"
+	}
+	if i := strings.Index(s, "://"); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
