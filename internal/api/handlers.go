@@ -134,7 +134,6 @@ func (s *Server) patchTenant(w http.ResponseWriter, r *http.Request) {
 
 // --- entrypoints ---
 
-
 func withWarnings(m map[string]any, warnings []registry.Finding) map[string]any {
 	if len(warnings) > 0 {
 		m["warnings"] = warnings
@@ -319,4 +318,3 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, pageOf(page, q.Limit, items))
 }
-

@@ -58,11 +58,11 @@ func (s *Service) Authenticate(ctx context.Context, secret string) (auth.Securit
 
 // CreateTokenRequest is the body of POST /tokens.
 type CreateTokenRequest struct {
-	TenantID    string     `json:"tenant_id"`
-	SubjectID   string     `json:"subject_id"`
-	Roles       []auth.Role     `json:"roles"`
-	Description string     `json:"description,omitempty"`
-	ExpiresAt   *time.Time `json:"expires_at,omitempty"`
+	TenantID    string      `json:"tenant_id"`
+	SubjectID   string      `json:"subject_id"`
+	Roles       []auth.Role `json:"roles"`
+	Description string      `json:"description,omitempty"`
+	ExpiresAt   *time.Time  `json:"expires_at,omitempty"`
 }
 
 // CreatedToken is a new token with its secret, shown once.
