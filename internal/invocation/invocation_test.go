@@ -1,0 +1,127 @@
+package invocation
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func created(id string) Event {
+	data, _ := json.Marshal(Record{ID: id, TenantID: "acme", Mode: ModeAsync, CreatedAt: t0, CorrelationID: "c"})
+	return Event{InvocationID: id, Seq: 1, Type: EventCreated, Data: data, IdempotencyKey: "k1", At: t0}
+}
+
+func TestIdempotencyKeyIsNormativeFormula(t *testing.T) {
+	sum := sha256.Sum256([]byte("inv_1|step_a|2|succeeded|v7"))
+	require.Equal(t, hex.EncodeToString(sum[:]), IdempotencyKey("inv_1", "step_a", 2, EventSucceeded, "v7"))
+	require.NotEqual(t, IdempotencyKey("inv_1", "step_a", 1, EventSucceeded, ""), IdempotencyKey("inv_1", "step_a", 2, EventSucceeded, ""),
+		"a new logical attempt is a new key")
+}
+
+// TestStateMachine walks every status-changing event from every status: exactly the transitions
+// of 000's state machine are accepted.
+func TestStateMachine(t *testing.T) {
+	reach := map[Status][]EventType{ // how to get a record into each status from queued
+		StatusQueued:       nil,
+		StatusRunning:      {EventStarted},
+		StatusSuspended:    {EventStarted, EventSuspended},
+		StatusSucceeded:    {EventStarted, EventSucceeded},
+		StatusFailed:       {EventStarted, EventFailed},
+		StatusCanceled:     {EventCanceled},
+		StatusCompensating: {EventStarted, EventFailed, EventCompensationStarted},
+		StatusCompensated:  {EventStarted, EventFailed, EventCompensationStarted, EventCompensationCompleted},
+		StatusDeadLettered: {EventStarted, EventFailed, EventDeadLettered},
+	}
+	allowed := map[Status]map[EventType]Status{
+		StatusQueued:       {EventStarted: StatusRunning, EventCanceled: StatusCanceled},
+		StatusRunning:      {EventSucceeded: StatusSucceeded, EventFailed: StatusFailed, EventSuspended: StatusSuspended, EventCanceled: StatusCanceled, EventRetryScheduled: StatusQueued},
+		StatusSuspended:    {EventResumed: StatusRunning, EventCanceled: StatusCanceled, EventFailed: StatusFailed},
+		StatusFailed:       {EventCompensationStarted: StatusCompensating, EventDeadLettered: StatusDeadLettered, EventRequeued: StatusQueued},
+		StatusCanceled:     {EventCompensationStarted: StatusCompensating},
+		StatusCompensating: {EventCompensationCompleted: StatusCompensated, EventCompensationFailed: StatusDeadLettered, EventDeadLettered: StatusDeadLettered},
+	}
+	for from, path := range reach {
+		r, err := Apply(Record{}, created("inv"))
+		require.NoError(t, err)
+		for _, et := range path {
+			r, err = Apply(r, Event{Seq: r.LastSeq + 1, Type: et, At: t0})
+			require.NoError(t, err, "reaching %s via %s", from, et)
+		}
+		require.Equal(t, from, r.Status)
+		for et := range statusEvents {
+			next, err := Apply(r, Event{Seq: r.LastSeq + 1, Type: et, At: t0.Add(time.Second)})
+			if want, ok := allowed[from][et]; ok {
+				require.NoError(t, err, "%s + %s", from, et)
+				require.Equal(t, want, next.Status)
+			} else {
+				var te *TransitionError
+				require.ErrorAs(t, err, &te, "%s + %s must be refused", from, et)
+				require.Equal(t, r, next, "a refused event leaves the record unchanged")
+			}
+		}
+		logged, err := Apply(r, Event{Seq: r.LastSeq + 1, Type: EventLog, At: t0})
+		require.NoError(t, err, "informational events are allowed in %s", from)
+		require.Equal(t, from, logged.Status)
+	}
+}
+
+func TestApplyOutcomeAndAttempts(t *testing.T) {
+	r, err := Apply(Record{}, created("inv"))
+	require.NoError(t, err)
+	require.Equal(t, 1, r.Attempt)
+	r, err = Apply(r, Event{Seq: 2, Type: EventStarted, At: t0.Add(time.Millisecond)})
+	require.NoError(t, err)
+	require.Equal(t, t0.Add(time.Millisecond), *r.StartedAt)
+	out, _ := json.Marshal(Outcome{Error: &Error{TypeID: "gts.x", Message: "boom", Category: "retryable"}})
+	r, err = Apply(r, Event{Seq: 3, Type: EventFailed, Data: out, At: t0.Add(2 * time.Millisecond)})
+	require.NoError(t, err)
+	require.Equal(t, "boom", r.Error.Message)
+	require.NotNil(t, r.FinishedAt)
+	r, err = Apply(r, Event{Seq: 4, Type: EventRequeued, At: t0.Add(3 * time.Millisecond)})
+	require.NoError(t, err)
+	require.Equal(t, StatusQueued, r.Status)
+	require.Equal(t, 2, r.Attempt, "retry is the next logical attempt")
+	require.Nil(t, r.Error)
+	require.Nil(t, r.FinishedAt)
+}
+
+func TestApplyRejectsOutOfOrder(t *testing.T) {
+	_, err := Apply(Record{}, Event{Seq: 1, Type: EventStarted})
+	require.Error(t, err, "the first event must be created")
+	r, err := Apply(Record{}, created("inv"))
+	require.NoError(t, err)
+	_, err = Apply(r, Event{Seq: 3, Type: EventStarted})
+	require.Error(t, err, "seq must be contiguous")
+	_, err = Apply(r, created("inv"))
+	require.Error(t, err, "created only once")
+}
+
+func TestCheckGaps(t *testing.T) {
+	ev := func(seqs ...int64) []Event {
+		var out []Event
+		for _, s := range seqs {
+			out = append(out, Event{Seq: s})
+		}
+		return out
+	}
+	require.Zero(t, CheckGaps(0, ev(1, 2, 3)))
+	require.Equal(t, int64(2), CheckGaps(0, ev(1, 3)))
+	require.Equal(t, int64(11), CheckGaps(10, ev(12)))
+	require.Zero(t, CheckGaps(5, nil))
+}
+
+func TestRebuild(t *testing.T) {
+	events := []Event{created("inv"), {Seq: 2, Type: EventStarted, At: t0}, {Seq: 3, Type: EventLog, At: t0}, {Seq: 4, Type: EventCanceled, At: t0}}
+	r, err := Rebuild(events)
+	require.NoError(t, err)
+	require.Equal(t, StatusCanceled, r.Status)
+	require.Equal(t, int64(4), r.LastSeq)
+	require.True(t, StatusQueued.InFlight())
+	require.False(t, StatusCanceled.InFlight())
+}
