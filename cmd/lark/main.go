@@ -114,12 +114,13 @@ func devCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			admin := creds.AdminToken
 			if v := os.Getenv("LARK_ADMIN_TOKEN"); v != "" {
-				creds.AdminToken = v
+				admin = v // this run only; the saved token is kept for later runs
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			srv, err := server.New(ctx, server.Config{Addr: f.addr, DataDir: f.data, Store: f.store, AdminToken: creds.AdminToken, MaxBody: f.maxBody, Logger: log})
+			srv, err := server.New(ctx, server.Config{Addr: f.addr, DataDir: f.data, Store: f.store, AdminToken: admin, MaxBody: f.maxBody, Logger: log})
 			if err != nil {
 				return err
 			}
@@ -138,7 +139,7 @@ Lark dev server (tenant %q, data in %s)
   export LARK_URL=%s
   export LARK_TOKEN=%s
   export LARK_ADMIN_TOKEN=%s
-`, "\n"), creds.TenantID, f.data, url, creds.Token, creds.AdminToken)
+`, "\n"), creds.TenantID, f.data, url, creds.Token, admin)
 			return srv.Serve(ctx, ln)
 		}}
 	f.bind(c)

@@ -74,6 +74,7 @@ func (c *Committer) Do(ctx context.Context, fn func(*sql.Tx) error) error {
 	c.mu.RLock()
 	if c.closed {
 		c.mu.RUnlock()
+		o.ctx, o.fn = nil, nil
 		opPool.Put(o)
 		return ErrClosed
 	}
@@ -82,6 +83,7 @@ func (c *Committer) Do(ctx context.Context, fn func(*sql.Tx) error) error {
 		c.mu.RUnlock()
 	case <-ctx.Done():
 		c.mu.RUnlock()
+		o.ctx, o.fn = nil, nil
 		opPool.Put(o)
 		return ctx.Err()
 	}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -44,7 +45,7 @@ func LoadOrCreateDevAdmin(dataDir string) (DevCredentials, error) {
 }
 
 // ProvisionDev enables the dev tenant and makes sure c.Token is a live admin token of it, issuing a
-// new one when needed; it then saves c.
+// new one when needed. It saves c (atomically, mode 0600) when c differs from what is on disk.
 func (s *Server) ProvisionDev(ctx context.Context, c *DevCredentials) error {
 	op := auth.SecurityContext{SubjectID: tokens.OperatorSubject, Operator: true}
 	if err := s.Tenants.RequireEnabled(ctx, c.TenantID); err != nil {
@@ -66,6 +67,37 @@ func (s *Server) ProvisionDev(ctx context.Context, c *DevCredentials) error {
 		}
 		c.Token = tk.Secret
 	}
+	return SaveDevCredentials(s.cfg.DataDir, *c)
+}
+
+// SaveDevCredentials writes c to <dataDir>/dev-credentials.json if it changed: a temporary file,
+// fsync, rename, so a crash never leaves a truncated file; the mode is always 0600.
+func SaveDevCredentials(dataDir string, c DevCredentials) error {
+	path := filepath.Join(dataDir, "dev-credentials.json")
 	b, _ := json.MarshalIndent(c, "", "  ")
-	return os.WriteFile(filepath.Join(s.cfg.DataDir, "dev-credentials.json"), append(b, '\n'), 0o600)
+	b = append(b, '\n')
+	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, b) {
+		return os.Chmod(path, 0o600)
+	}
+	f, err := os.CreateTemp(dataDir, ".dev-credentials-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
 }

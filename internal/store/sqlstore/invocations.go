@@ -29,7 +29,8 @@ func readRecord(ctx context.Context, q querier, tenantID, id string) (invocation
 
 // Events implements store.Reader.
 func (s *Store) Events(ctx context.Context, tenantID, invocationID string, afterSeq int64, limit int) ([]invocation.Event, error) {
-	if _, err := readRecord(ctx, s.r, tenantID, invocationID); err != nil {
+	rec, err := readRecord(ctx, s.r, tenantID, invocationID)
+	if err != nil {
 		return nil, err
 	}
 	if limit <= 0 {
@@ -62,6 +63,15 @@ func (s *Store) Events(ctx context.Context, tenantID, invocationID string, after
 	}
 	if missing := invocation.CheckGaps(afterSeq, out); missing != 0 {
 		return nil, &store.GapError{InvocationID: invocationID, Missing: missing}
+	}
+	// A short page must reach the projection's high-water mark: a lost tail is a gap too. The record
+	// was read first, so concurrent appends can only put the log ahead of it, never behind.
+	last := afterSeq
+	if n := len(out); n > 0 {
+		last = out[n-1].Seq
+	}
+	if len(out) < limit && last < rec.LastSeq {
+		return nil, &store.GapError{InvocationID: invocationID, Missing: last + 1}
 	}
 	return out, nil
 }
