@@ -93,29 +93,17 @@ func (s *Server) enableTenant(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p, err := s.cfg.Tenants.Enable(r.Context(), security(r), chi.URLParam(r, "tenant_id"), body)
-	if err != nil {
-		s.problem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, p)
+	s.respond(w, r, http.StatusOK, p, err)
 }
 
 func (s *Server) disableTenant(w http.ResponseWriter, r *http.Request) {
 	p, err := s.cfg.Tenants.Disable(r.Context(), security(r), chi.URLParam(r, "tenant_id"))
-	if err != nil {
-		s.problem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, p)
+	s.respond(w, r, http.StatusOK, p, err)
 }
 
 func (s *Server) getTenant(w http.ResponseWriter, r *http.Request) {
 	p, err := s.cfg.Tenants.Policy(r.Context(), security(r), chi.URLParam(r, "tenant_id"))
-	if err != nil {
-		s.problem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, p)
+	s.respond(w, r, http.StatusOK, p, err)
 }
 
 func (s *Server) patchTenant(w http.ResponseWriter, r *http.Request) {
@@ -125,11 +113,7 @@ func (s *Server) patchTenant(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p, err := s.cfg.Tenants.Patch(r.Context(), security(r), chi.URLParam(r, "tenant_id"), body)
-	if err != nil {
-		s.problem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, p)
+	s.respond(w, r, http.StatusOK, p, err)
 }
 
 // --- entrypoints ---
@@ -167,11 +151,7 @@ func (s *Server) validateEntrypoint(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rep, err := s.cfg.Registry.Validate(r.Context(), security(r), body)
-	if err != nil {
-		s.problem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, rep)
+	s.respond(w, r, http.StatusOK, rep, err)
 }
 
 func (s *Server) validateExisting(w http.ResponseWriter, r *http.Request) {
@@ -180,11 +160,7 @@ func (s *Server) validateExisting(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rep, err := s.cfg.Registry.ValidateExisting(r.Context(), security(r), chi.URLParam(r, "id"))
-	if err != nil {
-		s.problem(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, rep)
+	s.respond(w, r, http.StatusOK, rep, err)
 }
 
 func (s *Server) listEntrypoints(w http.ResponseWriter, r *http.Request) {

@@ -58,6 +58,15 @@ func (s *Server) problem(w http.ResponseWriter, r *http.Request, err error) {
 	w.Write(append(b, '\n'))
 }
 
+// respond writes v with status, or err as a problem document when err is not nil.
+func (s *Server) respond(w http.ResponseWriter, r *http.Request, status int, v any, err error) {
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	writeJSON(w, status, v)
+}
+
 func notFound(r *http.Request) error {
 	return problem.NotFound("no route for %s %s", r.Method, r.URL.Path)
 }
