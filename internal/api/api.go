@@ -12,6 +12,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/larkrun/lark/internal/idgen"
+	"github.com/larkrun/lark/internal/problem"
 	"github.com/larkrun/lark/internal/registry"
 	"github.com/larkrun/lark/internal/tenants"
 	"github.com/larkrun/lark/internal/tokens"
@@ -105,7 +106,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	if err := s.cfg.Ready.Ping(ctx); err != nil {
 		s.log.WarnContext(ctx, "not ready", "err", err)
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": "store not reachable or migrations pending"})
+		s.problem(w, r, problem.New(problem.TypeUnavailable, "not ready: the store is not reachable or migrations are pending"))
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})

@@ -164,7 +164,7 @@ func (s *Server) validateExisting(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listEntrypoints(w http.ResponseWriter, r *http.Request) {
-	q, err := listQuery(r)
+	q, err := listQuery(r, "include_source")
 	if err != nil {
 		s.problem(w, r, err)
 		return
@@ -187,11 +187,9 @@ func (s *Server) listEntrypoints(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getEntrypoint(w http.ResponseWriter, r *http.Request) {
-	for k := range r.URL.Query() {
-		if k != "include_source" {
-			s.problem(w, r, problem.BadRequest("unknown query parameter %q (allowed: include_source)", k))
-			return
-		}
+	if err := onlyParams(r, "include_source"); err != nil {
+		s.problem(w, r, err)
+		return
 	}
 	src, err := boolParam(r, "include_source")
 	if err != nil {
@@ -235,6 +233,10 @@ func (s *Server) entrypointStatus(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) deleteEntrypoint(w http.ResponseWriter, r *http.Request) {
+	if err := onlyParams(r, "force"); err != nil {
+		s.problem(w, r, err)
+		return
+	}
 	force, err := boolParam(r, "force")
 	if err != nil {
 		s.problem(w, r, err)

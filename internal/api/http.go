@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -228,8 +230,12 @@ func strictDecode(b []byte, v any, disallowUnknown bool) error {
 		}
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return problem.Validation("wrong type", []problem.Issue{{Path: "$." + te.Field, Code: "SCHEMA_MISMATCH",
-				Message: fmt.Sprintf("expected %s, got JSON %s", te.Type, te.Value)}})
+			path := "$"
+			if te.Field != "" {
+				path += "." + te.Field
+			}
+			return problem.Validation("wrong type", []problem.Issue{{Path: path, Code: "SCHEMA_MISMATCH",
+				Message: fmt.Sprintf("expected %s, got %s", jsonKind(te.Type), te.Value)}})
 		}
 		var pe *time.ParseError
 		if errors.As(err, &pe) {
@@ -243,16 +249,48 @@ func strictDecode(b []byte, v any, disallowUnknown bool) error {
 	return nil
 }
 
-// listQuery parses limit, cursor, $filter and $orderby.
-func listQuery(r *http.Request) (store.ListQuery, error) {
+// jsonKind names a Go type the way a JSON author would.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8,
+		reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Ptr:
+		return jsonKind(t.Elem())
+	default:
+		return "an object"
+	}
+}
+
+// onlyParams answers 400 for any query parameter not in allowed.
+func onlyParams(r *http.Request, allowed ...string) error {
+	for k := range r.URL.Query() {
+		if !slices.Contains(allowed, k) {
+			if len(allowed) == 0 {
+				return problem.BadRequest("unknown query parameter %q (this endpoint takes none)", k)
+			}
+			return problem.BadRequest("unknown query parameter %q (allowed: %s)", k, strings.Join(allowed, ", "))
+		}
+	}
+	return nil
+}
+
+var listParams = []string{"limit", "cursor", "$filter", "$orderby"}
+
+// listQuery parses limit, cursor, $filter and $orderby (plus any extra parameters the endpoint takes).
+func listQuery(r *http.Request, extra ...string) (store.ListQuery, error) {
 	q := store.ListQuery{Limit: store.DefaultLimit}
 	v := r.URL.Query()
-	for k := range v {
-		switch k {
-		case "limit", "cursor", "$filter", "$orderby", "include_source":
-		default:
-			return q, problem.BadRequest("unknown query parameter %q (allowed: limit, cursor, $filter, $orderby)", k)
-		}
+	if err := onlyParams(r, append(slices.Clone(listParams), extra...)...); err != nil {
+		return q, err
 	}
 	if l := v.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)

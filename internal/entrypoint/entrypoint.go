@@ -153,11 +153,15 @@ type Viewer struct {
 }
 
 // VisibleTo reports whether v may see (and invoke, when callable) e:
-// system-owned entrypoints are visible to every tenant; tenant-owned ones within their tenant;
-// user-owned ones to their owner, and to the owner's tenant when shared.
+// system-owned entrypoints are visible to every tenant once they leave draft (a system draft is the
+// operator's work in progress); tenant-owned ones within their tenant; user-owned ones to their
+// owner, and to the owner's tenant when shared.
 func (e *Entrypoint) VisibleTo(v Viewer) bool {
-	if v.Operator || e.Owner.OwnerType == OwnerSystem {
+	if v.Operator {
 		return true
+	}
+	if e.Owner.OwnerType == OwnerSystem {
+		return e.Status != StatusDraft
 	}
 	if e.TenantID != v.TenantID {
 		return false

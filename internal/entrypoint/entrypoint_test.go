@@ -50,7 +50,9 @@ func TestVisibilityAndModification(t *testing.T) {
 	shared := priv
 	shared.Shared = true
 	ten := Entrypoint{TenantID: "acme", Owner: Owner{OwnerType: OwnerTenant, ID: "acme", TenantID: "acme"}}
-	sys := Entrypoint{TenantID: PlatformTenant, Owner: Owner{OwnerType: OwnerSystem, ID: PlatformTenant, TenantID: PlatformTenant}}
+	sys := Entrypoint{TenantID: PlatformTenant, Status: StatusActive, Owner: Owner{OwnerType: OwnerSystem, ID: PlatformTenant, TenantID: PlatformTenant}}
+	sysDraft := sys
+	sysDraft.Status = StatusDraft
 	cases := []struct {
 		name           string
 		e              Entrypoint
@@ -64,6 +66,8 @@ func TestVisibilityAndModification(t *testing.T) {
 		{"tenant entrypoint visible in tenant", ten, bob, true, true},
 		{"tenant entrypoint hidden from other tenants", ten, other, false, false},
 		{"system visible to all, changed by none", sys, other, true, false},
+		{"system draft hidden from tenants", sysDraft, other, false, false},
+		{"operator sees system drafts", sysDraft, op, true, true},
 		{"operator sees and changes all", priv, op, true, true},
 		{"operator changes system", sys, op, true, true},
 	}

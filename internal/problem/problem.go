@@ -66,8 +66,13 @@ func (e *Error) Error() string {
 // Unwrap returns the internal cause.
 func (e *Error) Unwrap() error { return e.cause }
 
-// With sets an extension member and returns e.
+// With sets an extension member and returns e. The standard members (type, title, status, detail,
+// instance, code, trace_id, errors) cannot be overridden.
 func (e *Error) With(key string, value any) *Error {
+	switch key {
+	case "type", "title", "status", "detail", "instance", "code", "trace_id", "errors":
+		panic("problem: extension member " + key + " shadows a standard member")
+	}
 	if e.Extensions == nil {
 		e.Extensions = map[string]any{}
 	}

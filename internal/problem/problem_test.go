@@ -11,7 +11,7 @@ import (
 )
 
 func TestDocument(t *testing.T) {
-	e := Conflict("invalid_transition", "action %q not allowed", "activate").With("status", "active")
+	e := Conflict("invalid_transition", "action %q not allowed", "activate").With("current_status", "active")
 	e.RetryAfter = 3
 	b, err := json.Marshal(e.Doc("/api/x", "corr_1"))
 	require.NoError(t, err)

@@ -79,7 +79,9 @@ func (s *Service) Register(ctx context.Context, sc auth.SecurityContext, body ma
 				return err
 			}
 			if n >= *max {
-				perr = problem.New(problem.TypeQuotaExceeded, "tenant %s has reached its quota of %d definitions", e.TenantID, *max).With("quota", "max_definitions")
+				pe := problem.New(problem.TypeQuotaExceeded, "tenant %s has reached its quota of %d definitions; archive or delete some, or ask the operator to raise max_definitions", e.TenantID, *max).With("quota", "max_definitions")
+				pe.RetryAfter = quotaRetryAfter
+				perr = pe
 				return perr
 			}
 		}
@@ -98,6 +100,10 @@ func (s *Service) Register(ctx context.Context, sc auth.SecurityContext, body ma
 	}
 	return e, c.report.Warnings, nil
 }
+
+// quotaRetryAfter is the Retry-After hint (seconds) on a max_definitions refusal: capacity only comes
+// back when someone archives an entrypoint or raises the quota, so the hint is deliberately long.
+const quotaRetryAfter = 60
 
 // resolve finds an entrypoint visible to the caller by opaque id or GTS id; a major-only GTS id that
 // is not itself registered resolves to the latest active minor of that major.
@@ -176,11 +182,15 @@ func bodyOf(e entrypoint.Entrypoint) map[string]any {
 }
 
 // editable loads an entrypoint the caller may change: not visible → 404; visible but not theirs to
-// change, or without the developer role → 403.
+// change, or without the developer role → 403. Changes name their target exactly (opaque id or the
+// exact GTS id): a major-only id never resolves to "whichever minor is active" here.
 func (s *Service) editable(ctx context.Context, sc auth.SecurityContext, id string) (entrypoint.Entrypoint, error) {
-	e, err := s.Get(ctx, sc, id)
+	e, err := s.store.Entrypoint(ctx, viewer(sc), id)
+	if errors.Is(err, store.ErrNotFound) {
+		return e, problem.NotFound("entrypoint %s not found", id)
+	}
 	if err != nil {
-		return e, err
+		return e, problem.Internal(err)
 	}
 	if !sc.Has(auth.RoleDeveloper) {
 		return e, problem.Forbidden("changing entrypoints needs the developer role")
@@ -198,7 +208,7 @@ func (s *Service) Update(ctx context.Context, sc auth.SecurityContext, id string
 		return e, nil, err
 	}
 	if e.Status != entrypoint.StatusDraft {
-		return e, nil, problem.Conflict("not_draft", "entrypoint %s is %s; only drafts can be updated, register a new version instead", e.ID, e.Status).With("status", e.Status)
+		return e, nil, problem.Conflict("not_draft", "entrypoint %s is %s; only drafts can be updated, register a new version instead", e.ID, e.Status).With("current_status", e.Status)
 	}
 	c, err := s.prepare(ctx, sc, body, &e)
 	if err != nil {
@@ -280,20 +290,20 @@ var statusAudit = map[entrypoint.Action]string{
 func (s *Service) ChangeStatus(ctx context.Context, sc auth.SecurityContext, id string, req StatusRequest) (entrypoint.Entrypoint, error) {
 	var issues []problem.Issue
 	if req.ReleaseNotes != nil && req.Action != entrypoint.ActionActivate {
-		issues = append(issues, problem.Issue{Path: "$.release_notes", Message: "release_notes goes with the activate action"})
+		issues = append(issues, problem.Issue{Path: "$.release_notes", Code: "INVALID_VALUE", Message: "release_notes goes with the activate action"})
 	}
 	if (req.Reason != nil || req.SuccessorID != nil || req.SunsetDate != nil) && req.Action != entrypoint.ActionDeprecate {
-		issues = append(issues, problem.Issue{Path: "$", Message: "reason, successor_id and sunset_date go with the deprecate action"})
+		issues = append(issues, problem.Issue{Path: "$", Code: "INVALID_VALUE", Message: "reason, successor_id and sunset_date go with the deprecate action"})
 	}
 	if req.SuccessorID != nil {
 		if sid, err := gts.Parse(*req.SuccessorID); err != nil {
-			issues = append(issues, problem.Issue{Path: "$.successor_id", Message: err.Error()})
+			issues = append(issues, problem.Issue{Path: "$.successor_id", Code: "INVALID_VALUE", Message: err.Error()})
 		} else if _, err := gts.EntrypointKind(sid); err != nil {
-			issues = append(issues, problem.Issue{Path: "$.successor_id", Message: err.Error()})
+			issues = append(issues, problem.Issue{Path: "$.successor_id", Code: "INVALID_VALUE", Message: err.Error()})
 		}
 	}
 	if _, err := entrypoint.Transition(entrypoint.StatusDraft, req.Action); errors.Is(err, entrypoint.ErrUnknownAction) {
-		issues = append(issues, problem.Issue{Path: "$.action", Message: fmt.Sprintf("unknown action %q: use activate, deprecate, disable, enable or archive", req.Action)})
+		issues = append(issues, problem.Issue{Path: "$.action", Code: "INVALID_VALUE", Message: fmt.Sprintf("unknown action %q: use activate, deprecate, disable, enable or archive", req.Action)})
 	}
 	if len(issues) > 0 {
 		return entrypoint.Entrypoint{}, problem.Validation("invalid status request", issues)
@@ -365,7 +375,7 @@ func (s *Service) ChangeStatus(ctx context.Context, sc auth.SecurityContext, id 
 
 func invalidTransition(e entrypoint.Entrypoint, a entrypoint.Action) *problem.Error {
 	return problem.Conflict("invalid_transition", "action %q is not allowed while entrypoint %s is %s", a, e.ID, e.Status).
-		With("status", e.Status).With("action", a)
+		With("current_status", e.Status).With("action", a)
 }
 
 // Delete hard-deletes a draft; any other entrypoint is archived (soft delete). While invocations of

@@ -7,8 +7,10 @@ import (
 	"github.com/larkrun/lark/internal/entrypoint"
 )
 
-// TimeFormat is how the API writes timestamps (RFC 3339, UTC, milliseconds), as in 000's examples.
-const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
+// TimeFormat is how the API writes timestamps: RFC 3339 in UTC with the precision they are stored
+// with (microseconds, trailing zeros dropped), the same as encoding/json writes time.Time, so a
+// value copied from a response matches exactly in a $filter.
+const TimeFormat = time.RFC3339Nano
 
 func fmtTime(t time.Time) string { return t.UTC().Format(TimeFormat) }
 

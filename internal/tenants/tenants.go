@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/larkrun/lark/internal/audit"
 	"github.com/larkrun/lark/internal/auth"
@@ -68,8 +69,7 @@ func (s *Service) Policy(ctx context.Context, sc auth.SecurityContext, tenantID 
 // Enable provisions (or re-enables) a tenant, applying body as a merge patch of quotas and
 // governance. Operator only.
 func (s *Service) Enable(ctx context.Context, sc auth.SecurityContext, tenantID string, body []byte) (tenant.Policy, error) {
-	return s.change(ctx, sc, tenantID, body, func(p *tenant.Policy) string {
-		now := s.clock.Now()
+	return s.change(ctx, sc, tenantID, body, func(p *tenant.Policy, now time.Time) string {
 		p.Enabled, p.EnabledAt, p.DisabledAt = true, &now, nil
 		return audit.TenantEnabled
 	}, true)
@@ -78,8 +78,7 @@ func (s *Service) Enable(ctx context.Context, sc auth.SecurityContext, tenantID 
 // Disable turns the runtime off for a tenant: its definitions stay, but nothing may be invoked or
 // changed by its tokens until it is enabled again. Operator only.
 func (s *Service) Disable(ctx context.Context, sc auth.SecurityContext, tenantID string) (tenant.Policy, error) {
-	return s.change(ctx, sc, tenantID, nil, func(p *tenant.Policy) string {
-		now := s.clock.Now()
+	return s.change(ctx, sc, tenantID, nil, func(p *tenant.Policy, now time.Time) string {
 		p.Enabled, p.DisabledAt = false, &now
 		return audit.TenantDisabled
 	}, false)
@@ -90,11 +89,11 @@ func (s *Service) Patch(ctx context.Context, sc auth.SecurityContext, tenantID s
 	if len(bytes.TrimSpace(body)) == 0 {
 		return tenant.Policy{}, problem.BadRequest("a JSON merge patch body is required")
 	}
-	return s.change(ctx, sc, tenantID, body, func(*tenant.Policy) string { return audit.TenantPolicyUpdated }, false)
+	return s.change(ctx, sc, tenantID, body, func(*tenant.Policy, time.Time) string { return audit.TenantPolicyUpdated }, false)
 }
 
 func (s *Service) change(ctx context.Context, sc auth.SecurityContext, tenantID string, body []byte,
-	mutate func(*tenant.Policy) string, create bool) (tenant.Policy, error) {
+	mutate func(*tenant.Policy, time.Time) string, create bool) (tenant.Policy, error) {
 	if !sc.Operator {
 		if sc.TenantID != tenantID {
 			return tenant.Policy{}, problem.NotFound("tenant %s not found", tenantID)
@@ -125,7 +124,7 @@ func (s *Service) change(ctx context.Context, sc auth.SecurityContext, tenantID 
 				return perr
 			}
 		}
-		typ := mutate(&p)
+		typ := mutate(&p, now)
 		p.UpdatedAt = now
 		if err := tx.PutTenant(p); err != nil {
 			return err
@@ -162,13 +161,27 @@ func applyPatch(p tenant.Policy, body []byte) (tenant.Policy, error) {
 	var issues []problem.Issue
 	for k := range patch {
 		if !patchable[k] {
-			issues = append(issues, problem.Issue{Path: "$." + k, Code: "unknown_field",
+			issues = append(issues, problem.Issue{Path: "$." + k, Code: "UNKNOWN_FIELD",
 				Message: fmt.Sprintf("'%s' cannot be set here (allowed: quotas, governance/policies, retention, idempotency, defaults)", k)})
+		}
+	}
+	if q, ok := patch["quotas"].(map[string]any); ok {
+		for alias, name := range map[string]string{"max_memory_mb_per_execution": "max_memory_per_execution_mb"} {
+			if _, a := q[alias]; a {
+				if _, n := q[name]; n {
+					issues = append(issues, problem.Issue{Path: "$.quotas." + alias, Code: "INVALID_VALUE", Message: "give either " + alias + " (001) or " + name + ", not both"})
+				}
+			}
+		}
+	}
+	for _, k := range []string{"policies", "governance"} {
+		if g, ok := patch[k].(map[string]any); ok {
+			expandRuntimeNames(g)
 		}
 	}
 	if g, ok := patch["governance"]; ok {
 		if _, both := patch["policies"]; both {
-			issues = append(issues, problem.Issue{Path: "$.governance", Message: "give either governance or policies, not both"})
+			issues = append(issues, problem.Issue{Path: "$.governance", Code: "INVALID_VALUE", Message: "give either governance or policies, not both"})
 		}
 		patch["policies"] = g
 		delete(patch, "governance")
@@ -195,7 +208,7 @@ func applyPatch(p tenant.Policy, body []byte) (tenant.Policy, error) {
 		}
 		for k := range m {
 			if !allowed[k] {
-				issues = append(issues, problem.Issue{Path: "$." + section + "." + k, Code: "unknown_field", Message: "unknown field '" + k + "'"})
+				issues = append(issues, problem.Issue{Path: "$." + section + "." + k, Code: "UNKNOWN_FIELD", Message: "unknown field '" + k + "'"})
 			}
 		}
 	}
@@ -228,6 +241,18 @@ func applyPatch(p tenant.Policy, body []byte) (tenant.Policy, error) {
 		next.Policies.AllowedOutboundDomains = []string{}
 	}
 	return next, nil
+}
+
+// runtimeNames are 001's short runtime names, accepted in allowed_runtimes for the adapter type ids.
+var runtimeNames = map[string]string{"starlark": "gts.x.core.serverless.adapter.starlark.v1~"}
+
+func expandRuntimeNames(policies map[string]any) {
+	list, _ := policies["allowed_runtimes"].([]any)
+	for i, v := range list {
+		if s, ok := v.(string); ok && runtimeNames[s] != "" {
+			list[i] = runtimeNames[s]
+		}
+	}
 }
 
 // mergePatch applies an RFC 7396 merge patch.
@@ -277,7 +302,7 @@ func validate(p tenant.Policy) []problem.Issue {
 	var out []problem.Issue
 	minInt := func(path string, v *int64, min int64) {
 		if v != nil && *v < min {
-			out = append(out, problem.Issue{Path: path, Message: fmt.Sprintf("must be at least %d", min)})
+			out = append(out, problem.Issue{Path: path, Code: "INVALID_VALUE", Message: fmt.Sprintf("must be at least %d", min)})
 		}
 	}
 	q := p.Quotas
@@ -289,19 +314,19 @@ func validate(p tenant.Policy) []problem.Issue {
 	minInt("$.quotas.max_memory_per_execution_mb", q.MaxMemoryPerExecutionMB, 1)
 	minInt("$.quotas.max_execution_duration_seconds", q.MaxExecutionDurationSeconds, 1)
 	if q.MaxCPUPerExecution != nil && *q.MaxCPUPerExecution <= 0 {
-		out = append(out, problem.Issue{Path: "$.quotas.max_cpu_per_execution", Message: "must be greater than 0"})
+		out = append(out, problem.Issue{Path: "$.quotas.max_cpu_per_execution", Code: "INVALID_VALUE", Message: "must be greater than 0"})
 	}
 	r := p.Retention
 	minInt("$.retention.execution_history_days", &r.ExecutionHistoryDays, 1)
 	minInt("$.retention.audit_log_days", &r.AuditLogDays, 1)
 	if w := p.Idempotency.DeduplicationWindowSeconds; w < 60 || w > 2628000 {
-		out = append(out, problem.Issue{Path: "$.idempotency.deduplication_window_seconds", Message: "must be between 60 and 2628000"})
+		out = append(out, problem.Issue{Path: "$.idempotency.deduplication_window_seconds", Code: "INVALID_VALUE", Message: "must be between 60 and 2628000"})
 	}
 	d := p.Defaults
 	minInt("$.defaults.timeout_seconds", &d.TimeoutSeconds, 1)
 	minInt("$.defaults.memory_mb", &d.MemoryMB, 1)
 	if d.CPU < 0 {
-		out = append(out, problem.Issue{Path: "$.defaults.cpu", Message: "must not be negative"})
+		out = append(out, problem.Issue{Path: "$.defaults.cpu", Code: "INVALID_VALUE", Message: "must not be negative"})
 	}
 	for i, a := range p.Policies.AllowedRuntimes {
 		if !adapterRE.MatchString(a) {

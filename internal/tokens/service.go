@@ -84,13 +84,13 @@ func (s *Service) CreateToken(ctx context.Context, sc auth.SecurityContext, req 
 	}
 	var issues []problem.Issue
 	if !s.validID(req.TenantID) {
-		issues = append(issues, problem.Issue{Path: "$.tenant_id", Message: "tenant_id must be 1-63 characters of [a-z0-9_-], starting with a letter or digit, and not 'platform'"})
+		issues = append(issues, problem.Issue{Path: "$.tenant_id", Code: "INVALID_VALUE", Message: "tenant_id must be 1-63 characters of [a-z0-9_-], starting with a letter or digit, and not 'platform'"})
 	}
 	if req.SubjectID == "" || len(req.SubjectID) > 200 {
-		issues = append(issues, problem.Issue{Path: "$.subject_id", Message: "subject_id is required (at most 200 characters)"})
+		issues = append(issues, problem.Issue{Path: "$.subject_id", Code: "INVALID_VALUE", Message: "subject_id is required (at most 200 characters)"})
 	}
 	if len(req.Roles) == 0 {
-		issues = append(issues, problem.Issue{Path: "$.roles", Message: "at least one role is required: viewer, operator, developer or admin"})
+		issues = append(issues, problem.Issue{Path: "$.roles", Code: "INVALID_VALUE", Message: "at least one role is required: viewer, operator, developer or admin"})
 	}
 	for i, r := range req.Roles {
 		if !r.Valid() {
@@ -99,7 +99,7 @@ func (s *Service) CreateToken(ctx context.Context, sc auth.SecurityContext, req 
 	}
 	now := s.clock.Now()
 	if req.ExpiresAt != nil && !req.ExpiresAt.After(now) {
-		issues = append(issues, problem.Issue{Path: "$.expires_at", Message: "expires_at must be in the future"})
+		issues = append(issues, problem.Issue{Path: "$.expires_at", Code: "INVALID_VALUE", Message: "expires_at must be in the future"})
 	}
 	if len(issues) > 0 {
 		return CreatedToken{}, problem.Validation("invalid token request", issues)

@@ -125,7 +125,8 @@ func TestReopenPreservesData(t *testing.T) {
 	ep2.Status = entrypoint.StatusActive
 	act := dt0.Add(2 * time.Minute)
 	ep2.ActivatedAt = &act
-	epSys := storetest.NewEntrypoint("ep_sys", "", entrypoint.OwnerSystem, "platform", "send_mail", 2, 0, false, dt0)
+	epSys := storetest.NewEntrypoint("ep_sys", entrypoint.PlatformTenant, entrypoint.OwnerSystem, "platform", "send_mail", 2, 0, false, dt0)
+	epSys.Status = entrypoint.StatusActive
 
 	require.NoError(t, s.Update(ctx, func(tx store.Tx) error {
 		for _, p := range []tenant.Policy{acme, beta} {

@@ -83,7 +83,7 @@ func visibility(v entrypoint.Viewer) (string, []any) {
 	if v.Operator {
 		return "", nil
 	}
-	return "(owner_type = 'system' OR (tenant_id = ? AND (owner_type = 'tenant' OR owner_id = ? OR shared = 1)))",
+	return "((owner_type = 'system' AND status <> 'draft') OR (tenant_id = ? AND (owner_type = 'tenant' OR owner_id = ? OR shared = 1)))",
 		[]any{v.TenantID, v.SubjectID}
 }
 

@@ -226,7 +226,12 @@ func testEntrypointVisibility(t *testing.T, s store.Store) {
 				e.Shared = true
 				return e
 			}(),
-			NewEntrypoint("ep_system", entrypoint.PlatformTenant, entrypoint.OwnerSystem, "operator", "sys_fn", 1, 0, false, t0.Add(3*time.Second)),
+			func() entrypoint.Entrypoint {
+				e := NewEntrypoint("ep_system", entrypoint.PlatformTenant, entrypoint.OwnerSystem, "operator", "sys_fn", 1, 0, false, t0.Add(3*time.Second))
+				e.Status = entrypoint.StatusActive
+				return e
+			}(),
+			NewEntrypoint("ep_sysdraft", entrypoint.PlatformTenant, entrypoint.OwnerSystem, "operator", "sys_draft", 1, 0, false, t0.Add(5*time.Second)),
 			NewEntrypoint("ep_other", "other", entrypoint.OwnerTenant, "other", "o_fn", 1, 0, false, t0.Add(4*time.Second)),
 		} {
 			if err := tx.InsertEntrypoint(e); err != nil {
@@ -242,7 +247,7 @@ func testEntrypointVisibility(t *testing.T, s store.Store) {
 		{entrypoint.Viewer{TenantID: "acme", SubjectID: "alice"}, []string{"ep_tenant", "ep_alice", "ep_shared", "ep_system"}},
 		{entrypoint.Viewer{TenantID: "acme", SubjectID: "bob"}, []string{"ep_tenant", "ep_shared", "ep_system"}},
 		{entrypoint.Viewer{TenantID: "other", SubjectID: "alice"}, []string{"ep_system", "ep_other"}},
-		{entrypoint.Viewer{Operator: true}, []string{"ep_tenant", "ep_alice", "ep_shared", "ep_system", "ep_other"}},
+		{entrypoint.Viewer{Operator: true}, []string{"ep_tenant", "ep_alice", "ep_shared", "ep_system", "ep_other", "ep_sysdraft"}},
 	}
 	for _, c := range cases {
 		page, err := s.ListEntrypoints(ctx, c.v, store.ListQuery{})
@@ -253,7 +258,7 @@ func testEntrypointVisibility(t *testing.T, s store.Store) {
 			require.True(t, e.VisibleTo(c.v), "store and domain visibility agree")
 		}
 		require.Equal(t, c.want, ids, "viewer %+v", c.v)
-		for _, id := range []string{"ep_tenant", "ep_alice", "ep_shared", "ep_system", "ep_other"} {
+		for _, id := range []string{"ep_tenant", "ep_alice", "ep_shared", "ep_system", "ep_other", "ep_sysdraft"} {
 			_, err := s.Entrypoint(ctx, c.v, id)
 			visible := false
 			for _, w := range c.want {
