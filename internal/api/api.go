@@ -7,9 +7,12 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/larkrun/lark/internal/idgen"
 	"github.com/larkrun/lark/internal/problem"
@@ -64,12 +67,23 @@ func New(cfg Config) *Server {
 // Handler returns the root handler.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.recoverer, s.correlate, s.accessLog)
+	r.Use(s.recoverer, s.correlate, s.accessLog, middleware.GetHead)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, notFound(r))
 	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		s.problem(w, r, methodNotAllowed(r))
+	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
+		// RFC 9110 §15.5.6: a 405 lists the methods the resource supports.
+		var allowed []string
+		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+			if r.Match(chi.NewRouteContext(), m, req.URL.Path) {
+				allowed = append(allowed, m)
+			}
+		}
+		if slices.Contains(allowed, http.MethodGet) && !slices.Contains(allowed, http.MethodHead) {
+			allowed = append(allowed, http.MethodHead)
+		}
+		w.Header().Set("Allow", strings.Join(allowed, ", "))
+		s.problem(w, req, methodNotAllowed(req))
 	})
 	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

@@ -155,6 +155,10 @@ func (s *Server) validateEntrypoint(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) validateExisting(w http.ResponseWriter, r *http.Request) {
+	if err := onlyParams(r); err != nil {
+		s.problem(w, r, err)
+		return
+	}
 	if err := requireRole(security(r), auth.RoleDeveloper, "validating entrypoints"); err != nil {
 		s.problem(w, r, err)
 		return
@@ -205,6 +209,10 @@ func (s *Server) getEntrypoint(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) updateEntrypoint(w http.ResponseWriter, r *http.Request) {
+	if err := onlyParams(r); err != nil {
+		s.problem(w, r, err)
+		return
+	}
 	body, err := decodeObject(r)
 	if err != nil {
 		s.problem(w, r, err)
@@ -219,6 +227,10 @@ func (s *Server) updateEntrypoint(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) entrypointStatus(w http.ResponseWriter, r *http.Request) {
+	if err := onlyParams(r); err != nil {
+		s.problem(w, r, err)
+		return
+	}
 	var req registry.StatusRequest
 	if err := decodeStruct(r, &req, false); err != nil {
 		s.problem(w, r, err)
@@ -255,6 +267,10 @@ func (s *Server) deleteEntrypoint(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) entrypointVersions(w http.ResponseWriter, r *http.Request) {
+	if err := onlyParams(r); err != nil {
+		s.problem(w, r, err)
+		return
+	}
 	id := chi.URLParam(r, "id")
 	list, err := s.cfg.Registry.Versions(r.Context(), security(r), id)
 	if err != nil {

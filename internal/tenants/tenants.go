@@ -101,7 +101,7 @@ func (s *Service) change(ctx context.Context, sc auth.SecurityContext, tenantID 
 		return tenant.Policy{}, problem.Forbidden("only the platform operator changes tenant enablement and policy")
 	}
 	if !tenant.ValidID(tenantID) {
-		return tenant.Policy{}, problem.Validation("invalid tenant id", []problem.Issue{{Path: "tenant_id",
+		return tenant.Policy{}, problem.Validation("invalid tenant id", []problem.Issue{{Path: "$.tenant_id", Code: "INVALID_VALUE",
 			Message: "tenant ids are 1-63 characters of [a-z0-9_-], start with a letter or digit, and 'platform' is reserved"}})
 	}
 	var out tenant.Policy
@@ -227,9 +227,9 @@ func applyPatch(p tenant.Policy, body []byte) (tenant.Policy, error) {
 		path, msg := "$", err.Error()
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			path, msg = "$."+te.Field, fmt.Sprintf("expected %s, got JSON %s", te.Type, te.Value)
+			path, msg = "$."+te.Field, fmt.Sprintf("expected %s, got %s", jsonKind(te.Type.Kind()), te.Value)
 		}
-		return p, problem.Validation("invalid tenant policy", []problem.Issue{{Path: path, Message: msg}})
+		return p, problem.Validation("invalid tenant policy", []problem.Issue{{Path: path, Code: "SCHEMA_MISMATCH", Message: msg}})
 	}
 	if issues := validate(next); len(issues) > 0 {
 		return p, problem.Validation("invalid tenant policy", issues)
@@ -252,6 +252,23 @@ func expandRuntimeNames(policies map[string]any) {
 		if s, ok := v.(string); ok && runtimeNames[s] != "" {
 			list[i] = runtimeNames[s]
 		}
+	}
+}
+
+func jsonKind(k reflect.Kind) string {
+	switch k {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		return "an integer"
+	case reflect.Float64, reflect.Float32:
+		return "a number"
+	case reflect.Slice:
+		return "an array"
+	default:
+		return "an object"
 	}
 }
 
@@ -330,13 +347,13 @@ func validate(p tenant.Policy) []problem.Issue {
 	}
 	for i, a := range p.Policies.AllowedRuntimes {
 		if !adapterRE.MatchString(a) {
-			out = append(out, problem.Issue{Path: fmt.Sprintf("$.policies.allowed_runtimes[%d]", i),
+			out = append(out, problem.Issue{Path: fmt.Sprintf("$.policies.allowed_runtimes[%d]", i), Code: "INVALID_VALUE",
 				Message: "must be an adapter GTS type id such as gts.x.core.serverless.adapter.starlark.v1~"})
 		}
 	}
 	for i, d := range p.Policies.AllowedOutboundDomains {
 		if !domainRE.MatchString(d) {
-			out = append(out, problem.Issue{Path: fmt.Sprintf("$.policies.allowed_outbound_domains[%d]", i),
+			out = append(out, problem.Issue{Path: fmt.Sprintf("$.policies.allowed_outbound_domains[%d]", i), Code: "INVALID_VALUE",
 				Message: "must be a lowercase host name, optionally starting with '*.'"})
 		}
 	}

@@ -94,7 +94,7 @@ func (s *Service) CreateToken(ctx context.Context, sc auth.SecurityContext, req 
 	}
 	for i, r := range req.Roles {
 		if !r.Valid() {
-			issues = append(issues, problem.Issue{Path: fmt.Sprintf("$.roles[%d]", i), Message: fmt.Sprintf("unknown role %q (viewer, operator, developer, admin)", r)})
+			issues = append(issues, problem.Issue{Path: fmt.Sprintf("$.roles[%d]", i), Code: "INVALID_VALUE", Message: fmt.Sprintf("unknown role %q (viewer, operator, developer, admin)", r)})
 		}
 	}
 	now := s.clock.Now()
