@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
@@ -183,9 +184,14 @@ func (s *Server) listEntrypoints(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, err)
 		return
 	}
-	items := make([]map[string]any, 0, len(page.Items))
+	items := make([]json.RawMessage, 0, len(page.Items))
 	for _, e := range page.Items {
-		items = append(items, registry.Render(e, src))
+		b, err := registry.RenderJSON(e, src)
+		if err != nil {
+			s.problem(w, r, problem.Internal(err))
+			return
+		}
+		items = append(items, b)
 	}
 	writeJSON(w, http.StatusOK, pageOf(page, q.Limit, items))
 }
@@ -205,7 +211,8 @@ func (s *Server) getEntrypoint(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, registry.Render(e, src))
+	b, err := registry.RenderJSON(e, src)
+	s.respond(w, r, http.StatusOK, b, err)
 }
 
 func (s *Server) updateEntrypoint(w http.ResponseWriter, r *http.Request) {

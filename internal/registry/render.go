@@ -2,6 +2,7 @@ package registry
 
 import (
 	"encoding/json"
+	"sync"
 	"time"
 
 	"github.com/larkrun/lark/internal/entrypoint"
@@ -96,4 +97,44 @@ func Summaries(list []entrypoint.Entrypoint) []VersionSummary {
 		out = append(out, v)
 	}
 	return out
+}
+
+// renderCache holds encoded entrypoints by (id, revision, include_source). Every change to an
+// entrypoint bumps its revision, so an entry can never be stale; the bound only limits memory.
+type renderCache struct {
+	mu sync.RWMutex
+	m  map[renderKey]json.RawMessage
+}
+
+type renderKey struct {
+	id     string
+	rev    int64
+	source bool
+}
+
+const renderCacheMax = 4096
+
+var rendered = &renderCache{m: map[renderKey]json.RawMessage{}}
+
+// RenderJSON is Render encoded as JSON, cached: reads of unchanged entrypoints skip decoding and
+// re-encoding the stored definition.
+func RenderJSON(e entrypoint.Entrypoint, includeSource bool) (json.RawMessage, error) {
+	k := renderKey{e.ID, e.Revision, includeSource}
+	rendered.mu.RLock()
+	b, ok := rendered.m[k]
+	rendered.mu.RUnlock()
+	if ok {
+		return b, nil
+	}
+	b, err := json.Marshal(Render(e, includeSource))
+	if err != nil {
+		return nil, err
+	}
+	rendered.mu.Lock()
+	if len(rendered.m) >= renderCacheMax {
+		clear(rendered.m)
+	}
+	rendered.m[k] = b
+	rendered.mu.Unlock()
+	return b, nil
 }

@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/larkrun/lark/internal/audit"
@@ -28,6 +29,20 @@ type Service struct {
 	store store.Store
 	clock clock.Clock
 	ids   idgen.Generator
+
+	mu      sync.RWMutex
+	enabled map[string]time.Time // when RequireEnabled last found the tenant enabled
+}
+
+// EnabledCacheTTL bounds how long RequireEnabled reuses a "tenant is enabled" answer. Changes made
+// through this process drop the entry at once; other processes sharing the database see them within
+// the TTL.
+const EnabledCacheTTL = time.Second
+
+func (s *Service) forget(tenantID string) {
+	s.mu.Lock()
+	delete(s.enabled, tenantID)
+	s.mu.Unlock()
 }
 
 // NewService returns a Service.
@@ -37,6 +52,13 @@ func NewService(s store.Store, c clock.Clock, ids idgen.Generator) *Service {
 
 // RequireEnabled answers 403 unless the tenant exists and is enabled (001, BR-021).
 func (s *Service) RequireEnabled(ctx context.Context, tenantID string) error {
+	now := s.clock.Now()
+	s.mu.RLock()
+	at, ok := s.enabled[tenantID]
+	s.mu.RUnlock()
+	if ok && now.Sub(at) < EnabledCacheTTL && !now.Before(at) {
+		return nil
+	}
 	p, err := s.store.Tenant(ctx, tenantID)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && !p.Enabled) {
 		return problem.Forbidden("the serverless runtime is not enabled for tenant %s", tenantID)
@@ -44,6 +66,12 @@ func (s *Service) RequireEnabled(ctx context.Context, tenantID string) error {
 	if err != nil {
 		return problem.Internal(err)
 	}
+	s.mu.Lock()
+	if s.enabled == nil || len(s.enabled) >= 10000 {
+		s.enabled = map[string]time.Time{}
+	}
+	s.enabled[tenantID] = now
+	s.mu.Unlock()
 	return nil
 }
 
@@ -106,6 +134,7 @@ func (s *Service) change(ctx context.Context, sc auth.SecurityContext, tenantID 
 	}
 	var out tenant.Policy
 	var perr error
+	defer s.forget(tenantID)
 	err := s.store.Update(ctx, func(tx store.Tx) error {
 		now := s.clock.Now()
 		p, err := tx.Tenant(tenantID)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/larkrun/lark/internal/audit"
@@ -24,6 +25,51 @@ type Service struct {
 	ids        idgen.Generator
 	adminToken string
 	validID    func(string) bool
+	cache      authCache
+}
+
+// AuthCacheTTL bounds how long a successful token lookup is reused. Revocations through this process
+// take effect at once (the entry is dropped); on other processes sharing the database, within the TTL.
+const AuthCacheTTL = time.Second
+
+type authCache struct {
+	mu sync.RWMutex
+	m  map[string]authEntry // by token hash
+}
+
+type authEntry struct {
+	sc      auth.SecurityContext
+	expires *time.Time
+	fetched time.Time
+}
+
+func (c *authCache) get(hash string, now time.Time) (auth.SecurityContext, bool) {
+	c.mu.RLock()
+	e, ok := c.m[hash]
+	c.mu.RUnlock()
+	if !ok || now.Sub(e.fetched) >= AuthCacheTTL || now.Before(e.fetched) || (e.expires != nil && !now.Before(*e.expires)) {
+		return auth.SecurityContext{}, false
+	}
+	return e.sc, true
+}
+
+func (c *authCache) put(hash string, e authEntry) {
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= 10000 {
+		c.m = map[string]authEntry{}
+	}
+	c.m[hash] = e
+	c.mu.Unlock()
+}
+
+func (c *authCache) dropToken(id string) {
+	c.mu.Lock()
+	for h, e := range c.m {
+		if e.sc.TokenID == id {
+			delete(c.m, h)
+		}
+	}
+	c.mu.Unlock()
 }
 
 // NewService returns a Service. adminToken is the platform operator's secret (LARK_ADMIN_TOKEN);
@@ -35,7 +81,7 @@ func NewService(s store.Store, c clock.Clock, ids idgen.Generator, adminToken st
 // OperatorSubject is the subject id of the platform operator.
 const OperatorSubject = "operator"
 
-// Authenticate resolves a bearer secret to a auth.SecurityContext, or a 401 problem.
+// Authenticate resolves a bearer secret to an auth.SecurityContext, or a 401 problem.
 func (s *Service) Authenticate(ctx context.Context, secret string) (auth.SecurityContext, error) {
 	if secret == "" {
 		return auth.SecurityContext{}, problem.Unauthorized("missing bearer token")
@@ -43,17 +89,24 @@ func (s *Service) Authenticate(ctx context.Context, secret string) (auth.Securit
 	if s.adminToken != "" && auth.Equal(secret, s.adminToken) {
 		return auth.SecurityContext{SubjectID: OperatorSubject, Operator: true, Roles: []auth.Role{auth.RoleAdmin}}, nil
 	}
-	tk, err := s.store.TokenByHash(ctx, auth.Hash(secret))
+	hash := auth.Hash(secret)
+	now := s.clock.Now()
+	if sc, ok := s.cache.get(hash, now); ok {
+		return sc, nil
+	}
+	tk, err := s.store.TokenByHash(ctx, hash)
 	if errors.Is(err, store.ErrNotFound) {
 		return auth.SecurityContext{}, problem.Unauthorized("invalid bearer token")
 	}
 	if err != nil {
 		return auth.SecurityContext{}, problem.Internal(err)
 	}
-	if !tk.Active(s.clock.Now()) {
+	if !tk.Active(now) {
 		return auth.SecurityContext{}, problem.Unauthorized("token revoked or expired")
 	}
-	return auth.SecurityContext{TenantID: tk.TenantID, SubjectID: tk.SubjectID, Roles: tk.Roles, TokenID: tk.ID}, nil
+	sc := auth.SecurityContext{TenantID: tk.TenantID, SubjectID: tk.SubjectID, Roles: tk.Roles, TokenID: tk.ID}
+	s.cache.put(hash, authEntry{sc: sc, expires: tk.ExpiresAt, fetched: now})
+	return sc, nil
 }
 
 // CreateTokenRequest is the body of POST /tokens.
@@ -162,5 +215,6 @@ func (s *Service) RevokeToken(ctx context.Context, sc auth.SecurityContext, id s
 	if err != nil {
 		return problem.Internal(err)
 	}
+	s.cache.dropToken(id)
 	return nil
 }

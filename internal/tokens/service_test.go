@@ -96,3 +96,28 @@ func TestCreateTokenValidation(t *testing.T) {
 	}
 	require.ElementsMatch(t, []string{"$.tenant_id", "$.subject_id", "$.roles[0]", "$.expires_at"}, paths, "every problem at once")
 }
+
+// TestAuthCacheIsBounded: a revocation through the service is immediate; one made elsewhere (another
+// process sharing the database) is seen within AuthCacheTTL.
+func TestAuthCacheIsBounded(t *testing.T) {
+	s, c, st := newService(t)
+	ctx := context.Background()
+	a, err := s.CreateToken(ctx, op, CreateTokenRequest{TenantID: "acme", SubjectID: "a", Roles: []auth.Role{auth.RoleViewer}})
+	require.NoError(t, err)
+	b, err := s.CreateToken(ctx, op, CreateTokenRequest{TenantID: "acme", SubjectID: "b", Roles: []auth.Role{auth.RoleViewer}})
+	require.NoError(t, err)
+	for _, tk := range []CreatedToken{a, b} {
+		_, err := s.Authenticate(ctx, tk.Secret)
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.RevokeToken(ctx, op, a.ID))
+	_, err = s.Authenticate(ctx, a.Secret)
+	require.Equal(t, 401, problem.From(err).Status, "revoked here: immediate")
+
+	require.NoError(t, st.Update(ctx, func(tx store.Tx) error { return tx.RevokeToken("acme", b.ID, c.Now()) }))
+	_, err = s.Authenticate(ctx, b.Secret)
+	require.NoError(t, err, "revoked elsewhere: still cached within the TTL")
+	c.Advance(AuthCacheTTL)
+	_, err = s.Authenticate(ctx, b.Secret)
+	require.Equal(t, 401, problem.From(err).Status, "and refused once the TTL has passed")
+}

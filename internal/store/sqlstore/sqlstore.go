@@ -33,7 +33,8 @@ var sqliteMigrations embed.FS
 // Store is a store.Store backed by SQL.
 type Store struct {
 	w    *sql.DB // writer: used only by the group committer
-	r    *sql.DB // readers
+	rdb  *sql.DB // readers
+	r    cachedDB
 	gc   *groupcommit.Committer
 	prov *goose.Provider
 }
@@ -99,7 +100,7 @@ func OpenSQLite(ctx context.Context, path string, o Options) (*Store, error) {
 	n := 2 * runtime.GOMAXPROCS(0)
 	r.SetMaxOpenConns(n)
 	r.SetMaxIdleConns(n)
-	s := &Store{w: w, r: r, prov: prov}
+	s := &Store{w: w, rdb: r, r: cachedDB{newStmtCache(r)}, prov: prov}
 	s.gc = groupcommit.New(w, groupcommit.Options{MaxBatch: o.MaxBatch})
 	return s, nil
 }
@@ -118,7 +119,7 @@ func (s *Store) CommitStats() (batches, writes uint64) { return s.gc.Stats() }
 
 // Ping implements store.Store: the database answers and no migration is pending.
 func (s *Store) Ping(ctx context.Context) error {
-	if err := s.r.PingContext(ctx); err != nil {
+	if err := s.rdb.PingContext(ctx); err != nil {
 		return err
 	}
 	pending, err := s.prov.HasPending(ctx)
@@ -134,7 +135,8 @@ func (s *Store) Ping(ctx context.Context) error {
 // Close finishes queued writes and closes the database.
 func (s *Store) Close() error {
 	s.gc.Close()
-	return errors.Join(s.r.Close(), s.w.Close())
+	s.r.c.close()
+	return errors.Join(s.rdb.Close(), s.w.Close())
 }
 
 // querier is what *sql.DB and *sql.Tx have in common.
