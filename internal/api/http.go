@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"reflect"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -235,7 +234,7 @@ func strictDecode(b []byte, v any, disallowUnknown bool) error {
 				path += "." + te.Field
 			}
 			return problem.Validation("wrong type", []problem.Issue{{Path: path, Code: "SCHEMA_MISMATCH",
-				Message: fmt.Sprintf("expected %s, got %s", jsonKind(te.Type), te.Value)}})
+				Message: fmt.Sprintf("expected %s, got %s", problem.JSONKind(te.Type), te.Value)}})
 		}
 		var pe *time.ParseError
 		if errors.As(err, &pe) {
@@ -247,27 +246,6 @@ func strictDecode(b []byte, v any, disallowUnknown bool) error {
 		return problem.BadRequest("malformed JSON: unexpected data after the top-level value")
 	}
 	return nil
-}
-
-// jsonKind names a Go type the way a JSON author would.
-func jsonKind(t reflect.Type) string {
-	switch t.Kind() {
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "a boolean"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8,
-		reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "an integer"
-	case reflect.Float32, reflect.Float64:
-		return "a number"
-	case reflect.Slice, reflect.Array:
-		return "an array"
-	case reflect.Ptr:
-		return jsonKind(t.Elem())
-	default:
-		return "an object"
-	}
 }
 
 // onlyParams answers 400 for any query parameter not in allowed.

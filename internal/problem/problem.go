@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 )
 
 // Base is the root GTS error type; every concrete type below derives from it.
@@ -208,4 +209,26 @@ func (e *Error) Doc(instance, traceID string) Document {
 		d.ext["retry_after_seconds"] = e.RetryAfter
 	}
 	return d
+}
+
+// JSONKind names a Go type the way a JSON author would ("a string", "an integer", ...), for messages
+// about a value of the wrong type: Go type names never reach clients.
+func JSONKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8,
+		reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Pointer:
+		return JSONKind(t.Elem())
+	default:
+		return "an object"
+	}
 }

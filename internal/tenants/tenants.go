@@ -256,7 +256,7 @@ func applyPatch(p tenant.Policy, body []byte) (tenant.Policy, error) {
 		path, msg := "$", err.Error()
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			path, msg = "$."+te.Field, fmt.Sprintf("expected %s, got %s", jsonKind(te.Type.Kind()), te.Value)
+			path, msg = "$."+te.Field, fmt.Sprintf("expected %s, got %s", problem.JSONKind(te.Type), te.Value)
 		}
 		return p, problem.Validation("invalid tenant policy", []problem.Issue{{Path: path, Code: "SCHEMA_MISMATCH", Message: msg}})
 	}
@@ -281,23 +281,6 @@ func expandRuntimeNames(policies map[string]any) {
 		if s, ok := v.(string); ok && runtimeNames[s] != "" {
 			list[i] = runtimeNames[s]
 		}
-	}
-}
-
-func jsonKind(k reflect.Kind) string {
-	switch k {
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "a boolean"
-	case reflect.Int, reflect.Int64, reflect.Int32:
-		return "an integer"
-	case reflect.Float64, reflect.Float32:
-		return "a number"
-	case reflect.Slice:
-		return "an array"
-	default:
-		return "an object"
 	}
 }
 
