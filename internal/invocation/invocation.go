@@ -105,7 +105,7 @@ const (
 	EventSuspended             EventType = "suspended"              // running → suspended
 	EventResumed               EventType = "resumed"                // suspended → running
 	EventRetryScheduled        EventType = "retry_scheduled"        // running → queued (automatic retry with backoff)
-	EventRequeued              EventType = "requeued"               // failed → queued (retry control action; next logical attempt)
+	EventRequeued              EventType = "requeued"               // failed|dead_lettered → queued (retry control action or DLQ redrive; next logical attempt)
 	EventDeadLettered          EventType = "dead_lettered"          // failed|compensating → dead_lettered
 	EventCompensationStarted   EventType = "compensation_started"   // failed|canceled → compensating
 	EventCompensationCompleted EventType = "compensation_completed" // compensating → compensated
@@ -116,7 +116,11 @@ const (
 	EventStepRetried           EventType = "step_retried"
 	EventSignalReceived        EventType = "signal_received"
 	EventCheckpointCreated     EventType = "checkpoint_created"
-	EventLog                   EventType = "log"
+	EventLog                   EventType = "log"                    // ctx.log / print from user code
+	EventHTTPCall              EventType = "http_call"              // an outbound request: method, host, status, duration (never credentials)
+	EventChildInvoked          EventType = "child_invoked"          // r_invoke_v1 started a child invocation
+	EventReclaimed             EventType = "reclaimed"              // a runner's lease expired; the attempt is dispatched again (engine attempt +1)
+	EventLateResult            EventType = "late_result"            // a runner finished after losing its lease: recorded, never applied
 )
 
 // Event is one entry of an invocation's append-only log (003 §1.1). Seq is assigned by the store:
@@ -175,7 +179,7 @@ var statusEvents = map[EventType]struct {
 	EventSuspended:             {[]Status{StatusRunning}, StatusSuspended},
 	EventResumed:               {[]Status{StatusSuspended}, StatusRunning},
 	EventRetryScheduled:        {[]Status{StatusRunning}, StatusQueued},
-	EventRequeued:              {[]Status{StatusFailed}, StatusQueued},
+	EventRequeued:              {[]Status{StatusFailed, StatusDeadLettered}, StatusQueued},
 	EventDeadLettered:          {[]Status{StatusFailed, StatusCompensating}, StatusDeadLettered},
 	EventCompensationStarted:   {[]Status{StatusFailed, StatusCanceled}, StatusCompensating},
 	EventCompensationCompleted: {[]Status{StatusCompensating}, StatusCompensated},

@@ -45,6 +45,7 @@ func TestStateMachine(t *testing.T) {
 		StatusFailed:       {EventCompensationStarted: StatusCompensating, EventDeadLettered: StatusDeadLettered, EventRequeued: StatusQueued},
 		StatusCanceled:     {EventCompensationStarted: StatusCompensating},
 		StatusCompensating: {EventCompensationCompleted: StatusCompensated, EventCompensationFailed: StatusDeadLettered, EventDeadLettered: StatusDeadLettered},
+		StatusDeadLettered: {EventRequeued: StatusQueued},
 	}
 	for from, path := range reach {
 		r, err := Apply(Record{}, created("inv"))

@@ -88,6 +88,15 @@ type Reader interface {
 	Invocation(ctx context.Context, tenantID, id string) (invocation.Record, error)
 	// Events returns up to limit events after afterSeq, in order; a hole yields *GapError.
 	Events(ctx context.Context, tenantID, invocationID string, afterSeq int64, limit int) ([]invocation.Event, error)
+	// ListInvocations lists a tenant's invocations. Filters: entrypoint_id (eq, in, startswith, GTS
+	// wildcards), status, mode, correlation_id, created_at; order: created_at.
+	ListInvocations(ctx context.Context, tenantID string, q ListQuery) (Page[invocation.Record], error)
+	// CountTenantInFlight counts a tenant's invocations that are queued, running, suspended or compensating.
+	CountTenantInFlight(ctx context.Context, tenantID string) (int64, error)
+	// NextDue is the earliest time queued work becomes runnable or a lease expires; nil when idle.
+	NextDue(ctx context.Context) (*time.Time, error)
+	// CachedInvocation returns the invocation stored under a response-cache key, if not expired.
+	CachedInvocation(ctx context.Context, key string, now time.Time) (tenantID, invocationID string, err error)
 	// ListAudit lists a tenant's audit events ("" = all); filters: type, resource_type, resource_id,
 	// actor_id, timestamp; order: timestamp.
 	ListAudit(ctx context.Context, tenantID string, q ListQuery) (Page[audit.Event], error)
@@ -118,6 +127,23 @@ type Tx interface {
 	// CountInFlight counts invocations of an entrypoint version that are not finished.
 	CountInFlight(entrypointRef string) (int64, error)
 	InsertAudit(e audit.Event) error
+	// Scheduling returns an invocation's queue state.
+	Scheduling(tenantID, invocationID string) (Scheduling, error)
+	// SetScheduling replaces an invocation's queue state.
+	SetScheduling(tenantID, invocationID string, s Scheduling) error
+	// Runnable lists up to limit invocations that may be claimed at now: queued ones whose
+	// available_at has come, and ones whose lease has expired (their runner died), oldest first.
+	Runnable(now time.Time, limit int) ([]Runnable, error)
+	// CountTenantInFlight is Reader.CountTenantInFlight inside the transaction.
+	CountTenantInFlight(tenantID string) (int64, error)
+	// IdempotencyKey returns the live (unexpired at now) record of a key; ErrNotFound otherwise.
+	IdempotencyKey(tenantID, scope, key string, now time.Time) (IdempotencyRecord, error)
+	// PutIdempotencyKey stores a key, replacing an expired one.
+	PutIdempotencyKey(r IdempotencyRecord) error
+	// PutCachedInvocation stores a response-cache entry (replacing any previous one).
+	PutCachedInvocation(key, tenantID, invocationID string, expires time.Time) error
+	// PurgeExpired deletes idempotency keys and cache entries that expired before now.
+	PurgeExpired(now time.Time) (int64, error)
 	// CreateInvocation appends the first event (type created, Data = the initial record) of a new
 	// invocation and writes its projection.
 	CreateInvocation(first invocation.Event) (invocation.Record, error)
@@ -125,6 +151,33 @@ type Tx interface {
 	// projection in the same transaction. An event whose idempotency key is already in the log is
 	// skipped (not an error); the returned slice holds the events actually appended.
 	AppendEvents(tenantID, invocationID string, events []invocation.Event) (invocation.Record, []invocation.Event, error)
+}
+
+// Scheduling is an invocation's place in the queue: AvailableAt is set while it waits to run,
+// the lease while a runner holds it.
+type Scheduling struct {
+	AvailableAt    *time.Time
+	LeaseOwner     string
+	LeaseExpiresAt *time.Time
+}
+
+// Runnable is a claimable queue entry.
+type Runnable struct {
+	TenantID     string
+	InvocationID string
+	// Expired is set when the invocation was leased and the lease ran out: its runner died.
+	Expired bool
+}
+
+// IdempotencyRecord remembers which invocation an Idempotency-Key started, and with what request.
+type IdempotencyRecord struct {
+	TenantID     string
+	Scope        string
+	Key          string
+	RequestHash  string
+	InvocationID string
+	CreatedAt    time.Time
+	ExpiresAt    time.Time
 }
 
 // Store is a complete persistence implementation.

@@ -174,3 +174,5 @@ func (t *tx) AppendEvents(tenantID, invocationID string, events []invocation.Eve
 	}
 	return r, appended, nil
 }
+
+func jsonUnmarshal(doc string, v any) error { return json.Unmarshal([]byte(doc), v) }

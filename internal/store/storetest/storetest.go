@@ -46,6 +46,10 @@ func Run(t *testing.T, f Factory) {
 		"Audit":                   testAudit,
 		"UpdateRollsBackOnError":  testUpdateRollsBack,
 		"UpdateRecoversFromPanic": testUpdateRecoversPanic,
+		"QueueAndLeases":          testQueueAndLeases,
+		"IdempotencyKeys":         testIdempotencyKeys,
+		"ResponseCache":           testResponseCache,
+		"ListInvocations":         testListInvocations,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -1,0 +1,140 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/larkrun/lark/internal/invocation"
+	"github.com/larkrun/lark/internal/odata"
+	"github.com/larkrun/lark/internal/store"
+)
+
+func ptr(t time.Time) *time.Time { return &t }
+
+func testQueueAndLeases(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	update(t, s, func(tx store.Tx) error {
+		for i, at := range []time.Duration{0, time.Second, time.Hour} {
+			id := fmt.Sprintf("inv_q%d", i)
+			if _, err := tx.CreateInvocation(NewInvocationEvent(id, "acme", "ep_1", t0)); err != nil {
+				return err
+			}
+			if err := tx.SetScheduling("acme", id, store.Scheduling{AvailableAt: ptr(t0.Add(at))}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	next, err := s.NextDue(ctx)
+	require.NoError(t, err)
+	require.Equal(t, t0, *next)
+	update(t, s, func(tx store.Tx) error {
+		r, err := tx.Runnable(t0.Add(time.Second), 10)
+		require.NoError(t, err)
+		require.Equal(t, []store.Runnable{{TenantID: "acme", InvocationID: "inv_q0"}, {TenantID: "acme", InvocationID: "inv_q1"}}, r, "due work, oldest first; the future one waits")
+		// Claim inv_q0: lease it.
+		require.NoError(t, tx.SetScheduling("acme", "inv_q0", store.Scheduling{LeaseOwner: "node-a", LeaseExpiresAt: ptr(t0.Add(30 * time.Second))}))
+		sc, err := tx.Scheduling("acme", "inv_q0")
+		require.NoError(t, err)
+		require.Equal(t, store.Scheduling{LeaseOwner: "node-a", LeaseExpiresAt: ptr(t0.Add(30 * time.Second))}, sc)
+		r, err = tx.Runnable(t0.Add(time.Second), 10)
+		require.NoError(t, err)
+		require.Equal(t, []store.Runnable{{TenantID: "acme", InvocationID: "inv_q1"}}, r, "a leased invocation is not runnable while its lease holds")
+		r, err = tx.Runnable(t0.Add(31*time.Second), 1)
+		require.NoError(t, err)
+		require.Equal(t, []store.Runnable{{TenantID: "acme", InvocationID: "inv_q1"}}, r, "limit respected, oldest first")
+		r, err = tx.Runnable(t0.Add(31*time.Second), 10)
+		require.NoError(t, err)
+		require.Contains(t, r, store.Runnable{TenantID: "acme", InvocationID: "inv_q0", Expired: true}, "an expired lease makes work claimable again")
+		_, err = tx.Scheduling("other", "inv_q0")
+		require.ErrorIs(t, err, store.ErrNotFound)
+		require.ErrorIs(t, tx.SetScheduling("other", "inv_q0", store.Scheduling{}), store.ErrNotFound)
+		return nil
+	})
+}
+
+func testIdempotencyKeys(t *testing.T, s store.Store) {
+	rec := store.IdempotencyRecord{TenantID: "acme", Scope: "s", Key: "k1", RequestHash: "h1", InvocationID: "inv_1", CreatedAt: t0, ExpiresAt: t0.Add(time.Hour)}
+	update(t, s, func(tx store.Tx) error { return tx.PutIdempotencyKey(rec) })
+	update(t, s, func(tx store.Tx) error {
+		got, err := tx.IdempotencyKey("acme", "s", "k1", t0.Add(time.Minute))
+		require.NoError(t, err)
+		require.Equal(t, rec, got)
+		_, err = tx.IdempotencyKey("other", "s", "k1", t0)
+		require.ErrorIs(t, err, store.ErrNotFound, "keys are per tenant")
+		_, err = tx.IdempotencyKey("acme", "s", "k1", t0.Add(time.Hour))
+		require.ErrorIs(t, err, store.ErrNotFound, "an expired key is gone")
+		next := rec
+		next.RequestHash, next.InvocationID, next.CreatedAt, next.ExpiresAt = "h2", "inv_2", t0.Add(2*time.Hour), t0.Add(3*time.Hour)
+		require.NoError(t, tx.PutIdempotencyKey(next), "an expired key can be reused")
+		got, err = tx.IdempotencyKey("acme", "s", "k1", t0.Add(2*time.Hour))
+		require.NoError(t, err)
+		require.Equal(t, "inv_2", got.InvocationID)
+		n, err := tx.PurgeExpired(t0.Add(4 * time.Hour))
+		require.NoError(t, err)
+		require.Equal(t, int64(1), n)
+		return nil
+	})
+}
+
+func testResponseCache(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	update(t, s, func(tx store.Tx) error { return tx.PutCachedInvocation("key", "acme", "inv_1", t0.Add(time.Minute)) })
+	ten, id, err := s.CachedInvocation(ctx, "key", t0)
+	require.NoError(t, err)
+	require.Equal(t, []string{"acme", "inv_1"}, []string{ten, id})
+	_, _, err = s.CachedInvocation(ctx, "key", t0.Add(time.Minute))
+	require.ErrorIs(t, err, store.ErrNotFound, "TTL expiry")
+	_, _, err = s.CachedInvocation(ctx, "other", t0)
+	require.ErrorIs(t, err, store.ErrNotFound)
+	update(t, s, func(tx store.Tx) error { return tx.PutCachedInvocation("key", "acme", "inv_2", t0.Add(time.Hour)) })
+	_, id, err = s.CachedInvocation(ctx, "key", t0.Add(time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, "inv_2", id, "a fresh result repopulates the entry")
+}
+
+func testListInvocations(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	update(t, s, func(tx store.Tx) error {
+		for i := 0; i < 5; i++ {
+			id := fmt.Sprintf("inv_%d", i)
+			if _, err := tx.CreateInvocation(NewInvocationEvent(id, "acme", "ep_1", t0.Add(time.Duration(i)*time.Second))); err != nil {
+				return err
+			}
+			if i%2 == 1 {
+				if _, _, err := tx.AppendEvents("acme", id, []invocation.Event{ev(id, invocation.EventStarted, "", "", t0)}); err != nil {
+					return err
+				}
+			}
+		}
+		_, err := tx.CreateInvocation(NewInvocationEvent("inv_other", "other", "ep_9", t0))
+		return err
+	})
+	ids := func(filter string) []string {
+		q := store.ListQuery{Limit: 50}
+		if filter != "" {
+			var err error
+			q.Filter, err = odata.ParseFilter(filter)
+			require.NoError(t, err)
+		}
+		page, err := s.ListInvocations(ctx, "acme", q)
+		require.NoError(t, err, filter)
+		out := []string{}
+		for _, r := range page.Items {
+			out = append(out, r.ID)
+		}
+		return out
+	}
+	require.Equal(t, []string{"inv_4", "inv_3", "inv_2", "inv_1", "inv_0"}, ids(""), "newest first by default; other tenants never")
+	require.Equal(t, []string{"inv_3", "inv_1"}, ids("status eq 'running'"))
+	require.Equal(t, []string{"inv_4", "inv_2", "inv_0"}, ids("status eq 'queued' and mode eq 'async' and correlation_id eq 'corr_1'"))
+	require.Equal(t, []string{"inv_2", "inv_1"}, ids("created_at ge 2026-01-02T03:04:06.123456Z and created_at lt 2026-01-02T03:04:08.123456Z"))
+	require.Equal(t, []string{"inv_4", "inv_3", "inv_2", "inv_1", "inv_0"}, ids("entrypoint_id eq '"+fnBase+"vendor.app.billing.tax.*'"))
+	n, err := s.CountTenantInFlight(ctx, "acme")
+	require.NoError(t, err)
+	require.Equal(t, int64(5), n)
+}
