@@ -34,6 +34,8 @@ func env(name, def string) string {
 type flags struct {
 	addr, data, store, logLevel string
 	maxBody                     int64
+	workers                     int
+	egressLoopback              bool
 }
 
 func (f *flags) bind(c *cobra.Command) {
@@ -42,6 +44,9 @@ func (f *flags) bind(c *cobra.Command) {
 	c.Flags().StringVar(&f.store, "store", env("LARK_STORE", "sqlite"), "store: sqlite, or a postgres:// URL (env LARK_STORE)")
 	c.Flags().StringVar(&f.logLevel, "log-level", env("LARK_LOG_LEVEL", "info"), "debug, info, warn or error (env LARK_LOG_LEVEL)")
 	c.Flags().Int64Var(&f.maxBody, "max-body", 1<<20, "maximum request body in bytes")
+	c.Flags().IntVar(&f.workers, "workers", 64, "concurrent async executions in this process")
+	c.Flags().BoolVar(&f.egressLoopback, "unsafe-egress-allow-loopback", false, "TEST ONLY: let user code reach loopback addresses")
+	_ = c.Flags().MarkHidden("unsafe-egress-allow-loopback")
 }
 
 func (f *flags) logger(text bool) (*slog.Logger, error) {
@@ -77,7 +82,7 @@ func serveCmd() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			srv, err := server.New(ctx, server.Config{Addr: f.addr, DataDir: f.data, Store: f.store, AdminToken: admin, MaxBody: f.maxBody, Logger: log})
+			srv, err := server.New(ctx, server.Config{Addr: f.addr, DataDir: f.data, Store: f.store, AdminToken: admin, MaxBody: f.maxBody, Logger: log, Workers: f.workers, UnsafeEgressAllowLoopback: f.egressLoopback})
 			if err != nil {
 				return err
 			}
@@ -120,7 +125,7 @@ func devCmd() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			srv, err := server.New(ctx, server.Config{Addr: f.addr, DataDir: f.data, Store: f.store, AdminToken: admin, MaxBody: f.maxBody, Logger: log})
+			srv, err := server.New(ctx, server.Config{Addr: f.addr, DataDir: f.data, Store: f.store, AdminToken: admin, MaxBody: f.maxBody, Logger: log, Workers: f.workers, UnsafeEgressAllowLoopback: f.egressLoopback})
 			if err != nil {
 				return err
 			}

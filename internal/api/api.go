@@ -15,6 +15,7 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/larkrun/lark/internal/idgen"
+	"github.com/larkrun/lark/internal/invoke"
 	"github.com/larkrun/lark/internal/problem"
 	"github.com/larkrun/lark/internal/registry"
 	"github.com/larkrun/lark/internal/tenants"
@@ -37,6 +38,7 @@ type Config struct {
 	Tokens   *tokens.Service
 	Tenants  *tenants.Service
 	Registry *registry.Service
+	Invoke   *invoke.Service
 	Audit    AuditLister
 	Ready    Pinger
 	IDs      idgen.Generator
@@ -109,6 +111,12 @@ func (s *Server) Handler() http.Handler {
 		r.Post("/entrypoints/{id:[^:/]+}:status", s.entrypointStatus)
 		r.Post("/entrypoints/{id:[^:/]+}:validate", s.validateExisting)
 		r.Get("/entrypoints/{id:[^:/]+}/versions", s.entrypointVersions)
+
+		r.Post("/invocations", s.startInvocation)
+		r.Get("/invocations", s.listInvocations)
+		r.Get("/invocations/{id:[^:/]+}", s.getInvocation)
+		r.Get("/invocations/{id:[^:/]+}/timeline", s.invocationTimeline)
+		r.Post("/invocations/{id:[^:/]+}:control", s.controlInvocation)
 
 		r.Get("/audit-events", s.listAudit)
 	})

@@ -59,6 +59,10 @@ func (s *Server) problem(w http.ResponseWriter, r *http.Request, err error) {
 	w.Write(append(b, '\n'))
 }
 
+func badHeader(name, want string) error {
+	return problem.BadRequest("header %s: %s", name, want)
+}
+
 // respond writes v with status, or err as a problem document when err is not nil.
 func (s *Server) respond(w http.ResponseWriter, r *http.Request, status int, v any, err error) {
 	if err != nil {

@@ -81,8 +81,12 @@ type Record struct {
 	TraceID           string          `json:"trace_id,omitempty"`
 	SpanID            string          `json:"span_id,omitempty"`
 	Metrics           Metrics         `json:"metrics"`
-	Attempt           int             `json:"attempt"` // logical attempt, 1-based
+	Attempt           int             `json:"attempt"`        // logical attempt, 1-based
+	EngineAttempt     int             `json:"engine_attempt"` // dispatches of the current logical attempt (crash recovery re-dispatches)
 	ParentID          string          `json:"parent_id,omitempty"`
+	Depth             int             `json:"depth,omitempty"`     // nesting of r_invoke_v1 children (0 = started through the API)
+	CacheKey          string          `json:"cache_key,omitempty"` // response-cache key when caching is active (never shown)
+	Replay            string          `json:"replay_of,omitempty"` // the invocation this one replays
 	CreatedAt         time.Time       `json:"created_at"`
 	StartedAt         *time.Time      `json:"started_at"`
 	SuspendedAt       *time.Time      `json:"suspended_at"`
@@ -116,11 +120,11 @@ const (
 	EventStepRetried           EventType = "step_retried"
 	EventSignalReceived        EventType = "signal_received"
 	EventCheckpointCreated     EventType = "checkpoint_created"
-	EventLog                   EventType = "log"                    // ctx.log / print from user code
-	EventHTTPCall              EventType = "http_call"              // an outbound request: method, host, status, duration (never credentials)
-	EventChildInvoked          EventType = "child_invoked"          // r_invoke_v1 started a child invocation
-	EventReclaimed             EventType = "reclaimed"              // a runner's lease expired; the attempt is dispatched again (engine attempt +1)
-	EventLateResult            EventType = "late_result"            // a runner finished after losing its lease: recorded, never applied
+	EventLog                   EventType = "log"           // ctx.log / print from user code
+	EventHTTPCall              EventType = "http_call"     // an outbound request: method, host, status, duration (never credentials)
+	EventChildInvoked          EventType = "child_invoked" // r_invoke_v1 started a child invocation
+	EventReclaimed             EventType = "reclaimed"     // a runner's lease expired; the attempt is dispatched again (engine attempt +1)
+	EventLateResult            EventType = "late_result"   // a runner finished after losing its lease: recorded, never applied
 )
 
 // Event is one entry of an invocation's append-only log (003 §1.1). Seq is assigned by the store:
@@ -216,6 +220,9 @@ func Apply(r Record, e Event) (Record, error) {
 	next := r
 	next.LastSeq = e.Seq
 	next.UpdatedAt = e.At
+	if e.EngineAttempt > next.EngineAttempt {
+		next.EngineAttempt = e.EngineAttempt
+	}
 	se, changes := statusEvents[e.Type]
 	if !changes {
 		return next, nil
@@ -243,9 +250,11 @@ func Apply(r Record, e Event) (Record, error) {
 		next.SuspendedAt = &at
 	case EventRequeued:
 		next.Attempt++
+		next.EngineAttempt = 0
 		next.Result, next.Error, next.FinishedAt = nil, nil, nil
 	case EventRetryScheduled:
 		next.Attempt++
+		next.EngineAttempt = 0
 	}
 	if se.to == StatusSucceeded || se.to == StatusFailed || se.to == StatusCanceled {
 		next.FinishedAt = &at

@@ -1,10 +1,16 @@
 // Package sandbox holds Lark's Starlark dialect: the file options, the
 // table of r_* runtime helpers, the set of predeclared names and the static
 // checks run when a function or workflow is registered (see
-// STARLARK_RUNTIME.md, "Validation at registration").
+// STARLARK_RUNTIME.md, "Validation at registration"); and the executor of
+// functions: Compile and Cache turn sources into Programs, Run executes a
+// Program's main(ctx, input) within CPU, memory and time limits, with every
+// side effect going through a Host.
 //
 // The executor shares FileOptions, Helpers and PredeclaredNames with Check,
-// so that what passes registration is exactly what the runtime accepts.
+// so that what passes registration is exactly what the runtime accepts
+// (RuntimePredeclaredNames is the subset functions may use at run time).
+// Memory limits rely on the patched interpreter in third_party/go.starlark.net
+// (see its PATCHES.md).
 package sandbox
 
 import (

@@ -15,8 +15,12 @@ import (
 
 	"github.com/larkrun/lark/internal/api"
 	"github.com/larkrun/lark/internal/clock"
+	"github.com/larkrun/lark/internal/dispatch"
+	"github.com/larkrun/lark/internal/egress"
 	"github.com/larkrun/lark/internal/idgen"
+	"github.com/larkrun/lark/internal/invoke"
 	"github.com/larkrun/lark/internal/registry"
+	"github.com/larkrun/lark/internal/sandbox"
 	"github.com/larkrun/lark/internal/schema"
 	"github.com/larkrun/lark/internal/store"
 	"github.com/larkrun/lark/internal/store/sqlstore"
@@ -35,6 +39,11 @@ type Config struct {
 	Logger     *slog.Logger
 	// ShutdownTimeout bounds how long in-flight requests may take to finish on shutdown.
 	ShutdownTimeout time.Duration
+	// Workers bounds concurrent async executions in this process (default 64).
+	Workers int
+	// UnsafeEgressAllowLoopback lets user code reach 127.0.0.0/8 and ::1. TEST ONLY: end-to-end
+	// tests point r_http_* at httptest servers with it. Every other address rule still applies.
+	UnsafeEgressAllowLoopback bool
 }
 
 // Server is a running Lark process.
@@ -44,6 +53,8 @@ type Server struct {
 	Tenants  *tenants.Service
 	Tokens   *tokens.Service
 	Registry *registry.Service
+	Invoke   *invoke.Service
+	dispatch *dispatch.Dispatcher
 	handler  http.Handler
 	log      *slog.Logger
 }
@@ -83,13 +94,21 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Tokens:   tokens.NewService(st, c, ids, cfg.AdminToken, tenant.ValidID),
 		Registry: registry.NewService(st, schemas, c, ids),
 	}
-	s.handler = api.New(api.Config{Tokens: s.Tokens, Tenants: s.Tenants, Registry: s.Registry, Audit: st, Ready: st,
+	s.Invoke = invoke.NewService(invoke.Config{Store: st, Schemas: schemas, Programs: sandbox.NewCache(1024),
+		Egress: egress.New(egress.Options{AllowLoopback: cfg.UnsafeEgressAllowLoopback}), Clock: c, IDs: ids, Logger: cfg.Logger})
+	s.dispatch = dispatch.New(s.Invoke, dispatch.Options{Slots: cfg.Workers, Clock: c, Logger: cfg.Logger})
+	s.Invoke.SetWake(s.dispatch.Wake)
+	s.handler = api.New(api.Config{Tokens: s.Tokens, Tenants: s.Tenants, Registry: s.Registry, Invoke: s.Invoke, Audit: st, Ready: st,
 		IDs: ids, Logger: cfg.Logger, MaxBody: cfg.MaxBody}).Handler()
 	return s, nil
 }
 
 // Handler is the HTTP handler (for tests that serve it themselves).
 func (s *Server) Handler() http.Handler { return s.handler }
+
+// RunDispatcher runs the async dispatcher until ctx ends and its running attempts finish. Serve
+// runs it; tests that serve Handler themselves call it.
+func (s *Server) RunDispatcher(ctx context.Context) { s.dispatch.Run(ctx) }
 
 // Listen binds the configured address.
 func (s *Server) Listen() (net.Listener, error) {
@@ -103,6 +122,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
+	dctx, stopDispatch := context.WithCancel(context.Background())
+	dispatched := make(chan struct{})
+	go func() { s.RunDispatcher(dctx); close(dispatched) }()
 	s.log.Info("lark serving", "addr", ln.Addr().String(), "store", storeName(s.cfg.Store))
 	var serveErr error
 	select {
@@ -113,6 +135,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
 	shutErr := hs.Shutdown(sctx)
+	stopDispatch()
+	select {
+	case <-dispatched:
+	case <-sctx.Done():
+		s.log.Warn("shutdown: attempts still running; they keep their leases and are reclaimed after restart")
+	}
 	closeErr := s.Store.Close()
 	if errors.Is(serveErr, http.ErrServerClosed) {
 		serveErr = nil

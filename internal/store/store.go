@@ -127,6 +127,8 @@ type Tx interface {
 	// CountInFlight counts invocations of an entrypoint version that are not finished.
 	CountInFlight(entrypointRef string) (int64, error)
 	InsertAudit(e audit.Event) error
+	// Invocation reads an invocation's projection inside the transaction.
+	Invocation(tenantID, invocationID string) (invocation.Record, error)
 	// Scheduling returns an invocation's queue state.
 	Scheduling(tenantID, invocationID string) (Scheduling, error)
 	// SetScheduling replaces an invocation's queue state.

@@ -364,9 +364,9 @@ func validate(p tenant.Policy) []problem.Issue {
 		}
 	}
 	for i, d := range p.Policies.AllowedOutboundDomains {
-		if !domainRE.MatchString(d) {
+		if d != "*" && !domainRE.MatchString(d) {
 			out = append(out, problem.Issue{Path: fmt.Sprintf("$.policies.allowed_outbound_domains[%d]", i), Code: "INVALID_VALUE",
-				Message: "must be a lowercase host name, optionally starting with '*.'"})
+				Message: "must be a lowercase host name, optionally starting with '*.', or '*' for any public host"})
 		}
 	}
 	return out

@@ -176,3 +176,8 @@ func (t *tx) AppendEvents(tenantID, invocationID string, events []invocation.Eve
 }
 
 func jsonUnmarshal(doc string, v any) error { return json.Unmarshal([]byte(doc), v) }
+
+// Invocation implements store.Tx.
+func (t *tx) Invocation(tenantID, invocationID string) (invocation.Record, error) {
+	return readRecord(bg, t.t, tenantID, invocationID)
+}

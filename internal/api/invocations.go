@@ -1,0 +1,110 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/larkrun/lark/internal/invoke"
+)
+
+func (s *Server) startInvocation(w http.ResponseWriter, r *http.Request) {
+	if err := onlyParams(r); err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	var req invoke.StartRequest
+	if err := decodeStruct(r, &req, false); err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	key := r.Header.Get("Idempotency-Key")
+	if len(key) > 255 {
+		s.problem(w, r, badHeader("Idempotency-Key", "at most 255 characters"))
+		return
+	}
+	st, err := s.cfg.Invoke.Start(r.Context(), security(r), req, invoke.StartOptions{IdempotencyKey: key,
+		CorrelationID: r.Header.Get("X-Correlation-Id"), TraceParent: r.Header.Get("Traceparent")})
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	body := invoke.ResultView{Record: invoke.View(st.Record), DryRun: st.DryRun, Cached: st.Cached}
+	switch {
+	case st.Replayed:
+		w.Header().Set("Idempotency-Replayed", "true")
+		writeJSON(w, http.StatusOK, body)
+	case st.Queued:
+		w.Header().Set("Location", BasePath+"/invocations/"+st.Record.ID)
+		writeJSON(w, http.StatusAccepted, body)
+	default:
+		writeJSON(w, http.StatusOK, body)
+	}
+}
+
+func (s *Server) getInvocation(w http.ResponseWriter, r *http.Request) {
+	if err := onlyParams(r); err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	rec, err := s.cfg.Invoke.Get(r.Context(), security(r), chi.URLParam(r, "id"))
+	s.respond(w, r, http.StatusOK, invoke.View(rec), err)
+}
+
+func (s *Server) listInvocations(w http.ResponseWriter, r *http.Request) {
+	q, err := listQuery(r)
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	page, err := s.cfg.Invoke.List(r.Context(), security(r), q)
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	items := make([]invoke.RecordView, 0, len(page.Items))
+	for _, rec := range page.Items {
+		items = append(items, invoke.View(rec))
+	}
+	writeJSON(w, http.StatusOK, pageOf(page, q.Limit, items))
+}
+
+func (s *Server) invocationTimeline(w http.ResponseWriter, r *http.Request) {
+	if err := onlyParams(r); err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	rec, events, err := s.cfg.Invoke.Events(r.Context(), security(r), chi.URLParam(r, "id"))
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"invocation_id": rec.ID, "status": rec.Status, "items": invoke.Timeline(events)})
+}
+
+type controlRequest struct {
+	Action invoke.Action `json:"action"`
+}
+
+func (s *Server) controlInvocation(w http.ResponseWriter, r *http.Request) {
+	if err := onlyParams(r); err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	var req controlRequest
+	if err := decodeStruct(r, &req, false); err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	rec, created, err := s.cfg.Invoke.Control(r.Context(), security(r), chi.URLParam(r, "id"), req.Action)
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	if created {
+		w.Header().Set("Location", BasePath+"/invocations/"+rec.ID)
+		writeJSON(w, http.StatusAccepted, invoke.View(rec))
+		return
+	}
+	writeJSON(w, http.StatusOK, invoke.View(rec))
+}

@@ -1,0 +1,301 @@
+package invoke
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/larkrun/lark/internal/auth"
+	"github.com/larkrun/lark/internal/egress"
+	"github.com/larkrun/lark/internal/entrypoint"
+	"github.com/larkrun/lark/internal/invocation"
+	"github.com/larkrun/lark/internal/problem"
+	"github.com/larkrun/lark/internal/sandbox"
+	"github.com/larkrun/lark/internal/store"
+)
+
+type egressError = egress.Error
+
+func egressRequest(r sandbox.HTTPRequest, allowed []string) egress.Request {
+	return egress.Request{Method: r.Method, URL: r.URL, Headers: r.Headers, Body: r.Body, Timeout: r.Timeout, AllowedDomains: allowed}
+}
+
+// hostOf is what the timeline records of a URL: its host, nothing else.
+func hostOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return u.Hostname()
+}
+
+// transportError maps an egress failure onto the runtime's error family.
+func transportError(err error) *sandbox.Error {
+	var ee *egress.Error
+	if !errors.As(err, &ee) {
+		return &sandbox.Error{TypeID: sandbox.ErrHTTPTransport, Category: "retryable", Message: "outbound request failed"}
+	}
+	e := &sandbox.Error{TypeID: sandbox.ErrHTTPTransport, Category: "retryable", Message: ee.Error(),
+		Details: map[string]any{"kind": string(ee.Kind), "host": ee.Host}}
+	switch ee.Kind {
+	case egress.KindForbiddenDomain, egress.KindForbiddenAddress, egress.KindBadRequest, egress.KindTooLarge:
+		e.Category = "non_retryable"
+	case egress.KindCanceled:
+		e.TypeID, e.Category = sandbox.ErrCanceled, "canceled"
+	}
+	return e
+}
+
+// startChild runs an r_invoke_v1 call: a real invocation linked to its parent, visible to the
+// parent's caller, executed synchronously within the parent's deadline. Internal entrypoints
+// (traits.entrypoint: false) are callable this way. Children do not count against the tenant's
+// max_concurrent_executions (their parent already holds a slot; counting them could deadlock).
+func (s *Service) startChild(ctx context.Context, parent invocation.Record, req sandbox.InvokeRequest) (invocation.Record, error) {
+	fail := func(format string, args ...any) (invocation.Record, error) {
+		return invocation.Record{}, &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "non_retryable", Message: fmt.Sprintf(format, args...)}
+	}
+	if parent.Depth+1 > s.cfg.MaxDepth {
+		return fail("r_invoke_v1: nesting deeper than %d invocations", s.cfg.MaxDepth)
+	}
+	v := entrypoint.Viewer{TenantID: parent.TenantID, SubjectID: parent.SubjectID}
+	e, err := s.resolve(ctx, v, req.EntrypointID)
+	if err != nil {
+		return fail("r_invoke_v1 %s: %s", req.EntrypointID, problem.From(err).Detail)
+	}
+	if e.Kind == entrypoint.KindWorkflow {
+		return fail("r_invoke_v1 %s: workflows cannot be invoked yet", req.EntrypointID)
+	}
+	d, err := parseDefinition(e)
+	if err != nil {
+		return invocation.Record{}, err
+	}
+	raw, err := json.Marshal(req.Params)
+	if err != nil {
+		return fail("r_invoke_v1: params are not JSON: %v", err)
+	}
+	_, canon, err := s.validateParams(d, raw)
+	if err != nil {
+		pe := problem.From(err)
+		return invocation.Record{}, &sandbox.Error{TypeID: problem.TypeValidation, Category: "non_retryable", Message: "r_invoke_v1: " + pe.Detail,
+			Details: map[string]any{"issues": pe.Issues}}
+	}
+	now := s.cfg.Clock.Now()
+	rec := invocation.Record{ID: s.cfg.IDs.New("inv"), TenantID: parent.TenantID, EntrypointRef: e.ID, EntrypointID: e.GTSID,
+		EntrypointVersion: e.Version, SubjectID: parent.SubjectID, Mode: invocation.ModeSync, Params: canon,
+		CorrelationID: parent.CorrelationID, TraceID: parent.TraceID, SpanID: randomHex(8), Attempt: 1, CreatedAt: now,
+		ParentID: parent.ID, Depth: parent.Depth + 1, Metrics: invocation.Metrics{MemoryLimitMB: i64(d.Traits.Limits.MemoryMB)}}
+	var created invocation.Record
+	if err := s.cfg.Store.Update(ctx, func(tx store.Tx) error {
+		var err error
+		created, err = s.create(tx, rec, true, d, now)
+		return err
+	}); err != nil {
+		return invocation.Record{}, err
+	}
+	if req.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, req.Timeout)
+		defer cancel()
+	}
+	return s.execute(ctx, created, e, d)
+}
+
+// Action is a control action of POST /invocations/{id}:control.
+type Action string
+
+// Control actions available for functions (suspend/resume come with workflows).
+const (
+	ActionCancel Action = "cancel"
+	ActionRetry  Action = "retry"
+	ActionReplay Action = "replay"
+)
+
+// Control applies cancel, retry or replay (000's state machine; any other action in the current
+// state answers 409). Replay returns the new invocation and created=true.
+func (s *Service) Control(ctx context.Context, sc auth.SecurityContext, id string, action Action) (rec invocation.Record, created bool, err error) {
+	if !sc.Has(auth.RoleOperator) {
+		return rec, false, problem.Forbidden("controlling invocations needs the operator role")
+	}
+	cur, err := s.Get(ctx, sc, id)
+	if err != nil {
+		return cur, false, err
+	}
+	switch action {
+	case ActionCancel:
+		rec, err = s.transition(ctx, cur, action, invocation.EventCanceled, store.Scheduling{})
+		if err == nil {
+			s.mu.Lock()
+			if cancel := s.running[id]; cancel != nil {
+				cancel()
+			}
+			s.mu.Unlock()
+		}
+		return rec, false, err
+	case ActionRetry:
+		now := s.cfg.Clock.Now()
+		rec, err = s.transition(ctx, cur, action, invocation.EventRequeued, store.Scheduling{AvailableAt: &now})
+		if err == nil {
+			s.cfg.Wake()
+		}
+		return rec, false, err
+	case ActionReplay:
+		rec, err = s.replay(ctx, sc, cur)
+		return rec, err == nil, err
+	case "suspend", "resume":
+		return cur, false, problem.Conflict("invalid_transition", "%s applies to workflows; invocation %s is a function invocation", action, id).
+			With("current_status", cur.Status).With("action", action)
+	default:
+		return cur, false, problem.Validation("unknown action", []problem.Issue{{Path: "$.action", Code: "INVALID_VALUE",
+			Message: fmt.Sprintf("unknown action %q: use cancel, retry or replay", action)}})
+	}
+}
+
+// transition appends one status event (refused with 409 when the state machine does not allow it)
+// and sets the queue state, in one transaction.
+func (s *Service) transition(ctx context.Context, cur invocation.Record, action Action, t invocation.EventType, next store.Scheduling) (invocation.Record, error) {
+	var out invocation.Record
+	err := s.cfg.Store.Update(ctx, func(tx store.Tx) error {
+		now := s.cfg.Clock.Now()
+		data, _ := json.Marshal(map[string]any{"action": action})
+		ev := invocation.Event{Type: t, Data: data, At: now, LogicalAttempt: cur.Attempt,
+			IdempotencyKey: eventKey(cur.ID, "control", cur.Attempt, t)}
+		var err error
+		var appended []invocation.Event
+		if out, appended, err = tx.AppendEvents(cur.TenantID, cur.ID, []invocation.Event{ev}); err != nil {
+			return err
+		}
+		if len(appended) == 0 {
+			return &invocation.TransitionError{From: out.Status, Event: t}
+		}
+		return tx.SetScheduling(cur.TenantID, cur.ID, next)
+	})
+	var te *invocation.TransitionError
+	if errors.As(err, &te) {
+		return cur, problem.Conflict("invalid_transition", "%s is not allowed while invocation %s is %s", action, cur.ID, te.From).
+			With("current_status", te.From).With("action", action)
+	}
+	if err != nil {
+		return cur, problem.Internal(err)
+	}
+	return out, nil
+}
+
+// replay starts a new async invocation with the same params and pinned version; it never reads the
+// response cache.
+func (s *Service) replay(ctx context.Context, sc auth.SecurityContext, cur invocation.Record) (invocation.Record, error) {
+	switch cur.Status {
+	case invocation.StatusSucceeded, invocation.StatusFailed, invocation.StatusDeadLettered:
+	default:
+		return cur, problem.Conflict("invalid_transition", "replay is allowed from succeeded, failed or dead_lettered; invocation %s is %s", cur.ID, cur.Status).
+			With("current_status", cur.Status).With("action", ActionReplay)
+	}
+	var e entrypoint.Entrypoint
+	err := s.cfg.Store.Update(ctx, func(tx store.Tx) error {
+		var err error
+		e, err = tx.EntrypointByRef(cur.EntrypointRef)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !e.Status.Callable()) {
+		return cur, problem.New(problem.TypeNotActive, "the entrypoint version %s this invocation ran is no longer callable", cur.EntrypointID)
+	}
+	if err != nil {
+		return cur, problem.Internal(err)
+	}
+	d, err := parseDefinition(e)
+	if err != nil {
+		return cur, problem.Internal(err)
+	}
+	now := s.cfg.Clock.Now()
+	rec := invocation.Record{ID: s.cfg.IDs.New("inv"), TenantID: cur.TenantID, EntrypointRef: e.ID, EntrypointID: e.GTSID,
+		EntrypointVersion: e.Version, SubjectID: sc.SubjectID, Mode: invocation.ModeAsync, Params: cur.Params,
+		CorrelationID: cur.CorrelationID, Metrics: invocation.Metrics{MemoryLimitMB: i64(d.Traits.Limits.MemoryMB)},
+		Attempt: 1, CreatedAt: now, Replay: cur.ID}
+	rec.TraceID, rec.SpanID = traceIDs("")
+	var created invocation.Record
+	if err := s.cfg.Store.Update(ctx, func(tx store.Tx) error {
+		var err error
+		created, err = s.create(tx, rec, false, d, now)
+		return err
+	}); err != nil {
+		return cur, problem.Internal(err)
+	}
+	s.cfg.Wake()
+	return created, nil
+}
+
+// Job is one claimed attempt, ready to run.
+type Job func(ctx context.Context)
+
+// Claim leases up to limit runnable invocations to this process (queued work that is due, and work
+// whose runner's lease expired) and returns them as jobs. Each claim appends started (or reclaimed)
+// in the same transaction that takes the lease.
+func (s *Service) Claim(ctx context.Context, limit int) ([]Job, error) {
+	type claimed struct {
+		rec invocation.Record
+		ep  entrypoint.Entrypoint
+		d   definition
+	}
+	var list []claimed
+	err := s.cfg.Store.Update(ctx, func(tx store.Tx) error {
+		list = list[:0]
+		now := s.cfg.Clock.Now()
+		rs, err := tx.Runnable(now, limit)
+		if err != nil {
+			return err
+		}
+		for _, r := range rs {
+			rec, err := tx.Invocation(r.TenantID, r.InvocationID)
+			if err != nil {
+				return err
+			}
+			want := invocation.StatusQueued
+			if r.Expired {
+				want = invocation.StatusRunning
+			}
+			ep, epErr := tx.EntrypointByRef(rec.EntrypointRef)
+			if rec.Status != want || epErr != nil {
+				// Stale queue state (e.g. canceled meanwhile): drop it.
+				if err := tx.SetScheduling(r.TenantID, r.InvocationID, store.Scheduling{}); err != nil {
+					return err
+				}
+				continue
+			}
+			d, err := parseDefinition(ep)
+			if err != nil {
+				return err
+			}
+			next, err := s.begin(tx, rec, d, now)
+			if err != nil {
+				return err
+			}
+			list = append(list, claimed{next, ep, d})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	jobs := make([]Job, 0, len(list))
+	for _, c := range list {
+		jobs = append(jobs, func(ctx context.Context) {
+			if _, err := s.execute(ctx, c.rec, c.ep, c.d); err != nil {
+				s.cfg.Logger.ErrorContext(ctx, "invocation attempt not recorded", "invocation_id", c.rec.ID, "tenant_id", c.rec.TenantID, "err", err)
+			}
+		})
+	}
+	return jobs, nil
+}
+
+// NextDue is when the next queued work or lease expiry falls due.
+func (s *Service) NextDue(ctx context.Context) (*time.Time, error) { return s.cfg.Store.NextDue(ctx) }
+
+// Purge deletes expired idempotency keys and cache entries.
+func (s *Service) Purge(ctx context.Context) error {
+	return s.cfg.Store.Update(ctx, func(tx store.Tx) error {
+		_, err := tx.PurgeExpired(s.cfg.Clock.Now())
+		return err
+	})
+}

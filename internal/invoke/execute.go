@@ -1,0 +1,283 @@
+package invoke
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/larkrun/lark/internal/entrypoint"
+	"github.com/larkrun/lark/internal/invocation"
+	"github.com/larkrun/lark/internal/obs"
+	"github.com/larkrun/lark/internal/sandbox"
+	"github.com/larkrun/lark/internal/store"
+)
+
+// execute runs one started attempt of rec and records its outcome. It is used by sync invocations,
+// by the dispatcher for queued work, and for r_invoke_v1 children.
+func (s *Service) execute(ctx context.Context, rec invocation.Record, e entrypoint.Entrypoint, d definition) (invocation.Record, error) {
+	log := obs.Logger(ctx).With("tenant_id", rec.TenantID, "invocation_id", rec.ID, "correlation_id", rec.CorrelationID)
+	runCtx, cancel := context.WithTimeout(ctx, d.timeout())
+	defer cancel()
+	s.mu.Lock()
+	s.running[rec.ID] = cancel
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.running, rec.ID)
+		s.mu.Unlock()
+	}()
+	h := &host{s: s, rec: rec, log: log}
+	start := time.Now()
+	var input any
+	dec := json.NewDecoder(strings.NewReader(string(rec.Params)))
+	dec.UseNumber()
+	_ = dec.Decode(&input)
+	var res sandbox.Result
+	rerr := &sandbox.Error{}
+	prog, cerr := s.cfg.Programs.Get(e.ID, "main.star", d.Implementation.Code.Source)
+	if cerr != nil {
+		rerr = &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "non_retryable", Message: "compile: " + cerr.Error()}
+	} else {
+		res, rerr = sandbox.Run(runCtx, sandbox.Request{Program: prog, Input: input, Host: h,
+			Info: sandbox.Info{InvocationID: rec.ID, TenantID: rec.TenantID, EntrypointID: rec.EntrypointID,
+				CorrelationID: rec.CorrelationID, Attempt: rec.Attempt},
+			Limits: sandbox.Limits{Timeout: d.timeout(), CPU: d.Traits.Limits.CPU, MemoryMB: int(d.Traits.Limits.MemoryMB)}})
+	}
+	elapsed := time.Since(start)
+	var output json.RawMessage
+	if rerr == nil {
+		var verr *sandbox.Error
+		output, verr = s.checkOutput(d, res.Output)
+		rerr = verr
+	}
+	metrics := invocation.Metrics{DurationMS: i64(elapsed.Milliseconds()), BilledDurationMS: i64(int64(math.Ceil(float64(elapsed) / float64(time.Millisecond)))),
+		CPUTimeMS: i64(res.CPUTime.Milliseconds()), MemoryLimitMB: i64(d.Traits.Limits.MemoryMB),
+		MaxMemoryUsedMB: i64(int64(math.Ceil(float64(res.MaxMemoryBytes) / float64(1<<20)))), StepCount: i64(int64(res.Steps))}
+	if *metrics.BilledDurationMS < 1 {
+		*metrics.BilledDurationMS = 1
+	}
+	return s.complete(context.WithoutCancel(ctx), rec, d, h.drain(), output, rerr, metrics)
+}
+
+// checkOutput converts the result to JSON and validates it against schema.returns.
+func (s *Service) checkOutput(d definition, out any) (json.RawMessage, *sandbox.Error) {
+	b, err := json.Marshal(out)
+	if err != nil {
+		return nil, &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "non_retryable", Message: "result is not JSON: " + err.Error()}
+	}
+	if len(d.Schema.Returns) == 0 || string(d.Schema.Returns) == "null" {
+		return b, nil
+	}
+	var sch any
+	sdec := json.NewDecoder(strings.NewReader(string(d.Schema.Returns)))
+	sdec.UseNumber()
+	if err := sdec.Decode(&sch); err != nil {
+		return nil, &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "non_retryable", Message: "returns schema: " + err.Error()}
+	}
+	compiled, issues := s.cfg.Schemas.CompileUserSchema("$.schema.returns", sch)
+	if len(issues) == 0 {
+		var v any
+		vdec := json.NewDecoder(strings.NewReader(string(b)))
+		vdec.UseNumber()
+		_ = vdec.Decode(&v)
+		issues = s.cfg.Schemas.ValidateValue(compiled, "$.result", v)
+	}
+	if len(issues) > 0 {
+		details := map[string]any{"issues": issues}
+		return nil, &sandbox.Error{TypeID: sandbox.ErrValidation, Category: "non_retryable",
+			Message: "the result does not match the entrypoint's returns schema", Details: details}
+	}
+	return b, nil
+}
+
+// retryDelay is the backoff before logical attempt n+1 (exponential, capped at max_delay_ms).
+func retryDelay(d definition, attempt int) time.Duration {
+	r := d.Traits.Retry
+	mult := r.BackoffMultiplier
+	if mult < 1 {
+		mult = 1
+	}
+	ms := float64(r.InitialDelayMS) * math.Pow(mult, float64(attempt-1))
+	if r.MaxDelayMS > 0 && ms > float64(r.MaxDelayMS) {
+		ms = float64(r.MaxDelayMS)
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// shouldRetry applies 000's retry precedence: attempts remain, the category is retryable, and the
+// type is not listed in non_retryable_errors.
+func shouldRetry(d definition, attempt int, e *sandbox.Error) bool {
+	max := d.Traits.Retry.MaxAttempts
+	if max < 1 {
+		max = 1
+	}
+	return attempt < max && e.Category == "retryable" && !slices.Contains(d.Traits.Retry.NonRetryableErrors, e.TypeID)
+}
+
+// complete records an attempt's outcome in one transaction: the attempt's timeline entries, then
+// succeeded, a scheduled retry, or failed followed by dead_lettered (functions have no compensation).
+// If this process no longer holds the attempt's lease (it was canceled, or the lease expired and the
+// work moved), the outcome is recorded as late_result and not applied.
+func (s *Service) complete(ctx context.Context, rec invocation.Record, d definition, timeline []invocation.Event,
+	output json.RawMessage, rerr *sandbox.Error, metrics invocation.Metrics) (invocation.Record, error) {
+	owner := s.leaseOwner(rec)
+	var final invocation.Record
+	err := s.cfg.Store.Update(ctx, func(tx store.Tx) error {
+		now := s.cfg.Clock.Now()
+		sch, err := tx.Scheduling(rec.TenantID, rec.ID)
+		if err != nil {
+			return err
+		}
+		events := timeline
+		if sch.LeaseOwner != owner {
+			data, _ := json.Marshal(map[string]any{"succeeded": rerr == nil, "engine_attempt": rec.EngineAttempt})
+			events = append(events, invocation.Event{Type: invocation.EventLateResult, Data: data, At: now,
+				EngineAttempt: rec.EngineAttempt, LogicalAttempt: rec.Attempt,
+				IdempotencyKey: eventKey(rec.ID, fmt.Sprintf("late-%d", rec.EngineAttempt), rec.Attempt, invocation.EventLateResult)})
+			final, _, err = tx.AppendEvents(rec.TenantID, rec.ID, events)
+			return err
+		}
+		ev := func(t invocation.EventType, data any) invocation.Event {
+			b, _ := json.Marshal(data)
+			return invocation.Event{Type: t, Data: b, At: now, EngineAttempt: rec.EngineAttempt, LogicalAttempt: rec.Attempt,
+				IdempotencyKey: eventKey(rec.ID, "", rec.Attempt, t)}
+		}
+		next := store.Scheduling{}
+		switch {
+		case rerr == nil:
+			events = append(events, ev(invocation.EventSucceeded, invocation.Outcome{Result: output, Metrics: &metrics}))
+		case shouldRetry(d, rec.Attempt, rerr):
+			delay := retryDelay(d, rec.Attempt)
+			at := now.Add(delay)
+			next.AvailableAt = &at
+			events = append(events, ev(invocation.EventRetryScheduled, map[string]any{"error": payload(rerr),
+				"delay_ms": delay.Milliseconds(), "next_attempt": rec.Attempt + 1, "available_at": at}))
+		default:
+			o := invocation.Outcome{Error: payload(rerr), Metrics: &metrics}
+			events = append(events, ev(invocation.EventFailed, o), ev(invocation.EventDeadLettered, map[string]any{"reason": "no compensation configured"}))
+		}
+		if final, _, err = tx.AppendEvents(rec.TenantID, rec.ID, events); err != nil {
+			return err
+		}
+		if err := tx.SetScheduling(rec.TenantID, rec.ID, next); err != nil {
+			return err
+		}
+		if rerr == nil && rec.CacheKey != "" && d.Traits.Caching.MaxAgeSeconds > 0 {
+			return tx.PutCachedInvocation(rec.CacheKey, rec.TenantID, rec.ID, now.Add(time.Duration(d.Traits.Caching.MaxAgeSeconds)*time.Second))
+		}
+		return nil
+	})
+	if err != nil {
+		return rec, fmt.Errorf("complete %s: %w", rec.ID, err)
+	}
+	if final.Status == invocation.StatusQueued {
+		s.cfg.Wake()
+	}
+	return final, nil
+}
+
+func payload(e *sandbox.Error) *invocation.Error {
+	p := &invocation.Error{TypeID: e.TypeID, Message: e.Message, Category: e.Category}
+	if len(e.Details) > 0 {
+		p.Details, _ = json.Marshal(e.Details)
+	}
+	return p
+}
+
+// host is the sandbox's window on the world for one attempt: egress with the tenant's allowlist,
+// child invocations, and timeline entries collected for the completion transaction.
+type host struct {
+	s   *Service
+	rec invocation.Record
+	log interface {
+		InfoContext(ctx context.Context, msg string, args ...any)
+	}
+	mu       sync.Mutex
+	timeline []invocation.Event
+	n        int
+}
+
+const maxTimelineEntries = 1000
+
+func (h *host) add(t invocation.EventType, data map[string]any) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.timeline) >= maxTimelineEntries {
+		return
+	}
+	h.n++
+	b, _ := json.Marshal(data)
+	h.timeline = append(h.timeline, invocation.Event{Type: t, Data: b, At: h.s.cfg.Clock.Now(), EngineAttempt: h.rec.EngineAttempt,
+		LogicalAttempt: h.rec.Attempt, IdempotencyKey: eventKey(h.rec.ID, fmt.Sprintf("%d/%d", h.rec.EngineAttempt, h.n), h.rec.Attempt, t)})
+}
+
+func (h *host) drain() []invocation.Event {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := h.timeline
+	h.timeline = nil
+	return out
+}
+
+// Now implements sandbox.Host.
+func (h *host) Now() time.Time { return h.s.cfg.Clock.Now() }
+
+// Log implements sandbox.Host: ctx.log lands in the timeline.
+func (h *host) Log(ctx context.Context, msg string, fields map[string]any) {
+	d := map[string]any{"message": msg}
+	if len(fields) > 0 {
+		d["fields"] = fields
+	}
+	h.add(invocation.EventLog, d)
+}
+
+// HTTP implements sandbox.Host through the egress layer with the tenant's allowlist. The timeline
+// gets method, host, status and duration — never URLs with queries, headers or bodies.
+func (h *host) HTTP(ctx context.Context, req sandbox.HTTPRequest) (sandbox.HTTPResponse, error) {
+	p, err := h.s.policy(ctx, h.rec.TenantID)
+	if err != nil {
+		return sandbox.HTTPResponse{}, &sandbox.Error{TypeID: sandbox.ErrHTTPTransport, Category: "retryable", Message: "policy unavailable"}
+	}
+	start := time.Now()
+	resp, err := h.s.cfg.Egress.Do(ctx, egressRequest(req, p.Policies.AllowedOutboundDomains))
+	entry := map[string]any{"method": req.Method, "host": hostOf(req.URL), "duration_ms": time.Since(start).Milliseconds()}
+	if err != nil {
+		var ee *egressError
+		if errors.As(err, &ee) {
+			entry["error"] = string(ee.Kind)
+		}
+		h.add(invocation.EventHTTPCall, entry)
+		return sandbox.HTTPResponse{}, transportError(err)
+	}
+	entry["status"] = resp.StatusCode
+	h.add(invocation.EventHTTPCall, entry)
+	return sandbox.HTTPResponse{StatusCode: resp.StatusCode, Headers: resp.Headers, Body: resp.Body}, nil
+}
+
+// Invoke implements sandbox.Host: r_invoke_v1 starts a real, linked child invocation and waits for it.
+func (h *host) Invoke(ctx context.Context, req sandbox.InvokeRequest) (sandbox.InvokeResult, error) {
+	child, err := h.s.startChild(ctx, h.rec, req)
+	if err != nil {
+		return sandbox.InvokeResult{}, err
+	}
+	h.add(invocation.EventChildInvoked, map[string]any{"child_invocation_id": child.ID, "entrypoint_id": child.EntrypointID, "status": child.Status})
+	if child.Status == invocation.StatusSucceeded {
+		var v any
+		dec := json.NewDecoder(strings.NewReader(string(child.Result)))
+		dec.UseNumber()
+		_ = dec.Decode(&v)
+		return sandbox.InvokeResult{OK: true, Value: v}, nil
+	}
+	e := &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "non_retryable", Message: "child invocation " + child.ID + " ended " + string(child.Status)}
+	if child.Error != nil {
+		e = &sandbox.Error{TypeID: child.Error.TypeID, Category: child.Error.Category, Message: child.Error.Message,
+			Details: map[string]any{"child_invocation_id": child.ID}}
+	}
+	return sandbox.InvokeResult{OK: false, Error: e}, nil
+}

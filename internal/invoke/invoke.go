@@ -1,0 +1,578 @@
+// Package invoke runs entrypoints: it accepts invocations (sync, async, dry-run), deduplicates them
+// by Idempotency-Key, serves cached results, executes them in the Starlark sandbox, applies the retry
+// policy, and carries out control actions (cancel, retry, replay). Every state change is an event
+// appended to the invocation's log; the queue and leases live in the store (package dispatch runs the
+// claim loop).
+package invoke
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/larkrun/lark/internal/auth"
+	"github.com/larkrun/lark/internal/clock"
+	"github.com/larkrun/lark/internal/egress"
+	"github.com/larkrun/lark/internal/entrypoint"
+	"github.com/larkrun/lark/internal/gts"
+	"github.com/larkrun/lark/internal/idgen"
+	"github.com/larkrun/lark/internal/invocation"
+	"github.com/larkrun/lark/internal/obs"
+	"github.com/larkrun/lark/internal/problem"
+	"github.com/larkrun/lark/internal/sandbox"
+	"github.com/larkrun/lark/internal/schema"
+	"github.com/larkrun/lark/internal/store"
+	"github.com/larkrun/lark/internal/tenant"
+)
+
+// Config wires a Service.
+type Config struct {
+	Store    store.Store
+	Schemas  *schema.Registry
+	Programs *sandbox.Cache
+	Egress   *egress.Client
+	Clock    clock.Clock
+	IDs      idgen.Generator
+	Logger   *slog.Logger
+	// Node names this process in leases; unique per process start.
+	Node string
+	// LeaseGrace is added to an attempt's timeout to form its lease (default 30 s).
+	LeaseGrace time.Duration
+	// Wake is called when new work is queued (the dispatcher's wake-up).
+	Wake func()
+	// MaxDepth bounds r_invoke_v1 nesting (default 8).
+	MaxDepth int
+}
+
+// Service implements the invocation use cases.
+type Service struct {
+	cfg     Config
+	mu      sync.Mutex
+	running map[string]context.CancelFunc // invocations executing in this process
+}
+
+// NewService returns a Service.
+func NewService(cfg Config) *Service {
+	if cfg.LeaseGrace <= 0 {
+		cfg.LeaseGrace = 30 * time.Second
+	}
+	if cfg.MaxDepth <= 0 {
+		cfg.MaxDepth = 8
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Wake == nil {
+		cfg.Wake = func() {}
+	}
+	if cfg.Node == "" {
+		cfg.Node = cfg.IDs.New("node")
+	}
+	return &Service{cfg: cfg, running: map[string]context.CancelFunc{}}
+}
+
+// SetWake sets the dispatcher wake-up (the dispatcher is built after the service).
+func (s *Service) SetWake(f func()) { s.cfg.Wake = f }
+
+// StartRequest is the body of POST /invocations.
+type StartRequest struct {
+	EntrypointID string          `json:"entrypoint_id"`
+	Mode         string          `json:"mode,omitempty"`
+	Params       json.RawMessage `json:"params,omitempty"`
+	DryRun       bool            `json:"dry_run,omitempty"`
+}
+
+// StartOptions carry the request headers that matter.
+type StartOptions struct {
+	IdempotencyKey string
+	CorrelationID  string
+	TraceParent    string // W3C traceparent, if the caller sent one
+}
+
+// Result is 000's InvocationResult.
+type Result struct {
+	Record invocation.Record
+	DryRun bool
+	Cached bool
+}
+
+// Started says what Start did.
+type Started struct {
+	Result
+	// Replayed: an Idempotency-Key matched an earlier identical request; Record is that invocation.
+	Replayed bool
+	// Queued: an async invocation was accepted (202).
+	Queued bool
+}
+
+func viewer(sc auth.SecurityContext) entrypoint.Viewer {
+	return entrypoint.Viewer{TenantID: sc.TenantID, SubjectID: sc.SubjectID, Operator: sc.Operator}
+}
+
+// definition is the part of a stored entrypoint definition execution needs.
+type definition struct {
+	Schema struct {
+		Params  json.RawMessage `json:"params"`
+		Returns json.RawMessage `json:"returns"`
+	} `json:"schema"`
+	Traits struct {
+		Invocation struct {
+			Supported []string `json:"supported"`
+			Default   string   `json:"default"`
+		} `json:"invocation"`
+		IsIdempotent bool `json:"is_idempotent"`
+		Caching      struct {
+			MaxAgeSeconds int64 `json:"max_age_seconds"`
+		} `json:"caching"`
+		Limits struct {
+			TimeoutSeconds int64   `json:"timeout_seconds"`
+			MemoryMB       int64   `json:"memory_mb"`
+			CPU            float64 `json:"cpu"`
+		} `json:"limits"`
+		Retry struct {
+			MaxAttempts        int      `json:"max_attempts"`
+			InitialDelayMS     int64    `json:"initial_delay_ms"`
+			MaxDelayMS         int64    `json:"max_delay_ms"`
+			BackoffMultiplier  float64  `json:"backoff_multiplier"`
+			NonRetryableErrors []string `json:"non_retryable_errors"`
+		} `json:"retry"`
+		Entrypoint *bool `json:"entrypoint"`
+	} `json:"traits"`
+	Implementation struct {
+		Code struct {
+			Source string `json:"source"`
+		} `json:"code"`
+	} `json:"implementation"`
+}
+
+func parseDefinition(e entrypoint.Entrypoint) (definition, error) {
+	var d definition
+	if err := json.Unmarshal(e.Definition, &d); err != nil {
+		return d, fmt.Errorf("entrypoint %s definition: %w", e.ID, err)
+	}
+	if d.Traits.Limits.TimeoutSeconds <= 0 {
+		d.Traits.Limits.TimeoutSeconds = 30
+	}
+	if d.Traits.Limits.MemoryMB <= 0 {
+		d.Traits.Limits.MemoryMB = 128
+	}
+	if d.Traits.Limits.CPU <= 0 {
+		d.Traits.Limits.CPU = 0.2
+	}
+	return d, nil
+}
+
+func (d definition) timeout() time.Duration {
+	return time.Duration(d.Traits.Limits.TimeoutSeconds) * time.Second
+}
+
+// resolve finds the entrypoint an invocation names: an exact GTS id (or opaque id) pins that
+// version; a major-only id resolves to the latest active minor of the major (falling back to the
+// latest deprecated one, which is still callable). 404 when nothing is visible, 409 not_active when
+// it exists but is not callable.
+func (s *Service) resolve(ctx context.Context, v entrypoint.Viewer, id string) (entrypoint.Entrypoint, error) {
+	if id == "" {
+		return entrypoint.Entrypoint{}, problem.Validation("entrypoint_id is required", []problem.Issue{{Path: "$.entrypoint_id", Code: "MISSING_FIELD", Message: "entrypoint_id is required"}})
+	}
+	gid, perr := gts.Parse(id)
+	if perr == nil && gid.MajorOnly() {
+		e, err := s.cfg.Store.LatestActive(ctx, v, gid.Family(), gid.Last().Major)
+		if err == nil {
+			return e, nil
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return e, problem.Internal(err)
+		}
+		versions, err := s.cfg.Store.EntrypointVersions(ctx, v, gid.Family())
+		if err != nil {
+			return e, problem.Internal(err)
+		}
+		var best *entrypoint.Entrypoint
+		found := false
+		for i := range versions {
+			if versions[i].Major != gid.Last().Major {
+				continue
+			}
+			found = true
+			if versions[i].Status == entrypoint.StatusDeprecated {
+				best = &versions[i]
+			}
+		}
+		if best != nil {
+			return *best, nil
+		}
+		if found {
+			return e, problem.New(problem.TypeNotActive, "entrypoint %s has no active version", id)
+		}
+		return e, problem.NotFound("entrypoint %s not found", id)
+	}
+	e, err := s.cfg.Store.Entrypoint(ctx, v, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return e, problem.NotFound("entrypoint %s not found", id)
+	}
+	if err != nil {
+		return e, problem.Internal(err)
+	}
+	if !e.Status.Callable() {
+		return e, problem.New(problem.TypeNotActive, "entrypoint %s is %s; only active or deprecated entrypoints can be invoked", id, e.Status).With("current_status", e.Status)
+	}
+	return e, nil
+}
+
+// policy returns the tenant's policy (defaults when it has none, e.g. the platform).
+func (s *Service) policy(ctx context.Context, tenantID string) (tenant.Policy, error) {
+	p, err := s.cfg.Store.Tenant(ctx, tenantID)
+	if errors.Is(err, store.ErrNotFound) {
+		return tenant.New(tenantID, s.cfg.Clock.Now()), nil
+	}
+	return p, err
+}
+
+// validateParams checks params against schema.params; absent params are {} when a schema exists.
+func (s *Service) validateParams(d definition, raw json.RawMessage) (any, json.RawMessage, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		raw = json.RawMessage("{}")
+	}
+	var params any
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.UseNumber()
+	if err := dec.Decode(&params); err != nil {
+		return nil, nil, problem.BadRequest("params: malformed JSON")
+	}
+	if _, ok := params.(map[string]any); !ok {
+		return nil, nil, problem.Validation("params must be a JSON object", []problem.Issue{{Path: "$.params", Code: "SCHEMA_MISMATCH", Message: "params must be a JSON object"}})
+	}
+	if len(d.Schema.Params) > 0 && string(d.Schema.Params) != "null" {
+		var sch any
+		sdec := json.NewDecoder(strings.NewReader(string(d.Schema.Params)))
+		sdec.UseNumber()
+		if err := sdec.Decode(&sch); err != nil {
+			return nil, nil, problem.Internal(err)
+		}
+		compiled, issues := s.cfg.Schemas.CompileUserSchema("$.schema.params", sch)
+		if len(issues) > 0 {
+			return nil, nil, problem.Internal(fmt.Errorf("stored params schema does not compile: %v", issues))
+		}
+		if issues := s.cfg.Schemas.ValidateValue(compiled, "$.params", params); len(issues) > 0 {
+			return nil, nil, problem.Validation("params do not match the entrypoint's schema", schemaIssues(issues))
+		}
+	}
+	canon, err := json.Marshal(params)
+	if err != nil {
+		return nil, nil, problem.Internal(err)
+	}
+	return params, canon, nil
+}
+
+func schemaIssues(in []schema.Issue) []problem.Issue {
+	out := make([]problem.Issue, 0, len(in))
+	for _, is := range in {
+		out = append(out, problem.Issue{Path: is.Path, Message: is.Message, Code: strings.ToUpper(is.Code)})
+	}
+	return out
+}
+
+func hashOf(parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// cacheKey is 000's response-cache key: (subject or tenant, entrypoint id, version, idempotency key),
+// always within the caller's tenant.
+func cacheKey(sc auth.SecurityContext, e entrypoint.Entrypoint, key string) string {
+	scope := "tenant:" + sc.TenantID
+	if e.Owner.OwnerType == entrypoint.OwnerUser {
+		scope = "subject:" + sc.SubjectID
+	}
+	return hashOf(sc.TenantID, scope, e.GTSID, e.Version, key)
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// traceIDs returns the trace and a new span id, continuing a W3C traceparent when given.
+func traceIDs(traceparent string) (string, string) {
+	parts := strings.Split(traceparent, "-")
+	if len(parts) == 4 && len(parts[1]) == 32 && parts[1] != strings.Repeat("0", 32) {
+		if _, err := hex.DecodeString(parts[1]); err == nil {
+			return parts[1], randomHex(8)
+		}
+	}
+	return randomHex(16), randomHex(8)
+}
+
+func i64(v int64) *int64 { return &v }
+
+func eventKey(id, step string, attempt int, t invocation.EventType) string {
+	return invocation.IdempotencyKey(id, step, attempt, t, "")
+}
+
+// Start accepts an invocation (POST /invocations): validation, dry-run, response cache,
+// Idempotency-Key deduplication, quota, then a durable record; sync invocations run before it
+// returns, async ones are queued.
+func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartRequest, opt StartOptions) (Started, error) {
+	var out Started
+	if !sc.Has(auth.RoleOperator) {
+		return out, problem.Forbidden("invoking entrypoints needs the operator role")
+	}
+	if sc.Operator {
+		return out, problem.Forbidden("the platform operator has no tenant to invoke in; use a tenant token")
+	}
+	// 1. Entrypoint exists; 2. it is callable.
+	e, err := s.resolve(ctx, viewer(sc), req.EntrypointID)
+	if err != nil {
+		return out, err
+	}
+	d, err := parseDefinition(e)
+	if err != nil {
+		return out, problem.Internal(err)
+	}
+	if d.Traits.Entrypoint != nil && !*d.Traits.Entrypoint {
+		return out, problem.Forbidden("entrypoint %s is internal (traits.entrypoint: false): it can only be called from other entrypoints with r_invoke_v1", e.GTSID)
+	}
+	if e.Kind == entrypoint.KindWorkflow {
+		return out, problem.Validation("workflows cannot be invoked yet", []problem.Issue{{Path: "$.entrypoint_id", Code: "INVALID_VALUE",
+			Message: "durable workflow execution is not available in this version; functions can be invoked"}})
+	}
+	mode := req.Mode
+	if mode == "" {
+		mode = d.Traits.Invocation.Default
+	}
+	supported := false
+	for _, m := range d.Traits.Invocation.Supported {
+		supported = supported || m == mode
+	}
+	if !supported {
+		return out, problem.Validation("mode not supported", []problem.Issue{{Path: "$.mode", Code: "INVALID_VALUE",
+			Message: fmt.Sprintf("mode %q is not in traits.invocation.supported %v", mode, d.Traits.Invocation.Supported)}})
+	}
+	// 3. Params match the schema.
+	_, canon, err := s.validateParams(d, req.Params)
+	if err != nil {
+		return out, err
+	}
+	policy, err := s.policy(ctx, sc.TenantID)
+	if err != nil {
+		return out, problem.Internal(err)
+	}
+	now := s.cfg.Clock.Now()
+	correlation := opt.CorrelationID
+	if correlation == "" {
+		correlation = obs.CorrelationID(ctx)
+	}
+	if correlation == "" {
+		correlation = s.cfg.IDs.New("corr")
+	}
+	// 4. Tenant quota.
+	if max := policy.Quotas.MaxConcurrentExecutions; max != nil {
+		n, err := s.cfg.Store.CountTenantInFlight(ctx, sc.TenantID)
+		if err != nil {
+			return out, problem.Internal(err)
+		}
+		if n >= *max {
+			return out, quotaExceeded(sc.TenantID, *max)
+		}
+	}
+	memLimit := d.Traits.Limits.MemoryMB
+	if req.DryRun {
+		// 000: a synthetic record; nothing persisted or executed; no cache, quota use or key effects.
+		rec := invocation.Record{ID: "dryrun_" + strings.TrimPrefix(s.cfg.IDs.New("x"), "x_"), TenantID: sc.TenantID,
+			EntrypointID: req.EntrypointID, EntrypointVersion: e.Version, Status: invocation.StatusQueued,
+			Mode: invocation.Mode(mode), Params: canon, CorrelationID: correlation, CreatedAt: now,
+			Metrics: invocation.Metrics{MemoryLimitMB: i64(memLimit)}}
+		out.Record, out.DryRun = rec, true
+		return out, nil
+	}
+	// Response cache (000): Idempotency-Key + is_idempotent + max_age_seconds > 0.
+	ckey := ""
+	if opt.IdempotencyKey != "" && d.Traits.IsIdempotent && d.Traits.Caching.MaxAgeSeconds > 0 {
+		ckey = cacheKey(sc, e, opt.IdempotencyKey)
+		if ten, id, err := s.cfg.Store.CachedInvocation(ctx, ckey, now); err == nil && ten == sc.TenantID {
+			if rec, err := s.cfg.Store.Invocation(ctx, ten, id); err == nil && rec.Status == invocation.StatusSucceeded {
+				out.Record, out.Cached = rec, true
+				return out, nil
+			}
+		}
+	}
+	rec := invocation.Record{ID: s.cfg.IDs.New("inv"), TenantID: sc.TenantID, EntrypointRef: e.ID, EntrypointID: e.GTSID,
+		EntrypointVersion: e.Version, SubjectID: sc.SubjectID, Mode: invocation.Mode(mode), Params: canon,
+		CorrelationID: correlation, Metrics: invocation.Metrics{MemoryLimitMB: i64(memLimit)}, Attempt: 1,
+		CreatedAt: now, CacheKey: ckey}
+	rec.TraceID, rec.SpanID = traceIDs(opt.TraceParent)
+	reqHash := hashOf(req.EntrypointID, mode, string(canon))
+	window := time.Duration(policy.Idempotency.DeduplicationWindowSeconds) * time.Second
+	if window <= 0 {
+		window = 24 * time.Hour
+	}
+	// Keys are scoped to the caller (tenant and subject), as API idempotency keys usually are: one
+	// user's key never replays another user's invocation.
+	keyScope := "invoke:" + sc.SubjectID
+	var replayOf string
+	var perr error
+	var created invocation.Record
+	err = s.cfg.Store.Update(ctx, func(tx store.Tx) error {
+		if opt.IdempotencyKey != "" {
+			prev, err := tx.IdempotencyKey(sc.TenantID, keyScope, opt.IdempotencyKey, now)
+			if err == nil {
+				if prev.RequestHash != reqHash {
+					perr = problem.Validation("Idempotency-Key reused with a different request", []problem.Issue{{Path: "$", Code: "IDEMPOTENCY_KEY_REUSED",
+						Message: "this Idempotency-Key was used for a different request within the deduplication window"}})
+					return perr
+				}
+				replayOf = prev.InvocationID
+				return nil
+			}
+			if !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+		}
+		if max := policy.Quotas.MaxConcurrentExecutions; max != nil {
+			n, err := tx.CountTenantInFlight(sc.TenantID)
+			if err != nil {
+				return err
+			}
+			if n >= *max {
+				perr = quotaExceeded(sc.TenantID, *max)
+				return perr
+			}
+		}
+		var err error
+		if created, err = s.create(tx, rec, mode == string(invocation.ModeSync), d, now); err != nil {
+			return err
+		}
+		if opt.IdempotencyKey != "" {
+			return tx.PutIdempotencyKey(store.IdempotencyRecord{TenantID: sc.TenantID, Scope: keyScope, Key: opt.IdempotencyKey,
+				RequestHash: reqHash, InvocationID: rec.ID, CreatedAt: now, ExpiresAt: now.Add(window)})
+		}
+		return nil
+	})
+	if perr != nil {
+		return out, perr
+	}
+	if err != nil {
+		return out, problem.Internal(err)
+	}
+	if replayOf != "" {
+		prev, err := s.cfg.Store.Invocation(ctx, sc.TenantID, replayOf)
+		if err != nil {
+			return out, problem.Internal(err)
+		}
+		out.Record, out.Replayed = prev, true
+		return out, nil
+	}
+	if mode == string(invocation.ModeAsync) {
+		s.cfg.Wake()
+		out.Record, out.Queued = created, true
+		return out, nil
+	}
+	// Sync: run now, on this request's goroutine. The caller going away does not cancel accepted work.
+	final, err := s.execute(context.WithoutCancel(ctx), created, e, d)
+	if err != nil {
+		return out, problem.Internal(err)
+	}
+	out.Record = final
+	return out, nil
+}
+
+func quotaExceeded(tenantID string, max int64) *problem.Error {
+	pe := problem.New(problem.TypeQuotaExceeded, "tenant %s has %d executions in flight, its max_concurrent_executions quota", tenantID, max).
+		With("quota", "max_concurrent_executions")
+	pe.RetryAfter = 1
+	return pe
+}
+
+// create writes a new invocation inside tx: the created event, then either queued work (async) or a
+// started attempt leased to this process (sync).
+func (s *Service) create(tx store.Tx, rec invocation.Record, runNow bool, d definition, now time.Time) (invocation.Record, error) {
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return rec, err
+	}
+	created, err := tx.CreateInvocation(invocation.Event{InvocationID: rec.ID, Type: invocation.EventCreated, Data: data,
+		IdempotencyKey: eventKey(rec.ID, "", 1, invocation.EventCreated), LogicalAttempt: 1, At: now})
+	if err != nil {
+		return rec, err
+	}
+	if !runNow {
+		return created, tx.SetScheduling(rec.TenantID, rec.ID, store.Scheduling{AvailableAt: &now})
+	}
+	return s.begin(tx, created, d, now)
+}
+
+// begin starts an attempt inside tx: the started event (or reclaimed, for an expired lease) and a
+// lease for this process that outlives the attempt's timeout.
+func (s *Service) begin(tx store.Tx, rec invocation.Record, d definition, now time.Time) (invocation.Record, error) {
+	engine := rec.EngineAttempt + 1
+	ev := invocation.Event{Type: invocation.EventStarted, EngineAttempt: engine, LogicalAttempt: rec.Attempt, At: now,
+		IdempotencyKey: eventKey(rec.ID, "", rec.Attempt, invocation.EventStarted)}
+	if rec.Status == invocation.StatusRunning {
+		ev.Type = invocation.EventReclaimed
+		ev.Data, _ = json.Marshal(map[string]any{"reason": "lease expired", "engine_attempt": engine})
+		ev.IdempotencyKey = eventKey(rec.ID, fmt.Sprintf("reclaim-%d", engine), rec.Attempt, invocation.EventReclaimed)
+	}
+	next, _, err := tx.AppendEvents(rec.TenantID, rec.ID, []invocation.Event{ev})
+	if err != nil {
+		return rec, err
+	}
+	until := now.Add(d.timeout() + s.cfg.LeaseGrace)
+	return next, tx.SetScheduling(rec.TenantID, rec.ID, store.Scheduling{LeaseOwner: s.leaseOwner(next), LeaseExpiresAt: &until})
+}
+
+// leaseOwner identifies this process's run of one engine attempt.
+func (s *Service) leaseOwner(r invocation.Record) string {
+	return fmt.Sprintf("%s/%d/%d", s.cfg.Node, r.Attempt, r.EngineAttempt)
+}
+
+// Get returns an invocation of the caller's tenant.
+func (s *Service) Get(ctx context.Context, sc auth.SecurityContext, id string) (invocation.Record, error) {
+	rec, err := s.cfg.Store.Invocation(ctx, sc.TenantID, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return rec, problem.NotFound("invocation %s not found", id)
+	}
+	if err != nil {
+		return rec, problem.Internal(err)
+	}
+	return rec, nil
+}
+
+// List lists the caller's tenant's invocations.
+func (s *Service) List(ctx context.Context, sc auth.SecurityContext, q store.ListQuery) (store.Page[invocation.Record], error) {
+	return s.cfg.Store.ListInvocations(ctx, sc.TenantID, q)
+}
+
+// Events returns an invocation's event log (for the timeline).
+func (s *Service) Events(ctx context.Context, sc auth.SecurityContext, id string) (invocation.Record, []invocation.Event, error) {
+	rec, err := s.Get(ctx, sc, id)
+	if err != nil {
+		return rec, nil, err
+	}
+	var all []invocation.Event
+	after := int64(0)
+	for {
+		evs, err := s.cfg.Store.Events(ctx, sc.TenantID, id, after, 1000)
+		if err != nil {
+			return rec, nil, problem.Internal(err)
+		}
+		all = append(all, evs...)
+		if len(evs) < 1000 {
+			break
+		}
+		after = evs[len(evs)-1].Seq
+	}
+	return rec, all, nil
+}

@@ -1,0 +1,113 @@
+package invoke
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/larkrun/lark/internal/invocation"
+)
+
+// RecordView is 000's InvocationRecord as the API shows it.
+type RecordView struct {
+	InvocationID      string            `json:"invocation_id"`
+	EntrypointID      string            `json:"entrypoint_id"`
+	EntrypointVersion string            `json:"entrypoint_version"`
+	TenantID          string            `json:"tenant_id"`
+	Status            invocation.Status `json:"status"`
+	Mode              invocation.Mode   `json:"mode"`
+	Params            json.RawMessage   `json:"params"`
+	Result            json.RawMessage   `json:"result"`
+	Error             *invocation.Error `json:"error"`
+	Timestamps        struct {
+		CreatedAt   time.Time  `json:"created_at"`
+		StartedAt   *time.Time `json:"started_at"`
+		SuspendedAt *time.Time `json:"suspended_at"`
+		FinishedAt  *time.Time `json:"finished_at"`
+	} `json:"timestamps"`
+	Observability struct {
+		CorrelationID string             `json:"correlation_id"`
+		TraceID       *string            `json:"trace_id"`
+		SpanID        *string            `json:"span_id"`
+		Metrics       invocation.Metrics `json:"metrics"`
+	} `json:"observability"`
+	Attempt            int    `json:"attempt"`
+	ParentInvocationID string `json:"parent_invocation_id,omitempty"`
+	ReplayOf           string `json:"replay_of,omitempty"`
+}
+
+func strPtr(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// View renders a record.
+func View(r invocation.Record) RecordView {
+	v := RecordView{InvocationID: r.ID, EntrypointID: r.EntrypointID, EntrypointVersion: r.EntrypointVersion, TenantID: r.TenantID,
+		Status: r.Status, Mode: r.Mode, Params: r.Params, Result: r.Result, Error: r.Error, Attempt: r.Attempt,
+		ParentInvocationID: r.ParentID, ReplayOf: r.Replay}
+	if len(v.Params) == 0 {
+		v.Params = json.RawMessage("{}")
+	}
+	if len(v.Result) == 0 {
+		v.Result = json.RawMessage("null")
+	}
+	v.Timestamps.CreatedAt, v.Timestamps.StartedAt, v.Timestamps.SuspendedAt, v.Timestamps.FinishedAt = r.CreatedAt, r.StartedAt, r.SuspendedAt, r.FinishedAt
+	v.Observability.CorrelationID, v.Observability.TraceID, v.Observability.SpanID = r.CorrelationID, strPtr(r.TraceID), strPtr(r.SpanID)
+	v.Observability.Metrics = r.Metrics
+	return v
+}
+
+// ResultView is 000's InvocationResult.
+type ResultView struct {
+	Record RecordView `json:"record"`
+	DryRun bool       `json:"dry_run"`
+	Cached bool       `json:"cached"`
+}
+
+// TimelineEvent is 000's InvocationTimelineEvent plus the log sequence number. Event types beyond
+// 000's enum (created, requeued, log, http_call, child_invoked, reclaimed, late_result) are Lark's.
+type TimelineEvent struct {
+	Seq        int64             `json:"seq"`
+	At         time.Time         `json:"at"`
+	EventType  string            `json:"event_type"`
+	Status     invocation.Status `json:"status"`
+	StepName   *string           `json:"step_name"`
+	DurationMS *int64            `json:"duration_ms"`
+	Message    *string           `json:"message"`
+	Details    json.RawMessage   `json:"details"`
+	Attempt    int               `json:"attempt"`
+}
+
+var timelineTypes = map[invocation.EventType]string{invocation.EventRetryScheduled: "step_retried"}
+
+// Timeline renders an event log, with the status after each event.
+func Timeline(events []invocation.Event) []TimelineEvent {
+	out := make([]TimelineEvent, 0, len(events))
+	var r invocation.Record
+	for _, e := range events {
+		if next, err := invocation.Apply(r, e); err == nil {
+			r = next
+		}
+		t := TimelineEvent{Seq: e.Seq, At: e.At, EventType: string(e.Type), Status: r.Status, Details: e.Data, Attempt: e.LogicalAttempt}
+		if m, ok := timelineTypes[e.Type]; ok {
+			t.EventType = m
+		}
+		if e.Type == invocation.EventCreated {
+			t.Details = nil // the created event carries the whole initial record; the record endpoint shows it
+		}
+		var d struct {
+			Message    *string `json:"message"`
+			DurationMS *int64  `json:"duration_ms"`
+		}
+		if len(t.Details) > 0 {
+			_ = json.Unmarshal(t.Details, &d)
+			t.Message, t.DurationMS = d.Message, d.DurationMS
+		} else {
+			t.Details = json.RawMessage("{}")
+		}
+		out = append(out, t)
+	}
+	return out
+}

@@ -1,0 +1,400 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"go.starlark.net/starlark"
+	"go.starlark.net/syntax"
+)
+
+// StepsPerCPUSecond converts between the interpreter's abstract steps and
+// CPU time. Calibration (BenchmarkStepsPerSecond; go1.26.8, linux/amd64,
+// AMD EPYC, one core, allocation accounting on): `while True: pass` runs
+// about 96 million steps per second, a loop calling a small function about
+// 70 million; the round number for the tight loop is used. The CPU limit
+// is a step budget derived from it (see Limits), and Result.CPUTime is an
+// estimate derived from it, not a measurement. Recalibrate when the
+// interpreter or the hardware changes.
+const StepsPerCPUSecond = 100_000_000
+
+// Default and maximum limits.
+const (
+	DefaultTimeout  = 30 * time.Second
+	DefaultCPU      = 1.0
+	DefaultMemoryMB = 128
+	MinCPU          = 0.1
+	MaxCPU          = 1.0
+	MaxMemoryMB     = 512
+)
+
+// maxHostCalls bounds the host calls (HTTP, child invocations) one
+// execution runs concurrently; further calls queue.
+const maxHostCalls = 8
+
+// hostDrainGrace bounds how long Run waits, after it has canceled the
+// context of the host calls still in flight, for them to return.
+const hostDrainGrace = 2 * time.Second
+
+// Limits are the resource limits of one execution (000's Starlark adapter
+// limits). Zero values select the defaults.
+//
+//   - Timeout is the wall-clock limit (DefaultTimeout if zero). The
+//     execution is canceled at the deadline (the earlier of Timeout and
+//     the deadline of Run's context) and fails with ErrTimeout.
+//   - CPU is the share of one core the execution may use over Timeout,
+//     MinCPU..MaxCPU (DefaultCPU if zero). It is enforced as a budget of
+//     CPU × Timeout × StepsPerCPUSecond interpreter steps, not by
+//     throttling: exceeding it fails the execution with ErrCPULimit.
+//   - MemoryMB is the allocation budget in MiB, 1..MaxMemoryMB
+//     (DefaultMemoryMB if zero). The patched interpreter charges the
+//     approximate size of every string, list, tuple, dict, set, struct,
+//     big integer and call frame the execution creates, before creating
+//     it; a charge beyond the budget fails the execution with
+//     ErrMemoryLimit. Accounting is cumulative (memory is not credited
+//     back when it becomes garbage, except call frames when they return):
+//     a conservative bound on the live heap, since Go cannot measure the
+//     live memory of one goroutine. See third_party/go.starlark.net/PATCHES.md.
+type Limits struct {
+	Timeout  time.Duration
+	CPU      float64
+	MemoryMB int
+}
+
+// Info identifies the invocation being executed; main sees it as ctx.
+type Info struct {
+	InvocationID, TenantID, EntrypointID, CorrelationID string
+	Attempt                                             int
+}
+
+// HTTPRequest is an outbound request made by r_http_get_v1 or
+// r_http_post_v1. Timeout is the time left for this attempt (the helper's
+// timeout_ms, never beyond the execution's deadline); the context passed
+// to Host.HTTP carries the same deadline.
+type HTTPRequest struct {
+	Method, URL string
+	Headers     map[string]string
+	Body        []byte
+	Timeout     time.Duration
+}
+
+// HTTPResponse is the answer to an HTTPRequest, whatever its status.
+type HTTPResponse struct {
+	StatusCode int
+	Headers    map[string]string
+	Body       []byte
+}
+
+// InvokeRequest is a child invocation made by r_invoke_v1. Params is a
+// JSON-ready value (map[string]any, []any, json.Number, string, bool, nil).
+type InvokeRequest struct {
+	EntrypointID string
+	Params       any
+	Timeout      time.Duration
+}
+
+// InvokeResult is the outcome of a child invocation: its value (a decoded
+// JSON value, as Request.Input) if OK, else its error envelope.
+type InvokeResult struct {
+	OK    bool
+	Value any
+	Error *Error
+}
+
+// Host performs everything with side effects on behalf of an execution:
+// egress, child invocations, the timeline and the clock. Run calls HTTP
+// and Invoke from other goroutines (at most a few at a time per
+// execution), Log and Now from the execution's goroutine; the context
+// passed is canceled when the execution ends, times out or is canceled.
+type Host interface {
+	// HTTP performs an outbound request. A non-nil error is an *Error of
+	// type ErrHTTPTransport, or ErrTimeout/ErrCanceled when ctx ends;
+	// any other error is treated as a transport failure.
+	HTTP(ctx context.Context, req HTTPRequest) (HTTPResponse, error)
+	// Invoke runs a child invocation and waits for its outcome. A non-nil
+	// error (preferably an *Error) means the child could not be run.
+	Invoke(ctx context.Context, req InvokeRequest) (InvokeResult, error)
+	// Log records a message of the execution (print, ctx.log).
+	Log(ctx context.Context, msg string, fields map[string]any)
+	// Now returns the current time (r_now_v1).
+	Now() time.Time
+}
+
+// Request is one execution of a program's main(ctx, input).
+type Request struct {
+	Program *Program
+	// Input is the decoded JSON params: map[string]any, []any,
+	// json.Number or float64, string, bool, nil. Objects reach main as
+	// Objects, arrays as (frozen) lists, integral numbers as ints.
+	Input  any
+	Info   Info
+	Limits Limits
+	Host   Host
+}
+
+// Result is the outcome of a successful execution; Run also fills the
+// measurements of a failed one.
+type Result struct {
+	// Output is main's return value as a JSON-ready value:
+	// map[string]any, []any, json.Number, string, bool or nil.
+	Output any
+	// Steps is the number of interpreter steps executed (top level and main).
+	Steps uint64
+	// CPUTime is estimated from Steps and StepsPerCPUSecond, not measured.
+	CPUTime time.Duration
+	// MaxMemoryBytes is the peak of the accounted allocations (see Limits).
+	MaxMemoryBytes int64
+	// Duration is the wall-clock time of Run.
+	Duration time.Duration
+}
+
+// errRunTimeout is the cause of the execution's context at its timeout.
+var errRunTimeout = errors.New("execution timed out")
+
+// runKey is the thread-local key of the *run.
+const runKey = "lark.sandbox.run"
+
+// run is the state of one execution.
+type run struct {
+	ctx      context.Context // ends at the execution's deadline, cancellation or end
+	host     Host
+	info     Info
+	limits   Limits
+	maxSteps uint64
+	thread   *starlark.Thread
+
+	// stop is the first asynchronous reason to stop (timeout, cancellation,
+	// CPU limit), set before the thread is canceled.
+	stop atomic.Pointer[Error]
+	// exit is the envelope of r_exit or of a failed HTTP call with
+	// exit_on_http_error; set on the execution's goroutine.
+	exit *Error
+
+	rand  map[string]int // r_rand_v1 calls per label
+	sched scheduler
+}
+
+// runOf returns the execution a thread belongs to.
+func runOf(thread *starlark.Thread) *run {
+	return thread.Local(runKey).(*run)
+}
+
+// Run executes req.Program's main(ctx, input) within req.Limits and
+// returns its output, or a typed error: ErrValidation (bad request or
+// input), ErrTimeout, ErrCanceled (ctx canceled by the caller),
+// ErrCPULimit, ErrMemoryLimit, ErrRuntime (fail(), evaluation errors, a
+// main result that does not convert to JSON, recovered panics), or the
+// envelope given to r_exit (ErrHTTP/ErrHTTPTransport for failed HTTP
+// calls with exit_on_http_error). Run never panics; when it returns, the
+// context of every host call it made has been canceled.
+func Run(ctx context.Context, req Request) (res Result, rerr *Error) {
+	start := time.Now()
+	defer func() { res.Duration = time.Since(start) }()
+	limits, err := normalizeLimits(req.Limits)
+	if err != nil {
+		return res, err
+	}
+	if req.Program == nil {
+		return res, newError(ErrValidation, CategoryNonRetryable, "no program")
+	}
+	if req.Host == nil {
+		return res, newError(ErrValidation, CategoryNonRetryable, "no host")
+	}
+
+	runCtx, cancel := context.WithTimeoutCause(ctx, limits.Timeout, errRunTimeout)
+	defer cancel()
+	r := &run{
+		ctx:      runCtx,
+		host:     req.Host,
+		info:     req.Info,
+		limits:   limits,
+		maxSteps: max(uint64(limits.CPU*limits.Timeout.Seconds()*StepsPerCPUSecond), 1),
+	}
+	r.sched.init(r)
+	thread := &starlark.Thread{Name: req.Info.InvocationID}
+	thread.Print = func(_ *starlark.Thread, msg string) { r.log(msg, nil) }
+	thread.SetLocal(runKey, r)
+	thread.SetMaxExecutionSteps(r.maxSteps)
+	thread.OnMaxSteps = func(th *starlark.Thread) { r.halt(r.cpuError()) }
+	thread.SetMaxAllocBytes(int64(limits.MemoryMB) << 20)
+	r.thread = thread
+
+	stopAfter := context.AfterFunc(runCtx, func() { r.halt(r.ctxError()) })
+	out, rerr := r.execute(req.Program, req.Input)
+	stopAfter()
+	cancel()
+	r.sched.drain(hostDrainGrace)
+
+	res.Steps = thread.ExecutionSteps()
+	res.CPUTime = time.Duration(float64(res.Steps) / StepsPerCPUSecond * float64(time.Second))
+	res.MaxMemoryBytes = thread.PeakAllocBytes()
+	if rerr != nil {
+		return res, rerr
+	}
+	res.Output = out
+	return res, nil
+}
+
+// normalizeLimits applies the defaults and checks the ranges.
+func normalizeLimits(l Limits) (Limits, *Error) {
+	if l.Timeout == 0 {
+		l.Timeout = DefaultTimeout
+	}
+	if l.CPU == 0 {
+		l.CPU = DefaultCPU
+	}
+	if l.MemoryMB == 0 {
+		l.MemoryMB = DefaultMemoryMB
+	}
+	switch {
+	case l.Timeout < 0:
+		return l, newError(ErrValidation, CategoryNonRetryable, "timeout %v is negative", l.Timeout)
+	case !(l.CPU >= MinCPU && l.CPU <= MaxCPU):
+		return l, newError(ErrValidation, CategoryNonRetryable, "cpu %v is outside %v..%v", l.CPU, MinCPU, MaxCPU)
+	case l.MemoryMB < 1 || l.MemoryMB > MaxMemoryMB:
+		return l, newError(ErrValidation, CategoryNonRetryable, "memory_mb %d is outside 1..%d", l.MemoryMB, MaxMemoryMB)
+	}
+	return l, nil
+}
+
+// halt stops the execution for reason e, unless it is already stopping.
+func (r *run) halt(e *Error) {
+	if r.stop.CompareAndSwap(nil, e) {
+		r.thread.Cancel(e.Message)
+	}
+}
+
+// execute runs the top level and main, and converts the result. It
+// recovers panics.
+func (r *run) execute(prog *Program, input any) (out any, rerr *Error) {
+	defer func() {
+		if p := recover(); p != nil {
+			out, rerr = nil, internalError("recovered panic")
+		}
+	}()
+	thread := r.thread
+	if err := r.ctx.Err(); err != nil {
+		return nil, r.ctxError()
+	}
+	in, err := toStarlark(thread, input)
+	if err != nil {
+		if isAllocError(err) {
+			return nil, r.memoryError(err)
+		}
+		return nil, newError(ErrValidation, CategoryNonRetryable, "input: %v", err)
+	}
+	globals, err := prog.prog.Init(thread, predeclared())
+	if err != nil {
+		return nil, r.failure(err)
+	}
+	main, ok := globals["main"].(*starlark.Function)
+	if !ok || main.NumParams() != 2 || main.HasVarargs() || main.HasKwargs() {
+		return nil, newError(ErrValidation, CategoryNonRetryable, "main must be a function main(ctx, input)")
+	}
+	v, err := starlark.Call(thread, main, starlark.Tuple{&contextValue{info: r.info}, in}, nil)
+	if err != nil {
+		return nil, r.failure(err)
+	}
+	returnedAt := thread.LastReturnPosition()
+	if err := r.sched.settle(); err != nil {
+		return nil, r.failure(err)
+	}
+	out, err = toGo(thread, v)
+	if err != nil {
+		if isAllocError(err) {
+			return nil, r.memoryError(err).addPosition(nil, returnedAt)
+		}
+		e := newError(ErrRuntime, CategoryRetryable, "main returned a value that cannot be converted to JSON: %v", err)
+		var cerr *convertError
+		if errors.As(err, &cerr) {
+			e.withDetail("path", cerr.Path())
+		}
+		return nil, e.addPosition(nil, returnedAt)
+	}
+	return out, nil
+}
+
+// failure maps the error of an evaluation to the execution's error.
+func (r *run) failure(err error) *Error {
+	if r.exit != nil {
+		return r.exit
+	}
+	if isAllocError(err) {
+		return r.memoryError(err)
+	}
+	if e := r.stop.Load(); e != nil {
+		return e.clone().addPosition(err, syntax.Position{})
+	}
+	if r.ctx.Err() != nil {
+		return r.ctxError().addPosition(err, syntax.Position{})
+	}
+	if r.thread.AllocLimitExceeded() {
+		return r.memoryError(err)
+	}
+	return runtimeError(err)
+}
+
+// ctxError is the error of an execution whose context has ended.
+func (r *run) ctxError() *Error {
+	if errors.Is(context.Cause(r.ctx), errRunTimeout) {
+		return newError(ErrTimeout, CategoryTimeout, "execution timed out after %v", r.limits.Timeout).
+			withDetail("timeout_ms", r.limits.Timeout.Milliseconds())
+	}
+	if errors.Is(r.ctx.Err(), context.DeadlineExceeded) {
+		return newError(ErrTimeout, CategoryTimeout, "execution timed out: the caller's deadline passed")
+	}
+	return newError(ErrCanceled, CategoryCanceled, "execution canceled")
+}
+
+func (r *run) cpuError() *Error {
+	return newError(ErrCPULimit, CategoryResourceLimit,
+		"CPU limit exceeded: %d steps, the budget of %.2f CPU for %v", r.maxSteps, r.limits.CPU, r.limits.Timeout).
+		withDetail("max_steps", r.maxSteps).
+		withDetail("cpu", r.limits.CPU)
+}
+
+func (r *run) memoryError(err error) *Error {
+	e := newError(ErrMemoryLimit, CategoryResourceLimit,
+		"memory limit exceeded: the execution tried to allocate more than %d MiB", r.limits.MemoryMB).
+		withDetail("memory_mb", r.limits.MemoryMB).
+		withDetail("allocated_bytes", r.thread.AllocBytes())
+	var ae *starlark.AllocLimitError
+	if errors.As(err, &ae) {
+		e.withDetail("requested_bytes", ae.Requested)
+	}
+	return e.addPosition(err, syntax.Position{})
+}
+
+// clone returns a copy of e with its own details.
+func (e *Error) clone() *Error {
+	c := *e
+	if e.Details != nil {
+		c.Details = make(map[string]any, len(e.Details))
+		for k, v := range e.Details {
+			c.Details[k] = v
+		}
+	}
+	return &c
+}
+
+// log sends a message to the host.
+func (r *run) log(msg string, fields map[string]any) {
+	r.host.Log(r.ctx, msg, fields)
+}
+
+// callerPosition returns the position of the Starlark code that called the
+// built-in being executed.
+func callerPosition(thread *starlark.Thread) syntax.Position {
+	if thread.CallStackDepth() < 2 {
+		return syntax.Position{}
+	}
+	return thread.CallFrame(1).Pos
+}
+
+// errorf returns a Starlark error for a call of a helper.
+func errorf(name, format string, args ...any) error {
+	return fmt.Errorf("%s: %s", name, fmt.Sprintf(format, args...))
+}
