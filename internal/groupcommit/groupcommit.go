@@ -26,11 +26,15 @@ type Options struct {
 	MaxBatch int
 	// Queue is the channel capacity (default 4*MaxBatch).
 	Queue int
+	// AfterBatch, if set, runs on the committer goroutine after each batch, while the committer holds
+	// no transaction (e.g. to prepare statements on the writer connection).
+	AfterBatch func()
 }
 
 // Committer runs closures in group-committed transactions on one database handle.
 type Committer struct {
 	db      *sql.DB
+	after   func()
 	max     int
 	ops     chan *op
 	mu      sync.RWMutex
@@ -55,7 +59,7 @@ func New(db *sql.DB, o Options) *Committer {
 	if o.Queue <= 0 {
 		o.Queue = 4 * o.MaxBatch
 	}
-	c := &Committer{db: db, max: o.MaxBatch, ops: make(chan *op, o.Queue), done: make(chan struct{})}
+	c := &Committer{db: db, after: o.AfterBatch, max: o.MaxBatch, ops: make(chan *op, o.Queue), done: make(chan struct{})}
 	go c.loop()
 	return c
 }
@@ -126,6 +130,9 @@ func (c *Committer) loop() {
 			}
 		}
 		c.run(batch)
+		if c.after != nil {
+			c.after()
+		}
 	}
 }
 

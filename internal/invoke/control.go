@@ -164,13 +164,13 @@ func (s *Service) transition(ctx context.Context, cur invocation.Record, action 
 			IdempotencyKey: eventKey(cur.ID, "control", cur.Attempt, t)}
 		var err error
 		var appended []invocation.Event
-		if out, appended, err = tx.AppendEvents(cur.TenantID, cur.ID, []invocation.Event{ev}); err != nil {
+		if out, appended, err = tx.Append(cur.TenantID, cur.ID, []invocation.Event{ev}, store.AppendOptions{Schedule: &next}); err != nil {
 			return err
 		}
 		if len(appended) == 0 {
 			return &invocation.TransitionError{From: out.Status, Event: t}
 		}
-		return tx.SetScheduling(cur.TenantID, cur.ID, next)
+		return nil
 	})
 	var te *invocation.TransitionError
 	if errors.As(err, &te) {

@@ -130,24 +130,12 @@ func (s *Service) complete(ctx context.Context, rec invocation.Record, d definit
 	var final invocation.Record
 	err := s.cfg.Store.Update(ctx, func(tx store.Tx) error {
 		now := s.cfg.Clock.Now()
-		sch, err := tx.Scheduling(rec.TenantID, rec.ID)
-		if err != nil {
-			return err
-		}
-		events := timeline
-		if sch.LeaseOwner != owner {
-			data, _ := json.Marshal(map[string]any{"succeeded": rerr == nil, "engine_attempt": rec.EngineAttempt})
-			events = append(events, invocation.Event{Type: invocation.EventLateResult, Data: data, At: now,
-				EngineAttempt: rec.EngineAttempt, LogicalAttempt: rec.Attempt,
-				IdempotencyKey: eventKey(rec.ID, fmt.Sprintf("late-%d", rec.EngineAttempt), rec.Attempt, invocation.EventLateResult)})
-			final, _, err = tx.AppendEvents(rec.TenantID, rec.ID, events)
-			return err
-		}
 		ev := func(t invocation.EventType, data any) invocation.Event {
 			b, _ := json.Marshal(data)
 			return invocation.Event{Type: t, Data: b, At: now, EngineAttempt: rec.EngineAttempt, LogicalAttempt: rec.Attempt,
 				IdempotencyKey: eventKey(rec.ID, "", rec.Attempt, t)}
 		}
+		events := timeline
 		next := store.Scheduling{}
 		switch {
 		case rerr == nil:
@@ -162,10 +150,18 @@ func (s *Service) complete(ctx context.Context, rec invocation.Record, d definit
 			o := invocation.Outcome{Error: payload(rerr), Metrics: &metrics}
 			events = append(events, ev(invocation.EventFailed, o), ev(invocation.EventDeadLettered, map[string]any{"reason": "no compensation configured"}))
 		}
-		if final, _, err = tx.AppendEvents(rec.TenantID, rec.ID, events); err != nil {
+		var err error
+		final, _, err = tx.Append(rec.TenantID, rec.ID, events, store.AppendOptions{RequireLease: owner, Schedule: &next})
+		if errors.Is(err, store.ErrLeaseLost) {
+			// Canceled meanwhile, or the lease expired and the work moved: record, never apply.
+			data, _ := json.Marshal(map[string]any{"succeeded": rerr == nil, "engine_attempt": rec.EngineAttempt})
+			late := append(timeline, invocation.Event{Type: invocation.EventLateResult, Data: data, At: now,
+				EngineAttempt: rec.EngineAttempt, LogicalAttempt: rec.Attempt,
+				IdempotencyKey: eventKey(rec.ID, fmt.Sprintf("late-%d", rec.EngineAttempt), rec.Attempt, invocation.EventLateResult)})
+			final, _, err = tx.Append(rec.TenantID, rec.ID, late, store.AppendOptions{})
 			return err
 		}
-		if err := tx.SetScheduling(rec.TenantID, rec.ID, next); err != nil {
+		if err != nil {
 			return err
 		}
 		if rerr == nil && rec.CacheKey != "" && d.Traits.Caching.MaxAgeSeconds > 0 {

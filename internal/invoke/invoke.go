@@ -496,26 +496,28 @@ func quotaExceeded(tenantID string, max int64) *problem.Error {
 	return pe
 }
 
-// create writes a new invocation inside tx: the created event, then either queued work (async) or a
-// started attempt leased to this process (sync).
+// create writes a new invocation inside tx in one insert: the created event, then either queued
+// work (async) or a started attempt leased to this process (sync).
 func (s *Service) create(tx store.Tx, rec invocation.Record, runNow bool, d definition, now time.Time) (invocation.Record, error) {
 	data, err := json.Marshal(rec)
 	if err != nil {
 		return rec, err
 	}
-	created, err := tx.CreateInvocation(invocation.Event{InvocationID: rec.ID, Type: invocation.EventCreated, Data: data,
-		IdempotencyKey: eventKey(rec.ID, "", 1, invocation.EventCreated), LogicalAttempt: 1, At: now})
-	if err != nil {
-		return rec, err
-	}
+	events := []invocation.Event{{InvocationID: rec.ID, Type: invocation.EventCreated, Data: data,
+		IdempotencyKey: eventKey(rec.ID, "", 1, invocation.EventCreated), LogicalAttempt: 1, At: now}}
 	if !runNow {
-		return created, tx.SetScheduling(rec.TenantID, rec.ID, store.Scheduling{AvailableAt: &now})
+		return tx.StartInvocation(events, store.Scheduling{AvailableAt: &now})
 	}
-	return s.begin(tx, created, d, now)
+	events = append(events, invocation.Event{InvocationID: rec.ID, Type: invocation.EventStarted, EngineAttempt: 1, LogicalAttempt: 1,
+		At: now, IdempotencyKey: eventKey(rec.ID, "", 1, invocation.EventStarted)})
+	until := now.Add(d.timeout() + s.cfg.LeaseGrace)
+	started := rec
+	started.EngineAttempt = 1
+	return tx.StartInvocation(events, store.Scheduling{LeaseOwner: s.leaseOwner(started), LeaseExpiresAt: &until})
 }
 
-// begin starts an attempt inside tx: the started event (or reclaimed, for an expired lease) and a
-// lease for this process that outlives the attempt's timeout.
+// begin starts an attempt of queued (or orphaned) work inside tx: the started event (or reclaimed,
+// for an expired lease) and a lease for this process that outlives the attempt's timeout.
 func (s *Service) begin(tx store.Tx, rec invocation.Record, d definition, now time.Time) (invocation.Record, error) {
 	engine := rec.EngineAttempt + 1
 	ev := invocation.Event{Type: invocation.EventStarted, EngineAttempt: engine, LogicalAttempt: rec.Attempt, At: now,
@@ -525,12 +527,12 @@ func (s *Service) begin(tx store.Tx, rec invocation.Record, d definition, now ti
 		ev.Data, _ = json.Marshal(map[string]any{"reason": "lease expired", "engine_attempt": engine})
 		ev.IdempotencyKey = eventKey(rec.ID, fmt.Sprintf("reclaim-%d", engine), rec.Attempt, invocation.EventReclaimed)
 	}
-	next, _, err := tx.AppendEvents(rec.TenantID, rec.ID, []invocation.Event{ev})
-	if err != nil {
-		return rec, err
-	}
 	until := now.Add(d.timeout() + s.cfg.LeaseGrace)
-	return next, tx.SetScheduling(rec.TenantID, rec.ID, store.Scheduling{LeaseOwner: s.leaseOwner(next), LeaseExpiresAt: &until})
+	next := rec
+	next.EngineAttempt = engine
+	out, _, err := tx.Append(rec.TenantID, rec.ID, []invocation.Event{ev},
+		store.AppendOptions{Schedule: &store.Scheduling{LeaseOwner: s.leaseOwner(next), LeaseExpiresAt: &until}})
+	return out, err
 }
 
 // leaseOwner identifies this process's run of one engine attempt.

@@ -102,7 +102,7 @@ func FuzzRun(f *testing.F) {
 				require.NoError(t, err, "output must be JSON-ready")
 			}
 			require.LessOrEqual(t, o.res.MaxMemoryBytes, int64(4<<20))
-		case <-time.After(1500 * time.Millisecond):
+		case <-time.After(5 * time.Second):
 			t.Fatalf("Run did not return: %q", src)
 		}
 	})

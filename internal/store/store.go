@@ -28,6 +28,7 @@ var (
 	ErrStale     = errors.New("stale revision")
 	ErrBadCursor = errors.New("invalid cursor")
 	ErrClosed    = errors.New("store closed")
+	ErrLeaseLost = errors.New("lease not held")
 )
 
 // GapError reports a hole in an invocation's event sequence (003 §1.1): readers must halt, not skip.
@@ -149,6 +150,13 @@ type Tx interface {
 	// CreateInvocation appends the first event (type created, Data = the initial record) of a new
 	// invocation and writes its projection.
 	CreateInvocation(first invocation.Event) (invocation.Record, error)
+	// StartInvocation is CreateInvocation followed by more events and a queue state, written as one
+	// row insert plus the events (the hot path of every invocation start).
+	StartInvocation(events []invocation.Event, s Scheduling) (invocation.Record, error)
+	// Append appends events like AppendEvents, optionally only while a lease is held
+	// (opt.RequireLease; ErrLeaseLost otherwise) and optionally replacing the queue state, with one
+	// read and one write of the projection.
+	Append(tenantID, invocationID string, events []invocation.Event, opt AppendOptions) (invocation.Record, []invocation.Event, error)
 	// AppendEvents appends events to an invocation's log, assigning consecutive seqs, and updates the
 	// projection in the same transaction. An event whose idempotency key is already in the log is
 	// skipped (not an error); the returned slice holds the events actually appended.
@@ -161,6 +169,14 @@ type Scheduling struct {
 	AvailableAt    *time.Time
 	LeaseOwner     string
 	LeaseExpiresAt *time.Time
+}
+
+// AppendOptions qualify Tx.Append.
+type AppendOptions struct {
+	// RequireLease, when set, makes the append conditional on this lease owner holding the invocation.
+	RequireLease string
+	// Schedule, when set, replaces the queue state in the same write.
+	Schedule *Scheduling
 }
 
 // Runnable is a claimable queue entry.

@@ -76,19 +76,31 @@ func (s *Store) Events(ctx context.Context, tenantID, invocationID string, after
 	return out, nil
 }
 
-func (t *tx) writeRecord(r invocation.Record, insert bool) error {
+func (t *tx) writeRecord(r invocation.Record, insert bool, sched *store.Scheduling) error {
 	doc, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
 	if insert {
+		var s store.Scheduling
+		if sched != nil {
+			s = *sched
+		}
 		_, err = t.t.ExecContext(bg, `INSERT INTO invocations (id, tenant_id, entrypoint_ref, entrypoint_id, status, mode,
-			correlation_id, last_seq, record, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			correlation_id, last_seq, record, created_at, updated_at, available_at, lease_owner, lease_expires_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			r.ID, r.TenantID, r.EntrypointRef, r.EntrypointID, string(r.Status), string(r.Mode), r.CorrelationID,
-			r.LastSeq, string(doc), ts(r.CreatedAt), ts(r.UpdatedAt))
+			r.LastSeq, string(doc), ts(r.CreatedAt), ts(r.UpdatedAt), tsPtr(s.AvailableAt), nullable(s.LeaseOwner), tsPtr(s.LeaseExpiresAt))
 		if isUnique(err) {
 			return fmt.Errorf("invocation %s: %w", r.ID, store.ErrConflict)
 		}
+		return err
+	}
+	if sched != nil {
+		_, err = t.t.ExecContext(bg, `UPDATE invocations SET status = ?, last_seq = ?, record = ?, updated_at = ?,
+			available_at = ?, lease_owner = ?, lease_expires_at = ? WHERE id = ?`,
+			string(r.Status), r.LastSeq, string(doc), ts(r.UpdatedAt), tsPtr(sched.AvailableAt), nullable(sched.LeaseOwner),
+			tsPtr(sched.LeaseExpiresAt), r.ID)
 		return err
 	}
 	_, err = t.t.ExecContext(bg, `UPDATE invocations SET status = ?, last_seq = ?, record = ?, updated_at = ? WHERE id = ?`,
@@ -96,79 +108,125 @@ func (t *tx) writeRecord(r invocation.Record, insert bool) error {
 	return err
 }
 
-func (t *tx) insertEvent(e invocation.Event) error {
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// insertEvent inserts e unless its idempotency key is already in the log; it reports whether it did.
+func (t *tx) insertEvent(e invocation.Event) (bool, error) {
 	if e.IdempotencyKey == "" {
-		return errors.New("invocation event: idempotency key required")
+		return false, errors.New("invocation event: idempotency key required")
 	}
 	var data any
 	if len(e.Data) > 0 {
 		data = string(e.Data)
 	}
-	_, err := t.t.ExecContext(bg, `INSERT INTO invocation_events (invocation_id, seq, type, data, idempotency_key,
-		engine_attempt, logical_attempt, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+	res, err := t.t.ExecContext(bg, `INSERT INTO invocation_events (invocation_id, seq, type, data, idempotency_key,
+		engine_attempt, logical_attempt, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (invocation_id, idempotency_key) DO NOTHING`,
 		e.InvocationID, e.Seq, string(e.Type), data, e.IdempotencyKey, e.EngineAttempt, e.LogicalAttempt, ts(e.At))
 	if isUnique(err) {
-		return fmt.Errorf("invocation %s event seq %d: %w", e.InvocationID, e.Seq, store.ErrConflict)
+		return false, fmt.Errorf("invocation %s event seq %d: %w", e.InvocationID, e.Seq, store.ErrConflict)
 	}
-	return err
+	if err != nil {
+		return false, err
+	}
+	n, _ := res.RowsAffected()
+	return n == 1, nil
 }
 
 // CreateInvocation implements store.Tx.
 func (t *tx) CreateInvocation(first invocation.Event) (invocation.Record, error) {
-	if first.Type != invocation.EventCreated {
+	return t.StartInvocation([]invocation.Event{first}, store.Scheduling{})
+}
+
+// StartInvocation implements store.Tx.
+func (t *tx) StartInvocation(events []invocation.Event, sched store.Scheduling) (invocation.Record, error) {
+	if len(events) == 0 || events[0].Type != invocation.EventCreated {
 		return invocation.Record{}, fmt.Errorf("first event must be %q", invocation.EventCreated)
 	}
-	first.Seq = 1
-	r, err := invocation.Apply(invocation.Record{}, first)
-	if err != nil {
-		return r, err
+	var r invocation.Record
+	for i := range events {
+		events[i].Seq = int64(i + 1)
+		next, err := invocation.Apply(r, events[i])
+		if err != nil {
+			return r, err
+		}
+		r = next
+		events[i].InvocationID = r.ID
 	}
-	if r.ID == "" || r.TenantID == "" || r.ID != first.InvocationID {
+	if r.ID == "" || r.TenantID == "" {
 		return r, errors.New("created event must carry the invocation id and tenant")
 	}
-	if err := t.writeRecord(r, true); err != nil {
+	seen := map[string]bool{}
+	for _, e := range events {
+		if e.IdempotencyKey == "" || seen[e.IdempotencyKey] {
+			return r, errors.New("invocation events need distinct idempotency keys")
+		}
+		seen[e.IdempotencyKey] = true
+	}
+	if err := t.writeRecord(r, true, &sched); err != nil {
 		return r, err
 	}
-	return r, t.insertEvent(first)
+	for _, e := range events {
+		if _, err := t.insertEvent(e); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
 }
 
 // AppendEvents implements store.Tx.
 func (t *tx) AppendEvents(tenantID, invocationID string, events []invocation.Event) (invocation.Record, []invocation.Event, error) {
-	r, err := readRecord(bg, t.t, tenantID, invocationID)
+	return t.Append(tenantID, invocationID, events, store.AppendOptions{})
+}
+
+// Append implements store.Tx.
+func (t *tx) Append(tenantID, invocationID string, events []invocation.Event, opt store.AppendOptions) (invocation.Record, []invocation.Event, error) {
+	var doc string
+	var owner sql.NullString
+	var r invocation.Record
+	err := t.t.QueryRowContext(bg, "SELECT record, lease_owner FROM invocations WHERE id = ? AND tenant_id = ?", invocationID, tenantID).Scan(&doc, &owner)
 	if err != nil {
+		return r, nil, notFound(err, "invocation")
+	}
+	if err := json.Unmarshal([]byte(doc), &r); err != nil {
 		return r, nil, err
 	}
-	seen := map[string]bool{}
+	if opt.RequireLease != "" && owner.String != opt.RequireLease {
+		return r, nil, fmt.Errorf("invocation %s: %w", invocationID, store.ErrLeaseLost)
+	}
 	var appended []invocation.Event
 	for _, e := range events {
-		if e.IdempotencyKey == "" {
-			return r, nil, errors.New("invocation event: idempotency key required")
-		}
-		if seen[e.IdempotencyKey] {
-			continue
-		}
-		seen[e.IdempotencyKey] = true
-		var one int
-		err := t.t.QueryRowContext(bg, "SELECT 1 FROM invocation_events WHERE invocation_id = ? AND idempotency_key = ?",
-			invocationID, e.IdempotencyKey).Scan(&one)
-		if err == nil {
-			continue
-		}
-		if !errors.Is(err, sql.ErrNoRows) {
-			return r, nil, err
-		}
 		e.InvocationID = invocationID
 		e.Seq = r.LastSeq + 1
-		if r, err = invocation.Apply(r, e); err != nil {
+		next, err := invocation.Apply(r, e)
+		if err != nil {
+			// A replayed event may no longer apply (started, when already running): if its key is in
+			// the log it is a no-op, as 003 §1.3 requires; only then is it an error. The probe runs on
+			// this rare path only.
+			var one int
+			if perr := t.t.QueryRowContext(bg, "SELECT 1 FROM invocation_events WHERE invocation_id = ? AND idempotency_key = ?",
+				invocationID, e.IdempotencyKey).Scan(&one); perr == nil {
+				continue
+			}
 			return r, nil, err
 		}
-		if err := t.insertEvent(e); err != nil {
+		inserted, err := t.insertEvent(e)
+		if err != nil {
 			return r, nil, err
 		}
+		if !inserted {
+			continue // already in the log (003 §1.3): a no-op
+		}
+		r = next
 		appended = append(appended, e)
 	}
-	if len(appended) > 0 {
-		if err := t.writeRecord(r, false); err != nil {
+	if len(appended) > 0 || opt.Schedule != nil {
+		if err := t.writeRecord(r, false, opt.Schedule); err != nil {
 			return r, nil, err
 		}
 	}

@@ -35,6 +35,7 @@ type Store struct {
 	w    *sql.DB // writer: used only by the group committer
 	rdb  *sql.DB // readers
 	r    cachedDB
+	ws   *stmtCache // the writer's statements
 	gc   *groupcommit.Committer
 	prov *goose.Provider
 }
@@ -100,14 +101,14 @@ func OpenSQLite(ctx context.Context, path string, o Options) (*Store, error) {
 	n := 2 * runtime.GOMAXPROCS(0)
 	r.SetMaxOpenConns(n)
 	r.SetMaxIdleConns(n)
-	s := &Store{w: w, rdb: r, r: cachedDB{newStmtCache(r)}, prov: prov}
-	s.gc = groupcommit.New(w, groupcommit.Options{MaxBatch: o.MaxBatch})
+	s := &Store{w: w, rdb: r, r: cachedDB{newStmtCache(r)}, ws: newStmtCache(w), prov: prov}
+	s.gc = groupcommit.New(w, groupcommit.Options{MaxBatch: o.MaxBatch, AfterBatch: s.ws.prepareWanted})
 	return s, nil
 }
 
 // Update implements store.Store.
 func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
-	err := s.gc.Do(ctx, func(t *sql.Tx) error { return fn(&tx{t: t}) })
+	err := s.gc.Do(ctx, func(t *sql.Tx) error { return fn(&tx{t: cachedTx{tx: t, c: s.ws}}) })
 	if errors.Is(err, groupcommit.ErrClosed) {
 		return store.ErrClosed
 	}
@@ -136,6 +137,7 @@ func (s *Store) Ping(ctx context.Context) error {
 func (s *Store) Close() error {
 	s.gc.Close()
 	s.r.c.close()
+	s.ws.close()
 	return errors.Join(s.rdb.Close(), s.w.Close())
 }
 
@@ -148,7 +150,7 @@ type querier interface {
 
 // tx implements store.Tx. It uses a background context: the committer, not the caller, owns the
 // transaction's lifetime.
-type tx struct{ t *sql.Tx }
+type tx struct{ t cachedTx }
 
 var bg = context.Background()
 

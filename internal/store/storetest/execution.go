@@ -138,3 +138,49 @@ func testListInvocations(t *testing.T, s store.Store) {
 	require.NoError(t, err)
 	require.Equal(t, int64(5), n)
 }
+
+func testStartAndConditionalAppend(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	lease := store.Scheduling{LeaseOwner: "node-a/1/1", LeaseExpiresAt: ptr(t0.Add(time.Minute))}
+	var rec invocation.Record
+	update(t, s, func(tx store.Tx) error {
+		var err error
+		rec, err = tx.StartInvocation([]invocation.Event{NewInvocationEvent("inv_s", "acme", "ep_1", t0),
+			ev("inv_s", invocation.EventStarted, "", "", t0.Add(time.Millisecond))}, lease)
+		return err
+	})
+	require.Equal(t, invocation.StatusRunning, rec.Status)
+	require.Equal(t, int64(2), rec.LastSeq)
+	update(t, s, func(tx store.Tx) error {
+		sc, err := tx.Scheduling("acme", "inv_s")
+		require.NoError(t, err)
+		require.Equal(t, lease, sc, "created and leased in one write")
+		_, _, err = tx.Append("acme", "inv_s", []invocation.Event{ev("inv_s", invocation.EventSucceeded, "", "", t0)},
+			store.AppendOptions{RequireLease: "node-b/1/1"})
+		require.ErrorIs(t, err, store.ErrLeaseLost, "another runner's lease")
+		return nil
+	})
+	update(t, s, func(tx store.Tx) error {
+		r, appended, err := tx.Append("acme", "inv_s", []invocation.Event{ev("inv_s", invocation.EventSucceeded, "", "", t0)},
+			store.AppendOptions{RequireLease: "node-a/1/1", Schedule: &store.Scheduling{}})
+		require.NoError(t, err)
+		require.Len(t, appended, 1)
+		require.Equal(t, invocation.StatusSucceeded, r.Status)
+		sc, err := tx.Scheduling("acme", "inv_s")
+		require.NoError(t, err)
+		require.Equal(t, store.Scheduling{}, sc, "the lease is released in the same write")
+		// Replaying an already-logged event that no longer applies is a no-op, not an error.
+		_, appended, err = tx.Append("acme", "inv_s", []invocation.Event{ev("inv_s", invocation.EventStarted, "", "", t0)}, store.AppendOptions{})
+		require.NoError(t, err)
+		require.Empty(t, appended)
+		return nil
+	})
+	evs, err := s.Events(ctx, "acme", "inv_s", 0, 10)
+	require.NoError(t, err)
+	require.Len(t, evs, 3)
+	err = s.Update(ctx, func(tx store.Tx) error {
+		_, err := tx.StartInvocation([]invocation.Event{ev("inv_x", invocation.EventStarted, "", "", t0)}, store.Scheduling{})
+		return err
+	})
+	require.Error(t, err, "the first event must be created")
+}

@@ -1139,6 +1139,9 @@ func sorted(thread *Thread, _ *Builtin, args Tuple, kwargs []Tuple) (Value, erro
 	} else {
 		sort.Stable(slice)
 	}
+	if slice.halt != nil {
+		return nil, slice.halt
+	}
 	return NewList(slice.values), slice.err
 }
 
@@ -1147,15 +1150,16 @@ type sortSlice struct {
 	values []Value
 	err    error
 	thread *Thread // Lark patch: each comparison is a step
+	halt   error   // Lark patch: cancellation observed while sorting
 }
 
 func (s *sortSlice) Len() int { return len(s.values) }
 func (s *sortSlice) Less(i, j int) bool {
-	if s.err != nil {
-		return false // (Lark patch) stop comparing after an error
+	if s.halt != nil {
+		return false // (Lark patch) stop comparing once cancelled
 	}
 	if err := s.thread.step(); err != nil {
-		s.err = err
+		s.halt = err
 		return false
 	}
 	keys := s.keys

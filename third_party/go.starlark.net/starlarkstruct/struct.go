@@ -171,8 +171,8 @@ func (s *Struct) PrintTo(buf *starlark.Printer) {
 // Constructor returns the constructor used to create this struct.
 func (s *Struct) Constructor() starlark.Value { return s.constructor }
 
-func (s *Struct) Type() string         { return "struct" }
-func (s *Struct) Truth() starlark.Bool { return true } // even when empty
+func (s *Struct) Type() string          { return "struct" }
+func (s *Struct) Truth() starlark.Bool  { return true } // even when empty
 func (s *Struct) Hash() (uint32, error) { return s.HashDepth(0) }
 
 // HashDepth returns the hash of s, nested depth levels deep in the value
