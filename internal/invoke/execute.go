@@ -42,7 +42,11 @@ func (s *Service) execute(ctx context.Context, rec invocation.Record, e entrypoi
 	rerr := &sandbox.Error{}
 	prog, cerr := s.cfg.Programs.Get(e.ID, "main.star", d.Implementation.Code.Source)
 	if cerr != nil {
-		rerr = &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "non_retryable", Message: "compile: " + cerr.Error()}
+		// A stored definition passed the static checks, so this is rare; keep the executor's typed
+		// error (validation, with line and column) when there is one.
+		if !errors.As(cerr, &rerr) {
+			rerr = &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "non_retryable", Message: "compile: " + cerr.Error()}
+		}
 	} else {
 		res, rerr = sandbox.Run(runCtx, sandbox.Request{Program: prog, Input: input, Host: h,
 			Info: sandbox.Info{InvocationID: rec.ID, TenantID: rec.TenantID, EntrypointID: rec.EntrypointID,

@@ -108,7 +108,7 @@ func TestHostileScripts(t *testing.T) {
 			var res Result
 			start := time.Now()
 			peak := peakHeap(func() {
-				res, rerr = exec(t, fn(tt.body...), nil, Limits{Timeout: 5 * time.Second, CPU: 0.5, MemoryMB: 64}, nil)
+				res, rerr = exec(t, fn(tt.body...), nil, Limits{Timeout: 5 * time.Second, CPU: 0.2, MemoryMB: 64}, nil)
 			})
 			elapsed := time.Since(start)
 			require.NotNil(t, rerr, "the script succeeded")

@@ -60,13 +60,8 @@ func (fn *Function) CallInternal(thread *Thread, args Tuple, kwargs []Tuple) (Va
 	nlocals := len(f.Locals)
 	nspace := nlocals + f.MaxStack
 
-	// Lark patch: charge the frame (mostly Go stack) while it is live,
-	// and the *args tuple and **kwargs dict, which may outlive it.
-	frameBytes := AllocFrameBytes + int64(nspace)*AllocElemBytes
-	if err := thread.alloc(frameBytes); err != nil {
-		return nil, err
-	}
-	defer thread.alloc(-frameBytes)
+	// Lark patch: charge the *args tuple and **kwargs dict, which may
+	// outlive the call (the frame is charged below).
 	if fn.HasVarargs() && len(args) > 0 {
 		if err := thread.allocN(len(args), AllocElemBytes); err != nil {
 			return nil, err
@@ -86,6 +81,13 @@ func (fn *Function) CallInternal(thread *Thread, args Tuple, kwargs []Tuple) (Va
 	err := setArgs(locals, fn, args, kwargs)
 	if err != nil {
 		return nil, thread.evalError(err)
+	}
+
+	// Lark patch: charge the frame (mostly Go stack) while it is live;
+	// the deferred function below credits it back.
+	frameBytes := AllocFrameBytes + int64(nspace)*AllocElemBytes
+	if err := thread.alloc(frameBytes); err != nil {
+		return nil, err
 	}
 
 	fr.locals = locals
@@ -117,6 +119,7 @@ func (fn *Function) CallInternal(thread *Thread, args Tuple, kwargs []Tuple) (Va
 		}
 
 		fr.locals = nil
+		thread.alloc(-frameBytes) // Lark patch
 	}()
 
 	sp := 0
