@@ -116,7 +116,7 @@ func TestCrashAsyncInvocations(t *testing.T) {
 
 	data := t.TempDir()
 	flags := []string{"--unsafe-egress-allow-loopback", "--workers", crashWorkers}
-	p := startLarkArgs(t, data, flags...)
+	p := startLark(t, data, flags...)
 
 	var ep struct {
 		ID     string `json:"id"`
@@ -227,7 +227,7 @@ func TestCrashAsyncInvocations(t *testing.T) {
 	}
 
 	// Restart on the same data directory and wait until every accepted invocation is terminal.
-	q := startLarkArgs(t, data, flags...)
+	q := startLark(t, data, flags...)
 	restarted := time.Now()
 	require.Equal(t, p.Token, q.Token, "LARK_TOKEN must survive the crash")
 	var byID map[string]invocationItem

@@ -157,14 +157,15 @@ func larkEnv() []string {
 	return env
 }
 
-// startLark starts `lark dev` on a free loopback port with dataDir and waits for its export lines.
-// The process is always reaped in t.Cleanup; its stderr goes to the test log if the test failed.
-func startLark(t testing.TB, dataDir string) *larkProc {
+// startLark starts `lark dev` on a free loopback port with dataDir (and any extra flags, e.g.
+// --workers) and waits for its export lines. The process is always reaped in t.Cleanup; its output
+// goes to the test log if the test failed.
+func startLark(t testing.TB, dataDir string, extra ...string) *larkProc {
 	t.Helper()
 	require.NotEmpty(t, larkBin, "the lark binary was not built (TestMain)")
 	p := &larkProc{t: t, DataDir: dataDir,
 		stdout: &exportWriter{ready: make(chan struct{})}, stderr: &lockedBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(larkBin, "dev", "--addr", "127.0.0.1:0", "--data", dataDir)
+	p.cmd = exec.Command(larkBin, append([]string{"dev", "--addr", "127.0.0.1:0", "--data", dataDir}, extra...)...)
 	p.cmd.Env = larkEnv()
 	p.cmd.Stdout = p.stdout
 	p.cmd.Stderr = p.stderr
