@@ -116,6 +116,22 @@ func rExit(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 	if err != nil {
 		return nil, err
 	}
+	// Like fail(): where the user ended the run, and how it got there. Keys the author set win.
+	stack := thread.CallStack()
+	for i := len(stack) - 1; i >= 0; i-- {
+		if pos := stack[i].Pos; pos.IsValid() && pos.Line > 0 && pos.Filename() != "<builtin>" {
+			if _, ok := e.Details["line"]; !ok {
+				e.withDetail("line", int(pos.Line))
+			}
+			if _, ok := e.Details["column"]; !ok {
+				e.withDetail("column", int(pos.Col))
+			}
+			break
+		}
+	}
+	if _, ok := e.Details["backtrace"]; !ok {
+		e.withDetail("backtrace", truncateMiddle(stack.String(), maxBacktraceBytes))
+	}
 	runOf(thread).exit = e
 	return nil, errExit
 }
