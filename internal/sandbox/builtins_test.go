@@ -79,6 +79,17 @@ func TestExit(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, rerr := exec(t, fn(tt.body, "  return 1"), input, Limits{}, nil)
+			require.NotNil(t, rerr)
+			// Like fail(), r_exit adds where the run ended (line, column, backtrace).
+			require.IsType(t, 0, rerr.Details["line"])
+			require.IsType(t, 0, rerr.Details["column"])
+			require.Contains(t, rerr.Details["backtrace"], "in r_exit")
+			for _, k := range []string{"line", "column", "backtrace"} {
+				delete(rerr.Details, k)
+			}
+			if len(rerr.Details) == 0 {
+				rerr.Details = nil
+			}
 			require.Equal(t, tt.want, rerr)
 		})
 	}
