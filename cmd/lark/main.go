@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 
@@ -36,6 +37,7 @@ type flags struct {
 	maxBody                     int64
 	workers                     int
 	egressLoopback              bool
+	cpuProfile                  string
 }
 
 func (f *flags) bind(c *cobra.Command) {
@@ -47,6 +49,8 @@ func (f *flags) bind(c *cobra.Command) {
 	c.Flags().IntVar(&f.workers, "workers", 64, "concurrent async executions in this process")
 	c.Flags().BoolVar(&f.egressLoopback, "unsafe-egress-allow-loopback", false, "TEST ONLY: let user code reach loopback addresses")
 	_ = c.Flags().MarkHidden("unsafe-egress-allow-loopback")
+	c.Flags().StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (for lark bench)")
+	_ = c.Flags().MarkHidden("cpuprofile")
 }
 
 func (f *flags) logger(text bool) (*slog.Logger, error) {
@@ -59,6 +63,22 @@ func (f *flags) logger(text bool) (*slog.Logger, error) {
 		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
 	}
 	return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+}
+
+// startProfile starts a CPU profile when --cpuprofile is set; the returned func stops and writes it.
+func (f *flags) startProfile() (func(), error) {
+	if f.cpuProfile == "" {
+		return func() {}, nil
+	}
+	out, err := os.Create(f.cpuProfile)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(out); err != nil {
+		out.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); out.Close() }, nil
 }
 
 func root() *cobra.Command {
@@ -82,6 +102,11 @@ func serveCmd() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			stopProfile, err := f.startProfile()
+			if err != nil {
+				return err
+			}
+			defer stopProfile()
 			srv, err := server.New(ctx, server.Config{Addr: f.addr, DataDir: f.data, Store: f.store, AdminToken: admin, MaxBody: f.maxBody, Logger: log, Workers: f.workers, UnsafeEgressAllowLoopback: f.egressLoopback})
 			if err != nil {
 				return err
