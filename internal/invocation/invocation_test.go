@@ -126,3 +126,15 @@ func TestRebuild(t *testing.T) {
 	require.True(t, StatusQueued.InFlight())
 	require.False(t, StatusCanceled.InFlight())
 }
+
+func TestCreatedWithInitialEqualsDecoded(t *testing.T) {
+	ev := created("inv")
+	decoded, err := Apply(Record{}, ev)
+	require.NoError(t, err)
+	var init Record
+	require.NoError(t, json.Unmarshal(ev.Data, &init))
+	ev.Initial = &init
+	fast, err := Apply(Record{}, ev)
+	require.NoError(t, err)
+	require.Equal(t, decoded, fast)
+}

@@ -155,7 +155,7 @@ func (s *Service) complete(ctx context.Context, rec invocation.Record, d definit
 			events = append(events, ev(invocation.EventFailed, o), ev(invocation.EventDeadLettered, map[string]any{"reason": "no compensation configured"}))
 		}
 		var err error
-		final, _, err = tx.Append(rec.TenantID, rec.ID, events, store.AppendOptions{RequireLease: owner, Schedule: &next})
+		final, _, err = tx.Append(rec.TenantID, rec.ID, events, store.AppendOptions{RequireLease: owner, Schedule: &next, Expect: &rec})
 		if errors.Is(err, store.ErrLeaseLost) {
 			// Canceled meanwhile, or the lease expired and the work moved: record, never apply.
 			data, _ := json.Marshal(map[string]any{"succeeded": rerr == nil, "engine_attempt": rec.EngineAttempt})

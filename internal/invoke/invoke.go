@@ -503,7 +503,7 @@ func (s *Service) create(tx store.Tx, rec invocation.Record, runNow bool, d defi
 	if err != nil {
 		return rec, err
 	}
-	events := []invocation.Event{{InvocationID: rec.ID, Type: invocation.EventCreated, Data: data,
+	events := []invocation.Event{{InvocationID: rec.ID, Type: invocation.EventCreated, Data: data, Initial: &rec,
 		IdempotencyKey: eventKey(rec.ID, "", 1, invocation.EventCreated), LogicalAttempt: 1, At: now}}
 	if !runNow {
 		return tx.StartInvocation(events, store.Scheduling{AvailableAt: &now})

@@ -177,6 +177,10 @@ type AppendOptions struct {
 	RequireLease string
 	// Schedule, when set, replaces the queue state in the same write.
 	Schedule *Scheduling
+	// Expect, when set, is the projection the caller believes is current. If the stored last_seq
+	// matches it, it is used instead of reading and decoding the stored projection (a hot-path
+	// saving); otherwise the stored projection is read as usual.
+	Expect *invocation.Record
 }
 
 // Runnable is a claimable queue entry.

@@ -189,12 +189,25 @@ func (t *tx) Append(tenantID, invocationID string, events []invocation.Event, op
 	var doc string
 	var owner sql.NullString
 	var r invocation.Record
-	err := t.t.QueryRowContext(bg, "SELECT record, lease_owner FROM invocations WHERE id = ? AND tenant_id = ?", invocationID, tenantID).Scan(&doc, &owner)
-	if err != nil {
-		return r, nil, notFound(err, "invocation")
+	fresh := false
+	if x := opt.Expect; x != nil && x.ID == invocationID && x.TenantID == tenantID {
+		var last int64
+		err := t.t.QueryRowContext(bg, "SELECT last_seq, lease_owner FROM invocations WHERE id = ? AND tenant_id = ?", invocationID, tenantID).Scan(&last, &owner)
+		if err != nil {
+			return r, nil, notFound(err, "invocation")
+		}
+		if last == x.LastSeq {
+			r, fresh = *x, true
+		}
 	}
-	if err := json.Unmarshal([]byte(doc), &r); err != nil {
-		return r, nil, err
+	if !fresh {
+		err := t.t.QueryRowContext(bg, "SELECT record, lease_owner FROM invocations WHERE id = ? AND tenant_id = ?", invocationID, tenantID).Scan(&doc, &owner)
+		if err != nil {
+			return r, nil, notFound(err, "invocation")
+		}
+		if err := json.Unmarshal([]byte(doc), &r); err != nil {
+			return r, nil, err
+		}
 	}
 	if opt.RequireLease != "" && owner.String != opt.RequireLease {
 		return r, nil, fmt.Errorf("invocation %s: %w", invocationID, store.ErrLeaseLost)

@@ -178,6 +178,29 @@ func testStartAndConditionalAppend(t *testing.T, s store.Store) {
 	evs, err := s.Events(ctx, "acme", "inv_s", 0, 10)
 	require.NoError(t, err)
 	require.Len(t, evs, 3)
+
+	// Expect: a current projection is used as is; a stale one falls back to the stored projection.
+	update(t, s, func(tx store.Tx) error {
+		cur, err := tx.Invocation("acme", "inv_s")
+		require.NoError(t, err)
+		stale := cur
+		stale.LastSeq--
+		stale.Status = invocation.StatusRunning
+		r, appended, err := tx.Append("acme", "inv_s", []invocation.Event{ev("inv_s", invocation.EventLog, "after", `{}`, t0)},
+			store.AppendOptions{Expect: &stale})
+		require.NoError(t, err)
+		require.Len(t, appended, 1)
+		require.Equal(t, invocation.StatusSucceeded, r.Status, "the stale expectation was not used")
+		require.Equal(t, cur.LastSeq+1, r.LastSeq)
+		r2, _, err := tx.Append("acme", "inv_s", []invocation.Event{ev("inv_s", invocation.EventLog, "again", `{}`, t0)},
+			store.AppendOptions{Expect: &r})
+		require.NoError(t, err)
+		require.Equal(t, r.LastSeq+1, r2.LastSeq)
+		stored, err := tx.Invocation("acme", "inv_s")
+		require.NoError(t, err)
+		require.Equal(t, r2, stored)
+		return nil
+	})
 	err = s.Update(ctx, func(tx store.Tx) error {
 		_, err := tx.StartInvocation([]invocation.Event{ev("inv_x", invocation.EventStarted, "", "", t0)}, store.Scheduling{})
 		return err
