@@ -38,6 +38,7 @@ type flags struct {
 	workers                     int
 	egressLoopback              bool
 	cpuProfile                  string
+	memProfile                  string
 }
 
 func (f *flags) bind(c *cobra.Command) {
@@ -51,6 +52,8 @@ func (f *flags) bind(c *cobra.Command) {
 	_ = c.Flags().MarkHidden("unsafe-egress-allow-loopback")
 	c.Flags().StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (for lark bench)")
 	_ = c.Flags().MarkHidden("cpuprofile")
+	c.Flags().StringVar(&f.memProfile, "memprofile", "", "write an allocation profile of the whole run to this file at exit (for lark bench)")
+	_ = c.Flags().MarkHidden("memprofile")
 }
 
 func (f *flags) logger(text bool) (*slog.Logger, error) {
@@ -65,26 +68,38 @@ func (f *flags) logger(text bool) (*slog.Logger, error) {
 	return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
 }
 
-// startProfile starts a CPU profile when --cpuprofile is set; the returned func stops and writes it.
+// startProfile starts a CPU profile when --cpuprofile is set; the returned func stops and writes
+// it, and writes the allocation profile when --memprofile is set.
 func (f *flags) startProfile() (func(), error) {
-	if f.cpuProfile == "" {
-		return func() {}, nil
+	stop := func() {}
+	if f.cpuProfile != "" {
+		out, err := os.Create(f.cpuProfile)
+		if err != nil {
+			return nil, fmt.Errorf("--cpuprofile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(out); err != nil {
+			out.Close()
+			return nil, fmt.Errorf("--cpuprofile: %w", err)
+		}
+		stop = func() { pprof.StopCPUProfile(); out.Close() }
 	}
-	out, err := os.Create(f.cpuProfile)
-	if err != nil {
-		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	if f.memProfile == "" {
+		return stop, nil
 	}
-	if err := pprof.StartCPUProfile(out); err != nil {
-		out.Close()
-		return nil, fmt.Errorf("--cpuprofile: %w", err)
-	}
-	return func() { pprof.StopCPUProfile(); out.Close() }, nil
+	return func() {
+		stop()
+		if out, err := os.Create(f.memProfile); err == nil {
+			_ = pprof.Lookup("allocs").WriteTo(out, 0)
+			out.Close()
+		}
+	}, nil
 }
 
 func root() *cobra.Command {
 	cmd := &cobra.Command{Use: "lark", Short: "Lark: a multi-tenant serverless runtime for Starlark functions and workflows",
 		SilenceUsage: true, SilenceErrors: true}
 	cmd.AddCommand(serveCmd(), devCmd())
+	cmd.AddCommand(benchCmd(), benchEchoCmd())
 	return cmd
 }
 

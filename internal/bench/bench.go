@@ -1,0 +1,282 @@
+// Package bench is `lark bench`: it starts Lark as a child process on a fresh data directory per
+// scenario, drives it over HTTP like a client would, measures throughput, latency percentiles and
+// the child's CPU and peak RSS, and compares each scenario with a baseline measured in the same
+// run (a bare Go JSON handler for sync, raw SQLite writes in the same database file for async).
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Scenario names, in the order they run.
+var (
+	// Available scenarios.
+	Available = []string{"sync", "async", "coldstart"}
+	// Pending scenarios and the features they wait for.
+	Pending = map[string]string{
+		"workflow10": "not available yet (needs workflows)",
+		"sleepers":   "not available yet (needs workflows)",
+		"cron10k":    "not available yet (needs schedules)",
+	}
+	// All is every scenario name in table order.
+	All = []string{"sync", "async", "coldstart", "workflow10", "sleepers", "cron10k"}
+)
+
+// Goals from the issue.
+const (
+	SyncRatioGoal     = 0.30 // sync req/s ÷ echo req/s ≥
+	SyncP99RatioGoal  = 2.0  // sync p99 ÷ echo p99 ≤
+	ColdStartMedianMs = 5.0  // median register + activate + first result ≤
+)
+
+// Options configure a run (the flags of `lark bench`).
+type Options struct {
+	Scenarios    []string      `json:"scenarios"`
+	Out          string        `json:"out"`
+	Store        string        `json:"store"`
+	ProfileDir   string        `json:"profile_dir,omitempty"`
+	Duration     time.Duration `json:"-"`
+	Warmup       time.Duration `json:"-"`
+	Clients      int           `json:"clients"`
+	AsyncN       int           `json:"async_n"`
+	AsyncClients int           `json:"async_clients"`
+	ColdStartN   int           `json:"coldstart_n"`
+	// ColdStartMax bounds the coldstart loop's time.
+	ColdStartMax time.Duration `json:"-"`
+	// BurnDownMax bounds the wait for the async burn-down.
+	BurnDownMax time.Duration `json:"-"`
+	// ServerArgs are extra flags for `lark serve` (e.g. --workers 128).
+	ServerArgs []string `json:"server_args,omitempty"`
+
+	// The durations, in seconds, for the JSON file.
+	DurationS     float64 `json:"duration_s"`
+	WarmupS       float64 `json:"warmup_s"`
+	ColdStartMaxS float64 `json:"coldstart_max_s"`
+	BurnDownMaxS  float64 `json:"burn_down_max_s"`
+}
+
+// Defaults fills unset options.
+func (o *Options) Defaults() {
+	if len(o.Scenarios) == 0 {
+		o.Scenarios = slices.Clone(All)
+	}
+	if o.Store == "" {
+		o.Store = "sqlite"
+	}
+	if o.Duration <= 0 {
+		o.Duration = 10 * time.Second
+	}
+	if o.Warmup <= 0 {
+		o.Warmup = min(2*time.Second, o.Duration/5)
+	}
+	if o.Clients <= 0 {
+		o.Clients = 64
+	}
+	if o.AsyncN <= 0 {
+		o.AsyncN = 100_000
+	}
+	if o.AsyncClients <= 0 {
+		o.AsyncClients = 32
+	}
+	if o.ColdStartN <= 0 {
+		o.ColdStartN = 200
+	}
+	if o.ColdStartMax <= 0 {
+		o.ColdStartMax = 60 * time.Second
+	}
+	if o.BurnDownMax <= 0 {
+		o.BurnDownMax = 4 * time.Minute
+	}
+	o.DurationS, o.WarmupS = o.Duration.Seconds(), o.Warmup.Seconds()
+	o.ColdStartMaxS, o.BurnDownMaxS = o.ColdStartMax.Seconds(), o.BurnDownMax.Seconds()
+}
+
+// Validate checks scenario names and the store.
+func (o *Options) Validate() error {
+	for _, s := range o.Scenarios {
+		if !slices.Contains(All, s) {
+			return fmt.Errorf("--scenarios: unknown scenario %q (known: %s)", s, strings.Join(All, ", "))
+		}
+	}
+	if o.Store != "sqlite" && !strings.HasPrefix(o.Store, "postgres://") && !strings.HasPrefix(o.Store, "postgresql://") {
+		return fmt.Errorf("--store: want sqlite or a postgres:// URL, got %q", o.Store)
+	}
+	return nil
+}
+
+// Runner runs scenarios against children of one lark binary.
+type Runner struct {
+	Bin  string    // the lark binary (os.Executable() for `lark bench`)
+	Opts Options   // with defaults applied
+	Log  io.Writer // progress lines
+}
+
+const (
+	startTimeout = 30 * time.Second // until a child announces its address
+	stopTimeout  = 60 * time.Second // SIGTERM until exit
+)
+
+// Run runs the selected scenarios in table order and returns the report; a scenario's failure is
+// recorded in its row, not returned (only a context cancellation stops the run early).
+func Run(ctx context.Context, bin string, o Options, log io.Writer) (*Report, error) {
+	o.Defaults()
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = io.Discard
+	}
+	if o.ProfileDir != "" {
+		if err := os.MkdirAll(o.ProfileDir, 0o755); err != nil {
+			return nil, fmt.Errorf("--profile-dir: %w", err)
+		}
+	}
+	r := &Runner{Bin: bin, Opts: o, Log: log}
+	rep := &Report{Timestamp: time.Now().UTC(), Machine: DescribeMachine(), Options: o}
+	rep.Options.Store = redactStore(o.Store)
+	start := time.Now()
+	for _, name := range All {
+		if !slices.Contains(o.Scenarios, name) {
+			continue
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		var s Scenario
+		switch name {
+		case "sync":
+			s = r.Sync(ctx)
+		case "async":
+			s = r.Async(ctx)
+		case "coldstart":
+			s = r.ColdStart(ctx)
+		default:
+			s = Scenario{Name: name, Status: StatusNotAvailable, Note: Pending[name], Result: ResultNA}
+		}
+		if ctx.Err() != nil && s.Status != StatusNotAvailable {
+			s = failed(s, errors.New("interrupted"))
+		}
+		if s.Status == StatusFailed {
+			s.Result = ResultFail
+			r.logf("%s FAILED: %s", name, oneLine(s.Error))
+		}
+		rep.Scenarios = append(rep.Scenarios, s)
+	}
+	rep.TotalS = time.Since(start).Seconds()
+	return rep, ctx.Err()
+}
+
+// redactStore hides a password in a store URL (the report is meant to be shared).
+func redactStore(s string) string {
+	if u, err := url.Parse(s); err == nil && u.User != nil {
+		return u.Redacted()
+	}
+	return s
+}
+
+func (r *Runner) logf(format string, args ...any) {
+	fmt.Fprintf(r.Log, "bench: "+format+"\n", args...)
+}
+
+func (r *Runner) profilePath(name string) string {
+	if r.Opts.ProfileDir == "" {
+		return ""
+	}
+	return filepath.Join(r.Opts.ProfileDir, name+".pprof")
+}
+
+// lark is one `lark serve` child with the bench tenant provisioned.
+type lark struct {
+	*Child
+	api     *API
+	token   string // admin of BenchTenant
+	dataDir string
+	profile string
+}
+
+// startLark starts `lark serve` on a fresh data directory with a random operator token,
+// provisions the bench tenant and returns it with a keep-alive client for conns callers.
+func (r *Runner) startLark(ctx context.Context, scenario string, conns int) (*lark, error) {
+	dir, err := os.MkdirTemp("", "lark-bench-"+scenario+"-")
+	if err != nil {
+		return nil, err
+	}
+	secret := make([]byte, 24)
+	if _, err := rand.Read(secret); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	operator := "bench-operator-" + hex.EncodeToString(secret)
+	args := []string{"serve", "--addr", "127.0.0.1:0", "--data", dir, "--store", r.Opts.Store}
+	l := &lark{dataDir: dir, profile: r.profilePath(scenario)}
+	if l.profile != "" {
+		args = append(args, "--cpuprofile", l.profile, "--memprofile", strings.TrimSuffix(l.profile, ".pprof")+".allocs.pprof")
+	}
+	args = append(args, r.Opts.ServerArgs...)
+	child, err := StartChild("lark serve ("+scenario+")", r.Bin, args, childEnv("LARK_ADMIN_TOKEN="+operator), startTimeout)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	l.Child = child
+	l.api = &API{URL: "http://" + child.Addr, Client: NewHTTPClient(conns)}
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if l.token, err = l.api.Provision(pctx, operator); err != nil {
+		l.discard()
+		return nil, err
+	}
+	return l, nil
+}
+
+// stop stops the child and returns its usage; the data directory stays until discard.
+func (l *lark) stop() (Usage, error) {
+	l.api.Client.CloseIdleConnections()
+	return l.Child.Stop(stopTimeout)
+}
+
+// discard kills the child if it still runs and removes its data directory.
+func (l *lark) discard() {
+	l.api.Client.CloseIdleConnections()
+	l.Child.Kill()
+	os.RemoveAll(l.dataDir)
+}
+
+// cpuMarks reads the child's and this process's CPU counters when a measured window opens and
+// closes.
+type cpuMarks struct {
+	pid                int
+	child0, child1     float64
+	self0, self1       float64
+	childOK0, childOK1 bool
+}
+
+func (m *cpuMarks) mark(phase string) {
+	c, err := procCPU(m.pid)
+	s := selfCPU()
+	if phase == "measure" {
+		m.child0, m.childOK0, m.self0 = c, err == nil, s
+	} else {
+		m.child1, m.childOK1, m.self1 = c, err == nil, s
+	}
+}
+
+func (m *cpuMarks) child() float64 {
+	if !m.childOK0 || !m.childOK1 {
+		return 0
+	}
+	return m.child1 - m.child0
+}
+
+func (m *cpuMarks) self() float64 { return m.self1 - m.self0 }

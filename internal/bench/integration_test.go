@@ -1,0 +1,142 @@
+package bench_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/larkrun/lark/internal/bench"
+)
+
+// buildLark builds ./cmd/lark from the module root into dir.
+func buildLark(t *testing.T, dir string) string {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	mod, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	require.NoError(t, err)
+	require.Contains(t, string(mod), "module github.com/larkrun/lark\n", "%s is not the module root", root)
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("the go tool is needed to build the binary:", err)
+	}
+	bin := filepath.Join(dir, "lark")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	build := exec.CommandContext(ctx, goTool, "build", "-o", bin, "./cmd/lark")
+	build.Dir = root
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "go build ./cmd/lark:\n%s", out)
+	return bin
+}
+
+// runBench runs `lark bench args...` in dir and returns its stdout and the JSON report.
+func runBench(t *testing.T, bin, dir string, args ...string) (string, bench.Report) {
+	t.Helper()
+	out := filepath.Join(dir, "results.json")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, append([]string{"bench", "--out", out}, args...)...)
+	cmd.Dir = dir
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	require.NoError(t, err, "lark bench %v\nstdout:\n%s\nstderr:\n%s", args, stdout.String(), stderr.String())
+	b, err := os.ReadFile(out)
+	require.NoError(t, err)
+	var rep bench.Report
+	require.NoError(t, json.Unmarshal(b, &rep), "%s", b)
+	t.Logf("lark bench %v:\n%s", args, stdout.String())
+	return stdout.String(), rep
+}
+
+func TestBenchCommand(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the lark binary")
+	}
+	dir := t.TempDir()
+	bin := buildLark(t, dir)
+
+	// sync and coldstart, short.
+	stdout, rep := runBench(t, bin, dir, "--scenarios", "sync,coldstart", "--duration", "2s", "--async-n", "2000")
+	require.Len(t, rep.Scenarios, 2)
+	require.Positive(t, rep.Machine.CPUs)
+	require.Equal(t, []string{"sync", "coldstart"}, rep.Options.Scenarios)
+	for _, s := range rep.Scenarios {
+		require.Equal(t, bench.StatusOK, s.Status, "%s: %s", s.Name, s.Error)
+		require.Positive(t, s.Throughput, s.Name)
+		require.Zero(t, s.Errors, s.Name)
+		require.NotNil(t, s.Latency, s.Name)
+		require.Positive(t, s.Latency.P99Ms, s.Name)
+		require.GreaterOrEqual(t, s.Latency.P99Ms, s.Latency.P50Ms, s.Name)
+		require.NotNil(t, s.Process, s.Name)
+		require.Positive(t, s.Process.CPUS, s.Name)
+		require.Positive(t, s.Process.MaxRSSKiB, s.Name)
+		require.Contains(t, []string{bench.ResultPass, bench.ResultMiss}, s.Result, s.Name)
+		require.Contains(t, stdout, "| "+s.Name+" | ")
+	}
+	sync := rep.Scenarios[0]
+	require.Equal(t, "sync", sync.Name)
+	require.NotNil(t, sync.Baseline)
+	require.Positive(t, sync.Baseline.Throughput, "echo req/s")
+	require.Positive(t, sync.Baseline.Process.CPUS, "echo CPU")
+	require.InDelta(t, sync.Throughput/sync.Baseline.Throughput, sync.Ratio, 1e-9)
+	require.Len(t, sync.Goals, 2)
+	cold := rep.Scenarios[1]
+	require.Equal(t, 200, cold.ColdStart.Iterations)
+	require.Equal(t, int64(200), cold.Latency.Count)
+	require.True(t, strings.HasPrefix(stdout, "| scenario | throughput | p50 | p99 | CPU s | peak RSS MiB | baseline | ratio | goal | result |\n"))
+
+	// async, small, with profiles and the pending scenarios listed.
+	prof := filepath.Join(dir, "prof")
+	stdout, rep = runBench(t, bin, dir, "--scenarios", "async,workflow10,sleepers,cron10k", "--async-n", "2000", "--profile-dir", prof)
+	require.Len(t, rep.Scenarios, 4)
+	async := rep.Scenarios[0]
+	require.Equal(t, bench.StatusOK, async.Status, async.Error)
+	require.Positive(t, async.Throughput)
+	require.Equal(t, 2000, async.Async.N)
+	require.Equal(t, int64(2000), async.Async.Submit.Count)
+	require.Positive(t, async.Async.BurnDownS)
+	require.NotNil(t, async.Baseline.Raw)
+	require.Positive(t, async.Baseline.Throughput, "raw lifecycles/s")
+	require.Equal(t, 2000, async.Baseline.Raw.Rows)
+	require.Positive(t, async.Ratio)
+	require.Equal(t, filepath.Join(prof, "async.pprof"), async.Profile)
+	st, err := os.Stat(async.Profile)
+	require.NoError(t, err, "the server's CPU profile")
+	require.Positive(t, st.Size())
+	for _, s := range rep.Scenarios[1:] {
+		require.Equal(t, bench.StatusNotAvailable, s.Status, s.Name)
+		require.Equal(t, bench.ResultNA, s.Result, s.Name)
+		require.Contains(t, stdout, "| "+s.Name+" | not available yet (needs ")
+	}
+
+	// A scenario that errors makes the command fail, after writing the table and the JSON file.
+	out := filepath.Join(dir, "failed.json")
+	cmd := exec.Command(bin, "bench", "--scenarios", "coldstart", "--store", "postgres://nobody@127.0.0.1:1/none", "--out", out)
+	var so, se bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &so, &se
+	require.Error(t, cmd.Run(), "an errored scenario is a failure")
+	require.Contains(t, so.String(), "| coldstart | ")
+	require.Contains(t, so.String(), "FAILED")
+	require.Contains(t, se.String(), "scenario(s) failed: coldstart")
+	b, err := os.ReadFile(out)
+	require.NoError(t, err)
+	var failed bench.Report
+	require.NoError(t, json.Unmarshal(b, &failed))
+	require.Equal(t, bench.StatusFailed, failed.Scenarios[0].Status)
+	require.Contains(t, failed.Scenarios[0].Error, "PostgreSQL", "the server's own reason")
+
+	// Unknown scenario names are refused before anything runs.
+	o, err := exec.Command(bin, "bench", "--scenarios", "sync,bogus", "--out", filepath.Join(dir, "r.json")).CombinedOutput()
+	require.Error(t, err)
+	require.Contains(t, string(o), `unknown scenario "bogus"`)
+}

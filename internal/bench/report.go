@@ -1,0 +1,424 @@
+package bench
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Scenario statuses.
+const (
+	StatusOK           = "ok"
+	StatusFailed       = "failed"        // an error: the figures are not to be trusted
+	StatusNotAvailable = "not_available" // the feature it measures is not built yet
+)
+
+// Results of a scenario's goals.
+const (
+	ResultPass = "PASS"
+	ResultMiss = "MISS"
+	ResultNA   = "n/a"
+	ResultFail = "FAILED"
+)
+
+// Report is everything one `lark bench` run measured; it is written as the JSON file.
+type Report struct {
+	Timestamp time.Time  `json:"timestamp"`
+	Machine   Machine    `json:"machine"`
+	Options   Options    `json:"options"`
+	Scenarios []Scenario `json:"scenarios"`
+	// TotalS is the wall time of the whole run.
+	TotalS float64 `json:"total_s"`
+}
+
+// Failed lists the scenarios that errored.
+func (r *Report) Failed() []string {
+	var out []string
+	for _, s := range r.Scenarios {
+		if s.Status == StatusFailed {
+			out = append(out, s.Name)
+		}
+	}
+	return out
+}
+
+// Scenario is one row of the table, with every raw figure behind it.
+type Scenario struct {
+	Name   string `json:"name"`
+	Status string `json:"status"`
+	Note   string `json:"note,omitempty"`
+	// Error says why a failed scenario failed; Errors counts failed requests.
+	Error        string   `json:"error,omitempty"`
+	Errors       int64    `json:"errors"`
+	ErrorSamples []string `json:"error_samples,omitempty"`
+
+	Throughput float64  `json:"throughput"`
+	Unit       string   `json:"unit,omitempty"` // of Throughput, e.g. "req/s"
+	Latency    *Summary `json:"latency,omitempty"`
+	Process    *Usage   `json:"process,omitempty"`
+	// ClientCPUS is the CPU time of the bench process (the load generator) in the measured window.
+	ClientCPUS float64 `json:"client_cpu_window_s,omitempty"`
+
+	Baseline *Baseline `json:"baseline,omitempty"`
+	// Ratio is Throughput ÷ Baseline.Throughput; P99Ratio (sync) is Latency.P99 ÷ Baseline's p99.
+	Ratio    float64 `json:"ratio,omitempty"`
+	P99Ratio float64 `json:"p99_ratio,omitempty"`
+	Goals    []Goal  `json:"goals,omitempty"`
+	Result   string  `json:"result"`
+
+	Async     *AsyncDetail     `json:"async,omitempty"`
+	ColdStart *ColdStartDetail `json:"coldstart,omitempty"`
+	Profile   string           `json:"cpu_profile,omitempty"`
+}
+
+// Baseline is what a scenario is compared with.
+type Baseline struct {
+	Name       string   `json:"name"`
+	Throughput float64  `json:"throughput"`
+	Unit       string   `json:"unit"`
+	Latency    *Summary `json:"latency,omitempty"`
+	Process    *Usage   `json:"process,omitempty"`
+	ClientCPUS float64  `json:"client_cpu_window_s,omitempty"`
+	Errors     int64    `json:"errors"`
+	Profile    string   `json:"cpu_profile,omitempty"`
+	Note       string   `json:"note,omitempty"`
+	// Raw is the async baseline's breakdown.
+	Raw *RawResult `json:"raw,omitempty"`
+}
+
+// Goal is one target of a scenario.
+type Goal struct {
+	Name   string  `json:"name"`   // e.g. "ratio", "p99_ratio", "median_ms"
+	Target string  `json:"target"` // e.g. "≥ 0.30"
+	Value  float64 `json:"value"`
+	Met    bool    `json:"met"`
+}
+
+// AsyncDetail is the async scenario's breakdown.
+type AsyncDetail struct {
+	N int `json:"n"`
+	// Submission: N POSTs (202) at SubmitClients concurrency.
+	SubmitClients int     `json:"submit_clients"`
+	SubmitS       float64 `json:"submit_s"`
+	SubmitRate    float64 `json:"submit_per_s"`
+	Submit        Summary `json:"submit_latency"`
+	// BurnDownS runs from the first submission to the moment none is queued or running.
+	BurnDownS float64 `json:"burn_down_s"`
+	// DrainS is the part of BurnDownS after the last submission was accepted.
+	DrainS float64 `json:"drain_after_submit_s"`
+	// NotSucceeded counts invocations that ended in another status (they make the scenario fail).
+	NotSucceeded int `json:"not_succeeded"`
+}
+
+// ColdStartDetail is the coldstart scenario's breakdown, per phase.
+type ColdStartDetail struct {
+	Iterations int     `json:"iterations"`
+	Register   Summary `json:"register"`
+	Activate   Summary `json:"activate"`
+	FirstCall  Summary `json:"first_invocation"`
+}
+
+// Machine describes where the figures come from.
+type Machine struct {
+	CPUs      int    `json:"cpus"`
+	CPUModel  string `json:"cpu_model,omitempty"`
+	MemMiB    int64  `json:"mem_mib,omitempty"`
+	GOOS      string `json:"goos"`
+	GOARCH    string `json:"goarch"`
+	GoVersion string `json:"go_version"`
+	Kernel    string `json:"kernel,omitempty"`
+}
+
+// String is a one-line description.
+func (m Machine) String() string {
+	parts := []string{fmt.Sprintf("%d CPU", m.CPUs)}
+	if m.CPUModel != "" {
+		parts[0] += " " + m.CPUModel
+	}
+	if m.MemMiB > 0 {
+		parts = append(parts, fmt.Sprintf("%.1f GiB RAM", float64(m.MemMiB)/1024))
+	}
+	os := m.GOOS + "/" + m.GOARCH
+	if m.Kernel != "" {
+		os += " (kernel " + m.Kernel + ")"
+	}
+	return strings.Join(append(parts, os, m.GoVersion), ", ")
+}
+
+// DescribeMachine reads this machine's description (Linux details from /proc when present).
+func DescribeMachine() Machine {
+	m := Machine{CPUs: runtime.NumCPU(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, GoVersion: runtime.Version()}
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = strings.TrimSpace(string(b))
+	}
+	if f, err := os.Open("/proc/cpuinfo"); err == nil {
+		m.CPUModel = cpuModel(f)
+		f.Close()
+	}
+	if f, err := os.Open("/proc/meminfo"); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), "MemTotal:"); ok {
+				kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+				m.MemMiB = kb / 1024
+				break
+			}
+		}
+		f.Close()
+	}
+	return m
+}
+
+// cpuModel is the first "model name" (x86) or "Model"/"CPU part" description in /proc/cpuinfo.
+func cpuModel(r io.Reader) string {
+	sc := bufio.NewScanner(r)
+	var fallback string
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if !ok {
+			continue
+		}
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		switch k {
+		case "model name":
+			return v
+		case "Model", "Hardware":
+			if fallback == "" {
+				fallback = v
+			}
+		}
+	}
+	return fallback
+}
+
+// WriteJSON writes the report as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(r)
+}
+
+// WriteJSONFile writes the report to path.
+func (r *Report) WriteJSONFile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := r.WriteJSON(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// Markdown columns.
+var tableHeader = []string{"scenario", "throughput", "p50", "p99", "CPU s", "peak RSS MiB", "baseline", "ratio", "goal", "result"}
+
+// WriteMarkdown writes the table, then a few lines of detail per scenario.
+func (r *Report) WriteMarkdown(w io.Writer) error {
+	var b strings.Builder
+	row := func(cells ...string) {
+		for i, c := range cells {
+			cells[i] = strings.ReplaceAll(c, "|", `\|`)
+		}
+		b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
+	}
+	row(tableHeader...)
+	sep := make([]string, len(tableHeader))
+	for i := range sep {
+		sep[i] = "---"
+		if i > 0 && i < 6 || i == 7 {
+			sep[i] = "---:"
+		}
+	}
+	row(sep...)
+	for _, s := range r.Scenarios {
+		row(scenarioCells(s)...)
+		if bl := s.Baseline; bl != nil && s.Status != StatusNotAvailable {
+			row(baselineCells(bl)...)
+		}
+	}
+	b.WriteString("\n")
+	for _, s := range r.Scenarios {
+		for _, line := range details(s) {
+			b.WriteString("- " + line + "\n")
+		}
+	}
+	if r.Machine.CPUs > 0 {
+		fmt.Fprintf(&b, "\nMachine: %s. Run: %s, %.0f s in total.\n", r.Machine, r.Timestamp.UTC().Format(time.RFC3339), r.TotalS)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func scenarioCells(s Scenario) []string {
+	if s.Status == StatusNotAvailable {
+		note := s.Note
+		if note == "" {
+			note = "not available yet"
+		}
+		return []string{s.Name, note, "", "", "", "", "", "", "", ResultNA}
+	}
+	c := []string{s.Name, rate(s.Throughput, s.Unit), "", "", "", "", "", "", "", s.Result}
+	if s.Throughput == 0 {
+		c[1] = "—"
+	}
+	if s.Latency != nil {
+		c[2], c[3] = msCell(s.Latency.P50Ms), msCell(s.Latency.P99Ms)
+	}
+	if s.Process != nil {
+		c[4], c[5] = fmt.Sprintf("%.1f", s.Process.CPUS), fmt.Sprintf("%.0f", s.Process.PeakRSSMiB())
+	}
+	if bl := s.Baseline; bl != nil {
+		c[6] = bl.Name + ": " + rate(bl.Throughput, bl.Unit)
+		if bl.Latency != nil && s.P99Ratio > 0 {
+			c[6] += ", p99 " + msCell(bl.Latency.P99Ms)
+		}
+		if s.Ratio > 0 {
+			c[7] = fmt.Sprintf("%.3f", s.Ratio)
+		}
+		if s.P99Ratio > 0 {
+			c[7] += fmt.Sprintf("; p99 %.1f×", s.P99Ratio)
+		}
+	}
+	var goals []string
+	for _, g := range s.Goals {
+		goals = append(goals, goalText(g))
+	}
+	c[8] = strings.Join(goals, "; ")
+	if s.Status == StatusFailed {
+		c[9] = ResultFail
+	}
+	return c
+}
+
+func baselineCells(bl *Baseline) []string {
+	c := []string{"↳ baseline: " + bl.Name, rate(bl.Throughput, bl.Unit), "", "", "", "", "", "", "", ""}
+	if bl.Latency != nil {
+		c[2], c[3] = msCell(bl.Latency.P50Ms), msCell(bl.Latency.P99Ms)
+	}
+	if bl.Process != nil {
+		c[4] = fmt.Sprintf("%.1f", bl.Process.CPUS)
+		if bl.Process.MaxRSSKiB > 0 {
+			c[5] = fmt.Sprintf("%.0f", bl.Process.PeakRSSMiB())
+		}
+	}
+	return c
+}
+
+func goalText(g Goal) string {
+	switch g.Name {
+	case "ratio":
+		return "ratio " + g.Target
+	case "p99_ratio":
+		return "p99 " + g.Target + " echo"
+	case "median_ms":
+		return "median " + g.Target
+	}
+	return g.Name + " " + g.Target
+}
+
+func details(s Scenario) []string {
+	var out []string
+	if s.Status == StatusFailed {
+		msg := s.Error
+		if msg == "" {
+			msg = fmt.Sprintf("%d failed requests", s.Errors)
+		}
+		out = append(out, fmt.Sprintf("**%s FAILED**: %s", s.Name, oneLine(msg)))
+		for _, e := range s.ErrorSamples {
+			out = append(out, fmt.Sprintf("%s error: %s", s.Name, oneLine(e)))
+		}
+	}
+	if s.Status == StatusNotAvailable {
+		return out
+	}
+	if s.Name == "sync" && s.Latency != nil && s.Baseline != nil && s.Baseline.Latency != nil {
+		out = append(out, fmt.Sprintf("sync: %d requests in %.1f s; Lark p50/p99 %s/%s vs echo %s/%s; server CPU in the window %.1f s (Lark) vs %.1f s (echo), load generator %.1f s vs %.1f s",
+			s.Latency.Count, windowOf(s), msCell(s.Latency.P50Ms), msCell(s.Latency.P99Ms),
+			msCell(s.Baseline.Latency.P50Ms), msCell(s.Baseline.Latency.P99Ms),
+			cpuWindow(s.Process), cpuWindow(s.Baseline.Process), s.ClientCPUS, s.Baseline.ClientCPUS))
+	}
+	if a := s.Async; a != nil {
+		out = append(out, fmt.Sprintf("async: %d invocations; submitted in %.1f s (%s, %d clients, p50/p99 %s/%s); all done %.1f s after the first submission (%.1f s after the last)",
+			a.N, a.SubmitS, rate(a.SubmitRate, "req/s"), a.SubmitClients, msCell(a.Submit.P50Ms), msCell(a.Submit.P99Ms), a.BurnDownS, a.DrainS))
+		if bl := s.Baseline; bl != nil && bl.Raw != nil {
+			out = append(out, fmt.Sprintf("async baseline: %d rows in the same SQLite file, %d-row transactions: insert %s, update→running %s, update→succeeded %s; one lifecycle = 1 insert + 2 updates",
+				bl.Raw.Rows, bl.Raw.BatchRows, rate(bl.Raw.InsertRate, "rows/s"), rate(bl.Raw.RunningRate, "rows/s"), rate(bl.Raw.SucceededRate, "rows/s")))
+		} else if bl != nil && bl.Note != "" {
+			out = append(out, "async baseline: "+bl.Note)
+		}
+	}
+	if c := s.ColdStart; c != nil {
+		out = append(out, fmt.Sprintf("coldstart: %d iterations; p50/p99 register %s/%s, activate %s/%s, first sync invocation %s/%s",
+			c.Iterations, msCell(c.Register.P50Ms), msCell(c.Register.P99Ms), msCell(c.Activate.P50Ms), msCell(c.Activate.P99Ms),
+			msCell(c.FirstCall.P50Ms), msCell(c.FirstCall.P99Ms)))
+	}
+	return out
+}
+
+func windowOf(s Scenario) float64 {
+	if s.Throughput <= 0 || s.Latency == nil {
+		return 0
+	}
+	return float64(s.Latency.Count) / s.Throughput
+}
+
+func cpuWindow(u *Usage) float64 {
+	if u == nil {
+		return 0
+	}
+	return u.CPUWindowS
+}
+
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 400 {
+		s = s[:400] + "…"
+	}
+	return s
+}
+
+// rate formats a throughput: thousands separated, no decimals from 100 up.
+func rate(v float64, unit string) string {
+	var n string
+	switch {
+	case v >= 99.95: // would print as 100.0
+		n = group(int64(v + 0.5))
+	case v >= 9.995:
+		n = fmt.Sprintf("%.1f", v)
+	default:
+		n = fmt.Sprintf("%.2f", v)
+	}
+	if unit != "" {
+		n += " " + unit
+	}
+	return n
+}
+
+func group(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// msCell formats milliseconds with three significant digits.
+func msCell(v float64) string {
+	switch {
+	case v >= 99.95:
+		return fmt.Sprintf("%.0f ms", v)
+	case v >= 9.995:
+		return fmt.Sprintf("%.1f ms", v)
+	default:
+		return fmt.Sprintf("%.2f ms", v)
+	}
+}
