@@ -68,7 +68,7 @@ func (s *Service) startChild(ctx context.Context, parent invocation.Record, req 
 	if e.Kind == entrypoint.KindWorkflow {
 		return fail("r_invoke_v1 %s: workflows cannot be invoked yet", req.EntrypointID)
 	}
-	d, err := parseDefinition(e)
+	d, err := s.definition(e)
 	if err != nil {
 		return invocation.Record{}, err
 	}
@@ -204,7 +204,7 @@ func (s *Service) replay(ctx context.Context, sc auth.SecurityContext, cur invoc
 	if err != nil {
 		return cur, problem.Internal(err)
 	}
-	d, err := parseDefinition(e)
+	d, err := s.definition(e)
 	if err != nil {
 		return cur, problem.Internal(err)
 	}
@@ -255,7 +255,13 @@ func (s *Service) Claim(ctx context.Context, limit int) ([]Job, error) {
 			if r.Expired {
 				want = invocation.StatusRunning
 			}
-			ep, epErr := tx.EntrypointByRef(rec.EntrypointRef)
+			// The pinned version's definition is immutable: read it from the cache when this process
+			// has seen it, sparing the writer a read and a parse.
+			ep, d, cached := s.cachedByRef(rec.EntrypointRef)
+			var epErr error
+			if !cached {
+				ep, epErr = tx.EntrypointByRef(rec.EntrypointRef)
+			}
 			if rec.Status != want || epErr != nil {
 				// Stale queue state (e.g. canceled meanwhile): drop it.
 				if err := tx.SetScheduling(r.TenantID, r.InvocationID, store.Scheduling{}); err != nil {
@@ -263,9 +269,11 @@ func (s *Service) Claim(ctx context.Context, limit int) ([]Job, error) {
 				}
 				continue
 			}
-			d, err := parseDefinition(ep)
-			if err != nil {
-				return err
+			if !cached {
+				var err error
+				if d, err = s.definition(ep); err != nil {
+					return err
+				}
 			}
 			next, err := s.begin(tx, rec, d, now)
 			if err != nil {

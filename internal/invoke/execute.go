@@ -75,24 +75,18 @@ func (s *Service) checkOutput(d definition, out any) (json.RawMessage, *sandbox.
 	if err != nil {
 		return nil, &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "non_retryable", Message: "result is not JSON: " + err.Error()}
 	}
-	if len(d.Schema.Returns) == 0 || string(d.Schema.Returns) == "null" {
-		return b, nil
-	}
-	var sch any
-	sdec := json.NewDecoder(strings.NewReader(string(d.Schema.Returns)))
-	sdec.UseNumber()
-	if err := sdec.Decode(&sch); err != nil {
+	compiled, err := s.returnsSchema(d)
+	if err != nil {
 		return nil, &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "non_retryable", Message: "returns schema: " + err.Error()}
 	}
-	compiled, issues := s.cfg.Schemas.CompileUserSchema("$.schema.returns", sch)
-	if len(issues) == 0 {
-		var v any
-		vdec := json.NewDecoder(strings.NewReader(string(b)))
-		vdec.UseNumber()
-		_ = vdec.Decode(&v)
-		issues = s.cfg.Schemas.ValidateValue(compiled, "$.result", v)
+	if compiled == nil {
+		return b, nil
 	}
-	if len(issues) > 0 {
+	var v any
+	vdec := json.NewDecoder(strings.NewReader(string(b)))
+	vdec.UseNumber()
+	_ = vdec.Decode(&v)
+	if issues := s.cfg.Schemas.ValidateValue(compiled, "$.result", v); len(issues) > 0 {
 		details := map[string]any{"issues": issues}
 		return nil, &sandbox.Error{TypeID: sandbox.ErrValidation, Category: "non_retryable",
 			Message: "the result does not match the entrypoint's returns schema", Details: details}

@@ -18,6 +18,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
 	"github.com/larkrun/lark/internal/auth"
 	"github.com/larkrun/lark/internal/clock"
 	"github.com/larkrun/lark/internal/egress"
@@ -55,6 +57,7 @@ type Config struct {
 // Service implements the invocation use cases.
 type Service struct {
 	cfg     Config
+	defs    definitionCache
 	mu      sync.Mutex
 	running map[string]context.CancelFunc // invocations executing in this process
 }
@@ -151,6 +154,99 @@ type definition struct {
 			Source string `json:"source"`
 		} `json:"code"`
 	} `json:"implementation"`
+	schemas *compiledSchemas // shared by copies of one parsed definition
+}
+
+// compiledSchemas holds a definition's params and returns schemas, compiled once on first use.
+type compiledSchemas struct {
+	params, returns       sync.Once
+	paramsS, returnsS     *jsonschema.Schema
+	paramsErr, returnsErr error
+}
+
+func (s *Service) compileStored(path string, raw json.RawMessage) (*jsonschema.Schema, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var sch any
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.UseNumber()
+	if err := dec.Decode(&sch); err != nil {
+		return nil, err
+	}
+	compiled, issues := s.cfg.Schemas.CompileUserSchema(path, sch)
+	if len(issues) > 0 {
+		return nil, fmt.Errorf("stored schema at %s does not compile: %v", path, issues)
+	}
+	return compiled, nil
+}
+
+func (s *Service) paramsSchema(d definition) (*jsonschema.Schema, error) {
+	if d.schemas == nil {
+		return s.compileStored("$.schema.params", d.Schema.Params)
+	}
+	d.schemas.params.Do(func() { d.schemas.paramsS, d.schemas.paramsErr = s.compileStored("$.schema.params", d.Schema.Params) })
+	return d.schemas.paramsS, d.schemas.paramsErr
+}
+
+func (s *Service) returnsSchema(d definition) (*jsonschema.Schema, error) {
+	if d.schemas == nil {
+		return s.compileStored("$.schema.returns", d.Schema.Returns)
+	}
+	d.schemas.returns.Do(func() {
+		d.schemas.returnsS, d.schemas.returnsErr = s.compileStored("$.schema.returns", d.Schema.Returns)
+	})
+	return d.schemas.returnsS, d.schemas.returnsErr
+}
+
+// definitionCache keeps parsed definitions (and their compiled schemas) by entrypoint version.
+// Only non-draft versions are ever invoked, and those are immutable (PUT changes drafts only), so
+// an entry can never be stale; the bound only limits memory.
+type definitionCache struct {
+	mu sync.RWMutex
+	m  map[string]cachedEntrypoint
+}
+
+type cachedEntrypoint struct {
+	e entrypoint.Entrypoint
+	d definition
+}
+
+const definitionCacheMax = 4096
+
+// definition parses e's definition, from the cache when e is not a draft.
+func (s *Service) definition(e entrypoint.Entrypoint) (definition, error) {
+	if e.Status != entrypoint.StatusDraft {
+		s.defs.mu.RLock()
+		c, ok := s.defs.m[e.ID]
+		s.defs.mu.RUnlock()
+		if ok {
+			return c.d, nil
+		}
+	}
+	d, err := parseDefinition(e)
+	if err != nil {
+		return d, err
+	}
+	d.schemas = &compiledSchemas{}
+	if e.Status != entrypoint.StatusDraft {
+		s.defs.mu.Lock()
+		if s.defs.m == nil || len(s.defs.m) >= definitionCacheMax {
+			s.defs.m = map[string]cachedEntrypoint{}
+		}
+		s.defs.m[e.ID] = cachedEntrypoint{e: e, d: d}
+		s.defs.mu.Unlock()
+	}
+	return d, nil
+}
+
+// cachedByRef returns a version seen before (its definition is immutable; its status may have
+// changed since, which pinned invocations ignore).
+func (s *Service) cachedByRef(ref string) (entrypoint.Entrypoint, definition, bool) {
+	s.defs.mu.RLock()
+	defer s.defs.mu.RUnlock()
+	c, ok := s.defs.m[ref]
+	return c.e, c.d, ok
 }
 
 func parseDefinition(e entrypoint.Entrypoint) (definition, error) {
@@ -250,17 +346,11 @@ func (s *Service) validateParams(d definition, raw json.RawMessage) (any, json.R
 	if _, ok := params.(map[string]any); !ok {
 		return nil, nil, problem.Validation("params must be a JSON object", []problem.Issue{{Path: "$.params", Code: "SCHEMA_MISMATCH", Message: "params must be a JSON object"}})
 	}
-	if len(d.Schema.Params) > 0 && string(d.Schema.Params) != "null" {
-		var sch any
-		sdec := json.NewDecoder(strings.NewReader(string(d.Schema.Params)))
-		sdec.UseNumber()
-		if err := sdec.Decode(&sch); err != nil {
-			return nil, nil, problem.Internal(err)
-		}
-		compiled, issues := s.cfg.Schemas.CompileUserSchema("$.schema.params", sch)
-		if len(issues) > 0 {
-			return nil, nil, problem.Internal(fmt.Errorf("stored params schema does not compile: %v", issues))
-		}
+	compiled, err := s.paramsSchema(d)
+	if err != nil {
+		return nil, nil, problem.Internal(err)
+	}
+	if compiled != nil {
 		if issues := s.cfg.Schemas.ValidateValue(compiled, "$.params", params); len(issues) > 0 {
 			return nil, nil, problem.Validation("params do not match the entrypoint's schema", schemaIssues(issues))
 		}
@@ -338,7 +428,7 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 	if err != nil {
 		return out, err
 	}
-	d, err := parseDefinition(e)
+	d, err := s.definition(e)
 	if err != nil {
 		return out, problem.Internal(err)
 	}
