@@ -430,7 +430,7 @@ func TestInvocations(t *testing.T) {
 		// noSecrets asserts neither the query secret nor any path reached the record or timeline.
 		noSecrets := func(t *testing.T, rec obj, timeline []byte) {
 			t.Helper()
-			for _, s := range []string{"s3cret", "token=", "/customers/", "/by-customer/", "c42"} {
+			for _, s := range []string{"s3cret", "token=", "/customers/", "/by-customer/", "cust_Zq9"} {
 				require.NotContains(t, string(timeline), s, "timeline leaks %q: %s", s, timeline)
 			}
 			recJSON := invJSON(rec)
@@ -440,10 +440,10 @@ func TestInvocations(t *testing.T) {
 		}
 
 		t.Run("success", func(t *testing.T) {
-			rec := invSync(t, e, adm, compose, obj{"customer_id": "c42"}, nil)
+			rec := invSync(t, e, adm, compose, obj{"customer_id": "cust_Zq9"}, nil)
 			require.Equal(t, "succeeded", rec["status"], "%v", rec)
 			require.Equal(t, obj{"name": "Ada", "orders": []any{1.0, 2.0}}, rec["result"])
-			require.Contains(t, profile.urls, "/customers/c42?token=s3cret", "the upstream got the full URL")
+			require.Contains(t, profile.urls, "/customers/cust_Zq9?token=s3cret", "the upstream got the full URL")
 
 			items, raw := invTimeline(t, e, adm, invID(rec))
 			var calls []obj
@@ -470,7 +470,7 @@ func TestInvocations(t *testing.T) {
 		t.Run("profile upstream 500 fails with the http error", func(t *testing.T) {
 			profile.set(http.StatusInternalServerError, `{"error":"boom"}`)
 			defer profile.set(http.StatusOK, `{"name":"Ada"}`)
-			rec := invSync(t, e, adm, compose, obj{"customer_id": "c42"}, nil)
+			rec := invSync(t, e, adm, compose, obj{"customer_id": "cust_Zq9"}, nil)
 			require.Contains(t, []string{"failed", "dead_lettered"}, rec["status"], "%v", rec)
 			require.Nil(t, rec["result"])
 			require.Equal(t, invErr("http"), invErrorOf(t, rec)["error_type_id"], "%v", rec)
@@ -481,7 +481,7 @@ func TestInvocations(t *testing.T) {
 		t.Run("orders 503 with exit_on_http_error=False still succeeds", func(t *testing.T) {
 			orders.set(http.StatusServiceUnavailable, `{"error":"down"}`)
 			defer orders.set(http.StatusOK, `{"orders":[1,2]}`)
-			rec := invSync(t, e, adm, compose, obj{"customer_id": "c42"}, nil)
+			rec := invSync(t, e, adm, compose, obj{"customer_id": "cust_Zq9"}, nil)
 			require.Equal(t, "succeeded", rec["status"], "%v", rec)
 			require.Equal(t, obj{"name": "Ada", "orders": []any{}}, rec["result"])
 			items, raw := invTimeline(t, e, adm, invID(rec))
@@ -495,7 +495,7 @@ func TestInvocations(t *testing.T) {
 			noSecrets(t, rec, raw)
 
 			// The same 503 with the default exit_on_http_error fails the invocation.
-			rec = invSync(t, e, adm, composeStrict, obj{"customer_id": "c42"}, nil)
+			rec = invSync(t, e, adm, composeStrict, obj{"customer_id": "cust_Zq9"}, nil)
 			require.Equal(t, invErr("http"), invErrorOf(t, rec)["error_type_id"], "%v", rec)
 		})
 	})

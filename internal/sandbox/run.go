@@ -175,6 +175,8 @@ type run struct {
 
 	rand  map[string]int // r_rand_v1 calls per label
 	sched scheduler
+
+	wf *workflowState // non-nil in workflow executions (RunWorkflow)
 }
 
 // runOf returns the execution a thread belongs to.
@@ -191,6 +193,13 @@ func runOf(thread *starlark.Thread) *run {
 // calls with exit_on_http_error). Run never panics; when it returns, the
 // context of every host call it made has been canceled.
 func Run(ctx context.Context, req Request) (res Result, rerr *Error) {
+	return runProgram(ctx, req, nil)
+}
+
+// runProgram is Run; wf, if not nil, makes the execution a workflow
+// execution (RunWorkflow): the workflow helpers are predeclared and
+// journaled through wf.
+func runProgram(ctx context.Context, req Request, wf *workflowState) (res Result, rerr *Error) {
 	start := time.Now()
 	defer func() { res.Duration = time.Since(start) }()
 	limits, err := normalizeLimits(req.Limits)
@@ -206,21 +215,9 @@ func Run(ctx context.Context, req Request) (res Result, rerr *Error) {
 
 	runCtx, cancel := context.WithTimeoutCause(ctx, limits.Timeout, errRunTimeout)
 	defer cancel()
-	r := &run{
-		ctx:      runCtx,
-		host:     req.Host,
-		info:     req.Info,
-		limits:   limits,
-		maxSteps: max(uint64(limits.CPU*limits.Timeout.Seconds()*StepsPerCPUSecond), 1),
-	}
-	r.sched.init(r)
-	thread := &starlark.Thread{Name: req.Info.InvocationID}
-	thread.Print = func(_ *starlark.Thread, msg string) { r.log(msg, nil) }
-	thread.SetLocal(runKey, r)
-	thread.SetMaxExecutionSteps(r.maxSteps)
-	thread.OnMaxSteps = func(th *starlark.Thread) { r.halt(r.cpuError()) }
-	thread.SetMaxAllocBytes(int64(limits.MemoryMB) << 20)
-	r.thread = thread
+	r := newRun(runCtx, req, limits)
+	r.wf = wf
+	thread := r.thread
 
 	stopAfter := context.AfterFunc(runCtx, func() { r.halt(r.ctxError()) })
 	out, rerr := r.execute(req.Program, req.Input)
@@ -236,6 +233,27 @@ func Run(ctx context.Context, req Request) (res Result, rerr *Error) {
 	}
 	res.Output = out
 	return res, nil
+}
+
+// newRun returns the state and thread of an execution under runCtx, with
+// normalized limits.
+func newRun(runCtx context.Context, req Request, limits Limits) *run {
+	r := &run{
+		ctx:      runCtx,
+		host:     req.Host,
+		info:     req.Info,
+		limits:   limits,
+		maxSteps: max(uint64(limits.CPU*limits.Timeout.Seconds()*StepsPerCPUSecond), 1),
+	}
+	r.sched.init(r)
+	thread := &starlark.Thread{Name: req.Info.InvocationID}
+	thread.Print = func(_ *starlark.Thread, msg string) { r.log(msg, nil) }
+	thread.SetLocal(runKey, r)
+	thread.SetMaxExecutionSteps(r.maxSteps)
+	thread.OnMaxSteps = func(th *starlark.Thread) { r.halt(r.cpuError()) }
+	thread.SetMaxAllocBytes(int64(limits.MemoryMB) << 20)
+	r.thread = thread
+	return r
 }
 
 // normalizeLimits applies the defaults and checks the ranges.
@@ -286,7 +304,11 @@ func (r *run) execute(prog *Program, input any) (out any, rerr *Error) {
 		}
 		return nil, newError(ErrValidation, CategoryNonRetryable, "input: %v", err)
 	}
-	globals, err := prog.prog.Init(thread, predeclared())
+	env := predeclared()
+	if r.wf != nil {
+		env = workflowPredeclared()
+	}
+	globals, err := prog.prog.Init(thread, env)
 	if err != nil {
 		return nil, r.failure(err)
 	}

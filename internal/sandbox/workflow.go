@@ -1,0 +1,701 @@
+package sandbox
+
+// Durable workflows: deterministic re-execution of main(ctx, input) against
+// a journal (ARCHITECTURE.md, "Durable workflows (replay with a journal)").
+//
+// Every workflow helper call made by the workflow itself (outside step
+// functions and compensations) takes the next position of the journal. If
+// the journal has an entry there, the call must be the same (same helper,
+// same ArgsHash) and the recorded result is returned without side effects;
+// otherwise the call is performed and recorded as a new entry
+// (WorkflowResult.New). A call that must wait (a timer, an event, a child
+// invocation) records a pending entry and ends the execution with a Park:
+// no goroutine or memory is held while the workflow is suspended. The
+// caller persists New, marks pending entries Done when they are satisfied
+// (filling Result with OKResult or ErrorResult for events and children),
+// and runs the workflow again with the longer journal.
+//
+// Cost: a run replays the whole journal from the start, so its cost is
+// linear in the number of journal entries (each lookup is O(1) by
+// position), and a workflow of n steps costs O(n²) over its lifetime if it
+// parks after every step. The mechanisms that bound this further are 003
+// §6's snapshots and continue-as-new (r_snapshot_v1 records the point where
+// the caller may checkpoint), and keeping the live thread while the
+// invocation stays on one node; neither is implemented here.
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"sync"
+	"time"
+
+	"go.starlark.net/starlark"
+	"go.starlark.net/syntax"
+)
+
+// JournalEntry is one recorded workflow helper call.
+type JournalEntry struct {
+	// Seq is the position in the program's workflow-helper-call order (0-based).
+	Seq int
+	// Helper is the helper called: "r_run_step_v1", "r_step_v1" (a call of
+	// a step object), "r_now_v1", "r_rand_v1", "r_sleep", "r_sleep_v1",
+	// "r_wait_event_v1", "r_invoke_v1", "r_snapshot_v1".
+	Helper string
+	// Key is the step name for steps, "" otherwise.
+	Key string
+	// ArgsHash is the hex SHA-256 of the canonical JSON of the arguments
+	// that identify the call (see argsOf* below).
+	ArgsHash string
+	// Input is the step input (steps only), kept for compensations.
+	Input any
+	// Until is when a timer is due, or when an event wait times out; zero
+	// otherwise.
+	Until time.Time
+	// Result is the JSON-ready recorded result (nil while pending): for
+	// steps, events and children {"ok": true, "value": v} or {"ok": false,
+	// "error": envelope} (see OKResult, ErrorResult); for r_now_v1 and
+	// r_rand_v1 the string returned; for r_snapshot_v1 the label.
+	Result any
+	// Done is false while the call is still pending (a sleep not yet due,
+	// an event not yet received, a child not yet finished).
+	Done bool
+}
+
+// WorkflowRequest is one run of a workflow. Request.Program should come
+// from CompileWorkflow (programs from Compile also run, without the
+// workflow helpers).
+type WorkflowRequest struct {
+	Request
+	// Journal is the journal persisted so far; Journal[i].Seq must be i.
+	Journal []JournalEntry
+	// Now is the time timers and event timeouts are computed from
+	// (Request.Host.Now() if zero).
+	Now time.Time
+}
+
+// Park tells the caller to suspend the workflow until it is satisfied,
+// then to mark the journal entry at Seq Done and run the workflow again.
+type Park struct {
+	Kind string // "timer" | "event" | "child"
+	// Until is when the timer is due (Kind "timer").
+	Until time.Time
+	// EventTypeID, Filter and TimeoutAt describe the event awaited (Kind
+	// "event"); the caller fills the entry with OKResult(payload) or, at
+	// TimeoutAt, ErrorResult(a timeout error).
+	EventTypeID, Filter string
+	TimeoutAt           *time.Time
+	// ChildEntrypointID and ChildParams describe the child invocation to
+	// run (Kind "child"); the caller fills the entry with its outcome.
+	ChildEntrypointID string
+	ChildParams       any
+	// Seq is the journal position of the pending entry.
+	Seq int
+}
+
+// StepRecord is a step that completed successfully, in this run or an
+// earlier one, in completion (journal) order.
+type StepRecord struct {
+	Seq           int
+	Name          string
+	Input, Output any
+	// Compensate is the name of the step's compensate_fn ("" if none; only
+	// steps made with r_step_v1 have one).
+	Compensate string
+}
+
+// CompensationRecord is the outcome of one compensation.
+type CompensationRecord struct {
+	Step string // the step compensated
+	Seq  int    // its journal position
+	Fn   string // the compensate_fn's name
+	OK   bool
+	// Error is the failure of the compensation when !OK.
+	Error *Error
+}
+
+// WorkflowResult is the outcome of one run of a workflow.
+type WorkflowResult struct {
+	// Result holds the measurements, and Output when the workflow finished.
+	Result
+	// New are the entries this run appended to the journal, in order. The
+	// caller must persist them before a later run uses their results.
+	New []JournalEntry
+	// Park, when not nil, means the workflow must suspend until it is
+	// satisfied; RunWorkflow then returns no error and no output.
+	Park *Park
+	// Completed lists the steps completed so far (earlier runs and this one).
+	Completed []StepRecord
+	// Compensations are the compensations run because the workflow failed,
+	// in the order they ran (reverse completion order).
+	Compensations []CompensationRecord
+}
+
+// OKResult is the recorded result of a satisfied event wait or a
+// successful child invocation: r_wait_event_v1 / r_invoke_v1 give
+// struct(ok=True, value=v).
+func OKResult(v any) any { return map[string]any{"ok": true, "value": v} }
+
+// ErrorResult is the recorded result of a timed-out event wait or a failed
+// child invocation: struct(ok=False, error=<envelope of e>).
+func ErrorResult(e *Error) any { return map[string]any{"ok": false, "error": envelopeMap(e)} }
+
+// RunWorkflow runs req.Program's main(ctx, input) as a workflow against
+// req.Journal (see the package comment of this file for the replay
+// semantics). Limits, panics and errors are as for Run.
+//
+// Outcomes:
+//   - the workflow finished: Output is set, Park is nil, the error is nil;
+//   - the workflow must wait: Park is set, the error is nil;
+//   - the workflow failed: the error is set (as Run's), and the
+//     compensate_fn of every completed r_step_v1 step (this run and
+//     earlier ones; functions looked up by step name among the current
+//     program's r_step_v1 registrations) has been called as
+//     compensate_fn(ctx, step_input, step_output), in reverse completion
+//     order, each on a fresh thread with the execution's limits and a
+//     shared deadline of Limits.Timeout (not bounded by ctx's
+//     cancellation, so that a canceled workflow is still compensated).
+//     Compensations are not journaled: they run once, at the end; their
+//     outcomes are in Compensations. A non-deterministic workflow
+//     (divergence from the journal, or a malformed journal) is not
+//     compensated: the program is not the one that ran.
+//
+// New is returned in every case. Steps are run at most once per run and
+// recorded when they complete; retrying a failed step is left to the
+// program (check the struct's ok) or the caller (the step's error is
+// returned, or ends the workflow with exit_on_error). A step interrupted
+// by the execution's end (timeout, limit, crash) is not recorded and runs
+// again on the next run (at-least-once side effects).
+func RunWorkflow(ctx context.Context, req WorkflowRequest) (out WorkflowResult, rerr *Error) {
+	for i, e := range req.Journal {
+		if e.Seq != i {
+			return out, newError(ErrValidation, CategoryNonRetryable, "journal entry %d has seq %d", i, e.Seq)
+		}
+	}
+	now := req.Now
+	if now.IsZero() && req.Host != nil {
+		now = req.Host.Now()
+	}
+	w := &workflowState{journal: req.Journal, now: now, steps: map[string]*workflowStep{}}
+	res, rerr := runProgram(ctx, req.Request, w)
+	out.Result = res
+	out.New = w.newEntries
+	out.Completed = w.completed()
+	if w.park != nil {
+		out.Park = w.park
+		out.Output = nil
+		return out, nil
+	}
+	if rerr == nil || w.divergent {
+		return out, rerr
+	}
+	limits, lerr := normalizeLimits(req.Limits)
+	if lerr != nil || req.Program == nil || req.Host == nil {
+		return out, rerr
+	}
+	out.Compensations = w.compensate(ctx, req.Request, limits, out.Completed, &out.Result)
+	return out, rerr
+}
+
+// CompileWorkflow is Compile for workflows: the workflow helpers are
+// predeclared too.
+func CompileWorkflow(filename, src string) (prog *Program, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			prog, err = nil, internalError("compile")
+		}
+	}()
+	if len(src) > MaxSourceBytes {
+		return nil, newError(ErrValidation, CategoryNonRetryable,
+			"source is %d bytes; the limit is %d bytes", len(src), MaxSourceBytes)
+	}
+	f, err := FileOptions().Parse(filename, src, 0)
+	if err != nil {
+		return nil, compileError(err)
+	}
+	for _, stmt := range f.Stmts {
+		if load, ok := stmt.(*syntax.LoadStmt); ok {
+			return nil, compileErrorAt(load.Load, "load() is not allowed")
+		}
+	}
+	if err := checkMainDef(f); err != nil {
+		return nil, err
+	}
+	p, err := starlark.FileProgram(f, workflowPredeclared().Has)
+	if err != nil {
+		return nil, compileError(err)
+	}
+	return &Program{prog: p, filename: filename}, nil
+}
+
+// workflowHelperImpls replace or add helpers in workflow executions.
+var workflowHelperImpls = map[string]func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error){
+	"r_now_v1":        wfNow,
+	"r_rand_v1":       wfRand,
+	"r_sleep":         wfSleep,
+	"r_sleep_v1":      wfSleep,
+	"r_wait_event_v1": wfWaitEvent,
+	"r_invoke_v1":     wfInvoke,
+	"r_snapshot_v1":   wfSnapshot,
+	"r_step_v1":       wfStep,
+	"r_run_step_v1":   wfRunStep,
+	"r_http_get_v1":   wfHTTP,
+	"r_http_post_v1":  wfHTTP,
+}
+
+// workflowPredeclared is the environment of workflow executions.
+var workflowPredeclared = sync.OnceValue(func() starlark.StringDict {
+	d := maps.Clone(predeclared())
+	for name, fn := range workflowHelperImpls {
+		d[name] = starlark.NewBuiltin(name, fn)
+	}
+	return d
+})
+
+// errPark unwinds the program when the workflow parks.
+var errPark = errors.New("the workflow is suspended")
+
+// workflowState is the journal state of one workflow execution.
+type workflowState struct {
+	journal    []JournalEntry
+	now        time.Time
+	next       int // the next journal position
+	newEntries []JournalEntry
+	park       *Park
+	steps      map[string]*workflowStep // r_step_v1 registrations by name
+	// depth counts the step functions running; compensating marks the
+	// executions of compensations. In both, helpers run live (as in
+	// functions) and are not journaled.
+	depth        int
+	compensating bool
+	divergent    bool // the journal did not match the program
+}
+
+func (w *workflowState) live() bool { return w.depth > 0 || w.compensating }
+
+// argsHash returns the hex SHA-256 of the canonical JSON of args
+// (encoding/json sorts map keys).
+func argsHash(args any) (string, error) {
+	data, err := json.Marshal(args)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+func describeCall(helper, key string) string {
+	if key != "" {
+		return fmt.Sprintf("%s(%q)", helper, key)
+	}
+	return helper
+}
+
+// lookup takes the next journal position for a call and returns the
+// journal's entry there (nil if the journal ends before it), or ends the
+// execution with a non-deterministic workflow error.
+func (w *workflowState) lookup(thread *starlark.Thread, helper, key string, args any) (int, string, *JournalEntry, error) {
+	hash, err := argsHash(args)
+	if err != nil {
+		return 0, "", nil, errorf(helper, "arguments: %v", err)
+	}
+	seq := w.next
+	w.next++
+	if seq >= len(w.journal) {
+		return seq, hash, nil, nil
+	}
+	e := &w.journal[seq]
+	if e.Helper != helper || e.Key != key || e.ArgsHash != hash {
+		called := describeCall(helper, key)
+		if e.Helper == helper && e.Key == key {
+			called += " with different arguments"
+		}
+		pos := callerPosition(thread)
+		return 0, "", nil, w.fail(thread, fmt.Sprintf("non-deterministic workflow: at line %d the journal has %s but the program called %s",
+			pos.Line, describeCall(e.Helper, e.Key), called), seq)
+	}
+	return seq, hash, e, nil
+}
+
+// fail ends the execution with a non-retryable error that skips compensations.
+func (w *workflowState) fail(thread *starlark.Thread, msg string, seq int) error {
+	e := newError(ErrRuntime, CategoryNonRetryable, "%s", msg).withDetail("seq", seq)
+	if pos := callerPosition(thread); pos.Line > 0 {
+		e.withDetail("line", int(pos.Line)).withDetail("column", int(pos.Col))
+	}
+	w.divergent = true
+	runOf(thread).exit = e
+	return errExit
+}
+
+// corrupt ends the execution because of a malformed journal entry.
+func (w *workflowState) corrupt(thread *starlark.Thread, e *JournalEntry, what string) error {
+	return w.fail(thread, fmt.Sprintf("malformed journal: entry %d (%s) %s", e.Seq, describeCall(e.Helper, e.Key), what), e.Seq)
+}
+
+func (w *workflowState) record(e JournalEntry) { w.newEntries = append(w.newEntries, e) }
+
+// parkOn ends the execution with p.
+func (w *workflowState) parkOn(p *Park) error {
+	w.park = p
+	return errPark
+}
+
+// exitWith ends the execution like r_exit with e.
+func exitWith(thread *starlark.Thread, e *Error) error {
+	e = e.clone()
+	if pos := callerPosition(thread); pos.Line > 0 {
+		if _, ok := e.Details["line"]; !ok {
+			e.withDetail("line", int(pos.Line)).withDetail("column", int(pos.Col))
+		}
+	}
+	runOf(thread).exit = e
+	return errExit
+}
+
+// notInLive is the error of a workflow-only helper called in a step
+// function or a compensation.
+func notInLive(name string) error {
+	return errorf(name, "cannot be called inside a step function or a compensation")
+}
+
+// resolvedPromise is a promise whose value is known (workflow helpers
+// return promises, as in the spec, that r_await resolves at once).
+func resolvedPromise(helper string, v starlark.Value) *Promise {
+	done := make(chan struct{})
+	close(done)
+	return &Promise{helper: helper, done: done, outcome: &outcome{}, awaited: true, value: v}
+}
+
+// wfNow implements r_now_v1 in workflows: recorded once, then replayed.
+func wfNow(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	w := runOf(thread).wf
+	if w.live() {
+		return rNow(thread, b, args, kwargs)
+	}
+	if _, err := bindArgs(b.Name(), args, kwargs); err != nil {
+		return nil, err
+	}
+	seq, hash, e, err := w.lookup(thread, b.Name(), "", map[string]any{})
+	if err != nil {
+		return nil, err
+	}
+	if e != nil {
+		s, ok := e.Result.(string)
+		if !e.Done || !ok {
+			return nil, w.corrupt(thread, e, "has no recorded time")
+		}
+		return starlark.String(s), nil
+	}
+	v, err := rNow(thread, b, args, kwargs)
+	if err != nil {
+		return nil, err
+	}
+	w.record(JournalEntry{Seq: seq, Helper: b.Name(), ArgsHash: hash, Result: string(v.(starlark.String)), Done: true})
+	return v, nil
+}
+
+// wfRand implements r_rand_v1 in workflows: recorded once, then replayed.
+func wfRand(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	w := runOf(thread).wf
+	v, err := rRand(thread, b, args, kwargs) // validates the arguments
+	if err != nil || w.live() {
+		return v, err
+	}
+	vals, _ := bindArgs(b.Name(), args, kwargs)
+	var label any
+	if given(vals[0]) {
+		label = string(vals[0].(starlark.String))
+	}
+	seq, hash, e, err := w.lookup(thread, b.Name(), "", map[string]any{"label": label})
+	if err != nil {
+		return nil, err
+	}
+	if e != nil {
+		s, ok := e.Result.(string)
+		if !e.Done || !ok {
+			return nil, w.corrupt(thread, e, "has no recorded value")
+		}
+		return starlark.String(s), nil
+	}
+	w.record(JournalEntry{Seq: seq, Helper: b.Name(), ArgsHash: hash, Result: string(v.(starlark.String)), Done: true})
+	return v, nil
+}
+
+// wfSleep implements r_sleep(milliseconds) and r_sleep_v1: a durable
+// timer. The first call records a pending entry due at Now+milliseconds
+// and parks; once the caller has marked it Done, it returns a promise of
+// None. A non-positive duration is recorded Done at once.
+func wfSleep(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	name := b.Name()
+	w := runOf(thread).wf
+	if w.live() {
+		return nil, notInLive(name)
+	}
+	vals, err := bindArgs(name, args, kwargs)
+	if err != nil {
+		return nil, err
+	}
+	var ms int64
+	if err := starlark.AsInt(vals[0], &ms); err != nil {
+		return nil, errorf(name, "milliseconds: %v", err)
+	}
+	seq, hash, e, err := w.lookup(thread, name, "", map[string]any{"ms": ms})
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case e != nil && e.Done:
+	case e != nil:
+		return nil, w.parkOn(&Park{Kind: "timer", Until: e.Until, Seq: seq})
+	case ms <= 0:
+		w.record(JournalEntry{Seq: seq, Helper: name, ArgsHash: hash, Until: w.now, Done: true})
+	default:
+		until := w.now.Add(msDuration(ms))
+		w.record(JournalEntry{Seq: seq, Helper: name, ArgsHash: hash, Until: until})
+		return nil, w.parkOn(&Park{Kind: "timer", Until: until, Seq: seq})
+	}
+	return resolvedPromise(name, starlark.None), nil
+}
+
+func msDuration(ms int64) time.Duration {
+	if ms > math.MaxInt64/int64(time.Millisecond) {
+		ms = math.MaxInt64 / int64(time.Millisecond)
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// wfWaitEvent implements r_wait_event_v1(event_type_id,
+// event_filter_query=None, timeout_ms=None, exit_on_error=True): a pending
+// entry and an event park; once Done, a promise of struct(ok, value|error).
+// With exit_on_error, a recorded error (the timeout) ends the workflow at
+// the call, like r_exit.
+func wfWaitEvent(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	name := b.Name()
+	w := runOf(thread).wf
+	if w.live() {
+		return nil, notInLive(name)
+	}
+	vals, err := bindArgs(name, args, kwargs)
+	if err != nil {
+		return nil, err
+	}
+	typeID, ok := vals[0].(starlark.String)
+	if !ok || typeID == "" {
+		return nil, errorf(name, "event_type_id must be a non-empty string, not %s", vals[0].Type())
+	}
+	var filter string
+	if given(vals[1]) {
+		s, ok := vals[1].(starlark.String)
+		if !ok {
+			return nil, errorf(name, "event_filter_query must be a string or None, not %s", vals[1].Type())
+		}
+		filter = string(s)
+	}
+	var timeoutMS any
+	var timeout time.Duration
+	if given(vals[2]) {
+		if timeout, err = helperTimeout(name, vals[2]); err != nil {
+			return nil, err
+		}
+		timeoutMS = timeout.Milliseconds()
+	}
+	exitOnError, err := boolArg(name, "exit_on_error", vals[3])
+	if err != nil {
+		return nil, err
+	}
+	seq, hash, e, err := w.lookup(thread, name, "", map[string]any{"event_type_id": string(typeID), "filter": filter, "timeout_ms": timeoutMS})
+	if err != nil {
+		return nil, err
+	}
+	park := &Park{Kind: "event", EventTypeID: string(typeID), Filter: filter, Seq: seq}
+	switch {
+	case e != nil && e.Done:
+		return recordedPromise(thread, w, name, e, exitOnError)
+	case e != nil:
+		if !e.Until.IsZero() {
+			t := e.Until
+			park.TimeoutAt = &t
+		}
+		return nil, w.parkOn(park)
+	}
+	ne := JournalEntry{Seq: seq, Helper: name, ArgsHash: hash}
+	if timeout > 0 {
+		t := w.now.Add(timeout)
+		ne.Until, park.TimeoutAt = t, &t
+	}
+	w.record(ne)
+	return nil, w.parkOn(park)
+}
+
+// wfInvoke implements r_invoke_v1 in workflows: a pending entry and a
+// child park; once Done, a promise of struct(ok, value|error). Inside a
+// step function or a compensation it is the function helper (a live
+// call). timeout_ms is checked but left to the caller's child invocation.
+func wfInvoke(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	name := b.Name()
+	w := runOf(thread).wf
+	if w.live() {
+		return rInvoke(thread, b, args, kwargs)
+	}
+	vals, err := bindArgs(name, args, kwargs)
+	if err != nil {
+		return nil, err
+	}
+	id, ok := vals[0].(starlark.String)
+	if !ok || id == "" {
+		return nil, errorf(name, "entrypoint_id must be a non-empty string, not %s", vals[0].Type())
+	}
+	var params any = map[string]any{}
+	if vals[1] != nil {
+		if params, err = toGo(thread, vals[1]); err != nil {
+			if isAllocError(err) {
+				return nil, err
+			}
+			return nil, errorf(name, "params: %v", err)
+		}
+	}
+	if _, err := helperTimeout(name, vals[2]); err != nil {
+		return nil, err
+	}
+	seq, hash, e, err := w.lookup(thread, name, "", map[string]any{"entrypoint_id": string(id), "params": params})
+	if err != nil {
+		return nil, err
+	}
+	if e != nil && e.Done {
+		return recordedPromise(thread, w, name, e, false)
+	}
+	if e == nil {
+		w.record(JournalEntry{Seq: seq, Helper: name, ArgsHash: hash})
+	}
+	return nil, w.parkOn(&Park{Kind: "child", ChildEntrypointID: string(id), ChildParams: params, Seq: seq})
+}
+
+// wfSnapshot implements r_snapshot_v1(label=None): a Done entry whose
+// Result is the label; the caller decides what to persist.
+func wfSnapshot(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	name := b.Name()
+	w := runOf(thread).wf
+	if w.live() {
+		return nil, notInLive(name)
+	}
+	vals, err := bindArgs(name, args, kwargs)
+	if err != nil {
+		return nil, err
+	}
+	var label any
+	if given(vals[0]) {
+		s, ok := vals[0].(starlark.String)
+		if !ok {
+			return nil, errorf(name, "label must be a string or None, not %s", vals[0].Type())
+		}
+		label = string(s)
+	}
+	seq, hash, e, err := w.lookup(thread, name, "", map[string]any{"label": label})
+	if err != nil {
+		return nil, err
+	}
+	if e == nil {
+		w.record(JournalEntry{Seq: seq, Helper: name, ArgsHash: hash, Result: label, Done: true})
+	}
+	return starlark.None, nil
+}
+
+// wfHTTP implements the HTTP helpers in workflows: live inside step
+// functions and compensations; rejected elsewhere, where their result
+// would not be journaled.
+func wfHTTP(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	if runOf(thread).wf.live() {
+		return rHTTP(thread, b, args, kwargs)
+	}
+	return nil, errorf(b.Name(), "in a workflow, call HTTP helpers inside a step (r_run_step_v1 or r_step_v1) so that their result is journaled")
+}
+
+func boolArg(name, param string, v starlark.Value) (bool, error) {
+	if !given(v) {
+		return true, nil
+	}
+	b, ok := v.(starlark.Bool)
+	if !ok {
+		return false, errorf(name, "%s must be a bool, not %s", param, v.Type())
+	}
+	return bool(b), nil
+}
+
+// recordedPromise returns a promise of the struct(ok, value|error) of a
+// Done entry, or ends the workflow if it is an error and exitOnError.
+func recordedPromise(thread *starlark.Thread, w *workflowState, name string, e *JournalEntry, exitOnError bool) (starlark.Value, error) {
+	v, env, err := recordedValue(thread, w, e)
+	if err != nil {
+		return nil, err
+	}
+	if env != nil && exitOnError {
+		return nil, exitWith(thread, env)
+	}
+	return resolvedPromise(name, v), nil
+}
+
+// recordedValue converts a recorded {"ok", "value"|"error"} result to
+// struct(ok, value|error); env is the error when not ok.
+func recordedValue(thread *starlark.Thread, w *workflowState, e *JournalEntry) (starlark.Value, *Error, error) {
+	m, ok := e.Result.(map[string]any)
+	okv, isBool := m["ok"].(bool)
+	if !ok || !isBool {
+		return nil, nil, w.corrupt(thread, e, `has no {"ok": ...} result`)
+	}
+	if okv {
+		v, err := toStarlark(thread, m["value"])
+		if err != nil {
+			return nil, nil, err
+		}
+		s, err := makeStruct(thread, "ok", starlark.True, "value", v)
+		return s, nil, err
+	}
+	env := errorFromRecord(m["error"])
+	ev, err := envelopeValue(thread, env)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := makeStruct(thread, "ok", starlark.False, "error", ev)
+	return s, env, err
+}
+
+// envelopeMap is e as a JSON-ready error envelope.
+func envelopeMap(e *Error) map[string]any {
+	m := map[string]any{"id": e.TypeID, "message": e.Message, "category": e.Category}
+	if e.Details != nil {
+		m["details"] = e.Details
+	}
+	return m
+}
+
+// errorFromRecord converts a recorded error envelope (an *Error or a map).
+func errorFromRecord(v any) *Error {
+	switch v := v.(type) {
+	case *Error:
+		if v != nil {
+			return v.clone()
+		}
+	case map[string]any:
+		e := &Error{TypeID: ErrRuntime, Category: CategoryNonRetryable}
+		if s, ok := v["id"].(string); ok && s != "" {
+			e.TypeID = s
+		}
+		if s, ok := v["category"].(string); ok && validCategory(s) {
+			e.Category = s
+		}
+		if s, ok := v["message"].(string); ok {
+			e.Message = truncate(s, maxMessageBytes)
+		}
+		if d, ok := v["details"].(map[string]any); ok {
+			e.Details = maps.Clone(d)
+		}
+		return e
+	}
+	return newError(ErrRuntime, CategoryNonRetryable, "the call failed without an error envelope")
+}

@@ -1,0 +1,257 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.starlark.net/starlark"
+)
+
+// workflowStep is the callable step object returned by r_step_v1(name, fn,
+// compensate_fn=None). Calling it as step(input, exit_on_error=True) runs
+// like r_run_step_v1(name, fn, input, exit_on_error), journaled as helper
+// "r_step_v1", and makes compensate_fn eligible for compensation.
+type workflowStep struct {
+	name string
+	fn   starlark.Callable
+	comp starlark.Callable // nil if none
+}
+
+var _ starlark.Callable = (*workflowStep)(nil)
+
+func (s *workflowStep) Name() string          { return s.name }
+func (s *workflowStep) String() string        { return fmt.Sprintf("<step %q>", s.name) }
+func (s *workflowStep) Type() string          { return "step" }
+func (s *workflowStep) Freeze()               {}
+func (s *workflowStep) Truth() starlark.Bool  { return true }
+func (s *workflowStep) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable type: step") }
+
+// CallInternal runs the step.
+func (s *workflowStep) CallInternal(thread *starlark.Thread, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var input starlark.Value
+	var exit starlark.Value = starlark.None
+	if err := starlark.UnpackArgs(s.String(), args, kwargs, "input", &input, "exit_on_error?", &exit); err != nil {
+		return nil, err
+	}
+	exitOnError, err := boolArg(s.String(), "exit_on_error", exit)
+	if err != nil {
+		return nil, err
+	}
+	return runStep(thread, "r_step_v1", s.name, s.fn, input, exitOnError)
+}
+
+// wfStep implements r_step_v1(name, fn, compensate_fn=None): it registers
+// the step under its name (a later registration of the same name wins)
+// and returns the step object.
+func wfStep(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	name := b.Name()
+	vals, err := bindArgs(name, args, kwargs)
+	if err != nil {
+		return nil, err
+	}
+	stepName, ok := vals[0].(starlark.String)
+	if !ok || stepName == "" {
+		return nil, errorf(name, "name must be a non-empty string, not %s", vals[0].Type())
+	}
+	fn, ok := vals[1].(starlark.Callable)
+	if !ok {
+		return nil, errorf(name, "fn must be callable, not %s", vals[1].Type())
+	}
+	s := &workflowStep{name: string(stepName), fn: fn}
+	if given(vals[2]) {
+		if s.comp, ok = vals[2].(starlark.Callable); !ok {
+			return nil, errorf(name, "compensate_fn must be callable or None, not %s", vals[2].Type())
+		}
+	}
+	if w := runOf(thread).wf; !w.compensating {
+		w.steps[s.name] = s
+	}
+	return s, nil
+}
+
+// wfRunStep implements r_run_step_v1(step_name, fn, input, exit_on_error=True).
+func wfRunStep(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	name := b.Name()
+	vals, err := bindArgs(name, args, kwargs)
+	if err != nil {
+		return nil, err
+	}
+	stepName, ok := vals[0].(starlark.String)
+	if !ok || stepName == "" {
+		return nil, errorf(name, "step_name must be a non-empty string, not %s", vals[0].Type())
+	}
+	fn, ok := vals[1].(starlark.Callable)
+	if !ok {
+		return nil, errorf(name, "fn must be callable, not %s", vals[1].Type())
+	}
+	exitOnError, err := boolArg(name, "exit_on_error", vals[3])
+	if err != nil {
+		return nil, err
+	}
+	return runStep(thread, name, string(stepName), fn, vals[2], exitOnError)
+}
+
+// runStep runs or replays a step: with a Done journal entry at its
+// position, it returns the recorded struct(ok, value|error) without
+// calling fn; otherwise it calls fn(ctx, input) on the execution's thread
+// and records the outcome as a new Done entry. Failures of fn (fail(),
+// evaluation errors, a result that does not convert to JSON) are recorded
+// as the step's error; the end of the execution (r_exit, limits, timeout,
+// cancellation) is not recorded, and propagates. A recorded error ends the
+// workflow if exitOnError.
+func runStep(thread *starlark.Thread, helper, stepName string, fn starlark.Callable, input starlark.Value, exitOnError bool) (starlark.Value, error) {
+	r := runOf(thread)
+	w := r.wf
+	if w.live() {
+		return nil, notInLive(helper)
+	}
+	in, err := toGo(thread, input)
+	if err != nil {
+		if isAllocError(err) {
+			return nil, err
+		}
+		return nil, errorf(helper, "step %q: input: %v", stepName, err)
+	}
+	seq, hash, e, err := w.lookup(thread, helper, stepName, map[string]any{"name": stepName, "input": in})
+	if err != nil {
+		return nil, err
+	}
+	if e == nil {
+		res, err := callStep(thread, r, stepName, fn, input)
+		if err != nil {
+			return nil, err
+		}
+		w.record(JournalEntry{Seq: seq, Helper: helper, Key: stepName, ArgsHash: hash, Input: in, Result: res, Done: true})
+		e = &w.newEntries[len(w.newEntries)-1]
+	} else if !e.Done {
+		return nil, w.corrupt(thread, e, "is pending")
+	}
+	v, env, err := recordedValue(thread, w, e)
+	if err != nil {
+		return nil, err
+	}
+	if env != nil && exitOnError {
+		return nil, exitWith(thread, env)
+	}
+	return v, nil
+}
+
+// callStep calls fn(ctx, input) and returns its recorded result, or the
+// error that ends the execution.
+func callStep(thread *starlark.Thread, r *run, stepName string, fn starlark.Callable, input starlark.Value) (any, error) {
+	r.wf.depth++
+	out, err := starlark.Call(thread, fn, starlark.Tuple{&contextValue{info: r.info}, input}, nil)
+	r.wf.depth--
+	if err != nil {
+		if r.exit != nil || r.stop.Load() != nil || r.ctx.Err() != nil || isAllocError(err) ||
+			thread.AllocLimitExceeded() || r.wf.park != nil {
+			return nil, err
+		}
+		return ErrorResult(runtimeError(err).withDetail("step", stepName)), nil
+	}
+	v, err := toGo(thread, out)
+	if err != nil {
+		if isAllocError(err) {
+			return nil, err
+		}
+		return ErrorResult(newError(ErrRuntime, CategoryRetryable,
+			"step %q returned a value that cannot be converted to JSON: %v", stepName, err).withDetail("step", stepName)), nil
+	}
+	return OKResult(v), nil
+}
+
+// completed returns the steps completed successfully, in journal order:
+// the journal's then this run's.
+func (w *workflowState) completed() []StepRecord {
+	var out []StepRecord
+	add := func(e *JournalEntry) {
+		if !e.Done || (e.Helper != "r_step_v1" && e.Helper != "r_run_step_v1") {
+			return
+		}
+		m, _ := e.Result.(map[string]any)
+		if ok, _ := m["ok"].(bool); !ok {
+			return
+		}
+		rec := StepRecord{Seq: e.Seq, Name: e.Key, Input: e.Input, Output: m["value"]}
+		if s := w.steps[e.Key]; e.Helper == "r_step_v1" && s != nil && s.comp != nil {
+			rec.Compensate = s.comp.Name()
+		}
+		out = append(out, rec)
+	}
+	for i := range w.journal {
+		add(&w.journal[i])
+	}
+	for i := range w.newEntries {
+		add(&w.newEntries[i])
+	}
+	return out
+}
+
+// compensate calls the compensate_fn of the completed steps that have one,
+// in reverse completion order, each on a fresh thread with the
+// execution's limits; all of them share one deadline of limits.Timeout,
+// which the cancellation of ctx does not shorten. res accumulates their
+// steps and peak memory.
+func (w *workflowState) compensate(ctx context.Context, req Request, limits Limits, done []StepRecord, res *Result) []CompensationRecord {
+	var out []CompensationRecord
+	cctx, cancel := context.WithTimeoutCause(context.WithoutCancel(ctx), limits.Timeout, errRunTimeout)
+	defer cancel()
+	for i := len(done) - 1; i >= 0; i-- {
+		st := done[i]
+		s := w.steps[st.Name]
+		if st.Compensate == "" || s == nil || s.comp == nil {
+			continue
+		}
+		rec := CompensationRecord{Step: st.Name, Seq: st.Seq, Fn: st.Compensate}
+		rec.Error = runCompensation(cctx, req, limits, s.comp, st, res)
+		rec.OK = rec.Error == nil
+		out = append(out, rec)
+	}
+	return out
+}
+
+// runCompensation calls comp(ctx, step_input, step_output) on a fresh
+// execution; helpers run live in it (workflow-only ones fail).
+func runCompensation(ctx context.Context, req Request, limits Limits, comp starlark.Callable, st StepRecord, res *Result) (rerr *Error) {
+	runCtx, cancel := context.WithCancel(ctx)
+	r := newRun(runCtx, req, limits)
+	r.wf = &workflowState{compensating: true}
+	stopAfter := context.AfterFunc(runCtx, func() { r.halt(r.ctxError()) })
+	defer func() {
+		stopAfter()
+		cancel()
+		r.sched.drain(hostDrainGrace)
+		res.Steps += r.thread.ExecutionSteps()
+		res.CPUTime = stepsCPUTime(res.Steps)
+		res.MaxMemoryBytes = max(res.MaxMemoryBytes, r.thread.PeakAllocBytes())
+	}()
+	defer func() {
+		if p := recover(); p != nil {
+			rerr = internalError("recovered panic in a compensation")
+		}
+	}()
+	if runCtx.Err() != nil {
+		return r.ctxError()
+	}
+	in, err := toStarlark(r.thread, st.Input)
+	if err != nil {
+		return r.failure(err)
+	}
+	out, err := toStarlark(r.thread, st.Output)
+	if err != nil {
+		return r.failure(err)
+	}
+	if _, err := starlark.Call(r.thread, comp, starlark.Tuple{&contextValue{info: r.info}, in, out}, nil); err != nil {
+		return r.failure(err)
+	}
+	if err := r.sched.settle(); err != nil {
+		return r.failure(err)
+	}
+	return nil
+}
+
+// stepsCPUTime is the CPU time estimated from interpreter steps (as Run).
+func stepsCPUTime(steps uint64) time.Duration {
+	return time.Duration(float64(steps) / StepsPerCPUSecond * float64(time.Second))
+}
