@@ -1204,18 +1204,11 @@ func TestInvocations(t *testing.T) {
 		e := newEnv(t)
 		adm := invTenant(t, e, "acme")
 		e.registerActive(t, adm, fn(t, taxV1))
-		wf := e.registerActive(t, adm, workflow(t, wfPrefix+"vendor.app.orders.process.v1~"))
 		asyncOnly := e.registerActive(t, adm, fnNamed(t, "refuse.async_only.v1~",
 			set("traits.invocation", obj{"supported": []any{"async"}, "default": "async"})))["entrypoint_id"].(string)
 		params := obj{"invoice_id": "inv_001", "amount": 100}
 
 		r := e.expectProblem(t, http.StatusUnprocessableEntity, "validation", http.MethodPost, invPath, adm,
-			obj{"entrypoint_id": wf["entrypoint_id"], "mode": "async", "params": params})
-		requireIssue(t, r, "$.entrypoint_id", "")
-		e.expectProblem(t, http.StatusUnprocessableEntity, "validation", http.MethodPost, invPath, adm,
-			obj{"entrypoint_id": wf["entrypoint_id"], "mode": "async", "params": params, "dry_run": true})
-
-		r = e.expectProblem(t, http.StatusUnprocessableEntity, "validation", http.MethodPost, invPath, adm,
 			obj{"entrypoint_id": asyncOnly, "mode": "sync", "params": params})
 		requireIssue(t, r, "$.mode", "")
 		r = e.expectProblem(t, http.StatusUnprocessableEntity, "validation", http.MethodPost, invPath, adm,

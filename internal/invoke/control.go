@@ -254,6 +254,8 @@ func (s *Service) Claim(ctx context.Context, limit int) ([]Job, error) {
 			want := invocation.StatusQueued
 			if r.Expired {
 				want = invocation.StatusRunning
+			} else if rec.Status == invocation.StatusSuspended {
+				want = invocation.StatusSuspended // a workflow's durable timer is due
 			}
 			// The pinned version's definition is immutable: read it from the cache when this process
 			// has seen it, sparing the writer a read and a parse.

@@ -21,17 +21,14 @@ import (
 // execute runs one started attempt of rec and records its outcome. It is used by sync invocations,
 // by the dispatcher for queued work, and for r_invoke_v1 children.
 func (s *Service) execute(ctx context.Context, rec invocation.Record, e entrypoint.Entrypoint, d definition) (invocation.Record, error) {
+	if e.Kind == entrypoint.KindWorkflow {
+		return s.executeWorkflow(ctx, rec, e, d)
+	}
 	log := obs.Logger(ctx).With("tenant_id", rec.TenantID, "invocation_id", rec.ID, "correlation_id", rec.CorrelationID)
 	runCtx, cancel := context.WithTimeout(ctx, d.timeout())
 	defer cancel()
-	s.mu.Lock()
-	s.running[rec.ID] = cancel
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.running, rec.ID)
-		s.mu.Unlock()
-	}()
+	s.track(rec.ID, cancel)
+	defer s.untrack(rec.ID)
 	h := &host{s: s, rec: rec, log: log}
 	start := time.Now()
 	var input any
@@ -66,8 +63,23 @@ func (s *Service) execute(ctx context.Context, rec invocation.Record, e entrypoi
 	if *metrics.BilledDurationMS < 1 {
 		*metrics.BilledDurationMS = 1
 	}
-	return s.complete(context.WithoutCancel(ctx), rec, d, h.drain(), output, rerr, metrics)
+	return s.complete(context.WithoutCancel(ctx), rec, d, h.drain(), output, rerr, metrics, nil)
 }
+
+// track registers a running attempt so that cancel can stop it; untrack removes it.
+func (s *Service) track(id string, cancel context.CancelFunc) {
+	s.mu.Lock()
+	s.running[id] = cancel
+	s.mu.Unlock()
+}
+
+func (s *Service) untrack(id string) {
+	s.mu.Lock()
+	delete(s.running, id)
+	s.mu.Unlock()
+}
+
+func errorsAs(err error, target any) bool { return errors.As(err, target) }
 
 // checkOutput converts the result to JSON and validates it against schema.returns.
 func (s *Service) checkOutput(d definition, out any) (json.RawMessage, *sandbox.Error) {
@@ -122,8 +134,10 @@ func shouldRetry(d definition, attempt int, e *sandbox.Error) bool {
 // succeeded, a scheduled retry, or failed followed by dead_lettered (functions have no compensation).
 // If this process no longer holds the attempt's lease (it was canceled, or the lease expired and the
 // work moved), the outcome is recorded as late_result and not applied.
+// A workflow that parks on a durable timer passes suspendUntil: it becomes suspended, holding no
+// goroutine, and the queue wakes it at that time.
 func (s *Service) complete(ctx context.Context, rec invocation.Record, d definition, timeline []invocation.Event,
-	output json.RawMessage, rerr *sandbox.Error, metrics invocation.Metrics) (invocation.Record, error) {
+	output json.RawMessage, rerr *sandbox.Error, metrics invocation.Metrics, suspendUntil *time.Time) (invocation.Record, error) {
 	owner := s.leaseOwner(rec)
 	var final invocation.Record
 	err := s.cfg.Store.Update(ctx, func(tx store.Tx) error {
@@ -136,6 +150,11 @@ func (s *Service) complete(ctx context.Context, rec invocation.Record, d definit
 		events := timeline
 		next := store.Scheduling{}
 		switch {
+		case rerr == nil && suspendUntil != nil:
+			next.AvailableAt = suspendUntil
+			se := ev(invocation.EventSuspended, map[string]any{"reason": "timer", "until": *suspendUntil})
+			se.IdempotencyKey = eventKey(rec.ID, fmt.Sprintf("suspend-%d", rec.LastSeq), rec.Attempt, invocation.EventSuspended)
+			events = append(events, se)
 		case rerr == nil:
 			events = append(events, ev(invocation.EventSucceeded, invocation.Outcome{Result: output, Metrics: &metrics}))
 		case shouldRetry(d, rec.Attempt, rerr):

@@ -56,10 +56,11 @@ type Config struct {
 
 // Service implements the invocation use cases.
 type Service struct {
-	cfg     Config
-	defs    definitionCache
-	mu      sync.Mutex
-	running map[string]context.CancelFunc // invocations executing in this process
+	cfg       Config
+	defs      definitionCache
+	mu        sync.Mutex
+	running   map[string]context.CancelFunc // invocations executing in this process
+	workflows map[string]*sandbox.Program   // compiled workflows by version
 }
 
 // NewService returns a Service.
@@ -79,7 +80,7 @@ func NewService(cfg Config) *Service {
 	if cfg.Node == "" {
 		cfg.Node = cfg.IDs.New("node")
 	}
-	return &Service{cfg: cfg, running: map[string]context.CancelFunc{}}
+	return &Service{cfg: cfg, running: map[string]context.CancelFunc{}, workflows: map[string]*sandbox.Program{}}
 }
 
 // SetWake sets the dispatcher wake-up (the dispatcher is built after the service).
@@ -435,10 +436,6 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 	if d.Traits.Entrypoint != nil && !*d.Traits.Entrypoint {
 		return out, problem.Forbidden("entrypoint %s is internal (traits.entrypoint: false): it can only be called from other entrypoints with r_invoke_v1", e.GTSID)
 	}
-	if e.Kind == entrypoint.KindWorkflow {
-		return out, problem.Validation("workflows cannot be invoked yet", []problem.Issue{{Path: "$.entrypoint_id", Code: "INVALID_VALUE",
-			Message: "durable workflow execution is not available in this version; functions can be invoked"}})
-	}
 	mode := req.Mode
 	if mode == "" {
 		mode = d.Traits.Invocation.Default
@@ -612,6 +609,11 @@ func (s *Service) begin(tx store.Tx, rec invocation.Record, d definition, now ti
 	engine := rec.EngineAttempt + 1
 	ev := invocation.Event{Type: invocation.EventStarted, EngineAttempt: engine, LogicalAttempt: rec.Attempt, At: now,
 		IdempotencyKey: eventKey(rec.ID, "", rec.Attempt, invocation.EventStarted)}
+	if rec.Status == invocation.StatusSuspended {
+		ev.Type = invocation.EventResumed
+		ev.Data, _ = json.Marshal(map[string]any{"reason": "timer due"})
+		ev.IdempotencyKey = eventKey(rec.ID, fmt.Sprintf("resume-%d", rec.LastSeq), rec.Attempt, invocation.EventResumed)
+	}
 	if rec.Status == invocation.StatusRunning {
 		ev.Type = invocation.EventReclaimed
 		ev.Data, _ = json.Marshal(map[string]any{"reason": "lease expired", "engine_attempt": engine})

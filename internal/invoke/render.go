@@ -94,6 +94,38 @@ func Timeline(events []invocation.Event) []TimelineEvent {
 		if m, ok := timelineTypes[e.Type]; ok {
 			t.EventType = m
 		}
+		switch e.Type {
+		case invocation.EventJournal:
+			// Steps show as 000's step events; other journaled calls (timers, clock, snapshots) as journal.
+			var j struct {
+				Helper string         `json:"helper"`
+				Key    string         `json:"key"`
+				Result map[string]any `json:"result"`
+			}
+			_ = json.Unmarshal(e.Data, &j)
+			if j.Helper == "r_run_step_v1" || j.Helper == "r_step_v1" {
+				t.EventType = "step_completed"
+				if ok, _ := j.Result["ok"].(bool); !ok {
+					t.EventType = "step_failed"
+				}
+				name := j.Key
+				t.StepName = &name
+			} else if j.Helper == "r_snapshot_v1" {
+				t.EventType = "checkpoint_created"
+			}
+		case invocation.EventStepCompensated:
+			var c struct {
+				Step string `json:"step"`
+				OK   bool   `json:"ok"`
+			}
+			_ = json.Unmarshal(e.Data, &c)
+			t.EventType = "compensation_completed"
+			if !c.OK {
+				t.EventType = "compensation_failed"
+			}
+			name := c.Step
+			t.StepName = &name
+		}
 		if e.Type == invocation.EventCreated {
 			t.Details = nil // the created event carries the whole initial record; the record endpoint shows it
 		}

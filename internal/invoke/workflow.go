@@ -1,0 +1,184 @@
+package invoke
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/larkrun/lark/internal/entrypoint"
+	"github.com/larkrun/lark/internal/invocation"
+	"github.com/larkrun/lark/internal/obs"
+	"github.com/larkrun/lark/internal/sandbox"
+)
+
+// journalEntry is the persisted form of a sandbox.JournalEntry (the Data of a journal event).
+type journalEntry struct {
+	Seq      int       `json:"seq"`
+	Helper   string    `json:"helper"`
+	Key      string    `json:"key,omitempty"`
+	ArgsHash string    `json:"args_hash"`
+	Input    any       `json:"input,omitempty"`
+	Until    time.Time `json:"until,omitzero"`
+	Result   any       `json:"result"`
+	Done     bool      `json:"done"`
+}
+
+func toJournal(e sandbox.JournalEntry) journalEntry {
+	return journalEntry{Seq: e.Seq, Helper: e.Helper, Key: e.Key, ArgsHash: e.ArgsHash, Input: e.Input, Until: e.Until, Result: e.Result, Done: e.Done}
+}
+
+func (j journalEntry) sandbox() sandbox.JournalEntry {
+	return sandbox.JournalEntry{Seq: j.Seq, Helper: j.Helper, Key: j.Key, ArgsHash: j.ArgsHash, Input: j.Input, Until: j.Until, Result: j.Result, Done: j.Done}
+}
+
+func decodeJSON(raw []byte, v any) error {
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.UseNumber()
+	return dec.Decode(v)
+}
+
+// journalOf rebuilds a workflow's journal from its event log: journal events in order, with pending
+// entries completed by journal_resolved events.
+func journalOf(events []invocation.Event) ([]sandbox.JournalEntry, error) {
+	var out []sandbox.JournalEntry
+	for _, ev := range events {
+		switch ev.Type {
+		case invocation.EventJournal:
+			var j journalEntry
+			if err := decodeJSON(ev.Data, &j); err != nil {
+				return nil, fmt.Errorf("journal event %d: %w", ev.Seq, err)
+			}
+			if j.Seq != len(out) {
+				return nil, fmt.Errorf("journal event %d: entry %d out of order (expected %d)", ev.Seq, j.Seq, len(out))
+			}
+			out = append(out, j.sandbox())
+		case invocation.EventJournalResolved:
+			var r struct {
+				Seq    int `json:"seq"`
+				Result any `json:"result"`
+			}
+			if err := decodeJSON(ev.Data, &r); err != nil || r.Seq < 0 || r.Seq >= len(out) {
+				return nil, fmt.Errorf("journal_resolved event %d is invalid", ev.Seq)
+			}
+			out[r.Seq].Done, out[r.Seq].Result = true, r.Result
+		}
+	}
+	return out, nil
+}
+
+func isTimer(helper string) bool { return helper == "r_sleep" || helper == "r_sleep_v1" }
+
+// executeWorkflow runs one attempt of a workflow: it replays the journal (completed helper calls
+// return their recorded results without repeating side effects), records new entries, and ends
+// succeeded, failed (after the completed steps' compensations), or suspended on a durable timer.
+func (s *Service) executeWorkflow(ctx context.Context, rec invocation.Record, e entrypoint.Entrypoint, d definition) (invocation.Record, error) {
+	log := obs.Logger(ctx).With("tenant_id", rec.TenantID, "invocation_id", rec.ID, "correlation_id", rec.CorrelationID)
+	var events []invocation.Event
+	after := int64(0)
+	for {
+		evs, err := s.cfg.Store.Events(ctx, rec.TenantID, rec.ID, after, 1000)
+		if err != nil {
+			return rec, err
+		}
+		events = append(events, evs...)
+		if len(evs) < 1000 {
+			break
+		}
+		after = evs[len(evs)-1].Seq
+	}
+	journal, jerr := journalOf(events)
+	h := &host{s: s, rec: rec, log: log}
+	now := s.cfg.Clock.Now()
+	// Timers whose time has come are satisfied now; recorded with the outcome of this run.
+	for i := range journal {
+		if !journal[i].Done && isTimer(journal[i].Helper) && !journal[i].Until.After(now) {
+			journal[i].Done, journal[i].Result = true, nil
+			h.add(invocation.EventJournalResolved, map[string]any{"seq": i, "result": nil})
+		}
+	}
+	runCtx, cancel := context.WithTimeout(ctx, d.timeout())
+	defer cancel()
+	s.track(rec.ID, cancel)
+	defer s.untrack(rec.ID)
+	start := time.Now()
+	var res sandbox.WorkflowResult
+	var rerr *sandbox.Error
+	var input any
+	_ = decodeJSON(rec.Params, &input)
+	if jerr != nil {
+		rerr = &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "non_retryable", Message: "workflow journal unreadable: " + jerr.Error()}
+	} else if prog, err := s.workflowProgram(e, d); err != nil {
+		rerr = err
+	} else {
+		res, rerr = sandbox.RunWorkflow(runCtx, sandbox.WorkflowRequest{Journal: journal, Now: now, Request: sandbox.Request{
+			Program: prog, Input: input, Host: h,
+			Info: sandbox.Info{InvocationID: rec.ID, TenantID: rec.TenantID, EntrypointID: rec.EntrypointID,
+				CorrelationID: rec.CorrelationID, Attempt: rec.Attempt},
+			Limits: sandbox.Limits{Timeout: d.timeout(), CPU: d.Traits.Limits.CPU, MemoryMB: int(d.Traits.Limits.MemoryMB)}}})
+	}
+	elapsed := time.Since(start)
+	for _, j := range res.New {
+		h.add(invocation.EventJournal, toMap(toJournal(j)))
+	}
+	for _, c := range res.Compensations {
+		entry := map[string]any{"step": c.Step, "seq": c.Seq, "fn": c.Fn, "ok": c.OK}
+		if c.Error != nil {
+			entry["error"] = payload(c.Error)
+		}
+		h.add(invocation.EventStepCompensated, entry)
+	}
+	var output json.RawMessage
+	var park *time.Time
+	if rerr == nil && res.Park != nil {
+		if res.Park.Kind != "timer" {
+			rerr = &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "non_retryable",
+				Message: fmt.Sprintf("workflow waits on a %s, which this version does not deliver yet (timers only)", res.Park.Kind),
+				Details: map[string]any{"seq": res.Park.Seq}}
+		} else {
+			u := res.Park.Until
+			park = &u
+		}
+	}
+	if rerr == nil && park == nil {
+		output, rerr = s.checkOutput(d, res.Output)
+	}
+	metrics := invocation.Metrics{DurationMS: i64(elapsed.Milliseconds()), BilledDurationMS: i64(max(1, int64(math.Ceil(float64(elapsed)/float64(time.Millisecond))))),
+		CPUTimeMS: i64(res.CPUTime.Milliseconds()), MemoryLimitMB: i64(d.Traits.Limits.MemoryMB),
+		MaxMemoryUsedMB: i64(int64(math.Ceil(float64(res.MaxMemoryBytes) / float64(1<<20)))), StepCount: i64(int64(len(res.Completed)))}
+	return s.complete(context.WithoutCancel(ctx), rec, d, h.drain(), output, rerr, metrics, park)
+}
+
+func toMap(v any) map[string]any {
+	b, _ := json.Marshal(v)
+	var m map[string]any
+	_ = decodeJSON(b, &m)
+	return m
+}
+
+// workflowProgram compiles a workflow once per version (the function cache compiles functions).
+func (s *Service) workflowProgram(e entrypoint.Entrypoint, d definition) (*sandbox.Program, *sandbox.Error) {
+	s.mu.Lock()
+	p, ok := s.workflows[e.ID]
+	s.mu.Unlock()
+	if ok {
+		return p, nil
+	}
+	p, err := sandbox.CompileWorkflow("main.star", d.Implementation.Code.Source)
+	if err != nil {
+		var se *sandbox.Error
+		if errorsAs(err, &se) {
+			return nil, se
+		}
+		return nil, &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "non_retryable", Message: "compile: " + err.Error()}
+	}
+	s.mu.Lock()
+	if len(s.workflows) >= definitionCacheMax {
+		s.workflows = map[string]*sandbox.Program{}
+	}
+	s.workflows[e.ID] = p
+	s.mu.Unlock()
+	return p, nil
+}

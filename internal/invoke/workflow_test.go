@@ -1,0 +1,153 @@
+package invoke_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/larkrun/lark/internal/invocation"
+	"github.com/larkrun/lark/internal/invoke"
+)
+
+const wfPrefix = "gts.x.core.serverless.entrypoint.v1~x.core.serverless.workflow.v1~vendor.app.orders."
+
+// counter is an upstream that counts POSTs per "step" key.
+type counter struct {
+	mu   sync.Mutex
+	hits map[string]int
+}
+
+func newCounter(t *testing.T) (*counter, string) {
+	c := &counter{hits: map[string]int{}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct{ Step string }
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		c.mu.Lock()
+		c.hits[body.Step]++
+		c.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"ok":true}`))
+	}))
+	t.Cleanup(srv.Close)
+	return c, srv.URL
+}
+
+func (c *counter) snapshot() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range c.hits {
+		out[k] = v
+	}
+	return out
+}
+
+func (e *env) workflow(name, source string) {
+	e.t.Helper()
+	e.fn(name, source, func(b map[string]any) {
+		b["entrypoint_id"] = wfPrefix + name + ".v1~"
+		tr := b["traits"].(map[string]any)
+		tr["invocation"] = map[string]any{"supported": []any{"async", "sync"}, "default": "async"}
+		tr["workflow"] = map[string]any{"compensation": map[string]any{"on_failure": nil, "on_cancel": nil},
+			"checkpointing": map[string]any{"strategy": "automatic"}, "max_suspension_days": 30}
+	})
+}
+
+// TestWorkflowStepsAndDurableSleep: completed steps are journaled and never re-run on replay; a
+// sleep suspends the workflow (no goroutine held) and the queue wakes it on time.
+func TestWorkflowStepsAndDurableSleep(t *testing.T) {
+	e := newEnv(t)
+	c, url := newCounter(t)
+	src := `
+def effect(ctx, input):
+    return r_await(r_http_post_v1("` + url + `", {"step": input}, timeout_ms=2000)).response.body
+
+def main(ctx, input):
+    a = r_run_step_v1("reserve", effect, "reserve")
+    b = r_run_step_v1("charge", effect, "charge")
+    r_sleep(60000)
+    c = r_run_step_v1("ship", effect, "ship")
+    return {"steps": [a.ok, b.ok, c.ok], "at": r_now_v1()}
+`
+	e.workflow("process", src)
+	st, err := e.start(bob, invoke.StartRequest{EntrypointID: wfPrefix + "process.v1~"}, invoke.StartOptions{})
+	require.NoError(t, err)
+	id := st.Record.ID
+	require.Equal(t, 1, e.drain())
+	r, err := e.svc.Get(context.Background(), bob, id)
+	require.NoError(t, err)
+	require.Equal(t, invocation.StatusSuspended, r.Status, "parked on the timer")
+	require.Equal(t, map[string]int{"reserve": 1, "charge": 1}, c.snapshot())
+	require.Zero(t, e.drain(), "not before its time")
+	due, err := e.store.NextDue(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, e.clock.Now().Add(time.Minute), *due)
+
+	e.clock.Advance(time.Minute)
+	require.Equal(t, 1, e.drain(), "woken on time")
+	r, err = e.svc.Get(context.Background(), bob, id)
+	require.NoError(t, err)
+	require.Equal(t, invocation.StatusSucceeded, r.Status, r.Error)
+	require.Equal(t, map[string]int{"reserve": 1, "charge": 1, "ship": 1}, c.snapshot(), "replay did not repeat completed steps")
+	var out struct {
+		Steps []bool
+		At    string
+	}
+	require.NoError(t, json.Unmarshal(r.Result, &out))
+	require.Equal(t, []bool{true, true, true}, out.Steps)
+	types := strings.Join(e.timelineTypes(id), ",")
+	require.Contains(t, types, "step_completed,step_completed,journal,suspended,resumed,journal_resolved")
+	require.Contains(t, types, "step_completed,journal,succeeded")
+}
+
+// TestWorkflowCompensation: when a step fails, the compensations of completed steps run in reverse
+// completion order, each on the timeline, and the invocation fails.
+func TestWorkflowCompensation(t *testing.T) {
+	e := newEnv(t)
+	c, url := newCounter(t)
+	src := `
+def do(ctx, input):
+    return r_await(r_http_post_v1("` + url + `", {"step": input}, timeout_ms=2000)).response.body
+
+def undo(ctx, input, output):
+    r_await(r_http_post_v1("` + url + `", {"step": "undo-" + input}, timeout_ms=2000))
+
+def broken(ctx, input):
+    fail("shipping provider down")
+
+reserve = r_step_v1("reserve", do, undo)
+charge = r_step_v1("charge", do, undo)
+ship = r_step_v1("ship", broken)
+
+def main(ctx, input):
+    reserve("reserve")
+    charge("charge")
+    ship("ship")
+    return {"done": True}
+`
+	e.workflow("saga", src)
+	st, err := e.start(bob, invoke.StartRequest{EntrypointID: wfPrefix + "saga.v1~"}, invoke.StartOptions{})
+	require.NoError(t, err)
+	e.drain()
+	r, err := e.svc.Get(context.Background(), bob, st.Record.ID)
+	require.NoError(t, err)
+	require.Equal(t, invocation.StatusDeadLettered, r.Status)
+	require.Contains(t, r.Error.Message, "shipping provider down")
+	require.Equal(t, map[string]int{"reserve": 1, "charge": 1, "undo-charge": 1, "undo-reserve": 1}, c.snapshot())
+	_, evs, err := e.svc.Events(context.Background(), bob, st.Record.ID)
+	require.NoError(t, err)
+	var order []string
+	for _, te := range invoke.Timeline(evs) {
+		if te.EventType == "compensation_completed" {
+			order = append(order, *te.StepName)
+		}
+	}
+	require.Equal(t, []string{"charge", "reserve"}, order, "reverse completion order")
+}
