@@ -51,19 +51,23 @@ func (s *Service) execute(ctx context.Context, rec invocation.Record, e entrypoi
 			Limits: sandbox.Limits{Timeout: d.timeout(), CPU: d.Traits.Limits.CPU, MemoryMB: int(d.Traits.Limits.MemoryMB)}})
 	}
 	elapsed := time.Since(start)
+	metrics := metricsOf(elapsed, res, d)
 	var output json.RawMessage
 	if rerr == nil {
 		var verr *sandbox.Error
 		output, verr = s.checkOutput(d, res.Output)
 		rerr = verr
 	}
-	metrics := invocation.Metrics{DurationMS: i64(elapsed.Milliseconds()), BilledDurationMS: i64(int64(math.Ceil(float64(elapsed) / float64(time.Millisecond)))),
-		CPUTimeMS: i64(res.CPUTime.Milliseconds()), MemoryLimitMB: i64(d.Traits.Limits.MemoryMB),
-		MaxMemoryUsedMB: i64(int64(math.Ceil(float64(res.MaxMemoryBytes) / float64(1<<20)))), StepCount: i64(int64(res.Steps))}
-	if *metrics.BilledDurationMS < 1 {
-		*metrics.BilledDurationMS = 1
-	}
 	return s.complete(context.WithoutCancel(ctx), rec, d, h.drain(), output, rerr, metrics, nil)
+}
+
+// metricsOf is 000's invocation metrics for one attempt: wall time, billed time (whole ms, at least
+// 1), CPU estimated from interpreter steps, memory limit and accounted peak, steps.
+func metricsOf(elapsed time.Duration, res sandbox.Result, d definition) invocation.Metrics {
+	return invocation.Metrics{DurationMS: i64(elapsed.Milliseconds()),
+		BilledDurationMS: i64(max(1, int64(math.Ceil(float64(elapsed)/float64(time.Millisecond))))),
+		CPUTimeMS:        i64(res.CPUTime.Milliseconds()), MemoryLimitMB: i64(d.Traits.Limits.MemoryMB),
+		MaxMemoryUsedMB: i64(int64(math.Ceil(float64(res.MaxMemoryBytes) / float64(1<<20)))), StepCount: i64(int64(res.Steps))}
 }
 
 // track registers a running attempt so that cancel can stop it; untrack removes it.

@@ -655,18 +655,26 @@ func (s *Service) Events(ctx context.Context, sc auth.SecurityContext, id string
 	if err != nil {
 		return rec, nil, err
 	}
+	all, err := s.allEvents(ctx, sc.TenantID, id)
+	if err != nil {
+		return rec, nil, problem.Internal(err)
+	}
+	return rec, all, nil
+}
+
+// allEvents reads an invocation's whole log, in pages.
+func (s *Service) allEvents(ctx context.Context, tenantID, id string) ([]invocation.Event, error) {
 	var all []invocation.Event
 	after := int64(0)
 	for {
-		evs, err := s.cfg.Store.Events(ctx, sc.TenantID, id, after, 1000)
+		evs, err := s.cfg.Store.Events(ctx, tenantID, id, after, 1000)
 		if err != nil {
-			return rec, nil, problem.Internal(err)
+			return nil, err
 		}
 		all = append(all, evs...)
 		if len(evs) < 1000 {
-			break
+			return all, nil
 		}
 		after = evs[len(evs)-1].Seq
 	}
-	return rec, all, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math"
 	"strings"
 	"time"
 
@@ -76,18 +75,9 @@ func isTimer(helper string) bool { return helper == "r_sleep" || helper == "r_sl
 // succeeded, failed (after the completed steps' compensations), or suspended on a durable timer.
 func (s *Service) executeWorkflow(ctx context.Context, rec invocation.Record, e entrypoint.Entrypoint, d definition) (invocation.Record, error) {
 	log := obs.Logger(ctx).With("tenant_id", rec.TenantID, "invocation_id", rec.ID, "correlation_id", rec.CorrelationID)
-	var events []invocation.Event
-	after := int64(0)
-	for {
-		evs, err := s.cfg.Store.Events(ctx, rec.TenantID, rec.ID, after, 1000)
-		if err != nil {
-			return rec, err
-		}
-		events = append(events, evs...)
-		if len(evs) < 1000 {
-			break
-		}
-		after = evs[len(evs)-1].Seq
+	events, err := s.allEvents(ctx, rec.TenantID, rec.ID)
+	if err != nil {
+		return rec, err
 	}
 	journal, jerr := journalOf(events)
 	h := &host{s: s, rec: rec, log: log}
@@ -145,9 +135,8 @@ func (s *Service) executeWorkflow(ctx context.Context, rec invocation.Record, e 
 	if rerr == nil && park == nil {
 		output, rerr = s.checkOutput(d, res.Output)
 	}
-	metrics := invocation.Metrics{DurationMS: i64(elapsed.Milliseconds()), BilledDurationMS: i64(max(1, int64(math.Ceil(float64(elapsed)/float64(time.Millisecond))))),
-		CPUTimeMS: i64(res.CPUTime.Milliseconds()), MemoryLimitMB: i64(d.Traits.Limits.MemoryMB),
-		MaxMemoryUsedMB: i64(int64(math.Ceil(float64(res.MaxMemoryBytes) / float64(1<<20)))), StepCount: i64(int64(len(res.Completed)))}
+	metrics := metricsOf(elapsed, res.Result, d)
+	metrics.StepCount = i64(int64(len(res.Completed)))
 	return s.complete(context.WithoutCancel(ctx), rec, d, h.drain(), output, rerr, metrics, park)
 }
 
