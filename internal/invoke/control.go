@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/larkrun/lark/internal/auth"
@@ -108,9 +109,11 @@ type Action string
 
 // Control actions available for functions (suspend/resume come with workflows).
 const (
-	ActionCancel Action = "cancel"
-	ActionRetry  Action = "retry"
-	ActionReplay Action = "replay"
+	ActionCancel  Action = "cancel"
+	ActionRetry   Action = "retry"
+	ActionReplay  Action = "replay"
+	ActionSuspend Action = "suspend" // workflows only: running → suspended until resumed
+	ActionResume  Action = "resume"  // workflows only: a suspended workflow runs again now
 )
 
 // Control applies cancel, retry or replay (000's state machine; any other action in the current
@@ -144,13 +147,62 @@ func (s *Service) Control(ctx context.Context, sc auth.SecurityContext, id strin
 	case ActionReplay:
 		rec, err = s.replay(ctx, sc, cur)
 		return rec, err == nil, err
-	case "suspend", "resume":
-		return cur, false, problem.Conflict("invalid_transition", "%s applies to workflows; invocation %s is a function invocation", action, id).
-			With("current_status", cur.Status).With("action", action)
+	case ActionSuspend, ActionResume:
+		if !strings.Contains(cur.EntrypointID, "~x.core.serverless.workflow.") {
+			return cur, false, problem.Conflict("invalid_transition", "%s applies to workflows; invocation %s is a function invocation", action, id).
+				With("current_status", cur.Status).With("action", action)
+		}
+		if action == ActionSuspend {
+			// The run in flight is stopped; its outcome is not applied (lease released). On resume the
+			// journal replays: completed steps are not repeated, the step in flight runs again.
+			rec, err = s.transition(ctx, cur, action, invocation.EventSuspended, store.Scheduling{})
+			if err == nil {
+				s.mu.Lock()
+				if cancel := s.running[id]; cancel != nil {
+					cancel()
+				}
+				s.mu.Unlock()
+			}
+			return rec, false, err
+		}
+		return s.resume(ctx, cur)
 	default:
 		return cur, false, problem.Validation("unknown action", []problem.Issue{{Path: "$.action", Code: "INVALID_VALUE",
 			Message: fmt.Sprintf("unknown action %q: use cancel, retry or replay", action)}})
 	}
+}
+
+// resume makes a suspended workflow runnable now: the dispatcher claims it and records resumed
+// (suspended → running) as it starts the run. A workflow resumed while its timer is not yet due
+// replays and parks on the timer again.
+func (s *Service) resume(ctx context.Context, cur invocation.Record) (invocation.Record, bool, error) {
+	var out invocation.Record
+	var perr error
+	err := s.cfg.Store.Update(ctx, func(tx store.Tx) error {
+		now := s.cfg.Clock.Now()
+		r, err := tx.Invocation(cur.TenantID, cur.ID)
+		if err != nil {
+			return err
+		}
+		if r.Status != invocation.StatusSuspended {
+			perr = problem.Conflict("invalid_transition", "resume is allowed from suspended; invocation %s is %s", cur.ID, r.Status).
+				With("current_status", r.Status).With("action", ActionResume)
+			return perr
+		}
+		data, _ := json.Marshal(map[string]any{"action": ActionResume})
+		ev := invocation.Event{Type: invocation.EventSignalReceived, Data: data, At: now, LogicalAttempt: r.Attempt,
+			IdempotencyKey: eventKey(r.ID, fmt.Sprintf("resume-request-%d", r.LastSeq), r.Attempt, invocation.EventSignalReceived)}
+		out, _, err = tx.Append(r.TenantID, r.ID, []invocation.Event{ev}, store.AppendOptions{Schedule: &store.Scheduling{AvailableAt: &now}})
+		return err
+	})
+	if perr != nil {
+		return cur, false, perr
+	}
+	if err != nil {
+		return cur, false, problem.Internal(err)
+	}
+	s.cfg.Wake()
+	return out, false, nil
 }
 
 // transition appends one status event (refused with 409 when the state machine does not allow it)

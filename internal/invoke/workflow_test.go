@@ -14,6 +14,7 @@ import (
 
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/invoke"
+	"github.com/larkrun/lark/internal/problem"
 )
 
 const wfPrefix = "gts.x.core.serverless.entrypoint.v1~x.core.serverless.workflow.v1~vendor.app.orders."
@@ -150,4 +151,99 @@ def main(ctx, input):
 		}
 	}
 	require.Equal(t, []string{"charge", "reserve"}, order, "reverse completion order")
+}
+
+// TestWorkflowSuspendResume: suspend stops a running workflow (its in-flight outcome is recorded,
+// not applied); resume replays it, repeating only the step that was in flight; other states answer 409.
+func TestWorkflowSuspendResume(t *testing.T) {
+	e := newEnv(t)
+	var mu sync.Mutex
+	hits := map[string]int{}
+	entered := make(chan string, 10)
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct{ Step string }
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		mu.Lock()
+		hits[body.Step]++
+		n := hits[body.Step]
+		mu.Unlock()
+		if body.Step == "slow" && n == 1 {
+			entered <- body.Step
+			select {
+			case <-release:
+			case <-time.After(10 * time.Second):
+			}
+		}
+		w.Write([]byte(`{"ok":true}`))
+	}))
+	t.Cleanup(srv.Close)
+	src := `
+def effect(ctx, input):
+    return r_await(r_http_post_v1("` + srv.URL + `", {"step": input}, timeout_ms=15000)).response.status_code
+
+def main(ctx, input):
+    r_run_step_v1("fast", effect, "fast")
+    r_run_step_v1("slow", effect, "slow")
+    return {"done": True}
+`
+	e.workflow("pausable", src)
+	st, err := e.start(bob, invoke.StartRequest{EntrypointID: wfPrefix + "pausable.v1~"}, invoke.StartOptions{})
+	require.NoError(t, err)
+	id := st.Record.ID
+	_, _, err = e.svc.Control(context.Background(), bob, id, invoke.ActionResume)
+	require.Equal(t, 409, problem.From(err).Status, "resume from queued")
+	_, _, err = e.svc.Control(context.Background(), bob, id, invoke.ActionSuspend)
+	require.Equal(t, 409, problem.From(err).Status, "suspend from queued")
+
+	done := make(chan struct{})
+	go func() { e.drain(); close(done) }()
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the slow step never started")
+	}
+	r, _, err := e.svc.Control(context.Background(), bob, id, invoke.ActionSuspend)
+	require.NoError(t, err)
+	require.Equal(t, invocation.StatusSuspended, r.Status)
+	close(release)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the suspended run did not end")
+	}
+	r, err = e.svc.Get(context.Background(), bob, id)
+	require.NoError(t, err)
+	require.Equal(t, invocation.StatusSuspended, r.Status, "the late outcome was not applied")
+	_, _, err = e.svc.Control(context.Background(), bob, id, invoke.ActionSuspend)
+	require.Equal(t, 409, problem.From(err).Status, "suspend from suspended")
+
+	_, _, err = e.svc.Control(context.Background(), bob, id, invoke.ActionResume)
+	require.NoError(t, err)
+	e.drain()
+	r, err = e.svc.Get(context.Background(), bob, id)
+	require.NoError(t, err)
+	require.Equal(t, invocation.StatusSucceeded, r.Status, r.Error)
+	mu.Lock()
+	require.Equal(t, map[string]int{"fast": 1, "slow": 2}, hits, "only the step in flight ran again")
+	mu.Unlock()
+	types := strings.Join(e.timelineTypes(id), ",")
+	require.Contains(t, types, "suspended")
+	require.Contains(t, types, "late_result")
+	require.Contains(t, types, "signal_received")
+	require.Contains(t, types, "resumed")
+
+	// Cancel from suspended (parked on a timer): it never wakes.
+	e.workflow("sleeper", "def main(ctx, input):\n    r_sleep(60000)\n    return {}\n")
+	st2, err := e.start(bob, invoke.StartRequest{EntrypointID: wfPrefix + "sleeper.v1~"}, invoke.StartOptions{})
+	require.NoError(t, err)
+	e.drain()
+	r, err = e.svc.Get(context.Background(), bob, st2.Record.ID)
+	require.NoError(t, err)
+	require.Equal(t, invocation.StatusSuspended, r.Status)
+	r, _, err = e.svc.Control(context.Background(), bob, st2.Record.ID, invoke.ActionCancel)
+	require.NoError(t, err)
+	require.Equal(t, invocation.StatusCanceled, r.Status)
+	e.clock.Advance(2 * time.Minute)
+	require.Zero(t, e.drain(), "a canceled workflow's timer does not wake it")
 }
