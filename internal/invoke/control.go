@@ -54,40 +54,52 @@ func transportError(err error) *sandbox.Error {
 // parent's caller, executed synchronously within the parent's deadline. Internal entrypoints
 // (traits.entrypoint: false) are callable this way. Children do not count against the tenant's
 // max_concurrent_executions (their parent already holds a slot; counting them could deadlock).
-func (s *Service) startChild(ctx context.Context, parent invocation.Record, req sandbox.InvokeRequest) (invocation.Record, error) {
-	fail := func(format string, args ...any) (invocation.Record, error) {
-		return invocation.Record{}, &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "non_retryable", Message: fmt.Sprintf(format, args...)}
+// prepareChild resolves and validates an r_invoke_v1 call of parent and builds the child's record
+// (not yet stored). The child is visible to the parent's caller; internal entrypoints are allowed.
+func (s *Service) prepareChild(ctx context.Context, parent invocation.Record, entrypointID string, params any, mode invocation.Mode) (invocation.Record, entrypoint.Entrypoint, definition, *sandbox.Error) {
+	var e entrypoint.Entrypoint
+	var d definition
+	fail := func(format string, args ...any) (invocation.Record, entrypoint.Entrypoint, definition, *sandbox.Error) {
+		return invocation.Record{}, e, d, &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "non_retryable", Message: fmt.Sprintf(format, args...)}
 	}
 	if parent.Depth+1 > s.cfg.MaxDepth {
 		return fail("r_invoke_v1: nesting deeper than %d invocations", s.cfg.MaxDepth)
 	}
 	v := entrypoint.Viewer{TenantID: parent.TenantID, SubjectID: parent.SubjectID}
-	e, err := s.resolve(ctx, v, req.EntrypointID)
+	e, err := s.resolve(ctx, v, entrypointID)
 	if err != nil {
-		return fail("r_invoke_v1 %s: %s", req.EntrypointID, problem.From(err).Detail)
+		return fail("r_invoke_v1 %s: %s", entrypointID, problem.From(err).Detail)
 	}
-	if e.Kind == entrypoint.KindWorkflow {
-		return fail("r_invoke_v1 %s: workflows cannot be invoked yet", req.EntrypointID)
+	if e.Kind == entrypoint.KindWorkflow && mode == invocation.ModeSync {
+		return fail("r_invoke_v1 %s: a workflow can be awaited only from a workflow (outside a step)", entrypointID)
 	}
-	d, err := s.definition(e)
-	if err != nil {
-		return invocation.Record{}, err
+	if d, err = s.definition(e); err != nil {
+		return fail("r_invoke_v1 %s: %v", entrypointID, err)
 	}
-	raw, err := json.Marshal(req.Params)
+	raw, err := json.Marshal(params)
 	if err != nil {
 		return fail("r_invoke_v1: params are not JSON: %v", err)
 	}
 	_, canon, err := s.validateParams(d, raw)
 	if err != nil {
 		pe := problem.From(err)
-		return invocation.Record{}, &sandbox.Error{TypeID: problem.TypeValidation, Category: "non_retryable", Message: "r_invoke_v1: " + pe.Detail,
+		return invocation.Record{}, e, d, &sandbox.Error{TypeID: problem.TypeValidation, Category: "non_retryable", Message: "r_invoke_v1: " + pe.Detail,
 			Details: map[string]any{"issues": pe.Issues}}
 	}
 	now := s.cfg.Clock.Now()
 	rec := invocation.Record{ID: s.cfg.IDs.New("inv"), TenantID: parent.TenantID, EntrypointRef: e.ID, EntrypointID: e.GTSID,
-		EntrypointVersion: e.Version, SubjectID: parent.SubjectID, Mode: invocation.ModeSync, Params: canon,
+		EntrypointVersion: e.Version, SubjectID: parent.SubjectID, Mode: mode, Params: canon,
 		CorrelationID: parent.CorrelationID, TraceID: parent.TraceID, SpanID: randomHex(8), Attempt: 1, CreatedAt: now,
 		ParentID: parent.ID, Depth: parent.Depth + 1, Metrics: invocation.Metrics{MemoryLimitMB: i64(d.Traits.Limits.MemoryMB)}}
+	return rec, e, d, nil
+}
+
+func (s *Service) startChild(ctx context.Context, parent invocation.Record, req sandbox.InvokeRequest) (invocation.Record, error) {
+	rec, e, d, serr := s.prepareChild(ctx, parent, req.EntrypointID, req.Params, invocation.ModeSync)
+	if serr != nil {
+		return invocation.Record{}, serr
+	}
+	now := rec.CreatedAt
 	var created invocation.Record
 	if err := s.cfg.Store.Update(ctx, func(tx store.Tx) error {
 		var err error
@@ -221,6 +233,9 @@ func (s *Service) transition(ctx context.Context, cur invocation.Record, action 
 		}
 		if len(appended) == 0 {
 			return &invocation.TransitionError{From: out.Status, Event: t}
+		}
+		if out.ParentSeq != nil && out.Status.Terminal() {
+			return s.resolveParent(tx, out, now)
 		}
 		return nil
 	})

@@ -61,6 +61,37 @@ func (s *Service) execute(ctx context.Context, rec invocation.Record, e entrypoi
 	return s.complete(context.WithoutCancel(ctx), rec, d, h.drain(), output, rerr, metrics, nil)
 }
 
+// resolveParent completes the parent workflow's pending r_invoke_v1 entry with the child's outcome
+// and makes the parent runnable, in the child's completion transaction. A parent that no longer
+// waits (canceled meanwhile) is left alone.
+func (s *Service) resolveParent(tx store.Tx, child invocation.Record, now time.Time) error {
+	parent, err := tx.Invocation(child.TenantID, child.ParentID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil || parent.Status != invocation.StatusSuspended {
+		return err
+	}
+	var result any
+	if child.Status == invocation.StatusSucceeded {
+		var v any
+		_ = decodeJSON(child.Result, &v)
+		result = sandbox.OKResult(v)
+	} else {
+		e := &sandbox.Error{TypeID: sandbox.ErrCanceled, Category: "canceled", Message: "child invocation " + child.ID + " was canceled"}
+		if child.Error != nil {
+			e = &sandbox.Error{TypeID: child.Error.TypeID, Category: child.Error.Category, Message: child.Error.Message}
+		}
+		e.Details = map[string]any{"child_invocation_id": child.ID}
+		result = sandbox.ErrorResult(e)
+	}
+	data, _ := json.Marshal(map[string]any{"seq": *child.ParentSeq, "result": result, "child_invocation_id": child.ID})
+	ev := invocation.Event{Type: invocation.EventJournalResolved, Data: data, At: now, LogicalAttempt: parent.Attempt,
+		IdempotencyKey: eventKey(parent.ID, "child-"+child.ID, parent.Attempt, invocation.EventJournalResolved)}
+	_, _, err = tx.Append(parent.TenantID, parent.ID, []invocation.Event{ev}, store.AppendOptions{Schedule: &store.Scheduling{AvailableAt: &now}})
+	return err
+}
+
 // metricsOf is 000's invocation metrics for one attempt: wall time, billed time (whole ms, at least
 // 1), CPU estimated from interpreter steps, memory limit and accounted peak, steps.
 func metricsOf(elapsed time.Duration, res sandbox.Result, d definition) invocation.Metrics {
@@ -138,10 +169,19 @@ func shouldRetry(d definition, attempt int, e *sandbox.Error) bool {
 // succeeded, a scheduled retry, or failed followed by dead_lettered (functions have no compensation).
 // If this process no longer holds the attempt's lease (it was canceled, or the lease expired and the
 // work moved), the outcome is recorded as late_result and not applied.
-// A workflow that parks on a durable timer passes suspendUntil: it becomes suspended, holding no
-// goroutine, and the queue wakes it at that time.
+// parking is how a workflow run that parked is suspended: until a time (a durable timer, or now to
+// replay at once), or until a child invocation, created in the same transaction, ends.
+type parking struct {
+	until  *time.Time
+	child  *invocation.Record
+	childD definition
+	reason string
+}
+
+// A workflow that parks passes park: it becomes suspended, holding no goroutine; the queue wakes it
+// at park.until, or the child's completion does.
 func (s *Service) complete(ctx context.Context, rec invocation.Record, d definition, timeline []invocation.Event,
-	output json.RawMessage, rerr *sandbox.Error, metrics invocation.Metrics, suspendUntil *time.Time) (invocation.Record, error) {
+	output json.RawMessage, rerr *sandbox.Error, metrics invocation.Metrics, park *parking) (invocation.Record, error) {
 	owner := s.leaseOwner(rec)
 	var final invocation.Record
 	err := s.cfg.Store.Update(ctx, func(tx store.Tx) error {
@@ -154,9 +194,9 @@ func (s *Service) complete(ctx context.Context, rec invocation.Record, d definit
 		events := timeline
 		next := store.Scheduling{}
 		switch {
-		case rerr == nil && suspendUntil != nil:
-			next.AvailableAt = suspendUntil
-			se := ev(invocation.EventSuspended, map[string]any{"reason": "timer", "until": *suspendUntil})
+		case rerr == nil && park != nil:
+			next.AvailableAt = park.until
+			se := ev(invocation.EventSuspended, map[string]any{"reason": park.reason, "until": park.until})
 			se.IdempotencyKey = eventKey(rec.ID, fmt.Sprintf("suspend-%d", rec.LastSeq), rec.Attempt, invocation.EventSuspended)
 			events = append(events, se)
 		case rerr == nil:
@@ -185,6 +225,16 @@ func (s *Service) complete(ctx context.Context, rec invocation.Record, d definit
 		if err != nil {
 			return err
 		}
+		if park != nil && park.child != nil {
+			if _, err := s.create(tx, *park.child, false, park.childD, now); err != nil {
+				return err
+			}
+		}
+		if rec.ParentSeq != nil && final.Status.Terminal() {
+			if err := s.resolveParent(tx, final, now); err != nil {
+				return err
+			}
+		}
 		if rerr == nil && rec.CacheKey != "" && d.Traits.Caching.MaxAgeSeconds > 0 {
 			return tx.PutCachedInvocation(rec.CacheKey, rec.TenantID, rec.ID, now.Add(time.Duration(d.Traits.Caching.MaxAgeSeconds)*time.Second))
 		}
@@ -193,7 +243,7 @@ func (s *Service) complete(ctx context.Context, rec invocation.Record, d definit
 	if err != nil {
 		return rec, fmt.Errorf("complete %s: %w", rec.ID, err)
 	}
-	if final.Status == invocation.StatusQueued {
+	if final.Status == invocation.StatusQueued || (park != nil && (park.child != nil || park.until != nil)) || rec.ParentSeq != nil {
 		s.cfg.Wake()
 	}
 	return final, nil

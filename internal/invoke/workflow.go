@@ -121,15 +121,28 @@ func (s *Service) executeWorkflow(ctx context.Context, rec invocation.Record, e 
 		h.add(invocation.EventStepCompensated, entry)
 	}
 	var output json.RawMessage
-	var park *time.Time
+	var park *parking
 	if rerr == nil && res.Park != nil {
-		if res.Park.Kind != "timer" {
-			rerr = &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "non_retryable",
-				Message: fmt.Sprintf("workflow waits on a %s, which this version does not deliver yet (timers only)", res.Park.Kind),
-				Details: map[string]any{"seq": res.Park.Seq}}
-		} else {
+		switch res.Park.Kind {
+		case "timer":
 			u := res.Park.Until
-			park = &u
+			park = &parking{until: &u, reason: "timer"}
+		case "child":
+			seq := res.Park.Seq
+			child, _, cd, serr := s.prepareChild(ctx, rec, res.Park.ChildEntrypointID, res.Park.ChildParams, invocation.ModeAsync)
+			if serr != nil {
+				// The call fails as a result, not as the workflow: resolve the entry and replay now.
+				h.add(invocation.EventJournalResolved, map[string]any{"seq": seq, "result": sandbox.ErrorResult(serr)})
+				n := s.cfg.Clock.Now()
+				park = &parking{until: &n, reason: "child refused"}
+			} else {
+				child.ParentSeq = &seq
+				park = &parking{child: &child, childD: cd, reason: "child " + child.ID}
+			}
+		default:
+			rerr = &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "non_retryable",
+				Message: fmt.Sprintf("workflow waits on a %s, which this version does not deliver yet (timers and child invocations only)", res.Park.Kind),
+				Details: map[string]any{"seq": res.Park.Seq}}
 		}
 	}
 	if rerr == nil && park == nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/invoke"
 	"github.com/larkrun/lark/internal/problem"
+	"github.com/larkrun/lark/internal/store"
 )
 
 const wfPrefix = "gts.x.core.serverless.entrypoint.v1~x.core.serverless.workflow.v1~vendor.app.orders."
@@ -246,4 +247,54 @@ def main(ctx, input):
 	require.Equal(t, invocation.StatusCanceled, r.Status)
 	e.clock.Advance(2 * time.Minute)
 	require.Zero(t, e.drain(), "a canceled workflow's timer does not wake it")
+}
+
+// TestWorkflowAwaitsChild: r_invoke_v1 outside a step suspends the parent until the child (a real,
+// linked async invocation) ends; its outcome resumes the parent. A call that cannot start resolves as
+// an error result instead of failing the workflow.
+func TestWorkflowAwaitsChild(t *testing.T) {
+	e := newEnv(t)
+	e.fn("double", "def main(ctx, input):\n  return {\"doubled\": input.n * 2}\n", func(b map[string]any) {
+		b["traits"].(map[string]any)["invocation"] = map[string]any{"supported": []any{"async", "sync"}, "default": "async"}
+	})
+	e.workflow("parent", `
+def main(ctx, input):
+    r = r_await(r_invoke_v1("`+fnPrefix+`double.v1~", {"n": 21}))
+    bad = r_await(r_invoke_v1("`+fnPrefix+`missing.v1~", {}))
+    return {"v": r.value["doubled"], "ok": r.ok, "bad_ok": bad.ok, "bad": bad.error.message}
+`)
+	st, err := e.start(bob, invoke.StartRequest{EntrypointID: wfPrefix + "parent.v1~"}, invoke.StartOptions{})
+	require.NoError(t, err)
+	jobs, err := e.svc.Claim(context.Background(), 1)
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	jobs[0](context.Background())
+	r, err := e.svc.Get(context.Background(), bob, st.Record.ID)
+	require.NoError(t, err)
+	require.Equal(t, invocation.StatusSuspended, r.Status, "waiting for its child")
+	e.drain()
+	r, err = e.svc.Get(context.Background(), bob, st.Record.ID)
+	require.NoError(t, err)
+	require.Equal(t, invocation.StatusSucceeded, r.Status, r.Error)
+	var out struct {
+		V     int
+		OK    bool
+		BadOK bool   `json:"bad_ok"`
+		Bad   string `json:"bad"`
+	}
+	require.NoError(t, json.Unmarshal(r.Result, &out))
+	require.Equal(t, 42, out.V)
+	require.True(t, out.OK)
+	require.False(t, out.BadOK)
+	require.Contains(t, out.Bad, "not found")
+	page, err := e.svc.List(context.Background(), bob, store.ListQuery{})
+	require.NoError(t, err)
+	var children int
+	for _, rec := range page.Items {
+		if rec.ParentID == st.Record.ID {
+			children++
+			require.Equal(t, invocation.StatusSucceeded, rec.Status)
+		}
+	}
+	require.Equal(t, 1, children, "the child is a real, linked invocation")
 }
