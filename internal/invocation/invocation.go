@@ -94,10 +94,11 @@ type Record struct {
 	Attempt           int             `json:"attempt"`        // logical attempt, 1-based
 	EngineAttempt     int             `json:"engine_attempt"` // dispatches of the current logical attempt (crash recovery re-dispatches)
 	ParentID          string          `json:"parent_id,omitempty"`
-	Depth             int             `json:"depth,omitempty"`      // nesting of r_invoke_v1 children (0 = started through the API)
-	ParentSeq         *int            `json:"parent_seq,omitempty"` // the parent workflow's journal position awaiting this child
-	CacheKey          string          `json:"cache_key,omitempty"`  // response-cache key when caching is active (never shown)
-	Replay            string          `json:"replay_of,omitempty"`  // the invocation this one replays
+	Depth             int             `json:"depth,omitempty"`            // nesting of r_invoke_v1 children (0 = started through the API)
+	ParentSeq         *int            `json:"parent_seq,omitempty"`       // the parent workflow's journal position awaiting this child
+	CompensationFor   string          `json:"compensation_for,omitempty"` // the workflow invocation this handler compensates
+	CacheKey          string          `json:"cache_key,omitempty"`        // response-cache key when caching is active (never shown)
+	Replay            string          `json:"replay_of,omitempty"`        // the invocation this one replays
 	CreatedAt         time.Time       `json:"created_at"`
 	StartedAt         *time.Time      `json:"started_at"`
 	SuspendedAt       *time.Time      `json:"suspended_at"`

@@ -235,7 +235,12 @@ func (s *Service) transition(ctx context.Context, cur invocation.Record, action 
 			return &invocation.TransitionError{From: out.Status, Event: t}
 		}
 		if out.ParentSeq != nil && out.Status.Terminal() {
-			return s.resolveParent(tx, out, now)
+			if err := s.resolveParent(tx, out, now); err != nil {
+				return err
+			}
+		}
+		if out.CompensationFor != "" && out.Status.Terminal() {
+			return s.resolveCompensation(tx, out, now)
 		}
 		return nil
 	})

@@ -92,6 +92,27 @@ func (s *Service) resolveParent(tx store.Tx, child invocation.Record, now time.T
 	return err
 }
 
+// resolveCompensation ends a compensating workflow when its handler ends: compensated when the
+// handler succeeded, dead_lettered (compensation_failed) otherwise (000's state machine).
+func (s *Service) resolveCompensation(tx store.Tx, handler invocation.Record, now time.Time) error {
+	wf, err := tx.Invocation(handler.TenantID, handler.CompensationFor)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil || wf.Status != invocation.StatusCompensating {
+		return err
+	}
+	t := invocation.EventCompensationCompleted
+	if handler.Status != invocation.StatusSucceeded {
+		t = invocation.EventCompensationFailed
+	}
+	data, _ := json.Marshal(map[string]any{"handler_invocation_id": handler.ID, "handler_status": handler.Status})
+	ev := invocation.Event{Type: t, Data: data, At: now, LogicalAttempt: wf.Attempt,
+		IdempotencyKey: eventKey(wf.ID, "handler-"+handler.ID, wf.Attempt, t)}
+	_, _, err = tx.Append(wf.TenantID, wf.ID, []invocation.Event{ev}, store.AppendOptions{Schedule: &store.Scheduling{}})
+	return err
+}
+
 // metricsOf is 000's invocation metrics for one attempt: wall time, billed time (whole ms, at least
 // 1), CPU estimated from interpreter steps, memory limit and accounted peak, steps.
 func metricsOf(elapsed time.Duration, res sandbox.Result, d definition) invocation.Metrics {
@@ -176,6 +197,10 @@ type parking struct {
 	child  *invocation.Record
 	childD definition
 	reason string
+	// handler, when set on a failed workflow, is its on_failure compensation invocation (000): the
+	// workflow goes failed → compensating and the handler is created in the same transaction.
+	handler  *invocation.Record
+	handlerD definition
 }
 
 // A workflow that parks passes park: it becomes suspended, holding no goroutine; the queue wakes it
@@ -194,7 +219,7 @@ func (s *Service) complete(ctx context.Context, rec invocation.Record, d definit
 		events := timeline
 		next := store.Scheduling{}
 		switch {
-		case rerr == nil && park != nil:
+		case rerr == nil && park != nil && park.handler == nil:
 			next.AvailableAt = park.until
 			se := ev(invocation.EventSuspended, map[string]any{"reason": park.reason, "until": park.until})
 			se.IdempotencyKey = eventKey(rec.ID, fmt.Sprintf("suspend-%d", rec.LastSeq), rec.Attempt, invocation.EventSuspended)
@@ -209,7 +234,12 @@ func (s *Service) complete(ctx context.Context, rec invocation.Record, d definit
 				"delay_ms": delay.Milliseconds(), "next_attempt": rec.Attempt + 1, "available_at": at}))
 		default:
 			o := invocation.Outcome{Error: payload(rerr), Metrics: &metrics}
-			events = append(events, ev(invocation.EventFailed, o), ev(invocation.EventDeadLettered, map[string]any{"reason": "no compensation configured"}))
+			if park != nil && park.handler != nil {
+				events = append(events, ev(invocation.EventFailed, o), ev(invocation.EventCompensationStarted,
+					map[string]any{"trigger": "failure", "handler_invocation_id": park.handler.ID, "handler": park.handler.EntrypointID}))
+			} else {
+				events = append(events, ev(invocation.EventFailed, o), ev(invocation.EventDeadLettered, map[string]any{"reason": "no compensation configured"}))
+			}
 		}
 		var err error
 		final, _, err = tx.Append(rec.TenantID, rec.ID, events, store.AppendOptions{RequireLease: owner, Schedule: &next, Expect: &rec})
@@ -224,6 +254,16 @@ func (s *Service) complete(ctx context.Context, rec invocation.Record, d definit
 		}
 		if err != nil {
 			return err
+		}
+		if park != nil && park.handler != nil && final.Status == invocation.StatusCompensating {
+			if _, err := s.create(tx, *park.handler, false, park.handlerD, now); err != nil {
+				return err
+			}
+		}
+		if rec.CompensationFor != "" && final.Status.Terminal() {
+			if err := s.resolveCompensation(tx, final, now); err != nil {
+				return err
+			}
 		}
 		if park != nil && park.child != nil {
 			if _, err := s.create(tx, *park.child, false, park.childD, now); err != nil {
@@ -243,7 +283,7 @@ func (s *Service) complete(ctx context.Context, rec invocation.Record, d definit
 	if err != nil {
 		return rec, fmt.Errorf("complete %s: %w", rec.ID, err)
 	}
-	if final.Status == invocation.StatusQueued || (park != nil && (park.child != nil || park.until != nil)) || rec.ParentSeq != nil {
+	if final.Status == invocation.StatusQueued || (park != nil && (park.child != nil || park.until != nil || park.handler != nil)) || rec.ParentSeq != nil {
 		s.cfg.Wake()
 	}
 	return final, nil

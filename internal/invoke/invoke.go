@@ -149,6 +149,12 @@ type definition struct {
 			NonRetryableErrors []string `json:"non_retryable_errors"`
 		} `json:"retry"`
 		Entrypoint *bool `json:"entrypoint"`
+		Workflow   *struct {
+			Compensation struct {
+				OnFailure *string `json:"on_failure"`
+				OnCancel  *string `json:"on_cancel"`
+			} `json:"compensation"`
+		} `json:"workflow"`
 	} `json:"traits"`
 	Implementation struct {
 		Code struct {

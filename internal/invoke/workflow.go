@@ -148,9 +148,59 @@ func (s *Service) executeWorkflow(ctx context.Context, rec invocation.Record, e 
 	if rerr == nil && park == nil {
 		output, rerr = s.checkOutput(d, res.Output)
 	}
+	if rerr != nil && !shouldRetry(d, rec.Attempt, rerr) && d.Traits.Workflow != nil && d.Traits.Workflow.Compensation.OnFailure != nil {
+		park = s.failureHandler(ctx, rec, *d.Traits.Workflow.Compensation.OnFailure, rerr, append(journal, res.New...), res.Completed, h)
+	}
 	metrics := metricsOf(elapsed, res.Result, d)
 	metrics.StepCount = i64(int64(len(res.Completed)))
 	return s.complete(context.WithoutCancel(ctx), rec, d, h.drain(), output, rerr, metrics, park)
+}
+
+// failureHandler prepares the on_failure compensation invocation (000): its params are a
+// CompensationContext built from the failed run. The workflow state snapshot is the completed
+// steps' outputs (the journal is the workflow's checkpointed state). If the handler cannot be
+// started, the workflow is dead-lettered as without compensation, and the reason is logged.
+func (s *Service) failureHandler(ctx context.Context, rec invocation.Record, handlerID string, rerr *sandbox.Error,
+	journal []sandbox.JournalEntry, completed []sandbox.StepRecord, h *host) *parking {
+	failedStep := "unknown"
+	for _, j := range journal {
+		if r, ok := j.Result.(map[string]any); ok && (j.Helper == "r_run_step_v1" || j.Helper == "r_step_v1") && r["ok"] == false {
+			failedStep = j.Key
+		}
+	}
+	names := []any{}
+	outputs := map[string]any{}
+	for _, c := range completed {
+		names = append(names, c.Name)
+		outputs[c.Name] = c.Output
+	}
+	var input any
+	_ = decodeJSON(rec.Params, &input)
+	meta := map[string]any{"entrypoint_id": rec.EntrypointID, "original_input": input, "tenant_id": rec.TenantID,
+		"correlation_id": rec.CorrelationID}
+	if rec.StartedAt != nil {
+		meta["started_at"] = rec.StartedAt.UTC().Format(time.RFC3339Nano)
+	}
+	errMeta := rerr.Details
+	if errMeta == nil {
+		errMeta = map[string]any{}
+	}
+	cc := map[string]any{
+		"trigger":                         "failure",
+		"original_workflow_invocation_id": rec.ID,
+		"failed_step_id":                  failedStep,
+		"failed_step_error":               map[string]any{"error_type": rerr.TypeID, "message": rerr.Message, "error_metadata": errMeta},
+		"workflow_state_snapshot":         map[string]any{"completed_steps": names, "outputs": outputs},
+		"timestamp":                       s.cfg.Clock.Now().Format(time.RFC3339Nano),
+		"invocation_metadata":             meta,
+	}
+	handler, _, hd, serr := s.prepareChild(ctx, rec, handlerID, cc, invocation.ModeAsync)
+	if serr != nil {
+		h.add(invocation.EventLog, map[string]any{"message": "on_failure compensation could not start: " + serr.Message})
+		return nil
+	}
+	handler.CompensationFor = rec.ID
+	return &parking{handler: &handler, handlerD: hd}
 }
 
 func toMap(v any) map[string]any {

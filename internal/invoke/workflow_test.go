@@ -298,3 +298,78 @@ def main(ctx, input):
 	}
 	require.Equal(t, 1, children, "the child is a real, linked invocation")
 }
+
+// TestWorkflowOnFailureCompensation: 000's process_order with rollback_order — a workflow that
+// fails finally goes failed → compensating, its on_failure handler runs with a CompensationContext
+// (validated against the built-in schema by the handler's params), then compensated.
+func TestWorkflowOnFailureCompensation(t *testing.T) {
+	e := newEnv(t)
+	e.fn("rollback_order", `
+def main(ctx, input):
+    ctx.log("rolling back", step=input.failed_step_id)
+    return {"rolled_back": input.workflow_state_snapshot["completed_steps"], "trigger": input.trigger,
+            "original": input.original_workflow_invocation_id, "order": input.invocation_metadata.original_input["order_id"]}
+`, func(b map[string]any) {
+		b["schema"] = map[string]any{"params": map[string]any{"$ref": "gts://gts.x.core.serverless.compensation_context.v1~"}}
+		b["traits"].(map[string]any)["invocation"] = map[string]any{"supported": []any{"async", "sync"}, "default": "async"}
+	})
+	src := `
+def ok(ctx, input):
+    return {"id": input}
+
+def broken(ctx, input):
+    fail("shipping provider returned 503")
+
+def main(ctx, input):
+    r_run_step_v1("reserve_inventory", ok, "RSV-1")
+    r_run_step_v1("charge_payment", ok, "TXN-1")
+    r_run_step_v1("create_shipping_label", broken, input.order_id)
+    return {"status": "completed"}
+`
+	e.fn("process_order", src, func(b map[string]any) {
+		b["entrypoint_id"] = wfPrefix + "process_order.v1~"
+		tr := b["traits"].(map[string]any)
+		tr["invocation"] = map[string]any{"supported": []any{"async"}, "default": "async"}
+		tr["workflow"] = map[string]any{"compensation": map[string]any{"on_failure": fnPrefix + "rollback_order.v1~", "on_cancel": nil},
+			"checkpointing": map[string]any{"strategy": "automatic"}, "max_suspension_days": 30}
+	})
+	st, err := e.start(bob, invoke.StartRequest{EntrypointID: wfPrefix + "process_order.v1~", Params: json.RawMessage(`{"order_id": "ORD-9182"}`)}, invoke.StartOptions{})
+	require.NoError(t, err)
+	jobs, err := e.svc.Claim(context.Background(), 1)
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	jobs[0](context.Background())
+	r, err := e.svc.Get(context.Background(), bob, st.Record.ID)
+	require.NoError(t, err)
+	require.Equal(t, invocation.StatusCompensating, r.Status)
+	e.drain()
+	r, err = e.svc.Get(context.Background(), bob, st.Record.ID)
+	require.NoError(t, err)
+	require.Equal(t, invocation.StatusCompensated, r.Status)
+	types := strings.Join(e.timelineTypes(st.Record.ID), ",")
+	require.Contains(t, types, "step_failed,failed,compensation_started,compensation_completed")
+
+	page, err := e.svc.List(context.Background(), bob, store.ListQuery{})
+	require.NoError(t, err)
+	var handler invocation.Record
+	for _, rec := range page.Items {
+		if rec.CompensationFor == st.Record.ID {
+			handler = rec
+		}
+	}
+	require.Equal(t, invocation.StatusSucceeded, handler.Status, handler.Error)
+	var out struct {
+		RolledBack []string `json:"rolled_back"`
+		Trigger    string
+		Original   string
+		Order      string
+	}
+	require.NoError(t, json.Unmarshal(handler.Result, &out))
+	require.Equal(t, []string{"reserve_inventory", "charge_payment"}, out.RolledBack)
+	require.Equal(t, "failure", out.Trigger)
+	require.Equal(t, st.Record.ID, out.Original)
+	require.Equal(t, "ORD-9182", out.Order)
+	var ctxIn map[string]any
+	require.NoError(t, json.Unmarshal(handler.Params, &ctxIn))
+	require.Equal(t, "create_shipping_label", ctxIn["failed_step_id"])
+}
