@@ -140,7 +140,16 @@ func (s *Service) Control(ctx context.Context, sc auth.SecurityContext, id strin
 	}
 	switch action {
 	case ActionCancel:
-		rec, err = s.transition(ctx, cur, action, invocation.EventCanceled, store.Scheduling{})
+		var then func(store.Tx, invocation.Record, time.Time) (invocation.Record, error)
+		if handler := s.cancelHandler(ctx, cur); handler != nil {
+			then = func(tx store.Tx, out invocation.Record, now time.Time) (invocation.Record, error) {
+				return s.startCompensation(tx, out, handler, now)
+			}
+		}
+		rec, err = s.transition(ctx, cur, action, invocation.EventCanceled, store.Scheduling{}, then)
+		if err == nil && then != nil {
+			s.cfg.Wake() // the handler is queued
+		}
 		if err == nil {
 			s.mu.Lock()
 			if cancel := s.running[id]; cancel != nil {
@@ -151,7 +160,7 @@ func (s *Service) Control(ctx context.Context, sc auth.SecurityContext, id strin
 		return rec, false, err
 	case ActionRetry:
 		now := s.cfg.Clock.Now()
-		rec, err = s.transition(ctx, cur, action, invocation.EventRequeued, store.Scheduling{AvailableAt: &now})
+		rec, err = s.transition(ctx, cur, action, invocation.EventRequeued, store.Scheduling{AvailableAt: &now}, nil)
 		if err == nil {
 			s.cfg.Wake()
 		}
@@ -167,7 +176,7 @@ func (s *Service) Control(ctx context.Context, sc auth.SecurityContext, id strin
 		if action == ActionSuspend {
 			// The run in flight is stopped; its outcome is not applied (lease released). On resume the
 			// journal replays: completed steps are not repeated, the step in flight runs again.
-			rec, err = s.transition(ctx, cur, action, invocation.EventSuspended, store.Scheduling{})
+			rec, err = s.transition(ctx, cur, action, invocation.EventSuspended, store.Scheduling{}, nil)
 			if err == nil {
 				s.mu.Lock()
 				if cancel := s.running[id]; cancel != nil {
@@ -182,6 +191,79 @@ func (s *Service) Control(ctx context.Context, sc auth.SecurityContext, id strin
 		return cur, false, problem.Validation("unknown action", []problem.Issue{{Path: "$.action", Code: "INVALID_VALUE",
 			Message: fmt.Sprintf("unknown action %q: use cancel, retry or replay", action)}})
 	}
+}
+
+// cancelHandler prepares a workflow's on_cancel compensation invocation (000), or returns nil.
+func (s *Service) cancelHandler(ctx context.Context, cur invocation.Record) *parking {
+	e, d, ok := s.cachedByRef(cur.EntrypointRef)
+	if !ok {
+		var err error
+		if e, err = s.entrypointByRef(ctx, cur.EntrypointRef); err != nil {
+			return nil
+		}
+		if d, err = s.definition(e); err != nil {
+			return nil
+		}
+	}
+	if e.Kind != entrypoint.KindWorkflow || d.Traits.Workflow == nil || d.Traits.Workflow.Compensation.OnCancel == nil {
+		return nil
+	}
+	events, err := s.allEvents(ctx, cur.TenantID, cur.ID)
+	if err != nil {
+		return nil
+	}
+	journal, err := journalOf(events)
+	if err != nil {
+		return nil
+	}
+	names := []any{}
+	outputs := map[string]any{}
+	for _, j := range journal {
+		if r, ok := j.Result.(map[string]any); ok && (j.Helper == "r_run_step_v1" || j.Helper == "r_step_v1") && r["ok"] == true {
+			names = append(names, j.Key)
+			outputs[j.Key] = r["value"]
+		}
+	}
+	var input any
+	_ = decodeJSON(cur.Params, &input)
+	meta := map[string]any{"entrypoint_id": cur.EntrypointID, "original_input": input, "tenant_id": cur.TenantID, "correlation_id": cur.CorrelationID}
+	if cur.StartedAt != nil {
+		meta["started_at"] = cur.StartedAt.UTC().Format(time.RFC3339Nano)
+	}
+	cc := map[string]any{"trigger": "cancellation", "original_workflow_invocation_id": cur.ID, "failed_step_id": "unknown",
+		"workflow_state_snapshot": map[string]any{"completed_steps": names, "outputs": outputs},
+		"timestamp":               s.cfg.Clock.Now().Format(time.RFC3339Nano), "invocation_metadata": meta}
+	handler, _, hd, serr := s.prepareChild(ctx, cur, *d.Traits.Workflow.Compensation.OnCancel, cc, invocation.ModeAsync)
+	if serr != nil {
+		return nil
+	}
+	handler.CompensationFor = cur.ID
+	return &parking{handler: &handler, handlerD: hd}
+}
+
+// startCompensation moves a canceled workflow to compensating and starts its handler, inside the
+// cancel's transaction.
+func (s *Service) startCompensation(tx store.Tx, cur invocation.Record, p *parking, now time.Time) (invocation.Record, error) {
+	data, _ := json.Marshal(map[string]any{"trigger": "cancellation", "handler_invocation_id": p.handler.ID, "handler": p.handler.EntrypointID})
+	ev := invocation.Event{Type: invocation.EventCompensationStarted, Data: data, At: now, LogicalAttempt: cur.Attempt,
+		IdempotencyKey: eventKey(cur.ID, "on_cancel", cur.Attempt, invocation.EventCompensationStarted)}
+	out, _, err := tx.Append(cur.TenantID, cur.ID, []invocation.Event{ev}, store.AppendOptions{})
+	if err != nil {
+		return cur, err
+	}
+	_, err = s.create(tx, *p.handler, false, p.handlerD, now)
+	return out, err
+}
+
+// entrypointByRef reads a pinned entrypoint version (unscoped: the invocation was authorized).
+func (s *Service) entrypointByRef(ctx context.Context, ref string) (entrypoint.Entrypoint, error) {
+	var e entrypoint.Entrypoint
+	err := s.cfg.Store.Update(ctx, func(tx store.Tx) error {
+		var err error
+		e, err = tx.EntrypointByRef(ref)
+		return err
+	})
+	return e, err
 }
 
 // resume makes a suspended workflow runnable now: the dispatcher claims it and records resumed
@@ -219,7 +301,9 @@ func (s *Service) resume(ctx context.Context, cur invocation.Record) (invocation
 
 // transition appends one status event (refused with 409 when the state machine does not allow it)
 // and sets the queue state, in one transaction.
-func (s *Service) transition(ctx context.Context, cur invocation.Record, action Action, t invocation.EventType, next store.Scheduling) (invocation.Record, error) {
+// then, if set, continues inside the same transaction (e.g. starting a compensation).
+func (s *Service) transition(ctx context.Context, cur invocation.Record, action Action, t invocation.EventType, next store.Scheduling,
+	then func(store.Tx, invocation.Record, time.Time) (invocation.Record, error)) (invocation.Record, error) {
 	var out invocation.Record
 	err := s.cfg.Store.Update(ctx, func(tx store.Tx) error {
 		now := s.cfg.Clock.Now()
@@ -240,7 +324,13 @@ func (s *Service) transition(ctx context.Context, cur invocation.Record, action 
 			}
 		}
 		if out.CompensationFor != "" && out.Status.Terminal() {
-			return s.resolveCompensation(tx, out, now)
+			if err := s.resolveCompensation(tx, out, now); err != nil {
+				return err
+			}
+		}
+		if then != nil {
+			out, err = then(tx, out, now)
+			return err
 		}
 		return nil
 	})
@@ -264,12 +354,7 @@ func (s *Service) replay(ctx context.Context, sc auth.SecurityContext, cur invoc
 		return cur, problem.Conflict("invalid_transition", "replay is allowed from succeeded, failed or dead_lettered; invocation %s is %s", cur.ID, cur.Status).
 			With("current_status", cur.Status).With("action", ActionReplay)
 	}
-	var e entrypoint.Entrypoint
-	err := s.cfg.Store.Update(ctx, func(tx store.Tx) error {
-		var err error
-		e, err = tx.EntrypointByRef(cur.EntrypointRef)
-		return err
-	})
+	e, err := s.entrypointByRef(ctx, cur.EntrypointRef)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && !e.Status.Callable()) {
 		return cur, problem.New(problem.TypeNotActive, "the entrypoint version %s this invocation ran is no longer callable", cur.EntrypointID)
 	}

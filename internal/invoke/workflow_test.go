@@ -373,3 +373,52 @@ def main(ctx, input):
 	require.NoError(t, json.Unmarshal(handler.Params, &ctxIn))
 	require.Equal(t, "create_shipping_label", ctxIn["failed_step_id"])
 }
+
+// TestWorkflowOnCancelCompensation: canceling a workflow with on_cancel moves it to compensating in
+// the same transaction; the handler gets trigger "cancellation" and the completed steps.
+func TestWorkflowOnCancelCompensation(t *testing.T) {
+	e := newEnv(t)
+	e.fn("undo_order", `
+def main(ctx, input):
+    return {"trigger": input.trigger, "steps": input.workflow_state_snapshot["completed_steps"]}
+`, func(b map[string]any) {
+		b["schema"] = map[string]any{"params": map[string]any{"$ref": "gts://gts.x.core.serverless.compensation_context.v1~"}}
+		b["traits"].(map[string]any)["invocation"] = map[string]any{"supported": []any{"async", "sync"}, "default": "async"}
+	})
+	e.fn("waiting_order", `
+def ok(ctx, input):
+    return input
+
+def main(ctx, input):
+    r_run_step_v1("reserve", ok, "R-1")
+    r_sleep(3600000)
+    return {}
+`, func(b map[string]any) {
+		b["entrypoint_id"] = wfPrefix + "waiting_order.v1~"
+		tr := b["traits"].(map[string]any)
+		tr["invocation"] = map[string]any{"supported": []any{"async"}, "default": "async"}
+		tr["workflow"] = map[string]any{"compensation": map[string]any{"on_failure": nil, "on_cancel": fnPrefix + "undo_order.v1~"},
+			"checkpointing": map[string]any{"strategy": "automatic"}, "max_suspension_days": 30}
+	})
+	st, err := e.start(bob, invoke.StartRequest{EntrypointID: wfPrefix + "waiting_order.v1~"}, invoke.StartOptions{})
+	require.NoError(t, err)
+	e.drain()
+	r, _, err := e.svc.Control(context.Background(), bob, st.Record.ID, invoke.ActionCancel)
+	require.NoError(t, err)
+	require.Equal(t, invocation.StatusCompensating, r.Status, "canceled and compensating in one step")
+	e.drain()
+	r, err = e.svc.Get(context.Background(), bob, st.Record.ID)
+	require.NoError(t, err)
+	require.Equal(t, invocation.StatusCompensated, r.Status)
+	page, err := e.svc.List(context.Background(), bob, store.ListQuery{})
+	require.NoError(t, err)
+	found := false
+	for _, rec := range page.Items {
+		if rec.CompensationFor == st.Record.ID {
+			found = true
+			require.JSONEq(t, `{"trigger":"cancellation","steps":["reserve"]}`, string(rec.Result))
+		}
+	}
+	require.True(t, found)
+	require.Contains(t, strings.Join(e.timelineTypes(st.Record.ID), ","), "canceled,compensation_started,compensation_completed")
+}
