@@ -150,7 +150,8 @@ type definition struct {
 		} `json:"retry"`
 		Entrypoint *bool `json:"entrypoint"`
 		Workflow   *struct {
-			Compensation struct {
+			MaxSuspensionDays int `json:"max_suspension_days"`
+			Compensation      struct {
 				OnFailure *string `json:"on_failure"`
 				OnCancel  *string `json:"on_cancel"`
 			} `json:"compensation"`

@@ -145,6 +145,11 @@ func (s *Service) executeWorkflow(ctx context.Context, rec invocation.Record, e 
 				Details: map[string]any{"seq": res.Park.Seq}}
 		}
 	}
+	if park != nil && park.until != nil && res.Park != nil && res.Park.Kind != "timer" {
+		// (a refused child resolves at once: no suspension limit applies)
+	} else if park != nil && d.Traits.Workflow != nil {
+		park, rerr = s.limitSuspension(park, res.Park.Seq, journalTimes(events), now, d.Traits.Workflow.MaxSuspensionDays)
+	}
 	if rerr == nil && park == nil {
 		output, rerr = s.checkOutput(d, res.Output)
 	}
@@ -201,6 +206,44 @@ func (s *Service) failureHandler(ctx context.Context, rec invocation.Record, han
 	}
 	handler.CompensationFor = rec.ID
 	return &parking{handler: &handler, handlerD: hd}
+}
+
+// journalTimes maps journal positions to when they were recorded.
+func journalTimes(events []invocation.Event) map[int]time.Time {
+	out := map[int]time.Time{}
+	for _, ev := range events {
+		if ev.Type == invocation.EventJournal {
+			var j struct {
+				Seq int `json:"seq"`
+			}
+			if json.Unmarshal(ev.Data, &j) == nil {
+				out[j.Seq] = ev.At
+			}
+		}
+	}
+	return out
+}
+
+// limitSuspension applies traits.workflow.max_suspension_days (000: suspension timeout → failed):
+// a workflow waiting on journal position seq since it was recorded is woken no later than the
+// deadline, and fails with the timeout error if it is still waiting then.
+func (s *Service) limitSuspension(park *parking, seq int, recorded map[int]time.Time, now time.Time, maxDays int) (*parking, *sandbox.Error) {
+	if maxDays <= 0 {
+		maxDays = 30
+	}
+	since, ok := recorded[seq]
+	if !ok {
+		since = now // recorded by this run
+	}
+	deadline := since.Add(time.Duration(maxDays) * 24 * time.Hour)
+	if !now.Before(deadline) {
+		return nil, &sandbox.Error{TypeID: sandbox.ErrTimeout, Category: "timeout",
+			Message: fmt.Sprintf("suspended longer than max_suspension_days (%d)", maxDays), Details: map[string]any{"seq": seq, "since": since}}
+	}
+	if park.until == nil || park.until.After(deadline) {
+		park.until = &deadline
+	}
+	return park, nil
 }
 
 func toMap(v any) map[string]any {

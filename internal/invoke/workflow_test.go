@@ -422,3 +422,29 @@ def main(ctx, input):
 	require.True(t, found)
 	require.Contains(t, strings.Join(e.timelineTypes(st.Record.ID), ","), "canceled,compensation_started,compensation_completed")
 }
+
+// TestWorkflowMaxSuspension: a workflow suspended longer than max_suspension_days fails with the
+// timeout error (000: suspended → failed on suspension timeout).
+func TestWorkflowMaxSuspension(t *testing.T) {
+	e := newEnv(t)
+	e.fn("long_wait", "def main(ctx, input):\n    r_sleep(2 * 24 * 3600 * 1000)\n    return {}\n", func(b map[string]any) {
+		b["entrypoint_id"] = wfPrefix + "long_wait.v1~"
+		tr := b["traits"].(map[string]any)
+		tr["invocation"] = map[string]any{"supported": []any{"async"}, "default": "async"}
+		tr["workflow"] = map[string]any{"compensation": map[string]any{"on_failure": nil, "on_cancel": nil},
+			"checkpointing": map[string]any{"strategy": "automatic"}, "max_suspension_days": 1}
+	})
+	st, err := e.start(bob, invoke.StartRequest{EntrypointID: wfPrefix + "long_wait.v1~"}, invoke.StartOptions{})
+	require.NoError(t, err)
+	e.drain()
+	due, err := e.store.NextDue(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, e.clock.Now().Add(24*time.Hour), *due, "woken at the suspension deadline, before the 2-day timer")
+	e.clock.Advance(24 * time.Hour)
+	e.drain()
+	r, err := e.svc.Get(context.Background(), bob, st.Record.ID)
+	require.NoError(t, err)
+	require.Equal(t, invocation.StatusDeadLettered, r.Status)
+	require.Equal(t, "gts.x.core.serverless.err.v1~x.core.serverless.err.timeout.v1~", r.Error.TypeID)
+	require.Contains(t, r.Error.Message, "max_suspension_days")
+}
