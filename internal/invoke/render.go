@@ -113,6 +113,15 @@ func Timeline(events []invocation.Event) []TimelineEvent {
 			} else if j.Helper == "r_snapshot_v1" {
 				t.EventType = "checkpoint_created"
 			}
+		case invocation.EventStepRetried:
+			var r struct {
+				Step string `json:"step"`
+			}
+			_ = json.Unmarshal(e.Data, &r)
+			if r.Step != "" {
+				name := r.Step
+				t.StepName = &name
+			}
 		case invocation.EventStepCompensated:
 			var c struct {
 				Step string `json:"step"`

@@ -103,14 +103,29 @@ func (s *Service) executeWorkflow(ctx context.Context, rec invocation.Record, e 
 	} else if prog, err := s.workflowProgram(e, d); err != nil {
 		rerr = err
 	} else {
-		res, rerr = sandbox.RunWorkflow(runCtx, sandbox.WorkflowRequest{Journal: journal, Now: now, Request: sandbox.Request{
+		stepRetry := func(attempt int, e *sandbox.Error) (time.Duration, bool) {
+			if !shouldRetry(d, attempt, e) {
+				return 0, false
+			}
+			return retryDelay(d, attempt), true
+		}
+		res, rerr = sandbox.RunWorkflow(runCtx, sandbox.WorkflowRequest{Journal: journal, Now: now, StepRetry: stepRetry, Request: sandbox.Request{
 			Program: prog, Input: input, Host: h,
 			Info: sandbox.Info{InvocationID: rec.ID, TenantID: rec.TenantID, EntrypointID: rec.EntrypointID,
 				CorrelationID: rec.CorrelationID, Attempt: rec.Attempt},
 			Limits: sandbox.Limits{Timeout: d.timeout(), CPU: d.Traits.Limits.CPU, MemoryMB: int(d.Traits.Limits.MemoryMB)}}})
 	}
 	elapsed := time.Since(start)
+	retried := map[string][]sandbox.StepRetryRecord{}
+	for _, r := range res.StepRetries {
+		retried[r.Step] = append(retried[r.Step], r)
+	}
 	for _, j := range res.New {
+		for _, r := range retried[j.Key] {
+			h.add(invocation.EventStepRetried, map[string]any{"step": r.Step, "attempt": r.Attempt, "error": payload(r.Error),
+				"delay_ms": r.Delay.Milliseconds()})
+		}
+		delete(retried, j.Key)
 		h.add(invocation.EventJournal, toMap(toJournal(j)))
 	}
 	for _, c := range res.Compensations {

@@ -448,3 +448,56 @@ func TestWorkflowMaxSuspension(t *testing.T) {
 	require.Equal(t, "gts.x.core.serverless.err.v1~x.core.serverless.err.timeout.v1~", r.Error.TypeID)
 	require.Contains(t, r.Error.Message, "max_suspension_days")
 }
+
+// TestWorkflowStepRetries: a failing step is retried with the entrypoint's retry policy inside the
+// run (each retry a step_retried timeline entry); only the final outcome is journaled; the step sees
+// its attempt and a stable 003 idempotency key.
+func TestWorkflowStepRetries(t *testing.T) {
+	e := newEnv(t)
+	var mu sync.Mutex
+	calls := 0
+	keys := map[string]bool{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct{ Key string }
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		mu.Lock()
+		calls++
+		n := calls
+		keys[body.Key] = true
+		mu.Unlock()
+		if n < 3 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte(`{"ok":true}`))
+	}))
+	t.Cleanup(srv.Close)
+	e.fn("flaky_wf", `
+def call(ctx, input):
+    r = r_await(r_http_post_v1("`+srv.URL+`", {"key": ctx.idempotency_key}, timeout_ms=2000, exit_on_http_error=False))
+    if not r.ok or r.response.status_code != 200:
+        fail("upstream unavailable")
+    return {"attempt": ctx.step_attempt, "step": ctx.step_name}
+
+def main(ctx, input):
+    return r_run_step_v1("call", call, 1).value
+`, func(b map[string]any) {
+		b["entrypoint_id"] = wfPrefix + "flaky_wf.v1~"
+		tr := b["traits"].(map[string]any)
+		tr["invocation"] = map[string]any{"supported": []any{"async"}, "default": "async"}
+		tr["retry"] = map[string]any{"max_attempts": 3, "initial_delay_ms": 1, "max_delay_ms": 5, "backoff_multiplier": 2.0}
+		tr["workflow"] = map[string]any{"compensation": map[string]any{"on_failure": nil, "on_cancel": nil},
+			"checkpointing": map[string]any{"strategy": "automatic"}, "max_suspension_days": 30}
+	})
+	st, err := e.start(bob, invoke.StartRequest{EntrypointID: wfPrefix + "flaky_wf.v1~"}, invoke.StartOptions{})
+	require.NoError(t, err)
+	e.drain()
+	r, err := e.svc.Get(context.Background(), bob, st.Record.ID)
+	require.NoError(t, err)
+	require.Equal(t, invocation.StatusSucceeded, r.Status, r.Error)
+	require.JSONEq(t, `{"attempt": 3, "step": "call"}`, string(r.Result))
+	require.Len(t, keys, 1, "the step's idempotency key is the same on every attempt")
+	require.Equal(t, 1, r.Attempt, "step retries do not consume the invocation's attempts")
+	types := strings.Join(e.timelineTypes(st.Record.ID), ",")
+	require.Contains(t, types, "step_retried,step_retried,step_completed,succeeded")
+}

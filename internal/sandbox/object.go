@@ -282,6 +282,12 @@ func isIdentifier(s string) bool {
 // attributes, and log(msg, **fields).
 type contextValue struct {
 	info Info
+	// Inside a workflow step: the step's name, its attempt (1-based) and 003 §1.3's idempotency key
+	// SHA256(invocation | step | logical attempt | step_completed | "") — the same on every retry
+	// and replay of the step, for the author to pass to external APIs.
+	step        string
+	stepAttempt int
+	stepKey     string
 }
 
 var (
@@ -297,12 +303,29 @@ func (c *contextValue) Type() string          { return "context" }
 func (c *contextValue) Freeze()               {}
 func (c *contextValue) Truth() starlark.Bool  { return true }
 func (c *contextValue) Hash() (uint32, error) { return 0, fmt.Errorf("unhashable type: context") }
-func (c *contextValue) AttrNames() []string   { return slices.Clone(ctxAttrNames) }
+func (c *contextValue) AttrNames() []string {
+	if c.step != "" {
+		return append(slices.Clone(ctxAttrNames), "idempotency_key", "step_attempt", "step_name")
+	}
+	return slices.Clone(ctxAttrNames)
+}
 
 func (c *contextValue) Attr(name string) (starlark.Value, error) {
 	switch name {
 	case "invocation_id":
 		return starlark.String(c.info.InvocationID), nil
+	case "step_name", "step_attempt", "idempotency_key":
+		if c.step == "" {
+			return nil, nil
+		}
+		switch name {
+		case "step_name":
+			return starlark.String(c.step), nil
+		case "step_attempt":
+			return starlark.MakeInt(c.stepAttempt), nil
+		default:
+			return starlark.String(c.stepKey), nil
+		}
 	case "tenant_id":
 		return starlark.String(c.info.TenantID), nil
 	case "entrypoint_id":

@@ -77,6 +77,23 @@ type WorkflowRequest struct {
 	// Now is the time timers and event timeouts are computed from
 	// (Request.Host.Now() if zero).
 	Now time.Time
+	// StepRetry is the retry policy of every step (the entrypoint's traits.retry, as
+	// STARLARK_RUNTIME.md says). The zero value runs each step once.
+	StepRetry StepRetry
+}
+
+// StepRetry decides whether a failed step attempt (1-based) is tried again within the run, and
+// after how long; the caller supplies the entrypoint's retry policy (000's precedence and backoff).
+// Only the final outcome is journaled; each retry is reported in WorkflowResult.StepRetries. A nil
+// StepRetry runs each step once.
+type StepRetry func(attempt int, e *Error) (delay time.Duration, retry bool)
+
+// StepRetryRecord is one retried step attempt.
+type StepRetryRecord struct {
+	Step    string
+	Attempt int // the attempt that failed (1-based)
+	Error   *Error
+	Delay   time.Duration
 }
 
 // Park tells the caller to suspend the workflow until it is satisfied,
@@ -134,6 +151,8 @@ type WorkflowResult struct {
 	// Compensations are the compensations run because the workflow failed,
 	// in the order they ran (reverse completion order).
 	Compensations []CompensationRecord
+	// StepRetries are the step attempts that failed and were retried in this run.
+	StepRetries []StepRetryRecord
 }
 
 // OKResult is the recorded result of a satisfied event wait or a
@@ -181,10 +200,11 @@ func RunWorkflow(ctx context.Context, req WorkflowRequest) (out WorkflowResult, 
 	if now.IsZero() && req.Host != nil {
 		now = req.Host.Now()
 	}
-	w := &workflowState{journal: req.Journal, now: now, steps: map[string]*workflowStep{}}
+	w := &workflowState{journal: req.Journal, now: now, steps: map[string]*workflowStep{}, retry: req.StepRetry}
 	res, rerr := runProgram(ctx, req.Request, w)
 	out.Result = res
 	out.New = w.newEntries
+	out.StepRetries = w.retries
 	out.Completed = w.completed()
 	if w.park != nil {
 		out.Park = w.park
@@ -274,6 +294,8 @@ type workflowState struct {
 	depth        int
 	compensating bool
 	divergent    bool // the journal did not match the program
+	retry        StepRetry
+	retries      []StepRetryRecord
 }
 
 func (w *workflowState) live() bool { return w.depth > 0 || w.compensating }

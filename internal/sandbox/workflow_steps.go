@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"github.com/larkrun/lark/internal/invocation"
 	"time"
 
 	"go.starlark.net/starlark"
@@ -118,9 +119,27 @@ func runStep(thread *starlark.Thread, helper, stepName string, fn starlark.Calla
 		return nil, err
 	}
 	if e == nil {
-		res, err := callStep(thread, r, stepName, fn, input)
-		if err != nil {
-			return nil, err
+		var res any
+		for attempt := 1; ; attempt++ {
+			res, err = callStep(thread, r, stepName, fn, input, attempt)
+			if err != nil {
+				return nil, err
+			}
+			se := stepError(res)
+			delay, again := w.retryAfter(attempt, se)
+			if !again {
+				break
+			}
+			w.retries = append(w.retries, StepRetryRecord{Step: stepName, Attempt: attempt, Error: se, Delay: delay})
+			if delay > 0 {
+				t := time.NewTimer(delay)
+				select {
+				case <-t.C:
+				case <-r.ctx.Done():
+					t.Stop()
+					return nil, r.ctx.Err()
+				}
+			}
 		}
 		w.record(JournalEntry{Seq: seq, Helper: helper, Key: stepName, ArgsHash: hash, Input: in, Result: res, Done: true})
 		e = &w.newEntries[len(w.newEntries)-1]
@@ -137,11 +156,35 @@ func runStep(thread *starlark.Thread, helper, stepName string, fn starlark.Calla
 	return v, nil
 }
 
-// callStep calls fn(ctx, input) and returns its recorded result, or the
-// error that ends the execution.
-func callStep(thread *starlark.Thread, r *run, stepName string, fn starlark.Callable, input starlark.Value) (any, error) {
+// stepError returns the error of a recorded step result, or nil when it succeeded.
+func stepError(res any) *Error {
+	m, ok := res.(map[string]any)
+	if !ok || m["ok"] == true {
+		return nil
+	}
+	env, _ := m["error"].(map[string]any)
+	e := &Error{}
+	e.TypeID, _ = env["id"].(string)
+	e.Category, _ = env["category"].(string)
+	e.Message, _ = env["message"].(string)
+	return e
+}
+
+// retryAfter asks the step retry policy about a failed attempt.
+func (w *workflowState) retryAfter(attempt int, e *Error) (time.Duration, bool) {
+	if e == nil || w.retry == nil {
+		return 0, false
+	}
+	return w.retry(attempt, e)
+}
+
+// callStep calls fn(ctx, input) — ctx also carrying the step's name, attempt and 003 §1.3
+// idempotency key — and returns its recorded result, or the error that ends the execution.
+func callStep(thread *starlark.Thread, r *run, stepName string, fn starlark.Callable, input starlark.Value, attempt int) (any, error) {
 	r.wf.depth++
-	out, err := starlark.Call(thread, fn, starlark.Tuple{&contextValue{info: r.info}, input}, nil)
+	sc := &contextValue{info: r.info, step: stepName, stepAttempt: attempt,
+		stepKey: invocation.IdempotencyKey(r.info.InvocationID, stepName, r.info.Attempt, invocation.EventStepCompleted, "")}
+	out, err := starlark.Call(thread, fn, starlark.Tuple{sc, input}, nil)
 	r.wf.depth--
 	if err != nil {
 		if r.exit != nil || r.stop.Load() != nil || r.ctx.Err() != nil || isAllocError(err) ||
