@@ -20,7 +20,7 @@ import (
 func benchCmd() *cobra.Command {
 	var o bench.Options
 	var scenarios string
-	c := &cobra.Command{Use: "bench", Short: "Measure Lark (sync, async, coldstart) against baselines run on this machine",
+	c := &cobra.Command{Use: "bench", Short: "Measure Lark (sync, async, coldstart, workflow10, sleepers) against baselines run on this machine",
 		Long: strings.TrimSpace(`
 Runs the named scenarios, each against its own "lark serve" child process (this binary) on a fresh
 temporary data directory, and prints a Markdown table: throughput, p50/p99 latency, the server's
@@ -31,7 +31,9 @@ Every raw figure, the machine and the flags go to the JSON file (--out).
   async       --async-n trivial invocations submitted up front, until all are done,
               vs raw inserts and updates of the same rows in the same SQLite file
   coldstart   register + activate + first sync result of a new function, sequentially
-  workflow10, sleepers, cron10k   listed as not available until workflows and schedules exist
+  workflow10  10-step workflows from 50 concurrent starters (steps/s), and one serially (p50)
+  sleepers    10k workflows sleeping: server RSS, and wake-up lag p99
+  cron10k     listed as not available until schedules exist
 
 Missed goals do not fail the command (it is a measurement); a scenario that errors does.
 See docs/benchmarks.md.`),

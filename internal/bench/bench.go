@@ -22,12 +22,10 @@ import (
 // Scenario names, in the order they run.
 var (
 	// Available scenarios.
-	Available = []string{"sync", "async", "coldstart"}
+	Available = []string{"sync", "async", "coldstart", "workflow10", "sleepers"}
 	// Pending scenarios and the features they wait for.
 	Pending = map[string]string{
-		"workflow10": "not available yet (needs workflows)",
-		"sleepers":   "not available yet (needs workflows)",
-		"cron10k":    "not available yet (needs schedules)",
+		"cron10k": "not available yet (needs schedules)",
 	}
 	// All is every scenario name in table order.
 	All = []string{"sync", "async", "coldstart", "workflow10", "sleepers", "cron10k"}
@@ -56,14 +54,25 @@ type Options struct {
 	ColdStartMax time.Duration `json:"-"`
 	// BurnDownMax bounds the wait for the async burn-down.
 	BurnDownMax time.Duration `json:"-"`
+	// Workflow10N async 10-step workflows from Workflow10Clients starters, then (first)
+	// Workflow10Serial sync ones one at a time.
+	Workflow10N       int `json:"workflow10_n"`
+	Workflow10Clients int `json:"workflow10_clients"`
+	Workflow10Serial  int `json:"workflow10_serial"`
+	// SleepersN workflows sleeping SleepersSleep each; the lag comes from the timelines of
+	// SleepersLagSample of them (all when 0).
+	SleepersN         int           `json:"sleepers_n"`
+	SleepersSleep     time.Duration `json:"-"`
+	SleepersLagSample int           `json:"sleepers_lag_sample"`
 	// ServerArgs are extra flags for `lark serve` (e.g. --workers 128).
 	ServerArgs []string `json:"server_args,omitempty"`
 
 	// The durations, in seconds, for the JSON file.
-	DurationS     float64 `json:"duration_s"`
-	WarmupS       float64 `json:"warmup_s"`
-	ColdStartMaxS float64 `json:"coldstart_max_s"`
-	BurnDownMaxS  float64 `json:"burn_down_max_s"`
+	DurationS      float64 `json:"duration_s"`
+	WarmupS        float64 `json:"warmup_s"`
+	ColdStartMaxS  float64 `json:"coldstart_max_s"`
+	BurnDownMaxS   float64 `json:"burn_down_max_s"`
+	SleepersSleepS float64 `json:"sleepers_sleep_s"`
 }
 
 // Defaults fills unset options.
@@ -98,6 +107,22 @@ func (o *Options) Defaults() {
 	if o.BurnDownMax <= 0 {
 		o.BurnDownMax = 4 * time.Minute
 	}
+	if o.Workflow10N <= 0 {
+		o.Workflow10N = 5000
+	}
+	if o.Workflow10Clients <= 0 {
+		o.Workflow10Clients = 50
+	}
+	if o.Workflow10Serial <= 0 {
+		o.Workflow10Serial = 200
+	}
+	if o.SleepersN <= 0 {
+		o.SleepersN = 10_000
+	}
+	if o.SleepersSleep <= 0 {
+		o.SleepersSleep = 20 * time.Second
+	}
+	o.SleepersSleepS = o.SleepersSleep.Seconds()
 	o.DurationS, o.WarmupS = o.Duration.Seconds(), o.Warmup.Seconds()
 	o.ColdStartMaxS, o.BurnDownMaxS = o.ColdStartMax.Seconds(), o.BurnDownMax.Seconds()
 }
@@ -161,6 +186,10 @@ func Run(ctx context.Context, bin string, o Options, log io.Writer) (*Report, er
 			s = r.Async(ctx)
 		case "coldstart":
 			s = r.ColdStart(ctx)
+		case "workflow10":
+			s = r.Workflow10(ctx)
+		case "sleepers":
+			s = r.Sleepers(ctx)
 		default:
 			s = Scenario{Name: name, Status: StatusNotAvailable, Note: Pending[name], Result: ResultNA}
 		}

@@ -72,9 +72,11 @@ type Scenario struct {
 	Goals    []Goal  `json:"goals,omitempty"`
 	Result   string  `json:"result"`
 
-	Async     *AsyncDetail     `json:"async,omitempty"`
-	ColdStart *ColdStartDetail `json:"coldstart,omitempty"`
-	Profile   string           `json:"cpu_profile,omitempty"`
+	Async      *AsyncDetail      `json:"async,omitempty"`
+	ColdStart  *ColdStartDetail  `json:"coldstart,omitempty"`
+	Workflow10 *Workflow10Detail `json:"workflow10,omitempty"`
+	Sleepers   *SleepersDetail   `json:"sleepers,omitempty"`
+	Profile    string            `json:"cpu_profile,omitempty"`
 }
 
 // Baseline is what a scenario is compared with.
@@ -321,6 +323,12 @@ func goalText(g Goal) string {
 		return "p99 " + g.Target + " echo"
 	case "median_ms":
 		return "median " + g.Target
+	case "steps_per_s":
+		return g.Target + " steps/s"
+	case "p50_ms":
+		return "p50 " + g.Target
+	case "lag_p99_ms":
+		return "lag p99 " + g.Target
 	}
 	return g.Name + " " + g.Target
 }
@@ -360,6 +368,22 @@ func details(s Scenario) []string {
 		out = append(out, fmt.Sprintf("coldstart: %d iterations; p50/p99 register %s/%s, activate %s/%s, first sync invocation %s/%s",
 			c.Iterations, msCell(c.Register.P50Ms), msCell(c.Register.P99Ms), msCell(c.Activate.P50Ms), msCell(c.Activate.P99Ms),
 			msCell(c.FirstCall.P50Ms), msCell(c.FirstCall.P99Ms)))
+	}
+	if w := s.Workflow10; w != nil {
+		out = append(out, fmt.Sprintf("workflow10: %d-step workflows; %d async starts from %d starters (submitted in %.1f s, p50/p99 %s/%s), all done %.1f s after the first: %s, %s; p50/p99 in the table: %d serial sync workflows (after %d warm-up), mean %s",
+			w.Steps, w.N, w.Clients, w.SubmitS, msCell(w.Submit.P50Ms), msCell(w.Submit.P99Ms), w.BurnDownS,
+			rate(w.WorkflowsS, "workflows/s"), rate(w.StepsPerS, "steps/s"), w.SerialN, w.SerialWarmup, msCell(w.Serial.MeanMs)))
+	}
+	if sl := s.Sleepers; sl != nil {
+		parked := "all parked before the first was due"
+		if !sl.ParkedBeforeDue {
+			parked = "NOT all parked before the first was due (lengthen the sleep)"
+		}
+		out = append(out, fmt.Sprintf("sleepers: %d workflows sleeping %.0f s; submitted in %.1f s (%d clients, p50/p99 %s/%s), all suspended after %.1f s (%s), all done after %.1f s; server RSS while sleeping max %.0f MiB, mean %.0f MiB (%d samples; idle before %.0f MiB)",
+			sl.N, sl.SleepS, sl.SubmitS, sl.Clients, msCell(sl.Submit.P50Ms), msCell(sl.Submit.P99Ms), sl.ParkedS, parked, sl.DoneS,
+			float64(sl.SleepRSSMaxKiB)/1024, float64(sl.SleepRSSMeanKiB)/1024, sl.RSSSamples, float64(sl.IdleRSSKiB)/1024))
+		out = append(out, fmt.Sprintf("sleepers: p50/p99 in the table = wake-up lag (succeeded event − the suspended event's details.until) from the timelines of %d workflows (read in %.1f s); max %s",
+			sl.LagSampled, sl.LagFetchS, msCell(sl.Lag.MaxMs)))
 	}
 	return out
 }

@@ -38,7 +38,7 @@ func sampleReport() *Report {
 				Throughput:   306, Unit: "/s", Latency: &Summary{Count: 197, P50Ms: 2.98, P99Ms: 5.58},
 				Goals:  []Goal{{Name: "median_ms", Target: "≤ 5 ms", Value: 2.98, Met: true}},
 				Result: ResultFail, ColdStart: &ColdStartDetail{Iterations: 200}},
-			{Name: "workflow10", Status: StatusNotAvailable, Note: Pending["workflow10"], Result: ResultNA},
+			{Name: "workflow10", Status: StatusNotAvailable, Note: "not available yet (needs workflows)", Result: ResultNA},
 			{Name: "cron10k", Status: StatusNotAvailable, Note: Pending["cron10k"], Result: ResultNA},
 		},
 	}

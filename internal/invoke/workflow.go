@@ -11,6 +11,7 @@ import (
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/obs"
 	"github.com/larkrun/lark/internal/sandbox"
+	"github.com/larkrun/lark/internal/store"
 )
 
 // journalEntry is the persisted form of a sandbox.JournalEntry (the Data of a journal event).
@@ -94,6 +95,7 @@ func (s *Service) executeWorkflow(ctx context.Context, rec invocation.Record, e 
 	s.track(rec.ID, cancel)
 	defer s.untrack(rec.ID)
 	start := time.Now()
+	reported := 0
 	var res sandbox.WorkflowResult
 	var rerr *sandbox.Error
 	var input any
@@ -109,23 +111,24 @@ func (s *Service) executeWorkflow(ctx context.Context, rec invocation.Record, e 
 			}
 			return retryDelay(d, attempt), true
 		}
-		res, rerr = sandbox.RunWorkflow(runCtx, sandbox.WorkflowRequest{Journal: journal, Now: now, StepRetry: stepRetry, Request: sandbox.Request{
-			Program: prog, Input: input, Host: h,
-			Info: sandbox.Info{InvocationID: rec.ID, TenantID: rec.TenantID, EntrypointID: rec.EntrypointID,
-				CorrelationID: rec.CorrelationID, Attempt: rec.Attempt},
-			Limits: sandbox.Limits{Timeout: d.timeout(), CPU: d.Traits.Limits.CPU, MemoryMB: int(d.Traits.Limits.MemoryMB)}}})
+		res, rerr = sandbox.RunWorkflow(runCtx, sandbox.WorkflowRequest{Journal: journal, Now: now, StepRetry: stepRetry,
+			Record: func(j sandbox.JournalEntry, retries []sandbox.StepRetryRecord) error {
+				reported += len(retries)
+				return s.persistJournal(ctx, rec, j, retries, h.drain())
+			},
+			Request: sandbox.Request{
+				Program: prog, Input: input, Host: h,
+				Info: sandbox.Info{InvocationID: rec.ID, TenantID: rec.TenantID, EntrypointID: rec.EntrypointID,
+					CorrelationID: rec.CorrelationID, Attempt: rec.Attempt},
+				Limits: sandbox.Limits{Timeout: d.timeout(), CPU: d.Traits.Limits.CPU, MemoryMB: int(d.Traits.Limits.MemoryMB)}}})
 	}
 	elapsed := time.Since(start)
-	retried := map[string][]sandbox.StepRetryRecord{}
-	for _, r := range res.StepRetries {
-		retried[r.Step] = append(retried[r.Step], r)
+	// Entries and retries the run made durable as it went are in the log already; the rest (the run
+	// ended before recording them) go with the outcome.
+	for _, r := range res.StepRetries[min(reported, len(res.StepRetries)):] {
+		h.add(invocation.EventStepRetried, retryData(r))
 	}
-	for _, j := range res.New {
-		for _, r := range retried[j.Key] {
-			h.add(invocation.EventStepRetried, map[string]any{"step": r.Step, "attempt": r.Attempt, "error": payload(r.Error),
-				"delay_ms": r.Delay.Milliseconds()})
-		}
-		delete(retried, j.Key)
+	for _, j := range res.New[min(res.Persisted, len(res.New)):] {
 		h.add(invocation.EventJournal, toMap(toJournal(j)))
 	}
 	for _, c := range res.Compensations {
@@ -259,6 +262,33 @@ func (s *Service) limitSuspension(park *parking, seq int, recorded map[int]time.
 		park.until = &deadline
 	}
 	return park, nil
+}
+
+func retryData(r sandbox.StepRetryRecord) map[string]any {
+	return map[string]any{"step": r.Step, "attempt": r.Attempt, "error": payload(r.Error), "delay_ms": r.Delay.Milliseconds()}
+}
+
+// persistJournal makes one journal entry (and the step retries before it) durable before the
+// program uses its result (architecture: "a completed step is recorded before its result is used",
+// so a crash re-runs at most the step in flight). It writes only while this process holds the
+// attempt's lease, and each entry's idempotency key is its journal position.
+// Timeline entries the run collected so far (the step's HTTP calls) go first, keeping their order.
+func (s *Service) persistJournal(ctx context.Context, rec invocation.Record, j sandbox.JournalEntry, retries []sandbox.StepRetryRecord,
+	pending []invocation.Event) error {
+	now := s.cfg.Clock.Now()
+	events := pending
+	for _, r := range retries {
+		b, _ := json.Marshal(retryData(r))
+		events = append(events, invocation.Event{Type: invocation.EventStepRetried, Data: b, At: now, EngineAttempt: rec.EngineAttempt,
+			LogicalAttempt: rec.Attempt, IdempotencyKey: eventKey(rec.ID, fmt.Sprintf("retry-%d-%s-%d", j.Seq, r.Step, r.Attempt), rec.Attempt, invocation.EventStepRetried)})
+	}
+	b, _ := json.Marshal(toJournal(j))
+	events = append(events, invocation.Event{Type: invocation.EventJournal, Data: b, At: now, EngineAttempt: rec.EngineAttempt,
+		LogicalAttempt: rec.Attempt, IdempotencyKey: eventKey(rec.ID, fmt.Sprintf("journal-%d", j.Seq), rec.Attempt, invocation.EventJournal)})
+	return s.cfg.Store.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
+		_, _, err := tx.Append(rec.TenantID, rec.ID, events, store.AppendOptions{RequireLease: s.leaseOwner(rec)})
+		return err
+	})
 }
 
 func toMap(v any) map[string]any {

@@ -105,8 +105,8 @@ def main(ctx, input):
 	require.NoError(t, json.Unmarshal(r.Result, &out))
 	require.Equal(t, []bool{true, true, true}, out.Steps)
 	types := strings.Join(e.timelineTypes(id), ",")
-	require.Contains(t, types, "step_completed,step_completed,journal,suspended,resumed,journal_resolved")
-	require.Contains(t, types, "step_completed,journal,succeeded")
+	require.Contains(t, types, "started,http_call,step_completed,http_call,step_completed,journal,suspended,resumed")
+	require.Contains(t, types, "http_call,step_completed,journal,succeeded")
 }
 
 // TestWorkflowCompensation: when a step fails, the compensations of completed steps run in reverse
@@ -499,5 +499,5 @@ def main(ctx, input):
 	require.Len(t, keys, 1, "the step's idempotency key is the same on every attempt")
 	require.Equal(t, 1, r.Attempt, "step retries do not consume the invocation's attempts")
 	types := strings.Join(e.timelineTypes(st.Record.ID), ",")
-	require.Contains(t, types, "step_retried,step_retried,step_completed,succeeded")
+	require.Contains(t, types, "http_call,http_call,http_call,step_retried,step_retried,step_completed,succeeded")
 }

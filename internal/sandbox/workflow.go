@@ -80,6 +80,10 @@ type WorkflowRequest struct {
 	// StepRetry is the retry policy of every step (the entrypoint's traits.retry, as
 	// STARLARK_RUNTIME.md says). The zero value runs each step once.
 	StepRetry StepRetry
+	// Record, if set, is called synchronously as each journal entry is recorded, with the step
+	// retries reported since the previous call; it must make them durable. An error ends the run.
+	// How many entries it accepted is WorkflowResult.Persisted.
+	Record func(JournalEntry, []StepRetryRecord) error
 }
 
 // StepRetry decides whether a failed step attempt (1-based) is tried again within the run, and
@@ -153,6 +157,8 @@ type WorkflowResult struct {
 	Compensations []CompensationRecord
 	// StepRetries are the step attempts that failed and were retried in this run.
 	StepRetries []StepRetryRecord
+	// Persisted is how many of New (and of StepRetries' reports) Record has made durable already.
+	Persisted int
 }
 
 // OKResult is the recorded result of a satisfied event wait or a
@@ -200,11 +206,12 @@ func RunWorkflow(ctx context.Context, req WorkflowRequest) (out WorkflowResult, 
 	if now.IsZero() && req.Host != nil {
 		now = req.Host.Now()
 	}
-	w := &workflowState{journal: req.Journal, now: now, steps: map[string]*workflowStep{}, retry: req.StepRetry}
+	w := &workflowState{journal: req.Journal, now: now, steps: map[string]*workflowStep{}, retry: req.StepRetry, onRecord: req.Record}
 	res, rerr := runProgram(ctx, req.Request, w)
 	out.Result = res
 	out.New = w.newEntries
 	out.StepRetries = w.retries
+	out.Persisted = w.persisted
 	out.Completed = w.completed()
 	if w.park != nil {
 		out.Park = w.park
@@ -296,6 +303,9 @@ type workflowState struct {
 	divergent    bool // the journal did not match the program
 	retry        StepRetry
 	retries      []StepRetryRecord
+	onRecord     func(JournalEntry, []StepRetryRecord) error
+	reported     int // retries handed to onRecord
+	persisted    int // entries onRecord accepted
 }
 
 func (w *workflowState) live() bool { return w.depth > 0 || w.compensating }
@@ -360,7 +370,22 @@ func (w *workflowState) corrupt(thread *starlark.Thread, e *JournalEntry, what s
 	return w.fail(thread, fmt.Sprintf("malformed journal: entry %d (%s) %s", e.Seq, describeCall(e.Helper, e.Key), what), e.Seq)
 }
 
-func (w *workflowState) record(e JournalEntry) { w.newEntries = append(w.newEntries, e) }
+// record appends an entry and, when the caller asked for it, makes it durable at once through
+// WorkflowRequest.Record — before the program sees the result, so that a crash repeats at most the
+// step in flight. A failing Record ends the run.
+func (w *workflowState) record(e JournalEntry) error {
+	w.newEntries = append(w.newEntries, e)
+	if w.onRecord == nil {
+		return nil
+	}
+	retries := w.retries[w.reported:]
+	w.reported = len(w.retries)
+	if err := w.onRecord(e, retries); err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	w.persisted = len(w.newEntries)
+	return nil
+}
 
 // parkOn ends the execution with p.
 func (w *workflowState) parkOn(p *Park) error {
@@ -418,7 +443,9 @@ func wfNow(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 	if err != nil {
 		return nil, err
 	}
-	w.record(JournalEntry{Seq: seq, Helper: b.Name(), ArgsHash: hash, Result: string(v.(starlark.String)), Done: true})
+	if err := w.record(JournalEntry{Seq: seq, Helper: b.Name(), ArgsHash: hash, Result: string(v.(starlark.String)), Done: true}); err != nil {
+		return nil, err
+	}
 	return v, nil
 }
 
@@ -445,7 +472,9 @@ func wfRand(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, k
 		}
 		return starlark.String(s), nil
 	}
-	w.record(JournalEntry{Seq: seq, Helper: b.Name(), ArgsHash: hash, Result: string(v.(starlark.String)), Done: true})
+	if err := w.record(JournalEntry{Seq: seq, Helper: b.Name(), ArgsHash: hash, Result: string(v.(starlark.String)), Done: true}); err != nil {
+		return nil, err
+	}
 	return v, nil
 }
 
@@ -476,10 +505,14 @@ func wfSleep(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 	case e != nil:
 		return nil, w.parkOn(&Park{Kind: "timer", Until: e.Until, Seq: seq})
 	case ms <= 0:
-		w.record(JournalEntry{Seq: seq, Helper: name, ArgsHash: hash, Until: w.now, Done: true})
+		if err := w.record(JournalEntry{Seq: seq, Helper: name, ArgsHash: hash, Until: w.now, Done: true}); err != nil {
+			return nil, err
+		}
 	default:
 		until := w.now.Add(msDuration(ms))
-		w.record(JournalEntry{Seq: seq, Helper: name, ArgsHash: hash, Until: until})
+		if err := w.record(JournalEntry{Seq: seq, Helper: name, ArgsHash: hash, Until: until}); err != nil {
+			return nil, err
+		}
 		return nil, w.parkOn(&Park{Kind: "timer", Until: until, Seq: seq})
 	}
 	return resolvedPromise(name, starlark.None), nil
@@ -551,7 +584,9 @@ func wfWaitEvent(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 		t := w.now.Add(timeout)
 		ne.Until, park.TimeoutAt = t, &t
 	}
-	w.record(ne)
+	if err := w.record(ne); err != nil {
+		return nil, err
+	}
 	return nil, w.parkOn(park)
 }
 
@@ -593,7 +628,9 @@ func wfInvoke(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 		return recordedPromise(thread, w, name, e, false)
 	}
 	if e == nil {
-		w.record(JournalEntry{Seq: seq, Helper: name, ArgsHash: hash})
+		if err := w.record(JournalEntry{Seq: seq, Helper: name, ArgsHash: hash}); err != nil {
+			return nil, err
+		}
 	}
 	return nil, w.parkOn(&Park{Kind: "child", ChildEntrypointID: string(id), ChildParams: params, Seq: seq})
 }
@@ -623,7 +660,9 @@ func wfSnapshot(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 		return nil, err
 	}
 	if e == nil {
-		w.record(JournalEntry{Seq: seq, Helper: name, ArgsHash: hash, Result: label, Done: true})
+		if err := w.record(JournalEntry{Seq: seq, Helper: name, ArgsHash: hash, Result: label, Done: true}); err != nil {
+			return nil, err
+		}
 	}
 	return starlark.None, nil
 }

@@ -141,7 +141,9 @@ func runStep(thread *starlark.Thread, helper, stepName string, fn starlark.Calla
 				}
 			}
 		}
-		w.record(JournalEntry{Seq: seq, Helper: helper, Key: stepName, ArgsHash: hash, Input: in, Result: res, Done: true})
+		if err := w.record(JournalEntry{Seq: seq, Helper: helper, Key: stepName, ArgsHash: hash, Input: in, Result: res, Done: true}); err != nil {
+			return nil, err
+		}
 		e = &w.newEntries[len(w.newEntries)-1]
 	} else if !e.Done {
 		return nil, w.corrupt(thread, e, "is pending")
