@@ -246,7 +246,17 @@ func (s *Service) complete(ctx context.Context, rec invocation.Record, d definit
 		if errors.Is(err, store.ErrLeaseLost) {
 			// Canceled meanwhile, or the lease expired and the work moved: record, never apply.
 			data, _ := json.Marshal(map[string]any{"succeeded": rerr == nil, "engine_attempt": rec.EngineAttempt})
-			late := append(timeline, invocation.Event{Type: invocation.EventLateResult, Data: data, At: now,
+			// Only informational entries survive: a run that lost its lease must never write journal
+			// entries (another runner may be replaying those positions), nor step retries.
+			var late []invocation.Event
+			for _, ev := range timeline {
+				switch ev.Type {
+				case invocation.EventJournal, invocation.EventJournalResolved, invocation.EventStepRetried, invocation.EventStepCompensated:
+				default:
+					late = append(late, ev)
+				}
+			}
+			late = append(late, invocation.Event{Type: invocation.EventLateResult, Data: data, At: now,
 				EngineAttempt: rec.EngineAttempt, LogicalAttempt: rec.Attempt,
 				IdempotencyKey: eventKey(rec.ID, fmt.Sprintf("late-%d", rec.EngineAttempt), rec.Attempt, invocation.EventLateResult)})
 			final, _, err = tx.Append(rec.TenantID, rec.ID, late, store.AppendOptions{})
@@ -322,6 +332,16 @@ func (h *host) add(t invocation.EventType, data map[string]any) {
 	b, _ := json.Marshal(data)
 	h.timeline = append(h.timeline, invocation.Event{Type: t, Data: b, At: h.s.cfg.Clock.Now(), EngineAttempt: h.rec.EngineAttempt,
 		LogicalAttempt: h.rec.Attempt, IdempotencyKey: eventKey(h.rec.ID, fmt.Sprintf("%d/%d", h.rec.EngineAttempt, h.n), h.rec.Attempt, t)})
+}
+
+// prepend puts events ahead of the collected timeline entries.
+func (h *host) prepend(events []invocation.Event) {
+	if len(events) == 0 {
+		return
+	}
+	h.mu.Lock()
+	h.timeline = append(append([]invocation.Event(nil), events...), h.timeline...)
+	h.mu.Unlock()
 }
 
 func (h *host) drain() []invocation.Event {

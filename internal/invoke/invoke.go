@@ -151,7 +151,10 @@ type definition struct {
 		Entrypoint *bool `json:"entrypoint"`
 		Workflow   *struct {
 			MaxSuspensionDays int `json:"max_suspension_days"`
-			Compensation      struct {
+			Checkpointing     struct {
+				Strategy string `json:"strategy"`
+			} `json:"checkpointing"`
+			Compensation struct {
 				OnFailure *string `json:"on_failure"`
 				OnCancel  *string `json:"on_cancel"`
 			} `json:"compensation"`

@@ -96,6 +96,15 @@ func (s *Service) executeWorkflow(ctx context.Context, rec invocation.Record, e 
 	defer s.untrack(rec.ID)
 	start := time.Now()
 	reported := 0
+	// checkpointing.strategy (000): automatic — every journal entry is durable before the program
+	// continues (a crash repeats at most the step in flight); manual — entries become durable at each
+	// r_snapshot_v1 (a crash repeats the steps since the last snapshot); disabled — only when the run
+	// parks or ends (a crash starts the run over). Entries not yet written go with the outcome.
+	strategy := "automatic"
+	if d.Traits.Workflow != nil && d.Traits.Workflow.Checkpointing.Strategy != "" {
+		strategy = d.Traits.Workflow.Checkpointing.Strategy
+	}
+	var buffered []invocation.Event
 	var res sandbox.WorkflowResult
 	var rerr *sandbox.Error
 	var input any
@@ -114,7 +123,14 @@ func (s *Service) executeWorkflow(ctx context.Context, rec invocation.Record, e 
 		res, rerr = sandbox.RunWorkflow(runCtx, sandbox.WorkflowRequest{Journal: journal, Now: now, StepRetry: stepRetry,
 			Record: func(j sandbox.JournalEntry, retries []sandbox.StepRetryRecord) error {
 				reported += len(retries)
-				return s.persistJournal(ctx, rec, j, retries, h.drain())
+				buffered = append(buffered, journalEvents(rec, s.cfg.Clock.Now(), j, retries, h.drain())...)
+				if strategy == "automatic" || (strategy == "manual" && j.Helper == "r_snapshot_v1") {
+					if err := s.persistJournal(ctx, rec, buffered); err != nil {
+						return err
+					}
+					buffered = nil
+				}
+				return nil
 			},
 			Request: sandbox.Request{
 				Program: prog, Input: input, Host: h,
@@ -123,14 +139,12 @@ func (s *Service) executeWorkflow(ctx context.Context, rec invocation.Record, e 
 				Limits: sandbox.Limits{Timeout: d.timeout(), CPU: d.Traits.Limits.CPU, MemoryMB: int(d.Traits.Limits.MemoryMB)}}})
 	}
 	elapsed := time.Since(start)
-	// Entries and retries the run made durable as it went are in the log already; the rest (the run
-	// ended before recording them) go with the outcome.
+	// Entries the run made durable as it went are in the log already; buffered ones (and retries
+	// after the last entry) go with the outcome, ahead of the timeline entries collected since.
 	for _, r := range res.StepRetries[min(reported, len(res.StepRetries)):] {
 		h.add(invocation.EventStepRetried, retryData(r))
 	}
-	for _, j := range res.New[min(res.Persisted, len(res.New)):] {
-		h.add(invocation.EventJournal, toMap(toJournal(j)))
-	}
+	h.prepend(buffered)
 	for _, c := range res.Compensations {
 		entry := map[string]any{"step": c.Step, "seq": c.Seq, "fn": c.Fn, "ok": c.OK}
 		if c.Error != nil {
@@ -268,14 +282,11 @@ func retryData(r sandbox.StepRetryRecord) map[string]any {
 	return map[string]any{"step": r.Step, "attempt": r.Attempt, "error": payload(r.Error), "delay_ms": r.Delay.Milliseconds()}
 }
 
-// persistJournal makes one journal entry (and the step retries before it) durable before the
-// program uses its result (architecture: "a completed step is recorded before its result is used",
-// so a crash re-runs at most the step in flight). It writes only while this process holds the
-// attempt's lease, and each entry's idempotency key is its journal position.
-// Timeline entries the run collected so far (the step's HTTP calls) go first, keeping their order.
-func (s *Service) persistJournal(ctx context.Context, rec invocation.Record, j sandbox.JournalEntry, retries []sandbox.StepRetryRecord,
-	pending []invocation.Event) error {
-	now := s.cfg.Clock.Now()
+// journalEvents are the log events of one journal entry: the timeline entries collected before it
+// (the step's HTTP calls), the step's retries, then the entry, whose idempotency key is its journal
+// position (so writing it twice is a no-op).
+func journalEvents(rec invocation.Record, now time.Time, j sandbox.JournalEntry, retries []sandbox.StepRetryRecord,
+	pending []invocation.Event) []invocation.Event {
 	events := pending
 	for _, r := range retries {
 		b, _ := json.Marshal(retryData(r))
@@ -283,8 +294,14 @@ func (s *Service) persistJournal(ctx context.Context, rec invocation.Record, j s
 			LogicalAttempt: rec.Attempt, IdempotencyKey: eventKey(rec.ID, fmt.Sprintf("retry-%d-%s-%d", j.Seq, r.Step, r.Attempt), rec.Attempt, invocation.EventStepRetried)})
 	}
 	b, _ := json.Marshal(toJournal(j))
-	events = append(events, invocation.Event{Type: invocation.EventJournal, Data: b, At: now, EngineAttempt: rec.EngineAttempt,
+	return append(events, invocation.Event{Type: invocation.EventJournal, Data: b, At: now, EngineAttempt: rec.EngineAttempt,
 		LogicalAttempt: rec.Attempt, IdempotencyKey: eventKey(rec.ID, fmt.Sprintf("journal-%d", j.Seq), rec.Attempt, invocation.EventJournal)})
+}
+
+// persistJournal makes journal events durable before the program uses their results (architecture:
+// "a completed step is recorded before its result is used"). It writes only while this process
+// holds the attempt's lease.
+func (s *Service) persistJournal(ctx context.Context, rec invocation.Record, events []invocation.Event) error {
 	return s.cfg.Store.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
 		_, _, err := tx.Append(rec.TenantID, rec.ID, events, store.AppendOptions{RequireLease: s.leaseOwner(rec)})
 		return err

@@ -501,3 +501,83 @@ def main(ctx, input):
 	types := strings.Join(e.timelineTypes(st.Record.ID), ",")
 	require.Contains(t, types, "http_call,http_call,http_call,step_retried,step_retried,step_completed,succeeded")
 }
+
+// TestWorkflowCheckpointing: which completed steps survive a run cut short (here by suspend, which
+// takes the lease away like a crash) depends on checkpointing.strategy: automatic — all of them;
+// manual — those before the last r_snapshot_v1; disabled — none (the run starts over).
+func TestWorkflowCheckpointing(t *testing.T) {
+	for _, c := range []struct {
+		strategy string
+		want     map[string]int
+	}{
+		{"automatic", map[string]int{"s1": 1, "s2": 1, "s3": 2, "s4": 1}},
+		{"manual", map[string]int{"s1": 1, "s2": 1, "s3": 2, "s4": 1}},
+		{"disabled", map[string]int{"s1": 2, "s2": 2, "s3": 2, "s4": 1}},
+	} {
+		t.Run(c.strategy, func(t *testing.T) {
+			e := newEnv(t)
+			var mu sync.Mutex
+			hits := map[string]int{}
+			entered := make(chan struct{}, 4)
+			release := make(chan struct{})
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				var body struct{ Step string }
+				_ = json.NewDecoder(r.Body).Decode(&body)
+				mu.Lock()
+				hits[body.Step]++
+				n := hits[body.Step]
+				mu.Unlock()
+				if body.Step == "s3" && n == 1 {
+					entered <- struct{}{}
+					select {
+					case <-release:
+					case <-time.After(10 * time.Second):
+					}
+				}
+				w.Write([]byte(`{"ok":true}`))
+			}))
+			t.Cleanup(srv.Close)
+			name := "cp_" + c.strategy
+			e.fn(name, `
+def effect(ctx, input):
+    return r_await(r_http_post_v1("`+srv.URL+`", {"step": input}, timeout_ms=15000)).response.status_code
+
+def main(ctx, input):
+    r_run_step_v1("s1", effect, "s1")
+    r_run_step_v1("s2", effect, "s2")
+    r_snapshot_v1("after-s2")
+    r_run_step_v1("s3", effect, "s3")
+    r_run_step_v1("s4", effect, "s4")
+    return {"done": True}
+`, func(b map[string]any) {
+				b["entrypoint_id"] = wfPrefix + name + ".v1~"
+				tr := b["traits"].(map[string]any)
+				tr["invocation"] = map[string]any{"supported": []any{"async"}, "default": "async"}
+				tr["workflow"] = map[string]any{"compensation": map[string]any{"on_failure": nil, "on_cancel": nil},
+					"checkpointing": map[string]any{"strategy": c.strategy}, "max_suspension_days": 30}
+			})
+			st, err := e.start(bob, invoke.StartRequest{EntrypointID: wfPrefix + name + ".v1~"}, invoke.StartOptions{})
+			require.NoError(t, err)
+			done := make(chan struct{})
+			go func() { e.drain(); close(done) }()
+			select {
+			case <-entered:
+			case <-time.After(10 * time.Second):
+				t.Fatal("s3 never started")
+			}
+			_, _, err = e.svc.Control(context.Background(), bob, st.Record.ID, invoke.ActionSuspend)
+			require.NoError(t, err)
+			close(release)
+			<-done
+			_, _, err = e.svc.Control(context.Background(), bob, st.Record.ID, invoke.ActionResume)
+			require.NoError(t, err)
+			e.drain()
+			r, err := e.svc.Get(context.Background(), bob, st.Record.ID)
+			require.NoError(t, err)
+			require.Equal(t, invocation.StatusSucceeded, r.Status, r.Error)
+			mu.Lock()
+			defer mu.Unlock()
+			require.Equal(t, c.want, hits)
+		})
+	}
+}
