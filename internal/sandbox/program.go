@@ -77,6 +77,11 @@ func RuntimePredeclaredNames() []string {
 // functions, uses load, or does not define main(ctx, input) at top level.
 // It never panics.
 func Compile(filename, src string) (prog *Program, err error) {
+	return compile(filename, src, predeclared().Has)
+}
+
+// compile is Compile with the set of predeclared names as a parameter (functions or workflows).
+func compile(filename, src string, isPredeclared func(string) bool) (prog *Program, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			prog, err = nil, internalError("compile")
@@ -98,7 +103,7 @@ func Compile(filename, src string) (prog *Program, err error) {
 	if err := checkMainDef(f); err != nil {
 		return nil, err
 	}
-	p, err := starlark.FileProgram(f, predeclared().Has)
+	p, err := starlark.FileProgram(f, isPredeclared)
 	if err != nil {
 		return nil, compileError(err)
 	}

@@ -36,7 +36,6 @@ import (
 	"time"
 
 	"go.starlark.net/starlark"
-	"go.starlark.net/syntax"
 )
 
 // JournalEntry is one recorded workflow helper call.
@@ -231,33 +230,8 @@ func RunWorkflow(ctx context.Context, req WorkflowRequest) (out WorkflowResult, 
 
 // CompileWorkflow is Compile for workflows: the workflow helpers are
 // predeclared too.
-func CompileWorkflow(filename, src string) (prog *Program, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			prog, err = nil, internalError("compile")
-		}
-	}()
-	if len(src) > MaxSourceBytes {
-		return nil, newError(ErrValidation, CategoryNonRetryable,
-			"source is %d bytes; the limit is %d bytes", len(src), MaxSourceBytes)
-	}
-	f, err := FileOptions().Parse(filename, src, 0)
-	if err != nil {
-		return nil, compileError(err)
-	}
-	for _, stmt := range f.Stmts {
-		if load, ok := stmt.(*syntax.LoadStmt); ok {
-			return nil, compileErrorAt(load.Load, "load() is not allowed")
-		}
-	}
-	if err := checkMainDef(f); err != nil {
-		return nil, err
-	}
-	p, err := starlark.FileProgram(f, workflowPredeclared().Has)
-	if err != nil {
-		return nil, compileError(err)
-	}
-	return &Program{prog: p, filename: filename}, nil
+func CompileWorkflow(filename, src string) (*Program, error) {
+	return compile(filename, src, workflowPredeclared().Has)
 }
 
 // workflowHelperImpls replace or add helpers in workflow executions.
