@@ -34,6 +34,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/larkrun/lark/internal/auth"
+	"github.com/larkrun/lark/internal/bench"
 	"github.com/larkrun/lark/internal/clock"
 	"github.com/larkrun/lark/internal/dispatch"
 	"github.com/larkrun/lark/internal/egress"
@@ -62,45 +63,8 @@ const (
 	benchAPI         = "/api/serverless-runtime/v1"
 )
 
-// taxBody is the README's calculate_tax registration (limits, retry and all).
-const taxBody = `{
-  "entrypoint_id": "gts.x.core.serverless.entrypoint.v1~x.core.serverless.function.v1~vendor.app.billing.calculate_tax.v1~",
-  "title": "Calculate Tax",
-  "description": "Calculate tax for invoice.",
-  "tags": ["billing", "tax"],
-  "owner": {"owner_type": "tenant"},
-  "schema": {
-    "params": {
-      "type": "object",
-      "properties": {"invoice_id": {"type": "string"}, "amount": {"type": "number"}},
-      "required": ["invoice_id", "amount"]
-    },
-    "returns": {
-      "type": "object",
-      "properties": {"tax": {"type": "number"}, "total": {"type": "number"}}
-    },
-    "errors": ["gts.x.core.serverless.err.v1~x.core.serverless.err.validation.v1~"]
-  },
-  "traits": {
-    "invocation": {"supported": ["sync", "async"], "default": "async"},
-    "is_idempotent": true,
-    "caching": {"max_age_seconds": 0},
-    "rate_limit": {
-      "strategy": "gts.x.core.serverless.rate_limit.v1~x.core.serverless.rate_limit.token_bucket.v1~",
-      "config": {"max_requests_per_second": 50, "max_requests_per_minute": 1000, "burst_size": 20}
-    },
-    "limits": {"timeout_seconds": 30, "memory_mb": 128, "cpu": 0.2, "max_concurrent": 100},
-    "retry": {"max_attempts": 3, "initial_delay_ms": 200, "max_delay_ms": 10000, "backoff_multiplier": 2.0}
-  },
-  "implementation": {
-    "adapter": "gts.x.core.serverless.adapter.starlark.v1~",
-    "kind": "code",
-    "code": {
-      "language": "starlark",
-      "source": "def main(ctx, input):\n  return {\"tax\": input.amount * 0.1, \"total\": input.amount * 1.1}\n"
-    }
-  }
-}`
+// taxBody is the README's calculate_tax registration (shared with the bench harness).
+var taxBody = string(bench.TaxDefinition(bench.TaxID))
 
 // --- HTTP ---
 
