@@ -230,34 +230,7 @@ func TestCrashAsyncInvocations(t *testing.T) {
 	q := startLark(t, data, flags...)
 	restarted := time.Now()
 	require.Equal(t, p.Token, q.Token, "LARK_TOKEN must survive the crash")
-	var byID map[string]invocationItem
-	for {
-		byID = map[string]invocationItem{}
-		for _, raw := range q.listAll(apiBase+"/invocations", q.Token) {
-			var it invocationItem
-			require.NoError(t, json.Unmarshal(raw, &it))
-			byID[it.ID] = it
-		}
-		var lost, pending []string
-		for _, id := range acceptedIDs {
-			it, ok := byID[id]
-			switch {
-			case !ok:
-				lost = append(lost, id)
-			case !terminalStatuses[it.Status]:
-				pending = append(pending, id+"="+it.Status)
-			}
-		}
-		require.Empty(t, lost, "accepted (202) invocations missing after the crash: %d of %d", len(lost), len(acceptedIDs))
-		if len(pending) == 0 {
-			break
-		}
-		if time.Since(restarted) > crashDeadline {
-			sort.Strings(pending)
-			t.Fatalf("%d accepted invocations not terminal %v after the restart, e.g. %v", len(pending), crashDeadline, pending[:min(10, len(pending))])
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+	byID := waitAllTerminal[invocationItem](t, q, acceptedIDs, restarted, crashDeadline, nil)
 	recovery := time.Since(restarted)
 	recoveryFromKill := time.Since(killAt)
 

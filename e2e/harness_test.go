@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -341,5 +342,50 @@ func (p *larkProc) listAll(path, token string) []json.RawMessage {
 		}
 		require.NotNil(p.t, body.PageInfo.NextCursor, "%s: has_more without next_cursor", path)
 		cursor = *body.PageInfo.NextCursor
+	}
+}
+
+// waitAllTerminal lists every invocation until each id in accepted is present and terminal and
+// returns the listing decoded as T. It fails the test at once if an accepted id is missing (lost
+// work), and when deadline has passed since since with some still pending; progress, if not nil,
+// is called with the pending count on every poll that is not the last.
+func waitAllTerminal[T any](t *testing.T, p *larkProc, accepted []string, since time.Time, deadline time.Duration, progress func(pending int)) map[string]T {
+	t.Helper()
+	for {
+		byID := map[string]T{}
+		status := map[string]string{}
+		for _, raw := range p.listAll(apiBase+"/invocations", p.Token) {
+			var it T
+			var head struct {
+				ID     string `json:"invocation_id"`
+				Status string `json:"status"`
+			}
+			require.NoError(t, json.Unmarshal(raw, &it))
+			require.NoError(t, json.Unmarshal(raw, &head))
+			byID[head.ID] = it
+			status[head.ID] = head.Status
+		}
+		var lost, pending []string
+		for _, id := range accepted {
+			st, ok := status[id]
+			switch {
+			case !ok:
+				lost = append(lost, id)
+			case !terminalStatuses[st]:
+				pending = append(pending, id+"="+st)
+			}
+		}
+		require.Empty(t, lost, "accepted (202) invocations missing after the crash: %d of %d", len(lost), len(accepted))
+		if len(pending) == 0 {
+			return byID
+		}
+		if time.Since(since) > deadline {
+			sort.Strings(pending)
+			t.Fatalf("%d accepted invocations not terminal %v after the restart, e.g. %v", len(pending), deadline, pending[:min(10, len(pending))])
+		}
+		if progress != nil {
+			progress(len(pending))
+		}
+		time.Sleep(250 * time.Millisecond)
 	}
 }

@@ -244,39 +244,13 @@ func TestCrashWorkflows(t *testing.T) {
 
 	// Wait until every accepted invocation is terminal (in-flight runs come back after their lease:
 	// timeout 5 s + 30 s grace).
-	var byID map[string]wfCrashItem
 	lastLog := time.Now()
-	for {
-		byID = map[string]wfCrashItem{}
-		for _, raw := range p.listAll(apiBase+"/invocations", p.Token) {
-			var it wfCrashItem
-			require.NoError(t, json.Unmarshal(raw, &it))
-			byID[it.ID] = it
-		}
-		var lost, pending []string
-		for _, id := range accepted {
-			it, ok := byID[id]
-			switch {
-			case !ok:
-				lost = append(lost, id)
-			case !terminalStatuses[it.Status]:
-				pending = append(pending, id+"="+it.Status)
-			}
-		}
-		require.Empty(t, lost, "accepted (202) invocations missing after the crashes: %d of %d", len(lost), len(accepted))
-		if len(pending) == 0 {
-			break
-		}
-		if time.Since(lastRestart) > wfCrashDeadline {
-			sort.Strings(pending)
-			t.Fatalf("%d invocations not terminal %v after the last restart, e.g. %v", len(pending), wfCrashDeadline, pending[:min(10, len(pending))])
-		}
+	byID := waitAllTerminal[wfCrashItem](t, p, accepted, lastRestart, wfCrashDeadline, func(pending int) {
 		if time.Since(lastLog) > 10*time.Second {
-			t.Logf("%v after the last restart: %d not terminal yet; %d upstream POSTs", time.Since(lastRestart).Round(time.Second), len(pending), counter.calls.Load())
+			t.Logf("%v after the last restart: %d not terminal yet; %d upstream POSTs", time.Since(lastRestart).Round(time.Second), pending, counter.calls.Load())
 			lastLog = time.Now()
 		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	})
 	recovery := time.Since(lastRestart)
 	recoveryFromFirstKill := time.Since(firstKill)
 
