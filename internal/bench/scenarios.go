@@ -163,25 +163,10 @@ func (r *Runner) Async(ctx context.Context) Scenario {
 		return failed(s, fmt.Errorf("register the no-op function: %w", err))
 	}
 
-	var mu sync.Mutex
-	var lastID string
 	cpu0, cpuErr0 := procCPU(l.Pid())
 	self0 := selfCPU()
 	first := time.Now()
-	res := Load{Workers: o.AsyncClients, Count: int64(o.AsyncN), Do: func(ctx context.Context) error {
-		_, b, err := l.api.Call(ctx, http.MethodPost, "/invocations", l.token, noopAsyncRequest, http.StatusAccepted)
-		if err != nil {
-			return err
-		}
-		id, err := invocationID(b)
-		if err != nil {
-			return err
-		}
-		mu.Lock()
-		lastID = id
-		mu.Unlock()
-		return nil
-	}}.Run(ctx)
+	res, lastID := submitAsync(ctx, l, o.AsyncClients, o.AsyncN, noopAsyncRequest)
 	submitted := time.Now()
 	a.SubmitS, a.SubmitRate, a.Submit = res.WindowS, res.Throughput, res.Latency
 	s.Latency = &a.Submit
@@ -250,6 +235,28 @@ func (r *Runner) Async(ctx context.Context) Scenario {
 	}
 	s.Result = ResultNA // the issue sets no goal for async
 	return s
+}
+
+// submitAsync starts n async invocations with body from workers concurrent clients and returns
+// the load result and the id of the last invocation accepted (what waitBurnDown looks up first).
+func submitAsync(ctx context.Context, l *lark, workers, n int, body []byte) (LoadResult, string) {
+	var mu sync.Mutex
+	var lastID string
+	res := Load{Workers: workers, Count: int64(n), Do: func(ctx context.Context) error {
+		_, b, err := l.api.Call(ctx, http.MethodPost, "/invocations", l.token, body, http.StatusAccepted)
+		if err != nil {
+			return err
+		}
+		id, err := invocationID(b)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		lastID = id
+		mu.Unlock()
+		return nil
+	}}.Run(ctx)
+	return res, lastID
 }
 
 // waitBurnDown polls until no invocation of the bench tenant is queued or running and returns when

@@ -11,7 +11,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -177,23 +176,8 @@ func (r *Runner) Workflow10(ctx context.Context) Scenario {
 
 	// (a) concurrent async starts.
 	asyncReq := startRequest(Workflow10ID, "async")
-	var mu sync.Mutex
-	var lastID string
 	first := time.Now()
-	res := Load{Workers: d.Clients, Count: int64(d.N), Do: func(ctx context.Context) error {
-		_, b, err := l.api.Call(ctx, http.MethodPost, "/invocations", l.token, asyncReq, http.StatusAccepted)
-		if err != nil {
-			return err
-		}
-		id, err := invocationID(b)
-		if err != nil {
-			return err
-		}
-		mu.Lock()
-		lastID = id
-		mu.Unlock()
-		return nil
-	}}.Run(ctx)
+	res, lastID := submitAsync(ctx, l, d.Clients, d.N, asyncReq)
 	d.SubmitS, d.Submit = res.WindowS, res.Latency
 	done, err := r.waitBurnDown(ctx, l, lastID, first.Add(o.BurnDownMax))
 	cpu1, cpuErr1 := procCPU(l.Pid())
