@@ -379,6 +379,17 @@ func exitWith(thread *starlark.Thread, e *Error) error {
 	return errExit
 }
 
+// workflowOnlyArgs is the prologue of the builtins that exist only in workflows: the run's
+// workflow state (an error inside a step function or a compensation) and the bound arguments.
+func workflowOnlyArgs(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (*workflowState, []starlark.Value, error) {
+	w := runOf(thread).wf
+	if w.live() {
+		return nil, nil, notInLive(b.Name())
+	}
+	vals, err := bindArgs(b.Name(), args, kwargs)
+	return w, vals, err
+}
+
 // notInLive is the error of a workflow-only helper called in a step
 // function or a compensation.
 func notInLive(name string) error {
@@ -458,11 +469,7 @@ func wfRand(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, k
 // None. A non-positive duration is recorded Done at once.
 func wfSleep(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	name := b.Name()
-	w := runOf(thread).wf
-	if w.live() {
-		return nil, notInLive(name)
-	}
-	vals, err := bindArgs(name, args, kwargs)
+	w, vals, err := workflowOnlyArgs(thread, b, args, kwargs)
 	if err != nil {
 		return nil, err
 	}
@@ -506,11 +513,7 @@ func msDuration(ms int64) time.Duration {
 // the call, like r_exit.
 func wfWaitEvent(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	name := b.Name()
-	w := runOf(thread).wf
-	if w.live() {
-		return nil, notInLive(name)
-	}
-	vals, err := bindArgs(name, args, kwargs)
+	w, vals, err := workflowOnlyArgs(thread, b, args, kwargs)
 	if err != nil {
 		return nil, err
 	}
@@ -613,11 +616,7 @@ func wfInvoke(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 // Result is the label; the caller decides what to persist.
 func wfSnapshot(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	name := b.Name()
-	w := runOf(thread).wf
-	if w.live() {
-		return nil, notInLive(name)
-	}
-	vals, err := bindArgs(name, args, kwargs)
+	w, vals, err := workflowOnlyArgs(thread, b, args, kwargs)
 	if err != nil {
 		return nil, err
 	}
