@@ -118,6 +118,10 @@ func (s *Server) Handler() http.Handler {
 		r.Get("/invocations/{id:[^:/]+}/timeline", s.invocationTimeline)
 		r.Post("/invocations/{id:[^:/]+}:control", s.controlInvocation)
 
+		r.Post("/events", s.publishEvent)
+		r.Get("/events", s.listEvents)
+		r.Get("/events/{id:[^:/]+}", s.getEvent)
+
 		r.Get("/audit-events", s.listAudit)
 	})
 	return r

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/larkrun/lark/internal/entrypoint"
+	"github.com/larkrun/lark/internal/events"
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/obs"
 	"github.com/larkrun/lark/internal/sandbox"
@@ -201,6 +202,17 @@ type parking struct {
 	// workflow goes failed → compensating and the handler is created in the same transaction.
 	handler  *invocation.Record
 	handlerD definition
+	// wait, when set, is the event the workflow suspends for (r_wait_event_v1), registered in the
+	// same transaction; until is then its timeout.
+	wait *events.Wait
+	// clearWaits removes the workflow's registered event waits with this outcome (it waited for an
+	// event earlier and no longer does).
+	clearWaits bool
+}
+
+// suspends reports whether the run parks (rather than ending).
+func (p *parking) suspends() bool {
+	return p != nil && p.handler == nil && (p.until != nil || p.child != nil || p.wait != nil)
 }
 
 // A workflow that parks passes park: it becomes suspended, holding no goroutine; the queue wakes it
@@ -219,7 +231,7 @@ func (s *Service) complete(ctx context.Context, rec invocation.Record, d definit
 		events := timeline
 		next := store.Scheduling{}
 		switch {
-		case rerr == nil && park != nil && park.handler == nil:
+		case rerr == nil && park.suspends():
 			next.AvailableAt = park.until
 			se := ev(invocation.EventSuspended, map[string]any{"reason": park.reason, "until": park.until})
 			se.IdempotencyKey = eventKey(rec.ID, fmt.Sprintf("suspend-%d", rec.LastSeq), rec.Attempt, invocation.EventSuspended)
@@ -280,6 +292,15 @@ func (s *Service) complete(ctx context.Context, rec invocation.Record, d definit
 				return err
 			}
 		}
+		if park != nil && park.wait != nil && final.Status == invocation.StatusSuspended {
+			if err := s.registerWait(tx, final, *park.wait, now); err != nil {
+				return err
+			}
+		} else if park != nil && park.clearWaits {
+			if err := tx.DeleteEventWaits(rec.TenantID, rec.ID); err != nil {
+				return err
+			}
+		}
 		if rec.ParentSeq != nil && final.Status.Terminal() {
 			if err := s.resolveParent(tx, final, now); err != nil {
 				return err
@@ -293,7 +314,7 @@ func (s *Service) complete(ctx context.Context, rec invocation.Record, d definit
 	if err != nil {
 		return rec, fmt.Errorf("complete %s: %w", rec.ID, err)
 	}
-	if final.Status == invocation.StatusQueued || (park != nil && (park.child != nil || park.until != nil || park.handler != nil)) || rec.ParentSeq != nil {
+	if final.Status == invocation.StatusQueued || (park != nil && (park.child != nil || park.until != nil || park.handler != nil || park.wait != nil)) || rec.ParentSeq != nil {
 		s.cfg.Wake()
 	}
 	return final, nil

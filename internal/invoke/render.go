@@ -113,6 +113,15 @@ func Timeline(events []invocation.Event) []TimelineEvent {
 			} else if j.Helper == "r_snapshot_v1" {
 				t.EventType = "checkpoint_created"
 			}
+		case invocation.EventJournalResolved:
+			// An event delivered to r_wait_event_v1 is 000's signal_received.
+			var r struct {
+				EventID string `json:"event_id"`
+			}
+			_ = json.Unmarshal(e.Data, &r)
+			if r.EventID != "" {
+				t.EventType = "signal_received"
+			}
 		case invocation.EventStepRetried:
 			var r struct {
 				Step string `json:"step"`

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/larkrun/lark/internal/entrypoint"
+	"github.com/larkrun/lark/internal/events"
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/obs"
 	"github.com/larkrun/lark/internal/sandbox"
@@ -76,18 +77,30 @@ func isTimer(helper string) bool { return helper == "r_sleep" || helper == "r_sl
 // succeeded, failed (after the completed steps' compensations), or suspended on a durable timer.
 func (s *Service) executeWorkflow(ctx context.Context, rec invocation.Record, e entrypoint.Entrypoint, d definition) (invocation.Record, error) {
 	log := obs.Logger(ctx).With("tenant_id", rec.TenantID, "invocation_id", rec.ID, "correlation_id", rec.CorrelationID)
-	events, err := s.allEvents(ctx, rec.TenantID, rec.ID)
+	logEvents, err := s.allEvents(ctx, rec.TenantID, rec.ID)
 	if err != nil {
 		return rec, err
 	}
-	journal, jerr := journalOf(events)
+	journal, jerr := journalOf(logEvents)
 	h := &host{s: s, rec: rec, log: log}
 	now := s.cfg.Clock.Now()
-	// Timers whose time has come are satisfied now; recorded with the outcome of this run.
+	// Timers whose time has come are satisfied now, and event waits whose timeout has passed fail
+	// with the timeout error; recorded with the outcome of this run.
+	waited := false
 	for i := range journal {
-		if !journal[i].Done && isTimer(journal[i].Helper) && !journal[i].Until.After(now) {
-			journal[i].Done, journal[i].Result = true, nil
+		j := &journal[i]
+		waited = waited || j.Helper == "r_wait_event_v1"
+		if j.Done || j.Until.IsZero() || j.Until.After(now) {
+			continue
+		}
+		switch {
+		case isTimer(j.Helper):
+			j.Done, j.Result = true, nil
 			h.add(invocation.EventJournalResolved, map[string]any{"seq": i, "result": nil})
+		case j.Helper == "r_wait_event_v1":
+			j.Done, j.Result = true, sandbox.ErrorResult(&sandbox.Error{TypeID: sandbox.ErrTimeout, Category: "timeout",
+				Message: "r_wait_event_v1: no matching event arrived before the timeout", Details: map[string]any{"seq": i}})
+			h.add(invocation.EventJournalResolved, map[string]any{"seq": i, "result": j.Result, "timeout": true})
 		}
 	}
 	runCtx, cancel := context.WithTimeout(ctx, d.timeout())
@@ -120,7 +133,7 @@ func (s *Service) executeWorkflow(ctx context.Context, rec invocation.Record, e 
 			}
 			return retryDelay(d, attempt), true
 		}
-		res, rerr = sandbox.RunWorkflow(runCtx, sandbox.WorkflowRequest{Journal: journal, Now: now, StepRetry: stepRetry,
+		res, rerr = sandbox.RunWorkflow(runCtx, sandbox.WorkflowRequest{Journal: journal, Now: now, StepRetry: stepRetry, CheckFilter: checkFilter,
 			Record: func(j sandbox.JournalEntry, retries []sandbox.StepRetryRecord) error {
 				reported += len(retries)
 				buffered = append(buffered, journalEvents(rec, s.cfg.Clock.Now(), j, retries, h.drain())...)
@@ -171,22 +184,38 @@ func (s *Service) executeWorkflow(ctx context.Context, rec invocation.Record, e 
 				child.ParentSeq = &seq
 				park = &parking{child: &child, childD: cd, reason: "child " + child.ID}
 			}
+		case "event":
+			since, ok := journalTimes(logEvents)[res.Park.Seq]
+			if !ok {
+				since = now // recorded by this run
+			}
+			w := events.Wait{TenantID: rec.TenantID, InvocationID: rec.ID, Seq: res.Park.Seq, TypeID: res.Park.EventTypeID,
+				Filter: res.Park.Filter, Since: since, TimeoutAt: res.Park.TimeoutAt}
+			park = &parking{until: res.Park.TimeoutAt, wait: &w, reason: "event " + res.Park.EventTypeID}
 		default:
 			rerr = &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "non_retryable",
-				Message: fmt.Sprintf("workflow waits on a %s, which this version does not deliver yet (timers and child invocations only)", res.Park.Kind),
-				Details: map[string]any{"seq": res.Park.Seq}}
+				Message: fmt.Sprintf("workflow waits on an unknown kind %q", res.Park.Kind), Details: map[string]any{"seq": res.Park.Seq}}
 		}
 	}
-	if park != nil && park.until != nil && res.Park != nil && res.Park.Kind != "timer" {
+	for _, j := range res.New {
+		waited = waited || j.Helper == "r_wait_event_v1"
+	}
+	if park != nil && park.reason != "child refused" && d.Traits.Workflow != nil {
 		// (a refused child resolves at once: no suspension limit applies)
-	} else if park != nil && d.Traits.Workflow != nil {
-		park, rerr = s.limitSuspension(park, res.Park.Seq, journalTimes(events), now, d.Traits.Workflow.MaxSuspensionDays)
+		park, rerr = s.limitSuspension(park, res.Park.Seq, journalTimes(logEvents), now, d.Traits.Workflow.MaxSuspensionDays)
 	}
 	if rerr == nil && park == nil {
 		output, rerr = s.checkOutput(d, res.Output)
 	}
 	if rerr != nil && !shouldRetry(d, rec.Attempt, rerr) && d.Traits.Workflow != nil && d.Traits.Workflow.Compensation.OnFailure != nil {
 		park = s.failureHandler(ctx, rec, *d.Traits.Workflow.Compensation.OnFailure, rerr, append(journal, res.New...), res.Completed, h)
+	}
+	if waited && (park == nil || park.wait == nil) {
+		// The workflow no longer waits for an event: its registered waits go with this outcome.
+		if park == nil {
+			park = &parking{}
+		}
+		park.clearWaits = true
 	}
 	metrics := metricsOf(elapsed, res.Result, d)
 	metrics.StepCount = i64(int64(len(res.Completed)))

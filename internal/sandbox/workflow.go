@@ -83,6 +83,9 @@ type WorkflowRequest struct {
 	// retries reported since the previous call; it must make them durable. An error ends the run.
 	// How many entries it accepted is WorkflowResult.Persisted.
 	Record func(JournalEntry, []StepRetryRecord) error
+	// CheckFilter, if set, checks an r_wait_event_v1 event_filter_query before the wait is
+	// recorded; an error fails the workflow at the call.
+	CheckFilter func(expr string) error
 }
 
 // StepRetry decides whether a failed step attempt (1-based) is tried again within the run, and
@@ -205,7 +208,8 @@ func RunWorkflow(ctx context.Context, req WorkflowRequest) (out WorkflowResult, 
 	if now.IsZero() && req.Host != nil {
 		now = req.Host.Now()
 	}
-	w := &workflowState{journal: req.Journal, now: now, steps: map[string]*workflowStep{}, retry: req.StepRetry, onRecord: req.Record}
+	w := &workflowState{journal: req.Journal, now: now, steps: map[string]*workflowStep{}, retry: req.StepRetry, onRecord: req.Record,
+		checkFilter: req.CheckFilter}
 	res, rerr := runProgram(ctx, req.Request, w)
 	out.Result = res
 	out.New = w.newEntries
@@ -279,6 +283,7 @@ type workflowState struct {
 	retries      []StepRetryRecord
 	onRecord     func(JournalEntry, []StepRetryRecord) error
 	reported     int // retries handed to onRecord
+	checkFilter  func(string) error
 	persisted    int // entries onRecord accepted
 }
 
@@ -528,6 +533,11 @@ func wfWaitEvent(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 			return nil, errorf(name, "event_filter_query must be a string or None, not %s", vals[1].Type())
 		}
 		filter = string(s)
+		if w.checkFilter != nil && filter != "" {
+			if err := w.checkFilter(filter); err != nil {
+				return nil, errorf(name, "event_filter_query: %v", err)
+			}
+		}
 	}
 	var timeoutMS any
 	var timeout time.Duration

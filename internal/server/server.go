@@ -44,6 +44,9 @@ type Config struct {
 	// UnsafeEgressAllowLoopback lets user code reach 127.0.0.0/8 and ::1. TEST ONLY: end-to-end
 	// tests point r_http_* at httptest servers with it. Every other address rule still applies.
 	UnsafeEgressAllowLoopback bool
+	// Clock is the time source of every service and the dispatcher (default: the real clock).
+	// Tests inject a clock.Fake to move durable timers and timeouts forward.
+	Clock clock.Clock
 }
 
 // Server is a running Lark process.
@@ -88,7 +91,11 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		st.Close()
 		return nil, fmt.Errorf("built-in schemas: %w", err)
 	}
-	c, ids := clock.Real{}, idgen.UUIDv7{}
+	var c clock.Clock = clock.Real{}
+	if cfg.Clock != nil {
+		c = cfg.Clock
+	}
+	ids := idgen.UUIDv7{}
 	s := &Server{cfg: cfg, Store: st, log: cfg.Logger,
 		Tenants:  tenants.NewService(st, c, ids),
 		Tokens:   tokens.NewService(st, c, ids, cfg.AdminToken, tenant.ValidID),
@@ -109,6 +116,9 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // RunDispatcher runs the async dispatcher until ctx ends and its running attempts finish. Serve
 // runs it; tests that serve Handler themselves call it.
 func (s *Server) RunDispatcher(ctx context.Context) { s.dispatch.Run(ctx) }
+
+// Wake makes the dispatcher look for runnable work now (tests call it after moving a fake clock).
+func (s *Server) Wake() { s.dispatch.Wake() }
 
 // Listen binds the configured address.
 func (s *Server) Listen() (net.Listener, error) {

@@ -16,6 +16,7 @@ import (
 	"github.com/larkrun/lark/internal/audit"
 	"github.com/larkrun/lark/internal/auth"
 	"github.com/larkrun/lark/internal/entrypoint"
+	"github.com/larkrun/lark/internal/events"
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/odata"
 	"github.com/larkrun/lark/internal/tenant"
@@ -98,6 +99,11 @@ type Reader interface {
 	NextDue(ctx context.Context) (*time.Time, error)
 	// CachedInvocation returns the invocation stored under a response-cache key, if not expired.
 	CachedInvocation(ctx context.Context, key string, now time.Time) (tenantID, invocationID string, err error)
+	// Event reads one published event of a tenant.
+	Event(ctx context.Context, tenantID, id string) (events.Event, error)
+	// ListEvents lists a tenant's published events. Filters: event_type_id, source, subject,
+	// received_at; order: received_at.
+	ListEvents(ctx context.Context, tenantID string, q ListQuery) (Page[events.Event], error)
 	// ListAudit lists a tenant's audit events ("" = all); filters: type, resource_type, resource_id,
 	// actor_id, timestamp; order: timestamp.
 	ListAudit(ctx context.Context, tenantID string, q ListQuery) (Page[audit.Event], error)
@@ -157,6 +163,19 @@ type Tx interface {
 	// (opt.RequireLease; ErrLeaseLost otherwise) and optionally replacing the queue state, with one
 	// read and one write of the projection.
 	Append(tenantID, invocationID string, events []invocation.Event, opt AppendOptions) (invocation.Record, []invocation.Event, error)
+	// InsertEvent stores a published event with the next arrival Seq. If the tenant already has an
+	// event with e.ID, it returns that one and false, and stores nothing.
+	InsertEvent(e events.Event) (events.Event, bool, error)
+	// EventsSince lists up to limit of a tenant's events of typeID received at or after since whose
+	// Seq is greater than afterSeq, in arrival order.
+	EventsSince(tenantID, typeID string, since time.Time, afterSeq int64, limit int) ([]events.Event, error)
+	// PutEventWait registers a workflow's wait for an event, replacing one at the same
+	// (InvocationID, Seq).
+	PutEventWait(w events.Wait) error
+	// EventWaits lists a tenant's waits for events of typeID, oldest first.
+	EventWaits(tenantID, typeID string) ([]events.Wait, error)
+	// DeleteEventWaits removes every wait of an invocation.
+	DeleteEventWaits(tenantID, invocationID string) error
 	// AppendEvents appends events to an invocation's log, assigning consecutive seqs, and updates the
 	// projection in the same transaction. An event whose idempotency key is already in the log is
 	// skipped (not an error); the returned slice holds the events actually appended.

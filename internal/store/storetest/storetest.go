@@ -51,6 +51,8 @@ func Run(t *testing.T, f Factory) {
 		"ResponseCache":             testResponseCache,
 		"ListInvocations":           testListInvocations,
 		"StartAndConditionalAppend": testStartAndConditionalAppend,
+		"Events":                    testEvents,
+		"EventWaits":                testEventWaits,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -450,6 +450,11 @@ type Printer struct {
 	path     []Value // *List and *Dict values being printed, for cycle detection
 	overflow bool
 	deep     bool
+	// The last string quoted, by identity: a list holding the same string
+	// many times (["x" * 10000] * 10000) is quoted once, not per element.
+	lastStr    *byte
+	lastLen    int
+	lastQuoted string
 }
 
 // NewPrinter returns a Printer whose output may not exceed max bytes;
@@ -566,7 +571,10 @@ func (p *Printer) WriteValue(x Value) {
 
 	case String:
 		if p.fits(len(x) + 2) {
-			p.WriteString(syntax.Quote(string(x), false))
+			if ptr := unsafe.StringData(string(x)); ptr != p.lastStr || len(x) != p.lastLen || ptr == nil {
+				p.lastStr, p.lastLen, p.lastQuoted = ptr, len(x), syntax.Quote(string(x), false)
+			}
+			p.WriteString(p.lastQuoted)
 		}
 
 	case Bytes:

@@ -1,0 +1,65 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/larkrun/lark/internal/events"
+	"github.com/larkrun/lark/internal/invoke"
+)
+
+// publishEvent is POST /events: 202 {event, delivered (how many waiting workflows it resumed)}, or
+// 200 with the original event and delivered 0 when the tenant already published this event_id
+// (Idempotency-Replayed: true).
+func (s *Server) publishEvent(w http.ResponseWriter, r *http.Request) {
+	if err := onlyParams(r); err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	var req invoke.PublishRequest
+	if err := decodeStruct(r, &req, false); err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	p, err := s.cfg.Invoke.Publish(r.Context(), security(r), req)
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	w.Header().Set("Location", BasePath+"/events/"+p.Event.ID)
+	body := map[string]any{"event": p.Event, "delivered": p.Delivered}
+	if p.Replayed {
+		w.Header().Set("Idempotency-Replayed", "true")
+		writeJSON(w, http.StatusOK, body)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, body)
+}
+
+func (s *Server) getEvent(w http.ResponseWriter, r *http.Request) {
+	if err := onlyParams(r); err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	e, err := s.cfg.Invoke.GetEvent(r.Context(), security(r), chi.URLParam(r, "id"))
+	s.respond(w, r, http.StatusOK, e, err)
+}
+
+func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
+	q, err := listQuery(r)
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	page, err := s.cfg.Invoke.ListEvents(r.Context(), security(r), q)
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	items := page.Items
+	if items == nil {
+		items = []events.Event{}
+	}
+	writeJSON(w, http.StatusOK, pageOf(page, q.Limit, items))
+}

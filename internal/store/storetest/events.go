@@ -1,0 +1,119 @@
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/larkrun/lark/internal/events"
+	"github.com/larkrun/lark/internal/odata"
+	"github.com/larkrun/lark/internal/store"
+)
+
+const evType = "gts.x.core.events.event.v1~acme.shop.orders.paid.v1~"
+
+func newEvent(tenant, id string, at time.Time) events.Event {
+	return events.Event{ID: id, TenantID: tenant, TypeID: evType, Payload: json.RawMessage(`{"order_id":"o1"}`),
+		Source: "shop", ReceivedAt: at, PublishedBy: "u1"}
+}
+
+func testEvents(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	var first events.Event
+	update(t, s, func(tx store.Tx) error {
+		var inserted bool
+		var err error
+		first, inserted, err = tx.InsertEvent(newEvent("acme", "evt_1", t0))
+		require.NoError(t, err)
+		require.True(t, inserted)
+		require.Positive(t, first.Seq)
+		dup := newEvent("acme", "evt_1", t0.Add(time.Minute))
+		dup.Payload = json.RawMessage(`{"order_id":"other"}`)
+		got, inserted, err := tx.InsertEvent(dup)
+		require.NoError(t, err)
+		require.False(t, inserted, "a repeated event id is not stored twice")
+		require.JSONEq(t, `{"order_id":"o1"}`, string(got.Payload), "the first event is kept")
+		require.Equal(t, first.Seq, got.Seq)
+		_, inserted, err = tx.InsertEvent(newEvent("globex", "evt_1", t0))
+		require.NoError(t, err)
+		require.True(t, inserted, "event ids are per tenant")
+		for i := 2; i <= 4; i++ {
+			_, _, err := tx.InsertEvent(newEvent("acme", fmt.Sprintf("evt_%d", i), t0.Add(time.Duration(i)*time.Second)))
+			require.NoError(t, err)
+		}
+		other := newEvent("acme", "evt_other", t0.Add(3*time.Second))
+		other.TypeID = "gts.x.core.events.event.v1~acme.shop.orders.shipped.v1~"
+		_, _, err = tx.InsertEvent(other)
+		require.NoError(t, err)
+
+		since, err := tx.EventsSince("acme", evType, t0.Add(2*time.Second), 0, 10)
+		require.NoError(t, err)
+		require.Equal(t, []string{"evt_2", "evt_3", "evt_4"}, eventIDs(since), "received at or after since, this type only, in order")
+		page, err := tx.EventsSince("acme", evType, t0, since[0].Seq, 1)
+		require.NoError(t, err)
+		require.Equal(t, []string{"evt_3"}, eventIDs(page), "afterSeq and limit page through")
+		none, err := tx.EventsSince("initech", evType, t0, 0, 10)
+		require.NoError(t, err)
+		require.Empty(t, none)
+		return nil
+	})
+	got, err := s.Event(ctx, "acme", "evt_1")
+	require.NoError(t, err)
+	require.Equal(t, first.Seq, got.Seq)
+	require.Equal(t, "shop", got.Source)
+	require.True(t, got.ReceivedAt.Equal(t0))
+	_, err = s.Event(ctx, "initech", "evt_1")
+	require.ErrorIs(t, err, store.ErrNotFound, "another tenant's event is not found")
+
+	f, err := odata.ParseFilter("event_type_id eq '" + evType + "'")
+	require.NoError(t, err)
+	list, err := s.ListEvents(ctx, "acme", store.ListQuery{Filter: f, Limit: 2})
+	require.NoError(t, err)
+	require.Equal(t, []string{"evt_1", "evt_2"}, eventIDs(list.Items))
+	require.True(t, list.HasMore)
+	next, err := s.ListEvents(ctx, "acme", store.ListQuery{Filter: f, Limit: 2, Cursor: list.NextCursor})
+	require.NoError(t, err)
+	require.Equal(t, []string{"evt_3", "evt_4"}, eventIDs(next.Items))
+}
+
+func eventIDs(es []events.Event) []string {
+	out := []string{}
+	for _, e := range es {
+		out = append(out, e.ID)
+	}
+	return out
+}
+
+func testEventWaits(t *testing.T, s store.Store) {
+	timeout := t0.Add(time.Hour)
+	update(t, s, func(tx store.Tx) error {
+		require.NoError(t, tx.PutEventWait(events.Wait{TenantID: "acme", InvocationID: "inv_b", Seq: 3, TypeID: evType, Filter: "payload.x > 1", Since: t0.Add(time.Second)}))
+		require.NoError(t, tx.PutEventWait(events.Wait{TenantID: "acme", InvocationID: "inv_a", Seq: 1, TypeID: evType, Since: t0, TimeoutAt: &timeout}))
+		require.NoError(t, tx.PutEventWait(events.Wait{TenantID: "globex", InvocationID: "inv_g", Seq: 0, TypeID: evType, Since: t0}))
+		ws, err := tx.EventWaits("acme", evType)
+		require.NoError(t, err)
+		require.Len(t, ws, 2)
+		require.Equal(t, "inv_a", ws[0].InvocationID, "oldest first")
+		require.True(t, ws[0].TimeoutAt.Equal(timeout))
+		require.Equal(t, events.Wait{TenantID: "acme", InvocationID: "inv_b", Seq: 3, TypeID: evType, Filter: "payload.x > 1", Since: t0.Add(time.Second)}, ws[1])
+		// Replacing the wait at the same position.
+		require.NoError(t, tx.PutEventWait(events.Wait{TenantID: "acme", InvocationID: "inv_b", Seq: 3, TypeID: evType, Since: t0.Add(2 * time.Second)}))
+		ws, err = tx.EventWaits("acme", evType)
+		require.NoError(t, err)
+		require.Len(t, ws, 2)
+		require.Equal(t, "", ws[1].Filter)
+		require.NoError(t, tx.DeleteEventWaits("acme", "inv_a"))
+		require.NoError(t, tx.DeleteEventWaits("acme", "inv_g"), "another tenant's waits are untouched")
+		ws, err = tx.EventWaits("acme", evType)
+		require.NoError(t, err)
+		require.Len(t, ws, 1)
+		ws, err = tx.EventWaits("globex", evType)
+		require.NoError(t, err)
+		require.Len(t, ws, 1)
+		return nil
+	})
+}
