@@ -141,14 +141,26 @@ func (s *Service) Control(ctx context.Context, sc auth.SecurityContext, id strin
 	switch action {
 	case ActionCancel:
 		var then func(store.Tx, invocation.Record, time.Time) (invocation.Record, error)
-		if handler := s.cancelHandler(ctx, cur); handler != nil {
+		handler := s.cancelHandler(ctx, cur)
+		compensate := strings.Contains(cur.EntrypointID, "~x.core.serverless.workflow.") && (cur.Status != invocation.StatusQueued || cur.StartedAt != nil)
+		if handler != nil || compensate {
 			then = func(tx store.Tx, out invocation.Record, now time.Time) (invocation.Record, error) {
+				if compensate {
+					// The workflow's completed steps are compensated by a run that replays its journal
+					// (compensateCanceled), queued in this transaction.
+					if err := tx.SetScheduling(out.TenantID, out.ID, store.Scheduling{AvailableAt: &now}); err != nil {
+						return out, err
+					}
+				}
+				if handler == nil {
+					return out, nil
+				}
 				return s.startCompensation(tx, out, handler, now)
 			}
 		}
 		rec, err = s.transition(ctx, cur, action, invocation.EventCanceled, store.Scheduling{}, then)
 		if err == nil && then != nil {
-			s.cfg.Wake() // the handler is queued
+			s.cfg.Wake() // the handler or the step compensations are queued
 		}
 		if err == nil {
 			s.mu.Lock()
@@ -394,6 +406,8 @@ func (s *Service) Claim(ctx context.Context, limit int) ([]Job, error) {
 		rec invocation.Record
 		ep  entrypoint.Entrypoint
 		d   definition
+		// compensate: a canceled workflow's step compensations are due (see compensateCanceled).
+		compensate bool
 	}
 	var list []claimed
 	err := s.cfg.Store.Update(ctx, func(tx store.Tx) error {
@@ -409,9 +423,13 @@ func (s *Service) Claim(ctx context.Context, limit int) ([]Job, error) {
 				return err
 			}
 			want := invocation.StatusQueued
-			if r.Expired {
+			compensate := rec.Status == invocation.StatusCanceled || rec.Status == invocation.StatusCompensating
+			switch {
+			case compensate:
+				want = rec.Status // a canceled workflow's step compensations (or their run's lease expired)
+			case r.Expired:
 				want = invocation.StatusRunning
-			} else if rec.Status == invocation.StatusSuspended {
+			case rec.Status == invocation.StatusSuspended:
 				want = invocation.StatusSuspended // a workflow's durable timer is due
 			}
 			// The pinned version's definition is immutable: read it from the cache when this process
@@ -434,11 +452,19 @@ func (s *Service) Claim(ctx context.Context, limit int) ([]Job, error) {
 					return err
 				}
 			}
+			if compensate {
+				until := now.Add(d.timeout() + s.cfg.LeaseGrace)
+				if err := tx.SetScheduling(rec.TenantID, rec.ID, store.Scheduling{LeaseOwner: compensationLease(s.leaseOwner(rec)), LeaseExpiresAt: &until}); err != nil {
+					return err
+				}
+				list = append(list, claimed{rec, ep, d, true})
+				continue
+			}
 			next, err := s.begin(tx, rec, d, now)
 			if err != nil {
 				return err
 			}
-			list = append(list, claimed{next, ep, d})
+			list = append(list, claimed{next, ep, d, false})
 		}
 		return nil
 	})
@@ -448,6 +474,12 @@ func (s *Service) Claim(ctx context.Context, limit int) ([]Job, error) {
 	jobs := make([]Job, 0, len(list))
 	for _, c := range list {
 		jobs = append(jobs, func(ctx context.Context) {
+			if c.compensate {
+				if err := s.compensateCanceled(ctx, c.rec, c.ep, c.d); err != nil {
+					s.cfg.Logger.ErrorContext(ctx, "step compensations not recorded", "invocation_id", c.rec.ID, "tenant_id", c.rec.TenantID, "err", err)
+				}
+				return
+			}
 			if _, err := s.execute(ctx, c.rec, c.ep, c.d); err != nil {
 				s.cfg.Logger.ErrorContext(ctx, "invocation attempt not recorded", "invocation_id", c.rec.ID, "tenant_id", c.rec.TenantID, "err", err)
 			}

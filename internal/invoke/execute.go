@@ -339,6 +339,8 @@ type host struct {
 	mu       sync.Mutex
 	timeline []invocation.Event
 	n        int
+	// keyPrefix keeps the idempotency keys of a compensation run's entries apart from the runs'.
+	keyPrefix string
 }
 
 const maxTimelineEntries = 1000
@@ -352,7 +354,7 @@ func (h *host) add(t invocation.EventType, data map[string]any) {
 	h.n++
 	b, _ := json.Marshal(data)
 	h.timeline = append(h.timeline, invocation.Event{Type: t, Data: b, At: h.s.cfg.Clock.Now(), EngineAttempt: h.rec.EngineAttempt,
-		LogicalAttempt: h.rec.Attempt, IdempotencyKey: eventKey(h.rec.ID, fmt.Sprintf("%d/%d", h.rec.EngineAttempt, h.n), h.rec.Attempt, t)})
+		LogicalAttempt: h.rec.Attempt, IdempotencyKey: eventKey(h.rec.ID, fmt.Sprintf("%s%d/%d", h.keyPrefix, h.rec.EngineAttempt, h.n), h.rec.Attempt, t)})
 }
 
 // prepend puts events ahead of the collected timeline entries.

@@ -122,7 +122,7 @@ func Timeline(events []invocation.Event) []TimelineEvent {
 			if r.EventID != "" {
 				t.EventType = "signal_received"
 			}
-		case invocation.EventStepRetried:
+		case invocation.EventStepRetried, invocation.EventStepStarted:
 			var r struct {
 				Step string `json:"step"`
 			}

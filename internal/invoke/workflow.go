@@ -3,6 +3,7 @@ package invoke
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -108,7 +109,6 @@ func (s *Service) executeWorkflow(ctx context.Context, rec invocation.Record, e 
 	s.track(rec.ID, cancel)
 	defer s.untrack(rec.ID)
 	start := time.Now()
-	reported := 0
 	// checkpointing.strategy (000): automatic — every journal entry is durable before the program
 	// continues (a crash repeats at most the step in flight); manual — entries become durable at each
 	// r_snapshot_v1 (a crash repeats the steps since the last snapshot); disabled — only when the run
@@ -134,9 +134,12 @@ func (s *Service) executeWorkflow(ctx context.Context, rec invocation.Record, e 
 			return retryDelay(d, attempt), true
 		}
 		res, rerr = sandbox.RunWorkflow(runCtx, sandbox.WorkflowRequest{Journal: journal, Now: now, StepRetry: stepRetry, CheckFilter: checkFilter,
-			Record: func(j sandbox.JournalEntry, retries []sandbox.StepRetryRecord) error {
-				reported += len(retries)
-				buffered = append(buffered, journalEvents(rec, s.cfg.Clock.Now(), j, retries, h.drain())...)
+			StepStarted: h.stepStarted,
+			// A run stopped by cancel or suspend (or shutdown) does not compensate: a canceled workflow
+			// is compensated once, by compensateCanceled.
+			Compensate: func(*sandbox.Error) bool { return !errors.Is(runCtx.Err(), context.Canceled) },
+			Record: func(j sandbox.JournalEntry, _ []sandbox.StepRetryRecord) error {
+				buffered = append(buffered, journalEvents(rec, s.cfg.Clock.Now(), j, h.drain())...)
 				if strategy == "automatic" || (strategy == "manual" && j.Helper == "r_snapshot_v1") {
 					if err := s.persistJournal(ctx, rec, buffered); err != nil {
 						return err
@@ -152,19 +155,10 @@ func (s *Service) executeWorkflow(ctx context.Context, rec invocation.Record, e 
 				Limits: sandbox.Limits{Timeout: d.timeout(), CPU: d.Traits.Limits.CPU, MemoryMB: int(d.Traits.Limits.MemoryMB)}}})
 	}
 	elapsed := time.Since(start)
-	// Entries the run made durable as it went are in the log already; buffered ones (and retries
-	// after the last entry) go with the outcome, ahead of the timeline entries collected since.
-	for _, r := range res.StepRetries[min(reported, len(res.StepRetries)):] {
-		h.add(invocation.EventStepRetried, retryData(r))
-	}
+	// Entries the run made durable as it went are in the log already; buffered ones go with the
+	// outcome, ahead of the timeline entries collected since.
 	h.prepend(buffered)
-	for _, c := range res.Compensations {
-		entry := map[string]any{"step": c.Step, "seq": c.Seq, "fn": c.Fn, "ok": c.OK}
-		if c.Error != nil {
-			entry["error"] = payload(c.Error)
-		}
-		h.add(invocation.EventStepCompensated, entry)
-	}
+	h.compensated(res.Compensations)
 	var output json.RawMessage
 	var park *parking
 	if rerr == nil && res.Park != nil {
@@ -312,18 +306,11 @@ func retryData(r sandbox.StepRetryRecord) map[string]any {
 }
 
 // journalEvents are the log events of one journal entry: the timeline entries collected before it
-// (the step's HTTP calls), the step's retries, then the entry, whose idempotency key is its journal
-// position (so writing it twice is a no-op).
-func journalEvents(rec invocation.Record, now time.Time, j sandbox.JournalEntry, retries []sandbox.StepRetryRecord,
-	pending []invocation.Event) []invocation.Event {
-	events := pending
-	for _, r := range retries {
-		b, _ := json.Marshal(retryData(r))
-		events = append(events, invocation.Event{Type: invocation.EventStepRetried, Data: b, At: now, EngineAttempt: rec.EngineAttempt,
-			LogicalAttempt: rec.Attempt, IdempotencyKey: eventKey(rec.ID, fmt.Sprintf("retry-%d-%s-%d", j.Seq, r.Step, r.Attempt), rec.Attempt, invocation.EventStepRetried)})
-	}
+// (the step's attempts, retries and HTTP calls), then the entry, whose idempotency key is its
+// journal position (so writing it twice is a no-op).
+func journalEvents(rec invocation.Record, now time.Time, j sandbox.JournalEntry, pending []invocation.Event) []invocation.Event {
 	b, _ := json.Marshal(toJournal(j))
-	return append(events, invocation.Event{Type: invocation.EventJournal, Data: b, At: now, EngineAttempt: rec.EngineAttempt,
+	return append(pending, invocation.Event{Type: invocation.EventJournal, Data: b, At: now, EngineAttempt: rec.EngineAttempt,
 		LogicalAttempt: rec.Attempt, IdempotencyKey: eventKey(rec.ID, fmt.Sprintf("journal-%d", j.Seq), rec.Attempt, invocation.EventJournal)})
 }
 
@@ -367,4 +354,68 @@ func (s *Service) workflowProgram(e entrypoint.Entrypoint, d definition) (*sandb
 	s.workflows[e.ID] = p
 	s.mu.Unlock()
 	return p, nil
+}
+
+// stepStarted records a step attempt's start (step_started), preceded by the failed attempt it
+// retries (step_retried). Both are persisted with the step's journal entry, at their own times.
+func (h *host) stepStarted(step string, attempt int, retried *sandbox.StepRetryRecord) {
+	if retried != nil {
+		h.add(invocation.EventStepRetried, retryData(*retried))
+	}
+	h.add(invocation.EventStepStarted, map[string]any{"step": step, "attempt": attempt})
+}
+
+// compensated records the outcome of each step compensation (step_compensated).
+func (h *host) compensated(cs []sandbox.CompensationRecord) {
+	for _, c := range cs {
+		entry := map[string]any{"step": c.Step, "seq": c.Seq, "fn": c.Fn, "ok": c.OK}
+		if c.Error != nil {
+			entry["error"] = payload(c.Error)
+		}
+		h.add(invocation.EventStepCompensated, entry)
+	}
+}
+
+// compensationLease is the lease owner of a compensation run: distinct from the canceled run's, so
+// that run's late outcome can never be applied.
+func compensationLease(owner string) string { return owner + "/compensate" }
+
+// compensateCanceled compensates a canceled workflow (STARLARK_RUNTIME.md: compensation on cancel):
+// it replays the journal without running or waiting on anything beyond it (sandbox CancelAtEnd),
+// so no step runs again, then calls the compensate_fn of every completed r_step_v1 step in reverse
+// completion order and records each outcome. The status stays canceled (or compensating, when an
+// on_cancel handler runs too). Claimed with its own lease; if this process dies meanwhile, the lease
+// expires and the compensations run again (at-least-once, like steps).
+func (s *Service) compensateCanceled(ctx context.Context, rec invocation.Record, e entrypoint.Entrypoint, d definition) error {
+	log := obs.Logger(ctx).With("tenant_id", rec.TenantID, "invocation_id", rec.ID, "correlation_id", rec.CorrelationID)
+	h := &host{s: s, rec: rec, log: log, keyPrefix: "compensate-"}
+	logEvents, err := s.allEvents(ctx, rec.TenantID, rec.ID)
+	if err != nil {
+		return err
+	}
+	journal, jerr := journalOf(logEvents)
+	prog, perr := s.workflowProgram(e, d)
+	switch {
+	case jerr != nil:
+		h.add(invocation.EventLog, map[string]any{"message": "step compensations skipped: workflow journal unreadable: " + jerr.Error()})
+	case perr != nil:
+		h.add(invocation.EventLog, map[string]any{"message": "step compensations skipped: " + perr.Message})
+	default:
+		var input any
+		_ = decodeJSON(rec.Params, &input)
+		res, rerr := sandbox.RunWorkflow(ctx, sandbox.WorkflowRequest{Journal: journal, Now: s.cfg.Clock.Now(), CancelAtEnd: true,
+			Request: sandbox.Request{Program: prog, Input: input, Host: h,
+				Info: sandbox.Info{InvocationID: rec.ID, TenantID: rec.TenantID, EntrypointID: rec.EntrypointID,
+					CorrelationID: rec.CorrelationID, Attempt: rec.Attempt},
+				Limits: sandbox.Limits{Timeout: d.timeout(), CPU: d.Traits.Limits.CPU, MemoryMB: int(d.Traits.Limits.MemoryMB)}}})
+		if rerr != nil && rerr.TypeID != sandbox.ErrCanceled {
+			h.add(invocation.EventLog, map[string]any{"message": "step compensations: the replay ended with " + rerr.Message})
+		}
+		h.compensated(res.Compensations)
+	}
+	owner := compensationLease(s.leaseOwner(rec))
+	return s.cfg.Store.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
+		_, _, err := tx.Append(rec.TenantID, rec.ID, h.drain(), store.AppendOptions{RequireLease: owner, Schedule: &store.Scheduling{}})
+		return err
+	})
 }

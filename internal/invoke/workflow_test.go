@@ -105,7 +105,7 @@ def main(ctx, input):
 	require.NoError(t, json.Unmarshal(r.Result, &out))
 	require.Equal(t, []bool{true, true, true}, out.Steps)
 	types := strings.Join(e.timelineTypes(id), ",")
-	require.Contains(t, types, "started,http_call,step_completed,http_call,step_completed,journal,suspended,resumed")
+	require.Contains(t, types, "started,step_started,http_call,step_completed,step_started,http_call,step_completed,journal,suspended,resumed")
 	require.Contains(t, types, "http_call,step_completed,journal,succeeded")
 }
 
@@ -245,8 +245,12 @@ def main(ctx, input):
 	r, _, err = e.svc.Control(context.Background(), bob, st2.Record.ID, invoke.ActionCancel)
 	require.NoError(t, err)
 	require.Equal(t, invocation.StatusCanceled, r.Status)
+	require.Equal(t, 1, e.drain(), "the cancel queues one compensation run (nothing to compensate here)")
 	e.clock.Advance(2 * time.Minute)
 	require.Zero(t, e.drain(), "a canceled workflow's timer does not wake it")
+	r, err = e.svc.Get(context.Background(), bob, st2.Record.ID)
+	require.NoError(t, err)
+	require.Equal(t, invocation.StatusCanceled, r.Status)
 }
 
 // TestWorkflowAwaitsChild: r_invoke_v1 outside a step suspends the parent until the child (a real,
@@ -499,7 +503,7 @@ def main(ctx, input):
 	require.Len(t, keys, 1, "the step's idempotency key is the same on every attempt")
 	require.Equal(t, 1, r.Attempt, "step retries do not consume the invocation's attempts")
 	types := strings.Join(e.timelineTypes(st.Record.ID), ",")
-	require.Contains(t, types, "http_call,http_call,http_call,step_retried,step_retried,step_completed,succeeded")
+	require.Contains(t, types, "step_started,http_call,step_retried,step_started,http_call,step_retried,step_started,http_call,step_completed,succeeded")
 }
 
 // TestWorkflowCheckpointing: which completed steps survive a run cut short (here by suspend, which
@@ -580,4 +584,114 @@ def main(ctx, input):
 			require.Equal(t, c.want, hits)
 		})
 	}
+}
+
+// TestWorkflowCancelCompensates: cancel runs the compensate_fn of every completed r_step_v1 step,
+// in reverse completion order, exactly once — from suspended (a replay that stops at the pending
+// timer) and from running (the canceled run does not compensate; the compensation run does, and it
+// never re-runs a step). Suspending a running workflow compensates nothing.
+func TestWorkflowCancelCompensates(t *testing.T) {
+	e := newEnv(t)
+	var mu sync.Mutex
+	var calls []string
+	entered := make(chan struct{}, 4)
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct{ Step string }
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		mu.Lock()
+		calls = append(calls, body.Step)
+		mu.Unlock()
+		if body.Step == "block" {
+			entered <- struct{}{}
+			select {
+			case <-release:
+			case <-time.After(10 * time.Second):
+			}
+		}
+		w.Write([]byte(`{"ok":true}`))
+	}))
+	t.Cleanup(srv.Close)
+	got := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), calls...)
+	}
+	src := `
+def post(step):
+    r_await(r_http_post_v1("` + srv.URL + `", {"step": step}, timeout_ms=15000))
+
+def do(ctx, input):
+    post(input)
+    return {"id": input}
+
+def undo(ctx, input, output):
+    post("undo-" + output["id"])
+
+def main(ctx, input):
+    a = r_step_v1("a", do, compensate_fn=undo)
+    b = r_step_v1("b", do, compensate_fn=undo)
+    a("a")
+    b("b")
+    if input.block:
+        r_run_step_v1("blocking", do, "block")
+    r_sleep(60000)
+    return {}
+`
+	e.workflow("cancellable", src)
+	start := func(block bool) string {
+		st, err := e.start(bob, invoke.StartRequest{EntrypointID: wfPrefix + "cancellable.v1~", Params: json.RawMessage(`{"block": ` + map[bool]string{true: "true", false: "false"}[block] + `}`)}, invoke.StartOptions{})
+		require.NoError(t, err)
+		return st.Record.ID
+	}
+
+	// From suspended.
+	id := start(false)
+	e.drain()
+	r, err := e.svc.Get(context.Background(), bob, id)
+	require.NoError(t, err)
+	require.Equal(t, invocation.StatusSuspended, r.Status)
+	require.Equal(t, []string{"a", "b"}, got())
+	r, _, err = e.svc.Control(context.Background(), bob, id, invoke.ActionCancel)
+	require.NoError(t, err)
+	require.Equal(t, invocation.StatusCanceled, r.Status)
+	require.Equal(t, 1, e.drain())
+	require.Equal(t, []string{"a", "b", "undo-b", "undo-a"}, got(), "reverse completion order, no step repeated")
+	r, err = e.svc.Get(context.Background(), bob, id)
+	require.NoError(t, err)
+	require.Equal(t, invocation.StatusCanceled, r.Status)
+	types := strings.Join(e.timelineTypes(id), ",")
+	require.Contains(t, types, "canceled,http_call,http_call,compensation_completed,compensation_completed")
+	e.clock.Advance(2 * time.Minute)
+	require.Zero(t, e.drain(), "nothing more runs")
+
+	// Suspend while running compensates nothing; cancel while running compensates once.
+	mu.Lock()
+	calls = nil
+	mu.Unlock()
+	id = start(true)
+	done := make(chan struct{})
+	go func() { e.drain(); close(done) }()
+	<-entered
+	_, _, err = e.svc.Control(context.Background(), bob, id, invoke.ActionSuspend)
+	require.NoError(t, err)
+	release <- struct{}{}
+	<-done
+	require.Equal(t, []string{"a", "b", "block"}, got(), "suspend does not compensate")
+	_, _, err = e.svc.Control(context.Background(), bob, id, invoke.ActionResume)
+	require.NoError(t, err)
+	done = make(chan struct{})
+	go func() { e.drain(); close(done) }()
+	<-entered
+	r, _, err = e.svc.Control(context.Background(), bob, id, invoke.ActionCancel)
+	require.NoError(t, err)
+	require.Equal(t, invocation.StatusCanceled, r.Status)
+	release <- struct{}{}
+	<-done
+	e.drain()
+	require.Equal(t, []string{"a", "b", "block", "block", "undo-b", "undo-a"}, got(),
+		"the canceled run's in-flight step is not journaled, so it is not compensated; completed steps are, once")
+	r, err = e.svc.Get(context.Background(), bob, id)
+	require.NoError(t, err)
+	require.Equal(t, invocation.StatusCanceled, r.Status)
 }

@@ -86,6 +86,18 @@ type WorkflowRequest struct {
 	// CheckFilter, if set, checks an r_wait_event_v1 event_filter_query before the wait is
 	// recorded; an error fails the workflow at the call.
 	CheckFilter func(expr string) error
+	// StepStarted, if set, is called as each step attempt begins, with the failed attempt before it
+	// that is being retried (nil for a step's first attempt).
+	StepStarted func(step string, attempt int, retried *StepRetryRecord)
+	// Compensate, if set, decides whether a failed run calls the compensate_fns (nil: always). The
+	// caller says no for a run stopped by a cancel or suspend request, whose compensation (if any)
+	// runs once, in a CancelAtEnd run.
+	Compensate func(*Error) bool
+	// CancelAtEnd replays the journal and, where the program goes beyond it (a call not yet
+	// recorded, or a pending wait), ends the run with the canceled error instead of running or
+	// parking: the completed steps' compensate_fns then run. This is how a canceled workflow is
+	// compensated without repeating any step.
+	CancelAtEnd bool
 }
 
 // StepRetry decides whether a failed step attempt (1-based) is tried again within the run, and
@@ -209,7 +221,7 @@ func RunWorkflow(ctx context.Context, req WorkflowRequest) (out WorkflowResult, 
 		now = req.Host.Now()
 	}
 	w := &workflowState{journal: req.Journal, now: now, steps: map[string]*workflowStep{}, retry: req.StepRetry, onRecord: req.Record,
-		checkFilter: req.CheckFilter}
+		checkFilter: req.CheckFilter, stepStarted: req.StepStarted, cancelAtEnd: req.CancelAtEnd}
 	res, rerr := runProgram(ctx, req.Request, w)
 	out.Result = res
 	out.New = w.newEntries
@@ -221,7 +233,7 @@ func RunWorkflow(ctx context.Context, req WorkflowRequest) (out WorkflowResult, 
 		out.Output = nil
 		return out, nil
 	}
-	if rerr == nil || w.divergent {
+	if rerr == nil || w.divergent || (req.Compensate != nil && !req.Compensate(rerr)) {
 		return out, rerr
 	}
 	limits, lerr := normalizeLimits(req.Limits)
@@ -284,6 +296,8 @@ type workflowState struct {
 	onRecord     func(JournalEntry, []StepRetryRecord) error
 	reported     int // retries handed to onRecord
 	checkFilter  func(string) error
+	stepStarted  func(string, int, *StepRetryRecord)
+	cancelAtEnd  bool
 	persisted    int // entries onRecord accepted
 }
 
@@ -318,6 +332,9 @@ func (w *workflowState) lookup(thread *starlark.Thread, helper, key string, args
 	seq := w.next
 	w.next++
 	if seq >= len(w.journal) {
+		if w.cancelAtEnd {
+			return 0, "", nil, w.canceled(thread)
+		}
 		return seq, hash, nil, nil
 	}
 	e := &w.journal[seq]
@@ -366,10 +383,19 @@ func (w *workflowState) record(e JournalEntry) error {
 	return nil
 }
 
-// parkOn ends the execution with p.
-func (w *workflowState) parkOn(p *Park) error {
+// parkOn ends the execution with p (or, in a CancelAtEnd run, with the canceled error).
+func (w *workflowState) parkOn(thread *starlark.Thread, p *Park) error {
+	if w.cancelAtEnd {
+		return w.canceled(thread)
+	}
 	w.park = p
 	return errPark
+}
+
+// canceled ends a CancelAtEnd run where the program goes beyond its journal.
+func (w *workflowState) canceled(thread *starlark.Thread) error {
+	runOf(thread).exit = newError(ErrCanceled, CategoryCanceled, "the workflow was canceled")
+	return errExit
 }
 
 // exitWith ends the execution like r_exit with e.
@@ -489,7 +515,7 @@ func wfSleep(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 	switch {
 	case e != nil && e.Done:
 	case e != nil:
-		return nil, w.parkOn(&Park{Kind: "timer", Until: e.Until, Seq: seq})
+		return nil, w.parkOn(thread, &Park{Kind: "timer", Until: e.Until, Seq: seq})
 	case ms <= 0:
 		if err := w.record(JournalEntry{Seq: seq, Helper: name, ArgsHash: hash, Until: w.now, Done: true}); err != nil {
 			return nil, err
@@ -499,7 +525,7 @@ func wfSleep(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 		if err := w.record(JournalEntry{Seq: seq, Helper: name, ArgsHash: hash, Until: until}); err != nil {
 			return nil, err
 		}
-		return nil, w.parkOn(&Park{Kind: "timer", Until: until, Seq: seq})
+		return nil, w.parkOn(thread, &Park{Kind: "timer", Until: until, Seq: seq})
 	}
 	return resolvedPromise(name, starlark.None), nil
 }
@@ -564,7 +590,7 @@ func wfWaitEvent(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 			t := e.Until
 			park.TimeoutAt = &t
 		}
-		return nil, w.parkOn(park)
+		return nil, w.parkOn(thread, park)
 	}
 	ne := JournalEntry{Seq: seq, Helper: name, ArgsHash: hash}
 	if timeout > 0 {
@@ -574,7 +600,7 @@ func wfWaitEvent(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 	if err := w.record(ne); err != nil {
 		return nil, err
 	}
-	return nil, w.parkOn(park)
+	return nil, w.parkOn(thread, park)
 }
 
 // wfInvoke implements r_invoke_v1 in workflows: a pending entry and a
@@ -619,7 +645,7 @@ func wfInvoke(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 			return nil, err
 		}
 	}
-	return nil, w.parkOn(&Park{Kind: "child", ChildEntrypointID: string(id), ChildParams: params, Seq: seq})
+	return nil, w.parkOn(thread, &Park{Kind: "child", ChildEntrypointID: string(id), ChildParams: params, Seq: seq})
 }
 
 // wfSnapshot implements r_snapshot_v1(label=None): a Done entry whose

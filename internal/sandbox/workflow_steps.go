@@ -120,7 +120,11 @@ func runStep(thread *starlark.Thread, helper, stepName string, fn starlark.Calla
 	}
 	if e == nil {
 		var res any
+		var retried *StepRetryRecord
 		for attempt := 1; ; attempt++ {
+			if w.stepStarted != nil {
+				w.stepStarted(stepName, attempt, retried)
+			}
 			res, err = callStep(thread, r, stepName, fn, input, attempt)
 			if err != nil {
 				return nil, err
@@ -130,7 +134,9 @@ func runStep(thread *starlark.Thread, helper, stepName string, fn starlark.Calla
 			if !again {
 				break
 			}
-			w.retries = append(w.retries, StepRetryRecord{Step: stepName, Attempt: attempt, Error: se, Delay: delay})
+			rr := StepRetryRecord{Step: stepName, Attempt: attempt, Error: se, Delay: delay}
+			w.retries = append(w.retries, rr)
+			retried = &rr
 			if delay > 0 {
 				t := time.NewTimer(delay)
 				select {
