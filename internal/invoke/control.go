@@ -168,6 +168,7 @@ func (s *Service) Control(ctx context.Context, sc auth.SecurityContext, id strin
 				cancel()
 			}
 			s.mu.Unlock()
+			s.dropLive(id)
 		}
 		return rec, false, err
 	case ActionRetry:

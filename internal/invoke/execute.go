@@ -208,6 +208,8 @@ type parking struct {
 	// clearWaits removes the workflow's registered event waits with this outcome (it waited for an
 	// event earlier and no longer does).
 	clearWaits bool
+	// refused is the error result of a child that could not start (the entry is resolved at once).
+	refused any
 }
 
 // suspends reports whether the run parks (rather than ending).

@@ -52,6 +52,12 @@ type Config struct {
 	Wake func()
 	// MaxDepth bounds r_invoke_v1 nesting (default 8).
 	MaxDepth int
+	// LiveWait is how long a suspended workflow's execution stays in memory waiting to continue
+	// without a replay (default 1 min; negative: never). A timer due later than that, and any wait
+	// that lasts longer, end the execution; the next activation replays its journal.
+	LiveWait time.Duration
+	// MaxLive bounds the workflow executions waiting in memory (default 1000).
+	MaxLive int
 }
 
 // Service implements the invocation use cases.
@@ -61,6 +67,9 @@ type Service struct {
 	mu        sync.Mutex
 	running   map[string]context.CancelFunc // invocations executing in this process
 	workflows map[string]*sandbox.Program   // compiled workflows by version
+	live      map[string]*liveRun           // suspended workflow executions waiting in memory
+	closing   chan struct{}                 // closed by Close
+	closeOnce sync.Once
 }
 
 // NewService returns a Service.
@@ -80,8 +89,19 @@ func NewService(cfg Config) *Service {
 	if cfg.Node == "" {
 		cfg.Node = cfg.IDs.New("node")
 	}
-	return &Service{cfg: cfg, running: map[string]context.CancelFunc{}, workflows: map[string]*sandbox.Program{}}
+	if cfg.LiveWait == 0 {
+		cfg.LiveWait = time.Minute
+	}
+	if cfg.MaxLive <= 0 {
+		cfg.MaxLive = 1000
+	}
+	return &Service{cfg: cfg, running: map[string]context.CancelFunc{}, workflows: map[string]*sandbox.Program{},
+		live: map[string]*liveRun{}, closing: make(chan struct{})}
 }
+
+// Close ends the workflow executions waiting in memory (their invocations are suspended, durably;
+// the next activation replays). Call it before closing the store.
+func (s *Service) Close() { s.closeOnce.Do(func() { close(s.closing) }) }
 
 // SetWake sets the dispatcher wake-up (the dispatcher is built after the service).
 func (s *Service) SetWake(f func()) { s.cfg.Wake = f }

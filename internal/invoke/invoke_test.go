@@ -59,6 +59,7 @@ func newEnv(t *testing.T) *env {
 	e.cfg = invoke.Config{Store: st, Schemas: schemas, Programs: sandbox.NewCache(64), Egress: egress.New(egress.Options{AllowLoopback: true}),
 		Clock: c, IDs: ids, Node: "node-a"}
 	e.svc = invoke.NewService(e.cfg)
+	t.Cleanup(func() { e.svc.Close() })
 	_, err = e.ten.Enable(context.Background(), operatorSC, "acme", []byte(`{"governance":{"allowed_outbound_domains":["*"]}}`))
 	require.NoError(t, err)
 	return e

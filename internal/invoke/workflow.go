@@ -73,38 +73,58 @@ func journalOf(events []invocation.Event) ([]sandbox.JournalEntry, error) {
 
 func isTimer(helper string) bool { return helper == "r_sleep" || helper == "r_sleep_v1" }
 
-// executeWorkflow runs one attempt of a workflow: it replays the journal (completed helper calls
-// return their recorded results without repeating side effects), records new entries, and ends
-// succeeded, failed (after the completed steps' compensations), or suspended on a durable timer.
+// executeWorkflow runs one activation of a workflow: until it ends (succeeded, or failed after the
+// completed steps' compensations) or suspends. A workflow whose execution is still live in this
+// process (waiting in memory after its last suspension, see live.go) continues there without a
+// replay; otherwise the journal is replayed (completed helper calls return their recorded results
+// without repeating side effects) in a new execution.
 func (s *Service) executeWorkflow(ctx context.Context, rec invocation.Record, e entrypoint.Entrypoint, d definition) (invocation.Record, error) {
+	if lr := s.takeLive(rec.ID); lr != nil {
+		lr.handover <- rec
+		a := <-lr.yield
+		return a.rec, a.err
+	}
+	lr := newLiveRun()
+	go s.runWorkflow(context.WithoutCancel(ctx), lr, rec, e, d)
+	a := <-lr.yield
+	return a.rec, a.err
+}
+
+// runWorkflow is a workflow execution: it replays the journal, records new entries, and reports
+// each activation's outcome on lr.yield. Where the workflow waits (a timer, an event, a child) the
+// suspension is made durable first; then, if the wait is short enough and there is room, the
+// execution stays live and a later claim of the invocation hands it over (live.go), else the
+// execution ends and a later activation replays.
+func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, rec invocation.Record, e entrypoint.Entrypoint, d definition) {
+	open := true // an executor is waiting for this activation's outcome on lr.yield
+	yield := func(r invocation.Record, err error) {
+		if open {
+			lr.yield <- activation{r, err}
+			open = false
+		}
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			s.cfg.Logger.ErrorContext(ctx, "workflow execution panicked", "invocation_id", rec.ID, "tenant_id", rec.TenantID, "panic", p)
+			yield(rec, fmt.Errorf("workflow execution panicked: %v", p))
+		}
+	}()
 	log := obs.Logger(ctx).With("tenant_id", rec.TenantID, "invocation_id", rec.ID, "correlation_id", rec.CorrelationID)
 	logEvents, err := s.allEvents(ctx, rec.TenantID, rec.ID)
 	if err != nil {
-		return rec, err
+		yield(rec, err)
+		return
 	}
 	journal, jerr := journalOf(logEvents)
+	recorded := journalTimes(logEvents)
 	h := &host{s: s, rec: rec, log: log}
 	now := s.cfg.Clock.Now()
-	// Timers whose time has come are satisfied now, and event waits whose timeout has passed fail
-	// with the timeout error; recorded with the outcome of this run.
 	waited := false
 	for i := range journal {
-		j := &journal[i]
-		waited = waited || j.Helper == "r_wait_event_v1"
-		if j.Done || j.Until.IsZero() || j.Until.After(now) {
-			continue
-		}
-		switch {
-		case isTimer(j.Helper):
-			j.Done, j.Result = true, nil
-			h.add(invocation.EventJournalResolved, map[string]any{"seq": i, "result": nil})
-		case j.Helper == "r_wait_event_v1":
-			j.Done, j.Result = true, sandbox.ErrorResult(&sandbox.Error{TypeID: sandbox.ErrTimeout, Category: "timeout",
-				Message: "r_wait_event_v1: no matching event arrived before the timeout", Details: map[string]any{"seq": i}})
-			h.add(invocation.EventJournalResolved, map[string]any{"seq": i, "result": j.Result, "timeout": true})
-		}
+		waited = waited || journal[i].Helper == "r_wait_event_v1"
+		resolveDue(h, &journal[i], now)
 	}
-	runCtx, cancel := context.WithTimeout(ctx, d.timeout())
+	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s.track(rec.ID, cancel)
 	defer s.untrack(rec.ID)
@@ -133,13 +153,53 @@ func (s *Service) executeWorkflow(ctx context.Context, rec invocation.Record, e 
 			}
 			return retryDelay(d, attempt), true
 		}
+		// wait keeps the execution live across a suspension (live.go): the suspension is recorded
+		// exactly as at the end of a run, this activation is reported, and the execution waits to be
+		// handed the next claim of the invocation.
+		wait := func(p *sandbox.Park) (sandbox.Resolution, bool) {
+			park, perr := s.parkingFor(ctx, rec, d, p, recorded, now, h)
+			switch {
+			case perr != nil:
+				return sandbox.Resolution{}, false // the end of the run reports it
+			case park.refused != nil:
+				return sandbox.Resolution{Result: park.refused, Now: now}, true // recorded with the next write
+			case !s.liveEligible(p, now):
+				return sandbox.Resolution{}, false
+			}
+			park.clearWaits = waited && park.wait == nil
+			h.prepend(buffered)
+			buffered = nil
+			if !s.registerLive(rec.ID, lr) {
+				return sandbox.Resolution{}, false
+			}
+			metrics := metricsOf(time.Since(start), sandbox.Result{}, d)
+			final, err := s.complete(ctx, rec, d, h.drain(), nil, nil, metrics, park)
+			if err != nil || final.Status != invocation.StatusSuspended {
+				s.dropLive(rec.ID)
+				yield(final, err)
+				return sandbox.Resolution{}, false // recorded (or lost the lease): nothing more to write
+			}
+			s.untrack(rec.ID)
+			yield(final, nil)
+			next, ok := s.awaitHandover(lr, rec.ID)
+			if !ok {
+				return sandbox.Resolution{}, false
+			}
+			open, rec, now, start = true, next, s.cfg.Clock.Now(), time.Now()
+			h.setRecord(next)
+			s.track(rec.ID, cancel)
+			return s.resolutionAfter(ctx, h, p, final.LastSeq, now)
+		}
 		res, rerr = sandbox.RunWorkflow(runCtx, sandbox.WorkflowRequest{Journal: journal, Now: now, StepRetry: stepRetry, CheckFilter: checkFilter,
-			StepStarted: h.stepStarted,
+			StepStarted: h.stepStarted, Wait: wait,
 			// A run stopped by cancel or suspend (or shutdown) does not compensate: a canceled workflow
 			// is compensated once, by compensateCanceled.
 			Compensate: func(*sandbox.Error) bool { return !errors.Is(runCtx.Err(), context.Canceled) },
 			Record: func(j sandbox.JournalEntry, _ []sandbox.StepRetryRecord) error {
-				buffered = append(buffered, journalEvents(rec, s.cfg.Clock.Now(), j, h.drain())...)
+				at := s.cfg.Clock.Now()
+				recorded[j.Seq] = at
+				waited = waited || j.Helper == "r_wait_event_v1"
+				buffered = append(buffered, journalEvents(rec, at, j, h.drain())...)
 				if strategy == "automatic" || (strategy == "manual" && j.Helper == "r_snapshot_v1") {
 					if err := s.persistJournal(ctx, rec, buffered); err != nil {
 						return err
@@ -154,6 +214,9 @@ func (s *Service) executeWorkflow(ctx context.Context, rec invocation.Record, e 
 					CorrelationID: rec.CorrelationID, Attempt: rec.Attempt},
 				Limits: sandbox.Limits{Timeout: d.timeout(), CPU: d.Traits.Limits.CPU, MemoryMB: int(d.Traits.Limits.MemoryMB)}}})
 	}
+	if !open {
+		return // the suspension was recorded, and the live wait ended without a handover
+	}
 	elapsed := time.Since(start)
 	// Entries the run made durable as it went are in the log already; buffered ones go with the
 	// outcome, ahead of the timeline entries collected since.
@@ -162,41 +225,7 @@ func (s *Service) executeWorkflow(ctx context.Context, rec invocation.Record, e 
 	var output json.RawMessage
 	var park *parking
 	if rerr == nil && res.Park != nil {
-		switch res.Park.Kind {
-		case "timer":
-			u := res.Park.Until
-			park = &parking{until: &u, reason: "timer"}
-		case "child":
-			seq := res.Park.Seq
-			child, _, cd, serr := s.prepareChild(ctx, rec, res.Park.ChildEntrypointID, res.Park.ChildParams, invocation.ModeAsync)
-			if serr != nil {
-				// The call fails as a result, not as the workflow: resolve the entry and replay now.
-				h.add(invocation.EventJournalResolved, map[string]any{"seq": seq, "result": sandbox.ErrorResult(serr)})
-				n := s.cfg.Clock.Now()
-				park = &parking{until: &n, reason: "child refused"}
-			} else {
-				child.ParentSeq = &seq
-				park = &parking{child: &child, childD: cd, reason: "child " + child.ID}
-			}
-		case "event":
-			since, ok := journalTimes(logEvents)[res.Park.Seq]
-			if !ok {
-				since = now // recorded by this run
-			}
-			w := events.Wait{TenantID: rec.TenantID, InvocationID: rec.ID, Seq: res.Park.Seq, TypeID: res.Park.EventTypeID,
-				Filter: res.Park.Filter, Since: since, TimeoutAt: res.Park.TimeoutAt}
-			park = &parking{until: res.Park.TimeoutAt, wait: &w, reason: "event " + res.Park.EventTypeID}
-		default:
-			rerr = &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "non_retryable",
-				Message: fmt.Sprintf("workflow waits on an unknown kind %q", res.Park.Kind), Details: map[string]any{"seq": res.Park.Seq}}
-		}
-	}
-	for _, j := range res.New {
-		waited = waited || j.Helper == "r_wait_event_v1"
-	}
-	if park != nil && park.reason != "child refused" && d.Traits.Workflow != nil {
-		// (a refused child resolves at once: no suspension limit applies)
-		park, rerr = s.limitSuspension(park, res.Park.Seq, journalTimes(logEvents), now, d.Traits.Workflow.MaxSuspensionDays)
+		park, rerr = s.parkingFor(ctx, rec, d, res.Park, recorded, now, h)
 	}
 	if rerr == nil && park == nil {
 		output, rerr = s.checkOutput(d, res.Output)
@@ -213,7 +242,70 @@ func (s *Service) executeWorkflow(ctx context.Context, rec invocation.Record, e 
 	}
 	metrics := metricsOf(elapsed, res.Result, d)
 	metrics.StepCount = i64(int64(len(res.Completed)))
-	return s.complete(context.WithoutCancel(ctx), rec, d, h.drain(), output, rerr, metrics, park)
+	yield(s.complete(ctx, rec, d, h.drain(), output, rerr, metrics, park))
+}
+
+// resolveDue satisfies a pending journal entry whose time has come: a due timer, or an event wait
+// whose timeout has passed (with the timeout error). The resolution is recorded with the run's
+// next write.
+func resolveDue(h *host, j *sandbox.JournalEntry, now time.Time) bool {
+	if j.Done || j.Until.IsZero() || j.Until.After(now) {
+		return false
+	}
+	switch {
+	case isTimer(j.Helper):
+		j.Done, j.Result = true, nil
+		h.add(invocation.EventJournalResolved, map[string]any{"seq": j.Seq, "result": nil})
+	case j.Helper == "r_wait_event_v1":
+		j.Done, j.Result = true, sandbox.ErrorResult(&sandbox.Error{TypeID: sandbox.ErrTimeout, Category: "timeout",
+			Message: "r_wait_event_v1: no matching event arrived before the timeout", Details: map[string]any{"seq": j.Seq}})
+		h.add(invocation.EventJournalResolved, map[string]any{"seq": j.Seq, "result": j.Result, "timeout": true})
+	default:
+		return false
+	}
+	return true
+}
+
+// parkingFor turns a workflow's wait into how it suspends: until a time (a timer), until a child
+// invocation created in the same transaction ends, or until an event arrives (or its timeout);
+// bounded by traits.workflow.max_suspension_days. A child that cannot start resolves at once as an
+// error result (the workflow is queued to replay now).
+func (s *Service) parkingFor(ctx context.Context, rec invocation.Record, d definition, p *sandbox.Park, recorded map[int]time.Time,
+	now time.Time, h *host) (*parking, *sandbox.Error) {
+	var park *parking
+	switch p.Kind {
+	case "timer":
+		u := p.Until
+		park = &parking{until: &u, reason: "timer"}
+	case "child":
+		seq := p.Seq
+		child, _, cd, serr := s.prepareChild(ctx, rec, p.ChildEntrypointID, p.ChildParams, invocation.ModeAsync)
+		if serr != nil {
+			// The call fails as a result, not as the workflow: resolve the entry and replay now
+			// (no suspension limit applies).
+			refused := sandbox.ErrorResult(serr)
+			h.add(invocation.EventJournalResolved, map[string]any{"seq": seq, "result": refused})
+			n := s.cfg.Clock.Now()
+			return &parking{until: &n, reason: "child refused", refused: refused}, nil
+		}
+		child.ParentSeq = &seq
+		park = &parking{child: &child, childD: cd, reason: "child " + child.ID}
+	case "event":
+		since, ok := recorded[p.Seq]
+		if !ok {
+			since = now
+		}
+		w := events.Wait{TenantID: rec.TenantID, InvocationID: rec.ID, Seq: p.Seq, TypeID: p.EventTypeID,
+			Filter: p.Filter, Since: since, TimeoutAt: p.TimeoutAt}
+		park = &parking{until: p.TimeoutAt, wait: &w, reason: "event " + p.EventTypeID}
+	default:
+		return nil, &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "non_retryable",
+			Message: fmt.Sprintf("workflow waits on an unknown kind %q", p.Kind), Details: map[string]any{"seq": p.Seq}}
+	}
+	if d.Traits.Workflow == nil {
+		return park, nil
+	}
+	return s.limitSuspension(park, p.Seq, recorded, now, d.Traits.Workflow.MaxSuspensionDays)
 }
 
 // failureHandler prepares the on_failure compensation invocation (000): its params are a

@@ -695,3 +695,62 @@ def main(ctx, input):
 	require.NoError(t, err)
 	require.Equal(t, invocation.StatusCanceled, r.Status)
 }
+
+// TestWorkflowStaysLive: while the invocation stays on this process, a workflow that suspends on a
+// short timer and on a child continues in memory when it is claimed again: main's code before the
+// waits runs once (one "main started" log). With live waits off, each activation replays (three).
+// Either way the suspensions are durable and the result is the same.
+func TestWorkflowStaysLive(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		liveWait time.Duration
+		starts   int
+	}{{"live", 0, 1}, {"replay", -1, 3}} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			if tc.liveWait != 0 {
+				e.svc.Close()
+				cfg := e.cfg
+				cfg.LiveWait = tc.liveWait
+				e.svc = invoke.NewService(cfg)
+				t.Cleanup(e.svc.Close)
+			}
+			e.fn("double", "def main(ctx, input):\n    return {\"n\": input.n * 2}\n", func(b map[string]any) {
+				b["traits"].(map[string]any)["invocation"] = map[string]any{"supported": []any{"sync", "async"}, "default": "async"}
+			})
+			e.workflow("live", `
+def main(ctx, input):
+    ctx.log("main started")
+    r_sleep(1000)
+    c = r_await(r_invoke_v1("`+fnPrefix+`double.v1~", {"n": 21}))
+    return {"n": c.value["n"], "at": r_now_v1()}
+`)
+			st, err := e.start(bob, invoke.StartRequest{EntrypointID: wfPrefix + "live.v1~"}, invoke.StartOptions{})
+			require.NoError(t, err)
+			id := st.Record.ID
+			e.drain()
+			r, err := e.svc.Get(context.Background(), bob, id)
+			require.NoError(t, err)
+			require.Equal(t, invocation.StatusSuspended, r.Status)
+			e.clock.Advance(time.Second)
+			e.drain() // the timer: resumed, then suspended on the child; the child runs; the parent ends
+			r, err = e.svc.Get(context.Background(), bob, id)
+			require.NoError(t, err)
+			require.Equal(t, invocation.StatusSucceeded, r.Status, r.Error)
+			require.JSONEq(t, `{"n": 42, "at": "2026-03-01T12:00:01.000Z"}`, string(r.Result))
+			_, evs, err := e.svc.Events(context.Background(), dev, id)
+			require.NoError(t, err)
+			starts := 0
+			for _, ev := range invoke.Timeline(evs) {
+				if ev.EventType == "log" && ev.Message != nil && *ev.Message == "main started" {
+					starts++
+				}
+			}
+			require.Equal(t, tc.starts, starts)
+			if tc.starts == 1 {
+				require.Equal(t, "created,started,log,journal,suspended,resumed,journal_resolved,journal,suspended,journal_resolved,resumed,journal,succeeded",
+					strings.Join(e.timelineTypes(id), ","))
+			}
+		})
+	}
+}

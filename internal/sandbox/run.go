@@ -154,6 +154,51 @@ type Result struct {
 // errRunTimeout is the cause of the execution's context at its timeout.
 var errRunTimeout = errors.New("execution timed out")
 
+// runContext is an execution's context: canceled with errRunTimeout at its deadline (or when the
+// caller's context ends), with a deadline that a live workflow can pause while it waits and renew
+// when it resumes (each activation between parks has the whole Limits.Timeout).
+type runContext struct {
+	context.Context
+	cancel   context.CancelCauseFunc
+	timeout  time.Duration
+	timer    *time.Timer
+	parentDL time.Time // the caller's deadline (zero if none)
+	deadline atomic.Int64
+}
+
+func newRunContext(parent context.Context, timeout time.Duration) *runContext {
+	ctx, cancel := context.WithCancelCause(parent)
+	c := &runContext{Context: ctx, cancel: cancel, timeout: timeout}
+	c.parentDL, _ = parent.Deadline()
+	c.deadline.Store(time.Now().Add(timeout).UnixNano())
+	c.timer = time.AfterFunc(timeout, func() { cancel(errRunTimeout) })
+	return c
+}
+
+// Deadline is the earlier of the execution's and the caller's deadline.
+func (c *runContext) Deadline() (time.Time, bool) {
+	d := time.Unix(0, c.deadline.Load())
+	if !c.parentDL.IsZero() && c.parentDL.Before(d) {
+		d = c.parentDL
+	}
+	return d, true
+}
+
+// stop ends the context and its timer.
+func (c *runContext) stop() {
+	c.timer.Stop()
+	c.cancel(context.Canceled)
+}
+
+// pause stops the deadline; false if it has passed already.
+func (c *runContext) pause() bool { return c.timer.Stop() }
+
+// renew starts a fresh deadline of the whole timeout.
+func (c *runContext) renew() {
+	c.deadline.Store(time.Now().Add(c.timeout).UnixNano())
+	c.timer.Reset(c.timeout)
+}
+
 // runKey is the thread-local key of the *run.
 const runKey = "lark.sandbox.run"
 
@@ -177,6 +222,19 @@ type run struct {
 	sched scheduler
 
 	wf *workflowState // non-nil in workflow executions (RunWorkflow)
+	// clock is the execution's deadline (nil in compensation executions).
+	clock *runContext
+}
+
+// pauseLimits stops the execution's deadline while a live workflow waits; false if the deadline
+// has passed already (the execution is ending).
+func (r *run) pauseLimits() bool { return r.clock != nil && r.clock.pause() }
+
+// renewLimits gives a live workflow resuming after a wait a fresh deadline and CPU budget, as a
+// replay would have.
+func (r *run) renewLimits() {
+	r.clock.renew()
+	r.thread.SetMaxExecutionSteps(r.thread.ExecutionSteps() + r.maxSteps)
 }
 
 // runOf returns the execution a thread belongs to.
@@ -213,16 +271,17 @@ func runProgram(ctx context.Context, req Request, wf *workflowState) (res Result
 		return res, newError(ErrValidation, CategoryNonRetryable, "no host")
 	}
 
-	runCtx, cancel := context.WithTimeoutCause(ctx, limits.Timeout, errRunTimeout)
-	defer cancel()
+	runCtx := newRunContext(ctx, limits.Timeout)
+	defer runCtx.stop()
 	r := newRun(runCtx, req, limits)
 	r.wf = wf
+	r.clock = runCtx
 	thread := r.thread
 
 	stopAfter := context.AfterFunc(runCtx, func() { r.halt(r.ctxError()) })
 	out, rerr := r.execute(req.Program, req.Input)
 	stopAfter()
-	cancel()
+	runCtx.stop()
 	r.sched.drain(hostDrainGrace)
 
 	res.Steps = thread.ExecutionSteps()

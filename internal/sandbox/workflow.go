@@ -17,11 +17,9 @@ package sandbox
 //
 // Cost: a run replays the whole journal from the start, so its cost is
 // linear in the number of journal entries (each lookup is O(1) by
-// position), and a workflow of n steps costs O(n²) over its lifetime if it
-// parks after every step. The mechanisms that bound this further are 003
-// §6's snapshots and continue-as-new (r_snapshot_v1 records the point where
-// the caller may checkpoint), and keeping the live thread while the
-// invocation stays on one node; neither is implemented here.
+// position). WorkflowRequest.Wait lets the caller keep the execution live
+// across a wait instead of ending it with a Park, so that a workflow that
+// waits often is not replayed after every wait while it stays on one node.
 
 import (
 	"context"
@@ -98,6 +96,19 @@ type WorkflowRequest struct {
 	// parking: the completed steps' compensate_fns then run. This is how a canceled workflow is
 	// compensated without repeating any step.
 	CancelAtEnd bool
+	// Wait, if set, is called where the workflow would park, after the pending entry was recorded
+	// (through Record). It may make the park durable and block until the wait is satisfied, keeping
+	// this execution live: it then returns the entry's result and true, and the program continues
+	// without a replay, with a fresh Limits.Timeout and CPU budget (each activation between parks
+	// has its own, as a replay would). Returning false parks as usual: the run ends with Park set.
+	Wait func(*Park) (Resolution, bool)
+}
+
+// Resolution is how a live wait ended: the pending entry's result (nil for a timer; OKResult or
+// ErrorResult for events and children) and the time the workflow resumes at.
+type Resolution struct {
+	Result any
+	Now    time.Time
 }
 
 // StepRetry decides whether a failed step attempt (1-based) is tried again within the run, and
@@ -221,7 +232,7 @@ func RunWorkflow(ctx context.Context, req WorkflowRequest) (out WorkflowResult, 
 		now = req.Host.Now()
 	}
 	w := &workflowState{journal: req.Journal, now: now, steps: map[string]*workflowStep{}, retry: req.StepRetry, onRecord: req.Record,
-		checkFilter: req.CheckFilter, stepStarted: req.StepStarted, cancelAtEnd: req.CancelAtEnd}
+		checkFilter: req.CheckFilter, stepStarted: req.StepStarted, cancelAtEnd: req.CancelAtEnd, wait: req.Wait}
 	res, rerr := runProgram(ctx, req.Request, w)
 	out.Result = res
 	out.New = w.newEntries
@@ -298,6 +309,7 @@ type workflowState struct {
 	checkFilter  func(string) error
 	stepStarted  func(string, int, *StepRetryRecord)
 	cancelAtEnd  bool
+	wait         func(*Park) (Resolution, bool)
 	persisted    int // entries onRecord accepted
 }
 
@@ -383,13 +395,36 @@ func (w *workflowState) record(e JournalEntry) error {
 	return nil
 }
 
-// parkOn ends the execution with p (or, in a CancelAtEnd run, with the canceled error).
-func (w *workflowState) parkOn(thread *starlark.Thread, p *Park) error {
+// parkOn waits for p: live, through WorkflowRequest.Wait, returning the entry now Done; or by
+// ending the execution with p (in a CancelAtEnd run, with the canceled error).
+func (w *workflowState) parkOn(thread *starlark.Thread, p *Park) (*JournalEntry, error) {
 	if w.cancelAtEnd {
-		return w.canceled(thread)
+		return nil, w.canceled(thread)
+	}
+	if w.wait != nil {
+		if r := runOf(thread); r.pauseLimits() {
+			res, ok := w.wait(p)
+			r.renewLimits()
+			if ok {
+				e := w.entry(p.Seq)
+				e.Done, e.Result = true, res.Result
+				if !res.Now.IsZero() {
+					w.now = res.Now
+				}
+				return e, nil
+			}
+		}
 	}
 	w.park = p
-	return errPark
+	return nil, errPark
+}
+
+// entry is the journal entry at seq, recorded by an earlier run or this one.
+func (w *workflowState) entry(seq int) *JournalEntry {
+	if seq < len(w.journal) {
+		return &w.journal[seq]
+	}
+	return &w.newEntries[seq-len(w.journal)]
 }
 
 // canceled ends a CancelAtEnd run where the program goes beyond its journal.
@@ -515,7 +550,9 @@ func wfSleep(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 	switch {
 	case e != nil && e.Done:
 	case e != nil:
-		return nil, w.parkOn(thread, &Park{Kind: "timer", Until: e.Until, Seq: seq})
+		if _, err := w.parkOn(thread, &Park{Kind: "timer", Until: e.Until, Seq: seq}); err != nil {
+			return nil, err
+		}
 	case ms <= 0:
 		if err := w.record(JournalEntry{Seq: seq, Helper: name, ArgsHash: hash, Until: w.now, Done: true}); err != nil {
 			return nil, err
@@ -525,7 +562,9 @@ func wfSleep(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 		if err := w.record(JournalEntry{Seq: seq, Helper: name, ArgsHash: hash, Until: until}); err != nil {
 			return nil, err
 		}
-		return nil, w.parkOn(thread, &Park{Kind: "timer", Until: until, Seq: seq})
+		if _, err := w.parkOn(thread, &Park{Kind: "timer", Until: until, Seq: seq}); err != nil {
+			return nil, err
+		}
 	}
 	return resolvedPromise(name, starlark.None), nil
 }
@@ -590,17 +629,21 @@ func wfWaitEvent(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 			t := e.Until
 			park.TimeoutAt = &t
 		}
-		return nil, w.parkOn(thread, park)
+	default:
+		ne := JournalEntry{Seq: seq, Helper: name, ArgsHash: hash}
+		if timeout > 0 {
+			t := w.now.Add(timeout)
+			ne.Until, park.TimeoutAt = t, &t
+		}
+		if err := w.record(ne); err != nil {
+			return nil, err
+		}
 	}
-	ne := JournalEntry{Seq: seq, Helper: name, ArgsHash: hash}
-	if timeout > 0 {
-		t := w.now.Add(timeout)
-		ne.Until, park.TimeoutAt = t, &t
-	}
-	if err := w.record(ne); err != nil {
+	done, err := w.parkOn(thread, park)
+	if err != nil {
 		return nil, err
 	}
-	return nil, w.parkOn(thread, park)
+	return recordedPromise(thread, w, name, done, exitOnError)
 }
 
 // wfInvoke implements r_invoke_v1 in workflows: a pending entry and a
@@ -645,7 +688,11 @@ func wfInvoke(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 			return nil, err
 		}
 	}
-	return nil, w.parkOn(thread, &Park{Kind: "child", ChildEntrypointID: string(id), ChildParams: params, Seq: seq})
+	done, err := w.parkOn(thread, &Park{Kind: "child", ChildEntrypointID: string(id), ChildParams: params, Seq: seq})
+	if err != nil {
+		return nil, err
+	}
+	return recordedPromise(thread, w, name, done, false)
 }
 
 // wfSnapshot implements r_snapshot_v1(label=None): a Done entry whose

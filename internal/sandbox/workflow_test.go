@@ -376,3 +376,59 @@ def main(ctx, input):
 	require.Less(t, int64(after.HeapAlloc)-int64(before.HeapAlloc), int64(64<<20))
 	t.Logf("replay of %d steps: %v, accounted %d bytes", n, elapsed, res2.MaxMemoryBytes)
 }
+
+// TestWorkflowLiveWait: with Wait, a workflow waits live on a timer, an event and a child and goes
+// on without a replay (main runs once); each activation gets a fresh timeout. Without a resolution
+// the run parks as usual.
+func TestWorkflowLiveWait(t *testing.T) {
+	prog := compileWF(t, `
+calls = []
+
+def main(ctx, input):
+    calls.append(1)
+    before = r_now_v1()
+    r_sleep(1000)
+    after = r_now_v1()
+    ev = r_await(r_wait_event_v1("gts.x.core.events.event.v1~acme.shop.orders.paid.v1~", timeout_ms=5000))
+    child = r_await(r_invoke_v1("gts.x.core.serverless.entrypoint.v1~x.core.serverless.function.v1~acme.app.misc.child.v1~", {"n": 1}))
+    return {"before": before, "after": after, "event": ev.value, "child": child.value, "runs": len(calls)}
+`)
+	t0 := time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
+	var parks []string
+	host := &fakeHost{now: t0}
+	res, err := RunWorkflow(context.Background(), WorkflowRequest{
+		Request: Request{Program: prog, Input: map[string]any{}, Info: Info{InvocationID: "inv-1"}, Host: host,
+			Limits: Limits{Timeout: 200 * time.Millisecond}},
+		Now: t0,
+		Wait: func(p *Park) (Resolution, bool) {
+			parks = append(parks, p.Kind)
+			time.Sleep(250 * time.Millisecond) // longer than the timeout: the deadline is paused while waiting
+			switch p.Kind {
+			case "timer":
+				host.mu.Lock()
+				host.now = p.Until
+				host.mu.Unlock()
+				return Resolution{Now: p.Until}, true
+			case "event":
+				return Resolution{Result: OKResult(map[string]any{"x": 1})}, true
+			}
+			return Resolution{Result: OKResult("kid")}, true
+		},
+	})
+	require.Nil(t, err)
+	require.Nil(t, res.Park)
+	require.Equal(t, []string{"timer", "event", "child"}, parks)
+	require.JSONEq(t, `{"before":"2026-11-21T09:00:00.000Z","after":"2026-11-21T09:00:01.000Z","event":{"x":1},"child":"kid","runs":1}`,
+		jsonOf(t, res.Output))
+	require.Len(t, res.New, 5)
+
+	// Declining the wait parks as before.
+	res, err = RunWorkflow(context.Background(), WorkflowRequest{
+		Request: Request{Program: prog, Input: map[string]any{}, Info: Info{InvocationID: "inv-1"}, Host: &fakeHost{now: t0}},
+		Now:     t0,
+		Wait:    func(*Park) (Resolution, bool) { return Resolution{}, false },
+	})
+	require.Nil(t, err)
+	require.NotNil(t, res.Park)
+	require.Equal(t, "timer", res.Park.Kind)
+}

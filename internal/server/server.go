@@ -151,6 +151,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	case <-sctx.Done():
 		s.log.Warn("shutdown: attempts still running; they keep their leases and are reclaimed after restart")
 	}
+	s.Invoke.Close()
 	closeErr := s.Store.Close()
 	if errors.Is(serveErr, http.ErrServerClosed) {
 		serveErr = nil
@@ -160,7 +161,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 }
 
 // Close releases the store without serving (for tests and failed starts).
-func (s *Server) Close() error { return s.Store.Close() }
+func (s *Server) Close() error {
+	s.Invoke.Close()
+	return s.Store.Close()
+}
 
 func storeName(s string) string {
 	if s == "" {

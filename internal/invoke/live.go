@@ -1,0 +1,145 @@
+package invoke
+
+// Live workflow executions. A workflow that suspends (a timer, an event, a child invocation) is
+// always suspended durably — the same transaction as at the end of a run — so a crash or restart
+// loses nothing: the next activation replays the journal. But while the invocation stays on this
+// process and the wait is short, the execution itself stays in memory: its goroutine blocks, holding
+// no dispatcher slot, until the dispatcher claims the invocation again (the timer is due, the event
+// arrived, the child ended) and hands the claim over; the program then continues where it stopped,
+// without a replay. The wait gives up (and the execution ends) after Config.LiveWait, when
+// Config.MaxLive executions already wait, on cancel, and on Close.
+
+import (
+	"context"
+	"time"
+
+	"github.com/larkrun/lark/internal/invocation"
+	"github.com/larkrun/lark/internal/sandbox"
+)
+
+// liveRun is one workflow execution, live across its activations.
+type liveRun struct {
+	yield    chan activation        // each activation's outcome, to the executor that claimed it
+	handover chan invocation.Record // the next claim of the invocation, to the waiting execution
+	drop     chan struct{}          // closed when the wait must end without a handover
+}
+
+// activation is the outcome of one activation: the record after it, or why it was not recorded.
+type activation struct {
+	rec invocation.Record
+	err error
+}
+
+func newLiveRun() *liveRun {
+	return &liveRun{yield: make(chan activation, 1), handover: make(chan invocation.Record, 1), drop: make(chan struct{})}
+}
+
+// liveEligible reports whether a wait may be spent in memory: a timer due within LiveWait, an
+// event, or a child.
+func (s *Service) liveEligible(p *sandbox.Park, now time.Time) bool {
+	if s.cfg.LiveWait < 0 {
+		return false
+	}
+	return p.Kind != "timer" || p.Until.Sub(now) <= s.cfg.LiveWait
+}
+
+// registerLive records that the execution of invocation id waits in memory; false when MaxLive
+// executions already do.
+func (s *Service) registerLive(id string, lr *liveRun) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.live) >= s.cfg.MaxLive {
+		return false
+	}
+	s.live[id] = lr
+	return true
+}
+
+// takeLive removes and returns the live execution of invocation id, if one waits.
+func (s *Service) takeLive(id string) *liveRun {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lr := s.live[id]
+	delete(s.live, id)
+	return lr
+}
+
+// dropLive ends the wait of invocation id's live execution, if one waits (cancel, a failed
+// suspension): it ends without writing anything.
+func (s *Service) dropLive(id string) {
+	if lr := s.takeLive(id); lr != nil {
+		close(lr.drop)
+	}
+}
+
+// awaitHandover waits for the next claim of invocation id. It gives up after LiveWait, on drop and
+// on Close — unless a claim took the execution first, whose handover it then receives.
+func (s *Service) awaitHandover(lr *liveRun, id string) (invocation.Record, bool) {
+	t := time.NewTimer(s.cfg.LiveWait)
+	defer t.Stop()
+	select {
+	case next := <-lr.handover:
+		return next, true
+	case <-lr.drop:
+		return invocation.Record{}, false
+	case <-t.C:
+	case <-s.closing:
+	}
+	s.mu.Lock()
+	if s.live[id] == lr {
+		delete(s.live, id)
+		s.mu.Unlock()
+		return invocation.Record{}, false
+	}
+	s.mu.Unlock()
+	select { // a claim took it: its handover is on the way
+	case next := <-lr.handover:
+		return next, true
+	case <-lr.drop:
+		return invocation.Record{}, false
+	}
+}
+
+// resolutionAfter finds how the wait p ended, from the log events after afterSeq (the suspension):
+// a journal_resolved for its entry (an event, a child's outcome), or, at its time, a due timer or
+// an expired event wait (resolved here, recorded with the next write). Not resolved (the workflow
+// was resumed before its time): the execution parks again.
+func (s *Service) resolutionAfter(ctx context.Context, h *host, p *sandbox.Park, afterSeq int64, now time.Time) (sandbox.Resolution, bool) {
+	evs, err := s.cfg.Store.Events(ctx, h.rec.TenantID, h.rec.ID, afterSeq, 0)
+	if err != nil {
+		return sandbox.Resolution{}, false
+	}
+	for _, ev := range evs {
+		if ev.Type != invocation.EventJournalResolved {
+			continue
+		}
+		var r struct {
+			Seq    int `json:"seq"`
+			Result any `json:"result"`
+		}
+		if decodeJSON(ev.Data, &r) == nil && r.Seq == p.Seq {
+			return sandbox.Resolution{Result: r.Result, Now: now}, true
+		}
+	}
+	j := sandbox.JournalEntry{Seq: p.Seq, Until: p.Until}
+	switch p.Kind {
+	case "timer":
+		j.Helper = "r_sleep"
+	case "event":
+		j.Helper = "r_wait_event_v1"
+		if p.TimeoutAt != nil {
+			j.Until = *p.TimeoutAt
+		}
+	}
+	if resolveDue(h, &j, now) {
+		return sandbox.Resolution{Result: j.Result, Now: now}, true
+	}
+	return sandbox.Resolution{}, false
+}
+
+// setRecord points the host at the record of a new activation (its lease and engine attempt).
+func (h *host) setRecord(r invocation.Record) {
+	h.mu.Lock()
+	h.rec = r
+	h.mu.Unlock()
+}
