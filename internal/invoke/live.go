@@ -19,9 +19,15 @@ import (
 
 // liveRun is one workflow execution, live across its activations.
 type liveRun struct {
-	yield    chan activation        // each activation's outcome, to the executor that claimed it
-	handover chan invocation.Record // the next claim of the invocation, to the waiting execution
-	drop     chan struct{}          // closed when the wait must end without a handover
+	handover chan claim    // the next claim of the invocation, to the waiting execution
+	drop     chan struct{} // closed when the wait must end without a handover
+}
+
+// claim is one activation of a workflow: the claimed record (its lease) and where the executor
+// that claimed it waits for the outcome.
+type claim struct {
+	rec   invocation.Record
+	reply chan activation
 }
 
 // activation is the outcome of one activation: the record after it, or why it was not recorded.
@@ -31,8 +37,10 @@ type activation struct {
 }
 
 func newLiveRun() *liveRun {
-	return &liveRun{yield: make(chan activation, 1), handover: make(chan invocation.Record, 1), drop: make(chan struct{})}
+	return &liveRun{handover: make(chan claim, 1), drop: make(chan struct{})}
 }
+
+func newClaim(rec invocation.Record) claim { return claim{rec: rec, reply: make(chan activation, 1)} }
 
 // liveEligible reports whether a wait may be spent in memory: a timer due within LiveWait, an
 // event, or a child.
@@ -74,14 +82,14 @@ func (s *Service) dropLive(id string) {
 
 // awaitHandover waits for the next claim of invocation id. It gives up after LiveWait, on drop and
 // on Close — unless a claim took the execution first, whose handover it then receives.
-func (s *Service) awaitHandover(lr *liveRun, id string) (invocation.Record, bool) {
+func (s *Service) awaitHandover(lr *liveRun, id string) (claim, bool) {
 	t := time.NewTimer(s.cfg.LiveWait)
 	defer t.Stop()
 	select {
 	case next := <-lr.handover:
 		return next, true
 	case <-lr.drop:
-		return invocation.Record{}, false
+		return claim{}, false
 	case <-t.C:
 	case <-s.closing:
 	}
@@ -89,14 +97,14 @@ func (s *Service) awaitHandover(lr *liveRun, id string) (invocation.Record, bool
 	if s.live[id] == lr {
 		delete(s.live, id)
 		s.mu.Unlock()
-		return invocation.Record{}, false
+		return claim{}, false
 	}
 	s.mu.Unlock()
 	select { // a claim took it: its handover is on the way
 	case next := <-lr.handover:
 		return next, true
 	case <-lr.drop:
-		return invocation.Record{}, false
+		return claim{}, false
 	}
 }
 

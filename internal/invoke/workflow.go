@@ -79,27 +79,27 @@ func isTimer(helper string) bool { return helper == "r_sleep" || helper == "r_sl
 // replay; otherwise the journal is replayed (completed helper calls return their recorded results
 // without repeating side effects) in a new execution.
 func (s *Service) executeWorkflow(ctx context.Context, rec invocation.Record, e entrypoint.Entrypoint, d definition) (invocation.Record, error) {
+	c := newClaim(rec)
 	if lr := s.takeLive(rec.ID); lr != nil {
-		lr.handover <- rec
-		a := <-lr.yield
-		return a.rec, a.err
+		lr.handover <- c
+	} else {
+		go s.runWorkflow(context.WithoutCancel(ctx), newLiveRun(), c, e, d)
 	}
-	lr := newLiveRun()
-	go s.runWorkflow(context.WithoutCancel(ctx), lr, rec, e, d)
-	a := <-lr.yield
+	a := <-c.reply
 	return a.rec, a.err
 }
 
 // runWorkflow is a workflow execution: it replays the journal, records new entries, and reports
-// each activation's outcome on lr.yield. Where the workflow waits (a timer, an event, a child) the
-// suspension is made durable first; then, if the wait is short enough and there is room, the
-// execution stays live and a later claim of the invocation hands it over (live.go), else the
-// execution ends and a later activation replays.
-func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, rec invocation.Record, e entrypoint.Entrypoint, d definition) {
-	open := true // an executor is waiting for this activation's outcome on lr.yield
+// each activation's outcome to the executor of its claim. Where the workflow waits (a timer, an
+// event, a child) the suspension is made durable first; then, if the wait is short enough and
+// there is room, the execution stays live and a later claim of the invocation hands it over
+// (live.go), else the execution ends and a later activation replays.
+func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entrypoint.Entrypoint, d definition) {
+	rec := c.rec
+	open := true // the executor of claim c waits for this activation's outcome
 	yield := func(r invocation.Record, err error) {
 		if open {
-			lr.yield <- activation{r, err}
+			c.reply <- activation{r, err}
 			open = false
 		}
 	}
@@ -185,8 +185,8 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, rec invocation.R
 			if !ok {
 				return sandbox.Resolution{}, false
 			}
-			open, rec, now, start = true, next, s.cfg.Clock.Now(), time.Now()
-			h.setRecord(next)
+			c, open, rec, now, start = next, true, next.rec, s.cfg.Clock.Now(), time.Now()
+			h.setRecord(rec)
 			s.track(rec.ID, cancel)
 			return s.resolutionAfter(ctx, h, p, final.LastSeq, now)
 		}
