@@ -125,8 +125,9 @@ func (s *Service) deliver(tx store.Tx, ev events.Event, now time.Time) (int, err
 		return 0, err
 	}
 	n := 0
+	m := newMatcher(ev)
 	for _, w := range waits {
-		if ev.ReceivedAt.Before(w.Since) || !matches(w.Filter, ev) {
+		if ev.ReceivedAt.Before(w.Since) || !m.matches(w.Filter) {
 			continue
 		}
 		rec, err := tx.Invocation(w.TenantID, w.InvocationID)
@@ -163,7 +164,7 @@ func (s *Service) registerWait(tx store.Tx, rec invocation.Record, w events.Wait
 			return err
 		}
 		for _, ev := range evs {
-			if matches(w.Filter, ev) {
+			if newMatcher(ev).matches(w.Filter) {
 				return s.resolveWait(tx, rec, w.Seq, ev, now)
 			}
 		}
@@ -205,9 +206,19 @@ func eventValue(ev events.Event) map[string]any {
 	return v
 }
 
-// matches evaluates a wait's CEL filter against an event; "" matches everything, and a filter
-// that cannot be evaluated on this event (a missing key, a type mismatch) does not match.
-func matches(filter string, ev events.Event) bool {
+// matcher evaluates waits' CEL filters against one event, decoding its payload once.
+type matcher struct {
+	ev      eventfilter.Event
+	decoded bool
+}
+
+func newMatcher(ev events.Event) *matcher {
+	return &matcher{ev: eventfilter.Event{ID: ev.ID, TypeID: ev.TypeID, Source: ev.Source, Subject: ev.Subject, Payload: ev.Payload}}
+}
+
+// matches reports whether filter selects the event: "" matches everything, and a filter that
+// cannot be evaluated on this event (a missing key, a type mismatch) does not match.
+func (m *matcher) matches(filter string) bool {
 	if filter == "" {
 		return true
 	}
@@ -215,11 +226,14 @@ func matches(filter string, ev events.Event) bool {
 	if err != nil {
 		return false
 	}
-	var payload any
-	if err := decodeJSON(ev.Payload, &payload); err != nil {
-		return false
+	if !m.decoded {
+		var payload any
+		if raw, ok := m.ev.Payload.(json.RawMessage); !ok || decodeJSON(raw, &payload) != nil {
+			return false
+		}
+		m.ev.Payload, m.decoded = payload, true
 	}
-	ok, err := f.Match(eventfilter.Event{ID: ev.ID, TypeID: ev.TypeID, Source: ev.Source, Subject: ev.Subject, Payload: payload})
+	ok, err := f.Match(m.ev)
 	return err == nil && ok
 }
 
