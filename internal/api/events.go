@@ -7,6 +7,7 @@ import (
 
 	"github.com/larkrun/lark/internal/events"
 	"github.com/larkrun/lark/internal/invoke"
+	"github.com/larkrun/lark/internal/store"
 )
 
 // publishEvent is POST /events: 202 {event, delivered (how many waiting workflows it resumed)}, or
@@ -47,19 +48,7 @@ func (s *Server) getEvent(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
-	q, err := listQuery(r)
-	if err != nil {
-		s.problem(w, r, err)
-		return
-	}
-	page, err := s.cfg.Invoke.ListEvents(r.Context(), security(r), q)
-	if err != nil {
-		s.problem(w, r, err)
-		return
-	}
-	items := page.Items
-	if items == nil {
-		items = []events.Event{}
-	}
-	writeJSON(w, http.StatusOK, pageOf(page, q.Limit, items))
+	servePage(s, w, r, func(q store.ListQuery) (store.Page[events.Event], error) {
+		return s.cfg.Invoke.ListEvents(r.Context(), security(r), q)
+	}, asIs)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/larkrun/lark/internal/audit"
 	"github.com/larkrun/lark/internal/auth"
+	"github.com/larkrun/lark/internal/entrypoint"
 	"github.com/larkrun/lark/internal/problem"
 	"github.com/larkrun/lark/internal/registry"
 	"github.com/larkrun/lark/internal/store"
@@ -55,21 +56,9 @@ func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, err)
 		return
 	}
-	q, err := listQuery(r)
-	if err != nil {
-		s.problem(w, r, err)
-		return
-	}
-	page, err := s.cfg.Tokens.ListTokens(r.Context(), sc, q)
-	if err != nil {
-		s.problem(w, r, err)
-		return
-	}
-	items := page.Items
-	if items == nil {
-		items = []auth.Token{}
-	}
-	writeJSON(w, http.StatusOK, pageOf(page, q.Limit, items))
+	servePage(s, w, r, func(q store.ListQuery) (store.Page[auth.Token], error) {
+		return s.cfg.Tokens.ListTokens(r.Context(), sc, q)
+	}, asIs)
 }
 
 func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) {
@@ -169,31 +158,14 @@ func (s *Server) validateExisting(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listEntrypoints(w http.ResponseWriter, r *http.Request) {
-	q, err := listQuery(r, "include_source")
-	if err != nil {
-		s.problem(w, r, err)
-		return
-	}
-	src, err := boolParam(r, "include_source")
-	if err != nil {
-		s.problem(w, r, err)
-		return
-	}
-	page, err := s.cfg.Registry.List(r.Context(), security(r), q)
-	if err != nil {
-		s.problem(w, r, err)
-		return
-	}
-	items := make([]json.RawMessage, 0, len(page.Items))
-	for _, e := range page.Items {
-		b, err := registry.RenderJSON(e, src)
-		if err != nil {
-			s.problem(w, r, problem.Internal(err))
-			return
+	var src bool
+	servePage(s, w, r, func(q store.ListQuery) (store.Page[entrypoint.Entrypoint], error) {
+		var err error
+		if src, err = boolParam(r, "include_source"); err != nil {
+			return store.Page[entrypoint.Entrypoint]{}, err
 		}
-		items = append(items, b)
-	}
-	writeJSON(w, http.StatusOK, pageOf(page, q.Limit, items))
+		return s.cfg.Registry.List(r.Context(), security(r), q)
+	}, func(e entrypoint.Entrypoint) (json.RawMessage, error) { return registry.RenderJSON(e, src) }, "include_source")
 }
 
 func (s *Server) getEntrypoint(w http.ResponseWriter, r *http.Request) {
@@ -299,23 +271,11 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, err)
 		return
 	}
-	q, err := listQuery(r)
-	if err != nil {
-		s.problem(w, r, err)
-		return
-	}
 	tenantID := sc.TenantID
 	if sc.Operator {
 		tenantID = ""
 	}
-	page, err := s.cfg.Audit.ListAudit(r.Context(), tenantID, q)
-	if err != nil {
-		s.problem(w, r, err)
-		return
-	}
-	items := page.Items
-	if items == nil {
-		items = []audit.Event{}
-	}
-	writeJSON(w, http.StatusOK, pageOf(page, q.Limit, items))
+	servePage(s, w, r, func(q store.ListQuery) (store.Page[audit.Event], error) {
+		return s.cfg.Audit.ListAudit(r.Context(), tenantID, q)
+	}, asIs)
 }

@@ -5,7 +5,9 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/invoke"
+	"github.com/larkrun/lark/internal/store"
 )
 
 func (s *Server) startInvocation(w http.ResponseWriter, r *http.Request) {
@@ -52,21 +54,10 @@ func (s *Server) getInvocation(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listInvocations(w http.ResponseWriter, r *http.Request) {
-	q, err := listQuery(r)
-	if err != nil {
-		s.problem(w, r, err)
-		return
-	}
-	page, err := s.cfg.Invoke.List(r.Context(), security(r), q)
-	if err != nil {
-		s.problem(w, r, err)
-		return
-	}
-	items := make([]invoke.RecordView, 0, len(page.Items))
-	for _, rec := range page.Items {
-		items = append(items, invoke.View(rec))
-	}
-	writeJSON(w, http.StatusOK, pageOf(page, q.Limit, items))
+	servePage(s, w, r, func(q store.ListQuery) (store.Page[invocation.Record], error) {
+		return s.cfg.Invoke.List(r.Context(), security(r), q)
+	},
+		func(rec invocation.Record) (invoke.RecordView, error) { return invoke.View(rec), nil })
 }
 
 func (s *Server) invocationTimeline(w http.ResponseWriter, r *http.Request) {
