@@ -229,7 +229,7 @@ func (s *Service) cancelHandler(ctx context.Context, cur invocation.Record) *par
 	if err != nil {
 		return nil
 	}
-	names := []any{}
+	names := []string{}
 	outputs := map[string]any{}
 	for _, j := range journal {
 		if r, ok := j.Result.(map[string]any); ok && (j.Helper == "r_run_step_v1" || j.Helper == "r_step_v1") && r["ok"] == true {
@@ -237,15 +237,7 @@ func (s *Service) cancelHandler(ctx context.Context, cur invocation.Record) *par
 			outputs[j.Key] = r["value"]
 		}
 	}
-	var input any
-	_ = decodeJSON(cur.Params, &input)
-	meta := map[string]any{"entrypoint_id": cur.EntrypointID, "original_input": input, "tenant_id": cur.TenantID, "correlation_id": cur.CorrelationID}
-	if cur.StartedAt != nil {
-		meta["started_at"] = cur.StartedAt.UTC().Format(time.RFC3339Nano)
-	}
-	cc := map[string]any{"trigger": "cancellation", "original_workflow_invocation_id": cur.ID, "failed_step_id": "unknown",
-		"workflow_state_snapshot": map[string]any{"completed_steps": names, "outputs": outputs},
-		"timestamp":               s.cfg.Clock.Now().Format(time.RFC3339Nano), "invocation_metadata": meta}
+	cc := s.compensationContext(cur, "cancellation", "unknown", names, outputs)
 	handler, _, hd, serr := s.prepareChild(ctx, cur, *d.Traits.Workflow.Compensation.OnCancel, cc, invocation.ModeAsync)
 	if serr != nil {
 		return nil

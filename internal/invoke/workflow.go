@@ -320,32 +320,18 @@ func (s *Service) failureHandler(ctx context.Context, rec invocation.Record, han
 			failedStep = j.Key
 		}
 	}
-	names := []any{}
+	names := make([]string, 0, len(completed))
 	outputs := map[string]any{}
 	for _, c := range completed {
 		names = append(names, c.Name)
 		outputs[c.Name] = c.Output
 	}
-	var input any
-	_ = decodeJSON(rec.Params, &input)
-	meta := map[string]any{"entrypoint_id": rec.EntrypointID, "original_input": input, "tenant_id": rec.TenantID,
-		"correlation_id": rec.CorrelationID}
-	if rec.StartedAt != nil {
-		meta["started_at"] = rec.StartedAt.UTC().Format(time.RFC3339Nano)
-	}
 	errMeta := rerr.Details
 	if errMeta == nil {
 		errMeta = map[string]any{}
 	}
-	cc := map[string]any{
-		"trigger":                         "failure",
-		"original_workflow_invocation_id": rec.ID,
-		"failed_step_id":                  failedStep,
-		"failed_step_error":               map[string]any{"error_type": rerr.TypeID, "message": rerr.Message, "error_metadata": errMeta},
-		"workflow_state_snapshot":         map[string]any{"completed_steps": names, "outputs": outputs},
-		"timestamp":                       s.cfg.Clock.Now().Format(time.RFC3339Nano),
-		"invocation_metadata":             meta,
-	}
+	cc := s.compensationContext(rec, "failure", failedStep, names, outputs)
+	cc["failed_step_error"] = map[string]any{"error_type": rerr.TypeID, "message": rerr.Message, "error_metadata": errMeta}
 	handler, _, hd, serr := s.prepareChild(ctx, rec, handlerID, cc, invocation.ModeAsync)
 	if serr != nil {
 		h.add(invocation.EventLog, map[string]any{"message": "on_failure compensation could not start: " + serr.Message})
@@ -353,6 +339,27 @@ func (s *Service) failureHandler(ctx context.Context, rec invocation.Record, han
 	}
 	handler.CompensationFor = rec.ID
 	return &parking{handler: &handler, handlerD: hd}
+}
+
+// compensationContext is 000's CompensationContext for an on_failure or on_cancel handler of
+// workflow rec; the workflow state snapshot is its completed steps and their outputs (the journal
+// is the workflow's checkpointed state).
+func (s *Service) compensationContext(rec invocation.Record, trigger, failedStep string, completed []string, outputs map[string]any) map[string]any {
+	var input any
+	_ = decodeJSON(rec.Params, &input)
+	meta := map[string]any{"entrypoint_id": rec.EntrypointID, "original_input": input, "tenant_id": rec.TenantID,
+		"correlation_id": rec.CorrelationID}
+	if rec.StartedAt != nil {
+		meta["started_at"] = rec.StartedAt.UTC().Format(time.RFC3339Nano)
+	}
+	return map[string]any{
+		"trigger":                         trigger,
+		"original_workflow_invocation_id": rec.ID,
+		"failed_step_id":                  failedStep,
+		"workflow_state_snapshot":         map[string]any{"completed_steps": completed, "outputs": outputs},
+		"timestamp":                       s.cfg.Clock.Now().Format(time.RFC3339Nano),
+		"invocation_metadata":             meta,
+	}
 }
 
 // journalTimes maps journal positions to when they were recorded.
