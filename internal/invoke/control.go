@@ -225,7 +225,7 @@ func (s *Service) cancelHandler(ctx context.Context, cur invocation.Record) *par
 	if err != nil {
 		return nil
 	}
-	journal, err := journalOf(events)
+	journal, _, err := journalOf(events)
 	if err != nil {
 		return nil
 	}

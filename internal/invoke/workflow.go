@@ -43,19 +43,20 @@ func decodeJSON(raw []byte, v any) error {
 }
 
 // journalOf rebuilds a workflow's journal from its event log: journal events in order, with pending
-// entries completed by journal_resolved events.
-func journalOf(events []invocation.Event) ([]sandbox.JournalEntry, error) {
-	var out []sandbox.JournalEntry
+// entries completed by journal_resolved events; recorded maps each position to when it was recorded.
+func journalOf(events []invocation.Event) (out []sandbox.JournalEntry, recorded map[int]time.Time, err error) {
+	recorded = map[int]time.Time{}
 	for _, ev := range events {
 		switch ev.Type {
 		case invocation.EventJournal:
 			var j journalEntry
 			if err := decodeJSON(ev.Data, &j); err != nil {
-				return nil, fmt.Errorf("journal event %d: %w", ev.Seq, err)
+				return nil, nil, fmt.Errorf("journal event %d: %w", ev.Seq, err)
 			}
 			if j.Seq != len(out) {
-				return nil, fmt.Errorf("journal event %d: entry %d out of order (expected %d)", ev.Seq, j.Seq, len(out))
+				return nil, nil, fmt.Errorf("journal event %d: entry %d out of order (expected %d)", ev.Seq, j.Seq, len(out))
 			}
+			recorded[j.Seq] = ev.At
 			out = append(out, j.sandbox())
 		case invocation.EventJournalResolved:
 			var r struct {
@@ -63,12 +64,12 @@ func journalOf(events []invocation.Event) ([]sandbox.JournalEntry, error) {
 				Result any `json:"result"`
 			}
 			if err := decodeJSON(ev.Data, &r); err != nil || r.Seq < 0 || r.Seq >= len(out) {
-				return nil, fmt.Errorf("journal_resolved event %d is invalid", ev.Seq)
+				return nil, nil, fmt.Errorf("journal_resolved event %d is invalid", ev.Seq)
 			}
 			out[r.Seq].Done, out[r.Seq].Result = true, r.Result
 		}
 	}
-	return out, nil
+	return out, recorded, nil
 }
 
 func isTimer(helper string) bool { return helper == "r_sleep" || helper == "r_sleep_v1" }
@@ -115,8 +116,7 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 		yield(rec, err)
 		return
 	}
-	journal, jerr := journalOf(logEvents)
-	recorded := journalTimes(logEvents)
+	journal, recorded, jerr := journalOf(logEvents)
 	h := &host{s: s, rec: rec, log: log}
 	now := s.cfg.Clock.Now()
 	waited := false
@@ -362,22 +362,6 @@ func (s *Service) compensationContext(rec invocation.Record, trigger, failedStep
 	}
 }
 
-// journalTimes maps journal positions to when they were recorded.
-func journalTimes(events []invocation.Event) map[int]time.Time {
-	out := map[int]time.Time{}
-	for _, ev := range events {
-		if ev.Type == invocation.EventJournal {
-			var j struct {
-				Seq int `json:"seq"`
-			}
-			if json.Unmarshal(ev.Data, &j) == nil {
-				out[j.Seq] = ev.At
-			}
-		}
-	}
-	return out
-}
-
 // limitSuspension applies traits.workflow.max_suspension_days (000: suspension timeout → failed):
 // a workflow waiting on journal position seq since it was recorded is woken no later than the
 // deadline, and fails with the timeout error if it is still waiting then.
@@ -492,7 +476,7 @@ func (s *Service) compensateCanceled(ctx context.Context, rec invocation.Record,
 	if err != nil {
 		return err
 	}
-	journal, jerr := journalOf(logEvents)
+	journal, _, jerr := journalOf(logEvents)
 	prog, perr := s.workflowProgram(e, d)
 	switch {
 	case jerr != nil:
