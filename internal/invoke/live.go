@@ -48,7 +48,7 @@ func (s *Service) liveEligible(p *sandbox.Park, now time.Time) bool {
 	if s.cfg.LiveWait < 0 {
 		return false
 	}
-	return p.Kind != "timer" || p.Until.Sub(now) <= s.cfg.LiveWait
+	return (p.Kind != "timer" && p.Kind != "retry") || p.Until.Sub(now) <= s.cfg.LiveWait
 }
 
 // registerLive records that the execution of invocation id waits in memory; false when MaxLive
@@ -131,7 +131,7 @@ func (s *Service) resolutionAfter(ctx context.Context, h *host, p *sandbox.Park,
 	}
 	j := sandbox.JournalEntry{Seq: p.Seq, Until: p.Until}
 	switch p.Kind {
-	case "timer":
+	case "timer", "retry":
 		j.Helper = "r_sleep"
 	case "event":
 		j.Helper = "r_wait_event_v1"

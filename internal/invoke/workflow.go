@@ -72,7 +72,10 @@ func journalOf(events []invocation.Event) (out []sandbox.JournalEntry, recorded 
 	return out, recorded, nil
 }
 
-func isTimer(helper string) bool { return helper == "r_sleep" || helper == "r_sleep_v1" }
+// isTimer tells the journal entries that are timers: sleeps and the backoff of step retries.
+func isTimer(helper string) bool {
+	return helper == "r_sleep" || helper == "r_sleep_v1" || helper == sandbox.StepRetryHelper
+}
 
 // executeWorkflow runs one activation of a workflow: until it ends (succeeded, or failed after the
 // completed steps' compensations) or suspends. A workflow whose execution is still live in this
@@ -195,8 +198,11 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 			// A run stopped by cancel or suspend (or shutdown) does not compensate: a canceled workflow
 			// is compensated once, by compensateCanceled.
 			Compensate: func(*sandbox.Error) bool { return !errors.Is(runCtx.Err(), context.Canceled) },
-			Record: func(j sandbox.JournalEntry, _ []sandbox.StepRetryRecord) error {
+			Record: func(j sandbox.JournalEntry, retries []sandbox.StepRetryRecord) error {
 				at := s.cfg.Clock.Now()
+				for _, r := range retries {
+					h.add(invocation.EventStepRetried, retryData(r))
+				}
 				recorded[j.Seq] = at
 				waited = waited || j.Helper == "r_wait_event_v1"
 				buffered = append(buffered, journalEvents(rec, at, j, h.drain())...)
@@ -274,9 +280,12 @@ func (s *Service) parkingFor(ctx context.Context, rec invocation.Record, d defin
 	now time.Time, h *host) (*parking, *sandbox.Error) {
 	var park *parking
 	switch p.Kind {
-	case "timer":
+	case "timer", "retry":
 		u := p.Until
 		park = &parking{until: &u, reason: "timer"}
+		if p.Kind == "retry" {
+			park.reason = "step retry"
+		}
 	case "child":
 		seq := p.Seq
 		child, _, cd, serr := s.prepareChild(ctx, rec, p.ChildEntrypointID, p.ChildParams, invocation.ModeAsync)
@@ -439,12 +448,10 @@ func (s *Service) workflowProgram(e entrypoint.Entrypoint, d definition) (*sandb
 	return p, nil
 }
 
-// stepStarted records a step attempt's start (step_started), preceded by the failed attempt it
-// retries (step_retried). Both are persisted with the step's journal entry, at their own times.
-func (h *host) stepStarted(step string, attempt int, retried *sandbox.StepRetryRecord) {
-	if retried != nil {
-		h.add(invocation.EventStepRetried, retryData(*retried))
-	}
+// stepStarted records a step attempt's start (step_started). It is persisted with the attempt's
+// journal entry (the step's outcome, or its retry), at its own time; a retry's step_retried is
+// added as the retry is recorded.
+func (h *host) stepStarted(step string, attempt int) {
 	h.add(invocation.EventStepStarted, map[string]any{"step": step, "attempt": attempt})
 }
 

@@ -453,30 +453,44 @@ func TestWorkflowMaxSuspension(t *testing.T) {
 	require.Contains(t, r.Error.Message, "max_suspension_days")
 }
 
-// TestWorkflowStepRetries: a failing step is retried with the entrypoint's retry policy inside the
-// run (each retry a step_retried timeline entry); only the final outcome is journaled; the step sees
-// its attempt and a stable 003 idempotency key.
+// TestWorkflowStepRetries: a failing step is retried with the entrypoint's retry policy; each
+// retry's backoff is a durable timer (the workflow is suspended meanwhile, and a replay resumes at
+// the same attempt), each retry a step_retried timeline entry; the step sees its attempt and a
+// stable 003 idempotency key. Live (the execution waits in memory) and replayed alike.
 func TestWorkflowStepRetries(t *testing.T) {
-	e := newEnv(t)
-	var mu sync.Mutex
-	calls := 0
-	keys := map[string]bool{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var body struct{ Key string }
-		_ = json.NewDecoder(r.Body).Decode(&body)
-		mu.Lock()
-		calls++
-		n := calls
-		keys[body.Key] = true
-		mu.Unlock()
-		if n < 3 {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			return
-		}
-		w.Write([]byte(`{"ok":true}`))
-	}))
-	t.Cleanup(srv.Close)
-	e.fn("flaky_wf", `
+	for _, tc := range []struct {
+		name     string
+		liveWait time.Duration
+	}{{"live", 0}, {"replay", -1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			if tc.liveWait != 0 {
+				e.svc.Close()
+				cfg := e.cfg
+				cfg.LiveWait = tc.liveWait
+				e.svc = invoke.NewService(cfg)
+				t.Cleanup(e.svc.Close)
+			}
+			var mu sync.Mutex
+			calls := 0
+			keys := map[string]bool{}
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				var body struct{ Key string }
+				_ = json.NewDecoder(r.Body).Decode(&body)
+				mu.Lock()
+				calls++
+				n := calls
+				keys[body.Key] = true
+				mu.Unlock()
+				if n < 3 {
+					w.WriteHeader(http.StatusServiceUnavailable)
+					return
+				}
+				w.Write([]byte(`{"ok":true}`))
+			}))
+			t.Cleanup(srv.Close)
+			callCount := func() int { mu.Lock(); defer mu.Unlock(); return calls }
+			e.fn("flaky_wf", `
 def call(ctx, input):
     r = r_await(r_http_post_v1("`+srv.URL+`", {"key": ctx.idempotency_key}, timeout_ms=2000, exit_on_http_error=False))
     if not r.ok or r.response.status_code != 200:
@@ -484,26 +498,61 @@ def call(ctx, input):
     return {"attempt": ctx.step_attempt, "step": ctx.step_name}
 
 def main(ctx, input):
+    ctx.log("main started")
     return r_run_step_v1("call", call, 1).value
 `, func(b map[string]any) {
-		b["entrypoint_id"] = wfPrefix + "flaky_wf.v1~"
-		tr := b["traits"].(map[string]any)
-		tr["invocation"] = map[string]any{"supported": []any{"async"}, "default": "async"}
-		tr["retry"] = map[string]any{"max_attempts": 3, "initial_delay_ms": 1, "max_delay_ms": 5, "backoff_multiplier": 2.0}
-		tr["workflow"] = map[string]any{"compensation": map[string]any{"on_failure": nil, "on_cancel": nil},
-			"checkpointing": map[string]any{"strategy": "automatic"}, "max_suspension_days": 30}
-	})
-	st, err := e.start(bob, invoke.StartRequest{EntrypointID: wfPrefix + "flaky_wf.v1~"}, invoke.StartOptions{})
-	require.NoError(t, err)
-	e.drain()
-	r, err := e.svc.Get(context.Background(), bob, st.Record.ID)
-	require.NoError(t, err)
-	require.Equal(t, invocation.StatusSucceeded, r.Status, r.Error)
-	require.JSONEq(t, `{"attempt": 3, "step": "call"}`, string(r.Result))
-	require.Len(t, keys, 1, "the step's idempotency key is the same on every attempt")
-	require.Equal(t, 1, r.Attempt, "step retries do not consume the invocation's attempts")
-	types := strings.Join(e.timelineTypes(st.Record.ID), ",")
-	require.Contains(t, types, "step_started,http_call,step_retried,step_started,http_call,step_retried,step_started,http_call,step_completed,succeeded")
+				b["entrypoint_id"] = wfPrefix + "flaky_wf.v1~"
+				tr := b["traits"].(map[string]any)
+				tr["invocation"] = map[string]any{"supported": []any{"async"}, "default": "async"}
+				tr["retry"] = map[string]any{"max_attempts": 3, "initial_delay_ms": 1000, "max_delay_ms": 60000, "backoff_multiplier": 2.0}
+				tr["workflow"] = map[string]any{"compensation": map[string]any{"on_failure": nil, "on_cancel": nil},
+					"checkpointing": map[string]any{"strategy": "automatic"}, "max_suspension_days": 30}
+			})
+			st, err := e.start(bob, invoke.StartRequest{EntrypointID: wfPrefix + "flaky_wf.v1~"}, invoke.StartOptions{})
+			require.NoError(t, err)
+			id := st.Record.ID
+			status := func() invocation.Record {
+				r, err := e.svc.Get(context.Background(), bob, id)
+				require.NoError(t, err)
+				return r
+			}
+			due := func() time.Duration {
+				d, err := e.store.NextDue(context.Background())
+				require.NoError(t, err)
+				require.NotNil(t, d)
+				return d.Sub(e.clock.Now())
+			}
+			e.drain()
+			require.Equal(t, invocation.StatusSuspended, status().Status, "waiting out the first backoff, durably")
+			require.Equal(t, 1, callCount())
+			require.Equal(t, time.Second, due(), "the first retry is due after initial_delay_ms")
+			e.clock.Advance(999 * time.Millisecond)
+			e.drain()
+			require.Equal(t, 1, callCount(), "not before the backoff has passed")
+			e.clock.Advance(time.Millisecond)
+			e.drain()
+			require.Equal(t, 2, callCount())
+			require.Equal(t, invocation.StatusSuspended, status().Status)
+			require.Equal(t, 2*time.Second, due(), "the second backoff doubles")
+			e.clock.Advance(2 * time.Second)
+			e.drain()
+			r := status()
+			require.Equal(t, invocation.StatusSucceeded, r.Status, r.Error)
+			require.JSONEq(t, `{"attempt": 3, "step": "call"}`, string(r.Result), "the attempt count survives the parks")
+			require.Equal(t, 3, callCount())
+			require.Len(t, keys, 1, "the step's idempotency key is the same on every attempt")
+			require.Equal(t, 1, r.Attempt, "step retries do not consume the invocation's attempts")
+			types := strings.Join(e.timelineTypes(id), ",")
+			require.Contains(t, strings.ReplaceAll(types, "log,", ""), "step_started,http_call,step_retried,journal,suspended,resumed,journal_resolved,"+
+				"step_started,http_call,step_retried,journal,suspended,resumed,journal_resolved,step_started,http_call,step_completed,succeeded")
+			starts := strings.Count(types, "log")
+			if tc.liveWait < 0 {
+				require.Equal(t, 3, starts, "each activation replays")
+			} else {
+				require.Equal(t, 1, starts, "the execution stays live across the backoffs")
+			}
+		})
+	}
 }
 
 // TestWorkflowCheckpointing: which completed steps survive a run cut short (here by suspend, which

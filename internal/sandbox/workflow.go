@@ -42,7 +42,8 @@ type JournalEntry struct {
 	Seq int
 	// Helper is the helper called: "r_run_step_v1", "r_step_v1" (a call of
 	// a step object), "r_now_v1", "r_rand_v1", "r_sleep", "r_sleep_v1",
-	// "r_wait_event_v1", "r_invoke_v1", "r_snapshot_v1".
+	// "r_wait_event_v1", "r_invoke_v1", "r_snapshot_v1"; StepRetryHelper for
+	// a scheduled retry of the step that follows it.
 	Helper string
 	// Key is the step name for steps, "" otherwise.
 	Key string
@@ -84,9 +85,8 @@ type WorkflowRequest struct {
 	// CheckFilter, if set, checks an r_wait_event_v1 event_filter_query before the wait is
 	// recorded; an error fails the workflow at the call.
 	CheckFilter func(expr string) error
-	// StepStarted, if set, is called as each step attempt begins, with the failed attempt before it
-	// that is being retried (nil for a step's first attempt).
-	StepStarted func(step string, attempt int, retried *StepRetryRecord)
+	// StepStarted, if set, is called as each step attempt begins (attempt is 1-based).
+	StepStarted func(step string, attempt int)
 	// Compensate, if set, decides whether a failed run calls the compensate_fns (nil: always). The
 	// caller says no for a run stopped by a cancel or suspend request, whose compensation (if any)
 	// runs once, in a CancelAtEnd run.
@@ -111,10 +111,11 @@ type Resolution struct {
 	Now    time.Time
 }
 
-// StepRetry decides whether a failed step attempt (1-based) is tried again within the run, and
-// after how long; the caller supplies the entrypoint's retry policy (000's precedence and backoff).
-// Only the final outcome is journaled; each retry is reported in WorkflowResult.StepRetries. A nil
-// StepRetry runs each step once.
+// StepRetry decides whether a failed step attempt (1-based) is tried again, and after how long;
+// the caller supplies the entrypoint's retry policy (000's precedence and backoff). Each retry is
+// a journal entry (StepRetryHelper, a timer due after the delay: the workflow parks, or waits live,
+// until then) and is reported to WorkflowRequest.Record with it; the step's outcome is journaled
+// after its retries. A nil StepRetry runs each step once.
 type StepRetry func(attempt int, e *Error) (delay time.Duration, retry bool)
 
 // StepRetryRecord is one retried step attempt.
@@ -128,8 +129,8 @@ type StepRetryRecord struct {
 // Park tells the caller to suspend the workflow until it is satisfied,
 // then to mark the journal entry at Seq Done and run the workflow again.
 type Park struct {
-	Kind string // "timer" | "event" | "child"
-	// Until is when the timer is due (Kind "timer").
+	Kind string // "timer" | "retry" (a step retry's backoff) | "event" | "child"
+	// Until is when the timer is due (Kinds "timer" and "retry").
 	Until time.Time
 	// EventTypeID, Filter and TimeoutAt describe the event awaited (Kind
 	// "event"); the caller fills the entry with OKResult(payload) or, at
@@ -215,10 +216,10 @@ func ErrorResult(e *Error) any { return map[string]any{"ok": false, "error": env
 //     (divergence from the journal, or a malformed journal) is not
 //     compensated: the program is not the one that ran.
 //
-// New is returned in every case. Steps are run at most once per run and
-// recorded when they complete; retrying a failed step is left to the
-// program (check the struct's ok) or the caller (the step's error is
-// returned, or ends the workflow with exit_on_error). A step interrupted
+// New is returned in every case. A step attempt runs at most once per run
+// and is recorded when it completes; a failed attempt is retried per
+// StepRetry, each retry a durable timer entry; once retries are over, the
+// step's error is returned (or ends the workflow with exit_on_error). A step interrupted
 // by the execution's end (timeout, limit, crash) is not recorded and runs
 // again on the next run (at-least-once side effects).
 func RunWorkflow(ctx context.Context, req WorkflowRequest) (out WorkflowResult, rerr *Error) {
@@ -232,7 +233,7 @@ func RunWorkflow(ctx context.Context, req WorkflowRequest) (out WorkflowResult, 
 		now = req.Host.Now()
 	}
 	w := &workflowState{journal: req.Journal, now: now, steps: map[string]*workflowStep{}, retry: req.StepRetry, onRecord: req.Record,
-		checkFilter: req.CheckFilter, stepStarted: req.StepStarted, cancelAtEnd: req.CancelAtEnd, wait: req.Wait}
+		checkFilter: req.CheckFilter, stepStarted: req.StepStarted, host: req.Host, cancelAtEnd: req.CancelAtEnd, wait: req.Wait}
 	res, rerr := runProgram(ctx, req.Request, w)
 	out.Result = res
 	out.New = w.newEntries
@@ -307,13 +308,36 @@ type workflowState struct {
 	onRecord     func(JournalEntry, []StepRetryRecord) error
 	reported     int // retries handed to onRecord
 	checkFilter  func(string) error
-	stepStarted  func(string, int, *StepRetryRecord)
+	stepStarted  func(string, int)
 	cancelAtEnd  bool
 	wait         func(*Park) (Resolution, bool)
 	persisted    int // entries onRecord accepted
+	host         Host
 }
 
 func (w *workflowState) live() bool { return w.depth > 0 || w.compensating }
+
+// StepRetryHelper is the Helper of the journal entry of a scheduled step retry: a timer (Until is
+// when the next attempt may start) recorded at the position the step's outcome would have taken;
+// the outcome follows the step's last retry entry. Its Key and ArgsHash are the step's.
+const StepRetryHelper = "step_retry"
+
+// nextHelper is the Helper of the journal entry at the next position ("" beyond the journal).
+func (w *workflowState) nextHelper() string {
+	if w.next < len(w.journal) {
+		return w.journal[w.next].Helper
+	}
+	return ""
+}
+
+// clock is the current time for new timers that must be relative to real time (step retry
+// backoff): the host's clock, else the run's Now.
+func (w *workflowState) clock() time.Time {
+	if w.host != nil {
+		return w.host.Now()
+	}
+	return w.now
+}
 
 // argsHash returns the hex SHA-256 of the canonical JSON of args
 // (encoding/json sorts map keys).

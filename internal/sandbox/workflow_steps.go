@@ -114,16 +114,31 @@ func runStep(thread *starlark.Thread, helper, stepName string, fn starlark.Calla
 		}
 		return nil, errorf(helper, "step %q: input: %v", stepName, err)
 	}
-	seq, hash, e, err := w.lookup(thread, helper, stepName, map[string]any{"name": stepName, "input": in})
+	args := map[string]any{"name": stepName, "input": in}
+	// Retries already scheduled for this call come first in the journal: each is a timer entry
+	// (StepRetryHelper) at its own position, and the step's outcome follows the last one.
+	attempt := 1
+	for w.nextHelper() == StepRetryHelper {
+		seq, _, e, err := w.lookup(thread, StepRetryHelper, stepName, args)
+		if err != nil {
+			return nil, err
+		}
+		if !e.Done {
+			if _, err := w.parkOn(thread, &Park{Kind: "retry", Until: e.Until, Seq: seq}); err != nil {
+				return nil, err
+			}
+		}
+		attempt++
+	}
+	seq, hash, e, err := w.lookup(thread, helper, stepName, args)
 	if err != nil {
 		return nil, err
 	}
 	if e == nil {
 		var res any
-		var retried *StepRetryRecord
-		for attempt := 1; ; attempt++ {
+		for ; ; attempt++ {
 			if w.stepStarted != nil {
-				w.stepStarted(stepName, attempt, retried)
+				w.stepStarted(stepName, attempt)
 			}
 			res, err = callStep(thread, r, stepName, fn, input, attempt)
 			if err != nil {
@@ -134,18 +149,22 @@ func runStep(thread *starlark.Thread, helper, stepName string, fn starlark.Calla
 			if !again {
 				break
 			}
-			rr := StepRetryRecord{Step: stepName, Attempt: attempt, Error: se, Delay: delay}
-			w.retries = append(w.retries, rr)
-			retried = &rr
-			if delay > 0 {
-				t := time.NewTimer(delay)
-				select {
-				case <-t.C:
-				case <-r.ctx.Done():
-					t.Stop()
-					return nil, r.ctx.Err()
+			// The retry is durable: a timer entry takes this position (the step's outcome moves to the
+			// next one) and the workflow parks until it is due, holding nothing while it waits (or
+			// waits live, see WorkflowRequest.Wait). A crash or restart resumes at the same attempt.
+			w.retries = append(w.retries, StepRetryRecord{Step: stepName, Attempt: attempt, Error: se, Delay: delay})
+			due := w.clock().Add(delay)
+			re := JournalEntry{Seq: seq, Helper: StepRetryHelper, Key: stepName, ArgsHash: hash, Until: due, Done: delay <= 0}
+			if err := w.record(re); err != nil {
+				return nil, err
+			}
+			if !re.Done {
+				if _, err := w.parkOn(thread, &Park{Kind: "retry", Until: due, Seq: seq}); err != nil {
+					return nil, err
 				}
 			}
+			seq = w.next
+			w.next++
 		}
 		if err := w.record(JournalEntry{Seq: seq, Helper: helper, Key: stepName, ArgsHash: hash, Input: in, Result: res, Done: true}); err != nil {
 			return nil, err
