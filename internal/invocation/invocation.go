@@ -105,6 +105,10 @@ type Record struct {
 	FinishedAt        *time.Time      `json:"finished_at"`
 	UpdatedAt         time.Time       `json:"updated_at"`
 	LastSeq           int64           `json:"last_seq"`
+	// JournalFrom is the seq of a workflow's last continued_as_new event (0: none): its current
+	// journal is the journal events after it. Generation counts those events.
+	JournalFrom int64 `json:"journal_from,omitempty"`
+	Generation  int   `json:"generation,omitempty"`
 }
 
 // EventType names an event in the log. Timeline event types of 000 are a subset.
@@ -140,6 +144,7 @@ const (
 	EventJournal               EventType = "journal"          // a workflow helper call's recorded result (replay journal)
 	EventJournalResolved       EventType = "journal_resolved" // a pending journal entry (a due timer) completed
 	EventStepCompensated       EventType = "step_compensated" // a workflow step's compensate_fn ran (details: step, ok, error)
+	EventContinuedAsNew        EventType = "continued_as_new" // a workflow started a fresh journal (r_continue_as_new_v1); Data: generation, input
 )
 
 // Event is one entry of an invocation's append-only log (003 §1.1). Seq is assigned by the store:
@@ -242,6 +247,10 @@ func Apply(r Record, e Event) (Record, error) {
 	next.UpdatedAt = e.At
 	if e.EngineAttempt > next.EngineAttempt {
 		next.EngineAttempt = e.EngineAttempt
+	}
+	if e.Type == EventContinuedAsNew {
+		next.JournalFrom = e.Seq
+		next.Generation++
 	}
 	se, changes := statusEvents[e.Type]
 	if !changes {

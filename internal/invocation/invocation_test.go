@@ -138,3 +138,18 @@ func TestCreatedWithInitialEqualsDecoded(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, decoded, fast)
 }
+
+func TestApplyContinuedAsNew(t *testing.T) {
+	r, err := Rebuild([]Event{created("inv"), {Seq: 2, Type: EventStarted, At: t0}, {Seq: 3, Type: EventJournal, At: t0}})
+	require.NoError(t, err)
+	require.Zero(t, r.JournalFrom)
+	r, err = Apply(r, Event{Seq: 4, Type: EventContinuedAsNew, At: t0})
+	require.NoError(t, err)
+	require.Equal(t, StatusRunning, r.Status, "the status does not change")
+	require.Equal(t, int64(4), r.JournalFrom, "the current journal starts at the rotation")
+	require.Equal(t, 1, r.Generation)
+	r, err = Apply(r, Event{Seq: 5, Type: EventContinuedAsNew, At: t0})
+	require.NoError(t, err)
+	require.Equal(t, int64(5), r.JournalFrom)
+	require.Equal(t, 2, r.Generation)
+}

@@ -221,23 +221,15 @@ func (s *Service) cancelHandler(ctx context.Context, cur invocation.Record) *par
 	if e.Kind != entrypoint.KindWorkflow || d.Traits.Workflow == nil || d.Traits.Workflow.Compensation.OnCancel == nil {
 		return nil
 	}
-	events, err := s.allEvents(ctx, cur.TenantID, cur.ID)
+	events, err := s.journalEventsOf(ctx, cur)
 	if err != nil {
 		return nil
 	}
-	journal, _, err := journalOf(events)
+	j, err := journalOf(events)
 	if err != nil {
 		return nil
 	}
-	names := []string{}
-	outputs := map[string]any{}
-	for _, j := range journal {
-		if r, ok := j.Result.(map[string]any); ok && (j.Helper == "r_run_step_v1" || j.Helper == "r_step_v1") && r["ok"] == true {
-			names = append(names, j.Key)
-			outputs[j.Key] = r["value"]
-		}
-	}
-	cc := s.compensationContext(cur, "cancellation", "unknown", names, outputs)
+	cc := s.compensationContext(cur, "cancellation", "unknown", j.entries)
 	handler, _, hd, serr := s.prepareChild(ctx, cur, *d.Traits.Workflow.Compensation.OnCancel, cc, invocation.ModeAsync)
 	if serr != nil {
 		return nil

@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/larkrun/lark/internal/auth"
@@ -181,7 +181,7 @@ func (s *Service) resolveWait(tx store.Tx, rec invocation.Record, seq int, ev ev
 	data, _ := json.Marshal(map[string]any{"seq": seq, "result": sandbox.OKResult(eventValue(ev)),
 		"event_id": ev.ID, "event_type_id": ev.TypeID})
 	e := invocation.Event{Type: invocation.EventJournalResolved, Data: data, At: now, LogicalAttempt: rec.Attempt,
-		IdempotencyKey: eventKey(rec.ID, fmt.Sprintf("wait-%d", seq), rec.Attempt, invocation.EventJournalResolved)}
+		IdempotencyKey: eventKey(rec.ID, "wait-"+strings.TrimPrefix(journalKey(rec.Generation, seq), "journal-"), rec.Attempt, invocation.EventJournalResolved)}
 	if _, _, err := tx.Append(rec.TenantID, rec.ID, []invocation.Event{e}, store.AppendOptions{Schedule: &store.Scheduling{AvailableAt: &now}}); err != nil {
 		return err
 	}

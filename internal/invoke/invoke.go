@@ -58,6 +58,12 @@ type Config struct {
 	LiveWait time.Duration
 	// MaxLive bounds the workflow executions waiting in memory (default 1000).
 	MaxLive int
+	// MaxJournalEntries and MaxJournalBytes bound one journal of a workflow (the entries since its
+	// start or its last r_continue_as_new_v1, and their encoded size): the call that would exceed
+	// them fails the workflow with a non-retryable error that says to continue as new. Defaults
+	// 100,000 entries and 64 MiB.
+	MaxJournalEntries int
+	MaxJournalBytes   int
 }
 
 // Service implements the invocation use cases.
@@ -91,6 +97,12 @@ func NewService(cfg Config) *Service {
 	}
 	if cfg.LiveWait == 0 {
 		cfg.LiveWait = time.Minute
+	}
+	if cfg.MaxJournalEntries <= 0 {
+		cfg.MaxJournalEntries = 100_000
+	}
+	if cfg.MaxJournalBytes <= 0 {
+		cfg.MaxJournalBytes = 64 << 20
 	}
 	if cfg.MaxLive <= 0 {
 		cfg.MaxLive = 1000
@@ -694,8 +706,12 @@ func (s *Service) Events(ctx context.Context, sc auth.SecurityContext, id string
 
 // allEvents reads an invocation's whole log, in pages.
 func (s *Service) allEvents(ctx context.Context, tenantID, id string) ([]invocation.Event, error) {
+	return s.eventsAfter(ctx, tenantID, id, 0)
+}
+
+// eventsAfter reads an invocation's events with a seq above after, in order.
+func (s *Service) eventsAfter(ctx context.Context, tenantID, id string, after int64) ([]invocation.Event, error) {
 	var all []invocation.Event
-	after := int64(0)
 	for {
 		evs, err := s.cfg.Store.Events(ctx, tenantID, id, after, 1000)
 		if err != nil {

@@ -65,6 +65,16 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
+// reconfigure replaces the service with one whose configuration mutate has changed.
+func (e *env) reconfigure(mutate func(*invoke.Config)) {
+	e.t.Helper()
+	e.svc.Close()
+	cfg := e.cfg
+	mutate(&cfg)
+	e.svc = invoke.NewService(cfg)
+	e.t.Cleanup(e.svc.Close)
+}
+
 // fn registers and activates a function; mutate edits the registration body.
 func (e *env) fn(name, source string, mutate func(map[string]any)) entrypoint.Entrypoint {
 	e.t.Helper()

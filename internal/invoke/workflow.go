@@ -42,34 +42,75 @@ func decodeJSON(raw []byte, v any) error {
 	return dec.Decode(v)
 }
 
-// journalOf rebuilds a workflow's journal from its event log: journal events in order, with pending
-// entries completed by journal_resolved events; recorded maps each position to when it was recorded.
-func journalOf(events []invocation.Event) (out []sandbox.JournalEntry, recorded map[int]time.Time, err error) {
-	recorded = map[int]time.Time{}
+// workflowJournal is a workflow's current journal, rebuilt from its event log by journalOf.
+type workflowJournal struct {
+	entries  []sandbox.JournalEntry
+	recorded map[int]time.Time // when each position was recorded
+	bytes    int               // the encoded size of its journal events
+	// generation and input are those of the continued_as_new event the journal starts at (0 and
+	// nil for the first journal: the input is the invocation's params).
+	generation int
+	input      any
+}
+
+// journalOf rebuilds a workflow's current journal from its event log (read from the record's
+// JournalFrom on): journal events in order, with pending entries completed by journal_resolved
+// events; a continued_as_new event starts a new, empty journal.
+func journalOf(events []invocation.Event) (workflowJournal, error) {
+	j := workflowJournal{recorded: map[int]time.Time{}}
 	for _, ev := range events {
 		switch ev.Type {
+		case invocation.EventContinuedAsNew:
+			var c struct {
+				Generation int `json:"generation"`
+				Input      any `json:"input"`
+			}
+			if err := decodeJSON(ev.Data, &c); err != nil {
+				return j, fmt.Errorf("continued_as_new event %d: %w", ev.Seq, err)
+			}
+			j = workflowJournal{recorded: map[int]time.Time{}, generation: c.Generation, input: c.Input}
 		case invocation.EventJournal:
-			var j journalEntry
-			if err := decodeJSON(ev.Data, &j); err != nil {
-				return nil, nil, fmt.Errorf("journal event %d: %w", ev.Seq, err)
+			var e journalEntry
+			if err := decodeJSON(ev.Data, &e); err != nil {
+				return j, fmt.Errorf("journal event %d: %w", ev.Seq, err)
 			}
-			if j.Seq != len(out) {
-				return nil, nil, fmt.Errorf("journal event %d: entry %d out of order (expected %d)", ev.Seq, j.Seq, len(out))
+			if e.Seq != len(j.entries) {
+				return j, fmt.Errorf("journal event %d: entry %d out of order (expected %d)", ev.Seq, e.Seq, len(j.entries))
 			}
-			recorded[j.Seq] = ev.At
-			out = append(out, j.sandbox())
+			j.recorded[e.Seq] = ev.At
+			j.bytes += len(ev.Data)
+			j.entries = append(j.entries, e.sandbox())
 		case invocation.EventJournalResolved:
 			var r struct {
 				Seq    int `json:"seq"`
 				Result any `json:"result"`
 			}
-			if err := decodeJSON(ev.Data, &r); err != nil || r.Seq < 0 || r.Seq >= len(out) {
-				return nil, nil, fmt.Errorf("journal_resolved event %d is invalid", ev.Seq)
+			if err := decodeJSON(ev.Data, &r); err != nil || r.Seq < 0 || r.Seq >= len(j.entries) {
+				return j, fmt.Errorf("journal_resolved event %d is invalid", ev.Seq)
 			}
-			out[r.Seq].Done, out[r.Seq].Result = true, r.Result
+			j.bytes += len(ev.Data)
+			j.entries[r.Seq].Done, j.entries[r.Seq].Result = true, r.Result
 		}
 	}
-	return out, recorded, nil
+	return j, nil
+}
+
+// inputOf is the input of the journal's run of main: the invocation's params for the first
+// journal, the one given to r_continue_as_new_v1 after that.
+func (j workflowJournal) inputOf(rec invocation.Record) any {
+	if j.generation > 0 {
+		return j.input
+	}
+	var input any
+	_ = decodeJSON(rec.Params, &input)
+	return input
+}
+
+// journalEventsOf reads the events of rec's current journal: from its last continued_as_new event
+// on (all of them before any), so that a long-lived workflow that continues as new reads and
+// replays only its current journal.
+func (s *Service) journalEventsOf(ctx context.Context, rec invocation.Record) ([]invocation.Event, error) {
+	return s.eventsAfter(ctx, rec.TenantID, rec.ID, max(rec.JournalFrom-1, 0))
 }
 
 // isTimer tells the journal entries that are timers: sleeps and the backoff of step retries.
@@ -114,12 +155,13 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 		}
 	}()
 	log := obs.Logger(ctx).With("tenant_id", rec.TenantID, "invocation_id", rec.ID, "correlation_id", rec.CorrelationID)
-	logEvents, err := s.allEvents(ctx, rec.TenantID, rec.ID)
+	logEvents, err := s.journalEventsOf(ctx, rec)
 	if err != nil {
 		yield(rec, err)
 		return
 	}
-	journal, recorded, jerr := journalOf(logEvents)
+	wj, jerr := journalOf(logEvents)
+	journal, recorded := wj.entries, wj.recorded
 	h := &host{s: s, rec: rec, log: log}
 	now := s.cfg.Clock.Now()
 	waited := false
@@ -141,84 +183,116 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 		strategy = d.Traits.Workflow.Checkpointing.Strategy
 	}
 	var buffered []invocation.Event
+	durable := len(journal)  // journal positions already durable (the checkpointed state)
+	journalBytes := wj.bytes // the encoded size of the current journal
+	generation := wj.generation
 	var res sandbox.WorkflowResult
 	var rerr *sandbox.Error
-	var input any
-	_ = decodeJSON(rec.Params, &input)
-	if jerr != nil {
+	input := wj.inputOf(rec)
+	prog, perr := s.workflowProgram(e, d)
+	switch {
+	case jerr != nil:
 		rerr = &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "non_retryable", Message: "workflow journal unreadable: " + jerr.Error()}
-	} else if prog, err := s.workflowProgram(e, d); err != nil {
-		rerr = err
-	} else {
-		stepRetry := func(attempt int, e *sandbox.Error) (time.Duration, bool) {
-			if !shouldRetry(d, attempt, e) {
-				return 0, false
-			}
-			return retryDelay(d, attempt), true
+	case perr != nil:
+		rerr = perr
+	}
+	stepRetry := func(attempt int, e *sandbox.Error) (time.Duration, bool) {
+		if !shouldRetry(d, attempt, e) {
+			return 0, false
 		}
-		// wait keeps the execution live across a suspension (live.go): the suspension is recorded
-		// exactly as at the end of a run, this activation is reported, and the execution waits to be
-		// handed the next claim of the invocation.
-		wait := func(p *sandbox.Park) (sandbox.Resolution, bool) {
-			park, perr := s.parkingFor(ctx, rec, d, p, recorded, now, h)
-			switch {
-			case perr != nil:
-				return sandbox.Resolution{}, false // the end of the run reports it
-			case park.refused != nil:
-				return sandbox.Resolution{Result: park.refused, Now: now}, true // recorded with the next write
-			case !s.liveEligible(p, now):
-				return sandbox.Resolution{}, false
+		return retryDelay(d, attempt), true
+	}
+	// wait keeps the execution live across a suspension (live.go): the suspension is recorded
+	// exactly as at the end of a run, this activation is reported, and the execution waits to be
+	// handed the next claim of the invocation.
+	wait := func(p *sandbox.Park) (sandbox.Resolution, bool) {
+		park, perr := s.parkingFor(ctx, rec, d, p, recorded, now, h)
+		switch {
+		case perr != nil:
+			return sandbox.Resolution{}, false // the end of the run reports it
+		case park.refused != nil:
+			return sandbox.Resolution{Result: park.refused, Now: now}, true // recorded with the next write
+		case !s.liveEligible(p, now):
+			return sandbox.Resolution{}, false
+		}
+		park.clearWaits = waited && park.wait == nil
+		h.prepend(buffered)
+		buffered = nil
+		if !s.registerLive(rec.ID, lr) {
+			return sandbox.Resolution{}, false
+		}
+		metrics := metricsOf(time.Since(start), sandbox.Result{}, d)
+		final, err := s.complete(ctx, rec, d, h.drain(), nil, nil, metrics, park)
+		if err != nil || final.Status != invocation.StatusSuspended {
+			s.dropLive(rec.ID)
+			yield(final, err)
+			return sandbox.Resolution{}, false // recorded (or lost the lease): nothing more to write
+		}
+		durable = p.Seq + 1
+		s.untrack(rec.ID)
+		yield(final, nil)
+		next, ok := s.awaitHandover(lr, rec.ID)
+		if !ok {
+			return sandbox.Resolution{}, false
+		}
+		c, open, rec, now, start = next, true, next.rec, s.cfg.Clock.Now(), time.Now()
+		h.setRecord(rec)
+		s.track(rec.ID, cancel)
+		return s.resolutionAfter(ctx, h, p, final.LastSeq, now)
+	}
+	record := func(j sandbox.JournalEntry, retries []sandbox.StepRetryRecord) error {
+		if j.Seq >= s.cfg.MaxJournalEntries {
+			return journalFull(fmt.Sprintf("%d entries", s.cfg.MaxJournalEntries), j.Seq)
+		}
+		at := s.cfg.Clock.Now()
+		for _, r := range retries {
+			h.add(invocation.EventStepRetried, retryData(r))
+		}
+		recorded[j.Seq] = at
+		waited = waited || j.Helper == "r_wait_event_v1"
+		evs := journalEvents(rec, generation, at, j, h.drain())
+		if journalBytes += len(evs[len(evs)-1].Data); journalBytes > s.cfg.MaxJournalBytes {
+			h.prepend(evs[:len(evs)-1]) // the attempt's timeline entries stay; the entry is not recorded
+			return journalFull(sizeOf(s.cfg.MaxJournalBytes), j.Seq)
+		}
+		buffered = append(buffered, evs...)
+		if strategy == "automatic" || (strategy == "manual" && j.Helper == "r_snapshot_v1") {
+			if err := s.persistJournal(ctx, rec, buffered); err != nil {
+				return err
 			}
-			park.clearWaits = waited && park.wait == nil
-			h.prepend(buffered)
-			buffered = nil
-			if !s.registerLive(rec.ID, lr) {
-				return sandbox.Resolution{}, false
-			}
-			metrics := metricsOf(time.Since(start), sandbox.Result{}, d)
-			final, err := s.complete(ctx, rec, d, h.drain(), nil, nil, metrics, park)
-			if err != nil || final.Status != invocation.StatusSuspended {
-				s.dropLive(rec.ID)
-				yield(final, err)
-				return sandbox.Resolution{}, false // recorded (or lost the lease): nothing more to write
-			}
-			s.untrack(rec.ID)
-			yield(final, nil)
-			next, ok := s.awaitHandover(lr, rec.ID)
-			if !ok {
-				return sandbox.Resolution{}, false
-			}
-			c, open, rec, now, start = next, true, next.rec, s.cfg.Clock.Now(), time.Now()
-			h.setRecord(rec)
-			s.track(rec.ID, cancel)
-			return s.resolutionAfter(ctx, h, p, final.LastSeq, now)
+			buffered, durable = nil, j.Seq+1
+		}
+		return nil
+	}
+	for rerr == nil {
+		timeout := d.timeout() - time.Since(start) // continuing as new does not renew the activation's time
+		if timeout <= 0 {
+			rerr = &sandbox.Error{TypeID: sandbox.ErrTimeout, Category: "timeout", Message: fmt.Sprintf("execution timed out after %v", d.timeout())}
+			break
 		}
 		res, rerr = sandbox.RunWorkflow(runCtx, sandbox.WorkflowRequest{Journal: journal, Now: now, StepRetry: stepRetry, CheckFilter: checkFilter,
-			StepStarted: h.stepStarted, Wait: wait,
+			StepStarted: h.stepStarted, Wait: wait, Record: record,
 			// A run stopped by cancel or suspend (or shutdown) does not compensate: a canceled workflow
 			// is compensated once, by compensateCanceled.
 			Compensate: func(*sandbox.Error) bool { return !errors.Is(runCtx.Err(), context.Canceled) },
-			Record: func(j sandbox.JournalEntry, retries []sandbox.StepRetryRecord) error {
-				at := s.cfg.Clock.Now()
-				for _, r := range retries {
-					h.add(invocation.EventStepRetried, retryData(r))
-				}
-				recorded[j.Seq] = at
-				waited = waited || j.Helper == "r_wait_event_v1"
-				buffered = append(buffered, journalEvents(rec, at, j, h.drain())...)
-				if strategy == "automatic" || (strategy == "manual" && j.Helper == "r_snapshot_v1") {
-					if err := s.persistJournal(ctx, rec, buffered); err != nil {
-						return err
-					}
-					buffered = nil
-				}
-				return nil
-			},
 			Request: sandbox.Request{
 				Program: prog, Input: input, Host: h,
 				Info: sandbox.Info{InvocationID: rec.ID, TenantID: rec.TenantID, EntrypointID: rec.EntrypointID,
-					CorrelationID: rec.CorrelationID, Attempt: rec.Attempt},
-				Limits: sandbox.Limits{Timeout: d.timeout(), CPU: d.Traits.Limits.CPU, MemoryMB: int(d.Traits.Limits.MemoryMB)}}})
+					CorrelationID: rec.CorrelationID, Attempt: rec.Attempt, Generation: generation},
+				Limits: sandbox.Limits{Timeout: timeout, CPU: d.Traits.Limits.CPU, MemoryMB: int(d.Traits.Limits.MemoryMB)}}})
+		if rerr != nil || res.ContinueAsNew == nil || !open {
+			break
+		}
+		// r_continue_as_new_v1: the journal so far, then the rotation, are made durable; the next
+		// generation starts at once in this execution, with an empty journal.
+		generation++
+		buffered = append(buffered, continuedEvent(rec, generation, s.cfg.Clock.Now(), res.ContinueAsNew.Input, h.drain())...)
+		if err := s.persistJournal(ctx, rec, buffered); err != nil {
+			rerr = &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "retryable", Message: "journal: " + err.Error()}
+			break
+		}
+		journal, recorded, buffered, input, res = nil, map[int]time.Time{}, nil, res.ContinueAsNew.Input, sandbox.WorkflowResult{}
+		durable, journalBytes, now = 0, 0, s.cfg.Clock.Now()
 	}
 	if !open {
 		return // the suspension was recorded, and the live wait ended without a handover
@@ -237,7 +311,8 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 		output, rerr = s.checkOutput(d, res.Output)
 	}
 	if rerr != nil && !shouldRetry(d, rec.Attempt, rerr) && d.Traits.Workflow != nil && d.Traits.Workflow.Compensation.OnFailure != nil {
-		park = s.failureHandler(ctx, rec, *d.Traits.Workflow.Compensation.OnFailure, rerr, append(journal, res.New...), res.Completed, h)
+		all := append(journal, res.New...)
+		park = s.failureHandler(ctx, rec, *d.Traits.Workflow.Compensation.OnFailure, rerr, all, all[:min(durable, len(all))], h)
 	}
 	if waited && (park == nil || park.wait == nil) {
 		// The workflow no longer waits for an event: its registered waits go with this outcome.
@@ -249,6 +324,29 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 	metrics := metricsOf(elapsed, res.Result, d)
 	metrics.StepCount = i64(int64(len(res.Completed)))
 	yield(s.complete(ctx, rec, d, h.drain(), output, rerr, metrics, park))
+}
+
+// journalFull is the error of a journal entry beyond Config.MaxJournalEntries or MaxJournalBytes.
+func journalFull(limit string, seq int) *sandbox.Error {
+	return &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "non_retryable",
+		Message: "the workflow's journal is full (" + limit + "): call r_continue_as_new_v1 to carry on with a fresh journal",
+		Details: map[string]any{"seq": seq}}
+}
+
+// sizeOf renders a byte count for messages: in MiB when it is a whole number of them.
+func sizeOf(n int) string {
+	if n >= 1<<20 && n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// continuedEvent is the log event of r_continue_as_new_v1: it ends the current journal and carries
+// the next generation's number and input; the timeline entries collected before it go first.
+func continuedEvent(rec invocation.Record, generation int, at time.Time, input any, pending []invocation.Event) []invocation.Event {
+	b, _ := json.Marshal(map[string]any{"generation": generation, "input": input})
+	return append(pending, invocation.Event{Type: invocation.EventContinuedAsNew, Data: b, At: at, EngineAttempt: rec.EngineAttempt,
+		LogicalAttempt: rec.Attempt, IdempotencyKey: eventKey(rec.ID, fmt.Sprintf("continue-%d", generation), rec.Attempt, invocation.EventContinuedAsNew)})
 }
 
 // resolveDue satisfies a pending journal entry whose time has come: a due timer, or an event wait
@@ -318,28 +416,23 @@ func (s *Service) parkingFor(ctx context.Context, rec invocation.Record, d defin
 }
 
 // failureHandler prepares the on_failure compensation invocation (000): its params are a
-// CompensationContext built from the failed run. The workflow state snapshot is the completed
-// steps' outputs (the journal is the workflow's checkpointed state). If the handler cannot be
-// started, the workflow is dead-lettered as without compensation, and the reason is logged.
+// CompensationContext built from the failed run: failed_step_id is the last step recorded failed in
+// journal (everything the run recorded), and the workflow state snapshot is built from checkpointed,
+// the durable part of it. If the handler cannot be started, the workflow is dead-lettered as
+// without compensation, and the reason is logged.
 func (s *Service) failureHandler(ctx context.Context, rec invocation.Record, handlerID string, rerr *sandbox.Error,
-	journal []sandbox.JournalEntry, completed []sandbox.StepRecord, h *host) *parking {
+	journal, checkpointed []sandbox.JournalEntry, h *host) *parking {
 	failedStep := "unknown"
 	for _, j := range journal {
 		if r, ok := j.Result.(map[string]any); ok && (j.Helper == "r_run_step_v1" || j.Helper == "r_step_v1") && r["ok"] == false {
 			failedStep = j.Key
 		}
 	}
-	names := make([]string, 0, len(completed))
-	outputs := map[string]any{}
-	for _, c := range completed {
-		names = append(names, c.Name)
-		outputs[c.Name] = c.Output
-	}
 	errMeta := rerr.Details
 	if errMeta == nil {
 		errMeta = map[string]any{}
 	}
-	cc := s.compensationContext(rec, "failure", failedStep, names, outputs)
+	cc := s.compensationContext(rec, "failure", failedStep, checkpointed)
 	cc["failed_step_error"] = map[string]any{"error_type": rerr.TypeID, "message": rerr.Message, "error_metadata": errMeta}
 	handler, _, hd, serr := s.prepareChild(ctx, rec, handlerID, cc, invocation.ModeAsync)
 	if serr != nil {
@@ -351,9 +444,8 @@ func (s *Service) failureHandler(ctx context.Context, rec invocation.Record, han
 }
 
 // compensationContext is 000's CompensationContext for an on_failure or on_cancel handler of
-// workflow rec; the workflow state snapshot is its completed steps and their outputs (the journal
-// is the workflow's checkpointed state).
-func (s *Service) compensationContext(rec invocation.Record, trigger, failedStep string, completed []string, outputs map[string]any) map[string]any {
+// workflow rec, whose checkpointed (durable) journal entries are checkpointed.
+func (s *Service) compensationContext(rec invocation.Record, trigger, failedStep string, checkpointed []sandbox.JournalEntry) map[string]any {
 	var input any
 	_ = decodeJSON(rec.Params, &input)
 	meta := map[string]any{"entrypoint_id": rec.EntrypointID, "original_input": input, "tenant_id": rec.TenantID,
@@ -365,10 +457,45 @@ func (s *Service) compensationContext(rec invocation.Record, trigger, failedStep
 		"trigger":                         trigger,
 		"original_workflow_invocation_id": rec.ID,
 		"failed_step_id":                  failedStep,
-		"workflow_state_snapshot":         map[string]any{"completed_steps": completed, "outputs": outputs},
+		"workflow_state_snapshot":         stateSnapshot(checkpointed),
 		"timestamp":                       s.cfg.Clock.Now().Format(time.RFC3339Nano),
 		"invocation_metadata":             meta,
 	}
+}
+
+// stateSnapshot is 000's workflow_state_snapshot, "the last checkpointed workflow state": the steps
+// completed successfully among the durable entries of the current journal (in completion order)
+// with their outputs, and the label of the last r_snapshot_v1 among them (`checkpoint`); {} when
+// there is none yet (000: failure before the first checkpoint). Which entries are durable depends
+// on checkpointing.strategy (automatic: all; manual: up to the last r_snapshot_v1 or park;
+// disabled: up to the last park).
+func stateSnapshot(checkpointed []sandbox.JournalEntry) map[string]any {
+	names := []string{}
+	outputs := map[string]any{}
+	var label any
+	labeled := false
+	for _, j := range checkpointed {
+		if !j.Done {
+			continue
+		}
+		switch j.Helper {
+		case "r_run_step_v1", "r_step_v1":
+			if r, ok := j.Result.(map[string]any); ok && r["ok"] == true {
+				names = append(names, j.Key)
+				outputs[j.Key] = r["value"]
+			}
+		case "r_snapshot_v1":
+			label, labeled = j.Result, true
+		}
+	}
+	if len(names) == 0 && !labeled {
+		return map[string]any{}
+	}
+	m := map[string]any{"completed_steps": names, "outputs": outputs}
+	if labeled {
+		m["checkpoint"] = label
+	}
+	return m
 }
 
 // limitSuspension applies traits.workflow.max_suspension_days (000: suspension timeout → failed):
@@ -400,10 +527,19 @@ func retryData(r sandbox.StepRetryRecord) map[string]any {
 // journalEvents are the log events of one journal entry: the timeline entries collected before it
 // (the step's attempts, retries and HTTP calls), then the entry, whose idempotency key is its
 // journal position (so writing it twice is a no-op).
-func journalEvents(rec invocation.Record, now time.Time, j sandbox.JournalEntry, pending []invocation.Event) []invocation.Event {
+func journalEvents(rec invocation.Record, generation int, now time.Time, j sandbox.JournalEntry, pending []invocation.Event) []invocation.Event {
 	b, _ := json.Marshal(toJournal(j))
 	return append(pending, invocation.Event{Type: invocation.EventJournal, Data: b, At: now, EngineAttempt: rec.EngineAttempt,
-		LogicalAttempt: rec.Attempt, IdempotencyKey: eventKey(rec.ID, fmt.Sprintf("journal-%d", j.Seq), rec.Attempt, invocation.EventJournal)})
+		LogicalAttempt: rec.Attempt, IdempotencyKey: eventKey(rec.ID, journalKey(generation, j.Seq), rec.Attempt, invocation.EventJournal)})
+}
+
+// journalKey names a journal position of a generation in idempotency keys (journal-<seq> in the
+// first journal, journal-<generation>-<seq> after a continue-as-new).
+func journalKey(generation, seq int) string {
+	if generation == 0 {
+		return fmt.Sprintf("journal-%d", seq)
+	}
+	return fmt.Sprintf("journal-%d-%d", generation, seq)
 }
 
 // persistJournal makes journal events durable before the program uses their results (architecture:
@@ -479,11 +615,11 @@ func compensationLease(owner string) string { return owner + "/compensate" }
 func (s *Service) compensateCanceled(ctx context.Context, rec invocation.Record, e entrypoint.Entrypoint, d definition) error {
 	log := obs.Logger(ctx).With("tenant_id", rec.TenantID, "invocation_id", rec.ID, "correlation_id", rec.CorrelationID)
 	h := &host{s: s, rec: rec, log: log, keyPrefix: "compensate-"}
-	logEvents, err := s.allEvents(ctx, rec.TenantID, rec.ID)
+	logEvents, err := s.journalEventsOf(ctx, rec)
 	if err != nil {
 		return err
 	}
-	journal, _, jerr := journalOf(logEvents)
+	wj, jerr := journalOf(logEvents)
 	prog, perr := s.workflowProgram(e, d)
 	switch {
 	case jerr != nil:
@@ -491,12 +627,10 @@ func (s *Service) compensateCanceled(ctx context.Context, rec invocation.Record,
 	case perr != nil:
 		h.add(invocation.EventLog, map[string]any{"message": "step compensations skipped: " + perr.Message})
 	default:
-		var input any
-		_ = decodeJSON(rec.Params, &input)
-		res, rerr := sandbox.RunWorkflow(ctx, sandbox.WorkflowRequest{Journal: journal, Now: s.cfg.Clock.Now(), CancelAtEnd: true,
-			Request: sandbox.Request{Program: prog, Input: input, Host: h,
+		res, rerr := sandbox.RunWorkflow(ctx, sandbox.WorkflowRequest{Journal: wj.entries, Now: s.cfg.Clock.Now(), CancelAtEnd: true,
+			Request: sandbox.Request{Program: prog, Input: wj.inputOf(rec), Host: h,
 				Info: sandbox.Info{InvocationID: rec.ID, TenantID: rec.TenantID, EntrypointID: rec.EntrypointID,
-					CorrelationID: rec.CorrelationID, Attempt: rec.Attempt},
+					CorrelationID: rec.CorrelationID, Attempt: rec.Attempt, Generation: wj.generation},
 				Limits: sandbox.Limits{Timeout: d.timeout(), CPU: d.Traits.Limits.CPU, MemoryMB: int(d.Traits.Limits.MemoryMB)}}})
 		if rerr != nil && rerr.TypeID != sandbox.ErrCanceled {
 			h.add(invocation.EventLog, map[string]any{"message": "step compensations: the replay ended with " + rerr.Message})

@@ -465,11 +465,7 @@ func TestWorkflowStepRetries(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
 			if tc.liveWait != 0 {
-				e.svc.Close()
-				cfg := e.cfg
-				cfg.LiveWait = tc.liveWait
-				e.svc = invoke.NewService(cfg)
-				t.Cleanup(e.svc.Close)
+				e.reconfigure(func(c *invoke.Config) { c.LiveWait = tc.liveWait })
 			}
 			var mu sync.Mutex
 			calls := 0
@@ -758,11 +754,7 @@ func TestWorkflowStaysLive(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
 			if tc.liveWait != 0 {
-				e.svc.Close()
-				cfg := e.cfg
-				cfg.LiveWait = tc.liveWait
-				e.svc = invoke.NewService(cfg)
-				t.Cleanup(e.svc.Close)
+				e.reconfigure(func(c *invoke.Config) { c.LiveWait = tc.liveWait })
 			}
 			e.fn("double", "def main(ctx, input):\n    return {\"n\": input.n * 2}\n", func(b map[string]any) {
 				b["traits"].(map[string]any)["invocation"] = map[string]any{"supported": []any{"sync", "async"}, "default": "async"}
@@ -802,48 +794,4 @@ def main(ctx, input):
 			}
 		})
 	}
-}
-
-// TestWorkflowTenThousandSteps: a workflow of 10,000 steps that suspends on a timer after every
-// 1,000 completes, is never replayed while it stays on this process (main starts once), and
-// journals each step exactly once.
-func TestWorkflowTenThousandSteps(t *testing.T) {
-	e := newEnv(t)
-	e.workflow("long", `
-def inc(ctx, n):
-    return n + 1
-
-def main(ctx, input):
-    ctx.log("main started")
-    n = 0
-    for i in range(10000):
-        n = r_run_step_v1("s%d" % i, inc, n).value
-        if i % 1000 == 999:
-            r_sleep(1000)
-    return {"n": n}
-`)
-	st, err := e.start(bob, invoke.StartRequest{EntrypointID: wfPrefix + "long.v1~"}, invoke.StartOptions{})
-	require.NoError(t, err)
-	id := st.Record.ID
-	for i := 0; i < 12; i++ {
-		e.drain()
-		e.clock.Advance(time.Second)
-	}
-	r, err := e.svc.Get(context.Background(), bob, id)
-	require.NoError(t, err)
-	require.Equal(t, invocation.StatusSucceeded, r.Status, r.Error)
-	require.JSONEq(t, `{"n": 10000}`, string(r.Result))
-	_, evs, err := e.svc.Events(context.Background(), dev, id)
-	require.NoError(t, err)
-	counts := map[string]int{}
-	for _, ev := range invoke.Timeline(evs) {
-		counts[ev.EventType]++
-		if ev.EventType == "log" {
-			counts["log:"+*ev.Message]++
-		}
-	}
-	require.Equal(t, 10000, counts["step_completed"])
-	require.Equal(t, 10000, counts["step_started"])
-	require.Equal(t, 10, counts["suspended"])
-	require.Equal(t, 1, counts["log:main started"], "never replayed")
 }

@@ -96,13 +96,14 @@ const (
 	FeatureAwait              = "await"
 	FeatureEventWait          = "event_wait"
 	FeatureSnapshot           = "snapshot"
+	FeatureContinueAsNew      = "continue_as_new"
 	FeatureSteps              = "steps"
 	FeatureInternalInvoke     = "internal_invoke"
 	FeatureEventEmit          = "event_emit"
 	FeatureWorkflowPrimitives = "workflow_primitives"
 )
 
-// helperTable is the table of STARLARK_RUNTIME.md, in the order of its text.
+// helperTable is the table of STARLARK_RUNTIME.md, in the order of its text, then Lark's extensions.
 var helperTable = []HelperSpec{
 	{Name: "r_await", MinArgs: 1, MaxArgs: 1, Params: []string{"promise"}, Feature: FeatureAwait},
 	{Name: "r_await_all", MinArgs: 1, MaxArgs: 1, Params: []string{"promises"}, Feature: FeatureAwait},
@@ -149,6 +150,11 @@ var helperTable = []HelperSpec{
 		IO: true, Feature: FeatureInternalInvoke,
 	},
 	{Name: "r_emit_v1", MinArgs: 2, MaxArgs: 2, Params: []string{"event_type_id", "payload"}, Feature: FeatureEventEmit},
+	// Lark's extension (003 §6 continue-as-new; not in STARLARK_RUNTIME.md's table).
+	{
+		Name: "r_continue_as_new_v1", MinArgs: 0, MaxArgs: 1, Params: []string{"input"}, Defaults: []string{"None"},
+		WorkflowOnly: true, Feature: FeatureContinueAsNew,
+	},
 }
 
 // extraPredeclared are the non-helper, non-universe globals the executor provides.

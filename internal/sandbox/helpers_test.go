@@ -30,7 +30,7 @@ func TestHelpersTable(t *testing.T) {
 	require.Equal(t, []string{
 		"r_await", "r_await_all", "r_http_get_v1", "r_http_post_v1", "r_sleep", "r_sleep_v1",
 		"r_now_v1", "r_rand_v1", "r_exit", "r_wait_event_v1", "r_snapshot_v1", "r_step_v1",
-		"r_run_step_v1", "r_invoke_v1", "r_emit_v1",
+		"r_run_step_v1", "r_invoke_v1", "r_emit_v1", "r_continue_as_new_v1",
 	}, names)
 
 	sorted := append([]string(nil), names...)
@@ -56,7 +56,7 @@ func TestHelpersTable(t *testing.T) {
 		require.Equal(t, h, got)
 		require.True(t, IsPredeclared(h.Name))
 	}
-	require.Equal(t, []string{"r_sleep", "r_sleep_v1", "r_wait_event_v1", "r_snapshot_v1", "r_step_v1", "r_run_step_v1"}, workflowOnly)
+	require.Equal(t, []string{"r_sleep", "r_sleep_v1", "r_wait_event_v1", "r_snapshot_v1", "r_step_v1", "r_run_step_v1", "r_continue_as_new_v1"}, workflowOnly)
 	require.Equal(t, []string{"r_http_get_v1", "r_http_post_v1", "r_wait_event_v1", "r_invoke_v1"}, io)
 
 	_, ok := LookupHelper("r_http_get_v2")
@@ -91,6 +91,7 @@ func TestHelperSpecDetails(t *testing.T) {
 		{"r_invoke_v1", 1, 3, []string{"entrypoint_id", "params", "timeout_ms"}, "internal_invoke",
 			"r_invoke_v1(entrypoint_id, params={}, timeout_ms=None)"},
 		{"r_emit_v1", 2, 2, []string{"event_type_id", "payload"}, "event_emit", "r_emit_v1(event_type_id, payload)"},
+		{"r_continue_as_new_v1", 0, 1, []string{"input"}, "continue_as_new", "r_continue_as_new_v1(input=None)"},
 	}
 	require.Len(t, tests, len(Helpers()))
 	for _, tt := range tests {

@@ -68,6 +68,10 @@ type Limits struct {
 type Info struct {
 	InvocationID, TenantID, EntrypointID, CorrelationID string
 	Attempt                                             int
+	// Generation counts a workflow's r_continue_as_new_v1 calls so far (0 for the first journal);
+	// it is part of its steps' idempotency keys, so that a step of the same name in a later
+	// generation gets a key of its own.
+	Generation int
 }
 
 // HTTPRequest is an outbound request made by r_http_get_v1 or

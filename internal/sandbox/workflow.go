@@ -79,7 +79,8 @@ type WorkflowRequest struct {
 	// STARLARK_RUNTIME.md says). The zero value runs each step once.
 	StepRetry StepRetry
 	// Record, if set, is called synchronously as each journal entry is recorded, with the step
-	// retries reported since the previous call; it must make them durable. An error ends the run.
+	// retries reported since the previous call; it must make them durable. An error ends the run
+	// (an *Error as it is, so the caller can enforce journal limits with a typed error).
 	// How many entries it accepted is WorkflowResult.Persisted.
 	Record func(JournalEntry, []StepRetryRecord) error
 	// CheckFilter, if set, checks an r_wait_event_v1 event_filter_query before the wait is
@@ -185,6 +186,16 @@ type WorkflowResult struct {
 	StepRetries []StepRetryRecord
 	// Persisted is how many of New (and of StepRetries' reports) Record has made durable already.
 	Persisted int
+	// ContinueAsNew, when not nil, means the program called r_continue_as_new_v1: this journal is
+	// over (no output, no error, no compensation) and the caller starts main again with Input and an
+	// empty journal, in the same invocation.
+	ContinueAsNew *ContinueAsNew
+}
+
+// ContinueAsNew is a workflow's request to start over with a fresh journal (003 §6).
+type ContinueAsNew struct {
+	// Input is the next run's input (a JSON object).
+	Input any
 }
 
 // OKResult is the recorded result of a satisfied event wait or a
@@ -245,6 +256,11 @@ func RunWorkflow(ctx context.Context, req WorkflowRequest) (out WorkflowResult, 
 		out.Output = nil
 		return out, nil
 	}
+	if w.continued != nil {
+		out.ContinueAsNew = w.continued
+		out.Output = nil
+		return out, nil
+	}
 	if rerr == nil || w.divergent || (req.Compensate != nil && !req.Compensate(rerr)) {
 		return out, rerr
 	}
@@ -264,17 +280,18 @@ func CompileWorkflow(filename, src string) (*Program, error) {
 
 // workflowHelperImpls replace or add helpers in workflow executions.
 var workflowHelperImpls = map[string]func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error){
-	"r_now_v1":        wfNow,
-	"r_rand_v1":       wfRand,
-	"r_sleep":         wfSleep,
-	"r_sleep_v1":      wfSleep,
-	"r_wait_event_v1": wfWaitEvent,
-	"r_invoke_v1":     wfInvoke,
-	"r_snapshot_v1":   wfSnapshot,
-	"r_step_v1":       wfStep,
-	"r_run_step_v1":   wfRunStep,
-	"r_http_get_v1":   wfHTTP,
-	"r_http_post_v1":  wfHTTP,
+	"r_now_v1":             wfNow,
+	"r_rand_v1":            wfRand,
+	"r_sleep":              wfSleep,
+	"r_sleep_v1":           wfSleep,
+	"r_wait_event_v1":      wfWaitEvent,
+	"r_invoke_v1":          wfInvoke,
+	"r_snapshot_v1":        wfSnapshot,
+	"r_continue_as_new_v1": wfContinueAsNew,
+	"r_step_v1":            wfStep,
+	"r_run_step_v1":        wfRunStep,
+	"r_http_get_v1":        wfHTTP,
+	"r_http_post_v1":       wfHTTP,
 }
 
 // workflowPredeclared is the environment of workflow executions.
@@ -289,6 +306,9 @@ var workflowPredeclared = sync.OnceValue(func() starlark.StringDict {
 // errPark unwinds the program when the workflow parks.
 var errPark = errors.New("the workflow is suspended")
 
+// errContinue unwinds the program when it calls r_continue_as_new_v1.
+var errContinue = errors.New("the workflow continues as new")
+
 // workflowState is the journal state of one workflow execution.
 type workflowState struct {
 	journal    []JournalEntry
@@ -296,6 +316,7 @@ type workflowState struct {
 	next       int // the next journal position
 	newEntries []JournalEntry
 	park       *Park
+	continued  *ContinueAsNew           // set by r_continue_as_new_v1
 	steps      map[string]*workflowStep // r_step_v1 registrations by name
 	// depth counts the step functions running; compensating marks the
 	// executions of compensations. In both, helpers run live (as in
@@ -404,8 +425,9 @@ func (w *workflowState) corrupt(thread *starlark.Thread, e *JournalEntry, what s
 
 // record appends an entry and, when the caller asked for it, makes it durable at once through
 // WorkflowRequest.Record — before the program sees the result, so that a crash repeats at most the
-// step in flight. A failing Record ends the run.
-func (w *workflowState) record(e JournalEntry) error {
+// step in flight. A failing Record ends the run: with its error if that is an *Error (a journal
+// limit, say), else with a retryable runtime error.
+func (w *workflowState) record(thread *starlark.Thread, e JournalEntry) error {
 	w.newEntries = append(w.newEntries, e)
 	if w.onRecord == nil {
 		return nil
@@ -413,6 +435,11 @@ func (w *workflowState) record(e JournalEntry) error {
 	retries := w.retries[w.reported:]
 	w.reported = len(w.retries)
 	if err := w.onRecord(e, retries); err != nil {
+		w.newEntries = w.newEntries[:len(w.newEntries)-1]
+		var se *Error
+		if errors.As(err, &se) {
+			return exitWith(thread, se)
+		}
 		return fmt.Errorf("journal: %w", err)
 	}
 	w.persisted = len(w.newEntries)
@@ -518,7 +545,7 @@ func wfNow(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 	if err != nil {
 		return nil, err
 	}
-	if err := w.record(JournalEntry{Seq: seq, Helper: b.Name(), ArgsHash: hash, Result: string(v.(starlark.String)), Done: true}); err != nil {
+	if err := w.record(thread, JournalEntry{Seq: seq, Helper: b.Name(), ArgsHash: hash, Result: string(v.(starlark.String)), Done: true}); err != nil {
 		return nil, err
 	}
 	return v, nil
@@ -547,7 +574,7 @@ func wfRand(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, k
 		}
 		return starlark.String(s), nil
 	}
-	if err := w.record(JournalEntry{Seq: seq, Helper: b.Name(), ArgsHash: hash, Result: string(v.(starlark.String)), Done: true}); err != nil {
+	if err := w.record(thread, JournalEntry{Seq: seq, Helper: b.Name(), ArgsHash: hash, Result: string(v.(starlark.String)), Done: true}); err != nil {
 		return nil, err
 	}
 	return v, nil
@@ -578,12 +605,12 @@ func wfSleep(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 			return nil, err
 		}
 	case ms <= 0:
-		if err := w.record(JournalEntry{Seq: seq, Helper: name, ArgsHash: hash, Until: w.now, Done: true}); err != nil {
+		if err := w.record(thread, JournalEntry{Seq: seq, Helper: name, ArgsHash: hash, Until: w.now, Done: true}); err != nil {
 			return nil, err
 		}
 	default:
 		until := w.now.Add(msDuration(ms))
-		if err := w.record(JournalEntry{Seq: seq, Helper: name, ArgsHash: hash, Until: until}); err != nil {
+		if err := w.record(thread, JournalEntry{Seq: seq, Helper: name, ArgsHash: hash, Until: until}); err != nil {
 			return nil, err
 		}
 		if _, err := w.parkOn(thread, &Park{Kind: "timer", Until: until, Seq: seq}); err != nil {
@@ -659,7 +686,7 @@ func wfWaitEvent(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 			t := w.now.Add(timeout)
 			ne.Until, park.TimeoutAt = t, &t
 		}
-		if err := w.record(ne); err != nil {
+		if err := w.record(thread, ne); err != nil {
 			return nil, err
 		}
 	}
@@ -708,7 +735,7 @@ func wfInvoke(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 		return recordedPromise(thread, w, name, e, false)
 	}
 	if e == nil {
-		if err := w.record(JournalEntry{Seq: seq, Helper: name, ArgsHash: hash}); err != nil {
+		if err := w.record(thread, JournalEntry{Seq: seq, Helper: name, ArgsHash: hash}); err != nil {
 			return nil, err
 		}
 	}
@@ -740,11 +767,39 @@ func wfSnapshot(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 		return nil, err
 	}
 	if e == nil {
-		if err := w.record(JournalEntry{Seq: seq, Helper: name, ArgsHash: hash, Result: label, Done: true}); err != nil {
+		if err := w.record(thread, JournalEntry{Seq: seq, Helper: name, ArgsHash: hash, Result: label, Done: true}); err != nil {
 			return nil, err
 		}
 	}
 	return starlark.None, nil
+}
+
+// wfContinueAsNew implements r_continue_as_new_v1(input=None) (003 §6): it ends this journal and
+// asks the caller to run main(ctx, input) again with an empty one, in the same invocation. input
+// must be a dict (None: {}). In a CancelAtEnd run the program stops here, canceled.
+func wfContinueAsNew(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	name := b.Name()
+	w, vals, err := workflowOnlyArgs(thread, b, args, kwargs)
+	if err != nil {
+		return nil, err
+	}
+	var input any = map[string]any{}
+	if given(vals[0]) {
+		if _, ok := vals[0].(*starlark.Dict); !ok {
+			return nil, errorf(name, "input must be a dict or None, not %s", vals[0].Type())
+		}
+		if input, err = toGo(thread, vals[0]); err != nil {
+			if isAllocError(err) {
+				return nil, err
+			}
+			return nil, errorf(name, "input: %v", err)
+		}
+	}
+	if w.cancelAtEnd {
+		return nil, w.canceled(thread)
+	}
+	w.continued = &ContinueAsNew{Input: input}
+	return nil, errContinue
 }
 
 // wfHTTP implements the HTTP helpers in workflows: live inside step

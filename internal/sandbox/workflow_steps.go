@@ -155,7 +155,7 @@ func runStep(thread *starlark.Thread, helper, stepName string, fn starlark.Calla
 			w.retries = append(w.retries, StepRetryRecord{Step: stepName, Attempt: attempt, Error: se, Delay: delay})
 			due := w.clock().Add(delay)
 			re := JournalEntry{Seq: seq, Helper: StepRetryHelper, Key: stepName, ArgsHash: hash, Until: due, Done: delay <= 0}
-			if err := w.record(re); err != nil {
+			if err := w.record(thread, re); err != nil {
 				return nil, err
 			}
 			if !re.Done {
@@ -166,7 +166,7 @@ func runStep(thread *starlark.Thread, helper, stepName string, fn starlark.Calla
 			seq = w.next
 			w.next++
 		}
-		if err := w.record(JournalEntry{Seq: seq, Helper: helper, Key: stepName, ArgsHash: hash, Input: in, Result: res, Done: true}); err != nil {
+		if err := w.record(thread, JournalEntry{Seq: seq, Helper: helper, Key: stepName, ArgsHash: hash, Input: in, Result: res, Done: true}); err != nil {
 			return nil, err
 		}
 		e = &w.newEntries[len(w.newEntries)-1]
@@ -205,12 +205,21 @@ func (w *workflowState) retryAfter(attempt int, e *Error) (time.Duration, bool) 
 	return w.retry(attempt, e)
 }
 
+// stepID is the step identifier of 003 §1.3's idempotency key: the step's name, qualified by the
+// journal generation after a continue-as-new.
+func stepID(name string, generation int) string {
+	if generation == 0 {
+		return name
+	}
+	return fmt.Sprintf("%s#%d", name, generation)
+}
+
 // callStep calls fn(ctx, input) — ctx also carrying the step's name, attempt and 003 §1.3
 // idempotency key — and returns its recorded result, or the error that ends the execution.
 func callStep(thread *starlark.Thread, r *run, stepName string, fn starlark.Callable, input starlark.Value, attempt int) (any, error) {
 	r.wf.depth++
 	sc := &contextValue{info: r.info, step: stepName, stepAttempt: attempt,
-		stepKey: invocation.IdempotencyKey(r.info.InvocationID, stepName, r.info.Attempt, invocation.EventStepCompleted, "")}
+		stepKey: invocation.IdempotencyKey(r.info.InvocationID, stepID(stepName, r.info.Generation), r.info.Attempt, invocation.EventStepCompleted, "")}
 	out, err := starlark.Call(thread, fn, starlark.Tuple{sc, input}, nil)
 	r.wf.depth--
 	if err != nil {

@@ -432,3 +432,92 @@ def main(ctx, input):
 	require.NotNil(t, res.Park)
 	require.Equal(t, "timer", res.Park.Kind)
 }
+
+// TestWorkflowContinueAsNew: r_continue_as_new_v1 ends the journal without output, error or
+// compensation and hands back the next input; its argument is checked; it is workflow-only; a
+// CancelAtEnd run stops there, canceled; the step idempotency key depends on the generation.
+func TestWorkflowContinueAsNew(t *testing.T) {
+	prog := compileWF(t, `
+def undo(ctx, input, output):
+    r_await(r_http_get_v1("https://api.example.com/undo"))
+
+def key(ctx, input):
+    return ctx.idempotency_key
+
+def main(ctx, input):
+    k = r_step_v1("k", key, undo)(1).value
+    r_continue_as_new_v1({"next": input["n"] + 1, "key": k})
+    return {"unreachable": True}
+`)
+	host := &fakeHost{}
+	run := func(gen int, journal []JournalEntry, cancel bool) (WorkflowResult, *Error) {
+		return RunWorkflow(context.Background(), WorkflowRequest{Journal: journal, CancelAtEnd: cancel,
+			Request: Request{Program: prog, Input: map[string]any{"n": 1}, Info: Info{InvocationID: "inv-1", Generation: gen}, Host: host}})
+	}
+	res, err := run(0, nil, false)
+	require.Nil(t, err)
+	require.Nil(t, res.Output)
+	require.Empty(t, res.Compensations, "continuing is not a failure")
+	require.NotNil(t, res.ContinueAsNew)
+	in := res.ContinueAsNew.Input.(map[string]any)
+	require.Equal(t, "2", fmt.Sprint(in["next"]))
+	res1, err := run(1, nil, false)
+	require.Nil(t, err)
+	require.NotEqual(t, in["key"], res1.ContinueAsNew.Input.(map[string]any)["key"], "a later generation's step has its own key")
+
+	// A cancel-compensation replay stops at the call: the completed step is compensated.
+	res, err = run(0, res.New, true)
+	require.NotNil(t, err)
+	require.Equal(t, ErrCanceled, err.TypeID)
+	require.Nil(t, res.ContinueAsNew)
+	require.Len(t, res.Compensations, 1)
+
+	for _, src := range []string{
+		"def main(ctx, input):\n    r_continue_as_new_v1([1])\n",
+		"def s(ctx, input):\n    r_continue_as_new_v1({})\n\ndef main(ctx, input):\n    return r_run_step_v1(\"s\", s, 1, exit_on_error=False).error\n",
+	} {
+		res, err := runWF(t, compileWF(t, src), host, nil, time.Time{})
+		if err == nil {
+			require.Contains(t, jsonOf(t, res.Output), "cannot be called inside a step")
+			continue
+		}
+		require.Contains(t, err.Message, "input must be a dict")
+	}
+}
+
+// TestWorkflowRecordError: an *Error from Record ends the run with that error (a journal limit),
+// the entry is not kept, and the completed steps are compensated.
+func TestWorkflowRecordError(t *testing.T) {
+	prog := compileWF(t, `
+def undo(ctx, input, output):
+    r_await(r_http_get_v1("https://api.example.com/undo/%d" % input))
+
+def id(ctx, input):
+    return input
+
+def main(ctx, input):
+    for i in range(10):
+        r_step_v1("s%d" % i, id, undo)(i)
+    return {}
+`)
+	host := &fakeHost{}
+	limit := &Error{TypeID: ErrRuntime, Category: CategoryNonRetryable, Message: "the workflow's journal is full"}
+	res, err := RunWorkflow(context.Background(), WorkflowRequest{
+		Record: func(j JournalEntry, _ []StepRetryRecord) error {
+			if j.Seq >= 3 {
+				return limit
+			}
+			return nil
+		},
+		Request: Request{Program: prog, Input: map[string]any{}, Info: Info{InvocationID: "inv-1"}, Host: host}})
+	require.NotNil(t, err)
+	require.Equal(t, limit.Message, err.Message)
+	require.Equal(t, CategoryNonRetryable, err.Category)
+	require.Len(t, res.New, 3, "the refused entry is not part of the journal")
+	require.Len(t, res.Compensations, 3)
+	var urls []string
+	for _, r := range host.requests() {
+		urls = append(urls, r.URL)
+	}
+	require.Equal(t, []string{"https://api.example.com/undo/2", "https://api.example.com/undo/1", "https://api.example.com/undo/0"}, urls)
+}
