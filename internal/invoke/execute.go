@@ -73,24 +73,27 @@ func (s *Service) resolveParent(tx store.Tx, child invocation.Record, now time.T
 	if err != nil || parent.Status != invocation.StatusSuspended {
 		return err
 	}
-	var result any
-	if child.Status == invocation.StatusSucceeded {
-		var v any
-		_ = decodeJSON(child.Result, &v)
-		result = sandbox.OKResult(v)
-	} else {
-		e := &sandbox.Error{TypeID: sandbox.ErrCanceled, Category: "canceled", Message: "child invocation " + child.ID + " was canceled"}
-		if child.Error != nil {
-			e = &sandbox.Error{TypeID: child.Error.TypeID, Category: child.Error.Category, Message: child.Error.Message}
-		}
-		e.Details = map[string]any{"child_invocation_id": child.ID}
-		result = sandbox.ErrorResult(e)
-	}
-	data, _ := json.Marshal(map[string]any{"seq": *child.ParentSeq, "result": result, "child_invocation_id": child.ID})
+	data, _ := json.Marshal(map[string]any{"seq": *child.ParentSeq, "result": childResult(child), "child_invocation_id": child.ID})
 	ev := invocation.Event{Type: invocation.EventJournalResolved, Data: data, At: now, LogicalAttempt: parent.Attempt,
 		IdempotencyKey: eventKey(parent.ID, "child-"+child.ID, parent.Attempt, invocation.EventJournalResolved)}
 	_, _, err = tx.Append(parent.TenantID, parent.ID, []invocation.Event{ev}, store.AppendOptions{Schedule: &store.Scheduling{AvailableAt: &now}})
 	return err
+}
+
+// childResult is the recorded result of an r_invoke_v1 whose child ended: struct(ok=True,
+// value=result) when it succeeded, else its error (canceled when it has none).
+func childResult(child invocation.Record) any {
+	if child.Status == invocation.StatusSucceeded {
+		var v any
+		_ = decodeJSON(child.Result, &v)
+		return sandbox.OKResult(v)
+	}
+	e := &sandbox.Error{TypeID: sandbox.ErrCanceled, Category: "canceled", Message: "child invocation " + child.ID + " was canceled"}
+	if child.Error != nil {
+		e = &sandbox.Error{TypeID: child.Error.TypeID, Category: child.Error.Category, Message: child.Error.Message}
+	}
+	e.Details = map[string]any{"child_invocation_id": child.ID}
+	return sandbox.ErrorResult(e)
 }
 
 // resolveCompensation ends a compensating workflow when its handler ends: compensated when the
@@ -264,8 +267,10 @@ func (s *Service) complete(ctx context.Context, rec invocation.Record, d definit
 			// entries (another runner may be replaying those positions), nor step retries.
 			var late []invocation.Event
 			for _, ev := range timeline {
-				switch ev.Type {
-				case invocation.EventJournal, invocation.EventJournalResolved, invocation.EventStepRetried, invocation.EventStepCompensated:
+				switch {
+				case ev.Type == invocation.EventJournal, ev.Type == invocation.EventJournalResolved, ev.Type == invocation.EventStepRetried,
+					ev.Type == invocation.EventStepCompensated, park != nil && park.child != nil && ev.Type == invocation.EventChildInvoked:
+					// (a parked child is created only with an applied outcome: its child_invoked must not survive)
 				default:
 					late = append(late, ev)
 				}

@@ -295,3 +295,53 @@ def main(ctx, input):
 	t.Logf("heap: %d MiB before, peak growth %d MiB", base.HeapAlloc>>20, growth>>20)
 	require.Less(t, growth, int64(96<<20), "the heap held while running 10,000 steps stays bounded")
 }
+
+// TestWorkflowResumeWhileChildRuns: resuming a workflow that waits for its child replays it to the
+// same r_invoke_v1, which waits for the child already started rather than starting another; a
+// child that ended while the parent was not suspended hands over its outcome when the parent parks
+// again. r_await_all takes the mixed promises of a workflow (a timer and a child).
+func TestWorkflowResumeWhileChildRuns(t *testing.T) {
+	e := newEnv(t)
+	e.fn("slow_double", "def main(ctx, input):\n    return {\"n\": input.n * 2}\n", func(b map[string]any) {
+		b["traits"].(map[string]any)["invocation"] = map[string]any{"supported": []any{"sync", "async"}, "default": "async"}
+	})
+	e.workflow("parent", `
+def main(ctx, input):
+    t, c = r_await_all([r_sleep(10), r_invoke_v1("`+fnPrefix+`slow_double.v1~", {"n": 21})])
+    return {"timer": t, "n": c.value["n"], "now": r_now_v1()}
+`)
+	st, err := e.start(bob, invoke.StartRequest{EntrypointID: wfPrefix + "parent.v1~"}, invoke.StartOptions{})
+	require.NoError(t, err)
+	id := st.Record.ID
+	// Run the parent alone (the child is queued after it): sleep, then park on the child.
+	claimOne := func() {
+		jobs, err := e.svc.Claim(context.Background(), 1)
+		require.NoError(t, err)
+		require.Len(t, jobs, 1)
+		jobs[0](context.Background())
+	}
+	claimOne()
+	e.clock.Advance(10 * time.Millisecond)
+	claimOne()
+	get := func(id string) invocation.Record {
+		r, err := e.svc.Get(context.Background(), bob, id)
+		require.NoError(t, err)
+		return r
+	}
+	require.Equal(t, invocation.StatusSuspended, get(id).Status)
+	_, _, err = e.svc.Control(context.Background(), bob, id, invoke.ActionResume)
+	require.NoError(t, err)
+	e.drain()
+	r := get(id)
+	require.Equal(t, invocation.StatusSucceeded, r.Status, r.Error)
+	require.JSONEq(t, `{"timer": null, "n": 42, "now": "2026-03-01T12:00:00.010Z"}`, string(r.Result))
+	page, err := e.svc.List(context.Background(), bob, store.ListQuery{})
+	require.NoError(t, err)
+	children := 0
+	for _, rec := range page.Items {
+		if rec.ParentID == id {
+			children++
+		}
+	}
+	require.Equal(t, 1, children, "the resumed workflow waits for its child; it does not start another")
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -46,6 +47,7 @@ func decodeJSON(raw []byte, v any) error {
 type workflowJournal struct {
 	entries  []sandbox.JournalEntry
 	recorded map[int]time.Time // when each position was recorded
+	children map[int]string    // the child invocation started for a pending r_invoke_v1 position
 	bytes    int               // the encoded size of its journal events
 	// generation and input are those of the continued_as_new event the journal starts at (0 and
 	// nil for the first journal: the input is the invocation's params).
@@ -57,7 +59,7 @@ type workflowJournal struct {
 // JournalFrom on): journal events in order, with pending entries completed by journal_resolved
 // events; a continued_as_new event starts a new, empty journal.
 func journalOf(events []invocation.Event) (workflowJournal, error) {
-	j := workflowJournal{recorded: map[int]time.Time{}}
+	j := workflowJournal{recorded: map[int]time.Time{}, children: map[int]string{}}
 	for _, ev := range events {
 		switch ev.Type {
 		case invocation.EventContinuedAsNew:
@@ -68,7 +70,15 @@ func journalOf(events []invocation.Event) (workflowJournal, error) {
 			if err := decodeJSON(ev.Data, &c); err != nil {
 				return j, fmt.Errorf("continued_as_new event %d: %w", ev.Seq, err)
 			}
-			j = workflowJournal{recorded: map[int]time.Time{}, generation: c.Generation, input: c.Input}
+			j = workflowJournal{recorded: map[int]time.Time{}, children: map[int]string{}, generation: c.Generation, input: c.Input}
+		case invocation.EventChildInvoked:
+			var c struct {
+				Seq   *int   `json:"seq"`
+				Child string `json:"child_invocation_id"`
+			}
+			if decodeJSON(ev.Data, &c) == nil && c.Seq != nil {
+				j.children[*c.Seq] = c.Child
+			}
 		case invocation.EventJournal:
 			var e journalEntry
 			if err := decodeJSON(ev.Data, &e); err != nil {
@@ -161,7 +171,7 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 		return
 	}
 	wj, jerr := journalOf(logEvents)
-	journal, recorded := wj.entries, wj.recorded
+	journal, recorded, children := wj.entries, wj.recorded, wj.children
 	h := &host{s: s, rec: rec, log: log}
 	now := s.cfg.Clock.Now()
 	waited := false
@@ -205,22 +215,25 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 	// wait keeps the execution live across a suspension (live.go): the suspension is recorded
 	// exactly as at the end of a run, this activation is reported, and the execution waits to be
 	// handed the next claim of the invocation.
+	var unused *parking // a parking made for a live wait that could not be kept (the run parks with it)
 	wait := func(p *sandbox.Park) (sandbox.Resolution, bool) {
-		park, perr := s.parkingFor(ctx, rec, d, p, recorded, now, h)
+		if !s.liveEligible(p, now) {
+			return sandbox.Resolution{}, false
+		}
+		park, perr := s.parkingFor(ctx, rec, d, p, recorded, children, now, h)
 		switch {
 		case perr != nil:
 			return sandbox.Resolution{}, false // the end of the run reports it
 		case park.refused != nil:
 			return sandbox.Resolution{Result: park.refused, Now: now}, true // recorded with the next write
-		case !s.liveEligible(p, now):
+		}
+		if !s.registerLive(rec.ID, lr) {
+			unused = park
 			return sandbox.Resolution{}, false
 		}
 		park.clearWaits = waited && park.wait == nil
 		h.prepend(buffered)
 		buffered = nil
-		if !s.registerLive(rec.ID, lr) {
-			return sandbox.Resolution{}, false
-		}
 		metrics := metricsOf(time.Since(start), sandbox.Result{}, d)
 		final, err := s.complete(ctx, rec, d, h.drain(), nil, nil, metrics, park)
 		if err != nil || final.Status != invocation.StatusSuspended {
@@ -291,7 +304,7 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 			rerr = &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "retryable", Message: "journal: " + err.Error()}
 			break
 		}
-		journal, recorded, buffered, input, res = nil, map[int]time.Time{}, nil, res.ContinueAsNew.Input, sandbox.WorkflowResult{}
+		journal, recorded, children, buffered, input, res = nil, map[int]time.Time{}, map[int]string{}, nil, res.ContinueAsNew.Input, sandbox.WorkflowResult{}
 		durable, journalBytes, now = 0, 0, s.cfg.Clock.Now()
 	}
 	if !open {
@@ -305,7 +318,9 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 	var output json.RawMessage
 	var park *parking
 	if rerr == nil && res.Park != nil {
-		park, rerr = s.parkingFor(ctx, rec, d, res.Park, recorded, now, h)
+		if park = unused; park == nil {
+			park, rerr = s.parkingFor(ctx, rec, d, res.Park, recorded, children, now, h)
+		}
 	}
 	if rerr == nil && park == nil {
 		output, rerr = s.checkOutput(d, res.Output)
@@ -371,12 +386,22 @@ func resolveDue(h *host, j *sandbox.JournalEntry, now time.Time) bool {
 }
 
 // parkingFor turns a workflow's wait into how it suspends: until a time (a timer), until a child
-// invocation created in the same transaction ends, or until an event arrives (or its timeout);
-// bounded by traits.workflow.max_suspension_days. A child that cannot start resolves at once as an
-// error result (the workflow is queued to replay now).
+// invocation ends, or until an event arrives (or its timeout); bounded by
+// traits.workflow.max_suspension_days. The child of an r_invoke_v1 position is created once, in the
+// suspending transaction, and recorded (child_invoked with its seq, in children); a workflow that
+// parks there again (after a resume, say) waits for that child rather than starting another, and
+// takes its outcome at once if it has ended. A child that cannot start, or has ended, resolves the
+// entry at once (the workflow is queued to replay now, see parking.refused).
 func (s *Service) parkingFor(ctx context.Context, rec invocation.Record, d definition, p *sandbox.Park, recorded map[int]time.Time,
-	now time.Time, h *host) (*parking, *sandbox.Error) {
+	children map[int]string, now time.Time, h *host) (*parking, *sandbox.Error) {
 	var park *parking
+	resolveNow := func(result any, reason string, extra map[string]any) *parking {
+		data := map[string]any{"seq": p.Seq, "result": result}
+		maps.Copy(data, extra)
+		h.add(invocation.EventJournalResolved, data)
+		n := s.cfg.Clock.Now()
+		return &parking{until: &n, reason: reason, refused: result}
+	}
 	switch p.Kind {
 	case "timer", "retry":
 		u := p.Until
@@ -385,17 +410,26 @@ func (s *Service) parkingFor(ctx context.Context, rec invocation.Record, d defin
 			park.reason = "step retry"
 		}
 	case "child":
-		seq := p.Seq
+		if id, ok := children[p.Seq]; ok {
+			child, err := s.cfg.Store.Invocation(ctx, rec.TenantID, id)
+			if err != nil {
+				return nil, &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "retryable", Message: "r_invoke_v1: reading child " + id + ": " + err.Error()}
+			}
+			if child.Status.Terminal() {
+				return resolveNow(childResult(child), "child ended", map[string]any{"child_invocation_id": child.ID}), nil
+			}
+			park = &parking{reason: "child " + id}
+			break
+		}
 		child, _, cd, serr := s.prepareChild(ctx, rec, p.ChildEntrypointID, p.ChildParams, invocation.ModeAsync)
 		if serr != nil {
-			// The call fails as a result, not as the workflow: resolve the entry and replay now
-			// (no suspension limit applies).
-			refused := sandbox.ErrorResult(serr)
-			h.add(invocation.EventJournalResolved, map[string]any{"seq": seq, "result": refused})
-			n := s.cfg.Clock.Now()
-			return &parking{until: &n, reason: "child refused", refused: refused}, nil
+			// The call fails as a result, not as the workflow (no suspension limit applies).
+			return resolveNow(sandbox.ErrorResult(serr), "child refused", nil), nil
 		}
+		seq := p.Seq
 		child.ParentSeq = &seq
+		children[seq] = child.ID
+		h.add(invocation.EventChildInvoked, map[string]any{"seq": seq, "child_invocation_id": child.ID, "entrypoint_id": child.EntrypointID})
 		park = &parking{child: &child, childD: cd, reason: "child " + child.ID}
 	case "event":
 		since, ok := recorded[p.Seq]

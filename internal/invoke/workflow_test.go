@@ -789,7 +789,7 @@ def main(ctx, input):
 			}
 			require.Equal(t, tc.starts, starts)
 			if tc.starts == 1 {
-				require.Equal(t, "created,started,log,journal,suspended,resumed,journal_resolved,journal,suspended,journal_resolved,resumed,journal,succeeded",
+				require.Equal(t, "created,started,log,journal,suspended,resumed,journal_resolved,journal,child_invoked,suspended,journal_resolved,resumed,journal,succeeded",
 					strings.Join(e.timelineTypes(id), ","))
 			}
 		})
