@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -29,6 +30,7 @@ import (
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/obs"
 	"github.com/larkrun/lark/internal/problem"
+	"github.com/larkrun/lark/internal/ratelimit"
 	"github.com/larkrun/lark/internal/sandbox"
 	"github.com/larkrun/lark/internal/schema"
 	"github.com/larkrun/lark/internal/store"
@@ -50,6 +52,8 @@ type Config struct {
 	LeaseGrace time.Duration
 	// Wake is called when new work is queued (the dispatcher's wake-up).
 	Wake func()
+	// RateLimiters are the RateLimiter plugins by strategy (default: ratelimit.Default()).
+	RateLimiters *ratelimit.Registry
 	// MaxDepth bounds r_invoke_v1 nesting (default 8).
 	MaxDepth int
 	// LiveWait is how long a suspended workflow's execution stays in memory waiting to continue
@@ -88,6 +92,9 @@ func NewService(cfg Config) *Service {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.RateLimiters == nil {
+		cfg.RateLimiters = ratelimit.Default()
 	}
 	if cfg.Wake == nil {
 		cfg.Wake = func() {}
@@ -181,7 +188,11 @@ type definition struct {
 			NonRetryableErrors []string `json:"non_retryable_errors"`
 		} `json:"retry"`
 		Entrypoint *bool `json:"entrypoint"`
-		Workflow   *struct {
+		RateLimit  *struct {
+			Strategy string          `json:"strategy"`
+			Config   json.RawMessage `json:"config"`
+		} `json:"rate_limit"`
+		Workflow *struct {
 			MaxSuspensionDays int `json:"max_suspension_days"`
 			Checkpointing     struct {
 				Strategy string `json:"strategy"`
@@ -538,6 +549,12 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 			}
 		}
 	}
+	// Rate limit (000): after dry-run and cache hits, which do not count; a refused request creates
+	// nothing; the permit of a request that turns out to replay an Idempotency-Key is given back.
+	permit, err := s.rateLimit(sc.TenantID, e.GTSID, d, now)
+	if err != nil {
+		return out, err
+	}
 	rec := invocation.Record{ID: s.cfg.IDs.New("inv"), TenantID: sc.TenantID, EntrypointRef: e.ID, EntrypointID: e.GTSID,
 		EntrypointVersion: e.Version, SubjectID: sc.SubjectID, Mode: invocation.Mode(mode), Params: canon,
 		CorrelationID: correlation, Metrics: invocation.Metrics{MemoryLimitMB: i64(memLimit)}, Attempt: 1,
@@ -590,6 +607,9 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 		}
 		return nil
 	})
+	if perr != nil || err != nil || replayOf != "" {
+		permit.Release()
+	}
 	if perr != nil {
 		return out, perr
 	}
@@ -616,6 +636,28 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 	}
 	out.Record = final
 	return out, nil
+}
+
+// rateLimit applies the entrypoint's traits.rate_limit through its strategy's plugin, per tenant
+// and entrypoint: refused → 429 rate_limited with Retry-After (whole seconds, at least 1).
+func (s *Service) rateLimit(tenantID, entrypointID string, d definition, now time.Time) (ratelimit.Decision, error) {
+	rl := d.Traits.RateLimit
+	if rl == nil || rl.Strategy == "" {
+		return ratelimit.Decision{Allowed: true}, nil
+	}
+	p, ok := s.cfg.RateLimiters.Lookup(rl.Strategy)
+	if !ok {
+		return ratelimit.Decision{}, problem.Internal(fmt.Errorf("no rate limiter plugin handles strategy %s", rl.Strategy))
+	}
+	dec := p.Allow(tenantID+"|"+entrypointID, rl.Config, now)
+	if dec.Allowed {
+		return dec, nil
+	}
+	secs := int(math.Ceil(dec.RetryAfter.Seconds()))
+	secs = max(secs, 1)
+	pe := problem.New(problem.TypeRateLimited, "Entrypoint rate limit exceeded for tenant %s. Retry after %d seconds.", tenantID, secs)
+	pe.RetryAfter = secs
+	return dec, pe
 }
 
 func quotaExceeded(tenantID string, max int64) *problem.Error {
