@@ -66,6 +66,18 @@ const taxDefinition = `{
 // TaxDefinition is the README's calculate_tax registration body under entrypoint id id.
 func TaxDefinition(id string) []byte { return fmt.Appendf(nil, taxDefinition, id) }
 
+// UnlimitedTaxDefinition is TaxDefinition without traits.rate_limit (the README's 50 requests a
+// second would throttle a throughput benchmark: the benchmarks measure execution, not the limiter).
+func UnlimitedTaxDefinition(id string) []byte {
+	var body map[string]any
+	if err := json.Unmarshal(TaxDefinition(id), &body); err != nil {
+		panic("bench: the calculate_tax definition is not JSON: " + err.Error())
+	}
+	delete(body["traits"].(map[string]any), "rate_limit")
+	out, _ := json.Marshal(body)
+	return out
+}
+
 // TaxSyncRequest is the README's sync invocation of calculate_tax.
 var TaxSyncRequest = []byte(`{"entrypoint_id": "` + TaxID + `",
        "mode": "sync", "params": {"invoice_id": "inv_001", "amount": 100}}`)

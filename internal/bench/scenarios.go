@@ -43,7 +43,7 @@ func (r *Runner) Sync(ctx context.Context) Scenario {
 	defer l.discard()
 	s.Profile = l.profile
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err = l.api.Register(sctx, l.token, TaxDefinition(TaxID))
+	err = l.api.Register(sctx, l.token, UnlimitedTaxDefinition(TaxID))
 	if err == nil {
 		err = l.api.Activate(sctx, l.token, TaxID)
 	}
@@ -335,7 +335,7 @@ func (r *Runner) ColdStart(ctx context.Context) Scenario {
 	for i := 0; i < o.ColdStartN && time.Since(start) < o.ColdStartMax && ctx.Err() == nil; i++ {
 		iterations++
 		id := fmt.Sprintf("%svendor.app.bench.cold_%06d.v1~", fnPrefix, i)
-		body := TaxDefinition(id)
+		body := UnlimitedTaxDefinition(id)
 		req := []byte(`{"entrypoint_id": "` + id + `", "mode": "sync", "params": {"invoice_id": "inv_001", "amount": 100}}`)
 		ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		t0 := time.Now()

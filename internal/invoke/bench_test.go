@@ -63,8 +63,9 @@ const (
 	benchAPI         = "/api/serverless-runtime/v1"
 )
 
-// taxBody is the README's calculate_tax registration (shared with the bench harness).
-var taxBody = string(bench.TaxDefinition(bench.TaxID))
+// taxBody is the README's calculate_tax registration without its rate limit (shared with the bench
+// harness).
+var taxBody = string(bench.UnlimitedTaxDefinition(bench.TaxID))
 
 // --- HTTP ---
 
