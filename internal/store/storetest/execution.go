@@ -245,6 +245,19 @@ func testInformationalAppend(t *testing.T, s store.Store) {
 		require.NoError(t, err)
 		require.Equal(t, rec, stored)
 	}
+	// An event that is not a status change but still changes the projection is applied in full.
+	update(t, s, func(tx store.Tx) error {
+		var err error
+		rec, _, err = tx.Append("acme", "inv_i", []invocation.Event{
+			ev("inv_i", invocation.EventLog, "rotate", `{"message":"rotate"}`, t0.Add(time.Minute)),
+			ev("inv_i", invocation.EventContinuedAsNew, "", `{"generation":1}`, t0.Add(time.Minute)),
+		}, store.AppendOptions{})
+		return err
+	})
+	require.Equal(t, 1, rec.Generation)
+	stored, err := s.Invocation(ctx, "acme", "inv_i")
+	require.NoError(t, err)
+	require.Equal(t, rec, stored)
 	update(t, s, func(tx store.Tx) error {
 		var err error
 		rec, _, err = tx.Append("acme", "inv_i", []invocation.Event{
@@ -254,7 +267,7 @@ func testInformationalAppend(t *testing.T, s store.Store) {
 		return err
 	})
 	require.Equal(t, invocation.StatusSucceeded, rec.Status)
-	stored, err := s.Invocation(ctx, "acme", "inv_i")
+	stored, err = s.Invocation(ctx, "acme", "inv_i")
 	require.NoError(t, err)
 	require.Equal(t, rec, stored)
 	evs, err := s.Events(ctx, "acme", "inv_i", 0, 100)
