@@ -216,6 +216,14 @@ var statusEvents = map[EventType]struct {
 // ChangesStatus reports whether events of type t move the record to another status.
 func ChangesStatus(t EventType) bool { _, ok := statusEvents[t]; return ok }
 
+// OnlyAdvances reports whether Apply(r, e) changes nothing but LastSeq and UpdatedAt: e is an
+// informational event (a timeline entry or a journal entry, no status change) of the record's
+// engine attempt or an earlier one. Stores use it to write only those two fields of the projection,
+// so an event type Apply gives a meaning of its own (as continued_as_new) must be excluded here.
+func OnlyAdvances(r Record, e Event) bool {
+	return e.Type != EventCreated && e.Type != EventContinuedAsNew && !ChangesStatus(e.Type) && e.EngineAttempt <= r.EngineAttempt
+}
+
 // Apply returns r with e applied. It never mutates r's referenced data. e.Seq must be r.LastSeq+1.
 func Apply(r Record, e Event) (Record, error) {
 	if e.Seq != r.LastSeq+1 {

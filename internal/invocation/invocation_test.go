@@ -153,3 +153,33 @@ func TestApplyContinuedAsNew(t *testing.T) {
 	require.Equal(t, int64(5), r.JournalFrom)
 	require.Equal(t, 2, r.Generation)
 }
+
+// TestOnlyAdvances: where OnlyAdvances holds, Apply changes nothing but LastSeq and UpdatedAt (the
+// promise stores rely on to write only those); it fails for every status change and for an event
+// of a newer engine attempt.
+func TestOnlyAdvances(t *testing.T) {
+	r, err := Apply(Record{}, created("inv"))
+	require.NoError(t, err)
+	r, err = Apply(r, Event{Seq: 2, Type: EventStarted, EngineAttempt: 2, At: t0})
+	require.NoError(t, err)
+	types := []EventType{EventCreated, EventStepStarted, EventStepCompleted, EventStepFailed, EventStepRetried, EventSignalReceived,
+		EventCheckpointCreated, EventLog, EventHTTPCall, EventChildInvoked, EventReclaimed, EventLateResult, EventJournal,
+		EventJournalResolved, EventStepCompensated, EventContinuedAsNew}
+	for et := range statusEvents {
+		types = append(types, et)
+	}
+	for _, et := range types {
+		for _, engine := range []int{1, 2, 3} {
+			e := Event{Seq: r.LastSeq + 1, Type: et, EngineAttempt: engine, At: t0.Add(time.Second)}
+			if !OnlyAdvances(r, e) {
+				require.True(t, et == EventCreated || et == EventContinuedAsNew || ChangesStatus(et) || engine > r.EngineAttempt, "%s from engine attempt %d", et, engine)
+				continue
+			}
+			next, err := Apply(r, e)
+			require.NoError(t, err, et)
+			want := r
+			want.LastSeq, want.UpdatedAt = e.Seq, e.At
+			require.Equal(t, want, next, "%s from engine attempt %d", et, engine)
+		}
+	}
+}

@@ -348,6 +348,9 @@ type host struct {
 	n        int
 	// keyPrefix keeps the idempotency keys of a compensation run's entries apart from the runs'.
 	keyPrefix string
+	// durable is the record as this activation last wrote it (persistJournal), or the zero Record
+	// before its first write (rec is then current): the Expect of the next journal write.
+	durable invocation.Record
 }
 
 const maxTimelineEntries = 1000

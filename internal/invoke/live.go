@@ -149,5 +149,24 @@ func (s *Service) resolutionAfter(ctx context.Context, h *host, p *sandbox.Park,
 func (h *host) setRecord(r invocation.Record) {
 	h.mu.Lock()
 	h.rec = r
+	h.durable = invocation.Record{}
+	h.mu.Unlock()
+}
+
+// written returns the activation's record and the projection its last journal write left (the
+// claim's record before the first).
+func (h *host) written() (rec, durable invocation.Record) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.durable.ID == "" {
+		return h.rec, h.rec
+	}
+	return h.rec, h.durable
+}
+
+// wrote remembers the projection a journal write committed.
+func (h *host) wrote(r invocation.Record) {
+	h.mu.Lock()
+	h.durable = r
 	h.mu.Unlock()
 }

@@ -270,7 +270,7 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 		}
 		buffered = append(buffered, evs...)
 		if strategy == "automatic" || (strategy == "manual" && j.Helper == "r_snapshot_v1") {
-			if err := s.persistJournal(ctx, rec, buffered); err != nil {
+			if err := s.persistJournal(ctx, h, buffered); err != nil {
 				return err
 			}
 			buffered, durable = nil, j.Seq+1
@@ -300,7 +300,7 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 		// generation starts at once in this execution, with an empty journal.
 		generation++
 		buffered = append(buffered, continuedEvent(rec, generation, s.cfg.Clock.Now(), res.ContinueAsNew.Input, h.drain())...)
-		if err := s.persistJournal(ctx, rec, buffered); err != nil {
+		if err := s.persistJournal(ctx, h, buffered); err != nil {
 			rerr = &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "retryable", Message: "journal: " + err.Error()}
 			break
 		}
@@ -578,12 +578,20 @@ func journalKey(generation, seq int) string {
 
 // persistJournal makes journal events durable before the program uses their results (architecture:
 // "a completed step is recorded before its result is used"). It writes only while this process
-// holds the attempt's lease.
-func (s *Service) persistJournal(ctx context.Context, rec invocation.Record, events []invocation.Event) error {
-	return s.cfg.Store.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
-		_, _, err := tx.Append(rec.TenantID, rec.ID, events, store.AppendOptions{RequireLease: s.leaseOwner(rec)})
+// holds the attempt's lease. The projection its previous write left is the Append's Expect, so a
+// run whose log nobody else touched meanwhile skips reading and decoding the stored record.
+func (s *Service) persistJournal(ctx context.Context, h *host, events []invocation.Event) error {
+	rec, known := h.written()
+	var out invocation.Record
+	err := s.cfg.Store.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
+		var err error
+		out, _, err = tx.Append(rec.TenantID, rec.ID, events, store.AppendOptions{RequireLease: s.leaseOwner(rec), Expect: &known})
 		return err
 	})
+	if err == nil {
+		h.wrote(out)
+	}
+	return err
 }
 
 func toMap(v any) map[string]any {

@@ -213,6 +213,7 @@ func (t *tx) Append(tenantID, invocationID string, events []invocation.Event, op
 		return r, nil, fmt.Errorf("invocation %s: %w", invocationID, store.ErrLeaseLost)
 	}
 	var appended []invocation.Event
+	advances := true // every appended event changes nothing but last_seq and updated_at
 	for _, e := range events {
 		e.InvocationID = invocationID
 		e.Seq = r.LastSeq + 1
@@ -235,15 +236,37 @@ func (t *tx) Append(tenantID, invocationID string, events []invocation.Event, op
 		if !inserted {
 			continue // already in the log (003 §1.3): a no-op
 		}
+		advances = advances && invocation.OnlyAdvances(r, e)
 		r = next
 		appended = append(appended, e)
 	}
-	if len(appended) > 0 || opt.Schedule != nil {
-		if err := t.writeRecord(r, false, opt.Schedule); err != nil {
-			return r, nil, err
-		}
+	var err error
+	switch {
+	case len(appended) > 0 && advances && opt.Schedule == nil:
+		err = t.advanceRecord(r)
+	case len(appended) > 0 || opt.Schedule != nil:
+		err = t.writeRecord(r, false, opt.Schedule)
+	}
+	if err != nil {
+		return r, nil, err
 	}
 	return r, appended, nil
+}
+
+// advanceRecord stores r after appends that moved only its last_seq and updated_at
+// (invocation.OnlyAdvances: journal entries, step and log timeline entries, the bulk of a workflow's
+// writes). It sets the two columns and patches the same two fields of the stored JSON in place,
+// rather than re-encoding the whole record and rewriting the status column (and so its indexes).
+// json_set is SQLite's; PostgreSQL's equivalent is jsonb_set.
+func (t *tx) advanceRecord(r invocation.Record) error {
+	at, err := r.UpdatedAt.MarshalText() // the text encoding/json gives the field
+	if err != nil {
+		return err
+	}
+	_, err = t.t.ExecContext(bg, `UPDATE invocations SET last_seq = ?, updated_at = ?,
+		record = json_set(record, '$.last_seq', ?, '$.updated_at', ?) WHERE id = ?`,
+		r.LastSeq, ts(r.UpdatedAt), r.LastSeq, string(at), r.ID)
+	return err
 }
 
 func jsonUnmarshal(doc string, v any) error { return json.Unmarshal([]byte(doc), v) }

@@ -68,7 +68,7 @@ func OpenSQLite(ctx context.Context, path string, o Options) (*Store, error) {
 	}
 	base := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=busy_timeout(10000)" +
 		"&_pragma=synchronous(" + syncMode + ")"
-	w, err := sql.Open("sqlite", base+"&_txlock=immediate")
+	w, err := sql.Open("sqlite", base+"&_txlock=immediate&_pragma=temp_store(MEMORY)")
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -206,4 +207,78 @@ func testStartAndConditionalAppend(t *testing.T, s store.Store) {
 		return err
 	})
 	require.Error(t, err, "the first event must be created")
+}
+
+// testInformationalAppend: appends that only advance the projection (timeline and journal events;
+// a store may write just last_seq and updated_at for them) leave a stored record equal to the one
+// Append returned, byte for byte in its JSON fields, and to the one rebuilt from the log; a status
+// change after them is applied in full.
+func testInformationalAppend(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	first := NewInvocationEvent("inv_i", "acme", "ep_1", t0)
+	var init invocation.Record
+	require.NoError(t, json.Unmarshal(first.Data, &init))
+	init.Params = json.RawMessage(`{"html":"<b>&amp;</b>","u":"é ☃ \u2028 \ud83d\ude00","big":123456789012345678901234567890,` +
+		`"f":1.5e300,"neg":-0.0,"nested":{"a":[1,2,{"b":null}],"e":{}},"esc":"line\nbreak \"q\" \\ \/"}`)
+	first.Data, _ = json.Marshal(init)
+	var rec invocation.Record
+	update(t, s, func(tx store.Tx) error {
+		var err error
+		rec, err = tx.StartInvocation([]invocation.Event{first, ev("inv_i", invocation.EventStarted, "", "", t0.Add(time.Millisecond))}, store.Scheduling{})
+		return err
+	})
+	for i := 1; i <= 3; i++ {
+		at := t0.Add(time.Duration(i)*time.Second + 789*time.Nanosecond) // finer than the store's timestamp columns
+		update(t, s, func(tx store.Tx) error {
+			var err error
+			var appended []invocation.Event
+			rec, appended, err = tx.Append("acme", "inv_i", []invocation.Event{
+				ev("inv_i", invocation.EventStepStarted, fmt.Sprint("started-", i), `{"step":"s"}`, at),
+				ev("inv_i", invocation.EventJournal, fmt.Sprint("journal-", i), `{"seq":1,"result":"<ok>"}`, at),
+			}, store.AppendOptions{})
+			require.Len(t, appended, 2)
+			return err
+		})
+		require.Equal(t, int64(2+2*i), rec.LastSeq)
+		require.Equal(t, at, rec.UpdatedAt)
+		stored, err := s.Invocation(ctx, "acme", "inv_i")
+		require.NoError(t, err)
+		require.Equal(t, rec, stored)
+	}
+	// An event that is not a status change but still changes the projection is applied in full.
+	update(t, s, func(tx store.Tx) error {
+		var err error
+		rec, _, err = tx.Append("acme", "inv_i", []invocation.Event{
+			ev("inv_i", invocation.EventLog, "rotate", `{"message":"rotate"}`, t0.Add(time.Minute)),
+			ev("inv_i", invocation.EventContinuedAsNew, "", `{"generation":1}`, t0.Add(time.Minute)),
+		}, store.AppendOptions{})
+		return err
+	})
+	require.Equal(t, 1, rec.Generation)
+	stored, err := s.Invocation(ctx, "acme", "inv_i")
+	require.NoError(t, err)
+	require.Equal(t, rec, stored)
+	update(t, s, func(tx store.Tx) error {
+		var err error
+		rec, _, err = tx.Append("acme", "inv_i", []invocation.Event{
+			ev("inv_i", invocation.EventLog, "before", `{"message":"done"}`, t0.Add(time.Minute)),
+			ev("inv_i", invocation.EventSucceeded, "", `{"result":{"ok":true}}`, t0.Add(time.Minute)),
+		}, store.AppendOptions{})
+		return err
+	})
+	require.Equal(t, invocation.StatusSucceeded, rec.Status)
+	stored, err = s.Invocation(ctx, "acme", "inv_i")
+	require.NoError(t, err)
+	require.Equal(t, rec, stored)
+	evs, err := s.Events(ctx, "acme", "inv_i", 0, 100)
+	require.NoError(t, err)
+	rebuilt, err := invocation.Rebuild(evs)
+	require.NoError(t, err)
+	rebuilt.Params, stored.Params = nil, nil // the created event's Data keeps the params as written
+	rebuilt.UpdatedAt, stored.UpdatedAt = time.Time{}, time.Time{}
+	require.Equal(t, stored, rebuilt)
+	page, err := s.ListInvocations(ctx, "acme", store.ListQuery{Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, page.Items, 1)
+	require.Equal(t, rec.LastSeq, page.Items[0].LastSeq)
 }

@@ -51,6 +51,7 @@ func Run(t *testing.T, f Factory) {
 		"ResponseCache":             testResponseCache,
 		"ListInvocations":           testListInvocations,
 		"StartAndConditionalAppend": testStartAndConditionalAppend,
+		"InformationalAppend":       testInformationalAppend,
 		"Events":                    testEvents,
 		"EventWaits":                testEventWaits,
 	}

@@ -1,0 +1,103 @@
+package invoke_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/larkrun/lark/internal/invocation"
+	"github.com/larkrun/lark/internal/invoke"
+	"github.com/larkrun/lark/internal/store"
+)
+
+// journalSpy watches the journal writes of workflow runs: whether each one's Expect was the stored
+// projection (the store's fast path), and, once, appends a foreign event just ahead of one, as a
+// concurrent writer would.
+type journalSpy struct {
+	store.Store
+	mu        sync.Mutex
+	writes    int
+	current   []bool // per journal write: Expect matched the stored last_seq
+	interpose int    // the journal write (1-based) ahead of which a foreign event is appended
+}
+
+func (s *journalSpy) Update(ctx context.Context, fn func(store.Tx) error) error {
+	return s.Store.Update(ctx, func(tx store.Tx) error { return fn(spyTx{tx, s}) })
+}
+
+type spyTx struct {
+	store.Tx
+	s *journalSpy
+}
+
+func (t spyTx) Append(tenantID, id string, events []invocation.Event, opt store.AppendOptions) (invocation.Record, []invocation.Event, error) {
+	journal := false
+	for _, e := range events {
+		journal = journal || e.Type == invocation.EventJournal
+	}
+	if journal {
+		t.s.mu.Lock()
+		t.s.writes++
+		n := t.s.writes
+		t.s.mu.Unlock()
+		if n == t.s.interpose {
+			foreign := invocation.Event{Type: invocation.EventLog, Data: []byte(`{"message":"concurrent"}`), At: time.Now(),
+				EngineAttempt: 1, LogicalAttempt: 1, IdempotencyKey: "foreign"}
+			if _, _, err := t.Tx.Append(tenantID, id, []invocation.Event{foreign}, store.AppendOptions{}); err != nil {
+				return invocation.Record{}, nil, err
+			}
+		}
+		cur, err := t.Tx.Invocation(tenantID, id)
+		if err != nil {
+			return cur, nil, err
+		}
+		t.s.mu.Lock()
+		t.s.current = append(t.s.current, opt.Expect != nil && opt.Expect.LastSeq == cur.LastSeq)
+		t.s.mu.Unlock()
+	}
+	return t.Tx.Append(tenantID, id, events, opt)
+}
+
+// TestJournalWritesExpectTheirProjection: with checkpointing automatic, each journal write passes
+// the projection the previous write left (the claim's record for the first, and again after a
+// park and resume), so the store skips reading and decoding the record; a write that something
+// else got ahead of falls back to the stored projection, and the next one is current again.
+func TestJournalWritesExpectTheirProjection(t *testing.T) {
+	e := newEnv(t)
+	spy := &journalSpy{Store: e.store, interpose: 3}
+	e.svc.Close()
+	e.cfg.Store = spy
+	e.svc = invoke.NewService(e.cfg)
+	e.workflow("expect", `
+def s(ctx, input):
+    return input
+
+def main(ctx, input):
+    r_run_step_v1("a", s, 1)
+    r_run_step_v1("b", s, 2)
+    r_run_step_v1("c", s, 3)
+    r_run_step_v1("d", s, 4)
+    r_sleep(60000)
+    r_run_step_v1("e", s, 5)
+    return {"ok": True}
+`)
+	st, err := e.start(bob, invoke.StartRequest{EntrypointID: wfPrefix + "expect.v1~"}, invoke.StartOptions{})
+	require.NoError(t, err)
+	require.Equal(t, 1, e.drain())
+	e.clock.Advance(time.Minute)
+	require.Equal(t, 1, e.drain())
+	r, err := e.svc.Get(context.Background(), bob, st.Record.ID)
+	require.NoError(t, err)
+	require.Equal(t, invocation.StatusSucceeded, r.Status, r.Error)
+	// a, b, c (behind the foreign event), d, the sleep's timer entry, then e after the resume.
+	require.Equal(t, []bool{true, true, false, true, true, true}, spy.current)
+	_, evs, err := e.svc.Events(context.Background(), bob, st.Record.ID)
+	require.NoError(t, err)
+	require.Equal(t, r.LastSeq, evs[len(evs)-1].Seq, "the projection followed the log")
+	stored, err := e.store.Invocation(context.Background(), "acme", st.Record.ID)
+	require.NoError(t, err)
+	require.Equal(t, r, stored)
+}
