@@ -184,10 +184,7 @@ func (r *Runner) Async(ctx context.Context) Scenario {
 	} else {
 		a.BurnDownS, a.DrainS = done.Sub(first).Seconds(), max(done.Sub(submitted).Seconds(), 0)
 		s.Throughput = float64(res.Requests) / a.BurnDownS
-		vctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		bad, err := l.api.listInvocations(vctx, l.token, "status ne 'succeeded'", 5)
-		cancel()
-		if err != nil {
+		if bad, err := r.notSucceeded(ctx, l); err != nil {
 			s = failed(s, fmt.Errorf("check outcomes: %w", err))
 		} else if len(bad) > 0 {
 			a.NotSucceeded = len(bad)
