@@ -42,25 +42,37 @@ func (s *workflowStep) CallInternal(thread *starlark.Thread, args starlark.Tuple
 	return runStep(thread, "r_step_v1", s.name, s.fn, input, exitOnError)
 }
 
+// stepArgs binds the arguments of r_step_v1 and r_run_step_v1 and checks the two they share: a
+// non-empty step name (parameter nameParam) and a callable fn.
+func stepArgs(b *starlark.Builtin, nameParam string, args starlark.Tuple, kwargs []starlark.Tuple) ([]starlark.Value, string, starlark.Callable, error) {
+	name := b.Name()
+	vals, err := bindArgs(name, args, kwargs)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	stepName, ok := vals[0].(starlark.String)
+	if !ok || stepName == "" {
+		return nil, "", nil, errorf(name, "%s must be a non-empty string, not %s", nameParam, vals[0].Type())
+	}
+	fn, ok := vals[1].(starlark.Callable)
+	if !ok {
+		return nil, "", nil, errorf(name, "fn must be callable, not %s", vals[1].Type())
+	}
+	return vals, string(stepName), fn, nil
+}
+
 // wfStep implements r_step_v1(name, fn, compensate_fn=None): it registers
 // the step under its name (a later registration of the same name wins)
 // and returns the step object.
 func wfStep(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	name := b.Name()
-	vals, err := bindArgs(name, args, kwargs)
+	vals, stepName, fn, err := stepArgs(b, "name", args, kwargs)
 	if err != nil {
 		return nil, err
 	}
-	stepName, ok := vals[0].(starlark.String)
-	if !ok || stepName == "" {
-		return nil, errorf(name, "name must be a non-empty string, not %s", vals[0].Type())
-	}
-	fn, ok := vals[1].(starlark.Callable)
-	if !ok {
-		return nil, errorf(name, "fn must be callable, not %s", vals[1].Type())
-	}
-	s := &workflowStep{name: string(stepName), fn: fn}
+	s := &workflowStep{name: stepName, fn: fn}
 	if given(vals[2]) {
+		var ok bool
 		if s.comp, ok = vals[2].(starlark.Callable); !ok {
 			return nil, errorf(name, "compensate_fn must be callable or None, not %s", vals[2].Type())
 		}
@@ -74,23 +86,15 @@ func wfStep(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, k
 // wfRunStep implements r_run_step_v1(step_name, fn, input, exit_on_error=True).
 func wfRunStep(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	name := b.Name()
-	vals, err := bindArgs(name, args, kwargs)
+	vals, stepName, fn, err := stepArgs(b, "step_name", args, kwargs)
 	if err != nil {
 		return nil, err
-	}
-	stepName, ok := vals[0].(starlark.String)
-	if !ok || stepName == "" {
-		return nil, errorf(name, "step_name must be a non-empty string, not %s", vals[0].Type())
-	}
-	fn, ok := vals[1].(starlark.Callable)
-	if !ok {
-		return nil, errorf(name, "fn must be callable, not %s", vals[1].Type())
 	}
 	exitOnError, err := boolArg(name, "exit_on_error", vals[3])
 	if err != nil {
 		return nil, err
 	}
-	return runStep(thread, name, string(stepName), fn, vals[2], exitOnError)
+	return runStep(thread, name, stepName, fn, vals[2], exitOnError)
 }
 
 // runStep runs or replays a step: with a Done journal entry at its
