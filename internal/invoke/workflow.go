@@ -193,8 +193,8 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 		strategy = d.Traits.Workflow.Checkpointing.Strategy
 	}
 	var buffered []invocation.Event
-	durable := len(journal)  // journal positions already durable (the checkpointed state)
-	journalBytes := wj.bytes // the encoded size of the current journal
+	checkpointed := len(journal) // journal positions already durable (the checkpointed state)
+	journalBytes := wj.bytes     // the encoded size of the current journal
 	generation := wj.generation
 	var res sandbox.WorkflowResult
 	var rerr *sandbox.Error
@@ -241,7 +241,7 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 			yield(final, err)
 			return sandbox.Resolution{}, false // recorded (or lost the lease): nothing more to write
 		}
-		durable = p.Seq + 1
+		checkpointed = p.Seq + 1
 		s.untrack(rec.ID)
 		yield(final, nil)
 		next, ok := s.awaitHandover(lr, rec.ID)
@@ -273,7 +273,7 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 			if err := s.persistJournal(ctx, h, buffered); err != nil {
 				return err
 			}
-			buffered, durable = nil, j.Seq+1
+			buffered, checkpointed = nil, j.Seq+1
 		}
 		return nil
 	}
@@ -305,7 +305,7 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 			break
 		}
 		journal, recorded, children, buffered, input, res = nil, map[int]time.Time{}, map[int]string{}, nil, res.ContinueAsNew.Input, sandbox.WorkflowResult{}
-		durable, journalBytes, now = 0, 0, s.cfg.Clock.Now()
+		checkpointed, journalBytes, now = 0, 0, s.cfg.Clock.Now()
 	}
 	if !open {
 		return // the suspension was recorded, and the live wait ended without a handover
@@ -327,7 +327,7 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 	}
 	if rerr != nil && !shouldRetry(d, rec.Attempt, rerr) && d.Traits.Workflow != nil && d.Traits.Workflow.Compensation.OnFailure != nil {
 		all := append(journal, res.New...)
-		park = s.failureHandler(ctx, rec, *d.Traits.Workflow.Compensation.OnFailure, rerr, all, all[:min(durable, len(all))], h)
+		park = s.failureHandler(ctx, rec, *d.Traits.Workflow.Compensation.OnFailure, rerr, all, all[:min(checkpointed, len(all))], h)
 	}
 	if waited && (park == nil || park.wait == nil) {
 		// The workflow no longer waits for an event: its registered waits go with this outcome.
@@ -478,7 +478,7 @@ func (s *Service) failureHandler(ctx context.Context, rec invocation.Record, han
 }
 
 // compensationContext is 000's CompensationContext for an on_failure or on_cancel handler of
-// workflow rec, whose checkpointed (durable) journal entries are checkpointed.
+// workflow rec; checkpointed are its durable journal entries (the state a crash would keep).
 func (s *Service) compensationContext(rec invocation.Record, trigger, failedStep string, checkpointed []sandbox.JournalEntry) map[string]any {
 	var input any
 	_ = decodeJSON(rec.Params, &input)
