@@ -101,6 +101,8 @@ func (s *Server) Handler() http.Handler {
 		r.Post("/tenants/{tenant_id}/serverless-runtime:disable", s.disableTenant)
 		r.Get("/tenants/{tenant_id}/serverless-runtime", s.getTenant)
 		r.Patch("/tenants/{tenant_id}/serverless-runtime", s.patchTenant)
+		r.Get("/tenants/{tenant_id}/runtime-policy", s.getTenant)
+		r.Put("/tenants/{tenant_id}/runtime-policy", s.putTenantPolicy)
 
 		r.Post("/entrypoints", s.registerEntrypoint)
 		r.Post("/entrypoints:validate", s.validateEntrypoint)

@@ -106,6 +106,16 @@ func (s *Server) patchTenant(w http.ResponseWriter, r *http.Request) {
 	s.respond(w, r, http.StatusOK, p, err)
 }
 
+func (s *Server) putTenantPolicy(w http.ResponseWriter, r *http.Request) {
+	body, err := readBody(r)
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	p, err := s.cfg.Tenants.Replace(r.Context(), security(r), chi.URLParam(r, "tenant_id"), body)
+	s.respond(w, r, http.StatusOK, p, err)
+}
+
 // --- entrypoints ---
 
 func withWarnings(m map[string]any, warnings []registry.Finding) map[string]any {

@@ -657,9 +657,15 @@ func TestInvocations(t *testing.T) {
 			}
 			require.NotNil(t, issueAt(r, "$.params.invoice_id"), "%s", r)
 
-			// 4. quota: one queued invocation with max_concurrent_executions 1.
+			// 4. quota: one running invocation with max_concurrent_executions 1 (the dispatcher is
+			// not running: a claim makes the queued invocation run, and its job is never run).
 			queued := invAsync(t, e, adm, taxV1, params, nil)
 			e.expect(t, http.StatusOK, http.MethodPatch, tenantPath("acme"), operator, obj{"quotas": obj{"max_concurrent_executions": 1}})
+			_, r = invCall(t, e, adm, http.StatusOK, dry(taxV1, params), nil)
+			require.Equal(t, true, r.Body["dry_run"], "queued work holds no slot")
+			jobs, err := e.srv.Invoke.Claim(context.Background(), 4)
+			require.NoError(t, err)
+			require.Len(t, jobs, 1)
 			r = e.expectProblem(t, http.StatusTooManyRequests, "quota_exceeded", http.MethodPost, invPath, adm, dry(taxV1, params))
 			require.NotEmpty(t, r.Header.Get("Retry-After"), "%s", r)
 			// The earlier checks still win over the quota.
@@ -710,7 +716,9 @@ func TestInvocations(t *testing.T) {
 		t.Run("100 parallel identical starts make one invocation", func(t *testing.T) {
 			e.enable(t, "race", obj{"governance": obj{"allowed_outbound_domains": []string{"*"}}})
 			tok := e.token(t, "race", "admin", "admin")
-			e.registerActive(t, tok, fn(t, taxV1))
+			// Without its rate limit: 100 requests at once would exceed its burst of 20 before the
+			// first one is stored (TestRateLimits covers limits; a replay gives its permit back).
+			e.registerActive(t, tok, fn(t, taxV1, func(b obj) { delete(b["traits"].(obj), "rate_limit") }))
 			const n = 100
 			var mu sync.Mutex
 			seen := map[string]int{}

@@ -424,7 +424,7 @@ func BenchmarkAsyncBurnDown(b *testing.B) {
 	// Done when nothing is queued or leased any more: NextDue is two indexed min() lookups, cheap
 	// enough to poll (a count over the in-flight index would compete for the CPUs).
 	for {
-		due, err := r.store.NextDue(ctx)
+		due, err := r.store.NextDue(ctx, time.Time{})
 		require.NoError(b, err)
 		if due == nil {
 			break

@@ -398,10 +398,17 @@ func (s *Service) Claim(ctx context.Context, limit int) ([]Job, error) {
 	err := s.cfg.Store.Update(ctx, func(tx store.Tx) error {
 		list = list[:0]
 		now := s.cfg.Clock.Now()
-		rs, err := tx.Runnable(now, limit)
+		// Work whose runner died first (it already holds its tenant's slot), then queued work, tenant
+		// by tenant in deficit round-robin order within each tenant's concurrency limits.
+		rs, err := tx.ExpiredLeases(now, limit)
 		if err != nil {
 			return err
 		}
+		q := &claimQueue{s: s, tx: tx, now: now, limit: limit - len(rs), tenants: map[string]*tenantQueue{}}
+		if _, err := s.fair.Claim(q, q.limit); err != nil {
+			return err
+		}
+		rs = append(rs, q.picks...)
 		for _, r := range rs {
 			rec, err := tx.Invocation(r.TenantID, r.InvocationID)
 			if err != nil {
@@ -473,8 +480,12 @@ func (s *Service) Claim(ctx context.Context, limit int) ([]Job, error) {
 	return jobs, nil
 }
 
-// NextDue is when the next queued work or lease expiry falls due.
-func (s *Service) NextDue(ctx context.Context) (*time.Time, error) { return s.cfg.Store.NextDue(ctx) }
+// NextDue is when queued work or a lease expiry next falls due after now. Work already due that a
+// claim left queued is held back by a concurrency limit: the end of a running invocation (which
+// wakes the dispatcher) frees its slot.
+func (s *Service) NextDue(ctx context.Context) (*time.Time, error) {
+	return s.cfg.Store.NextDue(ctx, s.cfg.Clock.Now())
+}
 
 // Purge deletes expired idempotency keys and cache entries.
 func (s *Service) Purge(ctx context.Context) error {

@@ -25,6 +25,7 @@ import (
 	"github.com/larkrun/lark/internal/clock"
 	"github.com/larkrun/lark/internal/egress"
 	"github.com/larkrun/lark/internal/entrypoint"
+	"github.com/larkrun/lark/internal/fairness"
 	"github.com/larkrun/lark/internal/gts"
 	"github.com/larkrun/lark/internal/idgen"
 	"github.com/larkrun/lark/internal/invocation"
@@ -80,6 +81,8 @@ type Service struct {
 	live      map[string]*liveRun           // suspended workflow executions waiting in memory
 	closing   chan struct{}                 // closed by Close
 	closeOnce sync.Once
+	fair      *fairness.Scheduler // whose queued work Claim takes next
+	policies  policyCache         // tenants' weights and quotas for Claim
 }
 
 // NewService returns a Service.
@@ -115,7 +118,7 @@ func NewService(cfg Config) *Service {
 		cfg.MaxLive = 1000
 	}
 	return &Service{cfg: cfg, running: map[string]context.CancelFunc{}, workflows: map[string]*sandbox.Program{},
-		live: map[string]*liveRun{}, closing: make(chan struct{})}
+		live: map[string]*liveRun{}, closing: make(chan struct{}), fair: fairness.New()}
 }
 
 // Close ends the workflow executions waiting in memory (their invocations are suspended, durably;
@@ -179,6 +182,7 @@ type definition struct {
 			TimeoutSeconds int64   `json:"timeout_seconds"`
 			MemoryMB       int64   `json:"memory_mb"`
 			CPU            float64 `json:"cpu"`
+			MaxConcurrent  int64   `json:"max_concurrent"`
 		} `json:"limits"`
 		Retry struct {
 			MaxAttempts        int      `json:"max_attempts"`
@@ -518,9 +522,9 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 	if correlation == "" {
 		correlation = s.cfg.IDs.New("corr")
 	}
-	// 4. Tenant quota.
+	// 4. Tenant quota: at capacity when as many invocations run as max_concurrent_executions allows.
 	if max := policy.Quotas.MaxConcurrentExecutions; max != nil {
-		n, err := s.cfg.Store.CountTenantInFlight(ctx, sc.TenantID)
+		n, err := s.cfg.Store.CountTenantRunning(ctx, sc.TenantID)
 		if err != nil {
 			return out, problem.Internal(err)
 		}
@@ -588,7 +592,7 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 			}
 		}
 		if max := policy.Quotas.MaxConcurrentExecutions; max != nil {
-			n, err := tx.CountTenantInFlight(sc.TenantID)
+			n, err := tx.CountTenantRunning(sc.TenantID)
 			if err != nil {
 				return err
 			}
@@ -631,6 +635,7 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 	}
 	// Sync: run now, on this request's goroutine. The caller going away does not cancel accepted work.
 	final, err := s.execute(context.WithoutCancel(ctx), created, e, d)
+	s.cfg.Wake() // its slot is free: queued work held back by a concurrency limit may run
 	if err != nil {
 		return out, problem.Internal(err)
 	}
@@ -661,7 +666,7 @@ func (s *Service) rateLimit(tenantID, entrypointID string, d definition, now tim
 }
 
 func quotaExceeded(tenantID string, max int64) *problem.Error {
-	pe := problem.New(problem.TypeQuotaExceeded, "tenant %s has %d executions in flight, its max_concurrent_executions quota", tenantID, max).
+	pe := problem.New(problem.TypeQuotaExceeded, "tenant %s has %d executions running, its max_concurrent_executions quota", tenantID, max).
 		With("quota", "max_concurrent_executions")
 	pe.RetryAfter = 1
 	return pe

@@ -31,7 +31,7 @@ import (
 const fnPrefix = "gts.x.core.serverless.entrypoint.v1~x.core.serverless.function.v1~vendor.app.billing."
 
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	store store.Store
 	clock *clock.Fake
 	reg   *registry.Service
@@ -46,7 +46,7 @@ var (
 	bob        = auth.SecurityContext{TenantID: "acme", SubjectID: "bob", Roles: []auth.Role{auth.RoleOperator}}
 )
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	st, err := sqlstore.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "i.db"), sqlstore.Options{})
 	require.NoError(t, err)
@@ -78,6 +78,12 @@ func (e *env) reconfigure(mutate func(*invoke.Config)) {
 // fn registers and activates a function; mutate edits the registration body.
 func (e *env) fn(name, source string, mutate func(map[string]any)) entrypoint.Entrypoint {
 	e.t.Helper()
+	return e.fnAs(dev, name, source, mutate)
+}
+
+// fnAs is fn for the tenant and subject of sc.
+func (e *env) fnAs(sc auth.SecurityContext, name, source string, mutate func(map[string]any)) entrypoint.Entrypoint {
+	e.t.Helper()
 	body := map[string]any{
 		"entrypoint_id": fnPrefix + name + ".v1~", "title": name, "owner": map[string]any{"owner_type": "tenant"},
 		"schema": map[string]any{"params": map[string]any{"type": "object"}},
@@ -95,9 +101,9 @@ func (e *env) fn(name, source string, mutate func(map[string]any)) entrypoint.En
 	dec := json.NewDecoder(strings.NewReader(string(b)))
 	dec.UseNumber()
 	require.NoError(e.t, dec.Decode(&m))
-	ep, _, err := e.reg.Register(context.Background(), dev, m)
+	ep, _, err := e.reg.Register(context.Background(), sc, m)
 	require.NoError(e.t, err)
-	ep, err = e.reg.ChangeStatus(context.Background(), dev, ep.ID, registry.StatusRequest{Action: entrypoint.ActionActivate})
+	ep, err = e.reg.ChangeStatus(context.Background(), sc, ep.ID, registry.StatusRequest{Action: entrypoint.ActionActivate})
 	require.NoError(e.t, err)
 	return ep
 }
@@ -212,12 +218,12 @@ func TestRetriesWithBackoff(t *testing.T) {
 	require.Equal(t, invocation.StatusQueued, r.Status, "retry scheduled")
 	require.Equal(t, 2, r.Attempt)
 	require.Zero(t, e.drain(), "not before the backoff")
-	due, err := e.store.NextDue(context.Background())
+	due, err := e.store.NextDue(context.Background(), time.Time{})
 	require.NoError(t, err)
 	require.Equal(t, e.clock.Now().Add(time.Second), *due, "first delay = initial_delay_ms")
 	e.clock.Advance(time.Second)
 	require.Equal(t, 1, e.drain())
-	due, _ = e.store.NextDue(context.Background())
+	due, _ = e.store.NextDue(context.Background(), time.Time{})
 	require.Equal(t, e.clock.Now().Add(1500*time.Millisecond), *due, "second delay 2000 ms capped at max_delay_ms")
 	e.clock.Advance(1500 * time.Millisecond)
 	require.Equal(t, 1, e.drain())
@@ -377,7 +383,12 @@ func TestDryRun(t *testing.T) {
 	_, err = e.start(bob, invoke.StartRequest{EntrypointID: fnPrefix + "calculate_tax.v1~", Mode: "async", Params: json.RawMessage(`{"amount": 1}`)}, invoke.StartOptions{})
 	require.NoError(t, err)
 	_, err = e.start(bob, invoke.StartRequest{EntrypointID: fnPrefix + "calculate_tax.v1~", Params: json.RawMessage(`{"amount": 1}`), DryRun: true}, invoke.StartOptions{})
-	require.Equal(t, problem.TypeQuotaExceeded, problem.From(err).Type)
+	require.NoError(t, err, "queued work is not running: it holds no slot")
+	jobs, err := e.svc.Claim(context.Background(), 4) // it runs now (the job is never run: it stays running)
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	_, err = e.start(bob, invoke.StartRequest{EntrypointID: fnPrefix + "calculate_tax.v1~", Params: json.RawMessage(`{"amount": 1}`), DryRun: true}, invoke.StartOptions{})
+	require.Equal(t, problem.TypeQuotaExceeded, problem.From(err).Type, "%v", err)
 }
 
 func TestCancelAndStateMachine(t *testing.T) {

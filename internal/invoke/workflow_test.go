@@ -88,7 +88,7 @@ def main(ctx, input):
 	require.Equal(t, invocation.StatusSuspended, r.Status, "parked on the timer")
 	require.Equal(t, map[string]int{"reserve": 1, "charge": 1}, c.snapshot())
 	require.Zero(t, e.drain(), "not before its time")
-	due, err := e.store.NextDue(context.Background())
+	due, err := e.store.NextDue(context.Background(), time.Time{})
 	require.NoError(t, err)
 	require.Equal(t, e.clock.Now().Add(time.Minute), *due)
 
@@ -441,7 +441,7 @@ func TestWorkflowMaxSuspension(t *testing.T) {
 	st, err := e.start(bob, invoke.StartRequest{EntrypointID: wfPrefix + "long_wait.v1~"}, invoke.StartOptions{})
 	require.NoError(t, err)
 	e.drain()
-	due, err := e.store.NextDue(context.Background())
+	due, err := e.store.NextDue(context.Background(), time.Time{})
 	require.NoError(t, err)
 	require.Equal(t, e.clock.Now().Add(24*time.Hour), *due, "woken at the suspension deadline, before the 2-day timer")
 	e.clock.Advance(24 * time.Hour)
@@ -513,7 +513,7 @@ def main(ctx, input):
 				return r
 			}
 			due := func() time.Duration {
-				d, err := e.store.NextDue(context.Background())
+				d, err := e.store.NextDue(context.Background(), time.Time{})
 				require.NoError(t, err)
 				require.NotNil(t, d)
 				return d.Sub(e.clock.Now())

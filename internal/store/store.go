@@ -95,8 +95,11 @@ type Reader interface {
 	ListInvocations(ctx context.Context, tenantID string, q ListQuery) (Page[invocation.Record], error)
 	// CountTenantInFlight counts a tenant's invocations that are queued, running, suspended or compensating.
 	CountTenantInFlight(ctx context.Context, tenantID string) (int64, error)
-	// NextDue is the earliest time queued work becomes runnable or a lease expires; nil when idle.
-	NextDue(ctx context.Context) (*time.Time, error)
+	// CountTenantRunning counts a tenant's running invocations (its concurrent executions).
+	CountTenantRunning(ctx context.Context, tenantID string) (int64, error)
+	// NextDue is the earliest time after after at which queued work becomes runnable or a lease
+	// expires; nil when nothing is scheduled later.
+	NextDue(ctx context.Context, after time.Time) (*time.Time, error)
 	// CachedInvocation returns the invocation stored under a response-cache key, if not expired.
 	CachedInvocation(ctx context.Context, key string, now time.Time) (tenantID, invocationID string, err error)
 	// Event reads one published event of a tenant.
@@ -140,11 +143,22 @@ type Tx interface {
 	Scheduling(tenantID, invocationID string) (Scheduling, error)
 	// SetScheduling replaces an invocation's queue state.
 	SetScheduling(tenantID, invocationID string, s Scheduling) error
-	// Runnable lists up to limit invocations that may be claimed at now: queued ones whose
-	// available_at has come, and ones whose lease has expired (their runner died), oldest first.
-	Runnable(now time.Time, limit int) ([]Runnable, error)
-	// CountTenantInFlight is Reader.CountTenantInFlight inside the transaction.
-	CountTenantInFlight(tenantID string) (int64, error)
+	// ExpiredLeases lists up to limit invocations whose lease ran out at now (their runner died),
+	// oldest expiry first.
+	ExpiredLeases(now time.Time, limit int) ([]Runnable, error)
+	// DueTenants lists up to limit tenants that have queued work due at now (available_at <= now),
+	// in tenant id order, starting after the tenant id after ("" = from the first).
+	DueTenants(after string, now time.Time, limit int) ([]string, error)
+	// DueEntrypoints lists the entrypoint versions (opaque refs) of a tenant that have queued work due
+	// at now.
+	DueEntrypoints(tenantID string, now time.Time) ([]string, error)
+	// DueWork lists up to limit of a tenant's queued invocations of one entrypoint version that are
+	// due at now, oldest available_at first.
+	DueWork(tenantID, entrypointRef string, now time.Time, limit int) ([]Runnable, error)
+	// RunningByEntrypoint counts a tenant's running invocations per entrypoint version.
+	RunningByEntrypoint(tenantID string) (map[string]int64, error)
+	// CountTenantRunning is Reader.CountTenantRunning inside the transaction.
+	CountTenantRunning(tenantID string) (int64, error)
 	// IdempotencyKey returns the live (unexpired at now) record of a key; ErrNotFound otherwise.
 	IdempotencyKey(tenantID, scope, key string, now time.Time) (IdempotencyRecord, error)
 	// PutIdempotencyKey stores a key, replacing an expired one.
@@ -204,8 +218,11 @@ type AppendOptions struct {
 
 // Runnable is a claimable queue entry.
 type Runnable struct {
-	TenantID     string
-	InvocationID string
+	TenantID      string
+	InvocationID  string
+	EntrypointRef string
+	// Due is when it became runnable (available_at, or the lease expiry of an expired lease).
+	Due time.Time
 	// Expired is set when the invocation was leased and the lease ran out: its runner died.
 	Expired bool
 }

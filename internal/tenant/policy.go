@@ -16,6 +16,7 @@ type Policy struct {
 	Policies    Governance  `json:"policies"`
 	Idempotency Idempotency `json:"idempotency"`
 	Defaults    Defaults    `json:"defaults"`
+	Fairness    Fairness    `json:"fairness"`
 	EnabledAt   *time.Time  `json:"enabled_at"`
 	DisabledAt  *time.Time  `json:"disabled_at"`
 	CreatedAt   time.Time   `json:"created_at"`
@@ -62,6 +63,27 @@ type Defaults struct {
 	CPU            float64 `json:"cpu"`
 }
 
+// Fairness is Lark's dispatch weight for the tenant (004 §5.1, the fairness_weight of its tenant
+// quotas): under contention the dispatcher gives each tenant with runnable work a share of claims
+// proportional to Weight. Only the platform operator sets it.
+type Fairness struct {
+	Weight float64 `json:"weight"`
+}
+
+// DefaultWeight is the fairness weight of a tenant that has not been given one.
+const DefaultWeight = 1.0
+
+// MaxWeight bounds fairness weights.
+const MaxWeight = 1000.0
+
+// DispatchWeight is the tenant's fairness weight (DefaultWeight when unset).
+func (p Policy) DispatchWeight() float64 {
+	if p.Fairness.Weight <= 0 {
+		return DefaultWeight
+	}
+	return p.Fairness.Weight
+}
+
 // New returns the default policy for a tenant (enabled=false until :enable).
 func New(tenantID string, now time.Time) Policy {
 	return Policy{
@@ -70,6 +92,7 @@ func New(tenantID string, now time.Time) Policy {
 		Policies:    Governance{AllowedRuntimes: []string{}, AllowedOutboundDomains: []string{}},
 		Idempotency: Idempotency{DeduplicationWindowSeconds: 86400},
 		Defaults:    Defaults{TimeoutSeconds: 30, MemoryMB: 128, CPU: 0.2},
+		Fairness:    Fairness{Weight: DefaultWeight},
 		CreatedAt:   now,
 		UpdatedAt:   now,
 	}

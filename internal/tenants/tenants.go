@@ -97,19 +97,20 @@ func (s *Service) Policy(ctx context.Context, sc auth.SecurityContext, tenantID 
 // Enable provisions (or re-enables) a tenant, applying body as a merge patch of quotas and
 // governance. Operator only.
 func (s *Service) Enable(ctx context.Context, sc auth.SecurityContext, tenantID string, body []byte) (tenant.Policy, error) {
-	return s.change(ctx, sc, tenantID, body, func(p *tenant.Policy, now time.Time) string {
+	return s.change(ctx, sc, tenantID, body, true, func(p tenant.Policy, _ bool, now time.Time) (tenant.Policy, string, error) {
+		p, err := patched(p, body)
 		p.Enabled, p.EnabledAt, p.DisabledAt = true, &now, nil
-		return audit.TenantEnabled
-	}, true)
+		return p, audit.TenantEnabled, err
+	})
 }
 
 // Disable turns the runtime off for a tenant: its definitions stay, but nothing may be invoked or
 // changed by its tokens until it is enabled again. Operator only.
 func (s *Service) Disable(ctx context.Context, sc auth.SecurityContext, tenantID string) (tenant.Policy, error) {
-	return s.change(ctx, sc, tenantID, nil, func(p *tenant.Policy, now time.Time) string {
+	return s.change(ctx, sc, tenantID, nil, false, func(p tenant.Policy, _ bool, now time.Time) (tenant.Policy, string, error) {
 		p.Enabled, p.DisabledAt = false, &now
-		return audit.TenantDisabled
-	}, false)
+		return p, audit.TenantDisabled, nil
+	})
 }
 
 // Patch applies a JSON merge patch (RFC 7396) to a tenant's policy. Operator only.
@@ -117,11 +118,76 @@ func (s *Service) Patch(ctx context.Context, sc auth.SecurityContext, tenantID s
 	if len(bytes.TrimSpace(body)) == 0 {
 		return tenant.Policy{}, problem.BadRequest("a JSON merge patch body is required")
 	}
-	return s.change(ctx, sc, tenantID, body, func(*tenant.Policy, time.Time) string { return audit.TenantPolicyUpdated }, false)
+	return s.change(ctx, sc, tenantID, body, false, func(p tenant.Policy, _ bool, _ time.Time) (tenant.Policy, string, error) {
+		p, err := applyPatch(p, body)
+		return p, audit.TenantPolicyUpdated, err
+	})
 }
 
-func (s *Service) change(ctx context.Context, sc auth.SecurityContext, tenantID string, body []byte,
-	mutate func(*tenant.Policy, time.Time) string, create bool) (tenant.Policy, error) {
+// readOnly are the policy members a PUT may carry (as read from GET) but never changes.
+var readOnly = []string{"created_at", "updated_at", "enabled_at", "disabled_at"}
+
+// Replace is PUT /tenants/{id}/runtime-policy (000): body is a whole TenantRuntimePolicy. Members it
+// leaves out take their defaults (a quota left out is no limit); tenant_id, enabled, quotas and
+// retention are required, tenant_id must name the path's tenant, and the timestamps are read-only.
+// It provisions a tenant that does not exist yet. Operator only.
+func (s *Service) Replace(ctx context.Context, sc auth.SecurityContext, tenantID string, body []byte) (tenant.Policy, error) {
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(body, &doc); err != nil || doc == nil {
+		return tenant.Policy{}, problem.BadRequest("the body must be a TenantRuntimePolicy JSON object")
+	}
+	var issues []problem.Issue
+	for _, k := range []string{"tenant_id", "enabled", "quotas", "retention"} {
+		if _, ok := doc[k]; !ok {
+			issues = append(issues, problem.Issue{Path: "$." + k, Code: "REQUIRED", Message: "'" + k + "' is required"})
+		}
+	}
+	var id string
+	if raw, ok := doc["tenant_id"]; ok && (json.Unmarshal(raw, &id) != nil || id != tenantID) {
+		issues = append(issues, problem.Issue{Path: "$.tenant_id", Code: "INVALID_VALUE", Message: "must be the tenant named in the path, " + tenantID})
+	}
+	var enabled bool
+	if raw, ok := doc["enabled"]; ok && json.Unmarshal(raw, &enabled) != nil {
+		issues = append(issues, problem.Issue{Path: "$.enabled", Code: "SCHEMA_MISMATCH", Message: "expected boolean"})
+	}
+	if len(issues) > 0 {
+		return tenant.Policy{}, problem.Validation("invalid tenant policy", issues)
+	}
+	delete(doc, "tenant_id")
+	delete(doc, "enabled")
+	for _, k := range readOnly {
+		delete(doc, k)
+	}
+	rest, _ := json.Marshal(doc)
+	return s.change(ctx, sc, tenantID, body, true, func(cur tenant.Policy, exists bool, now time.Time) (tenant.Policy, string, error) {
+		p, err := applyPatch(tenant.New(tenantID, now), rest)
+		if err != nil {
+			return p, "", err
+		}
+		p.CreatedAt, p.EnabledAt, p.DisabledAt, p.Enabled = cur.CreatedAt, cur.EnabledAt, cur.DisabledAt, enabled
+		switch {
+		case enabled && (!exists || !cur.Enabled):
+			p.EnabledAt, p.DisabledAt = &now, nil
+		case !enabled && exists && cur.Enabled:
+			p.DisabledAt = &now
+		}
+		return p, audit.TenantPolicyUpdated, nil
+	})
+}
+
+// patched applies body when there is one.
+func patched(p tenant.Policy, body []byte) (tenant.Policy, error) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return p, nil
+	}
+	return applyPatch(p, body)
+}
+
+// change runs build on the tenant's current policy (a new default policy when the tenant does not
+// exist and create is set; 404 otherwise), stores the result and appends one audit event of the type
+// build names, with body as its details. Operator only.
+func (s *Service) change(ctx context.Context, sc auth.SecurityContext, tenantID string, body []byte, create bool,
+	build func(cur tenant.Policy, exists bool, now time.Time) (tenant.Policy, string, error)) (tenant.Policy, error) {
 	if !sc.Operator {
 		if sc.TenantID != tenantID {
 			return tenant.Policy{}, problem.NotFound("tenant %s not found", tenantID)
@@ -137,23 +203,23 @@ func (s *Service) change(ctx context.Context, sc auth.SecurityContext, tenantID 
 	defer s.forget(tenantID)
 	err := s.store.Update(ctx, func(tx store.Tx) error {
 		now := s.clock.Now()
-		p, err := tx.Tenant(tenantID)
+		cur, err := tx.Tenant(tenantID)
+		exists := err == nil
 		if errors.Is(err, store.ErrNotFound) {
 			if !create {
 				perr = problem.NotFound("tenant %s not found", tenantID)
 				return perr
 			}
-			p, err = tenant.New(tenantID, now), nil
+			cur, err = tenant.New(tenantID, now), nil
 		}
 		if err != nil {
 			return err
 		}
-		if len(bytes.TrimSpace(body)) > 0 {
-			if p, perr = applyPatch(p, body); perr != nil {
-				return perr
-			}
+		p, typ, err := build(cur, exists, now)
+		if err != nil {
+			perr = err
+			return err
 		}
-		typ := mutate(&p, now)
 		p.UpdatedAt = now
 		if err := tx.PutTenant(p); err != nil {
 			return err
@@ -177,7 +243,7 @@ func (s *Service) change(ctx context.Context, sc auth.SecurityContext, tenantID 
 
 // patchable are the members a patch may touch; "governance" (001) is an alias of "policies".
 var patchable = map[string]bool{"quotas": true, "retention": true, "policies": true, "governance": true,
-	"idempotency": true, "defaults": true}
+	"idempotency": true, "defaults": true, "fairness": true}
 
 // applyPatch merges body into p (RFC 7396), maps 001's names onto 000's and validates the result.
 func applyPatch(p tenant.Policy, body []byte) (tenant.Policy, error) {
@@ -191,7 +257,7 @@ func applyPatch(p tenant.Policy, body []byte) (tenant.Policy, error) {
 	for k := range patch {
 		if !patchable[k] {
 			issues = append(issues, problem.Issue{Path: "$." + k, Code: "UNKNOWN_FIELD",
-				Message: fmt.Sprintf("'%s' cannot be set here (allowed: quotas, governance/policies, retention, idempotency, defaults)", k)})
+				Message: fmt.Sprintf("'%s' cannot be set here (allowed: quotas, governance/policies, retention, idempotency, defaults, fairness)", k)})
 		}
 	}
 	if q, ok := patch["quotas"].(map[string]any); ok {
@@ -307,7 +373,7 @@ func mergePatch(target any, patch any) any {
 // sectionKeys are the members each policy section accepts, taken from the policy types' JSON tags.
 var sectionKeys = map[string]map[string]bool{
 	"quotas": jsonKeys(tenant.Quotas{}), "retention": jsonKeys(tenant.Retention{}), "policies": jsonKeys(tenant.Governance{}),
-	"idempotency": jsonKeys(tenant.Idempotency{}), "defaults": jsonKeys(tenant.Defaults{}),
+	"idempotency": jsonKeys(tenant.Idempotency{}), "defaults": jsonKeys(tenant.Defaults{}), "fairness": jsonKeys(tenant.Fairness{}),
 }
 
 func jsonKeys(v any) map[string]bool {
@@ -356,6 +422,9 @@ func validate(p tenant.Policy) []problem.Issue {
 	minInt("$.defaults.memory_mb", &d.MemoryMB, 1)
 	if d.CPU < 0 {
 		out = append(out, problem.Issue{Path: "$.defaults.cpu", Code: "INVALID_VALUE", Message: "must not be negative"})
+	}
+	if w := p.Fairness.Weight; !(w > 0 && w <= tenant.MaxWeight) {
+		out = append(out, problem.Issue{Path: "$.fairness.weight", Code: "INVALID_VALUE", Message: fmt.Sprintf("must be greater than 0 and at most %g", tenant.MaxWeight)})
 	}
 	for i, a := range p.Policies.AllowedRuntimes {
 		if !adapterRE.MatchString(a) {

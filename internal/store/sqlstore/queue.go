@@ -46,36 +46,120 @@ func (t *tx) SetScheduling(tenantID, invocationID string, s store.Scheduling) er
 	return nil
 }
 
-// Runnable implements store.Tx.
-func (t *tx) Runnable(now time.Time, limit int) ([]store.Runnable, error) {
-	n := ts(now)
-	rows, err := t.t.QueryContext(bg, `SELECT tenant_id, id, 0, available_at FROM invocations WHERE available_at IS NOT NULL AND available_at <= ?
-		UNION ALL
-		SELECT tenant_id, id, 1, lease_expires_at FROM invocations WHERE lease_expires_at IS NOT NULL AND lease_expires_at <= ?
-		ORDER BY 4, 2 LIMIT ?`, n, n, limit)
+// ExpiredLeases implements store.Tx.
+func (t *tx) ExpiredLeases(now time.Time, limit int) ([]store.Runnable, error) {
+	rows, err := t.t.QueryContext(bg, `SELECT tenant_id, id, entrypoint_ref, lease_expires_at FROM invocations
+		WHERE lease_expires_at IS NOT NULL AND lease_expires_at <= ? ORDER BY lease_expires_at, id LIMIT ?`, ts(now), limit)
 	if err != nil {
 		return nil, err
 	}
+	out, err := scanRunnable(rows)
+	for i := range out {
+		out[i].Expired = true
+	}
+	return out, err
+}
+
+func scanRunnable(rows *sql.Rows) ([]store.Runnable, error) {
 	defer rows.Close()
 	var out []store.Runnable
 	for rows.Next() {
 		var r store.Runnable
-		var expired int
 		var due string
-		if err := rows.Scan(&r.TenantID, &r.InvocationID, &expired, &due); err != nil {
+		if err := rows.Scan(&r.TenantID, &r.InvocationID, &r.EntrypointRef, &due); err != nil {
 			return nil, err
 		}
-		r.Expired = expired == 1
+		var err error
+		if r.Due, err = parseTS(due); err != nil {
+			return nil, err
+		}
 		out = append(out, r)
 	}
 	return out, rows.Err()
 }
 
+func scanStrings(rows *sql.Rows) ([]string, error) {
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// DueTenants implements store.Tx: a skip-scan over invocations_queue_tenant (the next tenant id with
+// queued work, then that tenant's earliest available_at), so its cost follows the tenants walked,
+// not the rows queued. LIMIT inside the recursive CTE stops the walk early.
+func (t *tx) DueTenants(after string, now time.Time, limit int) ([]string, error) {
+	rows, err := t.t.QueryContext(bg, `WITH RECURSIVE walk(id) AS (
+		SELECT (SELECT min(tenant_id) FROM invocations INDEXED BY invocations_queue_tenant WHERE available_at IS NOT NULL AND tenant_id > ?1)
+		UNION ALL
+		SELECT (SELECT min(tenant_id) FROM invocations INDEXED BY invocations_queue_tenant WHERE available_at IS NOT NULL AND tenant_id > walk.id)
+		FROM walk WHERE walk.id IS NOT NULL
+	) SELECT id FROM walk WHERE id IS NOT NULL AND (SELECT min(available_at) FROM invocations INDEXED BY invocations_queue_tenant
+		WHERE tenant_id = walk.id AND available_at IS NOT NULL) <= ?2 LIMIT ?3`, after, ts(now), limit)
+	if err != nil {
+		return nil, err
+	}
+	return scanStrings(rows)
+}
+
+// DueEntrypoints implements store.Tx (a skip-scan over invocations_queue_entrypoint).
+func (t *tx) DueEntrypoints(tenantID string, now time.Time) ([]string, error) {
+	rows, err := t.t.QueryContext(bg, `WITH RECURSIVE walk(ref) AS (
+		SELECT min(entrypoint_ref) FROM invocations INDEXED BY invocations_queue_entrypoint WHERE tenant_id = ?1 AND available_at IS NOT NULL
+		UNION ALL
+		SELECT (SELECT min(entrypoint_ref) FROM invocations INDEXED BY invocations_queue_entrypoint
+			WHERE tenant_id = ?1 AND available_at IS NOT NULL AND entrypoint_ref > walk.ref) FROM walk WHERE walk.ref IS NOT NULL
+	) SELECT ref FROM walk WHERE ref IS NOT NULL AND (SELECT min(available_at) FROM invocations INDEXED BY invocations_queue_entrypoint
+		WHERE tenant_id = ?1 AND entrypoint_ref = walk.ref AND available_at IS NOT NULL) <= ?2`, tenantID, ts(now))
+	if err != nil {
+		return nil, err
+	}
+	return scanStrings(rows)
+}
+
+// DueWork implements store.Tx.
+func (t *tx) DueWork(tenantID, entrypointRef string, now time.Time, limit int) ([]store.Runnable, error) {
+	rows, err := t.t.QueryContext(bg, `SELECT tenant_id, id, entrypoint_ref, available_at FROM invocations INDEXED BY invocations_queue_entrypoint
+		WHERE tenant_id = ? AND entrypoint_ref = ? AND available_at IS NOT NULL AND available_at <= ? ORDER BY available_at LIMIT ?`,
+		tenantID, entrypointRef, ts(now), limit)
+	if err != nil {
+		return nil, err
+	}
+	return scanRunnable(rows)
+}
+
+// RunningByEntrypoint implements store.Tx.
+func (t *tx) RunningByEntrypoint(tenantID string) (map[string]int64, error) {
+	rows, err := t.t.QueryContext(bg, `SELECT entrypoint_ref, count(*) FROM invocations WHERE tenant_id = ? AND status = 'running'
+		GROUP BY entrypoint_ref`, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var ref string
+		var n int64
+		if err := rows.Scan(&ref, &n); err != nil {
+			return nil, err
+		}
+		out[ref] = n
+	}
+	return out, rows.Err()
+}
+
 // NextDue implements store.Reader.
-func (s *Store) NextDue(ctx context.Context) (*time.Time, error) {
+func (s *Store) NextDue(ctx context.Context, after time.Time) (*time.Time, error) {
 	var a, b sql.NullString
-	err := s.r.QueryRowContext(ctx, `SELECT (SELECT min(available_at) FROM invocations WHERE available_at IS NOT NULL),
-		(SELECT min(lease_expires_at) FROM invocations WHERE lease_expires_at IS NOT NULL)`).Scan(&a, &b)
+	at := ts(after)
+	err := s.r.QueryRowContext(ctx, `SELECT (SELECT min(available_at) FROM invocations WHERE available_at > ?),
+		(SELECT min(lease_expires_at) FROM invocations WHERE lease_expires_at > ?)`, at, at).Scan(&a, &b)
 	if err != nil {
 		return nil, err
 	}
@@ -95,10 +179,19 @@ func (s *Store) CountTenantInFlight(ctx context.Context, tenantID string) (int64
 	return n, err
 }
 
-// CountTenantInFlight implements store.Tx.
-func (t *tx) CountTenantInFlight(tenantID string) (int64, error) {
+const countRunning = "SELECT count(*) FROM invocations WHERE tenant_id = ? AND status = 'running'"
+
+// CountTenantRunning implements store.Reader.
+func (s *Store) CountTenantRunning(ctx context.Context, tenantID string) (int64, error) {
 	var n int64
-	err := t.t.QueryRowContext(bg, "SELECT count(*) FROM invocations WHERE tenant_id = ? AND status IN "+inFlightStatuses, tenantID).Scan(&n)
+	err := s.r.QueryRowContext(ctx, countRunning, tenantID).Scan(&n)
+	return n, err
+}
+
+// CountTenantRunning implements store.Tx.
+func (t *tx) CountTenantRunning(tenantID string) (int64, error) {
+	var n int64
+	err := t.t.QueryRowContext(bg, countRunning, tenantID).Scan(&n)
 	return n, err
 }
 

@@ -22,6 +22,9 @@ func scanTenant(row *sql.Row) (tenant.Policy, error) {
 		return p, notFound(err, "tenant")
 	}
 	err := json.Unmarshal([]byte(doc), &p)
+	if p.Fairness.Weight <= 0 {
+		p.Fairness.Weight = tenant.DefaultWeight // stored before fairness weights existed
+	}
 	return p, err
 }
 

@@ -30,32 +30,111 @@ func testQueueAndLeases(t *testing.T, s store.Store) {
 		}
 		return nil
 	})
-	next, err := s.NextDue(ctx)
+	next, err := s.NextDue(ctx, t0.Add(-time.Nanosecond))
 	require.NoError(t, err)
 	require.Equal(t, t0, *next)
-	update(t, s, func(tx store.Tx) error {
-		r, err := tx.Runnable(t0.Add(time.Second), 10)
+	next, err = s.NextDue(ctx, t0)
+	require.NoError(t, err)
+	require.Equal(t, t0.Add(time.Second), *next, "NextDue is strictly after its argument")
+	due := func(tx store.Tx, at time.Time) []string {
+		refs, err := tx.DueEntrypoints("acme", at)
 		require.NoError(t, err)
-		require.Equal(t, []store.Runnable{{TenantID: "acme", InvocationID: "inv_q0"}, {TenantID: "acme", InvocationID: "inv_q1"}}, r, "due work, oldest first; the future one waits")
+		var ids []string
+		for _, ref := range refs {
+			r, err := tx.DueWork("acme", ref, at, 10)
+			require.NoError(t, err)
+			for _, x := range r {
+				ids = append(ids, x.InvocationID)
+			}
+		}
+		return ids
+	}
+	update(t, s, func(tx store.Tx) error {
+		require.Equal(t, []string{"inv_q0", "inv_q1"}, due(tx, t0.Add(time.Second)), "due work, oldest first; the future one waits")
+		r, err := tx.DueWork("acme", "ep_1", t0.Add(time.Second), 10)
+		require.NoError(t, err)
+		require.Equal(t, []store.Runnable{{TenantID: "acme", InvocationID: "inv_q0", EntrypointRef: "ep_1", Due: t0},
+			{TenantID: "acme", InvocationID: "inv_q1", EntrypointRef: "ep_1", Due: t0.Add(time.Second)}}, r)
 		// Claim inv_q0: lease it.
 		require.NoError(t, tx.SetScheduling("acme", "inv_q0", store.Scheduling{LeaseOwner: "node-a", LeaseExpiresAt: ptr(t0.Add(30 * time.Second))}))
 		sc, err := tx.Scheduling("acme", "inv_q0")
 		require.NoError(t, err)
 		require.Equal(t, store.Scheduling{LeaseOwner: "node-a", LeaseExpiresAt: ptr(t0.Add(30 * time.Second))}, sc)
-		r, err = tx.Runnable(t0.Add(time.Second), 10)
+		require.Equal(t, []string{"inv_q1"}, due(tx, t0.Add(time.Second)), "a leased invocation is not runnable while its lease holds")
+		r, err = tx.DueWork("acme", "ep_1", t0.Add(31*time.Second), 1)
 		require.NoError(t, err)
-		require.Equal(t, []store.Runnable{{TenantID: "acme", InvocationID: "inv_q1"}}, r, "a leased invocation is not runnable while its lease holds")
-		r, err = tx.Runnable(t0.Add(31*time.Second), 1)
+		require.Len(t, r, 1, "limit respected")
+		r, err = tx.ExpiredLeases(t0.Add(29*time.Second), 10)
 		require.NoError(t, err)
-		require.Equal(t, []store.Runnable{{TenantID: "acme", InvocationID: "inv_q1"}}, r, "limit respected, oldest first")
-		r, err = tx.Runnable(t0.Add(31*time.Second), 10)
+		require.Empty(t, r)
+		r, err = tx.ExpiredLeases(t0.Add(31*time.Second), 10)
 		require.NoError(t, err)
-		require.Contains(t, r, store.Runnable{TenantID: "acme", InvocationID: "inv_q0", Expired: true}, "an expired lease makes work claimable again")
+		require.Equal(t, []store.Runnable{{TenantID: "acme", InvocationID: "inv_q0", EntrypointRef: "ep_1", Due: t0.Add(30 * time.Second), Expired: true}}, r,
+			"an expired lease makes work claimable again")
 		_, err = tx.Scheduling("other", "inv_q0")
 		require.ErrorIs(t, err, store.ErrNotFound)
 		require.ErrorIs(t, tx.SetScheduling("other", "inv_q0", store.Scheduling{}), store.ErrNotFound)
 		return nil
 	})
+}
+
+// testDueQueues checks the walks fair dispatch is built on: tenants with due work in id order from a
+// cursor, a tenant's entrypoint versions with due work, and running counts per version.
+func testDueQueues(t *testing.T, s store.Store) {
+	update(t, s, func(tx store.Tx) error {
+		add := func(id, tenantID, ref string, at time.Duration, running bool) {
+			_, err := tx.CreateInvocation(NewInvocationEvent(id, tenantID, ref, t0))
+			require.NoError(t, err)
+			if running {
+				_, _, err := tx.AppendEvents(tenantID, id, []invocation.Event{{Type: invocation.EventStarted, IdempotencyKey: id + "-started", EngineAttempt: 1, LogicalAttempt: 1, At: t0}})
+				require.NoError(t, err)
+				return
+			}
+			require.NoError(t, tx.SetScheduling(tenantID, id, store.Scheduling{AvailableAt: ptr(t0.Add(at))}))
+		}
+		add("d1", "t-b", "ep_x", 0, false)
+		add("d2", "t-a", "ep_x", time.Minute, false) // t-a has only future work
+		add("d3", "t-c", "ep_y", 0, false)
+		add("d4", "t-c", "ep_x", 2*time.Second, false)
+		add("d5", "t-c", "ep_x", time.Second, false)
+		add("d6", "t-d", "ep_x", 0, false)
+		add("r1", "t-c", "ep_x", 0, true)
+		add("r2", "t-c", "ep_x", 0, true)
+		add("r3", "t-c", "ep_y", 0, true)
+
+		tenants := func(after string, at time.Duration, limit int) []string {
+			got, err := tx.DueTenants(after, t0.Add(at), limit)
+			require.NoError(t, err)
+			return got
+		}
+		require.Equal(t, []string{"t-b", "t-c", "t-d"}, tenants("", 0, 10), "tenants with due work, in id order")
+		require.Equal(t, []string{"t-a", "t-b", "t-c", "t-d"}, tenants("", time.Hour, 10))
+		require.Equal(t, []string{"t-c", "t-d"}, tenants("t-b", 0, 10), "a cursor starts after a tenant")
+		require.Equal(t, []string{"t-b", "t-c"}, tenants("", 0, 2), "limit")
+		require.Empty(t, tenants("t-d", 0, 10))
+
+		refs, err := tx.DueEntrypoints("t-c", t0)
+		require.NoError(t, err)
+		require.Equal(t, []string{"ep_y"}, refs, "ep_x's work is not due yet")
+		refs, err = tx.DueEntrypoints("t-c", t0.Add(time.Second))
+		require.NoError(t, err)
+		require.Equal(t, []string{"ep_x", "ep_y"}, refs)
+		work, err := tx.DueWork("t-c", "ep_x", t0.Add(5*time.Second), 10)
+		require.NoError(t, err)
+		require.Len(t, work, 2)
+		require.Equal(t, []string{"d5", "d4"}, []string{work[0].InvocationID, work[1].InvocationID}, "oldest available_at first")
+
+		running, err := tx.RunningByEntrypoint("t-c")
+		require.NoError(t, err)
+		require.Equal(t, map[string]int64{"ep_x": 2, "ep_y": 1}, running)
+		running, err = tx.RunningByEntrypoint("t-b")
+		require.NoError(t, err)
+		require.Empty(t, running)
+		return nil
+	})
+	n, err := s.CountTenantRunning(context.Background(), "t-c")
+	require.NoError(t, err)
+	require.Equal(t, int64(3), n)
 }
 
 func testIdempotencyKeys(t *testing.T, s store.Store) {

@@ -47,6 +47,7 @@ func Run(t *testing.T, f Factory) {
 		"UpdateRollsBackOnError":    testUpdateRollsBack,
 		"UpdateRecoversFromPanic":   testUpdateRecoversPanic,
 		"QueueAndLeases":            testQueueAndLeases,
+		"DueQueues":                 testDueQueues,
 		"IdempotencyKeys":           testIdempotencyKeys,
 		"ResponseCache":             testResponseCache,
 		"ListInvocations":           testListInvocations,
