@@ -480,6 +480,24 @@ func (s *Service) Claim(ctx context.Context, limit int) ([]Job, error) {
 	return jobs, nil
 }
 
+// RecoverLeases is run once at start-up by a process that is its database's only user
+// (store.Exclusive): every lease in the database was taken by a process that is gone, so the work it
+// held — running, as far as the records say, and counted against concurrency limits — is reclaimed
+// at once instead of after each lease's timeout. It returns how many leases it ended.
+func (s *Service) RecoverLeases(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.cfg.Store.Update(ctx, func(tx store.Tx) error {
+		var err error
+		n, err = tx.ExpireLeases(s.cfg.Clock.Now())
+		return err
+	})
+	if err == nil && n > 0 {
+		s.cfg.Logger.InfoContext(ctx, "reclaiming work held by a stopped process", "leases", n)
+		s.cfg.Wake()
+	}
+	return n, err
+}
+
 // NextDue is when queued work or a lease expiry next falls due after now. Work already due that a
 // claim left queued is held back by a concurrency limit: the end of a running invocation (which
 // wakes the dispatcher) frees its slot.

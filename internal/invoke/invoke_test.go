@@ -494,3 +494,26 @@ func TestChildInvocation(t *testing.T) {
 	require.Equal(t, 403, problem.From(err).Status, "internal entrypoints are callable only from code")
 	_ = fmt.Sprint()
 }
+
+// TestRecoverLeases: a process that is its database's only user reclaims at start-up the work a
+// stopped process held, without waiting for the leases (timeout + 30 s) to run out.
+func TestRecoverLeases(t *testing.T) {
+	e := newEnv(t)
+	e.fn("calculate_tax", taxSource, nil)
+	st, err := e.start(dev, invoke.StartRequest{EntrypointID: fnPrefix + "calculate_tax.v1~", Mode: "async", Params: json.RawMessage(`{"amount": 10}`)}, invoke.StartOptions{})
+	require.NoError(t, err)
+	require.Len(t, e.claim(4), 1) // claimed, then the process "dies": its job never runs
+	require.Empty(t, e.claim(4), "the lease holds")
+
+	e.reconfigure(func(c *invoke.Config) { c.Node = "node-b" }) // the restarted process
+	n, err := e.svc.RecoverLeases(context.Background())
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+	jobs := e.claim(4)
+	require.Len(t, jobs, 1, "reclaimed at once")
+	jobs[0](context.Background())
+	rec, err := e.svc.Get(context.Background(), dev, st.Record.ID)
+	require.NoError(t, err)
+	require.Equal(t, invocation.StatusSucceeded, rec.Status)
+	require.Contains(t, e.timelineTypes(rec.ID), "reclaimed")
+}

@@ -105,6 +105,12 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Egress: egress.New(egress.Options{AllowLoopback: cfg.UnsafeEgressAllowLoopback}), Clock: c, IDs: ids, Logger: cfg.Logger})
 	s.dispatch = dispatch.New(s.Invoke, dispatch.Options{Slots: cfg.Workers, Clock: c, Logger: cfg.Logger})
 	s.Invoke.SetWake(s.dispatch.Wake)
+	if st.Exclusive() {
+		if _, err := s.Invoke.RecoverLeases(ctx); err != nil {
+			st.Close()
+			return nil, fmt.Errorf("recover leases: %w", err)
+		}
+	}
 	s.handler = api.New(api.Config{Tokens: s.Tokens, Tenants: s.Tenants, Registry: s.Registry, Invoke: s.Invoke, Audit: st, Ready: st,
 		IDs: ids, Logger: cfg.Logger, MaxBody: cfg.MaxBody}).Handler()
 	return s, nil

@@ -159,6 +159,10 @@ type Tx interface {
 	RunningByEntrypoint(tenantID string) (map[string]int64, error)
 	// CountTenantRunning is Reader.CountTenantRunning inside the transaction.
 	CountTenantRunning(tenantID string) (int64, error)
+	// ExpireLeases ends every lease that has not expired at now (sets its expiry to now), so that the
+	// work it held is reclaimed by the next claim; it returns how many it ended. Only a process that
+	// knows every lease holder is gone calls it (see Exclusive).
+	ExpireLeases(now time.Time) (int64, error)
 	// IdempotencyKey returns the live (unexpired at now) record of a key; ErrNotFound otherwise.
 	IdempotencyKey(tenantID, scope, key string, now time.Time) (IdempotencyRecord, error)
 	// PutIdempotencyKey stores a key, replacing an expired one.
@@ -246,5 +250,8 @@ type Store interface {
 	Update(ctx context.Context, fn func(Tx) error) error
 	// Ping checks the database is reachable and migrated.
 	Ping(ctx context.Context) error
+	// Exclusive reports whether this process is the database's only user (the embedded store, locked
+	// while open), so that leases found at start-up belong to processes that are gone.
+	Exclusive() bool
 	Close() error
 }

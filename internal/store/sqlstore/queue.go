@@ -154,6 +154,15 @@ func (t *tx) RunningByEntrypoint(tenantID string) (map[string]int64, error) {
 	return out, rows.Err()
 }
 
+// ExpireLeases implements store.Tx.
+func (t *tx) ExpireLeases(now time.Time) (int64, error) {
+	res, err := t.t.ExecContext(bg, "UPDATE invocations SET lease_expires_at = ? WHERE lease_expires_at IS NOT NULL AND lease_expires_at > ?", ts(now), ts(now))
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
 // NextDue implements store.Reader.
 func (s *Store) NextDue(ctx context.Context, after time.Time) (*time.Time, error) {
 	var a, b sql.NullString

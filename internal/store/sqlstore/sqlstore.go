@@ -38,6 +38,7 @@ type Store struct {
 	ws   *stmtCache // the writer's statements
 	gc   *groupcommit.Committer
 	prov *goose.Provider
+	lock *os.File // held while open: one process per database file
 }
 
 var _ store.Store = (*Store)(nil)
@@ -59,6 +60,20 @@ func OpenSQLite(ctx context.Context, path string, o Options) (*Store, error) {
 			return nil, fmt.Errorf("open store: %w", err)
 		}
 	}
+	lock, err := lockFile(path + ".lock")
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	s, err := openSQLite(ctx, path, o)
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
+	s.lock = lock
+	return s, nil
+}
+
+func openSQLite(ctx context.Context, path string, o Options) (*Store, error) {
 	syncMode := strings.ToUpper(o.Synchronous)
 	if syncMode == "" {
 		syncMode = "FULL"
@@ -138,8 +153,17 @@ func (s *Store) Close() error {
 	s.gc.Close()
 	s.r.c.close()
 	s.ws.close()
-	return errors.Join(s.rdb.Close(), s.w.Close())
+	err := errors.Join(s.rdb.Close(), s.w.Close())
+	if s.lock != nil {
+		err = errors.Join(err, s.lock.Close())
+	}
+	return err
 }
+
+// Exclusive reports that this process is the only one using the database (true for the embedded
+// SQLite file, which is locked while open): every lease found in it at start-up was taken by a
+// process that has since stopped.
+func (s *Store) Exclusive() bool { return true }
 
 // querier is what *sql.DB and *sql.Tx have in common.
 type querier interface {

@@ -71,6 +71,14 @@ func testQueueAndLeases(t *testing.T, s store.Store) {
 		require.NoError(t, err)
 		require.Equal(t, []store.Runnable{{TenantID: "acme", InvocationID: "inv_q0", EntrypointRef: "ep_1", Due: t0.Add(30 * time.Second), Expired: true}}, r,
 			"an expired lease makes work claimable again")
+		// Ending every live lease makes its work claimable at once.
+		n, err := tx.ExpireLeases(t0.Add(2 * time.Second))
+		require.NoError(t, err)
+		require.EqualValues(t, 1, n)
+		r, err = tx.ExpiredLeases(t0.Add(2*time.Second), 10)
+		require.NoError(t, err)
+		require.Len(t, r, 1)
+		require.Equal(t, t0.Add(2*time.Second), r[0].Due)
 		_, err = tx.Scheduling("other", "inv_q0")
 		require.ErrorIs(t, err, store.ErrNotFound)
 		require.ErrorIs(t, tx.SetScheduling("other", "inv_q0", store.Scheduling{}), store.ErrNotFound)
