@@ -252,7 +252,11 @@ def main(ctx, input):
         if i % 1000 == 999:
             r_sleep(1000)
     return {"n": n}
-`)
+`, func(b map[string]any) {
+		// 1,000 durable steps per activation: generous for a loaded machine running -race (the
+		// test is about history and memory, not speed).
+		b["traits"].(map[string]any)["limits"] = map[string]any{"timeout_seconds": 300}
+	})
 	runtime.GC()
 	var base runtime.MemStats
 	runtime.ReadMemStats(&base)

@@ -51,7 +51,7 @@ func (c *counter) snapshot() map[string]int {
 	return out
 }
 
-func (e *env) workflow(name, source string) {
+func (e *env) workflow(name, source string, mutate ...func(map[string]any)) {
 	e.t.Helper()
 	e.fn(name, source, func(b map[string]any) {
 		b["entrypoint_id"] = wfPrefix + name + ".v1~"
@@ -59,6 +59,9 @@ func (e *env) workflow(name, source string) {
 		tr["invocation"] = map[string]any{"supported": []any{"async", "sync"}, "default": "async"}
 		tr["workflow"] = map[string]any{"compensation": map[string]any{"on_failure": nil, "on_cancel": nil},
 			"checkpointing": map[string]any{"strategy": "automatic"}, "max_suspension_days": 30}
+		for _, m := range mutate {
+			m(b)
+		}
 	})
 }
 
