@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/larkrun/lark/internal/cost"
 	"github.com/larkrun/lark/internal/server"
 )
 
@@ -39,6 +40,7 @@ type flags struct {
 	egressLoopback              bool
 	cpuProfile                  string
 	memProfile                  string
+	pricing                     string
 }
 
 func (f *flags) bind(c *cobra.Command) {
@@ -48,12 +50,28 @@ func (f *flags) bind(c *cobra.Command) {
 	c.Flags().StringVar(&f.logLevel, "log-level", env("LARK_LOG_LEVEL", "info"), "debug, info, warn or error (env LARK_LOG_LEVEL)")
 	c.Flags().Int64Var(&f.maxBody, "max-body", 1<<20, "maximum request body in bytes")
 	c.Flags().IntVar(&f.workers, "workers", 64, "concurrent async executions in this process")
+	c.Flags().StringVar(&f.pricing, "pricing", env("LARK_PRICING", ""), "JSON pricing file for cost attribution; unset prices everything at 0 (env LARK_PRICING)")
 	c.Flags().BoolVar(&f.egressLoopback, "unsafe-egress-allow-loopback", false, "TEST ONLY: let user code reach loopback addresses")
 	_ = c.Flags().MarkHidden("unsafe-egress-allow-loopback")
 	c.Flags().StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (for lark bench)")
 	_ = c.Flags().MarkHidden("cpuprofile")
 	c.Flags().StringVar(&f.memProfile, "memprofile", "", "write an allocation profile of the whole run to this file at exit (for lark bench)")
 	_ = c.Flags().MarkHidden("memprofile")
+}
+
+// config is the server configuration the flags describe (the pricing file is read here, so that a
+// bad one stops the start).
+func (f *flags) config(admin string, log *slog.Logger) (server.Config, error) {
+	cfg := server.Config{Addr: f.addr, DataDir: f.data, Store: f.store, AdminToken: admin, MaxBody: f.maxBody, Logger: log,
+		Workers: f.workers, UnsafeEgressAllowLoopback: f.egressLoopback}
+	if f.pricing != "" {
+		p, err := cost.Load(f.pricing)
+		if err != nil {
+			return cfg, fmt.Errorf("--pricing: %w", err)
+		}
+		cfg.Pricing = p
+	}
+	return cfg, nil
 }
 
 func (f *flags) logger(text bool) (*slog.Logger, error) {
@@ -122,7 +140,11 @@ func serveCmd() *cobra.Command {
 				return err
 			}
 			defer stopProfile()
-			srv, err := server.New(ctx, server.Config{Addr: f.addr, DataDir: f.data, Store: f.store, AdminToken: admin, MaxBody: f.maxBody, Logger: log, Workers: f.workers, UnsafeEgressAllowLoopback: f.egressLoopback})
+			cfg, err := f.config(admin, log)
+			if err != nil {
+				return err
+			}
+			srv, err := server.New(ctx, cfg)
 			if err != nil {
 				return err
 			}
@@ -165,7 +187,11 @@ func devCmd() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			srv, err := server.New(ctx, server.Config{Addr: f.addr, DataDir: f.data, Store: f.store, AdminToken: admin, MaxBody: f.maxBody, Logger: log, Workers: f.workers, UnsafeEgressAllowLoopback: f.egressLoopback})
+			cfg, err := f.config(admin, log)
+			if err != nil {
+				return err
+			}
+			srv, err := server.New(ctx, cfg)
 			if err != nil {
 				return err
 			}

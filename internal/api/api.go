@@ -20,6 +20,7 @@ import (
 	"github.com/larkrun/lark/internal/registry"
 	"github.com/larkrun/lark/internal/tenants"
 	"github.com/larkrun/lark/internal/tokens"
+	"github.com/larkrun/lark/internal/usage"
 )
 
 // BasePath prefixes every API route.
@@ -39,6 +40,7 @@ type Config struct {
 	Tenants  *tenants.Service
 	Registry *registry.Service
 	Invoke   *invoke.Service
+	Usage    *usage.Service
 	Audit    AuditLister
 	Ready    Pinger
 	IDs      idgen.Generator
@@ -103,6 +105,8 @@ func (s *Server) Handler() http.Handler {
 		r.Patch("/tenants/{tenant_id}/serverless-runtime", s.patchTenant)
 		r.Get("/tenants/{tenant_id}/runtime-policy", s.getTenant)
 		r.Put("/tenants/{tenant_id}/runtime-policy", s.putTenantPolicy)
+		r.Get("/tenants/{tenant_id}/usage", s.tenantUsage)
+		r.Get("/tenants/{tenant_id}/usage/history", s.tenantUsageHistory)
 
 		r.Post("/entrypoints", s.registerEntrypoint)
 		r.Post("/entrypoints:validate", s.validateEntrypoint)

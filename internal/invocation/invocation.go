@@ -72,6 +72,9 @@ type Metrics struct {
 	MemoryLimitMB    *int64 `json:"memory_limit_mb"`
 	MaxMemoryUsedMB  *int64 `json:"max_memory_used_mb"`
 	StepCount        *int64 `json:"step_count"`
+	// EgressBytes counts the request and response bodies of the execution's r_http_* calls that got
+	// a response (Lark's addition to 000's metrics).
+	EgressBytes *int64 `json:"egress_bytes"`
 }
 
 // Record is the projection of an invocation's event log (000's InvocationRecord plus bookkeeping).
@@ -109,6 +112,10 @@ type Record struct {
 	// journal is the journal events after it. Generation counts those events.
 	JournalFrom int64 `json:"journal_from,omitempty"`
 	Generation  int   `json:"generation,omitempty"`
+	// Cost is what the invocation has cost so far, in the operator's pricing currency: the
+	// per-invocation price its created event carries plus the cost every execution's closing event
+	// carries (ExecutionOf). It is never recomputed from current prices.
+	Cost float64 `json:"cost"`
 }
 
 // EventType names an event in the log. Timeline event types of 000 are a subset.
@@ -169,6 +176,8 @@ type Outcome struct {
 	Result  json.RawMessage `json:"result,omitempty"`
 	Error   *Error          `json:"error,omitempty"`
 	Metrics *Metrics        `json:"metrics,omitempty"`
+	// Cost is the execution's cost (see Execution).
+	Cost float64 `json:"cost,omitempty"`
 }
 
 // IdempotencyKey computes 003's normative key SHA256(runId | stepId | logicalAttemptId | eventType |
@@ -221,7 +230,8 @@ func ChangesStatus(t EventType) bool { _, ok := statusEvents[t]; return ok }
 // engine attempt or an earlier one. Stores use it to write only those two fields of the projection,
 // so an event type Apply gives a meaning of its own (as continued_as_new) must be excluded here.
 func OnlyAdvances(r Record, e Event) bool {
-	return e.Type != EventCreated && e.Type != EventContinuedAsNew && !ChangesStatus(e.Type) && e.EngineAttempt <= r.EngineAttempt
+	return e.Type != EventCreated && e.Type != EventContinuedAsNew && e.Type != EventLateResult && !ChangesStatus(e.Type) &&
+		e.EngineAttempt <= r.EngineAttempt
 }
 
 // Apply returns r with e applied. It never mutates r's referenced data. e.Seq must be r.LastSeq+1.
@@ -259,6 +269,12 @@ func Apply(r Record, e Event) (Record, error) {
 	if e.Type == EventContinuedAsNew {
 		next.JournalFrom = e.Seq
 		next.Generation++
+	}
+	if e.Type == EventLateResult || e.Type == EventRetryScheduled || e.Type == EventSuspended {
+		// Closing events of an execution that carry no outcome still carry its cost.
+		if x, ok := ExecutionOf(e); ok {
+			next.Cost += x.Cost
+		}
 	}
 	se, changes := statusEvents[e.Type]
 	if !changes {
@@ -310,6 +326,7 @@ func Apply(r Record, e Event) (Record, error) {
 		if o.Metrics != nil {
 			next.Metrics = *o.Metrics
 		}
+		next.Cost += o.Cost
 	}
 	return next, nil
 }

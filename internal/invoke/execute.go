@@ -52,7 +52,7 @@ func (s *Service) execute(ctx context.Context, rec invocation.Record, e entrypoi
 			Limits: sandbox.Limits{Timeout: d.timeout(), CPU: d.Traits.Limits.CPU, MemoryMB: int(d.Traits.Limits.MemoryMB)}})
 	}
 	elapsed := time.Since(start)
-	metrics := metricsOf(elapsed, res, d)
+	metrics := metricsOf(elapsed, res, d, h.takeEgress())
 	var output json.RawMessage
 	if rerr == nil {
 		var verr *sandbox.Error
@@ -117,13 +117,15 @@ func (s *Service) resolveCompensation(tx store.Tx, handler invocation.Record, no
 	return err
 }
 
-// metricsOf is 000's invocation metrics for one attempt: wall time, billed time (whole ms, at least
-// 1), CPU estimated from interpreter steps, memory limit and accounted peak, steps.
-func metricsOf(elapsed time.Duration, res sandbox.Result, d definition) invocation.Metrics {
+// metricsOf is 000's invocation metrics for one execution: wall time, billed time (whole ms, at
+// least 1), CPU estimated from interpreter steps, memory limit and accounted peak, steps, and the
+// bytes of its r_http_* bodies (egress).
+func metricsOf(elapsed time.Duration, res sandbox.Result, d definition, egress int64) invocation.Metrics {
 	return invocation.Metrics{DurationMS: i64(elapsed.Milliseconds()),
 		BilledDurationMS: i64(max(1, int64(math.Ceil(float64(elapsed)/float64(time.Millisecond))))),
 		CPUTimeMS:        i64(res.CPUTime.Milliseconds()), MemoryLimitMB: i64(d.Traits.Limits.MemoryMB),
-		MaxMemoryUsedMB: i64(int64(math.Ceil(float64(res.MaxMemoryBytes) / float64(1<<20)))), StepCount: i64(int64(res.Steps))}
+		MaxMemoryUsedMB: i64(int64(math.Ceil(float64(res.MaxMemoryBytes) / float64(1<<20)))), StepCount: i64(int64(res.Steps)),
+		EgressBytes: i64(egress)}
 }
 
 // track registers a running attempt so that cancel can stop it; untrack removes it.
@@ -225,6 +227,13 @@ func (p *parking) suspends() bool {
 func (s *Service) complete(ctx context.Context, rec invocation.Record, d definition, timeline []invocation.Event,
 	output json.RawMessage, rerr *sandbox.Error, metrics invocation.Metrics, park *parking) (invocation.Record, error) {
 	owner := s.leaseOwner(rec)
+	// The execution's cost, at the prices of this moment, goes into the event that closes it
+	// (invocation.Execution): whatever that event is, and even when the outcome is not applied.
+	price := s.cfg.Pricing.For(rec.TenantID).Execution(metrics)
+	spent := func(data map[string]any) map[string]any {
+		data["metrics"], data["cost"] = metrics, price
+		return data
+	}
 	var final invocation.Record
 	err := s.cfg.Store.Update(ctx, func(tx store.Tx) error {
 		now := s.cfg.Clock.Now()
@@ -238,19 +247,19 @@ func (s *Service) complete(ctx context.Context, rec invocation.Record, d definit
 		switch {
 		case rerr == nil && park.suspends():
 			next.AvailableAt = park.until
-			se := ev(invocation.EventSuspended, map[string]any{"reason": park.reason, "until": park.until})
+			se := ev(invocation.EventSuspended, spent(map[string]any{"reason": park.reason, "until": park.until}))
 			se.IdempotencyKey = eventKey(rec.ID, fmt.Sprintf("suspend-%d", rec.LastSeq), rec.Attempt, invocation.EventSuspended)
 			events = append(events, se)
 		case rerr == nil:
-			events = append(events, ev(invocation.EventSucceeded, invocation.Outcome{Result: output, Metrics: &metrics}))
+			events = append(events, ev(invocation.EventSucceeded, invocation.Outcome{Result: output, Metrics: &metrics, Cost: price}))
 		case shouldRetry(d, rec.Attempt, rerr):
 			delay := retryDelay(d, rec.Attempt)
 			at := now.Add(delay)
 			next.AvailableAt = &at
-			events = append(events, ev(invocation.EventRetryScheduled, map[string]any{"error": payload(rerr),
-				"delay_ms": delay.Milliseconds(), "next_attempt": rec.Attempt + 1, "available_at": at}))
+			events = append(events, ev(invocation.EventRetryScheduled, spent(map[string]any{"error": payload(rerr),
+				"delay_ms": delay.Milliseconds(), "next_attempt": rec.Attempt + 1, "available_at": at})))
 		default:
-			o := invocation.Outcome{Error: payload(rerr), Metrics: &metrics}
+			o := invocation.Outcome{Error: payload(rerr), Metrics: &metrics, Cost: price}
 			if park != nil && park.handler != nil {
 				events = append(events, ev(invocation.EventFailed, o), ev(invocation.EventCompensationStarted,
 					map[string]any{"trigger": "failure", "handler_invocation_id": park.handler.ID, "handler": park.handler.EntrypointID}))
@@ -262,7 +271,7 @@ func (s *Service) complete(ctx context.Context, rec invocation.Record, d definit
 		final, _, err = tx.Append(rec.TenantID, rec.ID, events, store.AppendOptions{RequireLease: owner, Schedule: &next, Expect: &rec})
 		if errors.Is(err, store.ErrLeaseLost) {
 			// Canceled meanwhile, or the lease expired and the work moved: record, never apply.
-			data, _ := json.Marshal(map[string]any{"succeeded": rerr == nil, "engine_attempt": rec.EngineAttempt})
+			data, _ := json.Marshal(spent(map[string]any{"succeeded": rerr == nil, "engine_attempt": rec.EngineAttempt}))
 			// Only informational entries survive: a run that lost its lease must never write journal
 			// entries (another runner may be replaying those positions), nor step retries.
 			var late []invocation.Event
@@ -346,6 +355,7 @@ type host struct {
 	mu       sync.Mutex
 	timeline []invocation.Event
 	n        int
+	egress   int64 // body bytes of this execution's r_http_* calls (takeEgress)
 	// keyPrefix keeps the idempotency keys of a compensation run's entries apart from the runs'.
 	keyPrefix string
 	// durable is the record as this activation last wrote it (persistJournal), or the zero Record
@@ -385,6 +395,23 @@ func (h *host) drain() []invocation.Event {
 	return out
 }
 
+// countEgress adds the body bytes of an outbound call to the execution's egress.
+func (h *host) countEgress(n int) {
+	h.mu.Lock()
+	h.egress += int64(n)
+	h.mu.Unlock()
+}
+
+// takeEgress returns the egress counted since the last call (a live workflow's host serves several
+// executions, each with its own metrics).
+func (h *host) takeEgress() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := h.egress
+	h.egress = 0
+	return n
+}
+
 // Now implements sandbox.Host.
 func (h *host) Now() time.Time { return h.s.cfg.Clock.Now() }
 
@@ -398,7 +425,9 @@ func (h *host) Log(ctx context.Context, msg string, fields map[string]any) {
 }
 
 // HTTP implements sandbox.Host through the egress layer with the tenant's allowlist. The timeline
-// gets method, host, status and duration — never URLs with queries, headers or bodies.
+// gets method, host, status and duration — never URLs with queries, headers or bodies. A call that
+// got a response (any status) adds its request and response body sizes to the execution's egress
+// metric; a call that failed adds nothing (whether its body left is unknown).
 func (h *host) HTTP(ctx context.Context, req sandbox.HTTPRequest) (sandbox.HTTPResponse, error) {
 	p, err := h.s.policy(ctx, h.rec.TenantID)
 	if err != nil {
@@ -417,6 +446,7 @@ func (h *host) HTTP(ctx context.Context, req sandbox.HTTPRequest) (sandbox.HTTPR
 	}
 	entry["status"] = resp.StatusCode
 	h.add(invocation.EventHTTPCall, entry)
+	h.countEgress(len(req.Body) + len(resp.Body))
 	return sandbox.HTTPResponse{StatusCode: resp.StatusCode, Headers: resp.Headers, Body: resp.Body}, nil
 }
 

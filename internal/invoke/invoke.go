@@ -23,6 +23,7 @@ import (
 
 	"github.com/larkrun/lark/internal/auth"
 	"github.com/larkrun/lark/internal/clock"
+	"github.com/larkrun/lark/internal/cost"
 	"github.com/larkrun/lark/internal/egress"
 	"github.com/larkrun/lark/internal/entrypoint"
 	"github.com/larkrun/lark/internal/fairness"
@@ -69,6 +70,9 @@ type Config struct {
 	// 100,000 entries and 64 MiB.
 	MaxJournalEntries int
 	MaxJournalBytes   int
+	// Pricing prices executions and invocations (nil: everything costs 0). Each execution's cost is
+	// recorded in the event that closes it, each invocation's price in its created event.
+	Pricing *cost.Pricing
 }
 
 // Service implements the invocation use cases.
@@ -675,6 +679,7 @@ func quotaExceeded(tenantID string, max int64) *problem.Error {
 // create writes a new invocation inside tx in one insert: the created event, then either queued
 // work (async) or a started attempt leased to this process (sync).
 func (s *Service) create(tx store.Tx, rec invocation.Record, runNow bool, d definition, now time.Time) (invocation.Record, error) {
+	rec.Cost = s.cfg.Pricing.For(rec.TenantID).PerInvocation // charged once, carried by the created event
 	data, err := json.Marshal(rec)
 	if err != nil {
 		return rec, err

@@ -33,6 +33,9 @@ type RecordView struct {
 	Attempt            int    `json:"attempt"`
 	ParentInvocationID string `json:"parent_invocation_id,omitempty"`
 	ReplayOf           string `json:"replay_of,omitempty"`
+	// Cost is what the invocation has cost so far, in the operator's pricing currency (Lark's
+	// addition: the per-invocation price plus the cost of every execution, as recorded in its log).
+	Cost float64 `json:"cost"`
 }
 
 func strPtr(s string) *string {
@@ -46,7 +49,7 @@ func strPtr(s string) *string {
 func View(r invocation.Record) RecordView {
 	v := RecordView{InvocationID: r.ID, EntrypointID: r.EntrypointID, EntrypointVersion: r.EntrypointVersion, TenantID: r.TenantID,
 		Status: r.Status, Mode: r.Mode, Params: r.Params, Result: r.Result, Error: r.Error, Attempt: r.Attempt,
-		ParentInvocationID: r.ParentID, ReplayOf: r.Replay}
+		ParentInvocationID: r.ParentID, ReplayOf: r.Replay, Cost: r.Cost}
 	if len(v.Params) == 0 {
 		v.Params = json.RawMessage("{}")
 	}

@@ -234,7 +234,7 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 		park.clearWaits = waited && park.wait == nil
 		h.prepend(buffered)
 		buffered = nil
-		metrics := metricsOf(time.Since(start), sandbox.Result{}, d)
+		metrics := metricsOf(time.Since(start), sandbox.Result{}, d, h.takeEgress())
 		final, err := s.complete(ctx, rec, d, h.drain(), nil, nil, metrics, park)
 		if err != nil || final.Status != invocation.StatusSuspended {
 			s.dropLive(rec.ID)
@@ -336,7 +336,7 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 		}
 		park.clearWaits = true
 	}
-	metrics := metricsOf(elapsed, res.Result, d)
+	metrics := metricsOf(elapsed, res.Result, d, h.takeEgress())
 	metrics.StepCount = i64(int64(len(res.Completed)))
 	yield(s.complete(ctx, rec, d, h.drain(), output, rerr, metrics, park))
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/larkrun/lark/internal/api"
 	"github.com/larkrun/lark/internal/clock"
+	"github.com/larkrun/lark/internal/cost"
 	"github.com/larkrun/lark/internal/dispatch"
 	"github.com/larkrun/lark/internal/egress"
 	"github.com/larkrun/lark/internal/idgen"
@@ -27,6 +28,7 @@ import (
 	"github.com/larkrun/lark/internal/tenant"
 	"github.com/larkrun/lark/internal/tenants"
 	"github.com/larkrun/lark/internal/tokens"
+	"github.com/larkrun/lark/internal/usage"
 )
 
 // Config is what `lark serve` is configured with.
@@ -47,6 +49,8 @@ type Config struct {
 	// Clock is the time source of every service and the dispatcher (default: the real clock).
 	// Tests inject a clock.Fake to move durable timers and timeouts forward.
 	Clock clock.Clock
+	// Pricing prices executions and invocations (cost attribution); nil prices everything at 0.
+	Pricing *cost.Pricing
 }
 
 // Server is a running Lark process.
@@ -102,7 +106,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Registry: registry.NewService(st, schemas, c, ids),
 	}
 	s.Invoke = invoke.NewService(invoke.Config{Store: st, Schemas: schemas, Programs: sandbox.NewCache(1024),
-		Egress: egress.New(egress.Options{AllowLoopback: cfg.UnsafeEgressAllowLoopback}), Clock: c, IDs: ids, Logger: cfg.Logger})
+		Egress: egress.New(egress.Options{AllowLoopback: cfg.UnsafeEgressAllowLoopback}), Clock: c, IDs: ids, Logger: cfg.Logger,
+		Pricing: cfg.Pricing})
 	s.dispatch = dispatch.New(s.Invoke, dispatch.Options{Slots: cfg.Workers, Clock: c, Logger: cfg.Logger})
 	s.Invoke.SetWake(s.dispatch.Wake)
 	if st.Exclusive() {
@@ -111,7 +116,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("recover leases: %w", err)
 		}
 	}
-	s.handler = api.New(api.Config{Tokens: s.Tokens, Tenants: s.Tenants, Registry: s.Registry, Invoke: s.Invoke, Audit: st, Ready: st,
+	s.handler = api.New(api.Config{Tokens: s.Tokens, Tenants: s.Tenants, Registry: s.Registry, Invoke: s.Invoke,
+		Usage: usage.NewService(st, c, cfg.Pricing.Currency()), Audit: st, Ready: st,
 		IDs: ids, Logger: cfg.Logger, MaxBody: cfg.MaxBody}).Handler()
 	return s, nil
 }

@@ -110,6 +110,28 @@ type Reader interface {
 	// ListAudit lists a tenant's audit events ("" = all); filters: type, resource_type, resource_id,
 	// actor_id, timestamp; order: timestamp.
 	ListAudit(ctx context.Context, tenantID string, q ListQuery) (Page[audit.Event], error)
+	// CountTenantEntrypoints is Tx.CountEntrypoints outside a transaction.
+	CountTenantEntrypoints(ctx context.Context, tenantID string) (int64, error)
+	// UsageHistory sums a tenant's usage aggregates into the buckets of q: one row per bucket and
+	// entrypoint that has any, ordered by bucket start, then entrypoint id. The aggregates are a
+	// projection of the event log: Tx.StartInvocation and Tx.Append add invocation.UsageOf of every
+	// event they append, in the same transaction, to the tenant's aggregate for the event's hour
+	// (invocation.UsageHour) and the invocation's exact entrypoint id.
+	UsageHistory(ctx context.Context, tenantID string, q UsageQuery) ([]UsageRow, error)
+}
+
+// UsageQuery selects usage buckets: Width-wide buckets from From until To. From, To and Width are
+// whole hours (UTC), and To - From is a multiple of Width.
+type UsageQuery struct {
+	From, To time.Time
+	Width    time.Duration
+}
+
+// UsageRow is one entrypoint's usage in one bucket.
+type UsageRow struct {
+	Start        time.Time
+	EntrypointID string
+	Usage        invocation.Usage
 }
 
 // Tx holds the operations allowed inside Update. They use the transaction's own context: a

@@ -149,12 +149,14 @@ func (t *tx) StartInvocation(events []invocation.Event, sched store.Scheduling) 
 		return invocation.Record{}, fmt.Errorf("first event must be %q", invocation.EventCreated)
 	}
 	var r invocation.Record
+	var usage usageDelta
 	for i := range events {
 		events[i].Seq = int64(i + 1)
 		next, err := invocation.Apply(r, events[i])
 		if err != nil {
 			return r, err
 		}
+		usage.add(r, events[i], next)
 		r = next
 		events[i].InvocationID = r.ID
 	}
@@ -176,7 +178,7 @@ func (t *tx) StartInvocation(events []invocation.Event, sched store.Scheduling) 
 			return r, err
 		}
 	}
-	return r, nil
+	return r, t.writeUsage(&usage)
 }
 
 // AppendEvents implements store.Tx.
@@ -213,6 +215,7 @@ func (t *tx) Append(tenantID, invocationID string, events []invocation.Event, op
 		return r, nil, fmt.Errorf("invocation %s: %w", invocationID, store.ErrLeaseLost)
 	}
 	var appended []invocation.Event
+	var usage usageDelta
 	advances := true // every appended event changes nothing but last_seq and updated_at
 	for _, e := range events {
 		e.InvocationID = invocationID
@@ -237,6 +240,7 @@ func (t *tx) Append(tenantID, invocationID string, events []invocation.Event, op
 			continue // already in the log (003 §1.3): a no-op
 		}
 		advances = advances && invocation.OnlyAdvances(r, e)
+		usage.add(r, e, next)
 		r = next
 		appended = append(appended, e)
 	}
@@ -246,6 +250,9 @@ func (t *tx) Append(tenantID, invocationID string, events []invocation.Event, op
 		err = t.advanceRecord(r)
 	case len(appended) > 0 || opt.Schedule != nil:
 		err = t.writeRecord(r, false, opt.Schedule)
+	}
+	if err == nil {
+		err = t.writeUsage(&usage)
 	}
 	if err != nil {
 		return r, nil, err

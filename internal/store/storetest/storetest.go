@@ -55,6 +55,8 @@ func Run(t *testing.T, f Factory) {
 		"InformationalAppend":       testInformationalAppend,
 		"Events":                    testEvents,
 		"EventWaits":                testEventWaits,
+		"UsageAggregates":           testUsageAggregates,
+		"CountTenantEntrypoints":    testCountTenantEntrypoints,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {
