@@ -55,6 +55,13 @@ func Run(t *testing.T, f Factory) {
 		"InformationalAppend":       testInformationalAppend,
 		"Events":                    testEvents,
 		"EventWaits":                testEventWaits,
+		"RetentionMeasure":          testRetentionMeasure,
+		"RetentionPurgeAge":         testRetentionPurgeAge,
+		"RetentionPurgeCap":         testRetentionPurgeCap,
+		"RetentionPurgeBatches":     testRetentionPurgeBatches,
+		"RetentionPurgeEvents":      testRetentionPurgeEvents,
+		"RetentionPurgeAudit":       testRetentionPurgeAudit,
+		"AllTenants":                testAllTenants,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {
