@@ -12,9 +12,11 @@ import (
 	"runtime/pprof"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/larkrun/lark/internal/retention"
 	"github.com/larkrun/lark/internal/server"
 )
 
@@ -36,6 +38,7 @@ type flags struct {
 	addr, data, store, logLevel string
 	maxBody                     int64
 	workers                     int
+	retention                   time.Duration
 	egressLoopback              bool
 	cpuProfile                  string
 	memProfile                  string
@@ -48,6 +51,7 @@ func (f *flags) bind(c *cobra.Command) {
 	c.Flags().StringVar(&f.logLevel, "log-level", env("LARK_LOG_LEVEL", "info"), "debug, info, warn or error (env LARK_LOG_LEVEL)")
 	c.Flags().Int64Var(&f.maxBody, "max-body", 1<<20, "maximum request body in bytes")
 	c.Flags().IntVar(&f.workers, "workers", 64, "concurrent async executions in this process")
+	c.Flags().DurationVar(&f.retention, "retention-interval", retention.DefaultInterval, "time between two passes of the retention job (purges history and audit events past each tenant's retention)")
 	c.Flags().BoolVar(&f.egressLoopback, "unsafe-egress-allow-loopback", false, "TEST ONLY: let user code reach loopback addresses")
 	_ = c.Flags().MarkHidden("unsafe-egress-allow-loopback")
 	c.Flags().StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (for lark bench)")
@@ -122,7 +126,7 @@ func serveCmd() *cobra.Command {
 				return err
 			}
 			defer stopProfile()
-			srv, err := server.New(ctx, server.Config{Addr: f.addr, DataDir: f.data, Store: f.store, AdminToken: admin, MaxBody: f.maxBody, Logger: log, Workers: f.workers, UnsafeEgressAllowLoopback: f.egressLoopback})
+			srv, err := server.New(ctx, server.Config{Addr: f.addr, DataDir: f.data, Store: f.store, AdminToken: admin, MaxBody: f.maxBody, Logger: log, Workers: f.workers, UnsafeEgressAllowLoopback: f.egressLoopback, RetentionInterval: f.retention})
 			if err != nil {
 				return err
 			}
@@ -165,7 +169,7 @@ func devCmd() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			srv, err := server.New(ctx, server.Config{Addr: f.addr, DataDir: f.data, Store: f.store, AdminToken: admin, MaxBody: f.maxBody, Logger: log, Workers: f.workers, UnsafeEgressAllowLoopback: f.egressLoopback})
+			srv, err := server.New(ctx, server.Config{Addr: f.addr, DataDir: f.data, Store: f.store, AdminToken: admin, MaxBody: f.maxBody, Logger: log, Workers: f.workers, UnsafeEgressAllowLoopback: f.egressLoopback, RetentionInterval: f.retention})
 			if err != nil {
 				return err
 			}
