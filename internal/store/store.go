@@ -108,7 +108,7 @@ type Reader interface {
 	// received_at; order: received_at.
 	ListEvents(ctx context.Context, tenantID string, q ListQuery) (Page[events.Event], error)
 	// ListAudit lists a tenant's audit events ("" = all); filters: type, resource_type, resource_id,
-	// actor_id, timestamp; order: timestamp.
+	// actor_id, correlation_id, timestamp; order: timestamp.
 	ListAudit(ctx context.Context, tenantID string, q ListQuery) (Page[audit.Event], error)
 	RetentionReader
 }
