@@ -139,12 +139,16 @@ func (j *Job) RunOnce(ctx context.Context) (map[string]Purged, error) {
 
 func days(n int64) time.Duration { return time.Duration(n) * 24 * time.Hour }
 
-// tenant runs the pass for one tenant: measure what finished since the last pass, purge history by
-// age and size, then published events and audit events by age.
+// tenant runs the pass for one tenant: mark for measuring again what runs again, measure what
+// finished since the last pass, purge history by age and size, then published events and audit
+// events by age.
 func (j *Job) tenant(ctx context.Context, p tenant.Policy, now time.Time) (Purged, error) {
 	var r Purged
 	id := p.TenantID
 	var err error
+	if _, err = j.batches(ctx, func(tx store.Tx) (int64, error) { return tx.ReopenHistory(id, j.o.BatchRows) }); err != nil {
+		return r, err
+	}
 	if r.Measured, err = j.measure(ctx, id); err != nil {
 		return r, err
 	}

@@ -267,9 +267,8 @@ type RetentionReader interface {
 	// its finished invocations as the retention job last measured them (0 before the first
 	// measurement). It lags by up to one job interval and leaves out invocations still in flight.
 	TenantHistoryBytes(ctx context.Context, tenantID string) (int64, error)
-	// MeasureHistory measures up to limit of the tenant's finished invocations whose history was
-	// never measured or changed since (a late result, a retry that finished again). It only reads;
-	// Tx.RecordHistory stores the measurements.
+	// MeasureHistory measures up to limit of the tenant's finished invocations that were not measured
+	// since they last finished. It only reads; Tx.RecordHistory stores the measurements.
 	MeasureHistory(ctx context.Context, tenantID string, limit int) ([]HistorySize, error)
 }
 
@@ -281,6 +280,10 @@ type RetentionTx interface {
 	// RecordHistory stores the measurements that are still current (the invocation's last_seq is
 	// unchanged) and moves the tenant's total by the difference; it returns how many it stored.
 	RecordHistory(tenantID string, sizes []HistorySize) (int, error)
+	// ReopenHistory marks up to limit of the tenant's measured invocations that are in flight again
+	// (a retry, a redrive, a compensation) for measuring again once they finish; until then their
+	// last measurement stays in the total. It returns how many it marked.
+	ReopenHistory(tenantID string, limit int) (int64, error)
 	// PurgeHistory deletes one batch of the tenant's finished history, oldest finished first: an
 	// invocation goes with its event log, event waits, idempotency keys and response-cache entries.
 	// In-flight invocations, and finished children or compensation handlers whose parent workflow is
@@ -299,8 +302,8 @@ type RetentionTx interface {
 // the pages and indexes around it).
 type HistorySize struct {
 	InvocationID string
-	// LastSeq is the log position measured; RecordHistory stores the measurement only while the
-	// invocation is still there.
+	// LastSeq is the log position measured; RecordHistory stores the measurement only if the
+	// invocation is still at it.
 	LastSeq    int64
 	Bytes      int64
 	FinishedAt time.Time

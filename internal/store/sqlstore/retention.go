@@ -6,8 +6,12 @@ package sqlstore
 // the partial index invocations_unmeasured through the status write it makes anyway; the job
 // measures it on a read connection (MeasureHistory), then stores the measurement (history_seq,
 // history_bytes, history_finished_at) and moves the tenant's total in tenant_history, in one
-// transaction (RecordHistory). A finished invocation that changes again (a late result, a retry that
-// finishes again) has a new last_seq, so it re-enters the index and is measured again.
+// transaction (RecordHistory). A measured invocation that runs again (a retry, a compensation) enters
+// invocations_reopened through its status write; ReopenHistory clears its history_seq, so it is
+// measured again when it finishes. The partial indexes' conditions name only status and job-owned
+// columns: an append (which writes last_seq, updated_at and record) never evaluates them. The
+// price: an informational event appended to an invocation that already finished and was measured
+// (a late result) is not counted.
 //
 // An invocation whose event log is larger than one batch cannot be deleted in one transaction (the
 // cascade would delete every event row). It is first hidden: its tenant_id becomes
@@ -29,6 +33,15 @@ import (
 const purgingPrefix = "~purging:"
 
 const terminalStatuses = "('succeeded', 'failed', 'canceled', 'compensated', 'dead_lettered')"
+
+// The conditions of the partial indexes invocations_unmeasured and invocations_reopened, verbatim
+// (a query uses a partial index when its WHERE contains the index's condition).
+const (
+	unmeasured = `(status = 'succeeded' OR status = 'failed' OR status = 'canceled' OR status = 'compensated' OR status = 'dead_lettered')
+    AND history_seq IS NULL`
+	reopened = `(status = 'queued' OR status = 'running' OR status = 'suspended' OR status = 'compensating')
+    AND history_seq IS NOT NULL`
+)
 
 // eventBytes is the measured size of an invocation_events row (see store.HistorySize).
 const eventBytes = "octet_length(type) + coalesce(octet_length(data), 0) + octet_length(idempotency_key) + octet_length(at)"
@@ -68,11 +81,11 @@ func (s *Store) TenantHistoryBytes(ctx context.Context, tenantID string) (int64,
 // MeasureHistory implements store.Reader. The sums run on a read connection, so measuring a long
 // event log never holds the writer.
 func (s *Store) MeasureHistory(ctx context.Context, tenantID string, limit int) ([]store.HistorySize, error) {
-	// INDEXED BY: without statistics SQLite prefers invocations_tenant_inflight (tenant_id, status),
-	// which would walk every finished invocation of the tenant instead of the backlog.
+	// INDEXED BY: without statistics SQLite may prefer invocations_tenant_inflight (tenant_id,
+	// status), which would walk every finished invocation of the tenant instead of the backlog.
 	rows, err := s.r.QueryContext(ctx, `SELECT id, last_seq, octet_length(record), json_extract(record, '$.finished_at'), updated_at
 		FROM invocations INDEXED BY invocations_unmeasured
-		WHERE tenant_id = ? AND status IN `+terminalStatuses+` AND history_seq IS NOT last_seq LIMIT ?`, tenantID, limit)
+		WHERE tenant_id = ? AND `+unmeasured+` LIMIT ?`, tenantID, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -150,6 +163,16 @@ func (t *tx) RecordHistory(tenantID string, sizes []store.HistorySize) (int, err
 	return n, t.addHistoryBytes(tenantID, delta)
 }
 
+// ReopenHistory implements store.Tx.
+func (t *tx) ReopenHistory(tenantID string, limit int) (int64, error) {
+	res, err := t.t.ExecContext(bg, `UPDATE invocations SET history_seq = NULL WHERE rowid IN
+		(SELECT rowid FROM invocations INDEXED BY invocations_reopened WHERE tenant_id = ? AND `+reopened+` LIMIT ?)`, tenantID, limit)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
 // PurgeHistory implements store.Tx.
 func (t *tx) PurgeHistory(tenantID string, p store.HistoryPurge) (store.HistoryPurged, error) {
 	var out store.HistoryPurged
@@ -168,11 +191,12 @@ func (t *tx) PurgeHistory(tenantID string, p store.HistoryPurge) (store.HistoryP
 		return out, err
 	}
 	overCap := func() bool { return p.CapBytes > 0 && total > p.CapBytes }
-	// Candidates: measured, current, finished invocations, oldest first; a finished child or
-	// compensation handler whose workflow is still in flight is skipped (the workflow reads it).
+	// Candidates: measured finished invocations, oldest first; a finished child or compensation
+	// handler whose workflow is still in flight is skipped (the workflow reads it). One that finished
+	// again since it was measured waits for its new measurement.
 	q := `SELECT c.id, c.last_seq, c.history_bytes, c.history_finished_at FROM invocations c INDEXED BY invocations_history_age
 		WHERE c.tenant_id = ? AND c.history_finished_at IS NOT NULL AND c.history_finished_at < ?
-		AND c.status IN ` + terminalStatuses + ` AND c.history_seq = c.last_seq
+		AND c.status IN ` + terminalStatuses + ` AND c.history_seq IS NOT NULL
 		AND NOT EXISTS (SELECT 1 FROM invocations w WHERE w.id IN (json_extract(c.record, '$.parent_id'), json_extract(c.record, '$.compensation_for'))
 			AND w.tenant_id = c.tenant_id AND w.status IN ` + inFlightStatuses + `)
 		ORDER BY c.history_finished_at LIMIT ?`

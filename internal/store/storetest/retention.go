@@ -178,18 +178,56 @@ func testRetentionMeasure(t *testing.T, s store.Store) {
 	require.NoError(t, err)
 	require.Empty(t, sizes, "a measured invocation is not measured again while it does not change")
 
-	// A late event on the finished invocation: it is measured again, the total moves by the difference.
-	h.logs("acme", "inv_done", 1, 500, t0.Add(2*time.Minute))
-	require.Equal(t, 1, h.measure("acme"))
-	require.Equal(t, h.sizeOf("acme", "inv_done"), h.bytes("acme"))
-	require.Greater(t, h.bytes("acme"), want+500)
-
 	// The running one counts once it finishes.
 	h.finish("acme", "inv_running", t0.Add(3*time.Minute))
 	require.Equal(t, 1, h.measure("acme"))
-	require.Equal(t, h.sizeOf("acme", "inv_done")+h.sizeOf("acme", "inv_running"), h.bytes("acme"))
+	require.Equal(t, want+h.sizeOf("acme", "inv_running"), h.bytes("acme"))
 	require.Equal(t, 1, h.measure("globex"))
 	require.Equal(t, h.sizeOf("globex", "inv_other"), h.bytes("globex"))
+
+	// A failed invocation is retried and fails again with more history: it is measured again when
+	// it finishes again; while it runs, its last size stays in the total.
+	fail := func(id, step string, at time.Time) {
+		update(t, s, func(tx store.Tx) error {
+			_, _, err := tx.AppendEvents("acme", id, []invocation.Event{ev(id, invocation.EventFailed, step,
+				`{"error":{"error_type_id":"x","message":"m","category":"runtime"}}`, at)})
+			return err
+		})
+	}
+	reopen := func(tenantID string) int64 {
+		var n int64
+		update(t, s, func(tx store.Tx) error {
+			var err error
+			n, err = tx.ReopenHistory(tenantID, 100)
+			return err
+		})
+		return n
+	}
+	h.start("acme", "inv_retry", "", t0)
+	fail("inv_retry", "", t0.Add(time.Minute))
+	require.Equal(t, 1, h.measure("acme"))
+	before, first := h.bytes("acme"), h.sizeOf("acme", "inv_retry")
+	require.Zero(t, reopen("acme"), "nothing runs again yet")
+	update(t, s, func(tx store.Tx) error {
+		_, _, err := tx.AppendEvents("acme", "inv_retry", []invocation.Event{
+			ev("inv_retry", invocation.EventRequeued, "retry", "", t0.Add(4*time.Minute)),
+			ev("inv_retry", invocation.EventStarted, "attempt-2", "", t0.Add(4*time.Minute)),
+		})
+		return err
+	})
+	require.Zero(t, reopen("globex"), "per tenant")
+	require.EqualValues(t, 1, reopen("acme"), "the retried invocation is in flight again")
+	require.Zero(t, reopen("acme"))
+	require.Equal(t, before, h.bytes("acme"), "its last size stays counted while it runs")
+	require.Zero(t, h.measure("acme"), "in flight: not measured")
+	h.logs("acme", "inv_retry", 2, 500, t0.Add(5*time.Minute))
+	fail("inv_retry", "attempt-2", t0.Add(6*time.Minute))
+	require.Equal(t, 1, h.measure("acme"), "finished again: measured again")
+	require.Greater(t, h.sizeOf("acme", "inv_retry"), first+1000)
+	require.Equal(t, before-first+h.sizeOf("acme", "inv_retry"), h.bytes("acme"), "the total moved by the difference")
+	sizes, err = s.MeasureHistory(ctx, "acme", 100)
+	require.NoError(t, err)
+	require.Empty(t, sizes)
 }
 
 func testRetentionPurgeAge(t *testing.T, s store.Store) {

@@ -1,19 +1,27 @@
 -- +goose Up
 -- Retention (tenant retention.* and quotas.max_execution_history_mb), maintained by the retention
 -- job only: nothing on the invocation hot path writes these columns.
---   history_seq          the invocation's last_seq when the job last measured it (NULL: never)
+--   history_seq          the invocation's last_seq when the job last measured it (NULL: not since it
+--                        last finished)
 --   history_bytes        its history size then: the record plus its event rows (see retention.go)
 --   history_finished_at  its finished_at then, in the fixed-width time form (the purge order)
 ALTER TABLE invocations ADD COLUMN history_seq INTEGER;
 ALTER TABLE invocations ADD COLUMN history_bytes INTEGER;
 ALTER TABLE invocations ADD COLUMN history_finished_at TEXT;
 
--- The job's to-do list: finished invocations not measured yet, or changed since (a late result, a
--- retry that finished again). An invocation enters it when it finishes (the status write it makes
--- anyway) and leaves it when the job measures it, so it holds only the backlog of one interval.
--- Appends to running invocations (status not terminal) never add or remove an entry.
+-- The job's to-do lists. Their conditions name only status and job-owned columns, never a column
+-- an append writes (last_seq, updated_at, record): appends to an invocation never evaluate or touch
+-- them; only a status change does (a few per invocation).
+-- Finished and not measured since it last finished: an invocation enters when it finishes and leaves
+-- when the job measures it, so the index holds the backlog of one interval.
 CREATE INDEX invocations_unmeasured ON invocations (tenant_id)
-  WHERE status IN ('succeeded', 'failed', 'canceled', 'compensated', 'dead_lettered') AND history_seq IS NOT last_seq;
+  WHERE (status = 'succeeded' OR status = 'failed' OR status = 'canceled' OR status = 'compensated' OR status = 'dead_lettered')
+    AND history_seq IS NULL;
+-- Measured, then in flight again (a retry, a DLQ redrive, a compensation): the job clears its
+-- history_seq so that it is measured again when it finishes (its last size stays in the total).
+CREATE INDEX invocations_reopened ON invocations (tenant_id)
+  WHERE (status = 'queued' OR status = 'running' OR status = 'suspended' OR status = 'compensating')
+    AND history_seq IS NOT NULL;
 
 -- Purge order: oldest finished first, per tenant. Only the job writes history_finished_at.
 CREATE INDEX invocations_history_age ON invocations (tenant_id, history_finished_at)
@@ -45,6 +53,7 @@ DROP INDEX response_cache_invocation;
 DROP INDEX idempotency_keys_invocation;
 DROP TABLE tenant_history;
 DROP INDEX invocations_history_age;
+DROP INDEX invocations_reopened;
 DROP INDEX invocations_unmeasured;
 ALTER TABLE invocations DROP COLUMN history_finished_at;
 ALTER TABLE invocations DROP COLUMN history_bytes;
