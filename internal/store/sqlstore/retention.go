@@ -271,11 +271,11 @@ func (t *tx) PurgeHistory(tenantID string, p store.HistoryPurge) (store.HistoryP
 // multi-batch purge.
 func (t *tx) detach(id, tenantID string, hide bool) error {
 	for _, q := range []string{
-		"DELETE FROM event_waits WHERE invocation_id = ?",
-		"DELETE FROM idempotency_keys WHERE invocation_id = ?",
-		"DELETE FROM response_cache WHERE invocation_id = ?",
+		"DELETE FROM event_waits WHERE invocation_id = ? AND tenant_id = ?",
+		"DELETE FROM idempotency_keys WHERE invocation_id = ? AND tenant_id = ?",
+		"DELETE FROM response_cache WHERE invocation_id = ? AND tenant_id = ?",
 	} {
-		if _, err := t.t.ExecContext(bg, q, id); err != nil {
+		if _, err := t.t.ExecContext(bg, q, id, tenantID); err != nil {
 			return err
 		}
 	}
