@@ -196,7 +196,7 @@ func TestAuditLog(t *testing.T) {
 
 	// --- every mutation ---
 
-	// Tenants: enable (with and without a body), patch, disable, enable again.
+	// Tenants: enable (with and without a body), patch; disable, enable and replace come later.
 	a.mutate(operator, http.MethodPost, tenantPath("acme")+":enable", obj{"quotas": obj{"max_definitions": 50}}, http.StatusOK,
 		tenantEv("tenant_enabled.v1~", "acme", obj{"quotas": obj{"max_definitions": 50.0}}))
 	a.mutate(operator, http.MethodPost, tenantPath("globex")+":enable", nil, http.StatusOK, tenantEv("tenant_enabled.v1~", "globex", nil))
@@ -271,6 +271,13 @@ func TestAuditLog(t *testing.T) {
 	a.noEvent(adm, http.MethodPost, tenantPath("acme")+":disable", nil, http.StatusForbidden) // only the operator
 	a.mutate(operator, http.MethodPost, tenantPath("globex")+":enable", nil, http.StatusOK, tenantEv("tenant_enabled.v1~", "globex", nil))
 
+	// Replacing a whole policy (PUT runtime-policy); an invalid one changes nothing.
+	policy := obj{"tenant_id": "acme", "enabled": true, "quotas": obj{"max_definitions": 60}, "retention": obj{"execution_history_days": 7, "audit_log_days": 120}}
+	a.mutate(operator, http.MethodPut, base+"/tenants/acme/runtime-policy", policy, http.StatusOK,
+		tenantEv("tenant_policy_updated.v1~", "acme", obj{"quotas": obj{"max_definitions": 60.0}}))
+	a.noEvent(operator, http.MethodPut, base+"/tenants/acme/runtime-policy", obj{"tenant_id": "acme"}, http.StatusUnprocessableEntity)
+	a.noEvent(adm, http.MethodPut, base+"/tenants/acme/runtime-policy", policy, http.StatusForbidden)
+
 	// --- reading it back ---
 	audits := base + "/audit-events"
 	typesOf := func(evs []obj) []string {
@@ -287,7 +294,7 @@ func TestAuditLog(t *testing.T) {
 
 	t.Run("isolation: a tenant admin sees its own tenant's events, the operator every tenant's", func(t *testing.T) {
 		acme := a.all(adm)
-		require.Len(t, acme, 19, "2 tenant, 4 token and 13 entrypoint events")
+		require.Len(t, acme, 20, "3 tenant, 4 token and 13 entrypoint events")
 		for _, ev := range acme {
 			require.Equal(t, "acme", ev["tenant_id"], "%v", ev)
 		}
@@ -309,10 +316,10 @@ func TestAuditLog(t *testing.T) {
 			trimTypes(typesOf(list(adm, "resource_id eq '"+epAt[tax]+"'"))), "one entrypoint's history, in order")
 		require.Len(t, list(adm, "type eq '"+auditBase+"token_created.v1~'"), 3, "alice's, dana's and dev's")
 		require.Len(t, list(adm, "type eq '"+auditBase+"token_revoked.v1~'"), 1)
-		require.Equal(t, []string{"tenant_enabled.v1~", "tenant_policy_updated.v1~"}, typesOf(list(adm, "resource_type eq 'tenant'")))
+		require.Equal(t, []string{"tenant_enabled.v1~", "tenant_policy_updated.v1~", "tenant_policy_updated.v1~"}, typesOf(list(adm, "resource_type eq 'tenant'")))
 		require.Len(t, list(adm, "resource_type eq 'token'"), 4)
 		byOperator := list(adm, "actor_id eq 'operator'")
-		require.Equal(t, []string{"tenant_enabled.v1~", "tenant_policy_updated.v1~", "token_created.v1~"}, typesOf(byOperator))
+		require.Equal(t, []string{"tenant_enabled.v1~", "tenant_policy_updated.v1~", "token_created.v1~", "tenant_policy_updated.v1~"}, typesOf(byOperator))
 		require.Len(t, list(adm, "actor_id eq 'alice'"), 16)
 		one := list(operator, "correlation_id eq 'corr-audit-03'")
 		require.Len(t, one, 1)
@@ -335,7 +342,7 @@ func TestAuditLog(t *testing.T) {
 
 	t.Run("cursor paging across pages, in either order", func(t *testing.T) {
 		whole := ids(a.page(operator, url.Values{}, 200))
-		require.Len(t, whole, 25)
+		require.Len(t, whole, 26)
 		for _, limit := range []int{1, 2, 5, 13} {
 			require.Equal(t, whole, ids(a.page(operator, url.Values{}, limit)), "limit %d", limit)
 		}
