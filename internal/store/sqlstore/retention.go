@@ -81,8 +81,8 @@ func (s *Store) TenantHistoryBytes(ctx context.Context, tenantID string) (int64,
 // MeasureHistory implements store.Reader. The sums run on a read connection, so measuring a long
 // event log never holds the writer.
 func (s *Store) MeasureHistory(ctx context.Context, tenantID string, limit int) ([]store.HistorySize, error) {
-	// INDEXED BY: without statistics SQLite may prefer invocations_tenant_inflight (tenant_id,
-	// status), which would walk every finished invocation of the tenant instead of the backlog.
+	// INDEXED BY: without statistics SQLite may prefer an index on (tenant_id, status, ...), which
+	// would walk every finished invocation of the tenant instead of the backlog.
 	rows, err := s.r.QueryContext(ctx, `SELECT id, last_seq, octet_length(record), json_extract(record, '$.finished_at'), updated_at
 		FROM invocations INDEXED BY invocations_unmeasured
 		WHERE tenant_id = ? AND `+unmeasured+` LIMIT ?`, tenantID, limit)
