@@ -12,10 +12,12 @@ import (
 	"runtime/pprof"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/larkrun/lark/internal/cost"
+	"github.com/larkrun/lark/internal/retention"
 	"github.com/larkrun/lark/internal/server"
 )
 
@@ -37,6 +39,7 @@ type flags struct {
 	addr, data, store, logLevel string
 	maxBody                     int64
 	workers                     int
+	retention                   time.Duration
 	egressLoopback              bool
 	cpuProfile                  string
 	memProfile                  string
@@ -51,6 +54,7 @@ func (f *flags) bind(c *cobra.Command) {
 	c.Flags().Int64Var(&f.maxBody, "max-body", 1<<20, "maximum request body in bytes")
 	c.Flags().IntVar(&f.workers, "workers", 64, "concurrent async executions in this process")
 	c.Flags().StringVar(&f.pricing, "pricing", env("LARK_PRICING", ""), "JSON pricing file for cost attribution; unset prices everything at 0 (env LARK_PRICING)")
+	c.Flags().DurationVar(&f.retention, "retention-interval", retention.DefaultInterval, "time between two passes of the retention job (purges history and audit events past each tenant's retention)")
 	c.Flags().BoolVar(&f.egressLoopback, "unsafe-egress-allow-loopback", false, "TEST ONLY: let user code reach loopback addresses")
 	_ = c.Flags().MarkHidden("unsafe-egress-allow-loopback")
 	c.Flags().StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (for lark bench)")
@@ -63,7 +67,7 @@ func (f *flags) bind(c *cobra.Command) {
 // bad one stops the start).
 func (f *flags) config(admin string, log *slog.Logger) (server.Config, error) {
 	cfg := server.Config{Addr: f.addr, DataDir: f.data, Store: f.store, AdminToken: admin, MaxBody: f.maxBody, Logger: log,
-		Workers: f.workers, UnsafeEgressAllowLoopback: f.egressLoopback}
+		Workers: f.workers, UnsafeEgressAllowLoopback: f.egressLoopback, RetentionInterval: f.retention}
 	if f.pricing != "" {
 		p, err := cost.Load(f.pricing)
 		if err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/larkrun/lark/internal/idgen"
 	"github.com/larkrun/lark/internal/invoke"
 	"github.com/larkrun/lark/internal/registry"
+	"github.com/larkrun/lark/internal/retention"
 	"github.com/larkrun/lark/internal/sandbox"
 	"github.com/larkrun/lark/internal/schema"
 	"github.com/larkrun/lark/internal/store"
@@ -51,6 +52,8 @@ type Config struct {
 	Clock clock.Clock
 	// Pricing prices executions and invocations (cost attribution); nil prices everything at 0.
 	Pricing *cost.Pricing
+	// RetentionInterval is the time between two passes of the retention job (default 5 min).
+	RetentionInterval time.Duration
 }
 
 // Server is a running Lark process.
@@ -64,6 +67,9 @@ type Server struct {
 	dispatch *dispatch.Dispatcher
 	handler  http.Handler
 	log      *slog.Logger
+
+	// Retention is the retention maintenance job; Serve runs it (tests call RunOnce).
+	Retention *retention.Job
 }
 
 // OpenStore opens the configured store.
@@ -116,6 +122,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("recover leases: %w", err)
 		}
 	}
+	s.Retention = retention.New(st, retention.Options{Interval: cfg.RetentionInterval, Clock: c, Logger: cfg.Logger})
 	s.handler = api.New(api.Config{Tokens: s.Tokens, Tenants: s.Tenants, Registry: s.Registry, Invoke: s.Invoke,
 		Usage: usage.NewService(st, c, cfg.Pricing.Currency()), Audit: st, Ready: st,
 		IDs: ids, Logger: cfg.Logger, MaxBody: cfg.MaxBody}).Handler()
@@ -147,6 +154,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	dctx, stopDispatch := context.WithCancel(context.Background())
 	dispatched := make(chan struct{})
 	go func() { s.RunDispatcher(dctx); close(dispatched) }()
+	retained := make(chan struct{})
+	go func() { s.Retention.Run(dctx); close(retained) }()
 	s.log.Info("lark serving", "addr", ln.Addr().String(), "store", storeName(s.cfg.Store))
 	var serveErr error
 	select {
@@ -163,6 +172,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	case <-sctx.Done():
 		s.log.Warn("shutdown: attempts still running; they keep their leases and are reclaimed after restart")
 	}
+	<-retained // it stops at its next batch; a batch is short
 	s.Invoke.Close()
 	closeErr := s.Store.Close()
 	if errors.Is(serveErr, http.ErrServerClosed) {

@@ -8,6 +8,11 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/larkrun/lark/internal/auth"
+	"github.com/larkrun/lark/internal/clock"
+	"github.com/larkrun/lark/internal/store"
+	"github.com/larkrun/lark/internal/tokens"
 )
 
 // TestServeAndShutdown: the server answers, and cancelling its context stops it cleanly and closes
@@ -43,6 +48,42 @@ func TestServeAndShutdown(t *testing.T) {
 		t.Fatal("server did not stop")
 	}
 	require.Error(t, srv.Store.Ping(context.Background()), "the store is closed after shutdown")
+}
+
+// TestServeRunsRetention: Serve runs the retention job every RetentionInterval, judging age on the
+// injected clock: once the clock is past a tenant's audit_log_days, its audit events go.
+func TestServeRunsRetention(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	clk := clock.NewFake(time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC))
+	srv, err := New(ctx, Config{Addr: "127.0.0.1:0", DataDir: t.TempDir(), AdminToken: "op", Clock: clk, RetentionInterval: 5 * time.Millisecond})
+	require.NoError(t, err)
+	ln, err := srv.Listen()
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	op := auth.SecurityContext{SubjectID: tokens.OperatorSubject, Operator: true}
+	_, err = srv.Tenants.Enable(ctx, op, "acme", []byte(`{"retention":{"audit_log_days":10}}`))
+	require.NoError(t, err)
+	audited := func() int {
+		page, err := srv.Store.ListAudit(ctx, "acme", store.ListQuery{})
+		require.NoError(t, err)
+		return len(page.Items)
+	}
+	require.Equal(t, 1, audited())
+	clk.Advance(11 * 24 * time.Hour)
+	deadline := time.Now().Add(10 * time.Second)
+	for audited() > 0 {
+		require.True(t, time.Now().Before(deadline), "the retention job did not purge the 11-day-old audit event")
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("server did not stop")
+	}
 }
 
 func TestRejectsUnknownStore(t *testing.T) {

@@ -108,7 +108,7 @@ type Reader interface {
 	// received_at; order: received_at.
 	ListEvents(ctx context.Context, tenantID string, q ListQuery) (Page[events.Event], error)
 	// ListAudit lists a tenant's audit events ("" = all); filters: type, resource_type, resource_id,
-	// actor_id, timestamp; order: timestamp.
+	// actor_id, correlation_id, timestamp; order: timestamp.
 	ListAudit(ctx context.Context, tenantID string, q ListQuery) (Page[audit.Event], error)
 	// CountTenantEntrypoints is Tx.CountEntrypoints outside a transaction.
 	CountTenantEntrypoints(ctx context.Context, tenantID string) (int64, error)
@@ -118,6 +118,7 @@ type Reader interface {
 	// event they append, in the same transaction, to the tenant's aggregate for the event's hour
 	// (invocation.UsageHour) and the invocation's exact entrypoint id.
 	UsageHistory(ctx context.Context, tenantID string, q UsageQuery) ([]UsageRow, error)
+	RetentionReader
 }
 
 // UsageQuery selects usage buckets: Width-wide buckets from From until To. From, To and Width are
@@ -220,6 +221,7 @@ type Tx interface {
 	// projection in the same transaction. An event whose idempotency key is already in the log is
 	// skipped (not an error); the returned slice holds the events actually appended.
 	AppendEvents(tenantID, invocationID string, events []invocation.Event) (invocation.Record, []invocation.Event, error)
+	RetentionTx
 }
 
 // Scheduling is an invocation's place in the queue: AvailableAt is set while it waits to run,
@@ -276,4 +278,79 @@ type Store interface {
 	// while open), so that leases found at start-up belong to processes that are gone.
 	Exclusive() bool
 	Close() error
+}
+
+// RetentionReader holds the reads of the retention job (internal/retention) and the history size
+// the usage API reports.
+type RetentionReader interface {
+	// AllTenants returns every tenant's policy, enabled or not, by tenant id.
+	AllTenants(ctx context.Context) ([]tenant.Policy, error)
+	// TenantHistoryBytes is the tenant's execution history size: the sum of HistorySize.Bytes over
+	// its finished invocations as the retention job last measured them (0 before the first
+	// measurement). It lags by up to one job interval and leaves out invocations still in flight.
+	TenantHistoryBytes(ctx context.Context, tenantID string) (int64, error)
+	// MeasureHistory measures up to limit of the tenant's finished invocations that were not measured
+	// since they last finished. It only reads; Tx.RecordHistory stores the measurements.
+	MeasureHistory(ctx context.Context, tenantID string, limit int) ([]HistorySize, error)
+}
+
+// RetentionTx holds the writes of the retention job. Each is one bounded batch, independent of the
+// others: a process that stops between two batches leaves consistent data, and the next pass
+// continues where it stopped. They are the only deletes of invocation history, published events
+// and audit events.
+type RetentionTx interface {
+	// RecordHistory stores the measurements that are still current (the invocation's last_seq is
+	// unchanged) and moves the tenant's total by the difference; it returns how many it stored.
+	RecordHistory(tenantID string, sizes []HistorySize) (int, error)
+	// ReopenHistory marks up to limit of the tenant's measured invocations that are in flight again
+	// (a retry, a redrive, a compensation) for measuring again once they finish; until then their
+	// last measurement stays in the total. It returns how many it marked.
+	ReopenHistory(tenantID string, limit int) (int64, error)
+	// PurgeHistory deletes one batch of the tenant's finished history, oldest finished first: an
+	// invocation goes with its event log, event waits, idempotency keys and response-cache entries.
+	// In-flight invocations, and finished children or compensation handlers whose parent workflow is
+	// still in flight, are never touched.
+	PurgeHistory(tenantID string, p HistoryPurge) (HistoryPurged, error)
+	// PurgeEvents deletes up to limit of the tenant's published events received before before,
+	// oldest first, keeping any a registered event wait may still read (received since its since).
+	PurgeEvents(tenantID string, before time.Time, limit int) (int64, error)
+	// PurgeAudit deletes up to limit of the tenant's audit events recorded before before, oldest
+	// first. It is the audit log's only delete.
+	PurgeAudit(tenantID string, before time.Time, limit int) (int64, error)
+}
+
+// HistorySize is one measurement of a finished invocation's history: the bytes of its stored
+// record plus, for each event row, its type, data, idempotency key and timestamp (the payload, not
+// the pages and indexes around it).
+type HistorySize struct {
+	InvocationID string
+	// LastSeq is the log position measured; RecordHistory stores the measurement only if the
+	// invocation is still at it.
+	LastSeq    int64
+	Bytes      int64
+	FinishedAt time.Time
+}
+
+// HistoryPurge says what one PurgeHistory batch may delete.
+type HistoryPurge struct {
+	// FinishedBefore: invocations that finished before it are purged (retention.execution_history_days).
+	FinishedBefore time.Time
+	// CapBytes, when positive, is the size cap (quotas.max_execution_history_mb): while the tenant's
+	// total is above it, the oldest finished invocations are purged whatever their age.
+	CapBytes int64
+	// MaxRows bounds the rows one batch deletes (invocation rows plus event rows). An invocation
+	// with more events than that is hidden at once and deleted over several batches.
+	MaxRows int
+}
+
+// HistoryPurged reports one PurgeHistory batch.
+type HistoryPurged struct {
+	// Invocations is how many invocations left the tenant's history (gone or hidden for deletion).
+	Invocations int64
+	// Rows is how many rows were deleted (invocation rows and event rows).
+	Rows int64
+	// Bytes is how much the tenant's history total went down.
+	Bytes int64
+	// More is set when the batch stopped at its bound: call again.
+	More bool
 }

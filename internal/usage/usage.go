@@ -27,6 +27,7 @@ type Store interface {
 	Tenant(ctx context.Context, id string) (tenant.Policy, error)
 	CountTenantRunning(ctx context.Context, tenantID string) (int64, error)
 	CountTenantEntrypoints(ctx context.Context, tenantID string) (int64, error)
+	TenantHistoryBytes(ctx context.Context, tenantID string) (int64, error)
 	UsageHistory(ctx context.Context, tenantID string, q store.UsageQuery) ([]store.UsageRow, error)
 }
 
@@ -60,8 +61,8 @@ type Current struct {
 	// TotalSchedules and TotalTriggers are 0 until schedules and triggers exist.
 	TotalSchedules int64 `json:"total_schedules"`
 	TotalTriggers  int64 `json:"total_triggers"`
-	// ExecutionHistoryMB is the size of the tenant's stored execution history; 0 until the retention
-	// job measures it.
+	// ExecutionHistoryMB is the size of the tenant's stored execution history as the retention job
+	// last measured it (its finished invocations), in MiB rounded up.
 	ExecutionHistoryMB int64 `json:"execution_history_mb"`
 }
 
@@ -127,6 +128,11 @@ func (s *Service) Current(ctx context.Context, sc auth.SecurityContext, tenantID
 	if r.Current.TotalDefinitions, err = s.store.CountTenantEntrypoints(ctx, tenantID); err != nil {
 		return r, problem.Internal(err)
 	}
+	history, err := s.store.TenantHistoryBytes(ctx, tenantID)
+	if err != nil {
+		return r, problem.Internal(err)
+	}
+	r.Current.ExecutionHistoryMB = (history + 1<<20 - 1) >> 20
 	q := p.Quotas
 	r.Quotas = Quotas{MaxConcurrentExecutions: q.MaxConcurrentExecutions, MaxDefinitions: q.MaxDefinitions,
 		MaxSchedules: q.MaxSchedules, MaxTriggers: q.MaxTriggers, MaxExecutionHistoryMB: q.MaxExecutionHistoryMB}

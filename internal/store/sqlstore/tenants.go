@@ -173,11 +173,12 @@ func (t *tx) InsertAudit(e audit.Event) error {
 }
 
 var auditFields = odata.Schema{
-	"type":          {Column: "type", Type: odata.String, Filter: true},
-	"resource_type": {Column: "resource_type", Type: odata.String, Filter: true},
-	"resource_id":   {Column: "resource_id", Type: odata.String, Filter: true},
-	"actor_id":      {Column: "actor_id", Type: odata.String, Filter: true},
-	"timestamp":     {Column: "at", Type: odata.Time, Filter: true, Sort: true},
+	"type":           {Column: "type", Type: odata.String, Filter: true},
+	"resource_type":  {Column: "resource_type", Type: odata.String, Filter: true},
+	"resource_id":    {Column: "resource_id", Type: odata.String, Filter: true},
+	"actor_id":       {Column: "actor_id", Type: odata.String, Filter: true},
+	"correlation_id": {Column: "correlation_id", Type: odata.String, Filter: true},
+	"timestamp":      {Column: "at", Type: odata.Time, Filter: true, Sort: true},
 }
 
 // ListAudit implements store.Reader.

@@ -57,6 +57,13 @@ func Run(t *testing.T, f Factory) {
 		"EventWaits":                testEventWaits,
 		"UsageAggregates":           testUsageAggregates,
 		"CountTenantEntrypoints":    testCountTenantEntrypoints,
+		"RetentionMeasure":          testRetentionMeasure,
+		"RetentionPurgeAge":         testRetentionPurgeAge,
+		"RetentionPurgeCap":         testRetentionPurgeCap,
+		"RetentionPurgeBatches":     testRetentionPurgeBatches,
+		"RetentionPurgeEvents":      testRetentionPurgeEvents,
+		"RetentionPurgeAudit":       testRetentionPurgeAudit,
+		"AllTenants":                testAllTenants,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {

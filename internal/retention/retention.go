@@ -1,0 +1,243 @@
+// Package retention is the maintenance job that enforces each tenant's retention policy (000's
+// TenantRuntimePolicy): it deletes finished execution history older than
+// retention.execution_history_days (invocations with their event logs, and published events), audit
+// events older than retention.audit_log_days, and the oldest finished history while the tenant is
+// over quotas.max_execution_history_mb. It also keeps the per-tenant history size the usage API
+// reports (store.Reader.TenantHistoryBytes) up to date.
+//
+// Every delete is a bounded batch in its own transaction, so the single SQLite writer is never held
+// long and a process that stops mid-pass leaves consistent data: the next pass carries on. One
+// process runs the job at a time (the SQLite deployment has one).
+package retention
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/larkrun/lark/internal/clock"
+	"github.com/larkrun/lark/internal/entrypoint"
+	"github.com/larkrun/lark/internal/store"
+	"github.com/larkrun/lark/internal/tenant"
+)
+
+// Defaults of Options.
+const (
+	DefaultInterval  = 5 * time.Minute
+	DefaultBatchRows = 1000
+	// DefaultPlatformAuditDays is how long audit events of the platform tenant (system entrypoints),
+	// which has no policy of its own, are kept: 000's default audit_log_days.
+	DefaultPlatformAuditDays = 90
+	// MB is the unit of quotas.max_execution_history_mb.
+	MB = 1 << 20
+)
+
+// measureBatch bounds the invocations measured per read and recorded per transaction.
+const measureBatch = 500
+
+// Options tune a Job.
+type Options struct {
+	// Interval is the time between the starts of two passes (default 5 min). It is wall-clock time;
+	// what is old is decided on Clock.
+	Interval time.Duration
+	// BatchRows bounds the rows one delete transaction removes (default 1,000).
+	BatchRows int
+	// PlatformAuditDays is the audit retention of the platform tenant (default 90).
+	PlatformAuditDays int64
+	Clock             clock.Clock
+	Logger            *slog.Logger
+}
+
+// Job is the retention maintenance job.
+type Job struct {
+	st store.Store
+	o  Options
+}
+
+// New returns a Job over st.
+func New(st store.Store, o Options) *Job {
+	if o.Interval <= 0 {
+		o.Interval = DefaultInterval
+	}
+	if o.BatchRows <= 0 {
+		o.BatchRows = DefaultBatchRows
+	}
+	if o.PlatformAuditDays <= 0 {
+		o.PlatformAuditDays = DefaultPlatformAuditDays
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return &Job{st: st, o: o}
+}
+
+// Run runs a pass at once and then one every Interval until ctx ends. A failed pass is logged and
+// the next one retries.
+func (j *Job) Run(ctx context.Context) {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if _, err := j.RunOnce(ctx); err != nil && ctx.Err() == nil {
+			j.o.Logger.Error("retention: pass failed", "err", err)
+		}
+		t.Reset(j.o.Interval)
+	}
+}
+
+// Purged is what one pass did for one tenant.
+type Purged struct {
+	// Measured is how many finished invocations had their history size (re)measured.
+	Measured int
+	// Invocations, Rows and Bytes: finished invocations purged, the rows deleted with them
+	// (invocation and event rows), and the history bytes released.
+	Invocations, Rows, Bytes int64
+	// Events and AuditEvents: published events and audit events deleted.
+	Events, AuditEvents int64
+	// HistoryBytes is the tenant's history size after the pass.
+	HistoryBytes int64
+}
+
+func (p Purged) purgedAny() bool { return p.Invocations > 0 || p.Events > 0 || p.AuditEvents > 0 }
+
+// RunOnce runs one pass over every tenant and returns what it did, by tenant id. On an error it
+// stops and returns what it did so far; every batch already committed stays done.
+func (j *Job) RunOnce(ctx context.Context) (map[string]Purged, error) {
+	now := j.o.Clock.Now()
+	out := map[string]Purged{}
+	policies, err := j.st.AllTenants(ctx)
+	if err != nil {
+		return out, err
+	}
+	for _, p := range policies {
+		r, err := j.tenant(ctx, p, now)
+		out[p.TenantID] = r
+		if r.purgedAny() {
+			j.o.Logger.Info("retention: purged", "tenant_id", p.TenantID, "invocations", r.Invocations, "rows", r.Rows,
+				"bytes", r.Bytes, "events", r.Events, "audit_events", r.AuditEvents, "history_bytes", r.HistoryBytes)
+		} else if r.Measured > 0 {
+			j.o.Logger.Debug("retention: measured", "tenant_id", p.TenantID, "invocations", r.Measured, "history_bytes", r.HistoryBytes)
+		}
+		if err != nil {
+			return out, err
+		}
+	}
+	n, err := j.purgeAudit(ctx, entrypoint.PlatformTenant, now.Add(-days(j.o.PlatformAuditDays)))
+	if n > 0 {
+		j.o.Logger.Info("retention: purged", "tenant_id", entrypoint.PlatformTenant, "audit_events", n)
+		out[entrypoint.PlatformTenant] = Purged{AuditEvents: n}
+	}
+	return out, err
+}
+
+func days(n int64) time.Duration { return time.Duration(n) * 24 * time.Hour }
+
+// tenant runs the pass for one tenant: mark for measuring again what runs again, measure what
+// finished since the last pass, purge history by age and size, then published events and audit
+// events by age.
+func (j *Job) tenant(ctx context.Context, p tenant.Policy, now time.Time) (Purged, error) {
+	var r Purged
+	id := p.TenantID
+	var err error
+	if _, err = j.batches(ctx, func(tx store.Tx) (int64, error) { return tx.ReopenHistory(id, j.o.BatchRows) }); err != nil {
+		return r, err
+	}
+	if r.Measured, err = j.measure(ctx, id); err != nil {
+		return r, err
+	}
+	if hd := p.Retention.ExecutionHistoryDays; hd > 0 || p.Quotas.MaxExecutionHistoryMB != nil {
+		q := store.HistoryPurge{MaxRows: j.o.BatchRows}
+		if hd > 0 {
+			q.FinishedBefore = now.Add(-days(hd))
+		}
+		if c := p.Quotas.MaxExecutionHistoryMB; c != nil && *c > 0 {
+			q.CapBytes = *c * MB
+		}
+		for more := true; more; {
+			if err := ctx.Err(); err != nil {
+				return r, err
+			}
+			var b store.HistoryPurged
+			if err := j.st.Update(ctx, func(tx store.Tx) error {
+				var err error
+				b, err = tx.PurgeHistory(id, q)
+				return err
+			}); err != nil {
+				return r, err
+			}
+			r.Invocations += b.Invocations
+			r.Rows += b.Rows
+			r.Bytes += b.Bytes
+			more = b.More
+		}
+	}
+	if hd := p.Retention.ExecutionHistoryDays; hd > 0 {
+		before := now.Add(-days(hd))
+		if r.Events, err = j.batches(ctx, func(tx store.Tx) (int64, error) { return tx.PurgeEvents(id, before, j.o.BatchRows) }); err != nil {
+			return r, err
+		}
+	}
+	if ad := p.Retention.AuditLogDays; ad > 0 {
+		if r.AuditEvents, err = j.purgeAudit(ctx, id, now.Add(-days(ad))); err != nil {
+			return r, err
+		}
+	}
+	r.HistoryBytes, err = j.st.TenantHistoryBytes(ctx, id)
+	return r, err
+}
+
+// measure records the history size of the tenant's invocations that finished (or changed) since
+// the last pass.
+func (j *Job) measure(ctx context.Context, tenantID string) (int, error) {
+	total := 0
+	for {
+		sizes, err := j.st.MeasureHistory(ctx, tenantID, measureBatch)
+		if err != nil || len(sizes) == 0 {
+			return total, err
+		}
+		var n int
+		if err := j.st.Update(ctx, func(tx store.Tx) error {
+			var err error
+			n, err = tx.RecordHistory(tenantID, sizes)
+			return err
+		}); err != nil {
+			return total, err
+		}
+		total += n
+		// Measurements not stored were of invocations that changed meanwhile: the next pass takes
+		// them. Stop here rather than chase invocations that keep changing.
+		if len(sizes) < measureBatch || n < len(sizes) {
+			return total, nil
+		}
+	}
+}
+
+func (j *Job) purgeAudit(ctx context.Context, tenantID string, before time.Time) (int64, error) {
+	return j.batches(ctx, func(tx store.Tx) (int64, error) { return tx.PurgeAudit(tenantID, before, j.o.BatchRows) })
+}
+
+// batches runs one bounded delete per transaction until a batch deletes less than the bound.
+func (j *Job) batches(ctx context.Context, del func(store.Tx) (int64, error)) (int64, error) {
+	var total int64
+	for {
+		var n int64
+		if err := j.st.Update(ctx, func(tx store.Tx) error {
+			var err error
+			n, err = del(tx)
+			return err
+		}); err != nil {
+			return total, err
+		}
+		total += n
+		if n < int64(j.o.BatchRows) {
+			return total, nil
+		}
+	}
+}
