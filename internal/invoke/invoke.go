@@ -68,6 +68,9 @@ type Config struct {
 	// 100,000 entries and 64 MiB.
 	MaxJournalEntries int
 	MaxJournalBytes   int
+	// Observer hears of invocations created, dequeued and finished, and of starts refused by a rate
+	// limit or a quota (default: NopObserver).
+	Observer Observer
 }
 
 // Service implements the invocation use cases.
@@ -80,6 +83,8 @@ type Service struct {
 	live      map[string]*liveRun           // suspended workflow executions waiting in memory
 	closing   chan struct{}                 // closed by Close
 	closeOnce sync.Once
+	// noObserver: Config.Observer is the no-op one, so writes skip noting what they change.
+	noObserver bool
 }
 
 // NewService returns a Service.
@@ -114,8 +119,12 @@ func NewService(cfg Config) *Service {
 	if cfg.MaxLive <= 0 {
 		cfg.MaxLive = 1000
 	}
+	if cfg.Observer == nil {
+		cfg.Observer = NopObserver{}
+	}
+	_, nop := cfg.Observer.(NopObserver)
 	return &Service{cfg: cfg, running: map[string]context.CancelFunc{}, workflows: map[string]*sandbox.Program{},
-		live: map[string]*liveRun{}, closing: make(chan struct{})}
+		live: map[string]*liveRun{}, closing: make(chan struct{}), noObserver: nop}
 }
 
 // Close ends the workflow executions waiting in memory (their invocations are suspended, durably;
@@ -525,6 +534,7 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 			return out, problem.Internal(err)
 		}
 		if n >= *max {
+			s.cfg.Observer.QuotaExceeded(sc.TenantID, quotaConcurrent)
 			return out, quotaExceeded(sc.TenantID, *max)
 		}
 	}
@@ -570,8 +580,9 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 	keyScope := "invoke:" + sc.SubjectID
 	var replayOf string
 	var perr error
+	var overQuota bool
 	var created invocation.Record
-	err = s.cfg.Store.Update(ctx, func(tx store.Tx) error {
+	err = s.update(ctx, func(tx store.Tx) error {
 		if opt.IdempotencyKey != "" {
 			prev, err := tx.IdempotencyKey(sc.TenantID, keyScope, opt.IdempotencyKey, now)
 			if err == nil {
@@ -593,7 +604,7 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 				return err
 			}
 			if n >= *max {
-				perr = quotaExceeded(sc.TenantID, *max)
+				perr, overQuota = quotaExceeded(sc.TenantID, *max), true
 				return perr
 			}
 		}
@@ -609,6 +620,9 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 	})
 	if perr != nil || err != nil || replayOf != "" {
 		permit.Release()
+	}
+	if overQuota {
+		s.cfg.Observer.QuotaExceeded(sc.TenantID, quotaConcurrent)
 	}
 	if perr != nil {
 		return out, perr
@@ -653,6 +667,7 @@ func (s *Service) rateLimit(tenantID, entrypointID string, d definition, now tim
 	if dec.Allowed {
 		return dec, nil
 	}
+	s.cfg.Observer.RateLimited(tenantID, entrypointID)
 	secs := int(math.Ceil(dec.RetryAfter.Seconds()))
 	secs = max(secs, 1)
 	pe := problem.New(problem.TypeRateLimited, "Entrypoint rate limit exceeded for tenant %s. Retry after %d seconds.", tenantID, secs)
@@ -660,9 +675,13 @@ func (s *Service) rateLimit(tenantID, entrypointID string, d definition, now tim
 	return dec, pe
 }
 
+// quotaConcurrent names the max_concurrent_executions quota (the problem's quota member, and the
+// Observer's quota).
+const quotaConcurrent = "max_concurrent_executions"
+
 func quotaExceeded(tenantID string, max int64) *problem.Error {
 	pe := problem.New(problem.TypeQuotaExceeded, "tenant %s has %d executions in flight, its max_concurrent_executions quota", tenantID, max).
-		With("quota", "max_concurrent_executions")
+		With("quota", quotaConcurrent)
 	pe.RetryAfter = 1
 	return pe
 }
