@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/larkrun/lark/internal/metrics"
 	"github.com/larkrun/lark/internal/server"
 )
 
@@ -39,6 +40,8 @@ type flags struct {
 	egressLoopback              bool
 	cpuProfile                  string
 	memProfile                  string
+	metricsPublic               bool
+	metricsMaxLabelSets         int
 }
 
 func (f *flags) bind(c *cobra.Command) {
@@ -50,10 +53,37 @@ func (f *flags) bind(c *cobra.Command) {
 	c.Flags().IntVar(&f.workers, "workers", 64, "concurrent async executions in this process")
 	c.Flags().BoolVar(&f.egressLoopback, "unsafe-egress-allow-loopback", false, "TEST ONLY: let user code reach loopback addresses")
 	_ = c.Flags().MarkHidden("unsafe-egress-allow-loopback")
+	c.Flags().BoolVar(&f.metricsPublic, "metrics-public", false,
+		"serve GET /metrics without authentication (it names every tenant; default: the operator's token only) (env LARK_METRICS_PUBLIC)")
+	c.Flags().IntVar(&f.metricsMaxLabelSets, "metrics-max-label-sets", metrics.DefaultMaxLabelSets,
+		"label sets each metric family keeps before folding new ones into __other__ (env LARK_METRICS_MAX_LABEL_SETS)")
 	c.Flags().StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (for lark bench)")
 	_ = c.Flags().MarkHidden("cpuprofile")
 	c.Flags().StringVar(&f.memProfile, "memprofile", "", "write an allocation profile of the whole run to this file at exit (for lark bench)")
 	_ = c.Flags().MarkHidden("memprofile")
+}
+
+// typedEnv maps flags to the environment variables that set them when the command line does not.
+var typedEnv = []struct{ flag, env string }{
+	{"metrics-public", "LARK_METRICS_PUBLIC"},
+	{"metrics-max-label-sets", "LARK_METRICS_MAX_LABEL_SETS"},
+}
+
+// check applies typedEnv (a malformed value is an error, never ignored) and validates the flags.
+func (f *flags) check(c *cobra.Command) error {
+	for _, e := range typedEnv {
+		v, ok := os.LookupEnv(e.env)
+		if !ok || v == "" || c.Flags().Changed(e.flag) {
+			continue
+		}
+		if err := c.Flags().Set(e.flag, v); err != nil {
+			return fmt.Errorf("%s: %w", e.env, err)
+		}
+	}
+	if f.metricsMaxLabelSets < 1 {
+		return fmt.Errorf("--metrics-max-label-sets must be at least 1, got %d", f.metricsMaxLabelSets)
+	}
+	return nil
 }
 
 func (f *flags) logger(text bool) (*slog.Logger, error) {
@@ -107,6 +137,9 @@ func serveCmd() *cobra.Command {
 	var f flags
 	c := &cobra.Command{Use: "serve", Short: "Run the runtime (API, dispatcher, executors)",
 		RunE: func(c *cobra.Command, _ []string) error {
+			if err := f.check(c); err != nil {
+				return err
+			}
 			log, err := f.logger(false)
 			if err != nil {
 				return err
@@ -122,7 +155,8 @@ func serveCmd() *cobra.Command {
 				return err
 			}
 			defer stopProfile()
-			srv, err := server.New(ctx, server.Config{Addr: f.addr, DataDir: f.data, Store: f.store, AdminToken: admin, MaxBody: f.maxBody, Logger: log, Workers: f.workers, UnsafeEgressAllowLoopback: f.egressLoopback})
+			srv, err := server.New(ctx, server.Config{Addr: f.addr, DataDir: f.data, Store: f.store, AdminToken: admin, MaxBody: f.maxBody, Logger: log, Workers: f.workers, UnsafeEgressAllowLoopback: f.egressLoopback,
+				MetricsPublic: f.metricsPublic, MetricsMaxLabelSets: f.metricsMaxLabelSets})
 			if err != nil {
 				return err
 			}
@@ -141,6 +175,9 @@ func devCmd() *cobra.Command {
 	var f flags
 	c := &cobra.Command{Use: "dev", Short: "Run the runtime locally with a dev tenant and printed tokens (loopback only)",
 		RunE: func(c *cobra.Command, _ []string) error {
+			if err := f.check(c); err != nil {
+				return err
+			}
 			log, err := f.logger(true)
 			if err != nil {
 				return err
@@ -165,7 +202,8 @@ func devCmd() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			srv, err := server.New(ctx, server.Config{Addr: f.addr, DataDir: f.data, Store: f.store, AdminToken: admin, MaxBody: f.maxBody, Logger: log, Workers: f.workers, UnsafeEgressAllowLoopback: f.egressLoopback})
+			srv, err := server.New(ctx, server.Config{Addr: f.addr, DataDir: f.data, Store: f.store, AdminToken: admin, MaxBody: f.maxBody, Logger: log, Workers: f.workers, UnsafeEgressAllowLoopback: f.egressLoopback,
+				MetricsPublic: f.metricsPublic, MetricsMaxLabelSets: f.metricsMaxLabelSets})
 			if err != nil {
 				return err
 			}

@@ -19,6 +19,7 @@ import (
 	"github.com/larkrun/lark/internal/egress"
 	"github.com/larkrun/lark/internal/idgen"
 	"github.com/larkrun/lark/internal/invoke"
+	"github.com/larkrun/lark/internal/metrics"
 	"github.com/larkrun/lark/internal/registry"
 	"github.com/larkrun/lark/internal/sandbox"
 	"github.com/larkrun/lark/internal/schema"
@@ -47,6 +48,10 @@ type Config struct {
 	// Clock is the time source of every service and the dispatcher (default: the real clock).
 	// Tests inject a clock.Fake to move durable timers and timeouts forward.
 	Clock clock.Clock
+	// MetricsPublic serves GET /metrics without authentication (default: the operator's token only).
+	MetricsPublic bool
+	// MetricsMaxLabelSets caps the label sets of each metric family (default metrics.DefaultMaxLabelSets).
+	MetricsMaxLabelSets int
 }
 
 // Server is a running Lark process.
@@ -57,6 +62,7 @@ type Server struct {
 	Tokens   *tokens.Service
 	Registry *registry.Service
 	Invoke   *invoke.Service
+	Metrics  *metrics.Metrics
 	dispatch *dispatch.Dispatcher
 	handler  http.Handler
 	log      *slog.Logger
@@ -101,12 +107,16 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Tokens:   tokens.NewService(st, c, ids, cfg.AdminToken, tenant.ValidID),
 		Registry: registry.NewService(st, schemas, c, ids),
 	}
+	s.Metrics = metrics.New(metrics.Options{Source: st, Clock: c, Logger: cfg.Logger, MaxLabelSets: cfg.MetricsMaxLabelSets,
+		Slots: func() (int, int) { return s.dispatch.Slots() }})
+	s.Registry.SetQuotaObserver(s.Metrics)
 	s.Invoke = invoke.NewService(invoke.Config{Store: st, Schemas: schemas, Programs: sandbox.NewCache(1024),
-		Egress: egress.New(egress.Options{AllowLoopback: cfg.UnsafeEgressAllowLoopback}), Clock: c, IDs: ids, Logger: cfg.Logger})
+		Egress: egress.New(egress.Options{AllowLoopback: cfg.UnsafeEgressAllowLoopback}), Clock: c, IDs: ids, Logger: cfg.Logger,
+		Observer: s.Metrics})
 	s.dispatch = dispatch.New(s.Invoke, dispatch.Options{Slots: cfg.Workers, Clock: c, Logger: cfg.Logger})
 	s.Invoke.SetWake(s.dispatch.Wake)
 	s.handler = api.New(api.Config{Tokens: s.Tokens, Tenants: s.Tenants, Registry: s.Registry, Invoke: s.Invoke, Audit: st, Ready: st,
-		IDs: ids, Logger: cfg.Logger, MaxBody: cfg.MaxBody}).Handler()
+		IDs: ids, Logger: cfg.Logger, MaxBody: cfg.MaxBody, Metrics: s.Metrics.Handler(), MetricsPublic: cfg.MetricsPublic}).Handler()
 	return s, nil
 }
 
