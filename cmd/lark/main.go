@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/larkrun/lark/internal/cost"
+	"github.com/larkrun/lark/internal/metrics"
 	"github.com/larkrun/lark/internal/retention"
 	"github.com/larkrun/lark/internal/server"
 )
@@ -44,6 +45,8 @@ type flags struct {
 	cpuProfile                  string
 	memProfile                  string
 	pricing                     string
+	metricsPublic               bool
+	metricsMaxLabelSets         int
 }
 
 func (f *flags) bind(c *cobra.Command) {
@@ -57,6 +60,10 @@ func (f *flags) bind(c *cobra.Command) {
 	c.Flags().DurationVar(&f.retention, "retention-interval", retention.DefaultInterval, "time between two passes of the retention job (purges history and audit events past each tenant's retention)")
 	c.Flags().BoolVar(&f.egressLoopback, "unsafe-egress-allow-loopback", false, "TEST ONLY: let user code reach loopback addresses")
 	_ = c.Flags().MarkHidden("unsafe-egress-allow-loopback")
+	c.Flags().BoolVar(&f.metricsPublic, "metrics-public", false,
+		"serve GET /metrics without authentication (it names every tenant; default: the operator's token only) (env LARK_METRICS_PUBLIC)")
+	c.Flags().IntVar(&f.metricsMaxLabelSets, "metrics-max-label-sets", metrics.DefaultMaxLabelSets,
+		"label sets each metric family keeps before folding new ones into __other__ (env LARK_METRICS_MAX_LABEL_SETS)")
 	c.Flags().StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (for lark bench)")
 	_ = c.Flags().MarkHidden("cpuprofile")
 	c.Flags().StringVar(&f.memProfile, "memprofile", "", "write an allocation profile of the whole run to this file at exit (for lark bench)")
@@ -67,7 +74,8 @@ func (f *flags) bind(c *cobra.Command) {
 // bad one stops the start).
 func (f *flags) config(admin string, log *slog.Logger) (server.Config, error) {
 	cfg := server.Config{Addr: f.addr, DataDir: f.data, Store: f.store, AdminToken: admin, MaxBody: f.maxBody, Logger: log,
-		Workers: f.workers, UnsafeEgressAllowLoopback: f.egressLoopback, RetentionInterval: f.retention}
+		Workers: f.workers, UnsafeEgressAllowLoopback: f.egressLoopback, RetentionInterval: f.retention,
+		MetricsPublic: f.metricsPublic, MetricsMaxLabelSets: f.metricsMaxLabelSets}
 	if f.pricing != "" {
 		p, err := cost.Load(f.pricing)
 		if err != nil {
@@ -76,6 +84,29 @@ func (f *flags) config(admin string, log *slog.Logger) (server.Config, error) {
 		cfg.Pricing = p
 	}
 	return cfg, nil
+}
+
+// typedEnv maps flags to the environment variables that set them when the command line does not.
+var typedEnv = []struct{ flag, env string }{
+	{"metrics-public", "LARK_METRICS_PUBLIC"},
+	{"metrics-max-label-sets", "LARK_METRICS_MAX_LABEL_SETS"},
+}
+
+// check applies typedEnv (a malformed value is an error, never ignored) and validates the flags.
+func (f *flags) check(c *cobra.Command) error {
+	for _, e := range typedEnv {
+		v, ok := os.LookupEnv(e.env)
+		if !ok || v == "" || c.Flags().Changed(e.flag) {
+			continue
+		}
+		if err := c.Flags().Set(e.flag, v); err != nil {
+			return fmt.Errorf("%s: %w", e.env, err)
+		}
+	}
+	if f.metricsMaxLabelSets < 1 {
+		return fmt.Errorf("--metrics-max-label-sets must be at least 1, got %d", f.metricsMaxLabelSets)
+	}
+	return nil
 }
 
 func (f *flags) logger(text bool) (*slog.Logger, error) {
@@ -129,6 +160,9 @@ func serveCmd() *cobra.Command {
 	var f flags
 	c := &cobra.Command{Use: "serve", Short: "Run the runtime (API, dispatcher, executors)",
 		RunE: func(c *cobra.Command, _ []string) error {
+			if err := f.check(c); err != nil {
+				return err
+			}
 			log, err := f.logger(false)
 			if err != nil {
 				return err
@@ -167,6 +201,9 @@ func devCmd() *cobra.Command {
 	var f flags
 	c := &cobra.Command{Use: "dev", Short: "Run the runtime locally with a dev tenant and printed tokens (loopback only)",
 		RunE: func(c *cobra.Command, _ []string) error {
+			if err := f.check(c); err != nil {
+				return err
+			}
 			log, err := f.logger(true)
 			if err != nil {
 				return err

@@ -46,6 +46,10 @@ type Config struct {
 	IDs      idgen.Generator
 	Logger   *slog.Logger
 	MaxBody  int64
+	// Metrics, when set, is served at GET /metrics: to the platform operator's token only, since it
+	// names every tenant, unless MetricsPublic.
+	Metrics       http.Handler
+	MetricsPublic bool
 }
 
 // Server serves the API.
@@ -93,6 +97,13 @@ func (s *Server) Handler() http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	r.Get("/readyz", s.readyz)
+	if s.cfg.Metrics != nil {
+		if s.cfg.MetricsPublic {
+			r.Method(http.MethodGet, "/metrics", s.cfg.Metrics)
+		} else {
+			r.With(s.authenticate, s.operatorOnly).Method(http.MethodGet, "/metrics", s.cfg.Metrics)
+		}
+	}
 	r.Route(BasePath, func(r chi.Router) {
 		r.Use(s.limitBody, s.authenticate)
 		r.Post("/tokens", s.createToken)

@@ -172,6 +172,17 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 	})
 }
 
+// operatorOnly admits the platform operator only (after authenticate): 403 for tenant tokens.
+func (s *Server) operatorOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !security(r).Operator {
+			s.problem(w, r, problem.Forbidden("%s needs the platform operator's token", r.URL.Path))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 func security(r *http.Request) auth.SecurityContext {
 	sc, _ := auth.FromContext(r.Context())
 	return sc

@@ -138,3 +138,6 @@ func (d *Dispatcher) sleep(ctx context.Context) {
 	case <-t.C:
 	}
 }
+
+// Slots reports how many of the pool's execution slots are running claimed work, and the pool's size.
+func (d *Dispatcher) Slots() (busy, total int) { return len(d.sem), d.o.Slots }

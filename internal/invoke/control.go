@@ -101,7 +101,7 @@ func (s *Service) startChild(ctx context.Context, parent invocation.Record, req 
 	}
 	now := rec.CreatedAt
 	var created invocation.Record
-	if err := s.cfg.Store.Update(ctx, func(tx store.Tx) error {
+	if err := s.update(ctx, func(tx store.Tx) error {
 		var err error
 		created, err = s.create(tx, rec, true, d, now)
 		return err
@@ -302,7 +302,7 @@ func (s *Service) resume(ctx context.Context, cur invocation.Record) (invocation
 func (s *Service) transition(ctx context.Context, cur invocation.Record, action Action, t invocation.EventType, next store.Scheduling,
 	then func(store.Tx, invocation.Record, time.Time) (invocation.Record, error)) (invocation.Record, error) {
 	var out invocation.Record
-	err := s.cfg.Store.Update(ctx, func(tx store.Tx) error {
+	err := s.update(ctx, func(tx store.Tx) error {
 		now := s.cfg.Clock.Now()
 		data, _ := json.Marshal(map[string]any{"action": action})
 		ev := invocation.Event{Type: t, Data: data, At: now, LogicalAttempt: cur.Attempt,
@@ -369,7 +369,7 @@ func (s *Service) replay(ctx context.Context, sc auth.SecurityContext, cur invoc
 		Attempt: 1, CreatedAt: now, Replay: cur.ID}
 	rec.TraceID, rec.SpanID = traceIDs("")
 	var created invocation.Record
-	if err := s.cfg.Store.Update(ctx, func(tx store.Tx) error {
+	if err := s.update(ctx, func(tx store.Tx) error {
 		var err error
 		created, err = s.create(tx, rec, false, d, now)
 		return err

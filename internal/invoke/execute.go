@@ -22,6 +22,7 @@ import (
 // execute runs one started attempt of rec and records its outcome. It is used by sync invocations,
 // by the dispatcher for queued work, and for r_invoke_v1 children.
 func (s *Service) execute(ctx context.Context, rec invocation.Record, e entrypoint.Entrypoint, d definition) (invocation.Record, error) {
+	s.dequeued(rec)
 	if e.Kind == entrypoint.KindWorkflow {
 		return s.executeWorkflow(ctx, rec, e, d)
 	}
@@ -235,7 +236,7 @@ func (s *Service) complete(ctx context.Context, rec invocation.Record, d definit
 		return data
 	}
 	var final invocation.Record
-	err := s.cfg.Store.Update(ctx, func(tx store.Tx) error {
+	err := s.update(ctx, func(tx store.Tx) error {
 		now := s.cfg.Clock.Now()
 		ev := func(t invocation.EventType, data any) invocation.Event {
 			b, _ := json.Marshal(data)

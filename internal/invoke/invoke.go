@@ -73,6 +73,9 @@ type Config struct {
 	// Pricing prices executions and invocations (nil: everything costs 0). Each execution's cost is
 	// recorded in the event that closes it, each invocation's price in its created event.
 	Pricing *cost.Pricing
+	// Observer hears of invocations created, dequeued and finished, and of starts refused by a rate
+	// limit or a quota (default: NopObserver).
+	Observer Observer
 }
 
 // Service implements the invocation use cases.
@@ -87,6 +90,8 @@ type Service struct {
 	closeOnce sync.Once
 	fair      *fairness.Scheduler // whose queued work Claim takes next
 	policies  policyCache         // tenants' weights and quotas for Claim
+	// noObserver: Config.Observer is the no-op one, so writes skip noting what they change.
+	noObserver bool
 }
 
 // NewService returns a Service.
@@ -121,8 +126,12 @@ func NewService(cfg Config) *Service {
 	if cfg.MaxLive <= 0 {
 		cfg.MaxLive = 1000
 	}
+	if cfg.Observer == nil {
+		cfg.Observer = NopObserver{}
+	}
+	_, nop := cfg.Observer.(NopObserver)
 	return &Service{cfg: cfg, running: map[string]context.CancelFunc{}, workflows: map[string]*sandbox.Program{},
-		live: map[string]*liveRun{}, closing: make(chan struct{}), fair: fairness.New()}
+		live: map[string]*liveRun{}, closing: make(chan struct{}), fair: fairness.New(), noObserver: nop}
 }
 
 // Close ends the workflow executions waiting in memory (their invocations are suspended, durably;
@@ -533,6 +542,7 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 			return out, problem.Internal(err)
 		}
 		if n >= *max {
+			s.cfg.Observer.QuotaExceeded(sc.TenantID, quotaConcurrent)
 			return out, quotaExceeded(sc.TenantID, *max)
 		}
 	}
@@ -578,8 +588,9 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 	keyScope := "invoke:" + sc.SubjectID
 	var replayOf string
 	var perr error
+	var overQuota bool
 	var created invocation.Record
-	err = s.cfg.Store.Update(ctx, func(tx store.Tx) error {
+	err = s.update(ctx, func(tx store.Tx) error {
 		if opt.IdempotencyKey != "" {
 			prev, err := tx.IdempotencyKey(sc.TenantID, keyScope, opt.IdempotencyKey, now)
 			if err == nil {
@@ -601,7 +612,7 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 				return err
 			}
 			if n >= *max {
-				perr = quotaExceeded(sc.TenantID, *max)
+				perr, overQuota = quotaExceeded(sc.TenantID, *max), true
 				return perr
 			}
 		}
@@ -617,6 +628,9 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 	})
 	if perr != nil || err != nil || replayOf != "" {
 		permit.Release()
+	}
+	if overQuota {
+		s.cfg.Observer.QuotaExceeded(sc.TenantID, quotaConcurrent)
 	}
 	if perr != nil {
 		return out, perr
@@ -662,6 +676,7 @@ func (s *Service) rateLimit(tenantID, entrypointID string, d definition, now tim
 	if dec.Allowed {
 		return dec, nil
 	}
+	s.cfg.Observer.RateLimited(tenantID, entrypointID)
 	secs := int(math.Ceil(dec.RetryAfter.Seconds()))
 	secs = max(secs, 1)
 	pe := problem.New(problem.TypeRateLimited, "Entrypoint rate limit exceeded for tenant %s. Retry after %d seconds.", tenantID, secs)
@@ -669,9 +684,13 @@ func (s *Service) rateLimit(tenantID, entrypointID string, d definition, now tim
 	return dec, pe
 }
 
+// quotaConcurrent names the max_concurrent_executions quota (the problem's quota member, and the
+// Observer's quota).
+const quotaConcurrent = "max_concurrent_executions"
+
 func quotaExceeded(tenantID string, max int64) *problem.Error {
 	pe := problem.New(problem.TypeQuotaExceeded, "tenant %s has %d executions running, its max_concurrent_executions quota", tenantID, max).
-		With("quota", "max_concurrent_executions")
+		With("quota", quotaConcurrent)
 	pe.RetryAfter = 1
 	return pe
 }

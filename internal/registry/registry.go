@@ -29,12 +29,22 @@ type Service struct {
 	schemas *schema.Registry
 	clock   clock.Clock
 	ids     idgen.Generator
+	quotas  QuotaObserver
 }
 
 // NewService returns a registry Service.
 func NewService(s store.Store, schemas *schema.Registry, c clock.Clock, ids idgen.Generator) *Service {
 	return &Service{store: s, schemas: schemas, clock: c, ids: ids}
 }
+
+// QuotaObserver hears of registrations refused by a tenant quota (package metrics implements it).
+type QuotaObserver interface {
+	// QuotaExceeded: tenantID's registration was refused by quota ("max_definitions").
+	QuotaExceeded(tenantID, quota string)
+}
+
+// SetQuotaObserver sets who hears of quota refusals (nobody by default). Call it before serving.
+func (s *Service) SetQuotaObserver(o QuotaObserver) { s.quotas = o }
 
 func viewer(sc auth.SecurityContext) entrypoint.Viewer {
 	return entrypoint.Viewer{TenantID: sc.TenantID, SubjectID: sc.SubjectID, Operator: sc.Operator}
@@ -92,6 +102,9 @@ func (s *Service) Register(ctx context.Context, sc auth.SecurityContext, body ma
 	})
 	switch {
 	case perr != nil:
+		if s.quotas != nil {
+			s.quotas.QuotaExceeded(e.TenantID, "max_definitions")
+		}
 		return e, nil, perr
 	case errors.Is(err, store.ErrConflict):
 		return e, nil, problem.Conflict("already_exists", "entrypoint %s already exists in this tenant or at platform scope", e.GTSID)

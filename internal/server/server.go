@@ -20,6 +20,7 @@ import (
 	"github.com/larkrun/lark/internal/egress"
 	"github.com/larkrun/lark/internal/idgen"
 	"github.com/larkrun/lark/internal/invoke"
+	"github.com/larkrun/lark/internal/metrics"
 	"github.com/larkrun/lark/internal/registry"
 	"github.com/larkrun/lark/internal/retention"
 	"github.com/larkrun/lark/internal/sandbox"
@@ -54,6 +55,10 @@ type Config struct {
 	Pricing *cost.Pricing
 	// RetentionInterval is the time between two passes of the retention job (default 5 min).
 	RetentionInterval time.Duration
+	// MetricsPublic serves GET /metrics without authentication (default: the operator's token only).
+	MetricsPublic bool
+	// MetricsMaxLabelSets caps the label sets of each metric family (default metrics.DefaultMaxLabelSets).
+	MetricsMaxLabelSets int
 }
 
 // Server is a running Lark process.
@@ -64,6 +69,7 @@ type Server struct {
 	Tokens   *tokens.Service
 	Registry *registry.Service
 	Invoke   *invoke.Service
+	Metrics  *metrics.Metrics
 	dispatch *dispatch.Dispatcher
 	handler  http.Handler
 	log      *slog.Logger
@@ -111,9 +117,12 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Tokens:   tokens.NewService(st, c, ids, cfg.AdminToken, tenant.ValidID),
 		Registry: registry.NewService(st, schemas, c, ids),
 	}
+	s.Metrics = metrics.New(metrics.Options{Source: st, Clock: c, Logger: cfg.Logger, MaxLabelSets: cfg.MetricsMaxLabelSets,
+		Slots: func() (int, int) { return s.dispatch.Slots() }})
+	s.Registry.SetQuotaObserver(s.Metrics)
 	s.Invoke = invoke.NewService(invoke.Config{Store: st, Schemas: schemas, Programs: sandbox.NewCache(1024),
 		Egress: egress.New(egress.Options{AllowLoopback: cfg.UnsafeEgressAllowLoopback}), Clock: c, IDs: ids, Logger: cfg.Logger,
-		Pricing: cfg.Pricing})
+		Pricing: cfg.Pricing, Observer: s.Metrics})
 	s.dispatch = dispatch.New(s.Invoke, dispatch.Options{Slots: cfg.Workers, Clock: c, Logger: cfg.Logger})
 	s.Invoke.SetWake(s.dispatch.Wake)
 	if st.Exclusive() {
@@ -125,7 +134,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.Retention = retention.New(st, retention.Options{Interval: cfg.RetentionInterval, Clock: c, Logger: cfg.Logger})
 	s.handler = api.New(api.Config{Tokens: s.Tokens, Tenants: s.Tenants, Registry: s.Registry, Invoke: s.Invoke,
 		Usage: usage.NewService(st, c, cfg.Pricing.Currency()), Audit: st, Ready: st,
-		IDs: ids, Logger: cfg.Logger, MaxBody: cfg.MaxBody}).Handler()
+		IDs: ids, Logger: cfg.Logger, MaxBody: cfg.MaxBody, Metrics: s.Metrics.Handler(), MetricsPublic: cfg.MetricsPublic}).Handler()
 	return s, nil
 }
 

@@ -118,6 +118,11 @@ type Reader interface {
 	// event they append, in the same transaction, to the tenant's aggregate for the event's hour
 	// (invocation.UsageHour) and the invocation's exact entrypoint id.
 	UsageHistory(ctx context.Context, tenantID string, q UsageQuery) ([]UsageRow, error)
+	// TenantLoads returns the load of every tenant that has a policy, ordered by tenant id, read in
+	// one snapshot: its queue at now, its in-flight invocations, its definitions and its quotas
+	// (for the gauges /metrics computes at scrape time). It must cost in proportion to the tenants
+	// and the work in flight, not to the history kept.
+	TenantLoads(ctx context.Context, now time.Time) ([]TenantLoad, error)
 	RetentionReader
 }
 
@@ -133,6 +138,22 @@ type UsageRow struct {
 	Start        time.Time
 	EntrypointID string
 	Usage        invocation.Usage
+}
+
+// TenantLoad is one tenant's share of the work at a moment.
+type TenantLoad struct {
+	TenantID string
+	// Ready counts queue entries due at now (claimable once a slot is free); Delayed those due
+	// later (retry backoff, durable timers); LeaseExpired the running attempts whose lease ran out
+	// (their runner died; the next claim reclaims them).
+	Ready, Delayed, LeaseExpired int64
+	// InFlight counts the tenant's invocations in each in-flight status (queued, running,
+	// suspended, compensating); a status with none is absent.
+	InFlight map[invocation.Status]int64
+	// Definitions counts the tenant's entrypoints that are not archived (the max_definitions quota).
+	Definitions int64
+	// Quotas are the tenant's policy quotas.
+	Quotas tenant.Quotas
 }
 
 // Tx holds the operations allowed inside Update. They use the transaction's own context: a

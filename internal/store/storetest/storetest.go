@@ -41,6 +41,7 @@ func Run(t *testing.T, f Factory) {
 		"InvocationEventLog":        testInvocationEventLog,
 		"InvocationIsolation":       testInvocationIsolation,
 		"InvocationInFlight":        testInvocationInFlight,
+		"TenantLoads":               testTenantLoads,
 		"GroupCommitIsolation":      testGroupCommitIsolation,
 		"GroupCommitConcurrency":    testGroupCommitConcurrency,
 		"Audit":                     testAudit,
