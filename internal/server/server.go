@@ -133,7 +133,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.Retention = retention.New(st, retention.Options{Interval: cfg.RetentionInterval, Clock: c, Logger: cfg.Logger})
 	s.handler = api.New(api.Config{Tokens: s.Tokens, Tenants: s.Tenants, Registry: s.Registry, Invoke: s.Invoke,
-		Usage: usage.NewService(st, c, cfg.Pricing.Currency()), Audit: st, Ready: st,
+		Usage: usage.NewService(st, s.Tenants, c, cfg.Pricing.Currency()), Audit: st, Ready: st,
 		IDs: ids, Logger: cfg.Logger, MaxBody: cfg.MaxBody, Metrics: s.Metrics.Handler(), MetricsPublic: cfg.MetricsPublic}).Handler()
 	return s, nil
 }

@@ -9,7 +9,6 @@ package usage
 
 import (
 	"context"
-	"errors"
 	"math"
 	"slices"
 	"time"
@@ -24,23 +23,30 @@ import (
 
 // Store is what the service reads (store.Store has it all).
 type Store interface {
-	Tenant(ctx context.Context, id string) (tenant.Policy, error)
 	CountTenantRunning(ctx context.Context, tenantID string) (int64, error)
 	CountTenantEntrypoints(ctx context.Context, tenantID string) (int64, error)
 	TenantHistoryBytes(ctx context.Context, tenantID string) (int64, error)
 	UsageHistory(ctx context.Context, tenantID string, q store.UsageQuery) ([]store.UsageRow, error)
 }
 
+// Policies authorizes a read of a tenant's governance data and returns its policy (tenants.Service):
+// the platform operator reads any tenant, a tenant admin its own; another tenant's, or one that was
+// never enabled, is 404.
+type Policies interface {
+	Policy(ctx context.Context, sc auth.SecurityContext, tenantID string) (tenant.Policy, error)
+}
+
 // Service answers usage requests.
 type Service struct {
 	store    Store
+	policies Policies
 	clock    clock.Clock
 	currency string
 }
 
 // NewService returns a Service; currency names the pricing currency of the costs it reports.
-func NewService(s Store, c clock.Clock, currency string) *Service {
-	return &Service{store: s, clock: c, currency: currency}
+func NewService(s Store, p Policies, c clock.Clock, currency string) *Service {
+	return &Service{store: s, policies: p, clock: c, currency: currency}
 }
 
 // Report is 000's Usage Response.
@@ -96,28 +102,9 @@ func percent(cur int64, quota *int64) *float64 {
 	return &p
 }
 
-// policy authorizes a usage read and returns the tenant's policy: the platform operator reads any
-// tenant, a tenant admin its own; another tenant's, or one that was never enabled, is 404.
-func (s *Service) policy(ctx context.Context, sc auth.SecurityContext, tenantID string) (tenant.Policy, error) {
-	if !sc.Operator && sc.TenantID != tenantID {
-		return tenant.Policy{}, problem.NotFound("tenant %s not found", tenantID)
-	}
-	if !sc.Has(auth.RoleAdmin) {
-		return tenant.Policy{}, problem.Forbidden("reading tenant usage needs the admin role")
-	}
-	p, err := s.store.Tenant(ctx, tenantID)
-	if errors.Is(err, store.ErrNotFound) {
-		return p, problem.NotFound("tenant %s not found", tenantID)
-	}
-	if err != nil {
-		return p, problem.Internal(err)
-	}
-	return p, nil
-}
-
 // Current returns the tenant's current usage against its quotas.
 func (s *Service) Current(ctx context.Context, sc auth.SecurityContext, tenantID string) (Report, error) {
-	p, err := s.policy(ctx, sc, tenantID)
+	p, err := s.policies.Policy(ctx, sc, tenantID)
 	if err != nil {
 		return Report{}, err
 	}
@@ -218,7 +205,7 @@ type Totals struct {
 // History returns the tenant's usage over the window q selects (see ParseWindow), every bucket of
 // it included, empty ones too.
 func (s *Service) History(ctx context.Context, sc auth.SecurityContext, tenantID string, q HistoryQuery) (History, error) {
-	if _, err := s.policy(ctx, sc, tenantID); err != nil {
+	if _, err := s.policies.Policy(ctx, sc, tenantID); err != nil {
 		return History{}, err
 	}
 	w, err := ParseWindow(q, s.clock.Now())
