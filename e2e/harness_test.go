@@ -324,6 +324,9 @@ func (p *larkProc) listAll(path, token string) []json.RawMessage {
 	for page := 0; ; page++ {
 		require.Less(p.t, page, 100, "%s: too many pages", path)
 		q := "?limit=200"
+		if strings.Contains(path, "?") {
+			q = "&limit=200"
+		}
 		if cursor != "" {
 			q += "&cursor=" + url.QueryEscape(cursor)
 		}

@@ -20,7 +20,7 @@ import (
 func benchCmd() *cobra.Command {
 	var o bench.Options
 	var scenarios string
-	c := &cobra.Command{Use: "bench", Short: "Measure Lark (sync, async, coldstart, workflow10, sleepers) against baselines run on this machine",
+	c := &cobra.Command{Use: "bench", Short: "Measure Lark (sync, async, coldstart, workflow10, sleepers, cron10k) against baselines run on this machine",
 		Long: strings.TrimSpace(`
 Runs the named scenarios, each against its own "lark serve" child process (this binary) on a fresh
 temporary data directory, and prints a Markdown table: throughput, p50/p99 latency, the server's
@@ -33,7 +33,7 @@ Every raw figure, the machine and the flags go to the JSON file (--out).
   coldstart   register + activate + first sync result of a new function, sequentially
   workflow10  10-step workflows from 50 concurrent starters (steps/s), and one serially (p50)
   sleepers    10k workflows sleeping: server RSS, and wake-up lag p99
-  cron10k     listed as not available until schedules exist
+  cron10k     10k schedules firing every minute: fire lag p99 and server CPU
 
 Missed goals do not fail the command (it is a measurement); a scenario that errors does.
 See docs/benchmarks.md.`),
@@ -78,6 +78,9 @@ See docs/benchmarks.md.`),
 	fl.IntVar(&o.AsyncN, "async-n", 100000, "invocations of the async scenario")
 	fl.IntVar(&o.AsyncClients, "async-clients", 32, "concurrent submitters of the async scenario")
 	fl.IntVar(&o.ColdStartN, "coldstart-n", 200, "iterations of the coldstart scenario (at most 60 s)")
+	fl.IntVar(&o.Cron10kN, "cron-n", 10000, "schedules of the cron10k scenario")
+	fl.StringVar(&o.Cron10kExpr, "cron-expr", "* * * * *", "cron expression of the cron10k schedules (6 fields: seconds first)")
+	fl.IntVar(&o.Cron10kFires, "cron-fires", 2, "instants the cron10k scenario measures")
 	fl.StringVar(&o.Store, "store", "sqlite", "store of the server under test: sqlite, or a postgres:// URL")
 	fl.StringVar(&o.ProfileDir, "profile-dir", "", "write a CPU profile of each server child to DIR/<scenario>.pprof")
 	fl.StringArrayVar(&o.ServerArgs, "server-arg", nil, "extra flag for each \"lark serve\" child, e.g. --server-arg=--workers=128 (repeatable)")

@@ -18,6 +18,7 @@ import (
 	"github.com/larkrun/lark/internal/invoke"
 	"github.com/larkrun/lark/internal/problem"
 	"github.com/larkrun/lark/internal/registry"
+	"github.com/larkrun/lark/internal/scheduler"
 	"github.com/larkrun/lark/internal/tenants"
 	"github.com/larkrun/lark/internal/tokens"
 	"github.com/larkrun/lark/internal/usage"
@@ -41,11 +42,13 @@ type Config struct {
 	Registry *registry.Service
 	Invoke   *invoke.Service
 	Usage    *usage.Service
-	Audit    AuditLister
-	Ready    Pinger
-	IDs      idgen.Generator
-	Logger   *slog.Logger
-	MaxBody  int64
+	// Schedules serves the Schedule API.
+	Schedules *scheduler.Service
+	Audit     AuditLister
+	Ready     Pinger
+	IDs       idgen.Generator
+	Logger    *slog.Logger
+	MaxBody   int64
 	// Metrics, when set, is served at GET /metrics: to the platform operator's token only, since it
 	// names every tenant, unless MetricsPublic.
 	Metrics       http.Handler
@@ -140,6 +143,8 @@ func (s *Server) Handler() http.Handler {
 		r.Get("/events/{id:[^:/]+}", s.getEvent)
 
 		r.Get("/audit-events", s.listAudit)
+
+		s.scheduleRoutes(r)
 	})
 	return r
 }

@@ -24,6 +24,13 @@ const (
 	TenantPolicyUpdated  = TypeBase + "x.core.serverless.audit.tenant_policy_updated.v1~"
 	TokenCreated         = TypeBase + "x.core.serverless.audit.token_created.v1~"
 	TokenRevoked         = TypeBase + "x.core.serverless.audit.token_revoked.v1~"
+	// Schedules (002's trigger audit events mapped onto 000's family).
+	ScheduleCreated   = TypeBase + "x.core.serverless.audit.schedule_created.v1~"
+	ScheduleUpdated   = TypeBase + "x.core.serverless.audit.schedule_updated.v1~"
+	SchedulePaused    = TypeBase + "x.core.serverless.audit.schedule_paused.v1~"
+	ScheduleResumed   = TypeBase + "x.core.serverless.audit.schedule_resumed.v1~"
+	ScheduleDeleted   = TypeBase + "x.core.serverless.audit.schedule_deleted.v1~"
+	ScheduleTriggered = TypeBase + "x.core.serverless.audit.schedule_triggered.v1~"
 )
 
 // Event is one audit record. Details never contain secrets.

@@ -22,11 +22,9 @@ import (
 // Scenario names, in the order they run.
 var (
 	// Available scenarios.
-	Available = []string{"sync", "async", "coldstart", "workflow10", "sleepers"}
+	Available = []string{"sync", "async", "coldstart", "workflow10", "sleepers", "cron10k"}
 	// Pending scenarios and the features they wait for.
-	Pending = map[string]string{
-		"cron10k": "not available yet (needs schedules)",
-	}
+	Pending = map[string]string{}
 	// All is every scenario name in table order.
 	All = []string{"sync", "async", "coldstart", "workflow10", "sleepers", "cron10k"}
 )
@@ -64,6 +62,10 @@ type Options struct {
 	SleepersN         int           `json:"sleepers_n"`
 	SleepersSleep     time.Duration `json:"-"`
 	SleepersLagSample int           `json:"sleepers_lag_sample"`
+	// Cron10kN schedules with expression Cron10kExpr; Cron10kFires instants are measured.
+	Cron10kN     int    `json:"cron10k_n"`
+	Cron10kExpr  string `json:"cron10k_expr"`
+	Cron10kFires int    `json:"cron10k_fires"`
 	// ServerArgs are extra flags for `lark serve` (e.g. --workers 128).
 	ServerArgs []string `json:"server_args,omitempty"`
 
@@ -121,6 +123,15 @@ func (o *Options) Defaults() {
 	}
 	if o.SleepersSleep <= 0 {
 		o.SleepersSleep = 20 * time.Second
+	}
+	if o.Cron10kN <= 0 {
+		o.Cron10kN = 10_000
+	}
+	if o.Cron10kExpr == "" {
+		o.Cron10kExpr = "* * * * *"
+	}
+	if o.Cron10kFires <= 0 {
+		o.Cron10kFires = 2
 	}
 	o.SleepersSleepS = o.SleepersSleep.Seconds()
 	o.DurationS, o.WarmupS = o.Duration.Seconds(), o.Warmup.Seconds()
@@ -190,6 +201,8 @@ func Run(ctx context.Context, bin string, o Options, log io.Writer) (*Report, er
 			s = r.Workflow10(ctx)
 		case "sleepers":
 			s = r.Sleepers(ctx)
+		case "cron10k":
+			s = r.Cron10k(ctx)
 		default:
 			s = Scenario{Name: name, Status: StatusNotAvailable, Note: Pending[name], Result: ResultNA}
 		}

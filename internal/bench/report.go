@@ -76,6 +76,7 @@ type Scenario struct {
 	ColdStart  *ColdStartDetail  `json:"coldstart,omitempty"`
 	Workflow10 *Workflow10Detail `json:"workflow10,omitempty"`
 	Sleepers   *SleepersDetail   `json:"sleepers,omitempty"`
+	Cron10k    *Cron10kDetail    `json:"cron10k,omitempty"`
 	Profile    string            `json:"cpu_profile,omitempty"`
 }
 
@@ -384,6 +385,11 @@ func details(s Scenario) []string {
 			float64(sl.SleepRSSMaxKiB)/1024, float64(sl.SleepRSSMeanKiB)/1024, sl.RSSSamples, float64(sl.IdleRSSKiB)/1024))
 		out = append(out, fmt.Sprintf("sleepers: p50/p99 in the table = wake-up lag (succeeded event − the suspended event's details.until) from the timelines of %d workflows (read in %.1f s); max %s",
 			sl.LagSampled, sl.LagFetchS, msCell(sl.Lag.MaxMs)))
+	}
+	if c := s.Cron10k; c != nil {
+		out = append(out, fmt.Sprintf("cron10k: %d schedules %q created in %.1f s (%d clients); instants %s … %s (%d each): %d runs, %d missing; server CPU %.2f cores over %.0f s (firing and running them); p50/p99 in the table = fire lag (run recorded_at − scheduled_at), max %s; histories read in %.1f s",
+			c.N, c.Expr, c.CreateS, c.Clients, c.First.Format(time.TimeOnly), c.Last.Format(time.TimeOnly), c.Fires, c.Runs, c.Missing,
+			c.Cores, c.WindowS, msCell(c.Lag.MaxMs), c.FetchS))
 	}
 	return out
 }

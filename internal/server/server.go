@@ -24,6 +24,7 @@ import (
 	"github.com/larkrun/lark/internal/registry"
 	"github.com/larkrun/lark/internal/retention"
 	"github.com/larkrun/lark/internal/sandbox"
+	"github.com/larkrun/lark/internal/scheduler"
 	"github.com/larkrun/lark/internal/schema"
 	"github.com/larkrun/lark/internal/store"
 	"github.com/larkrun/lark/internal/store/sqlstore"
@@ -71,8 +72,10 @@ type Server struct {
 	Invoke   *invoke.Service
 	Metrics  *metrics.Metrics
 	dispatch *dispatch.Dispatcher
-	handler  http.Handler
-	log      *slog.Logger
+	// Schedules manages and fires schedules; Serve runs its firing loop (tests call FireDue).
+	Schedules *scheduler.Service
+	handler   http.Handler
+	log       *slog.Logger
 
 	// Retention is the retention maintenance job; Serve runs it (tests call RunOnce).
 	Retention *retention.Job
@@ -131,9 +134,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("recover leases: %w", err)
 		}
 	}
+	s.Schedules = scheduler.New(st, s.Invoke, scheduler.Options{Clock: c, IDs: ids, Logger: cfg.Logger})
 	s.Retention = retention.New(st, retention.Options{Interval: cfg.RetentionInterval, Clock: c, Logger: cfg.Logger})
 	s.handler = api.New(api.Config{Tokens: s.Tokens, Tenants: s.Tenants, Registry: s.Registry, Invoke: s.Invoke,
-		Usage: usage.NewService(st, s.Tenants, c, cfg.Pricing.Currency()), Audit: st, Ready: st,
+		Usage: usage.NewService(st, s.Tenants, c, cfg.Pricing.Currency()), Schedules: s.Schedules, Audit: st, Ready: st,
 		IDs: ids, Logger: cfg.Logger, MaxBody: cfg.MaxBody, Metrics: s.Metrics.Handler(), MetricsPublic: cfg.MetricsPublic}).Handler()
 	return s, nil
 }
@@ -165,6 +169,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	go func() { s.RunDispatcher(dctx); close(dispatched) }()
 	retained := make(chan struct{})
 	go func() { s.Retention.Run(dctx); close(retained) }()
+	fired := make(chan struct{})
+	go func() { s.Schedules.Run(dctx); close(fired) }()
 	s.log.Info("lark serving", "addr", ln.Addr().String(), "store", storeName(s.cfg.Store))
 	var serveErr error
 	select {
@@ -182,6 +188,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		s.log.Warn("shutdown: attempts still running; they keep their leases and are reclaimed after restart")
 	}
 	<-retained // it stops at its next batch; a batch is short
+	<-fired    // likewise: one firing transaction at most
 	s.Invoke.Close()
 	closeErr := s.Store.Close()
 	if errors.Is(serveErr, http.ErrServerClosed) {

@@ -124,6 +124,7 @@ type Reader interface {
 	// and the work in flight, not to the history kept.
 	TenantLoads(ctx context.Context, now time.Time) ([]TenantLoad, error)
 	RetentionReader
+	ScheduleReader
 }
 
 // UsageQuery selects usage buckets: Width-wide buckets from From until To. From, To and Width are
@@ -243,6 +244,7 @@ type Tx interface {
 	// skipped (not an error); the returned slice holds the events actually appended.
 	AppendEvents(tenantID, invocationID string, events []invocation.Event) (invocation.Record, []invocation.Event, error)
 	RetentionTx
+	ScheduleTx
 }
 
 // Scheduling is an invocation's place in the queue: AvailableAt is set while it waits to run,

@@ -1,0 +1,128 @@
+package invoke
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/larkrun/lark/internal/auth"
+	"github.com/larkrun/lark/internal/invocation"
+	"github.com/larkrun/lark/internal/problem"
+	"github.com/larkrun/lark/internal/store"
+)
+
+// SystemStart is an invocation the runtime starts on a tenant's behalf: a schedule's run or a
+// backfill's partition. It is always asynchronous and queued in the caller's transaction, so that
+// whatever decided to start it (a schedule's instant, a backfill's partition) is recorded in the
+// same commit as the invocation itself. It is not rate limited (the cadence is the schedule's, and
+// max_schedules bounds it); the tenant's max_concurrent_executions and the entrypoint's
+// max_concurrent apply at claim time, like any queued work.
+type SystemStart struct {
+	// As is the identity the invocation runs as: its tenant, and the subject whose visibility
+	// resolves the entrypoint (a user's private entrypoints are visible to that user only).
+	As           auth.SecurityContext
+	EntrypointID string
+	// Params are the caller's params (a JSON object; empty means {}). Plan fills in the top-level
+	// properties it lacks from the defaults of the entrypoint's params schema, then validates them.
+	Params        json.RawMessage
+	CorrelationID string
+}
+
+// Planned is a SystemStart that resolved and validated; Enqueue writes it.
+type Planned struct {
+	rec invocation.Record
+	d   definition
+}
+
+// EntrypointID is the exact entrypoint version the planned invocation runs.
+func (p Planned) EntrypointID() string { return p.rec.EntrypointID }
+
+// Plan resolves the entrypoint (which must exist and be callable by st.As) and validates the params.
+// Its errors are problem documents (404, 409 not_active, 422).
+func (s *Service) Plan(ctx context.Context, st SystemStart) (Planned, error) {
+	e, err := s.resolve(ctx, viewer(st.As), st.EntrypointID)
+	if err != nil {
+		return Planned{}, err
+	}
+	d, err := s.definition(e)
+	if err != nil {
+		return Planned{}, problem.Internal(err)
+	}
+	params, err := withDefaults(d.Schema.Params, st.Params)
+	if err != nil {
+		return Planned{}, err
+	}
+	_, canon, err := s.validateParams(d, params)
+	if err != nil {
+		return Planned{}, err
+	}
+	rec := invocation.Record{TenantID: st.As.TenantID, EntrypointRef: e.ID, EntrypointID: e.GTSID,
+		EntrypointVersion: e.Version, SubjectID: st.As.SubjectID, Mode: invocation.ModeAsync, Params: canon,
+		CorrelationID: st.CorrelationID, Metrics: invocation.Metrics{MemoryLimitMB: i64(d.Traits.Limits.MemoryMB)}, Attempt: 1}
+	return Planned{rec: rec, d: d}, nil
+}
+
+// NewID returns a new invocation id (for a caller that records it before Enqueue).
+func (s *Service) NewID() string { return s.cfg.IDs.New("inv") }
+
+// Enqueue writes a planned invocation inside tx as queued work available at now, under id (from
+// NewID). Once the transaction commits, the caller passes what Enqueue returned to Committed.
+func (s *Service) Enqueue(tx store.Tx, p Planned, id string, now time.Time) (invocation.Record, error) {
+	if p.rec.EntrypointRef == "" || id == "" {
+		return invocation.Record{}, fmt.Errorf("enqueue: the start was not planned")
+	}
+	rec := p.rec
+	rec.ID = id
+	rec.CreatedAt = now
+	if rec.CorrelationID == "" {
+		rec.CorrelationID = s.cfg.IDs.New("corr")
+	}
+	return s.create(tx, rec, false, p.d, now)
+}
+
+// Committed reports invocations that Enqueue wrote, once their transaction committed: the Observer
+// hears of them and the dispatcher wakes up to run them.
+func (s *Service) Committed(recs ...invocation.Record) {
+	if len(recs) == 0 {
+		return
+	}
+	if !s.noObserver {
+		for i := range recs {
+			s.cfg.Observer.Created(recs[i])
+		}
+	}
+	s.cfg.Wake()
+}
+
+// withDefaults returns params with the `default` of every top-level property of the params schema
+// that params lacks.
+func withDefaults(schemaRaw, params json.RawMessage) (json.RawMessage, error) {
+	var sch struct {
+		Properties map[string]struct {
+			Default json.RawMessage `json:"default"`
+		} `json:"properties"`
+	}
+	if len(schemaRaw) == 0 || json.Unmarshal(schemaRaw, &sch) != nil {
+		return params, nil
+	}
+	var m map[string]json.RawMessage
+	if len(params) > 0 && string(params) != "null" {
+		if err := json.Unmarshal(params, &m); err != nil {
+			return nil, problem.Validation("params must be a JSON object", []problem.Issue{{Path: "$.params", Code: "SCHEMA_MISMATCH", Message: "params must be a JSON object"}})
+		}
+	}
+	added := false
+	for k, p := range sch.Properties {
+		if _, ok := m[k]; !ok && len(p.Default) > 0 {
+			if m == nil {
+				m = map[string]json.RawMessage{}
+			}
+			m[k], added = p.Default, true
+		}
+	}
+	if !added {
+		return params, nil
+	}
+	return json.Marshal(m)
+}

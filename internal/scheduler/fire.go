@@ -1,0 +1,364 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/larkrun/lark/internal/auth"
+	"github.com/larkrun/lark/internal/cron"
+	"github.com/larkrun/lark/internal/invocation"
+	"github.com/larkrun/lark/internal/invoke"
+	"github.com/larkrun/lark/internal/schedule"
+	"github.com/larkrun/lark/internal/store"
+)
+
+// maxEnumerated bounds the instants one outage is enumerated over (a per-second schedule down
+// for 11 days); past it the count of dropped instants is a lower bound.
+const maxEnumerated = 1_000_000
+
+// maxOnTime bounds the on-time instants one pass fires for one schedule.
+const maxOnTime = 1000
+
+// missed is what an outage left: the instants to run (oldest first), the ones before them to
+// record as skipped, and how many older ones were only counted.
+type missed struct {
+	run, skip []time.Time
+	dropped   int
+	// next is the first instant at or after the end of the outage.
+	next time.Time
+}
+
+// keepFor is how many missed instants a policy runs.
+func keepFor(p schedule.MissedPolicy, maxCatchUp int, _ int) int {
+	switch p {
+	case schedule.MissedCatchUp:
+		return maxCatchUp
+	case schedule.MissedBackfill:
+		return schedule.MaxBackfillRuns
+	}
+	return 0
+}
+
+// collect enumerates the instants from `from` (an instant) up to, not including, until: the latest
+// keep of them are to run, the schedule.MaxSkippedRecorded before those to be recorded as skipped.
+func collect(times cron.Schedule, from, until time.Time, keep int) missed {
+	window := keep + schedule.MaxSkippedRecorded
+	ring := make([]time.Time, 0, min(window, 1024))
+	head, n := 0, 0
+	t := from
+	for ; !t.IsZero() && t.Before(until) && n < maxEnumerated; t = times.Next(t) {
+		n++
+		if len(ring) < window {
+			ring = append(ring, t)
+			continue
+		}
+		ring[head] = t
+		head = (head + 1) % window
+	}
+	for !t.IsZero() && t.Before(until) { // past the bound: jump to the last instants before until
+		t = times.Next(until.Add(-time.Second))
+		if t.IsZero() || !t.Before(until) {
+			break
+		}
+	}
+	ordered := append(append([]time.Time(nil), ring[head:]...), ring[:head]...)
+	var m missed
+	m.next = t
+	m.dropped = n - len(ordered)
+	split := max(0, len(ordered)-keep)
+	m.skip, m.run = ordered[:split], ordered[split:]
+	return m
+}
+
+// job is a due schedule with what firing it needs, read before the firing transaction.
+type job struct {
+	sch       schedule.Schedule
+	times     cron.Schedule
+	plan      invoke.Planned
+	skip      string // a reason every instant is skipped for (tenant disabled, entrypoint unavailable)
+	skipMsg   string
+	badTiming error
+}
+
+// FireDue fires every schedule due at the clock's now, in batches, and returns how many runs it
+// started. Serve runs it from Run; tests call it after moving a fake clock.
+func (s *Service) FireDue(ctx context.Context) (int, error) {
+	total := 0
+	for range 1000 {
+		now := s.o.Clock.Now()
+		due, err := s.store.DueSchedules(ctx, now, s.o.Batch)
+		if err != nil || len(due) == 0 {
+			return total, err
+		}
+		n, err := s.fire(ctx, due, now)
+		total += n
+		if err != nil || len(due) < s.o.Batch {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// Run fires schedules as they fall due until ctx ends.
+func (s *Service) Run(ctx context.Context) {
+	for ctx.Err() == nil {
+		if _, err := s.FireDue(ctx); err != nil && ctx.Err() == nil {
+			s.o.Logger.Error("firing schedules", "err", err)
+		}
+		wait := s.o.Poll
+		if next, err := s.store.NextScheduleDue(ctx); err == nil && next != nil {
+			wait = min(wait, max(next.Sub(s.o.Clock.Now()), 0))
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+		case <-s.wake:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+type planKey struct{ tenant, entrypoint, subject, params string }
+
+type planned struct {
+	p   invoke.Planned
+	err error
+}
+
+// fire fires one batch of due schedules in one transaction.
+func (s *Service) fire(ctx context.Context, due []schedule.Schedule, now time.Time) (int, error) {
+	enabled := map[string]bool{}
+	plans := map[planKey]planned{}
+	jobs := make([]job, 0, len(due))
+	for _, sch := range due {
+		j := job{sch: sch}
+		if j.times, j.badTiming = Expression(sch.Expression, sch.Timezone); j.badTiming != nil {
+			jobs = append(jobs, j)
+			continue
+		}
+		on, ok := enabled[sch.TenantID]
+		if !ok {
+			p, err := s.store.Tenant(ctx, sch.TenantID)
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				return 0, err
+			}
+			on = err != nil || p.Enabled
+			enabled[sch.TenantID] = on
+		}
+		if !on {
+			j.skip, j.skipMsg = schedule.SkipTenantDisabled, "the tenant is disabled"
+			jobs = append(jobs, j)
+			continue
+		}
+		as := runAs(sch)
+		k := planKey{sch.TenantID, sch.EntrypointID, as.SubjectID, string(sch.InputOverrides)}
+		pl, ok := plans[k]
+		if !ok {
+			pl.p, pl.err = s.plan(ctx, sch, nil, "")
+			plans[k] = pl
+		}
+		if pl.err != nil {
+			j.skip, j.skipMsg = schedule.SkipUnavailable, pl.err.Error()
+		}
+		j.plan = pl.p
+		jobs = append(jobs, j)
+	}
+	var created []invocation.Record
+	var replaced []replacement
+	err := s.store.Update(ctx, func(tx store.Tx) error {
+		created, replaced = created[:0], replaced[:0]
+		for i := range jobs {
+			err := s.fireOne(tx, &jobs[i], now, &created, &replaced)
+			if errors.Is(err, store.ErrStale) || errors.Is(err, store.ErrNotFound) {
+				continue // changed or deleted since it was read: the next pass reads it again
+			}
+			if err != nil {
+				return fmt.Errorf("schedule %s/%s: %w", jobs[i].sch.TenantID, jobs[i].sch.ID, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	s.inv.Committed(created...)
+	for _, r := range replaced {
+		sc := auth.SecurityContext{TenantID: r.tenantID, SubjectID: "schedule:" + r.scheduleID, Roles: []auth.Role{auth.RoleOperator}}
+		if _, _, err := s.inv.Control(ctx, sc, r.invocationID, invoke.ActionCancel); err != nil {
+			s.o.Logger.Warn("schedule replace: cancel of the previous run failed", "tenant_id", r.tenantID,
+				"schedule_id", r.scheduleID, "invocation_id", r.invocationID, "err", err)
+		}
+	}
+	return len(created), nil
+}
+
+// replacement is a previous run that the replace policy cancels once the new one is committed.
+type replacement struct{ tenantID, scheduleID, invocationID string }
+
+// fireOne handles one due schedule inside the firing transaction: it records every instant due
+// (and, by the missed policy, the missed ones), queues the invocations of the runs it starts, and
+// arms the next instant. ErrStale: the schedule changed since it was read; nothing was written.
+func (s *Service) fireOne(tx store.Tx, j *job, now time.Time, created *[]invocation.Record, replaced *[]replacement) error {
+	sch, err := tx.ScheduleForUpdate(j.sch.TenantID, j.sch.ID)
+	if err != nil {
+		return err
+	}
+	if sch.Revision != j.sch.Revision {
+		return store.ErrStale
+	}
+	if j.badTiming != nil || sch.Status != schedule.StatusActive || sch.NextRunAt == nil {
+		sch.DueAt = nil
+		return tx.UpdateSchedule(&sch)
+	}
+	// The instants due: missed ones (older than the grace) and on-time ones.
+	cut := now.Add(-s.o.Grace)
+	var m missed
+	from := *sch.NextRunAt
+	if from.Before(cut) {
+		m = collect(j.times, from, cut, keepFor(sch.MissedPolicy, sch.MaxCatchUpRuns, 0))
+		from = m.next
+	}
+	var onTime []time.Time
+	t := from
+	for ; !t.IsZero() && !t.After(now) && len(onTime) < maxOnTime; t = j.times.Next(t) {
+		onTime = append(onTime, t)
+	}
+	next := t // the first instant not handled by this pass
+	if m.dropped > 0 {
+		s.o.Logger.Warn("schedule missed more instants than it records", "tenant_id", sch.TenantID, "schedule_id", sch.ID,
+			"dropped", m.dropped, "missed_policy", sch.MissedPolicy)
+	}
+
+	// Runs and invocations are recorded at the clock's time now, in the transaction (not at the
+	// start of the pass): their recorded_at - scheduled_at is the fire lag up to the commit.
+	recorded := s.o.Clock.Now()
+	var runs []schedule.Run
+	newRun := func(at time.Time, kind schedule.RunKind, state schedule.RunState) schedule.Run {
+		return schedule.Run{ID: s.o.IDs.New("run"), TenantID: sch.TenantID, ScheduleID: sch.ID, ScheduledAt: at,
+			Kind: kind, State: state, RecordedAt: recorded}
+	}
+	skip := func(at time.Time, kind schedule.RunKind, reason, msg, prev string) {
+		r := newRun(at, kind, schedule.RunSkipped)
+		r.SkipReason, r.Message, r.PreviousInvocationID = reason, msg, prev
+		runs = append(runs, r)
+	}
+	if j.skip != "" {
+		all := append(append(append([]time.Time(nil), m.skip...), m.run...), onTime...)
+		for _, at := range all[max(0, len(all)-schedule.MaxSkippedRecorded):] {
+			skip(at, schedule.KindScheduled, j.skip, j.skipMsg, "")
+		}
+		s.o.Logger.Warn("schedule skipped its runs", "tenant_id", sch.TenantID, "schedule_id", sch.ID,
+			"skip_reason", j.skip, "instants", len(all), "detail", j.skipMsg)
+	} else {
+		for _, at := range m.skip {
+			skip(at, schedule.KindScheduled, schedule.SkipMissed, "", "")
+		}
+		for _, at := range m.run {
+			runs = append(runs, newRun(at, schedule.KindCatchUp, schedule.RunPending))
+		}
+	}
+	for i := range runs {
+		if err := tx.InsertScheduleRun(runs[i]); err != nil && !errors.Is(err, store.ErrConflict) {
+			return err
+		}
+	}
+	sch.PendingCatchUpRuns += len(m.run)
+	if j.skip != "" {
+		onTime = nil
+	}
+
+	// What is in flight: the schedule's latest invocation, unless it finished.
+	inFlight := false
+	if sch.LastInvocationID != "" && (sch.PendingCatchUpRuns > 0 || sch.ConcurrencyPolicy != schedule.ConcurrencyAllow) {
+		rec, err := tx.Invocation(sch.TenantID, sch.LastInvocationID)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		inFlight = err == nil && !rec.Status.Terminal()
+	}
+	// begin marks r started under a new invocation id; enqueue queues that invocation once r is
+	// recorded (so that an instant recorded already never queues a second invocation).
+	begin := func(r *schedule.Run) {
+		r.State, r.InvocationID, r.RecordedAt = schedule.RunStarted, s.inv.NewID(), recorded
+	}
+	enqueue := func(r schedule.Run) error {
+		rec, err := s.inv.Enqueue(tx, j.plan, r.InvocationID, recorded)
+		if err != nil {
+			return err
+		}
+		*created = append(*created, rec)
+		sch.LastInvocationID, inFlight = rec.ID, true
+		if sch.LastRunAt == nil || r.ScheduledAt.After(*sch.LastRunAt) {
+			at := r.ScheduledAt
+			sch.LastRunAt = &at
+		}
+		return nil
+	}
+	// Catch-up runs go one after another: the oldest pending one starts when nothing is in flight.
+	if sch.PendingCatchUpRuns > 0 && j.skip == "" && !inFlight {
+		pending, err := tx.PendingRuns(sch.TenantID, sch.ID, 1)
+		if err != nil {
+			return err
+		}
+		if len(pending) == 0 {
+			sch.PendingCatchUpRuns = 0
+		} else {
+			r := pending[0]
+			begin(&r)
+			if err := tx.UpdateScheduleRun(r); err != nil {
+				return err
+			}
+			if err := enqueue(r); err != nil {
+				return err
+			}
+			sch.PendingCatchUpRuns--
+		}
+	}
+	for _, at := range onTime {
+		r := newRun(at, schedule.KindScheduled, schedule.RunStarted)
+		if inFlight {
+			switch sch.ConcurrencyPolicy {
+			case schedule.ConcurrencyForbid:
+				r.State, r.SkipReason, r.PreviousInvocationID = schedule.RunSkipped, schedule.SkipForbid, sch.LastInvocationID
+			case schedule.ConcurrencyReplace:
+				r.PreviousInvocationID = sch.LastInvocationID
+			}
+		}
+		if r.State == schedule.RunStarted {
+			begin(&r)
+		}
+		err := tx.InsertScheduleRun(r)
+		if errors.Is(err, store.ErrConflict) {
+			continue // recorded already: an instant fires once
+		}
+		if err != nil {
+			return err
+		}
+		if r.State != schedule.RunStarted {
+			continue
+		}
+		if r.PreviousInvocationID != "" {
+			*replaced = append(*replaced, replacement{sch.TenantID, sch.ID, r.PreviousInvocationID})
+		}
+		if err := enqueue(r); err != nil {
+			return err
+		}
+	}
+
+	// Arm the next instant.
+	sch.NextRunAt, sch.DueAt = nil, nil
+	if !next.IsZero() {
+		sch.NextRunAt, sch.DueAt = &next, &next
+	}
+	if sch.PendingCatchUpRuns > 0 {
+		poll := now.Add(s.o.Poll)
+		if sch.DueAt == nil || poll.Before(*sch.DueAt) {
+			sch.DueAt = &poll
+		}
+	}
+	sch.UpdatedAt = recorded
+	return tx.UpdateSchedule(&sch)
+}

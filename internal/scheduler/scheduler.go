@@ -1,0 +1,817 @@
+// Package scheduler manages schedules (000's Schedule API with 002's policies) and fires them: a
+// loop reads the schedules that are due through the store's due-time index, and for each instant
+// records a run and queues its invocation in one transaction, so that every instant fires exactly
+// once, across restarts too. Missed instants (server down, schedule paused) follow the schedule's
+// missed_policy; an instant due while the previous run is in flight follows its concurrency_policy.
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/larkrun/lark/internal/audit"
+	"github.com/larkrun/lark/internal/auth"
+	"github.com/larkrun/lark/internal/clock"
+	"github.com/larkrun/lark/internal/cron"
+	"github.com/larkrun/lark/internal/idgen"
+	"github.com/larkrun/lark/internal/invocation"
+	"github.com/larkrun/lark/internal/invoke"
+	"github.com/larkrun/lark/internal/obs"
+	"github.com/larkrun/lark/internal/problem"
+	"github.com/larkrun/lark/internal/schedule"
+	"github.com/larkrun/lark/internal/store"
+)
+
+// Invoker is what the scheduler needs of invoke.Service.
+type Invoker interface {
+	Plan(ctx context.Context, st invoke.SystemStart) (invoke.Planned, error)
+	NewID() string
+	Enqueue(tx store.Tx, p invoke.Planned, id string, now time.Time) (invocation.Record, error)
+	Committed(recs ...invocation.Record)
+	Control(ctx context.Context, sc auth.SecurityContext, id string, action invoke.Action) (invocation.Record, bool, error)
+}
+
+// Options configure a Service.
+type Options struct {
+	Clock  clock.Clock
+	IDs    idgen.Generator
+	Logger *slog.Logger
+	// Grace is how late an instant may be fired and still count as on time (default 1 min); older
+	// instants are missed and follow the missed policy.
+	Grace time.Duration
+	// Batch bounds the schedules one firing transaction handles (default 512).
+	Batch int
+	// Poll is the longest sleep of the firing loop (default 1 s): a safety net for writes the loop
+	// was not woken for. Pending catch-up runs are looked at this often, too.
+	Poll time.Duration
+}
+
+// Service implements the schedule use cases and the firing loop.
+type Service struct {
+	store store.Store
+	inv   Invoker
+	o     Options
+	wake  chan struct{}
+}
+
+// New returns a Service.
+func New(st store.Store, inv Invoker, o Options) *Service {
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.IDs == nil {
+		o.IDs = idgen.UUIDv7{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Grace <= 0 {
+		o.Grace = time.Minute
+	}
+	if o.Batch <= 0 {
+		o.Batch = 512
+	}
+	if o.Poll <= 0 {
+		o.Poll = time.Second
+	}
+	return &Service{store: st, inv: inv, o: o, wake: make(chan struct{}, 1)}
+}
+
+// Wake makes the firing loop look for due schedules now. It never blocks.
+func (s *Service) Wake() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Spec is the writable part of a schedule: the body of POST and PUT, and what PATCH merges into.
+// The read-only fields of the resource are accepted and ignored, so a GET body can be PUT back.
+type Spec struct {
+	ScheduleID        string               `json:"schedule_id,omitempty"`
+	EntrypointID      string               `json:"entrypoint_id"`
+	Name              string               `json:"name"`
+	Timezone          string               `json:"timezone"`
+	Expression        *schedule.Expression `json:"expression"`
+	InputOverrides    json.RawMessage      `json:"input_overrides,omitempty"`
+	MissedPolicy      string               `json:"missed_policy"`
+	MaxCatchUpRuns    *int                 `json:"max_catch_up_runs,omitempty"`
+	ConcurrencyPolicy string               `json:"concurrency_policy"`
+	ExecutionContext  string               `json:"execution_context"`
+	Status            string               `json:"status"`
+
+	TenantID         json.RawMessage `json:"tenant_id,omitempty"`
+	NextRunAt        json.RawMessage `json:"next_run_at,omitempty"`
+	LastRunAt        json.RawMessage `json:"last_run_at,omitempty"`
+	LastInvocationID json.RawMessage `json:"last_invocation_id,omitempty"`
+	PendingCatchUp   json.RawMessage `json:"pending_catch_up_runs,omitempty"`
+	CreatedBy        json.RawMessage `json:"created_by,omitempty"`
+	PausedAt         json.RawMessage `json:"paused_at,omitempty"`
+	CreatedAt        json.RawMessage `json:"created_at,omitempty"`
+	UpdatedAt        json.RawMessage `json:"updated_at,omitempty"`
+}
+
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+
+func invalid(path, code, format string, args ...any) *problem.Error {
+	msg := fmt.Sprintf(format, args...)
+	return problem.Validation(msg, []problem.Issue{{Path: path, Code: code, Message: msg}})
+}
+
+// compiled is a validated schedule with its instants.
+type compiled struct {
+	sch   schedule.Schedule
+	times cron.Schedule
+}
+
+// Expression returns the fire instants of a schedule's expression in its timezone; errors are 422
+// problems naming the field and the reason.
+func Expression(e schedule.Expression, timezone string) (cron.Schedule, error) {
+	c, err := cron.Parse(e.Kind, e.Value, timezone, time.Unix(0, 0).UTC())
+	var ce *cron.Error
+	if errors.As(err, &ce) {
+		return nil, invalid("$."+ce.Field, "INVALID_VALUE", "%s: %s", ce.Field, ce.Reason)
+	}
+	return c, err
+}
+
+// build validates spec into a schedule of tenant (other fields from base: id, creation, run state).
+func (s *Service) build(spec Spec, base schedule.Schedule) (compiled, error) {
+	out := base
+	if spec.EntrypointID == "" {
+		return compiled{}, invalid("$.entrypoint_id", "MISSING_FIELD", "entrypoint_id is required")
+	}
+	out.EntrypointID = spec.EntrypointID
+	if spec.Expression == nil {
+		return compiled{}, invalid("$.expression", "MISSING_FIELD", "expression is required: {\"kind\": \"cron\"|\"interval\", \"value\": ...}")
+	}
+	out.Expression = *spec.Expression
+	out.Timezone = spec.Timezone
+	if out.Timezone == "" {
+		out.Timezone = "UTC"
+	}
+	times, err := Expression(out.Expression, out.Timezone)
+	if err != nil {
+		return compiled{}, err
+	}
+	out.Name = spec.Name
+	if out.Name == "" {
+		out.Name = out.ID
+	}
+	if len(out.Name) > 256 {
+		return compiled{}, invalid("$.name", "INVALID_VALUE", "name must be at most 256 characters")
+	}
+	out.InputOverrides = spec.InputOverrides
+	if len(out.InputOverrides) == 0 || string(out.InputOverrides) == "null" {
+		out.InputOverrides = json.RawMessage(`{}`)
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(out.InputOverrides, &obj) != nil || obj == nil {
+		return compiled{}, invalid("$.input_overrides", "SCHEMA_MISMATCH", "input_overrides must be a JSON object")
+	}
+	out.MissedPolicy = schedule.MissedPolicy(spec.MissedPolicy)
+	switch out.MissedPolicy {
+	case "":
+		out.MissedPolicy = schedule.MissedSkip
+	case schedule.MissedSkip, schedule.MissedCatchUp, schedule.MissedBackfill:
+	default:
+		return compiled{}, invalid("$.missed_policy", "INVALID_VALUE", "missed_policy must be skip, catch_up or backfill")
+	}
+	out.MaxCatchUpRuns = 1
+	if spec.MaxCatchUpRuns != nil {
+		out.MaxCatchUpRuns = *spec.MaxCatchUpRuns
+		if out.MaxCatchUpRuns < 1 || out.MaxCatchUpRuns > schedule.MaxCatchUpRuns {
+			return compiled{}, invalid("$.max_catch_up_runs", "INVALID_VALUE", "max_catch_up_runs must be 1-%d", schedule.MaxCatchUpRuns)
+		}
+	}
+	out.ConcurrencyPolicy = schedule.ConcurrencyPolicy(spec.ConcurrencyPolicy)
+	switch out.ConcurrencyPolicy {
+	case "":
+		out.ConcurrencyPolicy = schedule.ConcurrencyAllow
+	case schedule.ConcurrencyAllow, schedule.ConcurrencyForbid, schedule.ConcurrencyReplace:
+	default:
+		return compiled{}, invalid("$.concurrency_policy", "INVALID_VALUE", "concurrency_policy must be allow, forbid or replace")
+	}
+	out.ExecutionContext = spec.ExecutionContext
+	switch out.ExecutionContext {
+	case "":
+		out.ExecutionContext = schedule.ContextSystem
+	case schedule.ContextSystem, schedule.ContextAPIClient, schedule.ContextUser:
+	default:
+		return compiled{}, invalid("$.execution_context", "INVALID_VALUE", "execution_context must be system, api_client or user")
+	}
+	out.Status = schedule.Status(spec.Status)
+	switch out.Status {
+	case "":
+		out.Status = schedule.StatusActive
+	case schedule.StatusActive, schedule.StatusPaused, schedule.StatusDisabled:
+	default:
+		return compiled{}, invalid("$.status", "INVALID_VALUE", "status must be active, paused or disabled")
+	}
+	return compiled{sch: out, times: times}, nil
+}
+
+// runAs is the identity a schedule's runs have (its execution_context).
+func runAs(sch schedule.Schedule) auth.SecurityContext {
+	sc := auth.SecurityContext{TenantID: sch.TenantID, SubjectID: "schedule:" + sch.ID, Roles: []auth.Role{auth.RoleOperator}}
+	if sch.ExecutionContext != schedule.ContextSystem && sch.CreatedBy != "" {
+		sc.SubjectID = sch.CreatedBy
+	}
+	return sc
+}
+
+// plan resolves the schedule's entrypoint as its runs will, with params = input_overrides (over the
+// schema's defaults) and, for a manual trigger, params_override on top.
+func (s *Service) plan(ctx context.Context, sch schedule.Schedule, override json.RawMessage, correlation string) (invoke.Planned, error) {
+	params := sch.InputOverrides
+	if len(override) > 0 && string(override) != "null" {
+		merged, err := mergeObjects(params, override)
+		if err != nil {
+			return invoke.Planned{}, invalid("$.params_override", "SCHEMA_MISMATCH", "params_override must be a JSON object")
+		}
+		params = merged
+	}
+	return s.inv.Plan(ctx, invoke.SystemStart{As: runAs(sch), EntrypointID: sch.EntrypointID, Params: params, CorrelationID: correlation})
+}
+
+// asOverrides makes the issues of a params validation error point at input_overrides, the field
+// the params of a schedule's runs come from.
+func asOverrides(err error) error {
+	var pe *problem.Error
+	if errors.As(err, &pe) {
+		for i := range pe.Issues {
+			if rest, ok := strings.CutPrefix(pe.Issues[i].Path, "$.params"); ok {
+				pe.Issues[i].Path = "$.input_overrides" + rest
+			}
+		}
+	}
+	return err
+}
+
+func mergeObjects(base, over json.RawMessage) (json.RawMessage, error) {
+	var a, b map[string]json.RawMessage
+	if len(base) > 0 {
+		if err := json.Unmarshal(base, &a); err != nil {
+			return nil, err
+		}
+	}
+	if err := json.Unmarshal(over, &b); err != nil || b == nil {
+		return nil, errors.New("not an object")
+	}
+	if a == nil {
+		a = map[string]json.RawMessage{}
+	}
+	for k, v := range b {
+		a[k] = v
+	}
+	return json.Marshal(a)
+}
+
+// schedule the next instant of c after now into its run state (active schedules only).
+func (c *compiled) arm(now time.Time) {
+	c.sch.DueAt, c.sch.NextRunAt = nil, nil
+	if next := c.times.Next(now); !next.IsZero() {
+		c.sch.NextRunAt = &next
+		if c.sch.Status == schedule.StatusActive {
+			c.sch.DueAt = &next
+		}
+	}
+}
+
+func canRead(sc auth.SecurityContext) error {
+	if sc.Operator {
+		return problem.Forbidden("the platform operator has no tenant; use a tenant token to manage schedules")
+	}
+	if !sc.Has(auth.RoleViewer) {
+		return problem.Forbidden("reading schedules needs the viewer role")
+	}
+	return nil
+}
+
+func canWrite(sc auth.SecurityContext) error {
+	if err := canRead(sc); err != nil {
+		return err
+	}
+	if !sc.Has(auth.RoleDeveloper) {
+		return problem.Forbidden("changing schedules needs the developer role")
+	}
+	return nil
+}
+
+func (s *Service) auditEvent(ctx context.Context, sc auth.SecurityContext, sch schedule.Schedule, typ string, details map[string]any) audit.Event {
+	d := map[string]any{"schedule_id": sch.ID, "entrypoint_id": sch.EntrypointID, "status": sch.Status}
+	for k, v := range details {
+		d[k] = v
+	}
+	raw, _ := json.Marshal(d)
+	return audit.Event{ID: s.o.IDs.New("aud"), TenantID: sch.TenantID, Type: typ, ActorID: sc.SubjectID,
+		ResourceType: "schedule", ResourceID: sch.ID, CorrelationID: obs.CorrelationID(ctx), At: s.o.Clock.Now(), Details: raw}
+}
+
+func notFound(id string) error { return problem.NotFound("schedule %s not found", id) }
+
+// storeErr maps a store error of the schedule id to its problem.
+func storeErr(id string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, store.ErrNotFound):
+		return notFound(id)
+	case errors.Is(err, store.ErrStale):
+		return problem.Conflict("concurrent_update", "schedule %s changed while this request was applied; retry it", id)
+	}
+	var pe *problem.Error
+	if errors.As(err, &pe) {
+		return pe
+	}
+	return problem.Internal(err)
+}
+
+// Create registers a schedule: 201 with it. The entrypoint must exist and be callable as the
+// schedule's runs will call it, with input_overrides valid params; the tenant's max_schedules applies.
+func (s *Service) Create(ctx context.Context, sc auth.SecurityContext, spec Spec) (schedule.Schedule, error) {
+	if err := canWrite(sc); err != nil {
+		return schedule.Schedule{}, err
+	}
+	now := s.o.Clock.Now()
+	base := schedule.Schedule{ID: spec.ScheduleID, TenantID: sc.TenantID, CreatedBy: sc.SubjectID, CreatedAt: now, UpdatedAt: now}
+	if base.ID == "" {
+		base.ID = s.o.IDs.New("sch")
+	} else if !idPattern.MatchString(base.ID) {
+		return base, invalid("$.schedule_id", "INVALID_VALUE", "schedule_id must be 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit")
+	}
+	c, err := s.build(spec, base)
+	if err != nil {
+		return base, err
+	}
+	if _, err := s.plan(ctx, c.sch, nil, ""); err != nil {
+		return base, asOverrides(err)
+	}
+	c.arm(now)
+	if c.sch.Status == schedule.StatusPaused {
+		c.sch.PausedAt = &now
+	}
+	policy, err := s.store.Tenant(ctx, sc.TenantID)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return base, problem.Internal(err)
+	}
+	var perr error
+	err = s.store.Update(ctx, func(tx store.Tx) error {
+		if max := policy.Quotas.MaxSchedules; max != nil {
+			n, err := tx.CountSchedules(sc.TenantID)
+			if err != nil {
+				return err
+			}
+			if n >= *max {
+				pe := problem.New(problem.TypeQuotaExceeded, "tenant %s has reached its quota of %d schedules; delete some, or ask the operator to raise max_schedules", sc.TenantID, *max).With("quota", "max_schedules")
+				pe.RetryAfter = 60
+				perr = pe
+				return perr
+			}
+		}
+		if err := tx.InsertSchedule(&c.sch); err != nil {
+			return err
+		}
+		return tx.InsertAudit(s.auditEvent(ctx, sc, c.sch, audit.ScheduleCreated, nil))
+	})
+	switch {
+	case perr != nil:
+		return base, perr
+	case errors.Is(err, store.ErrConflict):
+		return base, problem.Conflict("schedule_exists", "a schedule with id %s already exists", c.sch.ID).With("schedule_id", c.sch.ID)
+	case err != nil:
+		return base, problem.Internal(err)
+	}
+	s.Wake()
+	return c.sch, nil
+}
+
+// Get returns a schedule of the caller's tenant.
+func (s *Service) Get(ctx context.Context, sc auth.SecurityContext, id string) (schedule.Schedule, error) {
+	if err := canRead(sc); err != nil {
+		return schedule.Schedule{}, err
+	}
+	sch, err := s.store.Schedule(ctx, sc.TenantID, id)
+	return sch, storeErr(id, err)
+}
+
+// List lists the caller's tenant's schedules.
+func (s *Service) List(ctx context.Context, sc auth.SecurityContext, q store.ListQuery) (store.Page[schedule.Schedule], error) {
+	if err := canRead(sc); err != nil {
+		return store.Page[schedule.Schedule]{}, err
+	}
+	return s.store.ListSchedules(ctx, sc.TenantID, q)
+}
+
+// specOf is the writable part of a stored schedule (what PATCH merges into).
+func specOf(sch schedule.Schedule) Spec {
+	n := sch.MaxCatchUpRuns
+	e := sch.Expression
+	return Spec{ScheduleID: sch.ID, EntrypointID: sch.EntrypointID, Name: sch.Name, Timezone: sch.Timezone, Expression: &e,
+		InputOverrides: sch.InputOverrides, MissedPolicy: string(sch.MissedPolicy), MaxCatchUpRuns: &n,
+		ConcurrencyPolicy: string(sch.ConcurrencyPolicy), ExecutionContext: string(sch.ExecutionContext), Status: string(sch.Status)}
+}
+
+// Replace is PUT: the body replaces every writable field (absent ones take their defaults).
+func (s *Service) Replace(ctx context.Context, sc auth.SecurityContext, id string, spec Spec) (schedule.Schedule, error) {
+	return s.change(ctx, sc, id, func(schedule.Schedule) (Spec, error) { return spec, nil })
+}
+
+// Patch is PATCH: body is a JSON merge patch (RFC 7396) of the writable fields.
+func (s *Service) Patch(ctx context.Context, sc auth.SecurityContext, id string, patch map[string]any, decode func([]byte, *Spec) error) (schedule.Schedule, error) {
+	return s.change(ctx, sc, id, func(cur schedule.Schedule) (Spec, error) {
+		raw, _ := json.Marshal(specOf(cur))
+		var doc map[string]any
+		_ = json.Unmarshal(raw, &doc)
+		merged, _ := json.Marshal(mergePatch(doc, patch))
+		var spec Spec
+		return spec, decode(merged, &spec)
+	})
+}
+
+func mergePatch(target map[string]any, patch map[string]any) map[string]any {
+	for k, v := range patch {
+		if v == nil {
+			delete(target, k)
+			continue
+		}
+		if pm, ok := v.(map[string]any); ok {
+			if tm, ok := target[k].(map[string]any); ok {
+				target[k] = mergePatch(tm, pm)
+				continue
+			}
+			target[k] = mergePatch(map[string]any{}, pm)
+			continue
+		}
+		target[k] = v
+	}
+	return target
+}
+
+// change applies an update built from the current schedule. Changes take effect from the next
+// instant: a new expression, timezone or an activation arms the first instant after now.
+func (s *Service) change(ctx context.Context, sc auth.SecurityContext, id string, next func(schedule.Schedule) (Spec, error)) (schedule.Schedule, error) {
+	if err := canWrite(sc); err != nil {
+		return schedule.Schedule{}, err
+	}
+	cur, err := s.store.Schedule(ctx, sc.TenantID, id)
+	if err != nil {
+		return cur, storeErr(id, err)
+	}
+	spec, err := next(cur)
+	if err != nil {
+		return cur, err
+	}
+	if spec.ScheduleID != "" && spec.ScheduleID != cur.ID {
+		return cur, invalid("$.schedule_id", "READ_ONLY", "schedule_id cannot change (it is %s)", cur.ID)
+	}
+	base := cur
+	base.CreatedBy = sc.SubjectID
+	c, err := s.build(spec, base)
+	if err != nil {
+		return cur, err
+	}
+	if _, err := s.plan(ctx, c.sch, nil, ""); err != nil {
+		return cur, asOverrides(err)
+	}
+	now := s.o.Clock.Now()
+	c.sch.UpdatedAt = now
+	timing := cur.Expression != c.sch.Expression || cur.Timezone != c.sch.Timezone
+	switch {
+	case c.sch.Status != schedule.StatusActive:
+		c.sch.DueAt = nil
+		if cur.Status == schedule.StatusActive {
+			c.sch.PausedAt = &now
+		}
+		if timing {
+			c.arm(now)
+		}
+	case cur.Status != schedule.StatusActive || timing || cur.DueAt == nil:
+		c.sch.PausedAt = nil
+		c.arm(now)
+	}
+	var fields []string
+	for _, f := range changedFields(specOf(cur), specOf(c.sch)) {
+		fields = append(fields, f)
+	}
+	err = s.store.Update(ctx, func(tx store.Tx) error {
+		if err := tx.UpdateSchedule(&c.sch); err != nil {
+			return err
+		}
+		return tx.InsertAudit(s.auditEvent(ctx, sc, c.sch, audit.ScheduleUpdated, map[string]any{"updated_fields": fields}))
+	})
+	if err != nil {
+		return cur, storeErr(id, err)
+	}
+	s.Wake()
+	return c.sch, nil
+}
+
+func changedFields(a, b Spec) []string {
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	var ma, mb map[string]json.RawMessage
+	_ = json.Unmarshal(ja, &ma)
+	_ = json.Unmarshal(jb, &mb)
+	var out []string
+	for k, v := range mb {
+		if string(ma[k]) != string(v) {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Pause stops a schedule firing until Resume. Pausing a paused schedule changes nothing.
+func (s *Service) Pause(ctx context.Context, sc auth.SecurityContext, id string) (schedule.Schedule, error) {
+	if err := canWrite(sc); err != nil {
+		return schedule.Schedule{}, err
+	}
+	var out schedule.Schedule
+	err := s.store.Update(ctx, func(tx store.Tx) error {
+		cur, err := tx.ScheduleForUpdate(sc.TenantID, id)
+		if err != nil {
+			return err
+		}
+		out = cur
+		if cur.Status == schedule.StatusPaused {
+			return nil
+		}
+		now := s.o.Clock.Now()
+		out.Status, out.PausedAt, out.DueAt, out.UpdatedAt = schedule.StatusPaused, &now, nil, now
+		if err := tx.UpdateSchedule(&out); err != nil {
+			return err
+		}
+		return tx.InsertAudit(s.auditEvent(ctx, sc, out, audit.SchedulePaused, nil))
+	})
+	return out, storeErr(id, err)
+}
+
+// Resumed is the answer of :resume: the schedule and how many missed runs it queued.
+type Resumed struct {
+	schedule.Schedule
+	CatchUpRunsQueued int `json:"catch_up_runs_queued"`
+}
+
+// Resume makes a paused (or disabled) schedule active. The instants it missed meanwhile are not
+// run unless catchUp is set; then they are queued as catch-up runs (run one after another) by the
+// schedule's missed_policy: catch_up (and skip, which has nothing else to offer) the latest
+// max_catch_up_runs of them, backfill each of them up to schedule.MaxBackfillRuns.
+func (s *Service) Resume(ctx context.Context, sc auth.SecurityContext, id string, catchUp bool) (Resumed, error) {
+	if err := canWrite(sc); err != nil {
+		return Resumed{}, err
+	}
+	var out Resumed
+	err := s.store.Update(ctx, func(tx store.Tx) error {
+		cur, err := tx.ScheduleForUpdate(sc.TenantID, id)
+		if err != nil {
+			return err
+		}
+		out.Schedule = cur
+		if cur.Status == schedule.StatusActive {
+			return nil
+		}
+		times, err := Expression(cur.Expression, cur.Timezone)
+		if err != nil {
+			return err
+		}
+		now := s.o.Clock.Now()
+		c := compiled{sch: cur, times: times}
+		c.sch.Status, c.sch.PausedAt, c.sch.UpdatedAt = schedule.StatusActive, nil, now
+		if catchUp && cur.NextRunAt != nil {
+			policy := cur.MissedPolicy
+			if policy == schedule.MissedSkip {
+				policy = schedule.MissedCatchUp
+			}
+			missed := collect(times, *cur.NextRunAt, now, keepFor(policy, cur.MaxCatchUpRuns, 0))
+			for _, at := range missed.run {
+				r := schedule.Run{ID: s.o.IDs.New("run"), TenantID: cur.TenantID, ScheduleID: cur.ID, ScheduledAt: at,
+					Kind: schedule.KindCatchUp, State: schedule.RunPending, RecordedAt: now}
+				if err := tx.InsertScheduleRun(r); err != nil && !errors.Is(err, store.ErrConflict) {
+					return err
+				}
+				out.CatchUpRunsQueued++
+			}
+			c.sch.PendingCatchUpRuns += out.CatchUpRunsQueued
+		}
+		c.arm(now)
+		if out.CatchUpRunsQueued > 0 {
+			c.sch.DueAt = &now
+		}
+		if err := tx.UpdateSchedule(&c.sch); err != nil {
+			return err
+		}
+		out.Schedule = c.sch
+		return tx.InsertAudit(s.auditEvent(ctx, sc, c.sch, audit.ScheduleResumed, map[string]any{"catch_up_missed": catchUp, "catch_up_runs_queued": out.CatchUpRunsQueued}))
+	})
+	if err != nil {
+		return out, storeErr(id, err)
+	}
+	s.Wake()
+	return out, nil
+}
+
+// Deleted is the answer of DELETE.
+type Deleted struct {
+	ScheduleID string    `json:"schedule_id"`
+	DeletedAt  time.Time `json:"deleted_at"`
+	DeletedBy  string    `json:"deleted_by"`
+	// Canceled counts the in-flight invocations canceled (cancel_in_flight=true).
+	Canceled int `json:"canceled"`
+}
+
+// maxCancel bounds the runs DELETE ?cancel_in_flight=true looks at.
+const maxCancel = 1000
+
+// Delete deletes a schedule and its run history; its invocations stay. With cancelInFlight, the
+// invocations of its latest started runs (up to 1,000) that are still in flight are canceled.
+func (s *Service) Delete(ctx context.Context, sc auth.SecurityContext, id string, cancelInFlight bool) (Deleted, error) {
+	if err := canWrite(sc); err != nil {
+		return Deleted{}, err
+	}
+	now := s.o.Clock.Now()
+	var started []schedule.Run
+	err := s.store.Update(ctx, func(tx store.Tx) error {
+		cur, err := tx.ScheduleForUpdate(sc.TenantID, id)
+		if err != nil {
+			return err
+		}
+		if cancelInFlight {
+			if started, err = tx.StartedRuns(sc.TenantID, id, maxCancel); err != nil {
+				return err
+			}
+		}
+		if err := tx.DeleteSchedule(sc.TenantID, id); err != nil {
+			return err
+		}
+		return tx.InsertAudit(s.auditEvent(ctx, sc, cur, audit.ScheduleDeleted, map[string]any{"cancel_in_flight": cancelInFlight}))
+	})
+	if err != nil {
+		return Deleted{}, storeErr(id, err)
+	}
+	out := Deleted{ScheduleID: id, DeletedAt: now, DeletedBy: sc.SubjectID}
+	ctl := auth.SecurityContext{TenantID: sc.TenantID, SubjectID: sc.SubjectID, Roles: []auth.Role{auth.RoleOperator}}
+	for _, r := range started {
+		rec, err := s.store.Invocation(ctx, sc.TenantID, r.InvocationID)
+		if err != nil || rec.Status.Terminal() {
+			continue
+		}
+		if _, _, err := s.inv.Control(ctx, ctl, r.InvocationID, invoke.ActionCancel); err == nil {
+			out.Canceled++
+		}
+	}
+	return out, nil
+}
+
+// Triggered is the answer of :trigger (202).
+type Triggered struct {
+	ScheduleID  string            `json:"schedule_id"`
+	RunID       string            `json:"run_id"`
+	Invocation  invocation.Record `json:"invocation"`
+	TriggeredAt time.Time         `json:"triggered_at"`
+	TriggeredBy string            `json:"triggered_by"`
+	Params      json.RawMessage   `json:"params"`
+}
+
+// Trigger starts a run now, outside the schedule's cadence (also when paused): params are the
+// schedule's input_overrides with override merged on top. It is a manual run: the concurrency
+// policy does not stop it, and it becomes the schedule's latest run.
+func (s *Service) Trigger(ctx context.Context, sc auth.SecurityContext, id string, override json.RawMessage) (Triggered, error) {
+	if err := canRead(sc); err != nil {
+		return Triggered{}, err
+	}
+	if !sc.Has(auth.RoleOperator) {
+		return Triggered{}, problem.Forbidden("triggering schedules needs the operator role")
+	}
+	cur, err := s.store.Schedule(ctx, sc.TenantID, id)
+	if err != nil {
+		return Triggered{}, storeErr(id, err)
+	}
+	p, err := s.plan(ctx, cur, override, obs.CorrelationID(ctx))
+	if err != nil {
+		return Triggered{}, err
+	}
+	var out Triggered
+	err = s.store.Update(ctx, func(tx store.Tx) error {
+		sch, err := tx.ScheduleForUpdate(sc.TenantID, id)
+		if err != nil {
+			return err
+		}
+		now := s.o.Clock.Now()
+		r := schedule.Run{ID: s.o.IDs.New("run"), TenantID: sch.TenantID, ScheduleID: sch.ID, ScheduledAt: now,
+			Kind: schedule.KindManual, State: schedule.RunStarted, InvocationID: s.inv.NewID(), RecordedAt: now}
+		if err := tx.InsertScheduleRun(r); err != nil {
+			return err
+		}
+		rec, err := s.inv.Enqueue(tx, p, r.InvocationID, now)
+		if err != nil {
+			return err
+		}
+		sch.LastInvocationID, sch.UpdatedAt = rec.ID, now
+		if err := tx.UpdateSchedule(&sch); err != nil {
+			return err
+		}
+		out = Triggered{ScheduleID: sch.ID, RunID: r.ID, Invocation: rec, TriggeredAt: now, TriggeredBy: sc.SubjectID, Params: rec.Params}
+		return tx.InsertAudit(s.auditEvent(ctx, sc, sch, audit.ScheduleTriggered, map[string]any{"invocation_id": rec.ID, "run_id": r.ID}))
+	})
+	if err != nil {
+		return Triggered{}, storeErr(id, err)
+	}
+	s.inv.Committed(out.Invocation)
+	return out, nil
+}
+
+// RunView is one run of the history: the stored run with its invocation's status and times.
+type RunView struct {
+	schedule.Run
+	Status      string            `json:"status"`
+	StartedAt   *time.Time        `json:"started_at,omitempty"`
+	CompletedAt *time.Time        `json:"completed_at,omitempty"`
+	DurationMS  *int64            `json:"duration_ms,omitempty"`
+	Error       *invocation.Error `json:"error,omitempty"`
+}
+
+// History is the answer of GET /schedules/{id}/history.
+type History struct {
+	Page     store.Page[RunView]
+	NextRuns []time.Time
+}
+
+// HistoryRuns returns a page of a schedule's runs (newest instant first unless q orders otherwise)
+// and its next instants (up to nextN; none while it is not active).
+func (s *Service) History(ctx context.Context, sc auth.SecurityContext, id string, q store.ListQuery, nextN int) (History, error) {
+	sch, err := s.Get(ctx, sc, id)
+	if err != nil {
+		return History{}, err
+	}
+	page, err := s.store.ScheduleRuns(ctx, sc.TenantID, id, q)
+	if err != nil {
+		var qe *store.QueryError
+		if errors.As(err, &qe) {
+			return History{}, problem.BadRequest("%s", qe.Error())
+		}
+		return History{}, problem.Internal(err)
+	}
+	out := History{Page: store.Page[RunView]{NextCursor: page.NextCursor, PrevCursor: page.PrevCursor, HasMore: page.HasMore}}
+	for _, r := range page.Items {
+		v := RunView{Run: r, Status: string(r.State)}
+		if r.State == schedule.RunStarted {
+			v.Status = r.InvocationStatus
+			if v.Status == "" {
+				v.Status = "purged"
+			}
+			if rec, err := s.store.Invocation(ctx, sc.TenantID, r.InvocationID); err == nil {
+				v.Status, v.StartedAt, v.CompletedAt, v.Error = string(rec.Status), rec.StartedAt, rec.FinishedAt, rec.Error
+				if rec.StartedAt != nil && rec.FinishedAt != nil {
+					ms := rec.FinishedAt.Sub(*rec.StartedAt).Milliseconds()
+					v.DurationMS = &ms
+				}
+			}
+		}
+		out.Page.Items = append(out.Page.Items, v)
+	}
+	if sch.Status == schedule.StatusActive && nextN > 0 {
+		if times, err := Expression(sch.Expression, sch.Timezone); err == nil {
+			from := s.o.Clock.Now()
+			if sch.NextRunAt != nil && sch.NextRunAt.Before(from) {
+				from = sch.NextRunAt.Add(-time.Nanosecond)
+			}
+			out.NextRuns = cron.NextN(times, from, nextN)
+		}
+	}
+	return out, nil
+}
+
+// RunFilter builds the history filter of 002's query parameters (status, since, until) as an OData
+// expression over the runs' fields.
+func RunFilter(status, since, until string) (string, error) {
+	var parts []string
+	if status != "" {
+		for _, st := range strings.Split(status, ",") {
+			if !regexp.MustCompile(`^[a-z_]+$`).MatchString(st) {
+				return "", problem.BadRequest("status: %q is not a status", st)
+			}
+		}
+		list := "'" + strings.Join(strings.Split(status, ","), "','") + "'"
+		parts = append(parts, "status in ("+list+")")
+	}
+	for _, b := range []struct{ name, v, op string }{{"since", since, "ge"}, {"until", until, "lt"}} {
+		if b.v == "" {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339Nano, b.v)
+		if err != nil {
+			return "", problem.BadRequest("%s must be an RFC 3339 timestamp", b.name)
+		}
+		parts = append(parts, "scheduled_at "+b.op+" "+t.UTC().Format(time.RFC3339Nano))
+	}
+	return strings.Join(parts, " and "), nil
+}

@@ -1,0 +1,53 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/larkrun/lark/internal/schedule"
+)
+
+// ScheduleReader holds the reads of schedules and their runs.
+type ScheduleReader interface {
+	// Schedule reads one schedule of a tenant.
+	Schedule(ctx context.Context, tenantID, id string) (schedule.Schedule, error)
+	// ListSchedules lists a tenant's schedules. Filters: entrypoint_id, status, name, schedule_id
+	// (eq, startswith), created_at; order: created_at, next_run_at.
+	ListSchedules(ctx context.Context, tenantID string, q ListQuery) (Page[schedule.Schedule], error)
+	// ScheduleRuns lists a schedule's runs, newest instant first by default, each with its
+	// invocation's status (InvocationStatus). Filters: status (the invocation's status for a started
+	// run, else the run's state: pending or skipped), kind, scheduled_at; order: scheduled_at.
+	ScheduleRuns(ctx context.Context, tenantID, scheduleID string, q ListQuery) (Page[schedule.Run], error)
+	// DueSchedules lists up to limit schedules, of any tenant, whose DueAt is at or before now,
+	// earliest first, through the due-time index.
+	DueSchedules(ctx context.Context, now time.Time, limit int) ([]schedule.Schedule, error)
+	// NextScheduleDue is the earliest DueAt of any schedule; nil when none will fire.
+	NextScheduleDue(ctx context.Context) (*time.Time, error)
+	// CountTenantSchedules counts a tenant's schedules (the max_schedules quota).
+	CountTenantSchedules(ctx context.Context, tenantID string) (int64, error)
+}
+
+// ScheduleTx holds the writes of schedules and their runs.
+type ScheduleTx interface {
+	// InsertSchedule stores a new schedule with Revision 1; ErrConflict when the tenant has one with
+	// the same id.
+	InsertSchedule(s *schedule.Schedule) error
+	// ScheduleForUpdate reads a schedule inside the transaction.
+	ScheduleForUpdate(tenantID, id string) (schedule.Schedule, error)
+	// UpdateSchedule replaces the schedule whose Revision equals s.Revision and bumps it; ErrStale
+	// when it changed since, ErrNotFound when it is gone.
+	UpdateSchedule(s *schedule.Schedule) error
+	// DeleteSchedule deletes a schedule and its runs.
+	DeleteSchedule(tenantID, id string) error
+	// CountSchedules is Reader.CountTenantSchedules inside the transaction.
+	CountSchedules(tenantID string) (int64, error)
+	// InsertScheduleRun records a run; ErrConflict when the schedule already has a run (other than
+	// a manual one) at the same instant: each instant is recorded once.
+	InsertScheduleRun(r schedule.Run) error
+	// UpdateScheduleRun replaces a recorded run (a pending run that starts or is skipped).
+	UpdateScheduleRun(r schedule.Run) error
+	// PendingRuns lists up to limit of a schedule's pending runs, oldest instant first.
+	PendingRuns(tenantID, scheduleID string, limit int) ([]schedule.Run, error)
+	// StartedRuns lists up to limit of a schedule's started runs, newest instant first.
+	StartedRuns(tenantID, scheduleID string, limit int) ([]schedule.Run, error)
+}
