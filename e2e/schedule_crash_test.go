@@ -29,7 +29,7 @@ func TestCrashSchedules(t *testing.T) {
 	p := startLark(t, data)
 	def := fmt.Appendf(nil, `{"entrypoint_id":%q,"title":"tick","owner":{"owner_type":"tenant"},
 		"schema":{"params":{"type":"object"},"returns":{"type":"object"}},
-		"traits":{"invocation":{"supported":["async"],"default":"async"},"limits":{"timeout_seconds":5,"memory_mb":64,"cpu":0.2}},
+		"traits":{"invocation":{"supported":["async"],"default":"async"},"limits":{"timeout_seconds":5,"memory_mb":64,"cpu":0.2},"retry":{"max_attempts":1,"initial_delay_ms":100,"max_delay_ms":1000,"backoff_multiplier":2.0}},
 		"implementation":{"adapter":"gts.x.core.serverless.adapter.starlark.v1~","kind":"code",
 		"code":{"language":"starlark","source":"def main(ctx, input):\n  return {\"ok\": True}\n"}}}`, schCrashFn)
 	requireJSON(t, p.do(http.MethodPost, apiBase+"/entrypoints", p.Token, def), http.StatusCreated, nil)
