@@ -25,7 +25,7 @@ type schEnv struct {
 	adm string
 }
 
-func newSchEnv(t *testing.T, start time.Time) *schEnv {
+func newSchEnv(t testing.TB, start time.Time) *schEnv {
 	t.Helper()
 	clk := clock.NewFake(start)
 	e := newEnv(t, func(c *server.Config) { c.Clock = clk })
@@ -439,4 +439,58 @@ func TestScheduleSkipsWhenEntrypointUnavailable(t *testing.T) {
 	require.Contains(t, items[0]["message"], "no active version")
 	sch := s.expect(t, http.StatusOK, http.MethodGet, schPath+"/u", s.adm, nil).Body
 	require.Equal(t, "2026-11-24T11:00:00Z", sch["next_run_at"], "the schedule goes on")
+}
+
+// TestScheduleRunsQueuedAhead: an allow schedule's runs are recorded up to 5 s ahead of their
+// instant, runnable only from the instant on; a pause (or a change, or a deletion) withdraws them.
+func TestScheduleRunsQueuedAhead(t *testing.T) {
+	s := newSchEnv(t, time.Date(2026, 11, 24, 9, 59, 58, 0, time.UTC))
+	s.create(t, obj{"schedule_id": "sec", "expression": obj{"kind": "cron", "value": "*/2 * * * * *"}, "input_overrides": obj{"invoice_id": "s"}})
+	s.create(t, obj{"schedule_id": "fb", "expression": obj{"kind": "cron", "value": "*/2 * * * * *"}, "input_overrides": obj{"invoice_id": "f"},
+		"concurrency_policy": "forbid"})
+	s.advanceTo(t, "2026-11-24T10:00:00Z")
+	require.Equal(t, 4, s.fire(t), "sec: 10:00:00, :02, :04 (within 5 s); fb: 10:00:00 only")
+	items, lines := s.history(t, "sec", nil)
+	require.Equal(t, []string{"scheduled 2026-11-24T10:00:00Z queued", "scheduled 2026-11-24T10:00:02Z queued",
+		"scheduled 2026-11-24T10:00:04Z queued"}, lines)
+	_, fbLines := s.history(t, "fb", nil)
+	require.Equal(t, []string{"scheduled 2026-11-24T10:00:00Z queued"}, fbLines, "forbid decides at the instant")
+	sch := s.expect(t, http.StatusOK, http.MethodGet, schPath+"/sec", s.adm, nil).Body
+	require.Equal(t, "2026-11-24T10:00:06Z", sch["next_run_at"])
+
+	// The dispatcher runs each at its instant, not before.
+	invDispatcher(t, s.env)
+	s.srv.Wake()
+	invWait(t, s.env, s.adm, items[0]["invocation_id"].(string), "succeeded")
+	require.Equal(t, "queued", invGet(t, s.env, s.adm, items[1]["invocation_id"].(string))["status"], "10:00:02 is not due at 10:00:00")
+	s.advanceTo(t, "2026-11-24T10:00:02Z")
+	s.srv.Wake()
+	invWait(t, s.env, s.adm, items[1]["invocation_id"].(string), "succeeded")
+	require.Equal(t, "queued", invGet(t, s.env, s.adm, items[2]["invocation_id"].(string))["status"])
+
+	// Pause withdraws the run queued ahead (10:00:04): gone from the history, its invocation
+	// canceled; the schedule's next run goes back to it.
+	ps := s.expect(t, http.StatusOK, http.MethodPost, schPath+"/sec:pause", s.adm, nil).Body
+	require.Equal(t, "2026-11-24T10:00:04Z", ps["next_run_at"])
+	require.Equal(t, "canceled", invGet(t, s.env, s.adm, items[2]["invocation_id"].(string))["status"])
+	_, lines = s.history(t, "sec", nil)
+	require.Equal(t, []string{"scheduled 2026-11-24T10:00:00Z succeeded", "scheduled 2026-11-24T10:00:02Z succeeded"}, lines)
+	// Resumed before 10:00:04, the instant fires (again, with a new invocation).
+	s.advanceTo(t, "2026-11-24T10:00:03Z")
+	rs := s.expect(t, http.StatusOK, http.MethodPost, schPath+"/sec:resume", s.adm, nil).Body
+	require.Equal(t, "2026-11-24T10:00:04Z", rs["next_run_at"])
+	s.fire(t)
+	items, lines = s.history(t, "sec", nil)
+	require.Equal(t, "scheduled 2026-11-24T10:00:04Z queued", lines[2])
+	require.Len(t, lines, 5, "10:00:04, :06, :08 queued ahead again")
+
+	// A change withdraws them too; DELETE cancels what is left queued ahead.
+	s.expect(t, http.StatusOK, http.MethodPatch, schPath+"/sec", s.adm, obj{"input_overrides": obj{"invoice_id": "s2"}})
+	require.Equal(t, "canceled", invGet(t, s.env, s.adm, items[3]["invocation_id"].(string))["status"])
+	s.fire(t)
+	items, _ = s.history(t, "sec", nil)
+	last := items[len(items)-1]
+	require.Equal(t, obj{"invoice_id": "s2", "amount": 100.0}, invGet(t, s.env, s.adm, last["invocation_id"].(string))["params"], "queued again with the new params")
+	s.expect(t, http.StatusOK, http.MethodDelete, schPath+"/sec", s.adm, nil)
+	require.Equal(t, "canceled", invGet(t, s.env, s.adm, last["invocation_id"].(string))["status"])
 }

@@ -698,15 +698,12 @@ func quotaExceeded(tenantID string, max int64) *problem.Error {
 // create writes a new invocation inside tx in one insert: the created event, then either queued
 // work (async) or a started attempt leased to this process (sync).
 func (s *Service) create(tx store.Tx, rec invocation.Record, runNow bool, d definition, now time.Time) (invocation.Record, error) {
-	rec.Cost = s.cfg.Pricing.For(rec.TenantID).PerInvocation // charged once, carried by the created event
-	data, err := json.Marshal(rec)
+	if !runNow {
+		return s.createAt(tx, rec, now, now)
+	}
+	events, err := s.createdEvent(rec, now)
 	if err != nil {
 		return rec, err
-	}
-	events := []invocation.Event{{InvocationID: rec.ID, Type: invocation.EventCreated, Data: data, Initial: &rec,
-		IdempotencyKey: eventKey(rec.ID, "", 1, invocation.EventCreated), LogicalAttempt: 1, At: now}}
-	if !runNow {
-		return tx.StartInvocation(events, store.Scheduling{AvailableAt: &now})
 	}
 	events = append(events, invocation.Event{InvocationID: rec.ID, Type: invocation.EventStarted, EngineAttempt: 1, LogicalAttempt: 1,
 		At: now, IdempotencyKey: eventKey(rec.ID, "", 1, invocation.EventStarted)})
@@ -714,6 +711,26 @@ func (s *Service) create(tx store.Tx, rec invocation.Record, runNow bool, d defi
 	started := rec
 	started.EngineAttempt = 1
 	return tx.StartInvocation(events, store.Scheduling{LeaseOwner: s.leaseOwner(started), LeaseExpiresAt: &until})
+}
+
+// createAt writes a new invocation inside tx as queued work that becomes runnable at `at`.
+func (s *Service) createAt(tx store.Tx, rec invocation.Record, now, at time.Time) (invocation.Record, error) {
+	events, err := s.createdEvent(rec, now)
+	if err != nil {
+		return rec, err
+	}
+	return tx.StartInvocation(events, store.Scheduling{AvailableAt: &at})
+}
+
+// createdEvent is a new invocation's first event, carrying its initial record and price.
+func (s *Service) createdEvent(rec invocation.Record, now time.Time) ([]invocation.Event, error) {
+	rec.Cost = s.cfg.Pricing.For(rec.TenantID).PerInvocation // charged once, carried by the created event
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return nil, err
+	}
+	return []invocation.Event{{InvocationID: rec.ID, Type: invocation.EventCreated, Data: data, Initial: &rec,
+		IdempotencyKey: eventKey(rec.ID, "", 1, invocation.EventCreated), LogicalAttempt: 1, At: now}}, nil
 }
 
 // begin starts an attempt of queued (or orphaned) work inside tx: the started event (or reclaimed,

@@ -32,7 +32,13 @@ type SystemStart struct {
 // Planned is a SystemStart that resolved and validated; Enqueue writes it.
 type Planned struct {
 	rec invocation.Record
-	d   definition
+}
+
+// As returns the planned start run as another subject of the same tenant (who resolves the
+// entrypoint alike, e.g. another schedule's principal).
+func (p Planned) As(subjectID string) Planned {
+	p.rec.SubjectID = subjectID
+	return p
 }
 
 // EntrypointID is the exact entrypoint version the planned invocation runs.
@@ -60,7 +66,7 @@ func (s *Service) Plan(ctx context.Context, st SystemStart) (Planned, error) {
 	rec := invocation.Record{TenantID: st.As.TenantID, EntrypointRef: e.ID, EntrypointID: e.GTSID,
 		EntrypointVersion: e.Version, SubjectID: st.As.SubjectID, Mode: invocation.ModeAsync, Params: canon,
 		CorrelationID: st.CorrelationID, Metrics: invocation.Metrics{MemoryLimitMB: i64(d.Traits.Limits.MemoryMB)}, Attempt: 1}
-	return Planned{rec: rec, d: d}, nil
+	return Planned{rec: rec}, nil
 }
 
 // NewID returns a new invocation id (for a caller that records it before Enqueue).
@@ -69,6 +75,12 @@ func (s *Service) NewID() string { return s.cfg.IDs.New("inv") }
 // Enqueue writes a planned invocation inside tx as queued work available at now, under id (from
 // NewID). Once the transaction commits, the caller passes what Enqueue returned to Committed.
 func (s *Service) Enqueue(tx store.Tx, p Planned, id string, now time.Time) (invocation.Record, error) {
+	return s.EnqueueAt(tx, p, id, now, now)
+}
+
+// EnqueueAt is Enqueue for work that becomes runnable at `at` (a schedule's instant queued ahead
+// of time): it is created at now, and the dispatcher claims it from `at` on.
+func (s *Service) EnqueueAt(tx store.Tx, p Planned, id string, now, at time.Time) (invocation.Record, error) {
 	if p.rec.EntrypointRef == "" || id == "" {
 		return invocation.Record{}, fmt.Errorf("enqueue: the start was not planned")
 	}
@@ -78,7 +90,10 @@ func (s *Service) Enqueue(tx store.Tx, p Planned, id string, now time.Time) (inv
 	if rec.CorrelationID == "" {
 		rec.CorrelationID = s.cfg.IDs.New("corr")
 	}
-	return s.create(tx, rec, false, p.d, now)
+	if at.Before(now) {
+		at = now
+	}
+	return s.createAt(tx, rec, now, at)
 }
 
 // Committed reports invocations that Enqueue wrote, once their transaction committed: the Observer

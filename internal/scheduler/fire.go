@@ -153,8 +153,13 @@ func (s *Service) fire(ctx context.Context, due []schedule.Schedule, now time.Ti
 			jobs = append(jobs, j)
 			continue
 		}
+		// One plan per entrypoint, params and visibility: the system context of every schedule of a
+		// tenant resolves alike (it owns nothing), so only its subject differs.
 		as := runAs(sch)
 		k := planKey{sch.TenantID, sch.EntrypointID, as.SubjectID, string(sch.InputOverrides)}
+		if sch.ExecutionContext == schedule.ContextSystem {
+			k.subject = ""
+		}
 		pl, ok := plans[k]
 		if !ok {
 			pl.p, pl.err = s.plan(ctx, sch, nil, "")
@@ -163,7 +168,7 @@ func (s *Service) fire(ctx context.Context, due []schedule.Schedule, now time.Ti
 		if pl.err != nil {
 			j.skip, j.skipMsg = schedule.SkipUnavailable, pl.err.Error()
 		}
-		j.plan = pl.p
+		j.plan = pl.p.As(as.SubjectID)
 		jobs = append(jobs, j)
 	}
 	var created []invocation.Record
@@ -213,6 +218,10 @@ func (s *Service) fireOne(tx store.Tx, j *job, now time.Time, created *[]invocat
 		sch.DueAt = nil
 		return tx.UpdateSchedule(&sch)
 	}
+	if sch.NextRunAt.After(now) && sch.PendingCatchUpRuns == 0 && sch.ConcurrencyPolicy != schedule.ConcurrencyAllow {
+		s.setDue(&sch, now) // its policy changed since it was armed: look again at its instant
+		return tx.UpdateSchedule(&sch)
+	}
 	// The instants due: missed ones (older than the grace) and on-time ones.
 	cut := now.Add(-s.o.Grace)
 	var m missed
@@ -221,9 +230,15 @@ func (s *Service) fireOne(tx store.Tx, j *job, now time.Time, created *[]invocat
 		m = collect(j.times, from, cut, keepFor(sch.MissedPolicy, sch.MaxCatchUpRuns, 0))
 		from = m.next
 	}
+	// On time: instants due by now, and for a schedule whose runs may overlap, those due within the
+	// lookahead (queued now, runnable at their instant).
+	horizon := now
+	if sch.ConcurrencyPolicy == schedule.ConcurrencyAllow {
+		horizon = now.Add(s.o.Lookahead)
+	}
 	var onTime []time.Time
 	t := from
-	for ; !t.IsZero() && !t.After(now) && len(onTime) < maxOnTime; t = j.times.Next(t) {
+	for ; !t.IsZero() && !t.After(horizon) && len(onTime) < maxOnTime; t = j.times.Next(t) {
 		onTime = append(onTime, t)
 	}
 	next := t // the first instant not handled by this pass
@@ -285,7 +300,7 @@ func (s *Service) fireOne(tx store.Tx, j *job, now time.Time, created *[]invocat
 		r.State, r.InvocationID, r.RecordedAt = schedule.RunStarted, s.inv.NewID(), recorded
 	}
 	enqueue := func(r schedule.Run) error {
-		rec, err := s.inv.Enqueue(tx, j.plan, r.InvocationID, recorded)
+		rec, err := s.inv.EnqueueAt(tx, j.plan, r.InvocationID, recorded, r.ScheduledAt)
 		if err != nil {
 			return err
 		}
@@ -349,16 +364,11 @@ func (s *Service) fireOne(tx store.Tx, j *job, now time.Time, created *[]invocat
 	}
 
 	// Arm the next instant.
-	sch.NextRunAt, sch.DueAt = nil, nil
+	sch.NextRunAt = nil
 	if !next.IsZero() {
-		sch.NextRunAt, sch.DueAt = &next, &next
+		sch.NextRunAt = &next
 	}
-	if sch.PendingCatchUpRuns > 0 {
-		poll := now.Add(s.o.Poll)
-		if sch.DueAt == nil || poll.Before(*sch.DueAt) {
-			sch.DueAt = &poll
-		}
-	}
+	s.setDue(&sch, now)
 	sch.UpdatedAt = recorded
 	return tx.UpdateSchedule(&sch)
 }

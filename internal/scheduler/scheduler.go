@@ -34,6 +34,7 @@ type Invoker interface {
 	Plan(ctx context.Context, st invoke.SystemStart) (invoke.Planned, error)
 	NewID() string
 	Enqueue(tx store.Tx, p invoke.Planned, id string, now time.Time) (invocation.Record, error)
+	EnqueueAt(tx store.Tx, p invoke.Planned, id string, now, at time.Time) (invocation.Record, error)
 	Committed(recs ...invocation.Record)
 	Control(ctx context.Context, sc auth.SecurityContext, id string, action invoke.Action) (invocation.Record, bool, error)
 }
@@ -51,6 +52,12 @@ type Options struct {
 	// Poll is the longest sleep of the firing loop (default 1 s): a safety net for writes the loop
 	// was not woken for. Pending catch-up runs are looked at this often, too.
 	Poll time.Duration
+	// Lookahead is how far ahead of its instant a run of a schedule whose concurrency_policy is
+	// allow is recorded and its invocation queued, runnable from the instant on (default 5 s;
+	// negative: at the instant). Firing ahead keeps thousands of schedules due at the same second
+	// on time: the writes are done before the second comes. Runs of forbid and replace schedules
+	// are decided at their instant (the previous run's state then matters).
+	Lookahead time.Duration
 }
 
 // Service implements the schedule use cases and the firing loop.
@@ -81,6 +88,10 @@ func New(st store.Store, inv Invoker, o Options) *Service {
 	if o.Poll <= 0 {
 		o.Poll = time.Second
 	}
+	if o.Lookahead == 0 {
+		o.Lookahead = 5 * time.Second
+	}
+	o.Lookahead = max(o.Lookahead, 0)
 	return &Service{store: st, inv: inv, o: o, wake: make(chan struct{}, 1)}
 }
 
@@ -274,13 +285,34 @@ func mergeObjects(base, over json.RawMessage) (json.RawMessage, error) {
 	return json.Marshal(a)
 }
 
-// schedule the next instant of c after now into its run state (active schedules only).
-func (c *compiled) arm(now time.Time) {
-	c.sch.DueAt, c.sch.NextRunAt = nil, nil
+// arm sets the first instant of c after now as its next run.
+func (s *Service) arm(c *compiled, now time.Time) {
+	c.sch.NextRunAt = nil
 	if next := c.times.Next(now); !next.IsZero() {
 		c.sch.NextRunAt = &next
-		if c.sch.Status == schedule.StatusActive {
-			c.sch.DueAt = &next
+	}
+	s.setDue(&c.sch, now)
+}
+
+// setDue sets when the firing loop looks at sch next: its next instant (less the lookahead for a
+// schedule whose runs may overlap), or within a poll while catch-up runs are pending; never while
+// it is not active.
+func (s *Service) setDue(sch *schedule.Schedule, now time.Time) {
+	sch.DueAt = nil
+	if sch.Status != schedule.StatusActive {
+		return
+	}
+	if sch.NextRunAt != nil {
+		due := *sch.NextRunAt
+		if sch.ConcurrencyPolicy == schedule.ConcurrencyAllow {
+			due = due.Add(-s.o.Lookahead)
+		}
+		sch.DueAt = &due
+	}
+	if sch.PendingCatchUpRuns > 0 {
+		poll := now.Add(s.o.Poll)
+		if sch.DueAt == nil || poll.Before(*sch.DueAt) {
+			sch.DueAt = &poll
 		}
 	}
 }
@@ -354,7 +386,7 @@ func (s *Service) Create(ctx context.Context, sc auth.SecurityContext, spec Spec
 	if _, err := s.plan(ctx, c.sch, nil, ""); err != nil {
 		return base, asOverrides(err)
 	}
-	c.arm(now)
+	s.arm(&c, now)
 	if c.sch.Status == schedule.StatusPaused {
 		c.sch.PausedAt = &now
 	}
@@ -484,24 +516,28 @@ func (s *Service) change(ctx context.Context, sc auth.SecurityContext, id string
 	now := s.o.Clock.Now()
 	c.sch.UpdatedAt = now
 	timing := cur.Expression != c.sch.Expression || cur.Timezone != c.sch.Timezone
-	switch {
-	case c.sch.Status != schedule.StatusActive:
-		c.sch.DueAt = nil
-		if cur.Status == schedule.StatusActive {
-			c.sch.PausedAt = &now
-		}
-		if timing {
-			c.arm(now)
-		}
-	case cur.Status != schedule.StatusActive || timing || cur.DueAt == nil:
+	active := c.sch.Status == schedule.StatusActive
+	if !active && cur.Status == schedule.StatusActive {
+		c.sch.PausedAt = &now
+	}
+	if active {
 		c.sch.PausedAt = nil
-		c.arm(now)
 	}
-	var fields []string
-	for _, f := range changedFields(specOf(cur), specOf(c.sch)) {
-		fields = append(fields, f)
-	}
+	// A new timing, or an activation, arms the first instant after now; otherwise the instants not
+	// handled yet (including runs queued ahead, withdrawn below) keep their place.
+	rearm := timing || (active && (cur.Status != schedule.StatusActive || cur.NextRunAt == nil))
+	fields := changedFields(specOf(cur), specOf(c.sch))
+	var withdrawn []string
 	err = s.store.Update(ctx, func(tx store.Tx) error {
+		var err error
+		if withdrawn, err = s.withdraw(tx, &c.sch, now); err != nil {
+			return err
+		}
+		if rearm {
+			s.arm(&c, now)
+		} else {
+			s.setDue(&c.sch, now)
+		}
 		if err := tx.UpdateSchedule(&c.sch); err != nil {
 			return err
 		}
@@ -510,8 +546,40 @@ func (s *Service) change(ctx context.Context, sc auth.SecurityContext, id string
 	if err != nil {
 		return cur, storeErr(id, err)
 	}
+	s.cancelRuns(ctx, c.sch, withdrawn)
 	s.Wake()
 	return c.sch, nil
+}
+
+// withdraw deletes, inside tx, the runs of sch recorded ahead of their instant (after now), and
+// moves its next run back to the earliest of them; it returns their invocations, which the caller
+// cancels (cancelRuns) once tx has committed. A run queued ahead reflects the schedule as it was:
+// a change, a pause or a deletion takes it back.
+func (s *Service) withdraw(tx store.Tx, sch *schedule.Schedule, now time.Time) ([]string, error) {
+	runs, err := tx.WithdrawRuns(sch.TenantID, sch.ID, now)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, 0, len(runs))
+	for _, r := range runs {
+		ids = append(ids, r.InvocationID)
+		if sch.NextRunAt == nil || r.ScheduledAt.Before(*sch.NextRunAt) {
+			at := r.ScheduledAt
+			sch.NextRunAt = &at
+		}
+	}
+	return ids, nil
+}
+
+// cancelRuns cancels the invocations of withdrawn runs (queued, not yet runnable).
+func (s *Service) cancelRuns(ctx context.Context, sch schedule.Schedule, ids []string) {
+	sc := auth.SecurityContext{TenantID: sch.TenantID, SubjectID: "schedule:" + sch.ID, Roles: []auth.Role{auth.RoleOperator}}
+	for _, id := range ids {
+		if _, _, err := s.inv.Control(ctx, sc, id, invoke.ActionCancel); err != nil {
+			s.o.Logger.Warn("schedule: cancel of a withdrawn run failed", "tenant_id", sch.TenantID, "schedule_id", sch.ID,
+				"invocation_id", id, "err", err)
+		}
+	}
 }
 
 func changedFields(a, b Spec) []string {
@@ -536,6 +604,7 @@ func (s *Service) Pause(ctx context.Context, sc auth.SecurityContext, id string)
 		return schedule.Schedule{}, err
 	}
 	var out schedule.Schedule
+	var withdrawn []string
 	err := s.store.Update(ctx, func(tx store.Tx) error {
 		cur, err := tx.ScheduleForUpdate(sc.TenantID, id)
 		if err != nil {
@@ -546,13 +615,21 @@ func (s *Service) Pause(ctx context.Context, sc auth.SecurityContext, id string)
 			return nil
 		}
 		now := s.o.Clock.Now()
-		out.Status, out.PausedAt, out.DueAt, out.UpdatedAt = schedule.StatusPaused, &now, nil, now
+		out.Status, out.PausedAt, out.UpdatedAt = schedule.StatusPaused, &now, now
+		if withdrawn, err = s.withdraw(tx, &out, now); err != nil {
+			return err
+		}
+		s.setDue(&out, now)
 		if err := tx.UpdateSchedule(&out); err != nil {
 			return err
 		}
 		return tx.InsertAudit(s.auditEvent(ctx, sc, out, audit.SchedulePaused, nil))
 	})
-	return out, storeErr(id, err)
+	if err != nil {
+		return out, storeErr(id, err)
+	}
+	s.cancelRuns(ctx, out, withdrawn)
+	return out, nil
 }
 
 // Resumed is the answer of :resume: the schedule and how many missed runs it queued.
@@ -602,7 +679,7 @@ func (s *Service) Resume(ctx context.Context, sc auth.SecurityContext, id string
 			}
 			c.sch.PendingCatchUpRuns += out.CatchUpRunsQueued
 		}
-		c.arm(now)
+		s.arm(&c, now)
 		if out.CatchUpRunsQueued > 0 {
 			c.sch.DueAt = &now
 		}
@@ -639,9 +716,14 @@ func (s *Service) Delete(ctx context.Context, sc auth.SecurityContext, id string
 	}
 	now := s.o.Clock.Now()
 	var started []schedule.Run
+	var withdrawn []string
+	var cur schedule.Schedule
 	err := s.store.Update(ctx, func(tx store.Tx) error {
-		cur, err := tx.ScheduleForUpdate(sc.TenantID, id)
-		if err != nil {
+		var err error
+		if cur, err = tx.ScheduleForUpdate(sc.TenantID, id); err != nil {
+			return err
+		}
+		if withdrawn, err = s.withdraw(tx, &cur, now); err != nil {
 			return err
 		}
 		if cancelInFlight {
@@ -657,6 +739,7 @@ func (s *Service) Delete(ctx context.Context, sc auth.SecurityContext, id string
 	if err != nil {
 		return Deleted{}, storeErr(id, err)
 	}
+	s.cancelRuns(ctx, cur, withdrawn)
 	out := Deleted{ScheduleID: id, DeletedAt: now, DeletedBy: sc.SubjectID}
 	ctl := auth.SecurityContext{TenantID: sc.TenantID, SubjectID: sc.SubjectID, Roles: []auth.Role{auth.RoleOperator}}
 	for _, r := range started {

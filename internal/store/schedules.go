@@ -48,6 +48,9 @@ type ScheduleTx interface {
 	UpdateScheduleRun(r schedule.Run) error
 	// PendingRuns lists up to limit of a schedule's pending runs, oldest instant first.
 	PendingRuns(tenantID, scheduleID string, limit int) ([]schedule.Run, error)
+	// WithdrawRuns deletes a schedule's scheduled runs that started ahead of their instant (scheduled
+	// after `after`) and returns them.
+	WithdrawRuns(tenantID, scheduleID string, after time.Time) ([]schedule.Run, error)
 	// StartedRuns lists up to limit of a schedule's started runs, newest instant first.
 	StartedRuns(tenantID, scheduleID string, limit int) ([]schedule.Run, error)
 }

@@ -255,6 +255,26 @@ func (t *tx) PendingRuns(tenantID, scheduleID string, limit int) ([]schedule.Run
 	return t.runsWhere(tenantID, scheduleID, "state = 'pending' ORDER BY scheduled_at", limit)
 }
 
+// WithdrawRuns implements store.Tx.
+func (t *tx) WithdrawRuns(tenantID, scheduleID string, after time.Time) ([]schedule.Run, error) {
+	rows, err := t.t.QueryContext(bg, "DELETE FROM schedule_runs WHERE tenant_id = ? AND schedule_id = ? AND scheduled_at > ? "+
+		"AND kind = 'scheduled' AND state = 'started' RETURNING "+runCols, tenantID, scheduleID, ts(after))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []schedule.Run
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			return nil, err
+		}
+		r.TenantID = tenantID
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
 // StartedRuns implements store.Tx.
 func (t *tx) StartedRuns(tenantID, scheduleID string, limit int) ([]schedule.Run, error) {
 	return t.runsWhere(tenantID, scheduleID, "state = 'started' ORDER BY scheduled_at DESC", limit)
