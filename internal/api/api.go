@@ -145,6 +145,7 @@ func (s *Server) Handler() http.Handler {
 		r.Get("/audit-events", s.listAudit)
 
 		s.scheduleRoutes(r)
+		s.backfillRoutes(r)
 	})
 	return r
 }

@@ -31,6 +31,12 @@ const (
 	ScheduleResumed   = TypeBase + "x.core.serverless.audit.schedule_resumed.v1~"
 	ScheduleDeleted   = TypeBase + "x.core.serverless.audit.schedule_deleted.v1~"
 	ScheduleTriggered = TypeBase + "x.core.serverless.audit.schedule_triggered.v1~"
+	// Backfills (004 §7).
+	BackfillCreated  = TypeBase + "x.core.serverless.audit.backfill_created.v1~"
+	BackfillPaused   = TypeBase + "x.core.serverless.audit.backfill_paused.v1~"
+	BackfillResumed  = TypeBase + "x.core.serverless.audit.backfill_resumed.v1~"
+	BackfillCanceled = TypeBase + "x.core.serverless.audit.backfill_canceled.v1~"
+	BackfillRetried  = TypeBase + "x.core.serverless.audit.backfill_retried.v1~"
 )
 
 // Event is one audit record. Details never contain secrets.

@@ -101,11 +101,14 @@ func (s *Service) FireDue(ctx context.Context) (int, error) {
 	return total, nil
 }
 
-// Run fires schedules as they fall due until ctx ends.
+// Run fires schedules as they fall due, and drives running backfills every poll, until ctx ends.
 func (s *Service) Run(ctx context.Context) {
 	for ctx.Err() == nil {
 		if _, err := s.FireDue(ctx); err != nil && ctx.Err() == nil {
 			s.o.Logger.Error("firing schedules", "err", err)
+		}
+		if _, err := s.DriveBackfills(ctx); err != nil && ctx.Err() == nil {
+			s.o.Logger.Error("driving backfills", "err", err)
 		}
 		wait := s.o.Poll
 		if next, err := s.store.NextScheduleDue(ctx); err == nil && next != nil {

@@ -54,3 +54,42 @@ type ScheduleTx interface {
 	// StartedRuns lists up to limit of a schedule's started runs, newest instant first.
 	StartedRuns(tenantID, scheduleID string, limit int) ([]schedule.Run, error)
 }
+
+// BackfillReader holds the reads of backfills.
+type BackfillReader interface {
+	// Backfill reads one backfill of a tenant.
+	Backfill(ctx context.Context, tenantID, id string) (schedule.Backfill, error)
+	// ListBackfills lists a tenant's backfills. Filters: state, entrypoint_id, schedule_id,
+	// created_at; order: created_at.
+	ListBackfills(ctx context.Context, tenantID string, q ListQuery) (Page[schedule.Backfill], error)
+	// BackfillPartitions lists a backfill's partitions. Filters: status, chunk, scheduled_at;
+	// order: scheduled_at (default).
+	BackfillPartitions(ctx context.Context, tenantID, backfillID string, q ListQuery) (Page[schedule.Partition], error)
+	// ActiveBackfills lists up to limit running or paused backfills of any tenant (tenant id,
+	// backfill id).
+	ActiveBackfills(ctx context.Context, limit int) ([][2]string, error)
+	// PendingChunks lists up to limit of a backfill's chunks that have pending partitions and none
+	// running, lowest first, with those partitions.
+	PendingChunks(ctx context.Context, tenantID, backfillID string, limit int) (map[int][]schedule.Partition, error)
+}
+
+// BackfillTx holds the writes of backfills.
+type BackfillTx interface {
+	// InsertBackfill stores a new backfill (Revision 1) and its partitions; ErrConflict when the
+	// tenant has one with the same id.
+	InsertBackfill(b *schedule.Backfill, parts []schedule.Partition) error
+	// BackfillForUpdate reads a backfill inside the transaction.
+	BackfillForUpdate(tenantID, id string) (schedule.Backfill, error)
+	// UpdateBackfill replaces the backfill whose Revision equals b.Revision and bumps it; ErrStale
+	// otherwise.
+	UpdateBackfill(b *schedule.Backfill) error
+	// SettleBackfill moves the backfill's running partitions whose invocation has finished to
+	// completed (succeeded) or failed (any other end), and returns the progress and chunk counts.
+	SettleBackfill(tenantID, id string) (schedule.Progress, schedule.Chunks, error)
+	// StartPartitions marks partitions running (pending ones only) with their invocation ids and
+	// one more attempt; it returns how many it marked.
+	StartPartitions(tenantID, backfillID string, parts []schedule.Partition) (int, error)
+	// SetPartitions moves every partition of the backfill in state from to state to (and returns
+	// the invocation ids of those that were running).
+	SetPartitions(tenantID, backfillID string, from, to schedule.PartitionState) ([]string, error)
+}

@@ -125,6 +125,7 @@ type Reader interface {
 	TenantLoads(ctx context.Context, now time.Time) ([]TenantLoad, error)
 	RetentionReader
 	ScheduleReader
+	BackfillReader
 }
 
 // UsageQuery selects usage buckets: Width-wide buckets from From until To. From, To and Width are
@@ -245,6 +246,7 @@ type Tx interface {
 	AppendEvents(tenantID, invocationID string, events []invocation.Event) (invocation.Record, []invocation.Event, error)
 	RetentionTx
 	ScheduleTx
+	BackfillTx
 }
 
 // Scheduling is an invocation's place in the queue: AvailableAt is set while it waits to run,

@@ -1,0 +1,83 @@
+package api
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/larkrun/lark/internal/problem"
+	"github.com/larkrun/lark/internal/schedule"
+	"github.com/larkrun/lark/internal/scheduler"
+	"github.com/larkrun/lark/internal/store"
+)
+
+// backfillRoutes mounts the backfill API (004 §7 over 000's conventions).
+func (s *Server) backfillRoutes(r chi.Router) {
+	r.Post("/backfills", s.createBackfill)
+	r.Get("/backfills", s.listBackfills)
+	r.Get("/backfills/{id:[^:/]+}", s.getBackfill)
+	r.Get("/backfills/{id:[^:/]+}/partitions", s.backfillPartitions)
+	r.Post("/backfills/{id:[^:/]+}:{action}", s.controlBackfill)
+}
+
+func (s *Server) createBackfill(w http.ResponseWriter, r *http.Request) {
+	if err := onlyParams(r); err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	var spec scheduler.BackfillSpec
+	if err := decodeStruct(r, &spec, false); err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	b, err := s.cfg.Schedules.CreateBackfill(r.Context(), security(r), spec)
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	w.Header().Set("Location", BasePath+"/backfills/"+b.ID)
+	writeJSON(w, http.StatusCreated, b)
+}
+
+func (s *Server) listBackfills(w http.ResponseWriter, r *http.Request) {
+	servePage(s, w, r, func(q store.ListQuery) (store.Page[schedule.Backfill], error) {
+		return s.cfg.Schedules.ListBackfills(r.Context(), security(r), q)
+	}, asIs)
+}
+
+func (s *Server) getBackfill(w http.ResponseWriter, r *http.Request) {
+	if err := onlyParams(r); err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	b, err := s.cfg.Schedules.GetBackfill(r.Context(), security(r), chi.URLParam(r, "id"))
+	s.respond(w, r, http.StatusOK, b, err)
+}
+
+func (s *Server) backfillPartitions(w http.ResponseWriter, r *http.Request) {
+	servePage(s, w, r, func(q store.ListQuery) (store.Page[schedule.Partition], error) {
+		return s.cfg.Schedules.Partitions(r.Context(), security(r), chi.URLParam(r, "id"), q)
+	}, asIs)
+}
+
+func (s *Server) controlBackfill(w http.ResponseWriter, r *http.Request) {
+	if err := onlyParams(r); err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	var body struct{}
+	if err := decodeStruct(r, &body, true); err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	action := chi.URLParam(r, "action")
+	switch action {
+	case scheduler.BackfillPause, scheduler.BackfillResume, scheduler.BackfillCancel, scheduler.BackfillRetry:
+	default:
+		s.problem(w, r, problem.NotFound("no route %s (backfill actions: :pause, :resume, :cancel, :retry)", strings.TrimPrefix(r.URL.Path, BasePath)))
+		return
+	}
+	b, err := s.cfg.Schedules.ControlBackfill(r.Context(), security(r), chi.URLParam(r, "id"), action)
+	s.respond(w, r, http.StatusOK, b, err)
+}
