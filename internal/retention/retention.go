@@ -101,11 +101,15 @@ type Purged struct {
 	Invocations, Rows, Bytes int64
 	// Events and AuditEvents: published events and audit events deleted.
 	Events, AuditEvents int64
+	// ScheduleRuns: schedule runs and finished backfills' partitions deleted.
+	ScheduleRuns int64
 	// HistoryBytes is the tenant's history size after the pass.
 	HistoryBytes int64
 }
 
-func (p Purged) purgedAny() bool { return p.Invocations > 0 || p.Events > 0 || p.AuditEvents > 0 }
+func (p Purged) purgedAny() bool {
+	return p.Invocations > 0 || p.Events > 0 || p.AuditEvents > 0 || p.ScheduleRuns > 0
+}
 
 // RunOnce runs one pass over every tenant and returns what it did, by tenant id. On an error it
 // stops and returns what it did so far; every batch already committed stays done.
@@ -121,7 +125,7 @@ func (j *Job) RunOnce(ctx context.Context) (map[string]Purged, error) {
 		out[p.TenantID] = r
 		if r.purgedAny() {
 			j.o.Logger.Info("retention: purged", "tenant_id", p.TenantID, "invocations", r.Invocations, "rows", r.Rows,
-				"bytes", r.Bytes, "events", r.Events, "audit_events", r.AuditEvents, "history_bytes", r.HistoryBytes)
+				"bytes", r.Bytes, "events", r.Events, "audit_events", r.AuditEvents, "schedule_runs", r.ScheduleRuns, "history_bytes", r.HistoryBytes)
 		} else if r.Measured > 0 {
 			j.o.Logger.Debug("retention: measured", "tenant_id", p.TenantID, "invocations", r.Measured, "history_bytes", r.HistoryBytes)
 		}
@@ -181,6 +185,9 @@ func (j *Job) tenant(ctx context.Context, p tenant.Policy, now time.Time) (Purge
 	if hd := p.Retention.ExecutionHistoryDays; hd > 0 {
 		before := now.Add(-days(hd))
 		if r.Events, err = j.batches(ctx, func(tx store.Tx) (int64, error) { return tx.PurgeEvents(id, before, j.o.BatchRows) }); err != nil {
+			return r, err
+		}
+		if r.ScheduleRuns, err = j.batches(ctx, func(tx store.Tx) (int64, error) { return tx.PurgeScheduleRuns(id, before, j.o.BatchRows) }); err != nil {
 			return r, err
 		}
 	}

@@ -339,6 +339,10 @@ type RetentionTx interface {
 	// PurgeEvents deletes up to limit of the tenant's published events received before before,
 	// oldest first, keeping any a registered event wait may still read (received since its since).
 	PurgeEvents(tenantID string, before time.Time, limit int) (int64, error)
+	// PurgeScheduleRuns deletes up to limit rows of the tenant's schedule history recorded before
+	// before: schedule runs other than pending ones, then backfills that finished before it with
+	// their partitions (a backfill counts its partitions and itself).
+	PurgeScheduleRuns(tenantID string, before time.Time, limit int) (int64, error)
 	// PurgeAudit deletes up to limit of the tenant's audit events recorded before before, oldest
 	// first. It is the audit log's only delete.
 	PurgeAudit(tenantID string, before time.Time, limit int) (int64, error)

@@ -312,3 +312,57 @@ func (s *Store) ScheduleRuns(ctx context.Context, tenantID, scheduleID string, q
 		},
 	}, q)
 }
+
+// PurgeScheduleRuns implements store.Tx.
+func (t *tx) PurgeScheduleRuns(tenantID string, before time.Time, limit int) (int64, error) {
+	res, err := t.t.ExecContext(bg, `DELETE FROM schedule_runs WHERE tenant_id = ? AND (schedule_id, id) IN (SELECT schedule_id, id
+		FROM schedule_runs WHERE tenant_id = ? AND recorded_at < ? AND state <> 'pending' ORDER BY recorded_at LIMIT ?)`,
+		tenantID, tenantID, ts(before), limit)
+	if err != nil {
+		return 0, err
+	}
+	n, _ := res.RowsAffected()
+	if int(n) >= limit {
+		return n, nil
+	}
+	// Finished backfills, one at a time within the bound.
+	rows, err := t.t.QueryContext(bg, `SELECT id, doc FROM backfills WHERE tenant_id = ? AND state IN ('succeeded', 'failed', 'canceled')`, tenantID)
+	if err != nil {
+		return n, err
+	}
+	var old []string
+	for rows.Next() {
+		var id, doc string
+		if err := rows.Scan(&id, &doc); err != nil {
+			rows.Close()
+			return n, err
+		}
+		var b struct {
+			CompletedAt *time.Time `json:"completed_at"`
+		}
+		if json.Unmarshal([]byte(doc), &b) == nil && b.CompletedAt != nil && b.CompletedAt.Before(before) {
+			old = append(old, id)
+		}
+	}
+	rows.Close()
+	for _, id := range old {
+		left := int64(limit) - n
+		if left <= 0 {
+			break
+		}
+		res, err := t.t.ExecContext(bg, `DELETE FROM backfill_partitions WHERE tenant_id = ? AND backfill_id = ? AND id IN
+			(SELECT id FROM backfill_partitions WHERE tenant_id = ? AND backfill_id = ? LIMIT ?)`, tenantID, id, tenantID, id, left)
+		if err != nil {
+			return n, err
+		}
+		k, _ := res.RowsAffected()
+		n += k
+		if k < left {
+			if _, err := t.t.ExecContext(bg, "DELETE FROM backfills WHERE tenant_id = ? AND id = ?", tenantID, id); err != nil {
+				return n, err
+			}
+			n++
+		}
+	}
+	return n, nil
+}

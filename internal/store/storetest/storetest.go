@@ -65,6 +65,8 @@ func Run(t *testing.T, f Factory) {
 		"RetentionPurgeEvents":      testRetentionPurgeEvents,
 		"RetentionPurgeAudit":       testRetentionPurgeAudit,
 		"AllTenants":                testAllTenants,
+		"Schedules":                 testSchedules,
+		"Backfills":                 testBackfills,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {

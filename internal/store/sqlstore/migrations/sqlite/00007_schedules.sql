@@ -36,6 +36,8 @@ CREATE TABLE schedule_runs (
 ) STRICT, WITHOUT ROWID;
 CREATE UNIQUE INDEX schedule_runs_instant ON schedule_runs (tenant_id, schedule_id, scheduled_at) WHERE kind <> 'manual';
 CREATE INDEX schedule_runs_pending ON schedule_runs (tenant_id, schedule_id, scheduled_at) WHERE state = 'pending';
+-- The retention job purges runs by age (retention.execution_history_days).
+CREATE INDEX schedule_runs_recorded ON schedule_runs (tenant_id, recorded_at);
 
 -- +goose Down
 DROP TABLE schedule_runs;
