@@ -31,7 +31,7 @@ type missed struct {
 }
 
 // keepFor is how many missed instants a policy runs.
-func keepFor(p schedule.MissedPolicy, maxCatchUp int, _ int) int {
+func keepFor(p schedule.MissedPolicy, maxCatchUp int) int {
 	switch p {
 	case schedule.MissedCatchUp:
 		return maxCatchUp
@@ -230,7 +230,7 @@ func (s *Service) fireOne(tx store.Tx, j *job, now time.Time, created *[]invocat
 	var m missed
 	from := *sch.NextRunAt
 	if from.Before(cut) {
-		m = collect(j.times, from, cut, keepFor(sch.MissedPolicy, sch.MaxCatchUpRuns, 0))
+		m = collect(j.times, from, cut, keepFor(sch.MissedPolicy, sch.MaxCatchUpRuns))
 		from = m.next
 	}
 	// On time: instants due by now, and for a schedule whose runs may overlap, those due within the

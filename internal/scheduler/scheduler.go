@@ -129,7 +129,10 @@ type Spec struct {
 	UpdatedAt        json.RawMessage `json:"updated_at,omitempty"`
 }
 
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+var (
+	idPattern     = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+	statusPattern = regexp.MustCompile(`^[a-z_]+$`)
+)
 
 func invalid(path, code, format string, args ...any) *problem.Error {
 	msg := fmt.Sprintf(format, args...)
@@ -668,7 +671,7 @@ func (s *Service) Resume(ctx context.Context, sc auth.SecurityContext, id string
 			if policy == schedule.MissedSkip {
 				policy = schedule.MissedCatchUp
 			}
-			missed := collect(times, *cur.NextRunAt, now, keepFor(policy, cur.MaxCatchUpRuns, 0))
+			missed := collect(times, *cur.NextRunAt, now, keepFor(policy, cur.MaxCatchUpRuns))
 			for _, at := range missed.run {
 				r := schedule.Run{ID: s.o.IDs.New("run"), TenantID: cur.TenantID, ScheduleID: cur.ID, ScheduledAt: at,
 					Kind: schedule.KindCatchUp, State: schedule.RunPending, RecordedAt: now}
@@ -879,7 +882,7 @@ func RunFilter(status, since, until string) (string, error) {
 	var parts []string
 	if status != "" {
 		for _, st := range strings.Split(status, ",") {
-			if !regexp.MustCompile(`^[a-z_]+$`).MatchString(st) {
+			if !statusPattern.MatchString(st) {
 				return "", problem.BadRequest("status: %q is not a status", st)
 			}
 		}
