@@ -68,14 +68,8 @@ func (r *Runner) Cron10k(ctx context.Context) Scenario {
 	}
 	defer l.discard()
 	s.Profile = l.profile
-	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err = l.api.Register(sctx, l.token, noopDefinition)
-	if err == nil {
-		err = l.api.Activate(sctx, l.token, NoopID)
-	}
-	cancel()
-	if err != nil {
-		return failed(s, fmt.Errorf("register the no-op function: %w", err))
+	if err := registerNoop(ctx, l); err != nil {
+		return failed(s, err)
 	}
 
 	var k atomic.Int64

@@ -153,14 +153,8 @@ func (r *Runner) Async(ctx context.Context) Scenario {
 	}
 	defer l.discard()
 	s.Profile = l.profile
-	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err = l.api.Register(sctx, l.token, noopDefinition)
-	if err == nil {
-		err = l.api.Activate(sctx, l.token, NoopID)
-	}
-	cancel()
-	if err != nil {
-		return failed(s, fmt.Errorf("register the no-op function: %w", err))
+	if err := registerNoop(ctx, l); err != nil {
+		return failed(s, err)
 	}
 
 	cpu0, cpuErr0 := procCPU(l.Pid())
@@ -387,4 +381,18 @@ func (r *Runner) ColdStart(ctx context.Context) Scenario {
 	}
 	r.logf("coldstart: median %s, p99 %s over %d iterations", msCell(sum.P50Ms), msCell(sum.P99Ms), sum.Count)
 	return s
+}
+
+// registerNoop registers and activates the no-op function (NoopID).
+func registerNoop(ctx context.Context, l *lark) error {
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	err := l.api.Register(sctx, l.token, noopDefinition)
+	if err == nil {
+		err = l.api.Activate(sctx, l.token, NoopID)
+	}
+	if err != nil {
+		return fmt.Errorf("register the no-op function: %w", err)
+	}
+	return nil
 }

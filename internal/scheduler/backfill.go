@@ -231,21 +231,7 @@ func (s *Service) GetBackfill(ctx context.Context, sc auth.SecurityContext, id s
 	return b, backfillErr(id, err)
 }
 
-func backfillErr(id string, err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, store.ErrNotFound):
-		return problem.NotFound("backfill %s not found", id)
-	case errors.Is(err, store.ErrStale):
-		return problem.Conflict("concurrent_update", "backfill %s changed while this request was applied; retry it", id)
-	}
-	var pe *problem.Error
-	if errors.As(err, &pe) {
-		return pe
-	}
-	return problem.Internal(err)
-}
+func backfillErr(id string, err error) error { return resourceErr("backfill", id, err) }
 
 // ListBackfills lists the caller's tenant's backfills.
 func (s *Service) ListBackfills(ctx context.Context, sc auth.SecurityContext, q store.ListQuery) (store.Page[schedule.Backfill], error) {

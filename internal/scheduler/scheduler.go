@@ -350,17 +350,19 @@ func (s *Service) auditEvent(ctx context.Context, sc auth.SecurityContext, sch s
 		ResourceType: "schedule", ResourceID: sch.ID, CorrelationID: obs.CorrelationID(ctx), At: s.o.Clock.Now(), Details: raw}
 }
 
-func notFound(id string) error { return problem.NotFound("schedule %s not found", id) }
-
 // storeErr maps a store error of the schedule id to its problem.
-func storeErr(id string, err error) error {
+func storeErr(id string, err error) error { return resourceErr("schedule", id, err) }
+
+// resourceErr maps a store error of a schedule or backfill to its problem: 404, 409 for a write
+// that lost a race, the problem itself, or 500.
+func resourceErr(kind, id string, err error) error {
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, store.ErrNotFound):
-		return notFound(id)
+		return problem.NotFound("%s %s not found", kind, id)
 	case errors.Is(err, store.ErrStale):
-		return problem.Conflict("concurrent_update", "schedule %s changed while this request was applied; retry it", id)
+		return problem.Conflict("concurrent_update", "%s %s changed while this request was applied; retry it", kind, id)
 	}
 	var pe *problem.Error
 	if errors.As(err, &pe) {

@@ -234,6 +234,11 @@ func (t *tx) UpdateScheduleRun(r schedule.Run) error {
 func (t *tx) runsWhere(tenantID, scheduleID, where string, limit int) ([]schedule.Run, error) {
 	rows, err := t.t.QueryContext(bg, "SELECT "+runCols+" FROM schedule_runs WHERE tenant_id = ? AND schedule_id = ? AND "+where+" LIMIT ?",
 		tenantID, scheduleID, limit)
+	return scanRuns(rows, err, tenantID)
+}
+
+// scanRuns reads the runs of a query (and closes it).
+func scanRuns(rows *sql.Rows, err error, tenantID string) ([]schedule.Run, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -259,20 +264,7 @@ func (t *tx) PendingRuns(tenantID, scheduleID string, limit int) ([]schedule.Run
 func (t *tx) WithdrawRuns(tenantID, scheduleID string, after time.Time) ([]schedule.Run, error) {
 	rows, err := t.t.QueryContext(bg, "DELETE FROM schedule_runs WHERE tenant_id = ? AND schedule_id = ? AND scheduled_at > ? "+
 		"AND kind = 'scheduled' AND state = 'started' RETURNING "+runCols, tenantID, scheduleID, ts(after))
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []schedule.Run
-	for rows.Next() {
-		r, err := scanRun(rows)
-		if err != nil {
-			return nil, err
-		}
-		r.TenantID = tenantID
-		out = append(out, r)
-	}
-	return out, rows.Err()
+	return scanRuns(rows, err, tenantID)
 }
 
 // StartedRuns implements store.Tx.
