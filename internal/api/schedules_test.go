@@ -120,6 +120,9 @@ func TestSchedulesAPI(t *testing.T) {
 		obj{"entrypoint_id": fnPrefix + "vendor.app.billing.nope.v1~", "expression": obj{"kind": "cron", "value": "0 2 * * *"}})
 	s.expectProblem(t, http.StatusForbidden, "forbidden", http.MethodPost, schPath, viewer,
 		obj{"entrypoint_id": taxV1, "expression": obj{"kind": "cron", "value": "0 2 * * *"}})
+	internal := s.registerActive(t, s.adm, fnNamed(t, "ops.internal_only.v1~", del("traits.rate_limit"), set("traits.entrypoint", false)))
+	s.expectProblem(t, http.StatusForbidden, "forbidden", http.MethodPost, schPath, s.adm,
+		obj{"entrypoint_id": internal["entrypoint_id"], "expression": obj{"kind": "cron", "value": "0 2 * * *"}, "input_overrides": taxOverrides(1)})
 
 	// Create with a client id; defaults filled in; next_run_at in the timezone.
 	sch := s.create(t, obj{"schedule_id": "daily-tax", "name": "Daily tax", "timezone": "America/New_York",

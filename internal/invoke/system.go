@@ -44,8 +44,9 @@ func (p Planned) As(subjectID string) Planned {
 // EntrypointID is the exact entrypoint version the planned invocation runs.
 func (p Planned) EntrypointID() string { return p.rec.EntrypointID }
 
-// Plan resolves the entrypoint (which must exist and be callable by st.As) and validates the params.
-// Its errors are problem documents (404, 409 not_active, 422).
+// Plan resolves the entrypoint (which must exist, be callable by st.As and not be internal) and
+// validates the params. Its errors are problem documents (403, 404, 409 not_active, 422). The run
+// is asynchronous whatever traits.invocation says: nobody waits on it.
 func (s *Service) Plan(ctx context.Context, st SystemStart) (Planned, error) {
 	e, err := s.resolve(ctx, viewer(st.As), st.EntrypointID)
 	if err != nil {
@@ -54,6 +55,9 @@ func (s *Service) Plan(ctx context.Context, st SystemStart) (Planned, error) {
 	d, err := s.definition(e)
 	if err != nil {
 		return Planned{}, problem.Internal(err)
+	}
+	if d.Traits.Entrypoint != nil && !*d.Traits.Entrypoint {
+		return Planned{}, problem.Forbidden("entrypoint %s is internal (traits.entrypoint: false): only other entrypoints can call it, with r_invoke_v1", e.GTSID)
 	}
 	params, err := withDefaults(d.Schema.Params, st.Params)
 	if err != nil {
