@@ -497,3 +497,20 @@ func TestScheduleRunsQueuedAhead(t *testing.T) {
 	s.expect(t, http.StatusOK, http.MethodDelete, schPath+"/sec", s.adm, nil)
 	require.Equal(t, "canceled", invGet(t, s.env, s.adm, last["invocation_id"].(string))["status"])
 }
+
+func TestScheduleSkipsWhileTenantDisabled(t *testing.T) {
+	s := newSchEnv(t, time.Date(2026, 11, 24, 9, 59, 0, 0, time.UTC))
+	s.create(t, obj{"schedule_id": "d", "expression": obj{"kind": "cron", "value": "0 * * * *"}, "input_overrides": obj{"invoice_id": "d"},
+		"missed_policy": "catch_up", "concurrency_policy": "forbid"})
+	s.expect(t, http.StatusOK, http.MethodPost, base+"/tenants/acme/serverless-runtime:disable", operator, nil)
+	s.advanceTo(t, "2026-11-24T12:00:00Z") // 10:00 and 11:00 missed, 12:00 on time: all skipped
+	require.Equal(t, 0, s.fire(t))
+	s.expect(t, http.StatusOK, http.MethodPost, base+"/tenants/acme/serverless-runtime:enable", operator, nil)
+	_, lines := s.history(t, "d", nil)
+	require.Equal(t, []string{"scheduled 2026-11-24T10:00:00Z skipped/tenant_disabled", "scheduled 2026-11-24T11:00:00Z skipped/tenant_disabled",
+		"scheduled 2026-11-24T12:00:00Z skipped/tenant_disabled"}, lines)
+	sch := s.expect(t, http.StatusOK, http.MethodGet, schPath+"/d", s.adm, nil).Body
+	require.EqualValues(t, 0, sch["pending_catch_up_runs"], "nothing is queued for catch-up while disabled")
+	s.advanceTo(t, "2026-11-24T13:00:00Z")
+	require.Equal(t, 1, s.fire(t), "enabled again, it fires")
+}

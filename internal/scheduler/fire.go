@@ -283,9 +283,10 @@ func (s *Service) fireOne(tx store.Tx, j *job, now time.Time, created *[]invocat
 			return err
 		}
 	}
-	sch.PendingCatchUpRuns += len(m.run)
 	if j.skip != "" {
 		onTime = nil
+	} else {
+		sch.PendingCatchUpRuns += len(m.run)
 	}
 
 	// What is in flight: the schedule's latest invocation, unless it finished.
