@@ -190,13 +190,9 @@ func (s *Service) build(spec Spec, base schedule.Schedule) (compiled, error) {
 	if json.Unmarshal(out.InputOverrides, &obj) != nil || obj == nil {
 		return compiled{}, invalid("$.input_overrides", "SCHEMA_MISMATCH", "input_overrides must be a JSON object")
 	}
-	out.MissedPolicy = schedule.MissedPolicy(spec.MissedPolicy)
-	switch out.MissedPolicy {
-	case "":
-		out.MissedPolicy = schedule.MissedSkip
-	case schedule.MissedSkip, schedule.MissedCatchUp, schedule.MissedBackfill:
-	default:
-		return compiled{}, invalid("$.missed_policy", "INVALID_VALUE", "missed_policy must be skip, catch_up or backfill")
+	if out.MissedPolicy, err = oneOf("missed_policy", spec.MissedPolicy,
+		schedule.MissedSkip, schedule.MissedCatchUp, schedule.MissedBackfill); err != nil {
+		return compiled{}, err
 	}
 	out.MaxCatchUpRuns = 1
 	if spec.MaxCatchUpRuns != nil {
@@ -205,31 +201,35 @@ func (s *Service) build(spec Spec, base schedule.Schedule) (compiled, error) {
 			return compiled{}, invalid("$.max_catch_up_runs", "INVALID_VALUE", "max_catch_up_runs must be 1-%d", schedule.MaxCatchUpRuns)
 		}
 	}
-	out.ConcurrencyPolicy = schedule.ConcurrencyPolicy(spec.ConcurrencyPolicy)
-	switch out.ConcurrencyPolicy {
-	case "":
-		out.ConcurrencyPolicy = schedule.ConcurrencyAllow
-	case schedule.ConcurrencyAllow, schedule.ConcurrencyForbid, schedule.ConcurrencyReplace:
-	default:
-		return compiled{}, invalid("$.concurrency_policy", "INVALID_VALUE", "concurrency_policy must be allow, forbid or replace")
+	if out.ConcurrencyPolicy, err = oneOf("concurrency_policy", spec.ConcurrencyPolicy,
+		schedule.ConcurrencyAllow, schedule.ConcurrencyForbid, schedule.ConcurrencyReplace); err != nil {
+		return compiled{}, err
 	}
-	out.ExecutionContext = spec.ExecutionContext
-	switch out.ExecutionContext {
-	case "":
-		out.ExecutionContext = schedule.ContextSystem
-	case schedule.ContextSystem, schedule.ContextAPIClient, schedule.ContextUser:
-	default:
-		return compiled{}, invalid("$.execution_context", "INVALID_VALUE", "execution_context must be system, api_client or user")
+	if out.ExecutionContext, err = oneOf("execution_context", spec.ExecutionContext,
+		schedule.ContextSystem, schedule.ContextAPIClient, schedule.ContextUser); err != nil {
+		return compiled{}, err
 	}
-	out.Status = schedule.Status(spec.Status)
-	switch out.Status {
-	case "":
-		out.Status = schedule.StatusActive
-	case schedule.StatusActive, schedule.StatusPaused, schedule.StatusDisabled:
-	default:
-		return compiled{}, invalid("$.status", "INVALID_VALUE", "status must be active, paused or disabled")
+	if out.Status, err = oneOf("status", spec.Status, schedule.StatusActive, schedule.StatusPaused, schedule.StatusDisabled); err != nil {
+		return compiled{}, err
 	}
 	return compiled{sch: out, times: times}, nil
+}
+
+// oneOf reads an enumerated field: "" is the first allowed value (its default); anything else
+// outside the list is a 422 naming the field and the values it takes.
+func oneOf[T ~string](field, v string, allowed ...T) (T, error) {
+	if v == "" {
+		return allowed[0], nil
+	}
+	names := make([]string, len(allowed))
+	for i, a := range allowed {
+		if string(a) == v {
+			return a, nil
+		}
+		names[i] = string(a)
+	}
+	list := strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+	return "", invalid("$."+field, "INVALID_VALUE", "%s must be %s", field, list)
 }
 
 // runAs is the identity a schedule's runs have (its execution_context).
