@@ -176,22 +176,46 @@ func (s *Service) fire(ctx context.Context, due []schedule.Schedule, now time.Ti
 	}
 	var created []invocation.Record
 	var replaced []replacement
-	err := s.store.Update(ctx, func(tx store.Tx) error {
-		created, replaced = created[:0], replaced[:0]
-		for i := range jobs {
-			err := s.fireOne(tx, &jobs[i], now, &created, &replaced)
-			if errors.Is(err, store.ErrStale) || errors.Is(err, store.ErrNotFound) {
-				continue // changed or deleted since it was read: the next pass reads it again
+	fireAll := func(jobs []job) error {
+		return s.store.Update(ctx, func(tx store.Tx) error {
+			created, replaced = created[:0], replaced[:0]
+			for i := range jobs {
+				err := s.fireOne(tx, &jobs[i], now, &created, &replaced)
+				if errors.Is(err, store.ErrStale) || errors.Is(err, store.ErrNotFound) {
+					continue // changed or deleted since it was read: the next pass reads it again
+				}
+				if err != nil {
+					return fmt.Errorf("schedule %s/%s: %w", jobs[i].sch.TenantID, jobs[i].sch.ID, err)
+				}
 			}
-			if err != nil {
-				return fmt.Errorf("schedule %s/%s: %w", jobs[i].sch.TenantID, jobs[i].sch.ID, err)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return 0, err
+			return nil
+		})
 	}
+	if err := fireAll(jobs); err != nil {
+		if ctx.Err() != nil || len(jobs) == 1 {
+			return 0, err
+		}
+		// One schedule that cannot be fired must not hold back the others: fire them one by one,
+		// and log the ones that fail (they stay due, and are tried again on the next pass).
+		s.o.Logger.Error("firing a batch of schedules failed; firing them one by one", "err", err)
+		n := 0
+		for i := range jobs {
+			if err := fireAll(jobs[i : i+1]); err != nil {
+				s.o.Logger.Error("firing a schedule failed", "tenant_id", jobs[i].sch.TenantID, "schedule_id", jobs[i].sch.ID, "err", err)
+				continue
+			}
+			n += len(created)
+			s.afterFire(ctx, created, replaced)
+		}
+		return n, nil
+	}
+	s.afterFire(ctx, created, replaced)
+	return len(created), nil
+}
+
+// afterFire reports what a firing transaction committed: the invocations it queued, and the
+// previous runs the replace policy cancels.
+func (s *Service) afterFire(ctx context.Context, created []invocation.Record, replaced []replacement) {
 	s.inv.Committed(created...)
 	for _, r := range replaced {
 		sc := auth.SecurityContext{TenantID: r.tenantID, SubjectID: "schedule:" + r.scheduleID, Roles: []auth.Role{auth.RoleOperator}}
@@ -200,7 +224,6 @@ func (s *Service) fire(ctx context.Context, due []schedule.Schedule, now time.Ti
 				"schedule_id", r.scheduleID, "invocation_id", r.invocationID, "err", err)
 		}
 	}
-	return len(created), nil
 }
 
 // replacement is a previous run that the replace policy cancels once the new one is committed.
