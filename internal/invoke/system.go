@@ -41,9 +41,6 @@ func (p Planned) As(subjectID string) Planned {
 	return p
 }
 
-// EntrypointID is the exact entrypoint version the planned invocation runs.
-func (p Planned) EntrypointID() string { return p.rec.EntrypointID }
-
 // Plan resolves the entrypoint (which must exist, be callable by st.As and not be internal) and
 // validates the params. Its errors are problem documents (403, 404, 409 not_active, 422). The run
 // is asynchronous whatever traits.invocation says: nobody waits on it.

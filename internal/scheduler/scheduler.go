@@ -23,6 +23,7 @@ import (
 	"github.com/larkrun/lark/internal/idgen"
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/invoke"
+	"github.com/larkrun/lark/internal/mergepatch"
 	"github.com/larkrun/lark/internal/obs"
 	"github.com/larkrun/lark/internal/problem"
 	"github.com/larkrun/lark/internal/schedule"
@@ -467,29 +468,10 @@ func (s *Service) Patch(ctx context.Context, sc auth.SecurityContext, id string,
 		raw, _ := json.Marshal(specOf(cur))
 		var doc map[string]any
 		_ = json.Unmarshal(raw, &doc)
-		merged, _ := json.Marshal(mergePatch(doc, patch))
+		merged, _ := json.Marshal(mergepatch.Apply(doc, patch))
 		var spec Spec
 		return spec, decode(merged, &spec)
 	})
-}
-
-func mergePatch(target map[string]any, patch map[string]any) map[string]any {
-	for k, v := range patch {
-		if v == nil {
-			delete(target, k)
-			continue
-		}
-		if pm, ok := v.(map[string]any); ok {
-			if tm, ok := target[k].(map[string]any); ok {
-				target[k] = mergePatch(tm, pm)
-				continue
-			}
-			target[k] = mergePatch(map[string]any{}, pm)
-			continue
-		}
-		target[k] = v
-	}
-	return target
 }
 
 // change applies an update built from the current schedule. Changes take effect from the next

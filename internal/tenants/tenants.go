@@ -18,6 +18,7 @@ import (
 	"github.com/larkrun/lark/internal/auth"
 	"github.com/larkrun/lark/internal/clock"
 	"github.com/larkrun/lark/internal/idgen"
+	"github.com/larkrun/lark/internal/mergepatch"
 	"github.com/larkrun/lark/internal/obs"
 	"github.com/larkrun/lark/internal/problem"
 	"github.com/larkrun/lark/internal/store"
@@ -313,7 +314,7 @@ func applyPatch(p tenant.Policy, body []byte) (tenant.Policy, error) {
 	cur, _ := json.Marshal(p)
 	var doc map[string]any
 	_ = json.Unmarshal(cur, &doc)
-	merged := mergePatch(doc, patch)
+	merged := mergepatch.Apply(doc, patch)
 	raw, _ := json.Marshal(merged)
 	var next tenant.Policy
 	d := json.NewDecoder(bytes.NewReader(raw))
@@ -348,26 +349,6 @@ func expandRuntimeNames(policies map[string]any) {
 			list[i] = runtimeNames[s]
 		}
 	}
-}
-
-// mergePatch applies an RFC 7396 merge patch.
-func mergePatch(target any, patch any) any {
-	pm, ok := patch.(map[string]any)
-	if !ok {
-		return patch
-	}
-	tm, ok := target.(map[string]any)
-	if !ok {
-		tm = map[string]any{}
-	}
-	for k, v := range pm {
-		if v == nil {
-			delete(tm, k)
-			continue
-		}
-		tm[k] = mergePatch(tm[k], v)
-	}
-	return tm
 }
 
 // sectionKeys are the members each policy section accepts, taken from the policy types' JSON tags.
