@@ -225,19 +225,11 @@ func (s *Store) BackfillPartitions(ctx context.Context, tenantID, backfillID str
 // ActiveBackfills implements store.Reader.
 func (s *Store) ActiveBackfills(ctx context.Context, limit int) ([][2]string, error) {
 	rows, err := s.r.QueryContext(ctx, "SELECT tenant_id, id FROM backfills INDEXED BY backfills_active WHERE state IN ('running', 'paused') LIMIT ?", limit)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out [][2]string
-	for rows.Next() {
+	return scanAll(rows, err, func(r *sql.Rows) ([2]string, error) {
 		var k [2]string
-		if err := rows.Scan(&k[0], &k[1]); err != nil {
-			return nil, err
-		}
-		out = append(out, k)
-	}
-	return out, rows.Err()
+		err := r.Scan(&k[0], &k[1])
+		return k, err
+	})
 }
 
 // PendingChunks implements store.Reader.
