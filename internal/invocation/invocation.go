@@ -150,7 +150,8 @@ const (
 	EventLateResult            EventType = "late_result"      // a runner finished after losing its lease: recorded, never applied
 	EventJournal               EventType = "journal"          // a workflow helper call's recorded result (replay journal)
 	EventJournalResolved       EventType = "journal_resolved" // a pending journal entry (a due timer) completed
-	EventStepCompensated       EventType = "step_compensated" // a workflow step's compensate_fn ran (details: step, ok, error)
+	EventStepCompensating      EventType = "step_compensating" // a workflow step's compensate_fn began (details: step, seq, fn)
+	EventStepCompensated       EventType = "step_compensated"  // a workflow step's compensate_fn ran (details: step, ok, error)
 	EventContinuedAsNew        EventType = "continued_as_new" // a workflow started a fresh journal (r_continue_as_new_v1); Data: generation, input
 )
 

@@ -164,7 +164,7 @@ func TestOnlyAdvances(t *testing.T) {
 	require.NoError(t, err)
 	types := []EventType{EventCreated, EventStepStarted, EventStepCompleted, EventStepFailed, EventStepRetried, EventSignalReceived,
 		EventCheckpointCreated, EventLog, EventHTTPCall, EventChildInvoked, EventReclaimed, EventLateResult, EventJournal,
-		EventJournalResolved, EventStepCompensated, EventContinuedAsNew}
+		EventJournalResolved, EventStepCompensating, EventStepCompensated, EventContinuedAsNew}
 	for et := range statusEvents {
 		types = append(types, et)
 	}

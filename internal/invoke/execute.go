@@ -216,6 +216,9 @@ type parking struct {
 	clearWaits bool
 	// refused is the error result of a child that could not start (the entry is resolved at once).
 	refused any
+	// final, on a failed run, means it ends the invocation whatever the retry policy says (a
+	// workflow's r_exit).
+	final bool
 }
 
 // suspends reports whether the run parks (rather than ending).
@@ -253,7 +256,7 @@ func (s *Service) complete(ctx context.Context, rec invocation.Record, d definit
 			events = append(events, se)
 		case rerr == nil:
 			events = append(events, ev(invocation.EventSucceeded, invocation.Outcome{Result: output, Metrics: &metrics, Cost: price}))
-		case shouldRetry(d, rec.Attempt, rerr):
+		case (park == nil || !park.final) && shouldRetry(d, rec.Attempt, rerr):
 			delay := retryDelay(d, rec.Attempt)
 			at := now.Add(delay)
 			next.AvailableAt = &at
@@ -279,7 +282,7 @@ func (s *Service) complete(ctx context.Context, rec invocation.Record, d definit
 			for _, ev := range timeline {
 				switch {
 				case ev.Type == invocation.EventJournal, ev.Type == invocation.EventJournalResolved, ev.Type == invocation.EventStepRetried,
-					ev.Type == invocation.EventStepCompensated, park != nil && park.child != nil && ev.Type == invocation.EventChildInvoked:
+					ev.Type == invocation.EventStepCompensating, ev.Type == invocation.EventStepCompensated, park != nil && park.child != nil && ev.Type == invocation.EventChildInvoked:
 					// (a parked child is created only with an applied outcome: its child_invoked must not survive)
 				default:
 					late = append(late, ev)
@@ -367,6 +370,14 @@ type host struct {
 const maxTimelineEntries = 1000
 
 func (h *host) add(t invocation.EventType, data map[string]any) {
+	h.addAt(time.Time{}, t, data)
+}
+
+// addAt is add with the entry's time (now if zero).
+func (h *host) addAt(at time.Time, t invocation.EventType, data map[string]any) {
+	if at.IsZero() {
+		at = h.s.cfg.Clock.Now()
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.timeline) >= maxTimelineEntries {
@@ -374,7 +385,7 @@ func (h *host) add(t invocation.EventType, data map[string]any) {
 	}
 	h.n++
 	b, _ := json.Marshal(data)
-	h.timeline = append(h.timeline, invocation.Event{Type: t, Data: b, At: h.s.cfg.Clock.Now(), EngineAttempt: h.rec.EngineAttempt,
+	h.timeline = append(h.timeline, invocation.Event{Type: t, Data: b, At: at, EngineAttempt: h.rec.EngineAttempt,
 		LogicalAttempt: h.rec.Attempt, IdempotencyKey: eventKey(h.rec.ID, fmt.Sprintf("%s%d/%d", h.keyPrefix, h.rec.EngineAttempt, h.n), h.rec.Attempt, t)})
 }
 

@@ -134,6 +134,14 @@ func Timeline(events []invocation.Event) []TimelineEvent {
 				name := r.Step
 				t.StepName = &name
 			}
+		case invocation.EventStepCompensating:
+			var c struct {
+				Step string `json:"step"`
+			}
+			_ = json.Unmarshal(e.Data, &c)
+			t.EventType = "compensation_started"
+			name := c.Step
+			t.StepName = &name
 		case invocation.EventStepCompensated:
 			var c struct {
 				Step string `json:"step"`

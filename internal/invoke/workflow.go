@@ -284,10 +284,14 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 			break
 		}
 		res, rerr = sandbox.RunWorkflow(runCtx, sandbox.WorkflowRequest{Journal: journal, Now: now, StepRetry: stepRetry, CheckFilter: checkFilter,
-			StepStarted: h.stepStarted, Wait: wait, Record: record,
+			StepStarted: h.stepStarted, Wait: wait, Record: record, OnCompensation: h.compensation,
 			// A run stopped by cancel or suspend (or shutdown) does not compensate: a canceled workflow
 			// is compensated once, by compensateCanceled.
-			Compensate: func(*sandbox.Error) bool { return !errors.Is(runCtx.Err(), context.Canceled) },
+			// An attempt that the retry policy tries again has not ended: its completed steps are replayed
+			// by the next attempt, and nothing is compensated (STARLARK_RUNTIME.md, Compensation).
+			Compensate: func(e *sandbox.Error, exited bool) bool {
+				return !errors.Is(runCtx.Err(), context.Canceled) && (exited || !shouldRetry(d, rec.Attempt, e))
+			},
 			Request: sandbox.Request{
 				Program: prog, Input: input, Host: h,
 				Info: sandbox.Info{InvocationID: rec.ID, TenantID: rec.TenantID, EntrypointID: rec.EntrypointID,
@@ -314,7 +318,6 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 	// Entries the run made durable as it went are in the log already; buffered ones go with the
 	// outcome, ahead of the timeline entries collected since.
 	h.prepend(buffered)
-	h.compensated(res.Compensations)
 	var output json.RawMessage
 	var park *parking
 	if rerr == nil && res.Park != nil {
@@ -325,9 +328,17 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 	if rerr == nil && park == nil {
 		output, rerr = s.checkOutput(d, res.Output)
 	}
-	if rerr != nil && !shouldRetry(d, rec.Attempt, rerr) && d.Traits.Workflow != nil && d.Traits.Workflow.Compensation.OnFailure != nil {
-		all := append(journal, res.New...)
-		park = s.failureHandler(ctx, rec, *d.Traits.Workflow.Compensation.OnFailure, rerr, all, all[:min(checkpointed, len(all))], h)
+	if rerr != nil && (res.Exited || !shouldRetry(d, rec.Attempt, rerr)) {
+		// The workflow ends unsuccessfully for good (r_exit: a retry would replay the journal to the
+		// same r_exit), and so does its on_failure handler's turn.
+		if d.Traits.Workflow != nil && d.Traits.Workflow.Compensation.OnFailure != nil {
+			all := append(journal, res.New...)
+			park = s.failureHandler(ctx, rec, *d.Traits.Workflow.Compensation.OnFailure, rerr, all, all[:min(checkpointed, len(all))], h)
+		}
+		if park == nil {
+			park = &parking{}
+		}
+		park.final = true
 	}
 	if waited && (park == nil || park.wait == nil) {
 		// The workflow no longer waits for an event: its registered waits go with this outcome.
@@ -633,15 +644,19 @@ func (h *host) stepStarted(step string, attempt int) {
 	h.add(invocation.EventStepStarted, map[string]any{"step": step, "attempt": attempt})
 }
 
-// compensated records the outcome of each step compensation (step_compensated).
-func (h *host) compensated(cs []sandbox.CompensationRecord) {
-	for _, c := range cs {
-		entry := map[string]any{"step": c.Step, "seq": c.Seq, "fn": c.Fn, "ok": c.OK}
-		if c.Error != nil {
-			entry["error"] = payload(c.Error)
-		}
-		h.add(invocation.EventStepCompensated, entry)
+// compensation records a step compensation as it begins (step_compensating) and as it ends
+// (step_compensated, with its outcome); the timeline shows them as compensation_started and
+// compensation_completed or compensation_failed, around what the compensation did.
+func (h *host) compensation(c sandbox.CompensationRecord, done bool) {
+	if !done {
+		h.addAt(c.StartedAt, invocation.EventStepCompensating, map[string]any{"step": c.Step, "seq": c.Seq, "fn": c.Fn})
+		return
 	}
+	entry := map[string]any{"step": c.Step, "seq": c.Seq, "fn": c.Fn, "ok": c.OK, "duration_ms": c.EndedAt.Sub(c.StartedAt).Milliseconds()}
+	if c.Error != nil {
+		entry["error"] = payload(c.Error)
+	}
+	h.addAt(c.EndedAt, invocation.EventStepCompensated, entry)
 }
 
 // compensationLease is the lease owner of a compensation run: distinct from the canceled run's, so
@@ -669,7 +684,7 @@ func (s *Service) compensateCanceled(ctx context.Context, rec invocation.Record,
 	case perr != nil:
 		h.add(invocation.EventLog, map[string]any{"message": "step compensations skipped: " + perr.Message})
 	default:
-		res, rerr := sandbox.RunWorkflow(ctx, sandbox.WorkflowRequest{Journal: wj.entries, Now: s.cfg.Clock.Now(), CancelAtEnd: true,
+		_, rerr := sandbox.RunWorkflow(ctx, sandbox.WorkflowRequest{Journal: wj.entries, Now: s.cfg.Clock.Now(), CancelAtEnd: true, OnCompensation: h.compensation,
 			Request: sandbox.Request{Program: prog, Input: wj.inputOf(rec), Host: h,
 				Info: sandbox.Info{InvocationID: rec.ID, TenantID: rec.TenantID, EntrypointID: rec.EntrypointID,
 					CorrelationID: rec.CorrelationID, Attempt: rec.Attempt, Generation: wj.generation},
@@ -677,7 +692,6 @@ func (s *Service) compensateCanceled(ctx context.Context, rec invocation.Record,
 		if rerr != nil && rerr.TypeID != sandbox.ErrCanceled {
 			h.add(invocation.EventLog, map[string]any{"message": "step compensations: the replay ended with " + rerr.Message})
 		}
-		h.compensated(res.Compensations)
 	}
 	owner := compensationLease(s.leaseOwner(rec))
 	return s.cfg.Store.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {

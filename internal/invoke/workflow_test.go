@@ -709,7 +709,7 @@ def main(ctx, input):
 	require.NoError(t, err)
 	require.Equal(t, invocation.StatusCanceled, r.Status)
 	types := strings.Join(e.timelineTypes(id), ",")
-	require.Contains(t, types, "canceled,http_call,http_call,compensation_completed,compensation_completed")
+	require.Contains(t, types, "canceled,compensation_started,http_call,compensation_completed,compensation_started,http_call,compensation_completed")
 	e.clock.Advance(2 * time.Minute)
 	require.Zero(t, e.drain(), "nothing more runs")
 

@@ -292,6 +292,9 @@ func runProgram(ctx context.Context, req Request, wf *workflowState) (res Result
 	res.CPUTime = time.Duration(float64(res.Steps) / StepsPerCPUSecond * float64(time.Second))
 	res.MaxMemoryBytes = thread.PeakAllocBytes()
 	if rerr != nil {
+		if wf != nil && r.exit != nil {
+			wf.exited = true
+		}
 		return res, rerr
 	}
 	res.Output = out

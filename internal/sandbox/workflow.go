@@ -88,10 +88,16 @@ type WorkflowRequest struct {
 	CheckFilter func(expr string) error
 	// StepStarted, if set, is called as each step attempt begins (attempt is 1-based).
 	StepStarted func(step string, attempt int)
-	// Compensate, if set, decides whether a failed run calls the compensate_fns (nil: always). The
-	// caller says no for a run stopped by a cancel or suspend request, whose compensation (if any)
-	// runs once, in a CancelAtEnd run.
-	Compensate func(*Error) bool
+	// Compensate, if set, decides whether a failed run calls the compensate_fns (nil: always); exited
+	// is WorkflowResult.Exited. Compensations run once, when the workflow ends for good: the caller
+	// says no for an attempt its retry policy will try again (the next attempt replays the completed
+	// steps), and for a run stopped by a cancel or suspend request, whose compensation (if any) runs
+	// once, in a CancelAtEnd run.
+	Compensate func(e *Error, exited bool) bool
+	// OnCompensation, if set, is called as each step compensation begins (done false) and as it
+	// ends (done true, with its outcome), so that what the compensation does in between (its HTTP
+	// calls, say) is seen between the two.
+	OnCompensation func(c CompensationRecord, done bool)
 	// CancelAtEnd replays the journal and, where the program goes beyond it (a call not yet
 	// recorded, or a pending wait), ends the run with the canceled error instead of running or
 	// parking: the completed steps' compensate_fns then run. This is how a canceled workflow is
@@ -165,6 +171,8 @@ type CompensationRecord struct {
 	OK   bool
 	// Error is the failure of the compensation when !OK.
 	Error *Error
+	// StartedAt and EndedAt are when it began and ended (the host's clock).
+	StartedAt, EndedAt time.Time
 }
 
 // WorkflowResult is the outcome of one run of a workflow.
@@ -186,6 +194,11 @@ type WorkflowResult struct {
 	StepRetries []StepRetryRecord
 	// Persisted is how many of New (and of StepRetries' reports) Record has made durable already.
 	Persisted int
+	// Exited means the run failed through r_exit at the workflow's level (called by main, or by a
+	// workflow helper's exit_on_error): the program chose to end, and a retry would replay the journal
+	// to the same end, so the failure is final whatever its category. (r_exit inside a step function
+	// fails only that step's attempt.)
+	Exited bool
 	// ContinueAsNew, when not nil, means the program called r_continue_as_new_v1: this journal is
 	// over (no output, no error, no compensation) and the caller starts main again with Input and an
 	// empty journal, in the same invocation.
@@ -247,6 +260,7 @@ func RunWorkflow(ctx context.Context, req WorkflowRequest) (out WorkflowResult, 
 		checkFilter: req.CheckFilter, stepStarted: req.StepStarted, host: req.Host, cancelAtEnd: req.CancelAtEnd, wait: req.Wait}
 	res, rerr := runProgram(ctx, req.Request, w)
 	out.Result = res
+	out.Exited = rerr != nil && w.exited
 	out.New = w.newEntries
 	out.StepRetries = w.retries
 	out.Persisted = w.persisted
@@ -261,14 +275,14 @@ func RunWorkflow(ctx context.Context, req WorkflowRequest) (out WorkflowResult, 
 		out.Output = nil
 		return out, nil
 	}
-	if rerr == nil || w.divergent || (req.Compensate != nil && !req.Compensate(rerr)) {
+	if rerr == nil || w.divergent || (req.Compensate != nil && !req.Compensate(rerr, out.Exited)) {
 		return out, rerr
 	}
 	limits, lerr := normalizeLimits(req.Limits)
 	if lerr != nil || req.Program == nil || req.Host == nil {
 		return out, rerr
 	}
-	out.Compensations = w.compensate(ctx, req.Request, limits, out.Completed, &out.Result)
+	out.Compensations = w.compensate(ctx, req.Request, limits, out.Completed, &out.Result, req.OnCompensation)
 	return out, rerr
 }
 
@@ -331,6 +345,7 @@ type workflowState struct {
 	checkFilter  func(string) error
 	stepStarted  func(string, int)
 	cancelAtEnd  bool
+	exited       bool // the run ended with r_exit at the workflow's level (see WorkflowResult.Exited)
 	wait         func(*Park) (Resolution, bool)
 	persisted    int // entries onRecord accepted
 	host         Host

@@ -94,6 +94,14 @@ func wfRunStep(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple
 	if err != nil {
 		return nil, err
 	}
+	if s, ok := fn.(*workflowStep); ok {
+		// The ADR's form, r_run_step_v1(name, r_step_v1(name, fn, compensate_fn), input): the step
+		// object's fn runs, and its compensate_fn becomes the compensation of the step run here.
+		if w := runOf(thread).wf; !w.live() {
+			w.steps[stepName] = &workflowStep{name: stepName, fn: s.fn, comp: s.comp}
+		}
+		fn = s.fn
+	}
 	return runStep(thread, name, stepName, fn, vals[2], exitOnError)
 }
 
@@ -102,7 +110,8 @@ func wfRunStep(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple
 // calling fn; otherwise it calls fn(ctx, input) on the execution's thread
 // and records the outcome as a new Done entry. Failures of fn (fail(),
 // evaluation errors, a result that does not convert to JSON) are recorded
-// as the step's error; the end of the execution (r_exit, limits, timeout,
+// as the step's error, and so is an r_exit inside fn (it fails the attempt,
+// not the workflow); the end of the execution (limits, timeout,
 // cancellation) is not recorded, and propagates. A recorded error ends the
 // workflow if exitOnError.
 func runStep(thread *starlark.Thread, helper, stepName string, fn starlark.Callable, input starlark.Value, exitOnError bool) (starlark.Value, error) {
@@ -227,9 +236,15 @@ func callStep(thread *starlark.Thread, r *run, stepName string, fn starlark.Call
 	out, err := starlark.Call(thread, fn, starlark.Tuple{sc, input}, nil)
 	r.wf.depth--
 	if err != nil {
-		if r.exit != nil || r.stop.Load() != nil || r.ctx.Err() != nil || isAllocError(err) ||
-			thread.AllocLimitExceeded() || r.wf.park != nil {
+		if r.stop.Load() != nil || r.ctx.Err() != nil || isAllocError(err) || thread.AllocLimitExceeded() || r.wf.park != nil {
 			return nil, err
+		}
+		if e := r.exit; e != nil {
+			// r_exit inside the step function (or an HTTP helper's exit_on_http_error there) fails
+			// this attempt with its envelope: the step's retry policy then applies, and the workflow
+			// sees the step's error (ending with it when exit_on_error).
+			r.exit = nil
+			return ErrorResult(e.clone().withDetail("step", stepName)), nil
 		}
 		return ErrorResult(runtimeError(err).withDetail("step", stepName)), nil
 	}
@@ -257,7 +272,7 @@ func (w *workflowState) completed() []StepRecord {
 			return
 		}
 		rec := StepRecord{Seq: e.Seq, Name: e.Key, Input: e.Input, Output: m["value"]}
-		if s := w.steps[e.Key]; e.Helper == "r_step_v1" && s != nil && s.comp != nil {
+		if s := w.steps[e.Key]; s != nil && s.comp != nil {
 			rec.Compensate = s.comp.Name()
 		}
 		out = append(out, rec)
@@ -276,7 +291,11 @@ func (w *workflowState) completed() []StepRecord {
 // execution's limits; all of them share one deadline of limits.Timeout,
 // which the cancellation of ctx does not shorten. res accumulates their
 // steps and peak memory.
-func (w *workflowState) compensate(ctx context.Context, req Request, limits Limits, done []StepRecord, res *Result) []CompensationRecord {
+func (w *workflowState) compensate(ctx context.Context, req Request, limits Limits, done []StepRecord, res *Result,
+	report func(CompensationRecord, bool)) []CompensationRecord {
+	if report == nil {
+		report = func(CompensationRecord, bool) {}
+	}
 	var out []CompensationRecord
 	cctx, cancel := context.WithTimeoutCause(context.WithoutCancel(ctx), limits.Timeout, errRunTimeout)
 	defer cancel()
@@ -286,9 +305,11 @@ func (w *workflowState) compensate(ctx context.Context, req Request, limits Limi
 		if st.Compensate == "" || s == nil || s.comp == nil {
 			continue
 		}
-		rec := CompensationRecord{Step: st.Name, Seq: st.Seq, Fn: st.Compensate}
+		rec := CompensationRecord{Step: st.Name, Seq: st.Seq, Fn: st.Compensate, StartedAt: req.Host.Now()}
+		report(rec, false)
 		rec.Error = runCompensation(cctx, req, limits, s.comp, st, res)
-		rec.OK = rec.Error == nil
+		rec.OK, rec.EndedAt = rec.Error == nil, req.Host.Now()
+		report(rec, true)
 		out = append(out, rec)
 	}
 	return out
