@@ -217,7 +217,7 @@ func TestEntrypointValidation(t *testing.T) {
 		{"unknown rate-limit strategy", fn(t, taxV1, set("traits.rate_limit.strategy",
 			"gts.x.core.serverless.rate_limit.v1~x.core.serverless.rate_limit.leaky_bucket.v1~")), "$.traits.rate_limit.strategy", "INVALID_VALUE", 0, 0},
 		{"syntax error", fn(t, taxV1, set(src, "def main(ctx, input):\n  return {\"tax\": input.amount * }\n")), srcPath, "SYNTAX_ERROR", 2, 33},
-		{"load()", fn(t, taxV1, set(src, "load(\"lib.star\", \"helper\")\ndef main(ctx, input):\n  return 1\n")), srcPath, "LOAD_NOT_ALLOWED", 1, 1},
+		{"load()", fn(t, taxV1, set(src, "load(\"lib.star\", \"helper\")\ndef main(ctx, input):\n  return 1\n")), srcPath, "FORBIDDEN_BUILTIN", 1, 1},
 		{"missing main", fn(t, taxV1, set(src, "def handler(ctx, input):\n  return 1\n")), srcPath, "MISSING_MAIN", 0, 0},
 		{"workflow-only helper in a function", fn(t, taxV1, set(src, "def main(ctx, input):\n  r_sleep(1000)\n  return 1\n")), srcPath, "WORKFLOW_ONLY_HELPER", 2, 3},
 		{"params is not a JSON schema", fn(t, taxV1, set("schema.params", obj{"type": 12})), "$.schema.params.type", "INVALID_SCHEMA", 0, 0},

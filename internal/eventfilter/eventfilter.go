@@ -97,7 +97,15 @@ type Error struct {
 	// Msg explains the error. For compile errors it is CEL's report, which
 	// gives the line and column of each problem.
 	Msg string
+	// Line and Column locate the first problem of a compile error in Expr
+	// (1-based; 0 when unknown), so that a checker can point into the source
+	// the expression came from.
+	Line, Column int
 }
+
+// Position is where in Expr the first problem of a compile error is (1-based line and column; 0
+// when unknown).
+func (e *Error) Position() (line, column int) { return e.Line, e.Column }
 
 // maxExprInError is how much of the expression Error.Error quotes.
 const maxExprInError = 120
@@ -180,7 +188,11 @@ func Compile(expr string) (f *Filter, err error) {
 	}
 	ast, iss := e.Compile(expr)
 	if iss.Err() != nil {
-		return nil, &Error{Expr: expr, Msg: iss.String()}
+		ferr := &Error{Expr: expr, Msg: iss.String()}
+		if errs := iss.Errors(); len(errs) > 0 && errs[0].Location != nil && errs[0].Location.Line() > 0 {
+			ferr.Line, ferr.Column = errs[0].Location.Line(), errs[0].Location.Column()+1
+		}
+		return nil, ferr
 	}
 	if t := ast.OutputType(); !t.IsExactType(cel.BoolType) && !t.IsExactType(cel.DynType) {
 		return nil, &Error{Expr: expr, Msg: fmt.Sprintf("expression has type %s, must be bool", cel.FormatCELType(t))}

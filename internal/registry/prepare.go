@@ -10,6 +10,7 @@ import (
 
 	"github.com/larkrun/lark/internal/auth"
 	"github.com/larkrun/lark/internal/entrypoint"
+	"github.com/larkrun/lark/internal/eventfilter"
 	"github.com/larkrun/lark/internal/gts"
 	"github.com/larkrun/lark/internal/sandbox"
 	"github.com/larkrun/lark/internal/schema"
@@ -141,7 +142,7 @@ func (s *Service) prepare(ctx context.Context, sc auth.SecurityContext, body map
 	// Starlark static checks.
 	if code, ok := impl["code"].(map[string]any); ok && adapter == schema.StarlarkAdapter {
 		if src, ok := code["source"].(string); ok {
-			rep := sandbox.Check("main.star", src, kind == entrypoint.KindWorkflow)
+			rep := sandbox.CheckWith("main.star", src, sandbox.CheckOptions{Workflow: kind == entrypoint.KindWorkflow, Filter: compileFilter})
 			for _, d := range rep.Errors {
 				r.Errors = append(r.Errors, diag(d))
 			}
@@ -404,4 +405,10 @@ func stringList(v any) []string {
 		}
 	}
 	return out
+}
+
+// compileFilter compiles a literal event_filter_query at registration, as the runtime will.
+func compileFilter(expr string) error {
+	_, err := eventfilter.Compile(expr)
+	return err
 }

@@ -361,9 +361,16 @@ const (
 	defaultMultiplier    = 2.0
 )
 
-// parseRetry converts retry=None or a dict {max_attempts (1..10, default
-// 3), initial_delay_ms (default 100), max_delay_ms (default 10000),
-// backoff_multiplier (>= 1, default 2)}.
+// RetryKeys are the keys of the retry dict of the HTTP helpers: the ADR's own two, max_attempts
+// (attempts in total, 1..10) and backoff_ms (the delay between them), and Lark's additions for an
+// exponential backoff, initial_delay_ms, max_delay_ms and backoff_multiplier. Check refuses a
+// literal dict with other keys, or with values of the wrong type, at registration.
+var RetryKeys = []string{"max_attempts", "backoff_ms", "initial_delay_ms", "max_delay_ms", "backoff_multiplier"}
+
+// parseRetry converts retry=None or a dict: max_attempts (1..10, default 3); either backoff_ms, a
+// constant delay between attempts (0..3600000), or an exponential backoff of initial_delay_ms
+// (default 100), max_delay_ms (default 10000) and backoff_multiplier (1..100, default 2). A
+// mistake is a misuse of the helper (non-retryable validation error).
 func parseRetry(name string, v starlark.Value) (retryPolicy, error) {
 	p := retryPolicy{maxAttempts: 1}
 	if !given(v) {
@@ -374,33 +381,50 @@ func parseRetry(name string, v starlark.Value) (retryPolicy, error) {
 		return p, errorf(name, "retry must be None or a dict, not %s", v.Type())
 	}
 	p = retryPolicy{maxAttempts: defaultRetryAttempts, initialDelay: defaultInitialDelay, maxDelay: defaultMaxDelay, multiplier: defaultMultiplier}
+	var constant, exponential bool
+	ms := func(k starlark.String, v starlark.Value) (time.Duration, error) {
+		var n int64
+		if err := starlark.AsInt(v, &n); err != nil || n < 0 || n > int64(time.Hour/time.Millisecond) {
+			return 0, errorf(name, "retry.%s must be an int in 0..3600000, not %s", string(k), truncate(v.String(), 64))
+		}
+		return time.Duration(n) * time.Millisecond, nil
+	}
 	for _, kv := range m.Items() {
 		k, _ := kv[0].(starlark.String)
 		switch string(k) {
 		case "max_attempts":
 			if err := starlark.AsInt(kv[1], &p.maxAttempts); err != nil || p.maxAttempts < 1 || p.maxAttempts > maxRetryAttempts {
-				return p, errorf(name, "retry.max_attempts must be an int in 1..%d", maxRetryAttempts)
+				return p, errorf(name, "retry.max_attempts must be an int in 1..%d, not %s", maxRetryAttempts, truncate(kv[1].String(), 64))
 			}
+		case "backoff_ms":
+			d, err := ms(k, kv[1])
+			if err != nil {
+				return p, err
+			}
+			p.initialDelay, p.maxDelay, p.multiplier, constant = d, d, 1, true
 		case "initial_delay_ms", "max_delay_ms":
-			var ms int64
-			if err := starlark.AsInt(kv[1], &ms); err != nil || ms < 0 || ms > int64(time.Hour/time.Millisecond) {
-				return p, errorf(name, "retry.%s must be an int in 0..3600000", k)
+			d, err := ms(k, kv[1])
+			if err != nil {
+				return p, err
 			}
 			if k == "initial_delay_ms" {
-				p.initialDelay = time.Duration(ms) * time.Millisecond
+				p.initialDelay = d
 			} else {
-				p.maxDelay = time.Duration(ms) * time.Millisecond
+				p.maxDelay = d
 			}
+			exponential = true
 		case "backoff_multiplier":
 			f, ok := starlark.AsFloat(kv[1])
 			if !ok || !(f >= 1 && f <= 100) {
-				return p, errorf(name, "retry.backoff_multiplier must be a number in 1..100")
+				return p, errorf(name, "retry.backoff_multiplier must be a number in 1..100, not %s", truncate(kv[1].String(), 64))
 			}
-			p.multiplier = f
+			p.multiplier, exponential = f, true
 		default:
-			return p, errorf(name, "retry has no field %s (want max_attempts, initial_delay_ms, max_delay_ms, backoff_multiplier)",
-				truncate(kv[0].String(), 64))
+			return p, errorf(name, "retry has no key %s (want %s)", truncate(kv[0].String(), 64), strings.Join(RetryKeys, ", "))
 		}
+	}
+	if constant && exponential {
+		return p, errorf(name, "retry.backoff_ms (a constant delay) cannot be combined with initial_delay_ms, max_delay_ms or backoff_multiplier")
 	}
 	return p, nil
 }

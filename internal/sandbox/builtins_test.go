@@ -45,7 +45,8 @@ func TestNowAndRand(t *testing.T) {
 	for _, body := range []string{`  r_now_v1(1)`, `  r_rand_v1(1)`, `  r_rand_v1(label=1, x=2)`} {
 		_, rerr := exec(t, fn(body), nil, Limits{}, nil)
 		require.NotNil(t, rerr, body)
-		require.Equal(t, ErrRuntime, rerr.TypeID, body)
+		require.Equal(t, ErrValidation, rerr.TypeID, body)
+		require.Equal(t, CategoryNonRetryable, rerr.Category, body, "a helper misuse fails the same way every time")
 	}
 }
 
@@ -103,8 +104,8 @@ func TestExit(t *testing.T) {
 	} {
 		_, rerr := exec(t, fn(body), nil, Limits{}, nil)
 		require.NotNil(t, rerr, body)
-		require.Equal(t, ErrRuntime, rerr.TypeID, body)
-		require.Equal(t, CategoryRetryable, rerr.Category, body)
+		require.Equal(t, ErrValidation, rerr.TypeID, body)
+		require.Equal(t, CategoryNonRetryable, rerr.Category, body)
 		require.Contains(t, rerr.Message, "r_exit", body)
 	}
 }
@@ -170,7 +171,8 @@ func TestHTTPSuccess(t *testing.T) {
 	} {
 		_, rerr := exec(t, fn(body), nil, Limits{}, &fakeHost{})
 		require.NotNil(t, rerr, body)
-		require.Equal(t, ErrRuntime, rerr.TypeID, body)
+		require.Equal(t, ErrValidation, rerr.TypeID, body)
+		require.Equal(t, CategoryNonRetryable, rerr.Category, body, "a helper misuse fails the same way every time")
 	}
 }
 

@@ -16,13 +16,16 @@ import (
 // Diagnostic codes.
 const (
 	CodeSyntaxError        = "SYNTAX_ERROR"
-	CodeLoadNotAllowed     = "LOAD_NOT_ALLOWED"
+	CodeForbiddenBuiltin   = "FORBIDDEN_BUILTIN" // 001's code: load(), exec, eval, open, ...
 	CodeUndefinedName      = "UNDEFINED_NAME"
 	CodeMissingMain        = "MISSING_MAIN"
 	CodeBadMainSignature   = "BAD_MAIN_SIGNATURE"
 	CodeUnknownHelper      = "UNKNOWN_HELPER"
 	CodeHelperArity        = "HELPER_ARITY"
 	CodeWorkflowOnlyHelper = "WORKFLOW_ONLY_HELPER"
+	CodeUnavailableHelper  = "HELPER_NOT_AVAILABLE"
+	CodeInvalidArgument    = "INVALID_ARGUMENT"
+	CodeInvalidFilter      = "INVALID_EVENT_FILTER"
 	CodeSourceTooLarge     = "SOURCE_TOO_LARGE"
 
 	// Warnings.
@@ -65,15 +68,45 @@ func (r Report) Valid() bool { return len(r.Errors) == 0 }
 // may not use workflow-only helpers. Check reports every problem it finds,
 // except that parsing stops at the first syntax error. It never panics.
 func Check(filename, src string, workflow bool) Report {
-	c := &checker{filename: filename, src: src, workflow: workflow, features: map[string]bool{}, hintsLeft: maxHints}
+	return CheckWith(filename, src, CheckOptions{Workflow: workflow})
+}
+
+// CheckOptions are the settings of CheckWith.
+type CheckOptions struct {
+	// Workflow says whether the source is a workflow (true) or a function.
+	Workflow bool
+	// Filter, if set, compiles an event filter (the CEL dialect of event triggers and
+	// r_wait_event_v1): the literal event_filter_query of every r_wait_event_v1 call is checked
+	// with it. A *FilterError locates the problem inside the expression.
+	Filter func(expr string) error
+}
+
+// FilterError is a problem at a line and column (1-based) of an event filter expression.
+type FilterError interface {
+	error
+	Position() (line, column int)
+}
+
+// CheckWith is Check with options.
+func CheckWith(filename, src string, opts CheckOptions) Report {
+	c := &checker{filename: filename, src: src, workflow: opts.Workflow, filter: opts.Filter, features: map[string]bool{}, hintsLeft: maxHints}
 	c.run()
 	return c.report()
+}
+
+// forbiddenBuiltins are Python built-ins that Starlark, and so Lark, does not have, because they
+// would reach outside the sandbox or evaluate code (001: FORBIDDEN_BUILTIN).
+var forbiddenBuiltins = map[string]bool{
+	"exec": true, "eval": true, "open": true, "compile": true, "__import__": true, "input": true,
+	"globals": true, "locals": true, "vars": true, "exit": true, "quit": true, "help": true,
+	"breakpoint": true, "memoryview": true, "setattr": true, "delattr": true, "load": true,
 }
 
 type checker struct {
 	filename string
 	src      string
 	workflow bool
+	filter   func(string) error
 
 	lines    []string // src split into lines, lazily
 	errs     []Diagnostic
@@ -155,11 +188,15 @@ func (c *checker) run() {
 func (c *checker) visit(n syntax.Node) {
 	switch n := n.(type) {
 	case *syntax.LoadStmt:
-		c.errorf(CodeLoadNotAllowed, n.Load, "load() is not allowed: code runs with the predeclared names only (load of %q)", moduleName(n))
+		c.errorf(CodeForbiddenBuiltin, n.Load, "Built-in 'load' is not allowed: code runs with the predeclared names only (load of %q)", moduleName(n))
 	case *syntax.Ident:
 		if b, ok := n.Binding.(*resolve.Binding); ok && b.Scope == resolve.Predeclared && !IsPredeclared(n.Name) {
 			c.undefined(n)
 		} else if h, ok := helperRef(n); ok {
+			if h.Unavailable != "" {
+				c.errorf(CodeUnavailableHelper, n.NamePos, "%s is not available: %s", h.Name, h.Unavailable)
+				return
+			}
 			c.features[h.Feature] = true
 			if h.WorkflowOnly {
 				c.features[FeatureWorkflowPrimitives] = true
@@ -333,6 +370,7 @@ func (c *checker) checkCall(call *syntax.CallExpr, id *syntax.Ident, h HelperSpe
 		c.errorf(CodeHelperArity, id.NamePos, "%s() missing required %s %s%s",
 			h.Name, plural(len(missing), "argument", "arguments"), strings.Join(missing, ", "), sig())
 	}
+	c.checkLiterals(call, h, positional)
 	if h.IO && !given["timeout_ms"] {
 		c.warnf(CodeMissingTimeout, id.NamePos, "%s at line %d has no timeout_ms; the default %d s applies",
 			h.Name, id.NamePos.Line, int(DefaultHelperTimeout.Seconds()))
@@ -353,6 +391,10 @@ func (c *checker) resolveError(e resolve.Error) {
 // undefined reports a use of a name that is neither bound nor predeclared.
 func (c *checker) undefined(id *syntax.Ident) {
 	name := id.Name
+	if forbiddenBuiltins[name] {
+		c.errorf(CodeForbiddenBuiltin, id.NamePos, "Built-in '%s' is not allowed: code runs in a sandbox, with no file, module or code-evaluation access", name)
+		return
+	}
 	c.hintsLeft--
 	if strings.HasPrefix(name, "r_") {
 		hint := ""

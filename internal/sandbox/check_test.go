@@ -103,12 +103,12 @@ func TestCheckDiagnostics(t *testing.T) {
 		{
 			name:   "load",
 			src:    "load(\"lib.star\", \"helper\")\n" + fn("  return helper(input)"),
-			errors: []at{{CodeLoadNotAllowed, 1, 1}},
+			errors: []at{{CodeForbiddenBuiltin, 1, 1}},
 		},
 		{
 			name:   "two loads of the same name",
 			src:    "load(\"a.star\", \"x\")\nload(\"b.star\", \"x\")\n" + fn("  return x"),
-			errors: []at{{CodeLoadNotAllowed, 1, 1}, {CodeLoadNotAllowed, 2, 1}},
+			errors: []at{{CodeForbiddenBuiltin, 1, 1}, {CodeForbiddenBuiltin, 2, 1}},
 		},
 
 		// UNDEFINED_NAME
@@ -118,9 +118,9 @@ func TestCheckDiagnostics(t *testing.T) {
 			errors: []at{{CodeUndefinedName, 2, 10}},
 		},
 		{
-			name:   "forbidden builtins are undefined",
+			name:   "forbidden builtins (001: FORBIDDEN_BUILTIN)",
 			src:    fn("  exec(\"1\")", "  return open(\"/etc/passwd\")"),
-			errors: []at{{CodeUndefinedName, 2, 3}, {CodeUndefinedName, 3, 10}},
+			errors: []at{{CodeForbiddenBuiltin, 2, 3}, {CodeForbiddenBuiltin, 3, 10}},
 		},
 		{
 			name:   "undefined at top level and in a nested function",
@@ -397,8 +397,8 @@ func TestCheckMessages(t *testing.T) {
 			name: "load",
 			src:  "load(\"lib.star\", \"x\")\n" + calculateTax,
 			want: Diagnostic{
-				Code: CodeLoadNotAllowed, Line: 1, Column: 1,
-				Message: "load() is not allowed: code runs with the predeclared names only (load of \"lib.star\")",
+				Code: CodeForbiddenBuiltin, Line: 1, Column: 1,
+				Message: "Built-in 'load' is not allowed: code runs with the predeclared names only (load of \"lib.star\")",
 				Snippet: "load(\"lib.star\", \"x\")",
 			},
 		},
@@ -491,12 +491,12 @@ func TestCheckMessages(t *testing.T) {
 		},
 		{
 			name: "missing required",
-			src:  fn("  r_emit_v1()"),
+			src:  fn("  r_http_post_v1(timeout_ms=1)"),
 			want: Diagnostic{
 				Code: CodeHelperArity, Line: 2, Column: 3,
-				Message: "r_emit_v1() missing required arguments 'event_type_id', 'payload'; " +
-					"signature: r_emit_v1(event_type_id, payload)",
-				Snippet: "  r_emit_v1()",
+				Message: "r_http_post_v1() missing required arguments 'url', 'body'; " +
+					"signature: r_http_post_v1(url, body, headers=None, timeout_ms=None, retry=None, exit_on_http_error=True)",
+				Snippet: "  r_http_post_v1(timeout_ms=1)",
 			},
 		},
 		{
@@ -520,12 +520,12 @@ func TestCheckMessages(t *testing.T) {
 		},
 		{
 			name: "repeated keyword",
-			src:  fn("  r_emit_v1(\"e~\", payload=1, payload=2)"),
+			src:  fn("  r_invoke_v1(\"e~\", params=1, params=2)"),
 			want: Diagnostic{
-				Code: CodeHelperArity, Line: 2, Column: 30,
-				Message: "r_emit_v1() got keyword argument 'payload' more than once; " +
-					"signature: r_emit_v1(event_type_id, payload)",
-				Snippet: "  r_emit_v1(\"e~\", payload=1, payload=2)",
+				Code: CodeHelperArity, Line: 2, Column: 31,
+				Message: "r_invoke_v1() got keyword argument 'params' more than once; " +
+					"signature: r_invoke_v1(entrypoint_id, params={}, timeout_ms=None)",
+				Snippet: "  r_invoke_v1(\"e~\", params=1, params=2)",
 			},
 		},
 		{
@@ -579,7 +579,7 @@ def main(ctx, input):
     r_await(r_sleep_v1(1000))
     paid = r_await(r_wait_event_v1("gts.x.payments.paid.v1~", event_filter_query="payload.order_id == '1'", timeout_ms=60000))
     child = r_await(r_invoke_v1("gts.x.core.serverless.entrypoint.v1~x.core.serverless.function.v1~acme.shop.ship.v1~", {"order": input.order_id}))
-    r_emit_v1("gts.x.shop.order_done.v1~", {"id": r_rand_v1("id"), "child": child.ok})
+    print("gts.x.shop.order_done.v1~", {"id": r_rand_v1("id"), "child": child.ok})
     r_snapshot_v1(label="done")
     return struct(started = started, paid = paid.ok, items = json.decode("[]"), root = math.sqrt(4))
 `
@@ -589,7 +589,7 @@ func TestCheckRealisticWorkflow(t *testing.T) {
 	require.Empty(t, r.Errors)
 	require.Equal(t, []at{{CodeMissingTimeout, 19, 21}}, positions(r.Warnings))
 	require.Equal(t, []string{
-		"await", "clock", "durable_timer", "event_emit", "event_wait", "exit", "http_client",
+		"await", "clock", "durable_timer", "event_wait", "exit", "http_client",
 		"internal_invoke", "randomness", "snapshot", "steps", "workflow_primitives",
 	}, r.Features)
 	require.True(t, r.UsesWorkflowPrimitives)
@@ -639,7 +639,7 @@ def main(ctx):
 `
 	r := Check("multi.star", src, false)
 	require.Equal(t, []at{
-		{CodeLoadNotAllowed, 1, 1},
+		{CodeForbiddenBuiltin, 1, 1},
 		{CodeBadMainSignature, 2, 1},
 		{CodeHelperArity, 3, 12},
 		{CodeWorkflowOnlyHelper, 4, 5},

@@ -164,6 +164,9 @@ func runtimeError(err error) *Error {
 		msg = ee.Msg
 	}
 	e := newError(ErrRuntime, CategoryRetryable, "%s", msg)
+	if _, ok := errors.AsType[*misuseError](err); ok {
+		e.TypeID, e.Category = ErrValidation, CategoryNonRetryable
+	}
 	e.addPosition(err, syntax.Position{})
 	if ee != nil {
 		e.withDetail("backtrace", truncateMiddle(ee.Backtrace(), maxBacktraceBytes))

@@ -12,9 +12,10 @@ import (
 )
 
 var knownCodes = map[string]bool{
-	CodeSyntaxError: true, CodeLoadNotAllowed: true, CodeUndefinedName: true, CodeMissingMain: true,
+	CodeSyntaxError: true, CodeForbiddenBuiltin: true, CodeUndefinedName: true, CodeMissingMain: true,
 	CodeBadMainSignature: true, CodeUnknownHelper: true, CodeHelperArity: true,
-	CodeWorkflowOnlyHelper: true, CodeSourceTooLarge: true,
+	CodeWorkflowOnlyHelper: true, CodeSourceTooLarge: true, CodeUnavailableHelper: true, CodeInvalidArgument: true,
+	CodeInvalidFilter: true,
 }
 
 func FuzzCheck(f *testing.F) {

@@ -64,6 +64,9 @@ type HelperSpec struct {
 	IO bool
 	// Feature is the detected-feature name reported when the helper is used.
 	Feature string
+	// Unavailable, when not empty, says why the helper cannot be used yet: Check refuses it with
+	// this reason, and no execution has it.
+	Unavailable string
 }
 
 // Signature renders the helper's signature, e.g.
@@ -149,7 +152,10 @@ var helperTable = []HelperSpec{
 		Params: []string{"entrypoint_id", "params", "timeout_ms"}, Defaults: []string{"{}", "None"},
 		IO: true, Feature: FeatureInternalInvoke,
 	},
-	{Name: "r_emit_v1", MinArgs: 2, MaxArgs: 2, Params: []string{"event_type_id", "payload"}, Feature: FeatureEventEmit},
+	{
+		Name: "r_emit_v1", MinArgs: 2, MaxArgs: 2, Params: []string{"event_type_id", "payload"}, Feature: FeatureEventEmit,
+		Unavailable: "publishing events from code is not implemented yet; publish them with POST /events",
+	},
 	// Lark's extension (003 §6 continue-as-new; not in STARLARK_RUNTIME.md's table).
 	{
 		Name: "r_continue_as_new_v1", MinArgs: 0, MaxArgs: 1, Params: []string{"input"}, Defaults: []string{"None"},

@@ -29,14 +29,18 @@ type Program struct {
 // positions and backtraces.
 func (p *Program) Filename() string { return p.filename }
 
-// functionHelpers are the r_* helpers a function may call at run time.
-// Workflow-only helpers (rejected in functions by Check) and r_emit_v1
-// (events are not wired yet) are not predeclared: code using them does not
-// compile.
-var functionHelpers = []string{
-	"r_await", "r_await_all", "r_http_get_v1", "r_http_post_v1",
-	"r_now_v1", "r_rand_v1", "r_exit", "r_invoke_v1",
-}
+// functionHelpers are the r_* helpers a function may call at run time: every helper of the table
+// that is neither workflow-only (Check rejects those in functions) nor unavailable. Each has an
+// implementation in helperImpls (a test walks the table).
+var functionHelpers = sync.OnceValue(func() []string {
+	var names []string
+	for _, h := range helperTable {
+		if !h.WorkflowOnly && h.Unavailable == "" {
+			names = append(names, h.Name)
+		}
+	}
+	return names
+})
 
 // predeclared is the environment of every execution besides the Starlark
 // universe: struct, json, math and the function helpers. Helpers find the
@@ -48,7 +52,7 @@ var predeclared = sync.OnceValue(func() starlark.StringDict {
 		"json":   json.Module,
 		"math":   math.Module,
 	}
-	for _, name := range functionHelpers {
+	for _, name := range functionHelpers() {
 		d[name] = starlark.NewBuiltin(name, helperImpls[name])
 	}
 	return d

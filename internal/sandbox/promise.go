@@ -182,7 +182,7 @@ func (r *run) await(thread *starlark.Thread, name string, p *Promise) (starlark.
 	select {
 	case <-p.done:
 	case <-r.ctx.Done():
-		return nil, errorf(name, "interrupted: %v", r.ctx.Err())
+		return nil, fmt.Errorf("%s: interrupted: %w", name, r.ctx.Err())
 	}
 	p.awaited = true
 	o := p.outcome

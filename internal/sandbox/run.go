@@ -484,5 +484,12 @@ func callerPosition(thread *starlark.Thread) syntax.Position {
 
 // errorf returns a Starlark error for a call of a helper.
 func errorf(name, format string, args ...any) error {
-	return fmt.Errorf("%s: %s", name, fmt.Sprintf(format, args...))
+	return &misuseError{msg: fmt.Sprintf("%s: %s", name, fmt.Sprintf(format, args...))}
 }
+
+// misuseError is a helper called wrongly (a missing or mistyped argument, an unknown retry key,
+// an invalid event filter, a workflow-only helper where it cannot run): a programming mistake that
+// fails the same way every time, so the execution fails with a non-retryable validation error.
+type misuseError struct{ msg string }
+
+func (e *misuseError) Error() string { return e.msg }
