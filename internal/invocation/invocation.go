@@ -143,16 +143,16 @@ const (
 	EventStepRetried           EventType = "step_retried"
 	EventSignalReceived        EventType = "signal_received"
 	EventCheckpointCreated     EventType = "checkpoint_created"
-	EventLog                   EventType = "log"              // ctx.log / print from user code
-	EventHTTPCall              EventType = "http_call"        // an outbound request: method, host, status, duration (never credentials)
-	EventChildInvoked          EventType = "child_invoked"    // r_invoke_v1 started a child invocation
-	EventReclaimed             EventType = "reclaimed"        // a runner's lease expired; the attempt is dispatched again (engine attempt +1)
-	EventLateResult            EventType = "late_result"      // a runner finished after losing its lease: recorded, never applied
-	EventJournal               EventType = "journal"          // a workflow helper call's recorded result (replay journal)
-	EventJournalResolved       EventType = "journal_resolved" // a pending journal entry (a due timer) completed
+	EventLog                   EventType = "log"               // ctx.log / print from user code
+	EventHTTPCall              EventType = "http_call"         // an outbound request: method, host, status, duration (never credentials)
+	EventChildInvoked          EventType = "child_invoked"     // r_invoke_v1 started a child invocation
+	EventReclaimed             EventType = "reclaimed"         // a runner's lease expired; the attempt is dispatched again (engine attempt +1)
+	EventLateResult            EventType = "late_result"       // a runner finished after losing its lease: recorded, never applied
+	EventJournal               EventType = "journal"           // a workflow helper call's recorded result (replay journal)
+	EventJournalResolved       EventType = "journal_resolved"  // a pending journal entry (a due timer) completed
 	EventStepCompensating      EventType = "step_compensating" // a workflow step's compensate_fn began (details: step, seq, fn)
 	EventStepCompensated       EventType = "step_compensated"  // a workflow step's compensate_fn ran (details: step, ok, error)
-	EventContinuedAsNew        EventType = "continued_as_new" // a workflow started a fresh journal (r_continue_as_new_v1); Data: generation, input
+	EventContinuedAsNew        EventType = "continued_as_new"  // a workflow started a fresh journal (r_continue_as_new_v1); Data: generation, input
 )
 
 // Event is one entry of an invocation's append-only log (003 §1.1). Seq is assigned by the store:
