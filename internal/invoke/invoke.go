@@ -451,13 +451,16 @@ func hashOf(parts ...string) string {
 }
 
 // cacheKey is 000's response-cache key: (subject or tenant, entrypoint id, version, idempotency key),
-// always within the caller's tenant.
-func cacheKey(sc auth.SecurityContext, e entrypoint.Entrypoint, key string) string {
+// always within the caller's tenant, plus the hash of the request (entrypoint id as given, mode and
+// canonical params) so that a cached result is served only to the request that produced it: the
+// same key with another request misses the cache and meets the Idempotency-Key check (422
+// IDEMPOTENCY_KEY_REUSED within the deduplication window).
+func cacheKey(sc auth.SecurityContext, e entrypoint.Entrypoint, key, reqHash string) string {
 	scope := "tenant:" + sc.TenantID
 	if e.Owner.OwnerType == entrypoint.OwnerUser {
 		scope = "subject:" + sc.SubjectID
 	}
-	return hashOf(sc.TenantID, scope, e.GTSID, e.Version, key)
+	return hashOf(sc.TenantID, scope, e.GTSID, e.Version, key, reqHash)
 }
 
 func randomHex(n int) string {
@@ -556,10 +559,13 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 		out.Record, out.DryRun = rec, true
 		return out, nil
 	}
-	// Response cache (000): Idempotency-Key + is_idempotent + max_age_seconds > 0.
+	// The request an Idempotency-Key stands for: the entrypoint id as given, the mode and the
+	// canonical params (schema defaults applied).
+	reqHash := hashOf(req.EntrypointID, mode, string(canon))
+	// Response cache (000): Idempotency-Key + is_idempotent + max_age_seconds > 0, for this request only.
 	ckey := ""
 	if opt.IdempotencyKey != "" && d.Traits.IsIdempotent && d.Traits.Caching.MaxAgeSeconds > 0 {
-		ckey = cacheKey(sc, e, opt.IdempotencyKey)
+		ckey = cacheKey(sc, e, opt.IdempotencyKey, reqHash)
 		if ten, id, err := s.cfg.Store.CachedInvocation(ctx, ckey, now); err == nil && ten == sc.TenantID {
 			if rec, err := s.cfg.Store.Invocation(ctx, ten, id); err == nil && rec.Status == invocation.StatusSucceeded {
 				out.Record, out.Cached = rec, true
@@ -578,7 +584,6 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 		CorrelationID: correlation, Metrics: invocation.Metrics{MemoryLimitMB: i64(memLimit)}, Attempt: 1,
 		CreatedAt: now, CacheKey: ckey}
 	rec.TraceID, rec.SpanID = traceIDs(opt.TraceParent)
-	reqHash := hashOf(req.EntrypointID, mode, string(canon))
 	window := time.Duration(policy.Idempotency.DeduplicationWindowSeconds) * time.Second
 	if window <= 0 {
 		window = 24 * time.Hour
