@@ -233,6 +233,9 @@ type compiledSchemas struct {
 	params, returns       sync.Once
 	paramsS, returnsS     *jsonschema.Schema
 	paramsErr, returnsErr error
+	defaults              sync.Once     // the defaults the params schema declares (params.go)
+	defaultsN             *defaultsNode // nil: none
+	defaultsErr           error
 }
 
 func (s *Service) compileStored(path string, raw json.RawMessage) (*jsonschema.Schema, error) {
@@ -403,7 +406,9 @@ func (s *Service) policy(ctx context.Context, tenantID string) (tenant.Policy, e
 	return p, err
 }
 
-// validateParams checks params against schema.params; absent params are {} when a schema exists.
+// validateParams fills in the `default`s schema.params declares (params.go) and checks the params
+// against it; absent params are {}. It returns the params and their canonical JSON, defaults
+// applied, which is what every invocation records and runs with.
 func (s *Service) validateParams(d definition, raw json.RawMessage) (any, json.RawMessage, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		raw = json.RawMessage("{}")
@@ -416,6 +421,13 @@ func (s *Service) validateParams(d definition, raw json.RawMessage) (any, json.R
 	}
 	if _, ok := params.(map[string]any); !ok {
 		return nil, nil, problem.Validation("params must be a JSON object", []problem.Issue{{Path: "$.params", Code: "SCHEMA_MISMATCH", Message: "params must be a JSON object"}})
+	}
+	defaults, err := s.paramsDefaults(d)
+	if err != nil {
+		return nil, nil, problem.Internal(err)
+	}
+	if err := defaults.apply(params); err != nil {
+		return nil, nil, problem.Internal(err)
 	}
 	compiled, err := s.paramsSchema(d)
 	if err != nil {
