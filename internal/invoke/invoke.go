@@ -76,6 +76,9 @@ type Config struct {
 	// Observer hears of invocations created, dequeued and finished, and of starts refused by a rate
 	// limit or a quota (default: NopObserver).
 	Observer Observer
+	// SyncPoll is how often a sync invocation of a workflow that waits for its end reads the store,
+	// for an end this process was not told of (default 1 s). Ends committed here wake it at once.
+	SyncPoll time.Duration
 }
 
 // Service implements the invocation use cases.
@@ -90,8 +93,10 @@ type Service struct {
 	closeOnce sync.Once
 	fair      *fairness.Scheduler // whose queued work Claim takes next
 	policies  policyCache         // tenants' weights and quotas for Claim
-	// noObserver: Config.Observer is the no-op one, so writes skip noting what they change.
+	// noObserver: Config.Observer is the no-op one, so writes skip noting what they change unless
+	// a sync invocation waits for an end (finish).
 	noObserver bool
+	finish     finishWaiters // sync invocations of workflows waiting for their end (finish.go)
 }
 
 // NewService returns a Service.
@@ -128,6 +133,9 @@ func NewService(cfg Config) *Service {
 	}
 	if cfg.Observer == nil {
 		cfg.Observer = NopObserver{}
+	}
+	if cfg.SyncPoll <= 0 {
+		cfg.SyncPoll = time.Second
 	}
 	_, nop := cfg.Observer.(NopObserver)
 	return &Service{cfg: cfg, running: map[string]context.CancelFunc{}, workflows: map[string]*sandbox.Program{},
@@ -170,6 +178,10 @@ type Started struct {
 	Replayed bool
 	// Queued: an async invocation was accepted (202).
 	Queued bool
+	// Unfinished: a sync invocation of a workflow was still not terminal when its wait ended
+	// (traits.limits.timeout_seconds after the start, or the request's end): 202 like async, with
+	// the current record.
+	Unfinished bool
 }
 
 func viewer(sc auth.SecurityContext) entrypoint.Viewer {
@@ -675,6 +687,15 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 		return out, problem.Internal(err)
 	}
 	out.Record = final
+	if e.Kind == entrypoint.KindWorkflow && !final.Status.Terminal() {
+		// Sync means wait: a workflow that suspended (a timer, an event, a child) or scheduled a
+		// retry is waited for, up to timeout_seconds after the start, holding no slot or sandbox.
+		rec, done, err := s.awaitFinish(ctx, final, now.Add(d.timeout()))
+		if err != nil {
+			return out, problem.Internal(err)
+		}
+		out.Record, out.Unfinished = rec, !done
+	}
 	return out, nil
 }
 
