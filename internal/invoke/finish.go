@@ -5,8 +5,7 @@ package invoke
 // first activation, holding no dispatcher slot and no sandbox (the activations that follow run
 // wherever the dispatcher claims them). The wait is woken when a write of this process commits a
 // terminal status for the invocation (update notifies the waiters, as it tells the Observer), and
-// polls the store every Config.SyncPoll for an end committed elsewhere (another process) or by a
-// write that began before the wait did.
+// polls the store every Config.SyncPoll for an end committed elsewhere (another process).
 
 import (
 	"context"
@@ -68,10 +67,10 @@ func (s *Service) finished(id string) {
 
 // awaitFinish waits for invocation rec to reach a terminal status until deadline (on the service's
 // clock, checked at every wake-up, and as a timer of the remaining time), the end of ctx, or
-// Close. It returns the latest stored record and whether it is terminal.
-func (s *Service) awaitFinish(ctx context.Context, rec invocation.Record, deadline time.Time) (invocation.Record, bool, error) {
-	woken, stop := s.watchFinish(rec.ID)
-	defer stop()
+// Close. woken is its watchFinish channel, registered before the invocation's first activation so
+// that no commit of its end can slip between the activation and the wait. It returns the latest
+// stored record and whether it is terminal.
+func (s *Service) awaitFinish(ctx context.Context, rec invocation.Record, deadline time.Time, woken <-chan struct{}) (invocation.Record, bool, error) {
 	poll := time.NewTicker(s.cfg.SyncPoll)
 	defer poll.Stop()
 	timer := time.NewTimer(max(deadline.Sub(s.cfg.Clock.Now()), 0))

@@ -681,6 +681,13 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 		return out, nil
 	}
 	// Sync: run now, on this request's goroutine. The caller going away does not cancel accepted work.
+	// A workflow is waited for until it ends (below): the wait is registered before it runs.
+	var woken <-chan struct{}
+	if e.Kind == entrypoint.KindWorkflow {
+		var stop func()
+		woken, stop = s.watchFinish(created.ID)
+		defer stop()
+	}
 	final, err := s.execute(context.WithoutCancel(ctx), created, e, d)
 	s.cfg.Wake() // its slot is free: queued work held back by a concurrency limit may run
 	if err != nil {
@@ -690,7 +697,7 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 	if e.Kind == entrypoint.KindWorkflow && !final.Status.Terminal() {
 		// Sync means wait: a workflow that suspended (a timer, an event, a child) or scheduled a
 		// retry is waited for, up to timeout_seconds after the start, holding no slot or sandbox.
-		rec, done, err := s.awaitFinish(ctx, final, now.Add(d.timeout()))
+		rec, done, err := s.awaitFinish(ctx, final, now.Add(d.timeout()), woken)
 		if err != nil {
 			return out, problem.Internal(err)
 		}
