@@ -36,7 +36,8 @@ func (s *Server) startInvocation(w http.ResponseWriter, r *http.Request) {
 	case st.Replayed:
 		w.Header().Set("Idempotency-Replayed", "true")
 		writeJSON(w, http.StatusOK, body)
-	case st.Queued:
+	case st.Queued || st.Unfinished:
+		// Accepted async work, or a sync workflow not finished within its timeout_seconds.
 		w.Header().Set("Location", BasePath+"/invocations/"+st.Record.ID)
 		writeJSON(w, http.StatusAccepted, body)
 	default:

@@ -76,6 +76,9 @@ type Config struct {
 	// Observer hears of invocations created, dequeued and finished, and of starts refused by a rate
 	// limit or a quota (default: NopObserver).
 	Observer Observer
+	// SyncPoll is how often a sync invocation of a workflow that waits for its end reads the store,
+	// for an end this process was not told of (default 1 s). Ends committed here wake it at once.
+	SyncPoll time.Duration
 }
 
 // Service implements the invocation use cases.
@@ -90,8 +93,10 @@ type Service struct {
 	closeOnce sync.Once
 	fair      *fairness.Scheduler // whose queued work Claim takes next
 	policies  policyCache         // tenants' weights and quotas for Claim
-	// noObserver: Config.Observer is the no-op one, so writes skip noting what they change.
+	// noObserver: Config.Observer is the no-op one, so writes skip noting what they change unless
+	// a sync invocation waits for an end (finish).
 	noObserver bool
+	finish     finishWaiters // sync invocations of workflows waiting for their end (finish.go)
 }
 
 // NewService returns a Service.
@@ -128,6 +133,9 @@ func NewService(cfg Config) *Service {
 	}
 	if cfg.Observer == nil {
 		cfg.Observer = NopObserver{}
+	}
+	if cfg.SyncPoll <= 0 {
+		cfg.SyncPoll = time.Second
 	}
 	_, nop := cfg.Observer.(NopObserver)
 	return &Service{cfg: cfg, running: map[string]context.CancelFunc{}, workflows: map[string]*sandbox.Program{},
@@ -170,6 +178,10 @@ type Started struct {
 	Replayed bool
 	// Queued: an async invocation was accepted (202).
 	Queued bool
+	// Unfinished: a sync invocation of a workflow was still not terminal when its wait ended
+	// (traits.limits.timeout_seconds after the start, or the request's end): 202 like async, with
+	// the current record.
+	Unfinished bool
 }
 
 func viewer(sc auth.SecurityContext) entrypoint.Viewer {
@@ -233,6 +245,9 @@ type compiledSchemas struct {
 	params, returns       sync.Once
 	paramsS, returnsS     *jsonschema.Schema
 	paramsErr, returnsErr error
+	defaults              sync.Once     // the defaults the params schema declares (params.go)
+	defaultsN             *defaultsNode // nil: none
+	defaultsErr           error
 }
 
 func (s *Service) compileStored(path string, raw json.RawMessage) (*jsonschema.Schema, error) {
@@ -403,7 +418,9 @@ func (s *Service) policy(ctx context.Context, tenantID string) (tenant.Policy, e
 	return p, err
 }
 
-// validateParams checks params against schema.params; absent params are {} when a schema exists.
+// validateParams fills in the `default`s schema.params declares (params.go) and checks the params
+// against it; absent params are {}. It returns the params and their canonical JSON, defaults
+// applied, which is what every invocation records and runs with.
 func (s *Service) validateParams(d definition, raw json.RawMessage) (any, json.RawMessage, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		raw = json.RawMessage("{}")
@@ -416,6 +433,13 @@ func (s *Service) validateParams(d definition, raw json.RawMessage) (any, json.R
 	}
 	if _, ok := params.(map[string]any); !ok {
 		return nil, nil, problem.Validation("params must be a JSON object", []problem.Issue{{Path: "$.params", Code: "SCHEMA_MISMATCH", Message: "params must be a JSON object"}})
+	}
+	defaults, err := s.paramsDefaults(d)
+	if err != nil {
+		return nil, nil, problem.Internal(err)
+	}
+	if err := defaults.apply(params); err != nil {
+		return nil, nil, problem.Internal(err)
 	}
 	compiled, err := s.paramsSchema(d)
 	if err != nil {
@@ -451,13 +475,16 @@ func hashOf(parts ...string) string {
 }
 
 // cacheKey is 000's response-cache key: (subject or tenant, entrypoint id, version, idempotency key),
-// always within the caller's tenant.
-func cacheKey(sc auth.SecurityContext, e entrypoint.Entrypoint, key string) string {
+// always within the caller's tenant, plus the hash of the request (entrypoint id as given, mode and
+// canonical params) so that a cached result is served only to the request that produced it: the
+// same key with another request misses the cache and meets the Idempotency-Key check (422
+// IDEMPOTENCY_KEY_REUSED within the deduplication window).
+func cacheKey(sc auth.SecurityContext, e entrypoint.Entrypoint, key, reqHash string) string {
 	scope := "tenant:" + sc.TenantID
 	if e.Owner.OwnerType == entrypoint.OwnerUser {
 		scope = "subject:" + sc.SubjectID
 	}
-	return hashOf(sc.TenantID, scope, e.GTSID, e.Version, key)
+	return hashOf(sc.TenantID, scope, e.GTSID, e.Version, key, reqHash)
 }
 
 func randomHex(n int) string {
@@ -556,10 +583,13 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 		out.Record, out.DryRun = rec, true
 		return out, nil
 	}
-	// Response cache (000): Idempotency-Key + is_idempotent + max_age_seconds > 0.
+	// The request an Idempotency-Key stands for: the entrypoint id as given, the mode and the
+	// canonical params (schema defaults applied).
+	reqHash := hashOf(req.EntrypointID, mode, string(canon))
+	// Response cache (000): Idempotency-Key + is_idempotent + max_age_seconds > 0, for this request only.
 	ckey := ""
 	if opt.IdempotencyKey != "" && d.Traits.IsIdempotent && d.Traits.Caching.MaxAgeSeconds > 0 {
-		ckey = cacheKey(sc, e, opt.IdempotencyKey)
+		ckey = cacheKey(sc, e, opt.IdempotencyKey, reqHash)
 		if ten, id, err := s.cfg.Store.CachedInvocation(ctx, ckey, now); err == nil && ten == sc.TenantID {
 			if rec, err := s.cfg.Store.Invocation(ctx, ten, id); err == nil && rec.Status == invocation.StatusSucceeded {
 				out.Record, out.Cached = rec, true
@@ -578,7 +608,6 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 		CorrelationID: correlation, Metrics: invocation.Metrics{MemoryLimitMB: i64(memLimit)}, Attempt: 1,
 		CreatedAt: now, CacheKey: ckey}
 	rec.TraceID, rec.SpanID = traceIDs(opt.TraceParent)
-	reqHash := hashOf(req.EntrypointID, mode, string(canon))
 	window := time.Duration(policy.Idempotency.DeduplicationWindowSeconds) * time.Second
 	if window <= 0 {
 		window = 24 * time.Hour
@@ -652,12 +681,28 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 		return out, nil
 	}
 	// Sync: run now, on this request's goroutine. The caller going away does not cancel accepted work.
+	// A workflow is waited for until it ends (below): the wait is registered before it runs.
+	var woken <-chan struct{}
+	if e.Kind == entrypoint.KindWorkflow {
+		var stop func()
+		woken, stop = s.watchFinish(created.ID)
+		defer stop()
+	}
 	final, err := s.execute(context.WithoutCancel(ctx), created, e, d)
 	s.cfg.Wake() // its slot is free: queued work held back by a concurrency limit may run
 	if err != nil {
 		return out, problem.Internal(err)
 	}
 	out.Record = final
+	if e.Kind == entrypoint.KindWorkflow && !final.Status.Terminal() {
+		// Sync means wait: a workflow that suspended (a timer, an event, a child) or scheduled a
+		// retry is waited for, up to timeout_seconds after the start, holding no slot or sandbox.
+		rec, done, err := s.awaitFinish(ctx, final, now.Add(d.timeout()), woken)
+		if err != nil {
+			return out, problem.Internal(err)
+		}
+		out.Record, out.Unfinished = rec, !done
+	}
 	return out, nil
 }
 

@@ -50,21 +50,27 @@ func (NopObserver) QuotaExceeded(string, string) {}
 // update is Store.Update for the writes that create invocations or change their status: once the
 // transaction commits, the Observer hears of the invocations fn created and of those it left in a
 // terminal status (noticed as fn writes them, through notingTx, wherever the write happens:
-// an attempt's outcome, a cancel, a compensation's end). With no Observer it is Store.Update.
+// an attempt's outcome, a cancel, a compensation's end), and the waits for those to end
+// (finish.go) are woken. With no Observer and no wait it is Store.Update.
 func (s *Service) update(ctx context.Context, fn func(store.Tx) error) error {
-	if s.noObserver {
+	if s.noObserver && !s.waiting() {
 		return s.cfg.Store.Update(ctx, fn)
 	}
 	n := notingPool.Get().(*notingTx)
 	n.fn = fn
 	err := s.cfg.Store.Update(ctx, n.run)
 	if err == nil {
-		for i := range n.created {
-			s.cfg.Observer.Created(n.created[i])
+		if !s.noObserver {
+			for i := range n.created {
+				s.cfg.Observer.Created(n.created[i])
+			}
 		}
 		for i := range n.changed {
 			if n.changed[i].Status.Terminal() {
-				s.cfg.Observer.Finished(n.changed[i])
+				if !s.noObserver {
+					s.cfg.Observer.Finished(n.changed[i])
+				}
+				s.finished(n.changed[i].ID)
 			}
 		}
 	}

@@ -23,8 +23,8 @@ type SystemStart struct {
 	// resolves the entrypoint (a user's private entrypoints are visible to that user only).
 	As           auth.SecurityContext
 	EntrypointID string
-	// Params are the caller's params (a JSON object; empty means {}). Plan fills in the top-level
-	// properties it lacks from the defaults of the entrypoint's params schema, then validates them.
+	// Params are the caller's params (a JSON object; empty means {}). Plan fills in the defaults
+	// of the entrypoint's params schema, as every start does (validateParams), and validates them.
 	Params        json.RawMessage
 	CorrelationID string
 }
@@ -56,11 +56,7 @@ func (s *Service) Plan(ctx context.Context, st SystemStart) (Planned, error) {
 	if d.Traits.Entrypoint != nil && !*d.Traits.Entrypoint {
 		return Planned{}, problem.Forbidden("entrypoint %s is internal (traits.entrypoint: false): only other entrypoints can call it, with r_invoke_v1", e.GTSID)
 	}
-	params, err := withDefaults(d.Schema.Params, st.Params)
-	if err != nil {
-		return Planned{}, err
-	}
-	_, canon, err := s.validateParams(d, params)
+	_, canon, err := s.validateParams(d, st.Params)
 	if err != nil {
 		return Planned{}, err
 	}
@@ -109,36 +105,4 @@ func (s *Service) Committed(recs ...invocation.Record) {
 		}
 	}
 	s.cfg.Wake()
-}
-
-// withDefaults returns params with the `default` of every top-level property of the params schema
-// that params lacks.
-func withDefaults(schemaRaw, params json.RawMessage) (json.RawMessage, error) {
-	var sch struct {
-		Properties map[string]struct {
-			Default json.RawMessage `json:"default"`
-		} `json:"properties"`
-	}
-	if len(schemaRaw) == 0 || json.Unmarshal(schemaRaw, &sch) != nil {
-		return params, nil
-	}
-	var m map[string]json.RawMessage
-	if len(params) > 0 && string(params) != "null" {
-		if err := json.Unmarshal(params, &m); err != nil {
-			return nil, problem.Validation("params must be a JSON object", []problem.Issue{{Path: "$.params", Code: "SCHEMA_MISMATCH", Message: "params must be a JSON object"}})
-		}
-	}
-	added := false
-	for k, p := range sch.Properties {
-		if _, ok := m[k]; !ok && len(p.Default) > 0 {
-			if m == nil {
-				m = map[string]json.RawMessage{}
-			}
-			m[k], added = p.Default, true
-		}
-	}
-	if !added {
-		return params, nil
-	}
-	return json.Marshal(m)
 }
