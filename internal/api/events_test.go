@@ -173,16 +173,28 @@ func TestEventsAPI(t *testing.T) {
 		require.Equal(t, 0.0, r.Body["delivered"], "a finished workflow's wait is gone: %s", r)
 	})
 
-	t.Run("an invalid filter fails the workflow at its line", func(t *testing.T) {
+	t.Run("an invalid literal filter is refused at registration, a computed one fails at its line", func(t *testing.T) {
+		r := e.expectProblem(t, http.StatusUnprocessableEntity, "validation", http.MethodPost, base+"/entrypoints", adm, wfBody(t, "bad_filter.v1~", fmt.Sprintf(`
+def main(ctx, input):
+    r_await(r_wait_event_v1(%q, event_filter_query="payload.amount >", timeout_ms=1000))
+    return {}
+`, paymentType)))
+		issue := requireIssue(t, r, "$.implementation.code.source", "INVALID_EVENT_FILTER")
+		require.Equal(t, 3.0, issue["line"], "%s", r)
+		line := fmt.Sprintf(`    r_await(r_wait_event_v1(%q, event_filter_query="payload.amount >", timeout_ms=1000))`, paymentType)
+		literal := strings.Index(line, `"payload.amount >"`) + 1 // 1-based column of the opening quote
+		require.Equal(t, float64(literal+17), issue["column"], "CEL's column 17, inside the literal: %s", r)
 		bad := e.registerActive(t, adm, wfBody(t, "bad_filter.v1~", fmt.Sprintf(`
 def main(ctx, input):
-    r_await(r_wait_event_v1(%q, event_filter_query="payload.amount >"))
+    r_await(r_wait_event_v1(%q, event_filter_query="payload.amount " + ">", timeout_ms=1000))
     return {}
 `, paymentType)))
 		id := invID(invAsync(t, e, adm, bad["entrypoint_id"].(string), obj{}, nil))
 		done := invWait(t, e, adm, id, wfTerminal...)
 		errObj := invErrorOf(t, done)
 		require.Contains(t, errObj["message"], "event_filter_query", "%v", errObj)
+		require.Equal(t, invErr("validation"), errObj["error_type_id"], "a programming mistake: %v", errObj)
+		require.Equal(t, "non_retryable", errObj["category"], "%v", errObj)
 		require.Equal(t, 3.0, errObj["details"].(obj)["line"], "%v", errObj)
 	})
 
