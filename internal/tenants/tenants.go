@@ -17,6 +17,7 @@ import (
 	"github.com/larkrun/lark/internal/audit"
 	"github.com/larkrun/lark/internal/auth"
 	"github.com/larkrun/lark/internal/clock"
+	"github.com/larkrun/lark/internal/egress"
 	"github.com/larkrun/lark/internal/idgen"
 	"github.com/larkrun/lark/internal/mergepatch"
 	"github.com/larkrun/lark/internal/obs"
@@ -372,8 +373,6 @@ func jsonKeys(v any) map[string]bool {
 // only checked for shape here; user-authored entrypoint ids are parsed strictly by package gts.
 var adapterRE = regexp.MustCompile(`^gts\.x\.core\.serverless\.adapter(\.[a-z_][a-z0-9_]*)+\.v(0|[1-9][0-9]*)(\.(0|[1-9][0-9]*))?~$`)
 
-var domainRE = regexp.MustCompile(`^(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
-
 func validate(p tenant.Policy) []problem.Issue {
 	var out []problem.Issue
 	minInt := func(path string, v *int64, min int64) {
@@ -414,9 +413,9 @@ func validate(p tenant.Policy) []problem.Issue {
 		}
 	}
 	for i, d := range p.Policies.AllowedOutboundDomains {
-		if d != "*" && !domainRE.MatchString(d) {
+		if err := egress.ValidateEntry(d); err != nil {
 			out = append(out, problem.Issue{Path: fmt.Sprintf("$.policies.allowed_outbound_domains[%d]", i), Code: "INVALID_VALUE",
-				Message: "must be a lowercase host name, optionally starting with '*.', or '*' for any public host"})
+				Message: fmt.Sprintf("%q: %v", d, err)})
 		}
 	}
 	return out
