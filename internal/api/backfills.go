@@ -27,7 +27,7 @@ func (s *Server) createBackfill(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var spec scheduler.BackfillSpec
-	if err := decodeStruct(r, &spec, false); err != nil {
+	if err := decodeResource(r, &spec, schedule.Backfill{}, false); err != nil {
 		s.problem(w, r, err)
 		return
 	}

@@ -126,8 +126,13 @@ func (s *Service) Patch(ctx context.Context, sc auth.SecurityContext, tenantID s
 	})
 }
 
-// readOnly are the policy members a PUT may carry (as read from GET) but never changes.
+// readOnly are the policy members a body may carry (as read from GET) but never changes: PATCH,
+// :enable and PUT accept and ignore them (PUT sets enabled and checks tenant_id itself).
 var readOnly = []string{"created_at", "updated_at", "enabled_at", "disabled_at"}
+
+// patchReadOnly are the members PATCH and :enable ignore: readOnly plus tenant_id (the path names
+// the tenant) and enabled (changed by :enable and :disable only).
+var patchReadOnly = append([]string{"tenant_id", "enabled"}, readOnly...)
 
 // Replace is PUT /tenants/{id}/runtime-policy (000): body is a whole TenantRuntimePolicy. Members it
 // leaves out take their defaults (a quota left out is no limit); tenant_id, enabled, quotas and
@@ -254,6 +259,9 @@ func applyPatch(p tenant.Policy, body []byte) (tenant.Policy, error) {
 	dec.UseNumber()
 	if err := dec.Decode(&patch); err != nil || patch == nil {
 		return p, problem.BadRequest("the body must be a JSON object")
+	}
+	for _, k := range patchReadOnly {
+		delete(patch, k)
 	}
 	var issues []problem.Issue
 	for k := range patch {
