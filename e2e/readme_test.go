@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -111,7 +112,7 @@ func requireJSONStream(t testing.TB, out []byte, n int, what string) {
 	require.Equal(t, n, got, "%s: want one JSON document per curl on stdout:\n%s", what, out)
 }
 
-func runBlock(t *testing.T, p *larkProc, home, block string) {
+func runBlock(t *testing.T, p *larkProc, home, block string) []byte {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), blockTimeout)
 	defer cancel()
@@ -126,6 +127,31 @@ func runBlock(t *testing.T, p *larkProc, home, block string) {
 	require.NoError(t, err, "block failed:\n%s\nstdout:\n%s\nstderr:\n%s", block, stdout.Bytes(), stderr.Bytes())
 	t.Logf("block ran in %v:\n%s", time.Since(start).Round(time.Millisecond), stdout.Bytes())
 	requireJSONStream(t, stdout.Bytes(), curlCount(block), "block\n"+block)
+	return stdout.Bytes()
+}
+
+// readmeSyncResult is the sentence of the README that says what the synchronous run returns.
+var readmeSyncResult = regexp.MustCompile("the record comes back with `\"result\": (\\{[^`]*\\})`")
+
+// requireReadmeSyncResult checks that the first record the sync block printed has the result the
+// README promises, number for number as the server renders it.
+func requireReadmeSyncResult(t *testing.T, out []byte) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(moduleRoot, "README.md"))
+	require.NoError(t, err)
+	m := readmeSyncResult.FindSubmatch(b)
+	require.NotNil(t, m, "README.md no longer says what the sync run returns")
+	var resp struct {
+		Record struct {
+			Result json.RawMessage `json:"result"`
+		} `json:"record"`
+	}
+	require.NoError(t, json.NewDecoder(bytes.NewReader(out)).Decode(&resp))
+	rec := resp.Record
+	var want, got bytes.Buffer
+	require.NoError(t, json.Compact(&want, m[1]))
+	require.NoError(t, json.Compact(&got, rec.Result))
+	require.Equal(t, want.String(), got.String(), "the README's sync result is not what the server returns")
 }
 
 // entrypointView is what the walkthrough checks of an entrypoint.
@@ -164,10 +190,16 @@ func TestReadmeWalkthrough(t *testing.T) {
 	home := t.TempDir() // no ~/.curlrc or the like
 	p := startLark(t, data)
 
+	synced := false
 	for i, b := range blocks {
 		t.Logf("walkthrough block %d/%d", i+1, len(blocks))
-		runBlock(t, p, home, b)
+		out := runBlock(t, p, home, b)
+		if !synced && strings.Contains(b, `"mode": "sync"`) {
+			requireReadmeSyncResult(t, out)
+			synced = true
+		}
 	}
+	require.True(t, synced, "the walkthrough has no sync invocation")
 
 	// The state the walkthrough left behind.
 	epPath := apiBase + "/entrypoints/" + taxGTSID

@@ -2,11 +2,9 @@ package api
 
 import (
 	"net/http"
-	"strings"
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/larkrun/lark/internal/problem"
 	"github.com/larkrun/lark/internal/schedule"
 	"github.com/larkrun/lark/internal/scheduler"
 	"github.com/larkrun/lark/internal/store"
@@ -18,7 +16,9 @@ func (s *Server) backfillRoutes(r chi.Router) {
 	r.Get("/backfills", s.listBackfills)
 	r.Get("/backfills/{id:[^:/]+}", s.getBackfill)
 	r.Get("/backfills/{id:[^:/]+}/partitions", s.backfillPartitions)
-	r.Post("/backfills/{id:[^:/]+}:{action}", s.controlBackfill)
+	for _, action := range []string{scheduler.BackfillPause, scheduler.BackfillResume, scheduler.BackfillCancel, scheduler.BackfillRetry} {
+		r.Post("/backfills/{id:[^:/]+}:"+action, s.controlBackfill(action))
+	}
 }
 
 func (s *Server) createBackfill(w http.ResponseWriter, r *http.Request) {
@@ -27,7 +27,7 @@ func (s *Server) createBackfill(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var spec scheduler.BackfillSpec
-	if err := decodeStruct(r, &spec, false); err != nil {
+	if err := decodeResource(r, &spec, schedule.Backfill{}, false); err != nil {
 		s.problem(w, r, err)
 		return
 	}
@@ -61,23 +61,19 @@ func (s *Server) backfillPartitions(w http.ResponseWriter, r *http.Request) {
 	}, asIs)
 }
 
-func (s *Server) controlBackfill(w http.ResponseWriter, r *http.Request) {
-	if err := onlyParams(r); err != nil {
-		s.problem(w, r, err)
-		return
+// controlBackfill answers POST /backfills/{id}:<action>; an action not mounted is the router's 404.
+func (s *Server) controlBackfill(action string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := onlyParams(r); err != nil {
+			s.problem(w, r, err)
+			return
+		}
+		var body struct{}
+		if err := decodeStruct(r, &body, true); err != nil {
+			s.problem(w, r, err)
+			return
+		}
+		b, err := s.cfg.Schedules.ControlBackfill(r.Context(), security(r), chi.URLParam(r, "id"), action)
+		s.respond(w, r, http.StatusOK, b, err)
 	}
-	var body struct{}
-	if err := decodeStruct(r, &body, true); err != nil {
-		s.problem(w, r, err)
-		return
-	}
-	action := chi.URLParam(r, "action")
-	switch action {
-	case scheduler.BackfillPause, scheduler.BackfillResume, scheduler.BackfillCancel, scheduler.BackfillRetry:
-	default:
-		s.problem(w, r, problem.NotFound("no route %s (backfill actions: :pause, :resume, :cancel, :retry)", strings.TrimPrefix(r.URL.Path, BasePath)))
-		return
-	}
-	b, err := s.cfg.Schedules.ControlBackfill(r.Context(), security(r), chi.URLParam(r, "id"), action)
-	s.respond(w, r, http.StatusOK, b, err)
 }

@@ -19,7 +19,7 @@ func (s *Server) publishEvent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req invoke.PublishRequest
-	if err := decodeStruct(r, &req, false); err != nil {
+	if err := decodeResource(r, &req, events.Event{}, false); err != nil {
 		s.problem(w, r, err)
 		return
 	}

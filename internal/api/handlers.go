@@ -37,7 +37,7 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req tokens.CreateTokenRequest
-	if err := decodeStruct(r, &req, false); err != nil {
+	if err := decodeResource(r, &req, tokens.CreatedToken{}, false); err != nil {
 		s.problem(w, r, err)
 		return
 	}

@@ -217,17 +217,10 @@ func decodeObject(r *http.Request) (map[string]any, error) {
 	return m, nil
 }
 
-// decodeStruct reads a JSON body into v, rejecting unknown fields with 422. An empty body is
-// allowed when optional is set.
+// decodeStruct reads a JSON body that is not a resource (an action, a start request) into v,
+// rejecting every unknown member at once with 422. An empty body is allowed when optional is set.
 func decodeStruct(r *http.Request, v any, optional bool) error {
-	b, err := readBody(r)
-	if err != nil {
-		return err
-	}
-	if optional && len(bytes.TrimSpace(b)) == 0 {
-		return nil
-	}
-	return strictDecode(b, v, true)
+	return decodeResource(r, v, nil, optional)
 }
 
 func strictDecode(b []byte, v any, disallowUnknown bool) error {

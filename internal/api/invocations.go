@@ -16,7 +16,7 @@ func (s *Server) startInvocation(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req invoke.StartRequest
-	if err := decodeStruct(r, &req, false); err != nil {
+	if err := decodeResource(r, &req, invoke.RecordView{}, false); err != nil {
 		s.problem(w, r, err)
 		return
 	}

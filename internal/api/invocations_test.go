@@ -581,7 +581,17 @@ func TestInvocations(t *testing.T) {
 		require.Equal(t, fetch, narrowFetch)
 		check(t, narrow, "https://evil.example.org/steal", "forbidden_domain")
 		check(t, narrow, "https://example.com/", "forbidden_domain")
-		check(t, narrow, local.URL+"/", "forbidden_domain") // an IP literal is only allowed through "*"
+		check(t, narrow, local.URL+"/", "forbidden_domain") // an IP literal is allowed only if listed (or "*")
+		require.Zero(t, local.hits.Load())
+
+		// A tenant whose allowlist names the loopback address itself: allowed by the list, still
+		// refused as a private address.
+		e.enable(t, "literal", obj{"governance": obj{"allowed_outbound_domains": []string{"127.0.0.1"}}})
+		literal := e.token(t, "literal", "admin", "admin")
+		e.registerActive(t, literal, invFn(t, "egress.fetch.v1~",
+			"def main(ctx, input):\n  r = r_await(r_http_get_v1(input.url, timeout_ms=2000))\n  return {\"status\": r.response.status_code}\n"))
+		check(t, literal, local.URL+"/", "forbidden_address")
+		check(t, literal, "https://api.example.com/", "forbidden_domain")
 		require.Zero(t, local.hits.Load())
 	})
 

@@ -36,7 +36,7 @@ func (s *Server) createSchedule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var spec scheduler.Spec
-	if err := decodeStruct(r, &spec, false); err != nil {
+	if err := decodeResource(r, &spec, schedule.Schedule{}, false); err != nil {
 		s.problem(w, r, err)
 		return
 	}
@@ -70,7 +70,7 @@ func (s *Server) replaceSchedule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var spec scheduler.Spec
-	if err := decodeStruct(r, &spec, false); err != nil {
+	if err := decodeResource(r, &spec, schedule.Schedule{}, false); err != nil {
 		s.problem(w, r, err)
 		return
 	}
@@ -89,7 +89,7 @@ func (s *Server) patchSchedule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sch, err := s.cfg.Schedules.Patch(r.Context(), security(r), chi.URLParam(r, "id"), patch,
-		func(b []byte, spec *scheduler.Spec) error { return strictDecode(b, spec, true) })
+		func(b []byte, spec *scheduler.Spec) error { return decodeBody(b, spec, schedule.Schedule{}) })
 	s.respond(w, r, http.StatusOK, sch, err)
 }
 

@@ -123,6 +123,10 @@ func TestTenants(t *testing.T) {
 			{"dedup window 10", obj{"idempotency": obj{"deduplication_window_seconds": 10}}, []string{"$.idempotency.deduplication_window_seconds"}},
 			{"upper-case domain with scheme", obj{"policies": obj{"allowed_outbound_domains": []string{"ok.example.com", "HTTP://x"}}},
 				[]string{"$.policies.allowed_outbound_domains[1]"}},
+			{"outbound entries that are neither host names nor addresses", obj{"policies": obj{"allowed_outbound_domains": []string{
+				"93.184.216.34", "1.2.3", "10.0.0.0/8", "exa mple.com", "2606:4700::1111", "fe80::1%eth0"}}},
+				[]string{"$.policies.allowed_outbound_domains[1]", "$.policies.allowed_outbound_domains[2]",
+					"$.policies.allowed_outbound_domains[3]", "$.policies.allowed_outbound_domains[5]"}},
 			{"runtime that is not an adapter id", obj{"policies": obj{"allowed_runtimes": []string{"python"}}}, []string{"$.policies.allowed_runtimes[0]"}},
 			{"max_definitions 0", obj{"quotas": obj{"max_definitions": 0}}, []string{"$.quotas.max_definitions"}},
 			{"max_definitions of the wrong type", obj{"quotas": obj{"max_definitions": "ten"}}, []string{"$.quotas.max_definitions"}},
@@ -138,6 +142,15 @@ func TestTenants(t *testing.T) {
 				require.Len(t, r.errors(), len(c.paths), "%s", r)
 			})
 		}
+		t.Run("an outbound entry's issue names it", func(t *testing.T) {
+			for entry, why := range map[string]string{"1.2.3": "host name", "10.0.0.0/8": "CIDR", "exa mple.com": "host name"} {
+				r := e.expectProblem(t, http.StatusUnprocessableEntity, "validation", http.MethodPatch, tenantPath("picky"), operator,
+					obj{"policies": obj{"allowed_outbound_domains": []string{entry}}})
+				msg, _ := requireIssue(t, r, "$.policies.allowed_outbound_domains[0]", "INVALID_VALUE")["message"].(string)
+				require.Contains(t, msg, `"`+entry+`"`, "%s", r)
+				require.Contains(t, msg, why, "%s", r)
+			}
+		})
 		after := e.expect(t, http.StatusOK, http.MethodGet, tenantPath("picky"), operator, nil).Body
 		require.Equal(t, before, after)
 	})

@@ -1,7 +1,9 @@
 package egress
 
 import (
+	"errors"
 	"net/netip"
+	"regexp"
 	"strings"
 )
 
@@ -14,17 +16,20 @@ import (
 //   - a host name, matching that host exactly ("api.example.com");
 //   - "*.example.com", matching every subdomain of example.com at any depth but not example.com
 //     itself, and only at a label boundary ("evilexample.com" does not match);
+//   - an IPv4 or IPv6 address ("93.184.216.34", "2606:4700::1111"), matching an IP-literal host
+//     that is exactly that address (an IPv4-mapped IPv6 address is the IPv4 address);
 //   - "*", matching any host, including IP literals.
 //
-// An empty list allows nothing. IP-literal hosts are allowed only through "*". Entries of any
-// other shape (ports, embedded wildcards, "*.") never match. Being allowed here does not bypass
-// the address rules that Client applies to the addresses actually dialed.
+// An empty list allows nothing. Entries of any other shape (ports, embedded wildcards, "*.",
+// CIDR ranges) never match; ValidateEntry refuses them. Being allowed here does not bypass the
+// address rules that Client applies to the addresses actually dialed: an allowed 127.0.0.1 is
+// still refused as a loopback address.
 func DomainAllowed(host string, allowed []string) bool {
 	h := normalizeHost(host)
 	if h == "" {
 		return false
 	}
-	_, ipErr := netip.ParseAddr(h)
+	hostIP, ipErr := netip.ParseAddr(h)
 	isIP := ipErr == nil
 	if !isIP && !validHostName(h) {
 		return false
@@ -35,7 +40,13 @@ func DomainAllowed(host string, allowed []string) bool {
 			return true
 		}
 		e = strings.TrimSuffix(e, ".")
-		if isIP || e == "" || e == "*" { // "*." is malformed, not "*"
+		if isIP {
+			if a, err := netip.ParseAddr(e); err == nil && a.Zone() == "" && a.Unmap() == hostIP.Unmap() {
+				return true
+			}
+			continue
+		}
+		if e == "" || e == "*" { // "*." is malformed, not "*"
 			continue
 		}
 		if rest, ok := strings.CutPrefix(e, "*."); ok {
@@ -53,6 +64,43 @@ func DomainAllowed(host string, allowed []string) bool {
 		}
 	}
 	return false
+}
+
+// hostNameRE is the shape of a host-name entry (after an optional "*."): lower-case LDH labels.
+var hostNameRE = regexp.MustCompile(`^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// ValidateEntry reports why e cannot be an entry of an allowlist (a tenant policy's
+// allowed_outbound_domains), or nil when it can: "*"; a lower-case host name, optionally
+// starting with "*."; or an IPv4 or IPv6 address without a zone, which matches exactly that
+// address. CIDR ranges, ports, brackets and names whose last label is all digits ("1.2.3",
+// which some resolvers read as an address) are refused.
+func ValidateEntry(e string) error {
+	if e == "*" {
+		return nil
+	}
+	if strings.Contains(e, "/") {
+		return errors.New("CIDR ranges are not supported: list each IP address")
+	}
+	if a, err := netip.ParseAddr(e); err == nil {
+		if a.Zone() != "" {
+			return errors.New("an IPv6 address with a zone is not supported")
+		}
+		return nil
+	}
+	h := strings.TrimPrefix(e, "*.")
+	if len(h) > 253 || !hostNameRE.MatchString(h) || allDigits(h[strings.LastIndexByte(h, '.')+1:]) {
+		return errors.New("must be a lower-case host name, optionally starting with '*.', an IPv4 or IPv6 address, or '*' for any public host")
+	}
+	return nil
+}
+
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // normalizeHost lowercases host, strips IPv6 brackets and removes one trailing dot.
@@ -86,13 +134,5 @@ func validHostName(h string) bool {
 			}
 		}
 	}
-	last := labels[len(labels)-1]
-	allDigits := true
-	for i := 0; i < len(last); i++ {
-		if last[i] < '0' || last[i] > '9' {
-			allDigits = false
-			break
-		}
-	}
-	return !allDigits
+	return !allDigits(labels[len(labels)-1])
 }

@@ -251,10 +251,19 @@ func TestDomainAllowedMatrix(t *testing.T) {
 		{"anything.example.org", []string{"*"}, true},
 		{"93.184.216.34", []string{"*"}, true},
 		{"[2606:4700::1111]", []string{"*"}, true},
-		// IP literals only through "*"
-		{"93.184.216.34", []string{"93.184.216.34"}, false},
+		// an IP literal entry matches exactly that address, and nothing else
+		{"93.184.216.34", []string{"93.184.216.34"}, true},
+		{"93.184.216.35", []string{"93.184.216.34"}, false},
 		{"93.184.216.34", []string{"*.216.34"}, false},
-		{"2606:4700::1111", []string{"2606:4700::1111"}, false},
+		{"93.184.216.34", []string{"93.184.216.34/32"}, false},
+		{"93.184.216.34", []string{"93.184.216.0/24"}, false},
+		{"93.184.216.34", []string{"example.com"}, false},
+		{"example.com", []string{"93.184.216.34"}, false},
+		{"2606:4700::1111", []string{"2606:4700::1111"}, true},
+		{"[2606:4700::1111]", []string{"2606:4700:0:0::1111"}, true},
+		{"[2606:4700::1112]", []string{"2606:4700::1111"}, false},
+		{"[::ffff:93.184.216.34]", []string{"93.184.216.34"}, true},
+		{"93.184.216.34", []string{"::ffff:93.184.216.34"}, true},
 		// malformed entries and hosts never match
 		{"api.example.com", []string{"*."}, false},
 		{"api.example.com", []string{"*.*.com"}, false},
@@ -289,13 +298,69 @@ func TestDoForbiddenDomain(t *testing.T) {
 		{fmt.Sprintf("http://evilexample.com:%d/", port), []string{"*.example.com"}},
 		{fmt.Sprintf("http://example.com:%d/", port), []string{"*.example.com"}},
 		{fmt.Sprintf("http://example.com:%d/", port), nil},
-		{fmt.Sprintf("http://127.0.0.1:%d/", port), []string{"*.example.com", "127.0.0.1"}},
+		{fmt.Sprintf("http://127.0.0.1:%d/", port), []string{"*.example.com", "127.0.0.2"}},
+		{fmt.Sprintf("http://127.0.0.1:%d/", port), []string{"127.0.0.0/8"}},
 	} {
 		_, err := c.Do(context.Background(), Request{Method: "GET", URL: tc.url, AllowedDomains: tc.allowed})
 		requireKind(t, err, KindForbiddenDomain)
 	}
 	require.Zero(t, dials.Load())
 	require.Zero(t, accepted.Load())
+}
+
+func TestValidateEntry(t *testing.T) {
+	for _, ok := range []string{"*", "api.example.com", "*.example.com", "example", "a-b.c0", "93.184.216.34",
+		"127.0.0.1", "2606:4700::1111", "::1", "::ffff:1.2.3.4"} {
+		require.NoError(t, ValidateEntry(ok), ok)
+	}
+	for _, bad := range []struct{ entry, msg string }{
+		{"1.2.3", "host name"},
+		{"1.2.3.4.5", "host name"},
+		{"*.1.2.3.4", "host name"},
+		{"0x7f.1", "host name"},
+		{"010.0.0.1", "host name"},
+		{"exa mple.com", "host name"},
+		{"Example.com", "host name"},
+		{"api.example.com:443", "host name"},
+		{"*.", "host name"},
+		{"", "host name"},
+		{"[::1]", "host name"},
+		{"fe80::1%eth0", "zone"},
+		{"10.0.0.0/8", "CIDR"},
+		{"2001:db8::/32", "CIDR"},
+		{"1.2.3.4/32", "CIDR"},
+	} {
+		err := ValidateEntry(bad.entry)
+		require.Error(t, err, bad.entry)
+		require.Contains(t, err.Error(), bad.msg, bad.entry)
+	}
+}
+
+// TestAllowedIPLiteral: an IP literal in the allowlist lets requests to exactly that address
+// through, and the address rules still apply to it.
+func TestAllowedIPLiteral(t *testing.T) {
+	srv, accepted := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok")
+	}))
+	u := fmt.Sprintf("http://127.0.0.1:%d/", serverPort(srv))
+
+	loop, _ := newClient(t, Options{AllowLoopback: true}) // test-only: the upstream is on loopback
+	resp, err := loop.Do(context.Background(), Request{Method: "GET", URL: u, AllowedDomains: []string{"127.0.0.1"}})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, "ok", string(resp.Body))
+	require.EqualValues(t, 1, accepted.Load())
+
+	_, err = loop.Do(context.Background(), Request{Method: "GET", URL: u, AllowedDomains: []string{"127.0.0.2"}})
+	requireKind(t, err, KindForbiddenDomain)
+
+	// Without the test-only switch, 127.0.0.1 is a loopback address: allowed by name, refused by
+	// the address rules, before any connection.
+	strict, dials := newClient(t, Options{})
+	_, err = strict.Do(context.Background(), Request{Method: "GET", URL: u, AllowedDomains: []string{"127.0.0.1"}})
+	requireKind(t, err, KindForbiddenAddress)
+	require.Zero(t, dials.Load())
+	require.EqualValues(t, 1, accepted.Load())
 }
 
 // ---------------------------------------------------------------------------------------------

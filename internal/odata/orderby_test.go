@@ -18,6 +18,8 @@ func TestParseOrderBy(t *testing.T) {
 		{"name asc", []OrderItem{{Field: "name"}}},
 		{"name desc", []OrderItem{{Field: "name", Desc: true}}},
 		{"created_at desc,name", []OrderItem{{Field: "created_at", Desc: true}, {Field: "name"}}},
+		{"created_at desc,status asc", []OrderItem{{Field: "created_at", Desc: true}, {Field: "status"}}}, // 000's example
+		{"status,entrypoint_id desc,created_at", []OrderItem{{Field: "status"}, {Field: "entrypoint_id", Desc: true}, {Field: "created_at"}}},
 		{" a  desc ,\tb asc , c ", []OrderItem{{Field: "a", Desc: true}, {Field: "b"}, {Field: "c"}}},
 		{"asc desc", []OrderItem{{Field: "asc", Desc: true}}},
 		{"desc", []OrderItem{{Field: "desc"}}},

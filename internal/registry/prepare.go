@@ -22,6 +22,12 @@ import (
 // the caller, then kept out of the stored definition.
 var serverFields = []string{"entrypoint_id", "tenant_id", "owner", "status", "shared", "version", "created_at", "updated_at"}
 
+// readOnlyFields are the members Render shows that no request sets: a registration, replacement
+// or validation body may carry them (a GET body sent back) and they are ignored, whatever their
+// value. The status changes through :status; the owner's tenant is the caller's.
+var readOnlyFields = []string{"id", "kind", "tenant_id", "status", "created_at", "updated_at",
+	"activated_at", "disabled_at", "archived_at", "release_notes", "deprecation"}
+
 var semverRE = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$`)
 
 // candidate is a validated registration: the entrypoint to store and its report.
@@ -40,6 +46,9 @@ func (s *Service) prepare(ctx context.Context, sc auth.SecurityContext, body map
 		r.fail(CodeNotAnObject, "$", "the body must be a JSON object")
 		r.finish()
 		return c, nil
+	}
+	for _, f := range readOnlyFields {
+		delete(doc, f)
 	}
 	tenantID := sc.TenantID
 	if sc.Operator {
@@ -79,21 +88,9 @@ func (s *Service) prepare(ctx context.Context, sc auth.SecurityContext, body map
 		}
 	}
 
-	// Server-owned fields must agree with the caller.
-	for _, f := range []string{"created_at", "updated_at"} {
-		if _, ok := doc[f]; ok {
-			r.fail(CodeReadOnly, "$."+f, f+" is set by the server")
-		}
-	}
 	wantStatus := entrypoint.StatusDraft
 	if existing != nil {
 		wantStatus = existing.Status
-	}
-	if st, ok := doc["status"]; ok && st != string(wantStatus) {
-		r.fail(CodeReadOnly, "$.status", fmt.Sprintf("status is %q; change it with POST /entrypoints/{id}:status", wantStatus))
-	}
-	if t, ok := doc["tenant_id"]; ok && t != tenantID {
-		r.fail(CodeOwnership, "$.tenant_id", "tenant_id must be the caller's tenant ("+tenantID+")")
 	}
 	owner := s.owner(sc, tenantID, doc, existing, r)
 	shared, _ := doc["shared"].(bool)

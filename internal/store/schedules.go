@@ -12,11 +12,11 @@ type ScheduleReader interface {
 	// Schedule reads one schedule of a tenant.
 	Schedule(ctx context.Context, tenantID, id string) (schedule.Schedule, error)
 	// ListSchedules lists a tenant's schedules. Filters: entrypoint_id, status, name, schedule_id
-	// (eq, startswith), created_at; order: created_at, next_run_at.
+	// (eq, startswith), created_at, next_run_at; order: any of them (a NULL next_run_at first).
 	ListSchedules(ctx context.Context, tenantID string, q ListQuery) (Page[schedule.Schedule], error)
 	// ScheduleRuns lists a schedule's runs, newest instant first by default, each with its
 	// invocation's status (InvocationStatus). Filters: status (the invocation's status for a started
-	// run, else the run's state: pending or skipped), kind, scheduled_at; order: scheduled_at.
+	// run, else the run's state: pending or skipped), kind, scheduled_at; order: any of them.
 	ScheduleRuns(ctx context.Context, tenantID, scheduleID string, q ListQuery) (Page[schedule.Run], error)
 	// DueSchedules lists up to limit schedules, of any tenant, whose DueAt is at or before now,
 	// earliest first, through the due-time index.
@@ -60,10 +60,10 @@ type BackfillReader interface {
 	// Backfill reads one backfill of a tenant.
 	Backfill(ctx context.Context, tenantID, id string) (schedule.Backfill, error)
 	// ListBackfills lists a tenant's backfills. Filters: state, entrypoint_id, schedule_id,
-	// created_at; order: created_at.
+	// created_at; order: any of them.
 	ListBackfills(ctx context.Context, tenantID string, q ListQuery) (Page[schedule.Backfill], error)
 	// BackfillPartitions lists a backfill's partitions. Filters: status, chunk, scheduled_at;
-	// order: scheduled_at (default).
+	// order: any of them (default scheduled_at).
 	BackfillPartitions(ctx context.Context, tenantID, backfillID string, q ListQuery) (Page[schedule.Partition], error)
 	// ActiveBackfills lists up to limit running or paused backfills of any tenant (tenant id,
 	// backfill id).

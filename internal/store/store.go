@@ -55,6 +55,8 @@ const (
 )
 
 // ListQuery is a parsed list request.
+// OrderBy may name several sortable fields, each with its own direction; the store appends the
+// unique id as the final key, so a keyset cursor is exact across pages.
 type ListQuery struct {
 	Filter  odata.Expr
 	OrderBy []odata.OrderItem
@@ -76,12 +78,12 @@ type Reader interface {
 	Tenant(ctx context.Context, id string) (tenant.Policy, error)
 	TokenByHash(ctx context.Context, hash string) (auth.Token, error)
 	// ListTokens lists a tenant's tokens; tenantID "" lists all (operator). Filters: tenant_id,
-	// subject_id, revoked (bool); order: created_at.
+	// subject_id, revoked (bool); order: tenant_id, subject_id, created_at.
 	ListTokens(ctx context.Context, tenantID string, q ListQuery) (Page[auth.Token], error)
 	// Entrypoint finds one entrypoint visible to v by opaque id or exact GTS id.
 	Entrypoint(ctx context.Context, v entrypoint.Viewer, id string) (entrypoint.Entrypoint, error)
 	// ListEntrypoints filters on entrypoint_id (eq with GTS wildcards, startswith), status, owner_type,
-	// adapter, kind, tags (contains), title; orders on created_at, updated_at, entrypoint_id.
+	// adapter, kind, tags (contains), title; orders on every one but tags.
 	ListEntrypoints(ctx context.Context, v entrypoint.Viewer, q ListQuery) (Page[entrypoint.Entrypoint], error)
 	// EntrypointVersions returns every version of a family visible to v, by major then minor.
 	EntrypointVersions(ctx context.Context, v entrypoint.Viewer, family string) ([]entrypoint.Entrypoint, error)
@@ -91,7 +93,7 @@ type Reader interface {
 	// Events returns up to limit events after afterSeq, in order; a hole yields *GapError.
 	Events(ctx context.Context, tenantID, invocationID string, afterSeq int64, limit int) ([]invocation.Event, error)
 	// ListInvocations lists a tenant's invocations. Filters: entrypoint_id (eq, in, startswith, GTS
-	// wildcards), status, mode, correlation_id, created_at; order: created_at.
+	// wildcards), status, mode, correlation_id, created_at; order: any of them.
 	ListInvocations(ctx context.Context, tenantID string, q ListQuery) (Page[invocation.Record], error)
 	// CountTenantInFlight counts a tenant's invocations that are queued, running, suspended or compensating.
 	CountTenantInFlight(ctx context.Context, tenantID string) (int64, error)
@@ -105,10 +107,10 @@ type Reader interface {
 	// Event reads one published event of a tenant.
 	Event(ctx context.Context, tenantID, id string) (events.Event, error)
 	// ListEvents lists a tenant's published events. Filters: event_type_id, source, subject,
-	// received_at; order: received_at.
+	// received_at; order: any of them.
 	ListEvents(ctx context.Context, tenantID string, q ListQuery) (Page[events.Event], error)
 	// ListAudit lists a tenant's audit events ("" = all); filters: type, resource_type, resource_id,
-	// actor_id, correlation_id, timestamp; order: timestamp.
+	// actor_id, correlation_id, timestamp; order: any of them.
 	ListAudit(ctx context.Context, tenantID string, q ListQuery) (Page[audit.Event], error)
 	// CountTenantEntrypoints is Tx.CountEntrypoints outside a transaction.
 	CountTenantEntrypoints(ctx context.Context, tenantID string) (int64, error)

@@ -17,6 +17,7 @@ import (
 	"github.com/larkrun/lark/internal/audit"
 	"github.com/larkrun/lark/internal/auth"
 	"github.com/larkrun/lark/internal/clock"
+	"github.com/larkrun/lark/internal/egress"
 	"github.com/larkrun/lark/internal/idgen"
 	"github.com/larkrun/lark/internal/mergepatch"
 	"github.com/larkrun/lark/internal/obs"
@@ -125,8 +126,13 @@ func (s *Service) Patch(ctx context.Context, sc auth.SecurityContext, tenantID s
 	})
 }
 
-// readOnly are the policy members a PUT may carry (as read from GET) but never changes.
+// readOnly are the policy members a body may carry (as read from GET) but never changes: PATCH,
+// :enable and PUT accept and ignore them (PUT sets enabled and checks tenant_id itself).
 var readOnly = []string{"created_at", "updated_at", "enabled_at", "disabled_at"}
+
+// patchReadOnly are the members PATCH and :enable ignore: readOnly plus tenant_id (the path names
+// the tenant) and enabled (changed by :enable and :disable only).
+var patchReadOnly = append([]string{"tenant_id", "enabled"}, readOnly...)
 
 // Replace is PUT /tenants/{id}/runtime-policy (000): body is a whole TenantRuntimePolicy. Members it
 // leaves out take their defaults (a quota left out is no limit); tenant_id, enabled, quotas and
@@ -254,6 +260,9 @@ func applyPatch(p tenant.Policy, body []byte) (tenant.Policy, error) {
 	if err := dec.Decode(&patch); err != nil || patch == nil {
 		return p, problem.BadRequest("the body must be a JSON object")
 	}
+	for _, k := range patchReadOnly {
+		delete(patch, k)
+	}
 	var issues []problem.Issue
 	for k := range patch {
 		if !patchable[k] {
@@ -372,8 +381,6 @@ func jsonKeys(v any) map[string]bool {
 // only checked for shape here; user-authored entrypoint ids are parsed strictly by package gts.
 var adapterRE = regexp.MustCompile(`^gts\.x\.core\.serverless\.adapter(\.[a-z_][a-z0-9_]*)+\.v(0|[1-9][0-9]*)(\.(0|[1-9][0-9]*))?~$`)
 
-var domainRE = regexp.MustCompile(`^(\*\.)?([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
-
 func validate(p tenant.Policy) []problem.Issue {
 	var out []problem.Issue
 	minInt := func(path string, v *int64, min int64) {
@@ -414,9 +421,9 @@ func validate(p tenant.Policy) []problem.Issue {
 		}
 	}
 	for i, d := range p.Policies.AllowedOutboundDomains {
-		if d != "*" && !domainRE.MatchString(d) {
+		if err := egress.ValidateEntry(d); err != nil {
 			out = append(out, problem.Issue{Path: fmt.Sprintf("$.policies.allowed_outbound_domains[%d]", i), Code: "INVALID_VALUE",
-				Message: "must be a lowercase host name, optionally starting with '*.', or '*' for any public host"})
+				Message: fmt.Sprintf("%q: %v", d, err)})
 		}
 	}
 	return out

@@ -79,7 +79,7 @@ func TestPatchValidation(t *testing.T) {
 	_, err := s.Enable(ctx, op, "acme", nil)
 	require.NoError(t, err)
 	cases := map[string]string{
-		`{"enabled":false}`:                                        "$.enabled",
+		`{"enabled":false,"colour":"red"}`:                         "$.colour",
 		`{"quotas":{"bogus":1}}`:                                   "$.quotas.bogus",
 		`{"quotas":{"max_definitions":0}}`:                         "$.quotas.max_definitions",
 		`{"quotas":{"max_definitions":"ten"}}`:                     "$.quotas",

@@ -165,9 +165,9 @@ func (s *Store) Backfill(ctx context.Context, tenantID, id string) (schedule.Bac
 }
 
 var backfillFields = odata.Schema{
-	"state":         {Column: "state", Type: odata.String, Filter: true},
-	"entrypoint_id": {Column: "entrypoint_id", Type: odata.String, Filter: true},
-	"schedule_id":   {Column: "schedule_id", Type: odata.String, Filter: true},
+	"state":         {Column: "state", Type: odata.String, Filter: true, Sort: true},
+	"entrypoint_id": {Column: "entrypoint_id", Type: odata.String, Filter: true, Sort: true},
+	"schedule_id":   {Column: "schedule_id", Type: odata.String, Filter: true, Sort: true},
 	"created_at":    {Column: "created_at", Type: odata.Time, Filter: true, Sort: true},
 }
 
@@ -176,13 +176,7 @@ func (s *Store) ListBackfills(ctx context.Context, tenantID string, q store.List
 	return listPage(ctx, s.r, listSpec[schedule.Backfill]{
 		from: "backfills", cols: backfillCols, fields: backfillFields, scope: "tenant_id = ?", scopeArgs: []any{tenantID},
 		defaultOrder: []odata.OrderItem{{Field: "created_at"}},
-		scan:         func(r *sql.Rows) (schedule.Backfill, error) { return scanBackfill(r) },
-		key: func(b schedule.Backfill, f string) any {
-			if f == "created_at" {
-				return ts(b.CreatedAt)
-			}
-			return b.ID
-		},
+		scan:         func(r scanner) (schedule.Backfill, error) { return scanBackfill(r) },
 	}, q)
 }
 
@@ -201,8 +195,8 @@ func scanPartition(sc interface{ Scan(...any) error }) (schedule.Partition, erro
 }
 
 var partitionFields = odata.Schema{
-	"status":       {Column: "state", Type: odata.String, Filter: true},
-	"chunk":        {Column: "chunk", Type: odata.Int, Filter: true},
+	"status":       {Column: "state", Type: odata.String, Filter: true, Sort: true},
+	"chunk":        {Column: "chunk", Type: odata.Int, Filter: true, Sort: true},
 	"scheduled_at": {Column: "scheduled_at", Type: odata.Time, Filter: true, Sort: true},
 }
 
@@ -212,13 +206,7 @@ func (s *Store) BackfillPartitions(ctx context.Context, tenantID, backfillID str
 		from: "backfill_partitions", cols: partitionCols, fields: partitionFields,
 		scope: "tenant_id = ? AND backfill_id = ?", scopeArgs: []any{tenantID, backfillID},
 		defaultOrder: []odata.OrderItem{{Field: "scheduled_at"}},
-		scan:         func(r *sql.Rows) (schedule.Partition, error) { return scanPartition(r) },
-		key: func(p schedule.Partition, f string) any {
-			if f == "scheduled_at" {
-				return ts(p.ScheduledAt)
-			}
-			return p.ID
-		},
+		scan:         func(r scanner) (schedule.Partition, error) { return scanPartition(r) },
 	}, q)
 }
 

@@ -97,12 +97,12 @@ func scoped(base string, v entrypoint.Viewer) (string, []any) {
 
 var entrypointFields = odata.Schema{
 	"entrypoint_id": {Column: "gts_id", Type: odata.String, Filter: true, Sort: true, Custom: gtsIDFilter("gts_id")},
-	"status": {Column: "status", Type: odata.Enum, Filter: true,
+	"status": {Column: "status", Type: odata.Enum, Filter: true, Sort: true,
 		Enum: []string{"draft", "active", "deprecated", "disabled", "archived"}},
-	"owner_type": {Column: "owner_type", Type: odata.Enum, Filter: true, Enum: []string{"user", "tenant", "system"}},
-	"kind":       {Column: "kind", Type: odata.Enum, Filter: true, Enum: []string{"function", "workflow"}},
-	"adapter":    {Column: "adapter", Type: odata.String, Filter: true},
-	"title":      {Column: "title", Type: odata.String, Filter: true},
+	"owner_type": {Column: "owner_type", Type: odata.Enum, Filter: true, Sort: true, Enum: []string{"user", "tenant", "system"}},
+	"kind":       {Column: "kind", Type: odata.Enum, Filter: true, Sort: true, Enum: []string{"function", "workflow"}},
+	"adapter":    {Column: "adapter", Type: odata.String, Filter: true, Sort: true},
+	"title":      {Column: "title", Type: odata.String, Filter: true, Sort: true},
 	"tags":       {Column: "tags", Type: odata.StringArray, Filter: true, Custom: jsonArrayFilter("tags")},
 	"created_at": {Column: "created_at", Type: odata.Time, Filter: true, Sort: true},
 	"updated_at": {Column: "updated_at", Type: odata.Time, Filter: true, Sort: true},
@@ -176,19 +176,6 @@ func jsonArrayFilter(col string) func(op string, vals []any) (string, []any, err
 	}
 }
 
-func entrypointKey(e entrypoint.Entrypoint, field string) any {
-	switch field {
-	case "created_at":
-		return ts(e.CreatedAt)
-	case "updated_at":
-		return ts(e.UpdatedAt)
-	case "entrypoint_id":
-		return e.GTSID
-	default:
-		return e.ID
-	}
-}
-
 // Entrypoint implements store.Reader.
 func (s *Store) Entrypoint(ctx context.Context, v entrypoint.Viewer, id string) (entrypoint.Entrypoint, error) {
 	col := "id"
@@ -209,8 +196,7 @@ func (s *Store) ListEntrypoints(ctx context.Context, v entrypoint.Viewer, q stor
 		from: "entrypoints", cols: entrypointCols, fields: entrypointFields,
 		defaultOrder: []odata.OrderItem{{Field: "created_at"}},
 		scope:        w, scopeArgs: a,
-		scan: func(r *sql.Rows) (entrypoint.Entrypoint, error) { return scanEntrypoint(r) },
-		key:  entrypointKey,
+		scan: func(r scanner) (entrypoint.Entrypoint, error) { return scanEntrypoint(r) },
 	}, q)
 }
 

@@ -118,9 +118,9 @@ func (s *Store) Event(ctx context.Context, tenantID, id string) (events.Event, e
 }
 
 var eventFields = odata.Schema{
-	"event_type_id": {Column: "event_type_id", Type: odata.String, Filter: true},
-	"source":        {Column: "source", Type: odata.String, Filter: true},
-	"subject":       {Column: "subject", Type: odata.String, Filter: true},
+	"event_type_id": {Column: "event_type_id", Type: odata.String, Filter: true, Sort: true},
+	"source":        {Column: "source", Type: odata.String, Filter: true, Sort: true},
+	"subject":       {Column: "subject", Type: odata.String, Filter: true, Sort: true},
 	"received_at":   {Column: "received_at", Type: odata.Time, Filter: true, Sort: true},
 }
 
@@ -129,12 +129,6 @@ func (s *Store) ListEvents(ctx context.Context, tenantID string, q store.ListQue
 	return listPage(ctx, s.r, listSpec[events.Event]{
 		from: "events", cols: eventCols, fields: eventFields, scope: "tenant_id = ?", scopeArgs: []any{tenantID},
 		defaultOrder: []odata.OrderItem{{Field: "received_at"}},
-		scan:         func(r *sql.Rows) (events.Event, error) { return scanEvent(r) },
-		key: func(e events.Event, f string) any {
-			if f == "received_at" {
-				return ts(e.ReceivedAt)
-			}
-			return e.ID
-		},
+		scan:         func(r scanner) (events.Event, error) { return scanEvent(r) },
 	}, q)
 }

@@ -22,9 +22,22 @@ type listSpec[T any] struct {
 	defaultOrder []odata.OrderItem
 	scope        string // WHERE fragment that scopes the list (tenant, visibility)
 	scopeArgs    []any
-	scan         func(*sql.Rows) (T, error)
-	// key returns the stored value of a sortable field (or "id") of an item, for cursors.
-	key func(item T, field string) any
+	// scan reads one row of cols; the list appends the order columns after them and reads those
+	// itself, so a cursor holds the values exactly as stored.
+	scan func(scanner) (T, error)
+	// nullable names the sortable fields whose column may be NULL: they are ordered and compared
+	// as coalesce(column, ''), so that NULL sorts first and a keyset comparison never meets NULL.
+	nullable map[string]bool
+}
+
+// extraScanner scans a row into the item's destinations followed by extra ones.
+type extraScanner struct {
+	rows  *sql.Rows
+	extra []any
+}
+
+func (e extraScanner) Scan(dest ...any) error {
+	return e.rows.Scan(append(dest, e.extra...)...)
 }
 
 // cursor is the opaque page token: the sort key of the boundary row, the direction and a hash of the
@@ -92,15 +105,16 @@ func listPage[T any](ctx context.Context, q querier, spec listSpec[T], lq store.
 	}
 	cols := make([]string, 0, len(order)+1)
 	desc := make([]bool, 0, len(order)+1)
-	names := make([]string, 0, len(order)+1)
 	for _, o := range order {
-		cols = append(cols, spec.fields[o.Field].Column)
+		col := spec.fields[o.Field].Column
+		if spec.nullable[o.Field] {
+			col = "coalesce(" + col + ", '')"
+		}
+		cols = append(cols, col)
 		desc = append(desc, o.Desc)
-		names = append(names, o.Field)
 	}
 	cols = append(cols, "id")
 	desc = append(desc, false)
-	names = append(names, "id")
 	hash := queryHash(lq, order)
 	var cur cursor
 	if lq.Cursor != "" {
@@ -118,6 +132,10 @@ func listPage[T any](ctx context.Context, q querier, spec listSpec[T], lq store.
 	var sb strings.Builder
 	sb.WriteString("SELECT ")
 	sb.WriteString(spec.cols)
+	for _, c := range cols {
+		sb.WriteString(", ")
+		sb.WriteString(c)
+	}
 	sb.WriteString(" FROM ")
 	sb.WriteString(spec.from)
 	if len(where) > 0 {
@@ -140,12 +158,24 @@ func listPage[T any](ctx context.Context, q querier, spec listSpec[T], lq store.
 		return page, fmt.Errorf("list %s: %w", spec.from, err)
 	}
 	defer rows.Close()
+	var keys [][]any
 	for rows.Next() {
-		item, err := spec.scan(rows)
+		key := make([]any, len(cols))
+		dest := make([]any, len(cols))
+		for i := range key {
+			dest[i] = &key[i]
+		}
+		item, err := spec.scan(extraScanner{rows: rows, extra: dest})
 		if err != nil {
 			return page, err
 		}
+		for i, v := range key {
+			if b, ok := v.([]byte); ok {
+				key[i] = string(b)
+			}
+		}
 		page.Items = append(page.Items, item)
+		keys = append(keys, key)
 	}
 	if err := rows.Err(); err != nil {
 		return page, err
@@ -153,33 +183,29 @@ func listPage[T any](ctx context.Context, q querier, spec listSpec[T], lq store.
 	extra := len(page.Items) > limit
 	if extra {
 		page.Items = page.Items[:limit]
+		keys = keys[:limit]
 	}
-	keyOf := func(item T) []any {
-		v := make([]any, len(names))
-		for i, n := range names {
-			v[i] = spec.key(item, n)
-		}
-		return v
-	}
+	keyOf := func(i int) []any { return keys[i] }
 	if cur.Prev {
 		for i, j := 0, len(page.Items)-1; i < j; i, j = i+1, j-1 {
 			page.Items[i], page.Items[j] = page.Items[j], page.Items[i]
+			keys[i], keys[j] = keys[j], keys[i]
 		}
 		page.HasMore = len(page.Items) > 0
 		if len(page.Items) > 0 {
-			page.NextCursor = encodeCursor(cursor{Values: keyOf(page.Items[len(page.Items)-1]), Query: hash})
+			page.NextCursor = encodeCursor(cursor{Values: keyOf(len(page.Items) - 1), Query: hash})
 			if extra {
-				page.PrevCursor = encodeCursor(cursor{Values: keyOf(page.Items[0]), Prev: true, Query: hash})
+				page.PrevCursor = encodeCursor(cursor{Values: keyOf(0), Prev: true, Query: hash})
 			}
 		}
 		return page, nil
 	}
 	page.HasMore = extra
 	if extra {
-		page.NextCursor = encodeCursor(cursor{Values: keyOf(page.Items[len(page.Items)-1]), Query: hash})
+		page.NextCursor = encodeCursor(cursor{Values: keyOf(len(page.Items) - 1), Query: hash})
 	}
 	if lq.Cursor != "" && len(page.Items) > 0 {
-		page.PrevCursor = encodeCursor(cursor{Values: keyOf(page.Items[0]), Prev: true, Query: hash})
+		page.PrevCursor = encodeCursor(cursor{Values: keyOf(0), Prev: true, Query: hash})
 	}
 	return page, nil
 }

@@ -264,10 +264,10 @@ func (t *tx) PurgeExpired(now time.Time) (int64, error) {
 }
 
 var invocationFields = odata.Schema{
-	"entrypoint_id":  {Column: "entrypoint_id", Type: odata.String, Filter: true, Custom: gtsIDFilter("entrypoint_id")},
-	"status":         {Column: "status", Type: odata.Enum, Filter: true, Enum: []string{"queued", "running", "suspended", "succeeded", "failed", "canceled", "compensating", "compensated", "dead_lettered"}},
-	"mode":           {Column: "mode", Type: odata.Enum, Filter: true, Enum: []string{"sync", "async"}},
-	"correlation_id": {Column: "correlation_id", Type: odata.String, Filter: true},
+	"entrypoint_id":  {Column: "entrypoint_id", Type: odata.String, Filter: true, Sort: true, Custom: gtsIDFilter("entrypoint_id")},
+	"status":         {Column: "status", Type: odata.Enum, Filter: true, Sort: true, Enum: []string{"queued", "running", "suspended", "succeeded", "failed", "canceled", "compensating", "compensated", "dead_lettered"}},
+	"mode":           {Column: "mode", Type: odata.Enum, Filter: true, Sort: true, Enum: []string{"sync", "async"}},
+	"correlation_id": {Column: "correlation_id", Type: odata.String, Filter: true, Sort: true},
 	"created_at":     {Column: "created_at", Type: odata.Time, Filter: true, Sort: true},
 }
 
@@ -276,19 +276,13 @@ func (s *Store) ListInvocations(ctx context.Context, tenantID string, q store.Li
 	return listPage(ctx, s.r, listSpec[invocation.Record]{
 		from: "invocations", cols: "record", fields: invocationFields, scope: "tenant_id = ?", scopeArgs: []any{tenantID},
 		defaultOrder: []odata.OrderItem{{Field: "created_at", Desc: true}},
-		scan: func(r *sql.Rows) (invocation.Record, error) {
+		scan: func(r scanner) (invocation.Record, error) {
 			var doc string
 			var rec invocation.Record
 			if err := r.Scan(&doc); err != nil {
 				return rec, err
 			}
 			return rec, jsonUnmarshal(doc, &rec)
-		},
-		key: func(r invocation.Record, f string) any {
-			if f == "created_at" {
-				return ts(r.CreatedAt)
-			}
-			return r.ID
 		},
 	}, q)
 }

@@ -153,10 +153,10 @@ func (s *Store) NextScheduleDue(ctx context.Context) (*time.Time, error) {
 }
 
 var scheduleFields = odata.Schema{
-	"schedule_id":   {Column: "id", Type: odata.String, Filter: true},
-	"entrypoint_id": {Column: "entrypoint_id", Type: odata.String, Filter: true},
-	"name":          {Column: "name", Type: odata.String, Filter: true},
-	"status":        {Column: "status", Type: odata.String, Filter: true},
+	"schedule_id":   {Column: "id", Type: odata.String, Filter: true, Sort: true},
+	"entrypoint_id": {Column: "entrypoint_id", Type: odata.String, Filter: true, Sort: true},
+	"name":          {Column: "name", Type: odata.String, Filter: true, Sort: true},
+	"status":        {Column: "status", Type: odata.String, Filter: true, Sort: true},
 	"created_at":    {Column: "created_at", Type: odata.Time, Filter: true, Sort: true},
 	"next_run_at":   {Column: "next_run_at", Type: odata.Time, Filter: true, Sort: true},
 }
@@ -166,16 +166,8 @@ func (s *Store) ListSchedules(ctx context.Context, tenantID string, q store.List
 	return listPage(ctx, s.r, listSpec[schedule.Schedule]{
 		from: "schedules", cols: scheduleCols, fields: scheduleFields, scope: "tenant_id = ?", scopeArgs: []any{tenantID},
 		defaultOrder: []odata.OrderItem{{Field: "created_at"}},
-		scan:         func(r *sql.Rows) (schedule.Schedule, error) { return scanSchedule(r) },
-		key: func(sc schedule.Schedule, f string) any {
-			switch f {
-			case "created_at":
-				return ts(sc.CreatedAt)
-			case "next_run_at":
-				return tsPtr(sc.NextRunAt)
-			}
-			return sc.ID
-		},
+		nullable:     map[string]bool{"next_run_at": true},
+		scan:         func(r scanner) (schedule.Schedule, error) { return scanSchedule(r) },
 	}, q)
 }
 
@@ -275,8 +267,8 @@ const runsView = `(SELECT r.tenant_id, r.schedule_id, r.id, r.scheduled_at, r.ki
 	FROM schedule_runs r LEFT JOIN invocations i ON i.id = r.invocation_id AND i.tenant_id = r.tenant_id) AS runs`
 
 var runFields = odata.Schema{
-	"status":       {Column: "status", Type: odata.String, Filter: true},
-	"kind":         {Column: "kind", Type: odata.String, Filter: true},
+	"status":       {Column: "status", Type: odata.String, Filter: true, Sort: true},
+	"kind":         {Column: "kind", Type: odata.String, Filter: true, Sort: true},
 	"scheduled_at": {Column: "scheduled_at", Type: odata.Time, Filter: true, Sort: true},
 }
 
@@ -286,17 +278,11 @@ func (s *Store) ScheduleRuns(ctx context.Context, tenantID, scheduleID string, q
 		from: runsView, cols: runCols + ", invocation_status", fields: runFields,
 		scope: "tenant_id = ? AND schedule_id = ?", scopeArgs: []any{tenantID, scheduleID},
 		defaultOrder: []odata.OrderItem{{Field: "scheduled_at", Desc: true}},
-		scan: func(rows *sql.Rows) (schedule.Run, error) {
+		scan: func(rows scanner) (schedule.Run, error) {
 			var st string
 			r, err := scanRun(rows, &st)
 			r.TenantID, r.InvocationStatus = tenantID, st
 			return r, err
-		},
-		key: func(r schedule.Run, f string) any {
-			if f == "scheduled_at" {
-				return ts(r.ScheduledAt)
-			}
-			return r.ID
 		},
 	}, q)
 }

@@ -82,8 +82,8 @@ func (s *Store) TokenByHash(ctx context.Context, hash string) (auth.Token, error
 }
 
 var tokenFields = odata.Schema{
-	"tenant_id":  {Column: "tenant_id", Type: odata.String, Filter: true},
-	"subject_id": {Column: "subject_id", Type: odata.String, Filter: true},
+	"tenant_id":  {Column: "tenant_id", Type: odata.String, Filter: true, Sort: true},
+	"subject_id": {Column: "subject_id", Type: odata.String, Filter: true, Sort: true},
 	"created_at": {Column: "created_at", Type: odata.Time, Filter: true, Sort: true},
 	"revoked": {Column: "revoked_at", Type: odata.Bool, Filter: true, Custom: func(op string, vals []any) (string, []any, error) {
 		b, _ := vals[0].(bool)
@@ -106,13 +106,7 @@ func (s *Store) ListTokens(ctx context.Context, tenantID string, q store.ListQue
 	return listPage(ctx, s.r, listSpec[auth.Token]{
 		from: "tokens", cols: tokenCols, fields: tokenFields, scope: scope, scopeArgs: a,
 		defaultOrder: []odata.OrderItem{{Field: "created_at"}},
-		scan:         func(r *sql.Rows) (auth.Token, error) { return scanToken(r) },
-		key: func(tk auth.Token, f string) any {
-			if f == "created_at" {
-				return ts(tk.CreatedAt)
-			}
-			return tk.ID
-		},
+		scan:         func(r scanner) (auth.Token, error) { return scanToken(r) },
 	}, q)
 }
 
@@ -173,11 +167,11 @@ func (t *tx) InsertAudit(e audit.Event) error {
 }
 
 var auditFields = odata.Schema{
-	"type":           {Column: "type", Type: odata.String, Filter: true},
-	"resource_type":  {Column: "resource_type", Type: odata.String, Filter: true},
-	"resource_id":    {Column: "resource_id", Type: odata.String, Filter: true},
-	"actor_id":       {Column: "actor_id", Type: odata.String, Filter: true},
-	"correlation_id": {Column: "correlation_id", Type: odata.String, Filter: true},
+	"type":           {Column: "type", Type: odata.String, Filter: true, Sort: true},
+	"resource_type":  {Column: "resource_type", Type: odata.String, Filter: true, Sort: true},
+	"resource_id":    {Column: "resource_id", Type: odata.String, Filter: true, Sort: true},
+	"actor_id":       {Column: "actor_id", Type: odata.String, Filter: true, Sort: true},
+	"correlation_id": {Column: "correlation_id", Type: odata.String, Filter: true, Sort: true},
 	"timestamp":      {Column: "at", Type: odata.Time, Filter: true, Sort: true},
 }
 
@@ -190,7 +184,7 @@ func (s *Store) ListAudit(ctx context.Context, tenantID string, q store.ListQuer
 	return listPage(ctx, s.r, listSpec[audit.Event]{
 		from: "audit_events", cols: auditCols, fields: auditFields, scope: scope, scopeArgs: a,
 		defaultOrder: []odata.OrderItem{{Field: "timestamp"}},
-		scan: func(r *sql.Rows) (audit.Event, error) {
+		scan: func(r scanner) (audit.Event, error) {
 			var e audit.Event
 			var at string
 			var details sql.NullString
@@ -204,12 +198,6 @@ func (s *Store) ListAudit(ctx context.Context, tenantID string, q store.ListQuer
 			var err error
 			e.At, err = parseTS(at)
 			return e, err
-		},
-		key: func(e audit.Event, f string) any {
-			if f == "timestamp" {
-				return ts(e.At)
-			}
-			return e.ID
 		},
 	}, q)
 }

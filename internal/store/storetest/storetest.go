@@ -391,6 +391,7 @@ func testEntrypointListFilter(t *testing.T, s store.Store) {
 		{"owner_type eq 'tenant' and kind eq 'function'", "entrypoint_id desc", []string{"ep_06", "ep_05", "ep_04", "ep_03", "ep_02", "ep_01", "ep_00"}},
 		{"created_at ge 2026-01-02T03:04:07.123456Z", "", []string{"ep_04", "ep_05", "ep_06"}},
 		{"", "created_at desc", []string{"ep_06", "ep_04", "ep_05", "ep_02", "ep_03", "ep_00", "ep_01"}},
+		{"", "status asc, entrypoint_id desc", []string{"ep_06", "ep_04", "ep_02", "ep_00", "ep_05", "ep_03", "ep_01"}},
 		{"adapter eq 'gts.x.core.serverless.adapter.starlark.v1~' and status in ('draft')", "", []string{"ep_01", "ep_03", "ep_05"}},
 		{"entrypoint_id eq 'gts.x.core.serverless.entrypoint.v1~x.core.serverless.workflow.v1~*'", "", []string{}},
 	}
@@ -403,7 +404,7 @@ func testEntrypointListPaging(t *testing.T, s store.Store) {
 	seedList(t, s)
 	ctx := context.Background()
 	v := entrypoint.Viewer{TenantID: "acme", SubjectID: "u"}
-	for _, order := range []string{"", "created_at desc", "entrypoint_id", "updated_at desc, entrypoint_id"} {
+	for _, order := range []string{"", "created_at desc", "entrypoint_id", "updated_at desc, entrypoint_id", "status, created_at desc", "status desc, title"} {
 		ob, err := odata.ParseOrderBy(order)
 		require.NoError(t, err)
 		want := listIDs(t, s, "", order)
@@ -451,9 +452,9 @@ func testEntrypointListErrors(t *testing.T, s store.Store) {
 		_, err = s.ListEntrypoints(ctx, v, store.ListQuery{Filter: expr})
 		require.ErrorAs(t, err, &qe, f)
 	}
-	ob, _ := odata.ParseOrderBy("title")
+	ob, _ := odata.ParseOrderBy("status, tags")
 	_, err := s.ListEntrypoints(ctx, v, store.ListQuery{OrderBy: ob})
-	require.ErrorAs(t, err, &qe, "title is not sortable")
+	require.ErrorAs(t, err, &qe, "tags is not sortable")
 	_, err = s.ListEntrypoints(ctx, v, store.ListQuery{Cursor: "!!garbage"})
 	require.ErrorAs(t, err, &qe)
 	require.ErrorIs(t, err, store.ErrBadCursor)

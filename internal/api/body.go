@@ -1,0 +1,159 @@
+package api
+
+import (
+	"bytes"
+	"encoding"
+	"encoding/json"
+	"net/http"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/larkrun/lark/internal/problem"
+)
+
+// Request bodies follow one rule on every resource (docs/api.md §1, "Read-only and unknown
+// members"): a member the resource renders but does not let the request set (its id, status,
+// timestamps, counters, creator) is accepted and ignored, so a document read with GET can be
+// edited and sent back; any other member the request does not take is 422 UNKNOWN_FIELD, one
+// issue per member, nested ones included, all in one problem.
+
+var (
+	jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
+	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+)
+
+// jsonFields returns the JSON member names of struct type t and their types, as encoding/json
+// sees them (embedded structs without a name are flattened; "-" is skipped).
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return out
+	}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		name, _, _ := strings.Cut(tag, ",")
+		if name == "-" {
+			continue
+		}
+		if f.Anonymous && name == "" {
+			for k, v := range jsonFields(f.Type) {
+				out[k] = v
+			}
+			continue
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out[name] = f.Type
+	}
+	return out
+}
+
+// readOnlyOf returns the members the representation rep renders that the request type req does
+// not take: the members a body may carry and the server ignores.
+func readOnlyOf(req, rep any) map[string]bool {
+	if rep == nil {
+		return nil
+	}
+	takes := jsonFields(reflect.TypeOf(req))
+	out := map[string]bool{}
+	for k := range jsonFields(reflect.TypeOf(rep)) {
+		if _, ok := takes[k]; !ok {
+			out[k] = true
+		}
+	}
+	return out
+}
+
+// unknownMembers appends an UNKNOWN_FIELD issue for every member of v (decoded JSON) that type t
+// does not have, descending into nested objects and arrays of structs.
+func unknownMembers(v any, t reflect.Type, path string, issues []problem.Issue) []problem.Issue {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if reflect.PointerTo(t).Implements(jsonUnmarshaler) || reflect.PointerTo(t).Implements(textUnmarshaler) {
+		return issues
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return issues
+		}
+		fields := jsonFields(t)
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			ft, ok := fields[k]
+			if !ok {
+				issues = append(issues, problem.Issue{Path: path + "." + k, Code: "UNKNOWN_FIELD", Message: "unknown field '" + k + "'"})
+				continue
+			}
+			issues = unknownMembers(m[k], ft, path+"."+k, issues)
+		}
+	case reflect.Slice, reflect.Array:
+		a, ok := v.([]any)
+		if !ok {
+			return issues
+		}
+		for i, e := range a {
+			issues = unknownMembers(e, t.Elem(), path+"["+strconv.Itoa(i)+"]", issues)
+		}
+	}
+	return issues
+}
+
+// decodeBody decodes the JSON body b into v (a pointer to a struct) by the rule above: members of
+// rep's type (the resource's representation; nil when the body is not a resource) that v does
+// not take are dropped, every other member v does not take is reported, all at once.
+func decodeBody(b []byte, v any, rep any) error {
+	var doc any
+	if err := strictDecode(b, &doc, false); err != nil {
+		return err
+	}
+	m, ok := doc.(map[string]any)
+	if !ok {
+		// Not an object: let the typed decode report the mismatch.
+		return strictDecode(b, v, true)
+	}
+	for k := range readOnlyOf(v, rep) {
+		delete(m, k)
+	}
+	if issues := unknownMembers(m, reflect.TypeOf(v), "$", nil); len(issues) > 0 {
+		msg := "unknown field"
+		if len(issues) > 1 {
+			msg = "unknown fields"
+		}
+		return problem.Validation(msg, issues)
+	}
+	clean, err := json.Marshal(m)
+	if err != nil {
+		return problem.Internal(err)
+	}
+	return strictDecode(clean, v, true)
+}
+
+// decodeResource reads a request body into v by decodeBody's rule; an empty body is allowed
+// when optional is set.
+func decodeResource(r *http.Request, v any, rep any, optional bool) error {
+	b, err := readBody(r)
+	if err != nil {
+		return err
+	}
+	if optional && len(bytes.TrimSpace(b)) == 0 {
+		return nil
+	}
+	return decodeBody(b, v, rep)
+}
