@@ -231,8 +231,12 @@ type Tx interface {
 	// event with e.ID, it returns that one and false, and stores nothing.
 	InsertEvent(e events.Event) (events.Event, bool, error)
 	// EventsSince lists up to limit of a tenant's events of typeID received at or after since whose
-	// Seq is greater than afterSeq, in arrival order.
-	EventsSince(tenantID, typeID string, since time.Time, afterSeq int64, limit int) ([]events.Event, error)
+	// Seq is greater than afterSeq, in arrival order, leaving out those that ConsumeEvent recorded
+	// for invocation unconsumedBy.
+	EventsSince(tenantID, typeID string, since time.Time, afterSeq int64, unconsumedBy string, limit int) ([]events.Event, error)
+	// ConsumeEvent records that the published event eventSeq satisfied a wait of invocationID. It
+	// reports false (and changes nothing) when that invocation had consumed the event already.
+	ConsumeEvent(tenantID, invocationID string, eventSeq int64) (bool, error)
 	// PutEventWait registers a workflow's wait for an event, replacing one at the same
 	// (InvocationID, Seq).
 	PutEventWait(w events.Wait) error
