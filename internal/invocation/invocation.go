@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -220,6 +221,26 @@ var statusEvents = map[EventType]struct {
 	EventCompensationStarted:   {[]Status{StatusFailed, StatusCanceled}, StatusCompensating},
 	EventCompensationCompleted: {[]Status{StatusCompensating}, StatusCompensated},
 	EventCompensationFailed:    {[]Status{StatusCompensating}, StatusDeadLettered},
+}
+
+// StatusAfter is the status an event of type t leaves the record in: ok is false for the events
+// that change no status (a created event leaves the new record queued).
+func StatusAfter(t EventType) (Status, bool) {
+	if t == EventCreated {
+		return StatusQueued, true
+	}
+	se, ok := statusEvents[t]
+	return se.to, ok
+}
+
+// StatusEventTypes lists the event types StatusAfter gives a status for, sorted.
+func StatusEventTypes() []EventType {
+	out := []EventType{EventCreated}
+	for t := range statusEvents {
+		out = append(out, t)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // ChangesStatus reports whether events of type t move the record to another status.

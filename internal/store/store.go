@@ -90,6 +90,10 @@ type Reader interface {
 	Invocation(ctx context.Context, tenantID, id string) (invocation.Record, error)
 	// Events returns up to limit events after afterSeq, in order; a hole yields *GapError.
 	Events(ctx context.Context, tenantID, invocationID string, afterSeq int64, limit int) ([]invocation.Event, error)
+	// StatusAt is an invocation's status right after its event seq (for a timeline page that does not
+	// start at the beginning): the status the last status-changing event up to seq set
+	// (invocation.StatusAfter); "" when seq is 0.
+	StatusAt(ctx context.Context, tenantID, invocationID string, seq int64) (invocation.Status, error)
 	// ListInvocations lists a tenant's invocations. Filters: entrypoint_id (eq, in, startswith, GTS
 	// wildcards), status, mode, correlation_id, created_at; order: created_at.
 	ListInvocations(ctx context.Context, tenantID string, q ListQuery) (Page[invocation.Record], error)
@@ -246,7 +250,8 @@ type Tx interface {
 	DeleteEventWaits(tenantID, invocationID string) error
 	// AppendEvents appends events to an invocation's log, assigning consecutive seqs, and updates the
 	// projection in the same transaction. An event whose idempotency key is already in the log is
-	// skipped (not an error); the returned slice holds the events actually appended.
+	// skipped (not an error); the returned slice holds the events actually appended. An event's At
+	// earlier than that of the event before it is raised to it, so At never decreases with Seq.
 	AppendEvents(tenantID, invocationID string, events []invocation.Event) (invocation.Record, []invocation.Event, error)
 	RetentionTx
 	ScheduleTx
