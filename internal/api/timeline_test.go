@@ -1,7 +1,7 @@
 package api_test
 
 // HTTP-level tests of GET /invocations/{id}/timeline: it is a paginated list in seq order whose `at`
-// never goes backwards.
+// never goes backwards, and each `resumed` entry says why the workflow resumed.
 
 import (
 	"fmt"
@@ -157,4 +157,54 @@ func newBlockingUpstream(t testing.TB, arrived chan<- struct{}, release <-chan s
 	}))
 	t.Cleanup(srv.Close)
 	return srv.URL
+}
+
+// TestTimelineResumeReasons: each resumed entry of a workflow carries why it resumed.
+func TestTimelineResumeReasons(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC))
+	e := newEnv(t, func(c *server.Config) { c.Clock = clk })
+	invDispatcher(t, e)
+	adm := invTenant(t, e, "acme")
+	wf := e.registerActive(t, adm, wfBody(t, "resumes.v1~", fmt.Sprintf(`
+def main(ctx, input):
+    r_sleep(60000)
+    r_await(r_wait_event_v1(%q, timeout_ms=3600000))
+    r_sleep(3600000)
+    return {}
+`, approvalType)))
+	id := invID(invAsync(t, e, adm, wf["entrypoint_id"].(string), obj{}, nil))
+	reasons := func() ([]any, []byte) {
+		items, raw := invTimeline(t, e, adm, id)
+		var out []any
+		for _, it := range items {
+			if it["event_type"] == "resumed" {
+				out = append(out, it["details"].(obj)["reason"])
+			}
+		}
+		return out, raw
+	}
+	// parked waits until the workflow has resumed n times and is suspended again.
+	parked := func(n int) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			got, _ := reasons()
+			return len(got) == n && invGet(t, e, adm, id)["status"] == "suspended"
+		}, 30*time.Second, 10*time.Millisecond, "resumed %d times, then suspended", n)
+	}
+	parked(0)
+	clk.Advance(61 * time.Second)
+	e.srv.Wake()
+	parked(1) // the sleep came due; now waiting for the event
+	p := publish(t, e, adm, http.StatusAccepted, obj{"event_type_id": approvalType, "payload": obj{}})
+	require.Equal(t, 1.0, p.Body["delivered"], "%s", p)
+	parked(2) // the event arrived; now asleep for an hour
+	r := invControl(t, e, adm, id, "resume")
+	require.Equal(t, http.StatusOK, r.Status, "%s", r)
+	parked(3) // resumed by the operator; the timer is not due, so it sleeps again
+	clk.Advance(time.Hour)
+	e.srv.Wake()
+	done := invWait(t, e, adm, id, wfTerminal...)
+	require.Equal(t, "succeeded", done["status"], "%v", done)
+	got, raw := reasons()
+	require.Equal(t, []any{"timer", "event", "operator_resume", "timer"}, got, "%s", raw)
 }

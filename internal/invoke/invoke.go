@@ -742,7 +742,11 @@ func (s *Service) begin(tx store.Tx, rec invocation.Record, d definition, now ti
 		IdempotencyKey: eventKey(rec.ID, "", rec.Attempt, invocation.EventStarted)}
 	if rec.Status == invocation.StatusSuspended {
 		ev.Type = invocation.EventResumed
-		ev.Data, _ = json.Marshal(map[string]any{"reason": "timer due"})
+		reason := rec.Wake
+		if reason == "" {
+			reason = invocation.ResumeTimer
+		}
+		ev.Data, _ = json.Marshal(map[string]any{"reason": reason})
 		ev.IdempotencyKey = eventKey(rec.ID, fmt.Sprintf("resume-%d", rec.LastSeq), rec.Attempt, invocation.EventResumed)
 	}
 	if rec.Status == invocation.StatusRunning {
