@@ -7,9 +7,11 @@ package api_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -215,7 +217,7 @@ def main(ctx, input):
 // of the same invocation took.
 func TestEventsBeforeTheWait(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC))
-	e := newEnv(t, func(c *server.Config) { c.Clock = clk })
+	e := newEnv(t, func(c *server.Config) { c.UnsafeEgressAllowLoopback = true; c.Clock = clk })
 	invDispatcher(t, e)
 	adm := invTenant(t, e, "acme")
 	wf := e.registerActive(t, adm, wfBody(t, "two_approvals.v1~", twoApprovals))
@@ -254,6 +256,56 @@ func TestEventsBeforeTheWait(t *testing.T) {
 			}
 			require.Equal(t, []any{"appr-1", "appr-2"}, got, "%s", raw)
 		}
+	})
+
+	t.Run("an approval sent while the first step runs satisfies the wait", func(t *testing.T) {
+		// The reservation service approves at once: it publishes the approval before answering the
+		// step's request, while the workflow is running (not yet waiting).
+		var published atomic.Value
+		approver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body := `{"event_id":"appr-in-step","event_type_id":"` + approvalType + `","payload":{"order_id":"ORD-S"}}`
+			req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, e.ts.URL+eventsPath, strings.NewReader(body))
+			if err == nil {
+				req.Header.Set("Authorization", "Bearer "+adm)
+				req.Header.Set("Content-Type", "application/json")
+				var res *http.Response
+				if res, err = e.client.Do(req); err == nil {
+					b, _ := io.ReadAll(res.Body)
+					_ = res.Body.Close()
+					published.Store(fmt.Sprintf("%d %s", res.StatusCode, b))
+				}
+			}
+			if err != nil {
+				published.Store(err.Error())
+			}
+			clk.Advance(time.Millisecond) // the workflow reaches its wait after the approval was received
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{}`))
+		}))
+		defer approver.Close()
+		reserveThenWait := e.registerActive(t, adm, wfBody(t, "reserve_then_wait.v1~", fmt.Sprintf(`
+def reserve(ctx, order_id):
+    r_http_post_v1(%q, {"order_id": order_id}, timeout_ms=5000)
+    return {"reserved": order_id}
+
+def main(ctx, input):
+    r_run_step_v1("reserve", reserve, input.order_id)
+    ok = r_await(r_wait_event_v1(%q, event_filter_query='payload.order_id == "' + input.order_id + '"', timeout_ms=3600000))
+    return {"approval": ok.value["event_id"]}
+`, approver.URL, approvalType)))
+		id := invID(invAsync(t, e, adm, reserveThenWait["entrypoint_id"].(string), obj{"order_id": "ORD-S"}, nil))
+		done := invWait(t, e, adm, id, wfTerminal...)
+		require.Equal(t, "succeeded", done["status"], "%v", done)
+		require.Equal(t, obj{"approval": "appr-in-step"}, done["result"])
+		got, _ := published.Load().(string)
+		require.Regexp(t, `^202 .*"delivered":0`, got, "published while the workflow ran, so delivered to no suspended wait")
+		items, raw := invTimeline(t, e, adm, id)
+		i := invIndex(items, "step_completed", 0)
+		i = invIndex(items, "suspended", i)
+		i = invIndex(items, "signal_received", i)
+		i = invIndex(items, "resumed", i)
+		require.GreaterOrEqual(t, i, 0, "the wait is resolved as the workflow suspends on it: %s", raw)
+		require.Equal(t, "event", items[i]["details"].(obj)["reason"], "%s", raw)
 	})
 
 	t.Run("an event delivered to one wait is not taken by the next", func(t *testing.T) {
