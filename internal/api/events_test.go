@@ -10,8 +10,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"testing"
 	"time"
 
@@ -261,7 +262,13 @@ func TestEventsBeforeTheWait(t *testing.T) {
 	t.Run("an approval sent while the first step runs satisfies the wait", func(t *testing.T) {
 		// The reservation service approves at once: it publishes the approval before answering the
 		// step's request, while the workflow is running (not yet waiting).
-		var published atomic.Value
+		var mu sync.Mutex
+		var published []string // the answers to the approver's POST /events (a step may run again: at least once)
+		record := func(s string) {
+			mu.Lock()
+			published = append(published, s)
+			mu.Unlock()
+		}
 		approver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			body := `{"event_id":"appr-in-step","event_type_id":"` + approvalType + `","payload":{"order_id":"ORD-S"}}`
 			req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, e.ts.URL+eventsPath, strings.NewReader(body))
@@ -272,11 +279,11 @@ func TestEventsBeforeTheWait(t *testing.T) {
 				if res, err = e.client.Do(req); err == nil {
 					b, _ := io.ReadAll(res.Body)
 					_ = res.Body.Close()
-					published.Store(fmt.Sprintf("%d %s", res.StatusCode, b))
+					record(fmt.Sprintf("%d %s", res.StatusCode, b))
 				}
 			}
 			if err != nil {
-				published.Store(err.Error())
+				record(err.Error())
 			}
 			clk.Advance(time.Millisecond) // the workflow reaches its wait after the approval was received
 			w.Header().Set("Content-Type", "application/json")
@@ -297,8 +304,14 @@ def main(ctx, input):
 		done := invWait(t, e, adm, id, wfTerminal...)
 		require.Equal(t, "succeeded", done["status"], "%v", done)
 		require.Equal(t, obj{"approval": "appr-in-step"}, done["result"])
-		got, _ := published.Load().(string)
-		require.Regexp(t, `^202 .*"delivered":0`, got, "published while the workflow ran, so delivered to no suspended wait")
+		mu.Lock()
+		got := slices.Clone(published)
+		mu.Unlock()
+		require.NotEmpty(t, got)
+		require.Regexp(t, `^202 .*"delivered":0`, got[0], "published while the workflow ran, so delivered to no suspended wait: %q", got)
+		for _, g := range got[1:] {
+			require.Regexp(t, `^200 `, g, "a repeated step publishes the same event id: a replay: %q", got)
+		}
 		items, raw := invTimeline(t, e, adm, id)
 		i := invIndex(items, "step_completed", 0)
 		i = invIndex(items, "suspended", i)
