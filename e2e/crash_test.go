@@ -251,7 +251,7 @@ func TestCrashAsyncInvocations(t *testing.T) {
 				EventType string `json:"event_type"`
 			} `json:"items"`
 		}
-		requireJSON(t, q.do(http.MethodGet, apiBase+"/invocations/"+id+"/timeline", q.Token, nil), http.StatusOK, &tl)
+		requireJSON(t, q.do(http.MethodGet, apiBase+"/invocations/"+id+"/timeline?limit=200", q.Token, nil), http.StatusOK, &tl)
 		count := map[string]int{}
 		var types []string
 		for _, ev := range tl.Items {

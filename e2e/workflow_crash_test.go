@@ -267,7 +267,7 @@ func TestCrashWorkflows(t *testing.T) {
 				if i >= len(accepted) {
 					return
 				}
-				r, err := p.try(client, http.MethodGet, apiBase+"/invocations/"+accepted[i]+"/timeline", p.Token, nil)
+				r, err := p.try(client, http.MethodGet, apiBase+"/invocations/"+accepted[i]+"/timeline?limit=200", p.Token, nil)
 				switch {
 				case err != nil:
 					tlErrs[i] = err.Error()

@@ -7,9 +7,12 @@ package api_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -133,7 +136,7 @@ func TestEventsAPI(t *testing.T) {
 		require.Zero(t, released.hits.Load(), "no compensation on success")
 	})
 
-	t.Run("an event published before the wait began is not delivered", func(t *testing.T) {
+	t.Run("an event published before the invocation was created is not delivered", func(t *testing.T) {
 		publish(t, e, adm, http.StatusAccepted, obj{"event_type_id": paymentType, "payload": obj{"order_id": "ORD-EARLY", "amount": 100, "payment_id": "P"}})
 		clk.Advance(time.Millisecond)
 		id := invID(invAsync(t, e, adm, wfID, obj{"sku": "SKU-E", "order_id": "ORD-EARLY", "timeout_ms": 3600000}, nil))
@@ -206,6 +209,146 @@ def main(ctx, input):
 		p := publish(t, e, adm, http.StatusAccepted, obj{"event_type_id": paymentType, "payload": obj{"order_id": "ORD-4", "amount": 100, "payment_id": "x"}})
 		require.Equal(t, 0.0, p.Body["delivered"], "%s", p)
 		require.Equal(t, "canceled", invGet(t, e, adm, id)["status"])
+	})
+}
+
+// approvalType is the event type of TestEventsBeforeTheWait.
+const approvalType = "gts.x.core.events.event.v1~vendor.app.orders.approved.v1~"
+
+// twoApprovals sleeps (its first step, durable), then waits twice for an approval of its order.
+var twoApprovals = fmt.Sprintf(`
+def main(ctx, input):
+    r_sleep(input.sleep_ms)
+    f = 'payload.order_id == "' + input.order_id + '"'
+    first = r_await(r_wait_event_v1(%[1]q, event_filter_query=f, timeout_ms=3600000))
+    second = r_await(r_wait_event_v1(%[1]q, event_filter_query=f, timeout_ms=3600000))
+    return {"first": first.value["event_id"], "second": second.value["event_id"]}
+`, approvalType)
+
+// TestEventsBeforeTheWait: r_wait_event_v1 takes the earliest matching event published since its
+// invocation was created, even before the workflow reached the wait, and never one an earlier wait
+// of the same invocation took.
+func TestEventsBeforeTheWait(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC))
+	e := newEnv(t, func(c *server.Config) { c.UnsafeEgressAllowLoopback = true; c.Clock = clk })
+	invDispatcher(t, e)
+	adm := invTenant(t, e, "acme")
+	wf := e.registerActive(t, adm, wfBody(t, "two_approvals.v1~", twoApprovals))
+	wfID := wf["entrypoint_id"].(string)
+	approve := func(id, order string) {
+		t.Helper()
+		r := publish(t, e, adm, http.StatusAccepted, obj{"event_id": id, "event_type_id": approvalType, "payload": obj{"order_id": order}})
+		require.Equal(t, 0.0, r.Body["delivered"], "nothing waits for events yet: %s", r)
+		clk.Advance(time.Millisecond)
+	}
+
+	t.Run("events published during the first step satisfy the later waits in order", func(t *testing.T) {
+		approve("appr-old", "ORD-A") // before both invocations were created
+		a := invID(invAsync(t, e, adm, wfID, obj{"order_id": "ORD-A", "sleep_ms": 60000}, nil))
+		b := invID(invAsync(t, e, adm, wfID, obj{"order_id": "ORD-A", "sleep_ms": 60000}, nil))
+		invWait(t, e, adm, a, "suspended")
+		invWait(t, e, adm, b, "suspended")
+		clk.Advance(time.Millisecond)
+		approve("appr-other", "ORD-OTHER") // the filter does not match
+		approve("appr-1", "ORD-A")
+		approve("appr-2", "ORD-A")
+		approve("appr-3", "ORD-A")
+		clk.Advance(time.Minute)
+		e.srv.Wake()
+		for _, id := range []string{a, b} {
+			done := invWait(t, e, adm, id, wfTerminal...)
+			require.Equal(t, "succeeded", done["status"], "%v", done)
+			require.Equal(t, obj{"first": "appr-1", "second": "appr-2"}, done["result"],
+				"each wait takes the earliest matching event its invocation has not consumed; one event serves every invocation")
+			items, raw := invTimeline(t, e, adm, id)
+			var got []any
+			for _, it := range items {
+				if it["event_type"] == "signal_received" {
+					got = append(got, it["details"].(obj)["event_id"])
+				}
+			}
+			require.Equal(t, []any{"appr-1", "appr-2"}, got, "%s", raw)
+		}
+	})
+
+	t.Run("an approval sent while the first step runs satisfies the wait", func(t *testing.T) {
+		// The reservation service approves at once: it publishes the approval before answering the
+		// step's request, while the workflow is running (not yet waiting).
+		var mu sync.Mutex
+		var published []string // the answers to the approver's POST /events (a step may run again: at least once)
+		record := func(s string) {
+			mu.Lock()
+			published = append(published, s)
+			mu.Unlock()
+		}
+		approver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body := `{"event_id":"appr-in-step","event_type_id":"` + approvalType + `","payload":{"order_id":"ORD-S"}}`
+			req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, e.ts.URL+eventsPath, strings.NewReader(body))
+			if err == nil {
+				req.Header.Set("Authorization", "Bearer "+adm)
+				req.Header.Set("Content-Type", "application/json")
+				var res *http.Response
+				if res, err = e.client.Do(req); err == nil {
+					b, _ := io.ReadAll(res.Body)
+					_ = res.Body.Close()
+					record(fmt.Sprintf("%d %s", res.StatusCode, b))
+				}
+			}
+			if err != nil {
+				record(err.Error())
+			}
+			clk.Advance(time.Millisecond) // the workflow reaches its wait after the approval was received
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{}`))
+		}))
+		defer approver.Close()
+		reserveThenWait := e.registerActive(t, adm, wfBody(t, "reserve_then_wait.v1~", fmt.Sprintf(`
+def reserve(ctx, order_id):
+    r_http_post_v1(%q, {"order_id": order_id}, timeout_ms=5000)
+    return {"reserved": order_id}
+
+def main(ctx, input):
+    r_run_step_v1("reserve", reserve, input.order_id)
+    ok = r_await(r_wait_event_v1(%q, event_filter_query='payload.order_id == "' + input.order_id + '"', timeout_ms=3600000))
+    return {"approval": ok.value["event_id"]}
+`, approver.URL, approvalType)))
+		id := invID(invAsync(t, e, adm, reserveThenWait["entrypoint_id"].(string), obj{"order_id": "ORD-S"}, nil))
+		done := invWait(t, e, adm, id, wfTerminal...)
+		require.Equal(t, "succeeded", done["status"], "%v", done)
+		require.Equal(t, obj{"approval": "appr-in-step"}, done["result"])
+		mu.Lock()
+		got := slices.Clone(published)
+		mu.Unlock()
+		require.NotEmpty(t, got)
+		require.Regexp(t, `^202 .*"delivered":0`, got[0], "published while the workflow ran, so delivered to no suspended wait: %q", got)
+		for _, g := range got[1:] {
+			require.Regexp(t, `^200 `, g, "a repeated step publishes the same event id: a replay: %q", got)
+		}
+		items, raw := invTimeline(t, e, adm, id)
+		i := invIndex(items, "step_completed", 0)
+		i = invIndex(items, "suspended", i)
+		i = invIndex(items, "signal_received", i)
+		i = invIndex(items, "resumed", i)
+		require.GreaterOrEqual(t, i, 0, "the wait is resolved as the workflow suspends on it: %s", raw)
+		require.Equal(t, "event", items[i]["details"].(obj)["reason"], "%s", raw)
+	})
+
+	t.Run("an event delivered to one wait is not taken by the next", func(t *testing.T) {
+		id := invID(invAsync(t, e, adm, wfID, obj{"order_id": "ORD-B", "sleep_ms": 0}, nil))
+		invWait(t, e, adm, id, "suspended")
+		clk.Advance(time.Millisecond)
+		r := publish(t, e, adm, http.StatusAccepted, obj{"event_id": "appr-b1", "event_type_id": approvalType, "payload": obj{"order_id": "ORD-B"}})
+		require.Equal(t, 1.0, r.Body["delivered"], "%s", r)
+		require.Eventually(t, func() bool {
+			items, _ := invTimeline(t, e, adm, id)
+			return invIndex(items, "resumed", 0) >= 0 && invGet(t, e, adm, id)["status"] == "suspended"
+		}, 30*time.Second, 10*time.Millisecond, "the workflow resumes and parks on its second wait")
+		require.Equal(t, "suspended", invGet(t, e, adm, id)["status"], "appr-b1 satisfied the first wait only")
+		clk.Advance(time.Millisecond)
+		r = publish(t, e, adm, http.StatusAccepted, obj{"event_id": "appr-b2", "event_type_id": approvalType, "payload": obj{"order_id": "ORD-B"}})
+		require.Equal(t, 1.0, r.Body["delivered"], "%s", r)
+		done := invWait(t, e, adm, id, wfTerminal...)
+		require.Equal(t, obj{"first": "appr-b1", "second": "appr-b2"}, done["result"], "%v", done)
 	})
 }
 

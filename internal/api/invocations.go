@@ -61,17 +61,32 @@ func (s *Server) listInvocations(w http.ResponseWriter, r *http.Request) {
 		func(rec invocation.Record) (invoke.RecordView, error) { return invoke.View(rec), nil })
 }
 
+// timelineResponse is 000's list envelope of timeline entries, plus the invocation's id and its
+// current status.
+type timelineResponse struct {
+	InvocationID string            `json:"invocation_id"`
+	Status       invocation.Status `json:"status"`
+	listResponse
+}
+
+// invocationTimeline answers GET /invocations/{id}/timeline: a page of the entries in seq order
+// (limit, cursor; no $filter or $orderby).
 func (s *Server) invocationTimeline(w http.ResponseWriter, r *http.Request) {
-	if err := onlyParams(r); err != nil {
+	if err := onlyParams(r, "limit", "cursor"); err != nil {
 		s.problem(w, r, err)
 		return
 	}
-	rec, events, err := s.cfg.Invoke.Events(r.Context(), security(r), chi.URLParam(r, "id"))
+	q, err := listQuery(r)
 	if err != nil {
 		s.problem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"invocation_id": rec.ID, "status": rec.Status, "items": invoke.Timeline(events)})
+	rec, page, err := s.cfg.Invoke.TimelinePage(r.Context(), security(r), chi.URLParam(r, "id"), q)
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, timelineResponse{InvocationID: rec.ID, Status: rec.Status, listResponse: pageOf(page, q.Limit, page.Items)})
 }
 
 type controlRequest struct {

@@ -147,11 +147,22 @@ func invWait(t testing.TB, e *env, tok, id string, want ...string) obj {
 }
 
 // invTimeline returns the timeline answer (its items and raw JSON).
+// invTimeline reads an invocation's whole timeline, following the pages' next cursors.
 func invTimeline(t testing.TB, e *env, tok, id string) ([]obj, []byte) {
 	t.Helper()
-	r := e.expect(t, http.StatusOK, http.MethodGet, invPath+"/"+id+"/timeline", tok, nil)
-	require.Equal(t, id, r.Body["invocation_id"], "%s", r)
-	return r.items(), r.Raw
+	var items []obj
+	var raw []byte
+	q := url.Values{"limit": {"200"}}
+	for {
+		r := e.expect(t, http.StatusOK, http.MethodGet, invPath+"/"+id+"/timeline?"+q.Encode(), tok, nil)
+		require.Equal(t, id, r.Body["invocation_id"], "%s", r)
+		items, raw = append(items, r.items()...), append(raw, r.Raw...)
+		next, _ := r.Body["page_info"].(obj)["next_cursor"].(string)
+		if next == "" {
+			return items, raw
+		}
+		q.Set("cursor", next)
+	}
 }
 
 func invEventTypes(items []obj) []string {

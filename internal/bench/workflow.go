@@ -322,7 +322,7 @@ func (r *Runner) Sleepers(ctx context.Context) Scenario {
 	t0 := time.Now()
 	lres := Load{Workers: 16, Count: int64(len(sample)), Do: func(ctx context.Context) error {
 		id := sample[k.Add(1)-1]
-		_, b, err := l.api.Call(ctx, http.MethodGet, "/invocations/"+id+"/timeline", l.token, nil, http.StatusOK)
+		_, b, err := l.api.Call(ctx, http.MethodGet, "/invocations/"+id+"/timeline?limit=200", l.token, nil, http.StatusOK)
 		if err != nil {
 			return err
 		}

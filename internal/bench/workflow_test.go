@@ -50,7 +50,7 @@ func TestSleepLag(t *testing.T) {
 	 {"seq":1,"at":"2026-11-21T11:29:11.681986Z","event_type":"created","details":{}},
 	 {"seq":3,"at":"2026-11-21T11:29:11.683889Z","event_type":"journal","details":{"helper":"r_sleep","until":"2026-11-21T11:29:13.683734Z"}},
 	 {"seq":4,"at":"2026-11-21T11:29:11.684258Z","event_type":"suspended","details":{"reason":"timer","until":"2026-11-21T11:29:13.683734Z"}},
-	 {"seq":5,"at":"2026-11-21T11:29:13.684026Z","event_type":"resumed","details":{"reason":"timer due"}},
+	 {"seq":5,"at":"2026-11-21T11:29:13.684026Z","event_type":"resumed","details":{"reason":"timer"}},
 	 {"seq":7,"at":"2026-11-21T11:29:13.685432Z","event_type":"succeeded","details":{"result":{"ok":true}}}]}`
 	due, fin, err := SleepLag([]byte(tl))
 	require.NoError(t, err)

@@ -22,7 +22,8 @@ type Event struct {
 	Subject string `json:"subject,omitempty"`
 	// Time is when the event happened, as the publisher says (optional).
 	Time *time.Time `json:"time,omitempty"`
-	// ReceivedAt is when Lark stored it; waits match events received at or after they began.
+	// ReceivedAt is when Lark stored it; a wait matches events received at or after its
+	// invocation was created.
 	ReceivedAt time.Time `json:"received_at"`
 	// PublishedBy is the subject of the token that published it.
 	PublishedBy   string `json:"published_by,omitempty"`
@@ -32,8 +33,9 @@ type Event struct {
 }
 
 // Wait is a suspended workflow's registered interest in an event: the pending journal entry Seq of
-// invocation InvocationID is satisfied by the first event of TypeID received at or after Since whose
-// payload matches Filter (a CEL expression; "" matches every event).
+// invocation InvocationID is satisfied by the earliest event of TypeID received at or after Since
+// (the invocation's creation) whose payload matches Filter (a CEL expression; "" matches every
+// event) and that has not satisfied an earlier wait of the same invocation.
 type Wait struct {
 	TenantID     string
 	InvocationID string

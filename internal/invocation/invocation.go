@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -116,6 +117,69 @@ type Record struct {
 	// per-invocation price its created event carries plus the cost every execution's closing event
 	// carries (ExecutionOf). It is never recomputed from current prices.
 	Cost float64 `json:"cost"`
+	// Wake is why a suspended workflow becomes runnable, the reason its next resumed event carries
+	// (one of the Resume* constants): set from what it waits for when it suspends (see WakeOf),
+	// replaced by the first resolution that arrives while it is suspended (an event delivered to its
+	// wait, its child ending, an operator's resume), cleared when it resumes.
+	Wake string `json:"wake,omitempty"`
+}
+
+// Reasons of a resumed event: why a suspended workflow runs again.
+const (
+	// ResumeTimer: a durable timer came due (r_sleep, or the timeout of a wait).
+	ResumeTimer = "timer"
+	// ResumeEvent: a published event satisfied its r_wait_event_v1.
+	ResumeEvent = "event"
+	// ResumeChild: the child invocation of its r_invoke_v1 ended.
+	ResumeChild = "child"
+	// ResumeStepRetry: the backoff before a step's next attempt ran out.
+	ResumeStepRetry = "step_retry"
+	// ResumeOperator: the resume control action.
+	ResumeOperator = "operator_resume"
+)
+
+// WakeOf is the wake reason of a suspended event whose details give reason (the engine's parking
+// reasons: "timer", "step retry", "event <type>", "child <id>", "child ended", "child refused"),
+// until a resolution replaces it: a step retry's backoff; a child that had already ended (or could
+// not start); otherwise the suspension's deadline, a timer. A suspension without a reason (the
+// suspend control action) has none: only a resolution wakes it.
+func WakeOf(reason string) string {
+	switch reason {
+	case "":
+		return ""
+	case "step retry":
+		return ResumeStepRetry
+	case "child ended", "child refused":
+		return ResumeChild
+	}
+	return ResumeTimer
+}
+
+// resolutionWake is the wake reason of e when it arrives while the workflow is suspended: a
+// journal_resolved carrying the event or the child that satisfied a wait, or a resume request.
+func resolutionWake(e Event) string {
+	var d struct {
+		EventID string `json:"event_id"`
+		Child   string `json:"child_invocation_id"`
+		Action  string `json:"action"`
+	}
+	if len(e.Data) == 0 || json.Unmarshal(e.Data, &d) != nil {
+		return ""
+	}
+	switch {
+	case e.Type == EventJournalResolved && d.EventID != "":
+		return ResumeEvent
+	case e.Type == EventJournalResolved && d.Child != "":
+		return ResumeChild
+	case e.Type == EventSignalReceived && d.Action == "resume":
+		return ResumeOperator
+	}
+	return ""
+}
+
+// resolves reports whether Apply reads e as a resolution of a suspended workflow's wait.
+func resolves(r Record, e Event) bool {
+	return r.Status == StatusSuspended && (e.Type == EventJournalResolved || e.Type == EventSignalReceived)
 }
 
 // EventType names an event in the log. Timeline event types of 000 are a subset.
@@ -223,6 +287,26 @@ var statusEvents = map[EventType]struct {
 	EventCompensationFailed:    {[]Status{StatusCompensating}, StatusDeadLettered},
 }
 
+// StatusAfter is the status an event of type t leaves the record in: ok is false for the events
+// that change no status (a created event leaves the new record queued).
+func StatusAfter(t EventType) (Status, bool) {
+	if t == EventCreated {
+		return StatusQueued, true
+	}
+	se, ok := statusEvents[t]
+	return se.to, ok
+}
+
+// StatusEventTypes lists the event types StatusAfter gives a status for, sorted.
+func StatusEventTypes() []EventType {
+	out := []EventType{EventCreated}
+	for t := range statusEvents {
+		out = append(out, t)
+	}
+	slices.Sort(out)
+	return out
+}
+
 // ChangesStatus reports whether events of type t move the record to another status.
 func ChangesStatus(t EventType) bool { _, ok := statusEvents[t]; return ok }
 
@@ -232,7 +316,7 @@ func ChangesStatus(t EventType) bool { _, ok := statusEvents[t]; return ok }
 // so an event type Apply gives a meaning of its own (as continued_as_new) must be excluded here.
 func OnlyAdvances(r Record, e Event) bool {
 	return e.Type != EventCreated && e.Type != EventContinuedAsNew && e.Type != EventLateResult && !ChangesStatus(e.Type) &&
-		e.EngineAttempt <= r.EngineAttempt
+		e.EngineAttempt <= r.EngineAttempt && !resolves(r, e)
 }
 
 // Apply returns r with e applied. It never mutates r's referenced data. e.Seq must be r.LastSeq+1.
@@ -271,6 +355,11 @@ func Apply(r Record, e Event) (Record, error) {
 		next.JournalFrom = e.Seq
 		next.Generation++
 	}
+	if resolves(r, e) {
+		if w := resolutionWake(e); w != "" && r.Wake != ResumeEvent && r.Wake != ResumeChild && r.Wake != ResumeOperator {
+			next.Wake = w // the first resolution wins
+		}
+	}
 	if e.Type == EventLateResult || e.Type == EventRetryScheduled || e.Type == EventSuspended {
 		// Closing events of an execution that carry no outcome still carry its cost.
 		if x, ok := ExecutionOf(e); ok {
@@ -299,9 +388,16 @@ func Apply(r Record, e Event) (Record, error) {
 			next.StartedAt = &at
 		}
 	case EventResumed:
-		next.SuspendedAt = nil
+		next.SuspendedAt, next.Wake = nil, ""
 	case EventSuspended:
 		next.SuspendedAt = &at
+		var d struct {
+			Reason string `json:"reason"`
+		}
+		if len(e.Data) > 0 && json.Unmarshal(e.Data, &d) != nil {
+			d.Reason = ""
+		}
+		next.Wake = WakeOf(d.Reason)
 	case EventRequeued:
 		next.Attempt++
 		next.EngineAttempt = 0

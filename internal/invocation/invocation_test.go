@@ -184,3 +184,49 @@ func TestOnlyAdvances(t *testing.T) {
 		}
 	}
 }
+
+// TestWake: the reason a suspended workflow resumes is what it waited for, unless a resolution
+// (an event, a child, an operator's resume) came first; the first resolution wins.
+func TestWake(t *testing.T) {
+	ev := func(typ EventType, data string) Event {
+		e := Event{Type: typ, At: t0}
+		if data != "" {
+			e.Data = json.RawMessage(data)
+		}
+		return e
+	}
+	suspended := func(reason string) Event { return ev(EventSuspended, `{"reason":"`+reason+`"}`) }
+	cases := []struct {
+		name string
+		evs  []Event
+		want string
+	}{
+		{"timer", []Event{suspended("timer")}, ResumeTimer},
+		{"event wait that times out", []Event{suspended("event gts.x~")}, ResumeTimer},
+		{"step retry backoff", []Event{suspended("step retry")}, ResumeStepRetry},
+		{"child that had ended", []Event{suspended("child ended")}, ResumeChild},
+		{"operator suspend", []Event{ev(EventSuspended, `{"action":"suspend"}`)}, ""},
+		{"event delivered", []Event{suspended("event gts.x~"), ev(EventJournalResolved, `{"seq":1,"event_id":"e1"}`)}, ResumeEvent},
+		{"child ended while waiting", []Event{suspended("child inv_c"), ev(EventJournalResolved, `{"seq":1,"child_invocation_id":"inv_c"}`)}, ResumeChild},
+		{"operator resume", []Event{suspended("timer"), ev(EventSignalReceived, `{"action":"resume"}`)}, ResumeOperator},
+		{"first resolution wins", []Event{suspended("event gts.x~"), ev(EventJournalResolved, `{"seq":1,"event_id":"e1"}`),
+			ev(EventSignalReceived, `{"action":"resume"}`)}, ResumeEvent},
+		{"resumed clears it", []Event{suspended("timer"), ev(EventResumed, "")}, ""},
+	}
+	for _, c := range cases {
+		r, err := Apply(Record{}, created("inv"))
+		require.NoError(t, err)
+		r, err = Apply(r, Event{Seq: 2, Type: EventStarted, At: t0})
+		require.NoError(t, err)
+		for _, e := range c.evs {
+			e.Seq = r.LastSeq + 1
+			prev := r
+			r, err = Apply(r, e)
+			require.NoError(t, err, c.name)
+			if prev.Wake != r.Wake {
+				require.False(t, OnlyAdvances(prev, e), "%s: an event that changes Wake is not a bare advance", c.name)
+			}
+		}
+		require.Equal(t, c.want, r.Wake, c.name)
+	}
+}

@@ -116,9 +116,10 @@ func (s *Service) Publish(ctx context.Context, sc auth.SecurityContext, req Publ
 	return out, nil
 }
 
-// deliver resolves every suspended workflow waiting for ev whose filter matches. Waits of ended
+// deliver resolves the suspended workflows waiting for ev whose filter matches. Waits of ended
 // workflows are removed; a waiting workflow that is not suspended at this moment (it is replaying)
-// finds the event itself when it parks again (see registerWait).
+// finds the event itself when it parks again (see registerWait). An invocation's waits are taken
+// in the order they were registered, and the event resolves at most one of them.
 func (s *Service) deliver(tx store.Tx, ev events.Event, now time.Time) (int, error) {
 	waits, err := tx.EventWaits(ev.TenantID, ev.TypeID)
 	if err != nil {
@@ -126,10 +127,12 @@ func (s *Service) deliver(tx store.Tx, ev events.Event, now time.Time) (int, err
 	}
 	n := 0
 	m := newMatcher(ev)
+	done := map[string]bool{} // invocations this event resolved a wait of, or that are not waiting
 	for _, w := range waits {
-		if ev.ReceivedAt.Before(w.Since) || !m.matches(w.Filter) {
+		if done[w.InvocationID] || ev.ReceivedAt.Before(w.Since) || !m.matches(w.Filter) {
 			continue
 		}
+		done[w.InvocationID] = true
 		rec, err := tx.Invocation(w.TenantID, w.InvocationID)
 		if errors.Is(err, store.ErrNotFound) || (err == nil && rec.Status.Terminal()) {
 			if err := tx.DeleteEventWaits(w.TenantID, w.InvocationID); err != nil {
@@ -143,29 +146,39 @@ func (s *Service) deliver(tx store.Tx, ev events.Event, now time.Time) (int, err
 		if rec.Status != invocation.StatusSuspended {
 			continue
 		}
-		if err := s.resolveWait(tx, rec, w.Seq, ev, now); err != nil {
+		resolved, err := s.resolveWait(tx, rec, w.Seq, ev, now)
+		if err != nil {
 			return n, err
 		}
-		n++
+		if resolved {
+			n++
+		}
 	}
 	return n, nil
 }
 
-// registerWait records a workflow's wait as it suspends, in the completion transaction. An event
-// that matched while the workflow was running (received since the wait began) resolves it at once.
+// registerWait records a workflow's wait as it suspends, in the completion transaction, in place
+// of any wait the workflow registered before. The wait is satisfied at once by the earliest stored
+// event of its type that matches its filter, was received since the invocation was created
+// (w.Since) and has not satisfied an earlier wait of the invocation: events published before the
+// workflow reached the wait are not lost.
 func (s *Service) registerWait(tx store.Tx, rec invocation.Record, w events.Wait, now time.Time) error {
+	if err := tx.DeleteEventWaits(w.TenantID, w.InvocationID); err != nil {
+		return err
+	}
 	if err := tx.PutEventWait(w); err != nil {
 		return err
 	}
 	var after int64
 	for {
-		evs, err := tx.EventsSince(w.TenantID, w.TypeID, w.Since, after, maxEventScan)
+		evs, err := tx.EventsSince(w.TenantID, w.TypeID, w.Since, after, w.InvocationID, maxEventScan)
 		if err != nil {
 			return err
 		}
 		for _, ev := range evs {
 			if newMatcher(ev).matches(w.Filter) {
-				return s.resolveWait(tx, rec, w.Seq, ev, now)
+				_, err := s.resolveWait(tx, rec, w.Seq, ev, now)
+				return err
 			}
 		}
 		if len(evs) < maxEventScan {
@@ -175,17 +188,26 @@ func (s *Service) registerWait(tx store.Tx, rec invocation.Record, w events.Wait
 	}
 }
 
-// resolveWait completes the pending journal entry seq of a suspended workflow with ev, queues the
-// workflow to resume now and removes its waits. The timeline shows it as signal_received.
-func (s *Service) resolveWait(tx store.Tx, rec invocation.Record, seq int, ev events.Event, now time.Time) error {
-	data, _ := json.Marshal(map[string]any{"seq": seq, "result": sandbox.OKResult(eventValue(ev)),
-		"event_id": ev.ID, "event_type_id": ev.TypeID})
+// resolveWait completes the pending journal entry seq of a suspended workflow with ev, records that
+// the invocation consumed ev, queues the workflow to resume now and removes its waits. The
+// resolution carries the event's id and arrival seq (event_seq). It reports false, and changes
+// nothing, when the invocation has consumed ev already. The timeline shows it as signal_received.
+func (s *Service) resolveWait(tx store.Tx, rec invocation.Record, seq int, ev events.Event, now time.Time) (bool, error) {
+	fresh, err := tx.ConsumeEvent(rec.TenantID, rec.ID, ev.Seq)
+	if err != nil || !fresh {
+		return false, err
+	}
+	data, err := json.Marshal(map[string]any{"seq": seq, "result": sandbox.OKResult(eventValue(ev)),
+		"event_id": ev.ID, "event_seq": ev.Seq, "event_type_id": ev.TypeID})
+	if err != nil {
+		return false, err
+	}
 	e := invocation.Event{Type: invocation.EventJournalResolved, Data: data, At: now, LogicalAttempt: rec.Attempt,
 		IdempotencyKey: eventKey(rec.ID, "wait-"+strings.TrimPrefix(journalKey(rec.Generation, seq), "journal-"), rec.Attempt, invocation.EventJournalResolved)}
 	if _, _, err := tx.Append(rec.TenantID, rec.ID, []invocation.Event{e}, store.AppendOptions{Schedule: &store.Scheduling{AvailableAt: &now}}); err != nil {
-		return err
+		return false, err
 	}
-	return tx.DeleteEventWaits(rec.TenantID, rec.ID)
+	return true, tx.DeleteEventWaits(rec.TenantID, rec.ID)
 }
 
 // eventValue is what r_wait_event_v1 returns as struct(ok=True, value=...): the event.

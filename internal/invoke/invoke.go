@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -786,7 +787,11 @@ func (s *Service) begin(tx store.Tx, rec invocation.Record, d definition, now ti
 		IdempotencyKey: eventKey(rec.ID, "", rec.Attempt, invocation.EventStarted)}
 	if rec.Status == invocation.StatusSuspended {
 		ev.Type = invocation.EventResumed
-		ev.Data, _ = json.Marshal(map[string]any{"reason": "timer due"})
+		reason := rec.Wake
+		if reason == "" {
+			reason = invocation.ResumeTimer
+		}
+		ev.Data, _ = json.Marshal(map[string]any{"reason": reason})
 		ev.IdempotencyKey = eventKey(rec.ID, fmt.Sprintf("resume-%d", rec.LastSeq), rec.Attempt, invocation.EventResumed)
 	}
 	if rec.Status == invocation.StatusRunning {
@@ -835,6 +840,68 @@ func (s *Service) Events(ctx context.Context, sc auth.SecurityContext, id string
 		return rec, nil, problem.Internal(err)
 	}
 	return rec, all, nil
+}
+
+// timelineCursor is the opaque cursor of a timeline page: the seq the next page starts after, or
+// (Prev) the one the previous page ends before. Seqs are dense (1..last_seq), so a page is a seq range.
+type timelineCursor struct {
+	Seq  int64 `json:"s"`
+	Prev bool  `json:"p,omitempty"`
+}
+
+func (c timelineCursor) encode() string {
+	b, _ := json.Marshal(c)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// TimelinePage returns one page of an invocation's timeline (GET /invocations/{id}/timeline):
+// up to q.Limit entries in seq order, from the start, after the seq of a next cursor, or ending
+// before that of a prev cursor. q.Filter and q.OrderBy are not supported (the caller refuses them).
+func (s *Service) TimelinePage(ctx context.Context, sc auth.SecurityContext, id string, q store.ListQuery) (invocation.Record, store.Page[TimelineEvent], error) {
+	var page store.Page[TimelineEvent]
+	rec, err := s.Get(ctx, sc, id)
+	if err != nil {
+		return rec, page, err
+	}
+	limit := int64(min(max(q.Limit, 1), store.MaxLimit))
+	from, to := int64(1), limit // the page's seq range
+	if q.Cursor != "" {
+		var c timelineCursor
+		b, err := base64.RawURLEncoding.DecodeString(q.Cursor)
+		if err != nil || json.Unmarshal(b, &c) != nil || c.Seq < 0 || (c.Prev && c.Seq < 1) {
+			return rec, page, &store.QueryError{Err: fmt.Errorf("cursor: %w", store.ErrBadCursor)}
+		}
+		if c.Prev {
+			from, to = max(c.Seq-limit, 1), c.Seq-1
+		} else {
+			from, to = c.Seq+1, c.Seq+limit
+		}
+	}
+	to = min(to, rec.LastSeq)
+	page.Items = []TimelineEvent{}
+	if from > to {
+		return rec, page, nil
+	}
+	status, err := s.cfg.Store.StatusAt(ctx, sc.TenantID, id, from-1)
+	if err != nil {
+		return rec, page, problem.Internal(err)
+	}
+	evs, err := s.cfg.Store.Events(ctx, sc.TenantID, id, from-1, int(to-from+1))
+	if err != nil {
+		return rec, page, problem.Internal(err)
+	}
+	page.Items = timelineAfter(status, evs)
+	if n := len(evs); n > 0 {
+		first, last := evs[0].Seq, evs[n-1].Seq
+		page.HasMore = last < rec.LastSeq
+		if page.HasMore {
+			page.NextCursor = timelineCursor{Seq: last}.encode()
+		}
+		if first > 1 {
+			page.PrevCursor = timelineCursor{Seq: first, Prev: true}.encode()
+		}
+	}
+	return rec, page, nil
 }
 
 // allEvents reads an invocation's whole log, in pages.

@@ -85,15 +85,20 @@ type TimelineEvent struct {
 
 var timelineTypes = map[invocation.EventType]string{invocation.EventRetryScheduled: "step_retried"}
 
-// Timeline renders an event log, with the status after each event.
+// Timeline renders an event log from its start, with the status after each event.
 func Timeline(events []invocation.Event) []TimelineEvent {
+	return timelineAfter("", events)
+}
+
+// timelineAfter renders consecutive events of a log that follow a point where the invocation's
+// status was status, with the status after each event.
+func timelineAfter(status invocation.Status, events []invocation.Event) []TimelineEvent {
 	out := make([]TimelineEvent, 0, len(events))
-	var r invocation.Record
 	for _, e := range events {
-		if next, err := invocation.Apply(r, e); err == nil {
-			r = next
+		if st, ok := invocation.StatusAfter(e.Type); ok {
+			status = st
 		}
-		t := TimelineEvent{Seq: e.Seq, At: e.At, EventType: string(e.Type), Status: r.Status, Details: e.Data, Attempt: e.LogicalAttempt}
+		t := TimelineEvent{Seq: e.Seq, At: e.At, EventType: string(e.Type), Status: status, Details: e.Data, Attempt: e.LogicalAttempt}
 		if m, ok := timelineTypes[e.Type]; ok {
 			t.EventType = m
 		}

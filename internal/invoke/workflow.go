@@ -443,12 +443,9 @@ func (s *Service) parkingFor(ctx context.Context, rec invocation.Record, d defin
 		h.add(invocation.EventChildInvoked, map[string]any{"seq": seq, "child_invocation_id": child.ID, "entrypoint_id": child.EntrypointID})
 		park = &parking{child: &child, childD: cd, reason: "child " + child.ID}
 	case "event":
-		since, ok := recorded[p.Seq]
-		if !ok {
-			since = now
-		}
+		// Any event received since the invocation was created can satisfy the wait (registerWait).
 		w := events.Wait{TenantID: rec.TenantID, InvocationID: rec.ID, Seq: p.Seq, TypeID: p.EventTypeID,
-			Filter: p.Filter, Since: since, TimeoutAt: p.TimeoutAt}
+			Filter: p.Filter, Since: rec.CreatedAt, TimeoutAt: p.TimeoutAt}
 		park = &parking{until: p.TimeoutAt, wait: &w, reason: "event " + p.EventTypeID}
 	default:
 		return nil, &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "non_retryable",

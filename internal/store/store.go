@@ -92,6 +92,10 @@ type Reader interface {
 	Invocation(ctx context.Context, tenantID, id string) (invocation.Record, error)
 	// Events returns up to limit events after afterSeq, in order; a hole yields *GapError.
 	Events(ctx context.Context, tenantID, invocationID string, afterSeq int64, limit int) ([]invocation.Event, error)
+	// StatusAt is an invocation's status right after its event seq (for a timeline page that does not
+	// start at the beginning): the status the last status-changing event up to seq set
+	// (invocation.StatusAfter); "" when seq is 0.
+	StatusAt(ctx context.Context, tenantID, invocationID string, seq int64) (invocation.Status, error)
 	// ListInvocations lists a tenant's invocations. Filters: entrypoint_id (eq, in, startswith, GTS
 	// wildcards), status, mode, correlation_id, created_at; order: any of them.
 	ListInvocations(ctx context.Context, tenantID string, q ListQuery) (Page[invocation.Record], error)
@@ -233,8 +237,12 @@ type Tx interface {
 	// event with e.ID, it returns that one and false, and stores nothing.
 	InsertEvent(e events.Event) (events.Event, bool, error)
 	// EventsSince lists up to limit of a tenant's events of typeID received at or after since whose
-	// Seq is greater than afterSeq, in arrival order.
-	EventsSince(tenantID, typeID string, since time.Time, afterSeq int64, limit int) ([]events.Event, error)
+	// Seq is greater than afterSeq, in arrival order, leaving out those that ConsumeEvent recorded
+	// for invocation unconsumedBy.
+	EventsSince(tenantID, typeID string, since time.Time, afterSeq int64, unconsumedBy string, limit int) ([]events.Event, error)
+	// ConsumeEvent records that the published event eventSeq satisfied a wait of invocationID. It
+	// reports false (and changes nothing) when that invocation had consumed the event already.
+	ConsumeEvent(tenantID, invocationID string, eventSeq int64) (bool, error)
 	// PutEventWait registers a workflow's wait for an event, replacing one at the same
 	// (InvocationID, Seq).
 	PutEventWait(w events.Wait) error
@@ -244,7 +252,8 @@ type Tx interface {
 	DeleteEventWaits(tenantID, invocationID string) error
 	// AppendEvents appends events to an invocation's log, assigning consecutive seqs, and updates the
 	// projection in the same transaction. An event whose idempotency key is already in the log is
-	// skipped (not an error); the returned slice holds the events actually appended.
+	// skipped (not an error); the returned slice holds the events actually appended. An event's At
+	// earlier than that of the event before it is raised to it, so At never decreases with Seq.
 	AppendEvents(tenantID, invocationID string, events []invocation.Event) (invocation.Record, []invocation.Event, error)
 	RetentionTx
 	ScheduleTx

@@ -50,10 +50,12 @@ func (t *tx) InsertEvent(e events.Event) (events.Event, bool, error) {
 }
 
 // EventsSince implements store.Tx.
-func (t *tx) EventsSince(tenantID, typeID string, since time.Time, afterSeq int64, limit int) ([]events.Event, error) {
-	rows, err := t.t.QueryContext(bg, "SELECT "+eventCols+` FROM events
-		WHERE tenant_id = ? AND event_type_id = ? AND received_at >= ? AND seq > ? ORDER BY seq LIMIT ?`,
-		tenantID, typeID, ts(since), afterSeq, limit)
+func (t *tx) EventsSince(tenantID, typeID string, since time.Time, afterSeq int64, unconsumedBy string, limit int) ([]events.Event, error) {
+	rows, err := t.t.QueryContext(bg, "SELECT "+eventCols+` FROM events e
+		WHERE tenant_id = ? AND event_type_id = ? AND received_at >= ? AND seq > ?
+		AND NOT EXISTS (SELECT 1 FROM event_consumptions c WHERE c.invocation_id = ? AND c.event_seq = e.seq)
+		ORDER BY seq LIMIT ?`,
+		tenantID, typeID, ts(since), afterSeq, unconsumedBy, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -67,6 +69,17 @@ func (t *tx) EventsSince(tenantID, typeID string, since time.Time, afterSeq int6
 		out = append(out, e)
 	}
 	return out, rows.Err()
+}
+
+// ConsumeEvent implements store.Tx.
+func (t *tx) ConsumeEvent(tenantID, invocationID string, eventSeq int64) (bool, error) {
+	res, err := t.t.ExecContext(bg, `INSERT INTO event_consumptions (invocation_id, event_seq, tenant_id) VALUES (?, ?, ?)
+		ON CONFLICT (invocation_id, event_seq) DO NOTHING`, invocationID, eventSeq, tenantID)
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
 }
 
 // PutEventWait implements store.Tx.

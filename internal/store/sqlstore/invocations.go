@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/store"
@@ -74,6 +75,29 @@ func (s *Store) Events(ctx context.Context, tenantID, invocationID string, after
 		return nil, &store.GapError{InvocationID: invocationID, Missing: last + 1}
 	}
 	return out, nil
+}
+
+// StatusAt implements store.Reader.
+func (s *Store) StatusAt(ctx context.Context, tenantID, invocationID string, seq int64) (invocation.Status, error) {
+	if _, err := readRecord(ctx, s.r, tenantID, invocationID); err != nil {
+		return "", err
+	}
+	types := invocation.StatusEventTypes()
+	args := []any{invocationID, seq}
+	for _, t := range types {
+		args = append(args, string(t))
+	}
+	var typ string
+	err := s.r.QueryRowContext(ctx, `SELECT type FROM invocation_events WHERE invocation_id = ? AND seq <= ?
+		AND type IN (?`+strings.Repeat(", ?", len(types)-1)+`) ORDER BY seq DESC LIMIT 1`, args...).Scan(&typ)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	st, _ := invocation.StatusAfter(invocation.EventType(typ))
+	return st, nil
 }
 
 func (t *tx) writeRecord(r invocation.Record, insert bool, sched *store.Scheduling) error {
@@ -152,6 +176,9 @@ func (t *tx) StartInvocation(events []invocation.Event, sched store.Scheduling) 
 	var usage usageDelta
 	for i := range events {
 		events[i].Seq = int64(i + 1)
+		if i > 0 && events[i].At.Before(r.UpdatedAt) {
+			events[i].At = r.UpdatedAt // at never goes backwards with seq (see Append)
+		}
 		next, err := invocation.Apply(r, events[i])
 		if err != nil {
 			return r, err
@@ -220,6 +247,12 @@ func (t *tx) Append(tenantID, invocationID string, events []invocation.Event, op
 	for _, e := range events {
 		e.InvocationID = invocationID
 		e.Seq = r.LastSeq + 1
+		if e.At.Before(r.UpdatedAt) {
+			// Entries collected during an attempt and written later (or stamped by another process's
+			// clock) may be older than the last one logged: at never goes backwards with seq. The
+			// record's UpdatedAt is the at of its last event (invocation.Apply).
+			e.At = r.UpdatedAt
+		}
 		next, err := invocation.Apply(r, e)
 		if err != nil {
 			// A replayed event may no longer apply (started, when already running): if its key is in

@@ -272,6 +272,7 @@ func (t *tx) PurgeHistory(tenantID string, p store.HistoryPurge) (store.HistoryP
 func (t *tx) detach(id, tenantID string, hide bool) error {
 	for _, q := range []string{
 		"DELETE FROM event_waits WHERE invocation_id = ? AND tenant_id = ?",
+		"DELETE FROM event_consumptions WHERE invocation_id = ? AND tenant_id = ?",
 		"DELETE FROM idempotency_keys WHERE invocation_id = ? AND tenant_id = ?",
 		"DELETE FROM response_cache WHERE invocation_id = ? AND tenant_id = ?",
 	} {

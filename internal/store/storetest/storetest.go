@@ -535,6 +535,16 @@ func testInvocationEventLog(t *testing.T, s store.Store) {
 	require.NoError(t, err)
 	require.Equal(t, rec, got)
 
+	// An entry stamped earlier than the last one logged (collected during an attempt, written
+	// later) is logged at that one's time: at never goes backwards with seq.
+	update(t, s, func(tx store.Tx) error {
+		var err error
+		rec, appended, err = tx.AppendEvents("acme", "inv_1", []invocation.Event{ev("inv_1", invocation.EventLog, "early", `{}`, t0)})
+		return err
+	})
+	require.Len(t, appended, 1)
+	require.Equal(t, t0.Add(2*time.Millisecond), appended[0].At)
+
 	outcome := `{"result":{"tax":10},"metrics":{"duration_ms":5,"billed_duration_ms":5,"cpu_time_ms":1,"memory_limit_mb":128,"max_memory_used_mb":1,"step_count":3}}`
 	update(t, s, func(tx store.Tx) error {
 		var err error
@@ -548,11 +558,15 @@ func testInvocationEventLog(t *testing.T, s store.Store) {
 
 	events, err := s.Events(ctx, "acme", "inv_1", 0, 100)
 	require.NoError(t, err)
-	require.Len(t, events, 4)
+	require.Len(t, events, 5)
 	for i, e := range events {
 		require.Equal(t, int64(i+1), e.Seq)
 		require.Equal(t, "inv_1", e.InvocationID)
+		if i > 0 {
+			require.False(t, e.At.Before(events[i-1].At), "at of seq %d goes backwards", e.Seq)
+		}
 	}
+	require.Equal(t, t0.Add(2*time.Millisecond), events[3].At)
 	rebuilt, err := invocation.Rebuild(events)
 	require.NoError(t, err)
 	stored, err := s.Invocation(ctx, "acme", "inv_1")
