@@ -256,9 +256,7 @@ func (s *Service) compileStored(path string, raw json.RawMessage) (*jsonschema.S
 		return nil, nil
 	}
 	var sch any
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
-	dec.UseNumber()
-	if err := dec.Decode(&sch); err != nil {
+	if err := decodeJSON(raw, &sch); err != nil {
 		return nil, err
 	}
 	compiled, issues := s.cfg.Schemas.CompileUserSchema(path, sch)

@@ -38,9 +38,7 @@ func parseDefaults(raw json.RawMessage) (*defaultsNode, error) {
 		return nil, nil
 	}
 	var sch any
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
-	dec.UseNumber()
-	if err := dec.Decode(&sch); err != nil {
+	if err := decodeJSON(raw, &sch); err != nil {
 		return nil, err
 	}
 	return defaultsOf(sch)
