@@ -34,6 +34,8 @@ type inventory struct {
 	failCharges       atomic.Int64
 	mu                sync.Mutex
 	released          []string // reservation ids, in order
+	// gate, when set, holds /reserve of sku "SKU-GATED" until it is closed; arrived hears it came.
+	gate, arrived chan struct{}
 }
 
 func newInventory(t *testing.T) *inventory {
@@ -44,6 +46,13 @@ func newInventory(t *testing.T) *inventory {
 		w.Header().Set("Content-Type", "application/json")
 		switch r.URL.Path {
 		case "/reserve":
+			if body["sku"] == "SKU-GATED" && u.gate != nil {
+				u.arrived <- struct{}{}
+				select {
+				case <-u.gate:
+				case <-time.After(30 * time.Second):
+				}
+			}
 			n := u.reserved.Add(1)
 			fmt.Fprintf(w, `{"reservation_id": "RSV-%d"}`, n)
 		case "/release":
@@ -142,6 +151,22 @@ func TestADRWorkflow(t *testing.T) {
 		i = invIndex(items, "signal_received", i)
 		i = invIndex(items, "succeeded", i)
 		require.GreaterOrEqual(t, i, 0, "%s", raw)
+	})
+
+	t.Run("an approval sent while the workflow is still reserving is not lost", func(t *testing.T) {
+		up.gate, up.arrived = make(chan struct{}), make(chan struct{}, 1)
+		id := invID(invAsync(t, e, adm, wfID, obj{"sku": "SKU-GATED", "order_id": "ORD-EARLY", "timeout_ms": 3600000}, nil))
+		select {
+		case <-up.arrived:
+		case <-time.After(30 * time.Second):
+			require.FailNow(t, "the reserve step did not start")
+		}
+		approve("ORD-EARLY") // the workflow is inside its reserve step, not yet waiting
+		close(up.gate)
+		done := invWait(t, e, adm, id, wfTerminal...)
+		require.Equal(t, "succeeded", done["status"], "%v", done)
+		require.Equal(t, "alice", done["result"].(obj)["approved_by"])
+		require.Empty(t, up.releases())
 	})
 
 	t.Run("a transient failure is retried to success without compensation", func(t *testing.T) {
