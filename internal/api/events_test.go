@@ -304,7 +304,7 @@ func TestEventsBeforeTheWait(t *testing.T) {
 		defer approver.Close()
 		reserveThenWait := e.registerActive(t, adm, wfBody(t, "reserve_then_wait.v1~", fmt.Sprintf(`
 def reserve(ctx, order_id):
-    r_http_post_v1(%q, {"order_id": order_id}, timeout_ms=5000)
+    r_await(r_http_post_v1(%q, {"order_id": order_id}, timeout_ms=5000))
     return {"reserved": order_id}
 
 def main(ctx, input):
