@@ -97,7 +97,7 @@ func (s *Server) Handler() http.Handler {
 		s.problem(w, req, methodNotAllowed(req))
 	})
 	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		s.writeJSON(w, r, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	r.Get("/readyz", s.readyz)
 	if s.cfg.Metrics != nil {
@@ -158,5 +158,5 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, problem.New(problem.TypeUnavailable, "not ready: the store is not reachable or migrations are pending"))
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	s.writeJSON(w, r, http.StatusOK, map[string]string{"status": "ready"})
 }

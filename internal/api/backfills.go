@@ -37,7 +37,7 @@ func (s *Server) createBackfill(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Location", BasePath+"/backfills/"+b.ID)
-	writeJSON(w, http.StatusCreated, b)
+	s.writeJSON(w, r, http.StatusCreated, b)
 }
 
 func (s *Server) listBackfills(w http.ResponseWriter, r *http.Request) {

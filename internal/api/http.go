@@ -22,10 +22,12 @@ import (
 
 const problemJSON = "application/problem+json"
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
+// writeJSON writes v as JSON with status; a value that cannot be encoded is logged and answered
+// with a 500 problem document instead.
+func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		http.Error(w, `{"status":500}`, http.StatusInternalServerError)
+		s.problem(w, r, problem.Internal(fmt.Errorf("encoding the response: %w", err)))
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -53,7 +55,15 @@ func (s *Server) problem(w http.ResponseWriter, r *http.Request, err error) {
 	if pe.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="lark"`)
 	}
-	b, _ := json.Marshal(pe.Doc(r.URL.Path, obs.CorrelationID(r.Context())))
+	b, err := json.Marshal(pe.Doc(r.URL.Path, obs.CorrelationID(r.Context())))
+	if err != nil {
+		obs.Logger(r.Context()).ErrorContext(r.Context(), "encoding a problem document", "err", err)
+		pe = problem.Internal(err)
+		b, err = json.Marshal(pe.Doc(r.URL.Path, obs.CorrelationID(r.Context())))
+		if err != nil {
+			b = []byte(`{"type":"` + problem.TypeInternal + `","title":"Internal Error","status":500}`)
+		}
+	}
 	w.Header().Set("Content-Type", problemJSON)
 	w.WriteHeader(pe.Status)
 	w.Write(append(b, '\n'))
@@ -69,7 +79,7 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, status int, v a
 		s.problem(w, r, err)
 		return
 	}
-	writeJSON(w, status, v)
+	s.writeJSON(w, r, status, v)
 }
 
 func notFound(r *http.Request) error {
@@ -203,7 +213,7 @@ func readBody(r *http.Request) ([]byte, error) {
 
 // decodeObject reads a JSON object body with numbers kept exact.
 func decodeObject(r *http.Request) (map[string]any, error) {
-	b, err := readBody(r)
+	b, err := readJSON(r, false)
 	if err != nil {
 		return nil, err
 	}
@@ -250,7 +260,7 @@ func strictDecode(b []byte, v any, disallowUnknown bool) error {
 		}
 		return problem.BadRequest("malformed JSON: %s", msg)
 	}
-	if dec.More() {
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return problem.BadRequest("malformed JSON: unexpected data after the top-level value")
 	}
 	return nil
@@ -354,7 +364,7 @@ func servePage[T, V any](s *Server, w http.ResponseWriter, r *http.Request, fetc
 		}
 		items = append(items, v)
 	}
-	writeJSON(w, http.StatusOK, pageOf(page, q.Limit, items))
+	s.writeJSON(w, r, http.StatusOK, pageOf(page, q.Limit, items))
 }
 
 // asIs is the view of items the API shows as they are.

@@ -35,13 +35,13 @@ func (s *Server) startInvocation(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case st.Replayed:
 		w.Header().Set("Idempotency-Replayed", "true")
-		writeJSON(w, http.StatusOK, body)
+		s.writeJSON(w, r, http.StatusOK, body)
 	case st.Queued || st.Unfinished:
 		// Accepted async work, or a sync workflow not finished within its timeout_seconds.
 		w.Header().Set("Location", BasePath+"/invocations/"+st.Record.ID)
-		writeJSON(w, http.StatusAccepted, body)
+		s.writeJSON(w, r, http.StatusAccepted, body)
 	default:
-		writeJSON(w, http.StatusOK, body)
+		s.writeJSON(w, r, http.StatusOK, body)
 	}
 }
 
@@ -86,7 +86,7 @@ func (s *Server) invocationTimeline(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, timelineResponse{InvocationID: rec.ID, Status: rec.Status, listResponse: pageOf(page, q.Limit, page.Items)})
+	s.writeJSON(w, r, http.StatusOK, timelineResponse{InvocationID: rec.ID, Status: rec.Status, listResponse: pageOf(page, q.Limit, page.Items)})
 }
 
 type controlRequest struct {
@@ -110,8 +110,8 @@ func (s *Server) controlInvocation(w http.ResponseWriter, r *http.Request) {
 	}
 	if created {
 		w.Header().Set("Location", BasePath+"/invocations/"+rec.ID)
-		writeJSON(w, http.StatusAccepted, invoke.View(rec))
+		s.writeJSON(w, r, http.StatusAccepted, invoke.View(rec))
 		return
 	}
-	writeJSON(w, http.StatusOK, invoke.View(rec))
+	s.writeJSON(w, r, http.StatusOK, invoke.View(rec))
 }

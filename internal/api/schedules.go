@@ -46,7 +46,7 @@ func (s *Server) createSchedule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Location", BasePath+"/schedules/"+sch.ID)
-	writeJSON(w, http.StatusCreated, sch)
+	s.writeJSON(w, r, http.StatusCreated, sch)
 }
 
 func (s *Server) listSchedules(w http.ResponseWriter, r *http.Request) {
@@ -155,7 +155,7 @@ func (s *Server) triggerSchedule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Location", BasePath+"/invocations/"+out.Invocation.ID)
-	writeJSON(w, http.StatusAccepted, map[string]any{"schedule_id": out.ScheduleID, "run_id": out.RunID,
+	s.writeJSON(w, r, http.StatusAccepted, map[string]any{"schedule_id": out.ScheduleID, "run_id": out.RunID,
 		"invocation": invoke.View(out.Invocation), "triggered_at": out.TriggeredAt, "triggered_by": out.TriggeredBy, "params": out.Params})
 }
 
@@ -205,5 +205,5 @@ func (s *Server) scheduleHistory(w http.ResponseWriter, r *http.Request) {
 		items = []scheduler.RunView{}
 	}
 	page := pageOf(h.Page, q.Limit, items)
-	writeJSON(w, http.StatusOK, map[string]any{"schedule_id": id, "items": page.Items, "next_runs": next, "page_info": page.PageInfo})
+	s.writeJSON(w, r, http.StatusOK, map[string]any{"schedule_id": id, "items": page.Items, "next_runs": next, "page_info": page.PageInfo})
 }
