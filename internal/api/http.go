@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -51,6 +52,15 @@ func (s *Server) problem(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	if pe.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(pe.RetryAfter))
+	}
+	if unread(r) {
+		// An error answered before the body was read (authentication, role, in-flight cap, a bad
+		// header): close the connection after the answer rather than wait for a body the request
+		// will not use (net/http would otherwise read it first, as slowly as the client sends it).
+		// The read deadline is moved to now so that net/http does not wait for the rest of the body
+		// when it closes the request either.
+		w.Header().Set("Connection", "close")
+		s.deadline(r, http.NewResponseController(w).SetReadDeadline(time.Now()))
 	}
 	if pe.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="lark"`)
@@ -126,6 +136,9 @@ type statusRecorder struct {
 	status int
 }
 
+// Unwrap lets http.ResponseController reach the connection (deadlines, flushing).
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
 func (s *statusRecorder) WriteHeader(code int) {
 	s.status = code
 	s.ResponseWriter.WriteHeader(code)
@@ -152,9 +165,30 @@ func (s *Server) limitBody(next http.Handler) http.Handler {
 			s.problem(w, r, problem.New(problem.TypePayloadTooLarge, "the request body exceeds %d bytes", s.cfg.MaxBody))
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
+		r.Body = &trackedBody{ReadCloser: http.MaxBytesReader(w, r.Body, s.cfg.MaxBody), empty: r.ContentLength == 0}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// trackedBody remembers whether the request body was read to its end.
+type trackedBody struct {
+	io.ReadCloser
+	empty bool // no body was announced
+	eof   bool
+}
+
+func (b *trackedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if errors.Is(err, io.EOF) {
+		b.eof = true
+	}
+	return n, err
+}
+
+// unread reports whether r carries a body nobody read to its end.
+func unread(r *http.Request) bool {
+	b, ok := r.Body.(*trackedBody)
+	return ok && !b.empty && !b.eof
 }
 
 // authenticate resolves the bearer token; tenant callers also need their tenant enabled.
@@ -204,6 +238,9 @@ func readBody(r *http.Request) ([]byte, error) {
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		return nil, problem.New(problem.TypePayloadTooLarge, "the request body exceeds %d bytes", mbe.Limit)
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return nil, problem.BadRequest("the request body was not received within the server's read timeout")
 	}
 	if err != nil {
 		return nil, problem.BadRequest("reading the request body: %v", err)

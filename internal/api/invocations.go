@@ -25,8 +25,13 @@ func (s *Server) startInvocation(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, badHeader("Idempotency-Key", "at most 255 characters"))
 		return
 	}
+	// A sync call runs on this request for up to its entrypoint's timeout_seconds: the connection's
+	// read and write timeouts do not apply while it runs, and the write timeout applies again to
+	// writing the answer.
+	rearm := s.liftDeadlines(w, r)
 	st, err := s.cfg.Invoke.Start(r.Context(), security(r), req, invoke.StartOptions{IdempotencyKey: key,
 		CorrelationID: r.Header.Get("X-Correlation-Id"), TraceParent: r.Header.Get("Traceparent")})
+	rearm()
 	if err != nil {
 		s.problem(w, r, err)
 		return
