@@ -115,3 +115,15 @@ func TestAuditPoisonedRowStillRenders(t *testing.T) {
 	}
 	require.True(t, found, "the poisoned row is listed: %s", r)
 }
+
+// TestUsageHistoryFarEnd: an end whose bucket ends past the year 9999 is a 422 naming $.end, not a
+// 500 (the range is bounded before anything is read or rendered).
+func TestUsageHistoryFarEnd(t *testing.T) {
+	e := newEnv(t)
+	tok := e.tenant(t, "acme")
+	for _, q := range []string{"end=9999-12-31T23:59:59Z", "granularity=weekly&end=9999-12-30T00:00:00Z", "granularity=hourly&end=9999-12-31T23:00:01Z"} {
+		r := e.expectProblem(t, http.StatusUnprocessableEntity, "validation", http.MethodGet, base+"/tenants/acme/usage/history?"+q, tok, nil)
+		requireIssue(t, r, "$.end", "INVALID_VALUE")
+	}
+	e.expect(t, http.StatusOK, http.MethodGet, base+"/tenants/acme/usage/history?granularity=hourly&end=9999-12-31T22:00:00Z&start=9999-12-31T00:00:00Z", tok, nil)
+}
