@@ -194,12 +194,7 @@ func unread(r *http.Request) bool {
 // authenticate resolves the bearer token; tenant callers also need their tenant enabled.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h := r.Header.Get("Authorization")
-		secret, ok := strings.CutPrefix(h, "Bearer ")
-		if !ok {
-			secret = ""
-		}
-		sc, err := s.cfg.Tokens.Authenticate(r.Context(), strings.TrimSpace(secret))
+		sc, err := s.cfg.Tokens.Authenticate(r.Context(), bearer(r.Header.Get("Authorization")))
 		if err != nil {
 			s.problem(w, r, err)
 			return
@@ -214,6 +209,16 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		ctx = obs.WithLogger(ctx, obs.Logger(ctx).With("tenant_id", sc.TenantID, "subject_id", sc.SubjectID))
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// bearer returns the credentials of a Bearer Authorization header ("" for another scheme or
+// none). The scheme name is case-insensitive (RFC 9110 §11.1); one or more spaces follow it.
+func bearer(h string) string {
+	scheme, rest, ok := strings.Cut(strings.TrimLeft(h, " "), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return ""
+	}
+	return strings.TrimSpace(rest)
 }
 
 // operatorOnly admits the platform operator only (after authenticate): 403 for tenant tokens.

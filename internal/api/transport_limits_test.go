@@ -190,3 +190,17 @@ def main(ctx, input):
 	require.Equal(t, "succeeded", r.Body["record"].(obj)["status"], "%s", r)
 	require.True(t, strings.HasPrefix(r.Header.Get("Content-Type"), "application/json"))
 }
+
+// TestBearerSchemeIsCaseInsensitive: RFC 9110 §11.1, the auth scheme is case-insensitive.
+func TestBearerSchemeIsCaseInsensitive(t *testing.T) {
+	e := newEnv(t)
+	tok := e.tenant(t, "acme")
+	for _, h := range []string{"bearer " + tok, "BEARER " + tok, "BeArEr  " + tok} {
+		r := e.send(t, request{method: http.MethodGet, path: base + "/entrypoints", header: map[string]string{"Authorization": h}})
+		require.Equal(t, http.StatusOK, r.Status, "%q: %s", h, r)
+	}
+	for _, h := range []string{"bearer", "bearerx " + tok, "Basic " + tok} {
+		r := e.send(t, request{method: http.MethodGet, path: base + "/entrypoints", header: map[string]string{"Authorization": h}})
+		require.Equal(t, http.StatusUnauthorized, r.Status, "%q: %s", h, r)
+	}
+}
