@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -137,11 +138,38 @@ type Server struct {
 func OpenStore(ctx context.Context, cfg Config) (store.Store, error) {
 	switch {
 	case cfg.Store == "" || cfg.Store == "sqlite":
-		return sqlstore.OpenSQLite(ctx, filepath.Join(cfg.DataDir, "lark.db"), sqlstore.Options{})
+		st, err := sqlstore.OpenSQLite(ctx, filepath.Join(cfg.DataDir, "lark.db"), sqlstore.Options{})
+		if err == nil {
+			warnOpenDataDir(cfg)
+		}
+		return st, err
 	case strings.HasPrefix(cfg.Store, "postgres://") || strings.HasPrefix(cfg.Store, "postgresql://"):
 		return nil, errors.New("--store: the PostgreSQL store is not available in this build yet; use sqlite")
 	default:
 		return nil, fmt.Errorf("--store: want sqlite or a postgres:// URL, got %q", cfg.Store)
+	}
+}
+
+// warnOpenDataDir logs a warning when others than its owner may list or enter the data directory:
+// the database files are 0600, but the directory's listing and any file put there later are not.
+// Lark does not refuse to start (a mounted volume may not let it choose the mode); it does not change
+// a directory it did not create.
+func warnOpenDataDir(cfg Config) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	dir := cfg.DataDir
+	if dir == "" {
+		dir = "."
+	}
+	st, err := os.Stat(dir)
+	if err != nil {
+		log.Warn("data directory: cannot read its mode", "dir", dir, "err", err)
+		return
+	}
+	if perm := st.Mode().Perm(); perm&0o077 != 0 {
+		log.Warn("data directory is accessible to other users; chmod 700 it", "dir", dir, "mode", fmt.Sprintf("%04o", perm))
 	}
 }
 
