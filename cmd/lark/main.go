@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/larkrun/lark/internal/api"
 	"github.com/larkrun/lark/internal/cost"
 	"github.com/larkrun/lark/internal/metrics"
 	"github.com/larkrun/lark/internal/retention"
@@ -47,6 +48,13 @@ type flags struct {
 	pricing                     string
 	metricsPublic               bool
 	metricsMaxLabelSets         int
+	drainTimeout                time.Duration
+	readHeaderTimeout           time.Duration
+	readTimeout                 time.Duration
+	writeTimeout                time.Duration
+	idleTimeout                 time.Duration
+	maxHeaderBytes              int
+	maxInFlight                 int
 }
 
 func (f *flags) bind(c *cobra.Command) {
@@ -64,6 +72,16 @@ func (f *flags) bind(c *cobra.Command) {
 		"serve GET /metrics without authentication (it names every tenant; default: the operator's token only) (env LARK_METRICS_PUBLIC)")
 	c.Flags().IntVar(&f.metricsMaxLabelSets, "metrics-max-label-sets", metrics.DefaultMaxLabelSets,
 		"label sets each metric family keeps before folding new ones into __other__ (env LARK_METRICS_MAX_LABEL_SETS)")
+	c.Flags().DurationVar(&f.drainTimeout, "drain-timeout", server.DefaultDrainTimeout,
+		"on SIGTERM/SIGINT, how long in-flight requests may take to finish; past it they are cut off and the exit code is 1")
+	c.Flags().DurationVar(&f.readHeaderTimeout, "read-header-timeout", server.DefaultReadHeaderTimeout, "time to read a request's headers")
+	c.Flags().DurationVar(&f.readTimeout, "read-timeout", server.DefaultReadTimeout, "time to read a whole request, body included")
+	c.Flags().DurationVar(&f.writeTimeout, "write-timeout", api.DefaultWriteTimeout,
+		"time to answer a request from the end of its headers (a sync invocation is exempt while it runs)")
+	c.Flags().DurationVar(&f.idleTimeout, "idle-timeout", server.DefaultIdleTimeout, "time a keep-alive connection may wait for its next request")
+	c.Flags().IntVar(&f.maxHeaderBytes, "max-header-bytes", server.DefaultMaxHeaderBytes, "maximum size of a request's headers (larger → 431)")
+	c.Flags().IntVar(&f.maxInFlight, "max-in-flight", api.DefaultMaxInFlight,
+		"requests one tenant may have in flight at once (over it → 429 rate_limited)")
 	c.Flags().StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (for lark bench)")
 	_ = c.Flags().MarkHidden("cpuprofile")
 	c.Flags().StringVar(&f.memProfile, "memprofile", "", "write an allocation profile of the whole run to this file at exit (for lark bench)")
@@ -75,7 +93,9 @@ func (f *flags) bind(c *cobra.Command) {
 func (f *flags) config(admin string, log *slog.Logger) (server.Config, error) {
 	cfg := server.Config{Addr: f.addr, DataDir: f.data, Store: f.store, AdminToken: admin, MaxBody: f.maxBody, Logger: log,
 		Workers: f.workers, UnsafeEgressAllowLoopback: f.egressLoopback, RetentionInterval: f.retention,
-		MetricsPublic: f.metricsPublic, MetricsMaxLabelSets: f.metricsMaxLabelSets}
+		MetricsPublic: f.metricsPublic, MetricsMaxLabelSets: f.metricsMaxLabelSets,
+		DrainTimeout: f.drainTimeout, ReadHeaderTimeout: f.readHeaderTimeout, ReadTimeout: f.readTimeout,
+		WriteTimeout: f.writeTimeout, IdleTimeout: f.idleTimeout, MaxHeaderBytes: f.maxHeaderBytes, MaxInFlight: f.maxInFlight}
 	if f.pricing != "" {
 		p, err := cost.Load(f.pricing)
 		if err != nil {
@@ -105,6 +125,21 @@ func (f *flags) check(c *cobra.Command) error {
 	}
 	if f.metricsMaxLabelSets < 1 {
 		return fmt.Errorf("--metrics-max-label-sets must be at least 1, got %d", f.metricsMaxLabelSets)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"drain-timeout", f.drainTimeout}, {"read-header-timeout", f.readHeaderTimeout}, {"read-timeout", f.readTimeout},
+		{"write-timeout", f.writeTimeout}, {"idle-timeout", f.idleTimeout}} {
+		if d.v <= 0 {
+			return fmt.Errorf("--%s must be positive, got %v", d.name, d.v)
+		}
+	}
+	if f.maxHeaderBytes < 4096 {
+		return fmt.Errorf("--max-header-bytes must be at least 4096, got %d", f.maxHeaderBytes)
+	}
+	if f.maxInFlight < 1 {
+		return fmt.Errorf("--max-in-flight must be at least 1, got %d", f.maxInFlight)
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 
+	"github.com/larkrun/lark/internal/auth"
 	"github.com/larkrun/lark/internal/idgen"
 	"github.com/larkrun/lark/internal/invoke"
 	"github.com/larkrun/lark/internal/problem"
@@ -53,12 +54,20 @@ type Config struct {
 	// names every tenant, unless MetricsPublic.
 	Metrics       http.Handler
 	MetricsPublic bool
+	// MaxInFlight caps one tenant's requests in flight at once (default DefaultMaxInFlight); over
+	// it a request answers 429 rate_limited before its body is read.
+	MaxInFlight int
+	// WriteTimeout is the http.Server's WriteTimeout (default DefaultWriteTimeout): the sync
+	// invocation route lifts the deadline while the call runs and sets it again to this long
+	// before writing the answer.
+	WriteTimeout time.Duration
 }
 
 // Server serves the API.
 type Server struct {
-	cfg Config
-	log *slog.Logger
+	cfg      Config
+	log      *slog.Logger
+	inflight *inFlight
 }
 
 // New returns a Server.
@@ -72,7 +81,13 @@ func New(cfg Config) *Server {
 	if cfg.IDs == nil {
 		cfg.IDs = idgen.UUIDv7{}
 	}
-	return &Server{cfg: cfg, log: cfg.Logger}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = DefaultMaxInFlight
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = DefaultWriteTimeout
+	}
+	return &Server{cfg: cfg, log: cfg.Logger, inflight: &inFlight{max: cfg.MaxInFlight, n: map[string]int{}}}
 }
 
 // Handler returns the root handler.
@@ -97,7 +112,7 @@ func (s *Server) Handler() http.Handler {
 		s.problem(w, req, methodNotAllowed(req))
 	})
 	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		s.writeJSON(w, r, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	r.Get("/readyz", s.readyz)
 	if s.cfg.Metrics != nil {
@@ -108,37 +123,41 @@ func (s *Server) Handler() http.Handler {
 		}
 	}
 	r.Route(BasePath, func(r chi.Router) {
-		r.Use(s.limitBody, s.authenticate)
-		r.Post("/tokens", s.createToken)
+		// Authentication, the in-flight cap and the role each route needs all run before a handler
+		// reads the body: a caller that may not write cannot make the server wait for one.
+		r.Use(s.limitBody, s.authenticate, s.limitInFlight)
+		developer := func(what string) chi.Router { return r.With(s.need(auth.RoleDeveloper, what)) }
+		operator := func(what string) chi.Router { return r.With(s.need(auth.RoleOperator, what)) }
+		r.With(s.need(auth.RoleAdmin, "issuing tokens")).Post("/tokens", s.createToken)
 		r.Get("/tokens", s.listTokens)
 		r.Delete("/tokens/{token_id}", s.revokeToken)
 
-		r.Post("/tenants/{tenant_id}/serverless-runtime:enable", s.enableTenant)
-		r.Post("/tenants/{tenant_id}/serverless-runtime:disable", s.disableTenant)
+		r.With(s.tenantAdmin).Post("/tenants/{tenant_id}/serverless-runtime:enable", s.enableTenant)
+		r.With(s.tenantAdmin).Post("/tenants/{tenant_id}/serverless-runtime:disable", s.disableTenant)
 		r.Get("/tenants/{tenant_id}/serverless-runtime", s.getTenant)
-		r.Patch("/tenants/{tenant_id}/serverless-runtime", s.patchTenant)
+		r.With(s.tenantAdmin).Patch("/tenants/{tenant_id}/serverless-runtime", s.patchTenant)
 		r.Get("/tenants/{tenant_id}/runtime-policy", s.getTenant)
-		r.Put("/tenants/{tenant_id}/runtime-policy", s.putTenantPolicy)
+		r.With(s.tenantAdmin).Put("/tenants/{tenant_id}/runtime-policy", s.putTenantPolicy)
 		r.Get("/tenants/{tenant_id}/usage", s.tenantUsage)
 		r.Get("/tenants/{tenant_id}/usage/history", s.tenantUsageHistory)
 
-		r.Post("/entrypoints", s.registerEntrypoint)
-		r.Post("/entrypoints:validate", s.validateEntrypoint)
+		developer("registering entrypoints").Post("/entrypoints", s.registerEntrypoint)
+		developer("validating entrypoints").Post("/entrypoints:validate", s.validateEntrypoint)
 		r.Get("/entrypoints", s.listEntrypoints)
 		r.Get("/entrypoints/{id:[^:/]+}", s.getEntrypoint)
-		r.Put("/entrypoints/{id:[^:/]+}", s.updateEntrypoint)
+		developer("changing entrypoints").Put("/entrypoints/{id:[^:/]+}", s.updateEntrypoint)
 		r.Delete("/entrypoints/{id:[^:/]+}", s.deleteEntrypoint)
-		r.Post("/entrypoints/{id:[^:/]+}:status", s.entrypointStatus)
+		developer("changing entrypoints").Post("/entrypoints/{id:[^:/]+}:status", s.entrypointStatus)
 		r.Post("/entrypoints/{id:[^:/]+}:validate", s.validateExisting)
 		r.Get("/entrypoints/{id:[^:/]+}/versions", s.entrypointVersions)
 
-		r.Post("/invocations", s.startInvocation)
+		operator("invoking entrypoints").Post("/invocations", s.startInvocation)
 		r.Get("/invocations", s.listInvocations)
 		r.Get("/invocations/{id:[^:/]+}", s.getInvocation)
 		r.Get("/invocations/{id:[^:/]+}/timeline", s.invocationTimeline)
-		r.Post("/invocations/{id:[^:/]+}:control", s.controlInvocation)
+		operator("controlling invocations").Post("/invocations/{id:[^:/]+}:control", s.controlInvocation)
 
-		r.Post("/events", s.publishEvent)
+		operator("publishing events").Post("/events", s.publishEvent)
 		r.Get("/events", s.listEvents)
 		r.Get("/events/{id:[^:/]+}", s.getEvent)
 
@@ -158,5 +177,5 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, problem.New(problem.TypeUnavailable, "not ready: the store is not reachable or migrations are pending"))
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	s.writeJSON(w, r, http.StatusOK, map[string]string{"status": "ready"})
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/larkrun/lark/internal/auth"
 	"github.com/larkrun/lark/internal/schedule"
 	"github.com/larkrun/lark/internal/scheduler"
 	"github.com/larkrun/lark/internal/store"
@@ -12,12 +13,13 @@ import (
 
 // backfillRoutes mounts the backfill API (004 §7 over 000's conventions).
 func (s *Server) backfillRoutes(r chi.Router) {
-	r.Post("/backfills", s.createBackfill)
+	w := r.With(s.need(auth.RoleDeveloper, "changing schedules"))
+	w.Post("/backfills", s.createBackfill)
 	r.Get("/backfills", s.listBackfills)
 	r.Get("/backfills/{id:[^:/]+}", s.getBackfill)
 	r.Get("/backfills/{id:[^:/]+}/partitions", s.backfillPartitions)
 	for _, action := range []string{scheduler.BackfillPause, scheduler.BackfillResume, scheduler.BackfillCancel, scheduler.BackfillRetry} {
-		r.Post("/backfills/{id:[^:/]+}:"+action, s.controlBackfill(action))
+		w.Post("/backfills/{id:[^:/]+}:"+action, s.controlBackfill(action))
 	}
 }
 
@@ -37,7 +39,7 @@ func (s *Server) createBackfill(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Location", BasePath+"/backfills/"+b.ID)
-	writeJSON(w, http.StatusCreated, b)
+	s.writeJSON(w, r, http.StatusCreated, b)
 }
 
 func (s *Server) listBackfills(w http.ResponseWriter, r *http.Request) {

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"encoding"
 	"encoding/json"
 	"net/http"
@@ -148,12 +147,9 @@ func decodeBody(b []byte, v any, rep any) error {
 // decodeResource reads a request body into v by decodeBody's rule; an empty body is allowed
 // when optional is set.
 func decodeResource(r *http.Request, v any, rep any, optional bool) error {
-	b, err := readBody(r)
-	if err != nil {
+	b, err := readJSON(r, optional)
+	if err != nil || b == nil {
 		return err
-	}
-	if optional && len(bytes.TrimSpace(b)) == 0 {
-		return nil
 	}
 	return decodeBody(b, v, rep)
 }

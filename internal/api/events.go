@@ -32,10 +32,10 @@ func (s *Server) publishEvent(w http.ResponseWriter, r *http.Request) {
 	body := map[string]any{"event": p.Event, "delivered": p.Delivered}
 	if p.Replayed {
 		w.Header().Set("Idempotency-Replayed", "true")
-		writeJSON(w, http.StatusOK, body)
+		s.writeJSON(w, r, http.StatusOK, body)
 		return
 	}
-	writeJSON(w, http.StatusAccepted, body)
+	s.writeJSON(w, r, http.StatusAccepted, body)
 }
 
 func (s *Server) getEvent(w http.ResponseWriter, r *http.Request) {

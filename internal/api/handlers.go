@@ -10,6 +10,7 @@ import (
 	"github.com/larkrun/lark/internal/audit"
 	"github.com/larkrun/lark/internal/auth"
 	"github.com/larkrun/lark/internal/entrypoint"
+	"github.com/larkrun/lark/internal/obs"
 	"github.com/larkrun/lark/internal/problem"
 	"github.com/larkrun/lark/internal/registry"
 	"github.com/larkrun/lark/internal/store"
@@ -47,7 +48,7 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Location", BasePath+"/tokens/"+tk.ID)
-	writeJSON(w, http.StatusCreated, tk)
+	s.writeJSON(w, r, http.StatusCreated, tk)
 }
 
 func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) {
@@ -77,7 +78,7 @@ func (s *Server) revokeToken(w http.ResponseWriter, r *http.Request) {
 // --- tenants ---
 
 func (s *Server) enableTenant(w http.ResponseWriter, r *http.Request) {
-	body, err := readBody(r)
+	body, err := readJSON(r, true)
 	if err != nil {
 		s.problem(w, r, err)
 		return
@@ -97,7 +98,7 @@ func (s *Server) getTenant(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) patchTenant(w http.ResponseWriter, r *http.Request) {
-	body, err := readBody(r)
+	body, err := readJSON(r, true)
 	if err != nil {
 		s.problem(w, r, err)
 		return
@@ -107,7 +108,7 @@ func (s *Server) patchTenant(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) putTenantPolicy(w http.ResponseWriter, r *http.Request) {
-	body, err := readBody(r)
+	body, err := readJSON(r, true)
 	if err != nil {
 		s.problem(w, r, err)
 		return
@@ -137,7 +138,7 @@ func (s *Server) registerEntrypoint(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Location", BasePath+"/entrypoints/"+e.ID)
-	writeJSON(w, http.StatusCreated, withWarnings(registry.Render(e, true), warnings))
+	s.writeJSON(w, r, http.StatusCreated, withWarnings(registry.Render(e, true), warnings))
 }
 
 func (s *Server) validateEntrypoint(w http.ResponseWriter, r *http.Request) {
@@ -212,7 +213,7 @@ func (s *Server) updateEntrypoint(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, withWarnings(registry.Render(e, true), warnings))
+	s.writeJSON(w, r, http.StatusOK, withWarnings(registry.Render(e, true), warnings))
 }
 
 func (s *Server) entrypointStatus(w http.ResponseWriter, r *http.Request) {
@@ -230,7 +231,7 @@ func (s *Server) entrypointStatus(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, registry.Render(e, false))
+	s.writeJSON(w, r, http.StatusOK, registry.Render(e, false))
 }
 
 func (s *Server) deleteEntrypoint(w http.ResponseWriter, r *http.Request) {
@@ -252,7 +253,7 @@ func (s *Server) deleteEntrypoint(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	writeJSON(w, http.StatusOK, registry.Render(e, false))
+	s.writeJSON(w, r, http.StatusOK, registry.Render(e, false))
 }
 
 func (s *Server) entrypointVersions(w http.ResponseWriter, r *http.Request) {
@@ -270,7 +271,7 @@ func (s *Server) entrypointVersions(w http.ResponseWriter, r *http.Request) {
 	if len(list) > 0 {
 		family = list[0].Family
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"family": family, "items": registry.Summaries(list)})
+	s.writeJSON(w, r, http.StatusOK, map[string]any{"family": family, "items": registry.Summaries(list)})
 }
 
 // --- audit ---
@@ -287,5 +288,11 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request) {
 	}
 	servePage(s, w, r, func(q store.ListQuery) (store.Page[audit.Event], error) {
 		return s.cfg.Audit.ListAudit(r.Context(), tenantID, q)
-	}, asIs)
+	}, func(ev audit.Event) (audit.Event, error) {
+		out, ok := ev.Renderable()
+		if !ok {
+			obs.Logger(r.Context()).WarnContext(r.Context(), "audit event with invalid details rendered as a string", "audit_id", ev.ID)
+		}
+		return out, nil
+	})
 }

@@ -55,7 +55,9 @@ type env struct {
 // newEnv starts a real server with a fresh data directory; mod may adjust the config.
 func newEnv(t testing.TB, mod ...func(*server.Config)) *env {
 	t.Helper()
-	cfg := server.Config{DataDir: t.TempDir(), AdminToken: operator}
+	// The suite fires up to 100 requests of one tenant at once (idempotency races); the per-tenant
+	// in-flight cap has its own tests (transport_limits_test.go).
+	cfg := server.Config{DataDir: t.TempDir(), AdminToken: operator, MaxInFlight: 256}
 	for _, m := range mod {
 		m(&cfg)
 	}

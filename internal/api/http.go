@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -22,10 +23,12 @@ import (
 
 const problemJSON = "application/problem+json"
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
+// writeJSON writes v as JSON with status; a value that cannot be encoded is logged and answered
+// with a 500 problem document instead.
+func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		http.Error(w, `{"status":500}`, http.StatusInternalServerError)
+		s.problem(w, r, problem.Internal(fmt.Errorf("encoding the response: %w", err)))
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -50,10 +53,27 @@ func (s *Server) problem(w http.ResponseWriter, r *http.Request, err error) {
 	if pe.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(pe.RetryAfter))
 	}
+	if unread(r) {
+		// An error answered before the body was read (authentication, role, in-flight cap, a bad
+		// header): close the connection after the answer rather than wait for a body the request
+		// will not use (net/http would otherwise read it first, as slowly as the client sends it).
+		// The read deadline is moved to now so that net/http does not wait for the rest of the body
+		// when it closes the request either.
+		w.Header().Set("Connection", "close")
+		s.deadline(r, http.NewResponseController(w).SetReadDeadline(time.Now()))
+	}
 	if pe.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="lark"`)
 	}
-	b, _ := json.Marshal(pe.Doc(r.URL.Path, obs.CorrelationID(r.Context())))
+	b, err := json.Marshal(pe.Doc(r.URL.Path, obs.CorrelationID(r.Context())))
+	if err != nil {
+		obs.Logger(r.Context()).ErrorContext(r.Context(), "encoding a problem document", "err", err)
+		pe = problem.Internal(err)
+		b, err = json.Marshal(pe.Doc(r.URL.Path, obs.CorrelationID(r.Context())))
+		if err != nil {
+			b = []byte(`{"type":"` + problem.TypeInternal + `","title":"Internal Error","status":500}`)
+		}
+	}
 	w.Header().Set("Content-Type", problemJSON)
 	w.WriteHeader(pe.Status)
 	w.Write(append(b, '\n'))
@@ -69,7 +89,7 @@ func (s *Server) respond(w http.ResponseWriter, r *http.Request, status int, v a
 		s.problem(w, r, err)
 		return
 	}
-	writeJSON(w, status, v)
+	s.writeJSON(w, r, status, v)
 }
 
 func notFound(r *http.Request) error {
@@ -116,6 +136,9 @@ type statusRecorder struct {
 	status int
 }
 
+// Unwrap lets http.ResponseController reach the connection (deadlines, flushing).
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
 func (s *statusRecorder) WriteHeader(code int) {
 	s.status = code
 	s.ResponseWriter.WriteHeader(code)
@@ -142,20 +165,36 @@ func (s *Server) limitBody(next http.Handler) http.Handler {
 			s.problem(w, r, problem.New(problem.TypePayloadTooLarge, "the request body exceeds %d bytes", s.cfg.MaxBody))
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
+		r.Body = &trackedBody{ReadCloser: http.MaxBytesReader(w, r.Body, s.cfg.MaxBody), empty: r.ContentLength == 0}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// trackedBody remembers whether the request body was read to its end.
+type trackedBody struct {
+	io.ReadCloser
+	empty bool // no body was announced
+	eof   bool
+}
+
+func (b *trackedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if errors.Is(err, io.EOF) {
+		b.eof = true
+	}
+	return n, err
+}
+
+// unread reports whether r carries a body nobody read to its end.
+func unread(r *http.Request) bool {
+	b, ok := r.Body.(*trackedBody)
+	return ok && !b.empty && !b.eof
 }
 
 // authenticate resolves the bearer token; tenant callers also need their tenant enabled.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h := r.Header.Get("Authorization")
-		secret, ok := strings.CutPrefix(h, "Bearer ")
-		if !ok {
-			secret = ""
-		}
-		sc, err := s.cfg.Tokens.Authenticate(r.Context(), strings.TrimSpace(secret))
+		sc, err := s.cfg.Tokens.Authenticate(r.Context(), bearer(r.Header.Get("Authorization")))
 		if err != nil {
 			s.problem(w, r, err)
 			return
@@ -170,6 +209,16 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		ctx = obs.WithLogger(ctx, obs.Logger(ctx).With("tenant_id", sc.TenantID, "subject_id", sc.SubjectID))
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// bearer returns the credentials of a Bearer Authorization header ("" for another scheme or
+// none). The scheme name is case-insensitive (RFC 9110 §11.1); one or more spaces follow it.
+func bearer(h string) string {
+	scheme, rest, ok := strings.Cut(strings.TrimLeft(h, " "), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return ""
+	}
+	return strings.TrimSpace(rest)
 }
 
 // operatorOnly admits the platform operator only (after authenticate): 403 for tenant tokens.
@@ -195,6 +244,9 @@ func readBody(r *http.Request) ([]byte, error) {
 	if errors.As(err, &mbe) {
 		return nil, problem.New(problem.TypePayloadTooLarge, "the request body exceeds %d bytes", mbe.Limit)
 	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return nil, problem.BadRequest("the request body was not received within the server's read timeout")
+	}
 	if err != nil {
 		return nil, problem.BadRequest("reading the request body: %v", err)
 	}
@@ -203,7 +255,7 @@ func readBody(r *http.Request) ([]byte, error) {
 
 // decodeObject reads a JSON object body with numbers kept exact.
 func decodeObject(r *http.Request) (map[string]any, error) {
-	b, err := readBody(r)
+	b, err := readJSON(r, false)
 	if err != nil {
 		return nil, err
 	}
@@ -250,7 +302,7 @@ func strictDecode(b []byte, v any, disallowUnknown bool) error {
 		}
 		return problem.BadRequest("malformed JSON: %s", msg)
 	}
-	if dec.More() {
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return problem.BadRequest("malformed JSON: unexpected data after the top-level value")
 	}
 	return nil
@@ -354,7 +406,7 @@ func servePage[T, V any](s *Server, w http.ResponseWriter, r *http.Request, fetc
 		}
 		items = append(items, v)
 	}
-	writeJSON(w, http.StatusOK, pageOf(page, q.Limit, items))
+	s.writeJSON(w, r, http.StatusOK, pageOf(page, q.Limit, items))
 }
 
 // asIs is the view of items the API shows as they are.

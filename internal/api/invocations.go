@@ -25,8 +25,13 @@ func (s *Server) startInvocation(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, badHeader("Idempotency-Key", "at most 255 characters"))
 		return
 	}
+	// A sync call runs on this request for up to its entrypoint's timeout_seconds: the connection's
+	// read and write timeouts do not apply while it runs, and the write timeout applies again to
+	// writing the answer.
+	rearm := s.liftDeadlines(w, r)
 	st, err := s.cfg.Invoke.Start(r.Context(), security(r), req, invoke.StartOptions{IdempotencyKey: key,
 		CorrelationID: r.Header.Get("X-Correlation-Id"), TraceParent: r.Header.Get("Traceparent")})
+	rearm()
 	if err != nil {
 		s.problem(w, r, err)
 		return
@@ -35,13 +40,13 @@ func (s *Server) startInvocation(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case st.Replayed:
 		w.Header().Set("Idempotency-Replayed", "true")
-		writeJSON(w, http.StatusOK, body)
+		s.writeJSON(w, r, http.StatusOK, body)
 	case st.Queued || st.Unfinished:
 		// Accepted async work, or a sync workflow not finished within its timeout_seconds.
 		w.Header().Set("Location", BasePath+"/invocations/"+st.Record.ID)
-		writeJSON(w, http.StatusAccepted, body)
+		s.writeJSON(w, r, http.StatusAccepted, body)
 	default:
-		writeJSON(w, http.StatusOK, body)
+		s.writeJSON(w, r, http.StatusOK, body)
 	}
 }
 
@@ -86,7 +91,7 @@ func (s *Server) invocationTimeline(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, timelineResponse{InvocationID: rec.ID, Status: rec.Status, listResponse: pageOf(page, q.Limit, page.Items)})
+	s.writeJSON(w, r, http.StatusOK, timelineResponse{InvocationID: rec.ID, Status: rec.Status, listResponse: pageOf(page, q.Limit, page.Items)})
 }
 
 type controlRequest struct {
@@ -110,8 +115,8 @@ func (s *Server) controlInvocation(w http.ResponseWriter, r *http.Request) {
 	}
 	if created {
 		w.Header().Set("Location", BasePath+"/invocations/"+rec.ID)
-		writeJSON(w, http.StatusAccepted, invoke.View(rec))
+		s.writeJSON(w, r, http.StatusAccepted, invoke.View(rec))
 		return
 	}
-	writeJSON(w, http.StatusOK, invoke.View(rec))
+	s.writeJSON(w, r, http.StatusOK, invoke.View(rec))
 }

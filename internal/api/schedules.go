@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/larkrun/lark/internal/auth"
 	"github.com/larkrun/lark/internal/invoke"
 	"github.com/larkrun/lark/internal/odata"
 	"github.com/larkrun/lark/internal/problem"
@@ -18,15 +19,17 @@ import (
 
 // scheduleRoutes mounts the Schedule API (000 + 002).
 func (s *Server) scheduleRoutes(r chi.Router) {
-	r.Post("/schedules", s.createSchedule)
+	// The role each write needs is checked before its body is read (the service checks again).
+	w := r.With(s.need(auth.RoleDeveloper, "changing schedules"))
+	w.Post("/schedules", s.createSchedule)
 	r.Get("/schedules", s.listSchedules)
 	r.Get("/schedules/{id:[^:/]+}", s.getSchedule)
-	r.Put("/schedules/{id:[^:/]+}", s.replaceSchedule)
-	r.Patch("/schedules/{id:[^:/]+}", s.patchSchedule)
+	w.Put("/schedules/{id:[^:/]+}", s.replaceSchedule)
+	w.Patch("/schedules/{id:[^:/]+}", s.patchSchedule)
 	r.Delete("/schedules/{id:[^:/]+}", s.deleteSchedule)
-	r.Post("/schedules/{id:[^:/]+}:pause", s.pauseSchedule)
-	r.Post("/schedules/{id:[^:/]+}:resume", s.resumeSchedule)
-	r.Post("/schedules/{id:[^:/]+}:trigger", s.triggerSchedule)
+	w.Post("/schedules/{id:[^:/]+}:pause", s.pauseSchedule)
+	w.Post("/schedules/{id:[^:/]+}:resume", s.resumeSchedule)
+	r.With(s.need(auth.RoleOperator, "triggering schedules")).Post("/schedules/{id:[^:/]+}:trigger", s.triggerSchedule)
 	r.Get("/schedules/{id:[^:/]+}/history", s.scheduleHistory)
 }
 
@@ -46,7 +49,7 @@ func (s *Server) createSchedule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Location", BasePath+"/schedules/"+sch.ID)
-	writeJSON(w, http.StatusCreated, sch)
+	s.writeJSON(w, r, http.StatusCreated, sch)
 }
 
 func (s *Server) listSchedules(w http.ResponseWriter, r *http.Request) {
@@ -155,7 +158,7 @@ func (s *Server) triggerSchedule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Location", BasePath+"/invocations/"+out.Invocation.ID)
-	writeJSON(w, http.StatusAccepted, map[string]any{"schedule_id": out.ScheduleID, "run_id": out.RunID,
+	s.writeJSON(w, r, http.StatusAccepted, map[string]any{"schedule_id": out.ScheduleID, "run_id": out.RunID,
 		"invocation": invoke.View(out.Invocation), "triggered_at": out.TriggeredAt, "triggered_by": out.TriggeredBy, "params": out.Params})
 }
 
@@ -205,5 +208,5 @@ func (s *Server) scheduleHistory(w http.ResponseWriter, r *http.Request) {
 		items = []scheduler.RunView{}
 	}
 	page := pageOf(h.Page, q.Limit, items)
-	writeJSON(w, http.StatusOK, map[string]any{"schedule_id": id, "items": page.Items, "next_runs": next, "page_info": page.PageInfo})
+	s.writeJSON(w, r, http.StatusOK, map[string]any{"schedule_id": id, "items": page.Items, "next_runs": next, "page_info": page.PageInfo})
 }

@@ -3,6 +3,7 @@ package audit
 
 import (
 	"encoding/json"
+	"errors"
 	"time"
 )
 
@@ -50,4 +51,31 @@ type Event struct {
 	CorrelationID string          `json:"correlation_id,omitempty"`
 	At            time.Time       `json:"timestamp"`
 	Details       json.RawMessage `json:"details,omitempty"`
+}
+
+// ErrInvalidDetails is returned by Validate for details that are not one valid JSON value.
+var ErrInvalidDetails = errors.New("audit: details are not valid JSON")
+
+// Validate reports whether e can be stored: its details, when present, are exactly one valid JSON
+// value. The audit log is append-only, so a store refuses an event that fails it rather than keep
+// a row it could not render.
+func (e Event) Validate() error {
+	if len(e.Details) > 0 && !json.Valid(e.Details) {
+		return ErrInvalidDetails
+	}
+	return nil
+}
+
+// Renderable returns e ready to be encoded: details that are not valid JSON (a row written before
+// Validate existed) become a JSON string holding the raw text, and ok reports whether they were.
+func (e Event) Renderable() (out Event, ok bool) {
+	if e.Validate() == nil {
+		return e, true
+	}
+	raw, err := json.Marshal(string(e.Details))
+	if err != nil {
+		raw = json.RawMessage(`null`)
+	}
+	e.Details = raw
+	return e, false
 }

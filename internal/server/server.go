@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -42,8 +43,26 @@ type Config struct {
 	AdminToken string // the platform operator's bearer token; empty disables operator access
 	MaxBody    int64
 	Logger     *slog.Logger
-	// ShutdownTimeout bounds how long in-flight requests may take to finish on shutdown.
-	ShutdownTimeout time.Duration
+	// DrainTimeout bounds how long in-flight requests may take to finish on shutdown (default
+	// DefaultDrainTimeout). Serve returns ErrDrainTimeout when it runs out.
+	DrainTimeout time.Duration
+	// ReadHeaderTimeout bounds reading a request's headers (default DefaultReadHeaderTimeout).
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds reading a whole request, body included, from its first byte (default
+	// DefaultReadTimeout). The sync invocation route lifts it once its body is read.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds a handler's time to answer, from the end of the request's headers
+	// (default api.DefaultWriteTimeout). The sync invocation route lifts it while the call runs (it
+	// is bounded by the entrypoint's timeout_seconds) and sets it again for writing the answer.
+	WriteTimeout time.Duration
+	// IdleTimeout bounds how long a keep-alive connection waits for its next request (default
+	// DefaultIdleTimeout).
+	IdleTimeout time.Duration
+	// MaxHeaderBytes bounds a request's header block (default DefaultMaxHeaderBytes); net/http
+	// answers a larger one with 431 itself.
+	MaxHeaderBytes int
+	// MaxInFlight caps one tenant's requests in flight at once (default api.DefaultMaxInFlight).
+	MaxInFlight int
 	// Workers bounds concurrent async executions in this process (default 64).
 	Workers int
 	// UnsafeEgressAllowLoopback lets user code reach 127.0.0.0/8 and ::1. TEST ONLY: end-to-end
@@ -60,6 +79,40 @@ type Config struct {
 	MetricsPublic bool
 	// MetricsMaxLabelSets caps the label sets of each metric family (default metrics.DefaultMaxLabelSets).
 	MetricsMaxLabelSets int
+}
+
+// Defaults of the HTTP server's limits (docs/operations.md, "HTTP limits").
+const (
+	DefaultDrainTimeout      = 30 * time.Second
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultReadTimeout       = 30 * time.Second
+	DefaultIdleTimeout       = 2 * time.Minute
+	DefaultMaxHeaderBytes    = 64 << 10
+)
+
+// ErrDrainTimeout is returned by Serve when requests were still in flight DrainTimeout after
+// shutdown began: their connections were closed, so their clients saw no answer.
+var ErrDrainTimeout = errors.New("drain timed out: requests still in flight were cut off")
+
+// withDefaults fills the zero limits of cfg.
+func withDefaults(cfg Config) Config {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&cfg.DrainTimeout, DefaultDrainTimeout)
+	def(&cfg.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	def(&cfg.ReadTimeout, DefaultReadTimeout)
+	def(&cfg.WriteTimeout, api.DefaultWriteTimeout)
+	def(&cfg.IdleTimeout, DefaultIdleTimeout)
+	if cfg.MaxHeaderBytes <= 0 {
+		cfg.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = api.DefaultMaxInFlight
+	}
+	return cfg
 }
 
 // Server is a running Lark process.
@@ -85,11 +138,38 @@ type Server struct {
 func OpenStore(ctx context.Context, cfg Config) (store.Store, error) {
 	switch {
 	case cfg.Store == "" || cfg.Store == "sqlite":
-		return sqlstore.OpenSQLite(ctx, filepath.Join(cfg.DataDir, "lark.db"), sqlstore.Options{})
+		st, err := sqlstore.OpenSQLite(ctx, filepath.Join(cfg.DataDir, "lark.db"), sqlstore.Options{})
+		if err == nil {
+			warnOpenDataDir(cfg)
+		}
+		return st, err
 	case strings.HasPrefix(cfg.Store, "postgres://") || strings.HasPrefix(cfg.Store, "postgresql://"):
 		return nil, errors.New("--store: the PostgreSQL store is not available in this build yet; use sqlite")
 	default:
 		return nil, fmt.Errorf("--store: want sqlite or a postgres:// URL, got %q", cfg.Store)
+	}
+}
+
+// warnOpenDataDir logs a warning when others than its owner may list or enter the data directory:
+// the database files are 0600, but the directory's listing and any file put there later are not.
+// Lark does not refuse to start (a mounted volume may not let it choose the mode); it does not change
+// a directory it did not create.
+func warnOpenDataDir(cfg Config) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	dir := cfg.DataDir
+	if dir == "" {
+		dir = "."
+	}
+	st, err := os.Stat(dir)
+	if err != nil {
+		log.Warn("data directory: cannot read its mode", "dir", dir, "err", err)
+		return
+	}
+	if perm := st.Mode().Perm(); perm&0o077 != 0 {
+		log.Warn("data directory is accessible to other users; chmod 700 it", "dir", dir, "mode", fmt.Sprintf("%04o", perm))
 	}
 }
 
@@ -98,9 +178,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.ShutdownTimeout <= 0 {
-		cfg.ShutdownTimeout = 30 * time.Second
-	}
+	cfg = withDefaults(cfg)
 	st, err := OpenStore(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -138,7 +216,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.Retention = retention.New(st, retention.Options{Interval: cfg.RetentionInterval, Clock: c, Logger: cfg.Logger})
 	s.handler = api.New(api.Config{Tokens: s.Tokens, Tenants: s.Tenants, Registry: s.Registry, Invoke: s.Invoke,
 		Usage: usage.NewService(st, s.Tenants, c, cfg.Pricing.Currency()), Schedules: s.Schedules, Audit: st, Ready: st,
-		IDs: ids, Logger: cfg.Logger, MaxBody: cfg.MaxBody, Metrics: s.Metrics.Handler(), MetricsPublic: cfg.MetricsPublic}).Handler()
+		IDs: ids, Logger: cfg.Logger, MaxBody: cfg.MaxBody, Metrics: s.Metrics.Handler(), MetricsPublic: cfg.MetricsPublic,
+		MaxInFlight: cfg.MaxInFlight, WriteTimeout: cfg.WriteTimeout}).Handler()
 	return s, nil
 }
 
@@ -157,11 +236,19 @@ func (s *Server) Listen() (net.Listener, error) {
 	return net.Listen("tcp", s.cfg.Addr)
 }
 
-// Serve serves on ln until ctx ends, then stops accepting, lets in-flight requests finish (bounded
-// by ShutdownTimeout), drains queued writes and closes the store.
-func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	hs := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+// HTTPServer returns the http.Server Serve runs: the handler with the configured timeouts and
+// header limit.
+func (s *Server) HTTPServer() *http.Server {
+	return &http.Server{Handler: s.handler, ReadHeaderTimeout: s.cfg.ReadHeaderTimeout, ReadTimeout: s.cfg.ReadTimeout,
+		WriteTimeout: s.cfg.WriteTimeout, IdleTimeout: s.cfg.IdleTimeout, MaxHeaderBytes: s.cfg.MaxHeaderBytes,
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+}
+
+// Serve serves on ln until ctx ends, then stops accepting, lets in-flight requests finish (bounded
+// by DrainTimeout), drains queued writes and closes the store. A clean drain returns nil; requests
+// still in flight after DrainTimeout are cut off and Serve returns ErrDrainTimeout.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	hs := s.HTTPServer()
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	dctx, stopDispatch := context.WithCancel(context.Background())
@@ -178,9 +265,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	case serveErr = <-errc:
 	}
 	s.log.Info("shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.DrainTimeout)
 	defer cancel()
 	shutErr := hs.Shutdown(sctx)
+	if errors.Is(shutErr, context.DeadlineExceeded) {
+		s.log.Error("shutdown: requests still in flight after the drain timeout are cut off", "drain_timeout", s.cfg.DrainTimeout.String())
+		shutErr = errors.Join(ErrDrainTimeout, hs.Close())
+	}
 	stopDispatch()
 	select {
 	case <-dispatched:

@@ -134,6 +134,11 @@ func ParseWindow(q HistoryQuery, now time.Time) (Window, error) {
 		end = now
 	}
 	w.End = g.ceil(end)
+	if w.End.Year() > 9999 {
+		// Rounded up to its bucket's end, a time late in 9999 leaves the years RFC 3339 can write.
+		return w, problem.Validation("invalid usage history query", []problem.Issue{{Path: "$.end", Code: "INVALID_VALUE",
+			Message: fmt.Sprintf("end rounded up to its %s bucket must stay within the year 9999", g)}})
+	}
 	if hasStart {
 		w.Start = g.floor(start)
 	} else {

@@ -64,6 +64,10 @@ func OpenSQLite(ctx context.Context, path string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
+	if err := privateFiles(path); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("open store: %w", err)
+	}
 	s, err := openSQLite(ctx, path, o)
 	if err != nil {
 		lock.Close()
@@ -71,6 +75,37 @@ func OpenSQLite(ctx context.Context, path string, o Options) (*Store, error) {
 	}
 	s.lock = lock
 	return s, nil
+}
+
+// FileMode is the mode of the database files: the database, its -wal and -shm files (SQLite gives
+// them the database's mode) and the lock file. Only the owner reads tenants' data.
+const FileMode os.FileMode = 0o600
+
+// privateFiles creates the database file with FileMode when it does not exist yet, and takes
+// group and other permissions off the database files that do.
+func privateFiles(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, FileMode)
+	if err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	for _, p := range []string{path, path + "-wal", path + "-shm", path + ".lock"} {
+		st, err := os.Stat(p)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if st.Mode().Perm()&^FileMode != 0 {
+			if err := os.Chmod(p, FileMode); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func openSQLite(ctx context.Context, path string, o Options) (*Store, error) {

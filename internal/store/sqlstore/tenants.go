@@ -157,6 +157,9 @@ const auditCols = "id, tenant_id, type, actor_id, resource_type, resource_id, co
 
 // InsertAudit implements store.Tx.
 func (t *tx) InsertAudit(e audit.Event) error {
+	if err := e.Validate(); err != nil {
+		return fmt.Errorf("audit event %s: %w", e.ID, err)
+	}
 	var details any
 	if len(e.Details) > 0 {
 		details = string(e.Details)

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/stretchr/testify/require"
+
+	"github.com/larkrun/lark/internal/server"
+)
+
+// parsed binds the serve flags to a fresh command and parses args.
+func parsed(t *testing.T, args ...string) (*flags, *cobra.Command) {
+	t.Helper()
+	var f flags
+	c := &cobra.Command{Use: "serve"}
+	f.bind(c)
+	require.NoError(t, c.Flags().Parse(args))
+	return &f, c
+}
+
+func TestHTTPLimitFlags(t *testing.T) {
+	f, c := parsed(t)
+	require.NoError(t, f.check(c))
+	cfg, err := f.config("", nil)
+	require.NoError(t, err)
+	require.Equal(t, server.DefaultDrainTimeout, cfg.DrainTimeout)
+	require.Equal(t, 30*time.Second, cfg.ReadTimeout)
+	require.Equal(t, 60*time.Second, cfg.WriteTimeout)
+	require.Equal(t, 64, cfg.MaxInFlight)
+
+	f, c = parsed(t, "--drain-timeout=2m", "--read-timeout=5s", "--write-timeout=10s", "--idle-timeout=1m",
+		"--read-header-timeout=2s", "--max-header-bytes=8192", "--max-in-flight=8")
+	require.NoError(t, f.check(c))
+	cfg, err = f.config("", nil)
+	require.NoError(t, err)
+	require.Equal(t, 2*time.Minute, cfg.DrainTimeout)
+	require.Equal(t, 5*time.Second, cfg.ReadTimeout)
+	require.Equal(t, 10*time.Second, cfg.WriteTimeout)
+	require.Equal(t, time.Minute, cfg.IdleTimeout)
+	require.Equal(t, 2*time.Second, cfg.ReadHeaderTimeout)
+	require.Equal(t, 8192, cfg.MaxHeaderBytes)
+	require.Equal(t, 8, cfg.MaxInFlight)
+
+	for _, bad := range []string{"--drain-timeout=0s", "--read-timeout=-1s", "--max-in-flight=0", "--max-header-bytes=100"} {
+		f, c = parsed(t, bad)
+		require.Error(t, f.check(c), bad)
+	}
+}

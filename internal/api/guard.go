@@ -1,0 +1,124 @@
+package api
+
+import (
+	"errors"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/larkrun/lark/internal/auth"
+	"github.com/larkrun/lark/internal/obs"
+	"github.com/larkrun/lark/internal/problem"
+)
+
+// DefaultMaxInFlight is the default cap on one tenant's requests in flight at once.
+const DefaultMaxInFlight = 64
+
+// DefaultWriteTimeout is the default time the server gives a handler to answer, counted from the
+// end of the request's headers; the sync invocation route lifts it while the call runs.
+const DefaultWriteTimeout = 60 * time.Second
+
+// operatorKey is the in-flight key of the platform operator's token (it has no tenant).
+const operatorKey = "\x00operator"
+
+// inFlight counts the requests in flight per tenant.
+type inFlight struct {
+	mu  sync.Mutex
+	max int
+	n   map[string]int
+}
+
+// acquire takes a slot for key; false when key already has max requests in flight.
+func (f *inFlight) acquire(key string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n[key] >= f.max {
+		return false
+	}
+	f.n[key]++
+	return true
+}
+
+func (f *inFlight) release(key string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n[key]--; f.n[key] <= 0 {
+		delete(f.n, key)
+	}
+}
+
+// limitInFlight (after authenticate) caps the requests one tenant has in flight at once (the
+// platform operator's token counts as one tenant): over Config.MaxInFlight answers 429
+// rate_limited with Retry-After: 1, before the body is read.
+func (s *Server) limitInFlight(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sc := security(r)
+		key := sc.TenantID
+		if sc.Operator {
+			key = operatorKey
+		}
+		if !s.inflight.acquire(key) {
+			pe := problem.New(problem.TypeRateLimited, "too many requests in flight for this tenant (at most %d at once)", s.cfg.MaxInFlight)
+			pe.RetryAfter = 1
+			s.problem(w, r, pe)
+			return
+		}
+		defer s.inflight.release(key)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// need (after authenticate) answers 403 to a caller without role before the handler reads the
+// body; what names the action in the detail. The services check again.
+func (s *Server) need(role auth.Role, what string) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if err := requireRole(security(r), role, what); err != nil {
+				s.problem(w, r, err)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// tenantAdmin (after authenticate) admits the platform operator to the tenant-changing routes
+// before their body is read: a tenant token gets 404 for another tenant (no existence leak) and
+// 403 for its own, as the tenants service answers.
+func (s *Server) tenantAdmin(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sc := security(r)
+		if !sc.Operator {
+			id := chi.URLParam(r, "tenant_id")
+			if sc.TenantID != id {
+				s.problem(w, r, problem.NotFound("tenant %s not found", id))
+				return
+			}
+			s.problem(w, r, problem.Forbidden("only the platform operator changes tenant enablement and policy"))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// liftDeadlines removes the read and write deadlines of r's connection: the sync invocation route
+// calls it once the body is read, because the call may legitimately run for its entrypoint's
+// timeout_seconds. rearm sets the write deadline again (WriteTimeout from now) before the answer
+// is written, so a client that stops reading still cannot hold the connection.
+func (s *Server) liftDeadlines(w http.ResponseWriter, r *http.Request) (rearm func()) {
+	rc := http.NewResponseController(w)
+	s.deadline(r, rc.SetReadDeadline(time.Time{}))
+	s.deadline(r, rc.SetWriteDeadline(time.Time{}))
+	return func() { s.deadline(r, rc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))) }
+}
+
+// deadline logs a failure to change a connection deadline (a writer without deadlines, such as a
+// test recorder, and a connection already closed are not failures).
+func (s *Server) deadline(r *http.Request, err error) {
+	if err != nil && !errors.Is(err, http.ErrNotSupported) && !errors.Is(err, net.ErrClosed) {
+		obs.Logger(r.Context()).WarnContext(r.Context(), "setting a connection deadline", "err", err)
+	}
+}
