@@ -352,22 +352,31 @@ func ctxLogImpl(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 	if err != nil {
 		return nil, err
 	}
+	msg = truncateLog(msg)
 	var fields map[string]any
 	if len(kwargs) > 0 {
+		// The fields share what the message leaves of MaxLogEntryBytes.
+		room := int64(MaxLogEntryBytes - len(msg))
 		fields = make(map[string]any, len(kwargs))
 		for _, kv := range kwargs {
 			name := string(kv[0].(starlark.String))
-			v, err := toGo(thread, kv[1])
+			limit := max(room, 1)
+			v, err := toGoLimit(thread, kv[1], "log field "+name, limit)
 			if err != nil {
 				if isAllocError(err) {
 					return nil, err
 				}
-				s, err := displayString(thread, kv[1])
-				if err != nil {
-					return nil, err
+				if isPayloadError(err) {
+					v = fmt.Sprintf("[field dropped: larger than the %d bytes left in this log entry]", limit)
+				} else {
+					s, err := displayString(thread, kv[1])
+					if err != nil {
+						return nil, err
+					}
+					v = truncate(s, int(limit))
 				}
-				v = s
 			}
+			room -= jsonSize(v) + int64(len(name)) + 4
 			fields[name] = v
 		}
 	}
