@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/larkrun/lark/internal/cost"
+	"github.com/larkrun/lark/internal/invoke"
 	"github.com/larkrun/lark/internal/metrics"
 	"github.com/larkrun/lark/internal/retention"
 	"github.com/larkrun/lark/internal/server"
@@ -47,6 +48,7 @@ type flags struct {
 	pricing                     string
 	metricsPublic               bool
 	metricsMaxLabelSets         int
+	maxPayloadBytes             int
 }
 
 func (f *flags) bind(c *cobra.Command) {
@@ -64,6 +66,8 @@ func (f *flags) bind(c *cobra.Command) {
 		"serve GET /metrics without authentication (it names every tenant; default: the operator's token only) (env LARK_METRICS_PUBLIC)")
 	c.Flags().IntVar(&f.metricsMaxLabelSets, "metrics-max-label-sets", metrics.DefaultMaxLabelSets,
 		"label sets each metric family keeps before folding new ones into __other__ (env LARK_METRICS_MAX_LABEL_SETS)")
+	c.Flags().IntVar(&f.maxPayloadBytes, "max-payload-bytes", invoke.DefaultMaxPayloadBytes,
+		"largest params, result, workflow step input or output, helper argument and event payload, in bytes of JSON (env LARK_MAX_PAYLOAD_BYTES)")
 	c.Flags().StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (for lark bench)")
 	_ = c.Flags().MarkHidden("cpuprofile")
 	c.Flags().StringVar(&f.memProfile, "memprofile", "", "write an allocation profile of the whole run to this file at exit (for lark bench)")
@@ -75,7 +79,7 @@ func (f *flags) bind(c *cobra.Command) {
 func (f *flags) config(admin string, log *slog.Logger) (server.Config, error) {
 	cfg := server.Config{Addr: f.addr, DataDir: f.data, Store: f.store, AdminToken: admin, MaxBody: f.maxBody, Logger: log,
 		Workers: f.workers, UnsafeEgressAllowLoopback: f.egressLoopback, RetentionInterval: f.retention,
-		MetricsPublic: f.metricsPublic, MetricsMaxLabelSets: f.metricsMaxLabelSets}
+		MetricsPublic: f.metricsPublic, MetricsMaxLabelSets: f.metricsMaxLabelSets, MaxPayloadBytes: f.maxPayloadBytes}
 	if f.pricing != "" {
 		p, err := cost.Load(f.pricing)
 		if err != nil {
@@ -90,6 +94,7 @@ func (f *flags) config(admin string, log *slog.Logger) (server.Config, error) {
 var typedEnv = []struct{ flag, env string }{
 	{"metrics-public", "LARK_METRICS_PUBLIC"},
 	{"metrics-max-label-sets", "LARK_METRICS_MAX_LABEL_SETS"},
+	{"max-payload-bytes", "LARK_MAX_PAYLOAD_BYTES"},
 }
 
 // check applies typedEnv (a malformed value is an error, never ignored) and validates the flags.
@@ -102,6 +107,9 @@ func (f *flags) check(c *cobra.Command) error {
 		if err := c.Flags().Set(e.flag, v); err != nil {
 			return fmt.Errorf("%s: %w", e.env, err)
 		}
+	}
+	if f.maxPayloadBytes < 1 {
+		return fmt.Errorf("--max-payload-bytes must be at least 1, got %d", f.maxPayloadBytes)
 	}
 	if f.metricsMaxLabelSets < 1 {
 		return fmt.Errorf("--metrics-max-label-sets must be at least 1, got %d", f.metricsMaxLabelSets)
