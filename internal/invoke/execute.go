@@ -397,7 +397,7 @@ type host struct {
 	// maxLogEntries and maxLogBytes); dropped counts those dropped beyond, reported by drain in
 	// one marker entry.
 	logs, logBytes, dropped int
-	egress   int64 // body bytes of this execution's r_http_* calls (takeEgress)
+	egress                  int64 // body bytes of this execution's r_http_* calls (takeEgress)
 	// keyPrefix keeps the idempotency keys of a compensation run's entries apart from the runs'.
 	keyPrefix string
 	// durable is the record as this activation last wrote it (persistJournal), or the zero Record

@@ -297,7 +297,7 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 				Info: sandbox.Info{InvocationID: rec.ID, TenantID: rec.TenantID, EntrypointID: rec.EntrypointID,
 					CorrelationID: rec.CorrelationID, Attempt: rec.Attempt, Generation: generation},
 				Limits: sandbox.Limits{Timeout: timeout, CPU: d.Traits.Limits.CPU, MemoryMB: int(d.Traits.Limits.MemoryMB),
-				MaxPayloadBytes: int64(s.cfg.MaxPayloadBytes)}}})
+					MaxPayloadBytes: int64(s.cfg.MaxPayloadBytes)}}})
 		if rerr != nil || res.ContinueAsNew == nil || !open {
 			break
 		}
@@ -687,7 +687,7 @@ func (s *Service) compensateCanceled(ctx context.Context, rec invocation.Record,
 				Info: sandbox.Info{InvocationID: rec.ID, TenantID: rec.TenantID, EntrypointID: rec.EntrypointID,
 					CorrelationID: rec.CorrelationID, Attempt: rec.Attempt, Generation: wj.generation},
 				Limits: sandbox.Limits{Timeout: d.timeout(), CPU: d.Traits.Limits.CPU, MemoryMB: int(d.Traits.Limits.MemoryMB),
-				MaxPayloadBytes: int64(s.cfg.MaxPayloadBytes)}}})
+					MaxPayloadBytes: int64(s.cfg.MaxPayloadBytes)}}})
 		if rerr != nil && rerr.TypeID != sandbox.ErrCanceled {
 			h.add(invocation.EventLog, map[string]any{"message": "step compensations: the replay ended with " + rerr.Message})
 		}
