@@ -99,6 +99,7 @@ const (
 	encodeBytesPerStep  = 8
 	decodeStepsPerValue = 8
 	decodeBytesPerStep  = 8
+	encodeChargeBytes   = 64 << 10
 )
 
 func encode(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
@@ -148,6 +149,9 @@ func encodeValue(thread *starlark.Thread, x starlark.Value) (string, error) {
 	// Lark patch: the work counts as steps (one per value, one per
 	// encodeBytesPerStep bytes written), which also observes cancellation.
 	counted := 0
+	// Lark patch: the output is charged as it grows (every encodeChargeBytes),
+	// so that an encoding stopped by cancellation shows in the peak.
+	charged := 0
 	var emit func(x starlark.Value) error
 	emit = func(x starlark.Value) error {
 		if over || limit >= 0 && buf.Len() > limit {
@@ -157,6 +161,12 @@ func encodeValue(thread *starlark.Thread, x starlark.Value) (string, error) {
 			return err
 		}
 		counted = buf.Len() - (buf.Len()-counted)%encodeBytesPerStep
+		if buf.Len()-charged >= encodeChargeBytes {
+			if err := thread.AddAllocBytes(int64(buf.Len() - charged)); err != nil {
+				return err
+			}
+			charged = buf.Len()
+		}
 		if depth >= starlark.MaxNestingDepth {
 			return errTooDeep
 		}
@@ -291,7 +301,7 @@ func encodeValue(thread *starlark.Thread, x starlark.Value) (string, error) {
 	} else if err != nil {
 		return "", err
 	}
-	if err := thread.AddAllocBytes(int64(buf.Len())); err != nil {
+	if err := thread.AddAllocBytes(int64(buf.Len() - charged)); err != nil {
 		return "", err
 	}
 	return buf.String(), nil
