@@ -498,6 +498,15 @@ func (h *host) Now() time.Time { return h.s.cfg.Clock.Now() }
 // Entries are bounded: maxLogEntryBytes each (the message cut, the fields dropped beyond it), and
 // maxLogEntries / maxLogBytes per attempt, the rest dropped and counted (see drain).
 func (h *host) Log(ctx context.Context, msg string, fields map[string]any) {
+	h.mu.Lock()
+	full := h.logs >= maxLogEntries || h.logBytes >= maxLogBytes
+	if full {
+		h.dropped++ // without encoding it: a flood of entries past the cap costs little
+	}
+	h.mu.Unlock()
+	if full {
+		return
+	}
 	d := map[string]any{"message": msg}
 	if len(fields) > 0 {
 		d["fields"] = fields
