@@ -523,6 +523,7 @@ func (h *host) Log(ctx context.Context, msg string, fields map[string]any) {
 	defer h.mu.Unlock()
 	if h.logs >= maxLogEntries || h.logBytes+len(b) > maxLogBytes || len(h.timeline) >= maxTimelineEntries {
 		h.dropped++
+		h.logBytes = maxLogBytes // full: later entries are dropped without being encoded
 		return
 	}
 	h.logs++
