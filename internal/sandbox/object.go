@@ -340,6 +340,9 @@ func (c *contextValue) Attr(name string) (starlark.Value, error) {
 	return nil, nil
 }
 
+// logBytesPerStep is how many bytes of a log message ctx.log counts as a step.
+const logBytesPerStep = 64
+
 // ctxLogImpl implements ctx.log(msg, **fields): the message (a string, or
 // the string form of another value) and the fields (converted to JSON
 // values; those that do not convert are logged as strings) go to Host.Log.
@@ -353,6 +356,10 @@ func ctxLogImpl(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 		return nil, err
 	}
 	msg = truncateLog(msg)
+	// Handing the entry over is work too: a step per logBytesPerStep bytes.
+	if err := thread.AddSteps(1 + uint64(len(msg))/logBytesPerStep); err != nil {
+		return nil, err
+	}
 	var fields map[string]any
 	if len(kwargs) > 0 {
 		// The fields share what the message leaves of MaxLogEntryBytes.
