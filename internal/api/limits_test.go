@@ -68,12 +68,15 @@ func TestLimitsResultBomb(t *testing.T) {
 		require.GreaterOrEqual(t, metricsOf(rec)["max_memory_used_mb"].(float64), 2.0, "%v", metricsOf(rec))
 	})
 
-	t.Run("params over the limit are refused with 413", func(t *testing.T) {
+	t.Run("params and event payloads over the limit are refused with 413", func(t *testing.T) {
 		e := newEnv(t, func(c *server.Config) { c.MaxPayloadBytes = 64 << 10 })
 		adm := invTenant(t, e, "acme")
 		id := e.registerActive(t, adm, invFn(t, "limits.echo.v1~", "def main(ctx, input):\n  return {}\n"))["entrypoint_id"].(string)
 		r := e.expectProblem(t, http.StatusRequestEntityTooLarge, "payload_too_large", http.MethodPost, invPath, adm,
 			obj{"entrypoint_id": id, "mode": "sync", "params": obj{"s": strings.Repeat("p", 100<<10)}})
+		require.EqualValues(t, 64<<10, r.Body["limit_bytes"], "%s", r)
+		r = e.expectProblem(t, http.StatusRequestEntityTooLarge, "payload_too_large", http.MethodPost, eventsPath, adm,
+			obj{"event_type_id": paymentType, "payload": obj{"s": strings.Repeat("p", 100<<10)}})
 		require.EqualValues(t, 64<<10, r.Body["limit_bytes"], "%s", r)
 	})
 }
