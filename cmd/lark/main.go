@@ -18,6 +18,7 @@ import (
 
 	"github.com/larkrun/lark/internal/api"
 	"github.com/larkrun/lark/internal/cost"
+	"github.com/larkrun/lark/internal/invoke"
 	"github.com/larkrun/lark/internal/metrics"
 	"github.com/larkrun/lark/internal/retention"
 	"github.com/larkrun/lark/internal/server"
@@ -55,6 +56,7 @@ type flags struct {
 	idleTimeout                 time.Duration
 	maxHeaderBytes              int
 	maxInFlight                 int
+	maxPayloadBytes             int
 }
 
 func (f *flags) bind(c *cobra.Command) {
@@ -82,6 +84,8 @@ func (f *flags) bind(c *cobra.Command) {
 	c.Flags().IntVar(&f.maxHeaderBytes, "max-header-bytes", server.DefaultMaxHeaderBytes, "maximum size of a request's headers (larger → 431)")
 	c.Flags().IntVar(&f.maxInFlight, "max-in-flight", api.DefaultMaxInFlight,
 		"requests one tenant may have in flight at once (over it → 429 rate_limited)")
+	c.Flags().IntVar(&f.maxPayloadBytes, "max-payload-bytes", invoke.DefaultMaxPayloadBytes,
+		"largest params, result, workflow step input or output, helper argument and event payload, in bytes of JSON (env LARK_MAX_PAYLOAD_BYTES)")
 	c.Flags().StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (for lark bench)")
 	_ = c.Flags().MarkHidden("cpuprofile")
 	c.Flags().StringVar(&f.memProfile, "memprofile", "", "write an allocation profile of the whole run to this file at exit (for lark bench)")
@@ -95,7 +99,8 @@ func (f *flags) config(admin string, log *slog.Logger) (server.Config, error) {
 		Workers: f.workers, UnsafeEgressAllowLoopback: f.egressLoopback, RetentionInterval: f.retention,
 		MetricsPublic: f.metricsPublic, MetricsMaxLabelSets: f.metricsMaxLabelSets,
 		DrainTimeout: f.drainTimeout, ReadHeaderTimeout: f.readHeaderTimeout, ReadTimeout: f.readTimeout,
-		WriteTimeout: f.writeTimeout, IdleTimeout: f.idleTimeout, MaxHeaderBytes: f.maxHeaderBytes, MaxInFlight: f.maxInFlight}
+		WriteTimeout: f.writeTimeout, IdleTimeout: f.idleTimeout, MaxHeaderBytes: f.maxHeaderBytes, MaxInFlight: f.maxInFlight,
+		MaxPayloadBytes: f.maxPayloadBytes}
 	if f.pricing != "" {
 		p, err := cost.Load(f.pricing)
 		if err != nil {
@@ -110,6 +115,7 @@ func (f *flags) config(admin string, log *slog.Logger) (server.Config, error) {
 var typedEnv = []struct{ flag, env string }{
 	{"metrics-public", "LARK_METRICS_PUBLIC"},
 	{"metrics-max-label-sets", "LARK_METRICS_MAX_LABEL_SETS"},
+	{"max-payload-bytes", "LARK_MAX_PAYLOAD_BYTES"},
 }
 
 // check applies typedEnv (a malformed value is an error, never ignored) and validates the flags.
@@ -122,6 +128,9 @@ func (f *flags) check(c *cobra.Command) error {
 		if err := c.Flags().Set(e.flag, v); err != nil {
 			return fmt.Errorf("%s: %w", e.env, err)
 		}
+	}
+	if f.maxPayloadBytes < 1 {
+		return fmt.Errorf("--max-payload-bytes must be at least 1, got %d", f.maxPayloadBytes)
 	}
 	if f.metricsMaxLabelSets < 1 {
 		return fmt.Errorf("--metrics-max-label-sets must be at least 1, got %d", f.metricsMaxLabelSets)

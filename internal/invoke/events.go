@@ -80,6 +80,9 @@ func (s *Service) Publish(ctx context.Context, sc auth.SecurityContext, req Publ
 	if len(req.Payload) == 0 || string(req.Payload) == "null" {
 		req.Payload = json.RawMessage("{}")
 	}
+	if len(req.Payload) > s.cfg.MaxPayloadBytes {
+		return out, tooLarge("payload", len(req.Payload), s.cfg.MaxPayloadBytes)
+	}
 	if err := decodeJSON(req.Payload, &payload); err != nil {
 		issues = append(issues, problem.Issue{Path: "$.payload", Code: "INVALID_VALUE", Message: "must be JSON"})
 	}

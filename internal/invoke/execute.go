@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/larkrun/lark/internal/entrypoint"
 	"github.com/larkrun/lark/internal/events"
@@ -50,7 +51,8 @@ func (s *Service) execute(ctx context.Context, rec invocation.Record, e entrypoi
 		res, rerr = sandbox.Run(runCtx, sandbox.Request{Program: prog, Input: input, Host: h,
 			Info: sandbox.Info{InvocationID: rec.ID, TenantID: rec.TenantID, EntrypointID: rec.EntrypointID,
 				CorrelationID: rec.CorrelationID, Attempt: rec.Attempt},
-			Limits: sandbox.Limits{Timeout: d.timeout(), CPU: d.Traits.Limits.CPU, MemoryMB: int(d.Traits.Limits.MemoryMB)}})
+			Limits: sandbox.Limits{Timeout: d.timeout(), CPU: d.Traits.Limits.CPU, MemoryMB: int(d.Traits.Limits.MemoryMB),
+				MaxPayloadBytes: int64(s.cfg.MaxPayloadBytes)}})
 	}
 	elapsed := time.Since(start)
 	metrics := metricsOf(elapsed, res, d, h.takeEgress())
@@ -149,6 +151,12 @@ func (s *Service) checkOutput(d definition, out any) (json.RawMessage, *sandbox.
 	b, err := json.Marshal(out)
 	if err != nil {
 		return nil, &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "non_retryable", Message: "result is not JSON: " + err.Error()}
+	}
+	if len(b) > s.cfg.MaxPayloadBytes {
+		// The sandbox bounds the result's size without its strings' escapes; this is the exact check.
+		return nil, &sandbox.Error{TypeID: sandbox.ErrPayloadTooLarge, Category: "non_retryable",
+			Message: fmt.Sprintf("the result is larger than the limit of %d bytes once encoded as JSON", s.cfg.MaxPayloadBytes),
+			Details: map[string]any{"limit_bytes": s.cfg.MaxPayloadBytes, "size_bytes": len(b)}}
 	}
 	compiled, err := s.returnsSchema(d)
 	if err != nil {
@@ -340,12 +348,38 @@ func (s *Service) complete(ctx context.Context, rec invocation.Record, d definit
 	return final, nil
 }
 
+// MaxErrorBytes bounds the stored error envelope of an attempt: its details, encoded, beyond
+// sandbox.MaxErrorBytes (64 KiB) are replaced by {"truncated": true, "size_bytes": n}; its message
+// beyond 4 KiB is cut (the sandbox keeps both within these limits; this is the store's guard).
+const (
+	maxErrorDetailsBytes = sandbox.MaxErrorBytes
+	maxErrorMessageBytes = 4 << 10
+)
+
+// payload is the stored form of an attempt's error, bounded (maxErrorDetailsBytes).
 func payload(e *sandbox.Error) *invocation.Error {
-	p := &invocation.Error{TypeID: e.TypeID, Message: e.Message, Category: e.Category}
+	p := &invocation.Error{TypeID: e.TypeID, Message: cut(e.Message, maxErrorMessageBytes), Category: e.Category}
 	if len(e.Details) > 0 {
-		p.Details, _ = json.Marshal(e.Details)
+		b, err := json.Marshal(e.Details)
+		if err != nil || len(b) > maxErrorDetailsBytes {
+			b = fmt.Appendf(nil, `{"truncated":true,"size_bytes":%d}`, len(b))
+		}
+		p.Details = b
 	}
 	return p
+}
+
+// cut cuts s to at most n bytes on a rune boundary, marking the cut.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const mark = "…"
+	i := n - len(mark)
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + mark
 }
 
 // host is the sandbox's window on the world for one attempt: egress with the tenant's allowlist,
@@ -359,7 +393,11 @@ type host struct {
 	mu       sync.Mutex
 	timeline []invocation.Event
 	n        int
-	egress   int64 // body bytes of this execution's r_http_* calls (takeEgress)
+	// logs and logBytes are the log entries kept in this attempt and their encoded size (capped at
+	// maxLogEntries and maxLogBytes); dropped counts those dropped beyond, reported by drain in
+	// one marker entry.
+	logs, logBytes, dropped int
+	egress                  int64 // body bytes of this execution's r_http_* calls (takeEgress)
 	// keyPrefix keeps the idempotency keys of a compensation run's entries apart from the runs'.
 	keyPrefix string
 	// durable is the record as this activation last wrote it (persistJournal), or the zero Record
@@ -368,6 +406,16 @@ type host struct {
 }
 
 const maxTimelineEntries = 1000
+
+// Limits on an attempt's log entries (print, ctx.log): an entry's data beyond maxLogEntryBytes
+// encoded keeps its message cut (the sandbox already cuts messages at sandbox.MaxLogEntryBytes);
+// beyond maxLogEntries entries or maxLogBytes in total, entries are dropped and counted in one
+// marker entry "N log entries dropped".
+const (
+	maxLogEntryBytes = sandbox.MaxLogEntryBytes + 1<<10 // the message, its fields and the keys around them
+	maxLogEntries    = 1000
+	maxLogBytes      = 1 << 20
+)
 
 func (h *host) add(t invocation.EventType, data map[string]any) {
 	h.addAt(time.Time{}, t, data)
@@ -383,8 +431,21 @@ func (h *host) addAt(at time.Time, t invocation.EventType, data map[string]any) 
 	if len(h.timeline) >= maxTimelineEntries {
 		return
 	}
+	h.appendLocked(at, t, data)
+}
+
+// appendLocked appends an entry; h.mu is held.
+func (h *host) appendLocked(at time.Time, t invocation.EventType, data map[string]any) {
+	b, err := json.Marshal(data)
+	if err != nil {
+		b = fmt.Appendf(nil, `{"error":%q}`, "entry not encodable: "+err.Error())
+	}
+	h.appendEncoded(at, t, b)
+}
+
+// appendEncoded appends an entry whose data is encoded already; h.mu is held.
+func (h *host) appendEncoded(at time.Time, t invocation.EventType, b []byte) {
 	h.n++
-	b, _ := json.Marshal(data)
 	h.timeline = append(h.timeline, invocation.Event{Type: t, Data: b, At: at, EngineAttempt: h.rec.EngineAttempt,
 		LogicalAttempt: h.rec.Attempt, IdempotencyKey: eventKey(h.rec.ID, fmt.Sprintf("%s%d/%d", h.keyPrefix, h.rec.EngineAttempt, h.n), h.rec.Attempt, t)})
 }
@@ -402,6 +463,12 @@ func (h *host) prepend(events []invocation.Event) {
 func (h *host) drain() []invocation.Event {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.dropped > 0 {
+		h.appendLocked(h.s.cfg.Clock.Now(), invocation.EventLog, map[string]any{
+			"message": fmt.Sprintf("%d log entries dropped", h.dropped), "dropped": h.dropped,
+			"reason": fmt.Sprintf("an attempt keeps at most %d log entries and %d bytes of them", maxLogEntries, maxLogBytes)})
+		h.dropped = 0
+	}
 	out := h.timeline
 	h.timeline = nil
 	return out
@@ -428,12 +495,40 @@ func (h *host) takeEgress() int64 {
 func (h *host) Now() time.Time { return h.s.cfg.Clock.Now() }
 
 // Log implements sandbox.Host: ctx.log lands in the timeline.
+// Entries are bounded: maxLogEntryBytes each (the message cut, the fields dropped beyond it), and
+// maxLogEntries / maxLogBytes per attempt, the rest dropped and counted (see drain).
 func (h *host) Log(ctx context.Context, msg string, fields map[string]any) {
+	h.mu.Lock()
+	full := h.logs >= maxLogEntries || h.logBytes >= maxLogBytes
+	if full {
+		h.dropped++ // without encoding it: a flood of entries past the cap costs little
+	}
+	h.mu.Unlock()
+	if full {
+		return
+	}
 	d := map[string]any{"message": msg}
 	if len(fields) > 0 {
 		d["fields"] = fields
 	}
-	h.add(invocation.EventLog, d)
+	b, err := json.Marshal(d)
+	if err != nil || len(b) > maxLogEntryBytes {
+		d = map[string]any{"message": cut(msg, sandbox.MaxLogEntryBytes), "truncated": true}
+		if b, err = json.Marshal(d); err != nil {
+			b = []byte(`{"message":"","truncated":true}`)
+		}
+	}
+	at := h.s.cfg.Clock.Now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.logs >= maxLogEntries || h.logBytes+len(b) > maxLogBytes || len(h.timeline) >= maxTimelineEntries {
+		h.dropped++
+		h.logBytes = maxLogBytes // full: later entries are dropped without being encoded
+		return
+	}
+	h.logs++
+	h.logBytes += len(b)
+	h.appendEncoded(at, invocation.EventLog, b)
 }
 
 // HTTP implements sandbox.Host through the egress layer with the tenant's allowlist. The timeline

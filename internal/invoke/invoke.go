@@ -71,6 +71,12 @@ type Config struct {
 	// 100,000 entries and 64 MiB.
 	MaxJournalEntries int
 	MaxJournalBytes   int
+	// MaxPayloadBytes bounds params (checked when an invocation starts: 413 payload_too_large),
+	// results, workflow step inputs and outputs, helper arguments (r_http_post_v1 bodies,
+	// r_invoke_v1 params) and published event payloads, encoded as JSON (default
+	// DefaultMaxPayloadBytes, 2 MiB). A result over it fails the attempt with the non-retryable
+	// payload_too_large error; it is never stored truncated.
+	MaxPayloadBytes int
 	// Pricing prices executions and invocations (nil: everything costs 0). Each execution's cost is
 	// recorded in the event that closes it, each invocation's price in its created event.
 	Pricing *cost.Pricing
@@ -80,6 +86,15 @@ type Config struct {
 	// SyncPoll is how often a sync invocation of a workflow that waits for its end reads the store,
 	// for an end this process was not told of (default 1 s). Ends committed here wake it at once.
 	SyncPoll time.Duration
+}
+
+// DefaultMaxPayloadBytes is the default Config.MaxPayloadBytes: 2 MiB, as Temporal's payload limit.
+const DefaultMaxPayloadBytes = sandbox.DefaultMaxPayloadBytes
+
+// tooLarge is the 413 problem of a payload over its limit.
+func tooLarge(what string, size, limit int) *problem.Error {
+	return problem.New(problem.TypePayloadTooLarge, "%s: %d bytes, more than the limit of %d bytes", what, size, limit).
+		With("limit_bytes", limit)
 }
 
 // Service implements the invocation use cases.
@@ -128,6 +143,9 @@ func NewService(cfg Config) *Service {
 	}
 	if cfg.MaxJournalBytes <= 0 {
 		cfg.MaxJournalBytes = 64 << 20
+	}
+	if cfg.MaxPayloadBytes <= 0 {
+		cfg.MaxPayloadBytes = DefaultMaxPayloadBytes
 	}
 	if cfg.MaxLive <= 0 {
 		cfg.MaxLive = 1000
@@ -423,6 +441,9 @@ func (s *Service) policy(ctx context.Context, tenantID string) (tenant.Policy, e
 func (s *Service) validateParams(d definition, raw json.RawMessage) (any, json.RawMessage, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		raw = json.RawMessage("{}")
+	}
+	if len(raw) > s.cfg.MaxPayloadBytes {
+		return nil, nil, tooLarge("params", len(raw), s.cfg.MaxPayloadBytes)
 	}
 	var params any
 	dec := json.NewDecoder(strings.NewReader(string(raw)))

@@ -296,7 +296,8 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 				Program: prog, Input: input, Host: h,
 				Info: sandbox.Info{InvocationID: rec.ID, TenantID: rec.TenantID, EntrypointID: rec.EntrypointID,
 					CorrelationID: rec.CorrelationID, Attempt: rec.Attempt, Generation: generation},
-				Limits: sandbox.Limits{Timeout: timeout, CPU: d.Traits.Limits.CPU, MemoryMB: int(d.Traits.Limits.MemoryMB)}}})
+				Limits: sandbox.Limits{Timeout: timeout, CPU: d.Traits.Limits.CPU, MemoryMB: int(d.Traits.Limits.MemoryMB),
+					MaxPayloadBytes: int64(s.cfg.MaxPayloadBytes)}}})
 		if rerr != nil || res.ContinueAsNew == nil || !open {
 			break
 		}
@@ -685,7 +686,8 @@ func (s *Service) compensateCanceled(ctx context.Context, rec invocation.Record,
 			Request: sandbox.Request{Program: prog, Input: wj.inputOf(rec), Host: h,
 				Info: sandbox.Info{InvocationID: rec.ID, TenantID: rec.TenantID, EntrypointID: rec.EntrypointID,
 					CorrelationID: rec.CorrelationID, Attempt: rec.Attempt, Generation: wj.generation},
-				Limits: sandbox.Limits{Timeout: d.timeout(), CPU: d.Traits.Limits.CPU, MemoryMB: int(d.Traits.Limits.MemoryMB)}}})
+				Limits: sandbox.Limits{Timeout: d.timeout(), CPU: d.Traits.Limits.CPU, MemoryMB: int(d.Traits.Limits.MemoryMB),
+					MaxPayloadBytes: int64(s.cfg.MaxPayloadBytes)}}})
 		if rerr != nil && rerr.TypeID != sandbox.ErrCanceled {
 			h.add(invocation.EventLog, map[string]any{"message": "step compensations: the replay ended with " + rerr.Message})
 		}

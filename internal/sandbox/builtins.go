@@ -180,9 +180,9 @@ func envelopeFrom(thread *starlark.Thread, name string, v starlark.Value) (*Erro
 		e.Category = string(s)
 	}
 	if d := field("details"); given(d) {
-		x, err := toGo(thread, d)
+		x, err := toGoLimit(thread, d, "the error details", MaxErrorBytes)
 		if err != nil {
-			if isAllocError(err) {
+			if isLimitError(err) {
 				return nil, err
 			}
 			return nil, errorf(name, "details: %v", err)
@@ -459,9 +459,9 @@ func rHTTP(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 	rest := vals[1:] // headers, timeout_ms, retry, exit_on_http_error
 	if name == "r_http_post_v1" {
 		req.Method = "POST"
-		body, err := toGo(thread, vals[1])
+		body, err := toGo(thread, vals[1], name+" body")
 		if err != nil {
-			if isAllocError(err) {
+			if isLimitError(err) {
 				return nil, err
 			}
 			return nil, errorf(name, "body: %v", err)
@@ -629,9 +629,9 @@ func rInvoke(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, 
 	}
 	var params any = map[string]any{}
 	if vals[1] != nil {
-		params, err = toGo(thread, vals[1])
+		params, err = toGo(thread, vals[1], name+" params")
 		if err != nil {
-			if isAllocError(err) {
+			if isLimitError(err) {
 				return nil, err
 			}
 			return nil, errorf(name, "params: %v", err)

@@ -28,6 +28,11 @@ const (
 	goHeaderBytes   = 48
 )
 
+// convertStepsPerValue is the steps converting one value between Go and
+// Starlark counts (calibrated so that conversions count about as many steps
+// per second as the interpreter's loops; see StepsPerCPUSecond).
+const convertStepsPerValue = 8
+
 // isAllocError reports whether err is, or wraps, an allocation-limit error.
 func isAllocError(err error) bool {
 	var e *starlark.AllocLimitError
@@ -46,6 +51,10 @@ func toStarlark(thread *starlark.Thread, v any) (starlark.Value, error) {
 func toStarlarkDepth(thread *starlark.Thread, v any, depth int) (starlark.Value, error) {
 	if depth > maxDepth {
 		return nil, fmt.Errorf("value nested more than %d levels deep", maxDepth)
+	}
+	// A step per value: long conversions observe cancellation and the CPU budget.
+	if err := thread.AddSteps(convertStepsPerValue); err != nil {
+		return nil, err
 	}
 	switch v := v.(type) {
 	case nil:
@@ -261,37 +270,92 @@ func fieldSegment(name string) string {
 // []any, json.Number, string, bool, nil), charging thread. Dicts (with
 // string keys only), structs, Objects, lists, tuples, strings, ints,
 // finite floats, bools and None convert; anything else is an error.
-func toGo(thread *starlark.Thread, v starlark.Value) (any, error) {
-	x, err := toGoDepth(thread, v, 0)
+//
+// The conversion is charged to the thread as the JSON text it stands for:
+// every string is charged its length each time it occurs (a list holding
+// one large string 200 times becomes 200 copies once encoded), and every
+// value counts a step (so that it observes cancellation and the CPU
+// budget). Its encoded size is bounded by the execution's payload limit
+// (Limits.MaxPayloadBytes): beyond it, the conversion fails with a
+// *PayloadError.
+func toGo(thread *starlark.Thread, v starlark.Value, what string) (any, error) {
+	return toGoLimit(thread, v, what, payloadLimit(thread))
+}
+
+// toGoLimit is toGo with a limit of its own on the encoded size.
+func toGoLimit(thread *starlark.Thread, v starlark.Value, what string, limit int64) (any, error) {
+	c := &goConverter{thread: thread, limit: limit, what: what}
+	x, err := c.convert(v, 0)
 	if err != nil {
 		return nil, err
 	}
 	return x, nil
 }
 
-func toGoDepth(thread *starlark.Thread, v starlark.Value, depth int) (any, *convertError) {
+// payloadLimit is the payload limit of the execution thread belongs to.
+func payloadLimit(thread *starlark.Thread) int64 {
+	if r, ok := thread.Local(runKey).(*run); ok {
+		return r.limits.MaxPayloadBytes
+	}
+	return DefaultMaxPayloadBytes
+}
+
+// A goConverter converts one value with toGo, counting the size of its JSON
+// encoding (a lower bound: strings without their escapes).
+type goConverter struct {
+	thread *starlark.Thread
+	limit  int64  // on size; <= 0: none
+	size   int64  // estimated encoded size so far
+	what   string // what is converted, for errors ("the result")
+}
+
+// add counts n bytes of JSON text and one step.
+func (c *goConverter) add(n int64) *convertError {
+	c.size += n
+	if c.limit > 0 && c.size > c.limit {
+		err := &PayloadError{What: c.what, Limit: c.limit}
+		return &convertError{reason: err.Error(), cause: err}
+	}
+	if err := c.thread.AddSteps(convertStepsPerValue); err != nil {
+		return &convertError{reason: err.Error(), cause: err}
+	}
+	return nil
+}
+
+// charge charges n bytes to the thread's allocation budget.
+func (c *goConverter) charge(n int64) *convertError {
+	if err := c.thread.AddAllocBytes(n); err != nil {
+		return &convertError{reason: err.Error(), cause: err}
+	}
+	return nil
+}
+
+func (c *goConverter) convert(v starlark.Value, depth int) (any, *convertError) {
 	if depth > maxDepth {
 		return nil, &convertError{reason: fmt.Sprintf("value is cyclic or nested more than %d levels deep", maxDepth)}
 	}
-	charge := func(n int64) *convertError {
-		if err := thread.AddAllocBytes(n); err != nil {
-			return &convertError{reason: err.Error(), cause: err}
-		}
-		return nil
-	}
 	switch v := v.(type) {
 	case starlark.NoneType:
-		return nil, nil
+		return nil, c.add(4)
 	case starlark.Bool:
-		return bool(v), nil
+		return bool(v), c.add(5)
 	case starlark.String:
-		return string(v), nil
+		n := int64(len(v))
+		if err := c.add(n + 2); err != nil {
+			return nil, err
+		}
+		// The JSON text will hold a copy of this string wherever it occurs.
+		return string(v), c.charge(n)
 	case starlark.Int:
 		if i, ok := v.Int64(); ok {
-			return json.Number(strconv.FormatInt(i, 10)), nil
+			s := strconv.FormatInt(i, 10)
+			return json.Number(s), c.add(int64(len(s)))
 		}
 		s := v.String()
-		if err := charge(int64(len(s))); err != nil {
+		if err := c.add(int64(len(s))); err != nil {
+			return nil, err
+		}
+		if err := c.charge(int64(len(s))); err != nil {
 			return nil, err
 		}
 		return json.Number(s), nil
@@ -300,9 +364,10 @@ func toGoDepth(thread *starlark.Thread, v starlark.Value, depth int) (any, *conv
 		if math.IsNaN(f) || math.IsInf(f, 0) {
 			return nil, &convertError{reason: fmt.Sprintf("float %v is not a JSON number", v)}
 		}
-		return json.Number(strconv.FormatFloat(f, 'g', -1, 64)), nil
+		s := strconv.FormatFloat(f, 'g', -1, 64)
+		return json.Number(s), c.add(int64(len(s)))
 	case *starlark.Dict:
-		if err := charge(goHeaderBytes + int64(v.Len())*goMapEntryBytes); err != nil {
+		if err := c.object(v.Len()); err != nil {
 			return nil, err
 		}
 		m := make(map[string]any, v.Len())
@@ -311,7 +376,7 @@ func toGoDepth(thread *starlark.Thread, v starlark.Value, depth int) (any, *conv
 			if !ok {
 				return nil, &convertError{reason: fmt.Sprintf("dict key %s is a %s, not a string", truncate(k.String(), 64), k.Type())}
 			}
-			gx, err := toGoDepth(thread, x, depth+1)
+			gx, err := c.member(string(ks), x, depth)
 			if err != nil {
 				return nil, err.at(fieldSegment(string(ks)))
 			}
@@ -319,12 +384,12 @@ func toGoDepth(thread *starlark.Thread, v starlark.Value, depth int) (any, *conv
 		}
 		return m, nil
 	case *Object:
-		if err := charge(goHeaderBytes + int64(len(v.keys))*goMapEntryBytes); err != nil {
+		if err := c.object(len(v.keys)); err != nil {
 			return nil, err
 		}
 		m := make(map[string]any, len(v.keys))
 		for i, k := range v.keys {
-			gx, err := toGoDepth(thread, v.values[i], depth+1)
+			gx, err := c.member(k, v.values[i], depth)
 			if err != nil {
 				return nil, err.at(fieldSegment(k))
 			}
@@ -332,13 +397,13 @@ func toGoDepth(thread *starlark.Thread, v starlark.Value, depth int) (any, *conv
 		}
 		return m, nil
 	case *starlarkstruct.Struct:
-		if err := charge(goHeaderBytes + int64(v.Len())*goMapEntryBytes); err != nil {
+		if err := c.object(v.Len()); err != nil {
 			return nil, err
 		}
 		m := make(map[string]any, v.Len())
 		for i := range v.Len() {
 			name, x := v.AttrAt(i)
-			gx, err := toGoDepth(thread, x, depth+1)
+			gx, err := c.member(name, x, depth)
 			if err != nil {
 				return nil, err.at(fieldSegment(name))
 			}
@@ -346,26 +411,79 @@ func toGoDepth(thread *starlark.Thread, v starlark.Value, depth int) (any, *conv
 		}
 		return m, nil
 	case *starlark.List:
-		return sliceToGo(thread, v.Len(), v.Index, depth)
+		return c.slice(v.Len(), v.Index, depth)
 	case starlark.Tuple:
-		return sliceToGo(thread, len(v), func(i int) starlark.Value { return v[i] }, depth)
+		return c.slice(len(v), func(i int) starlark.Value { return v[i] }, depth)
 	}
 	return nil, &convertError{reason: fmt.Sprintf("a value of type %s cannot be converted to JSON", v.Type())}
 }
 
-func sliceToGo(thread *starlark.Thread, n int, index func(int) starlark.Value, depth int) (any, *convertError) {
-	if err := thread.AddAllocBytes(goHeaderBytes + int64(n)*goElemBytes); err != nil {
-		return nil, &convertError{reason: err.Error(), cause: err}
+// object counts and charges a JSON object of n members.
+func (c *goConverter) object(n int) *convertError {
+	if err := c.add(2); err != nil {
+		return err
+	}
+	return c.charge(goHeaderBytes + int64(n)*goMapEntryBytes)
+}
+
+// member converts the value of one member of an object.
+func (c *goConverter) member(key string, x starlark.Value, depth int) (any, *convertError) {
+	if err := c.add(int64(len(key)) + 4); err != nil {
+		return nil, err
+	}
+	return c.convert(x, depth+1)
+}
+
+func (c *goConverter) slice(n int, index func(int) starlark.Value, depth int) (any, *convertError) {
+	if err := c.add(2 + int64(n)); err != nil {
+		return nil, err
+	}
+	if err := c.charge(goHeaderBytes + int64(n)*goElemBytes); err != nil {
+		return nil, err
 	}
 	out := make([]any, n)
 	for i := range n {
-		x, err := toGoDepth(thread, index(i), depth+1)
+		x, err := c.convert(index(i), depth+1)
 		if err != nil {
 			return nil, err.at("[" + strconv.Itoa(i) + "]")
 		}
 		out[i] = x
 	}
 	return out, nil
+}
+
+// PayloadError is a value, converted to JSON, that is larger than its
+// limit (Limits.MaxPayloadBytes for results, step outputs and helper
+// arguments; MaxErrorBytes for error details).
+type PayloadError struct {
+	What  string // "the result", "r_http_post_v1 body", ...
+	Limit int64  // bytes
+}
+
+func (e *PayloadError) Error() string {
+	return fmt.Sprintf("%s is larger than the limit of %d bytes once encoded as JSON", e.What, e.Limit)
+}
+
+// isPayloadError reports whether err is, or wraps, a *PayloadError.
+func isPayloadError(err error) bool {
+	var e *PayloadError
+	return errors.As(err, &e)
+}
+
+// payloadError is the execution's error for a value over its size limit.
+func payloadError(err error) *Error {
+	var pe *PayloadError
+	if !errors.As(err, &pe) {
+		return newError(ErrPayloadTooLarge, CategoryNonRetryable, "%v", err)
+	}
+	return newError(ErrPayloadTooLarge, CategoryNonRetryable, "%s", pe.Error()).
+		withDetail("limit_bytes", pe.Limit)
+}
+
+// isLimitError reports whether err is one that a helper must propagate
+// rather than report as a misuse: an allocation or a payload error.
+func isLimitError(err error) bool {
+	return isAllocError(err) || isPayloadError(err)
 }
 
 // displayString returns s itself for a string, else the string form of v,
@@ -379,9 +497,23 @@ func displayString(thread *starlark.Thread, v starlark.Value) (string, error) {
 		limit = int(min(max(budget-thread.AllocBytes(), 0), math.MaxInt32))
 	}
 	p := starlark.NewPrinter(limit)
+	p.SetThread(thread)
 	p.WriteValue(v)
+	if err := p.Err(); err != nil {
+		return "", err
+	}
 	if p.Truncated() {
 		return "", thread.AddAllocBytes(int64(limit) + 1) // fails
 	}
 	return p.String(), thread.AddAllocBytes(int64(p.Len()))
+}
+
+// jsonSize is the length of the JSON encoding of v, a small JSON-ready value
+// (0 if it does not encode).
+func jsonSize(v any) int64 {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return 0
+	}
+	return int64(len(b))
 }

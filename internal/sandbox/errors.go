@@ -23,6 +23,11 @@ const (
 	ErrHTTP          = errBase + "x.core.serverless.err.http.v1~"
 	ErrHTTPTransport = errBase + "x.core.serverless.err.http_transport.v1~"
 	ErrValidation    = errBase + "x.core.serverless.err.validation.v1~"
+	// ErrPayloadTooLarge is a value larger than its size limit: a result,
+	// a step's output or input, a helper's argument (Limits.MaxPayloadBytes)
+	// or the details of an error envelope (MaxErrorBytes). Non-retryable:
+	// the same code produces the same value again.
+	ErrPayloadTooLarge = errBase + "x.core.serverless.err.payload_too_large.v1~"
 )
 
 // Error categories: they tell the caller whether, and why, a failed
@@ -82,6 +87,31 @@ const (
 	maxMessageBytes   = 4 << 10
 	maxBacktraceBytes = 8 << 10
 )
+
+// MaxErrorBytes bounds the details of an error envelope given to r_exit,
+// encoded as JSON (the message is cut at 4 KiB and the backtrace at 8 KiB
+// on their own): larger details fail the execution with
+// ErrPayloadTooLarge instead.
+const MaxErrorBytes = 64 << 10
+
+// MaxLogEntryBytes bounds the message of one log entry (print, ctx.log),
+// and the encoded size of its fields: a longer message is cut, with a
+// marker saying how many bytes were dropped; a field that does not fit is
+// replaced by such a marker.
+const MaxLogEntryBytes = 16 << 10
+
+// truncateLog cuts a log message to MaxLogEntryBytes, saying how much was dropped.
+func truncateLog(s string) string {
+	if len(s) <= MaxLogEntryBytes {
+		return s
+	}
+	marker := fmt.Sprintf("… [%d bytes dropped]", len(s))
+	cut := MaxLogEntryBytes - len(marker)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf("… [%d bytes dropped]", len(s)-cut)
+}
 
 // newError returns an Error with the message truncated to maxMessageBytes.
 func newError(typeID, category, format string, args ...any) *Error {

@@ -340,6 +340,9 @@ func (c *contextValue) Attr(name string) (starlark.Value, error) {
 	return nil, nil
 }
 
+// logBytesPerStep is how many bytes of a log message ctx.log counts as a step.
+const logBytesPerStep = 64
+
 // ctxLogImpl implements ctx.log(msg, **fields): the message (a string, or
 // the string form of another value) and the fields (converted to JSON
 // values; those that do not convert are logged as strings) go to Host.Log.
@@ -352,22 +355,35 @@ func ctxLogImpl(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tupl
 	if err != nil {
 		return nil, err
 	}
+	msg = truncateLog(msg)
+	// Handing the entry over is work too: a step per logBytesPerStep bytes.
+	if err := thread.AddSteps(1 + uint64(len(msg))/logBytesPerStep); err != nil {
+		return nil, err
+	}
 	var fields map[string]any
 	if len(kwargs) > 0 {
+		// The fields share what the message leaves of MaxLogEntryBytes.
+		room := int64(MaxLogEntryBytes - len(msg))
 		fields = make(map[string]any, len(kwargs))
 		for _, kv := range kwargs {
 			name := string(kv[0].(starlark.String))
-			v, err := toGo(thread, kv[1])
+			limit := max(room, 1)
+			v, err := toGoLimit(thread, kv[1], "log field "+name, limit)
 			if err != nil {
 				if isAllocError(err) {
 					return nil, err
 				}
-				s, err := displayString(thread, kv[1])
-				if err != nil {
-					return nil, err
+				if isPayloadError(err) {
+					v = fmt.Sprintf("[field dropped: larger than the %d bytes left in this log entry]", limit)
+				} else {
+					s, err := displayString(thread, kv[1])
+					if err != nil {
+						return nil, err
+					}
+					v = truncate(s, int(limit))
 				}
-				v = s
 			}
+			room -= jsonSize(v) + int64(len(name)) + 4
 			fields[name] = v
 		}
 	}

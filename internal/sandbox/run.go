@@ -29,6 +29,9 @@ const (
 	MinCPU          = 0.1
 	MaxCPU          = 1.0
 	MaxMemoryMB     = 512
+	// DefaultMaxPayloadBytes is the default Limits.MaxPayloadBytes: 2 MiB,
+	// as Temporal's payload limit.
+	DefaultMaxPayloadBytes = 2 << 20
 )
 
 // maxHostCalls bounds the host calls (HTTP, child invocations) one
@@ -58,10 +61,18 @@ const hostDrainGrace = 2 * time.Second
 //     back when it becomes garbage, except call frames when they return):
 //     a conservative bound on the live heap, since Go cannot measure the
 //     live memory of one goroutine. See third_party/go.starlark.net/PATCHES.md.
+//     Converting values to JSON (the result, step outputs, error details,
+//     helper arguments) is charged too, as the text they become.
+//   - MaxPayloadBytes bounds the JSON encoding of the result, of every
+//     step's input and output and of helper arguments (r_http_post_v1
+//     bodies, r_invoke_v1 params, r_continue_as_new_v1 input)
+//     (DefaultMaxPayloadBytes if zero; negative: no limit). A larger value
+//     fails the execution with ErrPayloadTooLarge.
 type Limits struct {
-	Timeout  time.Duration
-	CPU      float64
-	MemoryMB int
+	Timeout         time.Duration
+	CPU             float64
+	MemoryMB        int
+	MaxPayloadBytes int64
 }
 
 // Info identifies the invocation being executed; main sees it as ctx.
@@ -333,6 +344,9 @@ func normalizeLimits(l Limits) (Limits, *Error) {
 	if l.MemoryMB == 0 {
 		l.MemoryMB = DefaultMemoryMB
 	}
+	if l.MaxPayloadBytes == 0 {
+		l.MaxPayloadBytes = DefaultMaxPayloadBytes
+	}
 	switch {
 	case l.Timeout < 0:
 		return l, newError(ErrValidation, CategoryNonRetryable, "timeout %v is negative", l.Timeout)
@@ -365,6 +379,9 @@ func (r *run) execute(prog *Program, input any) (out any, rerr *Error) {
 	}
 	in, err := toStarlark(thread, input)
 	if err != nil {
+		if e := r.stop.Load(); e != nil {
+			return nil, e.clone()
+		}
 		if isAllocError(err) {
 			return nil, r.memoryError(err)
 		}
@@ -390,10 +407,16 @@ func (r *run) execute(prog *Program, input any) (out any, rerr *Error) {
 	if err := r.sched.settle(); err != nil {
 		return nil, r.failure(err)
 	}
-	out, err = toGo(thread, v)
+	out, err = toGo(thread, v, "the result")
 	if err != nil {
+		if e := r.stop.Load(); e != nil {
+			return nil, e.clone().addPosition(nil, returnedAt)
+		}
 		if isAllocError(err) {
 			return nil, r.memoryError(err).addPosition(nil, returnedAt)
+		}
+		if isPayloadError(err) {
+			return nil, payloadError(err).addPosition(nil, returnedAt)
 		}
 		e := newError(ErrRuntime, CategoryRetryable, "main returned a value that cannot be converted to JSON: %v", err)
 		var cerr *convertError
@@ -412,6 +435,9 @@ func (r *run) failure(err error) *Error {
 	}
 	if isAllocError(err) {
 		return r.memoryError(err)
+	}
+	if isPayloadError(err) {
+		return payloadError(err).addPosition(err, syntax.Position{})
 	}
 	if e := r.stop.Load(); e != nil {
 		return e.clone().addPosition(err, syntax.Position{})
@@ -469,8 +495,9 @@ func (e *Error) clone() *Error {
 }
 
 // log sends a message to the host.
+// The message is cut to MaxLogEntryBytes.
 func (r *run) log(msg string, fields map[string]any) {
-	r.host.Log(r.ctx, msg, fields)
+	r.host.Log(r.ctx, truncateLog(msg), fields)
 }
 
 // callerPosition returns the position of the Starlark code that called the

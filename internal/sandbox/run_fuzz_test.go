@@ -27,7 +27,7 @@ func (h *fuzzHost) Log(context.Context, string, map[string]any) {}
 
 var knownErrorTypes = map[string]bool{
 	ErrTimeout: true, ErrCPULimit: true, ErrMemoryLimit: true, ErrRuntime: true, ErrCanceled: true,
-	ErrHTTP: true, ErrHTTPTransport: true, ErrValidation: true,
+	ErrHTTP: true, ErrHTTPTransport: true, ErrValidation: true, ErrPayloadTooLarge: true,
 }
 
 // FuzzRun runs arbitrary programs on arbitrary JSON input with tight

@@ -732,8 +732,8 @@ func wfInvoke(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple,
 	}
 	var params any = map[string]any{}
 	if vals[1] != nil {
-		if params, err = toGo(thread, vals[1]); err != nil {
-			if isAllocError(err) {
+		if params, err = toGo(thread, vals[1], name+" params"); err != nil {
+			if isLimitError(err) {
 				return nil, err
 			}
 			return nil, errorf(name, "params: %v", err)
@@ -803,8 +803,8 @@ func wfContinueAsNew(thread *starlark.Thread, b *starlark.Builtin, args starlark
 		if _, ok := vals[0].(*starlark.Dict); !ok {
 			return nil, errorf(name, "input must be a dict or None, not %s", vals[0].Type())
 		}
-		if input, err = toGo(thread, vals[0]); err != nil {
-			if isAllocError(err) {
+		if input, err = toGo(thread, vals[0], name+" input"); err != nil {
+			if isLimitError(err) {
 				return nil, err
 			}
 			return nil, errorf(name, "input: %v", err)

@@ -120,9 +120,9 @@ func runStep(thread *starlark.Thread, helper, stepName string, fn starlark.Calla
 	if w.live() {
 		return nil, notInLive(helper)
 	}
-	in, err := toGo(thread, input)
+	in, err := toGo(thread, input, fmt.Sprintf("the input of step %q", stepName))
 	if err != nil {
-		if isAllocError(err) {
+		if isLimitError(err) {
 			return nil, err
 		}
 		return nil, errorf(helper, "step %q: input: %v", stepName, err)
@@ -248,9 +248,9 @@ func callStep(thread *starlark.Thread, r *run, stepName string, fn starlark.Call
 		}
 		return ErrorResult(runtimeError(err).withDetail("step", stepName)), nil
 	}
-	v, err := toGo(thread, out)
+	v, err := toGo(thread, out, fmt.Sprintf("the output of step %q", stepName))
 	if err != nil {
-		if isAllocError(err) {
+		if isLimitError(err) {
 			return nil, err
 		}
 		return ErrorResult(newError(ErrRuntime, CategoryRetryable,

@@ -79,6 +79,10 @@ type Config struct {
 	MetricsPublic bool
 	// MetricsMaxLabelSets caps the label sets of each metric family (default metrics.DefaultMaxLabelSets).
 	MetricsMaxLabelSets int
+	// MaxPayloadBytes bounds params, results, workflow step inputs and outputs, helper arguments
+	// and event payloads, encoded as JSON (default invoke.DefaultMaxPayloadBytes, 2 MiB; see
+	// invoke.Config.MaxPayloadBytes).
+	MaxPayloadBytes int
 }
 
 // Defaults of the HTTP server's limits (docs/operations.md, "HTTP limits").
@@ -203,7 +207,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.Registry.SetQuotaObserver(s.Metrics)
 	s.Invoke = invoke.NewService(invoke.Config{Store: st, Schemas: schemas, Programs: sandbox.NewCache(1024),
 		Egress: egress.New(egress.Options{AllowLoopback: cfg.UnsafeEgressAllowLoopback}), Clock: c, IDs: ids, Logger: cfg.Logger,
-		Pricing: cfg.Pricing, Observer: s.Metrics})
+		Pricing: cfg.Pricing, Observer: s.Metrics, MaxPayloadBytes: cfg.MaxPayloadBytes})
 	s.dispatch = dispatch.New(s.Invoke, dispatch.Options{Slots: cfg.Workers, Clock: c, Logger: cfg.Logger})
 	s.Invoke.SetWake(s.dispatch.Wake)
 	if st.Exclusive() {

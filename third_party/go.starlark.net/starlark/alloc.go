@@ -392,11 +392,19 @@ func (it *allocIterator) Next(p *Value) bool {
 // interpreter counts one per instruction, so that built-ins that iterate
 // (e.g. max(range(1 << 31))) spend the step budget and observe
 // cancellation. It returns the cancellation error, if any.
-func (thread *Thread) step() error {
+func (thread *Thread) step() error { return thread.AddSteps(1) }
+
+// AddSteps counts n steps of work done by an application's built-in (one
+// per element processed, say), as the interpreter counts one per
+// instruction: they spend the budget set by SetMaxExecutionSteps (calling
+// OnMaxSteps when it is reached) and the returned error is the thread's
+// cancellation, if it has been cancelled. Long built-ins call it as they
+// go so that they stop at a deadline and their work is accounted.
+func (thread *Thread) AddSteps(n uint64) error {
 	if thread == nil {
 		return nil
 	}
-	thread.Steps++
+	thread.Steps += n
 	if thread.Steps >= thread.maxSteps && thread.maxSteps > 0 {
 		if thread.OnMaxSteps != nil {
 			thread.OnMaxSteps(thread)
@@ -450,6 +458,10 @@ type Printer struct {
 	path     []Value // *List and *Dict values being printed, for cycle detection
 	overflow bool
 	deep     bool
+	// thread, if set, is charged a step per value written (printStepsPerValue),
+	// and err is the thread's cancellation if it was cancelled meanwhile.
+	thread *Thread
+	err    error
 	// The last string quoted, by identity: a list holding the same string
 	// many times (["x" * 10000] * 10000) is quoted once, not per element.
 	lastStr    *byte
@@ -460,6 +472,25 @@ type Printer struct {
 // NewPrinter returns a Printer whose output may not exceed max bytes;
 // a negative max means no limit.
 func NewPrinter(max int) *Printer { return &Printer{max: max} }
+
+// printStepsPerValue is the steps a Printer counts per value it writes
+// (calibrated so that printing counts about as many steps per second as
+// the interpreter's loops).
+const printStepsPerValue = 3
+
+// SetThread makes p count a step per value written to thread (see
+// Thread.AddSteps); once the thread is cancelled, p stops writing (as if
+// truncated) and Err returns the cancellation.
+func (p *Printer) SetThread(thread *Thread) { p.thread = thread }
+
+// Err returns the cancellation that stopped p, if any.
+func (p *Printer) Err() error { return p.err }
+
+// newPrinter returns a Printer bounded by the thread's remaining budget
+// that counts steps on the thread.
+func (thread *Thread) newPrinter() *Printer {
+	return &Printer{max: thread.printLimit(), thread: thread}
+}
 
 // A Printable is a value that writes its own string form to a Printer,
 // typically calling WriteValue for the values it contains, so that size
@@ -547,6 +578,12 @@ func (p *Printer) Write(b []byte) (int, error) {
 func (p *Printer) WriteValue(x Value) {
 	if p.overflow {
 		return
+	}
+	if p.thread != nil {
+		if err := p.thread.AddSteps(printStepsPerValue); err != nil {
+			p.err, p.overflow = err, true
+			return
+		}
 	}
 	switch x := x.(type) {
 	case nil:
@@ -729,14 +766,17 @@ func StringOf(v Value) string { return toString(v) }
 
 // printValue returns the string form of x, charged to thread.
 func (thread *Thread) printValue(x Value) (string, error) {
-	p := Printer{max: thread.printLimit()}
+	p := thread.newPrinter()
 	p.WriteValue(x)
-	return thread.printed(&p)
+	return thread.printed(p)
 }
 
 // printed returns the output of p, charged to thread, or the error of a
 // truncated or too deep output.
 func (thread *Thread) printed(p *Printer) (string, error) {
+	if p.err != nil {
+		return "", p.err
+	}
 	if p.deep {
 		return "", fmt.Errorf("value nested too deeply (more than %d levels)", MaxNestingDepth)
 	}

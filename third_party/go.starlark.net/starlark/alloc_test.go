@@ -264,3 +264,28 @@ func TestBuiltinsCountSteps(t *testing.T) {
 		}
 	}
 }
+
+func TestEncodingAndPrintingCountSteps(t *testing.T) {
+	predeclared := starlark.StringDict{"json": json.Module}
+	for _, src := range []string{
+		`x = json.encode([[0] * 1000] * 1000)`,
+		`x = json.decode("[" + ",".join(["0"] * 100000) + "]")`,
+		`x = str([[0] * 1000] * 1000)`,
+		`x = "%s" % ([[0] * 1000] * 1000,)`,
+	} {
+		thread := &starlark.Thread{}
+		thread.SetMaxExecutionSteps(100000)
+		_, err := starlark.ExecFileOptions(allocOpts, thread, "steps.star", src, predeclared)
+		if err == nil || !strings.Contains(err.Error(), "too many steps") {
+			t.Errorf("%s: got %v, want the step limit", src, err)
+		}
+	}
+	thread := &starlark.Thread{}
+	thread.SetMaxExecutionSteps(10)
+	if err := thread.AddSteps(5); err != nil {
+		t.Fatalf("AddSteps(5) of 10: %v", err)
+	}
+	if err := thread.AddSteps(5); err == nil || thread.ExecutionSteps() != 10 {
+		t.Fatalf("AddSteps to the limit: %v, %d steps", err, thread.ExecutionSteps())
+	}
+}

@@ -1545,7 +1545,7 @@ func interpolate(format string, x Value) (Value, error) {
 
 // interpolate is format % x, with the result charged to the thread (Lark patch).
 func (thread *Thread) interpolate(format string, x Value) (Value, error) {
-	buf := &Printer{max: thread.printLimit()}
+	buf := thread.newPrinter()
 	if err := interpolateTo(buf, format, x); err != nil {
 		return nil, err
 	}

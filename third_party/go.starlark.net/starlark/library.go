@@ -399,7 +399,7 @@ func fail(thread *Thread, b *Builtin, args Tuple, kwargs []Tuple) (Value, error)
 	if err := UnpackArgs("fail", nil, kwargs, "sep?", &sep); err != nil {
 		return nil, err
 	}
-	buf := &Printer{max: thread.printLimit()}
+	buf := thread.newPrinter()
 	buf.WriteString("fail: ")
 	for i, v := range args {
 		if buf.overflow {
@@ -846,7 +846,7 @@ func print(thread *Thread, b *Builtin, args Tuple, kwargs []Tuple) (Value, error
 	if err := UnpackArgs("print", nil, kwargs, "sep?", &sep); err != nil {
 		return nil, err
 	}
-	buf := &Printer{max: thread.printLimit()}
+	buf := thread.newPrinter()
 	for i, v := range args {
 		if buf.overflow {
 			break
@@ -1826,7 +1826,7 @@ func string_find(_ *Thread, b *Builtin, args Tuple, kwargs []Tuple) (Value, erro
 func string_format(thread *Thread, b *Builtin, args Tuple, kwargs []Tuple) (Value, error) {
 	format := string(b.Receiver().(String))
 	var auto, manual bool // kinds of positional indexing used
-	buf := &Printer{max: thread.printLimit()}
+	buf := thread.newPrinter()
 	index := 0
 	for !buf.overflow {
 		literal := format
@@ -2023,7 +2023,7 @@ func string_join(thread *Thread, b *Builtin, args Tuple, kwargs []Tuple) (Value,
 
 	iter := iterable.Iterate()
 	defer iter.Done()
-	buf := &Printer{max: thread.printLimit()}
+	buf := thread.newPrinter()
 	var x Value
 	for i := 0; iter.Next(&x) && !buf.overflow; i++ {
 		if i > 0 {

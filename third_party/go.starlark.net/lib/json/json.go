@@ -90,6 +90,18 @@ var Module = &starlarkstruct.Module{
 	},
 }
 
+// Lark patch: the steps encoding and decoding count per value, and how many
+// bytes of JSON text count as one more step (calibrated so that they count
+// about as many steps per second as the interpreter's loops, ~100 million
+// on one core).
+const (
+	encodeStepsPerValue = 10
+	encodeBytesPerStep  = 8
+	decodeStepsPerValue = 8
+	decodeBytesPerStep  = 8
+	encodeChargeBytes   = 64 << 10
+)
+
 func encode(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var x starlark.Value
 	if err := starlark.UnpackPositionalArgs(b.Name(), args, kwargs, 1, &x); err != nil {
@@ -134,10 +146,26 @@ func encodeValue(thread *starlark.Thread, x starlark.Value) (string, error) {
 
 	path := make([]unsafe.Pointer, 0, 8)
 
+	// Lark patch: the work counts as steps (one per value, one per
+	// encodeBytesPerStep bytes written), which also observes cancellation.
+	counted := 0
+	// Lark patch: the output is charged as it grows (every encodeChargeBytes),
+	// so that an encoding stopped by cancellation shows in the peak.
+	charged := 0
 	var emit func(x starlark.Value) error
 	emit = func(x starlark.Value) error {
 		if over || limit >= 0 && buf.Len() > limit {
 			return errTooLarge
+		}
+		if err := thread.AddSteps(encodeStepsPerValue + uint64(buf.Len()-counted)/encodeBytesPerStep); err != nil {
+			return err
+		}
+		counted = buf.Len() - (buf.Len()-counted)%encodeBytesPerStep
+		if buf.Len()-charged >= encodeChargeBytes {
+			if err := thread.AddAllocBytes(int64(buf.Len() - charged)); err != nil {
+				return err
+			}
+			charged = buf.Len()
 		}
 		if depth >= starlark.MaxNestingDepth {
 			return errTooDeep
@@ -273,7 +301,7 @@ func encodeValue(thread *starlark.Thread, x starlark.Value) (string, error) {
 	} else if err != nil {
 		return "", err
 	}
-	if err := thread.AddAllocBytes(int64(buf.Len())); err != nil {
+	if err := thread.AddAllocBytes(int64(buf.Len() - charged)); err != nil {
 		return "", err
 	}
 	return buf.String(), nil
@@ -526,6 +554,7 @@ func decode(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, k
 	}
 	limited := thread != nil && thread.MaxAllocBytes() > 0
 	depth := 0
+	stepped := 0 // input bytes counted as steps
 
 	i := 0
 
@@ -555,6 +584,12 @@ func decode(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, k
 	// It panics on error.
 	var parse func() starlark.Value
 	parse = func() starlark.Value {
+		// Lark patch: one step per value (and per decodeBytesPerStep
+		// bytes of input), which also observes cancellation.
+		if err := thread.AddSteps(decodeStepsPerValue + uint64(i-stepped)/decodeBytesPerStep); err != nil {
+			panic(limitFailure{err})
+		}
+		stepped = i - (i-stepped)%decodeBytesPerStep
 		b := next()
 		switch b {
 		case '"':

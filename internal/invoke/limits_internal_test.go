@@ -1,0 +1,59 @@
+package invoke
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/larkrun/lark/internal/clock"
+	"github.com/larkrun/lark/internal/invocation"
+	"github.com/larkrun/lark/internal/sandbox"
+)
+
+// An attempt keeps at most maxLogEntries log entries and maxLogBytes of them, each at most
+// maxLogEntryBytes; the rest are dropped and counted in one marker entry.
+func TestHostLogCaps(t *testing.T) {
+	c := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	h := &host{s: &Service{cfg: Config{Clock: c}}, rec: invocation.Record{ID: "inv-1", Attempt: 1}}
+	big := strings.Repeat("L", 100000)
+	for range 100000 {
+		h.Log(context.Background(), big, map[string]any{"f": big})
+	}
+	tl := h.drain()
+	size := 0
+	for _, ev := range tl[:len(tl)-1] {
+		require.Equal(t, invocation.EventLog, ev.Type)
+		require.LessOrEqual(t, len(ev.Data), maxLogEntryBytes)
+		size += len(ev.Data)
+	}
+	require.LessOrEqual(t, size, maxLogBytes)
+	marker := tl[len(tl)-1]
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(marker.Data, &m))
+	kept := len(tl) - 1
+	require.EqualValues(t, 100000-kept, m["dropped"])
+	require.Contains(t, m["message"], " log entries dropped")
+	require.Empty(t, h.drain(), "one marker")
+
+	// Many small entries stop at maxLogEntries.
+	h = &host{s: &Service{cfg: Config{Clock: c}}, rec: invocation.Record{ID: "inv-2", Attempt: 1}}
+	for range 5000 {
+		h.Log(context.Background(), "x", nil)
+	}
+	tl = h.drain()
+	require.Len(t, tl, maxLogEntries+1)
+	require.NoError(t, json.Unmarshal(tl[maxLogEntries].Data, &m))
+	require.EqualValues(t, 5000-maxLogEntries, m["dropped"])
+}
+
+// The stored error envelope is bounded whatever the sandbox hands over.
+func TestPayloadBoundsErrors(t *testing.T) {
+	p := payload(&sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "non_retryable",
+		Message: strings.Repeat("m", 1<<20), Details: map[string]any{"d": strings.Repeat("d", 1<<20)}})
+	require.LessOrEqual(t, len(p.Message), maxErrorMessageBytes)
+	require.JSONEq(t, `{"truncated":true,"size_bytes":1048584}`, string(p.Details))
+}
