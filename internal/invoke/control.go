@@ -88,7 +88,7 @@ func (s *Service) prepareChild(ctx context.Context, parent invocation.Record, en
 	}
 	now := s.cfg.Clock.Now()
 	rec := invocation.Record{ID: s.cfg.IDs.New("inv"), TenantID: parent.TenantID, EntrypointRef: e.ID, EntrypointID: e.GTSID,
-		EntrypointVersion: e.Version, SubjectID: parent.SubjectID, Mode: mode, Params: canon,
+		EntrypointVersion: e.Version, SubjectID: parent.SubjectID, EntrypointOwner: entrypointOwner(e), Mode: mode, Params: canon,
 		CorrelationID: parent.CorrelationID, TraceID: parent.TraceID, SpanID: randomHex(8), Attempt: 1, CreatedAt: now,
 		ParentID: parent.ID, Depth: parent.Depth + 1, Metrics: invocation.Metrics{MemoryLimitMB: i64(d.Traits.Limits.MemoryMB)}}
 	return rec, e, d, nil
@@ -352,6 +352,11 @@ func (s *Service) replay(ctx context.Context, sc auth.SecurityContext, cur invoc
 			With("current_status", cur.Status).With("action", ActionReplay)
 	}
 	e, err := s.entrypointByRef(ctx, cur.EntrypointRef)
+	if err == nil && !InvocationViewer(sc).All && !e.VisibleTo(entrypoint.Viewer{TenantID: sc.TenantID, SubjectID: sc.SubjectID}) {
+		// Its starter may see the invocation, but the entrypoint went private since: replay runs its
+		// code again, which only those who can invoke it may do.
+		return cur, problem.NotFound("entrypoint %s not found", cur.EntrypointID)
+	}
 	if errors.Is(err, store.ErrNotFound) || (err == nil && !e.Status.Callable()) {
 		return cur, problem.New(problem.TypeNotActive, "the entrypoint version %s this invocation ran is no longer callable", cur.EntrypointID)
 	}
@@ -364,7 +369,7 @@ func (s *Service) replay(ctx context.Context, sc auth.SecurityContext, cur invoc
 	}
 	now := s.cfg.Clock.Now()
 	rec := invocation.Record{ID: s.cfg.IDs.New("inv"), TenantID: cur.TenantID, EntrypointRef: e.ID, EntrypointID: e.GTSID,
-		EntrypointVersion: e.Version, SubjectID: sc.SubjectID, Mode: invocation.ModeAsync, Params: cur.Params,
+		EntrypointVersion: e.Version, SubjectID: sc.SubjectID, EntrypointOwner: entrypointOwner(e), Mode: invocation.ModeAsync, Params: cur.Params,
 		CorrelationID: cur.CorrelationID, Metrics: invocation.Metrics{MemoryLimitMB: i64(d.Traits.Limits.MemoryMB)},
 		Attempt: 1, CreatedAt: now, Replay: cur.ID}
 	rec.TraceID, rec.SpanID = traceIDs("")

@@ -605,7 +605,7 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 	rec := invocation.Record{ID: s.cfg.IDs.New("inv"), TenantID: sc.TenantID, EntrypointRef: e.ID, EntrypointID: e.GTSID,
 		EntrypointVersion: e.Version, SubjectID: sc.SubjectID, Mode: invocation.Mode(mode), Params: canon,
 		CorrelationID: correlation, Metrics: invocation.Metrics{MemoryLimitMB: i64(memLimit)}, Attempt: 1,
-		CreatedAt: now, CacheKey: ckey}
+		CreatedAt: now, CacheKey: ckey, EntrypointOwner: entrypointOwner(e)}
 	rec.TraceID, rec.SpanID = traceIDs(opt.TraceParent)
 	window := time.Duration(policy.Idempotency.DeduplicationWindowSeconds) * time.Second
 	if window <= 0 {
@@ -813,8 +813,9 @@ func (s *Service) leaseOwner(r invocation.Record) string {
 // Get returns an invocation of the caller's tenant.
 func (s *Service) Get(ctx context.Context, sc auth.SecurityContext, id string) (invocation.Record, error) {
 	rec, err := s.cfg.Store.Invocation(ctx, sc.TenantID, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return rec, problem.NotFound("invocation %s not found", id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !rec.VisibleTo(InvocationViewer(sc))) {
+		// An invocation the caller may not see answers as one that does not exist.
+		return invocation.Record{}, problem.NotFound("invocation %s not found", id)
 	}
 	if err != nil {
 		return rec, problem.Internal(err)
@@ -822,9 +823,24 @@ func (s *Service) Get(ctx context.Context, sc auth.SecurityContext, id string) (
 	return rec, nil
 }
 
-// List lists the caller's tenant's invocations.
+// InvocationViewer is who sc is when it looks at invocations: tenant admins and the platform
+// operator see all of the tenant's invocations; everyone else what invocation.Record.VisibleTo allows.
+func InvocationViewer(sc auth.SecurityContext) invocation.Viewer {
+	return invocation.Viewer{TenantID: sc.TenantID, SubjectID: sc.SubjectID, All: sc.Operator || sc.Has(auth.RoleAdmin)}
+}
+
+// entrypointOwner is what an invocation of e records as its EntrypointOwner: the owning subject of a
+// user-owned entrypoint, "" otherwise.
+func entrypointOwner(e entrypoint.Entrypoint) string {
+	if e.Owner.OwnerType == entrypoint.OwnerUser {
+		return e.Owner.ID
+	}
+	return ""
+}
+
+// List lists the caller's tenant's invocations that the caller may see.
 func (s *Service) List(ctx context.Context, sc auth.SecurityContext, q store.ListQuery) (store.Page[invocation.Record], error) {
-	return s.cfg.Store.ListInvocations(ctx, sc.TenantID, q)
+	return s.cfg.Store.ListInvocations(ctx, InvocationViewer(sc), q)
 }
 
 // Events returns an invocation's event log (for the timeline).
