@@ -57,8 +57,18 @@ type Config struct {
 	Wake func()
 	// RateLimiters are the RateLimiter plugins by strategy (default: ratelimit.Default()).
 	RateLimiters *ratelimit.Registry
-	// MaxDepth bounds r_invoke_v1 nesting (default 8).
+	// MaxDepth bounds r_invoke_v1 nesting (default 8): an invocation started through the API (or a
+	// schedule, a trigger, a replay) is at depth 0, its children at 1; a child deeper than MaxDepth
+	// is refused. It holds for function children and workflow children alike.
 	MaxDepth int
+	// MaxChildren bounds the r_invoke_v1 children one invocation starts (default 100): per
+	// execution attempt for calls from function code (and from a workflow's steps), and over the
+	// whole current journal for a workflow's own (durable) children. The call over it fails with a
+	// non-retryable error result; the children already started are not affected.
+	MaxChildren int
+	// MaxChildrenInFlight bounds the sync children of one invocation running at the same time
+	// (default 16); a call over it fails at once with a non-retryable error result (it never waits).
+	MaxChildrenInFlight int
 	// LiveWait is how long a suspended workflow's execution stays in memory waiting to continue
 	// without a replay (default 1 min; negative: never). A timer due later than that, and any wait
 	// that lasts longer, end the execution; the next activation replays its journal.
@@ -100,6 +110,12 @@ type Service struct {
 	finish     finishWaiters // sync invocations of workflows waiting for their end (finish.go)
 }
 
+// Defaults of Config's child budget (docs/starlark.md, "Child invocations").
+const (
+	DefaultMaxChildren         = 100
+	DefaultMaxChildrenInFlight = 16
+)
+
 // NewService returns a Service.
 func NewService(cfg Config) *Service {
 	if cfg.LeaseGrace <= 0 {
@@ -107,6 +123,12 @@ func NewService(cfg Config) *Service {
 	}
 	if cfg.MaxDepth <= 0 {
 		cfg.MaxDepth = 8
+	}
+	if cfg.MaxChildren <= 0 {
+		cfg.MaxChildren = DefaultMaxChildren
+	}
+	if cfg.MaxChildrenInFlight <= 0 {
+		cfg.MaxChildrenInFlight = DefaultMaxChildrenInFlight
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
