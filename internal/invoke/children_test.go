@@ -31,11 +31,26 @@ func childrenOf(t *testing.T, e *env, id string) int {
 	return n
 }
 
-// TestChildInFlightBudget: while one sync child runs, a second r_invoke_v1 call of an invocation
-// whose MaxChildrenInFlight is 1 fails at once with a non-retryable error (it does not wait).
+// TestChildInFlightBudget: while one sync child runs, a second r_invoke_v1 call fails at once (it
+// does not wait) when the invocation's MaxChildrenInFlight is 1 (non-retryable), or the process's
+// MaxSyncChildren is 1 (retryable: capacity frees up).
 func TestChildInFlightBudget(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		configure func(*invoke.Config)
+		category  string
+		message   string
+	}{
+		{"per invocation", func(c *invoke.Config) { c.MaxChildrenInFlight = 1 }, "non_retryable", "has 1 child invocations running"},
+		{"per process", func(c *invoke.Config) { c.MaxSyncChildren = 1 }, "retryable", "runs 1 child invocations already"},
+	} {
+		t.Run(c.name, func(t *testing.T) { testChildInFlight(t, c.configure, c.category, c.message) })
+	}
+}
+
+func testChildInFlight(t *testing.T, configure func(*invoke.Config), category, message string) {
 	e := newEnv(t)
-	e.reconfigure(func(c *invoke.Config) { c.MaxChildrenInFlight = 1 })
+	e.reconfigure(configure)
 	arrived, release := make(chan struct{}), make(chan struct{})
 	wait := func(ch chan struct{}) int {
 		select {
@@ -84,8 +99,8 @@ def main(ctx, input):
 	require.NoError(t, json.Unmarshal(st.Record.Result, &out))
 	require.True(t, out.AOK, "the child in flight finished normally")
 	require.False(t, out.BOK, "the second child was refused")
-	require.Equal(t, "non_retryable", out.Category)
-	require.Contains(t, out.Message, "has 1 child invocations running")
+	require.Equal(t, category, out.Category)
+	require.Contains(t, out.Message, message)
 	require.Equal(t, 1, childrenOf(t, e, st.Record.ID), "the refused child was never created")
 }
 

@@ -100,6 +100,13 @@ func (s *Service) startChild(ctx context.Context, parent invocation.Record, req 
 	if serr != nil {
 		return invocation.Record{}, serr
 	}
+	if n := s.syncChildren.Add(1); n > int64(s.cfg.MaxSyncChildren) {
+		s.syncChildren.Add(-1)
+		return invocation.Record{}, &sandbox.Error{TypeID: problem.TypeQuotaExceeded, Category: "retryable",
+			Message: fmt.Sprintf("r_invoke_v1: the runtime runs %d child invocations already, the most it runs at once; retry later", s.cfg.MaxSyncChildren),
+			Details: map[string]any{"quota": "sync_children", "retry_after_seconds": 1}}
+	}
+	defer s.syncChildren.Add(-1)
 	now := rec.CreatedAt
 	// The child's entrypoint rate limit applies as to any start.
 	permit, err := s.rateLimit(rec.TenantID, e.GTSID, d, now)

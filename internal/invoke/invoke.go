@@ -18,6 +18,7 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -69,6 +70,11 @@ type Config struct {
 	// MaxChildrenInFlight bounds the sync children of one invocation running at the same time
 	// (default 16); a call over it fails at once with a non-retryable error result (it never waits).
 	MaxChildrenInFlight int
+	// MaxSyncChildren bounds the sync children running at once in this process, over all
+	// invocations and tenants (default 256): they run in their parents' goroutines, outside the
+	// dispatcher's pool, so this is their pool. A call over it fails at once with a retryable
+	// error result.
+	MaxSyncChildren int
 	// LiveWait is how long a suspended workflow's execution stays in memory waiting to continue
 	// without a replay (default 1 min; negative: never). A timer due later than that, and any wait
 	// that lasts longer, end the execution; the next activation replays its journal.
@@ -103,7 +109,9 @@ type Service struct {
 	closing   chan struct{}                 // closed by Close
 	closeOnce sync.Once
 	fair      *fairness.Scheduler // whose queued work Claim takes next
-	policies  policyCache         // tenants' weights and quotas for Claim
+	// syncChildren counts the sync r_invoke_v1 children running in this process (MaxSyncChildren).
+	syncChildren atomic.Int64
+	policies     policyCache // tenants' weights and quotas for Claim
 	// noObserver: Config.Observer is the no-op one, so writes skip noting what they change unless
 	// a sync invocation waits for an end (finish).
 	noObserver bool
@@ -114,6 +122,7 @@ type Service struct {
 const (
 	DefaultMaxChildren         = 100
 	DefaultMaxChildrenInFlight = 16
+	DefaultMaxSyncChildren     = 256
 )
 
 // NewService returns a Service.
@@ -129,6 +138,9 @@ func NewService(cfg Config) *Service {
 	}
 	if cfg.MaxChildrenInFlight <= 0 {
 		cfg.MaxChildrenInFlight = DefaultMaxChildrenInFlight
+	}
+	if cfg.MaxSyncChildren <= 0 {
+		cfg.MaxSyncChildren = DefaultMaxSyncChildren
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
