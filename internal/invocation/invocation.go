@@ -80,35 +80,38 @@ type Metrics struct {
 
 // Record is the projection of an invocation's event log (000's InvocationRecord plus bookkeeping).
 type Record struct {
-	ID                string          `json:"invocation_id"`
-	TenantID          string          `json:"tenant_id"`
-	EntrypointRef     string          `json:"entrypoint_ref"` // opaque ep_ id of the exact version
-	EntrypointID      string          `json:"entrypoint_id"`  // exact GTS id (pinned version, BR-030)
-	EntrypointVersion string          `json:"entrypoint_version"`
-	SubjectID         string          `json:"subject_id"`
-	Status            Status          `json:"status"`
-	Mode              Mode            `json:"mode"`
-	Params            json.RawMessage `json:"params"`
-	Result            json.RawMessage `json:"result"`
-	Error             *Error          `json:"error"`
-	CorrelationID     string          `json:"correlation_id"`
-	TraceID           string          `json:"trace_id,omitempty"`
-	SpanID            string          `json:"span_id,omitempty"`
-	Metrics           Metrics         `json:"metrics"`
-	Attempt           int             `json:"attempt"`        // logical attempt, 1-based
-	EngineAttempt     int             `json:"engine_attempt"` // dispatches of the current logical attempt (crash recovery re-dispatches)
-	ParentID          string          `json:"parent_id,omitempty"`
-	Depth             int             `json:"depth,omitempty"`            // nesting of r_invoke_v1 children (0 = started through the API)
-	ParentSeq         *int            `json:"parent_seq,omitempty"`       // the parent workflow's journal position awaiting this child
-	CompensationFor   string          `json:"compensation_for,omitempty"` // the workflow invocation this handler compensates
-	CacheKey          string          `json:"cache_key,omitempty"`        // response-cache key when caching is active (never shown)
-	Replay            string          `json:"replay_of,omitempty"`        // the invocation this one replays
-	CreatedAt         time.Time       `json:"created_at"`
-	StartedAt         *time.Time      `json:"started_at"`
-	SuspendedAt       *time.Time      `json:"suspended_at"`
-	FinishedAt        *time.Time      `json:"finished_at"`
-	UpdatedAt         time.Time       `json:"updated_at"`
-	LastSeq           int64           `json:"last_seq"`
+	ID                string `json:"invocation_id"`
+	TenantID          string `json:"tenant_id"`
+	EntrypointRef     string `json:"entrypoint_ref"` // opaque ep_ id of the exact version
+	EntrypointID      string `json:"entrypoint_id"`  // exact GTS id (pinned version, BR-030)
+	EntrypointVersion string `json:"entrypoint_version"`
+	SubjectID         string `json:"subject_id"`
+	// EntrypointOwner is the subject owning the entrypoint when it is user-owned ("" for tenant- and
+	// system-owned ones), recorded at creation: it decides who may see the invocation (VisibleTo).
+	EntrypointOwner string          `json:"entrypoint_owner,omitempty"`
+	Status          Status          `json:"status"`
+	Mode            Mode            `json:"mode"`
+	Params          json.RawMessage `json:"params"`
+	Result          json.RawMessage `json:"result"`
+	Error           *Error          `json:"error"`
+	CorrelationID   string          `json:"correlation_id"`
+	TraceID         string          `json:"trace_id,omitempty"`
+	SpanID          string          `json:"span_id,omitempty"`
+	Metrics         Metrics         `json:"metrics"`
+	Attempt         int             `json:"attempt"`        // logical attempt, 1-based
+	EngineAttempt   int             `json:"engine_attempt"` // dispatches of the current logical attempt (crash recovery re-dispatches)
+	ParentID        string          `json:"parent_id,omitempty"`
+	Depth           int             `json:"depth,omitempty"`            // nesting of r_invoke_v1 children (0 = started through the API)
+	ParentSeq       *int            `json:"parent_seq,omitempty"`       // the parent workflow's journal position awaiting this child
+	CompensationFor string          `json:"compensation_for,omitempty"` // the workflow invocation this handler compensates
+	CacheKey        string          `json:"cache_key,omitempty"`        // response-cache key when caching is active (never shown)
+	Replay          string          `json:"replay_of,omitempty"`        // the invocation this one replays
+	CreatedAt       time.Time       `json:"created_at"`
+	StartedAt       *time.Time      `json:"started_at"`
+	SuspendedAt     *time.Time      `json:"suspended_at"`
+	FinishedAt      *time.Time      `json:"finished_at"`
+	UpdatedAt       time.Time       `json:"updated_at"`
+	LastSeq         int64           `json:"last_seq"`
 	// JournalFrom is the seq of a workflow's last continued_as_new event (0: none): its current
 	// journal is the journal events after it. Generation counts those events.
 	JournalFrom int64 `json:"journal_from,omitempty"`
@@ -122,6 +125,26 @@ type Record struct {
 	// replaced by the first resolution that arrives while it is suspended (an event delivered to its
 	// wait, its child ending, an operator's resume), cleared when it resumes.
 	Wake string `json:"wake,omitempty"`
+}
+
+// Viewer is who is looking at invocations: a subject of a tenant, and whether it sees all of the
+// tenant's invocations (a tenant admin, the platform operator, the runtime acting for the tenant).
+type Viewer struct {
+	TenantID  string
+	SubjectID string
+	All       bool
+}
+
+// VisibleTo reports whether v may see (and control) r: an invocation is visible within its tenant
+// to those who see all, to the subject that started it, and, unless its entrypoint is user-owned,
+// to everyone in the tenant; an invocation of a user-owned entrypoint (private or shared) is
+// visible to the entrypoint's owner and to the subject that started it, nobody else.
+// sqlstore's invocation scope mirrors this rule.
+func (r Record) VisibleTo(v Viewer) bool {
+	if r.TenantID != v.TenantID {
+		return false
+	}
+	return v.All || r.EntrypointOwner == "" || r.EntrypointOwner == v.SubjectID || r.SubjectID == v.SubjectID
 }
 
 // Reasons of a resumed event: why a suspended workflow runs again.

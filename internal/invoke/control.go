@@ -50,10 +50,6 @@ func transportError(err error) *sandbox.Error {
 	return e
 }
 
-// startChild runs an r_invoke_v1 call: a real invocation linked to its parent, visible to the
-// parent's caller, executed synchronously within the parent's deadline. Internal entrypoints
-// (traits.entrypoint: false) are callable this way. Children do not count against the tenant's
-// max_concurrent_executions (their parent already holds a slot; counting them could deadlock).
 // prepareChild resolves and validates an r_invoke_v1 call of parent and builds the child's record
 // (not yet stored). The child is visible to the parent's caller; internal entrypoints are allowed.
 func (s *Service) prepareChild(ctx context.Context, parent invocation.Record, entrypointID string, params any, mode invocation.Mode) (invocation.Record, entrypoint.Entrypoint, definition, *sandbox.Error) {
@@ -88,24 +84,66 @@ func (s *Service) prepareChild(ctx context.Context, parent invocation.Record, en
 	}
 	now := s.cfg.Clock.Now()
 	rec := invocation.Record{ID: s.cfg.IDs.New("inv"), TenantID: parent.TenantID, EntrypointRef: e.ID, EntrypointID: e.GTSID,
-		EntrypointVersion: e.Version, SubjectID: parent.SubjectID, Mode: mode, Params: canon,
+		EntrypointVersion: e.Version, SubjectID: parent.SubjectID, EntrypointOwner: entrypointOwner(e), Mode: mode, Params: canon,
 		CorrelationID: parent.CorrelationID, TraceID: parent.TraceID, SpanID: randomHex(8), Attempt: 1, CreatedAt: now,
 		ParentID: parent.ID, Depth: parent.Depth + 1, Metrics: invocation.Metrics{MemoryLimitMB: i64(d.Traits.Limits.MemoryMB)}}
 	return rec, e, d, nil
 }
 
+// startChild runs an r_invoke_v1 call: a real invocation linked to its parent, visible to the
+// parent's caller, executed synchronously within the parent's deadline. Internal entrypoints
+// (traits.entrypoint: false) are callable this way. The child's rate limit and the tenant's
+// max_concurrent_executions apply (the child is one more running execution); a refusal is the
+// call's error result, never a wait (so a parent cannot deadlock on its own slot).
 func (s *Service) startChild(ctx context.Context, parent invocation.Record, req sandbox.InvokeRequest) (invocation.Record, error) {
 	rec, e, d, serr := s.prepareChild(ctx, parent, req.EntrypointID, req.Params, invocation.ModeSync)
 	if serr != nil {
 		return invocation.Record{}, serr
 	}
+	if n := s.syncChildren.Add(1); n > int64(s.cfg.MaxSyncChildren) {
+		s.syncChildren.Add(-1)
+		return invocation.Record{}, &sandbox.Error{TypeID: problem.TypeQuotaExceeded, Category: "retryable",
+			Message: fmt.Sprintf("r_invoke_v1: the runtime runs %d child invocations already, the most it runs at once; retry later", s.cfg.MaxSyncChildren),
+			Details: map[string]any{"quota": "sync_children", "retry_after_seconds": 1}}
+	}
+	defer s.syncChildren.Add(-1)
 	now := rec.CreatedAt
+	// The child's entrypoint rate limit applies as to any start.
+	permit, err := s.rateLimit(rec.TenantID, e.GTSID, d, now)
+	if err != nil {
+		return invocation.Record{}, childRefused(err)
+	}
+	policy, err := s.policy(ctx, rec.TenantID)
+	if err != nil {
+		permit.Release()
+		return invocation.Record{}, &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "retryable", Message: "r_invoke_v1: tenant policy unavailable"}
+	}
+	// It runs now, in its parent's goroutine: it is one more running execution of the tenant, so
+	// max_concurrent_executions counts it (its parent is counted already); over it the call fails.
+	var perr error
 	var created invocation.Record
-	if err := s.update(ctx, func(tx store.Tx) error {
+	err = s.update(ctx, func(tx store.Tx) error {
+		if max := policy.Quotas.MaxConcurrentExecutions; max != nil {
+			n, err := tx.CountTenantRunning(rec.TenantID)
+			if err != nil {
+				return err
+			}
+			if n >= *max {
+				perr = quotaExceeded(rec.TenantID, *max)
+				return perr
+			}
+		}
 		var err error
 		created, err = s.create(tx, rec, true, d, now)
 		return err
-	}); err != nil {
+	})
+	if perr != nil {
+		permit.Release()
+		s.cfg.Observer.QuotaExceeded(rec.TenantID, quotaConcurrent)
+		return invocation.Record{}, childRefused(perr)
+	}
+	if err != nil {
+		permit.Release()
 		return invocation.Record{}, err
 	}
 	if req.Timeout > 0 {
@@ -114,6 +152,20 @@ func (s *Service) startChild(ctx context.Context, parent invocation.Record, req 
 		defer cancel()
 	}
 	return s.execute(ctx, created, e, d)
+}
+
+// childRefused is the error result of an r_invoke_v1 call refused by a rate limit or a quota: the
+// problem's type and detail, retryable (later the same call may pass), with retry_after_seconds.
+func childRefused(err error) *sandbox.Error {
+	pe := problem.From(err)
+	e := &sandbox.Error{TypeID: pe.Type, Category: "retryable", Message: "r_invoke_v1: " + pe.Detail, Details: map[string]any{}}
+	if pe.RetryAfter > 0 {
+		e.Details["retry_after_seconds"] = pe.RetryAfter
+	}
+	for k, v := range pe.Extensions {
+		e.Details[k] = v
+	}
+	return e
 }
 
 // Action is a control action of POST /invocations/{id}:control.
@@ -352,6 +404,11 @@ func (s *Service) replay(ctx context.Context, sc auth.SecurityContext, cur invoc
 			With("current_status", cur.Status).With("action", ActionReplay)
 	}
 	e, err := s.entrypointByRef(ctx, cur.EntrypointRef)
+	if err == nil && !InvocationViewer(sc).All && !e.VisibleTo(entrypoint.Viewer{TenantID: sc.TenantID, SubjectID: sc.SubjectID}) {
+		// Its starter may see the invocation, but the entrypoint went private since: replay runs its
+		// code again, which only those who can invoke it may do.
+		return cur, problem.NotFound("entrypoint %s not found", cur.EntrypointID)
+	}
 	if errors.Is(err, store.ErrNotFound) || (err == nil && !e.Status.Callable()) {
 		return cur, problem.New(problem.TypeNotActive, "the entrypoint version %s this invocation ran is no longer callable", cur.EntrypointID)
 	}
@@ -364,7 +421,7 @@ func (s *Service) replay(ctx context.Context, sc auth.SecurityContext, cur invoc
 	}
 	now := s.cfg.Clock.Now()
 	rec := invocation.Record{ID: s.cfg.IDs.New("inv"), TenantID: cur.TenantID, EntrypointRef: e.ID, EntrypointID: e.GTSID,
-		EntrypointVersion: e.Version, SubjectID: sc.SubjectID, Mode: invocation.ModeAsync, Params: cur.Params,
+		EntrypointVersion: e.Version, SubjectID: sc.SubjectID, EntrypointOwner: entrypointOwner(e), Mode: invocation.ModeAsync, Params: cur.Params,
 		CorrelationID: cur.CorrelationID, Metrics: invocation.Metrics{MemoryLimitMB: i64(d.Traits.Limits.MemoryMB)},
 		Attempt: 1, CreatedAt: now, Replay: cur.ID}
 	rec.TraceID, rec.SpanID = traceIDs("")

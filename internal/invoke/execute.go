@@ -16,6 +16,7 @@ import (
 	"github.com/larkrun/lark/internal/events"
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/obs"
+	"github.com/larkrun/lark/internal/problem"
 	"github.com/larkrun/lark/internal/sandbox"
 	"github.com/larkrun/lark/internal/store"
 )
@@ -403,6 +404,36 @@ type host struct {
 	// durable is the record as this activation last wrote it (persistJournal), or the zero Record
 	// before its first write (rec is then current): the Expect of the next journal write.
 	durable invocation.Record
+	// children counts the r_invoke_v1 children this execution started (or tried to), inFlight
+	// those running now (Config.MaxChildren, Config.MaxChildrenInFlight); guarded by mu.
+	children, inFlight int
+}
+
+// takeChild reserves a child of this execution's budget; release gives back its in-flight slot
+// when the child ends. A call over a budget gets a non-retryable error.
+func (h *host) takeChild() (release func(), err *sandbox.Error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	max, maxInFlight := h.s.cfg.MaxChildren, h.s.cfg.MaxChildrenInFlight
+	if h.children >= max {
+		return nil, childBudgetError("r_invoke_v1: invocation %s has started %d child invocations, the most one execution may start; start fewer children (batch the work per child) or split it across invocations", h.rec.ID, max)
+	}
+	if h.inFlight >= maxInFlight {
+		return nil, childBudgetError("r_invoke_v1: invocation %s has %d child invocations running, the most it may run at once; await some before starting more", h.rec.ID, maxInFlight)
+	}
+	h.children++
+	h.inFlight++
+	return func() {
+		h.mu.Lock()
+		h.inFlight--
+		h.mu.Unlock()
+	}, nil
+}
+
+// childBudgetError is the non-retryable error result of an r_invoke_v1 call over a child budget.
+func childBudgetError(format string, args ...any) *sandbox.Error {
+	return &sandbox.Error{TypeID: problem.TypeQuotaExceeded, Category: "non_retryable", Message: fmt.Sprintf(format, args...),
+		Details: map[string]any{"quota": "child_invocations"}}
 }
 
 const maxTimelineEntries = 1000
@@ -559,6 +590,11 @@ func (h *host) HTTP(ctx context.Context, req sandbox.HTTPRequest) (sandbox.HTTPR
 
 // Invoke implements sandbox.Host: r_invoke_v1 starts a real, linked child invocation and waits for it.
 func (h *host) Invoke(ctx context.Context, req sandbox.InvokeRequest) (sandbox.InvokeResult, error) {
+	release, serr := h.takeChild()
+	if serr != nil {
+		return sandbox.InvokeResult{}, serr
+	}
+	defer release()
 	child, err := h.s.startChild(ctx, h.rec, req)
 	if err != nil {
 		return sandbox.InvokeResult{}, err

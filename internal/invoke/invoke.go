@@ -18,6 +18,7 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -57,8 +58,23 @@ type Config struct {
 	Wake func()
 	// RateLimiters are the RateLimiter plugins by strategy (default: ratelimit.Default()).
 	RateLimiters *ratelimit.Registry
-	// MaxDepth bounds r_invoke_v1 nesting (default 8).
+	// MaxDepth bounds r_invoke_v1 nesting (default 8): an invocation started through the API (or a
+	// schedule, a trigger, a replay) is at depth 0, its children at 1; a child deeper than MaxDepth
+	// is refused. It holds for function children and workflow children alike.
 	MaxDepth int
+	// MaxChildren bounds the r_invoke_v1 children one invocation starts (default 100): per
+	// execution attempt for calls from function code (and from a workflow's steps), and over the
+	// whole current journal for a workflow's own (durable) children. The call over it fails with a
+	// non-retryable error result; the children already started are not affected.
+	MaxChildren int
+	// MaxChildrenInFlight bounds the sync children of one invocation running at the same time
+	// (default 16); a call over it fails at once with a non-retryable error result (it never waits).
+	MaxChildrenInFlight int
+	// MaxSyncChildren bounds the sync children running at once in this process, over all
+	// invocations and tenants (default 256): they run in their parents' goroutines, outside the
+	// dispatcher's pool, so this is their pool. A call over it fails at once with a retryable
+	// error result.
+	MaxSyncChildren int
 	// LiveWait is how long a suspended workflow's execution stays in memory waiting to continue
 	// without a replay (default 1 min; negative: never). A timer due later than that, and any wait
 	// that lasts longer, end the execution; the next activation replays its journal.
@@ -108,12 +124,21 @@ type Service struct {
 	closing   chan struct{}                 // closed by Close
 	closeOnce sync.Once
 	fair      *fairness.Scheduler // whose queued work Claim takes next
-	policies  policyCache         // tenants' weights and quotas for Claim
+	// syncChildren counts the sync r_invoke_v1 children running in this process (MaxSyncChildren).
+	syncChildren atomic.Int64
+	policies     policyCache // tenants' weights and quotas for Claim
 	// noObserver: Config.Observer is the no-op one, so writes skip noting what they change unless
 	// a sync invocation waits for an end (finish).
 	noObserver bool
 	finish     finishWaiters // sync invocations of workflows waiting for their end (finish.go)
 }
+
+// Defaults of Config's child budget (docs/starlark.md, "Child invocations").
+const (
+	DefaultMaxChildren         = 100
+	DefaultMaxChildrenInFlight = 16
+	DefaultMaxSyncChildren     = 256
+)
 
 // NewService returns a Service.
 func NewService(cfg Config) *Service {
@@ -122,6 +147,15 @@ func NewService(cfg Config) *Service {
 	}
 	if cfg.MaxDepth <= 0 {
 		cfg.MaxDepth = 8
+	}
+	if cfg.MaxChildren <= 0 {
+		cfg.MaxChildren = DefaultMaxChildren
+	}
+	if cfg.MaxChildrenInFlight <= 0 {
+		cfg.MaxChildrenInFlight = DefaultMaxChildrenInFlight
+	}
+	if cfg.MaxSyncChildren <= 0 {
+		cfg.MaxSyncChildren = DefaultMaxSyncChildren
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -626,7 +660,7 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 	rec := invocation.Record{ID: s.cfg.IDs.New("inv"), TenantID: sc.TenantID, EntrypointRef: e.ID, EntrypointID: e.GTSID,
 		EntrypointVersion: e.Version, SubjectID: sc.SubjectID, Mode: invocation.Mode(mode), Params: canon,
 		CorrelationID: correlation, Metrics: invocation.Metrics{MemoryLimitMB: i64(memLimit)}, Attempt: 1,
-		CreatedAt: now, CacheKey: ckey}
+		CreatedAt: now, CacheKey: ckey, EntrypointOwner: entrypointOwner(e)}
 	rec.TraceID, rec.SpanID = traceIDs(opt.TraceParent)
 	window := time.Duration(policy.Idempotency.DeduplicationWindowSeconds) * time.Second
 	if window <= 0 {
@@ -834,8 +868,9 @@ func (s *Service) leaseOwner(r invocation.Record) string {
 // Get returns an invocation of the caller's tenant.
 func (s *Service) Get(ctx context.Context, sc auth.SecurityContext, id string) (invocation.Record, error) {
 	rec, err := s.cfg.Store.Invocation(ctx, sc.TenantID, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return rec, problem.NotFound("invocation %s not found", id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !rec.VisibleTo(InvocationViewer(sc))) {
+		// An invocation the caller may not see answers as one that does not exist.
+		return invocation.Record{}, problem.NotFound("invocation %s not found", id)
 	}
 	if err != nil {
 		return rec, problem.Internal(err)
@@ -843,9 +878,24 @@ func (s *Service) Get(ctx context.Context, sc auth.SecurityContext, id string) (
 	return rec, nil
 }
 
-// List lists the caller's tenant's invocations.
+// InvocationViewer is who sc is when it looks at invocations: tenant admins and the platform
+// operator see all of the tenant's invocations; everyone else what invocation.Record.VisibleTo allows.
+func InvocationViewer(sc auth.SecurityContext) invocation.Viewer {
+	return invocation.Viewer{TenantID: sc.TenantID, SubjectID: sc.SubjectID, All: sc.Operator || sc.Has(auth.RoleAdmin)}
+}
+
+// entrypointOwner is what an invocation of e records as its EntrypointOwner: the owning subject of a
+// user-owned entrypoint, "" otherwise.
+func entrypointOwner(e entrypoint.Entrypoint) string {
+	if e.Owner.OwnerType == entrypoint.OwnerUser {
+		return e.Owner.ID
+	}
+	return ""
+}
+
+// List lists the caller's tenant's invocations that the caller may see.
 func (s *Service) List(ctx context.Context, sc auth.SecurityContext, q store.ListQuery) (store.Page[invocation.Record], error) {
-	return s.cfg.Store.ListInvocations(ctx, sc.TenantID, q)
+	return s.cfg.Store.ListInvocations(ctx, InvocationViewer(sc), q)
 }
 
 // Events returns an invocation's event log (for the timeline).

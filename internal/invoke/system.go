@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/larkrun/lark/internal/auth"
@@ -61,9 +62,24 @@ func (s *Service) Plan(ctx context.Context, st SystemStart) (Planned, error) {
 		return Planned{}, err
 	}
 	rec := invocation.Record{TenantID: st.As.TenantID, EntrypointRef: e.ID, EntrypointID: e.GTSID,
-		EntrypointVersion: e.Version, SubjectID: st.As.SubjectID, Mode: invocation.ModeAsync, Params: canon,
+		EntrypointVersion: e.Version, SubjectID: st.As.SubjectID, EntrypointOwner: entrypointOwner(e), Mode: invocation.ModeAsync, Params: canon,
 		CorrelationID: st.CorrelationID, Metrics: invocation.Metrics{MemoryLimitMB: i64(d.Traits.Limits.MemoryMB)}, Attempt: 1}
 	return Planned{rec: rec}, nil
+}
+
+// CanSee reports whether sc may see the entrypoint id (entrypoint.Entrypoint.VisibleTo, as
+// resolved for an invocation: a major-only id names its latest active minor).
+func (s *Service) CanSee(ctx context.Context, sc auth.SecurityContext, id string) (bool, error) {
+	_, err := s.resolve(ctx, viewer(sc), id)
+	if err == nil {
+		return true, nil
+	}
+	if pe := problem.From(err); pe.Status == http.StatusNotFound {
+		return false, nil
+	} else if pe.Status >= 500 {
+		return false, err
+	}
+	return true, nil
 }
 
 // NewID returns a new invocation id (for a caller that records it before Enqueue).

@@ -433,10 +433,19 @@ func (s *Service) parkingFor(ctx context.Context, rec invocation.Record, d defin
 			park = &parking{reason: "child " + id}
 			break
 		}
-		child, _, cd, serr := s.prepareChild(ctx, rec, p.ChildEntrypointID, p.ChildParams, invocation.ModeAsync)
+		if len(children) >= s.cfg.MaxChildren {
+			serr := childBudgetError("r_invoke_v1: workflow invocation %s has started %d child invocations, the most one journal may start; start fewer children, or continue as new (r_continue_as_new_v1)", rec.ID, s.cfg.MaxChildren)
+			return resolveNow(sandbox.ErrorResult(serr), "child refused", nil), nil
+		}
+		child, ce, cd, serr := s.prepareChild(ctx, rec, p.ChildEntrypointID, p.ChildParams, invocation.ModeAsync)
 		if serr != nil {
 			// The call fails as a result, not as the workflow (no suspension limit applies).
 			return resolveNow(sandbox.ErrorResult(serr), "child refused", nil), nil
+		}
+		// The child's rate limit applies at its start. It is queued work: the tenant's
+		// max_concurrent_executions applies when the dispatcher claims it, like any queued work.
+		if _, err := s.rateLimit(rec.TenantID, ce.GTSID, cd, now); err != nil {
+			return resolveNow(sandbox.ErrorResult(childRefused(err)), "child refused", nil), nil
 		}
 		seq := p.Seq
 		child.ParentSeq = &seq

@@ -378,7 +378,7 @@ func TestRetentionSurvivesRestart(t *testing.T) {
 	require.NoError(t, err)
 	require.Positive(t, res["acme"].Invocations)
 	require.EqualValues(t, 60, res["acme"].AuditEvents)
-	page, err := s.ListInvocations(context.Background(), "acme", store.ListQuery{Limit: store.MaxLimit})
+	page, err := s.ListInvocations(context.Background(), invocation.Viewer{TenantID: "acme", All: true}, store.ListQuery{Limit: store.MaxLimit})
 	require.NoError(t, err)
 	require.Len(t, page.Items, 10)
 	for _, r := range page.Items {

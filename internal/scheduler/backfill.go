@@ -342,7 +342,7 @@ func (s *Service) ControlBackfill(ctx context.Context, sc auth.SecurityContext, 
 	if err != nil {
 		return out, backfillErr(id, err)
 	}
-	ctl := auth.SecurityContext{TenantID: sc.TenantID, SubjectID: sc.SubjectID, Roles: []auth.Role{auth.RoleOperator}}
+	ctl := auth.SecurityContext{TenantID: sc.TenantID, SubjectID: sc.SubjectID, Roles: []auth.Role{auth.RoleAdmin}}
 	for _, inv := range cancel {
 		if _, _, err := s.inv.Control(ctx, ctl, inv, invoke.ActionCancel); err != nil {
 			s.o.Logger.Warn("backfill cancel: cancel of a running partition failed", "tenant_id", sc.TenantID, "backfill_id", id,

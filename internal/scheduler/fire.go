@@ -218,7 +218,7 @@ func (s *Service) fire(ctx context.Context, due []schedule.Schedule, now time.Ti
 func (s *Service) afterFire(ctx context.Context, created []invocation.Record, replaced []replacement) {
 	s.inv.Committed(created...)
 	for _, r := range replaced {
-		sc := auth.SecurityContext{TenantID: r.tenantID, SubjectID: "schedule:" + r.scheduleID, Roles: []auth.Role{auth.RoleOperator}}
+		sc := auth.SecurityContext{TenantID: r.tenantID, SubjectID: "schedule:" + r.scheduleID, Roles: []auth.Role{auth.RoleAdmin}}
 		if _, _, err := s.inv.Control(ctx, sc, r.invocationID, invoke.ActionCancel); err != nil {
 			s.o.Logger.Warn("schedule replace: cancel of the previous run failed", "tenant_id", r.tenantID,
 				"schedule_id", r.scheduleID, "invocation_id", r.invocationID, "err", err)

@@ -38,6 +38,8 @@ type Invoker interface {
 	EnqueueAt(tx store.Tx, p invoke.Planned, id string, now, at time.Time) (invocation.Record, error)
 	Committed(recs ...invocation.Record)
 	Control(ctx context.Context, sc auth.SecurityContext, id string, action invoke.Action) (invocation.Record, bool, error)
+	// CanSee reports whether sc may see an entrypoint (entrypoint.Entrypoint.VisibleTo).
+	CanSee(ctx context.Context, sc auth.SecurityContext, entrypointID string) (bool, error)
 }
 
 // Options configure a Service.
@@ -341,6 +343,72 @@ func canWrite(sc auth.SecurityContext) error {
 	return nil
 }
 
+// runsAsCreator reports whether sch's runs have its creator's identity (execution_context user or
+// api_client): such a schedule is its creator's.
+func runsAsCreator(sch schedule.Schedule) bool {
+	return sch.ExecutionContext != schedule.ContextSystem && sch.CreatedBy != ""
+}
+
+// hidden reports whether sc may not know that sch exists: it runs as another subject (not sc) and
+// its entrypoint is one sc cannot see (that subject's private entrypoint). Tenant admins see every
+// schedule of their tenant.
+func (s *Service) hidden(ctx context.Context, sc auth.SecurityContext, sch schedule.Schedule) (bool, error) {
+	if !runsAsCreator(sch) || sch.CreatedBy == sc.SubjectID || sc.Has(auth.RoleAdmin) {
+		return false, nil
+	}
+	ok, err := s.inv.CanSee(ctx, sc, sch.EntrypointID)
+	return !ok, err
+}
+
+// mayAct checks that sc may trigger, change, pause, resume or delete sch: a schedule whose runs have
+// its creator's identity only by its creator or a tenant admin (404 when sc may not know it
+// exists, 403 otherwise); any other schedule by every developer (operator for :trigger).
+func (s *Service) mayAct(ctx context.Context, sc auth.SecurityContext, sch schedule.Schedule) error {
+	if !runsAsCreator(sch) || sch.CreatedBy == sc.SubjectID || sc.Has(auth.RoleAdmin) {
+		return nil
+	}
+	hide, err := s.hidden(ctx, sc, sch)
+	if err != nil {
+		return problem.Internal(err)
+	}
+	if hide {
+		return problem.NotFound("schedule %s not found", sch.ID)
+	}
+	return problem.Forbidden("schedule %s runs as its creator (execution_context %s): only its creator or a tenant admin may trigger, change, pause, resume or delete it",
+		sch.ID, sch.ExecutionContext)
+}
+
+// checkAct reads schedule id and applies mayAct (before the transaction of an action, which
+// re-checks with stillMay).
+func (s *Service) checkAct(ctx context.Context, sc auth.SecurityContext, id string) error {
+	cur, err := s.store.Schedule(ctx, sc.TenantID, id)
+	if err != nil {
+		return storeErr(id, err)
+	}
+	return s.mayAct(ctx, sc, cur)
+}
+
+// stillMay is mayAct inside an action's transaction, for a schedule replaced since checkAct.
+func stillMay(sc auth.SecurityContext, sch schedule.Schedule) error {
+	if !runsAsCreator(sch) || sch.CreatedBy == sc.SubjectID || sc.Has(auth.RoleAdmin) {
+		return nil
+	}
+	return problem.Forbidden("schedule %s runs as its creator (execution_context %s): only its creator or a tenant admin may trigger, change, pause, resume or delete it",
+		sch.ID, sch.ExecutionContext)
+}
+
+// visible returns sch, or 404 when sc may not know it exists.
+func (s *Service) visible(ctx context.Context, sc auth.SecurityContext, sch schedule.Schedule) (schedule.Schedule, error) {
+	hide, err := s.hidden(ctx, sc, sch)
+	if err != nil {
+		return schedule.Schedule{}, problem.Internal(err)
+	}
+	if hide {
+		return schedule.Schedule{}, problem.NotFound("schedule %s not found", sch.ID)
+	}
+	return sch, nil
+}
+
 func (s *Service) auditEvent(ctx context.Context, sc auth.SecurityContext, sch schedule.Schedule, typ string, details map[string]any) audit.Event {
 	d := map[string]any{"schedule_id": sch.ID, "entrypoint_id": sch.EntrypointID, "status": sch.Status}
 	for k, v := range details {
@@ -437,7 +505,10 @@ func (s *Service) Get(ctx context.Context, sc auth.SecurityContext, id string) (
 		return schedule.Schedule{}, err
 	}
 	sch, err := s.store.Schedule(ctx, sc.TenantID, id)
-	return sch, storeErr(id, err)
+	if err != nil {
+		return sch, storeErr(id, err)
+	}
+	return s.visible(ctx, sc, sch)
 }
 
 // List lists the caller's tenant's schedules.
@@ -445,7 +516,24 @@ func (s *Service) List(ctx context.Context, sc auth.SecurityContext, q store.Lis
 	if err := canRead(sc); err != nil {
 		return store.Page[schedule.Schedule]{}, err
 	}
-	return s.store.ListSchedules(ctx, sc.TenantID, q)
+	page, err := s.store.ListSchedules(ctx, sc.TenantID, q)
+	if err != nil {
+		return page, err
+	}
+	// Another subject's schedules on its private entrypoints are left out (a page may then hold
+	// fewer items than the limit; its cursors stay valid).
+	kept := page.Items[:0]
+	for _, sch := range page.Items {
+		hide, err := s.hidden(ctx, sc, sch)
+		if err != nil {
+			return page, problem.Internal(err)
+		}
+		if !hide {
+			kept = append(kept, sch)
+		}
+	}
+	page.Items = kept
+	return page, nil
 }
 
 // specOf is the writable part of a stored schedule (what PATCH merges into).
@@ -483,6 +571,9 @@ func (s *Service) change(ctx context.Context, sc auth.SecurityContext, id string
 	cur, err := s.store.Schedule(ctx, sc.TenantID, id)
 	if err != nil {
 		return cur, storeErr(id, err)
+	}
+	if err := s.mayAct(ctx, sc, cur); err != nil {
+		return schedule.Schedule{}, err
 	}
 	spec, err := next(cur)
 	if err != nil {
@@ -560,7 +651,7 @@ func (s *Service) withdraw(tx store.Tx, sch *schedule.Schedule, now time.Time) (
 
 // cancelRuns cancels the invocations of withdrawn runs (queued, not yet runnable).
 func (s *Service) cancelRuns(ctx context.Context, sch schedule.Schedule, ids []string) {
-	sc := auth.SecurityContext{TenantID: sch.TenantID, SubjectID: "schedule:" + sch.ID, Roles: []auth.Role{auth.RoleOperator}}
+	sc := auth.SecurityContext{TenantID: sch.TenantID, SubjectID: "schedule:" + sch.ID, Roles: []auth.Role{auth.RoleAdmin}}
 	for _, id := range ids {
 		if _, _, err := s.inv.Control(ctx, sc, id, invoke.ActionCancel); err != nil {
 			s.o.Logger.Warn("schedule: cancel of a withdrawn run failed", "tenant_id", sch.TenantID, "schedule_id", sch.ID,
@@ -590,11 +681,17 @@ func (s *Service) Pause(ctx context.Context, sc auth.SecurityContext, id string)
 	if err := canWrite(sc); err != nil {
 		return schedule.Schedule{}, err
 	}
+	if err := s.checkAct(ctx, sc, id); err != nil {
+		return schedule.Schedule{}, err
+	}
 	var out schedule.Schedule
 	var withdrawn []string
 	err := s.store.Update(ctx, func(tx store.Tx) error {
 		cur, err := tx.ScheduleForUpdate(sc.TenantID, id)
 		if err != nil {
+			return err
+		}
+		if err := stillMay(sc, cur); err != nil {
 			return err
 		}
 		out = cur
@@ -633,10 +730,16 @@ func (s *Service) Resume(ctx context.Context, sc auth.SecurityContext, id string
 	if err := canWrite(sc); err != nil {
 		return Resumed{}, err
 	}
+	if err := s.checkAct(ctx, sc, id); err != nil {
+		return Resumed{}, err
+	}
 	var out Resumed
 	err := s.store.Update(ctx, func(tx store.Tx) error {
 		cur, err := tx.ScheduleForUpdate(sc.TenantID, id)
 		if err != nil {
+			return err
+		}
+		if err := stillMay(sc, cur); err != nil {
 			return err
 		}
 		out.Schedule = cur
@@ -701,6 +804,9 @@ func (s *Service) Delete(ctx context.Context, sc auth.SecurityContext, id string
 	if err := canWrite(sc); err != nil {
 		return Deleted{}, err
 	}
+	if err := s.checkAct(ctx, sc, id); err != nil {
+		return Deleted{}, err
+	}
 	now := s.o.Clock.Now()
 	var started []schedule.Run
 	var withdrawn []string
@@ -708,6 +814,9 @@ func (s *Service) Delete(ctx context.Context, sc auth.SecurityContext, id string
 	err := s.store.Update(ctx, func(tx store.Tx) error {
 		var err error
 		if cur, err = tx.ScheduleForUpdate(sc.TenantID, id); err != nil {
+			return err
+		}
+		if err := stillMay(sc, cur); err != nil {
 			return err
 		}
 		if withdrawn, err = s.withdraw(tx, &cur, now); err != nil {
@@ -728,7 +837,7 @@ func (s *Service) Delete(ctx context.Context, sc auth.SecurityContext, id string
 	}
 	s.cancelRuns(ctx, cur, withdrawn)
 	out := Deleted{ScheduleID: id, DeletedAt: now, DeletedBy: sc.SubjectID}
-	ctl := auth.SecurityContext{TenantID: sc.TenantID, SubjectID: sc.SubjectID, Roles: []auth.Role{auth.RoleOperator}}
+	ctl := auth.SecurityContext{TenantID: sc.TenantID, SubjectID: sc.SubjectID, Roles: []auth.Role{auth.RoleAdmin}}
 	for _, r := range started {
 		rec, err := s.store.Invocation(ctx, sc.TenantID, r.InvocationID)
 		if err != nil || rec.Status.Terminal() {
@@ -765,6 +874,9 @@ func (s *Service) Trigger(ctx context.Context, sc auth.SecurityContext, id strin
 	if err != nil {
 		return Triggered{}, storeErr(id, err)
 	}
+	if err := s.mayAct(ctx, sc, cur); err != nil {
+		return Triggered{}, err
+	}
 	p, err := s.plan(ctx, cur, override, obs.CorrelationID(ctx))
 	if err != nil {
 		return Triggered{}, err
@@ -773,6 +885,9 @@ func (s *Service) Trigger(ctx context.Context, sc auth.SecurityContext, id strin
 	err = s.store.Update(ctx, func(tx store.Tx) error {
 		sch, err := tx.ScheduleForUpdate(sc.TenantID, id)
 		if err != nil {
+			return err
+		}
+		if err := stillMay(sc, sch); err != nil {
 			return err
 		}
 		now := s.o.Clock.Now()

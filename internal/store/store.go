@@ -96,9 +96,10 @@ type Reader interface {
 	// start at the beginning): the status the last status-changing event up to seq set
 	// (invocation.StatusAfter); "" when seq is 0.
 	StatusAt(ctx context.Context, tenantID, invocationID string, seq int64) (invocation.Status, error)
-	// ListInvocations lists a tenant's invocations. Filters: entrypoint_id (eq, in, startswith, GTS
-	// wildcards), status, mode, correlation_id, created_at; order: any of them.
-	ListInvocations(ctx context.Context, tenantID string, q ListQuery) (Page[invocation.Record], error)
+	// ListInvocations lists the invocations of v's tenant that v may see (invocation.Record.VisibleTo).
+	// Filters: entrypoint_id (eq, in, startswith, GTS wildcards), status, mode, correlation_id,
+	// created_at; order: any of them.
+	ListInvocations(ctx context.Context, v invocation.Viewer, q ListQuery) (Page[invocation.Record], error)
 	// CountTenantInFlight counts a tenant's invocations that are queued, running, suspended or compensating.
 	CountTenantInFlight(ctx context.Context, tenantID string) (int64, error)
 	// CountTenantRunning counts a tenant's running invocations (its concurrent executions).

@@ -111,10 +111,12 @@ func (t *tx) writeRecord(r invocation.Record, insert bool, sched *store.Scheduli
 			s = *sched
 		}
 		_, err = t.t.ExecContext(bg, `INSERT INTO invocations (id, tenant_id, entrypoint_ref, entrypoint_id, status, mode,
-			correlation_id, last_seq, record, created_at, updated_at, available_at, lease_owner, lease_expires_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			correlation_id, last_seq, record, created_at, updated_at, available_at, lease_owner, lease_expires_at,
+			subject_id, entrypoint_owner)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			r.ID, r.TenantID, r.EntrypointRef, r.EntrypointID, string(r.Status), string(r.Mode), r.CorrelationID,
-			r.LastSeq, string(doc), ts(r.CreatedAt), ts(r.UpdatedAt), tsPtr(s.AvailableAt), nullable(s.LeaseOwner), tsPtr(s.LeaseExpiresAt))
+			r.LastSeq, string(doc), ts(r.CreatedAt), ts(r.UpdatedAt), tsPtr(s.AvailableAt), nullable(s.LeaseOwner), tsPtr(s.LeaseExpiresAt),
+			r.SubjectID, r.EntrypointOwner)
 		if isUnique(err) {
 			return fmt.Errorf("invocation %s: %w", r.ID, store.ErrConflict)
 		}

@@ -271,10 +271,20 @@ var invocationFields = odata.Schema{
 	"created_at":     {Column: "created_at", Type: odata.Time, Filter: true, Sort: true},
 }
 
+// invocationScope encodes invocation.Record.VisibleTo as SQL.
+func invocationScope(v invocation.Viewer) (string, []any) {
+	if v.All {
+		return "tenant_id = ?", []any{v.TenantID}
+	}
+	return "tenant_id = ? AND (entrypoint_owner = '' OR entrypoint_owner = ? OR subject_id = ?)",
+		[]any{v.TenantID, v.SubjectID, v.SubjectID}
+}
+
 // ListInvocations implements store.Reader.
-func (s *Store) ListInvocations(ctx context.Context, tenantID string, q store.ListQuery) (store.Page[invocation.Record], error) {
+func (s *Store) ListInvocations(ctx context.Context, v invocation.Viewer, q store.ListQuery) (store.Page[invocation.Record], error) {
+	scope, args := invocationScope(v)
 	return listPage(ctx, s.r, listSpec[invocation.Record]{
-		from: "invocations", cols: "record", fields: invocationFields, scope: "tenant_id = ?", scopeArgs: []any{tenantID},
+		from: "invocations", cols: "record", fields: invocationFields, scope: scope, scopeArgs: args,
 		defaultOrder: []odata.OrderItem{{Field: "created_at", Desc: true}},
 		scan: func(r scanner) (invocation.Record, error) {
 			var doc string

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/larkrun/lark/internal/invocation"
@@ -185,6 +187,52 @@ func testResponseCache(t *testing.T, s store.Store) {
 	require.Equal(t, "inv_2", id, "a fresh result repopulates the entry")
 }
 
+// testListInvocationsVisibility: a list shows a subject the invocations it started and those of
+// entrypoints that are not user-owned; an invocation of a user-owned entrypoint only to its owner
+// (and its starter); a viewer with All everything of the tenant (invocation.Record.VisibleTo).
+func testListInvocationsVisibility(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	mk := func(id, subject, owner string) invocation.Event {
+		e := NewInvocationEvent(id, "acme", "ep_1", t0)
+		var rec invocation.Record
+		require.NoError(t, json.Unmarshal(e.Data, &rec))
+		rec.SubjectID, rec.EntrypointOwner = subject, owner
+		var err error
+		e.Data, err = json.Marshal(rec)
+		require.NoError(t, err)
+		return e
+	}
+	update(t, s, func(tx store.Tx) error {
+		for _, e := range []invocation.Event{
+			mk("inv_tenant_ep", "alice", ""),       // a tenant-owned entrypoint: everyone
+			mk("inv_alice_priv", "alice", "alice"), // alice's private entrypoint, run by alice
+			mk("inv_bob_shared", "bob", "alice"),   // alice's shared entrypoint, run by bob
+			mk("inv_carol_own", "carol", "carol"),
+		} {
+			if _, err := tx.CreateInvocation(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	ids := func(v invocation.Viewer) []string {
+		page, err := s.ListInvocations(ctx, v, store.ListQuery{Limit: 50, OrderBy: []odata.OrderItem{{Field: "created_at"}}})
+		require.NoError(t, err)
+		out := []string{}
+		for _, r := range page.Items {
+			require.True(t, r.VisibleTo(v), "the list and VisibleTo agree on %s", r.ID)
+			out = append(out, r.ID)
+		}
+		slices.Sort(out)
+		return out
+	}
+	assert.Equal(t, []string{"inv_alice_priv", "inv_bob_shared", "inv_tenant_ep"}, ids(invocation.Viewer{TenantID: "acme", SubjectID: "alice"}))
+	assert.Equal(t, []string{"inv_bob_shared", "inv_tenant_ep"}, ids(invocation.Viewer{TenantID: "acme", SubjectID: "bob"}))
+	assert.Equal(t, []string{"inv_tenant_ep"}, ids(invocation.Viewer{TenantID: "acme", SubjectID: "dave"}))
+	assert.Equal(t, []string{"inv_alice_priv", "inv_bob_shared", "inv_carol_own", "inv_tenant_ep"}, ids(invocation.Viewer{TenantID: "acme", SubjectID: "dave", All: true}))
+	assert.Empty(t, ids(invocation.Viewer{TenantID: "other", SubjectID: "alice", All: true}))
+}
+
 func testListInvocations(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	update(t, s, func(tx store.Tx) error {
@@ -209,7 +257,7 @@ func testListInvocations(t *testing.T, s store.Store) {
 			q.Filter, err = odata.ParseFilter(filter)
 			require.NoError(t, err)
 		}
-		page, err := s.ListInvocations(ctx, "acme", q)
+		page, err := s.ListInvocations(ctx, invocation.Viewer{TenantID: "acme", All: true}, q)
 		require.NoError(t, err, filter)
 		out := []string{}
 		for _, r := range page.Items {
@@ -364,7 +412,7 @@ func testInformationalAppend(t *testing.T, s store.Store) {
 	rebuilt.Params, stored.Params = nil, nil // the created event's Data keeps the params as written
 	rebuilt.UpdatedAt, stored.UpdatedAt = time.Time{}, time.Time{}
 	require.Equal(t, stored, rebuilt)
-	page, err := s.ListInvocations(ctx, "acme", store.ListQuery{Limit: 10})
+	page, err := s.ListInvocations(ctx, invocation.Viewer{TenantID: "acme", All: true}, store.ListQuery{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, page.Items, 1)
 	require.Equal(t, rec.LastSeq, page.Items[0].LastSeq)

@@ -366,7 +366,7 @@ func testRetentionPurgeBatches(t *testing.T, s store.Store) {
 	require.False(t, h.exists("acme", "inv_large"), "hidden from the first batch on")
 	_, err := s.Events(ctx, "acme", "inv_large", 0, 10)
 	require.ErrorIs(t, err, store.ErrNotFound, "its timeline is not readable half-deleted")
-	page, err := s.ListInvocations(ctx, "acme", store.ListQuery{Limit: 100})
+	page, err := s.ListInvocations(ctx, invocation.Viewer{TenantID: "acme", All: true}, store.ListQuery{Limit: 100})
 	require.NoError(t, err)
 	require.Len(t, page.Items, 12)
 
@@ -380,7 +380,7 @@ func testRetentionPurgeBatches(t *testing.T, s store.Store) {
 	require.EqualValues(t, 13, invs)
 	require.EqualValues(t, 104+12*5, rows, "every row went, once")
 	require.Zero(t, h.bytes("acme"))
-	page, err = s.ListInvocations(ctx, "acme", store.ListQuery{Limit: 100})
+	page, err = s.ListInvocations(ctx, invocation.Viewer{TenantID: "acme", All: true}, store.ListQuery{Limit: 100})
 	require.NoError(t, err)
 	require.Empty(t, page.Items)
 }

@@ -52,6 +52,7 @@ func Run(t *testing.T, f Factory) {
 		"IdempotencyKeys":           testIdempotencyKeys,
 		"ResponseCache":             testResponseCache,
 		"ListInvocations":           testListInvocations,
+		"ListInvocationsVisibility": testListInvocationsVisibility,
 		"StartAndConditionalAppend": testStartAndConditionalAppend,
 		"InformationalAppend":       testInformationalAppend,
 		"Events":                    testEvents,
