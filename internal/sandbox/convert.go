@@ -14,12 +14,15 @@ import (
 
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
+
+	"github.com/larkrun/lark/internal/invocation"
 )
 
-// maxDepth bounds the nesting of values converted between Go and Starlark
-// (as deep as encoding/json decodes); deeper or cyclic values fail to
-// convert.
-const maxDepth = 10000
+// maxDepth bounds the nesting of values converted between Go and Starlark:
+// no value may sit inside more than invocation.MaxJSONDepth lists and
+// dicts, the limit of every JSON value Lark stores; deeper or cyclic values
+// fail to convert.
+const maxDepth = invocation.MaxJSONDepth
 
 // Approximate sizes charged for Go values built from Starlark values.
 const (
