@@ -18,11 +18,15 @@ import (
 	"github.com/larkrun/lark/internal/invocation"
 )
 
-// maxDepth bounds the nesting of values converted between Go and Starlark:
-// no value may sit inside more than invocation.MaxJSONDepth lists and
-// dicts, the limit of every JSON value Lark stores; deeper or cyclic values
-// fail to convert.
-const maxDepth = invocation.MaxJSONDepth
+// maxDepth bounds the nesting of values converted from Go to Starlark
+// (as deep as encoding/json decodes); deeper values fail to convert.
+const maxDepth = 10000
+
+// maxOutDepth bounds the nesting of values converted from Starlark to Go
+// (results, step outputs, everything user code hands back, which Lark
+// stores): no value may sit inside more than invocation.MaxJSONDepth lists
+// and dicts; deeper or cyclic values fail to convert.
+const maxOutDepth = invocation.MaxJSONDepth
 
 // Approximate sizes charged for Go values built from Starlark values.
 const (
@@ -273,8 +277,8 @@ func toGo(thread *starlark.Thread, v starlark.Value) (any, error) {
 }
 
 func toGoDepth(thread *starlark.Thread, v starlark.Value, depth int) (any, *convertError) {
-	if depth > maxDepth {
-		return nil, &convertError{reason: fmt.Sprintf("value is cyclic or nested more than %d levels deep", maxDepth)}
+	if depth > maxOutDepth {
+		return nil, &convertError{reason: fmt.Sprintf("value is cyclic or nested more than %d levels deep", maxOutDepth)}
 	}
 	charge := func(n int64) *convertError {
 		if err := thread.AddAllocBytes(n); err != nil {

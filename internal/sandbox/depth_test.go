@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -29,4 +30,13 @@ func TestOutputDepthBounded(t *testing.T) {
 	_, rerr = exec(t, body(1000), nil, Limits{}, nil)
 	require.NotNil(t, rerr)
 	require.True(t, strings.Contains(rerr.Message, "levels deep"), rerr.Message)
+}
+
+// TestInputDepthNotBounded: values coming in (an HTTP response, params) may be deeper than what is
+// stored; only what goes out is bounded.
+func TestInputDepthNotBounded(t *testing.T) {
+	deep := jsonInput(t, `{"x":`+strings.Repeat("[", 500)+strings.Repeat("]", 500)+`}`)
+	res, rerr := exec(t, fn(`  v = input.x`, `  n = 0`, `  for i in range(1000):`, `    if len(v) == 0: break`, `    v = v[0]`, `    n += 1`, `  return n`), deep, Limits{}, nil)
+	require.Nil(t, rerr)
+	require.EqualValues(t, "499", fmt.Sprint(res.Output))
 }
