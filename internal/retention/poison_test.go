@@ -2,6 +2,7 @@ package retention_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"log/slog"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	_ "modernc.org/sqlite"
 
 	"github.com/larkrun/lark/internal/clock"
 	"github.com/larkrun/lark/internal/invocation"
@@ -143,4 +145,38 @@ func TestFailingTenantIsIsolated(t *testing.T) {
 	require.False(t, f.exists("zzz", "inv_old_zzz"), "the next tenant is still purged")
 	require.Empty(t, f.eventIDs("aaa"), "the failing tenant's other steps still run")
 	require.Empty(t, f.auditIDs("aaa"))
+}
+
+// TestMalformedPolicyIsIsolated: a tenant whose stored policy no longer decodes (written around the
+// API) is logged with its id and counted, and the pass still purges every other tenant.
+func TestMalformedPolicyIsIsolated(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lark.db")
+	s := open(t, path)
+	defer s.Close()
+	f := &fixture{t: t, s: s}
+	clk := clock.NewFake(t0)
+	logs := &logBuffer{}
+	var fails failures
+	job := retention.New(s, retention.Options{Clock: clk, Logger: slog.New(slog.NewJSONHandler(logs, nil)), Failed: fails.add})
+	for _, ten := range []string{"aaa", "zzz"} {
+		f.tenant(ten, func(p *tenant.Policy) { p.Retention = tenant.Retention{ExecutionHistoryDays: 7, AuditLogDays: 7} })
+		f.finished(ten, "inv_old_"+ten, t0, 3, 100)
+		f.audit(ten, "aud_old_"+ten, t0)
+	}
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
+	require.NoError(t, err)
+	defer db.Close()
+	_, err = db.Exec(`UPDATE tenants SET policy = '{"tenant_id": "aaa", "retention": ' WHERE tenant_id = 'aaa'`)
+	require.NoError(t, err)
+
+	clk.Set(t0.Add(10 * day))
+	res, err := job.RunOnce(context.Background())
+	require.Error(t, err, "the pass reports the policy it could not read")
+	require.Contains(t, err.Error(), "tenant aaa: policy")
+	require.Equal(t, 1, fails.get("retention"))
+	require.Contains(t, logs.String(), `"msg":"retention: tenant failed","tenant_id":"aaa","step":"policy"`)
+	require.False(t, f.exists("zzz", "inv_old_zzz"), "the other tenant's expired history is purged")
+	require.Empty(t, f.auditIDs("zzz"))
+	require.EqualValues(t, 1, res["zzz"].Invocations)
+	require.True(t, f.exists("aaa", "inv_old_aaa"), "the tenant without a readable policy is left alone")
 }

@@ -128,18 +128,34 @@ func (p Purged) purgedAny() bool {
 }
 
 // RunOnce runs one pass over every tenant and returns what it did, by tenant id. A failed step of
-// one tenant is logged with the tenant id and counted, and the pass goes on; the error returned
-// joins every failure of the pass (nil if none). Only listing the tenants, or ctx ending, stops the
-// pass early. Every batch already committed stays done.
+// one tenant (a step, or its policy that does not decode) is logged with the tenant id and
+// counted, and the pass goes on; the error returned joins every failure of the pass (nil if none).
+// Only ctx ending stops the pass early. Every batch already committed stays done.
 func (j *Job) RunOnce(ctx context.Context) (map[string]Purged, error) {
 	now := j.o.Clock.Now()
 	out := map[string]Purged{}
+	var errs []error
+	// A policy that does not decode costs its tenant this pass; the others are returned with it.
 	policies, err := j.st.AllTenants(ctx)
 	if err != nil {
-		j.o.Failed(JobName)
-		return out, err
+		if ctx.Err() != nil {
+			return out, err
+		}
+		errs = append(errs, err)
+		failures := []error{err}
+		if joined, ok := err.(interface{ Unwrap() []error }); ok {
+			failures = joined.Unwrap()
+		}
+		for _, e := range failures {
+			j.o.Failed(JobName)
+			var te *store.TenantError
+			if errors.As(e, &te) {
+				j.o.Logger.Error("retention: tenant failed", "tenant_id", te.TenantID, "step", "policy", "err", te.Err)
+			} else {
+				j.o.Logger.Error("retention: reading tenant policies failed", "err", e)
+			}
+		}
 	}
-	var errs []error
 	for _, p := range policies {
 		if err := ctx.Err(); err != nil {
 			return out, errors.Join(append(errs, err)...)

@@ -51,24 +51,29 @@ var errNoFinishedAt = errors.New("no finished_at")
 
 // AllTenants implements store.Reader.
 func (s *Store) AllTenants(ctx context.Context) ([]tenant.Policy, error) {
-	rows, err := s.r.QueryContext(ctx, "SELECT policy FROM tenants ORDER BY tenant_id")
+	rows, err := s.r.QueryContext(ctx, "SELECT tenant_id, policy FROM tenants ORDER BY tenant_id")
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	var out []tenant.Policy
+	var bad []error
 	for rows.Next() {
-		var doc string
+		var id, doc string
 		var p tenant.Policy
-		if err := rows.Scan(&doc); err != nil {
+		if err := rows.Scan(&id, &doc); err != nil {
 			return nil, err
 		}
 		if err := jsonUnmarshal(doc, &p); err != nil {
-			return nil, err
+			bad = append(bad, &store.TenantError{TenantID: id, Err: fmt.Errorf("policy: %w", err)})
+			continue
 		}
 		out = append(out, p)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, errors.Join(bad...)
 }
 
 // TenantHistoryBytes implements store.Reader.
