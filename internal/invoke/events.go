@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"regexp"
 	"strings"
 	"time"
@@ -85,6 +86,9 @@ func (s *Service) Publish(ctx context.Context, sc auth.SecurityContext, req Publ
 	}
 	if err := decodeJSON(req.Payload, &payload); err != nil {
 		issues = append(issues, problem.Issue{Path: "$.payload", Code: "INVALID_VALUE", Message: "must be JSON"})
+	} else if path, deep := invocation.TooDeep("$.payload", payload); deep {
+		issues = append(issues, problem.Issue{Path: path, Code: "TOO_DEEP",
+			Message: fmt.Sprintf("the payload is nested more than %d levels deep", invocation.MaxJSONDepth)})
 	}
 	if len(issues) > 0 {
 		return out, problem.Validation("the event is invalid", issues)

@@ -488,6 +488,10 @@ func (s *Service) validateParams(d definition, raw json.RawMessage) (any, json.R
 	if _, ok := params.(map[string]any); !ok {
 		return nil, nil, problem.Validation("params must be a JSON object", []problem.Issue{{Path: "$.params", Code: "SCHEMA_MISMATCH", Message: "params must be a JSON object"}})
 	}
+	if path, deep := invocation.TooDeep("$.params", params); deep {
+		msg := fmt.Sprintf("params are nested more than %d levels deep", invocation.MaxJSONDepth)
+		return nil, nil, problem.Validation(msg, []problem.Issue{{Path: path, Code: "TOO_DEEP", Message: msg}})
+	}
 	defaults, err := s.paramsDefaults(d)
 	if err != nil {
 		return nil, nil, problem.Internal(err)

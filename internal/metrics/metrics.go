@@ -64,6 +64,7 @@ type Metrics struct {
 	queueWait   *capped[prometheus.Observer]
 	rateLimited *capped[prometheus.Counter]
 	quota       *capped[prometheus.Counter]
+	maintenance *prometheus.CounterVec
 }
 
 // New builds the metric families and registers them with the Go and process collectors.
@@ -119,10 +120,23 @@ func New(o Options) *Metrics {
 	m.quota = newCapped(o.MaxLabelSets, m.dropped.WithLabelValues("lark_quota_exceeded_total"),
 		func(t, q string) prometheus.Counter { return quota.WithLabelValues(t, q) })
 
-	m.reg.MustRegister(started, finished, duration, queueWait, rateLimited, quota,
+	// Labelled by job only: the jobs are a fixed, small set (retention, scheduler, backfill); the
+	// tenant of a failure is in the log line.
+	m.maintenance = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lark_maintenance_failures_total",
+		Help: "Failures of maintenance work for one tenant or one row (a retention step of a tenant, a due schedule, a backfill): logged with the tenant id and skipped, the rest of the pass goes on."},
+		[]string{"job"})
+	for _, job := range []string{"retention", "scheduler", "backfill"} { // shown from the start, at 0
+		m.maintenance.WithLabelValues(job)
+	}
+
+	m.reg.MustRegister(started, finished, duration, queueWait, rateLimited, quota, m.maintenance,
 		newLoadCollector(m), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
+
+// MaintenanceFailure counts one failure of a maintenance job (lark_maintenance_failures_total{job}):
+// a tenant's retention step, a schedule the firing loop could not fire, a backfill step.
+func (m *Metrics) MaintenanceFailure(job string) { m.maintenance.WithLabelValues(job).Inc() }
 
 // Registry is the registry holding every family (for tests and for adding collectors).
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }

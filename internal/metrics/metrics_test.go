@@ -259,3 +259,18 @@ func TestScrapeSurvivesStoreErrors(t *testing.T) {
 	require.NotContains(t, body, "lark_queue_depth{")
 	require.Contains(t, scrape(), `promhttp_metric_handler_errors_total{cause="gathering"} 1`)
 }
+
+// TestMaintenanceFailures: every maintenance job's failure counter shows from the start at 0 and
+// counts the failures reported for it.
+func TestMaintenanceFailures(t *testing.T) {
+	m := metrics.New(metrics.Options{})
+	m.MaintenanceFailure("retention")
+	m.MaintenanceFailure("retention")
+	m.MaintenanceFailure("backfill")
+	got := only(samples(t, m.Registry()), "lark_maintenance_failures_total")
+	require.Equal(t, map[string]float64{
+		`lark_maintenance_failures_total{job="retention"}`: 2,
+		`lark_maintenance_failures_total{job="scheduler"}`: 0,
+		`lark_maintenance_failures_total{job="backfill"}`:  1,
+	}, got)
+}

@@ -124,7 +124,11 @@ func (s *Service) prepare(ctx context.Context, sc auth.SecurityContext, body map
 	// Structural validation against the GTS schema of the kind, with server fields filled.
 	doc["tenant_id"], doc["status"], doc["version"] = tenantID, string(wantStatus), version
 	doc["owner"] = map[string]any{"owner_type": string(owner.OwnerType), "id": owner.ID, "tenant_id": owner.TenantID}
-	r.addSchemaIssues(s.schemas.ValidateEntrypoint(string(kind), doc))
+	issues, err := s.schemas.ValidateEntrypointContext(ctx, string(kind), doc)
+	if err != nil {
+		return c, err // the request ended while a schema was compiling
+	}
+	r.addSchemaIssues(issues)
 	traits, _ := doc["traits"].(map[string]any)
 	if _, ok := traits["workflow"]; ok && kind == entrypoint.KindFunction && r.Info.EntrypointID != "" {
 		r.fail(CodeKindMismatch, "$.traits.workflow", "traits.workflow is for workflows; this GTS id names a function")

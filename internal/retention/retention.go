@@ -8,10 +8,18 @@
 // Every delete is a bounded batch in its own transaction, so the single SQLite writer is never held
 // long and a process that stops mid-pass leaves consistent data: the next pass carries on. One
 // process runs the job at a time (the SQLite deployment has one).
+//
+// Failures are isolated: a step that fails for one tenant (measuring, purging history, events,
+// schedule runs or audit events) is logged with the tenant id and counted (Options.Failed, the
+// lark_maintenance_failures_total{job="retention"} metric), and the pass goes on with that tenant's
+// next step and with the next tenants. One tenant's bad data can cost that tenant its own
+// maintenance, never anyone else's.
 package retention
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -30,6 +38,8 @@ const (
 	DefaultPlatformAuditDays = 90
 	// MB is the unit of quotas.max_execution_history_mb.
 	MB = 1 << 20
+	// JobName names this job in Options.Failed and in lark_maintenance_failures_total{job}.
+	JobName = "retention"
 )
 
 // measureBatch bounds the invocations measured per read and recorded per transaction.
@@ -46,6 +56,9 @@ type Options struct {
 	PlatformAuditDays int64
 	Clock             clock.Clock
 	Logger            *slog.Logger
+	// Failed is called with JobName for every failed step of a tenant's pass (nil: not counted);
+	// the server counts it in lark_maintenance_failures_total.
+	Failed func(job string)
 }
 
 // Job is the retention maintenance job.
@@ -71,11 +84,14 @@ func New(st store.Store, o Options) *Job {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.Failed == nil {
+		o.Failed = func(string) {}
+	}
 	return &Job{st: st, o: o}
 }
 
-// Run runs a pass at once and then one every Interval until ctx ends. A failed pass is logged and
-// the next one retries.
+// Run runs a pass at once and then one every Interval until ctx ends. Failures are logged (each
+// tenant's by RunOnce) and the next pass retries.
 func (j *Job) Run(ctx context.Context) {
 	t := time.NewTimer(0)
 	defer t.Stop()
@@ -86,7 +102,7 @@ func (j *Job) Run(ctx context.Context) {
 		case <-t.C:
 		}
 		if _, err := j.RunOnce(ctx); err != nil && ctx.Err() == nil {
-			j.o.Logger.Error("retention: pass failed", "err", err)
+			j.o.Logger.Warn("retention: pass finished with failures", "err", err)
 		}
 		t.Reset(j.o.Interval)
 	}
@@ -111,16 +127,39 @@ func (p Purged) purgedAny() bool {
 	return p.Invocations > 0 || p.Events > 0 || p.AuditEvents > 0 || p.ScheduleRuns > 0
 }
 
-// RunOnce runs one pass over every tenant and returns what it did, by tenant id. On an error it
-// stops and returns what it did so far; every batch already committed stays done.
+// RunOnce runs one pass over every tenant and returns what it did, by tenant id. A failed step of
+// one tenant (a step, or its policy that does not decode) is logged with the tenant id and
+// counted, and the pass goes on; the error returned joins every failure of the pass (nil if none).
+// Only ctx ending stops the pass early. Every batch already committed stays done.
 func (j *Job) RunOnce(ctx context.Context) (map[string]Purged, error) {
 	now := j.o.Clock.Now()
 	out := map[string]Purged{}
+	var errs []error
+	// A policy that does not decode costs its tenant this pass; the others are returned with it.
 	policies, err := j.st.AllTenants(ctx)
 	if err != nil {
-		return out, err
+		if ctx.Err() != nil {
+			return out, err
+		}
+		errs = append(errs, err)
+		failures := []error{err}
+		if joined, ok := err.(interface{ Unwrap() []error }); ok {
+			failures = joined.Unwrap()
+		}
+		for _, e := range failures {
+			j.o.Failed(JobName)
+			var te *store.TenantError
+			if errors.As(e, &te) {
+				j.o.Logger.Error("retention: tenant failed", "tenant_id", te.TenantID, "step", "policy", "err", te.Err)
+			} else {
+				j.o.Logger.Error("retention: reading tenant policies failed", "err", e)
+			}
+		}
 	}
 	for _, p := range policies {
+		if err := ctx.Err(); err != nil {
+			return out, errors.Join(append(errs, err)...)
+		}
 		r, err := j.tenant(ctx, p, now)
 		out[p.TenantID] = r
 		if r.purgedAny() {
@@ -130,7 +169,7 @@ func (j *Job) RunOnce(ctx context.Context) (map[string]Purged, error) {
 			j.o.Logger.Debug("retention: measured", "tenant_id", p.TenantID, "invocations", r.Measured, "history_bytes", r.HistoryBytes)
 		}
 		if err != nil {
-			return out, err
+			errs = append(errs, err)
 		}
 	}
 	n, err := j.purgeAudit(ctx, entrypoint.PlatformTenant, now.Add(-days(j.o.PlatformAuditDays)))
@@ -138,24 +177,48 @@ func (j *Job) RunOnce(ctx context.Context) (map[string]Purged, error) {
 		j.o.Logger.Info("retention: purged", "tenant_id", entrypoint.PlatformTenant, "audit_events", n)
 		out[entrypoint.PlatformTenant] = Purged{AuditEvents: n}
 	}
-	return out, err
+	if err != nil {
+		errs = append(errs, j.failed(ctx, entrypoint.PlatformTenant, "audit", err))
+	}
+	return out, errors.Join(errs...)
+}
+
+// failed logs and counts a failed step of a tenant's pass and returns err naming them. A step cut
+// short because ctx ended is not a failure.
+func (j *Job) failed(ctx context.Context, tenantID, step string, err error) error {
+	if ctx.Err() == nil {
+		j.o.Failed(JobName)
+		j.o.Logger.Error("retention: tenant failed", "tenant_id", tenantID, "step", step, "err", err)
+	}
+	return fmt.Errorf("tenant %s: %s: %w", tenantID, step, err)
 }
 
 func days(n int64) time.Duration { return time.Duration(n) * 24 * time.Hour }
 
 // tenant runs the pass for one tenant: mark for measuring again what runs again, measure what
 // finished since the last pass, purge history by age and size, then published events and audit
-// events by age.
+// events by age. A failed step is logged and counted and the next step runs; the error joins the
+// failures.
 func (j *Job) tenant(ctx context.Context, p tenant.Policy, now time.Time) (Purged, error) {
 	var r Purged
 	id := p.TenantID
-	var err error
-	if _, err = j.batches(ctx, func(tx store.Tx) (int64, error) { return tx.ReopenHistory(id, j.o.BatchRows) }); err != nil {
-		return r, err
+	var errs []error
+	step := func(name string, fn func() error) {
+		if ctx.Err() != nil {
+			return
+		}
+		if err := fn(); err != nil {
+			errs = append(errs, j.failed(ctx, id, name, err))
+		}
 	}
-	if r.Measured, err = j.measure(ctx, id); err != nil {
-		return r, err
-	}
+	step("reopen", func() error {
+		_, err := j.batches(ctx, func(tx store.Tx) (int64, error) { return tx.ReopenHistory(id, j.o.BatchRows) })
+		return err
+	})
+	step("measure", func() (err error) {
+		r.Measured, err = j.measure(ctx, id)
+		return err
+	})
 	if hd := p.Retention.ExecutionHistoryDays; hd > 0 || p.Quotas.MaxExecutionHistoryMB != nil {
 		q := store.HistoryPurge{MaxRows: j.o.BatchRows}
 		if hd > 0 {
@@ -164,40 +227,52 @@ func (j *Job) tenant(ctx context.Context, p tenant.Policy, now time.Time) (Purge
 		if c := p.Quotas.MaxExecutionHistoryMB; c != nil && *c > 0 {
 			q.CapBytes = *c * MB
 		}
-		for more := true; more; {
-			if err := ctx.Err(); err != nil {
-				return r, err
+		step("history", func() error {
+			for more := true; more; {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				var b store.HistoryPurged
+				if err := j.st.Update(ctx, func(tx store.Tx) error {
+					var err error
+					b, err = tx.PurgeHistory(id, q)
+					return err
+				}); err != nil {
+					return err
+				}
+				r.Invocations += b.Invocations
+				r.Rows += b.Rows
+				r.Bytes += b.Bytes
+				more = b.More
 			}
-			var b store.HistoryPurged
-			if err := j.st.Update(ctx, func(tx store.Tx) error {
-				var err error
-				b, err = tx.PurgeHistory(id, q)
-				return err
-			}); err != nil {
-				return r, err
-			}
-			r.Invocations += b.Invocations
-			r.Rows += b.Rows
-			r.Bytes += b.Bytes
-			more = b.More
-		}
+			return nil
+		})
 	}
 	if hd := p.Retention.ExecutionHistoryDays; hd > 0 {
 		before := now.Add(-days(hd))
-		if r.Events, err = j.batches(ctx, func(tx store.Tx) (int64, error) { return tx.PurgeEvents(id, before, j.o.BatchRows) }); err != nil {
-			return r, err
-		}
-		if r.ScheduleRuns, err = j.batches(ctx, func(tx store.Tx) (int64, error) { return tx.PurgeScheduleRuns(id, before, j.o.BatchRows) }); err != nil {
-			return r, err
-		}
+		step("events", func() (err error) {
+			r.Events, err = j.batches(ctx, func(tx store.Tx) (int64, error) { return tx.PurgeEvents(id, before, j.o.BatchRows) })
+			return err
+		})
+		step("schedule_runs", func() (err error) {
+			r.ScheduleRuns, err = j.batches(ctx, func(tx store.Tx) (int64, error) { return tx.PurgeScheduleRuns(id, before, j.o.BatchRows) })
+			return err
+		})
 	}
 	if ad := p.Retention.AuditLogDays; ad > 0 {
-		if r.AuditEvents, err = j.purgeAudit(ctx, id, now.Add(-days(ad))); err != nil {
-			return r, err
-		}
+		step("audit", func() (err error) {
+			r.AuditEvents, err = j.purgeAudit(ctx, id, now.Add(-days(ad)))
+			return err
+		})
 	}
-	r.HistoryBytes, err = j.st.TenantHistoryBytes(ctx, id)
-	return r, err
+	step("history_bytes", func() (err error) {
+		r.HistoryBytes, err = j.st.TenantHistoryBytes(ctx, id)
+		return err
+	})
+	if err := ctx.Err(); err != nil {
+		errs = append(errs, err)
+	}
+	return r, errors.Join(errs...)
 }
 
 // measure records the history size of the tenant's invocations that finished (or changed) since

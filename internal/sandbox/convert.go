@@ -14,12 +14,19 @@ import (
 
 	"go.starlark.net/starlark"
 	"go.starlark.net/starlarkstruct"
+
+	"github.com/larkrun/lark/internal/invocation"
 )
 
-// maxDepth bounds the nesting of values converted between Go and Starlark
-// (as deep as encoding/json decodes); deeper or cyclic values fail to
-// convert.
+// maxDepth bounds the nesting of values converted from Go to Starlark
+// (as deep as encoding/json decodes); deeper values fail to convert.
 const maxDepth = 10000
+
+// maxOutDepth bounds the nesting of values converted from Starlark to Go
+// (results, step outputs, everything user code hands back, which Lark
+// stores): no value may sit inside more than invocation.MaxJSONDepth lists
+// and dicts; deeper or cyclic values fail to convert.
+const maxOutDepth = invocation.MaxJSONDepth
 
 // Approximate sizes charged for Go values built from Starlark values.
 const (
@@ -331,8 +338,8 @@ func (c *goConverter) charge(n int64) *convertError {
 }
 
 func (c *goConverter) convert(v starlark.Value, depth int) (any, *convertError) {
-	if depth > maxDepth {
-		return nil, &convertError{reason: fmt.Sprintf("value is cyclic or nested more than %d levels deep", maxDepth)}
+	if depth > maxOutDepth {
+		return nil, &convertError{reason: fmt.Sprintf("value is cyclic or nested more than %d levels deep", maxOutDepth)}
 	}
 	switch v := v.(type) {
 	case starlark.NoneType:

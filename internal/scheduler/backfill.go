@@ -359,21 +359,33 @@ const maxDriven = 100
 // DriveBackfills makes one pass over the running and paused backfills: it settles partitions whose
 // invocations finished (paused ones: only that), ends backfills that are done (or failed past their threshold), and starts
 // pending chunks while fewer than max_concurrent_runs are in flight. It returns the partitions it
-// started. Run calls it every poll; tests call it after moving a fake clock.
+// started. Run calls it every poll; tests call it after moving a fake clock. A backfill that cannot
+// be driven is logged with its tenant id and counted (Options.Failed), and the pass goes on with the
+// next one; the error joins those failures.
 func (s *Service) DriveBackfills(ctx context.Context) (int, error) {
 	running, err := s.store.ActiveBackfills(ctx, maxDriven)
 	if err != nil {
 		return 0, err
 	}
 	total := 0
+	var errs []error
 	for _, k := range running {
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
 		n, err := s.drive(ctx, k[0], k[1])
 		total += n
 		if err != nil && !errors.Is(err, store.ErrStale) {
-			return total, fmt.Errorf("backfill %s/%s: %w", k[0], k[1], err)
+			if ctx.Err() != nil {
+				return total, err
+			}
+			// One backfill that cannot be driven must not stop the others (of every tenant).
+			s.o.Failed(JobBackfill)
+			s.o.Logger.Error("driving a backfill failed", "tenant_id", k[0], "backfill_id", k[1], "err", err)
+			errs = append(errs, fmt.Errorf("backfill %s/%s: %w", k[0], k[1], err))
 		}
 	}
-	return total, nil
+	return total, errors.Join(errs...)
 }
 
 // drive advances one backfill: a settling transaction, then (outside it) the pending chunks to

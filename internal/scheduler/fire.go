@@ -83,22 +83,49 @@ type job struct {
 }
 
 // FireDue fires every schedule due at the clock's now, in batches, and returns how many runs it
-// started. Serve runs it from Run; tests call it after moving a fake clock.
+// started. Serve runs it from Run; tests call it after moving a fake clock. A schedule that cannot
+// be fired is logged with its tenant id, counted (Options.Failed) and passed over for the rest of
+// this call: it stays due, so the next call tries it again, and it never holds back the schedules
+// due after it.
 func (s *Service) FireDue(ctx context.Context) (int, error) {
 	total := 0
+	failed := map[string]bool{} // tenant/schedule ids that failed in this call
 	for range 1000 {
 		now := s.o.Clock.Now()
-		due, err := s.store.DueSchedules(ctx, now, s.o.Batch)
-		if err != nil || len(due) == 0 {
+		// Failed schedules stay due (and first, by due time): read past them.
+		limit := s.o.Batch + len(failed)
+		rows, err := s.store.DueSchedules(ctx, now, limit)
+		if err != nil {
 			return total, err
 		}
-		n, err := s.fire(ctx, due, now)
+		due := rows[:0:0]
+		for _, sch := range rows {
+			if !failed[sch.TenantID+"/"+sch.ID] {
+				due = append(due, sch)
+			}
+		}
+		if len(due) == 0 {
+			return total, nil
+		}
+		n, bad, err := s.fire(ctx, due, now)
 		total += n
-		if err != nil || len(due) < s.o.Batch {
+		for _, k := range bad {
+			failed[k] = true
+		}
+		if err != nil || len(rows) < limit {
 			return total, err
 		}
 	}
 	return total, nil
+}
+
+// failedSchedule logs and counts a due schedule that could not be fired, and returns its key.
+func (s *Service) failedSchedule(ctx context.Context, sch schedule.Schedule, err error) string {
+	if ctx.Err() == nil {
+		s.o.Failed(JobScheduler)
+		s.o.Logger.Error("firing a schedule failed", "tenant_id", sch.TenantID, "schedule_id", sch.ID, "err", err)
+	}
+	return sch.TenantID + "/" + sch.ID
 }
 
 // Run fires schedules as they fall due, and drives running backfills every poll, until ctx ends.
@@ -131,8 +158,10 @@ type planned struct {
 	err error
 }
 
-// fire fires one batch of due schedules in one transaction.
-func (s *Service) fire(ctx context.Context, due []schedule.Schedule, now time.Time) (int, error) {
+// fire fires one batch of due schedules in one transaction, or one by one when the batch fails. It
+// returns the runs started and the keys (tenant/schedule id) of the schedules that failed.
+func (s *Service) fire(ctx context.Context, due []schedule.Schedule, now time.Time) (int, []string, error) {
+	var bad []string
 	enabled := map[string]bool{}
 	plans := map[planKey]planned{}
 	jobs := make([]job, 0, len(due))
@@ -146,7 +175,11 @@ func (s *Service) fire(ctx context.Context, due []schedule.Schedule, now time.Ti
 		if !ok {
 			p, err := s.store.Tenant(ctx, sch.TenantID)
 			if err != nil && !errors.Is(err, store.ErrNotFound) {
-				return 0, err
+				if ctx.Err() != nil {
+					return 0, bad, err
+				}
+				bad = append(bad, s.failedSchedule(ctx, sch, fmt.Errorf("reading its tenant: %w", err)))
+				continue // this tenant's other schedules try again (and fail alike, or succeed)
 			}
 			on = err != nil || p.Enabled
 			enabled[sch.TenantID] = on
@@ -192,8 +225,11 @@ func (s *Service) fire(ctx context.Context, due []schedule.Schedule, now time.Ti
 		})
 	}
 	if err := fireAll(jobs); err != nil {
-		if ctx.Err() != nil || len(jobs) == 1 {
-			return 0, err
+		if ctx.Err() != nil {
+			return 0, bad, err
+		}
+		if len(jobs) == 1 {
+			return 0, append(bad, s.failedSchedule(ctx, jobs[0].sch, err)), nil
 		}
 		// One schedule that cannot be fired must not hold back the others: fire them one by one,
 		// and log the ones that fail (they stay due, and are tried again on the next pass).
@@ -201,16 +237,19 @@ func (s *Service) fire(ctx context.Context, due []schedule.Schedule, now time.Ti
 		n := 0
 		for i := range jobs {
 			if err := fireAll(jobs[i : i+1]); err != nil {
-				s.o.Logger.Error("firing a schedule failed", "tenant_id", jobs[i].sch.TenantID, "schedule_id", jobs[i].sch.ID, "err", err)
+				if ctx.Err() != nil {
+					return n, bad, err
+				}
+				bad = append(bad, s.failedSchedule(ctx, jobs[i].sch, err))
 				continue
 			}
 			n += len(created)
 			s.afterFire(ctx, created, replaced)
 		}
-		return n, nil
+		return n, bad, nil
 	}
 	s.afterFire(ctx, created, replaced)
-	return len(created), nil
+	return len(created), bad, nil
 }
 
 // afterFire reports what a firing transaction committed: the invocations it queued, and the

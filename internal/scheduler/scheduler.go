@@ -61,7 +61,18 @@ type Options struct {
 	// on time: the writes are done before the second comes. Runs of forbid and replace schedules
 	// are decided at their instant (the previous run's state then matters).
 	Lookahead time.Duration
+	// Failed is called with "scheduler" for every due schedule that could not be fired and with
+	// "backfill" for every backfill that could not be driven (nil: not counted); the server counts
+	// them in lark_maintenance_failures_total. Each failure is also logged with its tenant id, and
+	// the loop goes on with the next schedule or backfill.
+	Failed func(job string)
 }
+
+// Job names of Options.Failed.
+const (
+	JobScheduler = "scheduler"
+	JobBackfill  = "backfill"
+)
 
 // Service implements the schedule use cases and the firing loop.
 type Service struct {
@@ -95,6 +106,9 @@ func New(st store.Store, inv Invoker, o Options) *Service {
 		o.Lookahead = 5 * time.Second
 	}
 	o.Lookahead = max(o.Lookahead, 0)
+	if o.Failed == nil {
+		o.Failed = func(string) {}
+	}
 	return &Service{store: st, inv: inv, o: o, wake: make(chan struct{}, 1)}
 }
 

@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strings"
@@ -53,7 +54,18 @@ var invocationModes = keySet("sync", "async")
 //     that disables limiting);
 //   - schema.params and schema.returns, when present and not null, compile with
 //     [Registry.CompileUserSchema]; schema.errors entries are GTS ids ("gts." prefix).
-func (r *Registry) ValidateEntrypoint(kind string, def map[string]any) (issues []Issue) {
+func (r *Registry) ValidateEntrypoint(kind string, def map[string]any) []Issue {
+	issues, err := r.ValidateEntrypointContext(context.Background(), kind, def)
+	if err != nil { // the background context never ends; be safe
+		return []Issue{{Path: rootPath, Code: CodeInvalidValue, Message: err.Error()}}
+	}
+	return issues
+}
+
+// ValidateEntrypointContext is [Registry.ValidateEntrypoint] that gives up when ctx ends while
+// schema.params or schema.returns is being compiled ([Registry.CompileUserSchemaContext]): it then
+// returns ctx's error and no issues.
+func (r *Registry) ValidateEntrypointContext(ctx context.Context, kind string, def map[string]any) (issues []Issue, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			issues = []Issue{{Path: rootPath, Code: CodeInvalidValue, Message: fmt.Sprintf("internal validation error: %v", p)}}
@@ -66,14 +78,14 @@ func (r *Registry) ValidateEntrypoint(kind string, def map[string]any) (issues [
 	case KindWorkflow:
 		schemaID = entrypointWorkflowID
 	default:
-		return []Issue{{Path: rootPath, Code: CodeInvalidValue, Message: fmt.Sprintf("unknown entrypoint kind %s: want 'function' or 'workflow'", quote(kind))}}
+		return []Issue{{Path: rootPath, Code: CodeInvalidValue, Message: fmt.Sprintf("unknown entrypoint kind %s: want 'function' or 'workflow'", quote(kind))}}, nil
 	}
 	if def == nil {
 		def = map[string]any{}
 	}
 	norm, err := normalize(def)
 	if err != nil {
-		return []Issue{{Path: rootPath, Code: CodeSchemaMismatch, Message: err.Error()}}
+		return []Issue{{Path: rootPath, Code: CodeSchemaMismatch, Message: err.Error()}}, nil
 	}
 	doc, _ := norm.(map[string]any)
 
@@ -91,8 +103,12 @@ func (r *Registry) ValidateEntrypoint(kind string, def map[string]any) (issues [
 	// 6. Rate limit strategy and config.
 	out = append(out, r.rateLimitIssues(doc)...)
 	// 7. IO schemas.
-	out = append(out, r.ioSchemaIssues(doc)...)
-	return finalize(out)
+	io, err := r.ioSchemaIssues(ctx, doc)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, io...)
+	return finalize(out), nil
 }
 
 // strictIssues reports unknown keys and the types of Lark's additions (shared,
@@ -247,16 +263,20 @@ func (r *Registry) rateLimitIssues(doc map[string]any) []Issue {
 	return out
 }
 
-// ioSchemaIssues compiles schema.params/returns and checks schema.errors entries.
-func (r *Registry) ioSchemaIssues(doc map[string]any) []Issue {
+// ioSchemaIssues compiles schema.params/returns and checks schema.errors entries; it fails only
+// when ctx ends during a compilation.
+func (r *Registry) ioSchemaIssues(ctx context.Context, doc map[string]any) ([]Issue, error) {
 	sch, ok := doc["schema"].(map[string]any)
 	if !ok {
-		return nil
+		return nil, nil
 	}
 	var out []Issue
 	for _, k := range []string{"params", "returns"} {
 		if m, ok := sch[k].(map[string]any); ok { // null/absent is void; other types: reported by the schema
-			_, iss := r.CompileUserSchema("$.schema."+k, m)
+			_, iss, err := r.CompileUserSchemaContext(ctx, "$.schema."+k, m)
+			if err != nil {
+				return nil, err
+			}
 			out = append(out, iss...)
 		}
 	}
@@ -268,7 +288,7 @@ func (r *Registry) ioSchemaIssues(doc map[string]any) []Issue {
 			}
 		}
 	}
-	return out
+	return out, nil
 }
 
 // unknownKeys reports the keys of obj that are not in allowed. suffix is appended to the message.

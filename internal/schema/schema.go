@@ -22,6 +22,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
@@ -71,6 +72,8 @@ type Registry struct {
 	// property names of traits.workflow.compensation / .checkpointing (from workflow_traits)
 	wfSubProps map[string]map[string]bool
 	cache      *schemaCache
+	flightMu   sync.Mutex
+	inflight   map[string]*flight // user schemas being compiled, by cache key
 }
 
 // New loads and compiles every built-in schema. It fails only if the embedded schemas are broken.
@@ -80,6 +83,7 @@ func New() (*Registry, error) {
 		compiled: map[string]*jsonschema.Schema{},
 		props:    map[string]map[string]bool{},
 		cache:    newSchemaCache(defaultCacheSize),
+		inflight: map[string]*flight{},
 	}
 	entries, err := fs.ReadDir(builtinFS, "builtin")
 	if err != nil {

@@ -2,6 +2,7 @@ package schema
 
 import (
 	"container/list"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -39,40 +40,95 @@ var draft2020URLs = map[string]bool{
 // leaves the document (http, https, file, relative URLs) is refused. Problems are returned as
 // Issues with code "invalid_schema" located under path (e.g. "$.schema.params.type").
 //
+// A schema over the limits (MaxUserSchemaBytes, MaxUserSchemaDepth, MaxUserSchemaExpanded) is
+// refused with one issue of code "schema_too_complex" before it is compiled.
+//
 // Compiled schemas are cached by a hash of their canonical JSON (bounded, least recently used
-// evicted), so calling this for every invocation is cheap. The returned schema is immutable and
-// safe for concurrent use.
+// evicted), so calling this for every invocation is cheap, and a schema being compiled is compiled
+// once however many callers ask for it meanwhile. The returned schema is immutable and safe for
+// concurrent use.
 func (r *Registry) CompileUserSchema(path string, schema any) (*jsonschema.Schema, []Issue) {
+	s, issues, err := r.CompileUserSchemaContext(context.Background(), path, schema)
+	if err != nil { // the background context never ends; be safe
+		return nil, []Issue{{Path: path, Code: CodeInvalidSchema, Message: err.Error()}}
+	}
+	return s, issues
+}
+
+// CompileUserSchemaContext is [Registry.CompileUserSchema] that gives up when ctx ends: it then
+// returns ctx's error (and no schema or issues) at once. The compilation itself runs to its end in
+// the background (the limits keep it short) and its result is cached, so asking again is cheap.
+func (r *Registry) CompileUserSchemaContext(ctx context.Context, path string, schema any) (*jsonschema.Schema, []Issue, error) {
 	if path == "" {
 		path = rootPath
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
 	doc, err := normalize(schema)
 	if err != nil {
-		return nil, []Issue{{Path: path, Code: CodeInvalidSchema, Message: err.Error()}}
+		return nil, []Issue{{Path: path, Code: CodeInvalidSchema, Message: err.Error()}}, nil
 	}
 	obj, ok := doc.(map[string]any)
 	if !ok {
-		return nil, []Issue{{Path: path, Code: CodeInvalidSchema, Message: fmt.Sprintf("schema must be a JSON object, got %s", jsonTypeName(doc))}}
+		return nil, []Issue{{Path: path, Code: CodeInvalidSchema, Message: fmt.Sprintf("schema must be a JSON object, got %s", jsonTypeName(doc))}}, nil
 	}
 	canon, err := json.Marshal(obj) // encoding/json sorts object keys: canonical enough for a cache key
 	if err != nil {
-		return nil, []Issue{{Path: path, Code: CodeInvalidSchema, Message: err.Error()}}
+		return nil, []Issue{{Path: path, Code: CodeInvalidSchema, Message: err.Error()}}, nil
 	}
 	sum := sha256.Sum256(canon)
 	key := hex.EncodeToString(sum[:])
 	e, ok := r.cache.get(key)
 	if !ok {
-		e = r.compileUser(key, canon)
-		r.cache.put(key, e)
+		f := r.compileOnce(key, canon)
+		select {
+		case <-f.done:
+			e = f.entry
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
 	}
 	if len(e.issues) > 0 {
 		out := make([]Issue, len(e.issues))
 		for i, is := range e.issues {
 			out[i] = Issue{Path: rebase(path, is.Path), Code: is.Code, Message: is.Message}
 		}
-		return nil, out
+		return nil, out, nil
 	}
-	return e.schema, nil
+	return e.schema, nil, nil
+}
+
+// flight is a compilation in progress; entry is set before done is closed.
+type flight struct {
+	done  chan struct{}
+	entry cacheEntry
+}
+
+// compileOnce returns the compilation of the schema with this key, starting it in the background
+// unless one is already running. The result goes into the cache.
+func (r *Registry) compileOnce(key string, canon []byte) *flight {
+	r.flightMu.Lock()
+	defer r.flightMu.Unlock()
+	if f, ok := r.inflight[key]; ok {
+		return f
+	}
+	f := &flight{done: make(chan struct{})}
+	r.inflight[key] = f
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				f.entry = cacheEntry{issues: []Issue{{Path: rootPath, Code: CodeInvalidSchema, Message: fmt.Sprintf("internal compilation error: %v", p)}}}
+			}
+			r.cache.put(key, f.entry)
+			r.flightMu.Lock()
+			delete(r.inflight, key)
+			r.flightMu.Unlock()
+			close(f.done)
+		}()
+		f.entry = r.compileUser(key, canon)
+	}()
+	return f
 }
 
 // compileUser compiles a user schema from its canonical JSON, so the compiled (and cached) schema
@@ -83,6 +139,9 @@ func (r *Registry) compileUser(key string, canon []byte) cacheEntry {
 		return cacheEntry{issues: []Issue{{Path: rootPath, Code: CodeInvalidSchema, Message: err.Error()}}}
 	}
 	obj := doc.(map[string]any)
+	if issues := complexity(obj, len(canon)); issues != nil {
+		return cacheEntry{issues: issues}
+	}
 	if s, ok := obj["$schema"]; ok {
 		str, isStr := s.(string)
 		if !isStr || !draft2020URLs[str] {

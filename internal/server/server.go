@@ -216,8 +216,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("recover leases: %w", err)
 		}
 	}
-	s.Schedules = scheduler.New(st, s.Invoke, scheduler.Options{Clock: c, IDs: ids, Logger: cfg.Logger})
-	s.Retention = retention.New(st, retention.Options{Interval: cfg.RetentionInterval, Clock: c, Logger: cfg.Logger})
+	s.Schedules = scheduler.New(st, s.Invoke, scheduler.Options{Clock: c, IDs: ids, Logger: cfg.Logger,
+		Failed: s.Metrics.MaintenanceFailure})
+	s.Retention = retention.New(st, retention.Options{Interval: cfg.RetentionInterval, Clock: c, Logger: cfg.Logger,
+		Failed: s.Metrics.MaintenanceFailure})
 	s.handler = api.New(api.Config{Tokens: s.Tokens, Tenants: s.Tenants, Registry: s.Registry, Invoke: s.Invoke,
 		Usage: usage.NewService(st, s.Tenants, c, cfg.Pricing.Currency()), Schedules: s.Schedules, Audit: st, Ready: st,
 		IDs: ids, Logger: cfg.Logger, MaxBody: cfg.MaxBody, Metrics: s.Metrics.Handler(), MetricsPublic: cfg.MetricsPublic,

@@ -32,6 +32,18 @@ var (
 	ErrLeaseLost = errors.New("lease not held")
 )
 
+// TenantError is the failure of one tenant's row in a read over every tenant (AllTenants): the
+// read returns the other rows and joins one TenantError per row it could not decode.
+type TenantError struct {
+	TenantID string
+	Err      error
+}
+
+func (e *TenantError) Error() string { return "tenant " + e.TenantID + ": " + e.Err.Error() }
+
+// Unwrap returns the underlying error.
+func (e *TenantError) Unwrap() error { return e.Err }
+
 // GapError reports a hole in an invocation's event sequence (003 §1.1): readers must halt, not skip.
 type GapError struct {
 	InvocationID string
@@ -320,7 +332,9 @@ type Store interface {
 // RetentionReader holds the reads of the retention job (internal/retention) and the history size
 // the usage API reports.
 type RetentionReader interface {
-	// AllTenants returns every tenant's policy, enabled or not, by tenant id.
+	// AllTenants returns every tenant's policy, enabled or not, by tenant id. A stored policy that
+	// does not decode is left out and named in the error, which then joins one *TenantError per such row;
+	// the policies that decode are still returned with it, so one bad row costs only its tenant.
 	AllTenants(ctx context.Context) ([]tenant.Policy, error)
 	// TenantHistoryBytes is the tenant's execution history size: the sum of HistorySize.Bytes over
 	// its finished invocations as the retention job last measured them (0 before the first

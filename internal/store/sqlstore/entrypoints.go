@@ -166,13 +166,16 @@ func gtsIDFilter(col string) func(op string, vals []any) (string, []any, error) 
 }
 
 // jsonArrayFilter compiles membership tests on a JSON array column: eq = contains, in = contains any.
+// A row whose column SQLite's JSON functions cannot parse matches nothing rather than failing the
+// list (a system entrypoint's row is in every tenant's lists).
 func jsonArrayFilter(col string) func(op string, vals []any) (string, []any, error) {
 	return func(op string, vals []any) (string, []any, error) {
 		if op != "eq" && op != "in" {
 			return "", nil, fmt.Errorf("%s supports only eq (contains) and in (contains any)", col)
 		}
 		ph := strings.TrimSuffix(strings.Repeat("?, ", len(vals)), ", ")
-		return "(EXISTS (SELECT 1 FROM json_each(" + col + ") WHERE json_each.value IN (" + ph + ")))", vals, nil
+		return "(json_valid(" + col + ") AND EXISTS (SELECT 1 FROM json_each(CASE WHEN json_valid(" + col + ") THEN " + col +
+			" ELSE '[]' END) WHERE json_each.value IN (" + ph + ")))", vals, nil
 	}
 }
 

@@ -299,16 +299,24 @@ func (t *tx) Append(tenantID, invocationID string, events []invocation.Event, op
 // (invocation.OnlyAdvances: journal entries, step and log timeline entries, the bulk of a workflow's
 // writes). It sets the two columns and patches the same two fields of the stored JSON in place,
 // rather than re-encoding the whole record and rewriting the status column (and so its indexes).
-// json_set is SQLite's; PostgreSQL's equivalent is jsonb_set.
+// json_set is SQLite's; PostgreSQL's equivalent is jsonb_set. A stored record SQLite's JSON
+// functions cannot parse (one nested deeper than they go, stored before invocation.MaxJSONDepth
+// bounded what is stored) is rewritten whole instead, so it never fails the append.
 func (t *tx) advanceRecord(r invocation.Record) error {
 	at, err := r.UpdatedAt.MarshalText() // the text encoding/json gives the field
 	if err != nil {
 		return err
 	}
-	_, err = t.t.ExecContext(bg, `UPDATE invocations SET last_seq = ?, updated_at = ?,
-		record = json_set(record, '$.last_seq', ?, '$.updated_at', ?) WHERE id = ?`,
+	res, err := t.t.ExecContext(bg, `UPDATE invocations SET last_seq = ?, updated_at = ?,
+		record = json_set(record, '$.last_seq', ?, '$.updated_at', ?) WHERE id = ? AND json_valid(record)`,
 		r.LastSeq, ts(r.UpdatedAt), r.LastSeq, string(at), r.ID)
-	return err
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n > 0 {
+		return err
+	}
+	return t.writeRecord(r, false, nil)
 }
 
 func jsonUnmarshal(doc string, v any) error { return json.Unmarshal([]byte(doc), v) }

@@ -46,26 +46,34 @@ const (
 // eventBytes is the measured size of an invocation_events row (see store.HistorySize).
 const eventBytes = "octet_length(type) + coalesce(octet_length(data), 0) + octet_length(idempotency_key) + octet_length(at)"
 
+// errNoFinishedAt: a finished invocation's record has no readable finished_at.
+var errNoFinishedAt = errors.New("no finished_at")
+
 // AllTenants implements store.Reader.
 func (s *Store) AllTenants(ctx context.Context) ([]tenant.Policy, error) {
-	rows, err := s.r.QueryContext(ctx, "SELECT policy FROM tenants ORDER BY tenant_id")
+	rows, err := s.r.QueryContext(ctx, "SELECT tenant_id, policy FROM tenants ORDER BY tenant_id")
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	var out []tenant.Policy
+	var bad []error
 	for rows.Next() {
-		var doc string
+		var id, doc string
 		var p tenant.Policy
-		if err := rows.Scan(&doc); err != nil {
+		if err := rows.Scan(&id, &doc); err != nil {
 			return nil, err
 		}
 		if err := jsonUnmarshal(doc, &p); err != nil {
-			return nil, err
+			bad = append(bad, &store.TenantError{TenantID: id, Err: fmt.Errorf("policy: %w", err)})
+			continue
 		}
 		out = append(out, p)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, errors.Join(bad...)
 }
 
 // TenantHistoryBytes implements store.Reader.
@@ -83,7 +91,8 @@ func (s *Store) TenantHistoryBytes(ctx context.Context, tenantID string) (int64,
 func (s *Store) MeasureHistory(ctx context.Context, tenantID string, limit int) ([]store.HistorySize, error) {
 	// INDEXED BY: without statistics SQLite may prefer an index on (tenant_id, status, ...), which
 	// would walk every finished invocation of the tenant instead of the backlog.
-	rows, err := s.r.QueryContext(ctx, `SELECT id, last_seq, octet_length(record), json_extract(record, '$.finished_at'), updated_at
+	rows, err := s.r.QueryContext(ctx, `SELECT id, last_seq, octet_length(record),
+		`+recordField("record", "finished_at")+`, updated_at
 		FROM invocations INDEXED BY invocations_unmeasured
 		WHERE tenant_id = ? AND `+unmeasured+` LIMIT ?`, tenantID, limit)
 	if err != nil {
@@ -98,11 +107,14 @@ func (s *Store) MeasureHistory(ctx context.Context, tenantID string, limit int) 
 			rows.Close()
 			return nil, err
 		}
-		var perr error
+		// A terminal record always has finished_at; one SQLite cannot parse, or a finished_at that is
+		// not a time, is measured as finished at its last update rather than failing the batch.
+		var perr error = errNoFinishedAt
 		if finished.Valid {
 			h.FinishedAt, perr = time.Parse(time.RFC3339Nano, finished.String)
-		} else {
-			h.FinishedAt, perr = parseTS(updated) // a terminal record always has finished_at; be safe
+		}
+		if perr != nil {
+			h.FinishedAt, perr = parseTS(updated)
 		}
 		if perr != nil {
 			rows.Close()
@@ -124,6 +136,14 @@ func (s *Store) MeasureHistory(ctx context.Context, tenantID string, limit int) 
 		out[i].Bytes += events
 	}
 	return out, nil
+}
+
+// recordField is SQL reading a top-level field of a stored JSON record column, NULL when SQLite's
+// JSON functions cannot parse the record (malformed, or nested deeper than they go): one such row
+// must never fail a whole statement. Records stored since invocation.MaxJSONDepth are always
+// parseable; older ones may not be.
+func recordField(col, field string) string {
+	return "(CASE WHEN json_valid(" + col + ") THEN json_extract(" + col + ", '$." + field + "') END)"
 }
 
 // addHistoryBytes moves the tenant's history total by delta.
@@ -197,7 +217,7 @@ func (t *tx) PurgeHistory(tenantID string, p store.HistoryPurge) (store.HistoryP
 	q := `SELECT c.id, c.last_seq, c.history_bytes, c.history_finished_at FROM invocations c INDEXED BY invocations_history_age
 		WHERE c.tenant_id = ? AND c.history_finished_at IS NOT NULL AND c.history_finished_at < ?
 		AND c.status IN ` + terminalStatuses + ` AND c.history_seq IS NOT NULL
-		AND NOT EXISTS (SELECT 1 FROM invocations w WHERE w.id IN (json_extract(c.record, '$.parent_id'), json_extract(c.record, '$.compensation_for'))
+		AND NOT EXISTS (SELECT 1 FROM invocations w WHERE w.id IN (` + recordField("c.record", "parent_id") + `, ` + recordField("c.record", "compensation_for") + `)
 			AND w.tenant_id = c.tenant_id AND w.status IN ` + inFlightStatuses + `)
 		ORDER BY c.history_finished_at LIMIT ?`
 	before := ts(p.FinishedBefore)
