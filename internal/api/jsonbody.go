@@ -10,12 +10,15 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/problem"
 )
 
-// MaxJSONDepth is how deeply arrays and objects may nest in a request body (docs/api.md §1). It is
-// generous for invocation params and far below what would cost the server anything.
-const MaxJSONDepth = 100
+// MaxJSONDepth is how deeply arrays and objects may nest in a request body (docs/api.md §1): the
+// stored-JSON limit (invocation.MaxJSONDepth), counting the body itself as one level, so nothing a
+// body carries can be nested deeper than what may be stored. It is generous for invocation params
+// and far below what would cost the server (or SQLite's JSON functions) anything.
+const MaxJSONDepth = invocation.MaxJSONDepth
 
 // frame is one open array or object while checkJSON walks a document.
 type frame struct {
