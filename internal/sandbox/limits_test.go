@@ -125,8 +125,10 @@ func TestLongBuiltinsObserveTheDeadline(t *testing.T) {
 			elapsed := time.Since(start)
 			require.NotNil(t, rerr)
 			require.Contains(t, []string{ErrTimeout, ErrCPULimit}, rerr.TypeID, "%v", rerr)
-			require.Less(t, elapsed, 1500*time.Millisecond, "the timeout is 1 s")
-			require.Greater(t, res.CPUTime, 100*time.Millisecond, "the built-in's work is accounted: %d steps", res.Steps)
+			// Before, json.encode here ran 12.7 s past its 1 s limit, counting 16 steps. The bounds leave
+			// room for the race detector and a loaded machine.
+			require.Less(t, elapsed, 3*time.Second, "the timeout is 1 s")
+			require.Greater(t, res.Steps, uint64(100_000), "the built-in's work is accounted as steps")
 			t.Logf("%s after %v, %d steps (%v CPU)", shortType(rerr.TypeID), elapsed.Round(time.Millisecond), res.Steps, res.CPUTime)
 		})
 	}

@@ -38,8 +38,8 @@ func TestSchemaBombRefusedFast(t *testing.T) {
 	require.Contains(t, issues[0].Message, "nested more than 32 levels")
 }
 
-// TestSchemaAtTheLimitsIsFast: the worst schemas within the limits compile and validate in well
-// under a second: allOf nested to the depth limit, a wide allOf tree filling the size limit, and
+// TestSchemaAtTheLimitsIsFast: the worst schemas within the limits compile and validate quickly
+// (well under a second on an idle machine): allOf nested to the depth limit, a wide allOf tree filling the size limit, and
 // $defs referencing each other up to the expansion limit.
 func TestSchemaAtTheLimitsIsFast(t *testing.T) {
 	r := newTestRegistry(t)
@@ -66,7 +66,9 @@ func TestSchemaAtTheLimitsIsFast(t *testing.T) {
 			require.Empty(t, issues)
 			require.Empty(t, r.ValidateValue(s, "$.params", map[string]any{"a": 1}))
 			require.NotEmpty(t, r.ValidateValue(s, "$.params", "not an object"))
-			require.Less(t, time.Since(start), time.Second)
+			// The unbounded 36 KB schema took 60 s; within the limits it takes well under a second
+			// (0.2-0.4 s measured without the race detector). The bound leaves room for -race and load.
+			require.Less(t, time.Since(start), 10*time.Second)
 		})
 	}
 	// One more level of fan-out is past the limit.
