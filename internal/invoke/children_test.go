@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,21 +32,48 @@ func childrenOf(t *testing.T, e *env, id string) int {
 	return n
 }
 
-// TestChildInFlightBudget: while one sync child runs, a second r_invoke_v1 call fails at once (it
-// does not wait) when the invocation's MaxChildrenInFlight is 1 (non-retryable), or the process's
-// MaxSyncChildren is 1 (retryable: capacity frees up).
+// TestChildInFlightBudget: while one sync child runs, a second r_invoke_v1 call fails at once when
+// the process's MaxSyncChildren is 1 (retryable: capacity frees up); with the invocation's
+// MaxChildrenInFlight at 1 it waits for the first child to end (TestChildInFlightWaits).
 func TestChildInFlightBudget(t *testing.T) {
-	for _, c := range []struct {
-		name      string
-		configure func(*invoke.Config)
-		category  string
-		message   string
-	}{
-		{"per invocation", func(c *invoke.Config) { c.MaxChildrenInFlight = 1 }, "non_retryable", "has 1 child invocations running"},
-		{"per process", func(c *invoke.Config) { c.MaxSyncChildren = 1 }, "retryable", "runs 1 child invocations already"},
-	} {
-		t.Run(c.name, func(t *testing.T) { testChildInFlight(t, c.configure, c.category, c.message) })
-	}
+	testChildInFlight(t, func(c *invoke.Config) { c.MaxSyncChildren = 1 }, "retryable", "runs 1 child invocations already")
+}
+
+// TestChildInFlightWaits: with MaxChildrenInFlight 1, three children started at once run one after
+// another, and all succeed. Each child's request waits (up to 300 ms) for a second one to arrive at
+// the upstream: with two children in flight it would.
+func TestChildInFlightWaits(t *testing.T) {
+	e := newEnv(t)
+	e.reconfigure(func(c *invoke.Config) { c.MaxChildrenInFlight = 1 })
+	var inFlight, most atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for deadline := time.Now().Add(300 * time.Millisecond); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			n := inFlight.Load()
+			if n > most.Load() {
+				most.Store(n)
+			}
+			if n > 1 {
+				return // another child is in flight too
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	e.fn("leaf", "def main(ctx, input):\n  r_await(r_http_get_v1(input.url, timeout_ms=5000))\n  return {}\n", nil)
+	e.fn("parent", `
+def main(ctx, input):
+    rs = r_await_all([r_invoke_v1("`+fnPrefix+`leaf.v1~", {"url": input.url}, timeout_ms=15000) for i in range(3)])
+    return {"ok": len([r for r in rs if r.ok])}
+`, func(b map[string]any) { b["traits"].(map[string]any)["limits"] = map[string]any{"timeout_seconds": 20} })
+	params, err := json.Marshal(map[string]any{"url": srv.URL})
+	require.NoError(t, err)
+	st, err := e.start(bob, invoke.StartRequest{EntrypointID: fnPrefix + "parent.v1~", Params: params}, invoke.StartOptions{})
+	require.NoError(t, err)
+	require.Equal(t, invocation.StatusSucceeded, st.Record.Status, st.Record.Error)
+	require.JSONEq(t, `{"ok": 3}`, string(st.Record.Result))
+	require.Equal(t, 3, childrenOf(t, e, st.Record.ID))
+	require.EqualValues(t, 1, most.Load(), "one child in flight at a time")
 }
 
 func testChildInFlight(t *testing.T, configure func(*invoke.Config), category, message string) {

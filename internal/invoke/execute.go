@@ -49,7 +49,7 @@ func (s *Service) execute(ctx context.Context, rec invocation.Record, e entrypoi
 			rerr = &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "non_retryable", Message: "compile: " + cerr.Error()}
 		}
 	} else {
-		res, rerr = sandbox.Run(runCtx, sandbox.Request{Program: prog, Input: input, Host: h,
+		res, rerr = sandbox.Run(runCtx, sandbox.Request{Program: prog, Input: input, Host: h, CPU: s.cfg.CPU,
 			Info: sandbox.Info{InvocationID: rec.ID, TenantID: rec.TenantID, EntrypointID: rec.EntrypointID,
 				CorrelationID: rec.CorrelationID, Attempt: rec.Attempt},
 			Limits: sandbox.Limits{Timeout: d.timeout(), CPU: d.Traits.Limits.CPU, MemoryMB: int(d.Traits.Limits.MemoryMB),
@@ -404,30 +404,36 @@ type host struct {
 	// durable is the record as this activation last wrote it (persistJournal), or the zero Record
 	// before its first write (rec is then current): the Expect of the next journal write.
 	durable invocation.Record
-	// children counts the r_invoke_v1 children this execution started (or tried to), inFlight
-	// those running now (Config.MaxChildren, Config.MaxChildrenInFlight); guarded by mu.
-	children, inFlight int
+	// children counts the r_invoke_v1 children this execution started (or tried to)
+	// (Config.MaxChildren; guarded by mu); childSlots holds a token per child running now
+	// (Config.MaxChildrenInFlight).
+	children   int
+	childSlots chan struct{}
 }
 
-// takeChild reserves a child of this execution's budget; release gives back its in-flight slot
-// when the child ends. A call over a budget gets a non-retryable error.
-func (h *host) takeChild() (release func(), err *sandbox.Error) {
+// takeChild reserves a child of this execution's budget (a call over it gets a non-retryable
+// error) and waits for one of its in-flight slots (Config.MaxChildrenInFlight: the calls beyond
+// wait for a running child to end, as in a pool); release gives the slot back when the child ends.
+func (h *host) takeChild(ctx context.Context) (release func(), err *sandbox.Error) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	max, maxInFlight := h.s.cfg.MaxChildren, h.s.cfg.MaxChildrenInFlight
+	max := h.s.cfg.MaxChildren
 	if h.children >= max {
+		h.mu.Unlock()
 		return nil, childBudgetError("r_invoke_v1: invocation %s has started %d child invocations, the most one execution may start; start fewer children (batch the work per child) or split it across invocations", h.rec.ID, max)
 	}
-	if h.inFlight >= maxInFlight {
-		return nil, childBudgetError("r_invoke_v1: invocation %s has %d child invocations running, the most it may run at once; await some before starting more", h.rec.ID, maxInFlight)
-	}
 	h.children++
-	h.inFlight++
-	return func() {
-		h.mu.Lock()
-		h.inFlight--
-		h.mu.Unlock()
-	}, nil
+	if h.childSlots == nil {
+		h.childSlots = make(chan struct{}, h.s.cfg.MaxChildrenInFlight)
+	}
+	slots := h.childSlots
+	h.mu.Unlock()
+	select {
+	case slots <- struct{}{}:
+		return func() { <-slots }, nil
+	case <-ctx.Done():
+		return nil, &sandbox.Error{TypeID: sandbox.ErrCanceled, Category: "canceled",
+			Message: "r_invoke_v1: the execution ended while the call waited for one of its children to finish"}
+	}
 }
 
 // childBudgetError is the non-retryable error result of an r_invoke_v1 call over a child budget.
@@ -590,7 +596,7 @@ func (h *host) HTTP(ctx context.Context, req sandbox.HTTPRequest) (sandbox.HTTPR
 
 // Invoke implements sandbox.Host: r_invoke_v1 starts a real, linked child invocation and waits for it.
 func (h *host) Invoke(ctx context.Context, req sandbox.InvokeRequest) (sandbox.InvokeResult, error) {
-	release, serr := h.takeChild()
+	release, serr := h.takeChild(ctx)
 	if serr != nil {
 		return sandbox.InvokeResult{}, serr
 	}

@@ -68,7 +68,8 @@ type Config struct {
 	// non-retryable error result; the children already started are not affected.
 	MaxChildren int
 	// MaxChildrenInFlight bounds the sync children of one invocation running at the same time
-	// (default 16); a call over it fails at once with a non-retryable error result (it never waits).
+	// (default 4): a call beyond it waits for one of them to end, as in a pool (within the
+	// execution's deadline). It keeps one tenant's fan-out from flooding the shared store.
 	MaxChildrenInFlight int
 	// MaxSyncChildren bounds the sync children running at once in this process, over all
 	// invocations and tenants (default 256): they run in their parents' goroutines, outside the
@@ -93,6 +94,9 @@ type Config struct {
 	// DefaultMaxPayloadBytes, 2 MiB). A result over it fails the attempt with the non-retryable
 	// payload_too_large error; it is never stored truncated.
 	MaxPayloadBytes int
+	// CPU shares the CPU between the tenants' executions (cpushare.Scheduler); nil runs them
+	// unscheduled, each competing for the Go scheduler alone.
+	CPU sandbox.CPUScheduler
 	// Pricing prices executions and invocations (nil: everything costs 0). Each execution's cost is
 	// recorded in the event that closes it, each invocation's price in its created event.
 	Pricing *cost.Pricing
@@ -136,7 +140,7 @@ type Service struct {
 // Defaults of Config's child budget (docs/starlark.md, "Child invocations").
 const (
 	DefaultMaxChildren         = 100
-	DefaultMaxChildrenInFlight = 16
+	DefaultMaxChildrenInFlight = 4
 	DefaultMaxSyncChildren     = 256
 )
 

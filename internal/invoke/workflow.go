@@ -293,7 +293,7 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 				return !errors.Is(runCtx.Err(), context.Canceled) && (exited || !shouldRetry(d, rec.Attempt, e))
 			},
 			Request: sandbox.Request{
-				Program: prog, Input: input, Host: h,
+				Program: prog, Input: input, Host: h, CPU: s.cfg.CPU,
 				Info: sandbox.Info{InvocationID: rec.ID, TenantID: rec.TenantID, EntrypointID: rec.EntrypointID,
 					CorrelationID: rec.CorrelationID, Attempt: rec.Attempt, Generation: generation},
 				Limits: sandbox.Limits{Timeout: timeout, CPU: d.Traits.Limits.CPU, MemoryMB: int(d.Traits.Limits.MemoryMB),
@@ -692,7 +692,7 @@ func (s *Service) compensateCanceled(ctx context.Context, rec invocation.Record,
 		h.add(invocation.EventLog, map[string]any{"message": "step compensations skipped: " + perr.Message})
 	default:
 		_, rerr := sandbox.RunWorkflow(ctx, sandbox.WorkflowRequest{Journal: wj.entries, Now: s.cfg.Clock.Now(), CancelAtEnd: true, OnCompensation: h.compensation,
-			Request: sandbox.Request{Program: prog, Input: wj.inputOf(rec), Host: h,
+			Request: sandbox.Request{Program: prog, Input: wj.inputOf(rec), Host: h, CPU: s.cfg.CPU,
 				Info: sandbox.Info{InvocationID: rec.ID, TenantID: rec.TenantID, EntrypointID: rec.EntrypointID,
 					CorrelationID: rec.CorrelationID, Attempt: rec.Attempt, Generation: wj.generation},
 				Limits: sandbox.Limits{Timeout: d.timeout(), CPU: d.Traits.Limits.CPU, MemoryMB: int(d.Traits.Limits.MemoryMB),

@@ -138,10 +138,8 @@ func (s *scheduler) settle() error {
 		if p.awaited {
 			continue
 		}
-		select {
-		case <-p.done:
-		case <-s.r.ctx.Done():
-			return fmt.Errorf("waiting for %s: %w", p, s.r.ctx.Err())
+		if err := s.r.waitFor(p); err != nil {
+			return fmt.Errorf("waiting for %s: %w", p, err)
 		}
 		if p.exitOnError && p.outcome.err != nil {
 			s.r.exit = p.outcome.err
@@ -179,10 +177,8 @@ func (r *run) await(thread *starlark.Thread, name string, p *Promise) (starlark.
 	if p.value != nil {
 		return p.value, nil
 	}
-	select {
-	case <-p.done:
-	case <-r.ctx.Done():
-		return nil, fmt.Errorf("%s: interrupted: %w", name, r.ctx.Err())
+	if err := r.waitFor(p); err != nil {
+		return nil, fmt.Errorf("%s: interrupted: %w", name, err)
 	}
 	p.awaited = true
 	o := p.outcome
@@ -200,6 +196,28 @@ func (r *run) await(thread *starlark.Thread, name string, p *Promise) (starlark.
 	}
 	p.value = v
 	return v, nil
+}
+
+// waitFor waits until p is done, without holding a CPU slot while it waits; the error is the
+// execution's end if it ended first.
+func (r *run) waitFor(p *Promise) error {
+	select {
+	case <-p.done:
+		return nil
+	default:
+	}
+	var ended bool
+	err := r.blocking(func() {
+		select {
+		case <-p.done:
+		case <-r.ctx.Done():
+			ended = true
+		}
+	})
+	if ended {
+		return r.ctx.Err()
+	}
+	return err
 }
 
 // errExit is the Starlark error that unwinds the program after r_exit.

@@ -148,7 +148,26 @@ type Request struct {
 	Info   Info
 	Limits Limits
 	Host   Host
+	// CPU, if set, shares the CPU between tenants: the execution interprets only while it holds a
+	// slot of CPU (for Info.TenantID), yields it every CPUQuantum steps, and gives it back while it
+	// waits on the host. Nil runs unscheduled.
+	CPU CPUScheduler
 }
+
+// CPUScheduler shares the CPU between executions (package cpushare implements it).
+type CPUScheduler interface {
+	// Acquire waits for a slot for an execution of tenant (an error: ctx ended, no slot held).
+	Acquire(ctx context.Context, tenant string) error
+	// Release gives the slot back.
+	Release()
+	// Yield lets waiting executions run, and returns holding a slot again (an error: ctx ended,
+	// no slot held).
+	Yield(ctx context.Context, tenant string) error
+}
+
+// CPUQuantum is how many interpreter steps an execution runs between yields of its CPU slot:
+// about a millisecond of CPU (StepsPerCPUSecond).
+const CPUQuantum = StepsPerCPUSecond / 10000
 
 // Result is the outcome of a successful execution; Run also fills the
 // measurements of a failed one.
@@ -239,6 +258,77 @@ type run struct {
 	wf *workflowState // non-nil in workflow executions (RunWorkflow)
 	// clock is the execution's deadline (nil in compensation executions).
 	clock *runContext
+
+	// cpu shares the CPU (nil: unscheduled); holding tells whether this execution holds a slot.
+	// stepLimit is the step count at which the CPU budget is spent (the thread's own limit is
+	// the next yield, or this).
+	cpu       CPUScheduler
+	holding   bool
+	stepLimit uint64
+}
+
+// acquireCPU takes a CPU slot before the execution interprets; false if the execution ended
+// while it waited.
+func (r *run) acquireCPU() bool {
+	if r.cpu == nil || r.holding {
+		return true
+	}
+	if err := r.cpu.Acquire(r.ctx, r.info.TenantID); err != nil {
+		return false
+	}
+	r.holding = true
+	return true
+}
+
+// releaseCPU gives the slot back, before the execution waits or when it ends.
+func (r *run) releaseCPU() {
+	if r.cpu != nil && r.holding {
+		r.holding = false
+		r.cpu.Release()
+	}
+}
+
+// blocking runs wait (which blocks on the host or another goroutine) without holding a CPU slot,
+// and takes one again afterwards; the error is the execution's end if it ended meanwhile.
+func (r *run) blocking(wait func()) error {
+	if r.cpu == nil || !r.holding {
+		wait()
+		return nil
+	}
+	r.releaseCPU()
+	wait()
+	if !r.acquireCPU() {
+		return fmt.Errorf("waiting for CPU: %w", r.ctx.Err())
+	}
+	return nil
+}
+
+// onSteps is the thread's OnMaxSteps: at the end of the CPU budget it stops the execution;
+// before it, at the end of a quantum, it yields the CPU slot.
+func (r *run) onSteps(thread *starlark.Thread) {
+	if thread.ExecutionSteps() >= r.stepLimit {
+		r.halt(r.cpuError())
+		return
+	}
+	if r.cpu != nil && r.holding {
+		if err := r.cpu.Yield(r.ctx, r.info.TenantID); err != nil {
+			r.holding = false
+			r.halt(r.ctxError())
+			return
+		}
+	}
+	r.setStepLimit(r.stepLimit)
+}
+
+// setStepLimit sets the CPU budget's end and arms the thread for the next yield (every CPUQuantum
+// steps when scheduled).
+func (r *run) setStepLimit(limit uint64) {
+	r.stepLimit = limit
+	next := limit
+	if r.cpu != nil {
+		next = min(limit, r.thread.ExecutionSteps()+CPUQuantum)
+	}
+	r.thread.SetMaxExecutionSteps(next)
 }
 
 // pauseLimits stops the execution's deadline while a live workflow waits; false if the deadline
@@ -249,7 +339,7 @@ func (r *run) pauseLimits() bool { return r.clock != nil && r.clock.pause() }
 // replay would have.
 func (r *run) renewLimits() {
 	r.clock.renew()
-	r.thread.SetMaxExecutionSteps(r.thread.ExecutionSteps() + r.maxSteps)
+	r.setStepLimit(r.thread.ExecutionSteps() + r.maxSteps)
 }
 
 // runOf returns the execution a thread belongs to.
@@ -294,7 +384,13 @@ func runProgram(ctx context.Context, req Request, wf *workflowState) (res Result
 	thread := r.thread
 
 	stopAfter := context.AfterFunc(runCtx, func() { r.halt(r.ctxError()) })
-	out, rerr := r.execute(req.Program, req.Input)
+	var out any
+	if r.acquireCPU() {
+		out, rerr = r.execute(req.Program, req.Input)
+		r.releaseCPU()
+	} else {
+		rerr = r.ctxError()
+	}
 	stopAfter()
 	runCtx.stop()
 	r.sched.drain(hostDrainGrace)
@@ -326,10 +422,11 @@ func newRun(runCtx context.Context, req Request, limits Limits) *run {
 	thread := &starlark.Thread{Name: req.Info.InvocationID}
 	thread.Print = func(_ *starlark.Thread, msg string) { r.log(msg, nil) }
 	thread.SetLocal(runKey, r)
-	thread.SetMaxExecutionSteps(r.maxSteps)
-	thread.OnMaxSteps = func(th *starlark.Thread) { r.halt(r.cpuError()) }
-	thread.SetMaxAllocBytes(int64(limits.MemoryMB) << 20)
+	r.cpu = req.CPU
 	r.thread = thread
+	r.setStepLimit(r.maxSteps)
+	thread.OnMaxSteps = r.onSteps
+	thread.SetMaxAllocBytes(int64(limits.MemoryMB) << 20)
 	return r
 }
 

@@ -449,7 +449,9 @@ func (w *workflowState) record(thread *starlark.Thread, e JournalEntry) error {
 	}
 	retries := w.retries[w.reported:]
 	w.reported = len(w.retries)
-	if err := w.onRecord(e, retries); err != nil {
+	var err error
+	berr := runOf(thread).blocking(func() { err = w.onRecord(e, retries) }) // a write: no CPU held
+	if err != nil {
 		w.newEntries = w.newEntries[:len(w.newEntries)-1]
 		var se *Error
 		if errors.As(err, &se) {
@@ -458,7 +460,7 @@ func (w *workflowState) record(thread *starlark.Thread, e JournalEntry) error {
 		return fmt.Errorf("journal: %w", err)
 	}
 	w.persisted = len(w.newEntries)
-	return nil
+	return berr
 }
 
 // parkOn waits for p: live, through WorkflowRequest.Wait, returning the entry now Done; or by
@@ -469,8 +471,13 @@ func (w *workflowState) parkOn(thread *starlark.Thread, p *Park) (*JournalEntry,
 	}
 	if w.wait != nil {
 		if r := runOf(thread); r.pauseLimits() {
-			res, ok := w.wait(p)
+			var res Resolution
+			var ok bool
+			berr := r.blocking(func() { res, ok = w.wait(p) })
 			r.renewLimits()
+			if berr != nil {
+				return nil, berr
+			}
 			if ok {
 				e := w.entry(p.Seq)
 				e.Done, e.Result = true, res.Result

@@ -346,6 +346,10 @@ func runCompensation(ctx context.Context, req Request, limits Limits, comp starl
 	if err != nil {
 		return r.failure(err)
 	}
+	if !r.acquireCPU() {
+		return r.ctxError()
+	}
+	defer r.releaseCPU()
 	if _, err := starlark.Call(r.thread, comp, starlark.Tuple{&contextValue{info: r.info}, in, out}, nil); err != nil {
 		return r.failure(err)
 	}

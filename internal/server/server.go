@@ -11,12 +11,14 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
 	"github.com/larkrun/lark/internal/api"
 	"github.com/larkrun/lark/internal/clock"
 	"github.com/larkrun/lark/internal/cost"
+	"github.com/larkrun/lark/internal/cpushare"
 	"github.com/larkrun/lark/internal/dispatch"
 	"github.com/larkrun/lark/internal/egress"
 	"github.com/larkrun/lark/internal/idgen"
@@ -207,7 +209,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.Registry.SetQuotaObserver(s.Metrics)
 	s.Invoke = invoke.NewService(invoke.Config{Store: st, Schemas: schemas, Programs: sandbox.NewCache(1024),
 		Egress: egress.New(egress.Options{AllowLoopback: cfg.UnsafeEgressAllowLoopback}), Clock: c, IDs: ids, Logger: cfg.Logger,
-		Pricing: cfg.Pricing, Observer: s.Metrics, MaxPayloadBytes: cfg.MaxPayloadBytes})
+		Pricing: cfg.Pricing, Observer: s.Metrics, MaxPayloadBytes: cfg.MaxPayloadBytes, CPU: cpushare.New(min(runtime.NumCPU(), runtime.GOMAXPROCS(0)) - 1)})
 	s.dispatch = dispatch.New(s.Invoke, dispatch.Options{Slots: cfg.Workers, Clock: c, Logger: cfg.Logger})
 	s.Invoke.SetWake(s.dispatch.Wake)
 	if st.Exclusive() {

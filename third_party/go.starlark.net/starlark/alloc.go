@@ -126,8 +126,18 @@ func (thread *Thread) AddAllocBytes(n int64) error {
 	if next > thread.allocPeak {
 		thread.allocPeak = next
 	}
+	if n >= allocBytesPerStep {
+		// Building a large value is work: one step per allocBytesPerStep bytes, so that code doing
+		// little but copy large strings or lists reaches its step limit (and its scheduler's yield
+		// points) as other code does.
+		return thread.AddSteps(uint64(n / allocBytesPerStep))
+	}
 	return nil
 }
+
+// allocBytesPerStep is how many bytes allocated count as one step: copying or zeroing 64 bytes
+// takes about as long as one bytecode instruction (~10 ns), with room for the GC work it causes.
+const allocBytesPerStep = 64
 
 // alloc is AddAllocBytes for internal use.
 func (thread *Thread) alloc(n int64) error { return thread.AddAllocBytes(n) }
