@@ -48,3 +48,26 @@ func TestHTTPLimitFlags(t *testing.T) {
 		require.Error(t, f.check(c), bad)
 	}
 }
+
+func TestCPUSlotsFlag(t *testing.T) {
+	f, c := parsed(t)
+	require.NoError(t, f.check(c))
+	cfg, err := f.config("", nil)
+	require.NoError(t, err)
+	require.Zero(t, cfg.CPUSlots, "the default: the cores less one")
+
+	for arg, want := range map[string]int{"--cpu-slots=-1": -1, "--cpu-slots=3": 3} {
+		f, c = parsed(t, arg)
+		require.NoError(t, f.check(c))
+		cfg, err = f.config("", nil)
+		require.NoError(t, err)
+		require.Equal(t, want, cfg.CPUSlots, arg)
+	}
+	f, c = parsed(t, "--cpu-slots=-2")
+	require.Error(t, f.check(c))
+
+	t.Setenv("LARK_CPU_SLOTS", "2")
+	f, c = parsed(t)
+	require.NoError(t, f.check(c))
+	require.Equal(t, 2, f.cpuSlots)
+}

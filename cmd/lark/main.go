@@ -57,6 +57,7 @@ type flags struct {
 	maxHeaderBytes              int
 	maxInFlight                 int
 	maxPayloadBytes             int
+	cpuSlots                    int
 }
 
 func (f *flags) bind(c *cobra.Command) {
@@ -84,6 +85,8 @@ func (f *flags) bind(c *cobra.Command) {
 	c.Flags().IntVar(&f.maxHeaderBytes, "max-header-bytes", server.DefaultMaxHeaderBytes, "maximum size of a request's headers (larger → 431)")
 	c.Flags().IntVar(&f.maxInFlight, "max-in-flight", api.DefaultMaxInFlight,
 		"requests one tenant may have in flight at once (over it → 429 rate_limited)")
+	c.Flags().IntVar(&f.cpuSlots, "cpu-slots", 0,
+		"Starlark executions interpreting at once, shared fairly between tenants (0: the cores less one, at least 1; -1: no sharing) (env LARK_CPU_SLOTS)")
 	c.Flags().IntVar(&f.maxPayloadBytes, "max-payload-bytes", invoke.DefaultMaxPayloadBytes,
 		"largest params, result, workflow step input or output, helper argument and event payload, in bytes of JSON (env LARK_MAX_PAYLOAD_BYTES)")
 	c.Flags().StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (for lark bench)")
@@ -100,7 +103,7 @@ func (f *flags) config(admin string, log *slog.Logger) (server.Config, error) {
 		MetricsPublic: f.metricsPublic, MetricsMaxLabelSets: f.metricsMaxLabelSets,
 		DrainTimeout: f.drainTimeout, ReadHeaderTimeout: f.readHeaderTimeout, ReadTimeout: f.readTimeout,
 		WriteTimeout: f.writeTimeout, IdleTimeout: f.idleTimeout, MaxHeaderBytes: f.maxHeaderBytes, MaxInFlight: f.maxInFlight,
-		MaxPayloadBytes: f.maxPayloadBytes}
+		MaxPayloadBytes: f.maxPayloadBytes, CPUSlots: f.cpuSlots}
 	if f.pricing != "" {
 		p, err := cost.Load(f.pricing)
 		if err != nil {
@@ -116,6 +119,7 @@ var typedEnv = []struct{ flag, env string }{
 	{"metrics-public", "LARK_METRICS_PUBLIC"},
 	{"metrics-max-label-sets", "LARK_METRICS_MAX_LABEL_SETS"},
 	{"max-payload-bytes", "LARK_MAX_PAYLOAD_BYTES"},
+	{"cpu-slots", "LARK_CPU_SLOTS"},
 }
 
 // check applies typedEnv (a malformed value is an error, never ignored) and validates the flags.
@@ -128,6 +132,9 @@ func (f *flags) check(c *cobra.Command) error {
 		if err := c.Flags().Set(e.flag, v); err != nil {
 			return fmt.Errorf("%s: %w", e.env, err)
 		}
+	}
+	if f.cpuSlots < -1 {
+		return fmt.Errorf("--cpu-slots must be -1, 0 or positive, got %d", f.cpuSlots)
 	}
 	if f.maxPayloadBytes < 1 {
 		return fmt.Errorf("--max-payload-bytes must be at least 1, got %d", f.maxPayloadBytes)

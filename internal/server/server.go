@@ -85,6 +85,9 @@ type Config struct {
 	// and event payloads, encoded as JSON (default invoke.DefaultMaxPayloadBytes, 2 MiB; see
 	// invoke.Config.MaxPayloadBytes).
 	MaxPayloadBytes int
+	// CPUSlots is how many Starlark executions interpret at once, their CPU shared fairly between
+	// tenants (cpushare): 0 is DefaultCPUSlots, a negative value runs executions unscheduled.
+	CPUSlots int
 }
 
 // Defaults of the HTTP server's limits (docs/operations.md, "HTTP limits").
@@ -209,7 +212,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.Registry.SetQuotaObserver(s.Metrics)
 	s.Invoke = invoke.NewService(invoke.Config{Store: st, Schemas: schemas, Programs: sandbox.NewCache(1024),
 		Egress: egress.New(egress.Options{AllowLoopback: cfg.UnsafeEgressAllowLoopback}), Clock: c, IDs: ids, Logger: cfg.Logger,
-		Pricing: cfg.Pricing, Observer: s.Metrics, MaxPayloadBytes: cfg.MaxPayloadBytes, CPU: cpushare.New(min(runtime.NumCPU(), runtime.GOMAXPROCS(0)) - 1)})
+		Pricing: cfg.Pricing, Observer: s.Metrics, MaxPayloadBytes: cfg.MaxPayloadBytes, CPU: cpuScheduler(cfg.CPUSlots)})
 	s.dispatch = dispatch.New(s.Invoke, dispatch.Options{Slots: cfg.Workers, Clock: c, Logger: cfg.Logger})
 	s.Invoke.SetWake(s.dispatch.Wake)
 	if st.Exclusive() {
@@ -311,4 +314,20 @@ func storeName(s string) string {
 		return s[:i]
 	}
 	return s
+}
+
+// DefaultCPUSlots is the default Config.CPUSlots: the cores less one (at least one), so that a core
+// stays for HTTP, the database and the Go runtime when executions are CPU-bound (a busy process
+// whose every P interprets polls the network only every 10 ms).
+func DefaultCPUSlots() int { return max(min(runtime.NumCPU(), runtime.GOMAXPROCS(0))-1, 1) }
+
+// cpuScheduler is the CPU sharing of Config.CPUSlots (nil: none).
+func cpuScheduler(slots int) sandbox.CPUScheduler {
+	switch {
+	case slots < 0:
+		return nil
+	case slots == 0:
+		slots = DefaultCPUSlots()
+	}
+	return cpushare.New(slots)
 }
