@@ -317,9 +317,21 @@ func (s *Service) compileStored(path string, raw json.RawMessage) (*jsonschema.S
 	}
 	compiled, issues := s.cfg.Schemas.CompileUserSchema(path, sch)
 	if len(issues) > 0 {
-		return nil, fmt.Errorf("stored schema at %s does not compile: %v", path, issues)
+		return nil, &storedSchemaError{path: path, issues: issues}
 	}
 	return compiled, nil
+}
+
+// storedSchemaError is a stored schema that no longer compiles: one registered before today's
+// limits (docs/security.md) and over them. Starting the entrypoint answers 409 (register a new
+// version), not 500.
+type storedSchemaError struct {
+	path   string
+	issues []schema.Issue
+}
+
+func (e *storedSchemaError) Error() string {
+	return fmt.Sprintf("stored schema at %s does not compile: %v", e.path, e.issues)
 }
 
 func (s *Service) paramsSchema(d definition) (*jsonschema.Schema, error) {
@@ -504,6 +516,9 @@ func (s *Service) validateParams(d definition, raw json.RawMessage) (any, json.R
 		return nil, nil, problem.Internal(err)
 	}
 	compiled, err := s.paramsSchema(d)
+	if se, ok := errors.AsType[*storedSchemaError](err); ok {
+		return nil, nil, problem.Conflict("schema_not_compilable", "the entrypoint's %s no longer passes the schema limits (%v): register a new version with a smaller schema", se.path, se.issues[0].Message)
+	}
 	if err != nil {
 		return nil, nil, problem.Internal(err)
 	}
