@@ -867,7 +867,11 @@ func (s *Service) begin(tx store.Tx, rec invocation.Record, d definition, now ti
 		if reason == "" {
 			reason = invocation.ResumeTimer
 		}
-		ev.Data, _ = json.Marshal(map[string]any{"reason": reason})
+		data, err := json.Marshal(map[string]any{"reason": reason})
+		if err != nil {
+			return rec, err
+		}
+		ev.Data = data
 		ev.IdempotencyKey = eventKey(rec.ID, fmt.Sprintf("resume-%d", rec.LastSeq), rec.Attempt, invocation.EventResumed)
 	}
 	if rec.Status == invocation.StatusRunning {
@@ -942,8 +946,7 @@ type timelineCursor struct {
 }
 
 func (c timelineCursor) encode() string {
-	b, _ := json.Marshal(c)
-	return base64.RawURLEncoding.EncodeToString(b)
+	return base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, `{"s":%d,"p":%t}`, c.Seq, c.Prev))
 }
 
 // TimelinePage returns one page of an invocation's timeline (GET /invocations/{id}/timeline):

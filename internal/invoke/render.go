@@ -143,22 +143,22 @@ func timelineAfter(status invocation.Status, events []invocation.Event) []Timeli
 			var c struct {
 				Step string `json:"step"`
 			}
-			_ = json.Unmarshal(e.Data, &c)
 			t.EventType = "compensation_started"
-			name := c.Step
-			t.StepName = &name
+			if json.Unmarshal(e.Data, &c) == nil {
+				t.StepName = &c.Step
+			}
 		case invocation.EventStepCompensated:
 			var c struct {
 				Step string `json:"step"`
 				OK   bool   `json:"ok"`
 			}
-			_ = json.Unmarshal(e.Data, &c)
-			t.EventType = "compensation_completed"
-			if !c.OK {
-				t.EventType = "compensation_failed"
+			t.EventType = "compensation_failed"
+			if json.Unmarshal(e.Data, &c) == nil {
+				if c.OK {
+					t.EventType = "compensation_completed"
+				}
+				t.StepName = &c.Step
 			}
-			name := c.Step
-			t.StepName = &name
 		}
 		if e.Type == invocation.EventCreated {
 			t.Details = nil // the created event carries the whole initial record; the record endpoint shows it
