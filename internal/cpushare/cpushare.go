@@ -6,8 +6,9 @@
 // slot back while it waits (for an HTTP answer, a child invocation, a journal write), so waiting
 // never holds CPU and a parent waiting for its child cannot starve it.
 //
-// Without contention a yield costs one atomic load and a runtime.Gosched, which lets the Go
-// scheduler run the HTTP handlers and database work waiting beside the executions.
+// Without contention a yield costs an atomic load and a runtime.Gosched (every tenth, a park of a
+// microsecond), which lets the Go scheduler run the HTTP handlers and database work waiting beside
+// the executions.
 package cpushare
 
 import (
@@ -27,7 +28,10 @@ type Scheduler struct {
 	ring   []string                   // tenants with waiting executions, in round-robin order
 	// waiting counts queued executions, read without the lock by Yield's fast path.
 	waiting atomic.Int64
-	yields  atomic.Int64
+	// yields counts uncontended yields: every tenth parks briefly instead of runtime.Gosched, so
+	// that the P looks at the network (a P that only ever finds runnable goroutines polls it only
+	// from sysmon, up to 10 ms late).
+	yields atomic.Int64
 }
 
 // New returns a scheduler of slots slots (at least 1); runtime.GOMAXPROCS(0) is the natural size.
