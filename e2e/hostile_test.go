@@ -291,7 +291,16 @@ func TestDrainExitsZero(t *testing.T) {
 		defer close(stopped)
 		p.Stop() // SIGTERM; fails the test unless the exit code is 0
 	}()
-	time.Sleep(200 * time.Millisecond) // the drain has begun (the call is still in flight)
+	// The drain has begun once the server stops accepting connections; the call is still in flight.
+	fresh := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		res, err := fresh.Get(p.URL + "/healthz")
+		if err != nil {
+			break
+		}
+		res.Body.Close()
+		require.True(t, time.Now().Before(deadline), "the server kept accepting connections after SIGTERM")
+	}
 	close(release)
 	r := <-answered
 	require.Equal(t, http.StatusOK, r.Status, "%s", r)
