@@ -45,9 +45,11 @@ func halfRequest(t *testing.T, addr, token string) net.Conn {
 	return conn
 }
 
-// awaitInFlight waits (at most 10 s) until the half request holds its tenant's only in-flight slot
-// (MaxInFlight 1): a GET of the same tenant answers 429. The request is then in its handler.
-func awaitInFlight(t *testing.T, addr, token string) {
+// awaitInFlight waits (at most 10 s) until the half request *conn holds its tenant's only in-flight
+// slot (MaxInFlight 1): a GET of the same tenant answers 429. The request is then in its handler. A
+// half request that arrived while a probe held the slot was refused (answered, closed): it is sent
+// again, and *conn replaced.
+func awaitInFlight(t *testing.T, addr, token string, conn *net.Conn) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -61,6 +63,11 @@ func awaitInFlight(t *testing.T, addr, token string) {
 			return
 		}
 		require.False(t, time.Now().After(deadline), "the half request never held the in-flight slot")
+		require.NoError(t, (*conn).SetReadDeadline(time.Now().Add(time.Millisecond)))
+		if n, _ := (*conn).Read(make([]byte, 1)); n > 0 {
+			*conn = halfRequest(t, addr, token)
+		}
+		require.NoError(t, (*conn).SetReadDeadline(time.Time{}))
 		time.Sleep(5 * time.Millisecond)
 	}
 }
@@ -96,7 +103,7 @@ func result(t *testing.T, done <-chan error, bound time.Duration) error {
 func TestCleanDrainReturnsNil(t *testing.T) {
 	addr, tok, stop, done := serving(t, func(c *Config) { c.DrainTimeout = 30 * time.Second; c.ReadTimeout = time.Minute; c.MaxInFlight = 1 })
 	conn := halfRequest(t, addr, tok)
-	awaitInFlight(t, addr, tok)
+	awaitInFlight(t, addr, tok, &conn)
 	stop()
 	awaitClosedListener(t, addr)
 	_, err := io.WriteString(conn, "}")
@@ -115,7 +122,7 @@ func TestDrainTimeoutIsAnError(t *testing.T) {
 	const drain = 200 * time.Millisecond
 	addr, tok, stop, done := serving(t, func(c *Config) { c.DrainTimeout = drain; c.ReadTimeout = time.Minute; c.MaxInFlight = 1 })
 	conn := halfRequest(t, addr, tok)
-	awaitInFlight(t, addr, tok)
+	awaitInFlight(t, addr, tok, &conn)
 	stop()
 	err := result(t, done, 10*time.Second)
 	require.True(t, errors.Is(err, ErrDrainTimeout), "%v", err)
