@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/larkrun/lark/internal/invocation"
 )
 
 // Limits of a user-supplied JSON Schema (schema.params, schema.returns). A schema over a limit is
@@ -30,10 +32,6 @@ const (
 	// subschemas one validation visits for instances that do not recurse into the schema; a $ref
 	// back to a schema that encloses it (recursion) counts once.
 	MaxUserSchemaExpanded = 10000
-	// maxJSONNesting bounds the nesting of arrays and objects anywhere in a user schema (enum,
-	// const, default and examples values included), as for every JSON value Lark stores
-	// (invocation.MaxJSONDepth).
-	maxJSONNesting = 100
 )
 
 // CodeSchemaTooComplex: a user-supplied JSON Schema exceeds MaxUserSchemaBytes, MaxUserSchemaDepth or
@@ -55,9 +53,11 @@ func complexity(doc map[string]any, canonLen int) []Issue {
 		return []Issue{{Path: rootPath, Code: CodeSchemaTooComplex,
 			Message: fmt.Sprintf("schema is %d bytes, more than the %d allowed", canonLen, MaxUserSchemaBytes)}}
 	}
-	if p, deep := jsonTooDeep(doc, rootPath, 0); deep {
+	// Arrays and objects anywhere in the schema (enum, const, default and examples values
+	// included) nest no deeper than any JSON value Lark stores.
+	if p, deep := invocation.TooDeep(rootPath, doc); deep {
 		return []Issue{{Path: p, Code: CodeSchemaTooComplex,
-			Message: fmt.Sprintf("schema is nested more than %d levels deep", maxJSONNesting)}}
+			Message: fmt.Sprintf("schema is nested more than %d levels deep", invocation.MaxJSONDepth)}}
 	}
 	w := &schemaWalk{nodes: map[string]map[string]any{}, anchors: map[string]string{}, ids: map[string]string{}}
 	if is := w.index(doc, "", rootPath, 0); is != nil {
@@ -70,29 +70,6 @@ func complexity(doc map[string]any, canonLen int) []Issue {
 			Message: fmt.Sprintf("schema expands to more than %d subschemas when its $refs are followed", MaxUserSchemaExpanded)}}
 	}
 	return nil
-}
-
-// jsonTooDeep returns the path of the first value nested inside more than maxJSONNesting arrays and
-// objects.
-func jsonTooDeep(v any, path string, depth int) (string, bool) {
-	if depth > maxJSONNesting {
-		return path, true
-	}
-	switch x := v.(type) {
-	case map[string]any:
-		for _, k := range sortedKeys(x) {
-			if p, ok := jsonTooDeep(x[k], childPath(path, k), depth+1); ok {
-				return p, true
-			}
-		}
-	case []any:
-		for i, e := range x {
-			if p, ok := jsonTooDeep(e, indexPath(path, i), depth+1); ok {
-				return p, true
-			}
-		}
-	}
-	return "", false
 }
 
 // schemaWalk indexes the subschemas of a user schema by JSON pointer and measures its expanded size.
