@@ -66,12 +66,7 @@ func (s *Server) backfillPartitions(w http.ResponseWriter, r *http.Request) {
 // controlBackfill answers POST /backfills/{id}:<action>; an action not mounted is the router's 404.
 func (s *Server) controlBackfill(action string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if err := onlyParams(r); err != nil {
-			s.problem(w, r, err)
-			return
-		}
-		var body struct{}
-		if err := decodeStruct(r, &body, true); err != nil {
+		if err := noBody(r); err != nil {
 			s.problem(w, r, err)
 			return
 		}

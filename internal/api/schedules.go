@@ -110,13 +110,18 @@ func (s *Server) deleteSchedule(w http.ResponseWriter, r *http.Request) {
 	s.respond(w, r, http.StatusOK, out, err)
 }
 
-func (s *Server) pauseSchedule(w http.ResponseWriter, r *http.Request) {
+// noBody checks an action that takes neither query parameters nor a body (an empty body, or an
+// empty JSON object, is accepted).
+func noBody(r *http.Request) error {
 	if err := onlyParams(r); err != nil {
-		s.problem(w, r, err)
-		return
+		return err
 	}
 	var body struct{}
-	if err := decodeStruct(r, &body, true); err != nil {
+	return decodeStruct(r, &body, true)
+}
+
+func (s *Server) pauseSchedule(w http.ResponseWriter, r *http.Request) {
+	if err := noBody(r); err != nil {
 		s.problem(w, r, err)
 		return
 	}
