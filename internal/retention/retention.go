@@ -147,13 +147,12 @@ func (j *Job) RunOnce(ctx context.Context) (map[string]Purged, error) {
 			failures = joined.Unwrap()
 		}
 		for _, e := range failures {
-			j.o.Failed(JobName)
-			var te *store.TenantError
-			if errors.As(e, &te) {
-				j.o.Logger.Error("retention: tenant failed", "tenant_id", te.TenantID, "step", "policy", "err", te.Err)
-			} else {
-				j.o.Logger.Error("retention: reading tenant policies failed", "err", e)
+			if te, ok := errors.AsType[*store.TenantError](e); ok {
+				j.failed(ctx, te.TenantID, "policy", te.Err)
+				continue
 			}
+			j.o.Failed(JobName)
+			j.o.Logger.Error("retention: reading tenant policies failed", "err", e)
 		}
 	}
 	for _, p := range policies {
