@@ -148,7 +148,7 @@ func (j *Job) RunOnce(ctx context.Context) (map[string]Purged, error) {
 		}
 		for _, e := range failures {
 			if te, ok := errors.AsType[*store.TenantError](e); ok {
-				j.failed(ctx, te.TenantID, "policy", te.Err)
+				j.record(ctx, te.TenantID, "policy", te.Err)
 				continue
 			}
 			j.o.Failed(JobName)
@@ -185,11 +185,16 @@ func (j *Job) RunOnce(ctx context.Context) (map[string]Purged, error) {
 // failed logs and counts a failed step of a tenant's pass and returns err naming them. A step cut
 // short because ctx ended is not a failure.
 func (j *Job) failed(ctx context.Context, tenantID, step string, err error) error {
+	j.record(ctx, tenantID, step, err)
+	return fmt.Errorf("tenant %s: %s: %w", tenantID, step, err)
+}
+
+// record logs and counts a failed step of a tenant's pass (not one cut short by ctx ending).
+func (j *Job) record(ctx context.Context, tenantID, step string, err error) {
 	if ctx.Err() == nil {
 		j.o.Failed(JobName)
 		j.o.Logger.Error("retention: tenant failed", "tenant_id", tenantID, "step", step, "err", err)
 	}
-	return fmt.Errorf("tenant %s: %s: %w", tenantID, step, err)
 }
 
 func days(n int64) time.Duration { return time.Duration(n) * 24 * time.Hour }
