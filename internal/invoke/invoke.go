@@ -496,9 +496,7 @@ func (s *Service) validateParams(d definition, raw json.RawMessage) (any, json.R
 		return nil, nil, tooLarge("params", len(raw), s.cfg.MaxPayloadBytes)
 	}
 	var params any
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
-	dec.UseNumber()
-	if err := dec.Decode(&params); err != nil {
+	if err := decodeJSON(raw, &params); err != nil {
 		return nil, nil, problem.BadRequest("params: malformed JSON")
 	}
 	if _, ok := params.(map[string]any); !ok {

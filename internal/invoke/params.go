@@ -2,7 +2,6 @@ package invoke
 
 import (
 	"encoding/json"
-	"strings"
 )
 
 // Params defaults. Every invocation's params — API starts (sync, async and dry runs), schedule runs
@@ -97,10 +96,8 @@ func (n *defaultsNode) apply(v any) error {
 	case map[string]any:
 		for name, p := range n.props {
 			if _, ok := v[name]; !ok && p.def != nil {
-				var d any
-				dec := json.NewDecoder(strings.NewReader(string(p.def)))
-				dec.UseNumber()
-				if err := dec.Decode(&d); err != nil {
+				var d any // decoded afresh: each invocation gets its own copy of a default object
+				if err := decodeJSON(p.def, &d); err != nil {
 					return err
 				}
 				v[name] = d

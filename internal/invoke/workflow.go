@@ -1,12 +1,12 @@
 package invoke
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
-	"strings"
 	"time"
 
 	"github.com/larkrun/lark/internal/entrypoint"
@@ -38,7 +38,7 @@ func (j journalEntry) sandbox() sandbox.JournalEntry {
 }
 
 func decodeJSON(raw []byte, v any) error {
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	return dec.Decode(v)
 }
