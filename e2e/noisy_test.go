@@ -62,6 +62,7 @@ func TestNoisyNeighbour(t *testing.T) {
 	p.register(t, a, fnSpec{id: fnPrefix + "vendor.app.hostile.child.v1~", src: "def main(ctx, input):\n  return {}\n"})
 	var hostile []string
 	for _, h := range hostilePrograms {
+		// LARK_E2E_HOSTILE_ONLY=<name> runs one kind alone, to see what each costs the neighbour.
 		if only := os.Getenv("LARK_E2E_HOSTILE_ONLY"); only != "" && only != h.name {
 			continue
 		}

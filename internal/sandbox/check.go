@@ -95,11 +95,12 @@ func CheckWith(filename, src string, opts CheckOptions) Report {
 }
 
 // forbiddenBuiltins are Python built-ins that Starlark, and so Lark, does not have, because they
-// would reach outside the sandbox or evaluate code (001: FORBIDDEN_BUILTIN).
+// would reach outside the sandbox or evaluate code (001: FORBIDDEN_BUILTIN). load is a statement,
+// reported where it is visited.
 var forbiddenBuiltins = map[string]bool{
 	"exec": true, "eval": true, "open": true, "compile": true, "__import__": true, "input": true,
 	"globals": true, "locals": true, "vars": true, "exit": true, "quit": true, "help": true,
-	"breakpoint": true, "memoryview": true, "setattr": true, "delattr": true, "load": true,
+	"breakpoint": true, "memoryview": true, "setattr": true, "delattr": true,
 }
 
 type checker struct {
