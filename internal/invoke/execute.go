@@ -28,6 +28,22 @@ func (s *Service) execute(ctx context.Context, rec invocation.Record, e entrypoi
 	if e.Kind == entrypoint.KindWorkflow {
 		return s.executeWorkflow(ctx, rec, e, d)
 	}
+	a := s.runFunction(ctx, rec, e, d)
+	return s.complete(context.WithoutCancel(ctx), rec, d, a.timeline, a.output, a.err, a.metrics, nil)
+}
+
+// attempt is what one run of a function produced: its timeline entries, its result (JSON) or
+// error, and its metrics.
+type attempt struct {
+	timeline []invocation.Event
+	output   json.RawMessage
+	err      *sandbox.Error
+	metrics  invocation.Metrics
+}
+
+// runFunction runs one attempt of a function (rec as started) in the sandbox, within the
+// definition's limits, and checks its result against the returns schema. It writes nothing.
+func (s *Service) runFunction(ctx context.Context, rec invocation.Record, e entrypoint.Entrypoint, d definition) attempt {
 	log := obs.Logger(ctx).With("tenant_id", rec.TenantID, "invocation_id", rec.ID, "correlation_id", rec.CorrelationID)
 	runCtx, cancel := context.WithTimeout(ctx, d.timeout())
 	defer cancel()
@@ -36,9 +52,10 @@ func (s *Service) execute(ctx context.Context, rec invocation.Record, e entrypoi
 	h := &host{s: s, rec: rec, log: log}
 	start := time.Now()
 	var input any
-	dec := json.NewDecoder(strings.NewReader(string(rec.Params)))
-	dec.UseNumber()
-	_ = dec.Decode(&input)
+	if err := decodeJSON(rec.Params, &input); err != nil { // validated by validateParams: not expected
+		return attempt{err: &sandbox.Error{TypeID: sandbox.ErrValidation, Category: "non_retryable", Message: "params: " + err.Error()},
+			metrics: metricsOf(0, sandbox.Result{}, d, 0)}
+	}
 	var res sandbox.Result
 	rerr := &sandbox.Error{}
 	prog, cerr := s.cfg.Programs.Get(e.ID, "main.star", d.Implementation.Code.Source)
@@ -56,14 +73,12 @@ func (s *Service) execute(ctx context.Context, rec invocation.Record, e entrypoi
 				MaxPayloadBytes: int64(s.cfg.MaxPayloadBytes)}})
 	}
 	elapsed := time.Since(start)
-	metrics := metricsOf(elapsed, res, d, h.takeEgress())
-	var output json.RawMessage
+	a := attempt{err: rerr, metrics: metricsOf(elapsed, res, d, h.takeEgress())}
 	if rerr == nil {
-		var verr *sandbox.Error
-		output, verr = s.checkOutput(d, res.Output)
-		rerr = verr
+		a.output, a.err = s.checkOutput(d, res.Output)
 	}
-	return s.complete(context.WithoutCancel(ctx), rec, d, h.drain(), output, rerr, metrics, nil)
+	a.timeline = h.drain()
+	return a
 }
 
 // resolveParent completes the parent workflow's pending r_invoke_v1 entry with the child's outcome
@@ -250,36 +265,7 @@ func (s *Service) complete(ctx context.Context, rec invocation.Record, d definit
 	var final invocation.Record
 	err := s.update(ctx, func(tx store.Tx) error {
 		now := s.cfg.Clock.Now()
-		ev := func(t invocation.EventType, data any) invocation.Event {
-			b, _ := json.Marshal(data)
-			return invocation.Event{Type: t, Data: b, At: now, EngineAttempt: rec.EngineAttempt, LogicalAttempt: rec.Attempt,
-				IdempotencyKey: eventKey(rec.ID, "", rec.Attempt, t)}
-		}
-		events := timeline
-		next := store.Scheduling{}
-		switch {
-		case rerr == nil && park.suspends():
-			next.AvailableAt = park.until
-			se := ev(invocation.EventSuspended, spent(map[string]any{"reason": park.reason, "until": park.until}))
-			se.IdempotencyKey = eventKey(rec.ID, fmt.Sprintf("suspend-%d", rec.LastSeq), rec.Attempt, invocation.EventSuspended)
-			events = append(events, se)
-		case rerr == nil:
-			events = append(events, ev(invocation.EventSucceeded, invocation.Outcome{Result: output, Metrics: &metrics, Cost: price}))
-		case (park == nil || !park.final) && shouldRetry(d, rec.Attempt, rerr):
-			delay := retryDelay(d, rec.Attempt)
-			at := now.Add(delay)
-			next.AvailableAt = &at
-			events = append(events, ev(invocation.EventRetryScheduled, spent(map[string]any{"error": payload(rerr),
-				"delay_ms": delay.Milliseconds(), "next_attempt": rec.Attempt + 1, "available_at": at})))
-		default:
-			o := invocation.Outcome{Error: payload(rerr), Metrics: &metrics, Cost: price}
-			if park != nil && park.handler != nil {
-				events = append(events, ev(invocation.EventFailed, o), ev(invocation.EventCompensationStarted,
-					map[string]any{"trigger": "failure", "handler_invocation_id": park.handler.ID, "handler": park.handler.EntrypointID}))
-			} else {
-				events = append(events, ev(invocation.EventFailed, o), ev(invocation.EventDeadLettered, map[string]any{"reason": "no compensation configured"}))
-			}
-		}
+		events, next := s.outcome(rec, d, timeline, output, rerr, metrics, price, park, now)
 		var err error
 		final, _, err = tx.Append(rec.TenantID, rec.ID, events, store.AppendOptions{RequireLease: owner, Schedule: &next, Expect: &rec})
 		if errors.Is(err, store.ErrLeaseLost) {
@@ -347,6 +333,50 @@ func (s *Service) complete(ctx context.Context, rec invocation.Record, d definit
 		s.cfg.Wake()
 	}
 	return final, nil
+}
+
+// outcome is the events that close an attempt of rec at now, after its timeline entries, and the
+// queue state they leave: suspended (a parked workflow), succeeded, retry_scheduled (000's retry
+// precedence), or failed followed by dead_lettered, or by compensation_started when the failed
+// workflow has an on_failure handler (park.handler). The closing event carries the execution's
+// metrics and price.
+func (s *Service) outcome(rec invocation.Record, d definition, timeline []invocation.Event, output json.RawMessage,
+	rerr *sandbox.Error, metrics invocation.Metrics, price float64, park *parking, now time.Time) ([]invocation.Event, store.Scheduling) {
+	spent := func(data map[string]any) map[string]any {
+		data["metrics"], data["cost"] = metrics, price
+		return data
+	}
+	ev := func(t invocation.EventType, data any) invocation.Event {
+		b, _ := json.Marshal(data)
+		return invocation.Event{Type: t, Data: b, At: now, EngineAttempt: rec.EngineAttempt, LogicalAttempt: rec.Attempt,
+			IdempotencyKey: eventKey(rec.ID, "", rec.Attempt, t)}
+	}
+	events := timeline
+	next := store.Scheduling{}
+	switch {
+	case rerr == nil && park.suspends():
+		next.AvailableAt = park.until
+		se := ev(invocation.EventSuspended, spent(map[string]any{"reason": park.reason, "until": park.until}))
+		se.IdempotencyKey = eventKey(rec.ID, fmt.Sprintf("suspend-%d", rec.LastSeq), rec.Attempt, invocation.EventSuspended)
+		events = append(events, se)
+	case rerr == nil:
+		events = append(events, ev(invocation.EventSucceeded, invocation.Outcome{Result: output, Metrics: &metrics, Cost: price}))
+	case (park == nil || !park.final) && shouldRetry(d, rec.Attempt, rerr):
+		delay := retryDelay(d, rec.Attempt)
+		at := now.Add(delay)
+		next.AvailableAt = &at
+		events = append(events, ev(invocation.EventRetryScheduled, spent(map[string]any{"error": payload(rerr),
+			"delay_ms": delay.Milliseconds(), "next_attempt": rec.Attempt + 1, "available_at": at})))
+	default:
+		o := invocation.Outcome{Error: payload(rerr), Metrics: &metrics, Cost: price}
+		if park != nil && park.handler != nil {
+			events = append(events, ev(invocation.EventFailed, o), ev(invocation.EventCompensationStarted,
+				map[string]any{"trigger": "failure", "handler_invocation_id": park.handler.ID, "handler": park.handler.EntrypointID}))
+		} else {
+			events = append(events, ev(invocation.EventFailed, o), ev(invocation.EventDeadLettered, map[string]any{"reason": "no compensation configured"}))
+		}
+	}
+	return events, next
 }
 
 // MaxErrorBytes bounds the stored error envelope of an attempt: its details, encoded, beyond

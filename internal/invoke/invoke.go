@@ -683,6 +683,19 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 		CorrelationID: correlation, Metrics: invocation.Metrics{MemoryLimitMB: i64(memLimit)}, Attempt: 1,
 		CreatedAt: now, CacheKey: ckey, EntrypointOwner: entrypointOwner(e)}
 	rec.TraceID, rec.SpanID = traceIDs(opt.TraceParent)
+	if mode == string(invocation.ModeSync) && e.Kind != entrypoint.KindWorkflow && opt.IdempotencyKey == "" &&
+		policy.Quotas.MaxConcurrentExecutions == nil {
+		// A plain sync function call: nothing to check in the transaction, so it runs while its
+		// start is written (runSync).
+		final, err := s.runSync(context.WithoutCancel(ctx), rec, e, d, now)
+		s.cfg.Wake() // its slot is free: queued work held back by a concurrency limit may run
+		if err != nil {
+			permit.Release()
+			return out, problem.Internal(err)
+		}
+		out.Record = final
+		return out, nil
+	}
 	window := time.Duration(policy.Idempotency.DeduplicationWindowSeconds) * time.Second
 	if window <= 0 {
 		window = 24 * time.Hour
@@ -821,16 +834,26 @@ func (s *Service) create(tx store.Tx, rec invocation.Record, runNow bool, d defi
 	if !runNow {
 		return s.createAt(tx, rec, now, now)
 	}
-	events, err := s.createdEvent(rec, now)
+	events, sched, err := s.startEvents(rec, d, now)
 	if err != nil {
 		return rec, err
+	}
+	return tx.StartInvocation(events, sched)
+}
+
+// startEvents are the events of a new invocation whose first attempt starts at once (created,
+// started) and the lease of this process that goes with them, outliving the attempt's timeout.
+func (s *Service) startEvents(rec invocation.Record, d definition, now time.Time) ([]invocation.Event, store.Scheduling, error) {
+	events, err := s.createdEvent(rec, now)
+	if err != nil {
+		return nil, store.Scheduling{}, err
 	}
 	events = append(events, invocation.Event{InvocationID: rec.ID, Type: invocation.EventStarted, EngineAttempt: 1, LogicalAttempt: 1,
 		At: now, IdempotencyKey: eventKey(rec.ID, "", 1, invocation.EventStarted)})
 	until := now.Add(d.timeout() + s.cfg.LeaseGrace)
 	started := rec
 	started.EngineAttempt = 1
-	return tx.StartInvocation(events, store.Scheduling{LeaseOwner: s.leaseOwner(started), LeaseExpiresAt: &until})
+	return events, store.Scheduling{LeaseOwner: s.leaseOwner(started), LeaseExpiresAt: &until}, nil
 }
 
 // createAt writes a new invocation inside tx as queued work that becomes runnable at `at`.

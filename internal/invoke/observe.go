@@ -145,6 +145,7 @@ func (n *notingTx) StartInvocation(events []invocation.Event, sc store.Schedulin
 	r, err := n.Tx.StartInvocation(events, sc)
 	if err == nil {
 		n.created = append(n.created, r)
+		n.note(r, events) // a sync call written whole (runSync) is created finished
 	}
 	return r, err
 }

@@ -1,0 +1,131 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// heldCounter counts the POSTs of invocation ids and holds each until released.
+type heldCounter struct {
+	mu      sync.Mutex
+	byID    map[string]int
+	release chan struct{}
+}
+
+func (c *heldCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		ID string `json:"id"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	c.mu.Lock()
+	c.byID[body.ID]++
+	c.mu.Unlock()
+	select {
+	case <-c.release:
+	case <-r.Context().Done():
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write([]byte(`{"ok":true}` + "\n"))
+}
+
+func (c *heldCounter) ids() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]int, len(c.byID))
+	for k, v := range c.byID {
+		out[k] = v
+	}
+	return out
+}
+
+// TestCrashSyncCalls is the crash semantics of sync function calls (docs/operations.md): the start
+// of a call is written while the function runs, so a call that is running is visible (GET) within a
+// group commit; a kill -9 then leaves it running, and the restarted server reclaims it and runs it
+// again to its end. Calls cut by the crash get no answer.
+func TestCrashSyncCalls(t *testing.T) {
+	if testing.Short() {
+		t.Skip("crash test: starts, kills and restarts the server; skipped with -short")
+	}
+	const calls = 8
+	counter := &heldCounter{byID: map[string]int{}, release: make(chan struct{})}
+	upstream := httptest.NewServer(counter)
+	t.Cleanup(upstream.Close)
+	released := false
+	t.Cleanup(func() {
+		if !released {
+			close(counter.release)
+		}
+	})
+
+	data := t.TempDir()
+	flags := []string{"--unsafe-egress-allow-loopback"}
+	p := startLark(t, data, flags...)
+	fn := p.register(t, p.Token, fnSpec{id: "gts.x.core.serverless.entrypoint.v1~x.core.serverless.function.v1~vendor.app.crash.sync_post.v1~",
+		src: fmt.Sprintf("def main(ctx, input):\n"+
+			"  r_await(r_http_post_v1(%q, {\"id\": ctx.invocation_id}, timeout_ms=60000))\n"+
+			"  return {\"ok\": True}\n", upstream.URL+"/effects"),
+		limits: map[string]any{"timeout_seconds": 60}})
+
+	client := poolClient(calls)
+	defer client.CloseIdleConnections()
+	answers := make(chan error, calls)
+	for i := 0; i < calls; i++ {
+		go func() {
+			body := fmt.Appendf(nil, `{"entrypoint_id":%q,"mode":"sync","params":{}}`, fn)
+			r, err := p.try(client, http.MethodPost, apiBase+"/invocations", p.Token, body)
+			if err == nil {
+				err = fmt.Errorf("answered before the crash: %s", r)
+			}
+			answers <- err
+		}()
+	}
+	// Every call is inside its function (its upstream POST is held)...
+	deadline := time.Now().Add(30 * time.Second)
+	for len(counter.ids()) < calls {
+		require.True(t, time.Now().Before(deadline), "the %d calls did not all reach the upstream: %v", calls, counter.ids())
+		time.Sleep(5 * time.Millisecond)
+	}
+	// ...and each is visible as running: its start is durable while it runs.
+	for id := range counter.ids() {
+		for {
+			r := p.do(http.MethodGet, apiBase+"/invocations/"+id, p.Token, nil)
+			if r.Status == http.StatusOK {
+				require.Equal(t, "running", record(t, r, http.StatusOK).Status)
+				break
+			}
+			require.Equal(t, http.StatusNotFound, r.Status, "%s", r)
+			require.True(t, time.Now().Before(deadline), "invocation %s not visible while it runs", id)
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	p.Kill()
+	for i := 0; i < calls; i++ {
+		require.Error(t, <-answers, "a call cut by the crash has no answer")
+	}
+
+	// The restarted server reclaims the running calls and runs them again to their end.
+	close(counter.release)
+	released = true
+	q := startLark(t, data, flags...)
+	var ids []string
+	for id, n := range counter.ids() {
+		require.Equal(t, 1, n, "invocation %s ran twice before the crash", id)
+		ids = append(ids, id)
+	}
+	byID := waitAllTerminal[invocationItem](t, q, ids, time.Now(), 60*time.Second, nil)
+	for _, id := range ids {
+		require.Equal(t, "succeeded", byID[id].Status, "invocation %s", id)
+		require.Equal(t, 2, counter.ids()[id], "invocation %s: its side effect before the crash and once more after", id)
+	}
+}
