@@ -97,6 +97,30 @@ func (c *Committer) Do(ctx context.Context, fn func(*sql.Tx) error) error {
 	return err
 }
 
+// Enqueue queues fn behind every closure queued before it (Do's or Enqueue's) and returns at once;
+// wait returns fn's error or the commit's, as Do would, and must be called exactly once. A caller
+// that enqueues several closures in turn has them applied in that order, in one batch or in
+// consecutive ones, without waiting for each.
+func (c *Committer) Enqueue(ctx context.Context, fn func(*sql.Tx) error) (wait func() error) {
+	if err := ctx.Err(); err != nil {
+		return func() error { return err }
+	}
+	o := &op{ctx: ctx, fn: fn, errc: make(chan error, 1)}
+	c.mu.RLock()
+	if c.closed {
+		c.mu.RUnlock()
+		return func() error { return ErrClosed }
+	}
+	select {
+	case c.ops <- o:
+		c.mu.RUnlock()
+	case <-ctx.Done():
+		c.mu.RUnlock()
+		return func() error { return ctx.Err() }
+	}
+	return func() error { return <-o.errc }
+}
+
 // Stats returns how many transactions were committed and how many closures they carried.
 func (c *Committer) Stats() (batches, writes uint64) { return c.batches.Load(), c.writes.Load() }
 

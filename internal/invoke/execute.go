@@ -439,6 +439,14 @@ type host struct {
 	// (Config.MaxChildrenInFlight).
 	children   int
 	childSlots chan struct{}
+	// pending are the waits of the journal writes enqueued and not yet awaited (enqueueJournal);
+	// flushErr is the first that failed (guarded by mu).
+	pending  []func() error
+	flushErr error
+	// chain and chainErr are what the last enqueued journal write left, set by the writer as it
+	// applies it (guarded by mu): the expectation of the next write of the chain.
+	chain    invocation.Record
+	chainErr error
 }
 
 // takeChild reserves a child of this execution's budget (a call over it gets a non-retryable
@@ -603,6 +611,10 @@ func (h *host) Log(ctx context.Context, msg string, fields map[string]any) {
 // got a response (any status) adds its request and response body sizes to the execution's egress
 // metric; a call that failed adds nothing (whether its body left is unknown).
 func (h *host) HTTP(ctx context.Context, req sandbox.HTTPRequest) (sandbox.HTTPResponse, error) {
+	if err := h.flush(); err != nil {
+		// The workflow's earlier steps are not durable: no side effect may follow them.
+		return sandbox.HTTPResponse{}, &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "retryable", Message: "journal: " + err.Error()}
+	}
 	p, err := h.s.policy(ctx, h.rec.TenantID)
 	if err != nil {
 		return sandbox.HTTPResponse{}, &sandbox.Error{TypeID: sandbox.ErrHTTPTransport, Category: "retryable", Message: "policy unavailable"}
@@ -626,6 +638,9 @@ func (h *host) HTTP(ctx context.Context, req sandbox.HTTPRequest) (sandbox.HTTPR
 
 // Invoke implements sandbox.Host: r_invoke_v1 starts a real, linked child invocation and waits for it.
 func (h *host) Invoke(ctx context.Context, req sandbox.InvokeRequest) (sandbox.InvokeResult, error) {
+	if err := h.flush(); err != nil {
+		return sandbox.InvokeResult{}, &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "retryable", Message: "journal: " + err.Error()}
+	}
 	release, serr := h.takeChild(ctx)
 	if serr != nil {
 		return sandbox.InvokeResult{}, serr

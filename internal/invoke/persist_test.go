@@ -28,6 +28,10 @@ func (s *journalSpy) Update(ctx context.Context, fn func(store.Tx) error) error 
 	return s.Store.Update(ctx, func(tx store.Tx) error { return fn(spyTx{tx, s}) })
 }
 
+func (s *journalSpy) Enqueue(ctx context.Context, fn func(store.Tx) error) func() error {
+	return s.Store.Enqueue(ctx, func(tx store.Tx) error { return fn(spyTx{tx, s}) })
+}
+
 type spyTx struct {
 	store.Tx
 	s *journalSpy
@@ -62,16 +66,36 @@ func (t spyTx) Append(tenantID, id string, events []invocation.Event, opt store.
 }
 
 // TestJournalWritesExpectTheirProjection: with checkpointing automatic, each journal write passes
-// the projection the previous write left (the claim's record for the first, and again after a
-// park and resume), so the store skips reading and decoding the record; a write that something
-// else got ahead of falls back to the stored projection, and the next one is current again.
+// the projection it expects: the first of a run's chain of writes the claim's record (again after a
+// park and resume), each later one the projection its predecessor left; so the store skips reading
+// and decoding the record. A first write that something else got ahead of falls back to the stored
+// projection, and the chain goes on from what it left.
 func TestJournalWritesExpectTheirProjection(t *testing.T) {
 	e := newEnv(t)
-	spy := &journalSpy{Store: e.store, interpose: 3}
+	spy := &journalSpy{Store: e.store, interpose: 1}
 	e.svc.Close()
 	e.cfg.Store = spy
 	e.svc = invoke.NewService(e.cfg)
-	e.workflow("expect", `
+	e.workflow("expect", journalSpySource)
+	st, err := e.start(bob, invoke.StartRequest{EntrypointID: wfPrefix + "expect.v1~"}, invoke.StartOptions{})
+	require.NoError(t, err)
+	require.Equal(t, 1, e.drain())
+	e.clock.Advance(time.Minute)
+	require.Equal(t, 1, e.drain())
+	r, err := e.svc.Get(context.Background(), bob, st.Record.ID)
+	require.NoError(t, err)
+	require.Equal(t, invocation.StatusSucceeded, r.Status, r.Error)
+	// a (behind the foreign event), b, c, d, the sleep's timer entry, then e after the resume.
+	require.Equal(t, []bool{false, true, true, true, true, true}, spy.current)
+	_, evs, err := e.svc.Events(context.Background(), bob, st.Record.ID)
+	require.NoError(t, err)
+	require.Equal(t, r.LastSeq, evs[len(evs)-1].Seq, "the projection followed the log")
+	stored, err := e.store.Invocation(context.Background(), "acme", st.Record.ID)
+	require.NoError(t, err)
+	require.Equal(t, r, stored)
+}
+
+const journalSpySource = `
 def s(ctx, input):
     return input
 
@@ -83,21 +107,44 @@ def main(ctx, input):
     r_sleep(60000)
     r_run_step_v1("e", s, 5)
     return {"ok": True}
-`)
-	st, err := e.start(bob, invoke.StartRequest{EntrypointID: wfPrefix + "expect.v1~"}, invoke.StartOptions{})
+`
+
+// TestChainedJournalWriteAfterAConflict: a journal write whose predecessor in the chain did not
+// leave what it expects (here: something else appended in between) fails, and so does every later
+// write of the chain; the run ends with a retryable journal error instead of leaving a hole in its
+// journal, and the retry replays the durable steps and records the rest once.
+func TestChainedJournalWriteAfterAConflict(t *testing.T) {
+	e := newEnv(t)
+	spy := &journalSpy{Store: e.store, interpose: 3}
+	e.svc.Close()
+	e.cfg.Store = spy
+	e.svc = invoke.NewService(e.cfg)
+	e.workflow("conflict", journalSpySource, func(b map[string]any) {
+		b["traits"].(map[string]any)["retry"] = map[string]any{"max_attempts": 2, "initial_delay_ms": 0}
+	})
+	st, err := e.start(bob, invoke.StartRequest{EntrypointID: wfPrefix + "conflict.v1~"}, invoke.StartOptions{})
 	require.NoError(t, err)
-	require.Equal(t, 1, e.drain())
-	e.clock.Advance(time.Minute)
-	require.Equal(t, 1, e.drain())
+	for range 3 {
+		e.drain()
+		e.clock.Advance(time.Minute)
+	}
 	r, err := e.svc.Get(context.Background(), bob, st.Record.ID)
 	require.NoError(t, err)
 	require.Equal(t, invocation.StatusSucceeded, r.Status, r.Error)
-	// a, b, c (behind the foreign event), d, the sleep's timer entry, then e after the resume.
-	require.Equal(t, []bool{true, true, false, true, true, true}, spy.current)
+	require.Equal(t, 2, r.Attempt, "the first attempt ended with the journal error")
 	_, evs, err := e.svc.Events(context.Background(), bob, st.Record.ID)
 	require.NoError(t, err)
-	require.Equal(t, r.LastSeq, evs[len(evs)-1].Seq, "the projection followed the log")
-	stored, err := e.store.Invocation(context.Background(), "acme", st.Record.ID)
-	require.NoError(t, err)
-	require.Equal(t, r, stored)
+	var journal []string
+	retried := false
+	for _, ev := range evs {
+		if ev.Type == invocation.EventJournal {
+			journal = append(journal, string(ev.Data))
+		}
+		if ev.Type == invocation.EventRetryScheduled {
+			require.Contains(t, string(ev.Data), "journal: ")
+			retried = true
+		}
+	}
+	require.True(t, retried)
+	require.Len(t, journal, 6, "a, b, c, d, the timer and e, each journaled once: %v", journal)
 }

@@ -235,6 +235,12 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 		h.prepend(buffered)
 		buffered = nil
 		metrics := metricsOf(time.Since(start), sandbox.Result{}, d, h.takeEgress())
+		if err := h.flush(); err != nil {
+			// The run's journal writes did not all apply: it does not park; it ends with that error
+			// (below).
+			s.dropLive(rec.ID)
+			return sandbox.Resolution{}, false
+		}
 		final, err := s.complete(ctx, rec, d, h.drain(), nil, nil, metrics, park)
 		if err != nil || final.Status != invocation.StatusSuspended {
 			s.dropLive(rec.ID)
@@ -270,7 +276,7 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 		}
 		buffered = append(buffered, evs...)
 		if strategy == "automatic" || (strategy == "manual" && j.Helper == "r_snapshot_v1") {
-			if err := s.persistJournal(ctx, h, buffered); err != nil {
+			if err := s.enqueueJournal(ctx, h, buffered); err != nil {
 				return err
 			}
 			buffered, checkpointed = nil, j.Seq+1
@@ -305,7 +311,7 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 		// generation starts at once in this execution, with an empty journal.
 		generation++
 		buffered = append(buffered, continuedEvent(rec, generation, s.cfg.Clock.Now(), res.ContinueAsNew.Input, h.drain())...)
-		if err := s.persistJournal(ctx, h, buffered); err != nil {
+		if err := errors.Join(h.flush(), s.persistJournal(ctx, h, buffered)); err != nil {
 			rerr = &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "retryable", Message: "journal: " + err.Error()}
 			break
 		}
@@ -314,6 +320,11 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 	}
 	if !open {
 		return // the suspension was recorded, and the live wait ended without a handover
+	}
+	if err := h.flush(); err != nil && rerr == nil {
+		// Journal writes the run enqueued did not apply (its lease was lost, or the store failed): it
+		// ends as a failed write of its journal would have ended it.
+		rerr = &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "retryable", Message: "journal: " + err.Error()}
 	}
 	elapsed := time.Since(start)
 	// Entries the run made durable as it went are in the log already; buffered ones go with the
@@ -592,6 +603,71 @@ func journalKey(generation, seq int) string {
 		return fmt.Sprintf("journal-%d", seq)
 	}
 	return fmt.Sprintf("journal-%d-%d", generation, seq)
+}
+
+// enqueueJournal writes journal events behind the activation's earlier writes without waiting for
+// them (checkpointing automatic, or a manual r_snapshot_v1): the writer applies them in order, and
+// the run waits for them (host.flush) before its next side effect (an HTTP call, a child), before
+// it parks and before it ends. So a crash repeats at most the step in flight and the side-effect
+// free work since the last durable entry, and a run of pure steps costs a commit or two, not one per
+// step.
+//
+// The writes of one run form a chain: the first after a flush expects the projection the run last
+// knew (and falls back to the stored one when something else got ahead of it); each later one
+// expects exactly the projection its predecessor left (AppendOptions.ExpectOnly), so a write whose
+// predecessor failed, or was rolled back with its batch, fails too rather than leave a hole in the
+// journal.
+func (s *Service) enqueueJournal(ctx context.Context, h *host, events []invocation.Event) error {
+	rec, known := h.written()
+	owner := s.leaseOwner(rec)
+	h.mu.Lock()
+	chained := len(h.pending) > 0
+	h.mu.Unlock()
+	wait := s.cfg.Store.Enqueue(context.WithoutCancel(ctx), func(tx store.Tx) error {
+		opt := store.AppendOptions{RequireLease: owner, Expect: &known}
+		if chained {
+			h.mu.Lock()
+			prev, perr := h.chain, h.chainErr
+			h.mu.Unlock()
+			if perr != nil {
+				return perr
+			}
+			opt.Expect, opt.ExpectOnly = &prev, true
+		}
+		out, _, err := tx.Append(rec.TenantID, rec.ID, events, opt)
+		h.mu.Lock()
+		h.chain, h.chainErr = out, err
+		h.mu.Unlock()
+		return err
+	})
+	h.mu.Lock()
+	h.pending = append(h.pending, wait)
+	h.mu.Unlock()
+	return nil
+}
+
+// flush waits for the journal writes enqueued so far; it returns the first that failed, then and
+// at every later call.
+func (h *host) flush() error {
+	h.mu.Lock()
+	waits := h.pending
+	h.pending = nil
+	h.mu.Unlock()
+	var first error
+	for _, wait := range waits {
+		if err := wait(); err != nil && first == nil {
+			first = err
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.flushErr == nil {
+		h.flushErr = first
+	}
+	if len(waits) > 0 && h.flushErr == nil {
+		h.durable = h.chain // the projection the last write left: the next chain starts from it
+	}
+	return h.flushErr
 }
 
 // persistJournal makes journal events durable before the program uses their results (architecture:

@@ -291,6 +291,10 @@ type AppendOptions struct {
 	// matches it, it is used instead of reading and decoding the stored projection (a hot-path
 	// saving); otherwise the stored projection is read as usual.
 	Expect *invocation.Record
+	// ExpectOnly makes Expect a condition: when the stored last_seq differs, Append fails with
+	// ErrConflict instead of reading the stored projection (a write that depends on an earlier one
+	// that did not apply).
+	ExpectOnly bool
 }
 
 // Runnable is a claimable queue entry.
@@ -321,6 +325,11 @@ type Store interface {
 	// Update runs fn in a group-committed transaction. fn's writes are rolled back if it returns an
 	// error (other closures in the same batch are unaffected). Update returns after the batch commits.
 	Update(ctx context.Context, fn func(Tx) error) error
+	// Enqueue queues fn like Update, behind every write queued before it, and returns at once: wait
+	// (to be called once) returns what Update would have. Writes one goroutine enqueues in turn are
+	// applied in that order; a write that depends on an earlier one that failed must detect it
+	// (AppendOptions.RequireLease and Expect do).
+	Enqueue(ctx context.Context, fn func(Tx) error) (wait func() error)
 	// Ping checks the database is reachable and migrated.
 	Ping(ctx context.Context) error
 	// Exclusive reports whether this process is the database's only user (the embedded store, locked

@@ -229,6 +229,8 @@ func (t *tx) Append(tenantID, invocationID string, events []invocation.Event, op
 		}
 		if last == x.LastSeq {
 			r, fresh = *x, true
+		} else if opt.ExpectOnly {
+			return r, nil, fmt.Errorf("invocation %s: last_seq %d, not the expected %d: %w", invocationID, last, x.LastSeq, store.ErrConflict)
 		}
 	}
 	if !fresh {

@@ -165,6 +165,18 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	return err
 }
 
+// Enqueue implements store.Store.
+func (s *Store) Enqueue(ctx context.Context, fn func(store.Tx) error) func() error {
+	wait := s.gc.Enqueue(ctx, func(t *sql.Tx) error { return fn(&tx{t: cachedTx{tx: t, c: s.ws}}) })
+	return func() error {
+		err := wait()
+		if errors.Is(err, groupcommit.ErrClosed) {
+			return store.ErrClosed
+		}
+		return err
+	}
+}
+
 // CommitStats reports group-commit batches and the writes they carried.
 func (s *Store) CommitStats() (batches, writes uint64) { return s.gc.Stats() }
 
