@@ -683,10 +683,11 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 		CorrelationID: correlation, Metrics: invocation.Metrics{MemoryLimitMB: i64(memLimit)}, Attempt: 1,
 		CreatedAt: now, CacheKey: ckey, EntrypointOwner: entrypointOwner(e)}
 	rec.TraceID, rec.SpanID = traceIDs(opt.TraceParent)
-	if mode == string(invocation.ModeSync) && e.Kind != entrypoint.KindWorkflow && opt.IdempotencyKey == "" &&
-		policy.Quotas.MaxConcurrentExecutions == nil {
-		// A plain sync function call: nothing to check in the transaction, so it runs while its
-		// start is written (runSync).
+	// A plain sync call (no Idempotency-Key, no concurrency quota) has nothing to check in its start's
+	// transaction, so it runs while its start is written: a function's outcome usually joins that
+	// write (runSync); a workflow's first journal write and side effect wait for it (enqueueJournal).
+	plain := mode == string(invocation.ModeSync) && opt.IdempotencyKey == "" && policy.Quotas.MaxConcurrentExecutions == nil
+	if plain && e.Kind != entrypoint.KindWorkflow {
 		final, err := s.runSync(context.WithoutCancel(ctx), rec, e, d, now)
 		s.cfg.Wake() // its slot is free: queued work held back by a concurrency limit may run
 		if err != nil {
@@ -695,6 +696,9 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 		}
 		out.Record = final
 		return out, nil
+	}
+	if plain {
+		return s.startWorkflowSync(ctx, rec, e, d, now, permit)
 	}
 	window := time.Duration(policy.Idempotency.DeduplicationWindowSeconds) * time.Second
 	if window <= 0 {
@@ -769,12 +773,8 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 		return out, nil
 	}
 	// Sync: run now, on this request's goroutine. The caller going away does not cancel accepted work.
-	// A workflow is waited for until it ends (below): the wait is registered before it runs.
-	var woken <-chan struct{}
 	if e.Kind == entrypoint.KindWorkflow {
-		var stop func()
-		woken, stop = s.watchFinish(created.ID)
-		defer stop()
+		return s.runWorkflowSync(ctx, newClaim(created), e, d, now)
 	}
 	final, err := s.execute(context.WithoutCancel(ctx), created, e, d)
 	s.cfg.Wake() // its slot is free: queued work held back by a concurrency limit may run
@@ -782,9 +782,49 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 		return out, problem.Internal(err)
 	}
 	out.Record = final
-	if e.Kind == entrypoint.KindWorkflow && !final.Status.Terminal() {
-		// Sync means wait: a workflow that suspended (a timer, an event, a child) or scheduled a
-		// retry is waited for, up to timeout_seconds after the start, holding no slot or sandbox.
+	return out, nil
+}
+
+// startWorkflowSync starts a plain sync call of a workflow: its start (created, started, the lease)
+// is enqueued, not awaited, and the first activation runs at once with the record the start leaves
+// (runWorkflowSync).
+func (s *Service) startWorkflowSync(ctx context.Context, rec invocation.Record, e entrypoint.Entrypoint, d definition, now time.Time,
+	permit ratelimit.Decision) (Started, error) {
+	events, lease, err := s.startEvents(rec, d, now)
+	if err == nil {
+		rec, err = startedRecord(events)
+	}
+	if err != nil {
+		permit.Release()
+		return Started{}, problem.Internal(err)
+	}
+	c := newClaim(rec)
+	c.start = s.enqueue(context.WithoutCancel(ctx), func(tx store.Tx) error {
+		_, err := tx.StartInvocation(events, lease)
+		return err
+	})
+	out, err := s.runWorkflowSync(ctx, c, e, d, now)
+	if err != nil {
+		permit.Release()
+	}
+	return out, err
+}
+
+// runWorkflowSync runs the first activation of a sync workflow call (claim c) on the request's
+// goroutine and, when it did not end (it suspended on a timer, an event or a child, or scheduled a
+// retry), waits for its end up to timeout_seconds after the start, holding no slot or sandbox. The
+// wait is registered before the workflow runs.
+func (s *Service) runWorkflowSync(ctx context.Context, c claim, e entrypoint.Entrypoint, d definition, now time.Time) (Started, error) {
+	var out Started
+	woken, stop := s.watchFinish(c.rec.ID)
+	defer stop()
+	final, err := s.activate(context.WithoutCancel(ctx), c, e, d)
+	s.cfg.Wake() // its slot is free: queued work held back by a concurrency limit may run
+	if err != nil {
+		return out, problem.Internal(err)
+	}
+	out.Record = final
+	if !final.Status.Terminal() {
 		rec, done, err := s.awaitFinish(ctx, final, now.Add(d.timeout()), woken)
 		if err != nil {
 			return out, problem.Internal(err)

@@ -28,6 +28,9 @@ type liveRun struct {
 type claim struct {
 	rec   invocation.Record
 	reply chan activation
+	// start, when set, waits for the invocation's start, enqueued and not yet awaited (a sync call's
+	// first activation): the activation's first journal write and side effect wait for it too.
+	start func() error
 }
 
 // activation is the outcome of one activation: the record after it, or why it was not recorded.

@@ -58,7 +58,24 @@ func (s *Service) update(ctx context.Context, fn func(store.Tx) error) error {
 	}
 	n := notingPool.Get().(*notingTx)
 	n.fn = fn
-	err := s.cfg.Store.Update(ctx, n.run)
+	return s.noted(n, s.cfg.Store.Update(ctx, n.run))
+}
+
+// enqueue is update through Store.Enqueue: fn is queued behind earlier writes and enqueue returns
+// at once; the returned wait (to be called once) reports fn's outcome, after the Observer and the
+// waits for ends have heard of what it committed.
+func (s *Service) enqueue(ctx context.Context, fn func(store.Tx) error) (wait func() error) {
+	if s.noObserver && !s.waiting() {
+		return s.cfg.Store.Enqueue(ctx, fn)
+	}
+	n := notingPool.Get().(*notingTx)
+	n.fn = fn
+	w := s.cfg.Store.Enqueue(ctx, n.run)
+	return func() error { return s.noted(n, w()) }
+}
+
+// noted reports what the write noted by n committed (err == nil) and returns n to its pool.
+func (s *Service) noted(n *notingTx, err error) error {
 	if err == nil {
 		if !s.noObserver {
 			for i := range n.created {

@@ -59,14 +59,9 @@ func (s *Service) runSync(ctx context.Context, rec invocation.Record, e entrypoi
 	if err != nil {
 		return rec, err
 	}
-	// The record as the start leaves it, which the attempt runs with (StartInvocation's fold).
-	started := invocation.Record{}
-	for i := range start {
-		ev := start[i]
-		ev.Seq = int64(i + 1)
-		if started, err = invocation.Apply(started, ev); err != nil {
-			return rec, err
-		}
+	started, err := startedRecord(start)
+	if err != nil {
+		return rec, err
 	}
 	p := &pendingStart{start: start, lease: lease, done: make(chan error, 1)}
 	go func() { p.done <- s.update(ctx, p.write) }()
@@ -90,4 +85,19 @@ func (s *Service) runSync(ctx context.Context, rec invocation.Record, e entrypoi
 		err = serr
 	}
 	return final, err
+}
+
+// startedRecord is the record a new invocation's first events leave (StartInvocation's fold),
+// which its first attempt runs with before the write is durable.
+func startedRecord(events []invocation.Event) (invocation.Record, error) {
+	var r invocation.Record
+	for i := range events {
+		ev := events[i]
+		ev.Seq = int64(i + 1)
+		var err error
+		if r, err = invocation.Apply(r, ev); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
 }

@@ -123,6 +123,12 @@ func (s *Service) journalEventsOf(ctx context.Context, rec invocation.Record) ([
 	return s.eventsAfter(ctx, rec.TenantID, rec.ID, max(rec.JournalFrom-1, 0))
 }
 
+// fresh reports whether rec is a workflow's first activation, with nothing in its log but created
+// and started: it has no journal to read (and a sync call's start may not even be durable yet).
+func fresh(rec invocation.Record) bool {
+	return rec.LastSeq == 2 && rec.Attempt == 1 && rec.EngineAttempt == 1 && rec.JournalFrom == 0 && rec.Generation == 0
+}
+
 // isTimer tells the journal entries that are timers: sleeps and the backoff of step retries.
 func isTimer(helper string) bool {
 	return helper == "r_sleep" || helper == "r_sleep_v1" || helper == sandbox.StepRetryHelper
@@ -134,7 +140,12 @@ func isTimer(helper string) bool {
 // replay; otherwise the journal is replayed (completed helper calls return their recorded results
 // without repeating side effects) in a new execution.
 func (s *Service) executeWorkflow(ctx context.Context, rec invocation.Record, e entrypoint.Entrypoint, d definition) (invocation.Record, error) {
-	c := newClaim(rec)
+	return s.activate(ctx, newClaim(rec), e, d)
+}
+
+// activate runs claim c of a workflow (executeWorkflow).
+func (s *Service) activate(ctx context.Context, c claim, e entrypoint.Entrypoint, d definition) (invocation.Record, error) {
+	rec := c.rec
 	if lr := s.takeLive(rec.ID); lr != nil {
 		lr.handover <- c
 	} else {
@@ -165,14 +176,20 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 		}
 	}()
 	log := obs.Logger(ctx).With("tenant_id", rec.TenantID, "invocation_id", rec.ID, "correlation_id", rec.CorrelationID)
-	logEvents, err := s.journalEventsOf(ctx, rec)
-	if err != nil {
-		yield(rec, err)
-		return
+	var logEvents []invocation.Event
+	if !fresh(rec) {
+		var err error
+		if logEvents, err = s.journalEventsOf(ctx, rec); err != nil {
+			yield(rec, err)
+			return
+		}
 	}
 	wj, jerr := journalOf(logEvents)
 	journal, recorded, children := wj.entries, wj.recorded, wj.children
 	h := &host{s: s, rec: rec, log: log}
+	if c.start != nil {
+		h.pending = append(h.pending, c.start)
+	}
 	now := s.cfg.Clock.Now()
 	waited := false
 	for i := range journal {
