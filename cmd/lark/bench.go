@@ -8,7 +8,6 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -32,8 +31,11 @@ Every raw figure, the machine and the flags go to the JSON file (--out).
               vs raw inserts and updates of the same rows in the same SQLite file
   coldstart   register + activate + first sync result of a new function, sequentially
   workflow10  10-step workflows from 50 concurrent starters (steps/s), and one serially (p50)
-  sleepers    10k workflows sleeping: server RSS, and wake-up lag p99
+  sleepers    10k workflows sleeping (100k with --scale full): server RSS, and wake-up lag p99
   cron10k     10k schedules firing every minute: fire lag p99 and server CPU
+
+--scale small runs every scenario at sizes that finish in well under a minute (CI); --scale full
+is the defaults with 100,000 sleepers. A size flag given explicitly overrides the preset.
 
 Missed goals do not fail the command (it is a measurement); a scenario that errors does.
 See docs/benchmarks.md.`),
@@ -72,17 +74,27 @@ See docs/benchmarks.md.`),
 	fl := c.Flags()
 	fl.StringVar(&scenarios, "scenarios", strings.Join(bench.All, ","), "comma-separated scenarios to run")
 	fl.StringVar(&o.Out, "out", "bench-results.json", "write every figure to this JSON file")
-	fl.DurationVar(&o.Duration, "duration", 10*time.Second, "measured time per side of the sync scenario")
+	fl.StringVar(&o.Scale, "scale", "", "preset of the sizes below: small (the whole suite in well under a minute, for CI) or full (the defaults with 100000 sleepers); explicit flags override it")
+	fl.DurationVar(&o.Duration, "duration", 0, "measured time per side of the sync scenario (default 10s; small: 1s)")
 	fl.DurationVar(&o.Warmup, "warmup", 0, "warm-up before each measured window, not counted (default: min(2s, duration/5))")
-	fl.IntVar(&o.Clients, "clients", 64, "concurrent HTTP clients of the sync scenario (and of its echo baseline)")
-	fl.IntVar(&o.AsyncN, "async-n", 100000, "invocations of the async scenario")
-	fl.IntVar(&o.AsyncClients, "async-clients", 32, "concurrent submitters of the async scenario")
-	fl.IntVar(&o.ColdStartN, "coldstart-n", 200, "iterations of the coldstart scenario (at most 60 s)")
-	fl.IntVar(&o.Cron10kN, "cron-n", 10000, "schedules of the cron10k scenario")
-	fl.StringVar(&o.Cron10kExpr, "cron-expr", "* * * * *", "cron expression of the cron10k schedules (6 fields: seconds first)")
-	fl.IntVar(&o.Cron10kFires, "cron-fires", 2, "instants the cron10k scenario measures")
+	fl.IntVar(&o.Clients, "clients", 0, "concurrent HTTP clients of the sync scenario and of its echo baseline (default 64)")
+	fl.IntVar(&o.AsyncN, "async-n", 0, "invocations of the async scenario (default 100000; small: 2000)")
+	fl.IntVar(&o.AsyncClients, "async-clients", 0, "concurrent submitters of the async scenario (default 32)")
+	fl.IntVar(&o.ColdStartN, "coldstart-n", 0, "iterations of the coldstart scenario, at most 60 s (default 200; small: 50)")
+	fl.IntVar(&o.Workflow10N, "workflow10-n", 0, "async 10-step workflows of the workflow10 scenario (default 5000; small: 200)")
+	fl.IntVar(&o.Workflow10Clients, "workflow10-clients", 0, "concurrent starters of the workflow10 scenario (default 50)")
+	fl.IntVar(&o.Workflow10Serial, "workflow10-serial", 0, "sync 10-step workflows run one at a time by the workflow10 scenario (default 200; small: 20)")
+	fl.IntVar(&o.SleepersN, "sleepers-n", 0, "sleeping workflows of the sleepers scenario (default 10000; small: 500; full: 100000)")
+	fl.DurationVar(&o.SleepersSleep, "sleepers-sleep", 0,
+		"each sleeper's r_sleep; all must be parked before the first is due (default 20s + 3ms per sleeper above 10000: 290s at 100000; small: 3s)")
+	fl.IntVar(&o.SleepersLagSample, "sleepers-lag-sample", 0, fmt.Sprintf("sleepers whose timelines give the wake-up lag, evenly spaced (default %d)", bench.DefaultSleepersLagSample))
+	fl.IntVar(&o.Cron10kN, "cron-n", 0, "schedules of the cron10k scenario (default 10000; small: 200)")
+	fl.StringVar(&o.Cron10kExpr, "cron-expr", "", "cron expression of the cron10k schedules, 6 fields: seconds first (default \"* * * * *\"; small: \"*/2 * * * * *\")")
+	fl.IntVar(&o.Cron10kFires, "cron-fires", 0, "instants the cron10k scenario measures (default 2)")
 	fl.StringVar(&o.Store, "store", "sqlite", "store of the server under test: sqlite, or a postgres:// URL")
 	fl.StringVar(&o.ProfileDir, "profile-dir", "", "write a CPU profile of each server child to DIR/<scenario>.pprof")
+	fl.StringVar(&o.SQLiteSynchronous, "sqlite-synchronous", "full",
+		"full or normal: each server child's --sqlite-synchronous, and the setting of async's raw-SQLite baseline")
 	fl.StringArrayVar(&o.ServerArgs, "server-arg", nil, "extra flag for each \"lark serve\" child, e.g. --server-arg=--workers=128 (repeatable)")
 	return c
 }

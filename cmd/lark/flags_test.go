@@ -71,3 +71,32 @@ func TestCPUSlotsFlag(t *testing.T) {
 	require.NoError(t, f.check(c))
 	require.Equal(t, 2, f.cpuSlots)
 }
+
+func TestSQLiteSynchronousFlag(t *testing.T) {
+	f, c := parsed(t)
+	require.NoError(t, f.check(c))
+	cfg, err := f.config("", nil)
+	require.NoError(t, err)
+	require.Equal(t, "FULL", cfg.SQLiteSynchronous, "the default")
+
+	for arg, want := range map[string]string{"--sqlite-synchronous=normal": "NORMAL", "--sqlite-synchronous=NORMAL": "NORMAL",
+		"--sqlite-synchronous=Full": "FULL"} {
+		f, c = parsed(t, arg)
+		require.NoError(t, f.check(c), arg)
+		cfg, err = f.config("", nil)
+		require.NoError(t, err)
+		require.Equal(t, want, cfg.SQLiteSynchronous, arg)
+	}
+	for _, bad := range []string{"--sqlite-synchronous=off", "--sqlite-synchronous=extra", "--sqlite-synchronous="} {
+		f, c = parsed(t, bad)
+		require.ErrorContains(t, f.check(c), "--sqlite-synchronous must be full or normal", bad)
+	}
+
+	t.Setenv("LARK_SQLITE_SYNCHRONOUS", "normal")
+	f, c = parsed(t)
+	require.NoError(t, f.check(c))
+	require.Equal(t, "NORMAL", f.sqliteSynchronous)
+	f, c = parsed(t, "--sqlite-synchronous=full")
+	require.NoError(t, f.check(c))
+	require.Equal(t, "FULL", f.sqliteSynchronous, "the flag wins over the environment")
+}

@@ -40,6 +40,7 @@ func env(name, def string) string {
 
 type flags struct {
 	addr, data, store, logLevel string
+	sqliteSynchronous           string
 	maxBody                     int64
 	workers                     int
 	retention                   time.Duration
@@ -64,6 +65,8 @@ func (f *flags) bind(c *cobra.Command) {
 	c.Flags().StringVar(&f.addr, "addr", env("LARK_ADDR", "127.0.0.1:8080"), "listen address (env LARK_ADDR)")
 	c.Flags().StringVar(&f.data, "data", env("LARK_DATA", "./lark-data"), "data directory; the SQLite database lives inside (env LARK_DATA)")
 	c.Flags().StringVar(&f.store, "store", env("LARK_STORE", "sqlite"), "store: sqlite, or a postgres:// URL (env LARK_STORE)")
+	c.Flags().StringVar(&f.sqliteSynchronous, "sqlite-synchronous", env("LARK_SQLITE_SYNCHRONOUS", "full"),
+		"SQLite's synchronous setting: full survives power loss, normal only a process crash (env LARK_SQLITE_SYNCHRONOUS)")
 	c.Flags().StringVar(&f.logLevel, "log-level", env("LARK_LOG_LEVEL", "info"), "debug, info, warn or error (env LARK_LOG_LEVEL)")
 	c.Flags().Int64Var(&f.maxBody, "max-body", 1<<20, "maximum request body in bytes")
 	c.Flags().IntVar(&f.workers, "workers", 64, "concurrent async executions in this process")
@@ -98,7 +101,7 @@ func (f *flags) bind(c *cobra.Command) {
 // config is the server configuration the flags describe (the pricing file is read here, so that a
 // bad one stops the start).
 func (f *flags) config(admin string, log *slog.Logger) (server.Config, error) {
-	cfg := server.Config{Addr: f.addr, DataDir: f.data, Store: f.store, AdminToken: admin, MaxBody: f.maxBody, Logger: log,
+	cfg := server.Config{Addr: f.addr, DataDir: f.data, Store: f.store, SQLiteSynchronous: f.sqliteSynchronous, AdminToken: admin, MaxBody: f.maxBody, Logger: log,
 		Workers: f.workers, UnsafeEgressAllowLoopback: f.egressLoopback, RetentionInterval: f.retention,
 		MetricsPublic: f.metricsPublic, MetricsMaxLabelSets: f.metricsMaxLabelSets,
 		DrainTimeout: f.drainTimeout, ReadHeaderTimeout: f.readHeaderTimeout, ReadTimeout: f.readTimeout,
@@ -132,6 +135,12 @@ func (f *flags) check(c *cobra.Command) error {
 		if err := c.Flags().Set(e.flag, v); err != nil {
 			return fmt.Errorf("%s: %w", e.env, err)
 		}
+	}
+	switch strings.ToLower(f.sqliteSynchronous) {
+	case "full", "normal":
+		f.sqliteSynchronous = strings.ToUpper(f.sqliteSynchronous)
+	default:
+		return fmt.Errorf("--sqlite-synchronous must be full or normal, got %q", f.sqliteSynchronous)
 	}
 	if f.cpuSlots < -1 {
 		return fmt.Errorf("--cpu-slots must be -1, 0 or positive, got %d", f.cpuSlots)

@@ -36,18 +36,24 @@ const (
 	ColdStartMedianMs = 5.0  // median register + activate + first result ≤
 )
 
-// Options configure a run (the flags of `lark bench`).
+// Options configure a run (the flags of `lark bench`). A zero size takes the Scale preset's value,
+// else the default (Defaults).
 type Options struct {
-	Scenarios    []string      `json:"scenarios"`
-	Out          string        `json:"out"`
-	Store        string        `json:"store"`
-	ProfileDir   string        `json:"profile_dir,omitempty"`
-	Duration     time.Duration `json:"-"`
-	Warmup       time.Duration `json:"-"`
-	Clients      int           `json:"clients"`
-	AsyncN       int           `json:"async_n"`
-	AsyncClients int           `json:"async_clients"`
-	ColdStartN   int           `json:"coldstart_n"`
+	Scenarios []string `json:"scenarios"`
+	// Scale is a preset of the sizes: "" (the defaults), ScaleSmall or ScaleFull (see Presets).
+	Scale string `json:"scale,omitempty"`
+	Out   string `json:"out"`
+	Store string `json:"store"`
+	// SQLiteSynchronous is passed to each server child as --sqlite-synchronous, and the async
+	// scenario's raw-SQLite baseline uses it too: FULL (default) or NORMAL.
+	SQLiteSynchronous string        `json:"sqlite_synchronous"`
+	ProfileDir        string        `json:"profile_dir,omitempty"`
+	Duration          time.Duration `json:"-"`
+	Warmup            time.Duration `json:"-"`
+	Clients           int           `json:"clients"`
+	AsyncN            int           `json:"async_n"`
+	AsyncClients      int           `json:"async_clients"`
+	ColdStartN        int           `json:"coldstart_n"`
 	// ColdStartMax bounds the coldstart loop's time.
 	ColdStartMax time.Duration `json:"-"`
 	// BurnDownMax bounds the wait for the async burn-down.
@@ -58,7 +64,8 @@ type Options struct {
 	Workflow10Clients int `json:"workflow10_clients"`
 	Workflow10Serial  int `json:"workflow10_serial"`
 	// SleepersN workflows sleeping SleepersSleep each; the lag comes from the timelines of
-	// SleepersLagSample of them (all when 0).
+	// SleepersLagSample of them, evenly spaced over the submission order (default
+	// DefaultSleepersLagSample: reading 100,000 timelines would take longer than the sleep).
 	SleepersN         int           `json:"sleepers_n"`
 	SleepersSleep     time.Duration `json:"-"`
 	SleepersLagSample int           `json:"sleepers_lag_sample"`
@@ -77,13 +84,76 @@ type Options struct {
 	SleepersSleepS float64 `json:"sleepers_sleep_s"`
 }
 
-// Defaults fills unset options.
+// Scale presets.
+const (
+	// ScaleSmall runs every scenario in well under a minute in all (CI): the figures check that
+	// the harness and the server work, not the goals.
+	ScaleSmall = "small"
+	// ScaleFull is the issue's sizes: the defaults, with 100,000 sleepers.
+	ScaleFull = "full"
+)
+
+// Presets are the sizes of each Scale; a field a preset leaves zero takes the default.
+var Presets = map[string]Options{
+	ScaleSmall: {Duration: time.Second, AsyncN: 2000, ColdStartN: 50, Workflow10N: 200, Workflow10Serial: 20,
+		SleepersN: 500, SleepersSleep: 3 * time.Second, Cron10kN: 200, Cron10kExpr: "*/2 * * * * *", Cron10kFires: 2},
+	ScaleFull: {SleepersN: 100_000},
+}
+
+// DefaultSleepersLagSample is how many sleepers' timelines the lag is read from by default.
+const DefaultSleepersLagSample = 10_000
+
+// DefaultSleepersSleep is the sleepers' sleep up to 10,000 of them; each one above adds
+// sleepPerSleeper, so that every workflow is parked before the first is due (on a 2-core machine
+// 100,000 took about 100 s to submit and more to park, with other work on the machine: 290 s).
+const (
+	DefaultSleepersSleep = 20 * time.Second
+	sleepPerSleeper      = 3 * time.Millisecond
+)
+
+// preset fills the zero sizes of o from its Scale's preset.
+func (o *Options) preset() {
+	p, ok := Presets[o.Scale]
+	if !ok {
+		return
+	}
+	setInt := func(v *int, def int) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
+	setDur := func(v *time.Duration, def time.Duration) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
+	setDur(&o.Duration, p.Duration)
+	setInt(&o.AsyncN, p.AsyncN)
+	setInt(&o.ColdStartN, p.ColdStartN)
+	setInt(&o.Workflow10N, p.Workflow10N)
+	setInt(&o.Workflow10Clients, p.Workflow10Clients)
+	setInt(&o.Workflow10Serial, p.Workflow10Serial)
+	setInt(&o.SleepersN, p.SleepersN)
+	setDur(&o.SleepersSleep, p.SleepersSleep)
+	setInt(&o.Cron10kN, p.Cron10kN)
+	setInt(&o.Cron10kFires, p.Cron10kFires)
+	if o.Cron10kExpr == "" {
+		o.Cron10kExpr = p.Cron10kExpr
+	}
+}
+
+// Defaults fills unset options: from the Scale preset, then from the defaults.
 func (o *Options) Defaults() {
+	o.preset()
 	if len(o.Scenarios) == 0 {
 		o.Scenarios = slices.Clone(All)
 	}
 	if o.Store == "" {
 		o.Store = "sqlite"
+	}
+	o.SQLiteSynchronous = strings.ToUpper(o.SQLiteSynchronous)
+	if o.SQLiteSynchronous == "" {
+		o.SQLiteSynchronous = "FULL"
 	}
 	if o.Duration <= 0 {
 		o.Duration = 10 * time.Second
@@ -122,7 +192,10 @@ func (o *Options) Defaults() {
 		o.SleepersN = 10_000
 	}
 	if o.SleepersSleep <= 0 {
-		o.SleepersSleep = 20 * time.Second
+		o.SleepersSleep = DefaultSleepersSleep + time.Duration(max(o.SleepersN-10_000, 0))*sleepPerSleeper
+	}
+	if o.SleepersLagSample <= 0 {
+		o.SleepersLagSample = DefaultSleepersLagSample
 	}
 	if o.Cron10kN <= 0 {
 		o.Cron10kN = 10_000
@@ -138,8 +211,19 @@ func (o *Options) Defaults() {
 	o.ColdStartMaxS, o.BurnDownMaxS = o.ColdStartMax.Seconds(), o.BurnDownMax.Seconds()
 }
 
-// Validate checks scenario names and the store.
+// Validate checks scenario names, the scale, the store and its settings.
 func (o *Options) Validate() error {
+	if _, ok := Presets[o.Scale]; !ok && o.Scale != "" {
+		return fmt.Errorf("--scale: want %s or %s, got %q", ScaleSmall, ScaleFull, o.Scale)
+	}
+	if o.SQLiteSynchronous != "FULL" && o.SQLiteSynchronous != "NORMAL" {
+		return fmt.Errorf("--sqlite-synchronous: want full or normal, got %q", o.SQLiteSynchronous)
+	}
+	for _, a := range o.ServerArgs {
+		if strings.HasPrefix(a, "--sqlite-synchronous") {
+			return errors.New("--server-arg: use lark bench's own --sqlite-synchronous, which also sets the raw-SQLite baseline of async")
+		}
+	}
 	for _, s := range o.Scenarios {
 		if !slices.Contains(All, s) {
 			return fmt.Errorf("--scenarios: unknown scenario %q (known: %s)", s, strings.Join(All, ", "))
@@ -260,7 +344,8 @@ func (r *Runner) startLark(ctx context.Context, scenario string, conns int) (*la
 		return nil, err
 	}
 	operator := "bench-operator-" + hex.EncodeToString(secret)
-	args := []string{"serve", "--addr", "127.0.0.1:0", "--data", dir, "--store", r.Opts.Store}
+	args := []string{"serve", "--addr", "127.0.0.1:0", "--data", dir, "--store", r.Opts.Store,
+		"--sqlite-synchronous", r.Opts.SQLiteSynchronous}
 	l := &lark{dataDir: dir, profile: r.profilePath(scenario)}
 	if l.profile != "" {
 		args = append(args, "--cpuprofile", l.profile, "--memprofile", strings.TrimSuffix(l.profile, ".pprof")+".allocs.pprof")

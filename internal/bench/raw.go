@@ -14,10 +14,12 @@ import (
 // RawResult is the async scenario's baseline: the same rows' lifecycle written straight into the
 // same SQLite database by one writer.
 type RawResult struct {
-	Rows      int     `json:"rows"`
-	BatchRows int     `json:"batch_rows"`
-	RecordLen int     `json:"record_bytes"`
-	TotalS    float64 `json:"total_s"`
+	Rows int `json:"rows"`
+	// Synchronous is the setting the rows were written with (the server's --sqlite-synchronous).
+	Synchronous string  `json:"synchronous"`
+	BatchRows   int     `json:"batch_rows"`
+	RecordLen   int     `json:"record_bytes"`
+	TotalS      float64 `json:"total_s"`
 	// Lifecycles per second: one row's insert (queued) + update (running) + update (succeeded).
 	LifecycleRate float64 `json:"lifecycles_per_s"`
 	InsertRate    float64 `json:"insert_rows_per_s"`
@@ -42,11 +44,15 @@ func sampleRecord(ctx context.Context, db *sql.DB) (string, error) {
 	return rec, nil
 }
 
-// OpenSQLite opens path as Lark's writer does: WAL, synchronous=FULL, busy timeout, immediate
-// transactions, one connection.
-func OpenSQLite(ctx context.Context, path string) (*sql.DB, error) {
+// OpenSQLite opens path as Lark's writer does: WAL, the given synchronous setting (FULL or NORMAL,
+// as lark serve's --sqlite-synchronous), busy timeout, immediate transactions, one connection.
+func OpenSQLite(ctx context.Context, path, synchronous string) (*sql.DB, error) {
+	synchronous = strings.ToUpper(synchronous)
+	if synchronous != "FULL" && synchronous != "NORMAL" {
+		return nil, fmt.Errorf("synchronous must be FULL or NORMAL, got %q", synchronous)
+	}
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=busy_timeout(10000)"+
-		"&_pragma=synchronous(FULL)&_txlock=immediate")
+		"&_pragma=synchronous("+synchronous+")&_txlock=immediate")
 	if err != nil {
 		return nil, err
 	}
@@ -61,15 +67,15 @@ func OpenSQLite(ctx context.Context, path string) (*sql.DB, error) {
 
 // RawLifecycles writes n invocation-shaped rows (id, tenant_id, status, record like a real one of
 // the invocations table, created_at, updated_at; indexed like it on (tenant_id, status)) into a
-// scratch table of the SQLite database at path, then moves each to running and then to succeeded,
+// scratch table of the SQLite database at path (opened with synchronous as Lark's writer), then moves each to running and then to succeeded,
 // batch rows per transaction, and drops the table. Lark writes the same three states per
 // invocation (plus its events, lease and queue columns), so the rate is a ceiling for it.
-func RawLifecycles(ctx context.Context, path string, n, batch int) (RawResult, error) {
-	res := RawResult{Rows: n, BatchRows: batch}
+func RawLifecycles(ctx context.Context, path, synchronous string, n, batch int) (RawResult, error) {
+	res := RawResult{Rows: n, BatchRows: batch, Synchronous: strings.ToUpper(synchronous)}
 	if n <= 0 || batch <= 0 {
 		return res, fmt.Errorf("raw baseline: n and batch must be positive")
 	}
-	db, err := OpenSQLite(ctx, path)
+	db, err := OpenSQLite(ctx, path, synchronous)
 	if err != nil {
 		return res, fmt.Errorf("raw baseline: open %s: %w", path, err)
 	}

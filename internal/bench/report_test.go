@@ -129,6 +129,44 @@ func TestOptions(t *testing.T) {
 	o.Defaults()
 	require.Equal(t, 400*time.Millisecond, o.Warmup, "a fifth of a short duration")
 
+	o = Options{}
+	o.Defaults()
+	require.Equal(t, 10_000, o.SleepersN)
+	require.Equal(t, 20*time.Second, o.SleepersSleep)
+	require.Equal(t, DefaultSleepersLagSample, o.SleepersLagSample)
+	require.Equal(t, "FULL", o.SQLiteSynchronous)
+
+	// Presets fill what is not set; what is set wins.
+	o = Options{Scale: ScaleSmall, AsyncN: 5000}
+	o.Defaults()
+	require.NoError(t, o.Validate())
+	require.Equal(t, time.Second, o.Duration)
+	require.Equal(t, 5000, o.AsyncN, "an explicit size overrides the preset")
+	require.Equal(t, 200, o.Workflow10N)
+	require.Equal(t, 50, o.Workflow10Clients, "not in the preset: the default")
+	require.Equal(t, 500, o.SleepersN)
+	require.Equal(t, 3*time.Second, o.SleepersSleep)
+	require.Equal(t, "*/2 * * * * *", o.Cron10kExpr)
+	o = Options{Scale: ScaleFull}
+	o.Defaults()
+	require.Equal(t, 100_000, o.SleepersN)
+	require.Equal(t, 290*time.Second, o.SleepersSleep, "20 s + 3 ms per sleeper above 10,000")
+	require.Equal(t, 100_000, o.AsyncN)
+	o = Options{Scale: "huge"}
+	o.Defaults()
+	require.ErrorContains(t, o.Validate(), "--scale")
+
+	o = Options{SQLiteSynchronous: "normal"}
+	o.Defaults()
+	require.NoError(t, o.Validate())
+	require.Equal(t, "NORMAL", o.SQLiteSynchronous)
+	o = Options{SQLiteSynchronous: "off"}
+	o.Defaults()
+	require.ErrorContains(t, o.Validate(), "--sqlite-synchronous")
+	o = Options{ServerArgs: []string{"--sqlite-synchronous=normal"}}
+	o.Defaults()
+	require.ErrorContains(t, o.Validate(), "lark bench's own --sqlite-synchronous")
+
 	o = Options{Scenarios: []string{"sync", "nope"}}
 	o.Defaults()
 	require.ErrorContains(t, o.Validate(), `unknown scenario "nope"`)

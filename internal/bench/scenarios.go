@@ -202,6 +202,9 @@ func (r *Runner) Async(ctx context.Context) Scenario {
 
 	// The baseline, in the database the server has just closed.
 	bl := &Baseline{Name: "raw SQLite", Unit: "lifecycles/s"}
+	if o.SQLiteSynchronous != "FULL" {
+		bl.Name += " (synchronous=" + o.SQLiteSynchronous + ")"
+	}
 	s.Baseline = bl
 	if o.Store != "sqlite" {
 		bl.Name, bl.Note = "raw store", "the raw-write baseline exists for SQLite only so far"
@@ -213,7 +216,7 @@ func (r *Runner) Async(ctx context.Context) Scenario {
 		return s
 	}
 	r.logf("async: raw SQLite baseline, %d rows", o.AsyncN)
-	raw, err := RawLifecycles(ctx, filepath.Join(l.dataDir, "lark.db"), o.AsyncN, 1000)
+	raw, err := RawLifecycles(ctx, filepath.Join(l.dataDir, "lark.db"), o.SQLiteSynchronous, o.AsyncN, 1000)
 	if err != nil {
 		s = failed(s, err)
 	} else {

@@ -45,6 +45,10 @@ type Config struct {
 	AdminToken string // the platform operator's bearer token; empty disables operator access
 	MaxBody    int64
 	Logger     *slog.Logger
+	// SQLiteSynchronous is the SQLite store's synchronous pragma, FULL (default) or NORMAL, in any
+	// case: NORMAL in WAL mode survives a process crash but may lose the last commits on power
+	// loss or an OS crash (docs/operations.md, "Data and durability").
+	SQLiteSynchronous string
 	// DrainTimeout bounds how long in-flight requests may take to finish on shutdown (default
 	// DefaultDrainTimeout). Serve returns ErrDrainTimeout when it runs out.
 	DrainTimeout time.Duration
@@ -147,7 +151,8 @@ type Server struct {
 func OpenStore(ctx context.Context, cfg Config) (store.Store, error) {
 	switch {
 	case cfg.Store == "" || cfg.Store == "sqlite":
-		st, err := sqlstore.OpenSQLite(ctx, filepath.Join(cfg.DataDir, "lark.db"), sqlstore.Options{})
+		st, err := sqlstore.OpenSQLite(ctx, filepath.Join(cfg.DataDir, "lark.db"),
+			sqlstore.Options{Synchronous: cfg.SQLiteSynchronous})
 		if err == nil {
 			warnOpenDataDir(cfg)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/larkrun/lark/internal/auth"
 	"github.com/larkrun/lark/internal/clock"
 	"github.com/larkrun/lark/internal/store"
+	"github.com/larkrun/lark/internal/store/sqlstore"
 	"github.com/larkrun/lark/internal/tokens"
 )
 
@@ -91,4 +92,22 @@ func TestRejectsUnknownStore(t *testing.T) {
 	require.ErrorContains(t, err, "--store")
 	_, err = New(context.Background(), Config{DataDir: t.TempDir(), Store: "postgres://localhost/x"})
 	require.ErrorContains(t, err, "PostgreSQL")
+}
+
+// TestSQLiteSynchronous: Config.SQLiteSynchronous reaches the store's writer connection (PRAGMA
+// synchronous reads 1 for NORMAL, 2 for FULL), FULL by default; any other value stops the start.
+func TestSQLiteSynchronous(t *testing.T) {
+	ctx := context.Background()
+	for setting, want := range map[string]int{"": 2, "full": 2, "FULL": 2, "normal": 1, "Normal": 1} {
+		srv, err := New(ctx, Config{Addr: "127.0.0.1:0", DataDir: t.TempDir(), SQLiteSynchronous: setting})
+		require.NoError(t, err, setting)
+		st, ok := srv.Store.(*sqlstore.Store)
+		require.True(t, ok, "the SQLite store")
+		got, err := st.Synchronous(ctx)
+		require.NoError(t, err)
+		require.Equal(t, want, got, "synchronous %q", setting)
+		require.NoError(t, srv.Close())
+	}
+	_, err := New(ctx, Config{DataDir: t.TempDir(), SQLiteSynchronous: "off"})
+	require.ErrorContains(t, err, "synchronous must be FULL or NORMAL")
 }

@@ -177,6 +177,17 @@ func (s *Store) Enqueue(ctx context.Context, fn func(store.Tx) error) func() err
 	}
 }
 
+// Synchronous reads the writer connection's synchronous pragma back: 1 is NORMAL, 2 is FULL (the
+// setting is per connection, so the writer's is the one that decides what a commit survives).
+func (s *Store) Synchronous(ctx context.Context) (int, error) {
+	var n int
+	err := s.gc.Do(ctx, func(t *sql.Tx) error { return t.QueryRowContext(bg, `PRAGMA synchronous`).Scan(&n) })
+	if err != nil {
+		return 0, fmt.Errorf("read the synchronous pragma: %w", err)
+	}
+	return n, nil
+}
+
 // CommitStats reports group-commit batches and the writes they carried.
 func (s *Store) CommitStats() (batches, writes uint64) { return s.gc.Stats() }
 
