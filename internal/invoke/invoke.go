@@ -944,7 +944,7 @@ func (s *Service) begin(tx store.Tx, rec invocation.Record, d definition, now ti
 	next := rec
 	next.EngineAttempt = engine
 	out, _, err := tx.Append(rec.TenantID, rec.ID, []invocation.Event{ev},
-		store.AppendOptions{Schedule: &store.Scheduling{LeaseOwner: s.leaseOwner(next), LeaseExpiresAt: &until}})
+		store.AppendOptions{Schedule: &store.Scheduling{LeaseOwner: s.leaseOwner(next), LeaseExpiresAt: &until}, Expect: &rec})
 	return out, err
 }
 
