@@ -679,14 +679,14 @@ func TestInvocations(t *testing.T) {
 			require.NotNil(t, issueAt(r, "$.params.invoice_id"), "%s", r)
 
 			// 4. quota: one running invocation with max_concurrent_executions 1 (the dispatcher is
-			// not running: a claim makes the queued invocation run, and its job is never run).
+			// not running: a claim makes the queued invocation run, and its attempt is never run).
 			queued := invAsync(t, e, adm, taxV1, params, nil)
 			e.expect(t, http.StatusOK, http.MethodPatch, tenantPath("acme"), operator, obj{"quotas": obj{"max_concurrent_executions": 1}})
 			_, r = invCall(t, e, adm, http.StatusOK, dry(taxV1, params), nil)
 			require.Equal(t, true, r.Body["dry_run"], "queued work holds no slot")
-			jobs, err := e.srv.Invoke.Claim(context.Background(), 4)
+			claimed, err := e.srv.Invoke.Claim(context.Background(), 4)
 			require.NoError(t, err)
-			require.Len(t, jobs, 1)
+			require.Len(t, claimed, 1)
 			r = e.expectProblem(t, http.StatusTooManyRequests, "quota_exceeded", http.MethodPost, invPath, adm, dry(taxV1, params))
 			require.NotEmpty(t, r.Header.Get("Retry-After"), "%s", r)
 			// The earlier checks still win over the quota.

@@ -142,16 +142,16 @@ func TestMetrics(t *testing.T) {
 	start(acme, limited, "sync", http.StatusTooManyRequests)
 	start(globex, globexOK, "sync", http.StatusOK)
 	// Quotas: acme may run 2 at once (the two async starts queue; 2 s later a claim runs both — the
-	// dispatcher is not running, so their jobs wait below — and a third start is refused);
+	// dispatcher is not running, so their attempts wait below — and a third start is refused);
 	// globex may hold 1 definition (it has one).
 	e.expect(t, http.StatusOK, http.MethodPatch, tenantPath("acme"), operator, obj{"quotas": obj{"max_concurrent_executions": 2}})
 	e.expect(t, http.StatusOK, http.MethodPatch, tenantPath("globex"), operator, obj{"quotas": obj{"max_definitions": 1}})
 	start(acme, ok, "async", http.StatusAccepted)
 	start(acme, ok, "async", http.StatusAccepted)
 	clk.Advance(2 * time.Second)
-	jobs, err := e.srv.Invoke.Claim(context.Background(), 8)
+	claimed, err := e.srv.Invoke.Claim(context.Background(), 8)
 	require.NoError(t, err)
-	require.Len(t, jobs, 2)
+	require.Len(t, claimed, 2)
 	start(acme, ok, "async", http.StatusTooManyRequests)
 	e.expectProblem(t, http.StatusTooManyRequests, "quota_exceeded", http.MethodPost, base+"/entrypoints", globex,
 		invFn(t, "metrics.other.v1~", ret))
@@ -190,8 +190,8 @@ func TestMetrics(t *testing.T) {
 	})
 
 	t.Run("claimed work finishes: queue wait observed on the injected clock", func(t *testing.T) {
-		for _, j := range jobs {
-			j(context.Background())
+		for _, a := range claimed {
+			e.srv.Invoke.Run(context.Background(), a)
 		}
 		deadline := time.Now().Add(30 * time.Second)
 		for {

@@ -1,7 +1,11 @@
-// Package dispatch is the in-process dispatcher: it claims runnable invocations from the store's
-// queue (each claim takes a lease), runs them on a bounded pool, and sleeps until new work is
-// signalled, the next retry or lease expiry falls due, or a poll interval passes. Work held by a
-// process that dies is reclaimed by the next one once its lease expires.
+// Package dispatch is the in-process dispatcher: it claims runnable attempts through a Claimer
+// (each claim takes a lease and comes back as data, an attempt.Attempt), hands them to a Runner on
+// a bounded pool, and sleeps until new work is signalled, the next retry or lease expiry falls due,
+// or a poll interval passes. Work held by a process that dies is reclaimed by the next one once its
+// lease expires.
+//
+// The dispatcher is a stage between two others and knows neither: it moves attempt values from the
+// claim to the run. Both are invoke.Service today; a remote worker could be the Runner later.
 package dispatch
 
 import (
@@ -10,15 +14,25 @@ import (
 	"sync"
 	"time"
 
+	"github.com/larkrun/lark/internal/attempt"
 	"github.com/larkrun/lark/internal/clock"
-	"github.com/larkrun/lark/internal/invoke"
 )
 
-// Source is where jobs come from (invoke.Service).
-type Source interface {
-	Claim(ctx context.Context, limit int) ([]invoke.Job, error)
+// Claimer is where attempts come from (invoke.Service): the store's queue seen through its leases.
+type Claimer interface {
+	// Claim leases at most limit runnable attempts to this process and returns them.
+	Claim(ctx context.Context, limit int) ([]attempt.Attempt, error)
+	// NextDue is when queued work or a lease expiry next falls due, or nil if nothing is waiting.
 	NextDue(ctx context.Context) (*time.Time, error)
+	// Purge deletes expired idempotency keys and cache entries.
 	Purge(ctx context.Context) error
+}
+
+// Runner runs one claimed attempt to its end and records its outcome (invoke.Service). Errors are
+// its own to log: an attempt whose outcome is not recorded keeps its lease and is reclaimed once
+// the lease expires.
+type Runner interface {
+	Run(ctx context.Context, a attempt.Attempt)
 }
 
 // Options tune a Dispatcher.
@@ -30,21 +44,25 @@ type Options struct {
 	Poll time.Duration
 	// PurgeEvery is how often expired idempotency keys and cache entries are deleted (default 1 min).
 	PurgeEvery time.Duration
-	Clock      clock.Clock
-	Logger     *slog.Logger
+	// Clock tells the time against which NextDue and PurgeEvery are measured (default clock.Real):
+	// the Claimer's clock, so that a due time it reports is compared with its own "now".
+	Clock clock.Clock
+	// Logger receives claim and purge failures and runner panics (default slog.Default()).
+	Logger *slog.Logger
 }
 
-// Dispatcher runs claimed work.
+// Dispatcher moves claimed attempts from a Claimer to a Runner.
 type Dispatcher struct {
-	src  Source
-	o    Options
-	wake chan struct{}
-	sem  chan struct{}
-	wg   sync.WaitGroup
+	claimer Claimer
+	runner  Runner
+	o       Options
+	wake    chan struct{}
+	sem     chan struct{}
+	wg      sync.WaitGroup
 }
 
-// New returns a Dispatcher.
-func New(src Source, o Options) *Dispatcher {
+// New returns a Dispatcher that claims from c and runs on r.
+func New(c Claimer, r Runner, o Options) *Dispatcher {
 	if o.Slots <= 0 {
 		o.Slots = 64
 	}
@@ -60,7 +78,7 @@ func New(src Source, o Options) *Dispatcher {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Dispatcher{src: src, o: o, wake: make(chan struct{}, 1), sem: make(chan struct{}, o.Slots)}
+	return &Dispatcher{claimer: c, runner: r, o: o, wake: make(chan struct{}, 1), sem: make(chan struct{}, o.Slots)}
 }
 
 // Wake asks the dispatcher to look for work now. It never blocks.
@@ -76,35 +94,16 @@ func (d *Dispatcher) Wake() {
 // accepted attempt finishes and records its outcome (an attempt cut short by a hard kill keeps its
 // lease and is reclaimed by the next process after the lease expires).
 func (d *Dispatcher) Run(ctx context.Context) {
-	lastPurge := time.Now()
+	lastPurge := d.o.Clock.Now()
 	for ctx.Err() == nil {
 		free := d.o.Slots - len(d.sem)
 		claimed := 0
 		if free > 0 {
-			jobs, err := d.src.Claim(ctx, free)
-			if err != nil && ctx.Err() == nil {
-				d.o.Logger.Error("dispatch: claim failed", "err", err)
-			}
-			claimed = len(jobs)
-			for _, j := range jobs {
-				d.sem <- struct{}{}
-				d.wg.Add(1)
-				go func() {
-					defer func() {
-						if r := recover(); r != nil {
-							d.o.Logger.Error("dispatch: job panicked", "panic", r)
-						}
-						<-d.sem
-						d.wg.Done()
-						d.Wake()
-					}()
-					j(context.WithoutCancel(ctx))
-				}()
-			}
+			claimed = d.claim(ctx, free)
 		}
-		if time.Since(lastPurge) >= d.o.PurgeEvery {
-			lastPurge = time.Now()
-			if err := d.src.Purge(ctx); err != nil && ctx.Err() == nil {
+		if now := d.o.Clock.Now(); now.Sub(lastPurge) >= d.o.PurgeEvery {
+			lastPurge = now
+			if err := d.claimer.Purge(ctx); err != nil && ctx.Err() == nil {
 				d.o.Logger.Warn("dispatch: purge failed", "err", err)
 			}
 		}
@@ -116,10 +115,43 @@ func (d *Dispatcher) Run(ctx context.Context) {
 	d.wg.Wait()
 }
 
+// claim claims up to free attempts and starts each on a slot of the pool. It returns how many it
+// started.
+func (d *Dispatcher) claim(ctx context.Context, free int) int {
+	as, err := d.claimer.Claim(ctx, free)
+	if err != nil && ctx.Err() == nil {
+		d.o.Logger.Error("dispatch: claim failed", "err", err)
+	}
+	for _, a := range as {
+		d.sem <- struct{}{} // never blocks while the Claimer keeps to its limit
+		d.wg.Add(1)
+		go d.run(context.WithoutCancel(ctx), a)
+	}
+	return len(as)
+}
+
+// run runs one attempt on a slot, and frees the slot however the Runner ends.
+func (d *Dispatcher) run(ctx context.Context, a attempt.Attempt) {
+	defer func() {
+		if r := recover(); r != nil {
+			d.o.Logger.Error("dispatch: runner panicked", "panic", r,
+				"invocation_id", a.Invocation.ID, "tenant_id", a.Invocation.TenantID, "kind", a.Kind)
+		}
+		<-d.sem
+		d.wg.Done()
+		d.Wake()
+	}()
+	d.runner.Run(ctx, a)
+}
+
 // sleep waits for a wake-up, the next due time, or the poll interval.
 func (d *Dispatcher) sleep(ctx context.Context) {
 	wait := d.o.Poll
-	if due, err := d.src.NextDue(ctx); err == nil && due != nil {
+	due, err := d.claimer.NextDue(ctx)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		d.o.Logger.Warn("dispatch: next due time unknown; polling", "err", err)
+	case err == nil && due != nil:
 		if until := due.Sub(d.o.Clock.Now()); until < wait {
 			wait = until
 		}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/larkrun/lark/internal/attempt"
 	"github.com/larkrun/lark/internal/auth"
 	"github.com/larkrun/lark/internal/egress"
 	"github.com/larkrun/lark/internal/entrypoint"
@@ -437,21 +438,13 @@ func (s *Service) replay(ctx context.Context, sc auth.SecurityContext, cur invoc
 	return created, nil
 }
 
-// Job is one claimed attempt, ready to run.
-type Job func(ctx context.Context)
-
 // Claim leases up to limit runnable invocations to this process (queued work that is due, and work
-// whose runner's lease expired) and returns them as jobs. Each claim appends started (or reclaimed)
-// in the same transaction that takes the lease.
-func (s *Service) Claim(ctx context.Context, limit int) ([]Job, error) {
-	type claimed struct {
-		rec invocation.Record
-		ep  entrypoint.Entrypoint
-		d   definition
-		// compensate: a canceled workflow's step compensations are due (see compensateCanceled).
-		compensate bool
-	}
-	var list []claimed
+// whose runner's lease expired) and returns them as attempts, data for Run (dispatch.Claimer). Each
+// claim appends started (or resumed, or reclaimed) in the same transaction that takes the lease; a
+// canceled workflow whose step compensations are due is claimed as an attempt.KindCompensate under
+// a lease of its own, with no event.
+func (s *Service) Claim(ctx context.Context, limit int) ([]attempt.Attempt, error) {
+	var list []attempt.Attempt
 	err := s.cfg.Store.Update(ctx, func(tx store.Tx) error {
 		list = list[:0]
 		now := s.cfg.Clock.Now()
@@ -501,40 +494,53 @@ func (s *Service) Claim(ctx context.Context, limit int) ([]Job, error) {
 					return err
 				}
 			}
+			until := now.Add(d.timeout() + s.cfg.LeaseGrace)
 			if compensate {
-				until := now.Add(d.timeout() + s.cfg.LeaseGrace)
-				if err := tx.SetScheduling(rec.TenantID, rec.ID, store.Scheduling{LeaseOwner: compensationLease(s.leaseOwner(rec)), LeaseExpiresAt: &until}); err != nil {
+				lease := attempt.Lease{Owner: compensationLease(s.leaseOwner(rec)), ExpiresAt: until}
+				if err := tx.SetScheduling(rec.TenantID, rec.ID, store.Scheduling{LeaseOwner: lease.Owner, LeaseExpiresAt: &until}); err != nil {
 					return err
 				}
-				list = append(list, claimed{rec, ep, d, true})
+				list = append(list, attempt.Attempt{Kind: attempt.KindCompensate, Invocation: rec, Lease: lease, Entrypoint: ep})
 				continue
 			}
 			next, err := s.begin(tx, rec, d, now)
 			if err != nil {
 				return err
 			}
-			list = append(list, claimed{next, ep, d, false})
+			// begin leased the attempt to leaseOwner(next) until now + timeout + grace.
+			list = append(list, attempt.Attempt{Kind: attempt.KindRun, Invocation: next,
+				Lease: attempt.Lease{Owner: s.leaseOwner(next), ExpiresAt: until}, Entrypoint: ep})
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	jobs := make([]Job, 0, len(list))
-	for _, c := range list {
-		jobs = append(jobs, func(ctx context.Context) {
-			if c.compensate {
-				if err := s.compensateCanceled(ctx, c.rec, c.ep, c.d); err != nil {
-					s.cfg.Logger.ErrorContext(ctx, "step compensations not recorded", "invocation_id", c.rec.ID, "tenant_id", c.rec.TenantID, "err", err)
-				}
-				return
-			}
-			if _, err := s.execute(ctx, c.rec, c.ep, c.d); err != nil {
-				s.cfg.Logger.ErrorContext(ctx, "invocation attempt not recorded", "invocation_id", c.rec.ID, "tenant_id", c.rec.TenantID, "err", err)
-			}
-		})
+	return list, nil
+}
+
+// Run runs a claimed attempt to its end (dispatch.Runner): the program for attempt.KindRun, the
+// step compensations of a canceled workflow for attempt.KindCompensate. Its outcome is recorded, or
+// logged when it cannot be: the lease then expires and the work is claimed again.
+func (s *Service) Run(ctx context.Context, a attempt.Attempt) {
+	rec := a.Invocation
+	d, err := s.definition(a.Entrypoint)
+	if err != nil {
+		s.cfg.Logger.ErrorContext(ctx, "claimed attempt not run: definition unreadable", "invocation_id", rec.ID, "tenant_id", rec.TenantID, "err", err)
+		return
 	}
-	return jobs, nil
+	switch a.Kind {
+	case attempt.KindCompensate:
+		if err := s.compensateCanceled(ctx, rec, a.Entrypoint, d); err != nil {
+			s.cfg.Logger.ErrorContext(ctx, "step compensations not recorded", "invocation_id", rec.ID, "tenant_id", rec.TenantID, "err", err)
+		}
+	case attempt.KindRun:
+		if _, err := s.execute(ctx, rec, a.Entrypoint, d); err != nil {
+			s.cfg.Logger.ErrorContext(ctx, "invocation attempt not recorded", "invocation_id", rec.ID, "tenant_id", rec.TenantID, "err", err)
+		}
+	default:
+		s.cfg.Logger.ErrorContext(ctx, "claimed attempt not run: unknown kind", "invocation_id", rec.ID, "tenant_id", rec.TenantID, "kind", a.Kind)
+	}
 }
 
 // RecoverLeases is run once at start-up by a process that is its database's only user

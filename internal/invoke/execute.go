@@ -32,9 +32,9 @@ func (s *Service) execute(ctx context.Context, rec invocation.Record, e entrypoi
 	return s.complete(context.WithoutCancel(ctx), rec, d, a.timeline, a.output, a.err, a.metrics, nil)
 }
 
-// attempt is what one run of a function produced: its timeline entries, its result (JSON) or
+// runResult is what one run of a function produced: its timeline entries, its result (JSON) or
 // error, and its metrics.
-type attempt struct {
+type runResult struct {
 	timeline []invocation.Event
 	output   json.RawMessage
 	err      *sandbox.Error
@@ -43,7 +43,7 @@ type attempt struct {
 
 // runFunction runs one attempt of a function (rec as started) in the sandbox, within the
 // definition's limits, and checks its result against the returns schema. It writes nothing.
-func (s *Service) runFunction(ctx context.Context, rec invocation.Record, e entrypoint.Entrypoint, d definition) attempt {
+func (s *Service) runFunction(ctx context.Context, rec invocation.Record, e entrypoint.Entrypoint, d definition) runResult {
 	log := obs.Logger(ctx).With("tenant_id", rec.TenantID, "invocation_id", rec.ID, "correlation_id", rec.CorrelationID)
 	runCtx, cancel := context.WithTimeout(ctx, d.timeout())
 	defer cancel()
@@ -53,7 +53,7 @@ func (s *Service) runFunction(ctx context.Context, rec invocation.Record, e entr
 	start := time.Now()
 	var input any
 	if err := decodeJSON(rec.Params, &input); err != nil { // validated by validateParams: not expected
-		return attempt{err: &sandbox.Error{TypeID: sandbox.ErrValidation, Category: "non_retryable", Message: "params: " + err.Error()},
+		return runResult{err: &sandbox.Error{TypeID: sandbox.ErrValidation, Category: "non_retryable", Message: "params: " + err.Error()},
 			metrics: metricsOf(0, sandbox.Result{}, d, 0)}
 	}
 	var res sandbox.Result
@@ -73,7 +73,7 @@ func (s *Service) runFunction(ctx context.Context, rec invocation.Record, e entr
 				MaxPayloadBytes: int64(s.cfg.MaxPayloadBytes)}})
 	}
 	elapsed := time.Since(start)
-	a := attempt{err: rerr, metrics: metricsOf(elapsed, res, d, h.takeEgress())}
+	a := runResult{err: rerr, metrics: metricsOf(elapsed, res, d, h.takeEgress())}
 	if rerr == nil {
 		a.output, a.err = s.checkOutput(d, res.Output)
 	}

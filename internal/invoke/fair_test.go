@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/larkrun/lark/internal/attempt"
 	"github.com/larkrun/lark/internal/auth"
 	"github.com/larkrun/lark/internal/entrypoint"
 	"github.com/larkrun/lark/internal/invocation"
@@ -34,12 +35,12 @@ func (e *env) asyncStart(sc auth.SecurityContext, name string) string {
 	return st.Record.ID
 }
 
-// claim claims up to limit jobs without running them.
-func (e *env) claim(limit int) []invoke.Job {
+// claim claims up to limit attempts without running them.
+func (e *env) claim(limit int) []attempt.Attempt {
 	e.t.Helper()
-	jobs, err := e.svc.Claim(context.Background(), limit)
+	claimed, err := e.svc.Claim(context.Background(), limit)
 	require.NoError(e.t, err)
-	return jobs
+	return claimed
 }
 
 const noopSource = "def main(ctx, input):\n  return {}\n"
@@ -102,10 +103,10 @@ func TestFairDispatchFlood(t *testing.T) {
 		for range perRound {
 			quietIDs = append(quietIDs, e.asyncStart(quiet, "noop"))
 		}
-		jobs := e.claim(slots)
-		require.Len(t, jobs, slots, "the flood fills every slot the quiet tenant leaves")
-		for _, j := range jobs {
-			j(context.Background())
+		claimed := e.claim(slots)
+		require.Len(t, claimed, slots, "the flood fills every slot the quiet tenant leaves")
+		for _, a := range claimed {
+			e.svc.Run(context.Background(), a)
 		}
 		floodRan += slots - perRound
 		e.clock.Advance(10 * time.Millisecond)
@@ -137,8 +138,8 @@ func TestFairDispatchWeights(t *testing.T) {
 		e.asyncStart(std, "noop")
 	}
 	for range 25 {
-		for _, j := range e.claim(4) {
-			j(context.Background())
+		for _, a := range e.claim(4) {
+			e.svc.Run(context.Background(), a)
 		}
 	}
 	g, err := e.store.CountTenantInFlight(context.Background(), "gold")
@@ -194,20 +195,20 @@ func TestClaimConcurrencyLimits(t *testing.T) {
 	require.Empty(t, e.claim(10))
 
 	// Each finished attempt frees a slot for the next queued one, oldest first, within the limits.
-	for _, j := range first {
-		j(context.Background())
+	for _, a := range first {
+		e.svc.Run(context.Background(), a)
 	}
 	second := e.claim(10)
 	require.Len(t, second, 2, "one_at_a_time (1 at a time) and the last other")
 	require.Equal(t, 1, oneRunning())
-	for _, j := range second {
-		j(context.Background())
+	for _, a := range second {
+		e.svc.Run(context.Background(), a)
 	}
 	require.Len(t, e.claim(10), 1, "the last one_at_a_time")
 	require.Empty(t, e.claim(10))
 }
 
-// BenchmarkClaim measures the dispatcher's cost per claim (Claim of 64 slots; the jobs are not run)
+// BenchmarkClaim measures the dispatcher's cost per claim (Claim of 64 slots; the attempts are not run)
 // with 1,000 tenants ready, 64 queued invocations each, against a baseline of one tenant with the
 // same 64,000 queued in the same run. Reported: ns per claim of each and their ratio.
 //

@@ -319,10 +319,10 @@ def main(ctx, input):
 	id := st.Record.ID
 	// Run the parent alone (the child is queued after it): sleep, then park on the child.
 	claimOne := func() {
-		jobs, err := e.svc.Claim(context.Background(), 1)
+		claimed, err := e.svc.Claim(context.Background(), 1)
 		require.NoError(t, err)
-		require.Len(t, jobs, 1)
-		jobs[0](context.Background())
+		require.Len(t, claimed, 1)
+		e.svc.Run(context.Background(), claimed[0])
 	}
 	claimOne()
 	e.clock.Advance(10 * time.Millisecond)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/larkrun/lark/internal/attempt"
 	"github.com/larkrun/lark/internal/auth"
 	"github.com/larkrun/lark/internal/clock"
 	"github.com/larkrun/lark/internal/egress"
@@ -112,18 +113,18 @@ func (e *env) start(sc auth.SecurityContext, req invoke.StartRequest, opt invoke
 	return e.svc.Start(context.Background(), sc, req, opt)
 }
 
-// drain runs every claimable job now, as the dispatcher would.
+// drain runs every claimable attempt now, as the dispatcher would.
 func (e *env) drain() int {
 	e.t.Helper()
 	n := 0
 	for {
-		jobs, err := e.svc.Claim(context.Background(), 16)
+		claimed, err := e.svc.Claim(context.Background(), 16)
 		require.NoError(e.t, err)
-		if len(jobs) == 0 {
+		if len(claimed) == 0 {
 			return n
 		}
-		for _, j := range jobs {
-			j(context.Background())
+		for _, a := range claimed {
+			e.svc.Run(context.Background(), a)
 			n++
 		}
 	}
@@ -384,9 +385,9 @@ func TestDryRun(t *testing.T) {
 	require.NoError(t, err)
 	_, err = e.start(bob, invoke.StartRequest{EntrypointID: fnPrefix + "calculate_tax.v1~", Params: json.RawMessage(`{"amount": 1}`), DryRun: true}, invoke.StartOptions{})
 	require.NoError(t, err, "queued work is not running: it holds no slot")
-	jobs, err := e.svc.Claim(context.Background(), 4) // it runs now (the job is never run: it stays running)
+	claimed, err := e.svc.Claim(context.Background(), 4) // it runs now (the attempt is never run: it stays running)
 	require.NoError(t, err)
-	require.Len(t, jobs, 1)
+	require.Len(t, claimed, 1)
 	_, err = e.start(bob, invoke.StartRequest{EntrypointID: fnPrefix + "calculate_tax.v1~", Params: json.RawMessage(`{"amount": 1}`), DryRun: true}, invoke.StartOptions{})
 	require.Equal(t, problem.TypeQuotaExceeded, problem.From(err).Type, "%v", err)
 }
@@ -446,9 +447,17 @@ func TestLeaseRecovery(t *testing.T) {
 	})
 	st, err := e.start(bob, invoke.StartRequest{EntrypointID: fnPrefix + "calculate_tax.v1~", Mode: "async", Params: json.RawMessage(`{"amount": 1}`)}, invoke.StartOptions{})
 	require.NoError(t, err)
-	jobs, err := e.svc.Claim(context.Background(), 1) // node-a claims, then "dies"
+	claimedAt := e.clock.Now()
+	claimed, err := e.svc.Claim(context.Background(), 1) // node-a claims, then "dies"
 	require.NoError(t, err)
-	require.Len(t, jobs, 1)
+	require.Len(t, claimed, 1)
+	// A claim is data: the started record, the lease taken (timeout + 30 s of grace) and the pinned version.
+	a := claimed[0]
+	require.Equal(t, attempt.KindRun, a.Kind)
+	require.Equal(t, st.Record.ID, a.Invocation.ID)
+	require.Equal(t, invocation.StatusRunning, a.Invocation.Status)
+	require.Equal(t, attempt.Lease{Owner: "node-a/1/1", ExpiresAt: claimedAt.Add(32 * time.Second)}, a.Lease)
+	require.Equal(t, a.Invocation.EntrypointRef, a.Entrypoint.ID)
 	cfgB := e.cfg
 	cfgB.Node = "node-b"
 	b := invoke.NewService(cfgB)
@@ -456,11 +465,12 @@ func TestLeaseRecovery(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, none, "the lease holds")
 	e.clock.Advance(2*time.Second + 30*time.Second)
-	jobsB, err := b.Claim(context.Background(), 1)
+	claimedB, err := b.Claim(context.Background(), 1)
 	require.NoError(t, err)
-	require.Len(t, jobsB, 1, "expired lease: reclaimed")
-	jobsB[0](context.Background())
-	jobs[0](context.Background()) // the old runner wakes up and finishes late
+	require.Len(t, claimedB, 1, "expired lease: reclaimed")
+	require.Equal(t, "node-b/1/2", claimedB[0].Lease.Owner, "the next engine attempt, leased to the reclaiming process")
+	b.Run(context.Background(), claimedB[0])
+	e.svc.Run(context.Background(), claimed[0]) // the old runner wakes up and finishes late
 	r, _ := e.svc.Get(context.Background(), bob, st.Record.ID)
 	require.Equal(t, invocation.StatusSucceeded, r.Status)
 	require.Equal(t, 1, r.Attempt, "the logical attempt is unchanged by a re-dispatch")
@@ -502,16 +512,16 @@ func TestRecoverLeases(t *testing.T) {
 	e.fn("calculate_tax", taxSource, nil)
 	st, err := e.start(dev, invoke.StartRequest{EntrypointID: fnPrefix + "calculate_tax.v1~", Mode: "async", Params: json.RawMessage(`{"amount": 10}`)}, invoke.StartOptions{})
 	require.NoError(t, err)
-	require.Len(t, e.claim(4), 1) // claimed, then the process "dies": its job never runs
+	require.Len(t, e.claim(4), 1) // claimed, then the process "dies": its attempt never runs
 	require.Empty(t, e.claim(4), "the lease holds")
 
 	e.reconfigure(func(c *invoke.Config) { c.Node = "node-b" }) // the restarted process
 	n, err := e.svc.RecoverLeases(context.Background())
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n)
-	jobs := e.claim(4)
-	require.Len(t, jobs, 1, "reclaimed at once")
-	jobs[0](context.Background())
+	claimed := e.claim(4)
+	require.Len(t, claimed, 1, "reclaimed at once")
+	e.svc.Run(context.Background(), claimed[0])
 	rec, err := e.svc.Get(context.Background(), dev, st.Record.ID)
 	require.NoError(t, err)
 	require.Equal(t, invocation.StatusSucceeded, rec.Status)

@@ -141,13 +141,13 @@ func TestObserver(t *testing.T) {
 		_, err = e.ten.Patch(ctx, operatorSC, "acme", []byte(`{"quotas":{"max_concurrent_executions":1}}`))
 		require.NoError(t, err)
 		start("ok", "async", invoke.StartOptions{})
-		jobs := e.claim(4) // running now: acme is at its quota
-		require.Len(t, jobs, 1)
+		claimed := e.claim(4) // running now: acme is at its quota
+		require.Len(t, claimed, 1)
 		rec.take()
 		_, err = e.start(bob, invoke.StartRequest{EntrypointID: fnPrefix + "ok.v1~", Mode: "async"}, invoke.StartOptions{})
 		require.Error(t, err)
 		require.Equal(t, []string{"quota_exceeded acme max_concurrent_executions"}, rec.take())
-		jobs[0](context.Background())
+		e.svc.Run(context.Background(), claimed[0])
 		rec.take()
 	})
 }

@@ -218,7 +218,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.Invoke = invoke.NewService(invoke.Config{Store: st, Schemas: schemas, Programs: sandbox.NewCache(1024),
 		Egress: egress.New(egress.Options{AllowLoopback: cfg.UnsafeEgressAllowLoopback}), Clock: c, IDs: ids, Logger: cfg.Logger,
 		Pricing: cfg.Pricing, Observer: s.Metrics, MaxPayloadBytes: cfg.MaxPayloadBytes, CPU: cpuScheduler(cfg.CPUSlots)})
-	s.dispatch = dispatch.New(s.Invoke, dispatch.Options{Slots: cfg.Workers, Clock: c, Logger: cfg.Logger})
+	s.dispatch = dispatch.New(s.Invoke, s.Invoke, dispatch.Options{Slots: cfg.Workers, Clock: c, Logger: cfg.Logger})
 	s.Invoke.SetWake(s.dispatch.Wake)
 	if st.Exclusive() {
 		if _, err := s.Invoke.RecoverLeases(ctx); err != nil {

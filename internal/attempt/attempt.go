@@ -1,0 +1,46 @@
+// Package attempt is the data a claim hands to a runner: one claimed attempt of an invocation, its
+// lease and the entrypoint version it is pinned to.
+//
+// It is a package of its own, below both the services that produce and run attempts (invoke) and
+// the loop that moves them (dispatch), so that neither imports the other: dispatch knows only
+// Attempt values, never the service that made them, and a remote worker can later receive the
+// same value over the wire without linking the dispatcher. It holds plain data only — no closures,
+// no handles on a store — so an Attempt can be copied, logged or encoded.
+package attempt
+
+import (
+	"time"
+
+	"github.com/larkrun/lark/internal/entrypoint"
+	"github.com/larkrun/lark/internal/invocation"
+)
+
+// Kind says what a claimed attempt is for.
+type Kind string
+
+const (
+	// KindRun runs the invocation's program: a first attempt, a retry, a resumed workflow, or
+	// work reclaimed from a runner whose lease expired.
+	KindRun Kind = "run"
+	// KindCompensate runs the step compensations of a canceled workflow (its journal replayed,
+	// no step run again); the invocation's status stays canceled or compensating.
+	KindCompensate Kind = "compensate"
+)
+
+// Lease is the claim's hold on the invocation: until ExpiresAt, only Owner may record the
+// attempt's outcome; after it, another process may reclaim the work.
+type Lease struct {
+	Owner     string
+	ExpiresAt time.Time
+}
+
+// Attempt is one claimed attempt, everything a runner needs to run it without reading the store
+// again: the invocation as the claim left it (for KindRun, after its started, resumed or
+// reclaimed event), the lease the claim took, and the pinned entrypoint version (immutable once
+// active, so a runner may use its own cache of the parsed definition keyed by Entrypoint.ID).
+type Attempt struct {
+	Kind       Kind
+	Invocation invocation.Record
+	Lease      Lease
+	Entrypoint entrypoint.Entrypoint
+}
