@@ -28,7 +28,7 @@ func (s *Service) execute(ctx context.Context, rec invocation.Record, e entrypoi
 	if e.Kind == entrypoint.KindWorkflow {
 		return s.executeWorkflow(ctx, rec, e, d)
 	}
-	a := s.runFunction(ctx, rec, e, d)
+	a := s.runFunction(ctx, rec, e, d, nil)
 	return s.complete(context.WithoutCancel(ctx), rec, d, a.timeline, a.output, a.err, a.metrics, nil)
 }
 
@@ -42,8 +42,9 @@ type runResult struct {
 }
 
 // runFunction runs one attempt of a function (rec as started) in the sandbox, within the
-// definition's limits, and checks its result against the returns schema. It writes nothing.
-func (s *Service) runFunction(ctx context.Context, rec invocation.Record, e entrypoint.Entrypoint, d definition) runResult {
+// definition's limits, and checks its result against the returns schema. It writes nothing. input
+// is rec's params decoded, when the caller has them (nil: they are decoded here).
+func (s *Service) runFunction(ctx context.Context, rec invocation.Record, e entrypoint.Entrypoint, d definition, input any) runResult {
 	log := obs.Logger(ctx).With("tenant_id", rec.TenantID, "invocation_id", rec.ID, "correlation_id", rec.CorrelationID)
 	runCtx, cancel := context.WithTimeout(ctx, d.timeout())
 	defer cancel()
@@ -51,10 +52,11 @@ func (s *Service) runFunction(ctx context.Context, rec invocation.Record, e entr
 	defer s.untrack(rec.ID)
 	h := &host{s: s, rec: rec, log: log}
 	start := time.Now()
-	var input any
-	if err := decodeJSON(rec.Params, &input); err != nil { // validated by validateParams: not expected
-		return runResult{err: &sandbox.Error{TypeID: sandbox.ErrValidation, Category: "non_retryable", Message: "params: " + err.Error()},
-			metrics: metricsOf(0, sandbox.Result{}, d, 0)}
+	if input == nil {
+		if err := decodeJSON(rec.Params, &input); err != nil { // validated by validateParams: not expected
+			return runResult{err: &sandbox.Error{TypeID: sandbox.ErrValidation, Category: "non_retryable", Message: "params: " + err.Error()},
+				metrics: metricsOf(0, sandbox.Result{}, d, 0)}
+		}
 	}
 	var res sandbox.Result
 	rerr := &sandbox.Error{}

@@ -621,7 +621,7 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 			Message: fmt.Sprintf("mode %q is not in traits.invocation.supported %v", mode, d.Traits.Invocation.Supported)}})
 	}
 	// 3. Params match the schema.
-	_, canon, err := s.validateParams(d, req.Params)
+	params, canon, err := s.validateParams(d, req.Params)
 	if err != nil {
 		return out, err
 	}
@@ -688,7 +688,7 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 	// write (runSync); a workflow's first journal write and side effect wait for it (enqueueJournal).
 	plain := mode == string(invocation.ModeSync) && opt.IdempotencyKey == "" && policy.Quotas.MaxConcurrentExecutions == nil
 	if plain && e.Kind != entrypoint.KindWorkflow {
-		final, err := s.runSync(context.WithoutCancel(ctx), rec, e, d, now)
+		final, err := s.runSync(context.WithoutCancel(ctx), rec, params, e, d, now)
 		s.cfg.Wake() // its slot is free: queued work held back by a concurrency limit may run
 		if err != nil {
 			permit.Release()

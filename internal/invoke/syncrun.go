@@ -41,7 +41,7 @@ func (p *pendingStart) write(tx store.Tx) error {
 
 // runSync runs the first attempt of a sync function call (no Idempotency-Key, no concurrency
 // quota: nothing in its start depends on what else is in the store) while its start is written,
-// and answers with its durable outcome.
+// and answers with its durable outcome. input is its params, decoded (validateParams).
 //
 // The start goes to the group committer without waiting for it. When the function ends before the
 // committer has taken the start, which under load is the rule, its outcome joins the same write:
@@ -54,7 +54,7 @@ func (p *pendingStart) write(tx store.Tx) error {
 // any HTTP call) and can retry; a crash after it leaves a running invocation whose lease expires
 // and which is then reclaimed and run again, as for every started attempt. A long call is visible
 // (GET, list, cancel) once its start is durable, within one group commit.
-func (s *Service) runSync(ctx context.Context, rec invocation.Record, e entrypoint.Entrypoint, d definition, now time.Time) (invocation.Record, error) {
+func (s *Service) runSync(ctx context.Context, rec invocation.Record, input any, e entrypoint.Entrypoint, d definition, now time.Time) (invocation.Record, error) {
 	start, lease, err := s.startEvents(rec, d, now)
 	if err != nil {
 		return rec, err
@@ -66,7 +66,7 @@ func (s *Service) runSync(ctx context.Context, rec invocation.Record, e entrypoi
 	p := &pendingStart{start: start, lease: lease, done: make(chan error, 1)}
 	go func() { p.done <- s.update(ctx, p.write) }()
 
-	a := s.runFunction(ctx, started, e, d)
+	a := s.runFunction(ctx, started, e, d, input)
 
 	price := s.cfg.Pricing.For(started.TenantID).Execution(a.metrics)
 	closing, next := s.outcome(started, d, a.timeline, a.output, a.err, a.metrics, price, nil, s.cfg.Clock.Now())
