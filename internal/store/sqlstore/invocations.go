@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/store"
@@ -18,14 +19,33 @@ func (s *Store) Invocation(ctx context.Context, tenantID, id string) (invocation
 }
 
 func readRecord(ctx context.Context, q querier, tenantID, id string) (invocation.Record, error) {
-	var doc string
-	var r invocation.Record
-	err := q.QueryRowContext(ctx, "SELECT record FROM invocations WHERE id = ? AND tenant_id = ?", id, tenantID).Scan(&doc)
+	var doc, updated string
+	var last int64
+	err := q.QueryRowContext(ctx, "SELECT record, last_seq, updated_at FROM invocations WHERE id = ? AND tenant_id = ?", id, tenantID).
+		Scan(&doc, &last, &updated)
 	if err != nil {
-		return r, notFound(err, "invocation")
+		return invocation.Record{}, notFound(err, "invocation")
 	}
-	err = json.Unmarshal([]byte(doc), &r)
-	return r, err
+	return decodeRecord(doc, last, updated)
+}
+
+// storedTime is t as the store keeps it: UTC, to the microsecond (the columns' text format). The
+// projection's updated_at is an event's at, so both are cut the same way before they are applied.
+func storedTime(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+
+// decodeRecord is the projection stored as the record JSON and its hot columns: last_seq and
+// updated_at are the columns' (advanceRecord moves only those), the rest is the JSON's.
+func decodeRecord(doc string, last int64, updated string) (invocation.Record, error) {
+	var r invocation.Record
+	if err := json.Unmarshal([]byte(doc), &r); err != nil {
+		return r, err
+	}
+	at, err := parseTS(updated)
+	if err != nil {
+		return r, err
+	}
+	r.LastSeq, r.UpdatedAt = last, at
+	return r, nil
 }
 
 // Events implements store.Reader.
@@ -178,6 +198,7 @@ func (t *tx) StartInvocation(events []invocation.Event, sched store.Scheduling) 
 	var usage usageDelta
 	for i := range events {
 		events[i].Seq = int64(i + 1)
+		events[i].At = storedTime(events[i].At)
 		if i > 0 && events[i].At.Before(r.UpdatedAt) {
 			events[i].At = r.UpdatedAt // at never goes backwards with seq (see Append)
 		}
@@ -234,11 +255,14 @@ func (t *tx) Append(tenantID, invocationID string, events []invocation.Event, op
 		}
 	}
 	if !fresh {
-		err := t.t.QueryRowContext(bg, "SELECT record, lease_owner FROM invocations WHERE id = ? AND tenant_id = ?", invocationID, tenantID).Scan(&doc, &owner)
+		var last int64
+		var updated string
+		err := t.t.QueryRowContext(bg, "SELECT record, lease_owner, last_seq, updated_at FROM invocations WHERE id = ? AND tenant_id = ?",
+			invocationID, tenantID).Scan(&doc, &owner, &last, &updated)
 		if err != nil {
 			return r, nil, notFound(err, "invocation")
 		}
-		if err := json.Unmarshal([]byte(doc), &r); err != nil {
+		if r, err = decodeRecord(doc, last, updated); err != nil {
 			return r, nil, err
 		}
 	}
@@ -251,6 +275,7 @@ func (t *tx) Append(tenantID, invocationID string, events []invocation.Event, op
 	for _, e := range events {
 		e.InvocationID = invocationID
 		e.Seq = r.LastSeq + 1
+		e.At = storedTime(e.At)
 		if e.At.Before(r.UpdatedAt) {
 			// Entries collected during an attempt and written later (or stamped by another process's
 			// clock) may be older than the last one logged: at never goes backwards with seq. The
@@ -299,26 +324,12 @@ func (t *tx) Append(tenantID, invocationID string, events []invocation.Event, op
 
 // advanceRecord stores r after appends that moved only its last_seq and updated_at
 // (invocation.OnlyAdvances: journal entries, step and log timeline entries, the bulk of a workflow's
-// writes). It sets the two columns and patches the same two fields of the stored JSON in place,
-// rather than re-encoding the whole record and rewriting the status column (and so its indexes).
-// json_set is SQLite's; PostgreSQL's equivalent is jsonb_set. A stored record SQLite's JSON
-// functions cannot parse (one nested deeper than they go, stored before invocation.MaxJSONDepth
-// bounded what is stored) is rewritten whole instead, so it never fails the append.
+// writes). It sets those two columns and leaves the record JSON alone: the columns are the
+// projection's last_seq and updated_at (decodeRecord), so neither the record nor the status column
+// (and so its indexes) is rewritten, and SQLite parses no JSON.
 func (t *tx) advanceRecord(r invocation.Record) error {
-	at, err := r.UpdatedAt.MarshalText() // the text encoding/json gives the field
-	if err != nil {
-		return err
-	}
-	res, err := t.t.ExecContext(bg, `UPDATE invocations SET last_seq = ?, updated_at = ?,
-		record = json_set(record, '$.last_seq', ?, '$.updated_at', ?) WHERE id = ? AND json_valid(record)`,
-		r.LastSeq, ts(r.UpdatedAt), r.LastSeq, string(at), r.ID)
-	if err != nil {
-		return err
-	}
-	if n, err := res.RowsAffected(); err != nil || n > 0 {
-		return err
-	}
-	return t.writeRecord(r, false, nil)
+	_, err := t.t.ExecContext(bg, `UPDATE invocations SET last_seq = ?, updated_at = ? WHERE id = ?`, r.LastSeq, ts(r.UpdatedAt), r.ID)
+	return err
 }
 
 func jsonUnmarshal(doc string, v any) error { return json.Unmarshal([]byte(doc), v) }

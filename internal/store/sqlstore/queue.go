@@ -284,15 +284,15 @@ func invocationScope(v invocation.Viewer) (string, []any) {
 func (s *Store) ListInvocations(ctx context.Context, v invocation.Viewer, q store.ListQuery) (store.Page[invocation.Record], error) {
 	scope, args := invocationScope(v)
 	return listPage(ctx, s.r, listSpec[invocation.Record]{
-		from: "invocations", cols: "record", fields: invocationFields, scope: scope, scopeArgs: args,
+		from: "invocations", cols: "record, last_seq, updated_at", fields: invocationFields, scope: scope, scopeArgs: args,
 		defaultOrder: []odata.OrderItem{{Field: "created_at", Desc: true}},
 		scan: func(r scanner) (invocation.Record, error) {
-			var doc string
-			var rec invocation.Record
-			if err := r.Scan(&doc); err != nil {
-				return rec, err
+			var doc, updated string
+			var last int64
+			if err := r.Scan(&doc, &last, &updated); err != nil {
+				return invocation.Record{}, err
 			}
-			return rec, jsonUnmarshal(doc, &rec)
+			return decodeRecord(doc, last, updated)
 		},
 	}, q)
 }

@@ -375,10 +375,14 @@ func testInformationalAppend(t *testing.T, s store.Store) {
 			return err
 		})
 		require.Equal(t, int64(2+2*i), rec.LastSeq)
-		require.Equal(t, at, rec.UpdatedAt)
+		require.Equal(t, at.Truncate(time.Microsecond), rec.UpdatedAt, "the store keeps times to the microsecond, projection and log alike")
 		stored, err := s.Invocation(ctx, "acme", "inv_i")
 		require.NoError(t, err)
 		require.Equal(t, rec, stored)
+		page, err := s.ListInvocations(ctx, invocation.Viewer{TenantID: "acme", All: true}, store.ListQuery{Limit: 10})
+		require.NoError(t, err)
+		require.Len(t, page.Items, 1)
+		require.Equal(t, rec, page.Items[0], "lists show the same projection")
 	}
 	// An event that is not a status change but still changes the projection is applied in full.
 	update(t, s, func(tx store.Tx) error {
