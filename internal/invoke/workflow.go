@@ -123,9 +123,9 @@ func (s *Service) journalEventsOf(ctx context.Context, rec invocation.Record) ([
 	return s.eventsAfter(ctx, rec.TenantID, rec.ID, max(rec.JournalFrom-1, 0))
 }
 
-// fresh reports whether rec is a workflow's first activation, with nothing in its log but created
+// firstActivation reports whether rec is a workflow's first activation, with nothing in its log but created
 // and started: it has no journal to read (and a sync call's start may not even be durable yet).
-func fresh(rec invocation.Record) bool {
+func firstActivation(rec invocation.Record) bool {
 	return rec.LastSeq == 2 && rec.Attempt == 1 && rec.EngineAttempt == 1 && rec.JournalFrom == 0 && rec.Generation == 0
 }
 
@@ -177,7 +177,7 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 	}()
 	log := obs.Logger(ctx).With("tenant_id", rec.TenantID, "invocation_id", rec.ID, "correlation_id", rec.CorrelationID)
 	var logEvents []invocation.Event
-	if !fresh(rec) {
+	if !firstActivation(rec) {
 		var err error
 		if logEvents, err = s.journalEventsOf(ctx, rec); err != nil {
 			yield(rec, err)
