@@ -3,7 +3,6 @@ package invoke
 import (
 	"errors"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/larkrun/lark/internal/store"
@@ -39,7 +38,7 @@ func (q *claimQueue) Tenants(after string, n int) ([]string, error) {
 
 // Weight implements fairness.Queue.
 func (q *claimQueue) Weight(tenantID string) float64 {
-	p, err := q.s.policies.get(q.tx, tenantID, q.now)
+	p, err := q.s.txPolicy(q.tx, tenantID, q.now)
 	if err != nil {
 		return tenant.DefaultWeight
 	}
@@ -116,7 +115,7 @@ func (q *claimQueue) load(tenantID string) (*tenantQueue, error) {
 	}
 	tq := &tenantQueue{headroom: -1, perRef: map[string]int64{}, taken: map[string]bool{}}
 	q.tenants[tenantID] = tq
-	p, err := q.s.policies.get(q.tx, tenantID, q.now)
+	p, err := q.s.txPolicy(q.tx, tenantID, q.now)
 	if err != nil {
 		return nil, err
 	}
@@ -168,39 +167,13 @@ func (s *Service) maxConcurrent(tx store.Tx, ref string) int64 {
 	return d.Traits.Limits.MaxConcurrent
 }
 
-// policyCache keeps tenants' policies for the dispatcher for a second (tenants.EnabledCacheTTL's
-// bound): weights and quotas changed by the operator apply to claims within that time.
-type policyCache struct {
-	mu sync.Mutex
-	m  map[string]cachedPolicy
-}
-
-type cachedPolicy struct {
-	p  tenant.Policy
-	at time.Time
-}
-
-const policyCacheTTL = time.Second
-
-func (c *policyCache) get(tx store.Tx, tenantID string, now time.Time) (tenant.Policy, error) {
-	c.mu.Lock()
-	e, ok := c.m[tenantID]
-	c.mu.Unlock()
-	if ok && now.Sub(e.at) < policyCacheTTL && !now.Before(e.at) {
-		return e.p, nil
-	}
-	p, err := tx.Tenant(tenantID)
-	if err != nil {
-		if !errors.Is(err, store.ErrNotFound) {
-			return p, err
+// txPolicy is policy for the dispatcher, read in its transaction.
+func (s *Service) txPolicy(tx store.Tx, tenantID string, now time.Time) (tenant.Policy, error) {
+	return s.policies.get(tenantID, s.cfg.Store.CatalogGeneration(), now, func() (tenant.Policy, error) {
+		p, err := tx.Tenant(tenantID)
+		if errors.Is(err, store.ErrNotFound) {
+			return tenant.New(tenantID, now), nil
 		}
-		p = tenant.New(tenantID, now)
-	}
-	c.mu.Lock()
-	if c.m == nil || len(c.m) >= 10000 {
-		c.m = map[string]cachedPolicy{}
-	}
-	c.m[tenantID] = cachedPolicy{p, now}
-	c.mu.Unlock()
-	return p, nil
+		return p, err
+	})
 }

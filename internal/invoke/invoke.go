@@ -130,7 +130,8 @@ type Service struct {
 	fair      *fairness.Scheduler // whose queued work Claim takes next
 	// syncChildren counts the sync r_invoke_v1 children running in this process (MaxSyncChildren).
 	syncChildren atomic.Int64
-	policies     policyCache // tenants' weights and quotas for Claim
+	policies     policyCache  // tenants' policies (catalog.go)
+	resolved     resolveCache // resolve's answers (catalog.go)
 	// noObserver: Config.Observer is the no-op one, so writes skip noting what they change unless
 	// a sync invocation waits for an end (finish).
 	noObserver bool
@@ -426,11 +427,24 @@ func (d definition) timeout() time.Duration {
 // resolve finds the entrypoint an invocation names: an exact GTS id (or opaque id) pins that
 // version; a major-only id resolves to the latest active minor of the major (falling back to the
 // latest deprecated one, which is still callable). 404 when nothing is visible, 409 not_active when
-// it exists but is not callable.
+// it exists but is not callable. Answers are cached (catalog.go).
 func (s *Service) resolve(ctx context.Context, v entrypoint.Viewer, id string) (entrypoint.Entrypoint, error) {
 	if id == "" {
 		return entrypoint.Entrypoint{}, problem.Validation("entrypoint_id is required", []problem.Issue{{Path: "$.entrypoint_id", Code: "MISSING_FIELD", Message: "entrypoint_id is required"}})
 	}
+	k, gen, now := resolveKey{v: v, id: id}, s.cfg.Store.CatalogGeneration(), s.cfg.Clock.Now()
+	if e, ok := s.resolved.get(k, gen, now); ok {
+		return e, nil
+	}
+	e, err := s.resolveStored(ctx, v, id)
+	if err == nil {
+		s.resolved.put(k, e, gen, now)
+	}
+	return e, err
+}
+
+// resolveStored is resolve reading the store.
+func (s *Service) resolveStored(ctx context.Context, v entrypoint.Viewer, id string) (entrypoint.Entrypoint, error) {
 	gid, perr := gts.Parse(id)
 	if perr == nil && gid.MajorOnly() {
 		e, err := s.cfg.Store.LatestActive(ctx, v, gid.Family(), gid.Last().Major)
@@ -476,13 +490,17 @@ func (s *Service) resolve(ctx context.Context, v entrypoint.Viewer, id string) (
 	return e, nil
 }
 
-// policy returns the tenant's policy (defaults when it has none, e.g. the platform).
+// policy returns the tenant's policy (defaults when it has none, e.g. the platform), cached
+// (catalog.go).
 func (s *Service) policy(ctx context.Context, tenantID string) (tenant.Policy, error) {
-	p, err := s.cfg.Store.Tenant(ctx, tenantID)
-	if errors.Is(err, store.ErrNotFound) {
-		return tenant.New(tenantID, s.cfg.Clock.Now()), nil
-	}
-	return p, err
+	now := s.cfg.Clock.Now()
+	return s.policies.get(tenantID, s.cfg.Store.CatalogGeneration(), now, func() (tenant.Policy, error) {
+		p, err := s.cfg.Store.Tenant(ctx, tenantID)
+		if errors.Is(err, store.ErrNotFound) {
+			return tenant.New(tenantID, now), nil
+		}
+		return p, err
+	})
 }
 
 // validateParams fills in the `default`s schema.params declares (params.go) and checks the params

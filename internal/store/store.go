@@ -330,6 +330,13 @@ type Store interface {
 	// applied in that order; a write that depends on an earlier one that failed must detect it
 	// (AppendOptions.RequireLease and Expect do).
 	Enqueue(ctx context.Context, fn func(Tx) error) (wait func() error)
+	// CatalogGeneration is a counter that moves after every Update that wrote an entrypoint or a
+	// tenant (Tx.InsertEntrypoint, UpdateEntrypoint, DeleteEntrypoint, PutTenant) and committed: it
+	// is incremented before that Update returns, so a cache filled under an older generation is stale
+	// for every request that follows the write. Writes that roll back may move it too (a harmless
+	// cache miss); writes to other tables never do. It covers this process's writes only: caches
+	// also bound their entries' age for other processes sharing the database.
+	CatalogGeneration() uint64
 	// Ping checks the database is reachable and migrated.
 	Ping(ctx context.Context) error
 	// Exclusive reports whether this process is the database's only user (the embedded store, locked

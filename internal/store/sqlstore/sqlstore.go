@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/pressly/goose/v3"
@@ -39,6 +40,9 @@ type Store struct {
 	gc   *groupcommit.Committer
 	prov *goose.Provider
 	lock *os.File // held while open: one process per database file
+	// catalogGen is store.Store's CatalogGeneration: bumped by Update after a transaction that wrote
+	// the entrypoints or tenants table.
+	catalogGen atomic.Uint64
 }
 
 var _ store.Store = (*Store)(nil)
@@ -158,7 +162,19 @@ func openSQLite(ctx context.Context, path string, o Options) (*Store, error) {
 
 // Update implements store.Store.
 func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
-	err := s.gc.Do(ctx, func(t *sql.Tx) error { return fn(&tx{t: cachedTx{tx: t, c: s.ws}}) })
+	var catalog bool
+	err := s.gc.Do(ctx, func(t *sql.Tx) error {
+		x := &tx{t: cachedTx{tx: t, c: s.ws}}
+		err := fn(x)
+		catalog = x.catalog
+		return err
+	})
+	// Do has returned: fn ran and its batch committed (or fn never ran, or it failed). A write to
+	// the catalog moves the generation even when it failed, since the batch's other closures may
+	// have read it before the rollback; a miss costs a read, a missed bump would serve stale data.
+	if catalog {
+		s.catalogGen.Add(1)
+	}
 	if errors.Is(err, groupcommit.ErrClosed) {
 		return store.ErrClosed
 	}
@@ -167,9 +183,18 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 
 // Enqueue implements store.Store.
 func (s *Store) Enqueue(ctx context.Context, fn func(store.Tx) error) func() error {
-	wait := s.gc.Enqueue(ctx, func(t *sql.Tx) error { return fn(&tx{t: cachedTx{tx: t, c: s.ws}}) })
+	var catalog bool
+	wait := s.gc.Enqueue(ctx, func(t *sql.Tx) error {
+		x := &tx{t: cachedTx{tx: t, c: s.ws}}
+		err := fn(x)
+		catalog = x.catalog
+		return err
+	})
 	return func() error {
 		err := wait()
+		if catalog { // as in Update
+			s.catalogGen.Add(1)
+		}
 		if errors.Is(err, groupcommit.ErrClosed) {
 			return store.ErrClosed
 		}
@@ -187,6 +212,8 @@ func (s *Store) Synchronous(ctx context.Context) (int, error) {
 	}
 	return n, nil
 }
+// CatalogGeneration implements store.Store.
+func (s *Store) CatalogGeneration() uint64 { return s.catalogGen.Load() }
 
 // CommitStats reports group-commit batches and the writes they carried.
 func (s *Store) CommitStats() (batches, writes uint64) { return s.gc.Stats() }
@@ -232,7 +259,12 @@ type querier interface {
 
 // tx implements store.Tx. It uses a background context: the committer, not the caller, owns the
 // transaction's lifetime.
-type tx struct{ t cachedTx }
+type tx struct {
+	t cachedTx
+	// catalog: the transaction wrote the entrypoints or tenants table (Update then moves the
+	// CatalogGeneration).
+	catalog bool
+}
 
 var bg = context.Background()
 

@@ -68,6 +68,7 @@ func Run(t *testing.T, f Factory) {
 		"AllTenants":                testAllTenants,
 		"Schedules":                 testSchedules,
 		"Backfills":                 testBackfills,
+		"CatalogGeneration":         testCatalogGeneration,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {
