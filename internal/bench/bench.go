@@ -33,6 +33,7 @@ var (
 const (
 	SyncRatioGoal     = 0.30 // sync req/s ÷ echo req/s ≥
 	SyncP99RatioGoal  = 2.0  // sync p99 ÷ echo p99 ≤
+	AsyncRatioGoal    = 0.40 // async burn-down inv/s ÷ raw SQLite lifecycles/s ≥
 	ColdStartMedianMs = 5.0  // median register + activate + first result ≤
 )
 

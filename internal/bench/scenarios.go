@@ -227,7 +227,12 @@ func (r *Runner) Async(ctx context.Context) Scenario {
 		}
 		r.logf("async: raw %s", rate(raw.LifecycleRate, "lifecycles/s"))
 	}
-	s.Result = ResultNA // the issue sets no goal for async
+	if s.Ratio > 0 {
+		s.Goals = []Goal{{Name: "ratio", Target: fmt.Sprintf("≥ %.2f", AsyncRatioGoal), Value: s.Ratio, Met: s.Ratio >= AsyncRatioGoal}}
+		s.Result = goalsResult(s.Goals)
+	} else {
+		s.Result = ResultNA // no raw baseline (a PostgreSQL store): nothing to compare with
+	}
 	return s
 }
 

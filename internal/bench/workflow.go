@@ -26,9 +26,10 @@ const (
 
 // Goals from the issue.
 const (
-	Workflow10StepsGoal = 10_000.0 // steps/s from 50 concurrent starters ≥
-	Workflow10P50Goal   = 3.0      // ms, p50 of one serial 10-step workflow ≤
+	Workflow10StepsGoal = 15_000.0 // steps/s from 50 concurrent starters ≥
+	Workflow10P50Goal   = 1.5      // ms, p50 of one serial 10-step workflow ≤
 	SleepersLagP99Goal  = 1000.0   // ms, p99 of finished_at − due ≤
+	SleepersRSSGoalMiB  = 300.0    // MiB, the server's RSS while every workflow sleeps ≤
 )
 
 // Workflow10Steps is the number of steps of the workflow10 workflow.
@@ -342,8 +343,11 @@ func (r *Runner) Sleepers(ctx context.Context) Scenario {
 		usage.CPUWindowS = cpu1 - cpu0
 	}
 	s.Process = &usage
+	rss := float64(d.SleepRSSMaxKiB) / 1024
 	s.Goals = []Goal{{Name: "lag_p99_ms", Target: fmt.Sprintf("≤ %g ms", SleepersLagP99Goal), Value: d.Lag.P99Ms,
-		Met: d.Lag.Count > 0 && d.Lag.P99Ms <= SleepersLagP99Goal}}
+		Met: d.Lag.Count > 0 && d.Lag.P99Ms <= SleepersLagP99Goal},
+		{Name: "sleeping_rss_mib", Target: fmt.Sprintf("≤ %g MiB", SleepersRSSGoalMiB), Value: rss,
+			Met: d.RSSSamples > 0 && rss <= SleepersRSSGoalMiB}}
 	s.Result = goalsResult(s.Goals)
 	if res.Errors > 0 {
 		s = failed(s, fmt.Errorf("%d of %d starts failed", res.Errors, d.N))
