@@ -256,6 +256,37 @@ func (p *parking) suspends() bool {
 // at park.until, or the child's completion does.
 func (s *Service) complete(ctx context.Context, rec invocation.Record, d definition, timeline []invocation.Event,
 	output json.RawMessage, rerr *sandbox.Error, metrics invocation.Metrics, park *parking) (invocation.Record, error) {
+	return s.completeWith(ctx, rec, d, timeline, output, rerr, metrics, park, nil)
+}
+
+// completeAfter is complete for a workflow run whose journal writes are still on their way
+// (enqueueJournal): the outcome is queued behind them without waiting and expects exactly the
+// projection the last of them leaves (it fails when one did not apply, or when anything else wrote
+// in between). The caller flushes h afterwards, and completes again, as usual, if this failed.
+func (s *Service) completeAfter(ctx context.Context, rec invocation.Record, d definition, timeline []invocation.Event,
+	output json.RawMessage, rerr *sandbox.Error, metrics invocation.Metrics, h *host) (invocation.Record, error) {
+	return s.completeWith(ctx, rec, d, timeline, output, rerr, metrics, nil, h)
+}
+
+// informational is what survives of an attempt's timeline when its outcome is not applied as it
+// ran: no journal entries (another runner may be replaying those positions), no step retries or
+// compensation records, and no child_invoked of a parked child (created only with an applied
+// outcome).
+func informational(timeline []invocation.Event, park *parking) []invocation.Event {
+	var out []invocation.Event
+	for _, ev := range timeline {
+		switch {
+		case ev.Type == invocation.EventJournal, ev.Type == invocation.EventJournalResolved, ev.Type == invocation.EventStepRetried,
+			ev.Type == invocation.EventStepCompensating, ev.Type == invocation.EventStepCompensated, park != nil && park.child != nil && ev.Type == invocation.EventChildInvoked:
+		default:
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+func (s *Service) completeWith(ctx context.Context, rec invocation.Record, d definition, timeline []invocation.Event,
+	output json.RawMessage, rerr *sandbox.Error, metrics invocation.Metrics, park *parking, after *host) (invocation.Record, error) {
 	owner := s.leaseOwner(rec)
 	// The execution's cost, at the prices of this moment, goes into the event that closes it
 	// (invocation.Execution): whatever that event is, and even when the outcome is not applied.
@@ -268,24 +299,27 @@ func (s *Service) complete(ctx context.Context, rec invocation.Record, d definit
 	err := s.update(ctx, func(tx store.Tx) error {
 		now := s.cfg.Clock.Now()
 		events, next := s.outcome(rec, d, timeline, output, rerr, metrics, price, park, now)
+		opt := store.AppendOptions{RequireLease: owner, Schedule: &next, Expect: &rec}
+		if after != nil {
+			after.mu.Lock()
+			prev, perr := after.chain, after.chainErr
+			after.mu.Unlock()
+			if perr != nil {
+				return perr
+			}
+			opt.Expect, opt.ExpectOnly = &prev, true
+		}
 		var err error
-		final, _, err = tx.Append(rec.TenantID, rec.ID, events, store.AppendOptions{RequireLease: owner, Schedule: &next, Expect: &rec})
+		final, _, err = tx.Append(rec.TenantID, rec.ID, events, opt)
+		if after != nil && err != nil {
+			return err // the caller completes again, as usual
+		}
 		if errors.Is(err, store.ErrLeaseLost) {
 			// Canceled meanwhile, or the lease expired and the work moved: record, never apply.
 			data, _ := json.Marshal(spent(map[string]any{"succeeded": rerr == nil, "engine_attempt": rec.EngineAttempt}))
 			// Only informational entries survive: a run that lost its lease must never write journal
 			// entries (another runner may be replaying those positions), nor step retries.
-			var late []invocation.Event
-			for _, ev := range timeline {
-				switch {
-				case ev.Type == invocation.EventJournal, ev.Type == invocation.EventJournalResolved, ev.Type == invocation.EventStepRetried,
-					ev.Type == invocation.EventStepCompensating, ev.Type == invocation.EventStepCompensated, park != nil && park.child != nil && ev.Type == invocation.EventChildInvoked:
-					// (a parked child is created only with an applied outcome: its child_invoked must not survive)
-				default:
-					late = append(late, ev)
-				}
-			}
-			late = append(late, invocation.Event{Type: invocation.EventLateResult, Data: data, At: now,
+			late := append(informational(timeline, park), invocation.Event{Type: invocation.EventLateResult, Data: data, At: now,
 				EngineAttempt: rec.EngineAttempt, LogicalAttempt: rec.Attempt,
 				IdempotencyKey: eventKey(rec.ID, fmt.Sprintf("late-%d", rec.EngineAttempt), rec.Attempt, invocation.EventLateResult)})
 			final, _, err = tx.Append(rec.TenantID, rec.ID, late, store.AppendOptions{})

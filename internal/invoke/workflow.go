@@ -338,11 +338,6 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 	if !open {
 		return // the suspension was recorded, and the live wait ended without a handover
 	}
-	if err := h.flush(); err != nil && rerr == nil {
-		// Journal writes the run enqueued did not apply (its lease was lost, or the store failed): it
-		// ends as a failed write of its journal would have ended it.
-		rerr = &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "retryable", Message: "journal: " + err.Error()}
-	}
 	elapsed := time.Since(start)
 	// Entries the run made durable as it went are in the log already; buffered ones go with the
 	// outcome, ahead of the timeline entries collected since.
@@ -378,7 +373,32 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 	}
 	metrics := metricsOf(elapsed, res.Result, d, h.takeEgress())
 	metrics.StepCount = i64(int64(len(res.Completed)))
-	yield(s.complete(ctx, rec, d, h.drain(), output, rerr, metrics, park))
+	timeline := h.drain()
+	var ferr error
+	if park == nil && h.enqueued() {
+		// A plain outcome (no park, no handler, no waits to clear) goes to the writer right behind the
+		// run's journal writes, expecting exactly what they leave (completeAfter): one commit for the
+		// last steps and the outcome, rather than one for each in turn.
+		final, err := s.completeAfter(ctx, rec, d, timeline, output, rerr, metrics, h)
+		if ferr = h.flush(); ferr == nil {
+			if err != nil {
+				// Not the journal: something else wrote meanwhile (a cancel, say). Complete as usual.
+				final, err = s.complete(ctx, rec, d, timeline, output, rerr, metrics, park)
+			}
+			yield(final, err)
+			return
+		}
+	} else if ferr = h.flush(); ferr == nil {
+		yield(s.complete(ctx, rec, d, timeline, output, rerr, metrics, park))
+		return
+	}
+	// Journal writes the run enqueued did not apply (its lease was lost, or the store failed): it ends
+	// as a failed write of its journal ends a run, keeping only its informational entries (what it
+	// computed from the lost entries must not be recorded).
+	if rerr == nil {
+		rerr = &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "retryable", Message: "journal: " + ferr.Error()}
+	}
+	yield(s.complete(ctx, rec, d, informational(timeline, park), nil, rerr, metrics, nil))
 }
 
 // journalFull is the error of a journal entry beyond Config.MaxJournalEntries or MaxJournalBytes.
@@ -661,6 +681,13 @@ func (s *Service) enqueueJournal(ctx context.Context, h *host, events []invocati
 	h.pending = append(h.pending, wait)
 	h.mu.Unlock()
 	return nil
+}
+
+// enqueued reports whether journal writes were enqueued since the last flush.
+func (h *host) enqueued() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.pending) > 0
 }
 
 // flush waits for the journal writes enqueued so far; it returns the first that failed, then and
