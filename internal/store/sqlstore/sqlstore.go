@@ -212,6 +212,7 @@ func (s *Store) Synchronous(ctx context.Context) (int, error) {
 	}
 	return n, nil
 }
+
 // CatalogGeneration implements store.Store.
 func (s *Store) CatalogGeneration() uint64 { return s.catalogGen.Load() }
 
