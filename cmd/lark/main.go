@@ -223,6 +223,7 @@ func serveCmd() *cobra.Command {
 			if err := f.check(c); err != nil {
 				return err
 			}
+			tuneGC()
 			log, err := f.logger(false)
 			if err != nil {
 				return err
@@ -264,6 +265,7 @@ func devCmd() *cobra.Command {
 			if err := f.check(c); err != nil {
 				return err
 			}
+			tuneGC()
 			log, err := f.logger(true)
 			if err != nil {
 				return err
