@@ -16,7 +16,7 @@ func (s *Server) startInvocation(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req invoke.StartRequest
-	if err := decodeResource(r, &req, invoke.RecordView{}, false); err != nil {
+	if err := decodeResource(r, &req, RecordView{}, false); err != nil {
 		s.problem(w, r, err)
 		return
 	}
@@ -36,7 +36,7 @@ func (s *Server) startInvocation(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, err)
 		return
 	}
-	body := invoke.ResultView{Record: invoke.View(st.Record), DryRun: st.DryRun, Cached: st.Cached}
+	body := ResultView{Record: View(st.Record), DryRun: st.DryRun, Cached: st.Cached}
 	switch {
 	case st.Replayed:
 		w.Header().Set("Idempotency-Replayed", "true")
@@ -56,14 +56,14 @@ func (s *Server) getInvocation(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec, err := s.cfg.Invoke.Get(r.Context(), security(r), chi.URLParam(r, "id"))
-	s.respond(w, r, http.StatusOK, invoke.View(rec), err)
+	s.respond(w, r, http.StatusOK, View(rec), err)
 }
 
 func (s *Server) listInvocations(w http.ResponseWriter, r *http.Request) {
 	servePage(s, w, r, func(q store.ListQuery) (store.Page[invocation.Record], error) {
 		return s.cfg.Invoke.List(r.Context(), security(r), q)
 	},
-		func(rec invocation.Record) (invoke.RecordView, error) { return invoke.View(rec), nil })
+		func(rec invocation.Record) (RecordView, error) { return View(rec), nil })
 }
 
 // timelineResponse is 000's list envelope of timeline entries, plus the invocation's id and its
@@ -91,7 +91,9 @@ func (s *Server) invocationTimeline(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, err)
 		return
 	}
-	s.writeJSON(w, r, http.StatusOK, timelineResponse{InvocationID: rec.ID, Status: rec.Status, listResponse: pageOf(page, q.Limit, page.Items)})
+	items := timelineAfter(page.StatusBefore, page.Items)
+	s.writeJSON(w, r, http.StatusOK, timelineResponse{InvocationID: rec.ID, Status: rec.Status,
+		listResponse: pageOf(page.Page, q.Limit, items)})
 }
 
 type controlRequest struct {
@@ -115,8 +117,8 @@ func (s *Server) controlInvocation(w http.ResponseWriter, r *http.Request) {
 	}
 	if created {
 		w.Header().Set("Location", BasePath+"/invocations/"+rec.ID)
-		s.writeJSON(w, r, http.StatusAccepted, invoke.View(rec))
+		s.writeJSON(w, r, http.StatusAccepted, View(rec))
 		return
 	}
-	s.writeJSON(w, r, http.StatusOK, invoke.View(rec))
+	s.writeJSON(w, r, http.StatusOK, View(rec))
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/larkrun/lark/internal/auth"
-	"github.com/larkrun/lark/internal/invoke"
 	"github.com/larkrun/lark/internal/odata"
 	"github.com/larkrun/lark/internal/problem"
 	"github.com/larkrun/lark/internal/schedule"
@@ -164,7 +163,7 @@ func (s *Server) triggerSchedule(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Location", BasePath+"/invocations/"+out.Invocation.ID)
 	s.writeJSON(w, r, http.StatusAccepted, map[string]any{"schedule_id": out.ScheduleID, "run_id": out.RunID,
-		"invocation": invoke.View(out.Invocation), "triggered_at": out.TriggeredAt, "triggered_by": out.TriggeredBy, "params": out.Params})
+		"invocation": View(out.Invocation), "triggered_at": out.TriggeredAt, "triggered_by": out.TriggeredBy, "params": out.Params})
 }
 
 // scheduleHistory is GET /schedules/{id}/history: 002's run history as 000's list (items,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/larkrun/lark/internal/api"
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/invoke"
 	"github.com/larkrun/lark/internal/store"
@@ -22,7 +23,7 @@ func (e *env) timelineCounts(id string) map[string]int {
 	_, evs, err := e.svc.Events(context.Background(), dev, id)
 	require.NoError(e.t, err)
 	counts := map[string]int{}
-	for _, ev := range invoke.Timeline(evs) {
+	for _, ev := range api.Timeline(evs) {
 		counts[ev.EventType]++
 		if ev.EventType == "log" {
 			counts["log:"+*ev.Message]++

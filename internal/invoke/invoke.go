@@ -1028,11 +1028,11 @@ func (c timelineCursor) encode() string {
 	return base64.RawURLEncoding.EncodeToString(fmt.Appendf(nil, `{"s":%d,"p":%t}`, c.Seq, c.Prev))
 }
 
-// TimelinePage returns one page of an invocation's timeline (GET /invocations/{id}/timeline):
-// up to q.Limit entries in seq order, from the start, after the seq of a next cursor, or ending
+// TimelinePage returns one page of an invocation's log for its timeline (GET
+// /invocations/{id}/timeline, rendered by the API): up to q.Limit entries in seq order, from the start, after the seq of a next cursor, or ending
 // before that of a prev cursor. q.Filter and q.OrderBy are not supported (the caller refuses them).
-func (s *Service) TimelinePage(ctx context.Context, sc auth.SecurityContext, id string, q store.ListQuery) (invocation.Record, store.Page[TimelineEvent], error) {
-	var page store.Page[TimelineEvent]
+func (s *Service) TimelinePage(ctx context.Context, sc auth.SecurityContext, id string, q store.ListQuery) (invocation.Record, LogPage, error) {
+	var page LogPage
 	rec, err := s.Get(ctx, sc, id)
 	if err != nil {
 		return rec, page, err
@@ -1052,7 +1052,7 @@ func (s *Service) TimelinePage(ctx context.Context, sc auth.SecurityContext, id 
 		}
 	}
 	to = min(to, rec.LastSeq)
-	page.Items = []TimelineEvent{}
+	page.Items = []invocation.Event{}
 	if from > to {
 		return rec, page, nil
 	}
@@ -1064,7 +1064,7 @@ func (s *Service) TimelinePage(ctx context.Context, sc auth.SecurityContext, id 
 	if err != nil {
 		return rec, page, problem.Internal(err)
 	}
-	page.Items = timelineAfter(status, evs)
+	page.Items, page.StatusBefore = evs, status
 	if n := len(evs); n > 0 {
 		first, last := evs[0].Seq, evs[n-1].Seq
 		page.HasMore = last < rec.LastSeq
@@ -1076,6 +1076,13 @@ func (s *Service) TimelinePage(ctx context.Context, sc auth.SecurityContext, id 
 		}
 	}
 	return rec, page, nil
+}
+
+// LogPage is one page of an invocation's event log for its timeline: the events and the status the
+// invocation had before the first of them (the API renders the status after each).
+type LogPage struct {
+	store.Page[invocation.Event]
+	StatusBefore invocation.Status
 }
 
 // allEvents reads an invocation's whole log, in pages.

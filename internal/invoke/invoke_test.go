@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/larkrun/lark/internal/api"
 	"github.com/larkrun/lark/internal/attempt"
 	"github.com/larkrun/lark/internal/auth"
 	"github.com/larkrun/lark/internal/clock"
@@ -134,7 +135,7 @@ func (e *env) timelineTypes(id string) []string {
 	_, evs, err := e.svc.Events(context.Background(), dev, id)
 	require.NoError(e.t, err)
 	var out []string
-	for _, ev := range invoke.Timeline(evs) {
+	for _, ev := range api.Timeline(evs) {
 		out = append(out, ev.EventType)
 	}
 	return out

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/larkrun/lark/internal/api"
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/invoke"
 	"github.com/larkrun/lark/internal/problem"
@@ -149,7 +150,7 @@ def main(ctx, input):
 	_, evs, err := e.svc.Events(context.Background(), bob, st.Record.ID)
 	require.NoError(t, err)
 	var order []string
-	for _, te := range invoke.Timeline(evs) {
+	for _, te := range api.Timeline(evs) {
 		if te.EventType == "compensation_completed" {
 			order = append(order, *te.StepName)
 		}
@@ -785,7 +786,7 @@ def main(ctx, input):
 			_, evs, err := e.svc.Events(context.Background(), dev, id)
 			require.NoError(t, err)
 			starts := 0
-			for _, ev := range invoke.Timeline(evs) {
+			for _, ev := range api.Timeline(evs) {
 				if ev.EventType == "log" && ev.Message != nil && *ev.Message == "main started" {
 					starts++
 				}

@@ -1,4 +1,4 @@
-package invoke
+package api
 
 import (
 	"encoding/json"
@@ -45,7 +45,7 @@ func strPtr(s string) *string {
 	return &s
 }
 
-// View renders a record.
+// View renders a record (000's InvocationRecord).
 func View(r invocation.Record) RecordView {
 	v := RecordView{InvocationID: r.ID, EntrypointID: r.EntrypointID, EntrypointVersion: r.EntrypointVersion, TenantID: r.TenantID,
 		Status: r.Status, Mode: r.Mode, Params: r.Params, Result: r.Result, Error: r.Error, Attempt: r.Attempt,
@@ -85,7 +85,8 @@ type TimelineEvent struct {
 
 var timelineTypes = map[invocation.EventType]string{invocation.EventRetryScheduled: "step_retried"}
 
-// Timeline renders an event log from its start, with the status after each event.
+// Timeline renders an event log from its start, with the status after each event (000's
+// InvocationTimelineEvent).
 func Timeline(events []invocation.Event) []TimelineEvent {
 	return timelineAfter("", events)
 }
@@ -106,14 +107,19 @@ func timelineAfter(status invocation.Status, events []invocation.Event) []Timeli
 		case invocation.EventJournal:
 			// Steps show as 000's step events; other journaled calls (timers, clock, snapshots) as journal.
 			var j struct {
-				Helper string         `json:"helper"`
-				Key    string         `json:"key"`
-				Result map[string]any `json:"result"`
+				Helper string          `json:"helper"`
+				Key    string          `json:"key"`
+				Result json.RawMessage `json:"result"`
 			}
-			_ = json.Unmarshal(e.Data, &j)
+			if json.Unmarshal(e.Data, &j) != nil {
+				break // not an entry this renderer knows: shown as the raw journal entry
+			}
 			if j.Helper == "r_run_step_v1" || j.Helper == "r_step_v1" {
+				var res struct {
+					OK bool `json:"ok"`
+				}
 				t.EventType = "step_completed"
-				if ok, _ := j.Result["ok"].(bool); !ok {
+				if json.Unmarshal(j.Result, &res) != nil || !res.OK {
 					t.EventType = "step_failed"
 				}
 				name := j.Key
@@ -126,16 +132,14 @@ func timelineAfter(status invocation.Status, events []invocation.Event) []Timeli
 			var r struct {
 				EventID string `json:"event_id"`
 			}
-			_ = json.Unmarshal(e.Data, &r)
-			if r.EventID != "" {
+			if json.Unmarshal(e.Data, &r) == nil && r.EventID != "" {
 				t.EventType = "signal_received"
 			}
 		case invocation.EventStepRetried, invocation.EventStepStarted:
 			var r struct {
 				Step string `json:"step"`
 			}
-			_ = json.Unmarshal(e.Data, &r)
-			if r.Step != "" {
+			if json.Unmarshal(e.Data, &r) == nil && r.Step != "" {
 				name := r.Step
 				t.StepName = &name
 			}
@@ -168,8 +172,9 @@ func timelineAfter(status invocation.Status, events []invocation.Event) []Timeli
 			DurationMS *int64  `json:"duration_ms"`
 		}
 		if len(t.Details) > 0 {
-			_ = json.Unmarshal(t.Details, &d)
-			t.Message, t.DurationMS = d.Message, d.DurationMS
+			if json.Unmarshal(t.Details, &d) == nil {
+				t.Message, t.DurationMS = d.Message, d.DurationMS
+			}
 		} else {
 			t.Details = json.RawMessage("{}")
 		}
