@@ -212,9 +212,6 @@ func (s *Service) Control(ctx context.Context, sc auth.SecurityContext, id strin
 			}
 		}
 		rec, err = s.transition(ctx, cur, action, invocation.EventCanceled, store.Scheduling{}, then)
-		if err == nil && then != nil {
-			s.cfg.Wake() // the handler or the step compensations are queued
-		}
 		if err == nil {
 			s.mu.Lock()
 			if cancel := s.running[id]; cancel != nil {
@@ -227,9 +224,6 @@ func (s *Service) Control(ctx context.Context, sc auth.SecurityContext, id strin
 	case ActionRetry:
 		now := s.cfg.Clock.Now()
 		rec, err = s.transition(ctx, cur, action, invocation.EventRequeued, store.Scheduling{AvailableAt: &now}, nil)
-		if err == nil {
-			s.cfg.Wake()
-		}
 		return rec, false, err
 	case ActionReplay:
 		rec, err = s.replay(ctx, sc, cur)
@@ -322,7 +316,7 @@ func (s *Service) entrypointByRef(ctx context.Context, ref string) (entrypoint.E
 func (s *Service) resume(ctx context.Context, cur invocation.Record) (invocation.Record, bool, error) {
 	var out invocation.Record
 	var perr error
-	err := s.cfg.Store.Update(ctx, func(tx store.Tx) error {
+	err := s.update(ctx, func(tx store.Tx) error {
 		now := s.cfg.Clock.Now()
 		r, err := tx.Invocation(cur.TenantID, cur.ID)
 		if err != nil {
@@ -345,7 +339,6 @@ func (s *Service) resume(ctx context.Context, cur invocation.Record) (invocation
 	if err != nil {
 		return cur, false, problem.Internal(err)
 	}
-	s.cfg.Wake()
 	return out, false, nil
 }
 
@@ -434,7 +427,6 @@ func (s *Service) replay(ctx context.Context, sc auth.SecurityContext, cur invoc
 	}); err != nil {
 		return cur, problem.Internal(err)
 	}
-	s.cfg.Wake()
 	return created, nil
 }
 
@@ -551,12 +543,13 @@ func (s *Service) RecoverLeases(ctx context.Context) (int64, error) {
 	var n int64
 	err := s.cfg.Store.Update(ctx, func(tx store.Tx) error {
 		var err error
-		n, err = tx.ExpireLeases(s.cfg.Clock.Now())
+		if n, err = tx.ExpireLeases(s.cfg.Clock.Now()); n > 0 {
+			tx.AfterCommit(s.cfg.Wake)
+		}
 		return err
 	})
 	if err == nil && n > 0 {
 		s.cfg.Logger.InfoContext(ctx, "reclaiming work held by a stopped process", "leases", n)
-		s.cfg.Wake()
 	}
 	return n, err
 }

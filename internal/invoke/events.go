@@ -100,7 +100,7 @@ func (s *Service) Publish(ctx context.Context, sc auth.SecurityContext, req Publ
 	if e.ID == "" {
 		e.ID = s.cfg.IDs.New("evt")
 	}
-	err := s.cfg.Store.Update(ctx, func(tx store.Tx) error {
+	err := s.update(ctx, func(tx store.Tx) error {
 		stored, inserted, err := tx.InsertEvent(e)
 		if err != nil {
 			return err
@@ -114,9 +114,6 @@ func (s *Service) Publish(ctx context.Context, sc auth.SecurityContext, req Publ
 	})
 	if err != nil {
 		return Published{}, problem.Internal(err)
-	}
-	if out.Delivered > 0 {
-		s.cfg.Wake()
 	}
 	obs.Logger(ctx).InfoContext(ctx, "event published", "event_id", out.Event.ID,
 		"event_type_id", out.Event.TypeID, "replayed", out.Replayed, "delivered", out.Delivered)

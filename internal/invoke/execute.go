@@ -365,9 +365,6 @@ func (s *Service) completeWith(ctx context.Context, rec invocation.Record, d def
 	if err != nil {
 		return rec, fmt.Errorf("complete %s: %w", rec.ID, err)
 	}
-	if final.Status == invocation.StatusQueued || (park != nil && (park.child != nil || park.until != nil || park.handler != nil || park.wait != nil)) || rec.ParentSeq != nil {
-		s.cfg.Wake()
-	}
 	return final, nil
 }
 

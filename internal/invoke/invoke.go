@@ -707,7 +707,6 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 	plain := mode == string(invocation.ModeSync) && opt.IdempotencyKey == "" && policy.Quotas.MaxConcurrentExecutions == nil
 	if plain && e.Kind != entrypoint.KindWorkflow {
 		final, err := s.runSync(context.WithoutCancel(ctx), rec, params, e, d, now)
-		s.cfg.Wake() // its slot is free: queued work held back by a concurrency limit may run
 		if err != nil {
 			permit.Release()
 			return out, problem.Internal(err)
@@ -786,7 +785,6 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 		return out, nil
 	}
 	if mode == string(invocation.ModeAsync) {
-		s.cfg.Wake()
 		out.Record, out.Queued = created, true
 		return out, nil
 	}
@@ -795,7 +793,6 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 		return s.runWorkflowSync(ctx, newClaim(created), e, d, now)
 	}
 	final, err := s.execute(context.WithoutCancel(ctx), created, e, d)
-	s.cfg.Wake() // its slot is free: queued work held back by a concurrency limit may run
 	if err != nil {
 		return out, problem.Internal(err)
 	}
@@ -837,7 +834,6 @@ func (s *Service) runWorkflowSync(ctx context.Context, c claim, e entrypoint.Ent
 	woken, stop := s.watchFinish(c.rec.ID)
 	defer stop()
 	final, err := s.activate(context.WithoutCancel(ctx), c, e, d)
-	s.cfg.Wake() // its slot is free: queued work held back by a concurrency limit may run
 	if err != nil {
 		return out, problem.Internal(err)
 	}

@@ -2,7 +2,6 @@ package invoke
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/larkrun/lark/internal/invocation"
@@ -47,54 +46,24 @@ func (NopObserver) RateLimited(string, string) {}
 // QuotaExceeded implements Observer.
 func (NopObserver) QuotaExceeded(string, string) {}
 
-// update is Store.Update for the writes that create invocations or change their status: once the
-// transaction commits, the Observer hears of the invocations fn created and of those it left in a
-// terminal status (noticed as fn writes them, through notingTx, wherever the write happens:
-// an attempt's outcome, a cancel, a compensation's end), and the waits for those to end
-// (finish.go) are woken. With no Observer and no wait it is Store.Update.
+// update is Store.Update for every write of invoke's: fn writes through a notingTx, which hangs
+// the write's consequences on the transaction's AfterCommit hook (notingTx.report): the Observer
+// hears of the invocations fn created and of those it left in a terminal status, the waits for
+// those to end (finish.go) are woken, and so is the dispatcher when the write made work runnable or
+// freed a slot. A rolled-back write reports nothing.
 func (s *Service) update(ctx context.Context, fn func(store.Tx) error) error {
-	if s.noObserver && !s.waiting() {
-		return s.cfg.Store.Update(ctx, fn)
-	}
-	n := notingPool.Get().(*notingTx)
-	n.fn = fn
-	return s.noted(n, s.cfg.Store.Update(ctx, n.run))
+	return s.cfg.Store.Update(ctx, s.noting(fn))
 }
 
 // enqueue is update through Store.Enqueue: fn is queued behind earlier writes and enqueue returns
-// at once; the returned wait (to be called once) reports fn's outcome, after the Observer and the
-// waits for ends have heard of what it committed.
+// at once; the returned wait (to be called once) reports fn's outcome, the hooks having run.
 func (s *Service) enqueue(ctx context.Context, fn func(store.Tx) error) (wait func() error) {
-	if s.noObserver && !s.waiting() {
-		return s.cfg.Store.Enqueue(ctx, fn)
-	}
-	n := notingPool.Get().(*notingTx)
-	n.fn = fn
-	w := s.cfg.Store.Enqueue(ctx, n.run)
-	return func() error { return s.noted(n, w()) }
+	return s.cfg.Store.Enqueue(ctx, s.noting(fn))
 }
 
-// noted reports what the write noted by n committed (err == nil) and returns n to its pool.
-func (s *Service) noted(n *notingTx, err error) error {
-	if err == nil {
-		if !s.noObserver {
-			for i := range n.created {
-				s.cfg.Observer.Created(n.created[i])
-			}
-		}
-		for i := range n.changed {
-			if n.changed[i].Status.Terminal() {
-				if !s.noObserver {
-					s.cfg.Observer.Finished(n.changed[i])
-				}
-				s.finished(n.changed[i].ID)
-			}
-		}
-	}
-	n.reset(nil)
-	n.fn = nil
-	notingPool.Put(n)
-	return err
+// noting runs fn through a notingTx.
+func (s *Service) noting(fn func(store.Tx) error) func(store.Tx) error {
+	return func(tx store.Tx) error { return fn(&notingTx{Tx: tx, s: s}) }
 }
 
 // dequeued reports the start of a queued invocation's first attempt (rec as its claim left it).
@@ -104,30 +73,53 @@ func (s *Service) dequeued(rec invocation.Record) {
 	}
 }
 
-// notingTx is a store.Tx that notes the invocations a transaction creates and the last state of
-// each one whose status it changes.
+// notingTx is a store.Tx that notes the invocations a transaction creates, the last state of each
+// one whose status it changes and whether it made work runnable, and reports them once the
+// transaction has committed (report, its AfterCommit hook).
 type notingTx struct {
 	store.Tx
+	s       *Service
 	created []invocation.Record
 	changed []invocation.Record
-	fn      func(store.Tx) error // the caller's closure
-	run     func(store.Tx) error // runs fn through this notingTx (made once, so no write allocates it)
+	wake    bool // work became runnable or a running invocation stopped: the dispatcher may claim
+	hooked  bool
 }
 
-var notingPool = sync.Pool{New: func() any {
-	n := &notingTx{}
-	n.run = func(tx store.Tx) error {
-		n.reset(tx)
-		return n.fn(n)
+// hook registers report once.
+func (n *notingTx) hook() {
+	if !n.hooked {
+		n.hooked = true
+		n.Tx.AfterCommit(n.report)
 	}
-	return n
-}}
+}
 
-func (n *notingTx) reset(tx store.Tx) {
-	n.Tx = tx
-	clear(n.created)
-	clear(n.changed)
-	n.created, n.changed = n.created[:0], n.changed[:0]
+// report is the committed transaction's consequences.
+func (n *notingTx) report() {
+	s := n.s
+	if !s.noObserver {
+		for i := range n.created {
+			s.cfg.Observer.Created(n.created[i])
+		}
+	}
+	for i := range n.changed {
+		if n.changed[i].Status.Terminal() {
+			if !s.noObserver {
+				s.cfg.Observer.Finished(n.changed[i])
+			}
+			s.finished(n.changed[i].ID)
+		}
+	}
+	if n.wake {
+		s.cfg.Wake()
+	}
+}
+
+// scheduled notes queue state that makes work runnable.
+func (n *notingTx) scheduled(sc *store.Scheduling) {
+	if sc != nil && sc.AvailableAt != nil {
+		n.wake = true
+		n.hook()
+	}
 }
 
 // note keeps r as the latest state of its invocation when events changed its status.
@@ -139,6 +131,8 @@ func (n *notingTx) note(r invocation.Record, events []invocation.Event) {
 	if !changes {
 		return
 	}
+	n.wake = n.wake || r.Status != invocation.StatusRunning // a slot may be free (or work queued)
+	n.hook()
 	for i := range n.changed {
 		if n.changed[i].ID == r.ID {
 			n.changed[i] = r
@@ -153,6 +147,7 @@ func (n *notingTx) CreateInvocation(first invocation.Event) (invocation.Record, 
 	r, err := n.Tx.CreateInvocation(first)
 	if err == nil {
 		n.created = append(n.created, r)
+		n.hook()
 	}
 	return r, err
 }
@@ -162,7 +157,9 @@ func (n *notingTx) StartInvocation(events []invocation.Event, sc store.Schedulin
 	r, err := n.Tx.StartInvocation(events, sc)
 	if err == nil {
 		n.created = append(n.created, r)
+		n.hook()
 		n.note(r, events) // a sync call written whole (runSync) is created finished
+		n.scheduled(&sc)
 	}
 	return r, err
 }
@@ -172,6 +169,7 @@ func (n *notingTx) Append(tenantID, invocationID string, events []invocation.Eve
 	r, appended, err := n.Tx.Append(tenantID, invocationID, events, opt)
 	if err == nil {
 		n.note(r, appended)
+		n.scheduled(opt.Schedule)
 	}
 	return r, appended, err
 }

@@ -86,7 +86,8 @@ func (s *Service) CanSee(ctx context.Context, sc auth.SecurityContext, id string
 func (s *Service) NewID() string { return s.cfg.IDs.New("inv") }
 
 // Enqueue writes a planned invocation inside tx as queued work available at now, under id (from
-// NewID). Once the transaction commits, the caller passes what Enqueue returned to Committed.
+// NewID). Once the transaction commits, the Observer hears of it and the dispatcher wakes up to run
+// it (the transaction's AfterCommit hook).
 func (s *Service) Enqueue(tx store.Tx, p Planned, id string, now time.Time) (invocation.Record, error) {
 	return s.EnqueueAt(tx, p, id, now, now)
 }
@@ -106,19 +107,6 @@ func (s *Service) EnqueueAt(tx store.Tx, p Planned, id string, now, at time.Time
 	if at.Before(now) {
 		at = now
 	}
-	return s.createAt(tx, rec, now, at)
+	return s.createAt(&notingTx{Tx: tx, s: s}, rec, now, at)
 }
 
-// Committed reports invocations that Enqueue wrote, once their transaction committed: the Observer
-// hears of them and the dispatcher wakes up to run them.
-func (s *Service) Committed(recs ...invocation.Record) {
-	if len(recs) == 0 {
-		return
-	}
-	if !s.noObserver {
-		for i := range recs {
-			s.cfg.Observer.Created(recs[i])
-		}
-	}
-	s.cfg.Wake()
-}

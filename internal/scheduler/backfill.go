@@ -489,7 +489,6 @@ func (s *Service) drive(ctx context.Context, tenantID, id string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	s.inv.Committed(created...)
 	return len(created), nil
 }
 

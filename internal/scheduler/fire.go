@@ -244,18 +244,17 @@ func (s *Service) fire(ctx context.Context, due []schedule.Schedule, now time.Ti
 				continue
 			}
 			n += len(created)
-			s.afterFire(ctx, created, replaced)
+			s.afterFire(ctx, replaced)
 		}
 		return n, bad, nil
 	}
-	s.afterFire(ctx, created, replaced)
+	s.afterFire(ctx, replaced)
 	return len(created), bad, nil
 }
 
-// afterFire reports what a firing transaction committed: the invocations it queued, and the
-// previous runs the replace policy cancels.
-func (s *Service) afterFire(ctx context.Context, created []invocation.Record, replaced []replacement) {
-	s.inv.Committed(created...)
+// afterFire cancels, once a firing transaction committed, the previous runs the replace policy
+// replaces (the invocations it queued are reported by their own AfterCommit hooks).
+func (s *Service) afterFire(ctx context.Context, replaced []replacement) {
 	for _, r := range replaced {
 		sc := auth.SecurityContext{TenantID: r.tenantID, SubjectID: "schedule:" + r.scheduleID, Roles: []auth.Role{auth.RoleAdmin}}
 		if _, _, err := s.inv.Control(ctx, sc, r.invocationID, invoke.ActionCancel); err != nil {

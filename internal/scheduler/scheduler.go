@@ -34,9 +34,10 @@ import (
 type Invoker interface {
 	Plan(ctx context.Context, st invoke.SystemStart) (invoke.Planned, error)
 	NewID() string
+	// Enqueue and EnqueueAt write a planned invocation inside tx; once tx commits, the invoker
+	// reports it and wakes its dispatcher (tx's AfterCommit hook).
 	Enqueue(tx store.Tx, p invoke.Planned, id string, now time.Time) (invocation.Record, error)
 	EnqueueAt(tx store.Tx, p invoke.Planned, id string, now, at time.Time) (invocation.Record, error)
-	Committed(recs ...invocation.Record)
 	Control(ctx context.Context, sc auth.SecurityContext, id string, action invoke.Action) (invocation.Record, bool, error)
 	// CanSee reports whether sc may see an entrypoint (entrypoint.Entrypoint.VisibleTo).
 	CanSee(ctx context.Context, sc auth.SecurityContext, entrypointID string) (bool, error)
@@ -924,7 +925,6 @@ func (s *Service) Trigger(ctx context.Context, sc auth.SecurityContext, id strin
 	if err != nil {
 		return Triggered{}, storeErr(id, err)
 	}
-	s.inv.Committed(out.Invocation)
 	return out, nil
 }
 

@@ -180,6 +180,11 @@ type TenantLoad struct {
 // Tx holds the operations allowed inside Update. They use the transaction's own context: a
 // closure must be short, must not block on other work and must not call Update.
 type Tx interface {
+	// AfterCommit registers f to run once the transaction has committed, on the goroutine that
+	// called Update (or the Enqueue's wait), before that returns; it never runs for a write that
+	// was rolled back or whose commit failed. Post-commit work (wake-ups, observers) hangs here, so
+	// no caller has to remember it.
+	AfterCommit(f func())
 	Tenant(id string) (tenant.Policy, error)
 	// PutTenant creates or replaces a tenant's policy.
 	PutTenant(p tenant.Policy) error

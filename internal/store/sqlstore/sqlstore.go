@@ -163,10 +163,11 @@ func openSQLite(ctx context.Context, path string, o Options) (*Store, error) {
 // Update implements store.Store.
 func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	var catalog bool
+	var after []func()
 	err := s.gc.Do(ctx, func(t *sql.Tx) error {
 		x := &tx{t: cachedTx{tx: t, c: s.ws}}
 		err := fn(x)
-		catalog = x.catalog
+		catalog, after = x.catalog, x.after
 		return err
 	})
 	// Do has returned: fn ran and its batch committed (or fn never ran, or it failed). A write to
@@ -178,16 +179,18 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	if errors.Is(err, groupcommit.ErrClosed) {
 		return store.ErrClosed
 	}
+	committed(err, after)
 	return err
 }
 
 // Enqueue implements store.Store.
 func (s *Store) Enqueue(ctx context.Context, fn func(store.Tx) error) func() error {
 	var catalog bool
+	var after []func()
 	wait := s.gc.Enqueue(ctx, func(t *sql.Tx) error {
 		x := &tx{t: cachedTx{tx: t, c: s.ws}}
 		err := fn(x)
-		catalog = x.catalog
+		catalog, after = x.catalog, x.after
 		return err
 	})
 	return func() error {
@@ -198,6 +201,7 @@ func (s *Store) Enqueue(ctx context.Context, fn func(store.Tx) error) func() err
 		if errors.Is(err, groupcommit.ErrClosed) {
 			return store.ErrClosed
 		}
+		committed(err, after)
 		return err
 	}
 }
@@ -265,6 +269,21 @@ type tx struct {
 	// catalog: the transaction wrote the entrypoints or tenants table (Update then moves the
 	// CatalogGeneration).
 	catalog bool
+	// after are the AfterCommit hooks of the closure.
+	after []func()
+}
+
+// AfterCommit implements store.Tx.
+func (t *tx) AfterCommit(f func()) { t.after = append(t.after, f) }
+
+// committed runs the hooks of a closure whose write committed (err == nil).
+func committed(err error, after []func()) {
+	if err != nil {
+		return
+	}
+	for _, f := range after {
+		f()
+	}
 }
 
 var bg = context.Background()

@@ -69,6 +69,7 @@ func Run(t *testing.T, f Factory) {
 		"Schedules":                 testSchedules,
 		"Backfills":                 testBackfills,
 		"CatalogGeneration":         testCatalogGeneration,
+		"AfterCommit":               testAfterCommit,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {
