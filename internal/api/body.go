@@ -146,6 +146,15 @@ func unknownMembers(v any, t reflect.Type, path string, issues []problem.Issue) 
 // rep's type (the resource's representation; nil when the body is not a resource) that v does
 // not take are dropped, every other member v does not take is reported, all at once.
 func decodeBody(b []byte, v any, rep any) error {
+	// The common case first: a body with only members v takes decodes in one pass. Anything else
+	// (read-only members to drop, unknown ones to report all at once, a type mismatch) takes the
+	// full path below, from a zero v.
+	if strictDecode(b, v, true) == nil {
+		return nil
+	}
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && !rv.IsNil() {
+		rv.Elem().SetZero()
+	}
 	var doc any
 	if err := strictDecode(b, &doc, false); err != nil {
 		return err
