@@ -109,4 +109,3 @@ func (s *Service) EnqueueAt(tx store.Tx, p Planned, id string, now, at time.Time
 	}
 	return s.createAt(&notingTx{Tx: tx, s: s}, rec, now, at)
 }
-
