@@ -100,3 +100,26 @@ func TestSQLiteSynchronousFlag(t *testing.T) {
 	require.NoError(t, f.check(c))
 	require.Equal(t, "FULL", f.sqliteSynchronous, "the flag wins over the environment")
 }
+
+func TestCPUNiceFlag(t *testing.T) {
+	f, c := parsed(t)
+	require.NoError(t, f.check(c))
+	cfg, err := f.config("", nil)
+	require.NoError(t, err)
+	require.Equal(t, 19, cfg.CPUNice, "the default: the lowest priority")
+
+	f, c = parsed(t, "--cpu-nice=0")
+	require.NoError(t, f.check(c))
+	cfg, err = f.config("", nil)
+	require.NoError(t, err)
+	require.Zero(t, cfg.CPUNice, "0 keeps the server's priority")
+
+	for _, bad := range []string{"--cpu-nice=-1", "--cpu-nice=20"} {
+		f, c = parsed(t, bad)
+		require.Error(t, f.check(c), bad)
+	}
+	t.Setenv("LARK_CPU_NICE", "10")
+	f, c = parsed(t)
+	require.NoError(t, f.check(c))
+	require.Equal(t, 10, f.cpuNice)
+}

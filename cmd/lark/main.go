@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/larkrun/lark/internal/cpushare"
 	"log/slog"
 	"net"
 	"os"
@@ -59,6 +60,7 @@ type flags struct {
 	maxInFlight                 int
 	maxPayloadBytes             int
 	cpuSlots                    int
+	cpuNice                     int
 }
 
 func (f *flags) bind(c *cobra.Command) {
@@ -90,6 +92,8 @@ func (f *flags) bind(c *cobra.Command) {
 		"requests one tenant may have in flight at once (over it → 429 rate_limited)")
 	c.Flags().IntVar(&f.cpuSlots, "cpu-slots", 0,
 		"Starlark executions interpreting at once, shared fairly between tenants (0: the cores less one, at least 1; -1: no sharing) (env LARK_CPU_SLOTS)")
+	c.Flags().IntVar(&f.cpuNice, "cpu-nice", cpushare.DefaultNice,
+		"nice value (1-19) of the threads interpreting user code, below the API and the database; 0 keeps the server's priority (env LARK_CPU_NICE)")
 	c.Flags().IntVar(&f.maxPayloadBytes, "max-payload-bytes", invoke.DefaultMaxPayloadBytes,
 		"largest params, result, workflow step input or output, helper argument and event payload, in bytes of JSON (env LARK_MAX_PAYLOAD_BYTES)")
 	c.Flags().StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (for lark bench)")
@@ -106,7 +110,7 @@ func (f *flags) config(admin string, log *slog.Logger) (server.Config, error) {
 		MetricsPublic: f.metricsPublic, MetricsMaxLabelSets: f.metricsMaxLabelSets,
 		DrainTimeout: f.drainTimeout, ReadHeaderTimeout: f.readHeaderTimeout, ReadTimeout: f.readTimeout,
 		WriteTimeout: f.writeTimeout, IdleTimeout: f.idleTimeout, MaxHeaderBytes: f.maxHeaderBytes, MaxInFlight: f.maxInFlight,
-		MaxPayloadBytes: f.maxPayloadBytes, CPUSlots: f.cpuSlots}
+		MaxPayloadBytes: f.maxPayloadBytes, CPUSlots: f.cpuSlots, CPUNice: f.cpuNice}
 	if f.pricing != "" {
 		p, err := cost.Load(f.pricing)
 		if err != nil {
@@ -123,6 +127,7 @@ var typedEnv = []struct{ flag, env string }{
 	{"metrics-max-label-sets", "LARK_METRICS_MAX_LABEL_SETS"},
 	{"max-payload-bytes", "LARK_MAX_PAYLOAD_BYTES"},
 	{"cpu-slots", "LARK_CPU_SLOTS"},
+	{"cpu-nice", "LARK_CPU_NICE"},
 }
 
 // check applies typedEnv (a malformed value is an error, never ignored) and validates the flags.
@@ -144,6 +149,9 @@ func (f *flags) check(c *cobra.Command) error {
 	}
 	if f.cpuSlots < -1 {
 		return fmt.Errorf("--cpu-slots must be -1, 0 or positive, got %d", f.cpuSlots)
+	}
+	if f.cpuNice < 0 || f.cpuNice > 19 {
+		return fmt.Errorf("--cpu-nice must be 0 to 19, got %d", f.cpuNice)
 	}
 	if f.maxPayloadBytes < 1 {
 		return fmt.Errorf("--max-payload-bytes must be at least 1, got %d", f.maxPayloadBytes)

@@ -32,6 +32,11 @@ type Scheduler struct {
 	// that the P looks at the network (a P that only ever finds runnable goroutines polls it only
 	// from sysmon, up to 10 ms late).
 	yields atomic.Int64
+
+	// nice is the priority of the threads holding slots (0: unchanged; LowerPriority) and baseNice
+	// the one they are given back. failures counts threads whose priority could not be changed.
+	nice, baseNice int
+	failures       atomic.Int64
 }
 
 // New returns a scheduler of slots slots (at least 1); runtime.GOMAXPROCS(0) is the natural size.
@@ -40,11 +45,20 @@ func New(slots int) *Scheduler {
 }
 
 // Acquire waits for a slot for an execution of tenant, or until ctx ends (its error is returned,
-// and no slot is held).
+// and no slot is held). The execution's goroutine calls Acquire, Yield and Release.
 func (s *Scheduler) Acquire(ctx context.Context, tenant string) error {
 	if s == nil {
 		return nil
 	}
+	if err := s.acquire(ctx, tenant); err != nil {
+		return err
+	}
+	s.lower()
+	return nil
+}
+
+// acquire is Acquire without the thread's priority.
+func (s *Scheduler) acquire(ctx context.Context, tenant string) error {
 	s.mu.Lock()
 	if s.free > 0 && len(s.ring) == 0 {
 		s.free--
@@ -78,6 +92,7 @@ func (s *Scheduler) Release() {
 	if s == nil {
 		return
 	}
+	s.restore()
 	s.mu.Lock()
 	s.handOff()
 	s.mu.Unlock()
@@ -101,7 +116,11 @@ func (s *Scheduler) Yield(ctx context.Context, tenant string) error {
 	s.mu.Lock()
 	s.handOffFrom(tenant)
 	s.mu.Unlock()
-	return s.Acquire(ctx, tenant)
+	if err := s.acquire(ctx, tenant); err != nil {
+		s.restore()
+		return err
+	}
+	return nil
 }
 
 // handOff gives a released slot to the first execution of the next tenant in the ring (which moves

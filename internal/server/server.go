@@ -92,6 +92,11 @@ type Config struct {
 	// CPUSlots is how many Starlark executions interpret at once, their CPU shared fairly between
 	// tenants (cpushare): 0 is DefaultCPUSlots, a negative value runs executions unscheduled.
 	CPUSlots int
+	// CPUNice, 1 to 19, is the nice value the threads interpreting in those slots run at, below the
+	// rest of the server (cpushare.Scheduler.LowerPriority); the Go scheduler then gets the slots on
+	// top of its usual processors (GOMAXPROCS, unless set in the environment). 0 leaves priorities
+	// alone. Where the process may not restore a priority the server logs why and runs without.
+	CPUNice int
 }
 
 // Defaults of the HTTP server's limits (docs/operations.md, "HTTP limits").
@@ -217,7 +222,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.Registry.SetQuotaObserver(s.Metrics)
 	s.Invoke = invoke.NewService(invoke.Config{Store: st, Schemas: schemas, Programs: sandbox.NewCache(1024),
 		Egress: egress.New(egress.Options{AllowLoopback: cfg.UnsafeEgressAllowLoopback}), Clock: c, IDs: ids, Logger: cfg.Logger,
-		Pricing: cfg.Pricing, Observer: s.Metrics, MaxPayloadBytes: cfg.MaxPayloadBytes, CPU: cpuScheduler(cfg.CPUSlots)})
+		Pricing: cfg.Pricing, Observer: s.Metrics, MaxPayloadBytes: cfg.MaxPayloadBytes, CPU: cpuScheduler(cfg.CPUSlots, cfg.CPUNice, cfg.Logger)})
 	s.dispatch = dispatch.New(s.Invoke, s.Invoke, dispatch.Options{Slots: cfg.Workers, Clock: c, Logger: cfg.Logger})
 	s.Invoke.SetWake(s.dispatch.Wake)
 	if st.Exclusive() {
@@ -321,18 +326,36 @@ func storeName(s string) string {
 	return s
 }
 
+// baseProcs is the Go scheduler's processors as the process started (GOMAXPROCS: the cores, or
+// the container's CPU limit), before cpuScheduler adds the CPU slots to them.
+var baseProcs = runtime.GOMAXPROCS(0)
+
 // DefaultCPUSlots is the default Config.CPUSlots: the cores less one (at least one), so that a core
 // stays for HTTP, the database and the Go runtime when executions are CPU-bound (a busy process
 // whose every P interprets polls the network only every 10 ms).
-func DefaultCPUSlots() int { return max(min(runtime.NumCPU(), runtime.GOMAXPROCS(0))-1, 1) }
+func DefaultCPUSlots() int { return max(min(runtime.NumCPU(), baseProcs)-1, 1) }
 
-// cpuScheduler is the CPU sharing of Config.CPUSlots (nil: none).
-func cpuScheduler(slots int) sandbox.CPUScheduler {
+// cpuScheduler is the CPU sharing of Config.CPUSlots and CPUNice (nil: none). With lowered
+// priorities it gives the Go scheduler a processor per slot on top of baseProcs, so that threads
+// interpreting at the low priority never hold the processors the server's own work needs (the
+// OS, not the Go scheduler, then decides by priority who gets a core).
+func cpuScheduler(slots, nice int, log *slog.Logger) sandbox.CPUScheduler {
 	switch {
 	case slots < 0:
 		return nil
 	case slots == 0:
 		slots = DefaultCPUSlots()
 	}
-	return cpushare.New(slots)
+	s := cpushare.New(slots)
+	if nice == 0 {
+		return s
+	}
+	if err := s.LowerPriority(nice); err != nil {
+		log.Warn("executions interpret at the server's priority, so CPU-bound user code slows the API down more", "err", err)
+		return s
+	}
+	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
+		runtime.GOMAXPROCS(baseProcs + slots)
+	}
+	return s
 }

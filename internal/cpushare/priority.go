@@ -1,0 +1,106 @@
+package cpushare
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+)
+
+// DefaultNice is the nice value of the threads that interpret while they hold a slot (Linux's
+// lowest priority): when the process's other work (HTTP, the database writer, the Go collector)
+// wants a core, the kernel gives it that core ahead of user code.
+const DefaultNice = 19
+
+// ErrPriorityUnsupported is returned by LowerPriority where threads cannot be given a priority
+// of their own (outside Linux).
+var ErrPriorityUnsupported = errors.New("per-thread priorities are not supported on this system")
+
+// LowerPriority makes the executions holding a slot interpret at nice value nice (1 to 19): on
+// Acquire the calling goroutine is wired to its OS thread (runtime.LockOSThread) and the thread's
+// priority lowered; on Release it is restored and the goroutine unwired. The OS then shares the
+// cores between user code and the rest of the process by priority, so interpreting, however much
+// of it there is, waits for the server's own work instead of the other way round. The caller
+// should let the Go scheduler run the process's work beside the slots: runtime.GOMAXPROCS of the
+// cores plus the slots.
+//
+// A thread's priority can be lowered by any process but restored only by one allowed to raise it
+// (CAP_SYS_NICE, or an RLIMIT_NICE that covers the difference): LowerPriority first tries both on
+// a thread of its own and returns an error, changing nothing, when either is refused. It must be
+// called before the scheduler's first Acquire.
+func (s *Scheduler) LowerPriority(nice int) error {
+	if s == nil {
+		return nil
+	}
+	if nice < 1 || nice > 19 {
+		return fmt.Errorf("nice value %d is outside 1..19", nice)
+	}
+	base, err := probePriority(nice)
+	if err != nil {
+		return err
+	}
+	s.nice, s.baseNice = nice, base
+	return nil
+}
+
+// probePriority lowers and restores the priority of a thread of its own, which it then lets end
+// (a goroutine that exits wired to its thread takes the thread with it, so a thread left at the
+// low priority is never reused). It returns the priority threads start with.
+func probePriority(nice int) (base int, err error) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
+		base, err = threadNice()
+		if err != nil {
+			return
+		}
+		if nice <= base {
+			err = fmt.Errorf("the process already runs at nice %d, not above %d", base, nice)
+			return
+		}
+		if err = setThreadNice(nice); err != nil {
+			err = fmt.Errorf("lowering a thread's priority: %w", err)
+			return
+		}
+		if err = setThreadNice(base); err != nil {
+			err = fmt.Errorf("restoring a thread's priority (the process needs CAP_SYS_NICE or RLIMIT_NICE): %w", err)
+		}
+	}()
+	<-done
+	return base, err
+}
+
+// lower wires the calling goroutine to its thread and lowers the thread's priority, when
+// LowerPriority is on. A thread whose priority cannot be changed interprets at the normal one.
+func (s *Scheduler) lower() {
+	if s.nice == 0 {
+		return
+	}
+	runtime.LockOSThread()
+	if err := setThreadNice(s.nice); err != nil {
+		s.failures.Add(1) // the probe succeeded: unexpected, and it costs only the isolation
+	}
+}
+
+// restore gives the calling goroutine's thread its priority back and unwires the goroutine. A
+// thread whose priority cannot be restored stays wired to the goroutine, so that it ends with it
+// instead of serving the process at the low priority.
+func (s *Scheduler) restore() {
+	if s.nice == 0 {
+		return
+	}
+	if err := setThreadNice(s.baseNice); err != nil {
+		s.failures.Add(1)
+		return
+	}
+	runtime.UnlockOSThread()
+}
+
+// PriorityFailures counts the times a thread's priority could not be lowered or restored after
+// LowerPriority succeeded (a thread not restored stays with its goroutine and ends with it).
+func (s *Scheduler) PriorityFailures() int64 {
+	if s == nil {
+		return 0
+	}
+	return s.failures.Load()
+}
