@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/larkrun/lark/internal/journal"
 	"net/url"
 	"strings"
 	"time"
@@ -272,11 +273,11 @@ func (s *Service) cancelHandler(ctx context.Context, cur invocation.Record) *par
 	if err != nil {
 		return nil
 	}
-	j, err := journalOf(events)
+	j, err := journal.Replay(events)
 	if err != nil {
 		return nil
 	}
-	cc := s.compensationContext(cur, "cancellation", "unknown", j.entries)
+	cc := s.compensationContext(cur, "cancellation", "unknown", j.Entries)
 	handler, _, hd, serr := s.prepareChild(ctx, cur, *d.Traits.Workflow.Compensation.OnCancel, cc, invocation.ModeAsync)
 	if serr != nil {
 		return nil

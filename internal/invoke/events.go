@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/larkrun/lark/internal/journal"
 	"regexp"
 	"strings"
 	"time"
@@ -207,7 +208,7 @@ func (s *Service) resolveWait(tx store.Tx, rec invocation.Record, seq int, ev ev
 		return false, err
 	}
 	e := invocation.Event{Type: invocation.EventJournalResolved, Data: data, At: now, LogicalAttempt: rec.Attempt,
-		IdempotencyKey: eventKey(rec.ID, "wait-"+strings.TrimPrefix(journalKey(rec.Generation, seq), "journal-"), rec.Attempt, invocation.EventJournalResolved)}
+		IdempotencyKey: eventKey(rec.ID, "wait-"+strings.TrimPrefix(journal.Key(rec.Generation, seq), "journal-"), rec.Attempt, invocation.EventJournalResolved)}
 	if _, _, err := tx.Append(rec.TenantID, rec.ID, []invocation.Event{e}, store.AppendOptions{Schedule: &store.Scheduling{AvailableAt: &now}}); err != nil {
 		return false, err
 	}

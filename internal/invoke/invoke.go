@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/larkrun/lark/internal/journal"
 	"log/slog"
 	"math"
 	"strings"
@@ -598,6 +599,9 @@ func traceIDs(traceparent string) (string, string) {
 }
 
 func i64(v int64) *int64 { return &v }
+
+// decodeJSON decodes raw into v with numbers kept exact (json.Number).
+func decodeJSON(raw []byte, v any) error { return journal.DecodeJSON(raw, v) }
 
 func eventKey(id, step string, attempt int, t invocation.EventType) string {
 	return invocation.IdempotencyKey(id, step, attempt, t, "")

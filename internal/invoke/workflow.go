@@ -1,11 +1,11 @@
 package invoke
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/larkrun/lark/internal/journal"
 	"maps"
 	"time"
 
@@ -17,121 +17,11 @@ import (
 	"github.com/larkrun/lark/internal/store"
 )
 
-// journalEntry is the persisted form of a sandbox.JournalEntry (the Data of a journal event).
-type journalEntry struct {
-	Seq      int       `json:"seq"`
-	Helper   string    `json:"helper"`
-	Key      string    `json:"key,omitempty"`
-	ArgsHash string    `json:"args_hash"`
-	Input    any       `json:"input,omitempty"`
-	Until    time.Time `json:"until,omitzero"`
-	Result   any       `json:"result"`
-	Done     bool      `json:"done"`
-}
-
-func toJournal(e sandbox.JournalEntry) journalEntry {
-	return journalEntry{Seq: e.Seq, Helper: e.Helper, Key: e.Key, ArgsHash: e.ArgsHash, Input: e.Input, Until: e.Until, Result: e.Result, Done: e.Done}
-}
-
-func (j journalEntry) sandbox() sandbox.JournalEntry {
-	return sandbox.JournalEntry{Seq: j.Seq, Helper: j.Helper, Key: j.Key, ArgsHash: j.ArgsHash, Input: j.Input, Until: j.Until, Result: j.Result, Done: j.Done}
-}
-
-func decodeJSON(raw []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	return dec.Decode(v)
-}
-
-// workflowJournal is a workflow's current journal, rebuilt from its event log by journalOf.
-type workflowJournal struct {
-	entries  []sandbox.JournalEntry
-	recorded map[int]time.Time // when each position was recorded
-	children map[int]string    // the child invocation started for a pending r_invoke_v1 position
-	bytes    int               // the encoded size of its journal events
-	// generation and input are those of the continued_as_new event the journal starts at (0 and
-	// nil for the first journal: the input is the invocation's params).
-	generation int
-	input      any
-}
-
-// journalOf rebuilds a workflow's current journal from its event log (read from the record's
-// JournalFrom on): journal events in order, with pending entries completed by journal_resolved
-// events; a continued_as_new event starts a new, empty journal.
-func journalOf(events []invocation.Event) (workflowJournal, error) {
-	j := workflowJournal{recorded: map[int]time.Time{}, children: map[int]string{}}
-	for _, ev := range events {
-		switch ev.Type {
-		case invocation.EventContinuedAsNew:
-			var c struct {
-				Generation int `json:"generation"`
-				Input      any `json:"input"`
-			}
-			if err := decodeJSON(ev.Data, &c); err != nil {
-				return j, fmt.Errorf("continued_as_new event %d: %w", ev.Seq, err)
-			}
-			j = workflowJournal{recorded: map[int]time.Time{}, children: map[int]string{}, generation: c.Generation, input: c.Input}
-		case invocation.EventChildInvoked:
-			var c struct {
-				Seq   *int   `json:"seq"`
-				Child string `json:"child_invocation_id"`
-			}
-			if decodeJSON(ev.Data, &c) == nil && c.Seq != nil {
-				j.children[*c.Seq] = c.Child
-			}
-		case invocation.EventJournal:
-			var e journalEntry
-			if err := decodeJSON(ev.Data, &e); err != nil {
-				return j, fmt.Errorf("journal event %d: %w", ev.Seq, err)
-			}
-			if e.Seq != len(j.entries) {
-				return j, fmt.Errorf("journal event %d: entry %d out of order (expected %d)", ev.Seq, e.Seq, len(j.entries))
-			}
-			j.recorded[e.Seq] = ev.At
-			j.bytes += len(ev.Data)
-			j.entries = append(j.entries, e.sandbox())
-		case invocation.EventJournalResolved:
-			var r struct {
-				Seq    int `json:"seq"`
-				Result any `json:"result"`
-			}
-			if err := decodeJSON(ev.Data, &r); err != nil || r.Seq < 0 || r.Seq >= len(j.entries) {
-				return j, fmt.Errorf("journal_resolved event %d is invalid", ev.Seq)
-			}
-			j.bytes += len(ev.Data)
-			j.entries[r.Seq].Done, j.entries[r.Seq].Result = true, r.Result
-		}
-	}
-	return j, nil
-}
-
-// inputOf is the input of the journal's run of main: the invocation's params for the first
-// journal, the one given to r_continue_as_new_v1 after that.
-func (j workflowJournal) inputOf(rec invocation.Record) any {
-	if j.generation > 0 {
-		return j.input
-	}
-	var input any
-	_ = decodeJSON(rec.Params, &input)
-	return input
-}
-
 // journalEventsOf reads the events of rec's current journal: from its last continued_as_new event
 // on (all of them before any), so that a long-lived workflow that continues as new reads and
 // replays only its current journal.
 func (s *Service) journalEventsOf(ctx context.Context, rec invocation.Record) ([]invocation.Event, error) {
 	return s.eventsAfter(ctx, rec.TenantID, rec.ID, max(rec.JournalFrom-1, 0))
-}
-
-// firstActivation reports whether rec is a workflow's first activation, with nothing in its log but created
-// and started: it has no journal to read (and a sync call's start may not even be durable yet).
-func firstActivation(rec invocation.Record) bool {
-	return rec.LastSeq == 2 && rec.Attempt == 1 && rec.EngineAttempt == 1 && rec.JournalFrom == 0 && rec.Generation == 0
-}
-
-// isTimer tells the journal entries that are timers: sleeps and the backoff of step retries.
-func isTimer(helper string) bool {
-	return helper == "r_sleep" || helper == "r_sleep_v1" || helper == sandbox.StepRetryHelper
 }
 
 // executeWorkflow runs one activation of a workflow: until it ends (succeeded, or failed after the
@@ -177,24 +67,24 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 	}()
 	log := obs.Logger(ctx).With("tenant_id", rec.TenantID, "invocation_id", rec.ID, "correlation_id", rec.CorrelationID)
 	var logEvents []invocation.Event
-	if !firstActivation(rec) {
+	if !journal.FirstActivation(rec) {
 		var err error
 		if logEvents, err = s.journalEventsOf(ctx, rec); err != nil {
 			yield(rec, err)
 			return
 		}
 	}
-	wj, jerr := journalOf(logEvents)
-	journal, recorded, children := wj.entries, wj.recorded, wj.children
+	wj, jerr := journal.Replay(logEvents)
+	entries, recorded, children := wj.Entries, wj.Recorded, wj.Children
 	h := &host{s: s, rec: rec, log: log}
 	if c.start != nil {
 		h.pending = append(h.pending, c.start)
 	}
 	now := s.cfg.Clock.Now()
 	waited := false
-	for i := range journal {
-		waited = waited || journal[i].Helper == "r_wait_event_v1"
-		resolveDue(h, &journal[i], now)
+	for i := range entries {
+		waited = waited || entries[i].Helper == "r_wait_event_v1"
+		resolveDue(h, &entries[i], now)
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -210,15 +100,16 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 		strategy = d.Traits.Workflow.Checkpointing.Strategy
 	}
 	var buffered []invocation.Event
-	checkpointed := len(journal) // journal positions already durable (the checkpointed state)
-	journalBytes := wj.bytes     // the encoded size of the current journal
-	generation := wj.generation
+	checkpointed := len(entries) // journal positions already durable (the checkpointed state)
+	journalBytes := wj.Bytes     // the encoded size of the current journal
+	generation := wj.Generation
 	var res sandbox.WorkflowResult
 	var rerr *sandbox.Error
-	input := wj.inputOf(rec)
+	input, ierr := wj.InputOf(rec)
 	prog, perr := s.workflowProgram(e, d)
 	switch {
-	case jerr != nil:
+	case jerr != nil || ierr != nil:
+		jerr = errors.Join(jerr, ierr)
 		rerr = &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "non_retryable", Message: "workflow journal unreadable: " + jerr.Error()}
 	case perr != nil:
 		rerr = perr
@@ -286,7 +177,10 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 		}
 		recorded[j.Seq] = at
 		waited = waited || j.Helper == "r_wait_event_v1"
-		evs := journalEvents(rec, generation, at, j, h.drain())
+		evs, err := journal.Events(rec, generation, at, j, h.drain())
+		if err != nil {
+			return err
+		}
 		if journalBytes += len(evs[len(evs)-1].Data); journalBytes > s.cfg.MaxJournalBytes {
 			h.prepend(evs[:len(evs)-1]) // the attempt's timeline entries stay; the entry is not recorded
 			return journalFull(sizeOf(s.cfg.MaxJournalBytes), j.Seq)
@@ -306,7 +200,7 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 			rerr = &sandbox.Error{TypeID: sandbox.ErrTimeout, Category: "timeout", Message: fmt.Sprintf("execution timed out after %v", d.timeout())}
 			break
 		}
-		res, rerr = sandbox.RunWorkflow(runCtx, sandbox.WorkflowRequest{Journal: journal, Now: now, StepRetry: stepRetry, CheckFilter: checkFilter,
+		res, rerr = sandbox.RunWorkflow(runCtx, sandbox.WorkflowRequest{Journal: entries, Now: now, StepRetry: stepRetry, CheckFilter: checkFilter,
 			StepStarted: h.stepStarted, Wait: wait, Record: record, OnCompensation: h.compensation,
 			// A run stopped by cancel or suspend (or shutdown) does not compensate: a canceled workflow
 			// is compensated once, by compensateCanceled.
@@ -327,12 +221,13 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 		// r_continue_as_new_v1: the journal so far, then the rotation, are made durable; the next
 		// generation starts at once in this execution, with an empty journal.
 		generation++
-		buffered = append(buffered, continuedEvent(rec, generation, s.cfg.Clock.Now(), res.ContinueAsNew.Input, h.drain())...)
-		if err := errors.Join(h.flush(), s.persistJournal(ctx, h, buffered)); err != nil {
+		continued, cerr := journal.Continued(rec, generation, s.cfg.Clock.Now(), res.ContinueAsNew.Input, h.drain())
+		buffered = append(buffered, continued...)
+		if err := errors.Join(cerr, h.flush(), s.persistJournal(ctx, h, buffered)); err != nil {
 			rerr = &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "retryable", Message: "journal: " + err.Error()}
 			break
 		}
-		journal, recorded, children, buffered, input, res = nil, map[int]time.Time{}, map[int]string{}, nil, res.ContinueAsNew.Input, sandbox.WorkflowResult{}
+		entries, recorded, children, buffered, input, res = nil, map[int]time.Time{}, map[int]string{}, nil, res.ContinueAsNew.Input, sandbox.WorkflowResult{}
 		checkpointed, journalBytes, now = 0, 0, s.cfg.Clock.Now()
 	}
 	if !open {
@@ -356,7 +251,7 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 		// The workflow ends unsuccessfully for good (r_exit: a retry would replay the journal to the
 		// same r_exit), and so does its on_failure handler's turn.
 		if d.Traits.Workflow != nil && d.Traits.Workflow.Compensation.OnFailure != nil {
-			all := append(journal, res.New...)
+			all := append(entries, res.New...)
 			park = s.failureHandler(ctx, rec, *d.Traits.Workflow.Compensation.OnFailure, rerr, all, all[:min(checkpointed, len(all))], h)
 		}
 		if park == nil {
@@ -416,14 +311,6 @@ func sizeOf(n int) string {
 	return fmt.Sprintf("%d bytes", n)
 }
 
-// continuedEvent is the log event of r_continue_as_new_v1: it ends the current journal and carries
-// the next generation's number and input; the timeline entries collected before it go first.
-func continuedEvent(rec invocation.Record, generation int, at time.Time, input any, pending []invocation.Event) []invocation.Event {
-	b, _ := json.Marshal(map[string]any{"generation": generation, "input": input})
-	return append(pending, invocation.Event{Type: invocation.EventContinuedAsNew, Data: b, At: at, EngineAttempt: rec.EngineAttempt,
-		LogicalAttempt: rec.Attempt, IdempotencyKey: eventKey(rec.ID, fmt.Sprintf("continue-%d", generation), rec.Attempt, invocation.EventContinuedAsNew)})
-}
-
 // resolveDue satisfies a pending journal entry whose time has come: a due timer, or an event wait
 // whose timeout has passed (with the timeout error). The resolution is recorded with the run's
 // next write.
@@ -432,7 +319,7 @@ func resolveDue(h *host, j *sandbox.JournalEntry, now time.Time) bool {
 		return false
 	}
 	switch {
-	case isTimer(j.Helper):
+	case journal.IsTimer(j.Helper):
 		j.Done, j.Result = true, nil
 		h.add(invocation.EventJournalResolved, map[string]any{"seq": j.Seq, "result": nil})
 	case j.Helper == "r_wait_event_v1":
@@ -557,45 +444,10 @@ func (s *Service) compensationContext(rec invocation.Record, trigger, failedStep
 		"trigger":                         trigger,
 		"original_workflow_invocation_id": rec.ID,
 		"failed_step_id":                  failedStep,
-		"workflow_state_snapshot":         stateSnapshot(checkpointed),
+		"workflow_state_snapshot":         journal.StateSnapshot(checkpointed),
 		"timestamp":                       s.cfg.Clock.Now().Format(time.RFC3339Nano),
 		"invocation_metadata":             meta,
 	}
-}
-
-// stateSnapshot is 000's workflow_state_snapshot, "the last checkpointed workflow state": the steps
-// completed successfully among the durable entries of the current journal (in completion order)
-// with their outputs, and the label of the last r_snapshot_v1 among them (`checkpoint`); {} when
-// there is none yet (000: failure before the first checkpoint). Which entries are durable depends
-// on checkpointing.strategy (automatic: all; manual: up to the last r_snapshot_v1 or park;
-// disabled: up to the last park).
-func stateSnapshot(checkpointed []sandbox.JournalEntry) map[string]any {
-	names := []string{}
-	outputs := map[string]any{}
-	var label any
-	labeled := false
-	for _, j := range checkpointed {
-		if !j.Done {
-			continue
-		}
-		switch j.Helper {
-		case "r_run_step_v1", "r_step_v1":
-			if r, ok := j.Result.(map[string]any); ok && r["ok"] == true {
-				names = append(names, j.Key)
-				outputs[j.Key] = r["value"]
-			}
-		case "r_snapshot_v1":
-			label, labeled = j.Result, true
-		}
-	}
-	if len(names) == 0 && !labeled {
-		return map[string]any{}
-	}
-	m := map[string]any{"completed_steps": names, "outputs": outputs}
-	if labeled {
-		m["checkpoint"] = label
-	}
-	return m
 }
 
 // limitSuspension applies traits.workflow.max_suspension_days (000: suspension timeout → failed):
@@ -622,24 +474,6 @@ func (s *Service) limitSuspension(park *parking, seq int, recorded map[int]time.
 
 func retryData(r sandbox.StepRetryRecord) map[string]any {
 	return map[string]any{"step": r.Step, "attempt": r.Attempt, "error": payload(r.Error), "delay_ms": r.Delay.Milliseconds()}
-}
-
-// journalEvents are the log events of one journal entry: the timeline entries collected before it
-// (the step's attempts, retries and HTTP calls), then the entry, whose idempotency key is its
-// journal position (so writing it twice is a no-op).
-func journalEvents(rec invocation.Record, generation int, now time.Time, j sandbox.JournalEntry, pending []invocation.Event) []invocation.Event {
-	b, _ := json.Marshal(toJournal(j))
-	return append(pending, invocation.Event{Type: invocation.EventJournal, Data: b, At: now, EngineAttempt: rec.EngineAttempt,
-		LogicalAttempt: rec.Attempt, IdempotencyKey: eventKey(rec.ID, journalKey(generation, j.Seq), rec.Attempt, invocation.EventJournal)})
-}
-
-// journalKey names a journal position of a generation in idempotency keys (journal-<seq> in the
-// first journal, journal-<generation>-<seq> after a continue-as-new).
-func journalKey(generation, seq int) string {
-	if generation == 0 {
-		return fmt.Sprintf("journal-%d", seq)
-	}
-	return fmt.Sprintf("journal-%d-%d", generation, seq)
 }
 
 // enqueueJournal writes journal events behind the activation's earlier writes without waiting for
@@ -803,18 +637,20 @@ func (s *Service) compensateCanceled(ctx context.Context, rec invocation.Record,
 	if err != nil {
 		return err
 	}
-	wj, jerr := journalOf(logEvents)
+	wj, jerr := journal.Replay(logEvents)
+	input, ierr := wj.InputOf(rec)
 	prog, perr := s.workflowProgram(e, d)
 	switch {
-	case jerr != nil:
+	case jerr != nil || ierr != nil:
+		jerr = errors.Join(jerr, ierr)
 		h.add(invocation.EventLog, map[string]any{"message": "step compensations skipped: workflow journal unreadable: " + jerr.Error()})
 	case perr != nil:
 		h.add(invocation.EventLog, map[string]any{"message": "step compensations skipped: " + perr.Message})
 	default:
-		_, rerr := sandbox.RunWorkflow(ctx, sandbox.WorkflowRequest{Journal: wj.entries, Now: s.cfg.Clock.Now(), CancelAtEnd: true, OnCompensation: h.compensation,
-			Request: sandbox.Request{Program: prog, Input: wj.inputOf(rec), Host: h, CPU: s.cfg.CPU,
+		_, rerr := sandbox.RunWorkflow(ctx, sandbox.WorkflowRequest{Journal: wj.Entries, Now: s.cfg.Clock.Now(), CancelAtEnd: true, OnCompensation: h.compensation,
+			Request: sandbox.Request{Program: prog, Input: input, Host: h, CPU: s.cfg.CPU,
 				Info: sandbox.Info{InvocationID: rec.ID, TenantID: rec.TenantID, EntrypointID: rec.EntrypointID,
-					CorrelationID: rec.CorrelationID, Attempt: rec.Attempt, Generation: wj.generation},
+					CorrelationID: rec.CorrelationID, Attempt: rec.Attempt, Generation: wj.Generation},
 				Limits: sandbox.Limits{Timeout: d.timeout(), CPU: d.Traits.Limits.CPU, MemoryMB: int(d.Traits.Limits.MemoryMB),
 					MaxPayloadBytes: int64(s.cfg.MaxPayloadBytes)}}})
 		if rerr != nil && rerr.TypeID != sandbox.ErrCanceled {
