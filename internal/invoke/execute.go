@@ -5,12 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/larkrun/lark/internal/outcome"
 	"math"
-	"slices"
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/larkrun/lark/internal/entrypoint"
 	"github.com/larkrun/lark/internal/events"
@@ -195,30 +194,6 @@ func (s *Service) checkOutput(d definition, out any) (json.RawMessage, *sandbox.
 	return b, nil
 }
 
-// retryDelay is the backoff before logical attempt n+1 (exponential, capped at max_delay_ms).
-func retryDelay(d definition, attempt int) time.Duration {
-	r := d.Traits.Retry
-	mult := r.BackoffMultiplier
-	if mult < 1 {
-		mult = 1
-	}
-	ms := float64(r.InitialDelayMS) * math.Pow(mult, float64(attempt-1))
-	if r.MaxDelayMS > 0 && ms > float64(r.MaxDelayMS) {
-		ms = float64(r.MaxDelayMS)
-	}
-	return time.Duration(ms) * time.Millisecond
-}
-
-// shouldRetry applies 000's retry precedence: attempts remain, the category is retryable, and the
-// type is not listed in non_retryable_errors.
-func shouldRetry(d definition, attempt int, e *sandbox.Error) bool {
-	max := d.Traits.Retry.MaxAttempts
-	if max < 1 {
-		max = 1
-	}
-	return attempt < max && e.Category == "retryable" && !slices.Contains(d.Traits.Retry.NonRetryableErrors, e.TypeID)
-}
-
 // complete records an attempt's outcome in one transaction: the attempt's timeline entries, then
 // succeeded, a scheduled retry, or failed followed by dead_lettered (functions have no compensation).
 // If this process no longer holds the attempt's lease (it was canceled, or the lease expired and the
@@ -298,7 +273,10 @@ func (s *Service) completeWith(ctx context.Context, rec invocation.Record, d def
 	var final invocation.Record
 	err := s.update(ctx, func(tx store.Tx) error {
 		now := s.cfg.Clock.Now()
-		events, next := s.outcome(rec, d, timeline, output, rerr, metrics, price, park, now)
+		events, next, err := s.outcome(rec, d, timeline, output, rerr, metrics, price, park, now)
+		if err != nil {
+			return err
+		}
 		opt := store.AppendOptions{RequireLease: owner, Schedule: &next, Expect: &rec}
 		if after != nil {
 			after.mu.Lock()
@@ -309,7 +287,6 @@ func (s *Service) completeWith(ctx context.Context, rec invocation.Record, d def
 			}
 			opt.Expect, opt.ExpectOnly = &prev, true
 		}
-		var err error
 		final, _, err = tx.Append(rec.TenantID, rec.ID, events, opt)
 		if after != nil && err != nil {
 			return err // the caller completes again, as usual
@@ -369,81 +346,24 @@ func (s *Service) completeWith(ctx context.Context, rec invocation.Record, d def
 }
 
 // outcome is the events that close an attempt of rec at now, after its timeline entries, and the
-// queue state they leave: suspended (a parked workflow), succeeded, retry_scheduled (000's retry
-// precedence), or failed followed by dead_lettered, or by compensation_started when the failed
-// workflow has an on_failure handler (park.handler). The closing event carries the execution's
-// metrics and price.
+// queue state they leave (outcome.Outcome.Events): suspended (a parked workflow), or what
+// outcome.Decide makes of the result under the retry policy — a workflow's r_exit (park.final) is
+// never retried, and a failed workflow with an on_failure handler (park.handler) goes on to its
+// compensation. The closing event carries the execution's metrics and price.
 func (s *Service) outcome(rec invocation.Record, d definition, timeline []invocation.Event, output json.RawMessage,
-	rerr *sandbox.Error, metrics invocation.Metrics, price float64, park *parking, now time.Time) ([]invocation.Event, store.Scheduling) {
-	spent := func(data map[string]any) map[string]any {
-		data["metrics"], data["cost"] = metrics, price
-		return data
+	rerr *sandbox.Error, metrics invocation.Metrics, price float64, park *parking, now time.Time) ([]invocation.Event, store.Scheduling, error) {
+	var o outcome.Outcome
+	if rerr == nil && park.suspends() {
+		o = outcome.Outcome{Kind: outcome.Suspended, Until: park.until, Reason: park.reason}
+	} else {
+		o = outcome.Decide(rec, d.Traits.Retry, output, rerr, park != nil && park.final, now)
 	}
-	ev := func(t invocation.EventType, data any) invocation.Event {
-		b, _ := json.Marshal(data)
-		return invocation.Event{Type: t, Data: b, At: now, EngineAttempt: rec.EngineAttempt, LogicalAttempt: rec.Attempt,
-			IdempotencyKey: eventKey(rec.ID, "", rec.Attempt, t)}
+	if o.Kind == outcome.Failed && park != nil && park.handler != nil {
+		o.Handler = &outcome.Handler{InvocationID: park.handler.ID, EntrypointID: park.handler.EntrypointID}
 	}
-	events := timeline
-	next := store.Scheduling{}
-	switch {
-	case rerr == nil && park.suspends():
-		next.AvailableAt = park.until
-		se := ev(invocation.EventSuspended, spent(map[string]any{"reason": park.reason, "until": park.until}))
-		se.IdempotencyKey = eventKey(rec.ID, fmt.Sprintf("suspend-%d", rec.LastSeq), rec.Attempt, invocation.EventSuspended)
-		events = append(events, se)
-	case rerr == nil:
-		events = append(events, ev(invocation.EventSucceeded, invocation.Outcome{Result: output, Metrics: &metrics, Cost: price}))
-	case (park == nil || !park.final) && shouldRetry(d, rec.Attempt, rerr):
-		delay := retryDelay(d, rec.Attempt)
-		at := now.Add(delay)
-		next.AvailableAt = &at
-		events = append(events, ev(invocation.EventRetryScheduled, spent(map[string]any{"error": payload(rerr),
-			"delay_ms": delay.Milliseconds(), "next_attempt": rec.Attempt + 1, "available_at": at})))
-	default:
-		o := invocation.Outcome{Error: payload(rerr), Metrics: &metrics, Cost: price}
-		if park != nil && park.handler != nil {
-			events = append(events, ev(invocation.EventFailed, o), ev(invocation.EventCompensationStarted,
-				map[string]any{"trigger": "failure", "handler_invocation_id": park.handler.ID, "handler": park.handler.EntrypointID}))
-		} else {
-			events = append(events, ev(invocation.EventFailed, o), ev(invocation.EventDeadLettered, map[string]any{"reason": "no compensation configured"}))
-		}
-	}
-	return events, next
-}
-
-// MaxErrorBytes bounds the stored error envelope of an attempt: its details, encoded, beyond
-// sandbox.MaxErrorBytes (64 KiB) are replaced by {"truncated": true, "size_bytes": n}; its message
-// beyond 4 KiB is cut (the sandbox keeps both within these limits; this is the store's guard).
-const (
-	maxErrorDetailsBytes = sandbox.MaxErrorBytes
-	maxErrorMessageBytes = 4 << 10
-)
-
-// payload is the stored form of an attempt's error, bounded (maxErrorDetailsBytes).
-func payload(e *sandbox.Error) *invocation.Error {
-	p := &invocation.Error{TypeID: e.TypeID, Message: cut(e.Message, maxErrorMessageBytes), Category: e.Category}
-	if len(e.Details) > 0 {
-		b, err := json.Marshal(e.Details)
-		if err != nil || len(b) > maxErrorDetailsBytes {
-			b = fmt.Appendf(nil, `{"truncated":true,"size_bytes":%d}`, len(b))
-		}
-		p.Details = b
-	}
-	return p
-}
-
-// cut cuts s to at most n bytes on a rune boundary, marking the cut.
-func cut(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	const mark = "…"
-	i := n - len(mark)
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
-	}
-	return s[:i] + mark
+	o.Metrics, o.Cost = metrics, price
+	events, available, err := o.Events(rec, timeline, now)
+	return events, store.Scheduling{AvailableAt: available}, err
 }
 
 // host is the sandbox's window on the world for one attempt: egress with the tenant's allowlist,
@@ -621,7 +541,7 @@ func (h *host) Log(ctx context.Context, msg string, fields map[string]any) {
 	}
 	b, err := json.Marshal(d)
 	if err != nil || len(b) > maxLogEntryBytes {
-		d = map[string]any{"message": cut(msg, sandbox.MaxLogEntryBytes), "truncated": true}
+		d = map[string]any{"message": outcome.Cut(msg, sandbox.MaxLogEntryBytes), "truncated": true}
 		if b, err = json.Marshal(d); err != nil {
 			b = []byte(`{"message":"","truncated":true}`)
 		}

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/larkrun/lark/internal/journal"
+	"github.com/larkrun/lark/internal/outcome"
 	"log/slog"
 	"math"
 	"strings"
@@ -268,14 +269,8 @@ type definition struct {
 			CPU            float64 `json:"cpu"`
 			MaxConcurrent  int64   `json:"max_concurrent"`
 		} `json:"limits"`
-		Retry struct {
-			MaxAttempts        int      `json:"max_attempts"`
-			InitialDelayMS     int64    `json:"initial_delay_ms"`
-			MaxDelayMS         int64    `json:"max_delay_ms"`
-			BackoffMultiplier  float64  `json:"backoff_multiplier"`
-			NonRetryableErrors []string `json:"non_retryable_errors"`
-		} `json:"retry"`
-		Entrypoint *bool `json:"entrypoint"`
+		Retry      outcome.RetryPolicy `json:"retry"`
+		Entrypoint *bool               `json:"entrypoint"`
 		RateLimit  *struct {
 			Strategy string          `json:"strategy"`
 			Config   json.RawMessage `json:"config"`

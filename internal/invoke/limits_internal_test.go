@@ -11,7 +11,6 @@ import (
 
 	"github.com/larkrun/lark/internal/clock"
 	"github.com/larkrun/lark/internal/invocation"
-	"github.com/larkrun/lark/internal/sandbox"
 )
 
 // An attempt keeps at most maxLogEntries log entries and maxLogBytes of them, each at most
@@ -50,10 +49,3 @@ func TestHostLogCaps(t *testing.T) {
 	require.EqualValues(t, 5000-maxLogEntries, m["dropped"])
 }
 
-// The stored error envelope is bounded whatever the sandbox hands over.
-func TestPayloadBoundsErrors(t *testing.T) {
-	p := payload(&sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "non_retryable",
-		Message: strings.Repeat("m", 1<<20), Details: map[string]any{"d": strings.Repeat("d", 1<<20)}})
-	require.LessOrEqual(t, len(p.Message), maxErrorMessageBytes)
-	require.JSONEq(t, `{"truncated":true,"size_bytes":1048584}`, string(p.Details))
-}

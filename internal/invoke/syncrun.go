@@ -69,9 +69,9 @@ func (s *Service) runSync(ctx context.Context, rec invocation.Record, input any,
 	a := s.runFunction(ctx, started, e, d, input)
 
 	price := s.cfg.Pricing.For(started.TenantID).Execution(a.metrics)
-	closing, next := s.outcome(started, d, a.timeline, a.output, a.err, a.metrics, price, nil, s.cfg.Clock.Now())
+	closing, next, oerr := s.outcome(started, d, a.timeline, a.output, a.err, a.metrics, price, nil, s.cfg.Clock.Now())
 	p.mu.Lock()
-	if !p.taken {
+	if !p.taken && oerr == nil {
 		p.close, p.next = closing, next
 		p.mu.Unlock()
 		if err := <-p.done; err != nil {

@@ -47,7 +47,9 @@ func TestPendingStartWrite(t *testing.T) {
 
 	// Merged: one write, the whole log, the final record and no lease.
 	p, started := pending("inv-merged")
-	p.close, p.next = s.outcome(started, d, nil, []byte(`{"ok":true}`), nil, invocation.Metrics{}, 0, nil, now)
+	var oerr error
+	p.close, p.next, oerr = s.outcome(started, d, nil, []byte(`{"ok":true}`), nil, invocation.Metrics{}, 0, nil, now)
+	require.NoError(t, oerr)
 	require.NoError(t, st.Update(ctx, p.write))
 	require.Equal(t, invocation.StatusSucceeded, p.final.Status)
 	got, err := st.Invocation(ctx, "acme", "inv-merged")
@@ -73,7 +75,8 @@ func TestPendingStartWrite(t *testing.T) {
 	due, err = st.NextDue(ctx, now)
 	require.NoError(t, err)
 	require.NotNil(t, due, "the running call's lease expires, so a crash is reclaimed")
-	events, next := s.outcome(started, d, nil, []byte(`{"ok":true}`), nil, invocation.Metrics{}, 0, nil, now)
+	events, next, err := s.outcome(started, d, nil, []byte(`{"ok":true}`), nil, invocation.Metrics{}, 0, nil, now)
+	require.NoError(t, err)
 	require.NoError(t, st.Update(ctx, func(tx store.Tx) error {
 		_, _, err := tx.Append("acme", "inv-split", events, store.AppendOptions{RequireLease: s.leaseOwner(started), Schedule: &next, Expect: &started})
 		return err

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/larkrun/lark/internal/journal"
+	"github.com/larkrun/lark/internal/outcome"
 	"maps"
 	"time"
 
@@ -115,10 +116,10 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 		rerr = perr
 	}
 	stepRetry := func(attempt int, e *sandbox.Error) (time.Duration, bool) {
-		if !shouldRetry(d, attempt, e) {
+		if !d.Traits.Retry.ShouldRetry(attempt, e) {
 			return 0, false
 		}
-		return retryDelay(d, attempt), true
+		return d.Traits.Retry.Delay(attempt), true
 	}
 	// wait keeps the execution live across a suspension (live.go): the suspension is recorded
 	// exactly as at the end of a run, this activation is reported, and the execution waits to be
@@ -207,7 +208,7 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 			// An attempt that the retry policy tries again has not ended: its completed steps are replayed
 			// by the next attempt, and nothing is compensated (STARLARK_RUNTIME.md, Compensation).
 			Compensate: func(e *sandbox.Error, exited bool) bool {
-				return !errors.Is(runCtx.Err(), context.Canceled) && (exited || !shouldRetry(d, rec.Attempt, e))
+				return !errors.Is(runCtx.Err(), context.Canceled) && (exited || !d.Traits.Retry.ShouldRetry(rec.Attempt, e))
 			},
 			Request: sandbox.Request{
 				Program: prog, Input: input, Host: h, CPU: s.cfg.CPU,
@@ -247,7 +248,7 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 	if rerr == nil && park == nil {
 		output, rerr = s.checkOutput(d, res.Output)
 	}
-	if rerr != nil && (res.Exited || !shouldRetry(d, rec.Attempt, rerr)) {
+	if rerr != nil && (res.Exited || !d.Traits.Retry.ShouldRetry(rec.Attempt, rerr)) {
 		// The workflow ends unsuccessfully for good (r_exit: a retry would replay the journal to the
 		// same r_exit), and so does its on_failure handler's turn.
 		if d.Traits.Workflow != nil && d.Traits.Workflow.Compensation.OnFailure != nil {
@@ -473,7 +474,7 @@ func (s *Service) limitSuspension(park *parking, seq int, recorded map[int]time.
 }
 
 func retryData(r sandbox.StepRetryRecord) map[string]any {
-	return map[string]any{"step": r.Step, "attempt": r.Attempt, "error": payload(r.Error), "delay_ms": r.Delay.Milliseconds()}
+	return map[string]any{"step": r.Step, "attempt": r.Attempt, "error": outcome.ErrorOf(r.Error), "delay_ms": r.Delay.Milliseconds()}
 }
 
 // enqueueJournal writes journal events behind the activation's earlier writes without waiting for
@@ -615,7 +616,7 @@ func (h *host) compensation(c sandbox.CompensationRecord, done bool) {
 	}
 	entry := map[string]any{"step": c.Step, "seq": c.Seq, "fn": c.Fn, "ok": c.OK, "duration_ms": c.EndedAt.Sub(c.StartedAt).Milliseconds()}
 	if c.Error != nil {
-		entry["error"] = payload(c.Error)
+		entry["error"] = outcome.ErrorOf(c.Error)
 	}
 	h.addAt(c.EndedAt, invocation.EventStepCompensated, entry)
 }
