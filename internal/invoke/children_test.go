@@ -154,7 +154,7 @@ def main(ctx, input):
 `)
 	st, err := e.start(bob, invoke.StartRequest{EntrypointID: wfPrefix + "fan.v1~"}, invoke.StartOptions{})
 	require.NoError(t, err)
-	e.drain()
+	e.Drain()
 	r, err := e.svc.Get(context.Background(), bob, st.Record.ID)
 	require.NoError(t, err)
 	require.Equal(t, invocation.StatusSucceeded, r.Status, r.Error)

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/larkrun/lark/internal/outcome"
-	"math"
+	"github.com/larkrun/lark/internal/run"
 	"strings"
 	"sync"
 	"time"
@@ -28,58 +28,26 @@ func (s *Service) execute(ctx context.Context, rec invocation.Record, e entrypoi
 		return s.executeWorkflow(ctx, rec, e, d)
 	}
 	a := s.runFunction(ctx, rec, e, d, nil)
-	return s.complete(context.WithoutCancel(ctx), rec, d, a.timeline, a.output, a.err, a.metrics, nil)
+	return s.complete(context.WithoutCancel(ctx), rec, d, a.Timeline, a.Outcome, nil)
 }
 
-// runResult is what one run of a function produced: its timeline entries, its result (JSON) or
-// error, and its metrics.
-type runResult struct {
-	timeline []invocation.Event
-	output   json.RawMessage
-	err      *sandbox.Error
-	metrics  invocation.Metrics
+// attempt is the run stage's view of an attempt of rec (e's version, parsed as d): data only.
+// input is rec's params decoded, when the caller has them (nil: they are decoded by the run).
+func (s *Service) attempt(rec invocation.Record, e entrypoint.Entrypoint, d definition, input any) run.Attempt {
+	returns, rerr := s.returnsSchema(d)
+	return run.Attempt{Record: rec, Input: input, ProgramKey: e.ID, Source: d.Implementation.Code.Source,
+		Limits: d.limits(s.cfg.MaxPayloadBytes), Retry: d.Traits.Retry, Returns: returns, ReturnsErr: rerr}
 }
 
-// runFunction runs one attempt of a function (rec as started) in the sandbox, within the
-// definition's limits, and checks its result against the returns schema. It writes nothing. input
-// is rec's params decoded, when the caller has them (nil: they are decoded here).
-func (s *Service) runFunction(ctx context.Context, rec invocation.Record, e entrypoint.Entrypoint, d definition, input any) runResult {
+// runFunction runs one attempt of a function (rec as started) through the run stage, cancelable
+// by cancel while it runs. It writes nothing.
+func (s *Service) runFunction(ctx context.Context, rec invocation.Record, e entrypoint.Entrypoint, d definition, input any) run.Result {
 	log := obs.Logger(ctx).With("tenant_id", rec.TenantID, "invocation_id", rec.ID, "correlation_id", rec.CorrelationID)
 	runCtx, cancel := context.WithTimeout(ctx, d.timeout())
 	defer cancel()
 	s.track(rec.ID, cancel)
 	defer s.untrack(rec.ID)
-	h := &host{s: s, rec: rec, log: log}
-	start := time.Now()
-	if input == nil {
-		if err := decodeJSON(rec.Params, &input); err != nil { // validated by validateParams: not expected
-			return runResult{err: &sandbox.Error{TypeID: sandbox.ErrValidation, Category: "non_retryable", Message: "params: " + err.Error()},
-				metrics: metricsOf(0, sandbox.Result{}, d, 0)}
-		}
-	}
-	var res sandbox.Result
-	rerr := &sandbox.Error{}
-	prog, cerr := s.cfg.Programs.Get(e.ID, "main.star", d.Implementation.Code.Source)
-	if cerr != nil {
-		// A stored definition passed the static checks, so this is rare; keep the executor's typed
-		// error (validation, with line and column) when there is one.
-		if !errors.As(cerr, &rerr) {
-			rerr = &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "non_retryable", Message: "compile: " + cerr.Error()}
-		}
-	} else {
-		res, rerr = sandbox.Run(runCtx, sandbox.Request{Program: prog, Input: input, Host: h, CPU: s.cfg.CPU,
-			Info: sandbox.Info{InvocationID: rec.ID, TenantID: rec.TenantID, EntrypointID: rec.EntrypointID,
-				CorrelationID: rec.CorrelationID, Attempt: rec.Attempt},
-			Limits: sandbox.Limits{Timeout: d.timeout(), CPU: d.Traits.Limits.CPU, MemoryMB: int(d.Traits.Limits.MemoryMB),
-				MaxPayloadBytes: int64(s.cfg.MaxPayloadBytes)}})
-	}
-	elapsed := time.Since(start)
-	a := runResult{err: rerr, metrics: metricsOf(elapsed, res, d, h.takeEgress())}
-	if rerr == nil {
-		a.output, a.err = s.checkOutput(d, res.Output)
-	}
-	a.timeline = h.drain()
-	return a
+	return s.runner.Function(runCtx, s.attempt(rec, e, d, input), &host{s: s, rec: rec, log: log})
 }
 
 // resolveParent completes the parent workflow's pending r_invoke_v1 entry with the child's outcome
@@ -137,17 +105,6 @@ func (s *Service) resolveCompensation(tx store.Tx, handler invocation.Record, no
 	return err
 }
 
-// metricsOf is 000's invocation metrics for one execution: wall time, billed time (whole ms, at
-// least 1), CPU estimated from interpreter steps, memory limit and accounted peak, steps, and the
-// bytes of its r_http_* bodies (egress).
-func metricsOf(elapsed time.Duration, res sandbox.Result, d definition, egress int64) invocation.Metrics {
-	return invocation.Metrics{DurationMS: i64(elapsed.Milliseconds()),
-		BilledDurationMS: i64(max(1, int64(math.Ceil(float64(elapsed)/float64(time.Millisecond))))),
-		CPUTimeMS:        i64(res.CPUTime.Milliseconds()), MemoryLimitMB: i64(d.Traits.Limits.MemoryMB),
-		MaxMemoryUsedMB: i64(int64(math.Ceil(float64(res.MaxMemoryBytes) / float64(1<<20)))), StepCount: i64(int64(res.Steps)),
-		EgressBytes: i64(egress)}
-}
-
 // track registers a running attempt so that cancel can stop it; untrack removes it.
 func (s *Service) track(id string, cancel context.CancelFunc) {
 	s.mu.Lock()
@@ -162,37 +119,6 @@ func (s *Service) untrack(id string) {
 }
 
 func errorsAs(err error, target any) bool { return errors.As(err, target) }
-
-// checkOutput converts the result to JSON and validates it against schema.returns.
-func (s *Service) checkOutput(d definition, out any) (json.RawMessage, *sandbox.Error) {
-	b, err := json.Marshal(out)
-	if err != nil {
-		return nil, &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "non_retryable", Message: "result is not JSON: " + err.Error()}
-	}
-	if len(b) > s.cfg.MaxPayloadBytes {
-		// The sandbox bounds the result's size without its strings' escapes; this is the exact check.
-		return nil, &sandbox.Error{TypeID: sandbox.ErrPayloadTooLarge, Category: "non_retryable",
-			Message: fmt.Sprintf("the result is larger than the limit of %d bytes once encoded as JSON", s.cfg.MaxPayloadBytes),
-			Details: map[string]any{"limit_bytes": s.cfg.MaxPayloadBytes, "size_bytes": len(b)}}
-	}
-	compiled, err := s.returnsSchema(d)
-	if err != nil {
-		return nil, &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "non_retryable", Message: "returns schema: " + err.Error()}
-	}
-	if compiled == nil {
-		return b, nil
-	}
-	var v any
-	vdec := json.NewDecoder(strings.NewReader(string(b)))
-	vdec.UseNumber()
-	_ = vdec.Decode(&v)
-	if issues := s.cfg.Schemas.ValidateValue(compiled, "$.result", v); len(issues) > 0 {
-		details := map[string]any{"issues": issues}
-		return nil, &sandbox.Error{TypeID: sandbox.ErrValidation, Category: "non_retryable",
-			Message: "the result does not match the entrypoint's returns schema", Details: details}
-	}
-	return b, nil
-}
 
 // complete records an attempt's outcome in one transaction: the attempt's timeline entries, then
 // succeeded, a scheduled retry, or failed followed by dead_lettered (functions have no compensation).
@@ -228,10 +154,11 @@ func (p *parking) suspends() bool {
 }
 
 // A workflow that parks passes park: it becomes suspended, holding no goroutine; the queue wakes it
-// at park.until, or the child's completion does.
+// at park.until, or the child's completion does. o is what the attempt came to (s.decide for a
+// workflow run, the run stage's decision for a function).
 func (s *Service) complete(ctx context.Context, rec invocation.Record, d definition, timeline []invocation.Event,
-	output json.RawMessage, rerr *sandbox.Error, metrics invocation.Metrics, park *parking) (invocation.Record, error) {
-	return s.completeWith(ctx, rec, d, timeline, output, rerr, metrics, park, nil)
+	o outcome.Outcome, park *parking) (invocation.Record, error) {
+	return s.completeWith(ctx, rec, d, timeline, o, park, nil)
 }
 
 // completeAfter is complete for a workflow run whose journal writes are still on their way
@@ -239,8 +166,34 @@ func (s *Service) complete(ctx context.Context, rec invocation.Record, d definit
 // projection the last of them leaves (it fails when one did not apply, or when anything else wrote
 // in between). The caller flushes h afterwards, and completes again, as usual, if this failed.
 func (s *Service) completeAfter(ctx context.Context, rec invocation.Record, d definition, timeline []invocation.Event,
-	output json.RawMessage, rerr *sandbox.Error, metrics invocation.Metrics, h *host) (invocation.Record, error) {
-	return s.completeWith(ctx, rec, d, timeline, output, rerr, metrics, nil, h)
+	o outcome.Outcome, h *host) (invocation.Record, error) {
+	return s.completeWith(ctx, rec, d, timeline, o, nil, h)
+}
+
+// decide is what a workflow run of rec came to: suspended when it parked (park.suspends), otherwise
+// outcome.Decide of its output or error under the retry policy — r_exit (park.final) is never
+// retried, and a failure with an on_failure handler (park.handler) goes on to the compensation.
+func (s *Service) decide(rec invocation.Record, d definition, output json.RawMessage, rerr *sandbox.Error,
+	metrics invocation.Metrics, park *parking) outcome.Outcome {
+	var o outcome.Outcome
+	if rerr == nil && park.suspends() {
+		o = outcome.Outcome{Kind: outcome.Suspended, Until: park.until, Reason: park.reason}
+	} else {
+		o = outcome.Decide(rec, d.Traits.Retry, output, rerr, park != nil && park.final, s.cfg.Clock.Now())
+	}
+	if o.Kind == outcome.Failed && park != nil && park.handler != nil {
+		o.Handler = &outcome.Handler{InvocationID: park.handler.ID, EntrypointID: park.handler.EntrypointID}
+	}
+	o.Metrics = metrics
+	return o
+}
+
+// closingEvents prices o at the tenant's current prices and returns the events that close rec's attempt
+// after its timeline entries, and the queue state they leave.
+func (s *Service) closingEvents(rec invocation.Record, timeline []invocation.Event, o outcome.Outcome, now time.Time) ([]invocation.Event, store.Scheduling, error) {
+	o.Cost = s.cfg.Pricing.For(rec.TenantID).Execution(o.Metrics)
+	events, available, err := o.Events(rec, timeline, now)
+	return events, store.Scheduling{AvailableAt: available}, err
 }
 
 // informational is what survives of an attempt's timeline when its outcome is not applied as it
@@ -261,19 +214,19 @@ func informational(timeline []invocation.Event, park *parking) []invocation.Even
 }
 
 func (s *Service) completeWith(ctx context.Context, rec invocation.Record, d definition, timeline []invocation.Event,
-	output json.RawMessage, rerr *sandbox.Error, metrics invocation.Metrics, park *parking, after *host) (invocation.Record, error) {
+	o outcome.Outcome, park *parking, after *host) (invocation.Record, error) {
 	owner := s.leaseOwner(rec)
 	// The execution's cost, at the prices of this moment, goes into the event that closes it
 	// (invocation.Execution): whatever that event is, and even when the outcome is not applied.
-	price := s.cfg.Pricing.For(rec.TenantID).Execution(metrics)
+	price := s.cfg.Pricing.For(rec.TenantID).Execution(o.Metrics)
 	spent := func(data map[string]any) map[string]any {
-		data["metrics"], data["cost"] = metrics, price
+		data["metrics"], data["cost"] = o.Metrics, price
 		return data
 	}
 	var final invocation.Record
 	err := s.update(ctx, func(tx store.Tx) error {
 		now := s.cfg.Clock.Now()
-		events, next, err := s.outcome(rec, d, timeline, output, rerr, metrics, price, park, now)
+		events, next, err := s.closingEvents(rec, timeline, o, now)
 		if err != nil {
 			return err
 		}
@@ -293,7 +246,10 @@ func (s *Service) completeWith(ctx context.Context, rec invocation.Record, d def
 		}
 		if errors.Is(err, store.ErrLeaseLost) {
 			// Canceled meanwhile, or the lease expired and the work moved: record, never apply.
-			data, _ := json.Marshal(spent(map[string]any{"succeeded": rerr == nil, "engine_attempt": rec.EngineAttempt}))
+			data, err := json.Marshal(spent(map[string]any{"succeeded": o.Err == nil, "engine_attempt": rec.EngineAttempt}))
+			if err != nil {
+				return err
+			}
 			// Only informational entries survive: a run that lost its lease must never write journal
 			// entries (another runner may be replaying those positions), nor step retries.
 			late := append(informational(timeline, park), invocation.Event{Type: invocation.EventLateResult, Data: data, At: now,
@@ -334,7 +290,7 @@ func (s *Service) completeWith(ctx context.Context, rec invocation.Record, d def
 				return err
 			}
 		}
-		if rerr == nil && rec.CacheKey != "" && d.Traits.Caching.MaxAgeSeconds > 0 {
+		if o.Err == nil && rec.CacheKey != "" && d.Traits.Caching.MaxAgeSeconds > 0 {
 			return tx.PutCachedInvocation(rec.CacheKey, rec.TenantID, rec.ID, now.Add(time.Duration(d.Traits.Caching.MaxAgeSeconds)*time.Second))
 		}
 		return nil
@@ -343,27 +299,6 @@ func (s *Service) completeWith(ctx context.Context, rec invocation.Record, d def
 		return rec, fmt.Errorf("complete %s: %w", rec.ID, err)
 	}
 	return final, nil
-}
-
-// outcome is the events that close an attempt of rec at now, after its timeline entries, and the
-// queue state they leave (outcome.Outcome.Events): suspended (a parked workflow), or what
-// outcome.Decide makes of the result under the retry policy — a workflow's r_exit (park.final) is
-// never retried, and a failed workflow with an on_failure handler (park.handler) goes on to its
-// compensation. The closing event carries the execution's metrics and price.
-func (s *Service) outcome(rec invocation.Record, d definition, timeline []invocation.Event, output json.RawMessage,
-	rerr *sandbox.Error, metrics invocation.Metrics, price float64, park *parking, now time.Time) ([]invocation.Event, store.Scheduling, error) {
-	var o outcome.Outcome
-	if rerr == nil && park.suspends() {
-		o = outcome.Outcome{Kind: outcome.Suspended, Until: park.until, Reason: park.reason}
-	} else {
-		o = outcome.Decide(rec, d.Traits.Retry, output, rerr, park != nil && park.final, now)
-	}
-	if o.Kind == outcome.Failed && park != nil && park.handler != nil {
-		o.Handler = &outcome.Handler{InvocationID: park.handler.ID, EntrypointID: park.handler.EntrypointID}
-	}
-	o.Metrics, o.Cost = metrics, price
-	events, available, err := o.Events(rec, timeline, now)
-	return events, store.Scheduling{AvailableAt: available}, err
 }
 
 // host is the sandbox's window on the world for one attempt: egress with the tenant's allowlist,
@@ -488,7 +423,8 @@ func (h *host) prepend(events []invocation.Event) {
 	h.mu.Unlock()
 }
 
-func (h *host) drain() []invocation.Event {
+// Drain returns the timeline entries collected so far and forgets them (run.Host).
+func (h *host) Drain() []invocation.Event {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.dropped > 0 {
@@ -509,9 +445,9 @@ func (h *host) countEgress(n int) {
 	h.mu.Unlock()
 }
 
-// takeEgress returns the egress counted since the last call (a live workflow's host serves several
+// TakeEgress returns the egress counted since the last call (a live workflow's host serves several
 // executions, each with its own metrics).
-func (h *host) takeEgress() int64 {
+func (h *host) TakeEgress() int64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	n := h.egress

@@ -84,7 +84,7 @@ def main(ctx, input):
 		default:
 		}
 		e.clock.Advance(2 * time.Second)
-		require.Equal(t, 1, e.drain())
+		require.Equal(t, 1, e.Drain())
 		st := e.outcome(call)
 		require.False(t, st.Unfinished)
 		require.Equal(t, rec.ID, st.Record.ID)

@@ -35,7 +35,7 @@ func (e *env) timelineCounts(id string) map[string]int {
 // drainFor runs due work and advances the clock by step, n times.
 func (e *env) drainFor(n int, step time.Duration) {
 	for i := 0; i < n; i++ {
-		e.drain()
+		e.Drain()
 		e.clock.Advance(step)
 	}
 }
@@ -147,7 +147,7 @@ def main(ctx, input):
 	run := func(name, params string) invocation.Record {
 		st, err := e.start(bob, invoke.StartRequest{EntrypointID: wfPrefix + name + ".v1~", Params: json.RawMessage(params)}, invoke.StartOptions{})
 		require.NoError(t, err)
-		e.drain()
+		e.Drain()
 		r, err := e.svc.Get(context.Background(), bob, st.Record.ID)
 		require.NoError(t, err)
 		return r
@@ -219,7 +219,7 @@ def main(ctx, input):
 	handlerOutput := func(name string) string {
 		st, err := e.start(bob, invoke.StartRequest{EntrypointID: wfPrefix + name + ".v1~"}, invoke.StartOptions{})
 		require.NoError(t, err)
-		e.drain()
+		e.Drain()
 		page, err := e.svc.List(context.Background(), bob, store.ListQuery{})
 		require.NoError(t, err)
 		for _, rec := range page.Items {
@@ -336,7 +336,7 @@ def main(ctx, input):
 	require.Equal(t, invocation.StatusSuspended, get(id).Status)
 	_, _, err = e.svc.Control(context.Background(), bob, id, invoke.ActionResume)
 	require.NoError(t, err)
-	e.drain()
+	e.Drain()
 	r := get(id)
 	require.Equal(t, invocation.StatusSucceeded, r.Status, r.Error)
 	require.JSONEq(t, `{"timer": null, "n": 42, "now": "2026-03-01T12:00:00.010Z"}`, string(r.Result))

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"github.com/larkrun/lark/internal/journal"
 	"github.com/larkrun/lark/internal/outcome"
+	"github.com/larkrun/lark/internal/run"
 	"log/slog"
 	"math"
 	"strings"
@@ -126,6 +127,7 @@ type Service struct {
 	mu        sync.Mutex
 	running   map[string]context.CancelFunc // invocations executing in this process
 	workflows map[string]*sandbox.Program   // compiled workflows by version
+	runner    *run.Runner                   // the run stage of function attempts
 	live      map[string]*liveRun           // suspended workflow executions waiting in memory
 	closing   chan struct{}                 // closed by Close
 	closeOnce sync.Once
@@ -199,7 +201,8 @@ func NewService(cfg Config) *Service {
 	}
 	_, nop := cfg.Observer.(NopObserver)
 	return &Service{cfg: cfg, running: map[string]context.CancelFunc{}, workflows: map[string]*sandbox.Program{},
-		live: map[string]*liveRun{}, closing: make(chan struct{}), fair: fairness.New(), noObserver: nop}
+		live: map[string]*liveRun{}, closing: make(chan struct{}), fair: fairness.New(), noObserver: nop,
+		runner: &run.Runner{Programs: cfg.Programs, CPU: cfg.CPU, Schemas: cfg.Schemas, Clock: cfg.Clock}}
 }
 
 // Close ends the workflow executions waiting in memory (their invocations are suspended, durably;
@@ -418,6 +421,12 @@ func parseDefinition(e entrypoint.Entrypoint) (definition, error) {
 
 func (d definition) timeout() time.Duration {
 	return time.Duration(d.Traits.Limits.TimeoutSeconds) * time.Second
+}
+
+// limits are the sandbox limits of an execution of the version, with the payload bound maxPayload.
+func (d definition) limits(maxPayload int) sandbox.Limits {
+	return sandbox.Limits{Timeout: d.timeout(), CPU: d.Traits.Limits.CPU, MemoryMB: int(d.Traits.Limits.MemoryMB),
+		MaxPayloadBytes: int64(maxPayload)}
 }
 
 // resolve finds the entrypoint an invocation names: an exact GTS id (or opaque id) pins that

@@ -115,7 +115,7 @@ func (e *env) start(sc auth.SecurityContext, req invoke.StartRequest, opt invoke
 }
 
 // drain runs every claimable attempt now, as the dispatcher would.
-func (e *env) drain() int {
+func (e *env) Drain() int {
 	e.t.Helper()
 	n := 0
 	for {
@@ -192,11 +192,11 @@ func TestAsyncRunsThroughTheQueue(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, st.Queued)
 	require.Equal(t, invocation.StatusQueued, st.Record.Status)
-	require.Equal(t, 1, e.drain())
+	require.Equal(t, 1, e.Drain())
 	r, err := e.svc.Get(context.Background(), bob, st.Record.ID)
 	require.NoError(t, err)
 	require.Equal(t, invocation.StatusSucceeded, r.Status)
-	require.Zero(t, e.drain(), "nothing left")
+	require.Zero(t, e.Drain(), "nothing left")
 }
 
 func retryingFn(e *env, name, source string, retry map[string]any) {
@@ -215,20 +215,20 @@ func TestRetriesWithBackoff(t *testing.T) {
 	st, err := e.start(bob, invoke.StartRequest{EntrypointID: fnPrefix + "flaky.v1~"}, invoke.StartOptions{})
 	require.NoError(t, err)
 	id := st.Record.ID
-	require.Equal(t, 1, e.drain())
+	require.Equal(t, 1, e.Drain())
 	r, _ := e.svc.Get(context.Background(), bob, id)
 	require.Equal(t, invocation.StatusQueued, r.Status, "retry scheduled")
 	require.Equal(t, 2, r.Attempt)
-	require.Zero(t, e.drain(), "not before the backoff")
+	require.Zero(t, e.Drain(), "not before the backoff")
 	due, err := e.store.NextDue(context.Background(), time.Time{})
 	require.NoError(t, err)
 	require.Equal(t, e.clock.Now().Add(time.Second), *due, "first delay = initial_delay_ms")
 	e.clock.Advance(time.Second)
-	require.Equal(t, 1, e.drain())
+	require.Equal(t, 1, e.Drain())
 	due, _ = e.store.NextDue(context.Background(), time.Time{})
 	require.Equal(t, e.clock.Now().Add(1500*time.Millisecond), *due, "second delay 2000 ms capped at max_delay_ms")
 	e.clock.Advance(1500 * time.Millisecond)
-	require.Equal(t, 1, e.drain())
+	require.Equal(t, 1, e.Drain())
 	r, _ = e.svc.Get(context.Background(), bob, id)
 	require.Equal(t, invocation.StatusDeadLettered, r.Status)
 	require.Equal(t, 3, r.Attempt)
@@ -266,7 +266,7 @@ func TestRetryPrecedence(t *testing.T) {
 			retryingFn(e, "f", c.source, retry)
 			st, err := e.start(bob, invoke.StartRequest{EntrypointID: fnPrefix + "f.v1~"}, invoke.StartOptions{})
 			require.NoError(t, err)
-			e.drain()
+			e.Drain()
 			r, _ := e.svc.Get(context.Background(), bob, st.Record.ID)
 			require.Equal(t, invocation.StatusDeadLettered, r.Status)
 			require.Equal(t, c.wantAttempts, r.Attempt, r.Error)
@@ -401,7 +401,7 @@ func TestCancelAndStateMachine(t *testing.T) {
 	r, _, err := e.svc.Control(context.Background(), bob, st.Record.ID, invoke.ActionCancel)
 	require.NoError(t, err)
 	require.Equal(t, invocation.StatusCanceled, r.Status)
-	require.Zero(t, e.drain(), "a canceled invocation never runs")
+	require.Zero(t, e.Drain(), "a canceled invocation never runs")
 	for _, a := range []invoke.Action{invoke.ActionCancel, invoke.ActionRetry, invoke.ActionReplay} {
 		_, _, err := e.svc.Control(context.Background(), bob, st.Record.ID, a)
 		require.Equal(t, 409, problem.From(err).Status, "%s from canceled", a)
@@ -430,7 +430,7 @@ func TestVersionPinning(t *testing.T) {
 	})
 	_, err = e.reg.ChangeStatus(context.Background(), dev, v1.ID, registry.StatusRequest{Action: entrypoint.ActionDisable})
 	require.NoError(t, err)
-	e.drain()
+	e.Drain()
 	r, _ := e.svc.Get(context.Background(), bob, st.Record.ID)
 	require.Equal(t, invocation.StatusSucceeded, r.Status)
 	require.JSONEq(t, `{"v":1}`, string(r.Result), "ran the version it was started with, though disabled since")

@@ -22,7 +22,7 @@ func TestHostLogCaps(t *testing.T) {
 	for range 100000 {
 		h.Log(context.Background(), big, map[string]any{"f": big})
 	}
-	tl := h.drain()
+	tl := h.Drain()
 	size := 0
 	for _, ev := range tl[:len(tl)-1] {
 		require.Equal(t, invocation.EventLog, ev.Type)
@@ -36,16 +36,15 @@ func TestHostLogCaps(t *testing.T) {
 	kept := len(tl) - 1
 	require.EqualValues(t, 100000-kept, m["dropped"])
 	require.Contains(t, m["message"], " log entries dropped")
-	require.Empty(t, h.drain(), "one marker")
+	require.Empty(t, h.Drain(), "one marker")
 
 	// Many small entries stop at maxLogEntries.
 	h = &host{s: &Service{cfg: Config{Clock: c}}, rec: invocation.Record{ID: "inv-2", Attempt: 1}}
 	for range 5000 {
 		h.Log(context.Background(), "x", nil)
 	}
-	tl = h.drain()
+	tl = h.Drain()
 	require.Len(t, tl, maxLogEntries+1)
 	require.NoError(t, json.Unmarshal(tl[maxLogEntries].Data, &m))
 	require.EqualValues(t, 5000-maxLogEntries, m["dropped"])
 }
-

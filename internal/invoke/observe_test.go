@@ -90,7 +90,7 @@ func TestObserver(t *testing.T) {
 		st := start("ok", "async", invoke.StartOptions{})
 		require.Equal(t, []string{"created " + st.Record.ID + " queued"}, rec.take())
 		e.clock.Advance(3 * time.Second)
-		require.Equal(t, 1, e.drain())
+		require.Equal(t, 1, e.Drain())
 		require.Equal(t, []string{"dequeued " + st.Record.ID + " 3s", "finished " + st.Record.ID + " succeeded"}, rec.take())
 	})
 
@@ -103,7 +103,7 @@ func TestObserver(t *testing.T) {
 		_, _, err = e.svc.Control(ctx, bob, st.Record.ID, invoke.ActionCancel)
 		require.Error(t, err)
 		require.Empty(t, rec.take())
-		require.Zero(t, e.drain(), "nothing left to run")
+		require.Zero(t, e.Drain(), "nothing left to run")
 	})
 
 	t.Run("retry of a dead-lettered invocation finishes again", func(t *testing.T) {
@@ -112,7 +112,7 @@ func TestObserver(t *testing.T) {
 		_, _, err := e.svc.Control(ctx, bob, st.Record.ID, invoke.ActionRetry)
 		require.NoError(t, err)
 		require.Empty(t, rec.take(), "queued again is not an end")
-		e.drain()
+		e.Drain()
 		require.Equal(t, []string{"finished " + st.Record.ID + " dead_lettered"}, rec.take(), "attempt 2 is not dequeued (first attempts only)")
 	})
 
@@ -172,7 +172,7 @@ func TestObserverCompensation(t *testing.T) {
 	st, err := e.start(bob, invoke.StartRequest{EntrypointID: wfPrefix + "order.v1~", Params: json.RawMessage(`{}`)}, invoke.StartOptions{})
 	require.NoError(t, err)
 	wf := st.Record.ID
-	e.drain()
+	e.Drain()
 	var handler string
 	lines := rec.take()
 	for _, l := range lines {

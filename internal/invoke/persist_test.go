@@ -79,9 +79,9 @@ func TestJournalWritesExpectTheirProjection(t *testing.T) {
 	e.workflow("expect", journalSpySource)
 	st, err := e.start(bob, invoke.StartRequest{EntrypointID: wfPrefix + "expect.v1~"}, invoke.StartOptions{})
 	require.NoError(t, err)
-	require.Equal(t, 1, e.drain())
+	require.Equal(t, 1, e.Drain())
 	e.clock.Advance(time.Minute)
-	require.Equal(t, 1, e.drain())
+	require.Equal(t, 1, e.Drain())
 	r, err := e.svc.Get(context.Background(), bob, st.Record.ID)
 	require.NoError(t, err)
 	require.Equal(t, invocation.StatusSucceeded, r.Status, r.Error)
@@ -125,7 +125,7 @@ func TestChainedJournalWriteAfterAConflict(t *testing.T) {
 	st, err := e.start(bob, invoke.StartRequest{EntrypointID: wfPrefix + "conflict.v1~"}, invoke.StartOptions{})
 	require.NoError(t, err)
 	for range 3 {
-		e.drain()
+		e.Drain()
 		e.clock.Advance(time.Minute)
 	}
 	r, err := e.svc.Get(context.Background(), bob, st.Record.ID)

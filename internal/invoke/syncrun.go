@@ -68,8 +68,7 @@ func (s *Service) runSync(ctx context.Context, rec invocation.Record, input any,
 
 	a := s.runFunction(ctx, started, e, d, input)
 
-	price := s.cfg.Pricing.For(started.TenantID).Execution(a.metrics)
-	closing, next, oerr := s.outcome(started, d, a.timeline, a.output, a.err, a.metrics, price, nil, s.cfg.Clock.Now())
+	closing, next, oerr := s.closingEvents(started, a.Timeline, a.Outcome, s.cfg.Clock.Now())
 	p.mu.Lock()
 	if !p.taken && oerr == nil {
 		p.close, p.next = closing, next
@@ -80,7 +79,7 @@ func (s *Service) runSync(ctx context.Context, rec invocation.Record, input any,
 		return p.final, nil
 	}
 	p.mu.Unlock()
-	final, err := s.complete(ctx, started, d, a.timeline, a.output, a.err, a.metrics, nil)
+	final, err := s.complete(ctx, started, d, a.Timeline, a.Outcome, nil)
 	if serr := <-p.done; serr != nil && err == nil {
 		err = serr
 	}

@@ -48,7 +48,7 @@ func TestPendingStartWrite(t *testing.T) {
 	// Merged: one write, the whole log, the final record and no lease.
 	p, started := pending("inv-merged")
 	var oerr error
-	p.close, p.next, oerr = s.outcome(started, d, nil, []byte(`{"ok":true}`), nil, invocation.Metrics{}, 0, nil, now)
+	p.close, p.next, oerr = s.closingEvents(started, nil, s.decide(started, d, []byte(`{"ok":true}`), nil, invocation.Metrics{}, nil), now)
 	require.NoError(t, oerr)
 	require.NoError(t, st.Update(ctx, p.write))
 	require.Equal(t, invocation.StatusSucceeded, p.final.Status)
@@ -75,7 +75,7 @@ func TestPendingStartWrite(t *testing.T) {
 	due, err = st.NextDue(ctx, now)
 	require.NoError(t, err)
 	require.NotNil(t, due, "the running call's lease expires, so a crash is reclaimed")
-	events, next, err := s.outcome(started, d, nil, []byte(`{"ok":true}`), nil, invocation.Metrics{}, 0, nil, now)
+	events, next, err := s.closingEvents(started, nil, s.decide(started, d, []byte(`{"ok":true}`), nil, invocation.Metrics{}, nil), now)
 	require.NoError(t, err)
 	require.NoError(t, st.Update(ctx, func(tx store.Tx) error {
 		_, _, err := tx.Append("acme", "inv-split", events, store.AppendOptions{RequireLease: s.leaseOwner(started), Schedule: &next, Expect: &started})

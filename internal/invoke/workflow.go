@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"github.com/larkrun/lark/internal/journal"
 	"github.com/larkrun/lark/internal/outcome"
+	"github.com/larkrun/lark/internal/run"
 	"maps"
 	"time"
 
@@ -143,14 +144,14 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 		park.clearWaits = waited && park.wait == nil
 		h.prepend(buffered)
 		buffered = nil
-		metrics := metricsOf(time.Since(start), sandbox.Result{}, d, h.takeEgress())
+		metrics := run.Metrics(time.Since(start), sandbox.Result{}, int(d.Traits.Limits.MemoryMB), h.TakeEgress())
 		if err := h.flush(); err != nil {
 			// The run's journal writes did not all apply: it does not park; it ends with that error
 			// (below).
 			s.dropLive(rec.ID)
 			return sandbox.Resolution{}, false
 		}
-		final, err := s.complete(ctx, rec, d, h.drain(), nil, nil, metrics, park)
+		final, err := s.complete(ctx, rec, d, h.Drain(), s.decide(rec, d, nil, nil, metrics, park), park)
 		if err != nil || final.Status != invocation.StatusSuspended {
 			s.dropLive(rec.ID)
 			yield(final, err)
@@ -178,7 +179,7 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 		}
 		recorded[j.Seq] = at
 		waited = waited || j.Helper == "r_wait_event_v1"
-		evs, err := journal.Events(rec, generation, at, j, h.drain())
+		evs, err := journal.Events(rec, generation, at, j, h.Drain())
 		if err != nil {
 			return err
 		}
@@ -222,7 +223,7 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 		// r_continue_as_new_v1: the journal so far, then the rotation, are made durable; the next
 		// generation starts at once in this execution, with an empty journal.
 		generation++
-		continued, cerr := journal.Continued(rec, generation, s.cfg.Clock.Now(), res.ContinueAsNew.Input, h.drain())
+		continued, cerr := journal.Continued(rec, generation, s.cfg.Clock.Now(), res.ContinueAsNew.Input, h.Drain())
 		buffered = append(buffered, continued...)
 		if err := errors.Join(cerr, h.flush(), s.persistJournal(ctx, h, buffered)); err != nil {
 			rerr = &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "retryable", Message: "journal: " + err.Error()}
@@ -246,7 +247,7 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 		}
 	}
 	if rerr == nil && park == nil {
-		output, rerr = s.checkOutput(d, res.Output)
+		output, rerr = s.runner.CheckOutput(s.attempt(rec, e, d, nil), res.Output)
 	}
 	if rerr != nil && (res.Exited || !d.Traits.Retry.ShouldRetry(rec.Attempt, rerr)) {
 		// The workflow ends unsuccessfully for good (r_exit: a retry would replay the journal to the
@@ -267,25 +268,25 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 		}
 		park.clearWaits = true
 	}
-	metrics := metricsOf(elapsed, res.Result, d, h.takeEgress())
+	metrics := run.Metrics(elapsed, res.Result, int(d.Traits.Limits.MemoryMB), h.TakeEgress())
 	metrics.StepCount = i64(int64(len(res.Completed)))
-	timeline := h.drain()
+	timeline := h.Drain()
 	var ferr error
 	if park == nil && h.enqueued() {
 		// A plain outcome (no park, no handler, no waits to clear) goes to the writer right behind the
 		// run's journal writes, expecting exactly what they leave (completeAfter): one commit for the
 		// last steps and the outcome, rather than one for each in turn.
-		final, err := s.completeAfter(ctx, rec, d, timeline, output, rerr, metrics, h)
+		final, err := s.completeAfter(ctx, rec, d, timeline, s.decide(rec, d, output, rerr, metrics, nil), h)
 		if ferr = h.flush(); ferr == nil {
 			if err != nil {
 				// Not the journal: something else wrote meanwhile (a cancel, say). Complete as usual.
-				final, err = s.complete(ctx, rec, d, timeline, output, rerr, metrics, park)
+				final, err = s.complete(ctx, rec, d, timeline, s.decide(rec, d, output, rerr, metrics, park), park)
 			}
 			yield(final, err)
 			return
 		}
 	} else if ferr = h.flush(); ferr == nil {
-		yield(s.complete(ctx, rec, d, timeline, output, rerr, metrics, park))
+		yield(s.complete(ctx, rec, d, timeline, s.decide(rec, d, output, rerr, metrics, park), park))
 		return
 	}
 	// Journal writes the run enqueued did not apply (its lease was lost, or the store failed): it ends
@@ -294,7 +295,7 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 	if rerr == nil {
 		rerr = &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "retryable", Message: "journal: " + ferr.Error()}
 	}
-	yield(s.complete(ctx, rec, d, informational(timeline, park), nil, rerr, metrics, nil))
+	yield(s.complete(ctx, rec, d, informational(timeline, park), s.decide(rec, d, nil, rerr, metrics, nil), nil))
 }
 
 // journalFull is the error of a journal entry beyond Config.MaxJournalEntries or MaxJournalBytes.
@@ -652,15 +653,14 @@ func (s *Service) compensateCanceled(ctx context.Context, rec invocation.Record,
 			Request: sandbox.Request{Program: prog, Input: input, Host: h, CPU: s.cfg.CPU,
 				Info: sandbox.Info{InvocationID: rec.ID, TenantID: rec.TenantID, EntrypointID: rec.EntrypointID,
 					CorrelationID: rec.CorrelationID, Attempt: rec.Attempt, Generation: wj.Generation},
-				Limits: sandbox.Limits{Timeout: d.timeout(), CPU: d.Traits.Limits.CPU, MemoryMB: int(d.Traits.Limits.MemoryMB),
-					MaxPayloadBytes: int64(s.cfg.MaxPayloadBytes)}}})
+				Limits: d.limits(s.cfg.MaxPayloadBytes)}})
 		if rerr != nil && rerr.TypeID != sandbox.ErrCanceled {
 			h.add(invocation.EventLog, map[string]any{"message": "step compensations: the replay ended with " + rerr.Message})
 		}
 	}
 	owner := compensationLease(s.leaseOwner(rec))
 	return s.cfg.Store.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
-		_, _, err := tx.Append(rec.TenantID, rec.ID, h.drain(), store.AppendOptions{RequireLease: owner, Schedule: &store.Scheduling{}})
+		_, _, err := tx.Append(rec.TenantID, rec.ID, h.Drain(), store.AppendOptions{RequireLease: owner, Schedule: &store.Scheduling{}})
 		return err
 	})
 }
