@@ -22,6 +22,13 @@ import (
 type history struct {
 	t *testing.T
 	s store.Store
+	// seq makes log events' idempotency keys distinct within the case.
+	seq *atomic.Int64
+}
+
+// newHistory returns a history builder over s with its own log sequence.
+func newHistory(t *testing.T, s store.Store) history {
+	return history{t: t, s: s, seq: new(atomic.Int64)}
 }
 
 // start creates an invocation of tenant at at, running, with a parent when parent != "".
@@ -42,15 +49,12 @@ func (h history) start(tenantID, id, parent string, at time.Time) {
 	})
 }
 
-// logSeq makes log events' idempotency keys distinct.
-var logSeq atomic.Int64
-
 // logs appends n log events of size bytes of data each.
 func (h history) logs(tenantID, id string, n, size int, at time.Time) {
 	h.t.Helper()
 	var evs []invocation.Event
 	for range n {
-		evs = append(evs, ev(id, invocation.EventLog, fmt.Sprintf("log-%d", logSeq.Add(1)), `"`+strings.Repeat("x", size-2)+`"`, at))
+		evs = append(evs, ev(id, invocation.EventLog, fmt.Sprintf("log-%d", h.seq.Add(1)), `"`+strings.Repeat("x", size-2)+`"`, at))
 	}
 	update(h.t, h.s, func(tx store.Tx) error {
 		_, _, err := tx.AppendEvents(tenantID, id, evs)
@@ -145,7 +149,7 @@ func (h history) sizeOf(tenantID, id string) int64 {
 
 func testRetentionMeasure(t *testing.T, s store.Store) {
 	ctx := context.Background()
-	h := history{t, s}
+	h := newHistory(t, s)
 	h.finished("acme", "inv_done", t0, 3)
 	h.start("acme", "inv_running", "", t0)
 	h.logs("acme", "inv_running", 2, 50, t0)
@@ -232,7 +236,7 @@ func testRetentionMeasure(t *testing.T, s store.Store) {
 
 func testRetentionPurgeAge(t *testing.T, s store.Store) {
 	ctx := context.Background()
-	h := history{t, s}
+	h := newHistory(t, s)
 	day := 24 * time.Hour
 	h.finished("acme", "inv_old", t0, 2)
 	h.finished("acme", "inv_new", t0.Add(5*day), 2)
@@ -298,7 +302,7 @@ func testRetentionPurgeAge(t *testing.T, s store.Store) {
 }
 
 func testRetentionPurgeCap(t *testing.T, s store.Store) {
-	h := history{t, s}
+	h := newHistory(t, s)
 	var sizes []int64
 	for i := range 6 {
 		id := fmt.Sprintf("inv_%d", i)
@@ -334,7 +338,7 @@ func testRetentionPurgeCap(t *testing.T, s store.Store) {
 
 func testRetentionPurgeBatches(t *testing.T, s store.Store) {
 	ctx := context.Background()
-	h := history{t, s}
+	h := newHistory(t, s)
 	const maxRows = 40
 	// 12 small invocations of 5 rows each (the row; created, started, a log, succeeded), and a large
 	// one of 1+3+100 = 104 rows.

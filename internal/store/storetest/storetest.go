@@ -23,10 +23,13 @@ import (
 	"github.com/larkrun/lark/internal/tenant"
 )
 
-// Factory returns a fresh, empty, migrated store; the suite closes it.
+// Factory returns a fresh, empty, migrated store, independent of every other store it returned;
+// the suite closes it. Run calls it from parallel cases.
 type Factory func(t *testing.T) store.Store
 
-// Run runs the whole suite against stores made by f.
+// Run runs the whole suite against stores made by f. Every case runs in parallel with the others
+// (t.Parallel) on its own fresh store, so f must return an independent store (its own file, schema
+// or database) on every call, and must be safe to call from several goroutines at once.
 func Run(t *testing.T, f Factory) {
 	tests := map[string]func(*testing.T, store.Store){
 		"Tenants":                   testTenants,
@@ -73,6 +76,7 @@ func Run(t *testing.T, f Factory) {
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			s := f(t)
 			defer s.Close()
 			fn(t, s)
