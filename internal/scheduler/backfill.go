@@ -269,7 +269,7 @@ func (s *Service) ControlBackfill(ctx context.Context, sc auth.SecurityContext, 
 	var cancel []string
 	var perr error
 	err := s.store.Update(ctx, func(tx store.Tx) error {
-		b, err := tx.BackfillForUpdate(sc.TenantID, id)
+		b, err := tx.Backfill(sc.TenantID, id)
 		if err != nil {
 			return err
 		}
@@ -395,7 +395,7 @@ func (s *Service) drive(ctx context.Context, tenantID, id string) (int, error) {
 	free := 0
 	err := s.store.Update(ctx, func(tx store.Tx) error {
 		var err error
-		if b, err = tx.BackfillForUpdate(tenantID, id); err != nil {
+		if b, err = tx.Backfill(tenantID, id); err != nil {
 			return err
 		}
 		now := s.o.Clock.Now()
@@ -462,7 +462,7 @@ func (s *Service) drive(ctx context.Context, tenantID, id string) (int, error) {
 	var created []invocation.Record
 	err = s.store.Update(ctx, func(tx store.Tx) error {
 		created = created[:0]
-		cur, err := tx.BackfillForUpdate(tenantID, id)
+		cur, err := tx.Backfill(tenantID, id)
 		if err != nil {
 			return err
 		}
@@ -495,7 +495,7 @@ func (s *Service) drive(ctx context.Context, tenantID, id string) (int, error) {
 // failBackfill ends a backfill whose partitions cannot start (its entrypoint went away).
 func (s *Service) failBackfill(ctx context.Context, b schedule.Backfill, reason string) error {
 	return s.store.Update(ctx, func(tx store.Tx) error {
-		cur, err := tx.BackfillForUpdate(b.TenantID, b.ID)
+		cur, err := tx.Backfill(b.TenantID, b.ID)
 		if err != nil || cur.State != schedule.BackfillRunning {
 			return err
 		}

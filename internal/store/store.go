@@ -130,7 +130,8 @@ type EntrypointReader interface {
 	EntrypointVersions(ctx context.Context, v entrypoint.Viewer, family string) ([]entrypoint.Entrypoint, error)
 	// LatestActive returns the highest minor of family/major whose status is active.
 	LatestActive(ctx context.Context, v entrypoint.Viewer, family string, major int) (entrypoint.Entrypoint, error)
-	// CountTenantEntrypoints is Tx.CountEntrypoints outside a transaction.
+	// CountTenantEntrypoints counts a tenant's entrypoints that are not archived (the
+	// max_definitions quota); Tx.CountTenantEntrypoints is the same count inside a transaction.
 	CountTenantEntrypoints(ctx context.Context, tenantID string) (int64, error)
 }
 
@@ -286,8 +287,8 @@ type EntrypointTx interface {
 	UpdateEntrypoint(e *entrypoint.Entrypoint) error
 	// DeleteEntrypoint deletes an entrypoint by opaque id.
 	DeleteEntrypoint(id string) error
-	// CountEntrypoints counts a tenant's entrypoints that are not archived (the max_definitions quota).
-	CountEntrypoints(tenantID string) (int64, error)
+	// CountTenantEntrypoints is Reader.CountTenantEntrypoints inside the transaction.
+	CountTenantEntrypoints(tenantID string) (int64, error)
 	// CountInFlight counts invocations of an entrypoint version that are not finished.
 	CountInFlight(entrypointRef string) (int64, error)
 }
@@ -303,21 +304,19 @@ type AuditTx interface {
 type InvocationTx interface {
 	// Invocation reads an invocation's projection inside the transaction.
 	Invocation(tenantID, invocationID string) (invocation.Record, error)
-	// CreateInvocation appends the first event (type created, Data = the initial record) of a new
-	// invocation and writes its projection.
-	CreateInvocation(first invocation.Event) (invocation.Record, error)
-	// StartInvocation is CreateInvocation followed by more events and a queue state, written as one
-	// row insert plus the events (the hot path of every invocation start).
+	// StartInvocation creates an invocation: events[0] is its first event (type created, Data = the
+	// initial record), the events after it follow in the log, and s is its queue state (the zero
+	// Scheduling for one that is not queued). It writes one row insert plus the events (the hot path
+	// of every invocation start).
 	StartInvocation(events []invocation.Event, s Scheduling) (invocation.Record, error)
-	// Append appends events like AppendEvents, optionally only while a lease is held
-	// (opt.RequireLease; ErrLeaseLost otherwise) and optionally replacing the queue state, with one
-	// read and one write of the projection.
+	// Append appends events to an invocation's log, assigning consecutive seqs, and updates the
+	// projection in the same transaction, with one read and one write of it. An event whose
+	// idempotency key is already in the log is skipped (not an error); the returned slice holds the
+	// events actually appended. An event's At earlier than that of the event before it is raised to
+	// it, so At never decreases with Seq. With the zero AppendOptions the append is unconditional;
+	// opt.RequireLease makes it conditional on a lease (ErrLeaseLost otherwise), opt.Schedule
+	// replaces the queue state in the same write, and opt.Expect saves the read.
 	Append(tenantID, invocationID string, events []invocation.Event, opt AppendOptions) (invocation.Record, []invocation.Event, error)
-	// AppendEvents appends events to an invocation's log, assigning consecutive seqs, and updates the
-	// projection in the same transaction. An event whose idempotency key is already in the log is
-	// skipped (not an error); the returned slice holds the events actually appended. An event's At
-	// earlier than that of the event before it is raised to it, so At never decreases with Seq.
-	AppendEvents(tenantID, invocationID string, events []invocation.Event) (invocation.Record, []invocation.Event, error)
 }
 
 // QueueTx reads and moves the run queue: queue states, leases and the due work a claim picks from.

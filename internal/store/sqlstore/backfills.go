@@ -51,8 +51,8 @@ func (t *tx) InsertBackfill(b *schedule.Backfill, parts []schedule.Partition) er
 	return nil
 }
 
-// BackfillForUpdate implements store.Tx.
-func (t *tx) BackfillForUpdate(tenantID, id string) (schedule.Backfill, error) {
+// Backfill implements store.Tx.
+func (t *tx) Backfill(tenantID, id string) (schedule.Backfill, error) {
 	b, err := scanBackfill(t.t.QueryRowContext(bg, "SELECT "+backfillCols+" FROM backfills WHERE tenant_id = ? AND id = ?", tenantID, id))
 	return b, notFound(err, "backfill")
 }

@@ -28,12 +28,12 @@ func BenchmarkAppendEvents(b *testing.B) {
 			err := s.Update(ctx, func(tx store.Tx) error {
 				for i := range ids {
 					ids[i] = fmt.Sprintf("inv_%03d", i)
-					if _, err := tx.CreateInvocation(storetest.NewInvocationEvent(ids[i], "acme", "ep_1", dt0)); err != nil {
+					if _, err := tx.StartInvocation([]invocation.Event{storetest.NewInvocationEvent(ids[i], "acme", "ep_1", dt0)}, store.Scheduling{}); err != nil {
 						return err
 					}
-					if _, _, err := tx.AppendEvents("acme", ids[i], []invocation.Event{
+					if _, _, err := tx.Append("acme", ids[i], []invocation.Event{
 						statusEvent(ids[i], invocation.EventStarted, "", dt0),
-					}); err != nil {
+					}, store.AppendOptions{}); err != nil {
 						return err
 					}
 				}
@@ -61,7 +61,7 @@ func BenchmarkAppendEvents(b *testing.B) {
 						}
 						ev := logEvent(id, fmt.Sprint("op", n), dt0.Add(time.Duration(n)*time.Microsecond))
 						err := s.Update(ctx, func(tx store.Tx) error {
-							_, appended, err := tx.AppendEvents("acme", id, []invocation.Event{ev})
+							_, appended, err := tx.Append("acme", id, []invocation.Event{ev}, store.AppendOptions{})
 							if err == nil && len(appended) != 1 {
 								err = fmt.Errorf("%s: appended %d events, want 1", id, len(appended))
 							}

@@ -151,7 +151,7 @@ func TestReopenPreservesData(t *testing.T) {
 	for i, id := range durInvocations {
 		go func() {
 			errs <- s.Update(ctx, func(tx store.Tx) error {
-				if _, err := tx.CreateInvocation(storetest.NewInvocationEvent(id, "acme", "ep_1", dt0)); err != nil {
+				if _, err := tx.StartInvocation([]invocation.Event{storetest.NewInvocationEvent(id, "acme", "ep_1", dt0)}, store.Scheduling{}); err != nil {
 					return err
 				}
 				evs := []invocation.Event{statusEvent(id, invocation.EventStarted, "", dt0.Add(time.Millisecond))}
@@ -161,7 +161,7 @@ func TestReopenPreservesData(t *testing.T) {
 				if id == "inv_3" {
 					evs = append(evs, statusEvent(id, invocation.EventSucceeded, `{"result":{"ok":true}}`, dt0.Add(time.Second)))
 				}
-				_, _, err := tx.AppendEvents("acme", id, evs)
+				_, _, err := tx.Append("acme", id, evs, store.AppendOptions{})
 				return err
 			})
 		}()
@@ -209,7 +209,7 @@ func TestReopenPreservesData(t *testing.T) {
 	var appended []invocation.Event
 	require.NoError(t, s2.Update(ctx, func(tx store.Tx) error {
 		var err error
-		_, appended, err = tx.AppendEvents("acme", "inv_2", []invocation.Event{logEvent("inv_2", "after-reopen", dt0.Add(time.Hour))})
+		_, appended, err = tx.Append("acme", "inv_2", []invocation.Event{logEvent("inv_2", "after-reopen", dt0.Add(time.Hour))}, store.AppendOptions{})
 		return err
 	}))
 	require.Len(t, appended, 1)
@@ -226,13 +226,13 @@ func TestEventsReportGap(t *testing.T) {
 	s := openAt(t, path)
 	defer s.Close()
 	require.NoError(t, s.Update(ctx, func(tx store.Tx) error {
-		if _, err := tx.CreateInvocation(storetest.NewInvocationEvent("inv_g", "acme", "ep_1", dt0)); err != nil {
+		if _, err := tx.StartInvocation([]invocation.Event{storetest.NewInvocationEvent("inv_g", "acme", "ep_1", dt0)}, store.Scheduling{}); err != nil {
 			return err
 		}
-		_, _, err := tx.AppendEvents("acme", "inv_g", []invocation.Event{
+		_, _, err := tx.Append("acme", "inv_g", []invocation.Event{
 			statusEvent("inv_g", invocation.EventStarted, "", dt0.Add(time.Millisecond)),
 			logEvent("inv_g", "l1", dt0.Add(2*time.Millisecond)),
-		})
+		}, store.AppendOptions{})
 		return err
 	}))
 	evs, err := s.Events(ctx, "acme", "inv_g", 0, 100)
@@ -314,10 +314,10 @@ func TestEventsReportsLostTail(t *testing.T) {
 	require.NoError(t, err)
 	defer s.Close()
 	require.NoError(t, s.Update(ctx, func(tx store.Tx) error {
-		if _, err := tx.CreateInvocation(storetest.NewInvocationEvent("inv_t", "acme", "ep_1", time.Now().UTC())); err != nil {
+		if _, err := tx.StartInvocation([]invocation.Event{storetest.NewInvocationEvent("inv_t", "acme", "ep_1", time.Now().UTC())}, store.Scheduling{}); err != nil {
 			return err
 		}
-		_, _, err := tx.AppendEvents("acme", "inv_t", []invocation.Event{{Type: invocation.EventStarted, IdempotencyKey: "s", At: time.Now().UTC()}})
+		_, _, err := tx.Append("acme", "inv_t", []invocation.Event{{Type: invocation.EventStarted, IdempotencyKey: "s", At: time.Now().UTC()}}, store.AppendOptions{})
 		return err
 	}))
 	raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")

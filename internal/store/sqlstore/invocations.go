@@ -184,11 +184,6 @@ func (t *tx) insertEvent(e invocation.Event) (bool, error) {
 	return n == 1, nil
 }
 
-// CreateInvocation implements store.Tx.
-func (t *tx) CreateInvocation(first invocation.Event) (invocation.Record, error) {
-	return t.StartInvocation([]invocation.Event{first}, store.Scheduling{})
-}
-
 // StartInvocation implements store.Tx.
 func (t *tx) StartInvocation(events []invocation.Event, sched store.Scheduling) (invocation.Record, error) {
 	if len(events) == 0 || events[0].Type != invocation.EventCreated {
@@ -229,11 +224,6 @@ func (t *tx) StartInvocation(events []invocation.Event, sched store.Scheduling) 
 		}
 	}
 	return r, t.writeUsage(&usage)
-}
-
-// AppendEvents implements store.Tx.
-func (t *tx) AppendEvents(tenantID, invocationID string, events []invocation.Event) (invocation.Record, []invocation.Event, error) {
-	return t.Append(tenantID, invocationID, events, store.AppendOptions{})
 }
 
 // Append implements store.Tx.

@@ -23,7 +23,7 @@ func testQueueAndLeases(t *testing.T, s store.Store) {
 	update(t, s, func(tx store.Tx) error {
 		for i, at := range []time.Duration{0, time.Second, time.Hour} {
 			id := fmt.Sprintf("inv_q%d", i)
-			if _, err := tx.CreateInvocation(NewInvocationEvent(id, "acme", "ep_1", t0)); err != nil {
+			if _, err := tx.StartInvocation([]invocation.Event{NewInvocationEvent(id, "acme", "ep_1", t0)}, store.Scheduling{}); err != nil {
 				return err
 			}
 			if err := tx.SetScheduling("acme", id, store.Scheduling{AvailableAt: ptr(t0.Add(at))}); err != nil {
@@ -93,10 +93,10 @@ func testQueueAndLeases(t *testing.T, s store.Store) {
 func testDueQueues(t *testing.T, s store.Store) {
 	update(t, s, func(tx store.Tx) error {
 		add := func(id, tenantID, ref string, at time.Duration, running bool) {
-			_, err := tx.CreateInvocation(NewInvocationEvent(id, tenantID, ref, t0))
+			_, err := tx.StartInvocation([]invocation.Event{NewInvocationEvent(id, tenantID, ref, t0)}, store.Scheduling{})
 			require.NoError(t, err)
 			if running {
-				_, _, err := tx.AppendEvents(tenantID, id, []invocation.Event{{Type: invocation.EventStarted, IdempotencyKey: id + "-started", EngineAttempt: 1, LogicalAttempt: 1, At: t0}})
+				_, _, err := tx.Append(tenantID, id, []invocation.Event{{Type: invocation.EventStarted, IdempotencyKey: id + "-started", EngineAttempt: 1, LogicalAttempt: 1, At: t0}}, store.AppendOptions{})
 				require.NoError(t, err)
 				return
 			}
@@ -209,7 +209,7 @@ func testListInvocationsVisibility(t *testing.T, s store.Store) {
 			mk("inv_bob_shared", "bob", "alice"),   // alice's shared entrypoint, run by bob
 			mk("inv_carol_own", "carol", "carol"),
 		} {
-			if _, err := tx.CreateInvocation(e); err != nil {
+			if _, err := tx.StartInvocation([]invocation.Event{e}, store.Scheduling{}); err != nil {
 				return err
 			}
 		}
@@ -238,16 +238,16 @@ func testListInvocations(t *testing.T, s store.Store) {
 	update(t, s, func(tx store.Tx) error {
 		for i := 0; i < 5; i++ {
 			id := fmt.Sprintf("inv_%d", i)
-			if _, err := tx.CreateInvocation(NewInvocationEvent(id, "acme", "ep_1", t0.Add(time.Duration(i)*time.Second))); err != nil {
+			if _, err := tx.StartInvocation([]invocation.Event{NewInvocationEvent(id, "acme", "ep_1", t0.Add(time.Duration(i)*time.Second))}, store.Scheduling{}); err != nil {
 				return err
 			}
 			if i%2 == 1 {
-				if _, _, err := tx.AppendEvents("acme", id, []invocation.Event{ev(id, invocation.EventStarted, "", "", t0)}); err != nil {
+				if _, _, err := tx.Append("acme", id, []invocation.Event{ev(id, invocation.EventStarted, "", "", t0)}, store.AppendOptions{}); err != nil {
 					return err
 				}
 			}
 		}
-		_, err := tx.CreateInvocation(NewInvocationEvent("inv_other", "other", "ep_9", t0))
+		_, err := tx.StartInvocation([]invocation.Event{NewInvocationEvent("inv_other", "other", "ep_9", t0)}, store.Scheduling{})
 		return err
 	})
 	ids := func(filter string) []string {

@@ -40,11 +40,11 @@ func (h history) start(tenantID, id, parent string, at time.Time) {
 	data, err := json.Marshal(rec)
 	require.NoError(h.t, err)
 	update(h.t, h.s, func(tx store.Tx) error {
-		if _, err := tx.CreateInvocation(invocation.Event{InvocationID: id, Type: invocation.EventCreated, Data: data,
-			IdempotencyKey: invocation.IdempotencyKey(id, "", 1, invocation.EventCreated, ""), LogicalAttempt: 1, At: at}); err != nil {
+		if _, err := tx.StartInvocation([]invocation.Event{invocation.Event{InvocationID: id, Type: invocation.EventCreated, Data: data,
+			IdempotencyKey: invocation.IdempotencyKey(id, "", 1, invocation.EventCreated, ""), LogicalAttempt: 1, At: at}}, store.Scheduling{}); err != nil {
 			return err
 		}
-		_, _, err := tx.AppendEvents(tenantID, id, []invocation.Event{ev(id, invocation.EventStarted, "", "", at)})
+		_, _, err := tx.Append(tenantID, id, []invocation.Event{ev(id, invocation.EventStarted, "", "", at)}, store.AppendOptions{})
 		return err
 	})
 }
@@ -57,7 +57,7 @@ func (h history) logs(tenantID, id string, n, size int, at time.Time) {
 		evs = append(evs, ev(id, invocation.EventLog, fmt.Sprintf("log-%d", h.seq.Add(1)), `"`+strings.Repeat("x", size-2)+`"`, at))
 	}
 	update(h.t, h.s, func(tx store.Tx) error {
-		_, _, err := tx.AppendEvents(tenantID, id, evs)
+		_, _, err := tx.Append(tenantID, id, evs, store.AppendOptions{})
 		return err
 	})
 }
@@ -66,7 +66,7 @@ func (h history) logs(tenantID, id string, n, size int, at time.Time) {
 func (h history) finish(tenantID, id string, at time.Time) {
 	h.t.Helper()
 	update(h.t, h.s, func(tx store.Tx) error {
-		_, _, err := tx.AppendEvents(tenantID, id, []invocation.Event{ev(id, invocation.EventSucceeded, "", `{"result":{"ok":true}}`, at)})
+		_, _, err := tx.Append(tenantID, id, []invocation.Event{ev(id, invocation.EventSucceeded, "", `{"result":{"ok":true}}`, at)}, store.AppendOptions{})
 		return err
 	})
 }
@@ -193,8 +193,8 @@ func testRetentionMeasure(t *testing.T, s store.Store) {
 	// it finishes again; while it runs, its last size stays in the total.
 	fail := func(id, step string, at time.Time) {
 		update(t, s, func(tx store.Tx) error {
-			_, _, err := tx.AppendEvents("acme", id, []invocation.Event{ev(id, invocation.EventFailed, step,
-				`{"error":{"error_type_id":"x","message":"m","category":"runtime"}}`, at)})
+			_, _, err := tx.Append("acme", id, []invocation.Event{ev(id, invocation.EventFailed, step,
+				`{"error":{"error_type_id":"x","message":"m","category":"runtime"}}`, at)}, store.AppendOptions{})
 			return err
 		})
 	}
@@ -213,10 +213,10 @@ func testRetentionMeasure(t *testing.T, s store.Store) {
 	before, first := h.bytes("acme"), h.sizeOf("acme", "inv_retry")
 	require.Zero(t, reopen("acme"), "nothing runs again yet")
 	update(t, s, func(tx store.Tx) error {
-		_, _, err := tx.AppendEvents("acme", "inv_retry", []invocation.Event{
+		_, _, err := tx.Append("acme", "inv_retry", []invocation.Event{
 			ev("inv_retry", invocation.EventRequeued, "retry", "", t0.Add(4*time.Minute)),
 			ev("inv_retry", invocation.EventStarted, "attempt-2", "", t0.Add(4*time.Minute)),
-		})
+		}, store.AppendOptions{})
 		return err
 	})
 	require.Zero(t, reopen("globex"), "per tenant")

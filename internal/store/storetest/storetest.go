@@ -209,7 +209,7 @@ func testEntrypointCRUD(t *testing.T, s store.Store) {
 	require.Equal(t, got, reread)
 
 	update(t, s, func(tx store.Tx) error {
-		n, err := tx.CountEntrypoints("acme")
+		n, err := tx.CountTenantEntrypoints("acme")
 		require.NoError(t, err)
 		require.Equal(t, int64(1), n)
 		r, err := tx.EntrypointByRef("ep_1")
@@ -498,7 +498,7 @@ func testInvocationEventLog(t *testing.T, s store.Store) {
 	var rec invocation.Record
 	update(t, s, func(tx store.Tx) error {
 		var err error
-		rec, err = tx.CreateInvocation(NewInvocationEvent("inv_1", "acme", "ep_1", t0))
+		rec, err = tx.StartInvocation([]invocation.Event{NewInvocationEvent("inv_1", "acme", "ep_1", t0)}, store.Scheduling{})
 		return err
 	})
 	require.Equal(t, invocation.StatusQueued, rec.Status)
@@ -508,10 +508,10 @@ func testInvocationEventLog(t *testing.T, s store.Store) {
 	var appended []invocation.Event
 	update(t, s, func(tx store.Tx) error {
 		var err error
-		rec, appended, err = tx.AppendEvents("acme", "inv_1", []invocation.Event{
+		rec, appended, err = tx.Append("acme", "inv_1", []invocation.Event{
 			ev("inv_1", invocation.EventStarted, "", "", t0.Add(time.Millisecond)),
 			ev("inv_1", invocation.EventLog, "line1", `{"message":"hello"}`, t0.Add(2*time.Millisecond)),
-		})
+		}, store.AppendOptions{})
 		return err
 	})
 	require.Len(t, appended, 2)
@@ -522,7 +522,7 @@ func testInvocationEventLog(t *testing.T, s store.Store) {
 	// Re-appending an event with a known idempotency key is a no-op (003 §1.3).
 	update(t, s, func(tx store.Tx) error {
 		var err error
-		rec, appended, err = tx.AppendEvents("acme", "inv_1", []invocation.Event{ev("inv_1", invocation.EventStarted, "", "", t0.Add(time.Hour))})
+		rec, appended, err = tx.Append("acme", "inv_1", []invocation.Event{ev("inv_1", invocation.EventStarted, "", "", t0.Add(time.Hour))}, store.AppendOptions{})
 		return err
 	})
 	require.Empty(t, appended)
@@ -530,10 +530,10 @@ func testInvocationEventLog(t *testing.T, s store.Store) {
 
 	// An invalid transition appends nothing and leaves the projection alone.
 	err := s.Update(ctx, func(tx store.Tx) error {
-		_, _, err := tx.AppendEvents("acme", "inv_1", []invocation.Event{
+		_, _, err := tx.Append("acme", "inv_1", []invocation.Event{
 			ev("inv_1", invocation.EventLog, "line2", `{}`, t0),
 			ev("inv_1", invocation.EventResumed, "", "", t0),
-		})
+		}, store.AppendOptions{})
 		return err
 	})
 	var te *invocation.TransitionError
@@ -546,7 +546,7 @@ func testInvocationEventLog(t *testing.T, s store.Store) {
 	// later) is logged at that one's time: at never goes backwards with seq.
 	update(t, s, func(tx store.Tx) error {
 		var err error
-		rec, appended, err = tx.AppendEvents("acme", "inv_1", []invocation.Event{ev("inv_1", invocation.EventLog, "early", `{}`, t0)})
+		rec, appended, err = tx.Append("acme", "inv_1", []invocation.Event{ev("inv_1", invocation.EventLog, "early", `{}`, t0)}, store.AppendOptions{})
 		return err
 	})
 	require.Len(t, appended, 1)
@@ -555,7 +555,7 @@ func testInvocationEventLog(t *testing.T, s store.Store) {
 	outcome := `{"result":{"tax":10},"metrics":{"duration_ms":5,"billed_duration_ms":5,"cpu_time_ms":1,"memory_limit_mb":128,"max_memory_used_mb":1,"step_count":3}}`
 	update(t, s, func(tx store.Tx) error {
 		var err error
-		rec, _, err = tx.AppendEvents("acme", "inv_1", []invocation.Event{ev("inv_1", invocation.EventSucceeded, "", outcome, t0.Add(3*time.Millisecond))})
+		rec, _, err = tx.Append("acme", "inv_1", []invocation.Event{ev("inv_1", invocation.EventSucceeded, "", outcome, t0.Add(3*time.Millisecond))}, store.AppendOptions{})
 		return err
 	})
 	require.Equal(t, invocation.StatusSucceeded, rec.Status)
@@ -584,7 +584,7 @@ func testInvocationEventLog(t *testing.T, s store.Store) {
 	require.Equal(t, int64(3), tail[0].Seq)
 
 	err = s.Update(ctx, func(tx store.Tx) error {
-		_, err := tx.CreateInvocation(NewInvocationEvent("inv_1", "acme", "ep_1", t0))
+		_, err := tx.StartInvocation([]invocation.Event{NewInvocationEvent("inv_1", "acme", "ep_1", t0)}, store.Scheduling{})
 		return err
 	})
 	require.ErrorIs(t, err, store.ErrConflict, "invocation ids are unique")
@@ -593,7 +593,7 @@ func testInvocationEventLog(t *testing.T, s store.Store) {
 func testInvocationIsolation(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	update(t, s, func(tx store.Tx) error {
-		_, err := tx.CreateInvocation(NewInvocationEvent("inv_a", "acme", "ep_1", t0))
+		_, err := tx.StartInvocation([]invocation.Event{NewInvocationEvent("inv_a", "acme", "ep_1", t0)}, store.Scheduling{})
 		return err
 	})
 	_, err := s.Invocation(ctx, "other", "inv_a")
@@ -601,7 +601,7 @@ func testInvocationIsolation(t *testing.T, s store.Store) {
 	_, err = s.Events(ctx, "other", "inv_a", 0, 10)
 	require.ErrorIs(t, err, store.ErrNotFound)
 	err = s.Update(ctx, func(tx store.Tx) error {
-		_, _, err := tx.AppendEvents("other", "inv_a", []invocation.Event{ev("inv_a", invocation.EventStarted, "", "", t0)})
+		_, _, err := tx.Append("other", "inv_a", []invocation.Event{ev("inv_a", invocation.EventStarted, "", "", t0)}, store.AppendOptions{})
 		return err
 	})
 	require.ErrorIs(t, err, store.ErrNotFound)
@@ -611,16 +611,16 @@ func testInvocationInFlight(t *testing.T, s store.Store) {
 	update(t, s, func(tx store.Tx) error {
 		for i, st := range []invocation.EventType{"", invocation.EventStarted, invocation.EventCanceled} {
 			id := fmt.Sprintf("inv_%d", i)
-			if _, err := tx.CreateInvocation(NewInvocationEvent(id, "acme", "ep_1", t0)); err != nil {
+			if _, err := tx.StartInvocation([]invocation.Event{NewInvocationEvent(id, "acme", "ep_1", t0)}, store.Scheduling{}); err != nil {
 				return err
 			}
 			if st != "" {
-				if _, _, err := tx.AppendEvents("acme", id, []invocation.Event{ev(id, st, "", "", t0)}); err != nil {
+				if _, _, err := tx.Append("acme", id, []invocation.Event{ev(id, st, "", "", t0)}, store.AppendOptions{}); err != nil {
 					return err
 				}
 			}
 		}
-		_, err := tx.CreateInvocation(NewInvocationEvent("inv_x", "acme", "ep_2", t0))
+		_, err := tx.StartInvocation([]invocation.Event{NewInvocationEvent("inv_x", "acme", "ep_2", t0)}, store.Scheduling{})
 		return err
 	})
 	update(t, s, func(tx store.Tx) error {
@@ -671,7 +671,7 @@ func testGroupCommitIsolation(t *testing.T, s store.Store) {
 func testGroupCommitConcurrency(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	update(t, s, func(tx store.Tx) error {
-		_, err := tx.CreateInvocation(NewInvocationEvent("inv_c", "acme", "ep_1", t0))
+		_, err := tx.StartInvocation([]invocation.Event{NewInvocationEvent("inv_c", "acme", "ep_1", t0)}, store.Scheduling{})
 		return err
 	})
 	const writers = 32
@@ -681,7 +681,7 @@ func testGroupCommitConcurrency(t *testing.T, s store.Store) {
 		go func() {
 			defer wg.Done()
 			require.NoError(t, s.Update(ctx, func(tx store.Tx) error {
-				_, _, err := tx.AppendEvents("acme", "inv_c", []invocation.Event{ev("inv_c", invocation.EventLog, fmt.Sprint(i), `{}`, t0)})
+				_, _, err := tx.Append("acme", "inv_c", []invocation.Event{ev("inv_c", invocation.EventLog, fmt.Sprint(i), `{}`, t0)}, store.AppendOptions{})
 				return err
 			}))
 		}()

@@ -97,7 +97,7 @@ func testUsageAggregates(t *testing.T, s store.Store) {
 	appendAll("acme", "inv_2w", ev("inv_2w", invocation.EventDeadLettered, "", "", h1))
 	// Another entrypoint, queued then canceled in the second hour; and another tenant.
 	update(t, s, func(tx store.Tx) error {
-		_, err := tx.CreateInvocation(usageCreated("inv_b", "acme", epB, 0.25, h1))
+		_, err := tx.StartInvocation([]invocation.Event{usageCreated("inv_b", "acme", epB, 0.25, h1)}, store.Scheduling{})
 		return err
 	})
 	appendAll("acme", "inv_b", ev("inv_b", invocation.EventCanceled, "", `{"action":"cancel"}`, h1.Add(time.Minute)))
@@ -156,13 +156,13 @@ func testUsageAggregates(t *testing.T, s store.Store) {
 	require.Zero(t, n)
 }
 
-// testCountTenantEntrypoints: the reader's definition count is Tx.CountEntrypoints'.
+// testCountTenantEntrypoints: the reader's definition count is Tx.CountTenantEntrypoints'.
 func testCountTenantEntrypoints(t *testing.T, s store.Store) {
 	seedList(t, s)
 	var inTx int64
 	update(t, s, func(tx store.Tx) error {
 		var err error
-		inTx, err = tx.CountEntrypoints("acme")
+		inTx, err = tx.CountTenantEntrypoints("acme")
 		return err
 	})
 	n, err := s.CountTenantEntrypoints(context.Background(), "acme")
