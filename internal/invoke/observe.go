@@ -155,11 +155,11 @@ func (n *notingTx) StartInvocation(events []invocation.Event, sc store.Schedulin
 }
 
 // Append implements store.Tx.
-func (n *notingTx) Append(tenantID, invocationID string, events []invocation.Event, opt store.AppendOptions) (invocation.Record, []invocation.Event, error) {
-	r, appended, err := n.Tx.Append(tenantID, invocationID, events, opt)
+func (n *notingTx) Append(req store.AppendRequest) (invocation.Record, []invocation.Event, error) {
+	r, appended, err := n.Tx.Append(req)
 	if err == nil {
 		n.note(r, appended)
-		n.scheduled(opt.Schedule)
+		n.scheduled(req.Schedule)
 	}
 	return r, appended, err
 }

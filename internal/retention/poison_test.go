@@ -56,7 +56,7 @@ func (f *fixture) poisoned(tenantID, id string, at time.Time) {
 			LogicalAttempt: 1, At: at}}, store.Scheduling{}); err != nil {
 			return err
 		}
-		_, _, err := tx.Append(tenantID, id, []invocation.Event{f.event(id, invocation.EventStarted, "", at)}, store.AppendOptions{})
+		_, _, err := tx.Append(store.AppendRequest{TenantID: tenantID, InvocationID: id, Events: []invocation.Event{f.event(id, invocation.EventStarted, "", at)}})
 		return err
 	})
 	f.log(tenantID, id, 2, 10, at) // appends that only advance the record patch it in place, where they can

@@ -78,7 +78,7 @@ func (f *fixture) start(tenantID, id, parent string, at time.Time) {
 			LogicalAttempt: 1, At: at}}, store.Scheduling{}); err != nil {
 			return err
 		}
-		_, _, err := tx.Append(tenantID, id, []invocation.Event{f.event(id, invocation.EventStarted, "", at)}, store.AppendOptions{})
+		_, _, err := tx.Append(store.AppendRequest{TenantID: tenantID, InvocationID: id, Events: []invocation.Event{f.event(id, invocation.EventStarted, "", at)}})
 		return err
 	})
 }
@@ -91,7 +91,7 @@ func (f *fixture) log(tenantID, id string, n, size int, at time.Time) {
 		evs = append(evs, f.event(id, invocation.EventLog, `"`+strings.Repeat("x", size)+`"`, at))
 	}
 	f.update(func(tx store.Tx) error {
-		_, _, err := tx.Append(tenantID, id, evs, store.AppendOptions{})
+		_, _, err := tx.Append(store.AppendRequest{TenantID: tenantID, InvocationID: id, Events: evs})
 		return err
 	})
 }
@@ -99,7 +99,7 @@ func (f *fixture) log(tenantID, id string, n, size int, at time.Time) {
 func (f *fixture) finish(tenantID, id string, at time.Time) {
 	f.t.Helper()
 	f.update(func(tx store.Tx) error {
-		_, _, err := tx.Append(tenantID, id, []invocation.Event{f.event(id, invocation.EventSucceeded, `{"result":{}}`, at)}, store.AppendOptions{})
+		_, _, err := tx.Append(store.AppendRequest{TenantID: tenantID, InvocationID: id, Events: []invocation.Event{f.event(id, invocation.EventSucceeded, `{"result":{}}`, at)}})
 		return err
 	})
 }

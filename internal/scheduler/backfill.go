@@ -295,10 +295,10 @@ func (s *Service) ControlBackfill(ctx context.Context, sc auth.SecurityContext, 
 			if b.State != schedule.BackfillRunning && b.State != schedule.BackfillPaused {
 				return conflict()
 			}
-			if _, err := tx.SetPartitions(b.TenantID, b.ID, schedule.PartitionPending, schedule.PartitionSkipped); err != nil {
+			if _, err := tx.SetPartitions(store.PartitionMove{TenantID: b.TenantID, BackfillID: b.ID, From: schedule.PartitionPending, To: schedule.PartitionSkipped}); err != nil {
 				return err
 			}
-			if cancel, err = tx.SetPartitions(b.TenantID, b.ID, schedule.PartitionRunning, schedule.PartitionSkipped); err != nil {
+			if cancel, err = tx.SetPartitions(store.PartitionMove{TenantID: b.TenantID, BackfillID: b.ID, From: schedule.PartitionRunning, To: schedule.PartitionSkipped}); err != nil {
 				return err
 			}
 			b.State, b.CompletedAt, typ = schedule.BackfillCanceled, &now, audit.BackfillCanceled
@@ -314,7 +314,7 @@ func (s *Service) ControlBackfill(ctx context.Context, sc auth.SecurityContext, 
 				perr = problem.Conflict("nothing_to_retry", "backfill %s has no failed partitions", b.ID).With("current_status", b.State)
 				return perr
 			}
-			if _, err := tx.SetPartitions(b.TenantID, b.ID, schedule.PartitionFailed, schedule.PartitionPending); err != nil {
+			if _, err := tx.SetPartitions(store.PartitionMove{TenantID: b.TenantID, BackfillID: b.ID, From: schedule.PartitionFailed, To: schedule.PartitionPending}); err != nil {
 				return err
 			}
 			if b.State != schedule.BackfillPaused {
@@ -413,7 +413,7 @@ func (s *Service) drive(ctx context.Context, tenantID, id string) (int, error) {
 		p := b.Progress
 		switch {
 		case failedPast(b):
-			if _, err := tx.SetPartitions(tenantID, id, schedule.PartitionPending, schedule.PartitionSkipped); err != nil {
+			if _, err := tx.SetPartitions(store.PartitionMove{TenantID: tenantID, BackfillID: id, From: schedule.PartitionPending, To: schedule.PartitionSkipped}); err != nil {
 				return err
 			}
 			if b.Progress, b.Chunks, err = tx.SettleBackfill(tenantID, id); err != nil {
@@ -499,7 +499,7 @@ func (s *Service) failBackfill(ctx context.Context, b schedule.Backfill, reason 
 		if err != nil || cur.State != schedule.BackfillRunning {
 			return err
 		}
-		if _, err := tx.SetPartitions(b.TenantID, b.ID, schedule.PartitionPending, schedule.PartitionSkipped); err != nil {
+		if _, err := tx.SetPartitions(store.PartitionMove{TenantID: b.TenantID, BackfillID: b.ID, From: schedule.PartitionPending, To: schedule.PartitionSkipped}); err != nil {
 			return err
 		}
 		now := s.o.Clock.Now()

@@ -89,7 +89,14 @@ type BackfillTx interface {
 	// StartPartitions marks partitions running (pending ones only) with their invocation ids and
 	// one more attempt; it returns how many it marked.
 	StartPartitions(tenantID, backfillID string, parts []schedule.Partition) (int, error)
-	// SetPartitions moves every partition of the backfill in state from to state to (and returns
-	// the invocation ids of those that were running).
-	SetPartitions(tenantID, backfillID string, from, to schedule.PartitionState) ([]string, error)
+	// SetPartitions moves every partition of the backfill in state m.From to state m.To (and
+	// returns the invocation ids of those that were running).
+	SetPartitions(m PartitionMove) ([]string, error)
+}
+
+// PartitionMove moves a backfill's partitions from one state to another (Tx.SetPartitions).
+type PartitionMove struct {
+	TenantID   string
+	BackfillID string
+	From, To   schedule.PartitionState
 }

@@ -140,8 +140,9 @@ type EntrypointReader interface {
 type InvocationReader interface {
 	// Invocation reads one invocation's projection.
 	Invocation(ctx context.Context, tenantID, id string) (invocation.Record, error)
-	// Events returns up to limit events after afterSeq, in order; a hole yields *GapError.
-	Events(ctx context.Context, tenantID, invocationID string, afterSeq int64, limit int) ([]invocation.Event, error)
+	// Events returns up to q.Limit events of an invocation's log after q.AfterSeq, in order; a hole
+	// yields *GapError.
+	Events(ctx context.Context, q EventLogQuery) ([]invocation.Event, error)
 	// StatusAt is an invocation's status right after its event seq (for a timeline page that does not
 	// start at the beginning): the status the last status-changing event up to seq set
 	// (invocation.StatusAfter); "" when seq is 0.
@@ -314,9 +315,9 @@ type InvocationTx interface {
 	// idempotency key is already in the log is skipped (not an error); the returned slice holds the
 	// events actually appended. An event's At earlier than that of the event before it is raised to
 	// it, so At never decreases with Seq. With the zero AppendOptions the append is unconditional;
-	// opt.RequireLease makes it conditional on a lease (ErrLeaseLost otherwise), opt.Schedule
-	// replaces the queue state in the same write, and opt.Expect saves the read.
-	Append(tenantID, invocationID string, events []invocation.Event, opt AppendOptions) (invocation.Record, []invocation.Event, error)
+	// RequireLease makes it conditional on a lease (ErrLeaseLost otherwise), Schedule replaces the
+	// queue state in the same write, and Expect saves the read.
+	Append(req AppendRequest) (invocation.Record, []invocation.Event, error)
 }
 
 // QueueTx reads and moves the run queue: queue states, leases and the due work a claim picks from.
@@ -334,9 +335,9 @@ type QueueTx interface {
 	// DueEntrypoints lists the entrypoint versions (opaque refs) of a tenant that have queued work due
 	// at now.
 	DueEntrypoints(tenantID string, now time.Time) ([]string, error)
-	// DueWork lists up to limit of a tenant's queued invocations of one entrypoint version that are
-	// due at now, oldest available_at first.
-	DueWork(tenantID, entrypointRef string, now time.Time, limit int) ([]Runnable, error)
+	// DueWork lists up to q.Limit of a tenant's queued invocations of one entrypoint version that
+	// are due at q.Now, oldest available_at first.
+	DueWork(q DueWorkQuery) ([]Runnable, error)
 	// RunningByEntrypoint counts a tenant's running invocations per entrypoint version.
 	RunningByEntrypoint(tenantID string) (map[string]int64, error)
 	// CountTenantRunning is Reader.CountTenantRunning inside the transaction.
@@ -350,12 +351,12 @@ type QueueTx interface {
 // IdempotencyTx reads and writes the idempotency keys and the response cache that make a repeated
 // request return the invocation it started the first time.
 type IdempotencyTx interface {
-	// IdempotencyKey returns the live (unexpired at now) record of a key; ErrNotFound otherwise.
-	IdempotencyKey(tenantID, scope, key string, now time.Time) (IdempotencyRecord, error)
+	// IdempotencyKey returns the live (unexpired at q.Now) record of a key; ErrNotFound otherwise.
+	IdempotencyKey(q IdempotencyKeyQuery) (IdempotencyRecord, error)
 	// PutIdempotencyKey stores a key, replacing an expired one.
 	PutIdempotencyKey(r IdempotencyRecord) error
-	// PutCachedInvocation stores a response-cache entry (replacing any previous one).
-	PutCachedInvocation(key, tenantID, invocationID string, expires time.Time) error
+	// PutCachedInvocation stores a response-cache entry (replacing any previous one under its key).
+	PutCachedInvocation(e CacheEntry) error
 	// PurgeExpired deletes idempotency keys and cache entries that expired before now.
 	PurgeExpired(now time.Time) (int64, error)
 }
@@ -366,10 +367,8 @@ type EventTx interface {
 	// InsertEvent stores a published event with the next arrival Seq. If the tenant already has an
 	// event with e.ID, it returns that one and false, and stores nothing.
 	InsertEvent(e events.Event) (events.Event, bool, error)
-	// EventsSince lists up to limit of a tenant's events of typeID received at or after since whose
-	// Seq is greater than afterSeq, in arrival order, leaving out those that ConsumeEvent recorded
-	// for invocation unconsumedBy.
-	EventsSince(tenantID, typeID string, since time.Time, afterSeq int64, unconsumedBy string, limit int) ([]events.Event, error)
+	// EventsSince lists the published events q selects, in arrival order.
+	EventsSince(q EventsSinceQuery) ([]events.Event, error)
 	// ConsumeEvent records that the published event eventSeq satisfied a wait of invocationID. It
 	// reports false (and changes nothing) when that invocation had consumed the event already.
 	ConsumeEvent(tenantID, invocationID string, eventSeq int64) (bool, error)
@@ -388,6 +387,67 @@ type Scheduling struct {
 	AvailableAt    *time.Time
 	LeaseOwner     string
 	LeaseExpiresAt *time.Time
+}
+
+// EventLogQuery selects a page of an invocation's event log (Reader.Events).
+type EventLogQuery struct {
+	TenantID     string
+	InvocationID string
+	// AfterSeq: only events whose Seq is greater are returned (0 = from the first).
+	AfterSeq int64
+	// Limit bounds the events returned.
+	Limit int
+}
+
+// AppendRequest is one Tx.Append: events for an invocation's log, with the options that qualify
+// the write (the zero AppendOptions for a plain append).
+type AppendRequest struct {
+	TenantID     string
+	InvocationID string
+	Events       []invocation.Event
+	AppendOptions
+}
+
+// DueWorkQuery selects the due queue entries of one entrypoint version of a tenant (Tx.DueWork).
+type DueWorkQuery struct {
+	TenantID      string
+	EntrypointRef string
+	// Now is the time at which entries must be due.
+	Now time.Time
+	// Limit bounds the entries returned.
+	Limit int
+}
+
+// IdempotencyKeyQuery names one idempotency key, live at Now (Tx.IdempotencyKey).
+type IdempotencyKeyQuery struct {
+	TenantID string
+	Scope    string
+	Key      string
+	Now      time.Time
+}
+
+// CacheEntry is one response-cache entry: the invocation that answers the request stored under
+// Key, until ExpiresAt (Tx.PutCachedInvocation).
+type CacheEntry struct {
+	Key          string
+	TenantID     string
+	InvocationID string
+	ExpiresAt    time.Time
+}
+
+// EventsSinceQuery selects published events for a workflow's event wait (Tx.EventsSince).
+type EventsSinceQuery struct {
+	TenantID string
+	// TypeID is the event type waited for.
+	TypeID string
+	// Since: only events received at or after it.
+	Since time.Time
+	// AfterSeq: only events whose arrival Seq is greater.
+	AfterSeq int64
+	// UnconsumedBy, when set, leaves out the events Tx.ConsumeEvent recorded for that invocation.
+	UnconsumedBy string
+	// Limit bounds the events returned.
+	Limit int
 }
 
 // AppendOptions qualify Tx.Append.

@@ -49,7 +49,8 @@ func decodeRecord(doc string, last int64, updated string) (invocation.Record, er
 }
 
 // Events implements store.Reader.
-func (s *Store) Events(ctx context.Context, tenantID, invocationID string, afterSeq int64, limit int) ([]invocation.Event, error) {
+func (s *Store) Events(ctx context.Context, q store.EventLogQuery) ([]invocation.Event, error) {
+	tenantID, invocationID, afterSeq, limit := q.TenantID, q.InvocationID, q.AfterSeq, q.Limit
 	rec, err := readRecord(ctx, s.r, tenantID, invocationID)
 	if err != nil {
 		return nil, err
@@ -227,7 +228,8 @@ func (t *tx) StartInvocation(events []invocation.Event, sched store.Scheduling) 
 }
 
 // Append implements store.Tx.
-func (t *tx) Append(tenantID, invocationID string, events []invocation.Event, opt store.AppendOptions) (invocation.Record, []invocation.Event, error) {
+func (t *tx) Append(req store.AppendRequest) (invocation.Record, []invocation.Event, error) {
+	tenantID, invocationID, events, opt := req.TenantID, req.InvocationID, req.Events, req.AppendOptions
 	var doc string
 	var owner sql.NullString
 	var r invocation.Record

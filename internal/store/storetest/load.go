@@ -30,7 +30,7 @@ func testTenantLoads(t *testing.T, s store.Store) {
 		}
 		for i, typ := range events {
 			e := ev(id, typ, fmt.Sprint(i), "", t0)
-			if _, _, err := tx.Append(tenantID, id, []invocation.Event{e}, store.AppendOptions{}); err != nil {
+			if _, _, err := tx.Append(store.AppendRequest{TenantID: tenantID, InvocationID: id, Events: []invocation.Event{e}}); err != nil {
 				return fmt.Errorf("%s %s: %w", id, typ, err)
 			}
 		}
@@ -98,7 +98,7 @@ func testTenantLoads(t *testing.T, s store.Store) {
 
 	// A claim takes work off the queue.
 	update(t, s, func(tx store.Tx) error {
-		if _, _, err := tx.Append("acme", "inv_ready", []invocation.Event{ev("inv_ready", invocation.EventStarted, "claim", "", now)}, store.AppendOptions{}); err != nil {
+		if _, _, err := tx.Append(store.AppendRequest{TenantID: "acme", InvocationID: "inv_ready", Events: []invocation.Event{ev("inv_ready", invocation.EventStarted, "claim", "", now)}}); err != nil {
 			return err
 		}
 		return tx.SetScheduling("acme", "inv_ready", store.Scheduling{LeaseOwner: "me", LeaseExpiresAt: ptr(now.Add(time.Hour))})

@@ -508,10 +508,10 @@ func testInvocationEventLog(t *testing.T, s store.Store) {
 	var appended []invocation.Event
 	update(t, s, func(tx store.Tx) error {
 		var err error
-		rec, appended, err = tx.Append("acme", "inv_1", []invocation.Event{
+		rec, appended, err = tx.Append(store.AppendRequest{TenantID: "acme", InvocationID: "inv_1", Events: []invocation.Event{
 			ev("inv_1", invocation.EventStarted, "", "", t0.Add(time.Millisecond)),
 			ev("inv_1", invocation.EventLog, "line1", `{"message":"hello"}`, t0.Add(2*time.Millisecond)),
-		}, store.AppendOptions{})
+		}})
 		return err
 	})
 	require.Len(t, appended, 2)
@@ -522,7 +522,7 @@ func testInvocationEventLog(t *testing.T, s store.Store) {
 	// Re-appending an event with a known idempotency key is a no-op (003 §1.3).
 	update(t, s, func(tx store.Tx) error {
 		var err error
-		rec, appended, err = tx.Append("acme", "inv_1", []invocation.Event{ev("inv_1", invocation.EventStarted, "", "", t0.Add(time.Hour))}, store.AppendOptions{})
+		rec, appended, err = tx.Append(store.AppendRequest{TenantID: "acme", InvocationID: "inv_1", Events: []invocation.Event{ev("inv_1", invocation.EventStarted, "", "", t0.Add(time.Hour))}})
 		return err
 	})
 	require.Empty(t, appended)
@@ -530,10 +530,10 @@ func testInvocationEventLog(t *testing.T, s store.Store) {
 
 	// An invalid transition appends nothing and leaves the projection alone.
 	err := s.Update(ctx, func(tx store.Tx) error {
-		_, _, err := tx.Append("acme", "inv_1", []invocation.Event{
+		_, _, err := tx.Append(store.AppendRequest{TenantID: "acme", InvocationID: "inv_1", Events: []invocation.Event{
 			ev("inv_1", invocation.EventLog, "line2", `{}`, t0),
 			ev("inv_1", invocation.EventResumed, "", "", t0),
-		}, store.AppendOptions{})
+		}})
 		return err
 	})
 	var te *invocation.TransitionError
@@ -546,7 +546,7 @@ func testInvocationEventLog(t *testing.T, s store.Store) {
 	// later) is logged at that one's time: at never goes backwards with seq.
 	update(t, s, func(tx store.Tx) error {
 		var err error
-		rec, appended, err = tx.Append("acme", "inv_1", []invocation.Event{ev("inv_1", invocation.EventLog, "early", `{}`, t0)}, store.AppendOptions{})
+		rec, appended, err = tx.Append(store.AppendRequest{TenantID: "acme", InvocationID: "inv_1", Events: []invocation.Event{ev("inv_1", invocation.EventLog, "early", `{}`, t0)}})
 		return err
 	})
 	require.Len(t, appended, 1)
@@ -555,7 +555,7 @@ func testInvocationEventLog(t *testing.T, s store.Store) {
 	outcome := `{"result":{"tax":10},"metrics":{"duration_ms":5,"billed_duration_ms":5,"cpu_time_ms":1,"memory_limit_mb":128,"max_memory_used_mb":1,"step_count":3}}`
 	update(t, s, func(tx store.Tx) error {
 		var err error
-		rec, _, err = tx.Append("acme", "inv_1", []invocation.Event{ev("inv_1", invocation.EventSucceeded, "", outcome, t0.Add(3*time.Millisecond))}, store.AppendOptions{})
+		rec, _, err = tx.Append(store.AppendRequest{TenantID: "acme", InvocationID: "inv_1", Events: []invocation.Event{ev("inv_1", invocation.EventSucceeded, "", outcome, t0.Add(3*time.Millisecond))}})
 		return err
 	})
 	require.Equal(t, invocation.StatusSucceeded, rec.Status)
@@ -563,7 +563,7 @@ func testInvocationEventLog(t *testing.T, s store.Store) {
 	require.Equal(t, int64(5), *rec.Metrics.DurationMS)
 	require.Equal(t, t0.Add(3*time.Millisecond), *rec.FinishedAt)
 
-	events, err := s.Events(ctx, "acme", "inv_1", 0, 100)
+	events, err := s.Events(ctx, store.EventLogQuery{TenantID: "acme", InvocationID: "inv_1", AfterSeq: 0, Limit: 100})
 	require.NoError(t, err)
 	require.Len(t, events, 5)
 	for i, e := range events {
@@ -579,7 +579,7 @@ func testInvocationEventLog(t *testing.T, s store.Store) {
 	stored, err := s.Invocation(ctx, "acme", "inv_1")
 	require.NoError(t, err)
 	require.Equal(t, stored, rebuilt, "the projection can be rebuilt from the log")
-	tail, err := s.Events(ctx, "acme", "inv_1", 2, 100)
+	tail, err := s.Events(ctx, store.EventLogQuery{TenantID: "acme", InvocationID: "inv_1", AfterSeq: 2, Limit: 100})
 	require.NoError(t, err)
 	require.Equal(t, int64(3), tail[0].Seq)
 
@@ -598,10 +598,10 @@ func testInvocationIsolation(t *testing.T, s store.Store) {
 	})
 	_, err := s.Invocation(ctx, "other", "inv_a")
 	require.ErrorIs(t, err, store.ErrNotFound)
-	_, err = s.Events(ctx, "other", "inv_a", 0, 10)
+	_, err = s.Events(ctx, store.EventLogQuery{TenantID: "other", InvocationID: "inv_a", AfterSeq: 0, Limit: 10})
 	require.ErrorIs(t, err, store.ErrNotFound)
 	err = s.Update(ctx, func(tx store.Tx) error {
-		_, _, err := tx.Append("other", "inv_a", []invocation.Event{ev("inv_a", invocation.EventStarted, "", "", t0)}, store.AppendOptions{})
+		_, _, err := tx.Append(store.AppendRequest{TenantID: "other", InvocationID: "inv_a", Events: []invocation.Event{ev("inv_a", invocation.EventStarted, "", "", t0)}})
 		return err
 	})
 	require.ErrorIs(t, err, store.ErrNotFound)
@@ -615,7 +615,7 @@ func testInvocationInFlight(t *testing.T, s store.Store) {
 				return err
 			}
 			if st != "" {
-				if _, _, err := tx.Append("acme", id, []invocation.Event{ev(id, st, "", "", t0)}, store.AppendOptions{}); err != nil {
+				if _, _, err := tx.Append(store.AppendRequest{TenantID: "acme", InvocationID: id, Events: []invocation.Event{ev(id, st, "", "", t0)}}); err != nil {
 					return err
 				}
 			}
@@ -681,13 +681,13 @@ func testGroupCommitConcurrency(t *testing.T, s store.Store) {
 		go func() {
 			defer wg.Done()
 			require.NoError(t, s.Update(ctx, func(tx store.Tx) error {
-				_, _, err := tx.Append("acme", "inv_c", []invocation.Event{ev("inv_c", invocation.EventLog, fmt.Sprint(i), `{}`, t0)}, store.AppendOptions{})
+				_, _, err := tx.Append(store.AppendRequest{TenantID: "acme", InvocationID: "inv_c", Events: []invocation.Event{ev("inv_c", invocation.EventLog, fmt.Sprint(i), `{}`, t0)}})
 				return err
 			}))
 		}()
 	}
 	wg.Wait()
-	events, err := s.Events(ctx, "acme", "inv_c", 0, 1000)
+	events, err := s.Events(ctx, store.EventLogQuery{TenantID: "acme", InvocationID: "inv_c", AfterSeq: 0, Limit: 1000})
 	require.NoError(t, err)
 	require.Len(t, events, writers+1, "every concurrent append landed exactly once, without gaps")
 }

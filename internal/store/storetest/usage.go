@@ -53,7 +53,7 @@ func testUsageAggregates(t *testing.T, s store.Store) {
 		var appended []invocation.Event
 		update(t, s, func(tx store.Tx) error {
 			var err error
-			_, appended, err = tx.Append(tenantID, id, evs, store.AppendOptions{})
+			_, appended, err = tx.Append(store.AppendRequest{TenantID: tenantID, InvocationID: id, Events: evs})
 			return err
 		})
 		return appended
@@ -81,7 +81,7 @@ func testUsageAggregates(t *testing.T, s store.Store) {
 	// A write that rolls back leaves the aggregates as they were: they are written in its transaction.
 	before := hist("acme", h0, 2, time.Hour)
 	err := s.Update(ctx, func(tx store.Tx) error {
-		if _, _, err := tx.Append("acme", "inv_fail", final, store.AppendOptions{}); err != nil {
+		if _, _, err := tx.Append(store.AppendRequest{TenantID: "acme", InvocationID: "inv_fail", Events: final}); err != nil {
 			return err
 		}
 		return errors.New("roll back")
@@ -141,7 +141,7 @@ func testUsageAggregates(t *testing.T, s store.Store) {
 	rec, err := s.Invocation(ctx, "acme", "inv_fail")
 	require.NoError(t, err)
 	require.Equal(t, 0.25+0.125+0.25, rec.Cost)
-	evs, err := s.Events(ctx, "acme", "inv_fail", 0, 100)
+	evs, err := s.Events(ctx, store.EventLogQuery{TenantID: "acme", InvocationID: "inv_fail", AfterSeq: 0, Limit: 100})
 	require.NoError(t, err)
 	rebuilt, err := invocation.Rebuild(evs)
 	require.NoError(t, err)
