@@ -237,9 +237,16 @@ type TenantLoad struct {
 }
 
 // Tx holds the operations allowed inside Update, as the union of the write slices below: a closure
-// that needs one domain only may take its slice. They use the transaction's own context: a closure
-// must be short, must not block on other work and must not call Update.
+// that needs one domain only may take its slice. They use the transaction's own context, not the
+// caller's (which Context returns): a closure must be short, must not block on other work and must
+// not call Update.
 type Tx interface {
+	// Context returns the context that Update or Enqueue was called with for this closure (in a
+	// group-committed batch, each closure sees its own caller's context): the place for
+	// request-scoped values such as a trace or a security context. The store's own statements do
+	// not run under it, since the committer owns the transaction's lifetime; a closure may check it
+	// to give up early.
+	Context() context.Context
 	// AfterCommit registers f to run once the transaction has committed, on the goroutine that
 	// called Update (or the Enqueue's wait), before that returns; it never runs for a write that
 	// was rolled back or whose commit failed. Post-commit work (wake-ups, observers) hangs here, so

@@ -73,6 +73,7 @@ func Run(t *testing.T, f Factory) {
 		"Backfills":                 testBackfills,
 		"CatalogGeneration":         testCatalogGeneration,
 		"AfterCommit":               testAfterCommit,
+		"TxContext":                 testTxContext,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {
