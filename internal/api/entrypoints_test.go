@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/store"
 	"github.com/larkrun/lark/internal/store/storetest"
 )
@@ -545,7 +546,7 @@ func TestEntrypointDelete(t *testing.T) {
 		ep := e.registerActive(t, adm, fnNamed(t, "del.busy.v1~"))
 		id := idOf(ep)
 		require.NoError(t, e.srv.Store.Update(context.Background(), func(tx store.Tx) error {
-			_, err := tx.CreateInvocation(storetest.NewInvocationEvent("inv_x", "acme", id, time.Now()))
+			_, err := tx.StartInvocation([]invocation.Event{storetest.NewInvocationEvent("inv_x", "acme", id, time.Now())}, store.Scheduling{})
 			return err
 		}))
 		r := e.expectProblem(t, http.StatusConflict, "conflict", http.MethodDelete, epPath(id), adm, nil)

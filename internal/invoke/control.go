@@ -292,7 +292,7 @@ func (s *Service) startCompensation(tx store.Tx, cur invocation.Record, p *parki
 	data, _ := json.Marshal(map[string]any{"trigger": "cancellation", "handler_invocation_id": p.handler.ID, "handler": p.handler.EntrypointID})
 	ev := invocation.Event{Type: invocation.EventCompensationStarted, Data: data, At: now, LogicalAttempt: cur.Attempt,
 		IdempotencyKey: eventKey(cur.ID, "on_cancel", cur.Attempt, invocation.EventCompensationStarted)}
-	out, _, err := tx.Append(cur.TenantID, cur.ID, []invocation.Event{ev}, store.AppendOptions{})
+	out, _, err := tx.Append(store.AppendRequest{TenantID: cur.TenantID, InvocationID: cur.ID, Events: []invocation.Event{ev}})
 	if err != nil {
 		return cur, err
 	}
@@ -331,7 +331,7 @@ func (s *Service) resume(ctx context.Context, cur invocation.Record) (invocation
 		data, _ := json.Marshal(map[string]any{"action": ActionResume})
 		ev := invocation.Event{Type: invocation.EventSignalReceived, Data: data, At: now, LogicalAttempt: r.Attempt,
 			IdempotencyKey: eventKey(r.ID, fmt.Sprintf("resume-request-%d", r.LastSeq), r.Attempt, invocation.EventSignalReceived)}
-		out, _, err = tx.Append(r.TenantID, r.ID, []invocation.Event{ev}, store.AppendOptions{Schedule: &store.Scheduling{AvailableAt: &now}})
+		out, _, err = tx.Append(store.AppendRequest{TenantID: r.TenantID, InvocationID: r.ID, Events: []invocation.Event{ev}, AppendOptions: store.AppendOptions{Schedule: &store.Scheduling{AvailableAt: &now}}})
 		return err
 	})
 	if perr != nil {
@@ -356,7 +356,7 @@ func (s *Service) transition(ctx context.Context, cur invocation.Record, action 
 			IdempotencyKey: eventKey(cur.ID, "control", cur.Attempt, t)}
 		var err error
 		var appended []invocation.Event
-		if out, appended, err = tx.Append(cur.TenantID, cur.ID, []invocation.Event{ev}, store.AppendOptions{Schedule: &next}); err != nil {
+		if out, appended, err = tx.Append(store.AppendRequest{TenantID: cur.TenantID, InvocationID: cur.ID, Events: []invocation.Event{ev}, AppendOptions: store.AppendOptions{Schedule: &next}}); err != nil {
 			return err
 		}
 		if len(appended) == 0 {

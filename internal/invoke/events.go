@@ -176,7 +176,7 @@ func (s *Service) registerWait(tx store.Tx, rec invocation.Record, w events.Wait
 	}
 	var after int64
 	for {
-		evs, err := tx.EventsSince(w.TenantID, w.TypeID, w.Since, after, w.InvocationID, maxEventScan)
+		evs, err := tx.EventsSince(store.EventsSinceQuery{TenantID: w.TenantID, TypeID: w.TypeID, Since: w.Since, AfterSeq: after, UnconsumedBy: w.InvocationID, Limit: maxEventScan})
 		if err != nil {
 			return err
 		}
@@ -209,7 +209,7 @@ func (s *Service) resolveWait(tx store.Tx, rec invocation.Record, seq int, ev ev
 	}
 	e := invocation.Event{Type: invocation.EventJournalResolved, Data: data, At: now, LogicalAttempt: rec.Attempt,
 		IdempotencyKey: eventKey(rec.ID, "wait-"+strings.TrimPrefix(journal.Key(rec.Generation, seq), "journal-"), rec.Attempt, invocation.EventJournalResolved)}
-	if _, _, err := tx.Append(rec.TenantID, rec.ID, []invocation.Event{e}, store.AppendOptions{Schedule: &store.Scheduling{AvailableAt: &now}}); err != nil {
+	if _, _, err := tx.Append(store.AppendRequest{TenantID: rec.TenantID, InvocationID: rec.ID, Events: []invocation.Event{e}, AppendOptions: store.AppendOptions{Schedule: &store.Scheduling{AvailableAt: &now}}}); err != nil {
 		return false, err
 	}
 	return true, tx.DeleteEventWaits(rec.TenantID, rec.ID)

@@ -64,7 +64,7 @@ func (s *Service) resolveParent(tx store.Tx, child invocation.Record, now time.T
 	data, _ := json.Marshal(map[string]any{"seq": *child.ParentSeq, "result": childResult(child), "child_invocation_id": child.ID})
 	ev := invocation.Event{Type: invocation.EventJournalResolved, Data: data, At: now, LogicalAttempt: parent.Attempt,
 		IdempotencyKey: eventKey(parent.ID, "child-"+child.ID, parent.Attempt, invocation.EventJournalResolved)}
-	_, _, err = tx.Append(parent.TenantID, parent.ID, []invocation.Event{ev}, store.AppendOptions{Schedule: &store.Scheduling{AvailableAt: &now}})
+	_, _, err = tx.Append(store.AppendRequest{TenantID: parent.TenantID, InvocationID: parent.ID, Events: []invocation.Event{ev}, AppendOptions: store.AppendOptions{Schedule: &store.Scheduling{AvailableAt: &now}}})
 	return err
 }
 
@@ -101,7 +101,7 @@ func (s *Service) resolveCompensation(tx store.Tx, handler invocation.Record, no
 	data, _ := json.Marshal(map[string]any{"handler_invocation_id": handler.ID, "handler_status": handler.Status})
 	ev := invocation.Event{Type: t, Data: data, At: now, LogicalAttempt: wf.Attempt,
 		IdempotencyKey: eventKey(wf.ID, "handler-"+handler.ID, wf.Attempt, t)}
-	_, _, err = tx.Append(wf.TenantID, wf.ID, []invocation.Event{ev}, store.AppendOptions{Schedule: &store.Scheduling{}})
+	_, _, err = tx.Append(store.AppendRequest{TenantID: wf.TenantID, InvocationID: wf.ID, Events: []invocation.Event{ev}, AppendOptions: store.AppendOptions{Schedule: &store.Scheduling{}}})
 	return err
 }
 
@@ -240,7 +240,7 @@ func (s *Service) completeWith(ctx context.Context, rec invocation.Record, d def
 			}
 			opt.Expect, opt.ExpectOnly = &prev, true
 		}
-		final, _, err = tx.Append(rec.TenantID, rec.ID, events, opt)
+		final, _, err = tx.Append(store.AppendRequest{TenantID: rec.TenantID, InvocationID: rec.ID, Events: events, AppendOptions: opt})
 		if after != nil && err != nil {
 			return err // the caller completes again, as usual
 		}
@@ -255,7 +255,7 @@ func (s *Service) completeWith(ctx context.Context, rec invocation.Record, d def
 			late := append(informational(timeline, park), invocation.Event{Type: invocation.EventLateResult, Data: data, At: now,
 				EngineAttempt: rec.EngineAttempt, LogicalAttempt: rec.Attempt,
 				IdempotencyKey: eventKey(rec.ID, fmt.Sprintf("late-%d", rec.EngineAttempt), rec.Attempt, invocation.EventLateResult)})
-			final, _, err = tx.Append(rec.TenantID, rec.ID, late, store.AppendOptions{})
+			final, _, err = tx.Append(store.AppendRequest{TenantID: rec.TenantID, InvocationID: rec.ID, Events: late})
 			return err
 		}
 		if err != nil {
@@ -291,7 +291,7 @@ func (s *Service) completeWith(ctx context.Context, rec invocation.Record, d def
 			}
 		}
 		if o.Err == nil && rec.CacheKey != "" && d.Traits.Caching.MaxAgeSeconds > 0 {
-			return tx.PutCachedInvocation(rec.CacheKey, rec.TenantID, rec.ID, now.Add(time.Duration(d.Traits.Caching.MaxAgeSeconds)*time.Second))
+			return tx.PutCachedInvocation(store.CacheEntry{Key: rec.CacheKey, TenantID: rec.TenantID, InvocationID: rec.ID, ExpiresAt: now.Add(time.Duration(d.Traits.Caching.MaxAgeSeconds) * time.Second)})
 		}
 		return nil
 	})

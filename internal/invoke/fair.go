@@ -90,7 +90,7 @@ func (q *claimQueue) fetch(tenantID string, tq *tenantQueue, want int) (bool, er
 		if left, limited := tq.perRef[ref]; limited && left == 0 {
 			continue
 		}
-		work, err := q.tx.DueWork(tenantID, ref, q.now, per)
+		work, err := q.tx.DueWork(store.DueWorkQuery{TenantID: tenantID, EntrypointRef: ref, Now: q.now, Limit: per})
 		if err != nil {
 			return false, err
 		}

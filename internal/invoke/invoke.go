@@ -738,7 +738,7 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 	var created invocation.Record
 	err = s.update(ctx, func(tx store.Tx) error {
 		if opt.IdempotencyKey != "" {
-			prev, err := tx.IdempotencyKey(sc.TenantID, keyScope, opt.IdempotencyKey, now)
+			prev, err := tx.IdempotencyKey(store.IdempotencyKeyQuery{TenantID: sc.TenantID, Scope: keyScope, Key: opt.IdempotencyKey, Now: now})
 			if err == nil {
 				if prev.RequestHash != reqHash {
 					perr = problem.Validation("Idempotency-Key reused with a different request", []problem.Issue{{Path: "$", Code: "IDEMPOTENCY_KEY_REUSED",
@@ -965,8 +965,7 @@ func (s *Service) begin(tx store.Tx, rec invocation.Record, d definition, now ti
 	until := now.Add(d.timeout() + s.cfg.LeaseGrace)
 	next := rec
 	next.EngineAttempt = engine
-	out, _, err := tx.Append(rec.TenantID, rec.ID, []invocation.Event{ev},
-		store.AppendOptions{Schedule: &store.Scheduling{LeaseOwner: s.leaseOwner(next), LeaseExpiresAt: &until}, Expect: &rec})
+	out, _, err := tx.Append(store.AppendRequest{TenantID: rec.TenantID, InvocationID: rec.ID, Events: []invocation.Event{ev}, AppendOptions: store.AppendOptions{Schedule: &store.Scheduling{LeaseOwner: s.leaseOwner(next), LeaseExpiresAt: &until}, Expect: &rec}})
 	return out, err
 }
 
@@ -1064,7 +1063,7 @@ func (s *Service) TimelinePage(ctx context.Context, sc auth.SecurityContext, id 
 	if err != nil {
 		return rec, page, problem.Internal(err)
 	}
-	evs, err := s.cfg.Store.Events(ctx, sc.TenantID, id, from-1, int(to-from+1))
+	evs, err := s.cfg.Store.Events(ctx, store.EventLogQuery{TenantID: sc.TenantID, InvocationID: id, AfterSeq: from - 1, Limit: int(to - from + 1)})
 	if err != nil {
 		return rec, page, problem.Internal(err)
 	}
@@ -1098,7 +1097,7 @@ func (s *Service) allEvents(ctx context.Context, tenantID, id string) ([]invocat
 func (s *Service) eventsAfter(ctx context.Context, tenantID, id string, after int64) ([]invocation.Event, error) {
 	var all []invocation.Event
 	for {
-		evs, err := s.cfg.Store.Events(ctx, tenantID, id, after, 1000)
+		evs, err := s.cfg.Store.Events(ctx, store.EventLogQuery{TenantID: tenantID, InvocationID: id, AfterSeq: after, Limit: 1000})
 		if err != nil {
 			return nil, err
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/sandbox"
+	"github.com/larkrun/lark/internal/store"
 )
 
 // liveRun is one workflow execution, live across its activations.
@@ -116,7 +117,7 @@ func (s *Service) awaitHandover(lr *liveRun, id string) (claim, bool) {
 // an expired event wait (resolved here, recorded with the next write). Not resolved (the workflow
 // was resumed before its time): the execution parks again.
 func (s *Service) resolutionAfter(ctx context.Context, h *host, p *sandbox.Park, afterSeq int64, now time.Time) (sandbox.Resolution, bool) {
-	evs, err := s.cfg.Store.Events(ctx, h.rec.TenantID, h.rec.ID, afterSeq, 0)
+	evs, err := s.cfg.Store.Events(ctx, store.EventLogQuery{TenantID: h.rec.TenantID, InvocationID: h.rec.ID, AfterSeq: afterSeq, Limit: 0})
 	if err != nil {
 		return sandbox.Resolution{}, false
 	}

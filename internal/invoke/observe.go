@@ -142,16 +142,6 @@ func (n *notingTx) note(r invocation.Record, events []invocation.Event) {
 	n.changed = append(n.changed, r)
 }
 
-// CreateInvocation implements store.Tx.
-func (n *notingTx) CreateInvocation(first invocation.Event) (invocation.Record, error) {
-	r, err := n.Tx.CreateInvocation(first)
-	if err == nil {
-		n.created = append(n.created, r)
-		n.hook()
-	}
-	return r, err
-}
-
 // StartInvocation implements store.Tx.
 func (n *notingTx) StartInvocation(events []invocation.Event, sc store.Scheduling) (invocation.Record, error) {
 	r, err := n.Tx.StartInvocation(events, sc)
@@ -165,20 +155,11 @@ func (n *notingTx) StartInvocation(events []invocation.Event, sc store.Schedulin
 }
 
 // Append implements store.Tx.
-func (n *notingTx) Append(tenantID, invocationID string, events []invocation.Event, opt store.AppendOptions) (invocation.Record, []invocation.Event, error) {
-	r, appended, err := n.Tx.Append(tenantID, invocationID, events, opt)
+func (n *notingTx) Append(req store.AppendRequest) (invocation.Record, []invocation.Event, error) {
+	r, appended, err := n.Tx.Append(req)
 	if err == nil {
 		n.note(r, appended)
-		n.scheduled(opt.Schedule)
-	}
-	return r, appended, err
-}
-
-// AppendEvents implements store.Tx.
-func (n *notingTx) AppendEvents(tenantID, invocationID string, events []invocation.Event) (invocation.Record, []invocation.Event, error) {
-	r, appended, err := n.Tx.AppendEvents(tenantID, invocationID, events)
-	if err == nil {
-		n.note(r, appended)
+		n.scheduled(req.Schedule)
 	}
 	return r, appended, err
 }

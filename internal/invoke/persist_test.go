@@ -37,7 +37,8 @@ type spyTx struct {
 	s *journalSpy
 }
 
-func (t spyTx) Append(tenantID, id string, events []invocation.Event, opt store.AppendOptions) (invocation.Record, []invocation.Event, error) {
+func (t spyTx) Append(req store.AppendRequest) (invocation.Record, []invocation.Event, error) {
+	tenantID, id, events, opt := req.TenantID, req.InvocationID, req.Events, req.AppendOptions
 	journal := false
 	for _, e := range events {
 		journal = journal || e.Type == invocation.EventJournal
@@ -50,7 +51,7 @@ func (t spyTx) Append(tenantID, id string, events []invocation.Event, opt store.
 		if n == t.s.interpose {
 			foreign := invocation.Event{Type: invocation.EventLog, Data: []byte(`{"message":"concurrent"}`), At: time.Now(),
 				EngineAttempt: 1, LogicalAttempt: 1, IdempotencyKey: "foreign"}
-			if _, _, err := t.Tx.Append(tenantID, id, []invocation.Event{foreign}, store.AppendOptions{}); err != nil {
+			if _, _, err := t.Tx.Append(store.AppendRequest{TenantID: tenantID, InvocationID: id, Events: []invocation.Event{foreign}}); err != nil {
 				return invocation.Record{}, nil, err
 			}
 		}
@@ -62,7 +63,7 @@ func (t spyTx) Append(tenantID, id string, events []invocation.Event, opt store.
 		t.s.current = append(t.s.current, opt.Expect != nil && opt.Expect.LastSeq == cur.LastSeq)
 		t.s.mu.Unlock()
 	}
-	return t.Tx.Append(tenantID, id, events, opt)
+	return t.Tx.Append(req)
 }
 
 // TestJournalWritesExpectTheirProjection: with checkpointing automatic, each journal write passes

@@ -36,7 +36,7 @@ func TestPendingStartWrite(t *testing.T) {
 		return &pendingStart{start: start, lease: lease, done: make(chan error, 1)}, started
 	}
 	types := func(id string) []invocation.EventType {
-		evs, err := st.Events(ctx, "acme", id, 0, 100)
+		evs, err := st.Events(ctx, store.EventLogQuery{TenantID: "acme", InvocationID: id, AfterSeq: 0, Limit: 100})
 		require.NoError(t, err)
 		var out []invocation.EventType
 		for _, e := range evs {
@@ -78,7 +78,7 @@ func TestPendingStartWrite(t *testing.T) {
 	events, next, err := s.closingEvents(started, nil, s.decide(started, d, []byte(`{"ok":true}`), nil, invocation.Metrics{}, nil), now)
 	require.NoError(t, err)
 	require.NoError(t, st.Update(ctx, func(tx store.Tx) error {
-		_, _, err := tx.Append("acme", "inv-split", events, store.AppendOptions{RequireLease: s.leaseOwner(started), Schedule: &next, Expect: &started})
+		_, _, err := tx.Append(store.AppendRequest{TenantID: "acme", InvocationID: "inv-split", Events: events, AppendOptions: store.AppendOptions{RequireLease: s.leaseOwner(started), Schedule: &next, Expect: &started}})
 		return err
 	}))
 	require.Equal(t, []invocation.EventType{invocation.EventCreated, invocation.EventStarted, invocation.EventSucceeded}, types("inv-split"))

@@ -507,7 +507,7 @@ func (s *Service) enqueueJournal(ctx context.Context, h *host, events []invocati
 			}
 			opt.Expect, opt.ExpectOnly = &prev, true
 		}
-		out, _, err := tx.Append(rec.TenantID, rec.ID, events, opt)
+		out, _, err := tx.Append(store.AppendRequest{TenantID: rec.TenantID, InvocationID: rec.ID, Events: events, AppendOptions: opt})
 		h.mu.Lock()
 		h.chain, h.chainErr = out, err
 		h.mu.Unlock()
@@ -559,7 +559,7 @@ func (s *Service) persistJournal(ctx context.Context, h *host, events []invocati
 	var out invocation.Record
 	err := s.cfg.Store.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
 		var err error
-		out, _, err = tx.Append(rec.TenantID, rec.ID, events, store.AppendOptions{RequireLease: s.leaseOwner(rec), Expect: &known})
+		out, _, err = tx.Append(store.AppendRequest{TenantID: rec.TenantID, InvocationID: rec.ID, Events: events, AppendOptions: store.AppendOptions{RequireLease: s.leaseOwner(rec), Expect: &known}})
 		return err
 	})
 	if err == nil {
@@ -660,7 +660,7 @@ func (s *Service) compensateCanceled(ctx context.Context, rec invocation.Record,
 	}
 	owner := compensationLease(s.leaseOwner(rec))
 	return s.cfg.Store.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
-		_, _, err := tx.Append(rec.TenantID, rec.ID, h.Drain(), store.AppendOptions{RequireLease: owner, Schedule: &store.Scheduling{}})
+		_, _, err := tx.Append(store.AppendRequest{TenantID: rec.TenantID, InvocationID: rec.ID, Events: h.Drain(), AppendOptions: store.AppendOptions{RequireLease: owner, Schedule: &store.Scheduling{}}})
 		return err
 	})
 }

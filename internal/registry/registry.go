@@ -84,7 +84,7 @@ func (s *Service) Register(ctx context.Context, sc auth.SecurityContext, body ma
 	var perr error
 	err = s.store.Update(ctx, func(tx store.Tx) error {
 		if max := policy.Quotas.MaxDefinitions; max != nil && e.TenantID != entrypoint.PlatformTenant {
-			n, err := tx.CountEntrypoints(e.TenantID)
+			n, err := tx.CountTenantEntrypoints(e.TenantID)
 			if err != nil {
 				return err
 			}

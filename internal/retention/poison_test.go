@@ -52,11 +52,11 @@ func (f *fixture) poisoned(tenantID, id string, at time.Time) {
 	data, err := json.Marshal(rec)
 	require.NoError(f.t, err)
 	f.update(func(tx store.Tx) error {
-		if _, err := tx.CreateInvocation(invocation.Event{Type: invocation.EventCreated, Data: data, IdempotencyKey: id + "-created",
-			LogicalAttempt: 1, At: at}); err != nil {
+		if _, err := tx.StartInvocation([]invocation.Event{invocation.Event{Type: invocation.EventCreated, Data: data, IdempotencyKey: id + "-created",
+			LogicalAttempt: 1, At: at}}, store.Scheduling{}); err != nil {
 			return err
 		}
-		_, _, err := tx.AppendEvents(tenantID, id, []invocation.Event{f.event(id, invocation.EventStarted, "", at)})
+		_, _, err := tx.Append(store.AppendRequest{TenantID: tenantID, InvocationID: id, Events: []invocation.Event{f.event(id, invocation.EventStarted, "", at)}})
 		return err
 	})
 	f.log(tenantID, id, 2, 10, at) // appends that only advance the record patch it in place, where they can

@@ -74,11 +74,11 @@ func (f *fixture) start(tenantID, id, parent string, at time.Time) {
 	data, err := json.Marshal(rec)
 	require.NoError(f.t, err)
 	f.update(func(tx store.Tx) error {
-		if _, err := tx.CreateInvocation(invocation.Event{Type: invocation.EventCreated, Data: data, IdempotencyKey: id + "-created",
-			LogicalAttempt: 1, At: at}); err != nil {
+		if _, err := tx.StartInvocation([]invocation.Event{invocation.Event{Type: invocation.EventCreated, Data: data, IdempotencyKey: id + "-created",
+			LogicalAttempt: 1, At: at}}, store.Scheduling{}); err != nil {
 			return err
 		}
-		_, _, err := tx.AppendEvents(tenantID, id, []invocation.Event{f.event(id, invocation.EventStarted, "", at)})
+		_, _, err := tx.Append(store.AppendRequest{TenantID: tenantID, InvocationID: id, Events: []invocation.Event{f.event(id, invocation.EventStarted, "", at)}})
 		return err
 	})
 }
@@ -91,7 +91,7 @@ func (f *fixture) log(tenantID, id string, n, size int, at time.Time) {
 		evs = append(evs, f.event(id, invocation.EventLog, `"`+strings.Repeat("x", size)+`"`, at))
 	}
 	f.update(func(tx store.Tx) error {
-		_, _, err := tx.AppendEvents(tenantID, id, evs)
+		_, _, err := tx.Append(store.AppendRequest{TenantID: tenantID, InvocationID: id, Events: evs})
 		return err
 	})
 }
@@ -99,7 +99,7 @@ func (f *fixture) log(tenantID, id string, n, size int, at time.Time) {
 func (f *fixture) finish(tenantID, id string, at time.Time) {
 	f.t.Helper()
 	f.update(func(tx store.Tx) error {
-		_, _, err := tx.AppendEvents(tenantID, id, []invocation.Event{f.event(id, invocation.EventSucceeded, `{"result":{}}`, at)})
+		_, _, err := tx.Append(store.AppendRequest{TenantID: tenantID, InvocationID: id, Events: []invocation.Event{f.event(id, invocation.EventSucceeded, `{"result":{}}`, at)}})
 		return err
 	})
 }

@@ -269,7 +269,7 @@ func (s *Service) ControlBackfill(ctx context.Context, sc auth.SecurityContext, 
 	var cancel []string
 	var perr error
 	err := s.store.Update(ctx, func(tx store.Tx) error {
-		b, err := tx.BackfillForUpdate(sc.TenantID, id)
+		b, err := tx.Backfill(sc.TenantID, id)
 		if err != nil {
 			return err
 		}
@@ -295,10 +295,10 @@ func (s *Service) ControlBackfill(ctx context.Context, sc auth.SecurityContext, 
 			if b.State != schedule.BackfillRunning && b.State != schedule.BackfillPaused {
 				return conflict()
 			}
-			if _, err := tx.SetPartitions(b.TenantID, b.ID, schedule.PartitionPending, schedule.PartitionSkipped); err != nil {
+			if _, err := tx.SetPartitions(store.PartitionMove{TenantID: b.TenantID, BackfillID: b.ID, From: schedule.PartitionPending, To: schedule.PartitionSkipped}); err != nil {
 				return err
 			}
-			if cancel, err = tx.SetPartitions(b.TenantID, b.ID, schedule.PartitionRunning, schedule.PartitionSkipped); err != nil {
+			if cancel, err = tx.SetPartitions(store.PartitionMove{TenantID: b.TenantID, BackfillID: b.ID, From: schedule.PartitionRunning, To: schedule.PartitionSkipped}); err != nil {
 				return err
 			}
 			b.State, b.CompletedAt, typ = schedule.BackfillCanceled, &now, audit.BackfillCanceled
@@ -314,7 +314,7 @@ func (s *Service) ControlBackfill(ctx context.Context, sc auth.SecurityContext, 
 				perr = problem.Conflict("nothing_to_retry", "backfill %s has no failed partitions", b.ID).With("current_status", b.State)
 				return perr
 			}
-			if _, err := tx.SetPartitions(b.TenantID, b.ID, schedule.PartitionFailed, schedule.PartitionPending); err != nil {
+			if _, err := tx.SetPartitions(store.PartitionMove{TenantID: b.TenantID, BackfillID: b.ID, From: schedule.PartitionFailed, To: schedule.PartitionPending}); err != nil {
 				return err
 			}
 			if b.State != schedule.BackfillPaused {
@@ -395,7 +395,7 @@ func (s *Service) drive(ctx context.Context, tenantID, id string) (int, error) {
 	free := 0
 	err := s.store.Update(ctx, func(tx store.Tx) error {
 		var err error
-		if b, err = tx.BackfillForUpdate(tenantID, id); err != nil {
+		if b, err = tx.Backfill(tenantID, id); err != nil {
 			return err
 		}
 		now := s.o.Clock.Now()
@@ -413,7 +413,7 @@ func (s *Service) drive(ctx context.Context, tenantID, id string) (int, error) {
 		p := b.Progress
 		switch {
 		case failedPast(b):
-			if _, err := tx.SetPartitions(tenantID, id, schedule.PartitionPending, schedule.PartitionSkipped); err != nil {
+			if _, err := tx.SetPartitions(store.PartitionMove{TenantID: tenantID, BackfillID: id, From: schedule.PartitionPending, To: schedule.PartitionSkipped}); err != nil {
 				return err
 			}
 			if b.Progress, b.Chunks, err = tx.SettleBackfill(tenantID, id); err != nil {
@@ -462,7 +462,7 @@ func (s *Service) drive(ctx context.Context, tenantID, id string) (int, error) {
 	var created []invocation.Record
 	err = s.store.Update(ctx, func(tx store.Tx) error {
 		created = created[:0]
-		cur, err := tx.BackfillForUpdate(tenantID, id)
+		cur, err := tx.Backfill(tenantID, id)
 		if err != nil {
 			return err
 		}
@@ -495,11 +495,11 @@ func (s *Service) drive(ctx context.Context, tenantID, id string) (int, error) {
 // failBackfill ends a backfill whose partitions cannot start (its entrypoint went away).
 func (s *Service) failBackfill(ctx context.Context, b schedule.Backfill, reason string) error {
 	return s.store.Update(ctx, func(tx store.Tx) error {
-		cur, err := tx.BackfillForUpdate(b.TenantID, b.ID)
+		cur, err := tx.Backfill(b.TenantID, b.ID)
 		if err != nil || cur.State != schedule.BackfillRunning {
 			return err
 		}
-		if _, err := tx.SetPartitions(b.TenantID, b.ID, schedule.PartitionPending, schedule.PartitionSkipped); err != nil {
+		if _, err := tx.SetPartitions(store.PartitionMove{TenantID: b.TenantID, BackfillID: b.ID, From: schedule.PartitionPending, To: schedule.PartitionSkipped}); err != nil {
 			return err
 		}
 		now := s.o.Clock.Now()

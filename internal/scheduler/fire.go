@@ -271,7 +271,7 @@ type replacement struct{ tenantID, scheduleID, invocationID string }
 // (and, by the missed policy, the missed ones), queues the invocations of the runs it starts, and
 // arms the next instant. ErrStale: the schedule changed since it was read; nothing was written.
 func (s *Service) fireOne(tx store.Tx, j *job, now time.Time, created *[]invocation.Record, replaced *[]replacement) error {
-	sch, err := tx.ScheduleForUpdate(j.sch.TenantID, j.sch.ID)
+	sch, err := tx.Schedule(j.sch.TenantID, j.sch.ID)
 	if err != nil {
 		return err
 	}

@@ -486,7 +486,7 @@ func (s *Service) Create(ctx context.Context, sc auth.SecurityContext, spec Spec
 	var perr error
 	err = s.store.Update(ctx, func(tx store.Tx) error {
 		if max := policy.Quotas.MaxSchedules; max != nil {
-			n, err := tx.CountSchedules(sc.TenantID)
+			n, err := tx.CountTenantSchedules(sc.TenantID)
 			if err != nil {
 				return err
 			}
@@ -702,7 +702,7 @@ func (s *Service) Pause(ctx context.Context, sc auth.SecurityContext, id string)
 	var out schedule.Schedule
 	var withdrawn []string
 	err := s.store.Update(ctx, func(tx store.Tx) error {
-		cur, err := tx.ScheduleForUpdate(sc.TenantID, id)
+		cur, err := tx.Schedule(sc.TenantID, id)
 		if err != nil {
 			return err
 		}
@@ -750,7 +750,7 @@ func (s *Service) Resume(ctx context.Context, sc auth.SecurityContext, id string
 	}
 	var out Resumed
 	err := s.store.Update(ctx, func(tx store.Tx) error {
-		cur, err := tx.ScheduleForUpdate(sc.TenantID, id)
+		cur, err := tx.Schedule(sc.TenantID, id)
 		if err != nil {
 			return err
 		}
@@ -828,7 +828,7 @@ func (s *Service) Delete(ctx context.Context, sc auth.SecurityContext, id string
 	var cur schedule.Schedule
 	err := s.store.Update(ctx, func(tx store.Tx) error {
 		var err error
-		if cur, err = tx.ScheduleForUpdate(sc.TenantID, id); err != nil {
+		if cur, err = tx.Schedule(sc.TenantID, id); err != nil {
 			return err
 		}
 		if err := stillMay(sc, cur); err != nil {
@@ -898,7 +898,7 @@ func (s *Service) Trigger(ctx context.Context, sc auth.SecurityContext, id strin
 	}
 	var out Triggered
 	err = s.store.Update(ctx, func(tx store.Tx) error {
-		sch, err := tx.ScheduleForUpdate(sc.TenantID, id)
+		sch, err := tx.Schedule(sc.TenantID, id)
 		if err != nil {
 			return err
 		}

@@ -32,15 +32,15 @@ type ScheduleTx interface {
 	// InsertSchedule stores a new schedule with Revision 1; ErrConflict when the tenant has one with
 	// the same id.
 	InsertSchedule(s *schedule.Schedule) error
-	// ScheduleForUpdate reads a schedule inside the transaction.
-	ScheduleForUpdate(tenantID, id string) (schedule.Schedule, error)
+	// Schedule is Reader.Schedule inside the transaction (for read-modify-write).
+	Schedule(tenantID, id string) (schedule.Schedule, error)
 	// UpdateSchedule replaces the schedule whose Revision equals s.Revision and bumps it; ErrStale
 	// when it changed since, ErrNotFound when it is gone.
 	UpdateSchedule(s *schedule.Schedule) error
 	// DeleteSchedule deletes a schedule and its runs.
 	DeleteSchedule(tenantID, id string) error
-	// CountSchedules is Reader.CountTenantSchedules inside the transaction.
-	CountSchedules(tenantID string) (int64, error)
+	// CountTenantSchedules is Reader.CountTenantSchedules inside the transaction.
+	CountTenantSchedules(tenantID string) (int64, error)
 	// InsertScheduleRun records a run; ErrConflict when the schedule already has a run (other than
 	// a manual one) at the same instant: each instant is recorded once.
 	InsertScheduleRun(r schedule.Run) error
@@ -78,8 +78,8 @@ type BackfillTx interface {
 	// InsertBackfill stores a new backfill (Revision 1) and its partitions; ErrConflict when the
 	// tenant has one with the same id.
 	InsertBackfill(b *schedule.Backfill, parts []schedule.Partition) error
-	// BackfillForUpdate reads a backfill inside the transaction.
-	BackfillForUpdate(tenantID, id string) (schedule.Backfill, error)
+	// Backfill is Reader.Backfill inside the transaction (for read-modify-write).
+	Backfill(tenantID, id string) (schedule.Backfill, error)
 	// UpdateBackfill replaces the backfill whose Revision equals b.Revision and bumps it; ErrStale
 	// otherwise.
 	UpdateBackfill(b *schedule.Backfill) error
@@ -89,7 +89,14 @@ type BackfillTx interface {
 	// StartPartitions marks partitions running (pending ones only) with their invocation ids and
 	// one more attempt; it returns how many it marked.
 	StartPartitions(tenantID, backfillID string, parts []schedule.Partition) (int, error)
-	// SetPartitions moves every partition of the backfill in state from to state to (and returns
-	// the invocation ids of those that were running).
-	SetPartitions(tenantID, backfillID string, from, to schedule.PartitionState) ([]string, error)
+	// SetPartitions moves every partition of the backfill in state m.From to state m.To (and
+	// returns the invocation ids of those that were running).
+	SetPartitions(m PartitionMove) ([]string, error)
+}
+
+// PartitionMove moves a backfill's partitions from one state to another (Tx.SetPartitions).
+type PartitionMove struct {
+	TenantID   string
+	BackfillID string
+	From, To   schedule.PartitionState
 }

@@ -84,14 +84,43 @@ type Page[T any] struct {
 	HasMore    bool
 }
 
-// Reader holds the read operations. Every one is scoped: by tenant, or by an entrypoint.Viewer that
-// encodes the visibility rules, so another tenant's rows are never returned.
+// Reader holds the read operations, as the union of the read slices below: a service that needs
+// one domain only may depend on its slice. Every one is scoped: by tenant, or by an
+// entrypoint.Viewer that encodes the visibility rules, so another tenant's rows are never returned.
+// Reads go straight to the database, outside any transaction.
 type Reader interface {
+	TenantReader
+	TokenReader
+	EntrypointReader
+	InvocationReader
+	QueueReader
+	IdempotencyReader
+	EventReader
+	AuditReader
+	UsageReader
+	LoadReader
+	RetentionReader
+	ScheduleReader
+	BackfillReader
+}
+
+// TenantReader reads tenant policies.
+type TenantReader interface {
+	// Tenant reads one tenant's policy; ErrNotFound when it has none.
 	Tenant(ctx context.Context, id string) (tenant.Policy, error)
+}
+
+// TokenReader reads API tokens (authentication and the token API).
+type TokenReader interface {
+	// TokenByHash finds a token by the hash of its secret.
 	TokenByHash(ctx context.Context, hash string) (auth.Token, error)
 	// ListTokens lists a tenant's tokens; tenantID "" lists all (operator). Filters: tenant_id,
 	// subject_id, revoked (bool); order: tenant_id, subject_id, created_at.
 	ListTokens(ctx context.Context, tenantID string, q ListQuery) (Page[auth.Token], error)
+}
+
+// EntrypointReader reads the entrypoint catalog (the registry and invocation resolution).
+type EntrypointReader interface {
 	// Entrypoint finds one entrypoint visible to v by opaque id or exact GTS id.
 	Entrypoint(ctx context.Context, v entrypoint.Viewer, id string) (entrypoint.Entrypoint, error)
 	// ListEntrypoints filters on entrypoint_id (eq with GTS wildcards, startswith), status, owner_type,
@@ -101,9 +130,19 @@ type Reader interface {
 	EntrypointVersions(ctx context.Context, v entrypoint.Viewer, family string) ([]entrypoint.Entrypoint, error)
 	// LatestActive returns the highest minor of family/major whose status is active.
 	LatestActive(ctx context.Context, v entrypoint.Viewer, family string, major int) (entrypoint.Entrypoint, error)
+	// CountTenantEntrypoints counts a tenant's entrypoints that are not archived (the
+	// max_definitions quota); Tx.CountTenantEntrypoints is the same count inside a transaction.
+	CountTenantEntrypoints(ctx context.Context, tenantID string) (int64, error)
+}
+
+// InvocationReader reads invocations: their projections, their event logs and the counts of those
+// in flight (quotas and the invocation API).
+type InvocationReader interface {
+	// Invocation reads one invocation's projection.
 	Invocation(ctx context.Context, tenantID, id string) (invocation.Record, error)
-	// Events returns up to limit events after afterSeq, in order; a hole yields *GapError.
-	Events(ctx context.Context, tenantID, invocationID string, afterSeq int64, limit int) ([]invocation.Event, error)
+	// Events returns up to q.Limit events of an invocation's log after q.AfterSeq, in order; a hole
+	// yields *GapError.
+	Events(ctx context.Context, q EventLogQuery) ([]invocation.Event, error)
 	// StatusAt is an invocation's status right after its event seq (for a timeline page that does not
 	// start at the beginning): the status the last status-changing event up to seq set
 	// (invocation.StatusAfter); "" when seq is 0.
@@ -116,35 +155,55 @@ type Reader interface {
 	CountTenantInFlight(ctx context.Context, tenantID string) (int64, error)
 	// CountTenantRunning counts a tenant's running invocations (its concurrent executions).
 	CountTenantRunning(ctx context.Context, tenantID string) (int64, error)
+}
+
+// QueueReader reads the run queue's timing (the scheduler's sleep between claims).
+type QueueReader interface {
 	// NextDue is the earliest time after after at which queued work becomes runnable or a lease
 	// expires; nil when nothing is scheduled later.
 	NextDue(ctx context.Context, after time.Time) (*time.Time, error)
+}
+
+// IdempotencyReader reads the response cache, which maps a request to the invocation that
+// answered it.
+type IdempotencyReader interface {
 	// CachedInvocation returns the invocation stored under a response-cache key, if not expired.
 	CachedInvocation(ctx context.Context, key string, now time.Time) (tenantID, invocationID string, err error)
+}
+
+// EventReader reads published events (the events API).
+type EventReader interface {
 	// Event reads one published event of a tenant.
 	Event(ctx context.Context, tenantID, id string) (events.Event, error)
 	// ListEvents lists a tenant's published events. Filters: event_type_id, source, subject,
 	// received_at; order: any of them.
 	ListEvents(ctx context.Context, tenantID string, q ListQuery) (Page[events.Event], error)
+}
+
+// AuditReader reads the audit log.
+type AuditReader interface {
 	// ListAudit lists a tenant's audit events ("" = all); filters: type, resource_type, resource_id,
 	// actor_id, correlation_id, timestamp; order: any of them.
 	ListAudit(ctx context.Context, tenantID string, q ListQuery) (Page[audit.Event], error)
-	// CountTenantEntrypoints is Tx.CountEntrypoints outside a transaction.
-	CountTenantEntrypoints(ctx context.Context, tenantID string) (int64, error)
+}
+
+// UsageReader reads the usage aggregates (the usage API).
+type UsageReader interface {
 	// UsageHistory sums a tenant's usage aggregates into the buckets of q: one row per bucket and
 	// entrypoint that has any, ordered by bucket start, then entrypoint id. The aggregates are a
 	// projection of the event log: Tx.StartInvocation and Tx.Append add invocation.UsageOf of every
 	// event they append, in the same transaction, to the tenant's aggregate for the event's hour
 	// (invocation.UsageHour) and the invocation's exact entrypoint id.
 	UsageHistory(ctx context.Context, tenantID string, q UsageQuery) ([]UsageRow, error)
+}
+
+// LoadReader reads every tenant's current load (the gauges /metrics computes at scrape time).
+type LoadReader interface {
 	// TenantLoads returns the load of every tenant that has a policy, ordered by tenant id, read in
 	// one snapshot: its queue at now, its in-flight invocations, its definitions and its quotas
 	// (for the gauges /metrics computes at scrape time). It must cost in proportion to the tenants
 	// and the work in flight, not to the history kept.
 	TenantLoads(ctx context.Context, now time.Time) ([]TenantLoad, error)
-	RetentionReader
-	ScheduleReader
-	BackfillReader
 }
 
 // UsageQuery selects usage buckets: Width-wide buckets from From until To. From, To and Width are
@@ -177,22 +236,55 @@ type TenantLoad struct {
 	Quotas tenant.Quotas
 }
 
-// Tx holds the operations allowed inside Update. They use the transaction's own context: a
-// closure must be short, must not block on other work and must not call Update.
+// Tx holds the operations allowed inside Update, as the union of the write slices below: a closure
+// that needs one domain only may take its slice. They use the transaction's own context, not the
+// caller's (which Context returns): a closure must be short, must not block on other work and must
+// not call Update.
 type Tx interface {
+	// Context returns the context that Update or Enqueue was called with for this closure (in a
+	// group-committed batch, each closure sees its own caller's context): the place for
+	// request-scoped values such as a trace or a security context. The store's own statements do
+	// not run under it, since the committer owns the transaction's lifetime; a closure may check it
+	// to give up early.
+	Context() context.Context
 	// AfterCommit registers f to run once the transaction has committed, on the goroutine that
 	// called Update (or the Enqueue's wait), before that returns; it never runs for a write that
 	// was rolled back or whose commit failed. Post-commit work (wake-ups, observers) hangs here, so
 	// no caller has to remember it.
 	AfterCommit(f func())
+	TenantTx
+	TokenTx
+	EntrypointTx
+	AuditTx
+	InvocationTx
+	QueueTx
+	IdempotencyTx
+	EventTx
+	RetentionTx
+	ScheduleTx
+	BackfillTx
+}
+
+// TenantTx reads and writes tenant policies inside a transaction.
+type TenantTx interface {
+	// Tenant reads a tenant's policy inside the transaction; ErrNotFound when it has none.
 	Tenant(id string) (tenant.Policy, error)
 	// PutTenant creates or replaces a tenant's policy.
 	PutTenant(p tenant.Policy) error
+}
+
+// TokenTx issues, reads and revokes API tokens.
+type TokenTx interface {
+	// InsertToken stores a new token.
 	InsertToken(t auth.Token) error
 	// Token returns a token by id within tenantID ("" = any tenant).
 	Token(tenantID, id string) (auth.Token, error)
 	// RevokeToken sets revoked_at; ErrNotFound unless the token exists in tenantID ("" = any).
 	RevokeToken(tenantID, id string, at time.Time) error
+}
+
+// EntrypointTx writes the entrypoint catalog, with the reads its quota and lifecycle checks need.
+type EntrypointTx interface {
 	// InsertEntrypoint stores a new entrypoint; ErrConflict when the same GTS id (or the same
 	// family/major/minor) exists in the tenant or at platform scope, or, for a platform
 	// entrypoint, anywhere.
@@ -201,14 +293,42 @@ type Tx interface {
 	EntrypointByRef(id string) (entrypoint.Entrypoint, error)
 	// UpdateEntrypoint replaces the row whose Revision equals e.Revision and bumps it; ErrStale otherwise.
 	UpdateEntrypoint(e *entrypoint.Entrypoint) error
+	// DeleteEntrypoint deletes an entrypoint by opaque id.
 	DeleteEntrypoint(id string) error
-	// CountEntrypoints counts a tenant's entrypoints that are not archived (the max_definitions quota).
-	CountEntrypoints(tenantID string) (int64, error)
+	// CountTenantEntrypoints is Reader.CountTenantEntrypoints inside the transaction.
+	CountTenantEntrypoints(tenantID string) (int64, error)
 	// CountInFlight counts invocations of an entrypoint version that are not finished.
 	CountInFlight(entrypointRef string) (int64, error)
+}
+
+// AuditTx appends to the audit log, in the transaction of the change it records.
+type AuditTx interface {
+	// InsertAudit stores an audit event.
 	InsertAudit(e audit.Event) error
+}
+
+// InvocationTx creates invocations and appends to their event logs, keeping each projection (and
+// the usage aggregates) in step in the same transaction.
+type InvocationTx interface {
 	// Invocation reads an invocation's projection inside the transaction.
 	Invocation(tenantID, invocationID string) (invocation.Record, error)
+	// StartInvocation creates an invocation: events[0] is its first event (type created, Data = the
+	// initial record), the events after it follow in the log, and s is its queue state (the zero
+	// Scheduling for one that is not queued). It writes one row insert plus the events (the hot path
+	// of every invocation start).
+	StartInvocation(events []invocation.Event, s Scheduling) (invocation.Record, error)
+	// Append appends events to an invocation's log, assigning consecutive seqs, and updates the
+	// projection in the same transaction, with one read and one write of it. An event whose
+	// idempotency key is already in the log is skipped (not an error); the returned slice holds the
+	// events actually appended. An event's At earlier than that of the event before it is raised to
+	// it, so At never decreases with Seq. With the zero AppendOptions the append is unconditional;
+	// RequireLease makes it conditional on a lease (ErrLeaseLost otherwise), Schedule replaces the
+	// queue state in the same write, and Expect saves the read.
+	Append(req AppendRequest) (invocation.Record, []invocation.Event, error)
+}
+
+// QueueTx reads and moves the run queue: queue states, leases and the due work a claim picks from.
+type QueueTx interface {
 	// Scheduling returns an invocation's queue state.
 	Scheduling(tenantID, invocationID string) (Scheduling, error)
 	// SetScheduling replaces an invocation's queue state.
@@ -222,9 +342,9 @@ type Tx interface {
 	// DueEntrypoints lists the entrypoint versions (opaque refs) of a tenant that have queued work due
 	// at now.
 	DueEntrypoints(tenantID string, now time.Time) ([]string, error)
-	// DueWork lists up to limit of a tenant's queued invocations of one entrypoint version that are
-	// due at now, oldest available_at first.
-	DueWork(tenantID, entrypointRef string, now time.Time, limit int) ([]Runnable, error)
+	// DueWork lists up to q.Limit of a tenant's queued invocations of one entrypoint version that
+	// are due at q.Now, oldest available_at first.
+	DueWork(q DueWorkQuery) ([]Runnable, error)
 	// RunningByEntrypoint counts a tenant's running invocations per entrypoint version.
 	RunningByEntrypoint(tenantID string) (map[string]int64, error)
 	// CountTenantRunning is Reader.CountTenantRunning inside the transaction.
@@ -233,31 +353,29 @@ type Tx interface {
 	// work it held is reclaimed by the next claim; it returns how many it ended. Only a process that
 	// knows every lease holder is gone calls it (see Exclusive).
 	ExpireLeases(now time.Time) (int64, error)
-	// IdempotencyKey returns the live (unexpired at now) record of a key; ErrNotFound otherwise.
-	IdempotencyKey(tenantID, scope, key string, now time.Time) (IdempotencyRecord, error)
+}
+
+// IdempotencyTx reads and writes the idempotency keys and the response cache that make a repeated
+// request return the invocation it started the first time.
+type IdempotencyTx interface {
+	// IdempotencyKey returns the live (unexpired at q.Now) record of a key; ErrNotFound otherwise.
+	IdempotencyKey(q IdempotencyKeyQuery) (IdempotencyRecord, error)
 	// PutIdempotencyKey stores a key, replacing an expired one.
 	PutIdempotencyKey(r IdempotencyRecord) error
-	// PutCachedInvocation stores a response-cache entry (replacing any previous one).
-	PutCachedInvocation(key, tenantID, invocationID string, expires time.Time) error
+	// PutCachedInvocation stores a response-cache entry (replacing any previous one under its key).
+	PutCachedInvocation(e CacheEntry) error
 	// PurgeExpired deletes idempotency keys and cache entries that expired before now.
 	PurgeExpired(now time.Time) (int64, error)
-	// CreateInvocation appends the first event (type created, Data = the initial record) of a new
-	// invocation and writes its projection.
-	CreateInvocation(first invocation.Event) (invocation.Record, error)
-	// StartInvocation is CreateInvocation followed by more events and a queue state, written as one
-	// row insert plus the events (the hot path of every invocation start).
-	StartInvocation(events []invocation.Event, s Scheduling) (invocation.Record, error)
-	// Append appends events like AppendEvents, optionally only while a lease is held
-	// (opt.RequireLease; ErrLeaseLost otherwise) and optionally replacing the queue state, with one
-	// read and one write of the projection.
-	Append(tenantID, invocationID string, events []invocation.Event, opt AppendOptions) (invocation.Record, []invocation.Event, error)
+}
+
+// EventTx publishes events and keeps the workflows' waits for them: which waits exist and which
+// events each invocation has consumed.
+type EventTx interface {
 	// InsertEvent stores a published event with the next arrival Seq. If the tenant already has an
 	// event with e.ID, it returns that one and false, and stores nothing.
 	InsertEvent(e events.Event) (events.Event, bool, error)
-	// EventsSince lists up to limit of a tenant's events of typeID received at or after since whose
-	// Seq is greater than afterSeq, in arrival order, leaving out those that ConsumeEvent recorded
-	// for invocation unconsumedBy.
-	EventsSince(tenantID, typeID string, since time.Time, afterSeq int64, unconsumedBy string, limit int) ([]events.Event, error)
+	// EventsSince lists the published events q selects, in arrival order.
+	EventsSince(q EventsSinceQuery) ([]events.Event, error)
 	// ConsumeEvent records that the published event eventSeq satisfied a wait of invocationID. It
 	// reports false (and changes nothing) when that invocation had consumed the event already.
 	ConsumeEvent(tenantID, invocationID string, eventSeq int64) (bool, error)
@@ -268,14 +386,6 @@ type Tx interface {
 	EventWaits(tenantID, typeID string) ([]events.Wait, error)
 	// DeleteEventWaits removes every wait of an invocation.
 	DeleteEventWaits(tenantID, invocationID string) error
-	// AppendEvents appends events to an invocation's log, assigning consecutive seqs, and updates the
-	// projection in the same transaction. An event whose idempotency key is already in the log is
-	// skipped (not an error); the returned slice holds the events actually appended. An event's At
-	// earlier than that of the event before it is raised to it, so At never decreases with Seq.
-	AppendEvents(tenantID, invocationID string, events []invocation.Event) (invocation.Record, []invocation.Event, error)
-	RetentionTx
-	ScheduleTx
-	BackfillTx
 }
 
 // Scheduling is an invocation's place in the queue: AvailableAt is set while it waits to run,
@@ -284,6 +394,67 @@ type Scheduling struct {
 	AvailableAt    *time.Time
 	LeaseOwner     string
 	LeaseExpiresAt *time.Time
+}
+
+// EventLogQuery selects a page of an invocation's event log (Reader.Events).
+type EventLogQuery struct {
+	TenantID     string
+	InvocationID string
+	// AfterSeq: only events whose Seq is greater are returned (0 = from the first).
+	AfterSeq int64
+	// Limit bounds the events returned.
+	Limit int
+}
+
+// AppendRequest is one Tx.Append: events for an invocation's log, with the options that qualify
+// the write (the zero AppendOptions for a plain append).
+type AppendRequest struct {
+	TenantID     string
+	InvocationID string
+	Events       []invocation.Event
+	AppendOptions
+}
+
+// DueWorkQuery selects the due queue entries of one entrypoint version of a tenant (Tx.DueWork).
+type DueWorkQuery struct {
+	TenantID      string
+	EntrypointRef string
+	// Now is the time at which entries must be due.
+	Now time.Time
+	// Limit bounds the entries returned.
+	Limit int
+}
+
+// IdempotencyKeyQuery names one idempotency key, live at Now (Tx.IdempotencyKey).
+type IdempotencyKeyQuery struct {
+	TenantID string
+	Scope    string
+	Key      string
+	Now      time.Time
+}
+
+// CacheEntry is one response-cache entry: the invocation that answers the request stored under
+// Key, until ExpiresAt (Tx.PutCachedInvocation).
+type CacheEntry struct {
+	Key          string
+	TenantID     string
+	InvocationID string
+	ExpiresAt    time.Time
+}
+
+// EventsSinceQuery selects published events for a workflow's event wait (Tx.EventsSince).
+type EventsSinceQuery struct {
+	TenantID string
+	// TypeID is the event type waited for.
+	TypeID string
+	// Since: only events received at or after it.
+	Since time.Time
+	// AfterSeq: only events whose arrival Seq is greater.
+	AfterSeq int64
+	// UnconsumedBy, when set, leaves out the events Tx.ConsumeEvent recorded for that invocation.
+	UnconsumedBy string
+	// Limit bounds the events returned.
+	Limit int
 }
 
 // AppendOptions qualify Tx.Append.

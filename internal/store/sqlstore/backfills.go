@@ -51,8 +51,8 @@ func (t *tx) InsertBackfill(b *schedule.Backfill, parts []schedule.Partition) er
 	return nil
 }
 
-// BackfillForUpdate implements store.Tx.
-func (t *tx) BackfillForUpdate(tenantID, id string) (schedule.Backfill, error) {
+// Backfill implements store.Tx.
+func (t *tx) Backfill(tenantID, id string) (schedule.Backfill, error) {
 	b, err := scanBackfill(t.t.QueryRowContext(bg, "SELECT "+backfillCols+" FROM backfills WHERE tenant_id = ? AND id = ?", tenantID, id))
 	return b, notFound(err, "backfill")
 }
@@ -138,7 +138,8 @@ func (t *tx) StartPartitions(tenantID, backfillID string, parts []schedule.Parti
 }
 
 // SetPartitions implements store.Tx.
-func (t *tx) SetPartitions(tenantID, backfillID string, from, to schedule.PartitionState) ([]string, error) {
+func (t *tx) SetPartitions(m store.PartitionMove) ([]string, error) {
+	tenantID, backfillID, from, to := m.TenantID, m.BackfillID, m.From, m.To
 	rows, err := t.t.QueryContext(bg, `UPDATE backfill_partitions SET state = ? WHERE tenant_id = ? AND backfill_id = ? AND state = ?
 		RETURNING coalesce(invocation_id, '')`, string(to), tenantID, backfillID, string(from))
 	if err != nil {

@@ -28,12 +28,12 @@ func BenchmarkAppendEvents(b *testing.B) {
 			err := s.Update(ctx, func(tx store.Tx) error {
 				for i := range ids {
 					ids[i] = fmt.Sprintf("inv_%03d", i)
-					if _, err := tx.CreateInvocation(storetest.NewInvocationEvent(ids[i], "acme", "ep_1", dt0)); err != nil {
+					if _, err := tx.StartInvocation([]invocation.Event{storetest.NewInvocationEvent(ids[i], "acme", "ep_1", dt0)}, store.Scheduling{}); err != nil {
 						return err
 					}
-					if _, _, err := tx.AppendEvents("acme", ids[i], []invocation.Event{
+					if _, _, err := tx.Append(store.AppendRequest{TenantID: "acme", InvocationID: ids[i], Events: []invocation.Event{
 						statusEvent(ids[i], invocation.EventStarted, "", dt0),
-					}); err != nil {
+					}}); err != nil {
 						return err
 					}
 				}
@@ -61,7 +61,7 @@ func BenchmarkAppendEvents(b *testing.B) {
 						}
 						ev := logEvent(id, fmt.Sprint("op", n), dt0.Add(time.Duration(n)*time.Microsecond))
 						err := s.Update(ctx, func(tx store.Tx) error {
-							_, appended, err := tx.AppendEvents("acme", id, []invocation.Event{ev})
+							_, appended, err := tx.Append(store.AppendRequest{TenantID: "acme", InvocationID: id, Events: []invocation.Event{ev}})
 							if err == nil && len(appended) != 1 {
 								err = fmt.Errorf("%s: appended %d events, want 1", id, len(appended))
 							}
@@ -145,8 +145,7 @@ func BenchmarkWorkflowStep(b *testing.B) {
 						var out invocation.Record
 						err := s.Update(ctx, func(tx store.Tx) error {
 							var err error
-							out, _, err = tx.Append("acme", known.ID, []invocation.Event{started, journal},
-								store.AppendOptions{RequireLease: lease.LeaseOwner, Expect: &known})
+							out, _, err = tx.Append(store.AppendRequest{TenantID: "acme", InvocationID: known.ID, Events: []invocation.Event{started, journal}, AppendOptions: store.AppendOptions{RequireLease: lease.LeaseOwner, Expect: &known}})
 							return err
 						})
 						if err != nil {

@@ -96,7 +96,7 @@ func readSnapshot(t *testing.T, s store.Store) snapshot {
 		r, err := s.Invocation(ctx, "acme", id)
 		require.NoError(t, err)
 		snap.Invocations[id] = r
-		evs, err := s.Events(ctx, "acme", id, 0, 1000)
+		evs, err := s.Events(ctx, store.EventLogQuery{TenantID: "acme", InvocationID: id, AfterSeq: 0, Limit: 1000})
 		require.NoError(t, err)
 		snap.Events[id] = evs
 	}
@@ -151,7 +151,7 @@ func TestReopenPreservesData(t *testing.T) {
 	for i, id := range durInvocations {
 		go func() {
 			errs <- s.Update(ctx, func(tx store.Tx) error {
-				if _, err := tx.CreateInvocation(storetest.NewInvocationEvent(id, "acme", "ep_1", dt0)); err != nil {
+				if _, err := tx.StartInvocation([]invocation.Event{storetest.NewInvocationEvent(id, "acme", "ep_1", dt0)}, store.Scheduling{}); err != nil {
 					return err
 				}
 				evs := []invocation.Event{statusEvent(id, invocation.EventStarted, "", dt0.Add(time.Millisecond))}
@@ -161,7 +161,7 @@ func TestReopenPreservesData(t *testing.T) {
 				if id == "inv_3" {
 					evs = append(evs, statusEvent(id, invocation.EventSucceeded, `{"result":{"ok":true}}`, dt0.Add(time.Second)))
 				}
-				_, _, err := tx.AppendEvents("acme", id, evs)
+				_, _, err := tx.Append(store.AppendRequest{TenantID: "acme", InvocationID: id, Events: evs})
 				return err
 			})
 		}()
@@ -209,12 +209,12 @@ func TestReopenPreservesData(t *testing.T) {
 	var appended []invocation.Event
 	require.NoError(t, s2.Update(ctx, func(tx store.Tx) error {
 		var err error
-		_, appended, err = tx.AppendEvents("acme", "inv_2", []invocation.Event{logEvent("inv_2", "after-reopen", dt0.Add(time.Hour))})
+		_, appended, err = tx.Append(store.AppendRequest{TenantID: "acme", InvocationID: "inv_2", Events: []invocation.Event{logEvent("inv_2", "after-reopen", dt0.Add(time.Hour))}})
 		return err
 	}))
 	require.Len(t, appended, 1)
 	require.Equal(t, int64(5), appended[0].Seq)
-	evs, err := s2.Events(ctx, "acme", "inv_2", 0, 100)
+	evs, err := s2.Events(ctx, store.EventLogQuery{TenantID: "acme", InvocationID: "inv_2", AfterSeq: 0, Limit: 100})
 	require.NoError(t, err)
 	require.Len(t, evs, 5)
 }
@@ -226,16 +226,16 @@ func TestEventsReportGap(t *testing.T) {
 	s := openAt(t, path)
 	defer s.Close()
 	require.NoError(t, s.Update(ctx, func(tx store.Tx) error {
-		if _, err := tx.CreateInvocation(storetest.NewInvocationEvent("inv_g", "acme", "ep_1", dt0)); err != nil {
+		if _, err := tx.StartInvocation([]invocation.Event{storetest.NewInvocationEvent("inv_g", "acme", "ep_1", dt0)}, store.Scheduling{}); err != nil {
 			return err
 		}
-		_, _, err := tx.AppendEvents("acme", "inv_g", []invocation.Event{
+		_, _, err := tx.Append(store.AppendRequest{TenantID: "acme", InvocationID: "inv_g", Events: []invocation.Event{
 			statusEvent("inv_g", invocation.EventStarted, "", dt0.Add(time.Millisecond)),
 			logEvent("inv_g", "l1", dt0.Add(2*time.Millisecond)),
-		})
+		}})
 		return err
 	}))
-	evs, err := s.Events(ctx, "acme", "inv_g", 0, 100)
+	evs, err := s.Events(ctx, store.EventLogQuery{TenantID: "acme", InvocationID: "inv_g", AfterSeq: 0, Limit: 100})
 	require.NoError(t, err)
 	require.Len(t, evs, 3)
 
@@ -246,7 +246,7 @@ func TestEventsReportGap(t *testing.T) {
 	require.Equal(t, int64(1), n)
 
 	for _, after := range []int64{0, 1} {
-		evs, err = s.Events(ctx, "acme", "inv_g", after, 100)
+		evs, err = s.Events(ctx, store.EventLogQuery{TenantID: "acme", InvocationID: "inv_g", AfterSeq: after, Limit: 100})
 		require.Nil(t, evs, "after %d", after)
 		var gap *store.GapError
 		require.True(t, errors.As(err, &gap), "after %d: want *store.GapError, got %v", after, err)
@@ -255,7 +255,7 @@ func TestEventsReportGap(t *testing.T) {
 		require.Contains(t, err.Error(), "gap at seq 2")
 	}
 	// Reading past the hole is allowed.
-	evs, err = s.Events(ctx, "acme", "inv_g", 2, 100)
+	evs, err = s.Events(ctx, store.EventLogQuery{TenantID: "acme", InvocationID: "inv_g", AfterSeq: 2, Limit: 100})
 	require.NoError(t, err)
 	require.Len(t, evs, 1)
 	require.Equal(t, int64(3), evs[0].Seq)
@@ -314,10 +314,10 @@ func TestEventsReportsLostTail(t *testing.T) {
 	require.NoError(t, err)
 	defer s.Close()
 	require.NoError(t, s.Update(ctx, func(tx store.Tx) error {
-		if _, err := tx.CreateInvocation(storetest.NewInvocationEvent("inv_t", "acme", "ep_1", time.Now().UTC())); err != nil {
+		if _, err := tx.StartInvocation([]invocation.Event{storetest.NewInvocationEvent("inv_t", "acme", "ep_1", time.Now().UTC())}, store.Scheduling{}); err != nil {
 			return err
 		}
-		_, _, err := tx.AppendEvents("acme", "inv_t", []invocation.Event{{Type: invocation.EventStarted, IdempotencyKey: "s", At: time.Now().UTC()}})
+		_, _, err := tx.Append(store.AppendRequest{TenantID: "acme", InvocationID: "inv_t", Events: []invocation.Event{{Type: invocation.EventStarted, IdempotencyKey: "s", At: time.Now().UTC()}}})
 		return err
 	}))
 	raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
@@ -325,7 +325,7 @@ func TestEventsReportsLostTail(t *testing.T) {
 	defer raw.Close()
 	_, err = raw.Exec("DELETE FROM invocation_events WHERE invocation_id = 'inv_t' AND seq = 2")
 	require.NoError(t, err)
-	_, err = s.Events(ctx, "acme", "inv_t", 0, 100)
+	_, err = s.Events(ctx, store.EventLogQuery{TenantID: "acme", InvocationID: "inv_t", AfterSeq: 0, Limit: 100})
 	var gap *store.GapError
 	require.ErrorAs(t, err, &gap, "the last event is gone: the log ends before the projection's last_seq")
 	require.Equal(t, int64(2), gap.Missing)

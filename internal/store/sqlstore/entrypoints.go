@@ -309,8 +309,8 @@ func (t *tx) DeleteEntrypoint(id string) error {
 	return nil
 }
 
-// CountEntrypoints implements store.Tx.
-func (t *tx) CountEntrypoints(tenantID string) (int64, error) {
+// CountTenantEntrypoints implements store.Tx.
+func (t *tx) CountTenantEntrypoints(tenantID string) (int64, error) {
 	var n int64
 	err := t.t.QueryRowContext(bg, "SELECT count(*) FROM entrypoints WHERE tenant_id = ? AND status <> 'archived'", tenantID).Scan(&n)
 	return n, err

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/larkrun/lark/internal/events"
 	"github.com/larkrun/lark/internal/odata"
@@ -50,7 +49,8 @@ func (t *tx) InsertEvent(e events.Event) (events.Event, bool, error) {
 }
 
 // EventsSince implements store.Tx.
-func (t *tx) EventsSince(tenantID, typeID string, since time.Time, afterSeq int64, unconsumedBy string, limit int) ([]events.Event, error) {
+func (t *tx) EventsSince(q store.EventsSinceQuery) ([]events.Event, error) {
+	tenantID, typeID, since, afterSeq, unconsumedBy, limit := q.TenantID, q.TypeID, q.Since, q.AfterSeq, q.UnconsumedBy, q.Limit
 	rows, err := t.t.QueryContext(bg, "SELECT "+eventCols+` FROM events e
 		WHERE tenant_id = ? AND event_type_id = ? AND received_at >= ? AND seq > ?
 		AND NOT EXISTS (SELECT 1 FROM event_consumptions c WHERE c.invocation_id = ? AND c.event_seq = e.seq)

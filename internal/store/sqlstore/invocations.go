@@ -49,7 +49,8 @@ func decodeRecord(doc string, last int64, updated string) (invocation.Record, er
 }
 
 // Events implements store.Reader.
-func (s *Store) Events(ctx context.Context, tenantID, invocationID string, afterSeq int64, limit int) ([]invocation.Event, error) {
+func (s *Store) Events(ctx context.Context, q store.EventLogQuery) ([]invocation.Event, error) {
+	tenantID, invocationID, afterSeq, limit := q.TenantID, q.InvocationID, q.AfterSeq, q.Limit
 	rec, err := readRecord(ctx, s.r, tenantID, invocationID)
 	if err != nil {
 		return nil, err
@@ -184,11 +185,6 @@ func (t *tx) insertEvent(e invocation.Event) (bool, error) {
 	return n == 1, nil
 }
 
-// CreateInvocation implements store.Tx.
-func (t *tx) CreateInvocation(first invocation.Event) (invocation.Record, error) {
-	return t.StartInvocation([]invocation.Event{first}, store.Scheduling{})
-}
-
 // StartInvocation implements store.Tx.
 func (t *tx) StartInvocation(events []invocation.Event, sched store.Scheduling) (invocation.Record, error) {
 	if len(events) == 0 || events[0].Type != invocation.EventCreated {
@@ -231,13 +227,9 @@ func (t *tx) StartInvocation(events []invocation.Event, sched store.Scheduling) 
 	return r, t.writeUsage(&usage)
 }
 
-// AppendEvents implements store.Tx.
-func (t *tx) AppendEvents(tenantID, invocationID string, events []invocation.Event) (invocation.Record, []invocation.Event, error) {
-	return t.Append(tenantID, invocationID, events, store.AppendOptions{})
-}
-
 // Append implements store.Tx.
-func (t *tx) Append(tenantID, invocationID string, events []invocation.Event, opt store.AppendOptions) (invocation.Record, []invocation.Event, error) {
+func (t *tx) Append(req store.AppendRequest) (invocation.Record, []invocation.Event, error) {
+	tenantID, invocationID, events, opt := req.TenantID, req.InvocationID, req.Events, req.AppendOptions
 	var doc string
 	var owner sql.NullString
 	var r invocation.Record

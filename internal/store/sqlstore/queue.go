@@ -124,7 +124,8 @@ func (t *tx) DueEntrypoints(tenantID string, now time.Time) ([]string, error) {
 }
 
 // DueWork implements store.Tx.
-func (t *tx) DueWork(tenantID, entrypointRef string, now time.Time, limit int) ([]store.Runnable, error) {
+func (t *tx) DueWork(q store.DueWorkQuery) ([]store.Runnable, error) {
+	tenantID, entrypointRef, now, limit := q.TenantID, q.EntrypointRef, q.Now, q.Limit
 	rows, err := t.t.QueryContext(bg, `SELECT tenant_id, id, entrypoint_ref, available_at FROM invocations INDEXED BY invocations_queue_entrypoint
 		WHERE tenant_id = ? AND entrypoint_ref = ? AND available_at IS NOT NULL AND available_at <= ? ORDER BY available_at LIMIT ?`,
 		tenantID, entrypointRef, ts(now), limit)
@@ -205,7 +206,8 @@ func (t *tx) CountTenantRunning(tenantID string) (int64, error) {
 }
 
 // IdempotencyKey implements store.Tx.
-func (t *tx) IdempotencyKey(tenantID, scope, key string, now time.Time) (store.IdempotencyRecord, error) {
+func (t *tx) IdempotencyKey(q store.IdempotencyKeyQuery) (store.IdempotencyRecord, error) {
+	tenantID, scope, key, now := q.TenantID, q.Scope, q.Key, q.Now
 	r := store.IdempotencyRecord{TenantID: tenantID, Scope: scope, Key: key}
 	var created, expires string
 	err := t.t.QueryRowContext(bg, `SELECT request_hash, invocation_id, created_at, expires_at FROM idempotency_keys
@@ -231,7 +233,8 @@ func (t *tx) PutIdempotencyKey(r store.IdempotencyRecord) error {
 }
 
 // PutCachedInvocation implements store.Tx.
-func (t *tx) PutCachedInvocation(key, tenantID, invocationID string, expires time.Time) error {
+func (t *tx) PutCachedInvocation(e store.CacheEntry) error {
+	key, tenantID, invocationID, expires := e.Key, e.TenantID, e.InvocationID, e.ExpiresAt
 	_, err := t.t.ExecContext(bg, `INSERT INTO response_cache (cache_key, tenant_id, invocation_id, expires_at) VALUES (?, ?, ?, ?)
 		ON CONFLICT (cache_key) DO UPDATE SET tenant_id = excluded.tenant_id, invocation_id = excluded.invocation_id,
 		expires_at = excluded.expires_at`, key, tenantID, invocationID, ts(expires))

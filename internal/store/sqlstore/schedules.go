@@ -55,8 +55,8 @@ func (t *tx) InsertSchedule(s *schedule.Schedule) error {
 	return err
 }
 
-// ScheduleForUpdate implements store.Tx.
-func (t *tx) ScheduleForUpdate(tenantID, id string) (schedule.Schedule, error) {
+// Schedule implements store.Tx.
+func (t *tx) Schedule(tenantID, id string) (schedule.Schedule, error) {
 	s, err := scanSchedule(t.t.QueryRowContext(bg, "SELECT "+scheduleCols+" FROM schedules WHERE tenant_id = ? AND id = ?", tenantID, id))
 	return s, notFound(err, "schedule")
 }
@@ -99,8 +99,8 @@ func (t *tx) DeleteSchedule(tenantID, id string) error {
 	return err
 }
 
-// CountSchedules implements store.Tx.
-func (t *tx) CountSchedules(tenantID string) (int64, error) {
+// CountTenantSchedules implements store.Tx.
+func (t *tx) CountTenantSchedules(tenantID string) (int64, error) {
 	var n int64
 	err := t.t.QueryRowContext(bg, "SELECT count(*) FROM schedules WHERE tenant_id = ?", tenantID).Scan(&n)
 	return n, err

@@ -165,7 +165,7 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	var catalog bool
 	var after []func()
 	err := s.gc.Do(ctx, func(t *sql.Tx) error {
-		x := &tx{t: cachedTx{tx: t, c: s.ws}}
+		x := &tx{t: cachedTx{tx: t, c: s.ws}, ctx: ctx}
 		err := fn(x)
 		catalog, after = x.catalog, x.after
 		return err
@@ -188,7 +188,7 @@ func (s *Store) Enqueue(ctx context.Context, fn func(store.Tx) error) func() err
 	var catalog bool
 	var after []func()
 	wait := s.gc.Enqueue(ctx, func(t *sql.Tx) error {
-		x := &tx{t: cachedTx{tx: t, c: s.ws}}
+		x := &tx{t: cachedTx{tx: t, c: s.ws}, ctx: ctx}
 		err := fn(x)
 		catalog, after = x.catalog, x.after
 		return err
@@ -262,16 +262,22 @@ type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-// tx implements store.Tx. It uses a background context: the committer, not the caller, owns the
-// transaction's lifetime.
+// tx implements store.Tx, one per closure (a group-committed batch runs several closures in one
+// database transaction, each through its own tx). Its statements use a background context: the
+// committer, not the caller, owns the transaction's lifetime.
 type tx struct {
 	t cachedTx
+	// ctx is the context the closure's Update or Enqueue was called with (Context).
+	ctx context.Context
 	// catalog: the transaction wrote the entrypoints or tenants table (Update then moves the
 	// CatalogGeneration).
 	catalog bool
 	// after are the AfterCommit hooks of the closure.
 	after []func()
 }
+
+// Context implements store.Tx.
+func (t *tx) Context() context.Context { return t.ctx }
 
 // AfterCommit implements store.Tx.
 func (t *tx) AfterCommit(f func()) { t.after = append(t.after, f) }

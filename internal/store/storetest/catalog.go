@@ -55,7 +55,7 @@ func testCatalogGeneration(t *testing.T, s store.Store) {
 		if _, err := tx.StartInvocation([]invocation.Event{NewInvocationEvent("inv_g", "acme", "ep_1", t0)}, store.Scheduling{}); err != nil {
 			return err
 		}
-		_, _, err := tx.Append("acme", "inv_g", []invocation.Event{ev("inv_g", invocation.EventLog, "hello", `{}`, t0.Add(time.Millisecond))}, store.AppendOptions{})
+		_, _, err := tx.Append(store.AppendRequest{TenantID: "acme", InvocationID: "inv_g", Events: []invocation.Event{ev("inv_g", invocation.EventLog, "hello", `{}`, t0.Add(time.Millisecond))}})
 		return err
 	})
 	before := s.CatalogGeneration()

@@ -23,7 +23,7 @@ func testQueueAndLeases(t *testing.T, s store.Store) {
 	update(t, s, func(tx store.Tx) error {
 		for i, at := range []time.Duration{0, time.Second, time.Hour} {
 			id := fmt.Sprintf("inv_q%d", i)
-			if _, err := tx.CreateInvocation(NewInvocationEvent(id, "acme", "ep_1", t0)); err != nil {
+			if _, err := tx.StartInvocation([]invocation.Event{NewInvocationEvent(id, "acme", "ep_1", t0)}, store.Scheduling{}); err != nil {
 				return err
 			}
 			if err := tx.SetScheduling("acme", id, store.Scheduling{AvailableAt: ptr(t0.Add(at))}); err != nil {
@@ -43,7 +43,7 @@ func testQueueAndLeases(t *testing.T, s store.Store) {
 		require.NoError(t, err)
 		var ids []string
 		for _, ref := range refs {
-			r, err := tx.DueWork("acme", ref, at, 10)
+			r, err := tx.DueWork(store.DueWorkQuery{TenantID: "acme", EntrypointRef: ref, Now: at, Limit: 10})
 			require.NoError(t, err)
 			for _, x := range r {
 				ids = append(ids, x.InvocationID)
@@ -53,7 +53,7 @@ func testQueueAndLeases(t *testing.T, s store.Store) {
 	}
 	update(t, s, func(tx store.Tx) error {
 		require.Equal(t, []string{"inv_q0", "inv_q1"}, due(tx, t0.Add(time.Second)), "due work, oldest first; the future one waits")
-		r, err := tx.DueWork("acme", "ep_1", t0.Add(time.Second), 10)
+		r, err := tx.DueWork(store.DueWorkQuery{TenantID: "acme", EntrypointRef: "ep_1", Now: t0.Add(time.Second), Limit: 10})
 		require.NoError(t, err)
 		require.Equal(t, []store.Runnable{{TenantID: "acme", InvocationID: "inv_q0", EntrypointRef: "ep_1", Due: t0},
 			{TenantID: "acme", InvocationID: "inv_q1", EntrypointRef: "ep_1", Due: t0.Add(time.Second)}}, r)
@@ -63,7 +63,7 @@ func testQueueAndLeases(t *testing.T, s store.Store) {
 		require.NoError(t, err)
 		require.Equal(t, store.Scheduling{LeaseOwner: "node-a", LeaseExpiresAt: ptr(t0.Add(30 * time.Second))}, sc)
 		require.Equal(t, []string{"inv_q1"}, due(tx, t0.Add(time.Second)), "a leased invocation is not runnable while its lease holds")
-		r, err = tx.DueWork("acme", "ep_1", t0.Add(31*time.Second), 1)
+		r, err = tx.DueWork(store.DueWorkQuery{TenantID: "acme", EntrypointRef: "ep_1", Now: t0.Add(31 * time.Second), Limit: 1})
 		require.NoError(t, err)
 		require.Len(t, r, 1, "limit respected")
 		r, err = tx.ExpiredLeases(t0.Add(29*time.Second), 10)
@@ -93,10 +93,10 @@ func testQueueAndLeases(t *testing.T, s store.Store) {
 func testDueQueues(t *testing.T, s store.Store) {
 	update(t, s, func(tx store.Tx) error {
 		add := func(id, tenantID, ref string, at time.Duration, running bool) {
-			_, err := tx.CreateInvocation(NewInvocationEvent(id, tenantID, ref, t0))
+			_, err := tx.StartInvocation([]invocation.Event{NewInvocationEvent(id, tenantID, ref, t0)}, store.Scheduling{})
 			require.NoError(t, err)
 			if running {
-				_, _, err := tx.AppendEvents(tenantID, id, []invocation.Event{{Type: invocation.EventStarted, IdempotencyKey: id + "-started", EngineAttempt: 1, LogicalAttempt: 1, At: t0}})
+				_, _, err := tx.Append(store.AppendRequest{TenantID: tenantID, InvocationID: id, Events: []invocation.Event{{Type: invocation.EventStarted, IdempotencyKey: id + "-started", EngineAttempt: 1, LogicalAttempt: 1, At: t0}}})
 				require.NoError(t, err)
 				return
 			}
@@ -129,7 +129,7 @@ func testDueQueues(t *testing.T, s store.Store) {
 		refs, err = tx.DueEntrypoints("t-c", t0.Add(time.Second))
 		require.NoError(t, err)
 		require.Equal(t, []string{"ep_x", "ep_y"}, refs)
-		work, err := tx.DueWork("t-c", "ep_x", t0.Add(5*time.Second), 10)
+		work, err := tx.DueWork(store.DueWorkQuery{TenantID: "t-c", EntrypointRef: "ep_x", Now: t0.Add(5 * time.Second), Limit: 10})
 		require.NoError(t, err)
 		require.Len(t, work, 2)
 		require.Equal(t, []string{"d5", "d4"}, []string{work[0].InvocationID, work[1].InvocationID}, "oldest available_at first")
@@ -151,17 +151,17 @@ func testIdempotencyKeys(t *testing.T, s store.Store) {
 	rec := store.IdempotencyRecord{TenantID: "acme", Scope: "s", Key: "k1", RequestHash: "h1", InvocationID: "inv_1", CreatedAt: t0, ExpiresAt: t0.Add(time.Hour)}
 	update(t, s, func(tx store.Tx) error { return tx.PutIdempotencyKey(rec) })
 	update(t, s, func(tx store.Tx) error {
-		got, err := tx.IdempotencyKey("acme", "s", "k1", t0.Add(time.Minute))
+		got, err := tx.IdempotencyKey(store.IdempotencyKeyQuery{TenantID: "acme", Scope: "s", Key: "k1", Now: t0.Add(time.Minute)})
 		require.NoError(t, err)
 		require.Equal(t, rec, got)
-		_, err = tx.IdempotencyKey("other", "s", "k1", t0)
+		_, err = tx.IdempotencyKey(store.IdempotencyKeyQuery{TenantID: "other", Scope: "s", Key: "k1", Now: t0})
 		require.ErrorIs(t, err, store.ErrNotFound, "keys are per tenant")
-		_, err = tx.IdempotencyKey("acme", "s", "k1", t0.Add(time.Hour))
+		_, err = tx.IdempotencyKey(store.IdempotencyKeyQuery{TenantID: "acme", Scope: "s", Key: "k1", Now: t0.Add(time.Hour)})
 		require.ErrorIs(t, err, store.ErrNotFound, "an expired key is gone")
 		next := rec
 		next.RequestHash, next.InvocationID, next.CreatedAt, next.ExpiresAt = "h2", "inv_2", t0.Add(2*time.Hour), t0.Add(3*time.Hour)
 		require.NoError(t, tx.PutIdempotencyKey(next), "an expired key can be reused")
-		got, err = tx.IdempotencyKey("acme", "s", "k1", t0.Add(2*time.Hour))
+		got, err = tx.IdempotencyKey(store.IdempotencyKeyQuery{TenantID: "acme", Scope: "s", Key: "k1", Now: t0.Add(2 * time.Hour)})
 		require.NoError(t, err)
 		require.Equal(t, "inv_2", got.InvocationID)
 		n, err := tx.PurgeExpired(t0.Add(4 * time.Hour))
@@ -173,7 +173,9 @@ func testIdempotencyKeys(t *testing.T, s store.Store) {
 
 func testResponseCache(t *testing.T, s store.Store) {
 	ctx := context.Background()
-	update(t, s, func(tx store.Tx) error { return tx.PutCachedInvocation("key", "acme", "inv_1", t0.Add(time.Minute)) })
+	update(t, s, func(tx store.Tx) error {
+		return tx.PutCachedInvocation(store.CacheEntry{Key: "key", TenantID: "acme", InvocationID: "inv_1", ExpiresAt: t0.Add(time.Minute)})
+	})
 	ten, id, err := s.CachedInvocation(ctx, "key", t0)
 	require.NoError(t, err)
 	require.Equal(t, []string{"acme", "inv_1"}, []string{ten, id})
@@ -181,7 +183,9 @@ func testResponseCache(t *testing.T, s store.Store) {
 	require.ErrorIs(t, err, store.ErrNotFound, "TTL expiry")
 	_, _, err = s.CachedInvocation(ctx, "other", t0)
 	require.ErrorIs(t, err, store.ErrNotFound)
-	update(t, s, func(tx store.Tx) error { return tx.PutCachedInvocation("key", "acme", "inv_2", t0.Add(time.Hour)) })
+	update(t, s, func(tx store.Tx) error {
+		return tx.PutCachedInvocation(store.CacheEntry{Key: "key", TenantID: "acme", InvocationID: "inv_2", ExpiresAt: t0.Add(time.Hour)})
+	})
 	_, id, err = s.CachedInvocation(ctx, "key", t0.Add(time.Minute))
 	require.NoError(t, err)
 	require.Equal(t, "inv_2", id, "a fresh result repopulates the entry")
@@ -209,7 +213,7 @@ func testListInvocationsVisibility(t *testing.T, s store.Store) {
 			mk("inv_bob_shared", "bob", "alice"),   // alice's shared entrypoint, run by bob
 			mk("inv_carol_own", "carol", "carol"),
 		} {
-			if _, err := tx.CreateInvocation(e); err != nil {
+			if _, err := tx.StartInvocation([]invocation.Event{e}, store.Scheduling{}); err != nil {
 				return err
 			}
 		}
@@ -238,16 +242,16 @@ func testListInvocations(t *testing.T, s store.Store) {
 	update(t, s, func(tx store.Tx) error {
 		for i := 0; i < 5; i++ {
 			id := fmt.Sprintf("inv_%d", i)
-			if _, err := tx.CreateInvocation(NewInvocationEvent(id, "acme", "ep_1", t0.Add(time.Duration(i)*time.Second))); err != nil {
+			if _, err := tx.StartInvocation([]invocation.Event{NewInvocationEvent(id, "acme", "ep_1", t0.Add(time.Duration(i)*time.Second))}, store.Scheduling{}); err != nil {
 				return err
 			}
 			if i%2 == 1 {
-				if _, _, err := tx.AppendEvents("acme", id, []invocation.Event{ev(id, invocation.EventStarted, "", "", t0)}); err != nil {
+				if _, _, err := tx.Append(store.AppendRequest{TenantID: "acme", InvocationID: id, Events: []invocation.Event{ev(id, invocation.EventStarted, "", "", t0)}}); err != nil {
 					return err
 				}
 			}
 		}
-		_, err := tx.CreateInvocation(NewInvocationEvent("inv_other", "other", "ep_9", t0))
+		_, err := tx.StartInvocation([]invocation.Event{NewInvocationEvent("inv_other", "other", "ep_9", t0)}, store.Scheduling{})
 		return err
 	})
 	ids := func(filter string) []string {
@@ -291,14 +295,12 @@ func testStartAndConditionalAppend(t *testing.T, s store.Store) {
 		sc, err := tx.Scheduling("acme", "inv_s")
 		require.NoError(t, err)
 		require.Equal(t, lease, sc, "created and leased in one write")
-		_, _, err = tx.Append("acme", "inv_s", []invocation.Event{ev("inv_s", invocation.EventSucceeded, "", "", t0)},
-			store.AppendOptions{RequireLease: "node-b/1/1"})
+		_, _, err = tx.Append(store.AppendRequest{TenantID: "acme", InvocationID: "inv_s", Events: []invocation.Event{ev("inv_s", invocation.EventSucceeded, "", "", t0)}, AppendOptions: store.AppendOptions{RequireLease: "node-b/1/1"}})
 		require.ErrorIs(t, err, store.ErrLeaseLost, "another runner's lease")
 		return nil
 	})
 	update(t, s, func(tx store.Tx) error {
-		r, appended, err := tx.Append("acme", "inv_s", []invocation.Event{ev("inv_s", invocation.EventSucceeded, "", "", t0)},
-			store.AppendOptions{RequireLease: "node-a/1/1", Schedule: &store.Scheduling{}})
+		r, appended, err := tx.Append(store.AppendRequest{TenantID: "acme", InvocationID: "inv_s", Events: []invocation.Event{ev("inv_s", invocation.EventSucceeded, "", "", t0)}, AppendOptions: store.AppendOptions{RequireLease: "node-a/1/1", Schedule: &store.Scheduling{}}})
 		require.NoError(t, err)
 		require.Len(t, appended, 1)
 		require.Equal(t, invocation.StatusSucceeded, r.Status)
@@ -306,12 +308,12 @@ func testStartAndConditionalAppend(t *testing.T, s store.Store) {
 		require.NoError(t, err)
 		require.Equal(t, store.Scheduling{}, sc, "the lease is released in the same write")
 		// Replaying an already-logged event that no longer applies is a no-op, not an error.
-		_, appended, err = tx.Append("acme", "inv_s", []invocation.Event{ev("inv_s", invocation.EventStarted, "", "", t0)}, store.AppendOptions{})
+		_, appended, err = tx.Append(store.AppendRequest{TenantID: "acme", InvocationID: "inv_s", Events: []invocation.Event{ev("inv_s", invocation.EventStarted, "", "", t0)}})
 		require.NoError(t, err)
 		require.Empty(t, appended)
 		return nil
 	})
-	evs, err := s.Events(ctx, "acme", "inv_s", 0, 10)
+	evs, err := s.Events(ctx, store.EventLogQuery{TenantID: "acme", InvocationID: "inv_s", AfterSeq: 0, Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, evs, 3)
 
@@ -322,14 +324,12 @@ func testStartAndConditionalAppend(t *testing.T, s store.Store) {
 		stale := cur
 		stale.LastSeq--
 		stale.Status = invocation.StatusRunning
-		r, appended, err := tx.Append("acme", "inv_s", []invocation.Event{ev("inv_s", invocation.EventLog, "after", `{}`, t0)},
-			store.AppendOptions{Expect: &stale})
+		r, appended, err := tx.Append(store.AppendRequest{TenantID: "acme", InvocationID: "inv_s", Events: []invocation.Event{ev("inv_s", invocation.EventLog, "after", `{}`, t0)}, AppendOptions: store.AppendOptions{Expect: &stale}})
 		require.NoError(t, err)
 		require.Len(t, appended, 1)
 		require.Equal(t, invocation.StatusSucceeded, r.Status, "the stale expectation was not used")
 		require.Equal(t, cur.LastSeq+1, r.LastSeq)
-		r2, _, err := tx.Append("acme", "inv_s", []invocation.Event{ev("inv_s", invocation.EventLog, "again", `{}`, t0)},
-			store.AppendOptions{Expect: &r})
+		r2, _, err := tx.Append(store.AppendRequest{TenantID: "acme", InvocationID: "inv_s", Events: []invocation.Event{ev("inv_s", invocation.EventLog, "again", `{}`, t0)}, AppendOptions: store.AppendOptions{Expect: &r}})
 		require.NoError(t, err)
 		require.Equal(t, r.LastSeq+1, r2.LastSeq)
 		stored, err := tx.Invocation("acme", "inv_s")
@@ -367,10 +367,10 @@ func testInformationalAppend(t *testing.T, s store.Store) {
 		update(t, s, func(tx store.Tx) error {
 			var err error
 			var appended []invocation.Event
-			rec, appended, err = tx.Append("acme", "inv_i", []invocation.Event{
+			rec, appended, err = tx.Append(store.AppendRequest{TenantID: "acme", InvocationID: "inv_i", Events: []invocation.Event{
 				ev("inv_i", invocation.EventStepStarted, fmt.Sprint("started-", i), `{"step":"s"}`, at),
 				ev("inv_i", invocation.EventJournal, fmt.Sprint("journal-", i), `{"seq":1,"result":"<ok>"}`, at),
-			}, store.AppendOptions{})
+			}})
 			require.Len(t, appended, 2)
 			return err
 		})
@@ -387,10 +387,10 @@ func testInformationalAppend(t *testing.T, s store.Store) {
 	// An event that is not a status change but still changes the projection is applied in full.
 	update(t, s, func(tx store.Tx) error {
 		var err error
-		rec, _, err = tx.Append("acme", "inv_i", []invocation.Event{
+		rec, _, err = tx.Append(store.AppendRequest{TenantID: "acme", InvocationID: "inv_i", Events: []invocation.Event{
 			ev("inv_i", invocation.EventLog, "rotate", `{"message":"rotate"}`, t0.Add(time.Minute)),
 			ev("inv_i", invocation.EventContinuedAsNew, "", `{"generation":1}`, t0.Add(time.Minute)),
-		}, store.AppendOptions{})
+		}})
 		return err
 	})
 	require.Equal(t, 1, rec.Generation)
@@ -399,17 +399,17 @@ func testInformationalAppend(t *testing.T, s store.Store) {
 	require.Equal(t, rec, stored)
 	update(t, s, func(tx store.Tx) error {
 		var err error
-		rec, _, err = tx.Append("acme", "inv_i", []invocation.Event{
+		rec, _, err = tx.Append(store.AppendRequest{TenantID: "acme", InvocationID: "inv_i", Events: []invocation.Event{
 			ev("inv_i", invocation.EventLog, "before", `{"message":"done"}`, t0.Add(time.Minute)),
 			ev("inv_i", invocation.EventSucceeded, "", `{"result":{"ok":true}}`, t0.Add(time.Minute)),
-		}, store.AppendOptions{})
+		}})
 		return err
 	})
 	require.Equal(t, invocation.StatusSucceeded, rec.Status)
 	stored, err = s.Invocation(ctx, "acme", "inv_i")
 	require.NoError(t, err)
 	require.Equal(t, rec, stored)
-	evs, err := s.Events(ctx, "acme", "inv_i", 0, 100)
+	evs, err := s.Events(ctx, store.EventLogQuery{TenantID: "acme", InvocationID: "inv_i", AfterSeq: 0, Limit: 100})
 	require.NoError(t, err)
 	rebuilt, err := invocation.Rebuild(evs)
 	require.NoError(t, err)

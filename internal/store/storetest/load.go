@@ -25,12 +25,12 @@ func testTenantLoads(t *testing.T, s store.Store) {
 	ten, defs := int64(10), int64(5)
 	// inv creates an invocation of tenantID moved through events, with a queue state.
 	inv := func(tx store.Tx, tenantID, id string, sched store.Scheduling, events ...invocation.EventType) error {
-		if _, err := tx.CreateInvocation(NewInvocationEvent(id, tenantID, "ep_"+tenantID, t0)); err != nil {
+		if _, err := tx.StartInvocation([]invocation.Event{NewInvocationEvent(id, tenantID, "ep_"+tenantID, t0)}, store.Scheduling{}); err != nil {
 			return err
 		}
 		for i, typ := range events {
 			e := ev(id, typ, fmt.Sprint(i), "", t0)
-			if _, _, err := tx.AppendEvents(tenantID, id, []invocation.Event{e}); err != nil {
+			if _, _, err := tx.Append(store.AppendRequest{TenantID: tenantID, InvocationID: id, Events: []invocation.Event{e}}); err != nil {
 				return fmt.Errorf("%s %s: %w", id, typ, err)
 			}
 		}
@@ -98,7 +98,7 @@ func testTenantLoads(t *testing.T, s store.Store) {
 
 	// A claim takes work off the queue.
 	update(t, s, func(tx store.Tx) error {
-		if _, _, err := tx.AppendEvents("acme", "inv_ready", []invocation.Event{ev("inv_ready", invocation.EventStarted, "claim", "", now)}); err != nil {
+		if _, _, err := tx.Append(store.AppendRequest{TenantID: "acme", InvocationID: "inv_ready", Events: []invocation.Event{ev("inv_ready", invocation.EventStarted, "claim", "", now)}}); err != nil {
 			return err
 		}
 		return tx.SetScheduling("acme", "inv_ready", store.Scheduling{LeaseOwner: "me", LeaseExpiresAt: ptr(now.Add(time.Hour))})

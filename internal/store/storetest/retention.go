@@ -22,6 +22,13 @@ import (
 type history struct {
 	t *testing.T
 	s store.Store
+	// seq makes log events' idempotency keys distinct within the case.
+	seq *atomic.Int64
+}
+
+// newHistory returns a history builder over s with its own log sequence.
+func newHistory(t *testing.T, s store.Store) history {
+	return history{t: t, s: s, seq: new(atomic.Int64)}
 }
 
 // start creates an invocation of tenant at at, running, with a parent when parent != "".
@@ -33,27 +40,24 @@ func (h history) start(tenantID, id, parent string, at time.Time) {
 	data, err := json.Marshal(rec)
 	require.NoError(h.t, err)
 	update(h.t, h.s, func(tx store.Tx) error {
-		if _, err := tx.CreateInvocation(invocation.Event{InvocationID: id, Type: invocation.EventCreated, Data: data,
-			IdempotencyKey: invocation.IdempotencyKey(id, "", 1, invocation.EventCreated, ""), LogicalAttempt: 1, At: at}); err != nil {
+		if _, err := tx.StartInvocation([]invocation.Event{invocation.Event{InvocationID: id, Type: invocation.EventCreated, Data: data,
+			IdempotencyKey: invocation.IdempotencyKey(id, "", 1, invocation.EventCreated, ""), LogicalAttempt: 1, At: at}}, store.Scheduling{}); err != nil {
 			return err
 		}
-		_, _, err := tx.AppendEvents(tenantID, id, []invocation.Event{ev(id, invocation.EventStarted, "", "", at)})
+		_, _, err := tx.Append(store.AppendRequest{TenantID: tenantID, InvocationID: id, Events: []invocation.Event{ev(id, invocation.EventStarted, "", "", at)}})
 		return err
 	})
 }
-
-// logSeq makes log events' idempotency keys distinct.
-var logSeq atomic.Int64
 
 // logs appends n log events of size bytes of data each.
 func (h history) logs(tenantID, id string, n, size int, at time.Time) {
 	h.t.Helper()
 	var evs []invocation.Event
 	for range n {
-		evs = append(evs, ev(id, invocation.EventLog, fmt.Sprintf("log-%d", logSeq.Add(1)), `"`+strings.Repeat("x", size-2)+`"`, at))
+		evs = append(evs, ev(id, invocation.EventLog, fmt.Sprintf("log-%d", h.seq.Add(1)), `"`+strings.Repeat("x", size-2)+`"`, at))
 	}
 	update(h.t, h.s, func(tx store.Tx) error {
-		_, _, err := tx.AppendEvents(tenantID, id, evs)
+		_, _, err := tx.Append(store.AppendRequest{TenantID: tenantID, InvocationID: id, Events: evs})
 		return err
 	})
 }
@@ -62,7 +66,7 @@ func (h history) logs(tenantID, id string, n, size int, at time.Time) {
 func (h history) finish(tenantID, id string, at time.Time) {
 	h.t.Helper()
 	update(h.t, h.s, func(tx store.Tx) error {
-		_, _, err := tx.AppendEvents(tenantID, id, []invocation.Event{ev(id, invocation.EventSucceeded, "", `{"result":{"ok":true}}`, at)})
+		_, _, err := tx.Append(store.AppendRequest{TenantID: tenantID, InvocationID: id, Events: []invocation.Event{ev(id, invocation.EventSucceeded, "", `{"result":{"ok":true}}`, at)}})
 		return err
 	})
 }
@@ -135,7 +139,7 @@ func (h history) sizeOf(tenantID, id string) int64 {
 	doc, err := json.Marshal(rec)
 	require.NoError(h.t, err)
 	n := int64(len(doc))
-	evs, err := h.s.Events(ctx, tenantID, id, 0, 100000)
+	evs, err := h.s.Events(ctx, store.EventLogQuery{TenantID: tenantID, InvocationID: id, AfterSeq: 0, Limit: 100000})
 	require.NoError(h.t, err)
 	for _, e := range evs {
 		n += int64(len(e.Type) + len(e.Data) + len(e.IdempotencyKey) + len("2006-01-02T15:04:05.000000Z"))
@@ -145,7 +149,7 @@ func (h history) sizeOf(tenantID, id string) int64 {
 
 func testRetentionMeasure(t *testing.T, s store.Store) {
 	ctx := context.Background()
-	h := history{t, s}
+	h := newHistory(t, s)
 	h.finished("acme", "inv_done", t0, 3)
 	h.start("acme", "inv_running", "", t0)
 	h.logs("acme", "inv_running", 2, 50, t0)
@@ -189,8 +193,8 @@ func testRetentionMeasure(t *testing.T, s store.Store) {
 	// it finishes again; while it runs, its last size stays in the total.
 	fail := func(id, step string, at time.Time) {
 		update(t, s, func(tx store.Tx) error {
-			_, _, err := tx.AppendEvents("acme", id, []invocation.Event{ev(id, invocation.EventFailed, step,
-				`{"error":{"error_type_id":"x","message":"m","category":"runtime"}}`, at)})
+			_, _, err := tx.Append(store.AppendRequest{TenantID: "acme", InvocationID: id, Events: []invocation.Event{ev(id, invocation.EventFailed, step,
+				`{"error":{"error_type_id":"x","message":"m","category":"runtime"}}`, at)}})
 			return err
 		})
 	}
@@ -209,10 +213,10 @@ func testRetentionMeasure(t *testing.T, s store.Store) {
 	before, first := h.bytes("acme"), h.sizeOf("acme", "inv_retry")
 	require.Zero(t, reopen("acme"), "nothing runs again yet")
 	update(t, s, func(tx store.Tx) error {
-		_, _, err := tx.AppendEvents("acme", "inv_retry", []invocation.Event{
+		_, _, err := tx.Append(store.AppendRequest{TenantID: "acme", InvocationID: "inv_retry", Events: []invocation.Event{
 			ev("inv_retry", invocation.EventRequeued, "retry", "", t0.Add(4*time.Minute)),
 			ev("inv_retry", invocation.EventStarted, "attempt-2", "", t0.Add(4*time.Minute)),
-		})
+		}})
 		return err
 	})
 	require.Zero(t, reopen("globex"), "per tenant")
@@ -232,7 +236,7 @@ func testRetentionMeasure(t *testing.T, s store.Store) {
 
 func testRetentionPurgeAge(t *testing.T, s store.Store) {
 	ctx := context.Background()
-	h := history{t, s}
+	h := newHistory(t, s)
 	day := 24 * time.Hour
 	h.finished("acme", "inv_old", t0, 2)
 	h.finished("acme", "inv_new", t0.Add(5*day), 2)
@@ -248,8 +252,8 @@ func testRetentionPurgeAge(t *testing.T, s store.Store) {
 			InvocationID: "inv_old", CreatedAt: t0, ExpiresAt: t0.Add(30 * day)}))
 		require.NoError(t, tx.PutIdempotencyKey(store.IdempotencyRecord{TenantID: "acme", Scope: "s", Key: "k_new", RequestHash: "h",
 			InvocationID: "inv_new", CreatedAt: t0, ExpiresAt: t0.Add(30 * day)}))
-		require.NoError(t, tx.PutCachedInvocation("cache_old", "acme", "inv_old", t0.Add(30*day)))
-		require.NoError(t, tx.PutCachedInvocation("cache_new", "acme", "inv_new", t0.Add(30*day)))
+		require.NoError(t, tx.PutCachedInvocation(store.CacheEntry{Key: "cache_old", TenantID: "acme", InvocationID: "inv_old", ExpiresAt: t0.Add(30 * day)}))
+		require.NoError(t, tx.PutCachedInvocation(store.CacheEntry{Key: "cache_new", TenantID: "acme", InvocationID: "inv_new", ExpiresAt: t0.Add(30 * day)}))
 		return nil
 	})
 	require.Equal(t, 3, h.measure("acme"))
@@ -262,7 +266,7 @@ func testRetentionPurgeAge(t *testing.T, s store.Store) {
 	require.Equal(t, store.HistoryPurged{Invocations: 1, Rows: 1 + 5, Bytes: oldSize}, batches[0],
 		"inv_old: its row and its 5 events (created, started, 2 logs, succeeded)")
 	require.False(t, h.exists("acme", "inv_old"))
-	_, err := s.Events(ctx, "acme", "inv_old", 0, 100)
+	_, err := s.Events(ctx, store.EventLogQuery{TenantID: "acme", InvocationID: "inv_old", AfterSeq: 0, Limit: 100})
 	require.ErrorIs(t, err, store.ErrNotFound)
 	for _, id := range []string{"inv_new", "inv_inflight", "inv_parent", "inv_child"} {
 		require.True(t, h.exists("acme", id), "%s is kept", id)
@@ -273,9 +277,9 @@ func testRetentionPurgeAge(t *testing.T, s store.Store) {
 		waits, err := tx.EventWaits("acme", evType)
 		require.NoError(t, err)
 		require.Empty(t, waits, "the purged invocation's event waits are gone")
-		_, err = tx.IdempotencyKey("acme", "s", "k_old", t0)
+		_, err = tx.IdempotencyKey(store.IdempotencyKeyQuery{TenantID: "acme", Scope: "s", Key: "k_old", Now: t0})
 		require.ErrorIs(t, err, store.ErrNotFound, "its idempotency key is gone")
-		_, err = tx.IdempotencyKey("acme", "s", "k_new", t0)
+		_, err = tx.IdempotencyKey(store.IdempotencyKeyQuery{TenantID: "acme", Scope: "s", Key: "k_new", Now: t0})
 		require.NoError(t, err, "a kept invocation's key stays")
 		return nil
 	})
@@ -298,7 +302,7 @@ func testRetentionPurgeAge(t *testing.T, s store.Store) {
 }
 
 func testRetentionPurgeCap(t *testing.T, s store.Store) {
-	h := history{t, s}
+	h := newHistory(t, s)
 	var sizes []int64
 	for i := range 6 {
 		id := fmt.Sprintf("inv_%d", i)
@@ -334,7 +338,7 @@ func testRetentionPurgeCap(t *testing.T, s store.Store) {
 
 func testRetentionPurgeBatches(t *testing.T, s store.Store) {
 	ctx := context.Background()
-	h := history{t, s}
+	h := newHistory(t, s)
 	const maxRows = 40
 	// 12 small invocations of 5 rows each (the row; created, started, a log, succeeded), and a large
 	// one of 1+3+100 = 104 rows.
@@ -364,7 +368,7 @@ func testRetentionPurgeBatches(t *testing.T, s store.Store) {
 	require.Equal(t, store.HistoryPurged{Invocations: 1, Rows: maxRows, Bytes: largeSize, More: true}, r)
 	require.Equal(t, smallTotal, h.bytes("acme"), "its history left the total with the first batch")
 	require.False(t, h.exists("acme", "inv_large"), "hidden from the first batch on")
-	_, err := s.Events(ctx, "acme", "inv_large", 0, 10)
+	_, err := s.Events(ctx, store.EventLogQuery{TenantID: "acme", InvocationID: "inv_large", AfterSeq: 0, Limit: 10})
 	require.ErrorIs(t, err, store.ErrNotFound, "its timeline is not readable half-deleted")
 	page, err := s.ListInvocations(ctx, invocation.Viewer{TenantID: "acme", All: true}, store.ListQuery{Limit: 100})
 	require.NoError(t, err)

@@ -189,7 +189,7 @@ func testBackfills(t *testing.T, s store.Store) {
 		return err
 	}))
 	require.NoError(t, s.Update(ctx, func(tx store.Tx) error {
-		ids, err := tx.SetPartitions("a", "bf", schedule.PartitionRunning, schedule.PartitionSkipped)
+		ids, err := tx.SetPartitions(store.PartitionMove{TenantID: "a", BackfillID: "bf", From: schedule.PartitionRunning, To: schedule.PartitionSkipped})
 		require.ElementsMatch(t, []string{"inv_0", "inv_1"}, ids)
 		return err
 	}))

@@ -23,10 +23,13 @@ import (
 	"github.com/larkrun/lark/internal/tenant"
 )
 
-// Factory returns a fresh, empty, migrated store; the suite closes it.
+// Factory returns a fresh, empty, migrated store, independent of every other store it returned;
+// the suite closes it. Run calls it from parallel cases.
 type Factory func(t *testing.T) store.Store
 
-// Run runs the whole suite against stores made by f.
+// Run runs the whole suite against stores made by f. Every case runs in parallel with the others
+// (t.Parallel) on its own fresh store, so f must return an independent store (its own file, schema
+// or database) on every call, and must be safe to call from several goroutines at once.
 func Run(t *testing.T, f Factory) {
 	tests := map[string]func(*testing.T, store.Store){
 		"Tenants":                   testTenants,
@@ -70,9 +73,11 @@ func Run(t *testing.T, f Factory) {
 		"Backfills":                 testBackfills,
 		"CatalogGeneration":         testCatalogGeneration,
 		"AfterCommit":               testAfterCommit,
+		"TxContext":                 testTxContext,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			s := f(t)
 			defer s.Close()
 			fn(t, s)
@@ -205,7 +210,7 @@ func testEntrypointCRUD(t *testing.T, s store.Store) {
 	require.Equal(t, got, reread)
 
 	update(t, s, func(tx store.Tx) error {
-		n, err := tx.CountEntrypoints("acme")
+		n, err := tx.CountTenantEntrypoints("acme")
 		require.NoError(t, err)
 		require.Equal(t, int64(1), n)
 		r, err := tx.EntrypointByRef("ep_1")
@@ -494,7 +499,7 @@ func testInvocationEventLog(t *testing.T, s store.Store) {
 	var rec invocation.Record
 	update(t, s, func(tx store.Tx) error {
 		var err error
-		rec, err = tx.CreateInvocation(NewInvocationEvent("inv_1", "acme", "ep_1", t0))
+		rec, err = tx.StartInvocation([]invocation.Event{NewInvocationEvent("inv_1", "acme", "ep_1", t0)}, store.Scheduling{})
 		return err
 	})
 	require.Equal(t, invocation.StatusQueued, rec.Status)
@@ -504,10 +509,10 @@ func testInvocationEventLog(t *testing.T, s store.Store) {
 	var appended []invocation.Event
 	update(t, s, func(tx store.Tx) error {
 		var err error
-		rec, appended, err = tx.AppendEvents("acme", "inv_1", []invocation.Event{
+		rec, appended, err = tx.Append(store.AppendRequest{TenantID: "acme", InvocationID: "inv_1", Events: []invocation.Event{
 			ev("inv_1", invocation.EventStarted, "", "", t0.Add(time.Millisecond)),
 			ev("inv_1", invocation.EventLog, "line1", `{"message":"hello"}`, t0.Add(2*time.Millisecond)),
-		})
+		}})
 		return err
 	})
 	require.Len(t, appended, 2)
@@ -518,7 +523,7 @@ func testInvocationEventLog(t *testing.T, s store.Store) {
 	// Re-appending an event with a known idempotency key is a no-op (003 §1.3).
 	update(t, s, func(tx store.Tx) error {
 		var err error
-		rec, appended, err = tx.AppendEvents("acme", "inv_1", []invocation.Event{ev("inv_1", invocation.EventStarted, "", "", t0.Add(time.Hour))})
+		rec, appended, err = tx.Append(store.AppendRequest{TenantID: "acme", InvocationID: "inv_1", Events: []invocation.Event{ev("inv_1", invocation.EventStarted, "", "", t0.Add(time.Hour))}})
 		return err
 	})
 	require.Empty(t, appended)
@@ -526,10 +531,10 @@ func testInvocationEventLog(t *testing.T, s store.Store) {
 
 	// An invalid transition appends nothing and leaves the projection alone.
 	err := s.Update(ctx, func(tx store.Tx) error {
-		_, _, err := tx.AppendEvents("acme", "inv_1", []invocation.Event{
+		_, _, err := tx.Append(store.AppendRequest{TenantID: "acme", InvocationID: "inv_1", Events: []invocation.Event{
 			ev("inv_1", invocation.EventLog, "line2", `{}`, t0),
 			ev("inv_1", invocation.EventResumed, "", "", t0),
-		})
+		}})
 		return err
 	})
 	var te *invocation.TransitionError
@@ -542,7 +547,7 @@ func testInvocationEventLog(t *testing.T, s store.Store) {
 	// later) is logged at that one's time: at never goes backwards with seq.
 	update(t, s, func(tx store.Tx) error {
 		var err error
-		rec, appended, err = tx.AppendEvents("acme", "inv_1", []invocation.Event{ev("inv_1", invocation.EventLog, "early", `{}`, t0)})
+		rec, appended, err = tx.Append(store.AppendRequest{TenantID: "acme", InvocationID: "inv_1", Events: []invocation.Event{ev("inv_1", invocation.EventLog, "early", `{}`, t0)}})
 		return err
 	})
 	require.Len(t, appended, 1)
@@ -551,7 +556,7 @@ func testInvocationEventLog(t *testing.T, s store.Store) {
 	outcome := `{"result":{"tax":10},"metrics":{"duration_ms":5,"billed_duration_ms":5,"cpu_time_ms":1,"memory_limit_mb":128,"max_memory_used_mb":1,"step_count":3}}`
 	update(t, s, func(tx store.Tx) error {
 		var err error
-		rec, _, err = tx.AppendEvents("acme", "inv_1", []invocation.Event{ev("inv_1", invocation.EventSucceeded, "", outcome, t0.Add(3*time.Millisecond))})
+		rec, _, err = tx.Append(store.AppendRequest{TenantID: "acme", InvocationID: "inv_1", Events: []invocation.Event{ev("inv_1", invocation.EventSucceeded, "", outcome, t0.Add(3*time.Millisecond))}})
 		return err
 	})
 	require.Equal(t, invocation.StatusSucceeded, rec.Status)
@@ -559,7 +564,7 @@ func testInvocationEventLog(t *testing.T, s store.Store) {
 	require.Equal(t, int64(5), *rec.Metrics.DurationMS)
 	require.Equal(t, t0.Add(3*time.Millisecond), *rec.FinishedAt)
 
-	events, err := s.Events(ctx, "acme", "inv_1", 0, 100)
+	events, err := s.Events(ctx, store.EventLogQuery{TenantID: "acme", InvocationID: "inv_1", AfterSeq: 0, Limit: 100})
 	require.NoError(t, err)
 	require.Len(t, events, 5)
 	for i, e := range events {
@@ -575,12 +580,12 @@ func testInvocationEventLog(t *testing.T, s store.Store) {
 	stored, err := s.Invocation(ctx, "acme", "inv_1")
 	require.NoError(t, err)
 	require.Equal(t, stored, rebuilt, "the projection can be rebuilt from the log")
-	tail, err := s.Events(ctx, "acme", "inv_1", 2, 100)
+	tail, err := s.Events(ctx, store.EventLogQuery{TenantID: "acme", InvocationID: "inv_1", AfterSeq: 2, Limit: 100})
 	require.NoError(t, err)
 	require.Equal(t, int64(3), tail[0].Seq)
 
 	err = s.Update(ctx, func(tx store.Tx) error {
-		_, err := tx.CreateInvocation(NewInvocationEvent("inv_1", "acme", "ep_1", t0))
+		_, err := tx.StartInvocation([]invocation.Event{NewInvocationEvent("inv_1", "acme", "ep_1", t0)}, store.Scheduling{})
 		return err
 	})
 	require.ErrorIs(t, err, store.ErrConflict, "invocation ids are unique")
@@ -589,15 +594,15 @@ func testInvocationEventLog(t *testing.T, s store.Store) {
 func testInvocationIsolation(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	update(t, s, func(tx store.Tx) error {
-		_, err := tx.CreateInvocation(NewInvocationEvent("inv_a", "acme", "ep_1", t0))
+		_, err := tx.StartInvocation([]invocation.Event{NewInvocationEvent("inv_a", "acme", "ep_1", t0)}, store.Scheduling{})
 		return err
 	})
 	_, err := s.Invocation(ctx, "other", "inv_a")
 	require.ErrorIs(t, err, store.ErrNotFound)
-	_, err = s.Events(ctx, "other", "inv_a", 0, 10)
+	_, err = s.Events(ctx, store.EventLogQuery{TenantID: "other", InvocationID: "inv_a", AfterSeq: 0, Limit: 10})
 	require.ErrorIs(t, err, store.ErrNotFound)
 	err = s.Update(ctx, func(tx store.Tx) error {
-		_, _, err := tx.AppendEvents("other", "inv_a", []invocation.Event{ev("inv_a", invocation.EventStarted, "", "", t0)})
+		_, _, err := tx.Append(store.AppendRequest{TenantID: "other", InvocationID: "inv_a", Events: []invocation.Event{ev("inv_a", invocation.EventStarted, "", "", t0)}})
 		return err
 	})
 	require.ErrorIs(t, err, store.ErrNotFound)
@@ -607,16 +612,16 @@ func testInvocationInFlight(t *testing.T, s store.Store) {
 	update(t, s, func(tx store.Tx) error {
 		for i, st := range []invocation.EventType{"", invocation.EventStarted, invocation.EventCanceled} {
 			id := fmt.Sprintf("inv_%d", i)
-			if _, err := tx.CreateInvocation(NewInvocationEvent(id, "acme", "ep_1", t0)); err != nil {
+			if _, err := tx.StartInvocation([]invocation.Event{NewInvocationEvent(id, "acme", "ep_1", t0)}, store.Scheduling{}); err != nil {
 				return err
 			}
 			if st != "" {
-				if _, _, err := tx.AppendEvents("acme", id, []invocation.Event{ev(id, st, "", "", t0)}); err != nil {
+				if _, _, err := tx.Append(store.AppendRequest{TenantID: "acme", InvocationID: id, Events: []invocation.Event{ev(id, st, "", "", t0)}}); err != nil {
 					return err
 				}
 			}
 		}
-		_, err := tx.CreateInvocation(NewInvocationEvent("inv_x", "acme", "ep_2", t0))
+		_, err := tx.StartInvocation([]invocation.Event{NewInvocationEvent("inv_x", "acme", "ep_2", t0)}, store.Scheduling{})
 		return err
 	})
 	update(t, s, func(tx store.Tx) error {
@@ -667,7 +672,7 @@ func testGroupCommitIsolation(t *testing.T, s store.Store) {
 func testGroupCommitConcurrency(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	update(t, s, func(tx store.Tx) error {
-		_, err := tx.CreateInvocation(NewInvocationEvent("inv_c", "acme", "ep_1", t0))
+		_, err := tx.StartInvocation([]invocation.Event{NewInvocationEvent("inv_c", "acme", "ep_1", t0)}, store.Scheduling{})
 		return err
 	})
 	const writers = 32
@@ -677,13 +682,13 @@ func testGroupCommitConcurrency(t *testing.T, s store.Store) {
 		go func() {
 			defer wg.Done()
 			require.NoError(t, s.Update(ctx, func(tx store.Tx) error {
-				_, _, err := tx.AppendEvents("acme", "inv_c", []invocation.Event{ev("inv_c", invocation.EventLog, fmt.Sprint(i), `{}`, t0)})
+				_, _, err := tx.Append(store.AppendRequest{TenantID: "acme", InvocationID: "inv_c", Events: []invocation.Event{ev("inv_c", invocation.EventLog, fmt.Sprint(i), `{}`, t0)}})
 				return err
 			}))
 		}()
 	}
 	wg.Wait()
-	events, err := s.Events(ctx, "acme", "inv_c", 0, 1000)
+	events, err := s.Events(ctx, store.EventLogQuery{TenantID: "acme", InvocationID: "inv_c", AfterSeq: 0, Limit: 1000})
 	require.NoError(t, err)
 	require.Len(t, events, writers+1, "every concurrent append landed exactly once, without gaps")
 }

@@ -53,7 +53,7 @@ func testUsageAggregates(t *testing.T, s store.Store) {
 		var appended []invocation.Event
 		update(t, s, func(tx store.Tx) error {
 			var err error
-			_, appended, err = tx.Append(tenantID, id, evs, store.AppendOptions{})
+			_, appended, err = tx.Append(store.AppendRequest{TenantID: tenantID, InvocationID: id, Events: evs})
 			return err
 		})
 		return appended
@@ -81,7 +81,7 @@ func testUsageAggregates(t *testing.T, s store.Store) {
 	// A write that rolls back leaves the aggregates as they were: they are written in its transaction.
 	before := hist("acme", h0, 2, time.Hour)
 	err := s.Update(ctx, func(tx store.Tx) error {
-		if _, _, err := tx.Append("acme", "inv_fail", final, store.AppendOptions{}); err != nil {
+		if _, _, err := tx.Append(store.AppendRequest{TenantID: "acme", InvocationID: "inv_fail", Events: final}); err != nil {
 			return err
 		}
 		return errors.New("roll back")
@@ -97,7 +97,7 @@ func testUsageAggregates(t *testing.T, s store.Store) {
 	appendAll("acme", "inv_2w", ev("inv_2w", invocation.EventDeadLettered, "", "", h1))
 	// Another entrypoint, queued then canceled in the second hour; and another tenant.
 	update(t, s, func(tx store.Tx) error {
-		_, err := tx.CreateInvocation(usageCreated("inv_b", "acme", epB, 0.25, h1))
+		_, err := tx.StartInvocation([]invocation.Event{usageCreated("inv_b", "acme", epB, 0.25, h1)}, store.Scheduling{})
 		return err
 	})
 	appendAll("acme", "inv_b", ev("inv_b", invocation.EventCanceled, "", `{"action":"cancel"}`, h1.Add(time.Minute)))
@@ -141,7 +141,7 @@ func testUsageAggregates(t *testing.T, s store.Store) {
 	rec, err := s.Invocation(ctx, "acme", "inv_fail")
 	require.NoError(t, err)
 	require.Equal(t, 0.25+0.125+0.25, rec.Cost)
-	evs, err := s.Events(ctx, "acme", "inv_fail", 0, 100)
+	evs, err := s.Events(ctx, store.EventLogQuery{TenantID: "acme", InvocationID: "inv_fail", AfterSeq: 0, Limit: 100})
 	require.NoError(t, err)
 	rebuilt, err := invocation.Rebuild(evs)
 	require.NoError(t, err)
@@ -156,13 +156,13 @@ func testUsageAggregates(t *testing.T, s store.Store) {
 	require.Zero(t, n)
 }
 
-// testCountTenantEntrypoints: the reader's definition count is Tx.CountEntrypoints'.
+// testCountTenantEntrypoints: the reader's definition count is Tx.CountTenantEntrypoints'.
 func testCountTenantEntrypoints(t *testing.T, s store.Store) {
 	seedList(t, s)
 	var inTx int64
 	update(t, s, func(tx store.Tx) error {
 		var err error
-		inTx, err = tx.CountEntrypoints("acme")
+		inTx, err = tx.CountTenantEntrypoints("acme")
 		return err
 	})
 	n, err := s.CountTenantEntrypoints(context.Background(), "acme")
