@@ -9,6 +9,7 @@
 package attempt
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/larkrun/lark/internal/entrypoint"
@@ -44,3 +45,15 @@ type Attempt struct {
 	Lease      Lease
 	Entrypoint entrypoint.Entrypoint
 }
+
+// LeaseOwner is the lease owner of the engine attempt rec is at, run by the process node:
+// "node/attempt/engine_attempt". The claim takes its lease under this name and the completion
+// records an outcome only while the lease is still held under it, so both use this function.
+func LeaseOwner(node string, rec invocation.Record) string {
+	return fmt.Sprintf("%s/%d/%d", node, rec.Attempt, rec.EngineAttempt)
+}
+
+// CompensationLease is the lease owner of the compensation run of a canceled workflow whose run
+// held (or would hold) owner: distinct from the canceled run's, so that run's late outcome can
+// never be applied.
+func CompensationLease(owner string) string { return owner + "/compensate" }

@@ -489,7 +489,7 @@ func (s *Service) Claim(ctx context.Context, limit int) ([]attempt.Attempt, erro
 			}
 			until := now.Add(d.timeout() + s.cfg.LeaseGrace)
 			if compensate {
-				lease := attempt.Lease{Owner: compensationLease(s.leaseOwner(rec)), ExpiresAt: until}
+				lease := attempt.Lease{Owner: attempt.CompensationLease(s.leaseOwner(rec)), ExpiresAt: until}
 				if err := tx.SetScheduling(rec.TenantID, rec.ID, store.Scheduling{LeaseOwner: lease.Owner, LeaseExpiresAt: &until}); err != nil {
 					return err
 				}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/larkrun/lark/internal/attempt"
 	"github.com/larkrun/lark/internal/auth"
 	"github.com/larkrun/lark/internal/clock"
 	"github.com/larkrun/lark/internal/cost"
@@ -969,10 +970,9 @@ func (s *Service) begin(tx store.Tx, rec invocation.Record, d definition, now ti
 	return out, err
 }
 
-// leaseOwner identifies this process's run of one engine attempt.
-func (s *Service) leaseOwner(r invocation.Record) string {
-	return fmt.Sprintf("%s/%d/%d", s.cfg.Node, r.Attempt, r.EngineAttempt)
-}
+// leaseOwner identifies this process's run of one engine attempt (attempt.LeaseOwner, as the
+// claim names it).
+func (s *Service) leaseOwner(r invocation.Record) string { return attempt.LeaseOwner(s.cfg.Node, r) }
 
 // Get returns an invocation of the caller's tenant.
 func (s *Service) Get(ctx context.Context, sc auth.SecurityContext, id string) (invocation.Record, error) {

@@ -11,6 +11,7 @@ import (
 	"maps"
 	"time"
 
+	"github.com/larkrun/lark/internal/attempt"
 	"github.com/larkrun/lark/internal/entrypoint"
 	"github.com/larkrun/lark/internal/events"
 	"github.com/larkrun/lark/internal/invocation"
@@ -622,10 +623,6 @@ func (h *host) compensation(c sandbox.CompensationRecord, done bool) {
 	h.addAt(c.EndedAt, invocation.EventStepCompensated, entry)
 }
 
-// compensationLease is the lease owner of a compensation run: distinct from the canceled run's, so
-// that run's late outcome can never be applied.
-func compensationLease(owner string) string { return owner + "/compensate" }
-
 // compensateCanceled compensates a canceled workflow (STARLARK_RUNTIME.md: compensation on cancel):
 // it replays the journal without running or waiting on anything beyond it (sandbox CancelAtEnd),
 // so no step runs again, then calls the compensate_fn of every completed r_step_v1 step in reverse
@@ -658,7 +655,7 @@ func (s *Service) compensateCanceled(ctx context.Context, rec invocation.Record,
 			h.add(invocation.EventLog, map[string]any{"message": "step compensations: the replay ended with " + rerr.Message})
 		}
 	}
-	owner := compensationLease(s.leaseOwner(rec))
+	owner := attempt.CompensationLease(s.leaseOwner(rec))
 	return s.cfg.Store.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
 		_, _, err := tx.Append(store.AppendRequest{TenantID: rec.TenantID, InvocationID: rec.ID, Events: h.Drain(), AppendOptions: store.AppendOptions{RequireLease: owner, Schedule: &store.Scheduling{}}})
 		return err
