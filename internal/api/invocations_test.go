@@ -684,7 +684,7 @@ func TestInvocations(t *testing.T) {
 			e.expect(t, http.StatusOK, http.MethodPatch, tenantPath("acme"), operator, obj{"quotas": obj{"max_concurrent_executions": 1}})
 			_, r = invCall(t, e, adm, http.StatusOK, dry(taxV1, params), nil)
 			require.Equal(t, true, r.Body["dry_run"], "queued work holds no slot")
-			claimed, err := e.srv.Invoke.Claim(context.Background(), 4)
+			claimed, err := e.srv.Claims.Claim(context.Background(), 4)
 			require.NoError(t, err)
 			require.Len(t, claimed, 1)
 			r = e.expectProblem(t, http.StatusTooManyRequests, "quota_exceeded", http.MethodPost, invPath, adm, dry(taxV1, params))

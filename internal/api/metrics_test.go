@@ -149,7 +149,7 @@ func TestMetrics(t *testing.T) {
 	start(acme, ok, "async", http.StatusAccepted)
 	start(acme, ok, "async", http.StatusAccepted)
 	clk.Advance(2 * time.Second)
-	claimed, err := e.srv.Invoke.Claim(context.Background(), 8)
+	claimed, err := e.srv.Claims.Claim(context.Background(), 8)
 	require.NoError(t, err)
 	require.Len(t, claimed, 2)
 	start(acme, ok, "async", http.StatusTooManyRequests)

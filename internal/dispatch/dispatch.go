@@ -5,7 +5,10 @@
 // lease expires.
 //
 // The dispatcher is a stage between two others and knows neither: it moves attempt values from the
-// claim to the run. Both are invoke.Service today; a remote worker could be the Runner later.
+// claim to the run. The claim stage is in this package too (StoreClaimer, claim.go): it reads the
+// store's queue and takes leases, learning what it must of tenants and entrypoint versions through
+// a Catalog, and never calls the service above it. The Runner is invoke.Service today; a remote
+// worker could be the Runner later.
 package dispatch
 
 import (
@@ -18,7 +21,7 @@ import (
 	"github.com/larkrun/lark/internal/clock"
 )
 
-// Claimer is where attempts come from (invoke.Service): the store's queue seen through its leases.
+// Claimer is where attempts come from (StoreClaimer): the store's queue seen through its leases.
 type Claimer interface {
 	// Claim leases at most limit runnable attempts to this process and returns them.
 	Claim(ctx context.Context, limit int) ([]attempt.Attempt, error)

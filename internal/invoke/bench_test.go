@@ -413,7 +413,7 @@ func BenchmarkAsyncBurnDown(b *testing.B) {
 	require.NoError(b, err)
 	require.Equal(b, int64(n), inFlight, "all queued")
 
-	d := dispatch.New(r.svc, r.svc, dispatch.Options{Slots: burnDownSlots})
+	d := dispatch.New(dispatch.NewStoreClaimer(r.svc.ClaimConfig()), r.svc, dispatch.Options{Slots: burnDownSlots})
 	r.svc.SetWake(d.Wake)
 	dctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})

@@ -82,7 +82,7 @@ type cachedPolicy struct {
 }
 
 // policyCache keeps tenants' policies, for Start and the other request paths (policy) and for the
-// dispatcher's claims (claimQueue), which read them inside their write transaction. Such a read may
+// dispatcher's claims (claimCatalog, for dispatch.StoreClaimer), which read them inside their write transaction. Such a read may
 // see a write of an earlier closure of the same group-commit batch before it commits; that write's
 // Update moves the generation once the batch is done (committed or not), so the entry is dropped.
 type policyCache struct {

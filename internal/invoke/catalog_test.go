@@ -130,13 +130,13 @@ func TestPolicyCacheFollowsPatches(t *testing.T) {
 		_, err := e.start(bob, invoke.StartRequest{EntrypointID: ep.GTSID, Mode: "async", Params: json.RawMessage(`{"amount": 1}`)}, invoke.StartOptions{})
 		require.NoError(t, err)
 	}
-	jobs, err := e.svc.Claim(ctx, 1)
+	jobs, err := e.claimerOf(e.svc).Claim(ctx, 1)
 	require.NoError(t, err)
 	require.Len(t, jobs, 1)
 
 	_, err = e.ten.Patch(ctx, operatorSC, "acme", []byte(`{"quotas":{"max_concurrent_executions":1}}`))
 	require.NoError(t, err)
-	jobs, err = e.svc.Claim(ctx, 4)
+	jobs, err = e.claimerOf(e.svc).Claim(ctx, 4)
 	require.NoError(t, err)
 	require.Empty(t, jobs, "the dispatcher, at the new limit on the next claim")
 	_, err = e.runs(ep.GTSID)
@@ -146,7 +146,7 @@ func TestPolicyCacheFollowsPatches(t *testing.T) {
 	require.NoError(t, err)
 	_, err = e.runs(ep.GTSID)
 	require.NoError(t, err, "the limit lifted on the next request")
-	jobs, err = e.svc.Claim(ctx, 4)
+	jobs, err = e.claimerOf(e.svc).Claim(ctx, 4)
 	require.NoError(t, err)
 	require.Len(t, jobs, 1, "and on the next claim")
 }

@@ -431,88 +431,7 @@ func (s *Service) replay(ctx context.Context, sc auth.SecurityContext, cur invoc
 	return created, nil
 }
 
-// Claim leases up to limit runnable invocations to this process (queued work that is due, and work
-// whose runner's lease expired) and returns them as attempts, data for Run (dispatch.Claimer). Each
-// claim appends started (or resumed, or reclaimed) in the same transaction that takes the lease; a
-// canceled workflow whose step compensations are due is claimed as an attempt.KindCompensate under
-// a lease of its own, with no event.
-func (s *Service) Claim(ctx context.Context, limit int) ([]attempt.Attempt, error) {
-	var list []attempt.Attempt
-	err := s.cfg.Store.Update(ctx, func(tx store.Tx) error {
-		list = list[:0]
-		now := s.cfg.Clock.Now()
-		// Work whose runner died first (it already holds its tenant's slot), then queued work, tenant
-		// by tenant in deficit round-robin order within each tenant's concurrency limits.
-		rs, err := tx.ExpiredLeases(now, limit)
-		if err != nil {
-			return err
-		}
-		q := &claimQueue{s: s, tx: tx, now: now, limit: limit - len(rs), tenants: map[string]*tenantQueue{}}
-		if _, err := s.fair.Claim(q, q.limit); err != nil {
-			return err
-		}
-		rs = append(rs, q.picks...)
-		for _, r := range rs {
-			rec, err := tx.Invocation(r.TenantID, r.InvocationID)
-			if err != nil {
-				return err
-			}
-			want := invocation.StatusQueued
-			compensate := rec.Status == invocation.StatusCanceled || rec.Status == invocation.StatusCompensating
-			switch {
-			case compensate:
-				want = rec.Status // a canceled workflow's step compensations (or their run's lease expired)
-			case r.Expired:
-				want = invocation.StatusRunning
-			case rec.Status == invocation.StatusSuspended:
-				want = invocation.StatusSuspended // a workflow's durable timer is due
-			}
-			// The pinned version's definition is immutable: read it from the cache when this process
-			// has seen it, sparing the writer a read and a parse.
-			ep, d, cached := s.cachedByRef(rec.EntrypointRef)
-			var epErr error
-			if !cached {
-				ep, epErr = tx.EntrypointByRef(rec.EntrypointRef)
-			}
-			if rec.Status != want || epErr != nil {
-				// Stale queue state (e.g. canceled meanwhile): drop it.
-				if err := tx.SetScheduling(r.TenantID, r.InvocationID, store.Scheduling{}); err != nil {
-					return err
-				}
-				continue
-			}
-			if !cached {
-				var err error
-				if d, err = s.definition(ep); err != nil {
-					return err
-				}
-			}
-			until := now.Add(d.timeout() + s.cfg.LeaseGrace)
-			if compensate {
-				lease := attempt.Lease{Owner: attempt.CompensationLease(s.leaseOwner(rec)), ExpiresAt: until}
-				if err := tx.SetScheduling(rec.TenantID, rec.ID, store.Scheduling{LeaseOwner: lease.Owner, LeaseExpiresAt: &until}); err != nil {
-					return err
-				}
-				list = append(list, attempt.Attempt{Kind: attempt.KindCompensate, Invocation: rec, Lease: lease, Entrypoint: ep})
-				continue
-			}
-			next, err := s.begin(tx, rec, d, now)
-			if err != nil {
-				return err
-			}
-			// begin leased the attempt to leaseOwner(next) until now + timeout + grace.
-			list = append(list, attempt.Attempt{Kind: attempt.KindRun, Invocation: next,
-				Lease: attempt.Lease{Owner: s.leaseOwner(next), ExpiresAt: until}, Entrypoint: ep})
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return list, nil
-}
-
-// Run runs a claimed attempt to its end (dispatch.Runner): the program for attempt.KindRun, the
+// Run runs a claimed attempt to its end (dispatch.Runner; the claim is dispatch.StoreClaimer's): the program for attempt.KindRun, the
 // step compensations of a canceled workflow for attempt.KindCompensate. Its outcome is recorded, or
 // logged when it cannot be: the lease then expires and the work is claimed again.
 func (s *Service) Run(ctx context.Context, a attempt.Attempt) {
@@ -553,19 +472,4 @@ func (s *Service) RecoverLeases(ctx context.Context) (int64, error) {
 		s.cfg.Logger.InfoContext(ctx, "reclaiming work held by a stopped process", "leases", n)
 	}
 	return n, err
-}
-
-// NextDue is when queued work or a lease expiry next falls due after now. Work already due that a
-// claim left queued is held back by a concurrency limit: the end of a running invocation (which
-// wakes the dispatcher) frees its slot.
-func (s *Service) NextDue(ctx context.Context) (*time.Time, error) {
-	return s.cfg.Store.NextDue(ctx, s.cfg.Clock.Now())
-}
-
-// Purge deletes expired idempotency keys and cache entries.
-func (s *Service) Purge(ctx context.Context) error {
-	return s.cfg.Store.Update(ctx, func(tx store.Tx) error {
-		_, err := tx.PurgeExpired(s.cfg.Clock.Now())
-		return err
-	})
 }

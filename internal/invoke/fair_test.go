@@ -38,7 +38,7 @@ func (e *env) asyncStart(sc auth.SecurityContext, name string) string {
 // claim claims up to limit attempts without running them.
 func (e *env) claim(limit int) []attempt.Attempt {
 	e.t.Helper()
-	claimed, err := e.svc.Claim(context.Background(), limit)
+	claimed, err := e.claimerOf(e.svc).Claim(context.Background(), limit)
 	require.NoError(e.t, err)
 	return claimed
 }

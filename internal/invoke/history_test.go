@@ -320,7 +320,7 @@ def main(ctx, input):
 	id := st.Record.ID
 	// Run the parent alone (the child is queued after it): sleep, then park on the child.
 	claimOne := func() {
-		claimed, err := e.svc.Claim(context.Background(), 1)
+		claimed, err := e.claimerOf(e.svc).Claim(context.Background(), 1)
 		require.NoError(t, err)
 		require.Len(t, claimed, 1)
 		e.svc.Run(context.Background(), claimed[0])

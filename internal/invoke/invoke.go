@@ -32,7 +32,6 @@ import (
 	"github.com/larkrun/lark/internal/cost"
 	"github.com/larkrun/lark/internal/egress"
 	"github.com/larkrun/lark/internal/entrypoint"
-	"github.com/larkrun/lark/internal/fairness"
 	"github.com/larkrun/lark/internal/gts"
 	"github.com/larkrun/lark/internal/idgen"
 	"github.com/larkrun/lark/internal/invocation"
@@ -132,7 +131,6 @@ type Service struct {
 	live      map[string]*liveRun           // suspended workflow executions waiting in memory
 	closing   chan struct{}                 // closed by Close
 	closeOnce sync.Once
-	fair      *fairness.Scheduler // whose queued work Claim takes next
 	// syncChildren counts the sync r_invoke_v1 children running in this process (MaxSyncChildren).
 	syncChildren atomic.Int64
 	policies     policyCache  // tenants' policies (catalog.go)
@@ -202,7 +200,7 @@ func NewService(cfg Config) *Service {
 	}
 	_, nop := cfg.Observer.(NopObserver)
 	return &Service{cfg: cfg, running: map[string]context.CancelFunc{}, workflows: map[string]*sandbox.Program{},
-		live: map[string]*liveRun{}, closing: make(chan struct{}), fair: fairness.New(), noObserver: nop,
+		live: map[string]*liveRun{}, closing: make(chan struct{}), noObserver: nop,
 		runner: &run.Runner{Programs: cfg.Programs, CPU: cfg.CPU, Schemas: cfg.Schemas, Clock: cfg.Clock}}
 }
 
@@ -937,37 +935,6 @@ func (s *Service) createdEvent(rec invocation.Record, now time.Time) ([]invocati
 	}
 	return []invocation.Event{{InvocationID: rec.ID, Type: invocation.EventCreated, Data: data, Initial: &rec,
 		IdempotencyKey: eventKey(rec.ID, "", 1, invocation.EventCreated), LogicalAttempt: 1, At: now}}, nil
-}
-
-// begin starts an attempt of queued (or orphaned) work inside tx: the started event (or reclaimed,
-// for an expired lease) and a lease for this process that outlives the attempt's timeout.
-func (s *Service) begin(tx store.Tx, rec invocation.Record, d definition, now time.Time) (invocation.Record, error) {
-	engine := rec.EngineAttempt + 1
-	ev := invocation.Event{Type: invocation.EventStarted, EngineAttempt: engine, LogicalAttempt: rec.Attempt, At: now,
-		IdempotencyKey: eventKey(rec.ID, "", rec.Attempt, invocation.EventStarted)}
-	if rec.Status == invocation.StatusSuspended {
-		ev.Type = invocation.EventResumed
-		reason := rec.Wake
-		if reason == "" {
-			reason = invocation.ResumeTimer
-		}
-		data, err := json.Marshal(map[string]any{"reason": reason})
-		if err != nil {
-			return rec, err
-		}
-		ev.Data = data
-		ev.IdempotencyKey = eventKey(rec.ID, fmt.Sprintf("resume-%d", rec.LastSeq), rec.Attempt, invocation.EventResumed)
-	}
-	if rec.Status == invocation.StatusRunning {
-		ev.Type = invocation.EventReclaimed
-		ev.Data, _ = json.Marshal(map[string]any{"reason": "lease expired", "engine_attempt": engine})
-		ev.IdempotencyKey = eventKey(rec.ID, fmt.Sprintf("reclaim-%d", engine), rec.Attempt, invocation.EventReclaimed)
-	}
-	until := now.Add(d.timeout() + s.cfg.LeaseGrace)
-	next := rec
-	next.EngineAttempt = engine
-	out, _, err := tx.Append(store.AppendRequest{TenantID: rec.TenantID, InvocationID: rec.ID, Events: []invocation.Event{ev}, AppendOptions: store.AppendOptions{Schedule: &store.Scheduling{LeaseOwner: s.leaseOwner(next), LeaseExpiresAt: &until}, Expect: &rec}})
-	return out, err
 }
 
 // leaseOwner identifies this process's run of one engine attempt (attempt.LeaseOwner, as the

@@ -16,6 +16,7 @@ import (
 	"github.com/larkrun/lark/internal/attempt"
 	"github.com/larkrun/lark/internal/auth"
 	"github.com/larkrun/lark/internal/clock"
+	"github.com/larkrun/lark/internal/dispatch"
 	"github.com/larkrun/lark/internal/egress"
 	"github.com/larkrun/lark/internal/entrypoint"
 	"github.com/larkrun/lark/internal/idgen"
@@ -40,6 +41,23 @@ type env struct {
 	ten   *tenants.Service
 	svc   *invoke.Service
 	cfg   invoke.Config
+	// claimers are the claim stages feeding each service the test made (one per service, as in a
+	// server, so that fairness carries over from claim to claim).
+	claimers map[*invoke.Service]*dispatch.StoreClaimer
+}
+
+// claimerOf is the claim stage feeding svc: a dispatch.StoreClaimer over its store, catalog, node
+// and lease grace.
+func (e *env) claimerOf(svc *invoke.Service) *dispatch.StoreClaimer {
+	if e.claimers == nil {
+		e.claimers = map[*invoke.Service]*dispatch.StoreClaimer{}
+	}
+	c := e.claimers[svc]
+	if c == nil {
+		c = dispatch.NewStoreClaimer(svc.ClaimConfig())
+		e.claimers[svc] = c
+	}
+	return c
 }
 
 var (
@@ -119,7 +137,7 @@ func (e *env) Drain() int {
 	e.t.Helper()
 	n := 0
 	for {
-		claimed, err := e.svc.Claim(context.Background(), 16)
+		claimed, err := e.claimerOf(e.svc).Claim(context.Background(), 16)
 		require.NoError(e.t, err)
 		if len(claimed) == 0 {
 			return n
@@ -386,7 +404,7 @@ func TestDryRun(t *testing.T) {
 	require.NoError(t, err)
 	_, err = e.start(bob, invoke.StartRequest{EntrypointID: fnPrefix + "calculate_tax.v1~", Params: json.RawMessage(`{"amount": 1}`), DryRun: true}, invoke.StartOptions{})
 	require.NoError(t, err, "queued work is not running: it holds no slot")
-	claimed, err := e.svc.Claim(context.Background(), 4) // it runs now (the attempt is never run: it stays running)
+	claimed, err := e.claimerOf(e.svc).Claim(context.Background(), 4) // it runs now (the attempt is never run: it stays running)
 	require.NoError(t, err)
 	require.Len(t, claimed, 1)
 	_, err = e.start(bob, invoke.StartRequest{EntrypointID: fnPrefix + "calculate_tax.v1~", Params: json.RawMessage(`{"amount": 1}`), DryRun: true}, invoke.StartOptions{})
@@ -449,7 +467,7 @@ func TestLeaseRecovery(t *testing.T) {
 	st, err := e.start(bob, invoke.StartRequest{EntrypointID: fnPrefix + "calculate_tax.v1~", Mode: "async", Params: json.RawMessage(`{"amount": 1}`)}, invoke.StartOptions{})
 	require.NoError(t, err)
 	claimedAt := e.clock.Now()
-	claimed, err := e.svc.Claim(context.Background(), 1) // node-a claims, then "dies"
+	claimed, err := e.claimerOf(e.svc).Claim(context.Background(), 1) // node-a claims, then "dies"
 	require.NoError(t, err)
 	require.Len(t, claimed, 1)
 	// A claim is data: the started record, the lease taken (timeout + 30 s of grace) and the pinned version.
@@ -462,11 +480,11 @@ func TestLeaseRecovery(t *testing.T) {
 	cfgB := e.cfg
 	cfgB.Node = "node-b"
 	b := invoke.NewService(cfgB)
-	none, err := b.Claim(context.Background(), 1)
+	none, err := e.claimerOf(b).Claim(context.Background(), 1)
 	require.NoError(t, err)
 	require.Empty(t, none, "the lease holds")
 	e.clock.Advance(2*time.Second + 30*time.Second)
-	claimedB, err := b.Claim(context.Background(), 1)
+	claimedB, err := e.claimerOf(b).Claim(context.Background(), 1)
 	require.NoError(t, err)
 	require.Len(t, claimedB, 1, "expired lease: reclaimed")
 	require.Equal(t, "node-b/1/2", claimedB[0].Lease.Owner, "the next engine attempt, leased to the reclaiming process")

@@ -151,7 +151,7 @@ func TestFireDueAhead(t *testing.T) {
 	require.Equal(t, 1, n, "the allow schedule only")
 	require.Len(t, e.runs(t, allow.ID), 1)
 	require.Empty(t, e.runs(t, forbid.ID))
-	due, err := e.inv.NextDue(ctx)
+	due, err := e.st.NextDue(ctx, e.clk.Now())
 	require.NoError(t, err)
 	require.NotNil(t, due)
 	require.Equal(t, five, due.UTC(), "queued, runnable from its instant")

@@ -142,6 +142,8 @@ type Server struct {
 	Registry *registry.Service
 	Invoke   *invoke.Service
 	Metrics  *metrics.Metrics
+	// Claims is the claim stage that feeds the dispatcher (tests claim through it directly).
+	Claims   *dispatch.StoreClaimer
 	dispatch *dispatch.Dispatcher
 	// Schedules manages and fires schedules; Serve runs its firing loop (tests call FireDue).
 	Schedules *scheduler.Service
@@ -223,7 +225,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.Invoke = invoke.NewService(invoke.Config{Store: st, Schemas: schemas, Programs: sandbox.NewCache(1024),
 		Egress: egress.New(egress.Options{AllowLoopback: cfg.UnsafeEgressAllowLoopback}), Clock: c, IDs: ids, Logger: cfg.Logger,
 		Pricing: cfg.Pricing, Observer: s.Metrics, MaxPayloadBytes: cfg.MaxPayloadBytes, CPU: cpuScheduler(cfg.CPUSlots, cfg.CPUNice, cfg.Logger)})
-	s.dispatch = dispatch.New(s.Invoke, s.Invoke, dispatch.Options{Slots: cfg.Workers, Clock: c, Logger: cfg.Logger})
+	s.Claims = dispatch.NewStoreClaimer(s.Invoke.ClaimConfig())
+	s.dispatch = dispatch.New(s.Claims, s.Invoke, dispatch.Options{Slots: cfg.Workers, Clock: c, Logger: cfg.Logger})
 	s.Invoke.SetWake(s.dispatch.Wake)
 	if st.Exclusive() {
 		if _, err := s.Invoke.RecoverLeases(ctx); err != nil {

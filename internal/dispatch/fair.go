@@ -1,7 +1,6 @@
-package invoke
+package dispatch
 
 import (
-	"errors"
 	"sort"
 	"time"
 
@@ -9,11 +8,11 @@ import (
 	"github.com/larkrun/lark/internal/tenant"
 )
 
-// claimQueue is the fairness.Queue of one Claim: it reads the queue through the claim's transaction
+// claimQueue is the fairness.Queue of one StoreClaimer.Claim: it reads the queue through the claim's transaction
 // and enforces, per tenant, max_concurrent_executions (running invocations) and each entrypoint
 // version's traits.limits.max_concurrent. Items it takes are collected in picks.
 type claimQueue struct {
-	s       *Service
+	cat     Catalog
 	tx      store.Tx
 	now     time.Time
 	limit   int
@@ -38,7 +37,7 @@ func (q *claimQueue) Tenants(after string, n int) ([]string, error) {
 
 // Weight implements fairness.Queue.
 func (q *claimQueue) Weight(tenantID string) float64 {
-	p, err := q.s.txPolicy(q.tx, tenantID, q.now)
+	p, err := q.cat.Policy(q.tx, tenantID, q.now)
 	if err != nil {
 		return tenant.DefaultWeight
 	}
@@ -115,7 +114,7 @@ func (q *claimQueue) load(tenantID string) (*tenantQueue, error) {
 	}
 	tq := &tenantQueue{headroom: -1, perRef: map[string]int64{}, taken: map[string]bool{}}
 	q.tenants[tenantID] = tq
-	p, err := q.s.txPolicy(q.tx, tenantID, q.now)
+	p, err := q.cat.Policy(q.tx, tenantID, q.now)
 	if err != nil {
 		return nil, err
 	}
@@ -138,7 +137,7 @@ func (q *claimQueue) load(tenantID string) (*tenantQueue, error) {
 		return nil, err
 	}
 	for _, ref := range refs {
-		if limit := q.s.maxConcurrent(q.tx, ref); limit > 0 {
+		if limit := q.maxConcurrent(ref); limit > 0 {
 			left := limit - running[ref]
 			if left <= 0 {
 				continue // at its limit: its queue waits, the tenant's other versions do not
@@ -151,29 +150,11 @@ func (q *claimQueue) load(tenantID string) (*tenantQueue, error) {
 }
 
 // maxConcurrent is an entrypoint version's traits.limits.max_concurrent (0: no limit, or the version
-// is gone, which the claim then drops as stale).
-func (s *Service) maxConcurrent(tx store.Tx, ref string) int64 {
-	if _, d, ok := s.cachedByRef(ref); ok {
-		return d.Traits.Limits.MaxConcurrent
-	}
-	ep, err := tx.EntrypointByRef(ref)
+// cannot be read, which the claim then drops as stale).
+func (q *claimQueue) maxConcurrent(ref string) int64 {
+	_, lim, err := q.cat.Version(q.tx, ref)
 	if err != nil {
 		return 0
 	}
-	d, err := s.definition(ep)
-	if err != nil {
-		return 0
-	}
-	return d.Traits.Limits.MaxConcurrent
-}
-
-// txPolicy is policy for the dispatcher, read in its transaction.
-func (s *Service) txPolicy(tx store.Tx, tenantID string, now time.Time) (tenant.Policy, error) {
-	return s.policies.get(tenantID, s.cfg.Store.CatalogGeneration(), now, func() (tenant.Policy, error) {
-		p, err := tx.Tenant(tenantID)
-		if errors.Is(err, store.ErrNotFound) {
-			return tenant.New(tenantID, now), nil
-		}
-		return p, err
-	})
+	return lim.MaxConcurrent
 }
