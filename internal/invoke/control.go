@@ -431,9 +431,10 @@ func (s *Service) replay(ctx context.Context, sc auth.SecurityContext, cur invoc
 	return created, nil
 }
 
-// Run runs a claimed attempt to its end (dispatch.Runner; the claim is dispatch.StoreClaimer's): the program for attempt.KindRun, the
-// step compensations of a canceled workflow for attempt.KindCompensate. Its outcome is recorded, or
-// logged when it cannot be: the lease then expires and the work is claimed again.
+// Run runs an attempt claimed by dispatch.StoreClaimer to its end (dispatch.Runner): the program
+// for attempt.KindRun, the step compensations of a canceled workflow for attempt.KindCompensate.
+// Its outcome is recorded, or logged when it cannot be: the lease then expires and the work is
+// claimed again.
 func (s *Service) Run(ctx context.Context, a attempt.Attempt) {
 	rec := a.Invocation
 	d, err := s.definition(a.Entrypoint)
