@@ -264,3 +264,36 @@ func TestClaimCompensation(t *testing.T) {
 	require.Equal(t, "node-a/1/0/compensate", as[0].Lease.Owner)
 	require.Len(t, e.events("acme", ids[0]), before, "no event")
 }
+
+// TestClaimResumesSuspendedWork: a suspended workflow whose timer is due is claimed as the next
+// engine attempt with a resumed event (reason timer), keyed by the log's last seq.
+func TestClaimResumesSuspendedWork(t *testing.T) {
+	e := newClaimEnv(t)
+	ids := e.queue("acme", "ep-a", 1)
+	c := e.claimer("node-a")
+	as := e.claim(c, 1)
+	require.Len(t, as, 1)
+	running := as[0].Invocation
+	wake := e.clock.Now().Add(time.Minute)
+	var suspended invocation.Record
+	require.NoError(t, e.store.Update(context.Background(), func(tx store.Tx) error {
+		ev := invocation.Event{InvocationID: running.ID, Type: invocation.EventSuspended, EngineAttempt: 1, LogicalAttempt: 1,
+			At: e.clock.Now(), IdempotencyKey: invocation.IdempotencyKey(running.ID, "s", 1, invocation.EventSuspended, "")}
+		var err error
+		suspended, _, err = tx.Append(store.AppendRequest{TenantID: "acme", InvocationID: running.ID, Events: []invocation.Event{ev},
+			AppendOptions: store.AppendOptions{RequireLease: as[0].Lease.Owner, Schedule: &store.Scheduling{AvailableAt: &wake}, Expect: &running}})
+		return err
+	}))
+	require.Equal(t, invocation.StatusSuspended, suspended.Status)
+	require.Empty(t, e.claim(c, 1), "its timer is not due")
+	e.clock.Set(wake)
+	as = e.claim(c, 1)
+	require.Len(t, as, 1)
+	require.Equal(t, invocation.StatusRunning, as[0].Invocation.Status)
+	require.Equal(t, "node-a/1/2", as[0].Lease.Owner)
+	evs := e.events("acme", ids[0])
+	last := evs[len(evs)-1]
+	require.Equal(t, invocation.EventResumed, last.Type)
+	require.Equal(t, invocation.IdempotencyKey(ids[0], fmt.Sprintf("resume-%d", suspended.LastSeq), 1, invocation.EventResumed, ""), last.IdempotencyKey)
+	require.JSONEq(t, `{"reason":"timer"}`, string(last.Data))
+}
