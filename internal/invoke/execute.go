@@ -232,13 +232,9 @@ func (s *Service) completeWith(ctx context.Context, rec invocation.Record, d def
 		}
 		opt := store.AppendOptions{RequireLease: owner, Schedule: &next, Expect: &rec}
 		if after != nil {
-			after.mu.Lock()
-			prev, perr := after.chain, after.chainErr
-			after.mu.Unlock()
-			if perr != nil {
-				return perr
+			if err := after.expectChain(&opt); err != nil {
+				return err
 			}
-			opt.Expect, opt.ExpectOnly = &prev, true
 		}
 		final, _, err = tx.Append(store.AppendRequest{TenantID: rec.TenantID, InvocationID: rec.ID, Events: events, AppendOptions: opt})
 		if after != nil && err != nil {

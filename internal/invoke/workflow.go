@@ -479,6 +479,20 @@ func retryData(r sandbox.StepRetryRecord) map[string]any {
 	return map[string]any{"step": r.Step, "attempt": r.Attempt, "error": outcome.ErrorOf(r.Error), "delay_ms": r.Delay.Milliseconds()}
 }
 
+// expectChain makes opt expect exactly the projection the run's last enqueued write leaves (and
+// fail with that write's error if it failed), so that a write queued behind it applies only on top
+// of it.
+func (h *host) expectChain(opt *store.AppendOptions) error {
+	h.mu.Lock()
+	prev, err := h.chain, h.chainErr
+	h.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	opt.Expect, opt.ExpectOnly = &prev, true
+	return nil
+}
+
 // enqueueJournal writes journal events behind the activation's earlier writes without waiting for
 // them (checkpointing automatic, or a manual r_snapshot_v1): the writer applies them in order, and
 // the run waits for them (host.flush) before its next side effect (an HTTP call, a child), before
@@ -500,13 +514,9 @@ func (s *Service) enqueueJournal(ctx context.Context, h *host, events []invocati
 	wait := s.cfg.Store.Enqueue(context.WithoutCancel(ctx), func(tx store.Tx) error {
 		opt := store.AppendOptions{RequireLease: owner, Expect: &known}
 		if chained {
-			h.mu.Lock()
-			prev, perr := h.chain, h.chainErr
-			h.mu.Unlock()
-			if perr != nil {
-				return perr
+			if err := h.expectChain(&opt); err != nil {
+				return err
 			}
-			opt.Expect, opt.ExpectOnly = &prev, true
 		}
 		out, _, err := tx.Append(store.AppendRequest{TenantID: rec.TenantID, InvocationID: rec.ID, Events: events, AppendOptions: opt})
 		h.mu.Lock()
