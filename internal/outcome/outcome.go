@@ -33,6 +33,7 @@ const (
 	Suspended
 )
 
+// String is the kind as the closing event names it.
 func (k Kind) String() string {
 	switch k {
 	case Succeeded:
