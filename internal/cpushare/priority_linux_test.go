@@ -2,6 +2,9 @@ package cpushare
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"os/exec"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -72,4 +75,32 @@ func TestLowerPriorityRefusesOutOfRange(t *testing.T) {
 	require.Error(t, s.LowerPriority(0))
 	require.Error(t, s.LowerPriority(20))
 	require.Zero(t, s.nice, "nothing changed")
+}
+
+// TestLowerPriorityRefusedWithoutTheRightToRestore runs this test binary again without
+// CAP_SYS_NICE (capsh, as root): the probe can lower a thread's priority but not restore it, so
+// LowerPriority must refuse and change nothing, and the process's threads keep their priority.
+func TestLowerPriorityRefusedWithoutTheRightToRestore(t *testing.T) {
+	if os.Getenv("CPUSHARE_PROBE_CHILD") == "1" {
+		s := New(1)
+		err := s.LowerPriority(19)
+		nice, nerr := threadNice()
+		fmt.Printf("refused=%v nice=%d nerr=%v slotnice=%d\n", err != nil, nice, nerr, s.nice)
+		return
+	}
+	capsh, err := exec.LookPath("capsh")
+	if err != nil || os.Geteuid() != 0 {
+		t.Skip("needs root and capsh to run a process without CAP_SYS_NICE")
+	}
+	self, err := os.Executable()
+	require.NoError(t, err)
+	cmd := exec.Command(capsh, "--drop=cap_sys_nice", "--", "-c",
+		self+" -test.run=^TestLowerPriorityRefusedWithoutTheRightToRestore$ -test.count=1")
+	cmd.Env = append(os.Environ(), "CPUSHARE_PROBE_CHILD=1")
+	base, err := threadNice()
+	require.NoError(t, err)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), fmt.Sprintf("refused=true nice=%d nerr=<nil> slotnice=0", base),
+		"without the right to restore, priorities are left alone")
 }
