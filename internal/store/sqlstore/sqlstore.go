@@ -36,7 +36,8 @@ type Store struct {
 	w    *sql.DB // writer: used only by the group committer
 	rdb  *sql.DB // readers
 	r    cachedDB
-	ws   *stmtCache // the writer's statements
+	ws   *stmtCache    // the writer's statements
+	ckpt *checkpointer // copies WAL frames into the database beside the writer
 	gc   *groupcommit.Committer
 	prov *goose.Provider
 	lock *os.File // held while open: one process per database file
@@ -155,8 +156,19 @@ func openSQLite(ctx context.Context, path string, o Options) (*Store, error) {
 	n := 2 * runtime.GOMAXPROCS(0)
 	r.SetMaxOpenConns(n)
 	r.SetMaxIdleConns(n)
-	s := &Store{w: w, rdb: r, r: cachedDB{newStmtCache(r)}, ws: newStmtCache(w), prov: prov}
-	s.gc = groupcommit.New(w, groupcommit.Options{MaxBatch: o.MaxBatch, AfterBatch: s.ws.prepareWanted})
+	ck, err := sql.Open("sqlite", base)
+	if err != nil {
+		r.Close()
+		w.Close()
+		return nil, fmt.Errorf("open store checkpointer: %w", err)
+	}
+	ck.SetMaxOpenConns(1)
+	ck.SetMaxIdleConns(1)
+	s := &Store{w: w, rdb: r, r: cachedDB{newStmtCache(r)}, ws: newStmtCache(w), prov: prov, ckpt: newCheckpointer(ck)}
+	s.gc = groupcommit.New(w, groupcommit.Options{MaxBatch: o.MaxBatch, AfterBatch: func() {
+		s.ws.prepareWanted()
+		s.ckpt.wake()
+	}})
 	return s, nil
 }
 
@@ -241,9 +253,10 @@ func (s *Store) Ping(ctx context.Context) error {
 // Close finishes queued writes and closes the database.
 func (s *Store) Close() error {
 	s.gc.Close()
+	ckErr := s.ckpt.close()
 	s.r.c.close()
 	s.ws.close()
-	err := errors.Join(s.rdb.Close(), s.w.Close())
+	err := errors.Join(ckErr, s.rdb.Close(), s.w.Close())
 	if s.lock != nil {
 		err = errors.Join(err, s.lock.Close())
 	}
