@@ -80,7 +80,7 @@ type Metrics struct {
 
 // Record is the projection of an invocation's event log (000's InvocationRecord plus bookkeeping).
 // Record's JSON is its stored form (the record column and the created event): members that are
-// empty or zero are left out, which keeps the rows a third smaller; the API renders its own views
+// empty or zero are left out, which keeps a new record about 40 % smaller; the API renders its own views
 // (api.View) with every member 000 lists.
 type Record struct {
 	ID                string `json:"invocation_id"`
