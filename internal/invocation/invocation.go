@@ -101,7 +101,7 @@ type Record struct {
 	TraceID         string          `json:"trace_id,omitempty"`
 	SpanID          string          `json:"span_id,omitempty"`
 	Metrics         Metrics         `json:"metrics,omitzero"`
-	Attempt         int             `json:"attempt"`        // logical attempt, 1-based
+	Attempt         int             `json:"attempt"`                  // logical attempt, 1-based
 	EngineAttempt   int             `json:"engine_attempt,omitempty"` // dispatches of the current logical attempt (crash recovery re-dispatches)
 	ParentID        string          `json:"parent_id,omitempty"`
 	Depth           int             `json:"depth,omitempty"`            // nesting of r_invoke_v1 children (0 = started through the API)
