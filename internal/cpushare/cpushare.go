@@ -34,14 +34,16 @@ type Scheduler struct {
 	yields atomic.Int64
 
 	// nice is the priority of the threads holding slots (0: unchanged; LowerPriority) and baseNice
-	// the one they are given back. failures counts threads whose priority could not be changed.
+	// the one they are given back (unless oneWay). failures counts threads whose priority could not be changed.
 	nice, baseNice int
+	oneWay         bool     // lowered priorities are never restored (OwnThreads)
+	jobs           chan job // executions for idle low-priority workers (one-way mode)
 	failures       atomic.Int64
 }
 
 // New returns a scheduler of slots slots (at least 1); runtime.GOMAXPROCS(0) is the natural size.
 func New(slots int) *Scheduler {
-	return &Scheduler{free: max(slots, 1), queues: map[string][]chan struct{}{}}
+	return &Scheduler{free: max(slots, 1), queues: map[string][]chan struct{}{}, jobs: make(chan job)}
 }
 
 // Acquire waits for a slot for an execution of tenant, or until ctx ends (its error is returned,

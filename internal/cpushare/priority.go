@@ -17,16 +17,21 @@ var ErrPriorityUnsupported = errors.New("per-thread priorities are not supported
 
 // LowerPriority makes the executions holding a slot interpret at nice value nice (1 to 19): on
 // Acquire the calling goroutine is wired to its OS thread (runtime.LockOSThread) and the thread's
-// priority lowered; on Release it is restored and the goroutine unwired. The OS then shares the
-// cores between user code and the rest of the process by priority, so interpreting, however much
-// of it there is, waits for the server's own work instead of the other way round. The caller
-// should let the Go scheduler run the process's work beside the slots: runtime.GOMAXPROCS of the
-// cores plus the slots.
+// priority lowered. The OS then shares the cores between user code and the rest of the process by
+// priority, so interpreting, however much of it there is, waits for the server's own work instead
+// of the other way round. The caller should let the Go scheduler run the process's work beside
+// the slots: runtime.GOMAXPROCS of the cores plus the slots.
 //
-// A thread's priority can be lowered by any process but restored only by one allowed to raise it
-// (CAP_SYS_NICE, or an RLIMIT_NICE that covers the difference): LowerPriority first tries both on
-// a thread of its own and returns an error, changing nothing, when either is refused. It must be
-// called before the scheduler's first Acquire.
+// Any process may lower a thread's priority, but only one allowed to raise it (CAP_SYS_NICE, or an
+// RLIMIT_NICE that covers the difference) may restore it. LowerPriority tries both on a thread of
+// its own and chooses the mode:
+//   - both allowed: Release restores the thread's priority and unwires the goroutine;
+//   - lowering only (OwnThreads reports true): executions run through Do, on workers whose threads
+//     are at the low priority for their whole life and never serve the rest of the process;
+//     Acquire and Release leave priorities alone.
+//
+// It returns an error, changing nothing, when lowering is refused too. It must be called before the
+// scheduler's first Acquire.
 func (s *Scheduler) LowerPriority(nice int) error {
 	if s == nil {
 		return nil
@@ -34,18 +39,23 @@ func (s *Scheduler) LowerPriority(nice int) error {
 	if nice < 1 || nice > 19 {
 		return fmt.Errorf("nice value %d is outside 1..19", nice)
 	}
-	base, err := probePriority(nice)
+	base, restorable, err := probePriority(nice)
 	if err != nil {
 		return err
 	}
-	s.nice, s.baseNice = nice, base
+	s.nice, s.baseNice, s.oneWay = nice, base, !restorable
 	return nil
 }
 
+// OwnThreads reports whether executions must run through Do, on low-priority workers: the process
+// may lower a thread's priority but not restore it (see LowerPriority).
+func (s *Scheduler) OwnThreads() bool { return s != nil && s.oneWay }
+
 // probePriority lowers and restores the priority of a thread of its own, which it then lets end
 // (a goroutine that exits wired to its thread takes the thread with it, so a thread left at the
-// low priority is never reused). It returns the priority threads start with.
-func probePriority(nice int) (base int, err error) {
+// low priority is never reused). It returns the priority threads start with, and whether restoring
+// it was allowed.
+func probePriority(nice int) (base int, restorable bool, err error) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -62,18 +72,17 @@ func probePriority(nice int) (base int, err error) {
 			err = fmt.Errorf("lowering a thread's priority: %w", err)
 			return
 		}
-		if err = setThreadNice(base); err != nil {
-			err = fmt.Errorf("restoring a thread's priority (the process needs CAP_SYS_NICE or RLIMIT_NICE): %w", err)
-		}
+		restorable = setThreadNice(base) == nil
 	}()
 	<-done
-	return base, err
+	return base, restorable, err
 }
 
 // lower wires the calling goroutine to its thread and lowers the thread's priority, when
-// LowerPriority is on. A thread whose priority cannot be changed interprets at the normal one.
+// LowerPriority is on and restorable. A thread whose priority cannot be changed interprets at the
+// normal one. In the one-way mode the execution already runs on a low-priority worker (Do).
 func (s *Scheduler) lower() {
-	if s.nice == 0 {
+	if s.nice == 0 || s.oneWay {
 		return
 	}
 	runtime.LockOSThread()
@@ -86,7 +95,7 @@ func (s *Scheduler) lower() {
 // thread whose priority cannot be restored stays wired to the goroutine, so that it ends with it
 // instead of serving the process at the low priority.
 func (s *Scheduler) restore() {
-	if s.nice == 0 {
+	if s.nice == 0 || s.oneWay {
 		return
 	}
 	if err := setThreadNice(s.baseNice); err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -77,15 +78,33 @@ func TestLowerPriorityRefusesOutOfRange(t *testing.T) {
 	require.Zero(t, s.nice, "nothing changed")
 }
 
-// TestLowerPriorityRefusedWithoutTheRightToRestore runs this test binary again without
-// CAP_SYS_NICE (capsh, as root): the probe can lower a thread's priority but not restore it, so
-// LowerPriority must refuse and change nothing, and the process's threads keep their priority.
-func TestLowerPriorityRefusedWithoutTheRightToRestore(t *testing.T) {
+// TestOneWayWithoutTheRightToRestore runs this test binary again without CAP_SYS_NICE (capsh, as
+// root): the probe can lower a thread's priority but not restore it, so LowerPriority chooses the
+// one-way mode. Executions run through Do on workers at the low priority, reused while they are
+// idle; the caller's thread, and Acquire and Release, leave priorities alone.
+func TestOneWayWithoutTheRightToRestore(t *testing.T) {
 	if os.Getenv("CPUSHARE_PROBE_CHILD") == "1" {
 		s := New(1)
 		err := s.LowerPriority(19)
-		nice, nerr := threadNice()
-		fmt.Printf("refused=%v nice=%d nerr=%v slotnice=%d\n", err != nil, nice, nerr, s.nice)
+		base, berr := threadNice()
+		var first, second, held int
+		var tid1, tid2 int
+		s.Do(func() {
+			first, tid1 = mustNice(), syscall.Gettid()
+			if s.Acquire(context.Background(), "a") == nil {
+				held = mustNice()
+				s.Release()
+			}
+		})
+		s.Do(func() { second, tid2 = mustNice(), syscall.Gettid() })
+		caller := mustNice()
+		var panicked any
+		func() {
+			defer func() { panicked = recover() }()
+			s.Do(func() { panic("boom") })
+		}()
+		fmt.Printf("err=%v oneway=%v base=%d/%v worker=%d,%d held=%d reused=%v caller=%d panic=%v\n",
+			err, s.OwnThreads(), base, berr, first, second, held, tid1 == tid2, caller, panicked)
 		return
 	}
 	capsh, err := exec.LookPath("capsh")
@@ -95,12 +114,32 @@ func TestLowerPriorityRefusedWithoutTheRightToRestore(t *testing.T) {
 	self, err := os.Executable()
 	require.NoError(t, err)
 	cmd := exec.Command(capsh, "--drop=cap_sys_nice", "--", "-c",
-		self+" -test.run=^TestLowerPriorityRefusedWithoutTheRightToRestore$ -test.count=1")
+		self+" -test.run=^TestOneWayWithoutTheRightToRestore$ -test.count=1")
 	cmd.Env = append(os.Environ(), "CPUSHARE_PROBE_CHILD=1")
 	base, err := threadNice()
 	require.NoError(t, err)
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	require.Contains(t, string(out), fmt.Sprintf("refused=true nice=%d nerr=<nil> slotnice=0", base),
-		"without the right to restore, priorities are left alone")
+	require.Contains(t, string(out), fmt.Sprintf("err=<nil> oneway=true base=%d/<nil> worker=19,19 held=19 reused=true caller=%d panic=boom", base, base),
+		"one way: workers interpret at the low priority and are reused; the caller keeps its priority; a panic is the caller's")
+}
+
+// mustNice is the calling thread's nice value, or -100 when it cannot be read.
+func mustNice() int {
+	n, err := threadNice()
+	if err != nil {
+		return -100
+	}
+	return n
+}
+
+func TestRestorableIsNotOneWay(t *testing.T) {
+	s := lowered(t)
+	require.False(t, s.OwnThreads())
+	require.False(t, New(1).OwnThreads(), "no lowered priority, no own threads")
+	var nilScheduler *Scheduler
+	require.False(t, nilScheduler.OwnThreads())
+	ran := false
+	s.Do(func() { ran = true })
+	require.True(t, ran, "Do calls f where it is, outside the one-way mode")
 }

@@ -2,6 +2,9 @@ package sandbox
 
 import (
 	"context"
+	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -79,4 +82,75 @@ func TestExecutionHoldsNoSlotWhileItWaits(t *testing.T) {
 	require.Equal(t, 2, cpu.releases, "to wait, and at the end")
 	require.Zero(t, cpu.holding())
 	require.Equal(t, 1, cpu.maxHeld)
+}
+
+// oneWayCPU is a recordingCPU in cpushare's one-way mode: it notes the goroutine of every Acquire.
+type oneWayCPU struct {
+	recordingCPU
+	own        bool
+	goroutines map[uint64]bool
+}
+
+func (c *oneWayCPU) OwnThreads() bool { return c.own }
+
+// Do runs f on a goroutine of its own, as cpushare's workers do.
+func (c *oneWayCPU) Do(f func()) {
+	done := make(chan any, 1)
+	go func() {
+		defer func() { done <- recover() }()
+		f()
+	}()
+	if p := <-done; p != nil {
+		panic(p)
+	}
+}
+
+func (c *oneWayCPU) Acquire(ctx context.Context, tenant string) error {
+	c.mu.Lock()
+	c.goroutines[goid()] = true
+	c.mu.Unlock()
+	return c.recordingCPU.Acquire(ctx, tenant)
+}
+
+// goid is the calling goroutine's id, from the first line of its stack ("goroutine 42 [running]:").
+func goid() uint64 {
+	b := make([]byte, 64)
+	b = b[:runtime.Stack(b, false)]
+	f := strings.Fields(string(b))
+	id, err := strconv.ParseUint(f[1], 10, 64)
+	if err != nil {
+		panic(err)
+	}
+	return id
+}
+
+// A scheduler that cannot restore a thread's priority gets every execution, workflow compensations
+// included, on a goroutine of its own (one that ends with it); any other runs on the caller's.
+func TestExecutionsRunOnTheirOwnGoroutineWhenAsked(t *testing.T) {
+	prog, err := Compile("t.star", fn("  return 1"))
+	require.NoError(t, err)
+	for _, own := range []bool{false, true} {
+		cpu := &oneWayCPU{own: own, goroutines: map[uint64]bool{}}
+		_, rerr := Run(context.Background(), Request{Program: prog, Info: testInfo, Host: &fakeHost{}, CPU: cpu})
+		require.Nil(t, rerr)
+		wprog, err := CompileWorkflow("w.star", `
+def charge(ctx, input):
+  return {"charged": input}
+
+def refund(ctx, input, output):
+  return None
+
+def main(ctx, input):
+  r_run_step_v1("charge", r_step_v1("charge", charge, refund), 1)
+  fail("after the charge")
+`)
+		require.NoError(t, err)
+		out, rerr := RunWorkflow(context.Background(), WorkflowRequest{Request: Request{Program: wprog, Info: testInfo, Host: &fakeHost{}, CPU: cpu}})
+		require.NotNil(t, rerr, "main fails after its step")
+		require.Len(t, out.Compensations, 1, "the step's compensation ran")
+		require.Equal(t, !own, cpu.goroutines[goid()], "own=%v: the caller's goroutine interpreted", own)
+		if own {
+			require.GreaterOrEqual(t, len(cpu.goroutines), 2, "the function, the workflow and its compensation each on a goroutine of their own")
+		}
+	}
 }

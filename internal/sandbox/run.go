@@ -356,7 +356,27 @@ func runOf(thread *starlark.Thread) *run {
 // calls with exit_on_http_error). Run never panics; when it returns, the
 // context of every host call it made has been canceled.
 func Run(ctx context.Context, req Request) (res Result, rerr *Error) {
-	return runProgram(ctx, req, nil)
+	onOwnGoroutine(req.CPU, func() { res, rerr = runProgram(ctx, req, nil) })
+	return res, rerr
+}
+
+// ownThreads is implemented by a CPU scheduler whose executions must run on threads of its own
+// (cpushare in its one-way mode: a thread whose priority it lowered cannot be restored, so only its
+// own low-priority workers interpret).
+type ownThreads interface {
+	OwnThreads() bool
+	// Do runs f on one of the scheduler's threads and waits for it; a panic in f is the caller's.
+	Do(f func())
+}
+
+// onOwnGoroutine runs f through cpu's Do when cpu asks for threads of its own, and on the caller's
+// goroutine otherwise.
+func onOwnGoroutine(cpu CPUScheduler, f func()) {
+	if o, ok := cpu.(ownThreads); ok && o.OwnThreads() {
+		o.Do(f)
+		return
+	}
+	f()
 }
 
 // runProgram is Run; wf, if not nil, makes the execution a workflow

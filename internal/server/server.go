@@ -95,7 +95,8 @@ type Config struct {
 	// CPUNice, 1 to 19, is the nice value the threads interpreting in those slots run at, below the
 	// rest of the server (cpushare.Scheduler.LowerPriority); the Go scheduler then gets the slots on
 	// top of its usual processors (GOMAXPROCS, unless set in the environment). 0 leaves priorities
-	// alone. Where the process may not restore a priority the server logs why and runs without.
+	// alone. Where the process may lower a priority but not restore it, each execution runs on a
+	// thread of its own; where it may not lower one, the server logs why and runs without.
 	CPUNice int
 }
 
@@ -356,6 +357,9 @@ func cpuScheduler(slots, nice int, log *slog.Logger) sandbox.CPUScheduler {
 	if err := s.LowerPriority(nice); err != nil {
 		log.Warn("executions interpret at the server's priority, so CPU-bound user code slows the API down more", "err", err)
 		return s
+	}
+	if s.OwnThreads() {
+		log.Info("the process may lower a thread's priority but not restore it (no CAP_SYS_NICE): executions run on worker threads that stay at the low priority (docs/operations.md, --cpu-nice)")
 	}
 	if _, set := os.LookupEnv("GOMAXPROCS"); !set {
 		runtime.GOMAXPROCS(baseProcs + slots)
