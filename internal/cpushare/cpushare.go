@@ -36,8 +36,10 @@ type Scheduler struct {
 	// nice is the priority of the threads holding slots (0: unchanged; LowerPriority) and baseNice
 	// the one they are given back (unless oneWay). failures counts threads whose priority could not be changed.
 	nice, baseNice int
-	oneWay         bool     // lowered priorities are never restored (OwnThreads)
-	jobs           chan job // executions for idle low-priority workers (one-way mode)
+	oneWay         bool         // lowered priorities are never restored (OwnThreads)
+	jobs           chan job     // executions for idle low-priority workers (one-way mode)
+	workers        atomic.Int64 // low-priority workers alive
+	overflow       atomic.Int64 // executions that found every worker busy
 	failures       atomic.Int64
 }
 

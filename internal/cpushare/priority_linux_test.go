@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -142,4 +143,41 @@ func TestRestorableIsNotOneWay(t *testing.T) {
 	ran := false
 	s.Do(func() { ran = true })
 	require.True(t, ran, "Do calls f where it is, outside the one-way mode")
+}
+
+// TestOneWayWorkersAreBounded: with MaxWorkers executions waiting on workers, the next one runs
+// where it is called, at the caller's priority, and is counted; none is refused or stalled.
+func TestOneWayWorkersAreBounded(t *testing.T) {
+	if os.Getenv("CPUSHARE_BOUND_CHILD") == "1" {
+		s := New(1)
+		if err := s.LowerPriority(19); err != nil || !s.OwnThreads() {
+			fmt.Printf("not one-way: %v\n", err)
+			return
+		}
+		release := make(chan struct{})
+		var started sync.WaitGroup
+		started.Add(MaxWorkers)
+		for range MaxWorkers {
+			go s.Do(func() { started.Done(); <-release })
+		}
+		started.Wait()
+		nice := -1
+		s.Do(func() { nice = mustNice() })
+		close(release)
+		fmt.Printf("overflow=%d nice=%d\n", s.Overflows(), nice)
+		return
+	}
+	capsh, err := exec.LookPath("capsh")
+	if err != nil || os.Geteuid() != 0 {
+		t.Skip("needs root and capsh to run a process without CAP_SYS_NICE")
+	}
+	self, err := os.Executable()
+	require.NoError(t, err)
+	cmd := exec.Command(capsh, "--drop=cap_sys_nice", "--", "-c", self+" -test.run=^TestOneWayWorkersAreBounded$ -test.count=1")
+	cmd.Env = append(os.Environ(), "CPUSHARE_BOUND_CHILD=1")
+	base, err := threadNice()
+	require.NoError(t, err)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), fmt.Sprintf("overflow=1 nice=%d", base), "the execution beyond MaxWorkers ran on the caller's thread")
 }

@@ -9,6 +9,12 @@ import (
 // its thread with it).
 const workerIdle = 10 * time.Second
 
+// MaxWorkers bounds the low-priority workers, and so the threads they hold: a worker keeps its thread
+// while its execution waits (an HTTP answer, a child, a live workflow's timer), and the Go runtime
+// stops the process at 10,000 threads. An execution that finds every worker busy runs where it is
+// called, at the server's priority: isolation degrades, the process does not.
+const MaxWorkers = 1024
+
 // job is one execution handed to a low-priority worker; done receives what it panicked with (nil
 // when it returned).
 type job struct {
@@ -31,6 +37,12 @@ func (s *Scheduler) Do(f func()) {
 	select {
 	case s.jobs <- j: // an idle worker took it
 	default:
+		if s.workers.Add(1) > MaxWorkers {
+			s.workers.Add(-1)
+			s.overflow.Add(1)
+			f()
+			return
+		}
 		go s.worker(j)
 	}
 	if p := <-j.done; p != nil {
@@ -40,6 +52,7 @@ func (s *Scheduler) Do(f func()) {
 
 // worker runs j, then the jobs idle workers receive, on a thread of its own at the low priority.
 func (s *Scheduler) worker(j job) {
+	defer s.workers.Add(-1)
 	runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
 	if err := setThreadNice(s.nice); err != nil {
 		s.failures.Add(1)
@@ -62,4 +75,13 @@ func run(f func()) (p any) {
 	defer func() { p = recover() }()
 	f()
 	return nil
+}
+
+// Overflows counts the executions that found MaxWorkers workers busy and ran at the server's
+// priority.
+func (s *Scheduler) Overflows() int64 {
+	if s == nil {
+		return 0
+	}
+	return s.overflow.Load()
 }
