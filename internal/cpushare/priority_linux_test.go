@@ -108,20 +108,10 @@ func TestOneWayWithoutTheRightToRestore(t *testing.T) {
 			err, s.OwnThreads(), base, berr, first, second, held, tid1 == tid2, caller, panicked)
 		return
 	}
-	capsh, err := exec.LookPath("capsh")
-	if err != nil || os.Geteuid() != 0 {
-		t.Skip("needs root and capsh to run a process without CAP_SYS_NICE")
-	}
-	self, err := os.Executable()
-	require.NoError(t, err)
-	cmd := exec.Command(capsh, "--drop=cap_sys_nice", "--", "-c",
-		self+" -test.run=^TestOneWayWithoutTheRightToRestore$ -test.count=1")
-	cmd.Env = append(os.Environ(), "CPUSHARE_PROBE_CHILD=1")
+	out := withoutSysNice(t, "TestOneWayWithoutTheRightToRestore", "CPUSHARE_PROBE_CHILD")
 	base, err := threadNice()
 	require.NoError(t, err)
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	require.Contains(t, string(out), fmt.Sprintf("err=<nil> oneway=true base=%d/<nil> worker=19,19 held=19 reused=true caller=%d panic=boom", base, base),
+	require.Contains(t, out, fmt.Sprintf("err=<nil> oneway=true base=%d/<nil> worker=19,19 held=19 reused=true caller=%d panic=boom", base, base),
 		"one way: workers interpret at the low priority and are reused; the caller keeps its priority; a panic is the caller's")
 }
 
@@ -167,17 +157,26 @@ func TestOneWayWorkersAreBounded(t *testing.T) {
 		fmt.Printf("overflow=%d nice=%d\n", s.Overflows(), nice)
 		return
 	}
+	out := withoutSysNice(t, "TestOneWayWorkersAreBounded", "CPUSHARE_BOUND_CHILD")
+	base, err := threadNice()
+	require.NoError(t, err)
+	require.Contains(t, out, fmt.Sprintf("overflow=1 nice=%d", base), "the execution beyond MaxWorkers ran on the caller's thread")
+}
+
+// withoutSysNice runs this test binary's test name again in a process without CAP_SYS_NICE (capsh,
+// as root), with env set to 1 so that the test plays the child's part, and returns its output. It
+// skips the test where it cannot.
+func withoutSysNice(t *testing.T, name, env string) string {
+	t.Helper()
 	capsh, err := exec.LookPath("capsh")
 	if err != nil || os.Geteuid() != 0 {
 		t.Skip("needs root and capsh to run a process without CAP_SYS_NICE")
 	}
 	self, err := os.Executable()
 	require.NoError(t, err)
-	cmd := exec.Command(capsh, "--drop=cap_sys_nice", "--", "-c", self+" -test.run=^TestOneWayWorkersAreBounded$ -test.count=1")
-	cmd.Env = append(os.Environ(), "CPUSHARE_BOUND_CHILD=1")
-	base, err := threadNice()
-	require.NoError(t, err)
+	cmd := exec.Command(capsh, "--drop=cap_sys_nice", "--", "-c", self+" -test.run=^"+name+"$ -test.count=1")
+	cmd.Env = append(os.Environ(), env+"=1")
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	require.Contains(t, string(out), fmt.Sprintf("overflow=1 nice=%d", base), "the execution beyond MaxWorkers ran on the caller's thread")
+	return string(out)
 }
