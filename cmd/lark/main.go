@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/larkrun/lark/internal/cpushare"
 	"log/slog"
 	"net"
 	"os"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/larkrun/lark/internal/api"
 	"github.com/larkrun/lark/internal/cost"
+	"github.com/larkrun/lark/internal/cpushare"
 	"github.com/larkrun/lark/internal/invoke"
 	"github.com/larkrun/lark/internal/metrics"
 	"github.com/larkrun/lark/internal/retention"

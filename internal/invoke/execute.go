@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/larkrun/lark/internal/outcome"
-	"github.com/larkrun/lark/internal/run"
 	"strings"
 	"sync"
 	"time"
@@ -15,7 +13,9 @@ import (
 	"github.com/larkrun/lark/internal/events"
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/obs"
+	"github.com/larkrun/lark/internal/outcome"
 	"github.com/larkrun/lark/internal/problem"
+	"github.com/larkrun/lark/internal/run"
 	"github.com/larkrun/lark/internal/sandbox"
 	"github.com/larkrun/lark/internal/store"
 )

@@ -5,9 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/larkrun/lark/internal/journal"
-	"github.com/larkrun/lark/internal/outcome"
-	"github.com/larkrun/lark/internal/run"
 	"maps"
 	"time"
 
@@ -15,7 +12,10 @@ import (
 	"github.com/larkrun/lark/internal/entrypoint"
 	"github.com/larkrun/lark/internal/events"
 	"github.com/larkrun/lark/internal/invocation"
+	"github.com/larkrun/lark/internal/journal"
 	"github.com/larkrun/lark/internal/obs"
+	"github.com/larkrun/lark/internal/outcome"
+	"github.com/larkrun/lark/internal/run"
 	"github.com/larkrun/lark/internal/sandbox"
 	"github.com/larkrun/lark/internal/store"
 )
