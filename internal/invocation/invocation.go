@@ -4,6 +4,7 @@
 package invocation
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -477,4 +478,12 @@ func CheckGaps(after int64, events []Event) int64 {
 		want++
 	}
 	return 0
+}
+
+// DecodeJSON decodes raw (stored params, results, event data) into v with numbers kept exact
+// (json.Number), as user code handed them over.
+func DecodeJSON(raw []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	return dec.Decode(v)
 }

@@ -85,7 +85,7 @@ func (s *Service) Publish(ctx context.Context, sc auth.SecurityContext, req Publ
 	if len(req.Payload) > s.cfg.MaxPayloadBytes {
 		return out, tooLarge("payload", len(req.Payload), s.cfg.MaxPayloadBytes)
 	}
-	if err := decodeJSON(req.Payload, &payload); err != nil {
+	if err := invocation.DecodeJSON(req.Payload, &payload); err != nil {
 		issues = append(issues, problem.Issue{Path: "$.payload", Code: "INVALID_VALUE", Message: "must be JSON"})
 	} else if path, deep := invocation.TooDeep("$.payload", payload); deep {
 		issues = append(issues, problem.Issue{Path: path, Code: "TOO_DEEP",
@@ -218,7 +218,7 @@ func (s *Service) resolveWait(tx store.Tx, rec invocation.Record, seq int, ev ev
 // eventValue is what r_wait_event_v1 returns as struct(ok=True, value=...): the event.
 func eventValue(ev events.Event) map[string]any {
 	var payload any
-	_ = decodeJSON(ev.Payload, &payload)
+	_ = invocation.DecodeJSON(ev.Payload, &payload)
 	v := map[string]any{"event_id": ev.ID, "event_type_id": ev.TypeID, "payload": payload,
 		"received_at": ev.ReceivedAt.UTC().Format(time.RFC3339Nano)}
 	if ev.Source != "" {
@@ -255,7 +255,7 @@ func (m *matcher) matches(filter string) bool {
 	}
 	if !m.decoded {
 		var payload any
-		if raw, ok := m.ev.Payload.(json.RawMessage); !ok || decodeJSON(raw, &payload) != nil {
+		if raw, ok := m.ev.Payload.(json.RawMessage); !ok || invocation.DecodeJSON(raw, &payload) != nil {
 			return false
 		}
 		m.ev.Payload, m.decoded = payload, true

@@ -73,7 +73,7 @@ func (s *Service) resolveParent(tx store.Tx, child invocation.Record, now time.T
 func childResult(child invocation.Record) any {
 	if child.Status == invocation.StatusSucceeded {
 		var v any
-		_ = decodeJSON(child.Result, &v)
+		_ = invocation.DecodeJSON(child.Result, &v)
 		return sandbox.OKResult(v)
 	}
 	e := &sandbox.Error{TypeID: sandbox.ErrCanceled, Category: "canceled", Message: "child invocation " + child.ID + " was canceled"}

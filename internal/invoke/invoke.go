@@ -32,7 +32,6 @@ import (
 	"github.com/larkrun/lark/internal/gts"
 	"github.com/larkrun/lark/internal/idgen"
 	"github.com/larkrun/lark/internal/invocation"
-	"github.com/larkrun/lark/internal/journal"
 	"github.com/larkrun/lark/internal/obs"
 	"github.com/larkrun/lark/internal/outcome"
 	"github.com/larkrun/lark/internal/problem"
@@ -311,7 +310,7 @@ func (s *Service) compileStored(path string, raw json.RawMessage) (*jsonschema.S
 		return nil, nil
 	}
 	var sch any
-	if err := decodeJSON(raw, &sch); err != nil {
+	if err := invocation.DecodeJSON(raw, &sch); err != nil {
 		return nil, err
 	}
 	compiled, issues := s.cfg.Schemas.CompileUserSchema(path, sch)
@@ -518,7 +517,7 @@ func (s *Service) validateParams(d definition, raw json.RawMessage) (any, json.R
 		return nil, nil, tooLarge("params", len(raw), s.cfg.MaxPayloadBytes)
 	}
 	var params any
-	if err := decodeJSON(raw, &params); err != nil {
+	if err := invocation.DecodeJSON(raw, &params); err != nil {
 		return nil, nil, problem.BadRequest("params: malformed JSON")
 	}
 	if _, ok := params.(map[string]any); !ok {
@@ -602,9 +601,6 @@ func traceIDs(traceparent string) (string, string) {
 }
 
 func i64(v int64) *int64 { return &v }
-
-// decodeJSON decodes raw into v with numbers kept exact (json.Number).
-func decodeJSON(raw []byte, v any) error { return journal.DecodeJSON(raw, v) }
 
 func eventKey(id, step string, attempt int, t invocation.EventType) string {
 	return invocation.IdempotencyKey(id, step, attempt, t, "")

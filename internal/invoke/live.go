@@ -129,7 +129,7 @@ func (s *Service) resolutionAfter(ctx context.Context, h *host, p *sandbox.Park,
 			Seq    int `json:"seq"`
 			Result any `json:"result"`
 		}
-		if decodeJSON(ev.Data, &r) == nil && r.Seq == p.Seq {
+		if invocation.DecodeJSON(ev.Data, &r) == nil && r.Seq == p.Seq {
 			return sandbox.Resolution{Result: r.Result, Now: now}, true
 		}
 	}

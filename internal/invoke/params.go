@@ -2,6 +2,8 @@ package invoke
 
 import (
 	"encoding/json"
+
+	"github.com/larkrun/lark/internal/invocation"
 )
 
 // Params defaults. Every invocation's params — API starts (sync, async and dry runs), schedule runs
@@ -37,7 +39,7 @@ func parseDefaults(raw json.RawMessage) (*defaultsNode, error) {
 		return nil, nil
 	}
 	var sch any
-	if err := decodeJSON(raw, &sch); err != nil {
+	if err := invocation.DecodeJSON(raw, &sch); err != nil {
 		return nil, err
 	}
 	return defaultsOf(sch)
@@ -97,7 +99,7 @@ func (n *defaultsNode) apply(v any) error {
 		for name, p := range n.props {
 			if _, ok := v[name]; !ok && p.def != nil {
 				var d any // decoded afresh: each invocation gets its own copy of a default object
-				if err := decodeJSON(p.def, &d); err != nil {
+				if err := invocation.DecodeJSON(p.def, &d); err != nil {
 					return err
 				}
 				v[name] = d

@@ -437,7 +437,7 @@ func (s *Service) failureHandler(ctx context.Context, rec invocation.Record, han
 // workflow rec; checkpointed are its durable journal entries (the state a crash would keep).
 func (s *Service) compensationContext(rec invocation.Record, trigger, failedStep string, checkpointed []sandbox.JournalEntry) map[string]any {
 	var input any
-	_ = decodeJSON(rec.Params, &input)
+	_ = invocation.DecodeJSON(rec.Params, &input)
 	meta := map[string]any{"entrypoint_id": rec.EntrypointID, "original_input": input, "tenant_id": rec.TenantID,
 		"correlation_id": rec.CorrelationID}
 	if rec.StartedAt != nil {
@@ -582,7 +582,7 @@ func (s *Service) persistJournal(ctx context.Context, h *host, events []invocati
 func toMap(v any) map[string]any {
 	b, _ := json.Marshal(v)
 	var m map[string]any
-	_ = decodeJSON(b, &m)
+	_ = invocation.DecodeJSON(b, &m)
 	return m
 }
 

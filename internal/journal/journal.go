@@ -6,7 +6,6 @@
 package journal
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -35,14 +34,6 @@ func EntryOf(e sandbox.JournalEntry) Entry {
 // Sandbox is the entry as the sandbox replays it.
 func (j Entry) Sandbox() sandbox.JournalEntry {
 	return sandbox.JournalEntry{Seq: j.Seq, Helper: j.Helper, Key: j.Key, ArgsHash: j.ArgsHash, Input: j.Input, Until: j.Until, Result: j.Result, Done: j.Done}
-}
-
-// DecodeJSON decodes raw into v with numbers kept exact (json.Number), as every value user code
-// handed over was.
-func DecodeJSON(raw []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	return dec.Decode(v)
 }
 
 // Journal is a workflow's current journal, rebuilt from its event log by Replay.
@@ -78,7 +69,7 @@ func Replay(events []invocation.Event) (Journal, error) {
 				Generation int `json:"generation"`
 				Input      any `json:"input"`
 			}
-			if err := DecodeJSON(ev.Data, &c); err != nil {
+			if err := invocation.DecodeJSON(ev.Data, &c); err != nil {
 				return j, fmt.Errorf("continued_as_new event %d: %w", ev.Seq, err)
 			}
 			j = empty(c.Generation, c.Input)
@@ -88,12 +79,12 @@ func Replay(events []invocation.Event) (Journal, error) {
 				Child string `json:"child_invocation_id"`
 			}
 			// A child_invoked event without a seq is a function's child (informational only).
-			if DecodeJSON(ev.Data, &c) == nil && c.Seq != nil {
+			if invocation.DecodeJSON(ev.Data, &c) == nil && c.Seq != nil {
 				j.Children[*c.Seq] = c.Child
 			}
 		case invocation.EventJournal:
 			var e Entry
-			if err := DecodeJSON(ev.Data, &e); err != nil {
+			if err := invocation.DecodeJSON(ev.Data, &e); err != nil {
 				return j, fmt.Errorf("journal event %d: %w", ev.Seq, err)
 			}
 			if e.Seq != len(j.Entries) {
@@ -107,7 +98,7 @@ func Replay(events []invocation.Event) (Journal, error) {
 				Seq    int `json:"seq"`
 				Result any `json:"result"`
 			}
-			if err := DecodeJSON(ev.Data, &r); err != nil || r.Seq < 0 || r.Seq >= len(j.Entries) {
+			if err := invocation.DecodeJSON(ev.Data, &r); err != nil || r.Seq < 0 || r.Seq >= len(j.Entries) {
 				return j, fmt.Errorf("journal_resolved event %d is invalid", ev.Seq)
 			}
 			j.Bytes += len(ev.Data)
@@ -127,7 +118,7 @@ func (j Journal) InputOf(rec invocation.Record) (any, error) {
 	if len(rec.Params) == 0 {
 		return nil, nil
 	}
-	if err := DecodeJSON(rec.Params, &input); err != nil {
+	if err := invocation.DecodeJSON(rec.Params, &input); err != nil {
 		return nil, fmt.Errorf("params of %s: %w", rec.ID, err)
 	}
 	return input, nil

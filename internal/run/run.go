@@ -18,7 +18,6 @@ import (
 
 	"github.com/larkrun/lark/internal/clock"
 	"github.com/larkrun/lark/internal/invocation"
-	"github.com/larkrun/lark/internal/journal"
 	"github.com/larkrun/lark/internal/outcome"
 	"github.com/larkrun/lark/internal/sandbox"
 	"github.com/larkrun/lark/internal/schema"
@@ -79,7 +78,7 @@ func (r *Runner) Function(ctx context.Context, a Attempt, h Host) Result {
 	start := time.Now()
 	input := a.Input
 	if input == nil {
-		if err := journal.DecodeJSON(rec.Params, &input); err != nil { // validated at the start: not expected
+		if err := invocation.DecodeJSON(rec.Params, &input); err != nil { // validated at the start: not expected
 			rerr := &sandbox.Error{TypeID: sandbox.ErrValidation, Category: "non_retryable", Message: "params: " + err.Error()}
 			return r.result(a, h, nil, rerr, Metrics(0, sandbox.Result{}, a.Limits.MemoryMB, 0))
 		}
@@ -133,7 +132,7 @@ func (r *Runner) CheckOutput(a Attempt, out any) (json.RawMessage, *sandbox.Erro
 		return b, nil
 	}
 	var v any
-	if err := journal.DecodeJSON(b, &v); err != nil {
+	if err := invocation.DecodeJSON(b, &v); err != nil {
 		return nil, &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "non_retryable", Message: "result is not JSON: " + err.Error()}
 	}
 	if issues := r.Schemas.ValidateValue(a.Returns, "$.result", v); len(issues) > 0 {
