@@ -19,6 +19,7 @@ import (
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/store"
 	"github.com/larkrun/lark/internal/store/sqlstore"
+	"github.com/larkrun/lark/internal/store/storetest"
 	"github.com/larkrun/lark/internal/tenant"
 )
 
@@ -89,12 +90,10 @@ func (e *claimEnv) queue(tenantID, ref string, n int) []string {
 			rec := invocation.Record{ID: fmt.Sprintf("inv_%05d", e.n), TenantID: tenantID, EntrypointRef: ref, EntrypointID: ref,
 				SubjectID: "s", Status: invocation.StatusQueued, Mode: invocation.ModeAsync, Params: json.RawMessage(`{}`),
 				Attempt: 1, CreatedAt: now}
-			data, err := json.Marshal(rec)
+			first, err := storetest.CreatedEvent(rec)
 			if err != nil {
 				return err
 			}
-			first := invocation.Event{InvocationID: rec.ID, Type: invocation.EventCreated, Data: data, LogicalAttempt: 1, At: now,
-				IdempotencyKey: invocation.IdempotencyKey(rec.ID, "", 1, invocation.EventCreated, "")}
 			if _, err := tx.StartInvocation([]invocation.Event{first}, store.Scheduling{AvailableAt: &now}); err != nil {
 				return err
 			}

@@ -17,6 +17,7 @@ import (
 	"github.com/larkrun/lark/internal/invoke"
 	"github.com/larkrun/lark/internal/problem"
 	"github.com/larkrun/lark/internal/store"
+	"github.com/larkrun/lark/internal/store/storetest"
 )
 
 // tenantDev enables a tenant and returns a developer of it.
@@ -56,12 +57,10 @@ func (e *env) bulkQueue(ep entrypoint.Entrypoint, tenantOf func(i int) string, n
 				rec := invocation.Record{ID: fmt.Sprintf("inv_bulk_%07d", i), TenantID: tenantOf(i), EntrypointRef: ep.ID, EntrypointID: ep.GTSID,
 					EntrypointVersion: ep.Version, SubjectID: "bulk", Status: invocation.StatusQueued, Mode: invocation.ModeAsync,
 					Params: json.RawMessage(`{}`), CorrelationID: "corr_bulk", Attempt: 1, CreatedAt: now}
-				data, err := json.Marshal(rec)
+				first, err := storetest.CreatedEvent(rec)
 				if err != nil {
 					return err
 				}
-				first := invocation.Event{InvocationID: rec.ID, Type: invocation.EventCreated, Data: data, LogicalAttempt: 1, At: now,
-					IdempotencyKey: invocation.IdempotencyKey(rec.ID, "", 1, invocation.EventCreated, "")}
 				if _, err := tx.StartInvocation([]invocation.Event{first}, store.Scheduling{AvailableAt: &now}); err != nil {
 					return err
 				}

@@ -477,6 +477,17 @@ func testEntrypointListErrors(t *testing.T, s store.Store) {
 }
 
 // NewInvocationEvent returns the created event of a fresh invocation.
+// CreatedEvent is the first event of a new invocation rec: created, with the initial record as its
+// data (tests that queue invocations of their own shape start them with it).
+func CreatedEvent(rec invocation.Record) (invocation.Event, error) {
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return invocation.Event{}, err
+	}
+	return invocation.Event{InvocationID: rec.ID, Type: invocation.EventCreated, Data: data, LogicalAttempt: 1, At: rec.CreatedAt,
+		IdempotencyKey: invocation.IdempotencyKey(rec.ID, "", 1, invocation.EventCreated, "")}, nil
+}
+
 func NewInvocationEvent(id, tenantID, ref string, at time.Time) invocation.Event {
 	rec := invocation.Record{ID: id, TenantID: tenantID, EntrypointRef: ref,
 		EntrypointID: fnBase + "vendor.app.billing.tax.v1~", EntrypointVersion: "1.0.0", SubjectID: "u1",
