@@ -356,7 +356,7 @@ func runOf(thread *starlark.Thread) *run {
 // calls with exit_on_http_error). Run never panics; when it returns, the
 // context of every host call it made has been canceled.
 func Run(ctx context.Context, req Request) (res Result, rerr *Error) {
-	onOwnGoroutine(req.CPU, func() { res, rerr = runProgram(ctx, req, nil) })
+	onSchedulerThreads(req.CPU, func() { res, rerr = runProgram(ctx, req, nil) })
 	return res, rerr
 }
 
@@ -369,9 +369,9 @@ type ownThreads interface {
 	Do(f func())
 }
 
-// onOwnGoroutine runs f through cpu's Do when cpu asks for threads of its own, and on the caller's
+// onSchedulerThreads runs f through cpu's Do when cpu asks for threads of its own, and on the caller's
 // goroutine otherwise.
-func onOwnGoroutine(cpu CPUScheduler, f func()) {
+func onSchedulerThreads(cpu CPUScheduler, f func()) {
 	if o, ok := cpu.(ownThreads); ok && o.OwnThreads() {
 		o.Do(f)
 		return

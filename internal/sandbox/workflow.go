@@ -247,11 +247,11 @@ func ErrorResult(e *Error) any { return map[string]any{"ok": false, "error": env
 // by the execution's end (timeout, limit, crash) is not recorded and runs
 // again on the next run (at-least-once side effects).
 func RunWorkflow(ctx context.Context, req WorkflowRequest) (out WorkflowResult, rerr *Error) {
-	onOwnGoroutine(req.CPU, func() { out, rerr = runWorkflow(ctx, req) })
+	onSchedulerThreads(req.CPU, func() { out, rerr = runWorkflow(ctx, req) })
 	return out, rerr
 }
 
-// runWorkflow is RunWorkflow on the goroutine onOwnGoroutine chose: the program, its live waits and
+// runWorkflow is RunWorkflow where onSchedulerThreads runs it: the program, its live waits and
 // its compensations all run there.
 func runWorkflow(ctx context.Context, req WorkflowRequest) (out WorkflowResult, rerr *Error) {
 	for i, e := range req.Journal {
