@@ -1,0 +1,406 @@
+// Package pgstore implements store.Store on PostgreSQL, with pgx/v5 and a pgxpool pool: the store
+// of a deployment that outgrew one machine, where several lark processes share one database.
+//
+// It is a sibling of sqlstore, not a dialect of it: the same domain files (one per domain, the same
+// names), the same column set and meaning (times as fixed-width UTC text, JSON documents as text
+// returned verbatim, booleans as 0/1), its own consolidated migrations. Queries are written with ?
+// placeholders like sqlstore's (and the OData compiler emits them); the querier rewrites them to
+// PostgreSQL's $n once per distinct text (rebind).
+//
+// Writes: Update and Enqueue go through the group committer (internal/groupcommit), as on SQLite:
+// each process runs its write closures one batch at a time, each closure in its own SAVEPOINT of
+// one transaction, and commits once per batch. On PostgreSQL that saves a commit (a WAL flush and
+// a round trip) per write, and it serialises this process's writes, so they never deadlock or
+// conflict with each other; concurrent writers are other processes. Transactions run at READ
+// COMMITTED; the claims lock the rows they take with FOR UPDATE SKIP LOCKED, so two processes never
+// claim the same work, and every conditional write (revisions, leases, last_seq) states its
+// condition in its own UPDATE, which PostgreSQL re-checks on the locked row. A closure that fails
+// with a serialization failure (40001), a deadlock (40P01) or a connection error raised before
+// anything was sent is run again, in a new batch, with backoff (see retryable).
+//
+// Reads go straight to the pool, outside any transaction; TenantLoads reads in one read-only
+// transaction (one snapshot).
+package pgstore
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io/fs"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+
+	"github.com/larkrun/lark/internal/groupcommit"
+	"github.com/larkrun/lark/internal/store"
+)
+
+//go:embed migrations/*.sql
+var migrationsFS embed.FS
+
+// Store is a store.Store backed by PostgreSQL.
+type Store struct {
+	pool *pgxpool.Pool
+	db   *sql.DB // database/sql over pool (stdlib.OpenDBFromPool): the committer's and the readers' handle
+	r    rebound
+	gc   *groupcommit.Committer
+	prov *goose.Provider
+	// catalogGen is store.Store's CatalogGeneration (as in sqlstore).
+	catalogGen atomic.Uint64
+	retry      RetryPolicy
+	// retries counts closures run again after a retryable failure (RetryStats).
+	retries atomic.Uint64
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Options tune Open. The zero value is usable.
+type Options struct {
+	// MaxConns bounds the pool's connections (default 10). The committer uses one at a time; the
+	// rest serve reads. Every lark process sharing the database has its own pool: the sum over the
+	// processes must stay under the server's max_connections.
+	MaxConns int32
+	// StatementTimeout bounds every statement (default 30s; negative: none). A URL that sets
+	// statement_timeout itself wins.
+	StatementTimeout time.Duration
+	// MaxBatch bounds the writes per group commit (default 256).
+	MaxBatch int
+	// Retry is the policy for closures that failed with a retryable error (zero: DefaultRetry).
+	Retry RetryPolicy
+}
+
+// RetryPolicy says how often, and after what waits, a write that failed with a retryable error is
+// run again.
+type RetryPolicy struct {
+	// Attempts is the number of runs in all (default 5).
+	Attempts int
+	// Base is the first wait; each next wait doubles, up to Max (defaults 10ms and 1s).
+	Base, Max time.Duration
+}
+
+// DefaultRetry is the retry policy of a zero Options.
+var DefaultRetry = RetryPolicy{Attempts: 5, Base: 10 * time.Millisecond, Max: time.Second}
+
+// Default pool and statement bounds.
+const (
+	DefaultMaxConns         = 10
+	DefaultStatementTimeout = 30 * time.Second
+)
+
+// IsURL reports whether s names a PostgreSQL database (postgres:// or postgresql://).
+func IsURL(s string) bool {
+	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
+}
+
+// Open connects to the database at url (a postgres:// URL; search_path in it selects the schema),
+// applies pending migrations under an advisory lock, so that processes starting together migrate
+// once, and starts the group committer.
+func Open(ctx context.Context, url string, o Options) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	cfg.MaxConns = DefaultMaxConns
+	if o.MaxConns > 0 {
+		cfg.MaxConns = o.MaxConns
+	}
+	timeout := DefaultStatementTimeout
+	if o.StatementTimeout != 0 {
+		timeout = o.StatementTimeout
+	}
+	if _, set := cfg.ConnConfig.RuntimeParams["statement_timeout"]; !set && timeout > 0 {
+		cfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(timeout.Milliseconds(), 10)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	s, err := open(ctx, pool, o)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func open(ctx context.Context, pool *pgxpool.Pool, o Options) (*Store, error) {
+	var where string
+	if err := pool.QueryRow(ctx, "SELECT current_database() || '.' || coalesce(current_schema(), '')").Scan(&where); err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	if strings.HasSuffix(where, ".") {
+		return nil, errors.New("open store: no schema: the search_path names no schema that exists")
+	}
+	db := stdlib.OpenDBFromPool(pool)
+	migrations, err := fs.Sub(migrationsFS, "migrations")
+	if err != nil {
+		return nil, errors.Join(err, db.Close())
+	}
+	// The lock id is the schema's: processes sharing one schema migrate in turn, other schemas of
+	// the database (tests, other deployments) do not wait for each other.
+	h := fnv.New64a()
+	h.Write([]byte("lark.migrate." + where))
+	locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(int64(h.Sum64()>>1)), lock.WithLockTimeout(1, 600))
+	if err != nil {
+		return nil, errors.Join(err, db.Close())
+	}
+	prov, err := goose.NewProvider(goose.DialectPostgres, db, migrations, goose.WithSessionLocker(locker))
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("migrations: %w", err), db.Close())
+	}
+	if _, err := prov.Up(ctx); err != nil {
+		return nil, errors.Join(fmt.Errorf("migrate: %w", err), db.Close())
+	}
+	s := &Store{pool: pool, db: db, r: rebound{db}, prov: prov, retry: o.Retry}
+	if s.retry.Attempts <= 0 {
+		s.retry = DefaultRetry
+	}
+	s.gc = groupcommit.New(db, groupcommit.Options{MaxBatch: o.MaxBatch})
+	return s, nil
+}
+
+// Update implements store.Store. A closure that failed with a retryable error (see retryable) is
+// run again, with backoff, up to the retry policy's attempts: closures passed to Update must be
+// safe to run again after a failed run, which store.Tx already demands (a failed run's writes are
+// rolled back, and its AfterCommit hooks never run).
+func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
+	var err error
+	for attempt := 1; ; attempt++ {
+		err = s.updateOnce(ctx, fn)
+		if !retryable(err) || attempt >= s.retry.Attempts {
+			return err
+		}
+		s.retries.Add(1)
+		if werr := s.backoff(ctx, attempt); werr != nil {
+			return err
+		}
+	}
+}
+
+func (s *Store) updateOnce(ctx context.Context, fn func(store.Tx) error) error {
+	var catalog bool
+	var after []func()
+	err := s.gc.Do(ctx, func(t *sql.Tx) error {
+		x := &tx{t: rebound{t}, ctx: ctx}
+		err := fn(x)
+		catalog, after = x.catalog, x.after
+		return err
+	})
+	return s.finish(err, catalog, after)
+}
+
+// finish is the end of one run of a closure: as sqlstore's Update.
+func (s *Store) finish(err error, catalog bool, after []func()) error {
+	if catalog {
+		s.catalogGen.Add(1)
+	}
+	if errors.Is(err, groupcommit.ErrClosed) {
+		return store.ErrClosed
+	}
+	committed(err, after)
+	return err
+}
+
+// Enqueue implements store.Store. A closure whose run failed with a retryable error is run again
+// by wait, through Update, after the writes queued behind it: a write that depends on it detects
+// the failure as store.Store.Enqueue requires (AppendOptions.RequireLease and Expect).
+func (s *Store) Enqueue(ctx context.Context, fn func(store.Tx) error) func() error {
+	var catalog bool
+	var after []func()
+	wait := s.gc.Enqueue(ctx, func(t *sql.Tx) error {
+		x := &tx{t: rebound{t}, ctx: ctx}
+		err := fn(x)
+		catalog, after = x.catalog, x.after
+		return err
+	})
+	return func() error {
+		err := s.finish(wait(), catalog, after)
+		if !retryable(err) || s.retry.Attempts <= 1 {
+			return err
+		}
+		s.retries.Add(1)
+		if werr := s.backoff(ctx, 1); werr != nil {
+			return err
+		}
+		return s.Update(ctx, fn)
+	}
+}
+
+// backoff waits before run attempt+1: Base doubled attempt-1 times, at most Max, or until ctx ends.
+func (s *Store) backoff(ctx context.Context, attempt int) error {
+	d := s.retry.Base
+	for i := 1; i < attempt && d < s.retry.Max; i++ {
+		d *= 2
+	}
+	d = min(d, s.retry.Max)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// retryable reports whether a write that failed with err may be run again: a serialization failure
+// (40001) or a deadlock (40P01), after which PostgreSQL rolled the work back, or a connection error
+// that happened before anything was sent (pgconn.SafeToRetry) or while connecting. A connection lost
+// during a commit is not retryable: the commit may have applied.
+func retryable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code == "40001" || pgErr.Code == "40P01"
+	}
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &connErr) {
+		return true
+	}
+	return pgconn.SafeToRetry(err)
+}
+
+// RetryStats reports how many closures were run again after a retryable failure.
+func (s *Store) RetryStats() uint64 { return s.retries.Load() }
+
+// CatalogGeneration implements store.Store.
+func (s *Store) CatalogGeneration() uint64 { return s.catalogGen.Load() }
+
+// CommitStats reports group-commit batches and the writes they carried.
+func (s *Store) CommitStats() (batches, writes uint64) { return s.gc.Stats() }
+
+// Pool is the store's connection pool, for the few callers that need PostgreSQL itself (advisory
+// locks, LISTEN/NOTIFY, tests).
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Ping implements store.Store: the database answers and no migration is pending.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return err
+	}
+	pending, err := s.prov.HasPending(ctx)
+	if err != nil {
+		return err
+	}
+	if pending {
+		return errors.New("migrations pending")
+	}
+	return nil
+}
+
+// Close finishes queued writes and closes the pool.
+func (s *Store) Close() error {
+	s.gc.Close()
+	err := s.db.Close()
+	s.pool.Close()
+	return err
+}
+
+// Exclusive implements store.Store: false, since other processes may share the database, so a lease
+// found at start-up may be live.
+func (s *Store) Exclusive() bool { return false }
+
+// tx implements store.Tx, one per closure (as sqlstore's). Its statements use a background
+// context: the committer, not the caller, owns the transaction's lifetime.
+type tx struct {
+	t rebound
+	// ctx is the context the closure's Update or Enqueue was called with (Context).
+	ctx context.Context
+	// catalog: the transaction wrote the entrypoints or tenants table.
+	catalog bool
+	// after are the AfterCommit hooks of the closure.
+	after []func()
+}
+
+// Context implements store.Tx.
+func (t *tx) Context() context.Context { return t.ctx }
+
+// AfterCommit implements store.Tx.
+func (t *tx) AfterCommit(f func()) { t.after = append(t.after, f) }
+
+// committed runs the hooks of a closure whose write committed (err == nil).
+func committed(err error, after []func()) {
+	if err != nil {
+		return
+	}
+	for _, f := range after {
+		f()
+	}
+}
+
+var bg = context.Background()
+
+const timeFormat = "2006-01-02T15:04:05.000000Z"
+
+func ts(t time.Time) string { return t.UTC().Format(timeFormat) }
+
+func tsPtr(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return ts(*t)
+}
+
+func parseTS(s string) (time.Time, error) { return time.Parse(timeFormat, s) }
+
+func parseTSPtr(ns sql.NullString) (*time.Time, error) {
+	if !ns.Valid {
+		return nil, nil
+	}
+	t, err := parseTS(ns.String)
+	return &t, err
+}
+
+// conflicted reports whether an INSERT ... ON CONFLICT DO NOTHING met an existing row. PostgreSQL
+// aborts a transaction at its first error, so an insert that may meet a unique constraint never
+// lets it fail: it does nothing, and the caller reports store.ErrConflict.
+func conflicted(res sql.Result, err error) (bool, error) {
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n == 0, err
+}
+
+func notFound(err error, what string) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("%s: %w", what, store.ErrNotFound)
+	}
+	return err
+}
+
+// args converts query arguments to their stored form (times become fixed-width text, booleans 0/1).
+func args(in []any) []any {
+	for i, a := range in {
+		switch v := a.(type) {
+		case time.Time:
+			in[i] = ts(v)
+		case bool:
+			if v {
+				in[i] = 1
+			} else {
+				in[i] = 0
+			}
+		}
+	}
+	return in
+}
+
+// isUnique reports a unique violation (23505) that an insert let fail: one that cannot use
+// ON CONFLICT DO NOTHING for that constraint (see conflicted).
+func isUnique(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505"
+}

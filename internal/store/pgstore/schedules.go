@@ -1,0 +1,348 @@
+package pgstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/larkrun/lark/internal/odata"
+	"github.com/larkrun/lark/internal/schedule"
+	"github.com/larkrun/lark/internal/store"
+)
+
+// A schedule row keeps the resource as JSON (doc) plus the columns it is found by; revision and
+// due_at live in columns only.
+const scheduleCols = "revision, due_at, doc"
+
+func scanSchedule(sc interface{ Scan(...any) error }) (schedule.Schedule, error) {
+	var s schedule.Schedule
+	var rev int64
+	var due sql.NullString
+	var doc string
+	if err := sc.Scan(&rev, &due, &doc); err != nil {
+		return s, err
+	}
+	if err := json.Unmarshal([]byte(doc), &s); err != nil {
+		return s, fmt.Errorf("schedule: %w", err)
+	}
+	s.Revision = rev
+	var err error
+	s.DueAt, err = parseTSPtr(due)
+	return s, err
+}
+
+func scheduleDoc(s *schedule.Schedule) (string, error) {
+	b, err := json.Marshal(s)
+	return string(b), err
+}
+
+// InsertSchedule implements store.Tx.
+func (t *tx) InsertSchedule(s *schedule.Schedule) error {
+	s.Revision = 1
+	doc, err := scheduleDoc(s)
+	if err != nil {
+		return err
+	}
+	res, err := t.t.ExecContext(bg, `INSERT INTO schedules (tenant_id, id, entrypoint_id, name, status, next_run_at, due_at,
+		revision, created_at, updated_at, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		s.TenantID, s.ID, s.EntrypointID, s.Name, string(s.Status), tsPtr(s.NextRunAt), tsPtr(s.DueAt), s.Revision,
+		ts(s.CreatedAt), ts(s.UpdatedAt), doc)
+	if dup, err := conflicted(res, err); err != nil || dup {
+		if dup {
+			return fmt.Errorf("schedule %s: %w", s.ID, store.ErrConflict)
+		}
+		return err
+	}
+	return nil
+}
+
+// Schedule implements store.Tx.
+func (t *tx) Schedule(tenantID, id string) (schedule.Schedule, error) {
+	s, err := scanSchedule(t.t.QueryRowContext(bg, "SELECT "+scheduleCols+" FROM schedules WHERE tenant_id = ? AND id = ?", tenantID, id))
+	return s, notFound(err, "schedule")
+}
+
+// UpdateSchedule implements store.Tx.
+func (t *tx) UpdateSchedule(s *schedule.Schedule) error {
+	doc, err := scheduleDoc(s)
+	if err != nil {
+		return err
+	}
+	res, err := t.t.ExecContext(bg, `UPDATE schedules SET entrypoint_id = ?, name = ?, status = ?, next_run_at = ?, due_at = ?,
+		revision = revision + 1, updated_at = ?, doc = ? WHERE tenant_id = ? AND id = ? AND revision = ?`,
+		s.EntrypointID, s.Name, string(s.Status), tsPtr(s.NextRunAt), tsPtr(s.DueAt), ts(s.UpdatedAt), doc,
+		s.TenantID, s.ID, s.Revision)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		var one int
+		err := t.t.QueryRowContext(bg, "SELECT 1 FROM schedules WHERE tenant_id = ? AND id = ?", s.TenantID, s.ID).Scan(&one)
+		if err != nil {
+			return notFound(err, "schedule")
+		}
+		return fmt.Errorf("schedule %s: %w", s.ID, store.ErrStale)
+	}
+	s.Revision++
+	return nil
+}
+
+// DeleteSchedule implements store.Tx.
+func (t *tx) DeleteSchedule(tenantID, id string) error {
+	res, err := t.t.ExecContext(bg, "DELETE FROM schedules WHERE tenant_id = ? AND id = ?", tenantID, id)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("schedule %s: %w", id, store.ErrNotFound)
+	}
+	_, err = t.t.ExecContext(bg, "DELETE FROM schedule_runs WHERE tenant_id = ? AND schedule_id = ?", tenantID, id)
+	return err
+}
+
+// CountTenantSchedules implements store.Tx.
+func (t *tx) CountTenantSchedules(tenantID string) (int64, error) {
+	var n int64
+	err := t.t.QueryRowContext(bg, "SELECT count(*) FROM schedules WHERE tenant_id = ?", tenantID).Scan(&n)
+	return n, err
+}
+
+// CountTenantSchedules implements store.Reader.
+func (s *Store) CountTenantSchedules(ctx context.Context, tenantID string) (int64, error) {
+	var n int64
+	err := s.r.QueryRowContext(ctx, "SELECT count(*) FROM schedules WHERE tenant_id = ?", tenantID).Scan(&n)
+	return n, err
+}
+
+// Schedule implements store.Reader.
+func (s *Store) Schedule(ctx context.Context, tenantID, id string) (schedule.Schedule, error) {
+	sc, err := scanSchedule(s.r.QueryRowContext(ctx, "SELECT "+scheduleCols+" FROM schedules WHERE tenant_id = ? AND id = ?", tenantID, id))
+	return sc, notFound(err, "schedule")
+}
+
+// DueSchedules implements store.Reader.
+func (s *Store) DueSchedules(ctx context.Context, now time.Time, limit int) ([]schedule.Schedule, error) {
+	rows, err := s.r.QueryContext(ctx, "SELECT "+scheduleCols+` FROM schedules
+		WHERE due_at IS NOT NULL AND due_at <= ? ORDER BY due_at LIMIT ?`, ts(now), limit)
+	return scanAll(rows, err, func(r *sql.Rows) (schedule.Schedule, error) { return scanSchedule(r) })
+}
+
+// scanAll reads every row of a query with scan (and closes it); err is the query's.
+func scanAll[T any](rows *sql.Rows, err error, scan func(*sql.Rows) (T, error)) ([]T, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// NextScheduleDue implements store.Reader.
+func (s *Store) NextScheduleDue(ctx context.Context) (*time.Time, error) {
+	var due sql.NullString
+	if err := s.r.QueryRowContext(ctx, "SELECT min(due_at) FROM schedules WHERE due_at IS NOT NULL").Scan(&due); err != nil {
+		return nil, err
+	}
+	return parseTSPtr(due)
+}
+
+var scheduleFields = odata.Schema{
+	"schedule_id":   {Column: "id", Type: odata.String, Filter: true, Sort: true},
+	"entrypoint_id": {Column: "entrypoint_id", Type: odata.String, Filter: true, Sort: true},
+	"name":          {Column: "name", Type: odata.String, Filter: true, Sort: true},
+	"status":        {Column: "status", Type: odata.String, Filter: true, Sort: true},
+	"created_at":    {Column: "created_at", Type: odata.Time, Filter: true, Sort: true},
+	"next_run_at":   {Column: "next_run_at", Type: odata.Time, Filter: true, Sort: true},
+}
+
+// ListSchedules implements store.Reader.
+func (s *Store) ListSchedules(ctx context.Context, tenantID string, q store.ListQuery) (store.Page[schedule.Schedule], error) {
+	return listPage(ctx, s.r, listSpec[schedule.Schedule]{
+		from: "schedules", cols: scheduleCols, fields: scheduleFields, scope: "tenant_id = ?", scopeArgs: []any{tenantID},
+		defaultOrder: []odata.OrderItem{{Field: "created_at"}},
+		nullable:     map[string]bool{"next_run_at": true},
+		scan:         func(r scanner) (schedule.Schedule, error) { return scanSchedule(r) },
+	}, q)
+}
+
+// Runs: the row keeps the run as JSON plus its columns; state lives in a column only.
+const runCols = "state, doc"
+
+func scanRun(sc interface{ Scan(...any) error }, extra ...any) (schedule.Run, error) {
+	var r schedule.Run
+	var state, doc string
+	if err := sc.Scan(append([]any{&state, &doc}, extra...)...); err != nil {
+		return r, err
+	}
+	if err := json.Unmarshal([]byte(doc), &r); err != nil {
+		return r, fmt.Errorf("schedule run: %w", err)
+	}
+	r.State = schedule.RunState(state)
+	return r, nil
+}
+
+// InsertScheduleRun implements store.Tx.
+func (t *tx) InsertScheduleRun(r schedule.Run) error {
+	doc, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	var inv any
+	if r.InvocationID != "" {
+		inv = r.InvocationID
+	}
+	res, err := t.t.ExecContext(bg, `INSERT INTO schedule_runs (tenant_id, schedule_id, id, scheduled_at, kind, state,
+		invocation_id, recorded_at, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		r.TenantID, r.ScheduleID, r.ID, ts(r.ScheduledAt), string(r.Kind), string(r.State), inv, ts(r.RecordedAt), string(doc))
+	if dup, err := conflicted(res, err); err != nil || dup {
+		if dup {
+			return fmt.Errorf("schedule %s run at %s: %w", r.ScheduleID, ts(r.ScheduledAt), store.ErrConflict)
+		}
+		return err
+	}
+	return nil
+}
+
+// UpdateScheduleRun implements store.Tx.
+func (t *tx) UpdateScheduleRun(r schedule.Run) error {
+	doc, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	var inv any
+	if r.InvocationID != "" {
+		inv = r.InvocationID
+	}
+	res, err := t.t.ExecContext(bg, `UPDATE schedule_runs SET state = ?, invocation_id = ?, recorded_at = ?, doc = ?
+		WHERE tenant_id = ? AND schedule_id = ? AND id = ?`,
+		string(r.State), inv, ts(r.RecordedAt), string(doc), r.TenantID, r.ScheduleID, r.ID)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("schedule run %s: %w", r.ID, store.ErrNotFound)
+	}
+	return nil
+}
+
+func (t *tx) runsWhere(tenantID, scheduleID, where string, limit int) ([]schedule.Run, error) {
+	rows, err := t.t.QueryContext(bg, "SELECT "+runCols+" FROM schedule_runs WHERE tenant_id = ? AND schedule_id = ? AND "+where+" LIMIT ?",
+		tenantID, scheduleID, limit)
+	return scanRuns(rows, err, tenantID)
+}
+
+// scanRuns reads the runs of a query of one tenant (and closes it).
+func scanRuns(rows *sql.Rows, err error, tenantID string) ([]schedule.Run, error) {
+	return scanAll(rows, err, func(r *sql.Rows) (schedule.Run, error) {
+		run, err := scanRun(r)
+		run.TenantID = tenantID
+		return run, err
+	})
+}
+
+// PendingRuns implements store.Tx.
+func (t *tx) PendingRuns(tenantID, scheduleID string, limit int) ([]schedule.Run, error) {
+	return t.runsWhere(tenantID, scheduleID, "state = 'pending' ORDER BY scheduled_at", limit)
+}
+
+// WithdrawRuns implements store.Tx.
+func (t *tx) WithdrawRuns(tenantID, scheduleID string, after time.Time) ([]schedule.Run, error) {
+	rows, err := t.t.QueryContext(bg, "DELETE FROM schedule_runs WHERE tenant_id = ? AND schedule_id = ? AND scheduled_at > ? "+
+		"AND kind = 'scheduled' AND state = 'started' RETURNING "+runCols, tenantID, scheduleID, ts(after))
+	return scanRuns(rows, err, tenantID)
+}
+
+// StartedRuns implements store.Tx.
+func (t *tx) StartedRuns(tenantID, scheduleID string, limit int) ([]schedule.Run, error) {
+	return t.runsWhere(tenantID, scheduleID, "state = 'started' ORDER BY scheduled_at DESC", limit)
+}
+
+// The history view: each run with its invocation's status when it started one.
+const runsView = `(SELECT r.tenant_id, r.schedule_id, r.id, r.scheduled_at, r.kind, r.state, r.doc,
+	CASE WHEN r.state = 'started' THEN coalesce(i.status, 'purged') ELSE r.state END AS status,
+	coalesce(i.status, '') AS invocation_status
+	FROM schedule_runs r LEFT JOIN invocations i ON i.id = r.invocation_id AND i.tenant_id = r.tenant_id) AS runs`
+
+var runFields = odata.Schema{
+	"status":       {Column: "status", Type: odata.String, Filter: true, Sort: true},
+	"kind":         {Column: "kind", Type: odata.String, Filter: true, Sort: true},
+	"scheduled_at": {Column: "scheduled_at", Type: odata.Time, Filter: true, Sort: true},
+}
+
+// ScheduleRuns implements store.Reader.
+func (s *Store) ScheduleRuns(ctx context.Context, tenantID, scheduleID string, q store.ListQuery) (store.Page[schedule.Run], error) {
+	return listPage(ctx, s.r, listSpec[schedule.Run]{
+		from: runsView, cols: runCols + ", invocation_status", fields: runFields,
+		scope: "tenant_id = ? AND schedule_id = ?", scopeArgs: []any{tenantID, scheduleID},
+		defaultOrder: []odata.OrderItem{{Field: "scheduled_at", Desc: true}},
+		scan: func(rows scanner) (schedule.Run, error) {
+			var st string
+			r, err := scanRun(rows, &st)
+			r.TenantID, r.InvocationStatus = tenantID, st
+			return r, err
+		},
+	}, q)
+}
+
+// PurgeScheduleRuns implements store.Tx.
+func (t *tx) PurgeScheduleRuns(tenantID string, before time.Time, limit int) (int64, error) {
+	res, err := t.t.ExecContext(bg, `DELETE FROM schedule_runs WHERE tenant_id = ? AND (schedule_id, id) IN (SELECT schedule_id, id
+		FROM schedule_runs WHERE tenant_id = ? AND recorded_at < ? AND state <> 'pending' ORDER BY recorded_at LIMIT ?)`,
+		tenantID, tenantID, ts(before), limit)
+	if err != nil {
+		return 0, err
+	}
+	n, _ := res.RowsAffected()
+	if int(n) >= limit {
+		return n, nil
+	}
+	// Finished backfills, one at a time within the bound.
+	rows, err := t.t.QueryContext(bg, `SELECT id, doc FROM backfills WHERE tenant_id = ? AND state IN ('succeeded', 'failed', 'canceled')`, tenantID)
+	if err != nil {
+		return n, err
+	}
+	var old []string
+	for rows.Next() {
+		var id, doc string
+		if err := rows.Scan(&id, &doc); err != nil {
+			rows.Close()
+			return n, err
+		}
+		var b struct {
+			CompletedAt *time.Time `json:"completed_at"`
+		}
+		if json.Unmarshal([]byte(doc), &b) == nil && b.CompletedAt != nil && b.CompletedAt.Before(before) {
+			old = append(old, id)
+		}
+	}
+	rows.Close()
+	for _, id := range old {
+		left := int64(limit) - n
+		if left <= 0 {
+			break
+		}
+		res, err := t.t.ExecContext(bg, `DELETE FROM backfill_partitions WHERE tenant_id = ? AND backfill_id = ? AND id IN
+			(SELECT id FROM backfill_partitions WHERE tenant_id = ? AND backfill_id = ? LIMIT ?)`, tenantID, id, tenantID, id, left)
+		if err != nil {
+			return n, err
+		}
+		k, _ := res.RowsAffected()
+		n += k
+		if k < left {
+			if _, err := t.t.ExecContext(bg, "DELETE FROM backfills WHERE tenant_id = ? AND id = ?", tenantID, id); err != nil {
+				return n, err
+			}
+			n++
+		}
+	}
+	return n, nil
+}

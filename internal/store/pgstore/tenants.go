@@ -1,0 +1,212 @@
+package pgstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/larkrun/lark/internal/audit"
+	"github.com/larkrun/lark/internal/auth"
+	"github.com/larkrun/lark/internal/odata"
+	"github.com/larkrun/lark/internal/store"
+	"github.com/larkrun/lark/internal/tenant"
+)
+
+func scanTenant(row *sql.Row) (tenant.Policy, error) {
+	var p tenant.Policy
+	var doc string
+	if err := row.Scan(&doc); err != nil {
+		return p, notFound(err, "tenant")
+	}
+	err := json.Unmarshal([]byte(doc), &p)
+	if p.Fairness.Weight <= 0 {
+		p.Fairness.Weight = tenant.DefaultWeight // stored before fairness weights existed
+	}
+	return p, err
+}
+
+// Tenant implements store.Reader.
+func (s *Store) Tenant(ctx context.Context, id string) (tenant.Policy, error) {
+	return scanTenant(s.r.QueryRowContext(ctx, "SELECT policy FROM tenants WHERE tenant_id = ?", id))
+}
+
+// Tenant implements store.Tx.
+func (t *tx) Tenant(id string) (tenant.Policy, error) {
+	return scanTenant(t.t.QueryRowContext(bg, "SELECT policy FROM tenants WHERE tenant_id = ?", id))
+}
+
+// PutTenant implements store.Tx.
+func (t *tx) PutTenant(p tenant.Policy) error {
+	doc, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	t.catalog = true
+	_, err = t.t.ExecContext(bg, `INSERT INTO tenants (tenant_id, enabled, policy, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant_id) DO UPDATE SET enabled = excluded.enabled,
+		policy = excluded.policy, updated_at = excluded.updated_at`,
+		args([]any{p.TenantID, p.Enabled, string(doc), ts(p.CreatedAt), ts(p.UpdatedAt)})...)
+	return err
+}
+
+const tokenCols = "id, tenant_id, subject_id, roles, description, hash, created_at, created_by, expires_at, revoked_at"
+
+func scanToken(s scanner) (auth.Token, error) {
+	var tk auth.Token
+	var roles, created string
+	var expires, revoked sql.NullString
+	if err := s.Scan(&tk.ID, &tk.TenantID, &tk.SubjectID, &roles, &tk.Description, &tk.Hash, &created,
+		&tk.CreatedBy, &expires, &revoked); err != nil {
+		return tk, err
+	}
+	if err := json.Unmarshal([]byte(roles), &tk.Roles); err != nil {
+		return tk, err
+	}
+	var err error
+	if tk.CreatedAt, err = parseTS(created); err != nil {
+		return tk, err
+	}
+	if tk.ExpiresAt, err = parseTSPtr(expires); err != nil {
+		return tk, err
+	}
+	tk.RevokedAt, err = parseTSPtr(revoked)
+	return tk, err
+}
+
+// TokenByHash implements store.Reader.
+func (s *Store) TokenByHash(ctx context.Context, hash string) (auth.Token, error) {
+	tk, err := scanToken(s.r.QueryRowContext(ctx, "SELECT "+tokenCols+" FROM tokens WHERE hash = ?", hash))
+	return tk, notFound(err, "token")
+}
+
+var tokenFields = odata.Schema{
+	"tenant_id":  {Column: "tenant_id", Type: odata.String, Filter: true, Sort: true},
+	"subject_id": {Column: "subject_id", Type: odata.String, Filter: true, Sort: true},
+	"created_at": {Column: "created_at", Type: odata.Time, Filter: true, Sort: true},
+	"revoked": {Column: "revoked_at", Type: odata.Bool, Filter: true, Custom: func(op string, vals []any) (string, []any, error) {
+		b, _ := vals[0].(bool)
+		if op == "ne" {
+			b = !b
+		}
+		if b {
+			return "(revoked_at IS NOT NULL)", nil, nil
+		}
+		return "(revoked_at IS NULL)", nil, nil
+	}},
+}
+
+// ListTokens implements store.Reader.
+func (s *Store) ListTokens(ctx context.Context, tenantID string, q store.ListQuery) (store.Page[auth.Token], error) {
+	scope, a := "", []any(nil)
+	if tenantID != "" {
+		scope, a = "tenant_id = ?", []any{tenantID}
+	}
+	return listPage(ctx, s.r, listSpec[auth.Token]{
+		from: "tokens", cols: tokenCols, fields: tokenFields, scope: scope, scopeArgs: a,
+		defaultOrder: []odata.OrderItem{{Field: "created_at"}},
+		scan:         func(r scanner) (auth.Token, error) { return scanToken(r) },
+	}, q)
+}
+
+// InsertToken implements store.Tx.
+func (t *tx) InsertToken(tk auth.Token) error {
+	roles, err := json.Marshal(tk.Roles)
+	if err != nil {
+		return err
+	}
+	res, err := t.t.ExecContext(bg, "INSERT INTO tokens ("+tokenCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+		tk.ID, tk.TenantID, tk.SubjectID, string(roles), tk.Description, tk.Hash, ts(tk.CreatedAt), tk.CreatedBy,
+		tsPtr(tk.ExpiresAt), tsPtr(tk.RevokedAt))
+	if dup, err := conflicted(res, err); err != nil || dup {
+		if dup {
+			return fmt.Errorf("token: %w", store.ErrConflict)
+		}
+		return err
+	}
+	return nil
+}
+
+// Token implements store.Tx.
+func (t *tx) Token(tenantID, id string) (auth.Token, error) {
+	q, a := "SELECT "+tokenCols+" FROM tokens WHERE id = ?", []any{id}
+	if tenantID != "" {
+		q += " AND tenant_id = ?"
+		a = append(a, tenantID)
+	}
+	tk, err := scanToken(t.t.QueryRowContext(bg, q, a...))
+	return tk, notFound(err, "token")
+}
+
+// RevokeToken implements store.Tx.
+func (t *tx) RevokeToken(tenantID, id string, at time.Time) error {
+	q, a := "UPDATE tokens SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?", []any{ts(at), id}
+	if tenantID != "" {
+		q += " AND tenant_id = ?"
+		a = append(a, tenantID)
+	}
+	res, err := t.t.ExecContext(bg, q, a...)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("token %s: %w", id, store.ErrNotFound)
+	}
+	return nil
+}
+
+const auditCols = "id, tenant_id, type, actor_id, resource_type, resource_id, correlation_id, at, details"
+
+// InsertAudit implements store.Tx.
+func (t *tx) InsertAudit(e audit.Event) error {
+	if err := e.Validate(); err != nil {
+		return fmt.Errorf("audit event %s: %w", e.ID, err)
+	}
+	var details any
+	if len(e.Details) > 0 {
+		details = string(e.Details)
+	}
+	_, err := t.t.ExecContext(bg, "INSERT INTO audit_events ("+auditCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		e.ID, e.TenantID, e.Type, e.ActorID, e.ResourceType, e.ResourceID, e.CorrelationID, ts(e.At), details)
+	return err
+}
+
+var auditFields = odata.Schema{
+	"type":           {Column: "type", Type: odata.String, Filter: true, Sort: true},
+	"resource_type":  {Column: "resource_type", Type: odata.String, Filter: true, Sort: true},
+	"resource_id":    {Column: "resource_id", Type: odata.String, Filter: true, Sort: true},
+	"actor_id":       {Column: "actor_id", Type: odata.String, Filter: true, Sort: true},
+	"correlation_id": {Column: "correlation_id", Type: odata.String, Filter: true, Sort: true},
+	"timestamp":      {Column: "at", Type: odata.Time, Filter: true, Sort: true},
+}
+
+// ListAudit implements store.Reader.
+func (s *Store) ListAudit(ctx context.Context, tenantID string, q store.ListQuery) (store.Page[audit.Event], error) {
+	scope, a := "", []any(nil)
+	if tenantID != "" {
+		scope, a = "tenant_id = ?", []any{tenantID}
+	}
+	return listPage(ctx, s.r, listSpec[audit.Event]{
+		from: "audit_events", cols: auditCols, fields: auditFields, scope: scope, scopeArgs: a,
+		defaultOrder: []odata.OrderItem{{Field: "timestamp"}},
+		scan: func(r scanner) (audit.Event, error) {
+			var e audit.Event
+			var at string
+			var details sql.NullString
+			if err := r.Scan(&e.ID, &e.TenantID, &e.Type, &e.ActorID, &e.ResourceType, &e.ResourceID,
+				&e.CorrelationID, &at, &details); err != nil {
+				return e, err
+			}
+			if details.Valid {
+				e.Details = json.RawMessage(details.String)
+			}
+			var err error
+			e.At, err = parseTS(at)
+			return e, err
+		},
+	}, q)
+}
+
+var _ = strings.TrimSpace
