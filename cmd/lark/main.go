@@ -23,6 +23,7 @@ import (
 	"github.com/larkrun/lark/internal/metrics"
 	"github.com/larkrun/lark/internal/retention"
 	"github.com/larkrun/lark/internal/server"
+	"github.com/larkrun/lark/internal/store/pgstore"
 )
 
 func main() {
@@ -61,6 +62,8 @@ type flags struct {
 	maxPayloadBytes             int
 	cpuSlots                    int
 	cpuNice                     int
+	pgMaxConns                  int32
+	pgStatementTimeout          time.Duration
 }
 
 func (f *flags) bind(c *cobra.Command) {
@@ -69,6 +72,10 @@ func (f *flags) bind(c *cobra.Command) {
 	c.Flags().StringVar(&f.store, "store", env("LARK_STORE", "sqlite"), "store: sqlite, or a postgres:// URL (env LARK_STORE)")
 	c.Flags().StringVar(&f.sqliteSynchronous, "sqlite-synchronous", env("LARK_SQLITE_SYNCHRONOUS", "full"),
 		"SQLite's synchronous setting: full survives power loss, normal only a process crash (env LARK_SQLITE_SYNCHRONOUS)")
+	c.Flags().Int32Var(&f.pgMaxConns, "pg-max-conns", pgstore.DefaultMaxConns,
+		"PostgreSQL store: connections in this process's pool (each lark process sharing the database has its own)")
+	c.Flags().DurationVar(&f.pgStatementTimeout, "pg-statement-timeout", pgstore.DefaultStatementTimeout,
+		"PostgreSQL store: longest a statement may run before the server cancels it (a statement_timeout in the URL wins)")
 	c.Flags().StringVar(&f.logLevel, "log-level", env("LARK_LOG_LEVEL", "info"), "debug, info, warn or error (env LARK_LOG_LEVEL)")
 	c.Flags().Int64Var(&f.maxBody, "max-body", 1<<20, "maximum request body in bytes")
 	c.Flags().IntVar(&f.workers, "workers", 64, "concurrent async executions in this process")
@@ -105,7 +112,8 @@ func (f *flags) bind(c *cobra.Command) {
 // config is the server configuration the flags describe (the pricing file is read here, so that a
 // bad one stops the start).
 func (f *flags) config(admin string, log *slog.Logger) (server.Config, error) {
-	cfg := server.Config{Addr: f.addr, DataDir: f.data, Store: f.store, SQLiteSynchronous: f.sqliteSynchronous, AdminToken: admin, MaxBody: f.maxBody, Logger: log,
+	cfg := server.Config{Addr: f.addr, DataDir: f.data, Store: f.store, SQLiteSynchronous: f.sqliteSynchronous,
+		PGMaxConns: f.pgMaxConns, PGStatementTimeout: f.pgStatementTimeout, AdminToken: admin, MaxBody: f.maxBody, Logger: log,
 		Workers: f.workers, UnsafeEgressAllowLoopback: f.egressLoopback, RetentionInterval: f.retention,
 		MetricsPublic: f.metricsPublic, MetricsMaxLabelSets: f.metricsMaxLabelSets,
 		DrainTimeout: f.drainTimeout, ReadHeaderTimeout: f.readHeaderTimeout, ReadTimeout: f.readTimeout,

@@ -357,9 +357,9 @@ def main(ctx, input):
 // before.
 func TestSleepSurvivesRestart(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC))
-	dir := t.TempDir()
+	dir, st := t.TempDir(), testStore(t)
 	start := func() (*env, func()) {
-		srv, err := server.New(context.Background(), server.Config{DataDir: dir, AdminToken: operator, Clock: clk})
+		srv, err := server.New(context.Background(), server.Config{DataDir: dir, Store: st, AdminToken: operator, Clock: clk})
 		require.NoError(t, err)
 		e := &env{srv: srv, ts: httptest.NewServer(srv.Handler())}
 		e.client = e.ts.Client()

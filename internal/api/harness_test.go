@@ -1,6 +1,7 @@
 package api_test
 
-// The harness of the HTTP API suite: a real server (SQLite in a temp dir) behind httptest, a JSON
+// The harness of the HTTP API suite: a real server (SQLite in a temp dir, or PostgreSQL in a fresh
+// schema when LARK_TEST_STORE=postgres: see testStore) behind httptest, a JSON
 // client that checks every error answer is a well-formed problem document, and fixtures built from
 // the README's calculate_tax registration body.
 
@@ -13,6 +14,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -21,6 +23,7 @@ import (
 
 	"github.com/larkrun/lark/internal/bench"
 	"github.com/larkrun/lark/internal/server"
+	"github.com/larkrun/lark/internal/store/pgstore/pgtest"
 )
 
 const (
@@ -57,7 +60,7 @@ func newEnv(t testing.TB, mod ...func(*server.Config)) *env {
 	t.Helper()
 	// The suite fires up to 100 requests of one tenant at once (idempotency races); the per-tenant
 	// in-flight cap has its own tests (transport_limits_test.go).
-	cfg := server.Config{DataDir: t.TempDir(), AdminToken: operator, MaxInFlight: 256}
+	cfg := server.Config{DataDir: t.TempDir(), Store: testStore(t), AdminToken: operator, MaxInFlight: 256}
 	for _, m := range mod {
 		m(&cfg)
 	}
@@ -69,6 +72,30 @@ func newEnv(t testing.TB, mod ...func(*server.Config)) *env {
 		require.NoError(t, srv.Close())
 	})
 	return &env{srv: srv, ts: ts, client: ts.Client()}
+}
+
+// storeEnv names the store the suite runs on: unset or "sqlite" (the default), or "postgres" (the
+// database of LARK_TEST_POSTGRES_URL, one fresh schema per server, dropped when the test ends). CI
+// runs the suite once on each.
+const storeEnv = "LARK_TEST_STORE"
+
+// testStore is server.Config.Store for a test's server: "" (SQLite in the data directory) or, under
+// LARK_TEST_STORE=postgres, the URL of a fresh schema. A test that restarts its server calls it once
+// and hands both servers the same value, as it does its data directory.
+func testStore(t testing.TB) string {
+	t.Helper()
+	switch v := os.Getenv(storeEnv); v {
+	case "", "sqlite":
+		return ""
+	case "postgres":
+		if os.Getenv(pgtest.EnvURL) == "" {
+			t.Fatalf("%s=postgres needs %s", storeEnv, pgtest.EnvURL)
+		}
+		return pgtest.Schema(t)
+	default:
+		t.Fatalf("%s: want sqlite or postgres, got %q", storeEnv, v)
+		return ""
+	}
 }
 
 // resp is a decoded answer.

@@ -387,9 +387,9 @@ func TestSchedulePauseResume(t *testing.T) {
 // directory at the same instant fires nothing again; the next instant fires once.
 func TestScheduleExactlyOnceAcrossRestart(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 11, 24, 9, 59, 0, 0, time.UTC))
-	dir := t.TempDir()
+	dir, st := t.TempDir(), testStore(t)
 	start := func() *schEnv {
-		srv, err := server.New(context.Background(), server.Config{DataDir: dir, AdminToken: operator, Clock: clk})
+		srv, err := server.New(context.Background(), server.Config{DataDir: dir, Store: st, AdminToken: operator, Clock: clk})
 		require.NoError(t, err)
 		e := &env{srv: srv, ts: httptest.NewServer(srv.Handler())}
 		e.client = e.ts.Client()

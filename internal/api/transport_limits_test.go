@@ -26,7 +26,7 @@ import (
 // newServedEnv is newEnv behind the http.Server `lark serve` runs (its timeouts and limits).
 func newServedEnv(t *testing.T, mod func(*server.Config)) *env {
 	t.Helper()
-	cfg := server.Config{DataDir: t.TempDir(), AdminToken: operator}
+	cfg := server.Config{DataDir: t.TempDir(), Store: testStore(t), AdminToken: operator}
 	mod(&cfg)
 	srv, err := server.New(context.Background(), cfg)
 	require.NoError(t, err)

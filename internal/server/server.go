@@ -30,6 +30,7 @@ import (
 	"github.com/larkrun/lark/internal/scheduler"
 	"github.com/larkrun/lark/internal/schema"
 	"github.com/larkrun/lark/internal/store"
+	"github.com/larkrun/lark/internal/store/pgstore"
 	"github.com/larkrun/lark/internal/store/sqlstore"
 	"github.com/larkrun/lark/internal/tenant"
 	"github.com/larkrun/lark/internal/tenants"
@@ -41,7 +42,7 @@ import (
 type Config struct {
 	Addr       string // listen address, e.g. 127.0.0.1:8080 (port 0 picks a free one)
 	DataDir    string // directory holding the SQLite database
-	Store      string // "sqlite" (default); a postgres:// URL arrives with the PostgreSQL store
+	Store      string // "sqlite" (default), or a postgres:// URL (the PostgreSQL store, pgstore)
 	AdminToken string // the platform operator's bearer token; empty disables operator access
 	MaxBody    int64
 	Logger     *slog.Logger
@@ -49,6 +50,11 @@ type Config struct {
 	// case: NORMAL in WAL mode survives a process crash but may lose the last commits on power
 	// loss or an OS crash (docs/operations.md, "Data and durability").
 	SQLiteSynchronous string
+	// PGMaxConns bounds the PostgreSQL store's connection pool (default pgstore.DefaultMaxConns);
+	// PGStatementTimeout bounds each of its statements (default pgstore.DefaultStatementTimeout).
+	// Both apply to a postgres:// Store only.
+	PGMaxConns         int32
+	PGStatementTimeout time.Duration
 	// DrainTimeout bounds how long in-flight requests may take to finish on shutdown (default
 	// DefaultDrainTimeout). Serve returns ErrDrainTimeout when it runs out.
 	DrainTimeout time.Duration
@@ -165,8 +171,12 @@ func OpenStore(ctx context.Context, cfg Config) (store.Store, error) {
 			warnOpenDataDir(cfg)
 		}
 		return st, err
-	case strings.HasPrefix(cfg.Store, "postgres://") || strings.HasPrefix(cfg.Store, "postgresql://"):
-		return nil, errors.New("--store: the PostgreSQL store is not available in this build yet; use sqlite")
+	case pgstore.IsURL(cfg.Store):
+		st, err := pgstore.Open(ctx, cfg.Store, pgstore.Options{MaxConns: cfg.PGMaxConns, StatementTimeout: cfg.PGStatementTimeout})
+		if err != nil {
+			return nil, fmt.Errorf("--store: %w", err)
+		}
+		return st, nil
 	default:
 		return nil, fmt.Errorf("--store: want sqlite or a postgres:// URL, got %q", cfg.Store)
 	}

@@ -12,6 +12,8 @@ import (
 	"github.com/larkrun/lark/internal/auth"
 	"github.com/larkrun/lark/internal/clock"
 	"github.com/larkrun/lark/internal/store"
+	"github.com/larkrun/lark/internal/store/pgstore"
+	"github.com/larkrun/lark/internal/store/pgstore/pgtest"
 	"github.com/larkrun/lark/internal/store/sqlstore"
 	"github.com/larkrun/lark/internal/tokens"
 )
@@ -90,8 +92,19 @@ func TestServeRunsRetention(t *testing.T) {
 func TestRejectsUnknownStore(t *testing.T) {
 	_, err := New(context.Background(), Config{DataDir: t.TempDir(), Store: "mysql://x"})
 	require.ErrorContains(t, err, "--store")
-	_, err = New(context.Background(), Config{DataDir: t.TempDir(), Store: "postgres://localhost/x"})
-	require.ErrorContains(t, err, "PostgreSQL")
+	// A postgres:// URL opens the PostgreSQL store: one nobody listens at fails the start clearly.
+	_, err = New(context.Background(), Config{DataDir: t.TempDir(), Store: "postgres://127.0.0.1:1/x?connect_timeout=5"})
+	require.ErrorContains(t, err, "--store")
+}
+
+// TestPostgresStore: --store postgres://... opens the PostgreSQL store, migrated and answering.
+func TestPostgresStore(t *testing.T) {
+	st, err := OpenStore(context.Background(), Config{Store: pgtest.Schema(t), PGMaxConns: 3, PGStatementTimeout: 5 * time.Second})
+	require.NoError(t, err)
+	defer st.Close()
+	require.IsType(t, &pgstore.Store{}, st)
+	require.False(t, st.Exclusive())
+	require.NoError(t, st.Ping(context.Background()))
 }
 
 // TestSQLiteSynchronous: Config.SQLiteSynchronous reaches the store's writer connection (PRAGMA

@@ -21,7 +21,7 @@ import (
 //   - definitions, the entrypoints table (bounded by the max_definitions quotas, not by traffic).
 const (
 	loadTenantsQuery = "SELECT tenant_id, policy FROM tenants ORDER BY tenant_id"
-	loadQueueQuery = `SELECT tenant_id, count(*) FILTER (WHERE available_at <= ?), count(*) FILTER (WHERE available_at > ?)
+	loadQueueQuery   = `SELECT tenant_id, count(*) FILTER (WHERE available_at <= ?), count(*) FILTER (WHERE available_at > ?)
 		FROM invocations WHERE available_at IS NOT NULL GROUP BY tenant_id`
 	loadLeasesQuery = `SELECT tenant_id, count(*) FROM invocations
 		WHERE lease_expires_at IS NOT NULL AND lease_expires_at <= ? GROUP BY tenant_id`
