@@ -96,6 +96,7 @@ func TestValidEscapedReplacementCharacterIsKept(t *testing.T) {
 // TestAuditPoisonedRowStillRenders: a row whose details are not JSON (written before the writer
 // validated) is rendered as a JSON string; the rest of the page is unaffected.
 func TestAuditPoisonedRowStillRenders(t *testing.T) {
+	sqliteOnly(t)
 	dir := t.TempDir()
 	e := newEnv(t, func(c *server.Config) { c.DataDir = dir })
 	e.tenant(t, "acme")
