@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/stretchr/testify/require"
 
@@ -87,4 +90,26 @@ func TestRetrySerializationFailure(t *testing.T) {
 	boom := errors.New("boom")
 	require.ErrorIs(t, s.Update(ctx, func(store.Tx) error { runs++; return boom }), boom)
 	require.Equal(t, 1, runs)
+}
+
+// TestStatementTimeout: Options.StatementTimeout bounds every statement of the pool's connections.
+func TestStatementTimeout(t *testing.T) {
+	s, err := Open(context.Background(), pgtest.Schema(t), Options{MaxConns: 2, StatementTimeout: 100 * time.Millisecond})
+	require.NoError(t, err)
+	defer s.Close()
+	_, err = s.r.ExecContext(context.Background(), "SELECT pg_sleep(5)")
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, err, &pgErr)
+	require.Equal(t, "57014", pgErr.Code, "query_canceled")
+}
+
+// TestCursorNumbers: a keyset cursor carries numbers as JSON (float64 once decoded); they bind to
+// the integer columns they came from.
+func TestCursorNumbers(t *testing.T) {
+	s, err := Open(context.Background(), pgtest.Schema(t), Options{MaxConns: 2})
+	require.NoError(t, err)
+	defer s.Close()
+	var n int64
+	require.NoError(t, s.r.QueryRowContext(context.Background(), "SELECT count(*) FROM backfill_partitions WHERE chunk > ?", float64(3)).Scan(&n))
+	require.Zero(t, n)
 }
