@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/stretchr/testify/require"
@@ -112,4 +114,105 @@ func TestCursorNumbers(t *testing.T) {
 	var n int64
 	require.NoError(t, s.r.QueryRowContext(context.Background(), "SELECT count(*) FROM backfill_partitions WHERE chunk > ?", float64(3)).Scan(&n))
 	require.Zero(t, n)
+}
+
+// TestRetryDeadlock: two processes' writes that lock two rows in opposite orders deadlock;
+// PostgreSQL aborts one (40P01), which is run again and commits: both writes apply.
+func TestRetryDeadlock(t *testing.T) {
+	url := pgtest.Schema(t)
+	ctx := context.Background()
+	a, err := Open(ctx, url, Options{MaxConns: 2})
+	require.NoError(t, err)
+	defer a.Close()
+	b, err := Open(ctx, url, Options{MaxConns: 2})
+	require.NoError(t, err)
+	defer b.Close()
+	require.NoError(t, a.Update(ctx, func(x store.Tx) error {
+		return errors.Join(x.PutTenant(tenant.Policy{TenantID: "x"}), x.PutTenant(tenant.Policy{TenantID: "y"}))
+	}))
+	// Each write takes its first row, waits (on its first run only) until the other has taken its
+	// own, then takes the other's.
+	var firstA, firstB sync.WaitGroup
+	firstA.Add(1)
+	firstB.Add(1)
+	var onceA, onceB sync.Once
+	write := func(s *Store, first, second string, mine, theirs *sync.WaitGroup, once *sync.Once) error {
+		return s.Update(ctx, func(x store.Tx) error {
+			if err := x.PutTenant(tenant.Policy{TenantID: first, Enabled: true}); err != nil {
+				return err
+			}
+			once.Do(func() { mine.Done(); theirs.Wait() })
+			return x.PutTenant(tenant.Policy{TenantID: second, Enabled: true})
+		})
+	}
+	errs := make(chan error, 2)
+	go func() { errs <- write(a, "x", "y", &firstA, &firstB, &onceA) }()
+	go func() { errs <- write(b, "y", "x", &firstB, &firstA, &onceB) }()
+	require.NoError(t, <-errs)
+	require.NoError(t, <-errs)
+	require.EqualValues(t, 1, a.RetryStats()+b.RetryStats(), "one of the two was aborted as the deadlock's victim and run again")
+	for _, id := range []string{"x", "y"} {
+		p, err := a.Tenant(ctx, id)
+		require.NoError(t, err)
+		require.True(t, p.Enabled)
+	}
+}
+
+// TestReconnect: connections the server dropped (a restart, an administrator's
+// pg_terminate_backend) are replaced; the next write and read succeed.
+func TestReconnect(t *testing.T) {
+	url := pgtest.Schema(t)
+	ctx := context.Background()
+	s, err := Open(ctx, url, Options{MaxConns: 3})
+	require.NoError(t, err)
+	defer s.Close()
+	require.NoError(t, s.Update(ctx, func(x store.Tx) error { return x.PutTenant(tenant.Policy{TenantID: "a"}) }))
+	pids := s.backendPIDs(ctx, t)
+	admin, err := pgx.Connect(ctx, pgtest.URL(t))
+	require.NoError(t, err)
+	defer admin.Close(ctx)
+	var killed int
+	require.NoError(t, admin.QueryRow(ctx, "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM unnest($1::int[]) AS pid", pids).Scan(&killed))
+	require.Positive(t, killed)
+	require.NoError(t, s.Update(ctx, func(x store.Tx) error { return x.PutTenant(tenant.Policy{TenantID: "b"}) }))
+	_, err = s.Tenant(ctx, "b")
+	require.NoError(t, err)
+}
+
+// backendPIDs returns the server pids of the pool's connections (each acquired once).
+func (s *Store) backendPIDs(ctx context.Context, t *testing.T) []int32 {
+	t.Helper()
+	conns, err := s.pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conns.Release()
+	var pids []int32
+	for _, c := range s.pool.AcquireAllIdle(ctx) {
+		pids = append(pids, int32(c.Conn().PgConn().PID()))
+		c.Release()
+	}
+	return append(pids, int32(conns.Conn().PgConn().PID()))
+}
+
+// TestRetryable: which failures are run again.
+func TestRetryable(t *testing.T) {
+	pg := func(code string) error { return &pgconn.PgError{Code: code} }
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{errors.New("boom"), false},
+		{store.ErrConflict, false},
+		{pg("23505"), false},
+		{pg("57014"), false}, // statement timeout: the same statement would time out again
+		{pg("40001"), true},
+		{fmt.Errorf("commit: %w", pg("40001")), true},
+		{pg("40P01"), true},
+		{fmt.Errorf("begin: %w", pg("57P01")), true},
+		{pg("08006"), true},
+		{fmt.Errorf("commit: %w", pg("57P01")), false}, // the commit may have applied
+		{fmt.Errorf("commit: %w", pg("08006")), false},
+	} {
+		require.Equal(t, c.want, retryable(c.err), "%v", c.err)
+	}
 }

@@ -254,16 +254,29 @@ func (s *Store) backoff(ctx context.Context, attempt int) error {
 }
 
 // retryable reports whether a write that failed with err may be run again: a serialization failure
-// (40001) or a deadlock (40P01), after which PostgreSQL rolled the work back, or a connection error
-// that happened before anything was sent (pgconn.SafeToRetry) or while connecting. A connection lost
-// during a commit is not retryable: the commit may have applied.
+// (40001) or a deadlock (40P01), after which PostgreSQL rolled the work back; a connection the server
+// ended or refused (class 08, or 57P01-57P03: an administrator's pg_terminate_backend, a shutdown or
+// a restart) before the commit, which ended the transaction with nothing applied; or a connection
+// error that happened before anything was sent (pgconn.SafeToRetry) or while connecting. A failed
+// commit (the committer's "commit: " errors) is retried only for 40001 and 40P01: a connection lost
+// during a commit leaves unknown whether it applied.
 func retryable(err error) bool {
 	if err == nil {
 		return false
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		return pgErr.Code == "40001" || pgErr.Code == "40P01"
+		switch {
+		case pgErr.Code == "40001" || pgErr.Code == "40P01":
+			return true
+		case strings.HasPrefix(err.Error(), commitFailed):
+			return false
+		default:
+			return strings.HasPrefix(pgErr.Code, "08") || pgErr.Code == "57P01" || pgErr.Code == "57P02" || pgErr.Code == "57P03"
+		}
+	}
+	if strings.HasPrefix(err.Error(), commitFailed) {
+		return false
 	}
 	var connErr *pgconn.ConnectError
 	if errors.As(err, &connErr) {
@@ -271,6 +284,9 @@ func retryable(err error) bool {
 	}
 	return pgconn.SafeToRetry(err)
 }
+
+// commitFailed starts the committer's error for a failed COMMIT (groupcommit).
+const commitFailed = "commit: "
 
 // RetryStats reports how many closures were run again after a retryable failure.
 func (s *Store) RetryStats() uint64 { return s.retries.Load() }
