@@ -166,6 +166,9 @@ func nullable(s string) any {
 }
 
 // insertEvent inserts e unless its idempotency key is already in the log; it reports whether it did.
+// A row already at e's seq (another process appended to the same invocation meanwhile) is
+// store.ErrConflict. Neither conflict may fail the statement, since an error aborts a PostgreSQL
+// transaction: the insert does nothing on any conflict, and a second read tells the two apart.
 func (t *tx) insertEvent(e invocation.Event) (bool, error) {
 	if e.IdempotencyKey == "" {
 		return false, errors.New("invocation event: idempotency key required")
@@ -176,16 +179,21 @@ func (t *tx) insertEvent(e invocation.Event) (bool, error) {
 	}
 	res, err := t.t.ExecContext(bg, `INSERT INTO invocation_events (invocation_id, seq, type, data, idempotency_key,
 		engine_attempt, logical_attempt, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (invocation_id, idempotency_key) DO NOTHING`,
+		ON CONFLICT DO NOTHING`,
 		e.InvocationID, e.Seq, string(e.Type), data, e.IdempotencyKey, e.EngineAttempt, e.LogicalAttempt, ts(e.At))
-	if isUnique(err) {
-		return false, fmt.Errorf("invocation %s event seq %d: %w", e.InvocationID, e.Seq, store.ErrConflict)
+	dup, err := conflicted(res, err)
+	if err != nil || !dup {
+		return !dup, err
 	}
-	if err != nil {
+	var logged bool
+	if err := t.t.QueryRowContext(bg, "SELECT EXISTS (SELECT 1 FROM invocation_events WHERE invocation_id = ? AND idempotency_key = ?)",
+		e.InvocationID, e.IdempotencyKey).Scan(&logged); err != nil {
 		return false, err
 	}
-	n, _ := res.RowsAffected()
-	return n == 1, nil
+	if logged {
+		return false, nil
+	}
+	return false, fmt.Errorf("invocation %s event seq %d: %w", e.InvocationID, e.Seq, store.ErrConflict)
 }
 
 // StartInvocation implements store.Tx.
@@ -321,7 +329,7 @@ func (t *tx) Append(req store.AppendRequest) (invocation.Record, []invocation.Ev
 // (invocation.OnlyAdvances: journal entries, step and log timeline entries, the bulk of a workflow's
 // writes). It sets those two columns and leaves the record JSON alone: the columns are the
 // projection's last_seq and updated_at (decodeRecord), so neither the record nor the status column
-// (and so its indexes) is rewritten, and SQLite parses no JSON.
+// (and so its indexes) is rewritten.
 func (t *tx) advanceRecord(r invocation.Record) error {
 	_, err := t.t.ExecContext(bg, `UPDATE invocations SET last_seq = ?, updated_at = ? WHERE id = ?`, r.LastSeq, ts(r.UpdatedAt), r.ID)
 	return err

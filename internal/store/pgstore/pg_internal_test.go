@@ -13,8 +13,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/store"
 	"github.com/larkrun/lark/internal/store/pgstore/pgtest"
+	"github.com/larkrun/lark/internal/store/storetest"
 	"github.com/larkrun/lark/internal/tenant"
 )
 
@@ -215,4 +217,34 @@ func TestRetryable(t *testing.T) {
 	} {
 		require.Equal(t, c.want, retryable(c.err), "%v", c.err)
 	}
+}
+
+// TestConflictKeepsTransaction: a conflict (an event at a seq already taken, a duplicate schedule)
+// is store.ErrConflict and leaves the transaction usable: a closure that handles it goes on and
+// commits. (PostgreSQL aborts a transaction at its first error, so conflicts must not be errors.)
+func TestConflictKeepsTransaction(t *testing.T) {
+	s, err := Open(context.Background(), pgtest.Schema(t), Options{MaxConns: 2})
+	require.NoError(t, err)
+	defer s.Close()
+	ctx := context.Background()
+	at := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	require.NoError(t, s.Update(ctx, func(x store.Tx) error {
+		_, err := x.StartInvocation([]invocation.Event{storetest.NewInvocationEvent("inv_1", "acme", "ep", at)}, store.Scheduling{})
+		return err
+	}))
+	// (Asserted outside the closure, which runs on the committer's goroutine.)
+	var seqErr, keyErr error
+	var inserted bool
+	require.NoError(t, s.Update(ctx, func(x store.Tx) error {
+		e := invocation.Event{InvocationID: "inv_1", Seq: 1, Type: invocation.EventCreated, IdempotencyKey: "other", At: at}
+		_, seqErr = x.(*tx).insertEvent(e)
+		e.IdempotencyKey = storetest.NewInvocationEvent("inv_1", "acme", "ep", at).IdempotencyKey
+		inserted, keyErr = x.(*tx).insertEvent(e)
+		return x.PutTenant(tenant.Policy{TenantID: "after"})
+	}))
+	require.ErrorIs(t, seqErr, store.ErrConflict, "seq 1 is taken")
+	require.NoError(t, keyErr)
+	require.False(t, inserted, "already logged: skipped")
+	_, err = s.Tenant(ctx, "after")
+	require.NoError(t, err, "the closure's write after the conflicts committed")
 }

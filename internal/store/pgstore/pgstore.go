@@ -413,10 +413,3 @@ func args(in []any) []any {
 	}
 	return in
 }
-
-// isUnique reports a unique violation (23505) that an insert let fail: one that cannot use
-// ON CONFLICT DO NOTHING for that constraint (see conflicted).
-func isUnique(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "23505"
-}

@@ -86,8 +86,8 @@ func (s *Store) TenantHistoryBytes(ctx context.Context, tenantID string) (int64,
 	return n, err
 }
 
-// MeasureHistory implements store.Reader. The sums run on a read connection, so measuring a long
-// event log never holds the writer.
+// MeasureHistory implements store.Reader. The sums run on a pool connection, outside the
+// committer's transaction, so measuring a long event log never holds up the writes.
 func (s *Store) MeasureHistory(ctx context.Context, tenantID string, limit int) ([]store.HistorySize, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT id, last_seq, octet_length(record),
 		`+recordField("record", "finished_at")+`, updated_at
@@ -105,7 +105,7 @@ func (s *Store) MeasureHistory(ctx context.Context, tenantID string, limit int) 
 			rows.Close()
 			return nil, err
 		}
-		// A terminal record always has finished_at; one SQLite cannot parse, or a finished_at that is
+		// A terminal record always has finished_at; one PostgreSQL cannot parse, or a finished_at that is
 		// not a time, is measured as finished at its last update rather than failing the batch.
 		var perr error = errNoFinishedAt
 		if finished.Valid {
@@ -136,10 +136,9 @@ func (s *Store) MeasureHistory(ctx context.Context, tenantID string, limit int) 
 	return out, nil
 }
 
-// recordField is SQL reading a top-level field of a stored JSON record column, NULL when SQLite's
-// JSON functions cannot parse the record (malformed, or nested deeper than they go): one such row
-// must never fail a whole statement. Records stored since invocation.MaxJSONDepth are always
-// parseable; older ones may not be.
+// recordField is SQL reading a top-level field (as text) of a stored JSON record column, NULL when
+// PostgreSQL cannot parse the record (lark_json_field, in the migration): one such row must never
+// fail a whole statement.
 func recordField(col, field string) string {
 	return "lark_json_field(" + col + ", '" + field + "')"
 }
