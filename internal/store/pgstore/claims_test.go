@@ -16,21 +16,24 @@ import (
 	"github.com/larkrun/lark/internal/store/storetest"
 )
 
-// TestMigrateConcurrently: processes starting together on one schema migrate it once (goose runs
+// TestMigrateConcurrently: eight processes starting together on one schema migrate it once (goose runs
 // under a PostgreSQL advisory lock): both opens succeed, and each migration is recorded once.
 func TestMigrateConcurrently(t *testing.T) {
 	url := pgtest.Schema(t)
 	ctx := context.Background()
-	stores := make([]*pgstore.Store, 4)
+	stores := make([]*pgstore.Store, 8)
 	errs := make([]error, len(stores))
 	var wg sync.WaitGroup
+	start := make(chan struct{})
 	for i := range stores {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			<-start
 			stores[i], errs[i] = pgstore.Open(ctx, url, pgstore.Options{MaxConns: 2})
 		}()
 	}
+	close(start)
 	wg.Wait()
 	for i, s := range stores {
 		require.NoError(t, errs[i])
