@@ -248,3 +248,32 @@ func TestConflictKeepsTransaction(t *testing.T) {
 	_, err = s.Tenant(ctx, "after")
 	require.NoError(t, err, "the closure's write after the conflicts committed")
 }
+
+// TestJSONVerbatim: stored JSON comes back byte for byte as it was written (text, not jsonb): numbers
+// are not reformatted (no float rounding, no exponent rewriting) and keys keep their order.
+func TestJSONVerbatim(t *testing.T) {
+	s, err := Open(context.Background(), pgtest.Schema(t), Options{MaxConns: 2})
+	require.NoError(t, err)
+	defer s.Close()
+	ctx := context.Background()
+	at := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	params := `{"z": 1, "a":1.50e3,"n":123456789012345678901234567890,"f":0.1000}`
+	e := storetest.NewInvocationEvent("inv_1", "acme", "ep", at)
+	var rec invocation.Record
+	require.NoError(t, invocation.DecodeJSON(e.Data, &rec))
+	rec.Params = []byte(params)
+	e, err = storetest.CreatedEvent(rec)
+	require.NoError(t, err)
+	require.NoError(t, s.Update(ctx, func(x store.Tx) error {
+		_, err := x.StartInvocation([]invocation.Event{e}, store.Scheduling{})
+		return err
+	}))
+	got, err := s.Invocation(ctx, "acme", "inv_1")
+	require.NoError(t, err)
+	require.Equal(t, `{"z":1,"a":1.50e3,"n":123456789012345678901234567890,"f":0.1000}`, string(got.Params))
+	var raw string
+	require.NoError(t, s.r.QueryRowContext(ctx, "SELECT record FROM invocations WHERE id = ?", "inv_1").Scan(&raw))
+	require.Contains(t, raw, `123456789012345678901234567890`)
+	require.Contains(t, raw, `1.50e3`)
+	require.Contains(t, raw, `0.1000`)
+}

@@ -121,6 +121,13 @@ func Open(ctx context.Context, url string, o Options) (*Store, error) {
 	if _, set := cfg.ConnConfig.RuntimeParams["statement_timeout"]; !set && timeout > 0 {
 		cfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(timeout.Milliseconds(), 10)
 	}
+	// The queries' string literals assume standard strings (LIKE ... ESCAPE '\'), PostgreSQL's default
+	// since 9.1; a server configured otherwise is overridden for Lark's connections.
+	rp := cfg.ConnConfig.RuntimeParams
+	rp["standard_conforming_strings"] = "on"
+	if _, set := rp["application_name"]; !set {
+		rp["application_name"] = "lark"
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
