@@ -197,3 +197,78 @@ func intersect(a, b []string) []string {
 	}
 	return out
 }
+
+// TestLeaseCheckAcrossProcesses: a conditional append (RequireLease) of one process that meets a
+// reclaim by another process still in flight waits for it and then fails with ErrLeaseLost; it
+// never appends on the strength of the lease it read before the reclaim committed.
+func TestLeaseCheckAcrossProcesses(t *testing.T) {
+	url := pgtest.Schema(t)
+	ctx := context.Background()
+	a, err := pgstore.Open(ctx, url+"&application_name=lease_check_a", pgstore.Options{MaxConns: 3, Retry: pgstore.RetryPolicy{Attempts: 1}})
+	require.NoError(t, err)
+	defer a.Close()
+	b, err := pgstore.Open(ctx, url, pgstore.Options{MaxConns: 3})
+	require.NoError(t, err)
+	defer b.Close()
+	at := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	exp := at.Add(time.Minute)
+	require.NoError(t, a.Update(ctx, func(x store.Tx) error {
+		_, err := x.StartInvocation([]invocation.Event{storetest.NewInvocationEvent("inv_1", "acme", "ep_ref", at)},
+			store.Scheduling{LeaseOwner: "a", LeaseExpiresAt: &exp})
+		return err
+	}))
+
+	// B reclaims the lease and holds its transaction open.
+	taken, release := make(chan struct{}), make(chan struct{})
+	bDone := make(chan error, 1)
+	go func() {
+		bDone <- b.Update(ctx, func(x store.Tx) error {
+			if err := x.SetScheduling("acme", "inv_1", store.Scheduling{LeaseOwner: "b", LeaseExpiresAt: &exp}); err != nil {
+				return err
+			}
+			close(taken)
+			<-release
+			return nil
+		})
+	}()
+	<-taken
+	// A appends under the lease it had.
+	aDone := make(chan error, 1)
+	go func() {
+		_, _, err := func() (invocation.Record, []invocation.Event, error) {
+			var rec invocation.Record
+			var evs []invocation.Event
+			err := a.Update(ctx, func(x store.Tx) error {
+				var err error
+				rec, evs, err = x.Append(store.AppendRequest{TenantID: "acme", InvocationID: "inv_1",
+					Events: []invocation.Event{{Type: invocation.EventStarted, EngineAttempt: 1, LogicalAttempt: 1, At: at,
+						IdempotencyKey: invocation.IdempotencyKey("inv_1", "", 1, invocation.EventStarted, "")}},
+					AppendOptions: store.AppendOptions{RequireLease: "a"}})
+				return err
+			})
+			return rec, evs, err
+		}()
+		aDone <- err
+	}()
+	// Wait (with a deadline) until A's write is blocked on the row B holds, then let B commit.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var waiting int
+		require.NoError(t, b.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND application_name = 'lease_check_a' AND wait_event_type = 'Lock'`).Scan(&waiting))
+		if waiting > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			close(release)
+			t.Fatal("A's append never waited on B's row lock")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(release)
+	require.NoError(t, <-bDone)
+	require.ErrorIs(t, <-aDone, store.ErrLeaseLost)
+	rec, err := a.Invocation(ctx, "acme", "inv_1")
+	require.NoError(t, err)
+	require.EqualValues(t, 1, rec.LastSeq, "nothing was appended")
+}

@@ -238,7 +238,10 @@ func (t *tx) StartInvocation(events []invocation.Event, sched store.Scheduling) 
 	return r, t.writeUsage(&usage)
 }
 
-// Append implements store.Tx.
+// Append implements store.Tx. Its read of the projection locks the invocation's row (FOR UPDATE)
+// until the transaction ends: a write of another process to the same invocation (an append, a
+// claim reclaiming its lease) waits for it and then reads what it wrote, so the lease check and
+// Expect's last_seq check hold across processes as they do in one.
 func (t *tx) Append(req store.AppendRequest) (invocation.Record, []invocation.Event, error) {
 	tenantID, invocationID, events, opt := req.TenantID, req.InvocationID, req.Events, req.AppendOptions
 	var doc string
@@ -247,7 +250,7 @@ func (t *tx) Append(req store.AppendRequest) (invocation.Record, []invocation.Ev
 	fresh := false
 	if x := opt.Expect; x != nil && x.ID == invocationID && x.TenantID == tenantID {
 		var last int64
-		err := t.t.QueryRowContext(bg, "SELECT last_seq, lease_owner FROM invocations WHERE id = ? AND tenant_id = ?", invocationID, tenantID).Scan(&last, &owner)
+		err := t.t.QueryRowContext(bg, "SELECT last_seq, lease_owner FROM invocations WHERE id = ? AND tenant_id = ? FOR UPDATE", invocationID, tenantID).Scan(&last, &owner)
 		if err != nil {
 			return r, nil, notFound(err, "invocation")
 		}
@@ -260,7 +263,7 @@ func (t *tx) Append(req store.AppendRequest) (invocation.Record, []invocation.Ev
 	if !fresh {
 		var last int64
 		var updated string
-		err := t.t.QueryRowContext(bg, "SELECT record, lease_owner, last_seq, updated_at FROM invocations WHERE id = ? AND tenant_id = ?",
+		err := t.t.QueryRowContext(bg, "SELECT record, lease_owner, last_seq, updated_at FROM invocations WHERE id = ? AND tenant_id = ? FOR UPDATE",
 			invocationID, tenantID).Scan(&doc, &owner, &last, &updated)
 		if err != nil {
 			return r, nil, notFound(err, "invocation")
