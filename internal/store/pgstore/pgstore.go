@@ -13,8 +13,9 @@
 // a round trip) per write, and it serialises this process's writes, so they never deadlock or
 // conflict with each other; concurrent writers are other processes. Transactions run at READ
 // COMMITTED; the claims lock the rows they take with FOR UPDATE SKIP LOCKED, so two processes never
-// claim the same work, and every conditional write (revisions, leases, last_seq) states its
-// condition in its own UPDATE, which PostgreSQL re-checks on the locked row. A closure that fails
+// claim the same work; revision checks are in the UPDATE itself, which PostgreSQL re-checks on the
+// locked row; Append reads the projection FOR UPDATE, so its lease and last_seq checks see another
+// process's committed write to that invocation. A closure that fails
 // with a serialization failure (40001), a deadlock (40P01) or a connection error raised before
 // anything was sent is run again, in a new batch, with backoff (see retryable).
 //
