@@ -174,7 +174,7 @@ func OpenStore(ctx context.Context, cfg Config) (store.Store, error) {
 	case pgstore.IsURL(cfg.Store):
 		st, err := pgstore.Open(ctx, cfg.Store, pgstore.Options{MaxConns: cfg.PGMaxConns, StatementTimeout: cfg.PGStatementTimeout})
 		if err != nil {
-			return nil, fmt.Errorf("--store: %w", err)
+			return nil, fmt.Errorf("--store: PostgreSQL: %w", err)
 		}
 		return st, nil
 	default:
