@@ -177,3 +177,24 @@ def main(ctx, input):
 	require.False(t, res.Compensations[0].OK)
 	require.Contains(t, res.Compensations[0].Error.Message, "r_emit_v1: cannot be called in a compensation")
 }
+
+func TestEmitFailedStepAttemptsDoNotCount(t *testing.T) {
+	prog := compileWF(t, fmt.Sprintf(`
+def emit_many(ctx, fail_after):
+    for i in range(%d):
+        r_emit_v1("%s", {"i": i})
+    if fail_after:
+        fail("dropped")
+    return 1
+
+def main(ctx, input):
+    r_run_step_v1("bad", emit_many, True, exit_on_error = False)
+    r_run_step_v1("good", emit_many, False)
+    return 1
+`, MaxEmits*2/3, orderType))
+	res, rerr := runWF(t, prog, &fakeHost{}, nil, time.Time{})
+	require.Nil(t, rerr)
+	require.Len(t, res.New, 2)
+	require.Empty(t, res.New[0].Emits)
+	require.Len(t, res.New[1].Emits, MaxEmits*2/3, "the failed attempt's events no longer count against the bound")
+}
