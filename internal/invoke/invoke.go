@@ -141,7 +141,7 @@ type Service struct {
 	// noObserver: Config.Observer is the no-op one, so writes skip noting what they change unless
 	// a sync invocation waits for an end (finish).
 	noObserver bool
-	finish     finishWaiters // sync invocations of workflows waiting for their end (finish.go)
+	finish     finishWaiters  // sync invocations of workflows waiting for their end (finish.go)
 	publisher  EventPublisher // Config.Publisher, or waitPublisher
 }
 
