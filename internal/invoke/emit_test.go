@@ -279,3 +279,38 @@ def main(ctx, input):
 	require.Equal(t, []string{st.Record.ID + ".a1.e0"}, spy.ids)
 	require.Len(t, e.publishedEvents(), 1)
 }
+
+// TestEmitWorkflowRetryReplaysWithoutPublishing: a workflow attempt that fails after a step emitted
+// is retried; the next attempt replays the step from the journal and publishes nothing again.
+func TestEmitWorkflowRetryReplaysWithoutPublishing(t *testing.T) {
+	e := newEnv(t)
+	e.workflow("emit_retry", `
+def pack(ctx, x):
+    r_emit_v1("`+shippedType+`", {"packed": x})
+    return x
+
+def main(ctx, input):
+    r_run_step_v1("pack", pack, 1)
+    if ctx.attempt == 1:
+        fail("the workflow's code broke after the step")
+    return ctx.attempt
+`, func(b map[string]any) {
+		b["traits"].(map[string]any)["retry"] = map[string]any{"max_attempts": 2, "initial_delay_ms": 1000}
+	})
+	st, err := e.start(bob, invoke.StartRequest{EntrypointID: wfPrefix + "emit_retry.v1~", Mode: "async"}, invoke.StartOptions{})
+	require.NoError(t, err)
+	require.Equal(t, 1, e.Drain())
+	r, err := e.svc.Get(context.Background(), bob, st.Record.ID)
+	require.NoError(t, err)
+	require.Equal(t, invocation.StatusQueued, r.Status, "retry scheduled")
+	require.Len(t, e.publishedEvents(), 1, "the step's entry was recorded, and its event published with it")
+	e.clock.Advance(time.Second)
+	require.Equal(t, 1, e.Drain())
+	r, err = e.svc.Get(context.Background(), bob, st.Record.ID)
+	require.NoError(t, err)
+	require.Equal(t, invocation.StatusSucceeded, r.Status, r.Error)
+	require.JSONEq(t, `2`, string(r.Result))
+	evs := e.publishedEvents()
+	require.Len(t, evs, 1, "the replayed step published nothing again")
+	require.Equal(t, st.Record.ID+".a1.journal-0.e0", evs[0].ID)
+}

@@ -84,10 +84,20 @@ func TestEmitBounds(t *testing.T) {
 	})
 }
 
-func TestEmitStaticCheckAccepts(t *testing.T) {
+func TestEmitStaticCheck(t *testing.T) {
 	rep := Check("main.star", fn(`  r_emit_v1("`+orderType+`", {})`), false)
 	require.Empty(t, rep.Errors)
 	require.Contains(t, rep.Features, FeatureEventEmit)
+
+	// A literal event_type_id that is not a GTS type id is refused at registration.
+	rep = Check("main.star", fn(`  r_emit_v1(payload = {}, event_type_id = "orders.placed")`), false)
+	require.Len(t, rep.Errors, 1)
+	require.Equal(t, CodeInvalidArgument, rep.Errors[0].Code)
+	require.Equal(t, 2, rep.Errors[0].Line)
+	require.Contains(t, rep.Errors[0].Message, "event_type_id must be a GTS type id")
+	// A computed one is checked when it runs.
+	rep = Check("main.star", fn(`  r_emit_v1("orders" + ".placed", {})`), true)
+	require.Empty(t, rep.Errors)
 }
 
 func TestEmitWorkflow(t *testing.T) {
