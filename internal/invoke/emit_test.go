@@ -314,3 +314,26 @@ def main(ctx, input):
 	require.Len(t, evs, 1, "the replayed step published nothing again")
 	require.Equal(t, st.Record.ID+".a1.journal-0.e0", evs[0].ID)
 }
+
+// TestEmitAcrossContinueAsNew: each generation's positions give emits ids of their own.
+func TestEmitAcrossContinueAsNew(t *testing.T) {
+	e := newEnv(t)
+	e.workflow("emit_generations", `
+def main(ctx, input):
+    r_emit_v1("`+shippedType+`", {"round": input.get("round", 0)})
+    if input.get("round", 0) < 1:
+        r_continue_as_new_v1({"round": 1})
+    return "done"
+`)
+	st, err := e.start(bob, invoke.StartRequest{EntrypointID: wfPrefix + "emit_generations.v1~", Mode: "async"}, invoke.StartOptions{})
+	require.NoError(t, err)
+	require.Equal(t, 1, e.Drain())
+	r, err := e.svc.Get(context.Background(), bob, st.Record.ID)
+	require.NoError(t, err)
+	require.Equal(t, invocation.StatusSucceeded, r.Status, r.Error)
+	evs := e.publishedEvents()
+	require.Len(t, evs, 2)
+	require.Equal(t, st.Record.ID+".a1.journal-0.e0", evs[0].ID)
+	require.Equal(t, st.Record.ID+".a1.journal-1-0.e0", evs[1].ID)
+	require.JSONEq(t, `{"round":1}`, string(evs[1].Payload))
+}
