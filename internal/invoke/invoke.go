@@ -108,9 +108,10 @@ type Config struct {
 	// SyncPoll is how often a sync invocation of a workflow that waits for its end reads the store,
 	// for an end this process was not told of (default 1 s). Ends committed here wake it at once.
 	SyncPoll time.Duration
-	// Publisher publishes events in the caller's transaction: POST /events and the events code
-	// emits with r_emit_v1 (nil: the default, which stores the event and resolves the waits of
-	// suspended workflows; the server may give an event bus that also matches triggers).
+	// Publisher publishes the events code emits with r_emit_v1, in the transaction that records
+	// what emitted them (nil: the default, which stores the event and resolves the waits of
+	// suspended workflows, as Publish does; the server may give an event bus that also matches
+	// triggers).
 	Publisher EventPublisher
 }
 

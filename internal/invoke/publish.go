@@ -13,8 +13,8 @@ import (
 // EventPublisher publishes platform events inside the caller's transaction: it stores the event
 // (idempotent on the tenant's event id: a repeated id returns the stored event and inserted false,
 // and delivers nothing) and delivers it to whatever reacts to events (waiting workflows, triggers).
-// POST /events and r_emit_v1 both publish through it. The default (Config.Publisher nil) stores
-// the event and resolves the waits of suspended workflows (waitPublisher).
+// The events code emits (r_emit_v1) are published through it. The default (Config.Publisher nil)
+// stores the event and resolves the waits of suspended workflows (waitPublisher), as Publish does.
 type EventPublisher interface {
 	PublishTx(tx store.Tx, ev events.Event, now time.Time) (stored events.Event, inserted bool, err error)
 }
