@@ -197,14 +197,14 @@ func (s *Service) closingEvents(rec invocation.Record, timeline []invocation.Eve
 }
 
 // informational is what survives of an attempt's timeline when its outcome is not applied as it
-// ran: no journal entries (another runner may be replaying those positions), no step retries or
-// compensation records, and no child_invoked of a parked child (created only with an applied
-// outcome).
+// ran: no journal entries (another runner may be replaying those positions), no emitted events
+// (never published by an outcome that did not apply), no step retries or compensation records, and
+// no child_invoked of a parked child (created only with an applied outcome).
 func informational(timeline []invocation.Event, park *parking) []invocation.Event {
 	var out []invocation.Event
 	for _, ev := range timeline {
 		switch {
-		case ev.Type == invocation.EventJournal, ev.Type == invocation.EventJournalResolved, ev.Type == invocation.EventStepRetried,
+		case ev.Type == invocation.EventJournal, ev.Type == invocation.EventJournalResolved, ev.Type == invocation.EventStepRetried, ev.Type == invocation.EventEmitted,
 			ev.Type == invocation.EventStepCompensating, ev.Type == invocation.EventStepCompensated, park != nil && park.child != nil && ev.Type == invocation.EventChildInvoked:
 		default:
 			out = append(out, ev)

@@ -108,6 +108,11 @@ type Config struct {
 	// SyncPoll is how often a sync invocation of a workflow that waits for its end reads the store,
 	// for an end this process was not told of (default 1 s). Ends committed here wake it at once.
 	SyncPoll time.Duration
+	// Publisher publishes the events code emits with r_emit_v1, in the transaction that records
+	// what emitted them (nil: the default, which stores the event and resolves the waits of
+	// suspended workflows, as Publish does; the server may give an event bus that also matches
+	// triggers).
+	Publisher EventPublisher
 }
 
 // DefaultMaxPayloadBytes is the default Config.MaxPayloadBytes: 2 MiB, as Temporal's payload limit.
@@ -137,7 +142,8 @@ type Service struct {
 	// noObserver: Config.Observer is the no-op one, so writes skip noting what they change unless
 	// a sync invocation waits for an end (finish).
 	noObserver bool
-	finish     finishWaiters // sync invocations of workflows waiting for their end (finish.go)
+	finish     finishWaiters  // sync invocations of workflows waiting for their end (finish.go)
+	publisher  EventPublisher // Config.Publisher, or waitPublisher
 }
 
 // Defaults of Config's child budget (docs/starlark.md, "Child invocations").
@@ -198,9 +204,14 @@ func NewService(cfg Config) *Service {
 		cfg.SyncPoll = time.Second
 	}
 	_, nop := cfg.Observer.(NopObserver)
-	return &Service{cfg: cfg, running: map[string]context.CancelFunc{}, workflows: map[string]*sandbox.Program{},
+	s := &Service{cfg: cfg, running: map[string]context.CancelFunc{}, workflows: map[string]*sandbox.Program{},
 		live: map[string]*liveRun{}, closing: make(chan struct{}), noObserver: nop,
 		runner: &run.Runner{Programs: cfg.Programs, CPU: cfg.CPU, Schemas: cfg.Schemas, Clock: cfg.Clock}}
+	s.publisher = cfg.Publisher
+	if s.publisher == nil {
+		s.publisher = waitPublisher{s}
+	}
+	return s
 }
 
 // Close ends the workflow executions waiting in memory (their invocations are suspended, durably;

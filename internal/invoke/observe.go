@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/larkrun/lark/internal/events"
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/store"
 )
@@ -83,6 +84,7 @@ type notingTx struct {
 	changed []invocation.Record
 	wake    bool // work became runnable or a running invocation stopped: the dispatcher may claim
 	hooked  bool
+	emitted []events.Event // events published from event_emitted entries (publishEmitted), logged once committed
 }
 
 // hook registers report once.
@@ -111,6 +113,10 @@ func (n *notingTx) report() {
 	}
 	if n.wake {
 		s.cfg.Wake()
+	}
+	for _, ev := range n.emitted {
+		s.cfg.Logger.Info("event emitted", "tenant_id", ev.TenantID, "event_id", ev.ID, "event_type_id", ev.TypeID,
+			"source", ev.Source, "correlation_id", ev.CorrelationID)
 	}
 }
 
@@ -150,6 +156,7 @@ func (n *notingTx) StartInvocation(events []invocation.Event, sc store.Schedulin
 		n.hook()
 		n.note(r, events) // a sync call written whole (runSync) is created finished
 		n.scheduled(&sc)
+		err = n.publishEmitted(r, events)
 	}
 	return r, err
 }
@@ -160,6 +167,7 @@ func (n *notingTx) Append(req store.AppendRequest) (invocation.Record, []invocat
 	if err == nil {
 		n.note(r, appended)
 		n.scheduled(req.Schedule)
+		err = n.publishEmitted(r, appended)
 	}
 	return r, appended, err
 }
