@@ -430,7 +430,9 @@ func (s *Subscription) handle(msg jetstream.Msg) {
 	if m.NumDelivered >= uint64(s.spec.MaxDeliver) {
 		s.terminated.Add(1)
 		log.Error("handler failed on the last allowed delivery; message terminated", "err", err, "max_deliver", s.spec.MaxDeliver)
-		if terr := msg.TermWithReason("lark: handler failed " + strconv.Itoa(s.spec.MaxDeliver) + " times"); terr != nil {
+		// Term, not TermWithReason: a reason needs nats-server 2.10.4; an older server takes the
+		// reasoned form for nothing and leaves the message pending.
+		if terr := msg.Term(); terr != nil {
 			log.Warn("terminate failed; the server gives up after max_deliver anyway", "err", terr)
 		}
 		return
