@@ -12,6 +12,7 @@ package natsbridge
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -137,7 +138,8 @@ func backoff(minD, maxD time.Duration, attempt int) time.Duration {
 	return half + rand.N(d-half+1)
 }
 
-// ConnectionDetails is the broker side of 002's trigger status ("connection_details").
+// ConnectionDetails is the broker side of 002's trigger status; its JSON is 002's
+// "connection_details" object.
 type ConnectionDetails struct {
 	// Connected reports whether the bridge is connected now.
 	Connected bool
@@ -147,6 +149,29 @@ type ConnectionDetails struct {
 	ReconnectAttempts int
 	// NextReconnectAt is when the next attempt is due (zero while connected).
 	NextReconnectAt time.Time
+}
+
+// MarshalJSON writes 002's shape: {"event_broker": "connected"|"disconnected", "last_connected_at",
+// "reconnect_attempts", "next_reconnect_at"}, the times in RFC 3339 with milliseconds and omitted
+// while zero.
+func (d ConnectionDetails) MarshalJSON() ([]byte, error) {
+	ts := func(t time.Time) *string {
+		if t.IsZero() {
+			return nil
+		}
+		s := t.UTC().Format("2006-01-02T15:04:05.000Z07:00")
+		return &s
+	}
+	broker := "disconnected"
+	if d.Connected {
+		broker = "connected"
+	}
+	return json.Marshal(struct {
+		EventBroker       string  `json:"event_broker"`
+		LastConnectedAt   *string `json:"last_connected_at,omitempty"`
+		ReconnectAttempts int     `json:"reconnect_attempts"`
+		NextReconnectAt   *string `json:"next_reconnect_at,omitempty"`
+	}{broker, ts(d.LastConnectedAt), d.ReconnectAttempts, ts(d.NextReconnectAt)})
 }
 
 // Bridge is a connection to NATS with its JetStream context, the mirror publisher and the
@@ -303,7 +328,7 @@ func (b *Bridge) onClosed(*nats.Conn) {
 }
 
 // Close stops the subscriptions (their handlers finish), publishes what is queued for up to
-// DrainTimeout (the rest is counted as dropped), then drains and closes the connection.
+// DrainTimeout (the rest is counted as dropped), then closes the connection. Close is idempotent.
 func (b *Bridge) Close() error {
 	b.mu.Lock()
 	if b.closed {

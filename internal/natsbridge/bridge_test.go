@@ -324,6 +324,21 @@ func TestSubscribeRefusesBadSpecs(t *testing.T) {
 	require.ErrorIs(t, err, ErrSubscribed)
 	sub.Stop()
 	sub.Stop() // idempotent
+
+	// The end of the subscription's context ends it too, and frees its name.
+	subCtx, cancel := context.WithCancel(ctx)
+	_, err = b.Subscribe(subCtx, SubscriptionSpec{Name: "ctx", Subject: b.Prefix() + ".>", Handler: h, FetchWait: 100 * time.Millisecond})
+	require.NoError(t, err)
+	cancel()
+	require.Eventually(t, func() bool {
+		again, err := b.Subscribe(ctx, SubscriptionSpec{Name: "ctx", Subject: b.Prefix() + ".>", Handler: h, FetchWait: 100 * time.Millisecond})
+		if err != nil {
+			require.ErrorIs(t, err, ErrSubscribed)
+			return false
+		}
+		again.Stop()
+		return true
+	}, waitFor, 5*time.Millisecond)
 }
 
 func TestPauseTakesNoNewDeliveriesAndResumeDoes(t *testing.T) {

@@ -199,7 +199,7 @@ func (m *mirror) publish(ev events.Event) {
 			m.drop(ev, "close: drain timeout")
 			return
 		}
-		if connected, changed := m.b.connState(); !connected {
+		if _, changed := m.b.connState(); !m.b.nc.IsConnected() {
 			select {
 			case <-changed:
 			case <-m.ctx.Done():

@@ -1,6 +1,7 @@
 package natsbridge
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -90,4 +91,15 @@ func TestBackoffBounds(t *testing.T) {
 			require.LessOrEqual(t, d, full, "attempt %d", attempt)
 		}
 	}
+}
+
+func TestConnectionDetailsJSON(t *testing.T) {
+	at := time.Date(2026, 1, 27, 9, 55, 0, 0, time.UTC)
+	got, err := json.Marshal(ConnectionDetails{LastConnectedAt: at, ReconnectAttempts: 3, NextReconnectAt: at.Add(10 * time.Minute)})
+	require.NoError(t, err)
+	require.JSONEq(t, `{"event_broker":"disconnected","last_connected_at":"2026-01-27T09:55:00.000Z",
+		"reconnect_attempts":3,"next_reconnect_at":"2026-01-27T10:05:00.000Z"}`, string(got), "002's example")
+	got, err = json.Marshal(ConnectionDetails{Connected: true, LastConnectedAt: at})
+	require.NoError(t, err)
+	require.JSONEq(t, `{"event_broker":"connected","last_connected_at":"2026-01-27T09:55:00.000Z","reconnect_attempts":0}`, string(got))
 }

@@ -186,6 +186,7 @@ func (b *Bridge) Subscribe(ctx context.Context, spec SubscriptionSpec) (*Subscri
 	b.mu.Unlock()
 	cons, err := b.js.CreateOrUpdateConsumer(ctx, stream, cc)
 	if err != nil {
+		close(s.done) // a Close meanwhile may be waiting in Stop
 		b.forget(s)
 		return nil, fmt.Errorf("natsbridge: consumer %s on %s: %w", spec.Name, stream, err)
 	}
@@ -338,6 +339,7 @@ func (s *Subscription) mayDeliver() bool {
 }
 
 func (s *Subscription) run() {
+	defer s.b.forget(s) // also when ctx ended: the name may be subscribed again
 	defer close(s.done)
 	pullErrors := 0
 	for s.gate() {
