@@ -456,3 +456,24 @@ func newClosedPort(t *testing.T) string {
 	p.cut()
 	return p.addr
 }
+
+func TestADeletedConsumerDegradesAndIsRecreated(t *testing.T) {
+	t.Parallel()
+	b, js := testBridge(t, serverURL(t), nil)
+	var r recorder
+	sub, err := b.Subscribe(context.Background(), SubscriptionSpec{Name: "gone", Subject: b.Prefix() + ".>", Handler: r.handle,
+		FetchWait: 100 * time.Millisecond, DegradedThreshold: 1})
+	require.NoError(t, err)
+	require.Equal(t, StatusActive, sub.Status())
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, js.DeleteConsumer(ctx, b.StreamName(), "gone"), "an operator deletes the consumer")
+	require.Eventually(t, func() bool { return sub.Status() == StatusDegraded }, waitFor, 5*time.Millisecond)
+	require.True(t, sub.Connection().Connected, "degraded, not disconnected: the connection is fine")
+	require.Eventually(t, func() bool {
+		_, err := js.Consumer(ctx, b.StreamName(), "gone")
+		return err == nil
+	}, waitFor, 10*time.Millisecond, "the subscription re-created its consumer")
+	b.Mirror(event("evt_after"))
+	require.Eventually(t, func() bool { return sub.Stats().Acked == 1 }, waitFor, 5*time.Millisecond)
+}

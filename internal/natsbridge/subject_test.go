@@ -2,11 +2,13 @@ package natsbridge
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
 )
 
 func TestEventSubjectMapping(t *testing.T) {
@@ -102,4 +104,42 @@ func TestConnectionDetailsJSON(t *testing.T) {
 	got, err = json.Marshal(ConnectionDetails{Connected: true, LastConnectedAt: at})
 	require.NoError(t, err)
 	require.JSONEq(t, `{"event_broker":"connected","last_connected_at":"2026-01-27T09:55:00.000Z","reconnect_attempts":0}`, string(got))
+}
+
+// genTypeID draws a valid GTS id from a small alphabet (so that ids collide often), with the
+// namespace placeholder "_", underscores inside tokens and optional minor versions.
+func genTypeID(t *rapid.T) string {
+	n := rapid.IntRange(1, 3).Draw(t, "segments")
+	segs := make([]string, n)
+	tok := rapid.SampledFrom([]string{"x", "v1", "a_b", "_a", "b_", "core"})
+	for i := range segs {
+		segs[i] = tok.Draw(t, "vendor") + "." + tok.Draw(t, "package") + "." +
+			rapid.SampledFrom([]string{"_", "ns", "v2"}).Draw(t, "namespace") + "." + tok.Draw(t, "type") +
+			".v" + strconv.Itoa(rapid.IntRange(0, 11).Draw(t, "major"))
+		if minor := rapid.IntRange(-1, 3).Draw(t, "minor"); minor >= 0 {
+			segs[i] += "." + strconv.Itoa(minor)
+		}
+	}
+	s := "gts." + strings.Join(segs, "~")
+	if rapid.Bool().Draw(t, "type") {
+		s += "~"
+	}
+	return s
+}
+
+func TestEventSubjectIsReversibleAndInjective(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		tenant := rapid.SampledFrom([]string{"acme", "a-b", "t_1"}).Draw(t, "tenant")
+		a, b := genTypeID(t), genTypeID(t)
+		sa, err := EventSubject("lark.events", tenant, a)
+		require.NoError(t, err, a)
+		require.NoError(t, validSubject(sa, false))
+		gotTenant, gotType, err := ParseEventSubject("lark.events", sa)
+		require.NoError(t, err, sa)
+		require.Equal(t, tenant, gotTenant)
+		require.Equal(t, a, gotType)
+		sb, err := EventSubject("lark.events", tenant, b)
+		require.NoError(t, err, b)
+		require.Equal(t, a == b, sa == sb, "%s / %s", a, b)
+	})
 }

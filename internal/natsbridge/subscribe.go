@@ -117,9 +117,13 @@ type SubscriptionStats struct {
 type Subscription struct {
 	b    *Bridge
 	spec SubscriptionSpec
-	cons jetstream.Consumer
 	log  *slog.Logger
-	ctx  context.Context
+	// cons, stream and config: the consumer is re-created from them if it disappears; cons is
+	// used by the run goroutine only (and by Delete after Stop).
+	cons   jetstream.Consumer
+	stream string
+	config jetstream.ConsumerConfig
+	ctx    context.Context
 
 	mu       sync.Mutex
 	paused   bool
@@ -190,7 +194,7 @@ func (b *Bridge) Subscribe(ctx context.Context, spec SubscriptionSpec) (*Subscri
 		b.forget(s)
 		return nil, fmt.Errorf("natsbridge: consumer %s on %s: %w", spec.Name, stream, err)
 	}
-	s.cons = cons
+	s.cons, s.stream, s.config = cons, stream, cc
 	go s.run()
 	return s, nil
 }
@@ -284,7 +288,7 @@ func (s *Subscription) Stop() {
 // Delete stops the subscription and deletes its durable consumer (for a deleted trigger).
 func (s *Subscription) Delete(ctx context.Context) error {
 	s.Stop()
-	if err := s.b.js.DeleteConsumer(ctx, s.cons.CachedInfo().Stream, s.spec.Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+	if err := s.b.js.DeleteConsumer(ctx, s.stream, s.spec.Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return fmt.Errorf("natsbridge: delete consumer %s: %w", s.spec.Name, err)
 	}
 	return nil
@@ -391,16 +395,40 @@ func (s *Subscription) fetch() error {
 		if !s.mayDeliver() {
 			// Not handed out: paused or stopping gives it back now; while disconnected the nak
 			// cannot reach the server, which redelivers it after AckWait.
-			_ = msg.Nak()
+			if err := msg.Nak(); err != nil {
+				s.log.Debug("nak of an undelivered message failed; the server redelivers it after ack_wait", "err", err)
+			}
 			continue
 		}
 		s.handle(msg)
 	}
 	err = batch.Error()
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) && s.ctx.Err() == nil:
+		// The server ends an empty pull itself just before the deadline; no answer at all means
+		// the consumer is gone (or the server does not answer).
+		return s.checkConsumer()
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 		return nil
 	}
 	return err
+}
+
+// checkConsumer re-creates the durable consumer when it was deleted behind the subscription's
+// back (a trigger's consumer exists as long as the trigger); the error makes it a trouble.
+func (s *Subscription) checkConsumer() error {
+	ctx, cancel := context.WithTimeout(s.ctx, s.b.cfg.PublishTimeout)
+	defer cancel()
+	_, err := s.cons.Info(ctx)
+	if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil // there, or the server is slow: the next pull tells
+	}
+	cons, cerr := s.b.js.CreateOrUpdateConsumer(ctx, s.stream, s.config)
+	if cerr != nil {
+		return fmt.Errorf("consumer deleted; re-creating it: %w", cerr)
+	}
+	s.cons = cons
+	return errors.New("consumer was deleted; re-created it (messages stored meanwhile are skipped unless FromStart)")
 }
 
 // handle hands one message to the handler and settles it: ack on success, nak with backoff on
@@ -409,7 +437,9 @@ func (s *Subscription) handle(msg jetstream.Msg) {
 	meta, err := msg.Metadata()
 	if err != nil {
 		s.log.Error("message without JetStream metadata; terminated", "err", err)
-		_ = msg.Term()
+		if err := msg.Term(); err != nil {
+			s.log.Warn("terminate failed", "err", err)
+		}
 		return
 	}
 	m := Message{Subject: msg.Subject(), Data: msg.Data(), Header: msg.Headers(), Stream: meta.Stream,
@@ -461,7 +491,9 @@ func (s *Subscription) call(msg jetstream.Msg, m Message) (err error) {
 			case <-stop:
 				return
 			case <-t.C:
-				_ = msg.InProgress() // best effort: a lost one only risks an early redelivery
+				if err := msg.InProgress(); err != nil { // a lost one only risks an early redelivery
+					s.log.Debug("in-progress notice failed", "err", err, "delivery_id", m.DeliveryID())
+				}
 			}
 		}
 	}()
