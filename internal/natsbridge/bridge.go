@@ -226,13 +226,40 @@ func Open(ctx context.Context, cfg Config) (*Bridge, error) {
 		return nil, fmt.Errorf("natsbridge: jetstream: %w", err)
 	}
 	b.js = js
-	if err := b.ensureStream(ctx); err != nil {
+	if err := b.ensureStreamRetrying(ctx); err != nil {
 		nc.Close()
 		return nil, err
 	}
 	b.mirror.start(b)
 	b.log.Info("nats bridge connected", "url", nc.ConnectedUrlRedacted(), "stream", cfg.StreamName, "prefix", cfg.SubjectPrefix)
 	return b, nil
+}
+
+// streamAttempts is how many times Open tries to set up the stream: a server that has just started,
+// or is busy creating and deleting other streams, may answer 500 to a valid request once.
+const streamAttempts = 3
+
+// ensureStreamRetrying calls ensureStream up to streamAttempts times while ctx allows.
+func (b *Bridge) ensureStreamRetrying(ctx context.Context) error {
+	var err error
+	for attempt := 1; attempt <= streamAttempts; attempt++ {
+		if err = b.ensureStream(ctx); err == nil {
+			return nil
+		}
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && apiErr.Code >= 400 && apiErr.Code < 500 {
+			return err // the request is wrong: asking again does not help
+		}
+		b.log.Warn("stream setup failed; retrying", "stream", b.cfg.StreamName, "err", err, "attempt", attempt)
+		t := time.NewTimer(backoff(b.cfg.MinBackoff, b.cfg.MaxBackoff, attempt))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return errors.Join(err, ctx.Err())
+		}
+	}
+	return err
 }
 
 // ensureStream creates the stream, or adds "<prefix>.>" to the subjects of an existing one.
@@ -341,6 +368,9 @@ func (b *Bridge) Close() error {
 		subs = append(subs, s)
 	}
 	b.mu.Unlock()
+	for _, s := range subs {
+		s.signalStop() // all at once: each may wait for its pull
+	}
 	for _, s := range subs {
 		s.Stop()
 	}

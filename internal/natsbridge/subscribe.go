@@ -275,14 +275,19 @@ func (s *Subscription) setPaused(p bool) {
 // for an outstanding pull, at most FetchWait). The durable consumer stays on the server: a later
 // Subscribe with the same name resumes it. Stop is idempotent.
 func (s *Subscription) Stop() {
+	s.signalStop()
+	<-s.done
+	s.b.forget(s)
+}
+
+// signalStop tells the run goroutine to stop, without waiting.
+func (s *Subscription) signalStop() {
 	s.mu.Lock()
 	if !s.stopping {
 		s.stopping = true
 		close(s.stop)
 	}
 	s.mu.Unlock()
-	<-s.done
-	s.b.forget(s)
 }
 
 // Delete stops the subscription and deletes its durable consumer (for a deleted trigger).
@@ -369,8 +374,8 @@ func (s *Subscription) run() {
 	}
 }
 
-// fetch pulls one message and handles it. The pull ends after FetchWait, or at once on Stop, at the
-// end of the subscription's context or when the connection drops. An empty pull is no error.
+// fetch pulls one message and handles it. The pull ends after FetchWait, or at once at the end of the
+// subscription's context or when the connection drops. An empty pull is no error.
 func (s *Subscription) fetch() error {
 	_, connChanged := s.b.connState()
 	ctx, cancel := context.WithTimeout(s.ctx, s.spec.FetchWait)
@@ -378,9 +383,10 @@ func (s *Subscription) fetch() error {
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
+		// Not on Stop: the server keeps a pull it was sent until it expires, and a message it
+		// hands to a pull the client gave up waits AckWait for its redelivery. Stop waits for the
+		// pull instead and gives such a message back at once (mayDeliver).
 		select {
-		case <-s.stop:
-			cancel()
 		case <-connChanged:
 			cancel()
 		case <-ctx.Done():
