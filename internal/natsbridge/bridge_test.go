@@ -477,3 +477,23 @@ func TestADeletedConsumerDegradesAndIsRecreated(t *testing.T) {
 	b.Mirror(event("evt_after"))
 	require.Eventually(t, func() bool { return sub.Stats().Acked == 1 }, waitFor, 5*time.Millisecond)
 }
+
+func TestCloseWhileDisconnectedGivesUpAfterTheDrainTimeout(t *testing.T) {
+	t.Parallel()
+	p := newProxy(t, serverURL(t))
+	b, _ := testBridge(t, p.URL(), func(c *Config) { c.DrainTimeout = 200 * time.Millisecond; c.PublishTimeout = 100 * time.Millisecond })
+	var r recorder
+	_, err := b.Subscribe(context.Background(), SubscriptionSpec{Name: "s", Subject: b.Prefix() + ".>", Handler: r.handle,
+		FetchWait: 100 * time.Millisecond})
+	require.NoError(t, err)
+	p.cut()
+	require.Eventually(t, func() bool { return !b.Connection().Connected }, waitFor, 5*time.Millisecond)
+	for i := range 3 {
+		b.Mirror(event("evt_" + strconv.Itoa(i)))
+	}
+	start := time.Now()
+	require.NoError(t, b.Close())
+	require.Less(t, time.Since(start), 5*time.Second, "Close is bounded by the drain timeout, not the outage")
+	require.EqualValues(t, 3, b.Dropped(), "what could not be published is counted")
+	require.Zero(t, b.Mirrored())
+}
