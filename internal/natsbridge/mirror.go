@@ -169,8 +169,16 @@ func (m *mirror) message(ev events.Event) (*nats.Msg, error) {
 	msg.Header.Set(HeaderTenantID, ev.TenantID)
 	msg.Header.Set(HeaderEventID, ev.ID)
 	msg.Header.Set(HeaderEventType, ev.TypeID)
-	if limit := m.b.nc.MaxPayload(); limit > 0 && int64(len(body)) > limit {
-		return nil, fmt.Errorf("%d bytes over the server's max_payload of %d", len(body), limit)
+	// The server's max_payload counts the header block too: "NATS/1.0\r\n", "Key: value\r\n"
+	// lines and a closing "\r\n".
+	size := len(body) + len("NATS/1.0\r\n\r\n")
+	for k, vs := range msg.Header {
+		for _, v := range vs {
+			size += len(k) + len(": \r\n") + len(v)
+		}
+	}
+	if limit := m.b.nc.MaxPayload(); limit > 0 && int64(size) > limit {
+		return nil, fmt.Errorf("%d bytes with headers, over the server's max_payload of %d", size, limit)
 	}
 	return msg, nil
 }
