@@ -123,3 +123,33 @@ func TestCPUNiceFlag(t *testing.T) {
 	require.NoError(t, f.check(c))
 	require.Equal(t, 10, f.cpuNice)
 }
+
+func TestNATSFlag(t *testing.T) {
+	f, c := parsed(t)
+	require.NoError(t, f.check(c))
+	cfg, err := f.config("", nil)
+	require.NoError(t, err)
+	require.Empty(t, cfg.NATS.URL, "the bridge is off by default")
+
+	f, c = parsed(t, "--nats=nats://127.0.0.1:4222")
+	require.NoError(t, f.check(c))
+	cfg, err = f.config("", nil)
+	require.NoError(t, err)
+	require.Equal(t, "nats://127.0.0.1:4222", cfg.NATS.URL)
+
+	for _, ok := range []string{"nats://a:4222,nats://b:4222", "tls://nats.example.com:4222", "wss://nats.example.com"} {
+		f, c = parsed(t, "--nats="+ok)
+		require.NoError(t, f.check(c), ok)
+	}
+	for _, bad := range []string{"127.0.0.1:4222", "http://127.0.0.1:4222", "nats://", "nats://a:4222,", "nats://a b"} {
+		f, c = parsed(t, "--nats="+bad)
+		require.ErrorContains(t, f.check(c), "--nats", bad)
+	}
+
+	t.Setenv("LARK_NATS_URL", "nats://10.0.0.1:4222")
+	f, c = parsed(t)
+	require.NoError(t, f.check(c))
+	cfg, err = f.config("", nil)
+	require.NoError(t, err)
+	require.Equal(t, "nats://10.0.0.1:4222", cfg.NATS.URL)
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"os/signal"
 	"runtime/pprof"
@@ -21,6 +22,7 @@ import (
 	"github.com/larkrun/lark/internal/cpushare"
 	"github.com/larkrun/lark/internal/invoke"
 	"github.com/larkrun/lark/internal/metrics"
+	"github.com/larkrun/lark/internal/natsbridge"
 	"github.com/larkrun/lark/internal/retention"
 	"github.com/larkrun/lark/internal/server"
 )
@@ -61,6 +63,7 @@ type flags struct {
 	maxPayloadBytes             int
 	cpuSlots                    int
 	cpuNice                     int
+	nats                        string
 }
 
 func (f *flags) bind(c *cobra.Command) {
@@ -96,6 +99,8 @@ func (f *flags) bind(c *cobra.Command) {
 		"nice value (1-19) of the threads interpreting user code, below the API and the database; 0 keeps the server's priority (env LARK_CPU_NICE)")
 	c.Flags().IntVar(&f.maxPayloadBytes, "max-payload-bytes", invoke.DefaultMaxPayloadBytes,
 		"largest params, result, workflow step input or output, helper argument and event payload, in bytes of JSON (env LARK_MAX_PAYLOAD_BYTES)")
+	c.Flags().StringVar(&f.nats, "nats", env("LARK_NATS_URL", ""),
+		"NATS server URL (nats://host:4222; a comma-separated list for a cluster) of the JetStream bridge: events mirrored to subjects, triggers fed by subjects; empty: off (env LARK_NATS_URL)")
 	c.Flags().StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (for lark bench)")
 	_ = c.Flags().MarkHidden("cpuprofile")
 	c.Flags().StringVar(&f.memProfile, "memprofile", "", "write an allocation profile of the whole run to this file at exit (for lark bench)")
@@ -111,6 +116,9 @@ func (f *flags) config(admin string, log *slog.Logger) (server.Config, error) {
 		DrainTimeout: f.drainTimeout, ReadHeaderTimeout: f.readHeaderTimeout, ReadTimeout: f.readTimeout,
 		WriteTimeout: f.writeTimeout, IdleTimeout: f.idleTimeout, MaxHeaderBytes: f.maxHeaderBytes, MaxInFlight: f.maxInFlight,
 		MaxPayloadBytes: f.maxPayloadBytes, CPUSlots: f.cpuSlots, CPUNice: f.cpuNice}
+	if f.nats != "" {
+		cfg.NATS = natsbridge.Config{URL: f.nats, Logger: log}
+	}
 	if f.pricing != "" {
 		p, err := cost.Load(f.pricing)
 		if err != nil {
@@ -173,6 +181,32 @@ func (f *flags) check(c *cobra.Command) error {
 	}
 	if f.maxInFlight < 1 {
 		return fmt.Errorf("--max-in-flight must be at least 1, got %d", f.maxInFlight)
+	}
+	if err := checkNATSURL(f.nats); err != nil {
+		return fmt.Errorf("--nats: %w", err)
+	}
+	return nil
+}
+
+// checkNATSURL accepts "" (the bridge is off) or a comma-separated list of nats://, tls://, ws://
+// or wss:// URLs with a host, so that a typo stops the start instead of reconnecting for ever.
+func checkNATSURL(list string) error {
+	if list == "" {
+		return nil
+	}
+	for _, s := range strings.Split(list, ",") {
+		u, err := url.Parse(strings.TrimSpace(s))
+		if err != nil {
+			return err
+		}
+		switch u.Scheme {
+		case "nats", "tls", "ws", "wss":
+		default:
+			return fmt.Errorf("%q: the scheme must be nats, tls, ws or wss", s)
+		}
+		if u.Host == "" {
+			return fmt.Errorf("%q has no host", s)
+		}
 	}
 	return nil
 }

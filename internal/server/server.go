@@ -24,6 +24,7 @@ import (
 	"github.com/larkrun/lark/internal/idgen"
 	"github.com/larkrun/lark/internal/invoke"
 	"github.com/larkrun/lark/internal/metrics"
+	"github.com/larkrun/lark/internal/natsbridge"
 	"github.com/larkrun/lark/internal/registry"
 	"github.com/larkrun/lark/internal/retention"
 	"github.com/larkrun/lark/internal/sandbox"
@@ -98,6 +99,9 @@ type Config struct {
 	// alone. Where the process may lower a priority but not restore it, each execution runs on a
 	// thread of its own; where it may not lower one, the server logs why and runs without.
 	CPUNice int
+	// NATS configures the optional NATS JetStream bridge (natsbridge: events mirrored to subjects,
+	// triggers fed by subjects); an empty URL leaves it off.
+	NATS natsbridge.Config
 }
 
 // Defaults of the HTTP server's limits (docs/operations.md, "HTTP limits").
