@@ -57,7 +57,9 @@ type secretHeaders struct {
 }
 
 // HasSecretRef reports whether v contains a secret reference.
-func HasSecretRef(v string) bool { return strings.Contains(v, secretMarker) && SecretPattern.MatchString(v) }
+func HasSecretRef(v string) bool {
+	return strings.Contains(v, secretMarker) && SecretPattern.MatchString(v)
+}
 
 // resolveSecrets finds the references in hdr and resolves each secret once. A reference that does
 // not resolve fails the request; no value is put into hdr (substitute does, per hop).

@@ -49,9 +49,12 @@ type Config struct {
 	Schemas  *schema.Registry
 	Programs *sandbox.Cache
 	Egress   *egress.Client
-	Clock    clock.Clock
-	IDs      idgen.Generator
-	Logger   *slog.Logger
+	// Secrets resolves the {{secret:NAME}} references of outbound request headers, per tenant
+	// (internal/secrets); nil refuses requests that have any.
+	Secrets SecretSource
+	Clock   clock.Clock
+	IDs     idgen.Generator
+	Logger  *slog.Logger
 	// Node names this process in leases; unique per process start.
 	Node string
 	// LeaseGrace is added to an attempt's timeout to form its lease (default 30 s).
@@ -108,6 +111,12 @@ type Config struct {
 	// SyncPoll is how often a sync invocation of a workflow that waits for its end reads the store,
 	// for an end this process was not told of (default 1 s). Ends committed here wake it at once.
 	SyncPoll time.Duration
+}
+
+// SecretSource gives the egress layer one tenant's secrets (secrets.Service implements it). The
+// sandbox never sees a value: the egress layer substitutes it after the sandbox.
+type SecretSource interface {
+	ForTenant(tenantID, invocationID string) egress.SecretResolver
 }
 
 // DefaultMaxPayloadBytes is the default Config.MaxPayloadBytes: 2 MiB, as Temporal's payload limit.

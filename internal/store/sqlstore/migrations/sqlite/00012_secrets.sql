@@ -16,6 +16,7 @@ CREATE TABLE secrets (
   last_used_at  TEXT,
   created_by    TEXT NOT NULL,
   updated_by    TEXT NOT NULL,
+  id            TEXT GENERATED ALWAYS AS (name) VIRTUAL, -- the lists' unique last sort key
   PRIMARY KEY (tenant_id, name)
 ) STRICT, WITHOUT ROWID;
 CREATE INDEX secrets_created ON secrets (tenant_id, created_at, name);
