@@ -334,6 +334,7 @@ func TestSecretNeverLeaks(t *testing.T) {
 	// The second and third failed with what they raised, scrubbed; the fifth with the envelope
 	// naming the secret and the host.
 	require.Contains(t, string(answers[4]), `secret \"api_key\" may not be sent to host localhost`)
+	require.Contains(t, string(answers[4]), `"secret":"api_key"`)
 
 	look := func(what string, b []byte) {
 		t.Helper()

@@ -40,6 +40,8 @@ type Error struct {
 	Kind Kind
 	// Host is the host name (no port) the failure relates to, or "" when unknown.
 	Host string
+	// Secret names the secret a KindSecret failure (or a failure to read one) is about.
+	Secret string
 	// Msg is a human-readable description free of secrets.
 	Msg string
 }

@@ -87,7 +87,7 @@ func resolveSecrets(ctx context.Context, hdr http.Header, r SecretResolver, host
 		return nil, nil
 	}
 	if r == nil {
-		return nil, &Error{Kind: KindSecret, Host: host,
+		return nil, &Error{Kind: KindSecret, Host: host, Secret: sh.list[0].names[0],
 			Msg: fmt.Sprintf("secret %q: secrets are not available for this request", sh.list[0].names[0])}
 	}
 	for _, t := range sh.list {
@@ -98,15 +98,15 @@ func resolveSecrets(ctx context.Context, hdr http.Header, r SecretResolver, host
 			s, err := r.ResolveSecret(ctx, name)
 			switch {
 			case errors.Is(err, ErrUnknownSecret):
-				return nil, &Error{Kind: KindSecret, Host: host, Msg: fmt.Sprintf("secret %q is not defined", name)}
+				return nil, &Error{Kind: KindSecret, Host: host, Secret: name, Msg: fmt.Sprintf("secret %q is not defined", name)}
 			case errors.Is(err, ErrSecretsUnavailable):
-				return nil, &Error{Kind: KindSecret, Host: host,
+				return nil, &Error{Kind: KindSecret, Host: host, Secret: name,
 					Msg: fmt.Sprintf("secret %q: secrets are not available on this server (no master key configured)", name)}
 			case err != nil:
 				if cerr := ctx.Err(); cerr != nil {
 					return nil, ctxError(cerr, host)
 				}
-				return nil, &Error{Kind: KindTransport, Host: host, Msg: fmt.Sprintf("secret %q could not be read", name)}
+				return nil, &Error{Kind: KindTransport, Host: host, Secret: name, Msg: fmt.Sprintf("secret %q could not be read", name)}
 			}
 			sec.add(s.Value)
 			sh.secrets[name] = s
@@ -137,7 +137,7 @@ func (sh *secretHeaders) substitute(hdr, out http.Header, host string, hop int) 
 		}
 		if !allowed {
 			if hop == 0 {
-				return &Error{Kind: KindSecret, Host: host,
+				return &Error{Kind: KindSecret, Host: host, Secret: refused,
 					Msg: fmt.Sprintf("secret %q may not be sent to host %s (not in its allowed_hosts)", refused, host)}
 			}
 			hdr.Del(t.header)

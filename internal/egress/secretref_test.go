@@ -58,6 +58,7 @@ func TestSecretSubstitutedOnlyForAllowedHost(t *testing.T) {
 	_, err = c.Do(context.Background(), req)
 	e := requireKind(t, err, KindSecret)
 	require.Contains(t, e.Error(), `secret "stripe_key" may not be sent to host other.example.com`)
+	require.Equal(t, "stripe_key", e.Secret)
 	require.NotContains(t, e.Error(), testValue)
 	require.Empty(t, got, "nothing was sent")
 
@@ -67,6 +68,7 @@ func TestSecretSubstitutedOnlyForAllowedHost(t *testing.T) {
 	_, err = c.Do(context.Background(), req)
 	e = requireKind(t, err, KindSecret)
 	require.Contains(t, e.Error(), `secret "nope" is not defined`)
+	require.Equal(t, "nope", e.Secret)
 	req.Secrets = nil
 	_, err = c.Do(context.Background(), req)
 	requireKind(t, err, KindSecret)

@@ -43,6 +43,9 @@ func transportError(err error) *sandbox.Error {
 	}
 	e := &sandbox.Error{TypeID: sandbox.ErrHTTPTransport, Category: "retryable", Message: ee.Error(),
 		Details: map[string]any{"kind": string(ee.Kind), "host": ee.Host}}
+	if ee.Secret != "" {
+		e.Details["secret"] = ee.Secret
+	}
 	switch ee.Kind {
 	case egress.KindForbiddenDomain, egress.KindForbiddenAddress, egress.KindBadRequest, egress.KindTooLarge, egress.KindSecret:
 		e.Category = "non_retryable"
