@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -183,7 +184,71 @@ func (sh *secretHeaders) scrub(resp *Response) {
 			resp.Headers[k] = strings.ReplaceAll(v, f, Redacted)
 		}
 	}
-	resp.Body = []byte(body)
+	resp.Body = scrubJSON([]byte(body), sh.values())
+}
+
+func (sh *secretHeaders) values() []string {
+	out := make([]string, 0, len(sh.secrets))
+	for _, s := range sh.secrets {
+		out = append(out, s.Value)
+	}
+	return out
+}
+
+// scrubJSON handles a JSON body that spells a value with escapes (\u0073k_live...) which the
+// byte-level replacement cannot see but the sandbox's JSON decoding would undo: when a decoded
+// string (or key) contains a value, the body is re-encoded with the value replaced. Bodies that
+// are not JSON, or hold no value, are returned unchanged.
+func scrubJSON(body []byte, values []string) []byte {
+	if !bytes.Contains(body, []byte(`\`)) { // without an escape, decoding reveals nothing new
+		return body
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil || dec.More() {
+		return body
+	}
+	changed := false
+	clean := func(s string) string {
+		for _, val := range values {
+			if val != "" && strings.Contains(s, val) {
+				s = strings.ReplaceAll(s, val, Redacted)
+				changed = true
+			}
+		}
+		return s
+	}
+	var walk func(any) any
+	walk = func(x any) any {
+		switch t := x.(type) {
+		case string:
+			return clean(t)
+		case []any:
+			for i := range t {
+				t[i] = walk(t[i])
+			}
+			return t
+		case map[string]any:
+			out := make(map[string]any, len(t))
+			for k, e := range t {
+				out[clean(k)] = walk(e)
+			}
+			return out
+		}
+		return x
+	}
+	v = walk(v)
+	if !changed {
+		return body
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return []byte(`{}`) // cannot happen for decoded JSON; never return the unscrubbed body
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 }
 
 // escapedForms are the forms of v an echoing server commonly sends back: as is, as a JSON string's

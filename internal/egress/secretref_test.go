@@ -175,3 +175,30 @@ func mustJSON(v string) string {
 }
 
 func urlEscape(v string) string { return neturl.QueryEscape(v) }
+
+func TestEscapedEchoIsScrubbed(t *testing.T) {
+	// The upstream spells every character of the value as a \u escape: the bytes never contain it,
+	// but the sandbox's JSON decoding would rebuild it.
+	srv, _ := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var b strings.Builder
+		for _, c := range r.Header.Get("X-Key") {
+			fmt.Fprintf(&b, `\u%04x`, c)
+		}
+		_, _ = fmt.Fprintf(w, `{"echo":"%s","n":1.50,"list":["%s"],"%s":true}`, b.String(), b.String(), b.String())
+	}))
+	c := secretClient(t)
+	resp, err := c.Do(context.Background(), Request{Method: "GET", URL: fmt.Sprintf("http://api.example.com:%d/", serverPort(srv)),
+		Headers: map[string]string{"X-Key": "{{secret:k}}"}, AllowedDomains: []string{"api.example.com"},
+		Secrets: mapResolver{"k": {Value: "abcdefgh12345", AllowedHosts: []string{"api.example.com"}}}})
+	require.NoError(t, err)
+	var v map[string]any
+	require.NoError(t, json.Unmarshal(resp.Body, &v))
+	require.Equal(t, Redacted, v["echo"])
+	require.Equal(t, []any{Redacted}, v["list"])
+	require.Equal(t, true, v[Redacted])
+	require.Contains(t, string(resp.Body), `"n":1.50`, "numbers kept exactly")
+	require.NotContains(t, string(resp.Body), "abcdefgh12345")
+
+	// A JSON body without the value is returned byte for byte.
+	require.Equal(t, `{"a":"\u0041"}`, string(scrubJSON([]byte(`{"a":"\u0041"}`), []string{"abcdefgh12345"})))
+}
