@@ -103,6 +103,8 @@ func TestSecretsCRUD(t *testing.T) {
 	for _, it := range l.items() {
 		require.Nil(t, it["value"])
 	}
+	e.expectProblem(t, http.StatusBadRequest, "bad_request", http.MethodGet, secretsPath+"?%24filter=value+eq+'x'", dev, nil)
+	e.expectProblem(t, http.StatusBadRequest, "bad_request", http.MethodGet, secretsPath+"?%24orderby=allowed_hosts", dev, nil)
 
 	// Another tenant sees nothing of them: 404, an empty list.
 	other := e.tenant(t, "globex")
@@ -200,6 +202,7 @@ func TestSecretsPerTenantBound(t *testing.T) {
 	r := e.expectProblem(t, http.StatusTooManyRequests, "quota_exceeded", http.MethodPost, secretsPath, adm,
 		obj{"name": "one_more", "value": "value-1234", "allowed_hosts": []any{"api.example.com"}})
 	require.Equal(t, "max_secrets", r.Body["quota"])
+	require.Equal(t, "60", r.Header.Get("Retry-After"))
 	// Another tenant has its own bound.
 	e.expect(t, http.StatusCreated, http.MethodPost, secretsPath, e.tenant(t, "globex"),
 		obj{"name": "k000", "value": "value-1234", "allowed_hosts": []any{"api.example.com"}})

@@ -327,8 +327,10 @@ func (s *Service) Create(ctx context.Context, sc auth.SecurityContext, c Create)
 			return err
 		}
 		if n >= int64(s.o.MaxSecrets) {
-			return problem.New(problem.TypeQuotaExceeded, "tenant %s has reached its limit of %d secrets; delete some, or ask the operator to raise it",
+			pe := problem.New(problem.TypeQuotaExceeded, "tenant %s has reached its limit of %d secrets; delete some, or ask the operator to raise it",
 				sc.TenantID, s.o.MaxSecrets).With("quota", "max_secrets")
+			pe.RetryAfter = 60 // as the other count quotas (spec README rule 4: 429 with Retry-After)
+			return pe
 		}
 		if err := tx.InsertSecret(rec, v); err != nil {
 			return err
