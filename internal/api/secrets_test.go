@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -323,6 +324,23 @@ func TestSecretNeverLeaks(t *testing.T) {
 	run(obj{"url": url}, "async")
 	invWait(t, e, adm, invIDs[len(invIDs)-1], "succeeded")
 
+	// A workflow whose step uses it: the step's journaled output is what the sandbox saw.
+	wf := e.registerActive(t, adm, wfBody(t, "leakflow.v1~", `
+def call(ctx, input):
+    r = r_await(r_http_get_v1(input + "/echo", headers={"Authorization": "Bearer {{secret:api_key}}"}, timeout_ms=5000))
+    ctx.log("step saw", body=r.response.body)
+    return {"echo": r.response.body, "headers": r.response.headers}
+
+def main(ctx, input):
+    return r_run_step_v1("call", call, input.url)
+`))
+	rec := invAsync(t, e, adm, wf["entrypoint_id"].(string), obj{"url": url}, nil)
+	invIDs = append(invIDs, invID(rec))
+	done := invWait(t, e, adm, invID(rec), wfTerminal...)
+	require.Equal(t, "succeeded", done["status"], "%v", done)
+	answers = append(answers, mustJSONBytes(t, done))
+	require.Contains(t, string(answers[len(answers)-1]), egress.Redacted, "the step got the echo, scrubbed")
+
 	// Positive control: the value did reach the upstream, substituted.
 	recvMu.Lock()
 	require.Contains(t, received, "Bearer "+value)
@@ -375,3 +393,10 @@ func TestSecretNeverLeaks(t *testing.T) {
 }
 
 func upstreamAddr(r *http.Request) string { return r.Host }
+
+func mustJSONBytes(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return b
+}
