@@ -196,10 +196,7 @@ func (c *Client) Do(ctx context.Context, req Request) (Response, error) {
 	if err := ctx.Err(); err != nil {
 		return Response{}, ctxError(err, normalizeHost(u.Hostname()))
 	}
-	sh, err := resolveSecrets(ctx, hdr, req.Secrets, normalizeHost(u.Hostname()), &sec)
-	if err != nil {
-		return Response{}, err
-	}
+	var sh *secretHeaders
 
 	timeout := req.Timeout
 	if timeout == 0 {
@@ -218,6 +215,12 @@ func (c *Client) Do(ctx context.Context, req Request) (Response, error) {
 		host := normalizeHost(u.Hostname())
 		if err := c.checkTarget(u, req.AllowedDomains, hop); err != nil {
 			return Response{}, err
+		}
+		if hop == 0 {
+			// Secrets are opened only for a request that may be made at all.
+			if sh, err = resolveSecrets(ctx, hdr, req.Secrets, host, &sec); err != nil {
+				return Response{}, err
+			}
 		}
 		var rd io.Reader = http.NoBody
 		if method == http.MethodPost {

@@ -202,3 +202,27 @@ func TestEscapedEchoIsScrubbed(t *testing.T) {
 	// A JSON body without the value is returned byte for byte.
 	require.Equal(t, `{"a":"\u0041"}`, string(scrubJSON([]byte(`{"a":"\u0041"}`), []string{"abcdefgh12345"})))
 }
+
+// countingResolver counts resolutions.
+type countingResolver struct {
+	mapResolver
+	n *int
+}
+
+func (c countingResolver) ResolveSecret(ctx context.Context, name string) (Secret, error) {
+	*c.n++
+	return c.mapResolver.ResolveSecret(ctx, name)
+}
+
+func TestSecretNotOpenedForAForbiddenRequest(t *testing.T) {
+	c := secretClient(t)
+	n := 0
+	res := countingResolver{mapResolver{"k": {Value: testValue, AllowedHosts: []string{"api.example.com"}}}, &n}
+	_, err := c.Do(context.Background(), Request{Method: "GET", URL: "http://api.example.com/x",
+		Headers: map[string]string{"X-Key": "{{secret:k}}"}, AllowedDomains: []string{"other.example.com"}, Secrets: res})
+	requireKind(t, err, KindForbiddenDomain)
+	_, err = c.Do(context.Background(), Request{Method: "PUT", URL: "http://api.example.com/x",
+		Headers: map[string]string{"X-Key": "{{secret:k}}"}, AllowedDomains: []string{"api.example.com"}, Secrets: res})
+	requireKind(t, err, KindBadRequest)
+	require.Zero(t, n, "the tenant's allowlist and the request's shape are checked before a secret is opened")
+}
