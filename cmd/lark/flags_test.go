@@ -1,12 +1,15 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/require"
 
+	"github.com/larkrun/lark/internal/keyring"
 	"github.com/larkrun/lark/internal/server"
 )
 
@@ -152,4 +155,40 @@ func TestNATSFlag(t *testing.T) {
 	cfg, err = f.config("", nil)
 	require.NoError(t, err)
 	require.Equal(t, "nats://10.0.0.1:4222", cfg.NATS.URL)
+}
+
+func TestMasterKeyFlag(t *testing.T) {
+	t.Setenv("LARK_MASTER_KEY", "")
+	f, c := parsed(t)
+	require.NoError(t, f.check(c))
+	cfg, err := f.config("", nil)
+	require.NoError(t, err)
+	require.Nil(t, cfg.Keyring, "no key: secrets disabled")
+
+	key, err := keyring.Generate()
+	require.NoError(t, err)
+	t.Setenv("LARK_MASTER_KEY", key)
+	f, c = parsed(t)
+	require.NoError(t, f.check(c))
+	cfg, err = f.config("", nil)
+	require.NoError(t, err)
+	require.NotNil(t, cfg.Keyring)
+
+	file := filepath.Join(t.TempDir(), "master.key")
+	require.NoError(t, os.WriteFile(file, []byte(key), 0o600))
+	f, c = parsed(t, "--master-key-file="+file)
+	require.NoError(t, f.check(c))
+	_, err = f.config("", nil)
+	require.ErrorContains(t, err, "use one", "the env and the flag together are ambiguous")
+
+	t.Setenv("LARK_MASTER_KEY", "")
+	cfg, err = f.config("", nil)
+	require.NoError(t, err)
+	require.NotNil(t, cfg.Keyring)
+
+	t.Setenv("LARK_MASTER_KEY", "not-a-key")
+	f, c = parsed(t)
+	require.NoError(t, f.check(c))
+	_, err = f.config("", nil)
+	require.ErrorContains(t, err, "LARK_MASTER_KEY")
 }

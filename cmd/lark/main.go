@@ -64,6 +64,7 @@ type flags struct {
 	cpuSlots                    int
 	cpuNice                     int
 	nats                        string
+	masterKeyFile               string
 }
 
 func (f *flags) bind(c *cobra.Command) {
@@ -101,6 +102,9 @@ func (f *flags) bind(c *cobra.Command) {
 		"largest params, result, workflow step input or output, helper argument and event payload, in bytes of JSON (env LARK_MAX_PAYLOAD_BYTES)")
 	c.Flags().StringVar(&f.nats, "nats", env("LARK_NATS_URL", ""),
 		"NATS server URL (nats://host:4222; a comma-separated list for a cluster) of the JetStream bridge: events mirrored to subjects, triggers fed by subjects; empty: off (env LARK_NATS_URL)")
+	c.Flags().StringVar(&f.masterKeyFile, "master-key-file", env("LARK_MASTER_KEY_FILE", ""),
+		"file holding the master key that seals tenant secrets (base64 32-byte keys, comma-separated, the first sealing); "+
+			"or set the key itself in LARK_MASTER_KEY; without either, secrets are disabled (env LARK_MASTER_KEY_FILE)")
 	c.Flags().StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (for lark bench)")
 	_ = c.Flags().MarkHidden("cpuprofile")
 	c.Flags().StringVar(&f.memProfile, "memprofile", "", "write an allocation profile of the whole run to this file at exit (for lark bench)")
@@ -119,6 +123,11 @@ func (f *flags) config(admin string, log *slog.Logger) (server.Config, error) {
 	if f.nats != "" {
 		cfg.NATS = natsbridge.Config{URL: f.nats, Logger: log}
 	}
+	kr, err := server.LoadMasterKey(os.Getenv("LARK_MASTER_KEY"), f.masterKeyFile)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Keyring = kr
 	if f.pricing != "" {
 		p, err := cost.Load(f.pricing)
 		if err != nil {
@@ -325,6 +334,12 @@ func devCmd() *cobra.Command {
 			creds, err := server.LoadOrCreateDevAdmin(f.data)
 			if err != nil {
 				return err
+			}
+			if os.Getenv("LARK_MASTER_KEY") == "" && f.masterKeyFile == "" {
+				// The dev server seals secrets under a key of its own, kept beside its database.
+				if f.masterKeyFile, err = server.LoadOrCreateDevMasterKey(f.data); err != nil {
+					return err
+				}
 			}
 			admin := creds.AdminToken
 			if v := os.Getenv("LARK_ADMIN_TOKEN"); v != "" {

@@ -20,6 +20,7 @@ import (
 	"github.com/larkrun/lark/internal/problem"
 	"github.com/larkrun/lark/internal/registry"
 	"github.com/larkrun/lark/internal/scheduler"
+	"github.com/larkrun/lark/internal/secrets"
 	"github.com/larkrun/lark/internal/tenants"
 	"github.com/larkrun/lark/internal/tokens"
 	"github.com/larkrun/lark/internal/usage"
@@ -45,11 +46,13 @@ type Config struct {
 	Usage    *usage.Service
 	// Schedules serves the Schedule API.
 	Schedules *scheduler.Service
-	Audit     AuditLister
-	Ready     Pinger
-	IDs       idgen.Generator
-	Logger    *slog.Logger
-	MaxBody   int64
+	// Secrets serves the Secrets API.
+	Secrets *secrets.Service
+	Audit   AuditLister
+	Ready   Pinger
+	IDs     idgen.Generator
+	Logger  *slog.Logger
+	MaxBody int64
 	// Metrics, when set, is served at GET /metrics: to the platform operator's token only, since it
 	// names every tenant, unless MetricsPublic.
 	Metrics       http.Handler
@@ -165,6 +168,7 @@ func (s *Server) Handler() http.Handler {
 
 		s.scheduleRoutes(r)
 		s.backfillRoutes(r)
+		s.secretRoutes(r)
 	})
 	return r
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/larkrun/lark/internal/egress"
 	"github.com/larkrun/lark/internal/entrypoint"
 	"github.com/larkrun/lark/internal/events"
 	"github.com/larkrun/lark/internal/invocation"
@@ -505,7 +506,13 @@ func (h *host) HTTP(ctx context.Context, req sandbox.HTTPRequest) (sandbox.HTTPR
 		return sandbox.HTTPResponse{}, &sandbox.Error{TypeID: sandbox.ErrHTTPTransport, Category: "retryable", Message: "policy unavailable"}
 	}
 	start := time.Now()
-	resp, err := h.s.cfg.Egress.Do(ctx, egressRequest(req, p.Policies.AllowedOutboundDomains))
+	var sec egress.SecretResolver
+	if h.s.cfg.Secrets != nil {
+		sec = h.s.cfg.Secrets.ForTenant(h.rec.TenantID, h.rec.ID)
+	}
+	// Secret references in req's headers are resolved and substituted by the egress layer, and
+	// scrubbed from the response: resp never holds a value.
+	resp, err := h.s.cfg.Egress.Do(ctx, egressRequest(req, p.Policies.AllowedOutboundDomains, sec))
 	entry := map[string]any{"method": req.Method, "host": hostOf(req.URL), "duration_ms": time.Since(start).Milliseconds()}
 	if err != nil {
 		var ee *egressError

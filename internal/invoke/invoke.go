@@ -49,9 +49,12 @@ type Config struct {
 	Schemas  *schema.Registry
 	Programs *sandbox.Cache
 	Egress   *egress.Client
-	Clock    clock.Clock
-	IDs      idgen.Generator
-	Logger   *slog.Logger
+	// Secrets resolves the {{secret:NAME}} references of outbound request headers, per tenant
+	// (internal/secrets); nil refuses requests that have any.
+	Secrets SecretSource
+	Clock   clock.Clock
+	IDs     idgen.Generator
+	Logger  *slog.Logger
 	// Node names this process in leases; unique per process start.
 	Node string
 	// LeaseGrace is added to an attempt's timeout to form its lease (default 30 s).
@@ -113,6 +116,12 @@ type Config struct {
 	// suspended workflows, as Publish does; the server may give an event bus that also matches
 	// triggers).
 	Publisher EventPublisher
+}
+
+// SecretSource gives the egress layer one tenant's secrets (secrets.Service implements it). The
+// sandbox never sees a value: the egress layer substitutes it after the sandbox.
+type SecretSource interface {
+	ForTenant(tenantID, invocationID string) egress.SecretResolver
 }
 
 // DefaultMaxPayloadBytes is the default Config.MaxPayloadBytes: 2 MiB, as Temporal's payload limit.

@@ -23,6 +23,7 @@ import (
 	"github.com/larkrun/lark/internal/egress"
 	"github.com/larkrun/lark/internal/idgen"
 	"github.com/larkrun/lark/internal/invoke"
+	"github.com/larkrun/lark/internal/keyring"
 	"github.com/larkrun/lark/internal/metrics"
 	"github.com/larkrun/lark/internal/natsbridge"
 	"github.com/larkrun/lark/internal/registry"
@@ -30,6 +31,7 @@ import (
 	"github.com/larkrun/lark/internal/sandbox"
 	"github.com/larkrun/lark/internal/scheduler"
 	"github.com/larkrun/lark/internal/schema"
+	"github.com/larkrun/lark/internal/secrets"
 	"github.com/larkrun/lark/internal/store"
 	"github.com/larkrun/lark/internal/store/sqlstore"
 	"github.com/larkrun/lark/internal/tenant"
@@ -102,6 +104,11 @@ type Config struct {
 	// NATS configures the optional NATS JetStream bridge (natsbridge: events mirrored to subjects,
 	// triggers fed by subjects); an empty URL leaves it off.
 	NATS natsbridge.Config
+	// Keyring is the master key that seals tenant secrets at rest (LARK_MASTER_KEY or
+	// --master-key-file). nil disables secrets: the /secrets routes answer 503 and requests that
+	// refer to a secret fail. With several keys ("NEW,OLD"), New rewraps every value sealed under
+	// an older one before serving (docs/secrets.md, rotation).
+	Keyring *keyring.Keyring
 }
 
 // Defaults of the HTTP server's limits (docs/operations.md, "HTTP limits").
@@ -157,6 +164,8 @@ type Server struct {
 
 	// Retention is the retention maintenance job; Serve runs it (tests call RunOnce).
 	Retention *retention.Job
+	// Secrets keeps the tenants' secrets (disabled without Config.Keyring).
+	Secrets *secrets.Service
 }
 
 // OpenStore opens the configured store.
@@ -227,7 +236,14 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.Metrics = metrics.New(metrics.Options{Source: st, Clock: c, Logger: cfg.Logger, MaxLabelSets: cfg.MetricsMaxLabelSets,
 		Slots: func() (int, int) { return s.dispatch.Slots() }})
 	s.Registry.SetQuotaObserver(s.Metrics)
-	s.Invoke = invoke.NewService(invoke.Config{Store: st, Schemas: schemas, Programs: sandbox.NewCache(1024),
+	s.Secrets = secrets.New(st, secrets.Options{Keyring: cfg.Keyring, Clock: c, IDs: ids, Logger: cfg.Logger})
+	if cfg.Keyring == nil {
+		cfg.Logger.Warn("no master key (LARK_MASTER_KEY or --master-key-file): tenant secrets are disabled; the /secrets routes answer 503")
+	} else if _, err := s.Secrets.Rewrap(ctx); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("secrets: master key rotation: %w", err)
+	}
+	s.Invoke = invoke.NewService(invoke.Config{Store: st, Schemas: schemas, Programs: sandbox.NewCache(1024), Secrets: s.Secrets,
 		Egress: egress.New(egress.Options{AllowLoopback: cfg.UnsafeEgressAllowLoopback}), Clock: c, IDs: ids, Logger: cfg.Logger,
 		Pricing: cfg.Pricing, Observer: s.Metrics, MaxPayloadBytes: cfg.MaxPayloadBytes, CPU: cpuScheduler(cfg.CPUSlots, cfg.CPUNice, cfg.Logger)})
 	s.Claims = dispatch.NewStoreClaimer(s.Invoke.ClaimConfig())
@@ -244,7 +260,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.Retention = retention.New(st, retention.Options{Interval: cfg.RetentionInterval, Clock: c, Logger: cfg.Logger,
 		Failed: s.Metrics.MaintenanceFailure})
 	s.handler = api.New(api.Config{Tokens: s.Tokens, Tenants: s.Tenants, Registry: s.Registry, Invoke: s.Invoke,
-		Usage: usage.NewService(st, s.Tenants, c, cfg.Pricing.Currency()), Schedules: s.Schedules, Audit: st, Ready: st,
+		Usage: usage.NewService(st, s.Tenants, c, cfg.Pricing.Currency()), Schedules: s.Schedules, Secrets: s.Secrets, Audit: st, Ready: st,
 		IDs: ids, Logger: cfg.Logger, MaxBody: cfg.MaxBody, Metrics: s.Metrics.Handler(), MetricsPublic: cfg.MetricsPublic,
 		MaxInFlight: cfg.MaxInFlight, WriteTimeout: cfg.WriteTimeout}).Handler()
 	return s, nil

@@ -102,6 +102,7 @@ type Reader interface {
 	RetentionReader
 	ScheduleReader
 	BackfillReader
+	SecretReader
 }
 
 // TenantReader reads tenant policies.
@@ -263,6 +264,7 @@ type Tx interface {
 	RetentionTx
 	ScheduleTx
 	BackfillTx
+	SecretTx
 }
 
 // TenantTx reads and writes tenant policies inside a transaction.
