@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -23,6 +24,7 @@ import (
 	"github.com/larkrun/lark/internal/egress"
 	"github.com/larkrun/lark/internal/idgen"
 	"github.com/larkrun/lark/internal/invoke"
+	"github.com/larkrun/lark/internal/keyring"
 	"github.com/larkrun/lark/internal/metrics"
 	"github.com/larkrun/lark/internal/registry"
 	"github.com/larkrun/lark/internal/retention"
@@ -35,6 +37,7 @@ import (
 	"github.com/larkrun/lark/internal/tenants"
 	"github.com/larkrun/lark/internal/tokens"
 	"github.com/larkrun/lark/internal/usage"
+	"github.com/larkrun/lark/internal/webhooks"
 )
 
 // Config is what `lark serve` is configured with.
@@ -98,6 +101,12 @@ type Config struct {
 	// alone. Where the process may lower a priority but not restore it, each execution runs on a
 	// thread of its own; where it may not lower one, the server logs why and runs without.
 	CPUNice int
+	// Keyring seals secrets at rest (webhook secrets); nil: no master key is configured, and
+	// webhook triggers whose authentication needs a secret are refused with 503.
+	Keyring *keyring.Keyring
+	// TrustedProxies are the proxies whose X-Forwarded-For the webhook receiver believes
+	// (--trusted-proxies); empty: the TCP peer is the sender.
+	TrustedProxies []netip.Prefix
 }
 
 // Defaults of the HTTP server's limits (docs/operations.md, "HTTP limits").
@@ -148,8 +157,10 @@ type Server struct {
 	dispatch *dispatch.Dispatcher
 	// Schedules manages and fires schedules; Serve runs its firing loop (tests call FireDue).
 	Schedules *scheduler.Service
-	handler   http.Handler
-	log       *slog.Logger
+	// Webhooks manages webhook triggers and receives their deliveries.
+	Webhooks *webhooks.Service
+	handler  http.Handler
+	log      *slog.Logger
 
 	// Retention is the retention maintenance job; Serve runs it (tests call RunOnce).
 	Retention *retention.Job
@@ -237,10 +248,17 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.Schedules = scheduler.New(st, s.Invoke, scheduler.Options{Clock: c, IDs: ids, Logger: cfg.Logger,
 		Failed: s.Metrics.MaintenanceFailure})
+	s.Webhooks = webhooks.New(st, s.Invoke, webhooks.Options{Clock: c, IDs: ids, Logger: cfg.Logger, Keyring: cfg.Keyring, Schemas: schemas})
+	if n, err := webhooks.RewrapSecrets(ctx, st, cfg.Keyring); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("rewrap webhook secrets under the current master key: %w", err)
+	} else if n > 0 {
+		cfg.Logger.Info("webhook secrets rewrapped under the current master key", "count", n)
+	}
 	s.Retention = retention.New(st, retention.Options{Interval: cfg.RetentionInterval, Clock: c, Logger: cfg.Logger,
 		Failed: s.Metrics.MaintenanceFailure})
 	s.handler = api.New(api.Config{Tokens: s.Tokens, Tenants: s.Tenants, Registry: s.Registry, Invoke: s.Invoke,
-		Usage: usage.NewService(st, s.Tenants, c, cfg.Pricing.Currency()), Schedules: s.Schedules, Audit: st, Ready: st,
+		Usage: usage.NewService(st, s.Tenants, c, cfg.Pricing.Currency()), Schedules: s.Schedules, Webhooks: s.Webhooks, TrustedProxies: cfg.TrustedProxies, Audit: st, Ready: st,
 		IDs: ids, Logger: cfg.Logger, MaxBody: cfg.MaxBody, Metrics: s.Metrics.Handler(), MetricsPublic: cfg.MetricsPublic,
 		MaxInFlight: cfg.MaxInFlight, WriteTimeout: cfg.WriteTimeout}).Handler()
 	return s, nil

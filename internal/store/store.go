@@ -102,6 +102,7 @@ type Reader interface {
 	RetentionReader
 	ScheduleReader
 	BackfillReader
+	WebhookReader
 }
 
 // TenantReader reads tenant policies.
@@ -263,6 +264,7 @@ type Tx interface {
 	RetentionTx
 	ScheduleTx
 	BackfillTx
+	WebhookTx
 }
 
 // TenantTx reads and writes tenant policies inside a transaction.
