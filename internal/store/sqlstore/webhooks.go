@@ -230,7 +230,7 @@ func (s *Store) WebhookDeliveries(ctx context.Context, tenantID, triggerID strin
 	return listPage(ctx, s.r, listSpec[webhook.Delivery]{
 		from: "webhook_deliveries", cols: "doc", fields: deliveryFields,
 		scope: "tenant_id = ? AND trigger_id = ?", scopeArgs: []any{tenantID, triggerID},
-		defaultOrder: []odata.OrderItem{{Field: "received_at", Desc: true}},
+		defaultOrder: []odata.OrderItem{{Field: "received_at", Desc: true}, {Field: "delivery_id", Desc: true}},
 		scan: func(r scanner) (webhook.Delivery, error) {
 			var d webhook.Delivery
 			var doc string
