@@ -64,7 +64,7 @@ const (
 	// EncodingBase64 is the generic format's base64 signature encoding (hex is the default).
 	EncodingBase64 = "base64"
 	// secretBytes is the entropy of a generated secret.
-	secretBytes = 32
+	secretBytes                = 32
 	minSecretLen, maxSecretLen = 16, 256
 )
 
