@@ -71,6 +71,7 @@ func Run(t *testing.T, f Factory) {
 		"AllTenants":                testAllTenants,
 		"Schedules":                 testSchedules,
 		"Backfills":                 testBackfills,
+		"Webhooks":                  testWebhooks,
 		"CatalogGeneration":         testCatalogGeneration,
 		"AfterCommit":               testAfterCommit,
 		"TxContext":                 testTxContext,
