@@ -8,6 +8,7 @@ package api_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/hmac"
 	"crypto/sha1"
 	"crypto/sha256"
@@ -17,6 +18,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -80,7 +82,7 @@ func newWhkEnv(t *testing.T, mods ...func(*server.Config)) *whkEnv {
 		c.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}}, mods...)...)
 	w := &whkEnv{env: e, clk: clk, adm: invTenant(t, e, "acme"), dir: dir, logs: logs}
-	e.registerActive(t, w.adm, invFn(t, "hooks.receive.v1~", "def main(ctx, input):\n    return {\"ok\": True}\n",
+	e.registerActive(t, w.adm, invFn(t, "hooks.receive.v1~", "def main(ctx, input):\n    return {\"got\": input[\"body\"]}\n",
 		set("traits.invocation", obj{"supported": []any{"async"}, "default": "async"})))
 	return w
 }
@@ -151,6 +153,9 @@ func TestWebhookGitHubDelivery(t *testing.T) {
 	require.Equal(t, "push", headers["x-github-event"])
 	require.Equal(t, "d-1", headers["x-github-delivery"])
 	require.NotContains(t, headers, "x-hub-signature-256")
+	done := invWait(t, w.env, w.adm, inv, "succeeded", "failed")
+	require.Equal(t, "succeeded", done["status"], "%v", done)
+	require.Equal(t, "refs/heads/main", at(at(done, "result"), "got")["ref"])
 
 	// A redelivery (same X-GitHub-Delivery) answers with the first invocation.
 	again := w.deliver(t, "acme", "gh-push", body, hdr)
@@ -539,6 +544,7 @@ func TestWebhookCRUD(t *testing.T) {
 		}
 	}
 	require.Subset(t, types, []string{"webhook_created", "webhook_updated", "webhook_deleted"})
+	require.NotContains(t, types, "webhook_secret_regenerated")
 	require.NotContains(t, string(a.Raw), secret)
 	require.NotContains(t, string(a.Raw), p.Body["secret"].(string))
 }
@@ -586,4 +592,71 @@ func TestWebhookSecretNeverLeaks(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, bytes.Contains(seen.Bytes(), raw), "the secret's bytes are stored in plaintext")
 	}
+}
+
+// TestWebhookReplayRace sends the same signed request many times at once: exactly one is accepted
+// (the replay memory is written in the delivery's transaction, not only checked before it).
+func TestWebhookReplayRace(t *testing.T) {
+	w := newWhkEnv(t)
+	st := w.create(t, obj{"webhook_trigger_id": "stripe", "authentication": obj{"type": "hmac_sha256", "format": "stripe"},
+		"rate_limit": obj{"max_requests_per_second": 1000, "burst_size": 1000}})
+	body := `{"id":"evt_1"}`
+	h := stripe(st["secret"].(string), body, w.clk.Now())
+	const n = 16
+	codes := make(chan int, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			codes <- w.deliver(t, "acme", "stripe", body, h).Status
+		}()
+	}
+	wg.Wait()
+	close(codes)
+	count := map[int]int{}
+	for c := range codes {
+		count[c]++
+	}
+	require.Equal(t, map[int]int{http.StatusAccepted: 1, http.StatusUnauthorized: n - 1}, count)
+	l := w.expect(t, http.StatusOK, http.MethodGet, base+"/invocations?limit=200", w.adm, nil)
+	require.Len(t, l.items(), 1, "one invocation")
+}
+
+// TestWebhookReplayAcrossRestart: the replay memory and the idempotency keys are durable.
+func TestWebhookReplayAcrossRestart(t *testing.T) {
+	dir := t.TempDir()
+	clk := clock.NewFake(time.Date(2026, 1, 27, 10, 0, 0, 0, time.UTC))
+	setting, err := keyring.Generate()
+	require.NoError(t, err)
+	kr, err := keyring.Parse(setting)
+	require.NoError(t, err)
+	cfg := func() server.Config {
+		return server.Config{DataDir: dir, AdminToken: operator, MaxInFlight: 256, Clock: clk, Keyring: kr}
+	}
+	// The first server is closed by the test (a restart), not by the harness.
+	srv, err := server.New(context.Background(), cfg())
+	require.NoError(t, err)
+	ts := httptest.NewServer(srv.Handler())
+	e := &env{srv: srv, ts: ts, client: ts.Client()}
+	adm := invTenant(t, e, "acme")
+	e.registerActive(t, adm, invFn(t, "hooks.receive.v1~", "def main(ctx, input):\n    return {}\n",
+		set("traits.invocation", obj{"supported": []any{"async"}, "default": "async"})))
+	secret := e.expect(t, http.StatusCreated, http.MethodPost, whkPath, adm,
+		obj{"webhook_trigger_id": "gh", "entrypoint_id": hookFn, "authentication": obj{"type": "hmac_sha256", "format": "github"}}).Body["secret"].(string)
+	body := `{"n":1}`
+	send := func(e *env, hdr map[string]string) *resp {
+		return e.send(t, request{method: http.MethodPost, path: base + "/webhooks/acme/gh", body: body, header: hdr})
+	}
+	signed := github(secret, body)
+	require.Equal(t, http.StatusAccepted, send(e, signed).Status)
+	ts.Close()
+	require.NoError(t, srv.Close())
+
+	e = newEnv(t, func(c *server.Config) { *c = cfg() })
+	require.Equal(t, http.StatusUnauthorized, send(e, signed).Status, "a replay after a restart is still refused")
+	// The secret still opens after the restart (sealed under the same master key).
+	other := `{"n":2}`
+	r := e.send(t, request{method: http.MethodPost, path: base + "/webhooks/acme/gh", body: other, header: github(secret, other)})
+	require.Equal(t, http.StatusAccepted, r.Status, "%s", r)
 }

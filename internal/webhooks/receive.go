@@ -187,7 +187,14 @@ func (s *Service) receive(ctx context.Context, w webhook.Trigger, req Request, d
 	}
 	planned, err := s.inv.Plan(ctx, invoke.SystemStart{As: runAs(w), EntrypointID: w.EntrypointID, Params: params, CorrelationID: obs.CorrelationID(ctx)})
 	if err != nil {
-		return Accepted{}, &refusal{err, webhook.OutcomeFailed, "the entrypoint refused the start: " + problem.From(err).Detail}
+		pe := problem.From(err)
+		reason := "the entrypoint refused the start: " + pe.Detail
+		if pe.Status == http.StatusNotFound || pe.Status == http.StatusForbidden {
+			// The sender learns nothing of the tenant's entrypoints: only that the trigger cannot
+			// start its work now (the tenant sees why in the deliveries).
+			err = problem.Conflict("entrypoint_unavailable", "this webhook trigger cannot start its entrypoint now")
+		}
+		return Accepted{}, &refusal{err, webhook.OutcomeFailed, reason}
 	}
 
 	var out Accepted
