@@ -515,6 +515,8 @@ func TestWebhookCRUD(t *testing.T) {
 	w.create(t, obj{"webhook_trigger_id": "third", "authentication": obj{"type": "none"}})
 	r = w.expectProblem(t, http.StatusTooManyRequests, "quota_exceeded", http.MethodPost, whkPath, dev, obj{"entrypoint_id": hookFn, "authentication": obj{"type": "none"}})
 	require.Equal(t, "max_triggers", r.Body["quota"])
+	u := w.expect(t, http.StatusOK, http.MethodGet, base+"/tenants/acme/usage", w.adm, nil)
+	require.EqualValues(t, 3, at(u.Body, "current")["total_triggers"])
 	require.Equal(t, "60", r.Header.Get("Retry-After"))
 
 	// List: 000 paging and $filter.
