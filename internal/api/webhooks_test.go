@@ -530,6 +530,12 @@ func TestWebhookCRUD(t *testing.T) {
 	require.NotContains(t, string(l.Raw), "\"secret\"")
 	w.expectProblem(t, http.StatusBadRequest, "bad_request", http.MethodGet, whkPath+"?$filter=secret%20eq%20'x'", viewer, nil)
 
+	// :disable, :enable, :regenerate-secret (each audited).
+	w.expect(t, http.StatusOK, http.MethodPost, whkPath+"/"+id+":disable", dev, nil)
+	w.expect(t, http.StatusOK, http.MethodPost, whkPath+"/"+id+":enable", dev, nil)
+	regen := w.expect(t, http.StatusOK, http.MethodPost, whkPath+"/"+id+":regenerate-secret", dev, nil).Body["secret"].(string)
+	w.expectProblem(t, http.StatusForbidden, "forbidden", http.MethodPost, whkPath+"/"+id+":regenerate-secret", viewer, nil)
+
 	// Delete: the receiver then answers 404; the quota has room again.
 	d := w.expect(t, http.StatusOK, http.MethodDelete, whkPath+"/"+id, dev, nil)
 	require.Equal(t, id, d.Body["webhook_trigger_id"])
@@ -545,10 +551,11 @@ func TestWebhookCRUD(t *testing.T) {
 			types = append(types, strings.TrimSuffix(strings.TrimPrefix(ev["type"].(string), auditBase), ".v1~"))
 		}
 	}
-	require.Subset(t, types, []string{"webhook_created", "webhook_updated", "webhook_deleted"})
-	require.NotContains(t, types, "webhook_secret_regenerated")
+	require.Subset(t, types, []string{"webhook_created", "webhook_updated", "webhook_deleted", "webhook_secret_regenerated",
+		"webhook_enabled", "webhook_disabled"})
 	require.NotContains(t, string(a.Raw), secret)
 	require.NotContains(t, string(a.Raw), p.Body["secret"].(string))
+	require.NotContains(t, string(a.Raw), regen)
 }
 
 // TestWebhookSecretNeverLeaks drives every operation that touches secrets, then looks for them in
@@ -661,4 +668,43 @@ func TestWebhookReplayAcrossRestart(t *testing.T) {
 	other := `{"n":2}`
 	r := e.send(t, request{method: http.MethodPost, path: base + "/webhooks/acme/gh", body: other, header: github(secret, other)})
 	require.Equal(t, http.StatusAccepted, r.Status, "%s", r)
+}
+
+// TestWebhookMasterKeyRotation: secrets sealed under an old master key are rewrapped at start when
+// the new key comes first ("NEW,OLD"), so a server with only the new key still opens them.
+func TestWebhookMasterKeyRotation(t *testing.T) {
+	dir := t.TempDir()
+	clk := clock.NewFake(time.Date(2026, 1, 27, 10, 0, 0, 0, time.UTC))
+	oldKey, err := keyring.Generate()
+	require.NoError(t, err)
+	newKey, err := keyring.Generate()
+	require.NoError(t, err)
+	run := func(setting string, fn func(e *env)) {
+		kr, err := keyring.Parse(setting)
+		require.NoError(t, err)
+		srv, err := server.New(context.Background(), server.Config{DataDir: dir, AdminToken: operator, MaxInFlight: 256, Clock: clk, Keyring: kr})
+		require.NoError(t, err)
+		ts := httptest.NewServer(srv.Handler())
+		fn(&env{srv: srv, ts: ts, client: ts.Client()})
+		ts.Close()
+		require.NoError(t, srv.Close())
+	}
+	var secret string
+	deliver := func(e *env) *resp {
+		return e.send(t, request{method: http.MethodPost, path: base + "/webhooks/acme/rot", body: "{}",
+			header: map[string]string{"Authorization": "Bearer " + secret}})
+	}
+	run(oldKey, func(e *env) {
+		adm := invTenant(t, e, "acme")
+		e.registerActive(t, adm, invFn(t, "hooks.receive.v1~", "def main(ctx, input):\n    return {}\n",
+			set("traits.invocation", obj{"supported": []any{"async"}, "default": "async"})))
+		secret = e.expect(t, http.StatusCreated, http.MethodPost, whkPath, adm,
+			obj{"webhook_trigger_id": "rot", "entrypoint_id": hookFn, "authentication": obj{"type": "bearer"}}).Body["secret"].(string)
+		require.Equal(t, http.StatusAccepted, deliver(e).Status)
+	})
+	run(newKey+","+oldKey, func(e *env) { require.Equal(t, http.StatusAccepted, deliver(e).Status) })
+	run(newKey, func(e *env) {
+		r := deliver(e)
+		require.Equal(t, http.StatusAccepted, r.Status, "the secret was rewrapped under the new key: %s", r)
+	})
 }
