@@ -680,8 +680,11 @@ func TestWebhookMasterKeyRotation(t *testing.T) {
 	newKey, err := keyring.Generate()
 	require.NoError(t, err)
 	run := func(setting string, fn func(e *env)) {
-		kr, err := keyring.Parse(setting)
-		require.NoError(t, err)
+		var kr *keyring.Keyring
+		if setting != "" {
+			kr, err = keyring.Parse(setting)
+			require.NoError(t, err)
+		}
 		srv, err := server.New(context.Background(), server.Config{DataDir: dir, AdminToken: operator, MaxInFlight: 256, Clock: clk, Keyring: kr})
 		require.NoError(t, err)
 		ts := httptest.NewServer(srv.Handler())
@@ -706,5 +709,10 @@ func TestWebhookMasterKeyRotation(t *testing.T) {
 	run(newKey, func(e *env) {
 		r := deliver(e)
 		require.Equal(t, http.StatusAccepted, r.Status, "the secret was rewrapped under the new key: %s", r)
+	})
+	run("", func(e *env) {
+		r := deliver(e)
+		require.Equal(t, http.StatusServiceUnavailable, r.Status, "without a master key the secret cannot be opened: %s", r)
+		require.Equal(t, "no_master_key", r.Body["reason"])
 	})
 }

@@ -258,15 +258,20 @@ func (t *tx) RememberWebhook(s webhook.Seen, now time.Time) error {
 
 // WebhookSeen implements store.Tx.
 func (t *tx) WebhookSeen(tenantID, triggerID, kind, key string, now time.Time) (webhook.Seen, error) {
-	return seen(t.t.QueryRowContext, bg, tenantID, triggerID, kind, key, now)
+	return seen(bg, t.t.QueryRowContext, webhookSeenKey{tenantID, triggerID, kind, key}, now)
 }
 
 // WebhookSeenAt implements store.Reader.
 func (s *Store) WebhookSeenAt(ctx context.Context, tenantID, triggerID, kind, key string, now time.Time) (webhook.Seen, error) {
-	return seen(s.r.QueryRowContext, ctx, tenantID, triggerID, kind, key, now)
+	return seen(ctx, s.r.QueryRowContext, webhookSeenKey{tenantID, triggerID, kind, key}, now)
 }
 
-func seen(query func(context.Context, string, ...any) *sql.Row, ctx context.Context, tenantID, triggerID, kind, key string, now time.Time) (webhook.Seen, error) {
+// webhookSeenKey names a remembered entry.
+type webhookSeenKey struct{ tenantID, triggerID, kind, key string }
+
+// seen reads a remembered entry through query (the transaction's or the read pool's).
+func seen(ctx context.Context, query func(context.Context, string, ...any) *sql.Row, k webhookSeenKey, now time.Time) (webhook.Seen, error) {
+	tenantID, triggerID, kind, key := k.tenantID, k.triggerID, k.kind, k.key
 	s := webhook.Seen{TenantID: tenantID, TriggerID: triggerID, Kind: kind, Key: key}
 	var exp string
 	err := query(ctx, `SELECT invocation_id, delivery_id, expires_at FROM webhook_seen
