@@ -14,6 +14,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"fmt"
 	"hash"
 	"io"
 	"log/slog"
@@ -715,4 +716,45 @@ func TestWebhookMasterKeyRotation(t *testing.T) {
 		require.Equal(t, http.StatusServiceUnavailable, r.Status, "without a master key the secret cannot be opened: %s", r)
 		require.Equal(t, "no_master_key", r.Body["reason"])
 	})
+}
+
+// TestWebhookStartsWorkflowThatWaitsForApproval is issue 17's end-to-end case: a GitHub-style
+// signed delivery starts a workflow, which waits for an approval event; the event arrives through
+// POST /events and completes it. A forged signature, a replayed request and a source outside the
+// CIDR start nothing.
+func TestWebhookStartsWorkflowThatWaitsForApproval(t *testing.T) {
+	w := newWhkEnv(t, func(c *server.Config) { c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")} })
+	invDispatcher(t, w.env)
+	wf := w.registerActive(t, w.adm, wfBody(t, "pr_approval.v1~", fmt.Sprintf(`
+def main(ctx, input):
+    pr = input["body"]["pull_request"]["number"]
+    f = 'payload.pr == ' + str(pr)
+    ev = r_await(r_wait_event_v1(%q, event_filter_query=f, timeout_ms=3600000))
+    return {"pr": pr, "event": ev.value["event_id"], "github_event": input["headers"]["x-github-event"]}
+`, approvalType)))
+	hook := w.create(t, obj{"webhook_trigger_id": "gh-pr", "entrypoint_id": wf["entrypoint_id"],
+		"authentication": obj{"type": "hmac_sha256", "format": "github"}, "allowed_sources": []any{"192.30.252.0/22"}})
+	secret := hook["secret"].(string)
+	body := `{"action":"opened","pull_request":{"number":42}}`
+	from := func(h map[string]string) map[string]string {
+		h["X-Forwarded-For"] = "192.30.252.10"
+		return h
+	}
+
+	require.Equal(t, http.StatusUnauthorized, w.deliver(t, "acme", "gh-pr", body, from(github("whsec_forged-forged-forged-forged", body))).Status)
+	require.Equal(t, http.StatusForbidden, w.deliver(t, "acme", "gh-pr", body, github(secret, body)).Status, "from 127.0.0.1, outside the CIDR")
+	r := w.deliver(t, "acme", "gh-pr", body, from(github(secret, body)))
+	require.Equal(t, http.StatusAccepted, r.Status, "%s", r)
+	id := r.Body["invocation_id"].(string)
+	require.Equal(t, http.StatusUnauthorized, w.deliver(t, "acme", "gh-pr", body, from(github(secret, body))).Status, "the replay")
+
+	invWait(t, w.env, w.adm, id, "suspended")
+	p := publish(t, w.env, w.adm, http.StatusAccepted, obj{"event_id": "approve-42", "event_type_id": approvalType, "payload": obj{"pr": 42}})
+	require.Equal(t, 1.0, p.Body["delivered"], "%s", p)
+	done := invWait(t, w.env, w.adm, id, wfTerminal...)
+	require.Equal(t, "succeeded", done["status"], "%v", done)
+	require.Equal(t, obj{"pr": 42.0, "event": "approve-42", "github_event": "push"}, done["result"])
+
+	l := w.expect(t, http.StatusOK, http.MethodGet, base+"/invocations?limit=200", w.adm, nil)
+	require.Len(t, l.items(), 1, "only the accepted delivery started anything")
 }
