@@ -417,11 +417,29 @@ func TestWebhookLimits(t *testing.T) {
 	w.clk.Advance(time.Second)
 	require.Equal(t, http.StatusAccepted, w.deliver(t, "acme", "small", "{}", nil).Status)
 
+	// An idempotency key has a bound too.
+	r = w.deliver(t, "acme", "small", "{}", map[string]string{"Idempotency-Key": strings.Repeat("k", 257)})
+	require.Equal(t, http.StatusBadRequest, r.Status, "%s", r)
+
+	many := func(n int, f func(i int) string) []any {
+		out := make([]any, n)
+		for i := range out {
+			out[i] = f(i)
+		}
+		return out
+	}
 	for _, body := range []obj{
 		{"max_body_bytes": 2<<20 + 1}, {"max_body_bytes": 0}, {"rate_limit": obj{"max_requests_per_second": 0}},
-		{"forward_headers": []any{"Authorization"}}, {"name": strings.Repeat("n", 257)},
+		{"rate_limit": obj{"max_requests_per_second": 1001}}, {"rate_limit": obj{"max_requests_per_second": 1, "burst_size": 10001}},
+		{"forward_headers": []any{"Authorization"}}, {"forward_headers": []any{"X-Hub-Signature-256"}}, {"name": strings.Repeat("n", 257)},
+		{"allowed_sources": many(65, func(i int) string { return fmt.Sprintf("10.0.%d.0/24", i) })},
+		{"forward_headers": many(33, func(i int) string { return fmt.Sprintf("X-H%d", i) })},
+		{"execution_context": "root"}, {"status": "paused"},
 	} {
 		body["entrypoint_id"], body["authentication"] = hookFn, obj{"type": "none"}
+		if _, ok := body["forward_headers"]; ok && len(body["forward_headers"].([]any)) == 1 && body["forward_headers"].([]any)[0] == "X-Hub-Signature-256" {
+			body["authentication"] = obj{"type": "hmac_sha256", "format": "github"}
+		}
 		w.expectProblem(t, http.StatusUnprocessableEntity, "validation", http.MethodPost, whkPath, w.adm, body)
 	}
 }
@@ -492,6 +510,10 @@ func TestWebhookCRUD(t *testing.T) {
 	requireIssue(t, r, "$.authentication.header", "MISSING_FIELD")
 	w.expectProblem(t, http.StatusUnprocessableEntity, "validation", http.MethodPost, whkPath, dev, obj{"entrypoint_id": hookFn, "authentication": obj{"type": "hmac_sha1", "format": "stripe"}})
 	w.expectProblem(t, http.StatusUnprocessableEntity, "validation", http.MethodPost, whkPath, dev, obj{"entrypoint_id": hookFn, "authentication": obj{"type": "none"}, "surprise": 1})
+	r = w.expectProblem(t, http.StatusUnprocessableEntity, "validation", http.MethodPost, whkPath, dev, obj{"entrypoint_id": hookFn, "authentication": obj{"type": "bearer", "secret_ref": "x"}})
+	requireIssue(t, r, "$.authentication.secret_ref", "UNKNOWN_FIELD")
+	r = w.expectProblem(t, http.StatusUnprocessableEntity, "validation", http.MethodPost, whkPath, dev, obj{"entrypoint_id": hookFn, "authentication": obj{"type": "bearer", "username": "u"}})
+	requireIssue(t, r, "$.authentication.username", "INVALID_VALUE")
 
 	// PATCH and PUT; the response of a change never shows the secret, and the secret survives.
 	p := w.expect(t, http.StatusOK, http.MethodPatch, whkPath+"/"+id, dev, obj{"name": "ci-2", "forward_headers": []any{"X-Request-Id"}})

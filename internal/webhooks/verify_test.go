@@ -121,6 +121,24 @@ func TestVerifySchemes(t *testing.T) {
 	}
 }
 
+// TestStripeSignatureBound: at most maxSignatures v1 values of one header are tried.
+func TestStripeSignatureBound(t *testing.T) {
+	a := must(t, webhook.Authentication{Type: webhook.AuthHMACSHA256, Format: webhook.FormatStripe})
+	ts := strconv.FormatInt(now.Unix(), 10)
+	good := hex.EncodeToString(sign(sha256.New, "k", ts+".{}"))
+	header := func(junk int) http.Header {
+		v := "t=" + ts
+		for i := 0; i < junk; i++ {
+			v += ",v1=" + hex.EncodeToString(make([]byte, 32))
+		}
+		return hdr("Stripe-Signature", v+",v1="+good)
+	}
+	_, err := Verify(a, [][]byte{[]byte("k")}, Message{Header: header(maxSignatures - 1), Body: []byte("{}")}, now)
+	require.NoError(t, err)
+	_, err = Verify(a, [][]byte{[]byte("k")}, Message{Header: header(maxSignatures), Body: []byte("{}")}, now)
+	require.Error(t, err)
+}
+
 func TestCheckAuth(t *testing.T) {
 	a := must(t, webhook.Authentication{Type: webhook.AuthHMACSHA256, Format: webhook.FormatSlack})
 	require.Equal(t, HeaderSlack, a.Header)
