@@ -249,7 +249,7 @@ func (s *Service) receive(ctx context.Context, w webhook.Trigger, req Request, d
 	case again != nil:
 		return s.redeliver(ctx, w, *d, *again)
 	}
-	log.InfoContext(ctx, "webhook delivery accepted", "invocation_id", out.InvocationID, "body_bytes", d.BodyBytes)
+	log.DebugContext(ctx, "webhook delivery accepted", "invocation_id", out.InvocationID, "body_bytes", d.BodyBytes)
 	return out, nil
 }
 
