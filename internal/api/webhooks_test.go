@@ -780,3 +780,56 @@ def main(ctx, input):
 	l := w.expect(t, http.StatusOK, http.MethodGet, base+"/invocations?limit=200", w.adm, nil)
 	require.Len(t, l.items(), 1, "only the accepted delivery started anything")
 }
+
+// TestWebhookPrivacy: a trigger that runs as its creator on the creator's private entrypoint does not
+// exist for the tenant's other developers; one on a tenant entrypoint is visible to them but only its
+// creator or an admin may change it; a system trigger cannot name a private entrypoint.
+func TestWebhookPrivacy(t *testing.T) {
+	w := newWhkEnv(t)
+	alice := w.token(t, "acme", "alice", "developer")
+	bob := w.token(t, "acme", "bob", "developer")
+	private := w.registerActive(t, alice, invFn(t, "hooks.private.v1~", "def main(ctx, input):\n    return {}\n", del("owner"),
+		set("traits.invocation", obj{"supported": []any{"async"}, "default": "async"})))
+	privID := private["entrypoint_id"].(string)
+
+	w.expectProblem(t, http.StatusNotFound, "not_found", http.MethodPost, whkPath, alice,
+		obj{"webhook_trigger_id": "sys-private", "entrypoint_id": privID, "authentication": obj{"type": "none"}})
+	w.expect(t, http.StatusCreated, http.MethodPost, whkPath, alice,
+		obj{"webhook_trigger_id": "alice-private", "entrypoint_id": privID, "authentication": obj{"type": "none"}, "execution_context": "user"})
+	w.expect(t, http.StatusCreated, http.MethodPost, whkPath, alice,
+		obj{"webhook_trigger_id": "alice-team", "entrypoint_id": hookFn, "authentication": obj{"type": "none"}, "execution_context": "user"})
+	w.expectProblem(t, http.StatusNotFound, "not_found", http.MethodPost, whkPath, bob,
+		obj{"entrypoint_id": privID, "authentication": obj{"type": "none"}, "execution_context": "user"})
+
+	listed := func(tok string) []string {
+		var out []string
+		for _, it := range w.expect(t, http.StatusOK, http.MethodGet, whkPath, tok, nil).items() {
+			out = append(out, it["webhook_trigger_id"].(string))
+		}
+		return out
+	}
+	require.ElementsMatch(t, []string{"alice-team"}, listed(bob))
+	require.ElementsMatch(t, []string{"alice-private", "alice-team"}, listed(alice))
+	require.ElementsMatch(t, []string{"alice-private", "alice-team"}, listed(w.adm))
+	for _, c := range []struct {
+		method, path string
+		body         any
+	}{
+		{http.MethodGet, whkPath + "/alice-private", nil}, {http.MethodGet, whkPath + "/alice-private/deliveries", nil},
+		{http.MethodPatch, whkPath + "/alice-private", obj{"name": "mine"}}, {http.MethodDelete, whkPath + "/alice-private", nil},
+		{http.MethodPost, whkPath + "/alice-private:disable", nil}, {http.MethodPost, whkPath + "/alice-private:regenerate-secret", nil},
+	} {
+		w.expectProblem(t, http.StatusNotFound, "not_found", c.method, c.path, bob, c.body)
+	}
+	w.expect(t, http.StatusOK, http.MethodGet, whkPath+"/alice-team", bob, nil)
+	w.expectProblem(t, http.StatusForbidden, "forbidden", http.MethodPatch, whkPath+"/alice-team", bob, obj{"name": "mine"})
+	w.expectProblem(t, http.StatusForbidden, "forbidden", http.MethodDelete, whkPath+"/alice-team", bob, nil)
+	w.expect(t, http.StatusOK, http.MethodPatch, whkPath+"/alice-team", w.adm, obj{"name": "the admin may"})
+
+	// The private trigger's deliveries run as alice, on her entrypoint.
+	r := w.deliver(t, "acme", "alice-private", "{}", nil)
+	require.Equal(t, http.StatusAccepted, r.Status, "%s", r)
+	rec := w.expect(t, http.StatusOK, http.MethodGet, base+"/invocations/"+r.Body["invocation_id"].(string), alice, nil).Body
+	require.Equal(t, privID, rec["entrypoint_id"])
+	w.expectProblem(t, http.StatusNotFound, "not_found", http.MethodGet, base+"/invocations/"+r.Body["invocation_id"].(string), bob, nil)
+}

@@ -613,13 +613,12 @@ func (s *Service) insertAudit(ctx context.Context, tx store.Tx, sc auth.Security
 	return tx.InsertAudit(ev)
 }
 
-// checkEntrypoint answers 404 unless the trigger's invocations could see its entrypoint.
-func (s *Service) checkEntrypoint(ctx context.Context, sc auth.SecurityContext, w webhook.Trigger) error {
-	as := runAs(w)
-	if !runsAsCreator(w) {
-		as = sc // a system trigger still may only name what its creator sees
-	}
-	ok, err := s.inv.CanSee(ctx, as, w.EntrypointID)
+// checkEntrypoint answers 404 unless the trigger's invocations, run as the trigger runs them, can
+// see its entrypoint: its creator for execution_context user or api_client; the trigger's own
+// subject for system, which sees what every member of the tenant sees (tenant, platform and shared
+// entrypoints) and never a user's private one.
+func (s *Service) checkEntrypoint(ctx context.Context, w webhook.Trigger) error {
+	ok, err := s.inv.CanSee(ctx, runAs(w), w.EntrypointID)
 	if err != nil {
 		return problem.Internal(err)
 	}
@@ -654,7 +653,7 @@ func (s *Service) Create(ctx context.Context, sc auth.SecurityContext, spec Spec
 			return View{}, err
 		}
 	}
-	if err := s.checkEntrypoint(ctx, sc, w); err != nil {
+	if err := s.checkEntrypoint(ctx, w); err != nil {
 		return View{}, err
 	}
 	var secret string
@@ -824,7 +823,7 @@ func (s *Service) change(ctx context.Context, sc auth.SecurityContext, id string
 	if err != nil {
 		return View{}, err
 	}
-	if err := s.checkEntrypoint(ctx, sc, w); err != nil {
+	if err := s.checkEntrypoint(ctx, w); err != nil {
 		return View{}, err
 	}
 	now := s.o.Clock.Now()
