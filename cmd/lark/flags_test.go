@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net/netip"
 	"os"
 	"path/filepath"
 	"testing"
@@ -191,4 +192,24 @@ func TestMasterKeyFlag(t *testing.T) {
 	require.NoError(t, f.check(c))
 	_, err = f.config("", nil)
 	require.ErrorContains(t, err, "LARK_MASTER_KEY")
+}
+
+func TestTrustedProxiesFlag(t *testing.T) {
+	f, c := parsed(t)
+	require.NoError(t, f.check(c))
+	cfg, err := f.config("", nil)
+	require.NoError(t, err)
+	require.Empty(t, cfg.TrustedProxies, "by default the TCP peer is the sender")
+
+	f, c = parsed(t, "--trusted-proxies=10.0.0.0/8, 192.168.1.7,::1")
+	require.NoError(t, f.check(c))
+	cfg, err = f.config("", nil)
+	require.NoError(t, err)
+	require.Equal(t, []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.168.1.7/32"), netip.MustParsePrefix("::1/128")},
+		cfg.TrustedProxies)
+
+	f, c = parsed(t, "--trusted-proxies=10.0.0.0/8,proxy.local")
+	require.NoError(t, f.check(c))
+	_, err = f.config("", nil)
+	require.ErrorContains(t, err, "--trusted-proxies")
 }

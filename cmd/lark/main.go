@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/signal"
@@ -65,6 +66,7 @@ type flags struct {
 	cpuNice                     int
 	nats                        string
 	masterKeyFile               string
+	trustedProxies              string
 }
 
 func (f *flags) bind(c *cobra.Command) {
@@ -105,6 +107,8 @@ func (f *flags) bind(c *cobra.Command) {
 	c.Flags().StringVar(&f.masterKeyFile, "master-key-file", env("LARK_MASTER_KEY_FILE", ""),
 		"file holding the master key that seals tenant secrets (base64 32-byte keys, comma-separated, the first sealing); "+
 			"or set the key itself in LARK_MASTER_KEY; without either, secrets are disabled (env LARK_MASTER_KEY_FILE)")
+	c.Flags().StringVar(&f.trustedProxies, "trusted-proxies", env("LARK_TRUSTED_PROXIES", ""),
+		"comma-separated CIDRs of reverse proxies whose X-Forwarded-For the webhook receiver believes; unset: the TCP peer is the sender (env LARK_TRUSTED_PROXIES)")
 	c.Flags().StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (for lark bench)")
 	_ = c.Flags().MarkHidden("cpuprofile")
 	c.Flags().StringVar(&f.memProfile, "memprofile", "", "write an allocation profile of the whole run to this file at exit (for lark bench)")
@@ -128,6 +132,11 @@ func (f *flags) config(admin string, log *slog.Logger) (server.Config, error) {
 		return cfg, err
 	}
 	cfg.Keyring = kr
+	proxies, err := parseCIDRs(f.trustedProxies)
+	if err != nil {
+		return cfg, fmt.Errorf("--trusted-proxies: %w", err)
+	}
+	cfg.TrustedProxies = proxies
 	if f.pricing != "" {
 		p, err := cost.Load(f.pricing)
 		if err != nil {
@@ -136,6 +145,27 @@ func (f *flags) config(admin string, log *slog.Logger) (server.Config, error) {
 		cfg.Pricing = p
 	}
 	return cfg, nil
+}
+
+// parseCIDRs reads a comma-separated list of CIDRs or single addresses.
+func parseCIDRs(list string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, part := range strings.Split(list, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(part)
+		if err != nil {
+			a, aerr := netip.ParseAddr(part)
+			if aerr != nil {
+				return nil, fmt.Errorf("%q is not a CIDR or an IP address", part)
+			}
+			p = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }
 
 // typedEnv maps flags to the environment variables that set them when the command line does not.

@@ -7,6 +7,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -24,6 +25,7 @@ import (
 	"github.com/larkrun/lark/internal/tenants"
 	"github.com/larkrun/lark/internal/tokens"
 	"github.com/larkrun/lark/internal/usage"
+	"github.com/larkrun/lark/internal/webhooks"
 )
 
 // BasePath prefixes every API route.
@@ -48,11 +50,17 @@ type Config struct {
 	Schedules *scheduler.Service
 	// Secrets serves the Secrets API.
 	Secrets *secrets.Service
-	Audit   AuditLister
-	Ready   Pinger
-	IDs     idgen.Generator
-	Logger  *slog.Logger
-	MaxBody int64
+	// Webhooks serves the Webhook Trigger API and the public receiver (nil: 503 on the API, 404
+	// on the receiver).
+	Webhooks *webhooks.Service
+	// TrustedProxies are the proxies whose X-Forwarded-For the webhook receiver believes; from any
+	// other peer, the TCP peer address is the sender's (allowed_sources).
+	TrustedProxies []netip.Prefix
+	Audit          AuditLister
+	Ready          Pinger
+	IDs            idgen.Generator
+	Logger         *slog.Logger
+	MaxBody        int64
 	// Metrics, when set, is served at GET /metrics: to the platform operator's token only, since it
 	// names every tenant, unless MetricsPublic.
 	Metrics       http.Handler
@@ -118,6 +126,9 @@ func (s *Server) Handler() http.Handler {
 		s.writeJSON(w, r, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	r.Get("/readyz", s.readyz)
+	// The webhook receiver authenticates deliveries itself (no bearer token): it sits beside the
+	// authenticated base path, not inside it.
+	s.receiverRoutes(r)
 	if s.cfg.Metrics != nil {
 		if s.cfg.MetricsPublic {
 			r.Method(http.MethodGet, "/metrics", s.cfg.Metrics)
@@ -169,6 +180,7 @@ func (s *Server) Handler() http.Handler {
 		s.scheduleRoutes(r)
 		s.backfillRoutes(r)
 		s.secretRoutes(r)
+		s.webhookRoutes(r)
 	})
 	return r
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -38,6 +39,7 @@ import (
 	"github.com/larkrun/lark/internal/tenants"
 	"github.com/larkrun/lark/internal/tokens"
 	"github.com/larkrun/lark/internal/usage"
+	"github.com/larkrun/lark/internal/webhooks"
 )
 
 // Config is what `lark serve` is configured with.
@@ -104,11 +106,15 @@ type Config struct {
 	// NATS configures the optional NATS JetStream bridge (natsbridge: events mirrored to subjects,
 	// triggers fed by subjects); an empty URL leaves it off.
 	NATS natsbridge.Config
-	// Keyring is the master key that seals tenant secrets at rest (LARK_MASTER_KEY or
-	// --master-key-file). nil disables secrets: the /secrets routes answer 503 and requests that
-	// refer to a secret fail. With several keys ("NEW,OLD"), New rewraps every value sealed under
-	// an older one before serving (docs/secrets.md, rotation).
+	// Keyring is the master key that seals tenant secrets and webhook secrets at rest
+	// (LARK_MASTER_KEY or --master-key-file). nil disables secrets: the /secrets routes answer 503,
+	// requests that refer to a secret fail, and webhook triggers whose authentication needs a secret
+	// are refused with 503. With several keys ("NEW,OLD"), New rewraps every value sealed under an
+	// older one before serving (docs/secrets.md, rotation).
 	Keyring *keyring.Keyring
+	// TrustedProxies are the proxies whose X-Forwarded-For the webhook receiver believes
+	// (--trusted-proxies); empty: the TCP peer is the sender.
+	TrustedProxies []netip.Prefix
 }
 
 // Defaults of the HTTP server's limits (docs/operations.md, "HTTP limits").
@@ -159,8 +165,10 @@ type Server struct {
 	dispatch *dispatch.Dispatcher
 	// Schedules manages and fires schedules; Serve runs its firing loop (tests call FireDue).
 	Schedules *scheduler.Service
-	handler   http.Handler
-	log       *slog.Logger
+	// Webhooks manages webhook triggers and receives their deliveries.
+	Webhooks *webhooks.Service
+	handler  http.Handler
+	log      *slog.Logger
 
 	// Retention is the retention maintenance job; Serve runs it (tests call RunOnce).
 	Retention *retention.Job
@@ -257,10 +265,17 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.Schedules = scheduler.New(st, s.Invoke, scheduler.Options{Clock: c, IDs: ids, Logger: cfg.Logger,
 		Failed: s.Metrics.MaintenanceFailure})
+	s.Webhooks = webhooks.New(st, s.Invoke, webhooks.Options{Clock: c, IDs: ids, Logger: cfg.Logger, Keyring: cfg.Keyring, Schemas: schemas})
+	if n, err := webhooks.RewrapSecrets(ctx, st, cfg.Keyring); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("rewrap webhook secrets under the current master key: %w", err)
+	} else if n > 0 {
+		cfg.Logger.Info("webhook secrets rewrapped under the current master key", "count", n)
+	}
 	s.Retention = retention.New(st, retention.Options{Interval: cfg.RetentionInterval, Clock: c, Logger: cfg.Logger,
 		Failed: s.Metrics.MaintenanceFailure})
 	s.handler = api.New(api.Config{Tokens: s.Tokens, Tenants: s.Tenants, Registry: s.Registry, Invoke: s.Invoke,
-		Usage: usage.NewService(st, s.Tenants, c, cfg.Pricing.Currency()), Schedules: s.Schedules, Secrets: s.Secrets, Audit: st, Ready: st,
+		Usage: usage.NewService(st, s.Tenants, c, cfg.Pricing.Currency()), Schedules: s.Schedules, Secrets: s.Secrets, Webhooks: s.Webhooks, TrustedProxies: cfg.TrustedProxies, Audit: st, Ready: st,
 		IDs: ids, Logger: cfg.Logger, MaxBody: cfg.MaxBody, Metrics: s.Metrics.Handler(), MetricsPublic: cfg.MetricsPublic,
 		MaxInFlight: cfg.MaxInFlight, WriteTimeout: cfg.WriteTimeout}).Handler()
 	return s, nil

@@ -103,6 +103,7 @@ type Reader interface {
 	ScheduleReader
 	BackfillReader
 	SecretReader
+	WebhookReader
 }
 
 // TenantReader reads tenant policies.
@@ -265,6 +266,7 @@ type Tx interface {
 	ScheduleTx
 	BackfillTx
 	SecretTx
+	WebhookTx
 }
 
 // TenantTx reads and writes tenant policies inside a transaction.

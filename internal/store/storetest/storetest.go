@@ -72,6 +72,7 @@ func Run(t *testing.T, f Factory) {
 		"Schedules":                 testSchedules,
 		"Backfills":                 testBackfills,
 		"Secrets":                   testSecrets,
+		"Webhooks":                  testWebhooks,
 		"CatalogGeneration":         testCatalogGeneration,
 		"AfterCommit":               testAfterCommit,
 		"TxContext":                 testTxContext,
