@@ -15,6 +15,7 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/larkrun/lark/internal/auth"
+	"github.com/larkrun/lark/internal/eventbus"
 	"github.com/larkrun/lark/internal/idgen"
 	"github.com/larkrun/lark/internal/invoke"
 	"github.com/larkrun/lark/internal/problem"
@@ -22,6 +23,7 @@ import (
 	"github.com/larkrun/lark/internal/scheduler"
 	"github.com/larkrun/lark/internal/tenants"
 	"github.com/larkrun/lark/internal/tokens"
+	"github.com/larkrun/lark/internal/triggers"
 	"github.com/larkrun/lark/internal/usage"
 )
 
@@ -45,11 +47,15 @@ type Config struct {
 	Usage    *usage.Service
 	// Schedules serves the Schedule API.
 	Schedules *scheduler.Service
-	Audit     AuditLister
-	Ready     Pinger
-	IDs       idgen.Generator
-	Logger    *slog.Logger
-	MaxBody   int64
+	// Events serves the events API (publishing, event types).
+	Events *eventbus.Bus
+	// Triggers serves the Trigger API.
+	Triggers *triggers.Service
+	Audit    AuditLister
+	Ready    Pinger
+	IDs      idgen.Generator
+	Logger   *slog.Logger
+	MaxBody  int64
 	// Metrics, when set, is served at GET /metrics: to the platform operator's token only, since it
 	// names every tenant, unless MetricsPublic.
 	Metrics       http.Handler
@@ -165,6 +171,8 @@ func (s *Server) Handler() http.Handler {
 
 		s.scheduleRoutes(r)
 		s.backfillRoutes(r)
+		s.eventTypeRoutes(r)
+		s.triggerRoutes(r)
 	})
 	return r
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/larkrun/lark/internal/cpushare"
 	"github.com/larkrun/lark/internal/dispatch"
 	"github.com/larkrun/lark/internal/egress"
+	"github.com/larkrun/lark/internal/eventbus"
 	"github.com/larkrun/lark/internal/idgen"
 	"github.com/larkrun/lark/internal/invoke"
 	"github.com/larkrun/lark/internal/metrics"
@@ -34,6 +35,7 @@ import (
 	"github.com/larkrun/lark/internal/tenant"
 	"github.com/larkrun/lark/internal/tenants"
 	"github.com/larkrun/lark/internal/tokens"
+	"github.com/larkrun/lark/internal/triggers"
 	"github.com/larkrun/lark/internal/usage"
 )
 
@@ -148,8 +150,12 @@ type Server struct {
 	dispatch *dispatch.Dispatcher
 	// Schedules manages and fires schedules; Serve runs its firing loop (tests call FireDue).
 	Schedules *scheduler.Service
-	handler   http.Handler
-	log       *slog.Logger
+	// Events is the events service (publishing, event types).
+	Events *eventbus.Bus
+	// Triggers manages event triggers; Serve runs its batch flusher (tests call FlushDue).
+	Triggers *triggers.Service
+	handler  http.Handler
+	log      *slog.Logger
 
 	// Retention is the retention maintenance job; Serve runs it (tests call RunOnce).
 	Retention *retention.Job
@@ -237,10 +243,15 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.Schedules = scheduler.New(st, s.Invoke, scheduler.Options{Clock: c, IDs: ids, Logger: cfg.Logger,
 		Failed: s.Metrics.MaintenanceFailure})
+	s.Triggers = triggers.New(st, s.Invoke, triggers.Options{Clock: c, IDs: ids, Logger: cfg.Logger, Failed: s.Metrics.MaintenanceFailure})
+	s.Invoke.SetEndHook(s.Triggers)
+	s.Events = eventbus.New(eventbus.Config{Store: st, Schemas: schemas, Waits: s.Invoke, Clock: c, IDs: ids, Logger: cfg.Logger,
+		MaxPayloadBytes: cfg.MaxPayloadBytes})
+	s.Events.Subscribe(s.Triggers)
 	s.Retention = retention.New(st, retention.Options{Interval: cfg.RetentionInterval, Clock: c, Logger: cfg.Logger,
 		Failed: s.Metrics.MaintenanceFailure})
 	s.handler = api.New(api.Config{Tokens: s.Tokens, Tenants: s.Tenants, Registry: s.Registry, Invoke: s.Invoke,
-		Usage: usage.NewService(st, s.Tenants, c, cfg.Pricing.Currency()), Schedules: s.Schedules, Audit: st, Ready: st,
+		Usage: usage.NewService(st, s.Tenants, c, cfg.Pricing.Currency()), Schedules: s.Schedules, Events: s.Events, Triggers: s.Triggers, Audit: st, Ready: st,
 		IDs: ids, Logger: cfg.Logger, MaxBody: cfg.MaxBody, Metrics: s.Metrics.Handler(), MetricsPublic: cfg.MetricsPublic,
 		MaxInFlight: cfg.MaxInFlight, WriteTimeout: cfg.WriteTimeout}).Handler()
 	return s, nil
@@ -283,6 +294,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	go func() { s.Retention.Run(dctx); close(retained) }()
 	fired := make(chan struct{})
 	go func() { s.Schedules.Run(dctx); close(fired) }()
+	flushed := make(chan struct{})
+	go func() { s.Triggers.Run(dctx); close(flushed) }()
 	s.log.Info("lark serving", "addr", ln.Addr().String(), "store", storeName(s.cfg.Store))
 	var serveErr error
 	select {
@@ -305,6 +318,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	<-retained // it stops at its next batch; a batch is short
 	<-fired    // likewise: one firing transaction at most
+	<-flushed  // likewise: one flush transaction at most
 	s.Invoke.Close()
 	closeErr := s.Store.Close()
 	if errors.Is(serveErr, http.ErrServerClosed) {

@@ -102,6 +102,8 @@ type Reader interface {
 	RetentionReader
 	ScheduleReader
 	BackfillReader
+	EventTypeReader
+	TriggerReader
 }
 
 // TenantReader reads tenant policies.
@@ -263,6 +265,8 @@ type Tx interface {
 	RetentionTx
 	ScheduleTx
 	BackfillTx
+	EventTypeTx
+	TriggerTx
 }
 
 // TenantTx reads and writes tenant policies inside a transaction.
