@@ -182,7 +182,7 @@ func (b *Bus) Publish(ctx context.Context, sc auth.SecurityContext, req PublishR
 	if err != nil {
 		return Published{}, problem.Internal(err)
 	}
-	obs.Logger(ctx).InfoContext(ctx, "event published", "tenant_id", sc.TenantID, "event_id", out.Event.ID,
+	obs.Logger(ctx).InfoContext(ctx, "event published", "event_id", out.Event.ID,
 		"event_type_id", out.Event.TypeID, "replayed", out.Replayed, "delivered", out.Delivered, "triggered", out.Triggered)
 	return out, nil
 }
