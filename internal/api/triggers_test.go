@@ -242,8 +242,11 @@ func TestTriggersCRUD(t *testing.T) {
 	require.Equal(t, "active", en["connection_status"])
 	e.expectProblem(t, http.StatusForbidden, "forbidden", http.MethodPost, trgPath+"/big-orders:disable", viewer, nil)
 
-	// The max_triggers quota.
+	// The max_triggers quota, and total_triggers in the usage report.
 	e.expect(t, http.StatusOK, http.MethodPatch, tenantPath("acme"), operator, obj{"quotas": obj{"max_triggers": 2}})
+	u := e.expect(t, http.StatusOK, http.MethodGet, base+"/tenants/acme/usage", adm, nil).Body
+	require.EqualValues(t, 2, u["current"].(obj)["total_triggers"], "%v", u)
+	require.EqualValues(t, 100, u["utilization_percent"].(obj)["triggers"], "%v", u)
 	qe := e.expectProblem(t, http.StatusTooManyRequests, "quota_exceeded", http.MethodPost, trgPath, adm, body(set("trigger_id", "third")))
 	require.Equal(t, "max_triggers", qe.Body["quota"])
 	require.NotEmpty(t, qe.Header.Get("Retry-After"))
