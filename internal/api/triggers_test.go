@@ -139,7 +139,7 @@ func TestEventTypesAPI(t *testing.T) {
 	r = e.expectProblem(t, http.StatusUnprocessableEntity, "validation", http.MethodPost, eventsPath, adm, obj{"event_type_id": free, "payload": obj{}})
 	requireIssue(t, r, "$.event_type_id", "UNREGISTERED_EVENT_TYPE")
 	publish(t, e, adm, http.StatusAccepted, obj{"event_type_id": shipType, "payload": obj{"carrier": "dhl"}}) // the platform's counts
-	publish(t, e, other, http.StatusAccepted, obj{"event_type_id": free, "payload": obj{}})                  // globex's policy is its own
+	publish(t, e, other, http.StatusAccepted, obj{"event_type_id": free, "payload": obj{}})                   // globex's policy is its own
 
 	// Delete: 204, then 404; audit events for both changes.
 	e.expect(t, http.StatusNoContent, http.MethodDelete, typesPath+"/"+orderType, adm, nil)
