@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -473,4 +474,64 @@ func TestTriggerDeadLetters(t *testing.T) {
 	require.Len(t, dl, 1)
 	require.Equal(t, []any{"f9"}, dl[0]["event_ids"])
 	require.Empty(t, dl[0]["invocation_id"])
+}
+
+// TestTriggerBatchFlood: events published concurrently into a batching trigger reach its
+// entrypoint in batches of at most max_size, each event exactly once.
+func TestTriggerBatchFlood(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC))
+	e := newEnv(t, func(c *server.Config) { c.Clock = clk })
+	adm := invTenant(t, e, "acme")
+	ep := e.registerActive(t, adm, echoFn(t, "orders.on_flood.v1~"))["entrypoint_id"].(string)
+	e.expect(t, http.StatusCreated, http.MethodPost, trgPath, adm, obj{"trigger_id": "flood", "event_type_id": orderType,
+		"entrypoint_id": ep, "batch": obj{"enabled": true, "max_size": 7, "max_wait_ms": 100}})
+	const workers, each = 8, 40
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				publish(t, e, adm, http.StatusAccepted, obj{"event_id": fmt.Sprintf("w%d-%02d", w, i), "event_type_id": orderType, "payload": obj{}})
+			}
+		}()
+	}
+	wg.Wait()
+	clk.Advance(100 * time.Millisecond)
+	_, err := e.srv.Triggers.FlushDue(context.Background())
+	require.NoError(t, err)
+	seen := map[string]int{}
+	var batches [][]string
+	for page, cursor := 0, ""; ; page++ {
+		require.Less(t, page, 100)
+		q := url.Values{"$filter": {fmt.Sprintf("entrypoint_id eq '%s'", ep)}, "limit": {"100"}}
+		if cursor != "" {
+			q.Set("cursor", cursor)
+		}
+		r := e.expect(t, http.StatusOK, http.MethodGet, invPath+"?"+q.Encode(), adm, nil)
+		for _, it := range r.items() {
+			rec := invGet(t, e, adm, invID(it))
+			var ids []string
+			for _, ev := range rec["params"].(obj)["events"].([]any) {
+				ids = append(ids, ev.(obj)["event_id"].(string))
+			}
+			batches = append(batches, ids)
+		}
+		cursor, _ = r.Body["page_info"].(obj)["next_cursor"].(string)
+		if cursor == "" {
+			break
+		}
+	}
+	for _, b := range batches {
+		require.LessOrEqual(t, len(b), 7)
+		require.NotEmpty(t, b)
+		for _, id := range b {
+			seen[id]++
+		}
+	}
+	require.Len(t, seen, workers*each, "none lost")
+	for id, n := range seen {
+		require.Equal(t, 1, n, "event %s doubled", id)
+	}
+	require.GreaterOrEqual(t, len(batches), workers*each/7)
 }
