@@ -10,6 +10,7 @@ import (
 	"github.com/larkrun/lark/internal/events"
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/invoke"
+	"github.com/larkrun/lark/internal/problem"
 	"github.com/larkrun/lark/internal/store"
 	"github.com/larkrun/lark/internal/trigger"
 )
@@ -165,6 +166,9 @@ func (s *Service) start(tx store.Tx, t trigger.Trigger, evs []events.Event, now 
 	p, err := s.inv.Plan(tx.Context(), invoke.SystemStart{As: runAs(t, publisher), EntrypointID: t.EntrypointID, Params: params,
 		CorrelationID: evs[0].CorrelationID})
 	if err != nil {
+		if problem.From(err).Status >= 500 {
+			return err // not the trigger's fault (the store, a timeout): the publish fails and can be retried
+		}
 		return s.unplanned(tx, t, ids, params, err, now)
 	}
 	id := s.inv.NewID()
