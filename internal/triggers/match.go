@@ -334,9 +334,13 @@ func (s *Service) Run(ctx context.Context) {
 		if _, err := s.FlushDue(ctx); err != nil && ctx.Err() == nil {
 			s.o.Logger.Error("flushing trigger batches", "err", err)
 		}
+		// A batch still due after a pass is one that failed (a flush moves or clears its due time):
+		// it is tried again after a poll, not in a tight loop.
 		wait := s.o.Poll
 		if next, err := s.store.NextBatchDue(ctx); err == nil && next != nil {
-			wait = min(wait, max(next.Sub(s.o.Clock.Now()), 0))
+			if d := next.Sub(s.o.Clock.Now()); d > 0 {
+				wait = min(wait, d)
+			}
 		}
 		t := time.NewTimer(wait)
 		select {
