@@ -535,3 +535,28 @@ func TestTriggerBatchFlood(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, len(batches), workers*each/7)
 }
+
+// TestTriggerFlusherLoop: the flusher loop (run by lark serve) flushes a batch once its
+// max_wait_ms has passed on the injected clock and the loop is woken.
+func TestTriggerFlusherLoop(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC))
+	e := newEnv(t, func(c *server.Config) { c.Clock = clk })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { e.srv.Triggers.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	adm := invTenant(t, e, "acme")
+	ep := e.registerActive(t, adm, echoFn(t, "orders.on_loop.v1~"))["entrypoint_id"].(string)
+	e.expect(t, http.StatusCreated, http.MethodPost, trgPath, adm, obj{"trigger_id": "loop", "event_type_id": orderType,
+		"entrypoint_id": ep, "batch": obj{"enabled": true, "max_size": 10, "max_wait_ms": 60000}})
+	publish(t, e, adm, http.StatusAccepted, obj{"event_id": "l1", "event_type_id": orderType, "payload": obj{}})
+	require.Empty(t, invocationsOf(t, e, adm, ep))
+	clk.Advance(time.Minute)
+	e.srv.Triggers.Wake()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(invocationsOf(t, e, adm, ep)) == 0 {
+		require.True(t, time.Now().Before(deadline), "the flusher did not flush the due batch")
+		time.Sleep(5 * time.Millisecond)
+	}
+	require.Equal(t, [][]string{{"l1"}}, batchEvents(t, e, adm, ep))
+}
