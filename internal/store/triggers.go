@@ -98,4 +98,17 @@ type TriggerTx interface {
 	TakeDeadLetters(tenantID, triggerID string, ids []string, limit int) ([]trigger.DeadLetter, error)
 	// AddTriggerMetrics adds d to its trigger's hourly metrics row.
 	AddTriggerMetrics(d trigger.MetricsDelta) error
+	// PurgeTriggerHistory deletes up to limit rows of the tenant's trigger history (the retention
+	// job): start records of invocations that ended before startsBefore, then hourly metrics rows of
+	// hours before metricsBefore. Dead letters stay until they are redriven or purged, and start
+	// records of invocations not ended (or whose end was never reported) stay too.
+	PurgeTriggerHistory(p TriggerHistoryPurge) (int64, error)
+}
+
+// TriggerHistoryPurge says what one Tx.PurgeTriggerHistory batch deletes.
+type TriggerHistoryPurge struct {
+	TenantID      string
+	StartsBefore  time.Time
+	MetricsBefore time.Time
+	Limit         int
 }

@@ -478,3 +478,25 @@ func (s *Store) TriggerMetrics(ctx context.Context, tenantID, triggerID string, 
 		return h, nil
 	})
 }
+
+// PurgeTriggerHistory implements store.Tx.
+func (t *tx) PurgeTriggerHistory(p store.TriggerHistoryPurge) (int64, error) {
+	res, err := t.t.ExecContext(bg, `DELETE FROM trigger_starts WHERE tenant_id = ? AND invocation_id IN
+		(SELECT invocation_id FROM trigger_starts WHERE tenant_id = ? AND ended_at IS NOT NULL AND ended_at < ? LIMIT ?)`,
+		p.TenantID, p.TenantID, ts(p.StartsBefore), p.Limit)
+	if err != nil {
+		return 0, err
+	}
+	n, err := res.RowsAffected()
+	if err != nil || n >= int64(p.Limit) {
+		return n, err
+	}
+	res, err = t.t.ExecContext(bg, `DELETE FROM trigger_metrics WHERE (tenant_id, trigger_id, hour) IN
+		(SELECT tenant_id, trigger_id, hour FROM trigger_metrics WHERE tenant_id = ? AND hour < ? LIMIT ?)`,
+		p.TenantID, ts(p.MetricsBefore), int64(p.Limit)-n)
+	if err != nil {
+		return n, err
+	}
+	m, err := res.RowsAffected()
+	return n + m, err
+}

@@ -76,6 +76,7 @@ func Run(t *testing.T, f Factory) {
 		"TriggerMatching":           testTriggerMatching,
 		"TriggerDeadLetters":        testTriggerDeadLetters,
 		"TriggerMetrics":            testTriggerMetrics,
+		"TriggerHistoryPurge":       testTriggerHistoryPurge,
 		"CatalogGeneration":         testCatalogGeneration,
 		"AfterCommit":               testAfterCommit,
 		"TxContext":                 testTxContext,

@@ -279,3 +279,54 @@ func testTriggerMetrics(t *testing.T, s store.Store) {
 	require.NoError(t, err)
 	require.Empty(t, rows)
 }
+
+func testTriggerHistoryPurge(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	start := func(inv string, seq int64) trigger.Start {
+		return trigger.Start{TenantID: "acme", InvocationID: inv, TriggerID: "a", EventSeqs: []int64{seq}, EventIDs: []string{"e"},
+			ReceivedAt: t0, StartedAt: t0, Params: json.RawMessage(`{}`)}
+	}
+	update(t, s, func(tx store.Tx) error {
+		require.NoError(t, tx.InsertTrigger(newTrigger("acme", "a")))
+		for i, inv := range []string{"old1", "old2", "new", "open"} {
+			require.NoError(t, tx.InsertTriggerStart(start(inv, int64(i+1))))
+		}
+		for _, inv := range []string{"old1", "old2"} {
+			if _, _, err := tx.EndTriggerStart("acme", inv, t0); err != nil {
+				return err
+			}
+		}
+		if _, _, err := tx.EndTriggerStart("acme", "new", t0.Add(48*time.Hour)); err != nil {
+			return err
+		}
+		for _, h := range []time.Duration{0, time.Hour, 72 * time.Hour} {
+			d := trigger.MetricsDelta{TenantID: "acme", TriggerID: "a", Hour: t0.Add(h), LatencyMS: -1}
+			d.Received = 1
+			require.NoError(t, tx.AddTriggerMetrics(d))
+		}
+		return nil
+	})
+	q := store.TriggerHistoryPurge{TenantID: "acme", StartsBefore: t0.Add(24 * time.Hour), MetricsBefore: t0.Add(24 * time.Hour), Limit: 3}
+	var n int64
+	update(t, s, func(tx store.Tx) (err error) { n, err = tx.PurgeTriggerHistory(q); return err })
+	require.EqualValues(t, 3, n, "two ended starts, then one metrics row: the batch is bounded")
+	update(t, s, func(tx store.Tx) (err error) { n, err = tx.PurgeTriggerHistory(q); return err })
+	require.EqualValues(t, 1, n)
+	update(t, s, func(tx store.Tx) (err error) { n, err = tx.PurgeTriggerHistory(q); return err })
+	require.Zero(t, n)
+	update(t, s, func(tx store.Tx) error {
+		for inv, kept := range map[string]bool{"old1": false, "old2": false, "new": true, "open": true} {
+			_, err := tx.TriggerStart("acme", inv)
+			if kept {
+				require.NoError(t, err, inv)
+			} else {
+				require.ErrorIs(t, err, store.ErrNotFound, inv)
+			}
+		}
+		return nil
+	})
+	rows, err := s.TriggerMetrics(ctx, "acme", "a", t0.Add(-time.Hour))
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+	require.Equal(t, t0.Add(72*time.Hour).Truncate(time.Hour), rows[0].Hour)
+}
