@@ -328,6 +328,18 @@ func TestTriggerMatching(t *testing.T) {
 	e.expectProblem(t, http.StatusUnprocessableEntity, "validation", http.MethodGet, trgPath+"/big/metrics?window=1y", adm, nil)
 	e.expectProblem(t, http.StatusUnprocessableEntity, "validation", http.MethodGet, trgPath+"/big/metrics?window=91d", adm, nil)
 	e.expectProblem(t, http.StatusBadRequest, "bad_request", http.MethodGet, trgPath+"/big/metrics?nope=1", adm, nil)
+
+	// Changes apply to the next event (the matcher's cache of active triggers is invalidated).
+	e.expect(t, http.StatusOK, http.MethodPost, trgPath+"/big:disable", adm, nil)
+	p = publish(t, e, pub, http.StatusAccepted, obj{"event_type_id": orderType, "payload": obj{"total": 999}}).Body
+	require.EqualValues(t, 1, p["triggered"], "only 'all' now")
+	e.expect(t, http.StatusOK, http.MethodPatch, trgPath+"/all", adm, obj{"event_filter_query": "payload.total < 0"})
+	e.expect(t, http.StatusOK, http.MethodPost, trgPath+"/big:enable", adm, nil)
+	p = publish(t, e, pub, http.StatusAccepted, obj{"event_type_id": orderType, "payload": obj{"total": 999}}).Body
+	require.EqualValues(t, 1, p["triggered"], "only 'big' now")
+	e.expect(t, http.StatusNoContent, http.MethodDelete, trgPath+"/big", adm, nil)
+	p = publish(t, e, pub, http.StatusAccepted, obj{"event_type_id": orderType, "payload": obj{"total": 999}}).Body
+	require.EqualValues(t, 0, p["triggered"])
 }
 
 // batchEvents lists the event ids of each invocation of ep (oldest first) from its params.

@@ -89,6 +89,9 @@ type TriggerTx interface {
 	// SetBatchDue sets (or clears, nil) when a trigger's batch is due, without touching its
 	// revision.
 	SetBatchDue(tenantID, triggerID string, due *time.Time) error
+	// ArmBatch sets when a trigger's batch is due unless it is set already, and reports whether it
+	// set it.
+	ArmBatch(tenantID, triggerID string, due time.Time) (bool, error)
 	// InsertDeadLetter records a dead letter; ErrConflict when the invocation has one already.
 	InsertDeadLetter(d trigger.DeadLetter) error
 	// DeadLetter reads one dead letter of a trigger.
@@ -96,8 +99,8 @@ type TriggerTx interface {
 	// TakeDeadLetters deletes and returns up to limit of a trigger's dead letters (ids nil: the
 	// oldest; else those ids), oldest first.
 	TakeDeadLetters(tenantID, triggerID string, ids []string, limit int) ([]trigger.DeadLetter, error)
-	// AddTriggerMetrics adds d to its trigger's hourly metrics row.
-	AddTriggerMetrics(d trigger.MetricsDelta) error
+	// AddTriggerMetrics adds each delta to its trigger's hourly metrics row.
+	AddTriggerMetrics(ds ...trigger.MetricsDelta) error
 	// PurgeTriggerHistory deletes up to limit rows of the tenant's trigger history (the retention
 	// job): start records of invocations that ended before startsBefore, then hourly metrics rows of
 	// hours before metricsBefore. Dead letters stay until they are redriven or purged, and start

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/larkrun/lark/internal/eventfilter"
@@ -69,25 +71,22 @@ func (m *matcher) matches(filter string) bool {
 // params do not match its schema) records a dead letter with the error instead: the publish
 // succeeds.
 func (s *Service) Match(tx store.Tx, ev events.Event, now time.Time) (int, error) {
-	ts, err := tx.ActiveTriggers(ev.TenantID, ev.TypeID)
+	ts, err := s.active(tx, ev.TenantID, ev.TypeID)
 	if err != nil || len(ts) == 0 {
 		return 0, err
 	}
 	m := &matcher{ev: eventfilter.Event{ID: ev.ID, TypeID: ev.TypeID, Source: ev.Source, Subject: ev.Subject}, raw: ev.Payload}
 	n := 0
+	// Every trigger's received (and filtered-out) count, in one write.
+	deltas := make([]trigger.MetricsDelta, len(ts))
 	for i := range ts {
 		t := &ts[i]
-		d := trigger.MetricsDelta{TenantID: t.TenantID, TriggerID: t.ID, Hour: now, LatencyMS: -1}
+		d := &deltas[i]
+		*d = trigger.MetricsDelta{TenantID: t.TenantID, TriggerID: t.ID, Hour: now, LatencyMS: -1}
 		d.Received = 1
 		if !m.matches(t.EventFilterQuery) {
 			d.FilteredOut = 1
-			if err := tx.AddTriggerMetrics(d); err != nil {
-				return n, err
-			}
 			continue
-		}
-		if err := tx.AddTriggerMetrics(d); err != nil {
-			return n, err
 		}
 		n++
 		if !t.Batch.Enabled {
@@ -107,16 +106,19 @@ func (s *Service) Match(tx store.Tx, ev events.Event, now time.Time) (int, error
 			if err := s.flushAll(tx, t, now, false); err != nil {
 				return n, err
 			}
-		} else if t.BatchDueAt == nil {
-			due := ev.ReceivedAt.Add(time.Duration(t.Batch.MaxWaitMS) * time.Millisecond)
-			if err := tx.SetBatchDue(t.TenantID, t.ID, &due); err != nil {
+		} else {
+			// The first pending event arms the batch (the trigger read may be cached: its due
+			// time is decided by the row).
+			armed, err := tx.ArmBatch(t.TenantID, t.ID, ev.ReceivedAt.Add(time.Duration(t.Batch.MaxWaitMS)*time.Millisecond))
+			if err != nil {
 				return n, err
 			}
-			t.BatchDueAt = &due
-			tx.AfterCommit(s.Wake)
+			if armed {
+				tx.AfterCommit(s.Wake)
+			}
 		}
 	}
-	return n, nil
+	return n, tx.AddTriggerMetrics(deltas...)
 }
 
 // flushAll flushes t's pending events as batches of at most max_size in arrival order, leaving in the pending table only a last batch that is neither full
@@ -350,4 +352,64 @@ func (s *Service) Run(ctx context.Context) {
 		}
 		t.Stop()
 	}
+}
+
+// activeCache keeps the decoded active triggers of a tenant and event type between publishes (a
+// publish would otherwise read and decode them all). Every committed write of a trigger through
+// the Service moves gen and empties it; an entry filled under an older gen is not kept. It is used
+// only when this process is the store's only user (store.Exclusive): no other process writes
+// triggers behind its back.
+type activeCache struct {
+	mu  sync.Mutex
+	gen uint64
+	m   map[[2]string]activeEntry
+}
+
+type activeEntry struct {
+	gen uint64
+	ts  []trigger.Trigger
+}
+
+// maxActiveEntries bounds the cache; over it, it starts afresh.
+const maxActiveEntries = 10000
+
+// invalidate is called after a trigger write commits.
+func (c *activeCache) invalidate() {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.gen++
+	clear(c.m)
+	c.mu.Unlock()
+}
+
+// active returns the tenant's active triggers of an event type, from the cache when it is fresh. The
+// caller gets its own copy of the slice.
+func (s *Service) active(tx store.Tx, tenantID, typeID string) ([]trigger.Trigger, error) {
+	c := s.cache
+	if c == nil {
+		return tx.ActiveTriggers(tenantID, typeID)
+	}
+	k := [2]string{tenantID, typeID}
+	c.mu.Lock()
+	gen := c.gen
+	e, ok := c.m[k]
+	c.mu.Unlock()
+	if ok && e.gen == gen {
+		return slices.Clone(e.ts), nil
+	}
+	ts, err := tx.ActiveTriggers(tenantID, typeID)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.gen == gen {
+		if len(c.m) >= maxActiveEntries {
+			clear(c.m)
+		}
+		c.m[k] = activeEntry{gen: gen, ts: slices.Clone(ts)}
+	}
+	c.mu.Unlock()
+	return ts, nil
 }

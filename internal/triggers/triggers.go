@@ -70,6 +70,7 @@ type Service struct {
 	inv   Invoker
 	o     Options
 	wake  chan struct{}
+	cache *activeCache // nil unless the store is exclusive
 }
 
 // New returns a Service.
@@ -92,7 +93,11 @@ func New(st store.Store, inv Invoker, o Options) *Service {
 	if o.Failed == nil {
 		o.Failed = func(string) {}
 	}
-	return &Service{store: st, inv: inv, o: o, wake: make(chan struct{}, 1)}
+	s := &Service{store: st, inv: inv, o: o, wake: make(chan struct{}, 1)}
+	if st.Exclusive() {
+		s.cache = &activeCache{m: map[[2]string]activeEntry{}}
+	}
+	return s
 }
 
 // Wake makes the flusher look for due batches now. It never blocks.
@@ -376,6 +381,7 @@ func (s *Service) Create(ctx context.Context, sc auth.SecurityContext, spec Spec
 		if err := tx.InsertTrigger(&t); err != nil {
 			return err
 		}
+		tx.AfterCommit(s.cache.invalidate)
 		return tx.InsertAudit(s.auditEvent(ctx, sc, t, audit.TriggerCreated, nil))
 	})
 	switch {
@@ -511,6 +517,7 @@ func (s *Service) change(ctx context.Context, sc auth.SecurityContext, id, typ s
 		if err := tx.UpdateTrigger(&t); err != nil {
 			return err
 		}
+		tx.AfterCommit(s.cache.invalidate)
 		return tx.InsertAudit(s.auditEvent(ctx, sc, t, typ, map[string]any{"updated_fields": fields}))
 	})
 	if err != nil {
@@ -555,6 +562,7 @@ func (s *Service) Delete(ctx context.Context, sc auth.SecurityContext, id string
 		if err := tx.DeleteTrigger(sc.TenantID, id); err != nil {
 			return err
 		}
+		tx.AfterCommit(s.cache.invalidate)
 		return tx.InsertAudit(s.auditEvent(ctx, sc, t, audit.TriggerDeleted, nil))
 	})
 	return storeErr(id, err)

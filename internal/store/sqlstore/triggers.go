@@ -330,6 +330,17 @@ func (t *tx) SetBatchDue(tenantID, triggerID string, due *time.Time) error {
 	return err
 }
 
+// ArmBatch implements store.Tx.
+func (t *tx) ArmBatch(tenantID, triggerID string, due time.Time) (bool, error) {
+	res, err := t.t.ExecContext(bg, "UPDATE triggers SET batch_due_at = ? WHERE tenant_id = ? AND id = ? AND batch_due_at IS NULL",
+		ts(due), tenantID, triggerID)
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
 func scanDeadLetter(sc interface{ Scan(...any) error }) (trigger.DeadLetter, error) {
 	var d trigger.DeadLetter
 	var doc string
@@ -419,19 +430,47 @@ func latencyBucket(ms int64) int {
 	return len(trigger.LatencyBounds)
 }
 
-// AddTriggerMetrics implements store.Tx.
-func (t *tx) AddTriggerMetrics(d trigger.MetricsDelta) error {
-	hour := ts(d.Hour.UTC().Truncate(time.Hour))
-	_, err := t.t.ExecContext(bg, `INSERT INTO trigger_metrics (tenant_id, trigger_id, hour, received, filtered_out, triggered,
-		succeeded, failed, dead_lettered) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (tenant_id, trigger_id, hour) DO UPDATE SET received = received + excluded.received,
+// metricsRowsPerStatement bounds the rows of one metrics upsert (9 parameters each).
+const metricsRowsPerStatement = 200
+
+// AddTriggerMetrics implements store.Tx: the counters of every delta in one upsert per 200 rows,
+// then each latency observation into its row's histogram.
+func (t *tx) AddTriggerMetrics(ds ...trigger.MetricsDelta) error {
+	for start := 0; start < len(ds); start += metricsRowsPerStatement {
+		chunk := ds[start:min(start+metricsRowsPerStatement, len(ds))]
+		var q strings.Builder
+		q.WriteString(`INSERT INTO trigger_metrics (tenant_id, trigger_id, hour, received, filtered_out, triggered,
+		succeeded, failed, dead_lettered) VALUES `)
+		a := make([]any, 0, 9*len(chunk))
+		for i, d := range chunk {
+			if i > 0 {
+				q.WriteString(", ")
+			}
+			q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?)")
+			a = append(a, d.TenantID, d.TriggerID, ts(d.Hour.UTC().Truncate(time.Hour)), d.Received, d.FilteredOut, d.Triggered,
+				d.Succeeded, d.Failed, d.DeadLettered)
+		}
+		q.WriteString(` ON CONFLICT (tenant_id, trigger_id, hour) DO UPDATE SET received = received + excluded.received,
 		filtered_out = filtered_out + excluded.filtered_out, triggered = triggered + excluded.triggered,
 		succeeded = succeeded + excluded.succeeded, failed = failed + excluded.failed,
-		dead_lettered = dead_lettered + excluded.dead_lettered`,
-		d.TenantID, d.TriggerID, hour, d.Received, d.FilteredOut, d.Triggered, d.Succeeded, d.Failed, d.DeadLettered)
-	if err != nil || d.LatencyMS < 0 {
-		return err
+		dead_lettered = dead_lettered + excluded.dead_lettered`)
+		if _, err := t.t.ExecContext(bg, q.String(), a...); err != nil {
+			return err
+		}
 	}
+	for _, d := range ds {
+		if d.LatencyMS >= 0 {
+			if err := t.observeLatency(d); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// observeLatency counts d's latency in its hourly row's histogram (the row exists).
+func (t *tx) observeLatency(d trigger.MetricsDelta) error {
+	hour := ts(d.Hour.UTC().Truncate(time.Hour))
 	var raw string
 	if err := t.t.QueryRowContext(bg, "SELECT latency FROM trigger_metrics WHERE tenant_id = ? AND trigger_id = ? AND hour = ?",
 		d.TenantID, d.TriggerID, hour).Scan(&raw); err != nil {
