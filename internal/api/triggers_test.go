@@ -148,6 +148,11 @@ func TestEventTypesAPI(t *testing.T) {
 	types := auditTypes(t, e, adm)
 	require.Contains(t, types, auditBase+"event_type_created.v1~")
 	require.Contains(t, types, auditBase+"event_type_deleted.v1~")
+	// The platform's type is in the platform's audit log, which the operator reads.
+	q := url.Values{"$filter": {"resource_type eq 'event_type' and resource_id eq '" + shipType + "'"}}
+	pl := e.expect(t, http.StatusOK, http.MethodGet, base+"/audit-events?"+q.Encode(), operator, nil).items()
+	require.Len(t, pl, 1)
+	require.Equal(t, "platform", pl[0]["tenant_id"])
 }
 
 func TestTriggersCRUD(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/larkrun/lark/internal/audit"
 	"github.com/larkrun/lark/internal/auth"
+	"github.com/larkrun/lark/internal/entrypoint"
 	"github.com/larkrun/lark/internal/events"
 	"github.com/larkrun/lark/internal/gts"
 	"github.com/larkrun/lark/internal/obs"
@@ -57,7 +58,11 @@ func scopeOf(sc auth.SecurityContext, write bool) (string, error) {
 
 func (b *Bus) typeAudit(ctx context.Context, sc auth.SecurityContext, t events.Type, typ string) audit.Event {
 	raw, _ := json.Marshal(map[string]any{"event_type_id": t.ID, "scope": t.Scope})
-	return audit.Event{ID: b.cfg.IDs.New("aud"), TenantID: t.TenantID, Type: typ, ActorID: sc.SubjectID,
+	tenantID := t.TenantID
+	if tenantID == events.PlatformScope {
+		tenantID = entrypoint.PlatformTenant // the platform's audit log, as for system entrypoints
+	}
+	return audit.Event{ID: b.cfg.IDs.New("aud"), TenantID: tenantID, Type: typ, ActorID: sc.SubjectID,
 		ResourceType: "event_type", ResourceID: t.ID, CorrelationID: obs.CorrelationID(ctx), At: b.cfg.Clock.Now(), Details: raw}
 }
 
