@@ -16,6 +16,7 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/larkrun/lark/internal/auth"
+	"github.com/larkrun/lark/internal/eventbus"
 	"github.com/larkrun/lark/internal/idgen"
 	"github.com/larkrun/lark/internal/invoke"
 	"github.com/larkrun/lark/internal/problem"
@@ -24,6 +25,7 @@ import (
 	"github.com/larkrun/lark/internal/secrets"
 	"github.com/larkrun/lark/internal/tenants"
 	"github.com/larkrun/lark/internal/tokens"
+	"github.com/larkrun/lark/internal/triggers"
 	"github.com/larkrun/lark/internal/usage"
 	"github.com/larkrun/lark/internal/webhooks"
 )
@@ -56,11 +58,15 @@ type Config struct {
 	// TrustedProxies are the proxies whose X-Forwarded-For the webhook receiver believes; from any
 	// other peer, the TCP peer address is the sender's (allowed_sources).
 	TrustedProxies []netip.Prefix
-	Audit          AuditLister
-	Ready          Pinger
-	IDs            idgen.Generator
-	Logger         *slog.Logger
-	MaxBody        int64
+	// Events serves the events API (publishing, event types).
+	Events *eventbus.Bus
+	// Triggers serves the Trigger API.
+	Triggers *triggers.Service
+	Audit    AuditLister
+	Ready    Pinger
+	IDs      idgen.Generator
+	Logger   *slog.Logger
+	MaxBody  int64
 	// Metrics, when set, is served at GET /metrics: to the platform operator's token only, since it
 	// names every tenant, unless MetricsPublic.
 	Metrics       http.Handler
@@ -181,6 +187,8 @@ func (s *Server) Handler() http.Handler {
 		s.backfillRoutes(r)
 		s.secretRoutes(r)
 		s.webhookRoutes(r)
+		s.eventTypeRoutes(r)
+		s.triggerRoutes(r)
 	})
 	return r
 }

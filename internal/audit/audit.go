@@ -48,6 +48,19 @@ const (
 	WebhookSecretRegenerated = TypeBase + "x.core.serverless.audit.webhook_secret_regenerated.v1~"
 )
 
+// Event types and event triggers (002's trigger audit events mapped onto 000's family).
+const (
+	EventTypeCreated          = TypeBase + "x.core.serverless.audit.event_type_created.v1~"
+	EventTypeDeleted          = TypeBase + "x.core.serverless.audit.event_type_deleted.v1~"
+	TriggerCreated            = TypeBase + "x.core.serverless.audit.event_trigger_created.v1~"
+	TriggerUpdated            = TypeBase + "x.core.serverless.audit.event_trigger_updated.v1~"
+	TriggerEnabled            = TypeBase + "x.core.serverless.audit.event_trigger_enabled.v1~"
+	TriggerDisabled           = TypeBase + "x.core.serverless.audit.event_trigger_disabled.v1~"
+	TriggerDeleted            = TypeBase + "x.core.serverless.audit.event_trigger_deleted.v1~"
+	TriggerDeadLettersRedrive = TypeBase + "x.core.serverless.audit.event_trigger_dead_letters_redriven.v1~"
+	TriggerDeadLettersPurged  = TypeBase + "x.core.serverless.audit.event_trigger_dead_letters_purged.v1~"
+)
+
 // Event is one audit record. Details never contain secrets.
 type Event struct {
 	ID            string          `json:"id"`

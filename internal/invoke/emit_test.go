@@ -27,7 +27,7 @@ const shippedType = "gts.x.core.events.event.v1~vendor.app.orders.shipped.v1~"
 // publishedEvents lists the tenant's events, oldest first.
 func (e *env) publishedEvents() []events.Event {
 	e.t.Helper()
-	page, err := e.svc.ListEvents(context.Background(), bob, store.ListQuery{Limit: 1000})
+	page, err := e.store.ListEvents(context.Background(), bob.TenantID, store.ListQuery{Limit: 1000})
 	require.NoError(e.t, err)
 	out := page.Items
 	slices.SortFunc(out, func(a, b events.Event) int { return int(a.Seq - b.Seq) })

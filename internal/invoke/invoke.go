@@ -152,7 +152,8 @@ type Service struct {
 	// a sync invocation waits for an end (finish).
 	noObserver bool
 	finish     finishWaiters  // sync invocations of workflows waiting for their end (finish.go)
-	publisher  EventPublisher // Config.Publisher, or waitPublisher
+	publisher  EventPublisher // Config.Publisher (SetPublisher), or waitPublisher
+	endHook    EndHook        // hears of ended invocations inside their transaction (SetEndHook)
 }
 
 // Defaults of Config's child budget (docs/starlark.md, "Child invocations").
@@ -229,6 +230,25 @@ func (s *Service) Close() { s.closeOnce.Do(func() { close(s.closing) }) }
 
 // SetWake sets the dispatcher wake-up (the dispatcher is built after the service).
 func (s *Service) SetWake(f func()) { s.cfg.Wake = f }
+
+// EndHook hears of every invocation a write of invoke's leaves in a terminal status, inside that
+// write's transaction (before it commits): the event triggers service records there the outcome of
+// the invocations its triggers started (dead letters, metrics). An error fails the write. It must
+// be quick and cheap for the invocations it does not care about.
+type EndHook interface {
+	InvocationEnded(tx store.Tx, rec invocation.Record) error
+}
+
+// SetEndHook sets the EndHook (while wiring, before the service runs anything).
+func (s *Service) SetEndHook(h EndHook) { s.endHook = h }
+
+// SetPublisher sets the EventPublisher of r_emit_v1's events after construction (the events
+// service is built on top of this one); call it before the service runs work.
+func (s *Service) SetPublisher(p EventPublisher) {
+	if p != nil {
+		s.publisher = p
+	}
+}
 
 // StartRequest is the body of POST /invocations.
 type StartRequest struct {

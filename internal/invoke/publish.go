@@ -1,12 +1,15 @@
 package invoke
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/larkrun/lark/internal/events"
 	"github.com/larkrun/lark/internal/invocation"
+	"github.com/larkrun/lark/internal/problem"
 	"github.com/larkrun/lark/internal/store"
 )
 
@@ -20,7 +23,7 @@ type EventPublisher interface {
 }
 
 // waitPublisher is the default EventPublisher: insert, then deliver to the workflows waiting for
-// the event (Service.deliver).
+// the event (Service.DeliverToWaits).
 type waitPublisher struct{ s *Service }
 
 // PublishTx implements EventPublisher.
@@ -29,7 +32,7 @@ func (p waitPublisher) PublishTx(tx store.Tx, ev events.Event, now time.Time) (e
 	if err != nil || !inserted {
 		return stored, inserted, err
 	}
-	if _, err := p.s.deliver(tx, stored, now); err != nil {
+	if _, err := p.s.DeliverToWaits(tx, stored, now); err != nil {
 		return stored, inserted, err
 	}
 	return stored, true, nil
@@ -75,4 +78,29 @@ func withoutEmits(evs []invocation.Event) []invocation.Event {
 		}
 	}
 	return out
+}
+
+// eventChecker is what an EventPublisher may offer r_emit_v1 at the call: whether the tenant would
+// refuse the event (eventbus.Bus.CheckEvent).
+type eventChecker interface {
+	CheckEvent(ctx context.Context, ev events.Event) error
+}
+
+// CheckEvent implements sandbox.EventChecker through the publisher, when it can check. A refusal
+// is described with its first issue's path and message (the payload itself is never repeated).
+func (h *host) CheckEvent(ctx context.Context, typeID string, payload json.RawMessage) error {
+	c, ok := h.s.publisher.(eventChecker)
+	if !ok {
+		return nil
+	}
+	err := c.CheckEvent(ctx, events.Event{TenantID: h.rec.TenantID, TypeID: typeID, Payload: payload})
+	var pe *problem.Error
+	if errors.As(err, &pe) {
+		msg := pe.Detail
+		if len(pe.Issues) > 0 {
+			msg += fmt.Sprintf(" (%s: %s)", pe.Issues[0].Path, pe.Issues[0].Message)
+		}
+		return errors.New(msg)
+	}
+	return err
 }

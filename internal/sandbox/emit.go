@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"encoding/json"
 
 	"go.starlark.net/starlark"
@@ -26,6 +27,31 @@ type Emit struct {
 	TypeID string
 	// Payload is the event's body, encoded as JSON.
 	Payload json.RawMessage
+}
+
+// EventChecker is implemented by a Host that can tell, where the code emits an event, whether its
+// tenant would refuse it (a registered event type whose schema the payload fails, or an unregistered
+// type under a policy that requires registration). r_emit_v1 asks it before buffering the event; a
+// refusal fails the call with a validation error naming the reason, and nothing is emitted.
+type EventChecker interface {
+	CheckEvent(ctx context.Context, typeID string, payload json.RawMessage) error
+}
+
+// checkEmit asks the host's EventChecker, if it has one, about e.
+func checkEmit(thread *starlark.Thread, name string, e Emit) error {
+	r := runOf(thread)
+	c, ok := r.host.(EventChecker)
+	if !ok {
+		return nil
+	}
+	var cerr error
+	if err := r.blocking(func() { cerr = c.CheckEvent(r.ctx, e.TypeID, e.Payload) }); err != nil {
+		return err
+	}
+	if cerr != nil {
+		return errorf(name, "the event is refused: %v", cerr)
+	}
+	return nil
 }
 
 // emitBuffer holds an execution's emits not yet handed over, and counts the emits the execution
@@ -128,6 +154,9 @@ func rEmit(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kw
 	if err != nil {
 		return nil, err
 	}
+	if err := checkEmit(thread, b.Name(), e); err != nil {
+		return nil, err
+	}
 	if err := runOf(thread).emits.add(b.Name(), e); err != nil {
 		return nil, err
 	}
@@ -161,6 +190,9 @@ func wfEmit(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, k
 			return nil, w.corrupt(thread, je, "is pending")
 		}
 		return starlark.None, nil
+	}
+	if err := checkEmit(thread, b.Name(), e); err != nil {
+		return nil, err
 	}
 	if err := r.emits.charge(b.Name(), e); err != nil {
 		return nil, err

@@ -22,6 +22,7 @@ import (
 	"github.com/larkrun/lark/internal/cpushare"
 	"github.com/larkrun/lark/internal/dispatch"
 	"github.com/larkrun/lark/internal/egress"
+	"github.com/larkrun/lark/internal/eventbus"
 	"github.com/larkrun/lark/internal/idgen"
 	"github.com/larkrun/lark/internal/invoke"
 	"github.com/larkrun/lark/internal/keyring"
@@ -38,6 +39,7 @@ import (
 	"github.com/larkrun/lark/internal/tenant"
 	"github.com/larkrun/lark/internal/tenants"
 	"github.com/larkrun/lark/internal/tokens"
+	"github.com/larkrun/lark/internal/triggers"
 	"github.com/larkrun/lark/internal/usage"
 	"github.com/larkrun/lark/internal/webhooks"
 )
@@ -167,6 +169,10 @@ type Server struct {
 	Schedules *scheduler.Service
 	// Webhooks manages webhook triggers and receives their deliveries.
 	Webhooks *webhooks.Service
+	// Events is the events service (publishing, event types).
+	Events *eventbus.Bus
+	// Triggers manages event triggers; Serve runs its batch flusher (tests call FlushDue).
+	Triggers *triggers.Service
 	handler  http.Handler
 	log      *slog.Logger
 
@@ -265,6 +271,12 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.Schedules = scheduler.New(st, s.Invoke, scheduler.Options{Clock: c, IDs: ids, Logger: cfg.Logger,
 		Failed: s.Metrics.MaintenanceFailure})
+	s.Triggers = triggers.New(st, s.Invoke, triggers.Options{Clock: c, IDs: ids, Logger: cfg.Logger, Failed: s.Metrics.MaintenanceFailure})
+	s.Invoke.SetEndHook(s.Triggers)
+	s.Events = eventbus.New(eventbus.Config{Store: st, Schemas: schemas, Waits: s.Invoke, Clock: c, IDs: ids, Logger: cfg.Logger,
+		MaxPayloadBytes: cfg.MaxPayloadBytes})
+	s.Events.Subscribe(s.Triggers)
+	s.Invoke.SetPublisher(s.Events) // r_emit_v1's events go through the events service: waits and triggers
 	s.Webhooks = webhooks.New(st, s.Invoke, webhooks.Options{Clock: c, IDs: ids, Logger: cfg.Logger, Keyring: cfg.Keyring, Schemas: schemas})
 	if n, err := webhooks.RewrapSecrets(ctx, st, cfg.Keyring); err != nil {
 		st.Close()
@@ -275,7 +287,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.Retention = retention.New(st, retention.Options{Interval: cfg.RetentionInterval, Clock: c, Logger: cfg.Logger,
 		Failed: s.Metrics.MaintenanceFailure})
 	s.handler = api.New(api.Config{Tokens: s.Tokens, Tenants: s.Tenants, Registry: s.Registry, Invoke: s.Invoke,
-		Usage: usage.NewService(st, s.Tenants, c, cfg.Pricing.Currency()), Schedules: s.Schedules, Secrets: s.Secrets, Webhooks: s.Webhooks, TrustedProxies: cfg.TrustedProxies, Audit: st, Ready: st,
+		Usage: usage.NewService(st, s.Tenants, c, cfg.Pricing.Currency()), Schedules: s.Schedules, Secrets: s.Secrets, Webhooks: s.Webhooks,
+		TrustedProxies: cfg.TrustedProxies, Events: s.Events, Triggers: s.Triggers, Audit: st, Ready: st,
 		IDs: ids, Logger: cfg.Logger, MaxBody: cfg.MaxBody, Metrics: s.Metrics.Handler(), MetricsPublic: cfg.MetricsPublic,
 		MaxInFlight: cfg.MaxInFlight, WriteTimeout: cfg.WriteTimeout}).Handler()
 	return s, nil
@@ -318,6 +331,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	go func() { s.Retention.Run(dctx); close(retained) }()
 	fired := make(chan struct{})
 	go func() { s.Schedules.Run(dctx); close(fired) }()
+	flushed := make(chan struct{})
+	go func() { s.Triggers.Run(dctx); close(flushed) }()
 	s.log.Info("lark serving", "addr", ln.Addr().String(), "store", storeName(s.cfg.Store))
 	var serveErr error
 	select {
@@ -340,6 +355,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	<-retained // it stops at its next batch; a batch is short
 	<-fired    // likewise: one firing transaction at most
+	<-flushed  // likewise: one flush transaction at most
 	s.Invoke.Close()
 	closeErr := s.Store.Close()
 	if errors.Is(serveErr, http.ErrServerClosed) {

@@ -104,6 +104,8 @@ type Reader interface {
 	BackfillReader
 	SecretReader
 	WebhookReader
+	EventTypeReader
+	TriggerReader
 }
 
 // TenantReader reads tenant policies.
@@ -267,6 +269,8 @@ type Tx interface {
 	BackfillTx
 	SecretTx
 	WebhookTx
+	EventTypeTx
+	TriggerTx
 }
 
 // TenantTx reads and writes tenant policies inside a transaction.

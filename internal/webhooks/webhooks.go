@@ -676,7 +676,7 @@ func (s *Service) Create(ctx context.Context, sc auth.SecurityContext, spec Spec
 	var perr error
 	err = s.store.Update(ctx, func(tx store.Tx) error {
 		if max := policy.Quotas.MaxTriggers; max != nil {
-			n, err := tx.CountTenantWebhookTriggers(sc.TenantID)
+			n, err := store.TriggerTotal(tx, sc.TenantID)
 			if err != nil {
 				return err
 			}
