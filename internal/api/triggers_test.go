@@ -611,3 +611,32 @@ func TestEmittedEventsStartTriggersAndAreChecked(t *testing.T) {
 	events := e.expect(t, http.StatusOK, http.MethodGet, eventsPath+"?limit=200", adm, nil).items()
 	require.Len(t, events, 1, "the refused emit published nothing")
 }
+
+// TestTriggerMetricsBufferedCounts: the received and filtered-out counts of publishes are written
+// in batches (FlushMetrics); a read sees them before and after the write, never twice.
+func TestTriggerMetricsBufferedCounts(t *testing.T) {
+	e := newEnv(t)
+	adm := invTenant(t, e, "acme")
+	ep := e.registerActive(t, adm, echoFn(t, "orders.counted.v1~"))["entrypoint_id"].(string)
+	e.expect(t, http.StatusCreated, http.MethodPost, trgPath, adm, obj{"trigger_id": "counted", "event_type_id": orderType,
+		"entrypoint_id": ep, "event_filter_query": "payload.total > 100"})
+	for i, total := range []int{5, 500, 7} {
+		publish(t, e, adm, http.StatusAccepted, obj{"event_id": fmt.Sprintf("c-%d", i), "event_type_id": orderType, "payload": obj{"total": total}})
+	}
+	read := func() obj {
+		return e.expect(t, http.StatusOK, http.MethodGet, trgPath+"/counted/metrics?window=1h", adm, nil).Body["metrics"].(obj)
+	}
+	before := read()
+	require.EqualValues(t, 3, before["events_received"])
+	require.EqualValues(t, 2, before["events_filtered_out"])
+	require.EqualValues(t, 1, before["executions_triggered"])
+	require.NoError(t, e.srv.Triggers.FlushMetrics(context.Background()))
+	require.Equal(t, before, read(), "written once, counted once")
+	rows, err := e.srv.Store.TriggerMetrics(context.Background(), "acme", "counted", time.Now().Add(-2*time.Hour))
+	require.NoError(t, err)
+	var received int64
+	for _, r := range rows {
+		received += r.Received
+	}
+	require.EqualValues(t, 3, received, "the counts are in the store after the flush")
+}

@@ -29,7 +29,7 @@ type EventsDetail struct {
 	// Delivered: from the first publication until every invocation the events started has ended.
 	DeliverS    float64 `json:"deliver_s"`
 	DeliverRate float64 `json:"delivered_per_s"`
-	// Triggered is the sum of the triggers' `triggered` counters afterwards (N when nothing was
+	// Triggered is the sum of the triggers' executions_triggered counters afterwards (N when nothing was
 	// lost or doubled: each event matches exactly one trigger).
 	Triggered int64 `json:"triggered"`
 	// CELMicrosPerEvent is the CPU time of evaluating the Triggers filters against one event, in
@@ -149,7 +149,7 @@ func (r *Runner) Events(ctx context.Context) Scenario {
 	return s
 }
 
-// triggeredTotal sums the triggers' `triggered` counters over the last day.
+// triggeredTotal sums the triggers' executions_triggered counters over the last day.
 func triggeredTotal(ctx context.Context, l *lark, ids []string) (int64, error) {
 	var total int64
 	for _, id := range ids {
@@ -158,12 +158,14 @@ func triggeredTotal(ctx context.Context, l *lark, ids []string) (int64, error) {
 			return 0, fmt.Errorf("trigger metrics: %w", err)
 		}
 		var m struct {
-			Triggered *int64 `json:"triggered"`
+			Metrics struct {
+				Triggered *int64 `json:"executions_triggered"`
+			} `json:"metrics"`
 		}
-		if err := json.Unmarshal(b, &m); err != nil || m.Triggered == nil {
-			return 0, fmt.Errorf("trigger metrics: no triggered count in %s", b)
+		if err := json.Unmarshal(b, &m); err != nil || m.Metrics.Triggered == nil {
+			return 0, fmt.Errorf("trigger metrics: no executions_triggered in %s", b)
 		}
-		total += *m.Triggered
+		total += *m.Metrics.Triggered
 	}
 	return total, nil
 }

@@ -38,7 +38,13 @@ type Waits interface {
 // Subscriber reacts to every new event inside the transaction that stores it (the event triggers
 // service); it returns how many invocations it started or batched. An error rolls the publish back.
 type Subscriber interface {
-	Match(tx store.Tx, ev events.Event, now time.Time) (int, error)
+	// Prepare does what it can of matching ev before the publishing transaction, outside the
+	// store's single writer (evaluating filters over what it has cached), and returns it for
+	// Match; nil when it cannot. It must not block on the store.
+	Prepare(ev events.Event) any
+	// Match reacts to ev inside the transaction that stores it, with what Prepare returned (nil:
+	// nothing prepared, or an event published from inside another write, such as r_emit_v1's).
+	Match(tx store.Tx, ev events.Event, now time.Time, prepared any) (int, error)
 }
 
 // Config wires a Bus.
@@ -171,9 +177,10 @@ func (b *Bus) Publish(ctx context.Context, sc auth.SecurityContext, req PublishR
 	if e.ID == "" {
 		e.ID = b.cfg.IDs.New("evt")
 	}
+	prepared := b.prepare(e) // filters evaluated here, in parallel with other requests, not in the writer
 	err := b.cfg.Store.Update(ctx, func(tx store.Tx) error {
 		var err error
-		out, err = b.publishTx(tx, e, now)
+		out, err = b.publishTx(tx, e, now, prepared)
 		return err
 	})
 	var pe *problem.Error
@@ -196,11 +203,23 @@ func (b *Bus) Publish(ctx context.Context, sc auth.SecurityContext, req PublishR
 // registered and the tenant's policy requires registered types), delivered to the waiting
 // workflows and matched against the tenant's enabled triggers, all in tx.
 func (b *Bus) PublishTx(tx store.Tx, ev events.Event, now time.Time) (stored events.Event, inserted bool, err error) {
-	p, err := b.publishTx(tx, ev, now)
+	p, err := b.publishTx(tx, ev, now, nil)
 	return p.Event, !p.Replayed, err
 }
 
-func (b *Bus) publishTx(tx store.Tx, ev events.Event, now time.Time) (Published, error) {
+// prepare asks every subscriber to Prepare ev, before the transaction.
+func (b *Bus) prepare(ev events.Event) []any {
+	b.mu.RLock()
+	subs := b.subs
+	b.mu.RUnlock()
+	out := make([]any, len(subs))
+	for i, s := range subs {
+		out[i] = s.Prepare(ev)
+	}
+	return out
+}
+
+func (b *Bus) publishTx(tx store.Tx, ev events.Event, now time.Time, prepared []any) (Published, error) {
 	stored, inserted, err := tx.InsertEvent(ev)
 	if err != nil {
 		return Published{}, err
@@ -222,8 +241,12 @@ func (b *Bus) publishTx(tx store.Tx, ev events.Event, now time.Time) (Published,
 	b.mu.RLock()
 	subs := b.subs
 	b.mu.RUnlock()
-	for _, s := range subs {
-		n, err := s.Match(tx, stored, now)
+	for i, s := range subs {
+		var pre any
+		if i < len(prepared) {
+			pre = prepared[i]
+		}
+		n, err := s.Match(tx, stored, now, pre)
 		if err != nil {
 			return out, err
 		}

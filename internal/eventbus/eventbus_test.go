@@ -33,15 +33,20 @@ var (
 type counting struct {
 	waits, matches int
 	fail           bool
+	prepared       []any // what Match was handed, in order
 }
+
+// Prepare returns a value naming the event, which Match records.
+func (c *counting) Prepare(ev events.Event) any { return "prepared " + ev.ID }
 
 func (c *counting) DeliverToWaits(store.Tx, events.Event, time.Time) (int, error) {
 	c.waits++
 	return 0, nil
 }
 
-func (c *counting) Match(store.Tx, events.Event, time.Time) (int, error) {
+func (c *counting) Match(_ store.Tx, _ events.Event, _ time.Time, prepared any) (int, error) {
 	c.matches++
+	c.prepared = append(c.prepared, prepared)
 	if c.fail {
 		return 0, errors.New("subscriber failed")
 	}
@@ -80,10 +85,16 @@ func TestPublishTxOnce(t *testing.T) {
 	}
 	require.Equal(t, 1, c.waits)
 	require.Equal(t, 1, c.matches)
+	require.Equal(t, []any{nil}, c.prepared, "inside another write, nothing is prepared")
+
+	// Publish prepares before its transaction and hands that to Match.
+	_, err := b.Publish(context.Background(), bob, eventbus.PublishRequest{EventID: "e3", EventTypeID: typeID})
+	require.NoError(t, err)
+	require.Equal(t, []any{nil, "prepared e3"}, c.prepared)
 
 	// A failing subscriber fails the publish, and nothing is stored.
 	c.fail = true
-	_, err := b.Publish(context.Background(), bob, eventbus.PublishRequest{EventID: "e2", EventTypeID: typeID})
+	_, err = b.Publish(context.Background(), bob, eventbus.PublishRequest{EventID: "e2", EventTypeID: typeID})
 	require.Equal(t, 500, problem.From(err).Status)
 	_, err = st.Event(context.Background(), "acme", "e2")
 	require.ErrorIs(t, err, store.ErrNotFound)

@@ -36,7 +36,7 @@ func (s *Service) DeliverToWaits(tx store.Tx, ev events.Event, now time.Time) (i
 	m := newMatcher(ev)
 	done := map[string]bool{} // invocations this event resolved a wait of, or that are not waiting
 	for _, w := range waits {
-		if done[w.InvocationID] || ev.ReceivedAt.Before(w.Since) || !m.matches(w.Filter) {
+		if done[w.InvocationID] || ev.ReceivedAt.Before(w.Since) || !m.Matches(w.Filter) {
 			continue
 		}
 		done[w.InvocationID] = true
@@ -83,7 +83,7 @@ func (s *Service) registerWait(tx store.Tx, rec invocation.Record, w events.Wait
 			return err
 		}
 		for _, ev := range evs {
-			if newMatcher(ev).matches(w.Filter) {
+			if newMatcher(ev).Matches(w.Filter) {
 				_, err := s.resolveWait(tx, rec, w.Seq, ev, now)
 				return err
 			}
@@ -137,35 +137,9 @@ func EventValue(ev events.Event) map[string]any {
 	return v
 }
 
-// matcher evaluates waits' CEL filters against one event, decoding its payload once.
-type matcher struct {
-	ev      eventfilter.Event
-	decoded bool
-}
-
-func newMatcher(ev events.Event) *matcher {
-	return &matcher{ev: eventfilter.Event{ID: ev.ID, TypeID: ev.TypeID, Source: ev.Source, Subject: ev.Subject, Payload: ev.Payload}}
-}
-
-// matches reports whether filter selects the event: "" matches everything, and a filter that
-// cannot be evaluated on this event (a missing key, a type mismatch) does not match.
-func (m *matcher) matches(filter string) bool {
-	if filter == "" {
-		return true
-	}
-	f, err := eventfilter.Cached(filter)
-	if err != nil {
-		return false
-	}
-	if !m.decoded {
-		var payload any
-		if raw, ok := m.ev.Payload.(json.RawMessage); !ok || invocation.DecodeJSON(raw, &payload) != nil {
-			return false
-		}
-		m.ev.Payload, m.decoded = payload, true
-	}
-	ok, err := f.Match(m.ev)
-	return err == nil && ok
+// newMatcher evaluates waits' CEL filters against one event, decoding its payload once.
+func newMatcher(ev events.Event) *eventfilter.Matcher {
+	return eventfilter.NewMatcher(eventfilter.Event{ID: ev.ID, TypeID: ev.TypeID, Source: ev.Source, Subject: ev.Subject}, ev.Payload)
 }
 
 // checkFilter is the sandbox's compile check of an r_wait_event_v1 filter.

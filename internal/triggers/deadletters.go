@@ -177,6 +177,7 @@ func (s *Service) Metrics(ctx context.Context, sc auth.SecurityContext, id, wind
 	if out.Period == "" {
 		out.Period = "24h"
 	}
+	out.Metrics.Add(s.metrics.pending(sc.TenantID, id, from)) // this process's counts not yet written
 	hist := make([]int64, len(trigger.LatencyBounds)+1)
 	for _, r := range rows {
 		out.Metrics.Add(r.Counters)

@@ -1,11 +1,13 @@
 package triggers
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/larkrun/lark/internal/events"
 	"github.com/larkrun/lark/internal/problem"
 	"github.com/larkrun/lark/internal/trigger"
 )
@@ -65,4 +67,29 @@ func TestBuildDefaultsAndBounds(t *testing.T) {
 	_, err = build(spec, trigger.Trigger{})
 	pe := problem.From(err)
 	require.Equal(t, "INVALID_FILTER", pe.Issues[0].Code)
+}
+
+// TestPrepareOnlyWhileTheTriggersAreCurrent: Prepare evaluates the cached active triggers' filters
+// outside the transaction; Match may use that only while no trigger has changed since.
+func TestPrepareOnlyWhileTheTriggersAreCurrent(t *testing.T) {
+	const typ = "gts.x.core.events.event.v1~vendor.app.a.b.v1~"
+	s := &Service{cache: &activeCache{m: map[[2]string]activeEntry{}}}
+	s.cache.m[[2]string{"acme", typ}] = activeEntry{ts: []trigger.Trigger{
+		{ID: "big", TenantID: "acme", EventTypeID: typ, EventFilterQuery: "payload.n > 1"},
+		{ID: "all", TenantID: "acme", EventTypeID: typ},
+		{ID: "small", TenantID: "acme", EventTypeID: typ, EventFilterQuery: "payload.n < 1"},
+	}}
+	ev := events.Event{ID: "e", TenantID: "acme", TypeID: typ, Payload: json.RawMessage(`{"n": 2}`)}
+	p, ok := s.Prepare(ev).(*prematch)
+	require.True(t, ok)
+	require.Equal(t, []bool{true, true, false}, p.matched)
+	require.True(t, s.cache.current(p.gen))
+	p.ts[0].BatchDueAt = &time.Time{}
+	require.Nil(t, s.cache.m[[2]string{"acme", typ}].ts[0].BatchDueAt, "the prepared triggers are a copy")
+
+	s.cache.invalidate() // a trigger changed
+	require.False(t, s.cache.current(p.gen), "Match evaluates again")
+	require.Nil(t, s.Prepare(ev), "a cold cache prepares nothing")
+	require.Nil(t, (&Service{}).Prepare(ev), "without a cache (a shared store) nothing is prepared")
+	require.Nil(t, s.Prepare(events.Event{TenantID: "globex", TypeID: typ}))
 }

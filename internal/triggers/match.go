@@ -31,60 +31,36 @@ func eventParams(evs []events.Event, batched bool) (json.RawMessage, error) {
 	return json.Marshal(map[string]any{"events": list})
 }
 
-// matcher evaluates triggers' filters against one event, decoding its payload once.
-type matcher struct {
-	ev      eventfilter.Event
-	raw     json.RawMessage
-	decoded bool
-	bad     bool
-}
-
-// matches reports whether filter selects the event: "" matches every event, and a filter that
-// cannot be evaluated on it (a missing key, a type mismatch, over the cost limit) does not match.
-func (m *matcher) matches(filter string) bool {
-	if filter == "" {
-		return true
-	}
-	f, err := eventfilter.Cached(filter)
-	if err != nil {
-		return false
-	}
-	if !m.decoded {
-		m.decoded = true
-		var payload any
-		if invocation.DecodeJSON(m.raw, &payload) != nil {
-			m.bad = true
-		}
-		m.ev.Payload = payload
-	}
-	if m.bad {
-		return false
-	}
-	ok, err := f.Match(m.ev)
-	return err == nil && ok
-}
-
 // Match implements eventbus.Subscriber: inside the transaction that stores ev, every active trigger
 // of its tenant for its type whose filter matches starts its invocation (or adds ev to its pending
 // batch, flushed at once when that makes it full). It returns how many triggers took the event.
 // A trigger whose invocation cannot be planned (its entrypoint was deleted or disabled since, the
 // params do not match its schema) records a dead letter with the error instead: the publish
 // succeeds.
-func (s *Service) Match(tx store.Tx, ev events.Event, now time.Time) (int, error) {
-	ts, err := s.active(tx, ev.TenantID, ev.TypeID)
-	if err != nil || len(ts) == 0 {
-		return 0, err
+func (s *Service) Match(tx store.Tx, ev events.Event, now time.Time, prepared any) (int, error) {
+	var ts []trigger.Trigger
+	var matched []bool // from Prepare, when its triggers are still the active ones
+	if p, ok := prepared.(*prematch); ok && s.cache.current(p.gen) {
+		ts, matched = p.ts, p.matched
+	} else {
+		var err error
+		if ts, err = s.active(tx, ev.TenantID, ev.TypeID); err != nil {
+			return 0, err
+		}
 	}
-	m := &matcher{ev: eventfilter.Event{ID: ev.ID, TypeID: ev.TypeID, Source: ev.Source, Subject: ev.Subject}, raw: ev.Payload}
+	if len(ts) == 0 {
+		return 0, nil
+	}
+	m := eventfilter.NewMatcher(eventfilter.Event{ID: ev.ID, TypeID: ev.TypeID, Source: ev.Source, Subject: ev.Subject}, ev.Payload)
 	n := 0
-	// Every trigger's received (and filtered-out) count, in one write.
+	// Every trigger's received (and filtered-out) count.
 	deltas := make([]trigger.MetricsDelta, len(ts))
 	for i := range ts {
 		t := &ts[i]
 		d := &deltas[i]
 		*d = trigger.MetricsDelta{TenantID: t.TenantID, TriggerID: t.ID, Hour: now, LatencyMS: -1}
 		d.Received = 1
-		if !m.matches(t.EventFilterQuery) {
+		if matched != nil && !matched[i] || matched == nil && !m.Matches(t.EventFilterQuery) {
 			d.FilteredOut = 1
 			continue
 		}
@@ -118,7 +94,10 @@ func (s *Service) Match(tx store.Tx, ev events.Event, now time.Time) (int, error
 			}
 		}
 	}
-	return n, tx.AddTriggerMetrics(deltas...)
+	// Counted once the publish commits, and written with others' (FlushMetrics): one metrics row
+	// per active trigger in every publishing transaction would be most of its writing.
+	tx.AfterCommit(func() { s.metrics.add(deltas) })
+	return n, nil
 }
 
 // flushAll flushes t's pending events as batches of at most max_size in arrival order, leaving in the pending table only a last batch that is neither full
@@ -332,13 +311,28 @@ func (c *countingTx) InsertTriggerStart(st trigger.Start) error {
 // Run flushes batches as they fall due until ctx ends: after a restart too, since the pending
 // batches and their due times are in the store.
 func (s *Service) Run(ctx context.Context) {
+	defer func() {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := s.FlushMetrics(fctx); err != nil {
+			s.o.Logger.Error("writing trigger metrics at stop", "err", err)
+		}
+	}()
+	lastMetrics := time.Now()
 	for ctx.Err() == nil {
+		if time.Since(lastMetrics) >= MetricsFlushInterval {
+			lastMetrics = time.Now()
+			if err := s.FlushMetrics(ctx); err != nil && ctx.Err() == nil {
+				s.o.Failed(JobTriggers)
+				s.o.Logger.Error("writing trigger metrics", "err", err)
+			}
+		}
 		if _, err := s.FlushDue(ctx); err != nil && ctx.Err() == nil {
 			s.o.Logger.Error("flushing trigger batches", "err", err)
 		}
 		// A batch still due after a pass is one that failed (a flush moves or clears its due time):
 		// it is tried again after a poll, not in a tight loop.
-		wait := s.o.Poll
+		wait := min(s.o.Poll, MetricsFlushInterval)
 		if next, err := s.store.NextBatchDue(ctx); err == nil && next != nil {
 			if d := next.Sub(s.o.Clock.Now()); d > 0 {
 				wait = min(wait, d)
@@ -352,6 +346,48 @@ func (s *Service) Run(ctx context.Context) {
 		}
 		t.Stop()
 	}
+}
+
+// prematch is what Prepare evaluated: the filters of the active triggers the cache held for the
+// event's tenant and type, under generation gen.
+type prematch struct {
+	gen     uint64
+	ts      []trigger.Trigger
+	matched []bool
+}
+
+// Prepare implements eventbus.Subscriber: with the event's active triggers in the cache, it
+// evaluates their filters before the publishing transaction (so that the store's single writer
+// does not), and Match uses the result if no trigger changed meanwhile. Without them (a cold
+// cache, a store shared with other processes) it returns nil and Match evaluates inside.
+func (s *Service) Prepare(ev events.Event) any {
+	c := s.cache
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	gen := c.gen
+	e, ok := c.m[[2]string{ev.TenantID, ev.TypeID}]
+	c.mu.Unlock()
+	if !ok || e.gen != gen {
+		return nil
+	}
+	p := &prematch{gen: gen, ts: slices.Clone(e.ts), matched: make([]bool, len(e.ts))}
+	m := eventfilter.NewMatcher(eventfilter.Event{ID: ev.ID, TypeID: ev.TypeID, Source: ev.Source, Subject: ev.Subject}, ev.Payload)
+	for i := range p.ts {
+		p.matched[i] = m.Matches(p.ts[i].EventFilterQuery)
+	}
+	return p
+}
+
+// current reports whether gen is still the cache's generation (no trigger changed since).
+func (c *activeCache) current(gen uint64) bool {
+	if c == nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gen == gen
 }
 
 // activeCache keeps the decoded active triggers of a tenant and event type between publishes (a

@@ -71,6 +71,9 @@ type Service struct {
 	o     Options
 	wake  chan struct{}
 	cache *activeCache // nil unless the store is exclusive
+	// metrics holds the received and filtered-out counts of committed publishes not yet written
+	// (FlushMetrics).
+	metrics metricsBuffer
 }
 
 // New returns a Service.
