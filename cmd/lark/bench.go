@@ -19,7 +19,7 @@ import (
 func benchCmd() *cobra.Command {
 	var o bench.Options
 	var scenarios string
-	c := &cobra.Command{Use: "bench", Short: "Measure Lark (sync, async, coldstart, workflow10, sleepers, cron10k) against baselines run on this machine",
+	c := &cobra.Command{Use: "bench", Short: "Measure Lark (sync, async, coldstart, workflow10, sleepers, cron10k, events) against baselines run on this machine",
 		Long: strings.TrimSpace(`
 Runs the named scenarios, each against its own "lark serve" child process (this binary) on a fresh
 temporary data directory, and prints a Markdown table: throughput, p50/p99 latency, the server's
@@ -33,6 +33,8 @@ Every raw figure, the machine and the flags go to the JSON file (--out).
   workflow10  10-step workflows from 50 concurrent starters (steps/s), and one serially (p50)
   sleepers    10k workflows sleeping (100k with --scale full): server RSS, and wake-up lag p99
   cron10k     10k schedules firing every minute: fire lag p99 and server CPU
+  events      20k events published to 100 triggers with CEL filters: accepted and delivered
+              events/s, CEL cost per event, vs raw inserts of the same rows
 
 --scale small runs every scenario at sizes that finish in well under a minute (CI); --scale full
 is the defaults with 100,000 sleepers. A size flag given explicitly overrides the preset.
@@ -91,6 +93,8 @@ See docs/benchmarks.md.`),
 	fl.IntVar(&o.Cron10kN, "cron-n", 0, "schedules of the cron10k scenario (default 10000; small: 200)")
 	fl.StringVar(&o.Cron10kExpr, "cron-expr", "", "cron expression of the cron10k schedules, 6 fields: seconds first (default \"* * * * *\"; small: \"*/2 * * * * *\")")
 	fl.IntVar(&o.Cron10kFires, "cron-fires", 0, "instants the cron10k scenario measures (default 2)")
+	fl.IntVar(&o.EventsN, "events-n", 0, "events the events scenario publishes (default 20000; small: 1000)")
+	fl.IntVar(&o.EventsTriggers, "events-triggers", 0, "triggers with CEL filters of the events scenario (default 100)")
 	fl.StringVar(&o.Store, "store", "sqlite", "store of the server under test: sqlite, or a postgres:// URL")
 	fl.StringVar(&o.ProfileDir, "profile-dir", "", "write a CPU profile of each server child to DIR/<scenario>.pprof")
 	fl.StringVar(&o.SQLiteSynchronous, "sqlite-synchronous", "full",

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"net/netip"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/require"
 
+	"github.com/larkrun/lark/internal/keyring"
 	"github.com/larkrun/lark/internal/server"
 )
 
@@ -122,4 +126,90 @@ func TestCPUNiceFlag(t *testing.T) {
 	f, c = parsed(t)
 	require.NoError(t, f.check(c))
 	require.Equal(t, 10, f.cpuNice)
+}
+
+func TestNATSFlag(t *testing.T) {
+	f, c := parsed(t)
+	require.NoError(t, f.check(c))
+	cfg, err := f.config("", nil)
+	require.NoError(t, err)
+	require.Empty(t, cfg.NATS.URL, "the bridge is off by default")
+
+	f, c = parsed(t, "--nats=nats://127.0.0.1:4222")
+	require.NoError(t, f.check(c))
+	cfg, err = f.config("", nil)
+	require.NoError(t, err)
+	require.Equal(t, "nats://127.0.0.1:4222", cfg.NATS.URL)
+
+	for _, ok := range []string{"nats://a:4222,nats://b:4222", "tls://nats.example.com:4222", "wss://nats.example.com"} {
+		f, c = parsed(t, "--nats="+ok)
+		require.NoError(t, f.check(c), ok)
+	}
+	for _, bad := range []string{"127.0.0.1:4222", "http://127.0.0.1:4222", "nats://", "nats://a:4222,", "nats://a b"} {
+		f, c = parsed(t, "--nats="+bad)
+		require.ErrorContains(t, f.check(c), "--nats", bad)
+	}
+
+	t.Setenv("LARK_NATS_URL", "nats://10.0.0.1:4222")
+	f, c = parsed(t)
+	require.NoError(t, f.check(c))
+	cfg, err = f.config("", nil)
+	require.NoError(t, err)
+	require.Equal(t, "nats://10.0.0.1:4222", cfg.NATS.URL)
+}
+
+func TestMasterKeyFlag(t *testing.T) {
+	t.Setenv("LARK_MASTER_KEY", "")
+	f, c := parsed(t)
+	require.NoError(t, f.check(c))
+	cfg, err := f.config("", nil)
+	require.NoError(t, err)
+	require.Nil(t, cfg.Keyring, "no key: secrets disabled")
+
+	key, err := keyring.Generate()
+	require.NoError(t, err)
+	t.Setenv("LARK_MASTER_KEY", key)
+	f, c = parsed(t)
+	require.NoError(t, f.check(c))
+	cfg, err = f.config("", nil)
+	require.NoError(t, err)
+	require.NotNil(t, cfg.Keyring)
+
+	file := filepath.Join(t.TempDir(), "master.key")
+	require.NoError(t, os.WriteFile(file, []byte(key), 0o600))
+	f, c = parsed(t, "--master-key-file="+file)
+	require.NoError(t, f.check(c))
+	_, err = f.config("", nil)
+	require.ErrorContains(t, err, "use one", "the env and the flag together are ambiguous")
+
+	t.Setenv("LARK_MASTER_KEY", "")
+	cfg, err = f.config("", nil)
+	require.NoError(t, err)
+	require.NotNil(t, cfg.Keyring)
+
+	t.Setenv("LARK_MASTER_KEY", "not-a-key")
+	f, c = parsed(t)
+	require.NoError(t, f.check(c))
+	_, err = f.config("", nil)
+	require.ErrorContains(t, err, "LARK_MASTER_KEY")
+}
+
+func TestTrustedProxiesFlag(t *testing.T) {
+	f, c := parsed(t)
+	require.NoError(t, f.check(c))
+	cfg, err := f.config("", nil)
+	require.NoError(t, err)
+	require.Empty(t, cfg.TrustedProxies, "by default the TCP peer is the sender")
+
+	f, c = parsed(t, "--trusted-proxies=10.0.0.0/8, 192.168.1.7,::1")
+	require.NoError(t, f.check(c))
+	cfg, err = f.config("", nil)
+	require.NoError(t, err)
+	require.Equal(t, []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.168.1.7/32"), netip.MustParsePrefix("::1/128")},
+		cfg.TrustedProxies)
+
+	f, c = parsed(t, "--trusted-proxies=10.0.0.0/8,proxy.local")
+	require.NoError(t, f.check(c))
+	_, err = f.config("", nil)
+	require.ErrorContains(t, err, "--trusted-proxies")
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
+	"net/url"
 	"os"
 	"os/signal"
 	"runtime/pprof"
@@ -21,6 +23,7 @@ import (
 	"github.com/larkrun/lark/internal/cpushare"
 	"github.com/larkrun/lark/internal/invoke"
 	"github.com/larkrun/lark/internal/metrics"
+	"github.com/larkrun/lark/internal/natsbridge"
 	"github.com/larkrun/lark/internal/retention"
 	"github.com/larkrun/lark/internal/server"
 	"github.com/larkrun/lark/internal/store/pgstore"
@@ -64,6 +67,9 @@ type flags struct {
 	cpuNice                     int
 	pgMaxConns                  int32
 	pgStatementTimeout          time.Duration
+	nats                        string
+	masterKeyFile               string
+	trustedProxies              string
 }
 
 func (f *flags) bind(c *cobra.Command) {
@@ -103,6 +109,13 @@ func (f *flags) bind(c *cobra.Command) {
 		"nice value (1-19) of the threads interpreting user code, below the API and the database; 0 keeps the server's priority (env LARK_CPU_NICE)")
 	c.Flags().IntVar(&f.maxPayloadBytes, "max-payload-bytes", invoke.DefaultMaxPayloadBytes,
 		"largest params, result, workflow step input or output, helper argument and event payload, in bytes of JSON (env LARK_MAX_PAYLOAD_BYTES)")
+	c.Flags().StringVar(&f.nats, "nats", env("LARK_NATS_URL", ""),
+		"NATS server URL (nats://host:4222; a comma-separated list for a cluster) of the JetStream bridge: events mirrored to subjects, triggers fed by subjects; empty: off (env LARK_NATS_URL)")
+	c.Flags().StringVar(&f.masterKeyFile, "master-key-file", env("LARK_MASTER_KEY_FILE", ""),
+		"file holding the master key that seals tenant secrets (base64 32-byte keys, comma-separated, the first sealing); "+
+			"or set the key itself in LARK_MASTER_KEY; without either, secrets are disabled (env LARK_MASTER_KEY_FILE)")
+	c.Flags().StringVar(&f.trustedProxies, "trusted-proxies", env("LARK_TRUSTED_PROXIES", ""),
+		"comma-separated CIDRs of reverse proxies whose X-Forwarded-For the webhook receiver believes; unset: the TCP peer is the sender (env LARK_TRUSTED_PROXIES)")
 	c.Flags().StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (for lark bench)")
 	_ = c.Flags().MarkHidden("cpuprofile")
 	c.Flags().StringVar(&f.memProfile, "memprofile", "", "write an allocation profile of the whole run to this file at exit (for lark bench)")
@@ -119,6 +132,19 @@ func (f *flags) config(admin string, log *slog.Logger) (server.Config, error) {
 		DrainTimeout: f.drainTimeout, ReadHeaderTimeout: f.readHeaderTimeout, ReadTimeout: f.readTimeout,
 		WriteTimeout: f.writeTimeout, IdleTimeout: f.idleTimeout, MaxHeaderBytes: f.maxHeaderBytes, MaxInFlight: f.maxInFlight,
 		MaxPayloadBytes: f.maxPayloadBytes, CPUSlots: f.cpuSlots, CPUNice: f.cpuNice}
+	if f.nats != "" {
+		cfg.NATS = natsbridge.Config{URL: f.nats, Logger: log}
+	}
+	kr, err := server.LoadMasterKey(os.Getenv("LARK_MASTER_KEY"), f.masterKeyFile)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Keyring = kr
+	proxies, err := parseCIDRs(f.trustedProxies)
+	if err != nil {
+		return cfg, fmt.Errorf("--trusted-proxies: %w", err)
+	}
+	cfg.TrustedProxies = proxies
 	if f.pricing != "" {
 		p, err := cost.Load(f.pricing)
 		if err != nil {
@@ -127,6 +153,27 @@ func (f *flags) config(admin string, log *slog.Logger) (server.Config, error) {
 		cfg.Pricing = p
 	}
 	return cfg, nil
+}
+
+// parseCIDRs reads a comma-separated list of CIDRs or single addresses.
+func parseCIDRs(list string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, part := range strings.Split(list, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(part)
+		if err != nil {
+			a, aerr := netip.ParseAddr(part)
+			if aerr != nil {
+				return nil, fmt.Errorf("%q is not a CIDR or an IP address", part)
+			}
+			p = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }
 
 // typedEnv maps flags to the environment variables that set them when the command line does not.
@@ -181,6 +228,32 @@ func (f *flags) check(c *cobra.Command) error {
 	}
 	if f.maxInFlight < 1 {
 		return fmt.Errorf("--max-in-flight must be at least 1, got %d", f.maxInFlight)
+	}
+	if err := checkNATSURL(f.nats); err != nil {
+		return fmt.Errorf("--nats: %w", err)
+	}
+	return nil
+}
+
+// checkNATSURL accepts "" (the bridge is off) or a comma-separated list of nats://, tls://, ws://
+// or wss:// URLs with a host, so that a typo stops the start instead of reconnecting for ever.
+func checkNATSURL(list string) error {
+	if list == "" {
+		return nil
+	}
+	for _, s := range strings.Split(list, ",") {
+		u, err := url.Parse(strings.TrimSpace(s))
+		if err != nil {
+			return err
+		}
+		switch u.Scheme {
+		case "nats", "tls", "ws", "wss":
+		default:
+			return fmt.Errorf("%q: the scheme must be nats, tls, ws or wss", s)
+		}
+		if u.Host == "" {
+			return fmt.Errorf("%q has no host", s)
+		}
 	}
 	return nil
 }
@@ -299,6 +372,12 @@ func devCmd() *cobra.Command {
 			creds, err := server.LoadOrCreateDevAdmin(f.data)
 			if err != nil {
 				return err
+			}
+			if os.Getenv("LARK_MASTER_KEY") == "" && f.masterKeyFile == "" {
+				// The dev server seals secrets under a key of its own, kept beside its database.
+				if f.masterKeyFile, err = server.LoadOrCreateDevMasterKey(f.data); err != nil {
+					return err
+				}
 			}
 			admin := creds.AdminToken
 			if v := os.Getenv("LARK_ADMIN_TOKEN"); v != "" {

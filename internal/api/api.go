@@ -7,6 +7,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -15,14 +16,18 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/larkrun/lark/internal/auth"
+	"github.com/larkrun/lark/internal/eventbus"
 	"github.com/larkrun/lark/internal/idgen"
 	"github.com/larkrun/lark/internal/invoke"
 	"github.com/larkrun/lark/internal/problem"
 	"github.com/larkrun/lark/internal/registry"
 	"github.com/larkrun/lark/internal/scheduler"
+	"github.com/larkrun/lark/internal/secrets"
 	"github.com/larkrun/lark/internal/tenants"
 	"github.com/larkrun/lark/internal/tokens"
+	"github.com/larkrun/lark/internal/triggers"
 	"github.com/larkrun/lark/internal/usage"
+	"github.com/larkrun/lark/internal/webhooks"
 )
 
 // BasePath prefixes every API route.
@@ -45,11 +50,23 @@ type Config struct {
 	Usage    *usage.Service
 	// Schedules serves the Schedule API.
 	Schedules *scheduler.Service
-	Audit     AuditLister
-	Ready     Pinger
-	IDs       idgen.Generator
-	Logger    *slog.Logger
-	MaxBody   int64
+	// Secrets serves the Secrets API.
+	Secrets *secrets.Service
+	// Webhooks serves the Webhook Trigger API and the public receiver (nil: 503 on the API, 404
+	// on the receiver).
+	Webhooks *webhooks.Service
+	// TrustedProxies are the proxies whose X-Forwarded-For the webhook receiver believes; from any
+	// other peer, the TCP peer address is the sender's (allowed_sources).
+	TrustedProxies []netip.Prefix
+	// Events serves the events API (publishing, event types).
+	Events *eventbus.Bus
+	// Triggers serves the Trigger API.
+	Triggers *triggers.Service
+	Audit    AuditLister
+	Ready    Pinger
+	IDs      idgen.Generator
+	Logger   *slog.Logger
+	MaxBody  int64
 	// Metrics, when set, is served at GET /metrics: to the platform operator's token only, since it
 	// names every tenant, unless MetricsPublic.
 	Metrics       http.Handler
@@ -115,6 +132,9 @@ func (s *Server) Handler() http.Handler {
 		s.writeJSON(w, r, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	r.Get("/readyz", s.readyz)
+	// The webhook receiver authenticates deliveries itself (no bearer token): it sits beside the
+	// authenticated base path, not inside it.
+	s.receiverRoutes(r)
 	if s.cfg.Metrics != nil {
 		if s.cfg.MetricsPublic {
 			r.Method(http.MethodGet, "/metrics", s.cfg.Metrics)
@@ -165,6 +185,10 @@ func (s *Server) Handler() http.Handler {
 
 		s.scheduleRoutes(r)
 		s.backfillRoutes(r)
+		s.secretRoutes(r)
+		s.webhookRoutes(r)
+		s.eventTypeRoutes(r)
+		s.triggerRoutes(r)
 	})
 	return r
 }

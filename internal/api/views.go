@@ -143,6 +143,24 @@ func timelineAfter(status invocation.Status, events []invocation.Event) []Timeli
 				name := r.Step
 				t.StepName = &name
 			}
+		case invocation.EventEmitted:
+			// The event's id and type, never its payload (up to a payload limit; read it with GET /events/{id}).
+			var em invocation.Emitted
+			if json.Unmarshal(e.Data, &em) == nil {
+				d := map[string]any{"event_id": em.EventID, "event_type_id": em.EventTypeID, "payload_bytes": len(em.Payload)}
+				if em.Seq != nil {
+					d["seq"] = *em.Seq
+				}
+				if em.Step != "" {
+					d["step"] = em.Step
+					t.StepName = &em.Step
+				}
+				if b, err := json.Marshal(d); err == nil {
+					t.Details = b
+				}
+			} else {
+				t.Details = nil
+			}
 		case invocation.EventStepCompensating:
 			var c struct {
 				Step string `json:"step"`

@@ -38,6 +38,27 @@ const (
 	BackfillResumed  = TypeBase + "x.core.serverless.audit.backfill_resumed.v1~"
 	BackfillCanceled = TypeBase + "x.core.serverless.audit.backfill_canceled.v1~"
 	BackfillRetried  = TypeBase + "x.core.serverless.audit.backfill_retried.v1~"
+	// Webhook triggers (002's webhook_created, webhook_deleted, webhook_secret_regenerated, plus
+	// the changes 002 does not name).
+	WebhookCreated           = TypeBase + "x.core.serverless.audit.webhook_created.v1~"
+	WebhookUpdated           = TypeBase + "x.core.serverless.audit.webhook_updated.v1~"
+	WebhookEnabled           = TypeBase + "x.core.serverless.audit.webhook_enabled.v1~"
+	WebhookDisabled          = TypeBase + "x.core.serverless.audit.webhook_disabled.v1~"
+	WebhookDeleted           = TypeBase + "x.core.serverless.audit.webhook_deleted.v1~"
+	WebhookSecretRegenerated = TypeBase + "x.core.serverless.audit.webhook_secret_regenerated.v1~"
+)
+
+// Event types and event triggers (002's trigger audit events mapped onto 000's family).
+const (
+	EventTypeCreated          = TypeBase + "x.core.serverless.audit.event_type_created.v1~"
+	EventTypeDeleted          = TypeBase + "x.core.serverless.audit.event_type_deleted.v1~"
+	TriggerCreated            = TypeBase + "x.core.serverless.audit.event_trigger_created.v1~"
+	TriggerUpdated            = TypeBase + "x.core.serverless.audit.event_trigger_updated.v1~"
+	TriggerEnabled            = TypeBase + "x.core.serverless.audit.event_trigger_enabled.v1~"
+	TriggerDisabled           = TypeBase + "x.core.serverless.audit.event_trigger_disabled.v1~"
+	TriggerDeleted            = TypeBase + "x.core.serverless.audit.event_trigger_deleted.v1~"
+	TriggerDeadLettersRedrive = TypeBase + "x.core.serverless.audit.event_trigger_dead_letters_redriven.v1~"
+	TriggerDeadLettersPurged  = TypeBase + "x.core.serverless.audit.event_trigger_dead_letters_purged.v1~"
 )
 
 // Event is one audit record. Details never contain secrets.

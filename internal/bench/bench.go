@@ -22,11 +22,11 @@ import (
 // Scenario names, in the order they run.
 var (
 	// Available scenarios.
-	Available = []string{"sync", "async", "coldstart", "workflow10", "sleepers", "cron10k"}
+	Available = []string{"sync", "async", "coldstart", "workflow10", "sleepers", "cron10k", "events"}
 	// Pending scenarios and the features they wait for.
 	Pending = map[string]string{}
 	// All is every scenario name in table order.
-	All = []string{"sync", "async", "coldstart", "workflow10", "sleepers", "cron10k"}
+	All = []string{"sync", "async", "coldstart", "workflow10", "sleepers", "cron10k", "events"}
 )
 
 // Goals from the issue.
@@ -74,6 +74,9 @@ type Options struct {
 	Cron10kN     int    `json:"cron10k_n"`
 	Cron10kExpr  string `json:"cron10k_expr"`
 	Cron10kFires int    `json:"cron10k_fires"`
+	// EventsN events are published to EventsTriggers triggers with CEL filters.
+	EventsN        int `json:"events_n"`
+	EventsTriggers int `json:"events_triggers"`
 	// ServerArgs are extra flags for `lark serve` (e.g. --workers 128).
 	ServerArgs []string `json:"server_args,omitempty"`
 
@@ -97,7 +100,8 @@ const (
 // Presets are the sizes of each Scale; a field a preset leaves zero takes the default.
 var Presets = map[string]Options{
 	ScaleSmall: {Duration: time.Second, AsyncN: 2000, ColdStartN: 50, Workflow10N: 200, Workflow10Serial: 20,
-		SleepersN: 500, SleepersSleep: 3 * time.Second, Cron10kN: 200, Cron10kExpr: "*/2 * * * * *", Cron10kFires: 2},
+		SleepersN: 500, SleepersSleep: 3 * time.Second, Cron10kN: 200, Cron10kExpr: "*/2 * * * * *", Cron10kFires: 2,
+		EventsN: 1000},
 	ScaleFull: {SleepersN: 100_000},
 }
 
@@ -138,6 +142,8 @@ func (o *Options) preset() {
 	setDur(&o.SleepersSleep, p.SleepersSleep)
 	setInt(&o.Cron10kN, p.Cron10kN)
 	setInt(&o.Cron10kFires, p.Cron10kFires)
+	setInt(&o.EventsN, p.EventsN)
+	setInt(&o.EventsTriggers, p.EventsTriggers)
 	if o.Cron10kExpr == "" {
 		o.Cron10kExpr = p.Cron10kExpr
 	}
@@ -206,6 +212,12 @@ func (o *Options) Defaults() {
 	}
 	if o.Cron10kFires <= 0 {
 		o.Cron10kFires = 2
+	}
+	if o.EventsN <= 0 {
+		o.EventsN = 20_000
+	}
+	if o.EventsTriggers <= 0 {
+		o.EventsTriggers = 100
 	}
 	o.SleepersSleepS = o.SleepersSleep.Seconds()
 	o.DurationS, o.WarmupS = o.Duration.Seconds(), o.Warmup.Seconds()
@@ -288,6 +300,8 @@ func Run(ctx context.Context, bin string, o Options, log io.Writer) (*Report, er
 			s = r.Sleepers(ctx)
 		case "cron10k":
 			s = r.Cron10k(ctx)
+		case "events":
+			s = r.Events(ctx)
 		default:
 			s = Scenario{Name: name, Status: StatusNotAvailable, Note: Pending[name], Result: ResultNA}
 		}

@@ -77,6 +77,7 @@ type Scenario struct {
 	Workflow10 *Workflow10Detail `json:"workflow10,omitempty"`
 	Sleepers   *SleepersDetail   `json:"sleepers,omitempty"`
 	Cron10k    *Cron10kDetail    `json:"cron10k,omitempty"`
+	Events     *EventsDetail     `json:"events,omitempty"`
 	Profile    string            `json:"cpu_profile,omitempty"`
 }
 
@@ -390,6 +391,11 @@ func details(s Scenario) []string {
 		out = append(out, fmt.Sprintf("cron10k: %d schedules %q created in %.1f s (%d clients); instants %s … %s (%d each): %d runs, %d missing; server CPU %.2f cores over %.0f s (firing and running them); p50/p99 in the table = fire lag (max(recorded_at, scheduled_at) − scheduled_at: the run durably queued and runnable), max %s; start lag (started_at − scheduled_at, dispatcher throughput) p50/p99 %s/%s; histories read in %.1f s",
 			c.N, c.Expr, c.CreateS, c.Clients, c.First.Format(time.TimeOnly), c.Last.Format(time.TimeOnly), c.Fires, c.Runs, c.Missing,
 			c.Cores, c.WindowS, msCell(c.Lag.MaxMs), msCell(c.StartLag.P50Ms), msCell(c.StartLag.P99Ms), c.FetchS))
+	}
+	if e := s.Events; e != nil {
+		out = append(out, fmt.Sprintf("events: %d events to %d triggers with CEL filters (each event matches one), %d clients: accepted %s in %.1f s (p50/p99 in the table), all %d invocations ended after %.1f s: %s delivered; CEL %.1f µs per event (%.0f ns per filter)",
+			e.N, e.Triggers, e.Clients, rate(e.AcceptRate, "events/s"), e.AcceptS, e.Triggered, e.DeliverS, rate(e.DeliverRate, "events/s"),
+			e.CELMicrosPerEvent, e.CELNanosPerFilter))
 	}
 	return out
 }

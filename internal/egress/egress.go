@@ -160,6 +160,11 @@ type Request struct {
 	Timeout time.Duration
 	// AllowedDomains is the tenant policy's allowed_outbound_domains (see DomainAllowed).
 	AllowedDomains []string
+	// Secrets resolves the {{secret:NAME}} references in header values (SecretPattern) for the
+	// request's tenant; nil refuses a request that has any. A value is substituted only on the
+	// hops whose host its secret's allowed_hosts match (a redirect elsewhere drops the header), and
+	// is replaced by Redacted in the response's headers and body.
+	Secrets SecretResolver
 }
 
 // Response is the final (non-redirect) answer.
@@ -191,6 +196,7 @@ func (c *Client) Do(ctx context.Context, req Request) (Response, error) {
 	if err := ctx.Err(); err != nil {
 		return Response{}, ctxError(err, normalizeHost(u.Hostname()))
 	}
+	var sh *secretHeaders
 
 	timeout := req.Timeout
 	if timeout == 0 {
@@ -210,6 +216,12 @@ func (c *Client) Do(ctx context.Context, req Request) (Response, error) {
 		if err := c.checkTarget(u, req.AllowedDomains, hop); err != nil {
 			return Response{}, err
 		}
+		if hop == 0 {
+			// Secrets are opened only for a request that may be made at all.
+			if sh, err = resolveSecrets(ctx, hdr, req.Secrets, host, &sec); err != nil {
+				return Response{}, err
+			}
+		}
 		var rd io.Reader = http.NoBody
 		if method == http.MethodPost {
 			rd = bytes.NewReader(body)
@@ -223,6 +235,9 @@ func (c *Client) Do(ctx context.Context, req Request) (Response, error) {
 			return Response{}, &Error{Kind: KindBadRequest, Host: host, Msg: "URL does not round-trip"}
 		}
 		hreq.Header = hdr.Clone()
+		if err := sh.substitute(hdr, hreq.Header, host, hop); err != nil {
+			return Response{}, err
+		}
 
 		resp, err := c.hc.Do(hreq)
 		if err != nil {
@@ -234,6 +249,7 @@ func (c *Client) Do(ctx context.Context, req Request) (Response, error) {
 			if err != nil {
 				return Response{}, err
 			}
+			sh.scrub(&out)
 			out.Duration = time.Since(start)
 			return out, nil
 		}

@@ -28,6 +28,9 @@ const (
 	KindTooLarge Kind = "too_large"
 	// KindCanceled: the caller's context was canceled.
 	KindCanceled Kind = "canceled"
+	// KindSecret: a header refers to a secret that is not defined, may not be sent to the host,
+	// or cannot be opened on this server. The message names the secret and the host, never a value.
+	KindSecret Kind = "secret"
 )
 
 // Error is the error returned by Client.Do. Its text never contains URL userinfo, query strings
@@ -37,6 +40,8 @@ type Error struct {
 	Kind Kind
 	// Host is the host name (no port) the failure relates to, or "" when unknown.
 	Host string
+	// Secret names the secret a KindSecret failure (or a failure to read one) is about.
+	Secret string
 	// Msg is a human-readable description free of secrets.
 	Msg string
 }

@@ -227,18 +227,37 @@ func (f *Filter) Match(e Event) (bool, error) {
 // ctx is done (checked between comprehension iterations), as well as after
 // MaxEvalTime.
 func (f *Filter) MatchContext(ctx context.Context, e Event) (ok bool, err error) {
+	return f.MatchPrepared(ctx, Prepare(e))
+}
+
+// Prepared is an event made ready for evaluation: its payload normalized once, for matching it
+// against many filters (every trigger of its type).
+type Prepared struct {
+	ev      Event
+	payload any
+	err     error
+}
+
+// Prepare normalizes e's payload once for MatchPrepared.
+func Prepare(e Event) *Prepared {
+	p := &Prepared{ev: e}
+	p.payload, p.err = normalize(e.Payload)
+	return p
+}
+
+// MatchPrepared is MatchContext on a prepared event.
+func (f *Filter) MatchPrepared(ctx context.Context, p *Prepared) (ok bool, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			ok, err = false, f.errorf("internal error while evaluating: %v", r)
 		}
 	}()
-	payload, err := normalize(e.Payload)
-	if err != nil {
-		return false, f.errorf("payload: %v", err)
+	if p.err != nil {
+		return false, f.errorf("payload: %v", p.err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, MaxEvalTime)
 	defer cancel()
-	val, _, err := f.prg.ContextEval(ctx, &activation{ev: &e, payload: payload})
+	val, _, err := f.prg.ContextEval(ctx, &activation{ev: &p.ev, payload: p.payload})
 	if err != nil {
 		return false, f.errorf("evaluation failed: %v", err)
 	}

@@ -662,3 +662,16 @@ func FuzzCompileMatch(f *testing.F) {
 		}
 	})
 }
+
+func TestMatcherDecodesOnceAndRefusesBadPayloads(t *testing.T) {
+	m := NewMatcher(Event{ID: "e1", TypeID: "t~", Source: "shop"}, json.RawMessage(`{"total": 250, "tags": ["a"]}`))
+	require.True(t, m.Matches(""))
+	require.True(t, m.Matches(`payload.total > 100 && source == "shop"`))
+	require.False(t, m.Matches(`payload.total > 1000`))
+	require.False(t, m.Matches(`payload.missing == 1`), "an evaluation error is no match")
+	require.False(t, m.Matches(`payload.total >`), "a filter that does not compile is no match")
+	for _, raw := range []string{`{"total": 250} {}`, `{"total":`, `nope`} {
+		require.False(t, NewMatcher(Event{}, json.RawMessage(raw)).Matches(`true`), raw)
+	}
+	require.True(t, NewMatcher(Event{}, json.RawMessage(`{}`)).Matches(`true`))
+}

@@ -244,6 +244,7 @@ const (
 	EventStepCompensating      EventType = "step_compensating" // a workflow step's compensate_fn began (details: step, seq, fn)
 	EventStepCompensated       EventType = "step_compensated"  // a workflow step's compensate_fn ran (details: step, ok, error)
 	EventContinuedAsNew        EventType = "continued_as_new"  // a workflow started a fresh journal (r_continue_as_new_v1); Data: generation, input
+	EventEmitted               EventType = "event_emitted"     // r_emit_v1: the outbox record of an event; Data: Emitted (published by the write that appends it)
 )
 
 // Event is one entry of an invocation's append-only log (003 §1.1). Seq is assigned by the store:

@@ -22,8 +22,8 @@ import (
 
 type egressError = egress.Error
 
-func egressRequest(r sandbox.HTTPRequest, allowed []string) egress.Request {
-	return egress.Request{Method: r.Method, URL: r.URL, Headers: r.Headers, Body: r.Body, Timeout: r.Timeout, AllowedDomains: allowed}
+func egressRequest(r sandbox.HTTPRequest, allowed []string, sec egress.SecretResolver) egress.Request {
+	return egress.Request{Method: r.Method, URL: r.URL, Headers: r.Headers, Body: r.Body, Timeout: r.Timeout, AllowedDomains: allowed, Secrets: sec}
 }
 
 // hostOf is what the timeline records of a URL: its host, nothing else.
@@ -43,8 +43,11 @@ func transportError(err error) *sandbox.Error {
 	}
 	e := &sandbox.Error{TypeID: sandbox.ErrHTTPTransport, Category: "retryable", Message: ee.Error(),
 		Details: map[string]any{"kind": string(ee.Kind), "host": ee.Host}}
+	if ee.Secret != "" {
+		e.Details["secret"] = ee.Secret
+	}
 	switch ee.Kind {
-	case egress.KindForbiddenDomain, egress.KindForbiddenAddress, egress.KindBadRequest, egress.KindTooLarge:
+	case egress.KindForbiddenDomain, egress.KindForbiddenAddress, egress.KindBadRequest, egress.KindTooLarge, egress.KindSecret:
 		e.Category = "non_retryable"
 	case egress.KindCanceled:
 		e.TypeID, e.Category = sandbox.ErrCanceled, "canceled"

@@ -1,7 +1,6 @@
 package invoke_test
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -50,20 +49,4 @@ func TestResultDepthBounded(t *testing.T) {
 	require.Equal(t, sandbox.ErrRuntime, st.Record.Error.TypeID)
 	require.Contains(t, st.Record.Error.Message, "levels deep")
 	require.Empty(t, st.Record.Result)
-}
-
-// TestEventPayloadDepthBounded: a published event's payload nested deeper than the limit is refused
-// with 422 naming the path; nothing is stored.
-func TestEventPayloadDepthBounded(t *testing.T) {
-	e := newEnv(t)
-	deep := json.RawMessage(strings.Repeat("[", 500) + strings.Repeat("]", 500))
-	_, err := e.svc.Publish(context.Background(), bob, invoke.PublishRequest{EventTypeID: "gts.x.core.events.type.v1~vendor.app.orders.placed.v1~", Payload: deep})
-	pe := problem.From(err)
-	require.Equal(t, 422, pe.Status)
-	require.Equal(t, "TOO_DEEP", pe.Issues[0].Code)
-	require.Equal(t, "$.payload"+strings.Repeat("[0]", invocation.MaxJSONDepth+1), pe.Issues[0].Path)
-
-	ok := json.RawMessage(`{"a":` + strings.Repeat("[", invocation.MaxJSONDepth-1) + strings.Repeat("]", invocation.MaxJSONDepth-1) + `}`)
-	_, err = e.svc.Publish(context.Background(), bob, invoke.PublishRequest{EventTypeID: "gts.x.core.events.type.v1~vendor.app.orders.placed.v1~", Payload: ok})
-	require.NoError(t, err)
 }

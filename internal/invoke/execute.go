@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/larkrun/lark/internal/egress"
 	"github.com/larkrun/lark/internal/entrypoint"
 	"github.com/larkrun/lark/internal/events"
 	"github.com/larkrun/lark/internal/invocation"
@@ -197,14 +198,14 @@ func (s *Service) closingEvents(rec invocation.Record, timeline []invocation.Eve
 }
 
 // informational is what survives of an attempt's timeline when its outcome is not applied as it
-// ran: no journal entries (another runner may be replaying those positions), no step retries or
-// compensation records, and no child_invoked of a parked child (created only with an applied
-// outcome).
+// ran: no journal entries (another runner may be replaying those positions), no emitted events
+// (never published by an outcome that did not apply), no step retries or compensation records, and
+// no child_invoked of a parked child (created only with an applied outcome).
 func informational(timeline []invocation.Event, park *parking) []invocation.Event {
 	var out []invocation.Event
 	for _, ev := range timeline {
 		switch {
-		case ev.Type == invocation.EventJournal, ev.Type == invocation.EventJournalResolved, ev.Type == invocation.EventStepRetried,
+		case ev.Type == invocation.EventJournal, ev.Type == invocation.EventJournalResolved, ev.Type == invocation.EventStepRetried, ev.Type == invocation.EventEmitted,
 			ev.Type == invocation.EventStepCompensating, ev.Type == invocation.EventStepCompensated, park != nil && park.child != nil && ev.Type == invocation.EventChildInvoked:
 		default:
 			out = append(out, ev)
@@ -505,7 +506,13 @@ func (h *host) HTTP(ctx context.Context, req sandbox.HTTPRequest) (sandbox.HTTPR
 		return sandbox.HTTPResponse{}, &sandbox.Error{TypeID: sandbox.ErrHTTPTransport, Category: "retryable", Message: "policy unavailable"}
 	}
 	start := time.Now()
-	resp, err := h.s.cfg.Egress.Do(ctx, egressRequest(req, p.Policies.AllowedOutboundDomains))
+	var sec egress.SecretResolver
+	if h.s.cfg.Secrets != nil {
+		sec = h.s.cfg.Secrets.ForTenant(h.rec.TenantID, h.rec.ID)
+	}
+	// Secret references in req's headers are resolved and substituted by the egress layer, and
+	// scrubbed from the response: resp never holds a value.
+	resp, err := h.s.cfg.Egress.Do(ctx, egressRequest(req, p.Policies.AllowedOutboundDomains, sec))
 	entry := map[string]any{"method": req.Method, "host": hostOf(req.URL), "duration_ms": time.Since(start).Milliseconds()}
 	if err != nil {
 		var ee *egressError

@@ -49,9 +49,12 @@ type Config struct {
 	Schemas  *schema.Registry
 	Programs *sandbox.Cache
 	Egress   *egress.Client
-	Clock    clock.Clock
-	IDs      idgen.Generator
-	Logger   *slog.Logger
+	// Secrets resolves the {{secret:NAME}} references of outbound request headers, per tenant
+	// (internal/secrets); nil refuses requests that have any.
+	Secrets SecretSource
+	Clock   clock.Clock
+	IDs     idgen.Generator
+	Logger  *slog.Logger
 	// Node names this process in leases; unique per process start.
 	Node string
 	// LeaseGrace is added to an attempt's timeout to form its lease (default 30 s).
@@ -108,6 +111,17 @@ type Config struct {
 	// SyncPoll is how often a sync invocation of a workflow that waits for its end reads the store,
 	// for an end this process was not told of (default 1 s). Ends committed here wake it at once.
 	SyncPoll time.Duration
+	// Publisher publishes the events code emits with r_emit_v1, in the transaction that records
+	// what emitted them (nil: the default, which stores the event and resolves the waits of
+	// suspended workflows, as Publish does; the server may give an event bus that also matches
+	// triggers).
+	Publisher EventPublisher
+}
+
+// SecretSource gives the egress layer one tenant's secrets (secrets.Service implements it). The
+// sandbox never sees a value: the egress layer substitutes it after the sandbox.
+type SecretSource interface {
+	ForTenant(tenantID, invocationID string) egress.SecretResolver
 }
 
 // DefaultMaxPayloadBytes is the default Config.MaxPayloadBytes: 2 MiB, as Temporal's payload limit.
@@ -137,7 +151,9 @@ type Service struct {
 	// noObserver: Config.Observer is the no-op one, so writes skip noting what they change unless
 	// a sync invocation waits for an end (finish).
 	noObserver bool
-	finish     finishWaiters // sync invocations of workflows waiting for their end (finish.go)
+	finish     finishWaiters  // sync invocations of workflows waiting for their end (finish.go)
+	publisher  EventPublisher // Config.Publisher (SetPublisher), or waitPublisher
+	endHook    EndHook        // hears of ended invocations inside their transaction (SetEndHook)
 }
 
 // Defaults of Config's child budget (docs/starlark.md, "Child invocations").
@@ -198,9 +214,14 @@ func NewService(cfg Config) *Service {
 		cfg.SyncPoll = time.Second
 	}
 	_, nop := cfg.Observer.(NopObserver)
-	return &Service{cfg: cfg, running: map[string]context.CancelFunc{}, workflows: map[string]*sandbox.Program{},
+	s := &Service{cfg: cfg, running: map[string]context.CancelFunc{}, workflows: map[string]*sandbox.Program{},
 		live: map[string]*liveRun{}, closing: make(chan struct{}), noObserver: nop,
 		runner: &run.Runner{Programs: cfg.Programs, CPU: cfg.CPU, Schemas: cfg.Schemas, Clock: cfg.Clock}}
+	s.publisher = cfg.Publisher
+	if s.publisher == nil {
+		s.publisher = waitPublisher{s}
+	}
+	return s
 }
 
 // Close ends the workflow executions waiting in memory (their invocations are suspended, durably;
@@ -209,6 +230,25 @@ func (s *Service) Close() { s.closeOnce.Do(func() { close(s.closing) }) }
 
 // SetWake sets the dispatcher wake-up (the dispatcher is built after the service).
 func (s *Service) SetWake(f func()) { s.cfg.Wake = f }
+
+// EndHook hears of every invocation a write of invoke's leaves in a terminal status, inside that
+// write's transaction (before it commits): the event triggers service records there the outcome of
+// the invocations its triggers started (dead letters, metrics). An error fails the write. It must
+// be quick and cheap for the invocations it does not care about.
+type EndHook interface {
+	InvocationEnded(tx store.Tx, rec invocation.Record) error
+}
+
+// SetEndHook sets the EndHook (while wiring, before the service runs anything).
+func (s *Service) SetEndHook(h EndHook) { s.endHook = h }
+
+// SetPublisher sets the EventPublisher of r_emit_v1's events after construction (the events
+// service is built on top of this one); call it before the service runs work.
+func (s *Service) SetPublisher(p EventPublisher) {
+	if p != nil {
+		s.publisher = p
+	}
+}
 
 // StartRequest is the body of POST /invocations.
 type StartRequest struct {

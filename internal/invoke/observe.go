@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/larkrun/lark/internal/events"
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/store"
 )
@@ -83,6 +84,7 @@ type notingTx struct {
 	changed []invocation.Record
 	wake    bool // work became runnable or a running invocation stopped: the dispatcher may claim
 	hooked  bool
+	emitted []events.Event // events published from event_emitted entries (publishEmitted), logged once committed
 }
 
 // hook registers report once.
@@ -112,6 +114,10 @@ func (n *notingTx) report() {
 	if n.wake {
 		s.cfg.Wake()
 	}
+	for _, ev := range n.emitted {
+		s.cfg.Logger.Info("event emitted", "tenant_id", ev.TenantID, "event_id", ev.ID, "event_type_id", ev.TypeID,
+			"source", ev.Source, "correlation_id", ev.CorrelationID)
+	}
 }
 
 // scheduled notes queue state that makes work runnable.
@@ -122,24 +128,31 @@ func (n *notingTx) scheduled(sc *store.Scheduling) {
 	}
 }
 
-// note keeps r as the latest state of its invocation when events changed its status.
-func (n *notingTx) note(r invocation.Record, events []invocation.Event) {
+// note keeps r as the latest state of its invocation when events changed its status, and tells
+// the EndHook, inside the transaction, when they ended it.
+func (n *notingTx) note(r invocation.Record, events []invocation.Event) error {
 	changes := false
 	for i := range events {
 		changes = changes || invocation.ChangesStatus(events[i].Type)
 	}
 	if !changes {
-		return
+		return nil
+	}
+	if h := n.s.endHook; h != nil && r.Status.Terminal() {
+		if err := h.InvocationEnded(n, r); err != nil {
+			return err
+		}
 	}
 	n.wake = n.wake || r.Status != invocation.StatusRunning // a slot may be free (or work queued)
 	n.hook()
 	for i := range n.changed {
 		if n.changed[i].ID == r.ID {
 			n.changed[i] = r
-			return
+			return nil
 		}
 	}
 	n.changed = append(n.changed, r)
+	return nil
 }
 
 // StartInvocation implements store.Tx.
@@ -148,8 +161,11 @@ func (n *notingTx) StartInvocation(events []invocation.Event, sc store.Schedulin
 	if err == nil {
 		n.created = append(n.created, r)
 		n.hook()
-		n.note(r, events) // a sync call written whole (runSync) is created finished
 		n.scheduled(&sc)
+		if err := n.note(r, events); err != nil { // a sync call written whole (runSync) is created finished
+			return r, err
+		}
+		err = n.publishEmitted(r, events)
 	}
 	return r, err
 }
@@ -158,8 +174,11 @@ func (n *notingTx) StartInvocation(events []invocation.Event, sc store.Schedulin
 func (n *notingTx) Append(req store.AppendRequest) (invocation.Record, []invocation.Event, error) {
 	r, appended, err := n.Tx.Append(req)
 	if err == nil {
-		n.note(r, appended)
 		n.scheduled(req.Schedule)
+		if err := n.note(r, appended); err != nil {
+			return r, appended, err
+		}
+		err = n.publishEmitted(r, appended)
 	}
 	return r, appended, err
 }

@@ -185,7 +185,7 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 			return err
 		}
 		if journalBytes += len(evs[len(evs)-1].Data); journalBytes > s.cfg.MaxJournalBytes {
-			h.prepend(evs[:len(evs)-1]) // the attempt's timeline entries stay; the entry is not recorded
+			h.prepend(withoutEmits(evs[:len(evs)-1])) // the attempt's timeline entries stay; the entry (and its events) is not recorded
 			return journalFull(sizeOf(s.cfg.MaxJournalBytes), j.Seq)
 		}
 		buffered = append(buffered, evs...)
@@ -511,7 +511,8 @@ func (s *Service) enqueueJournal(ctx context.Context, h *host, events []invocati
 	h.mu.Lock()
 	chained := len(h.pending) > 0
 	h.mu.Unlock()
-	wait := s.cfg.Store.Enqueue(context.WithoutCancel(ctx), func(tx store.Tx) error {
+	// Through enqueue: the events of event_emitted entries among them are published in this write.
+	wait := s.enqueue(context.WithoutCancel(ctx), func(tx store.Tx) error {
 		opt := store.AppendOptions{RequireLease: owner, Expect: &known}
 		if chained {
 			if err := h.expectChain(&opt); err != nil {
@@ -568,7 +569,7 @@ func (h *host) flush() error {
 func (s *Service) persistJournal(ctx context.Context, h *host, events []invocation.Event) error {
 	rec, known := h.written()
 	var out invocation.Record
-	err := s.cfg.Store.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
+	err := s.update(context.WithoutCancel(ctx), func(tx store.Tx) error { // publishes the events of event_emitted entries
 		var err error
 		out, _, err = tx.Append(store.AppendRequest{TenantID: rec.TenantID, InvocationID: rec.ID, Events: events, AppendOptions: store.AppendOptions{RequireLease: s.leaseOwner(rec), Expect: &known}})
 		return err

@@ -151,12 +151,29 @@ func eventKey(rec invocation.Record, step string, t invocation.EventType) string
 }
 
 // Events are the log events of one journal entry of rec: the timeline entries collected before it
-// (pending: the step's attempts, retries and HTTP calls), then the entry, whose idempotency key is
-// its journal position (so writing it twice is a no-op).
+// (pending: the step's attempts, retries and HTTP calls), then an event_emitted entry for each event
+// the entry carries (e.Emits: the write that appends them publishes them), then the entry, whose
+// idempotency key is its journal position (so writing it twice is a no-op). The entry is always
+// the last event.
 func Events(rec invocation.Record, generation int, now time.Time, e sandbox.JournalEntry, pending []invocation.Event) ([]invocation.Event, error) {
 	b, err := json.Marshal(EntryOf(e))
 	if err != nil {
 		return nil, fmt.Errorf("journal entry %d: %w", e.Seq, err)
+	}
+	if len(e.Emits) > 0 {
+		seq, step := e.Seq, ""
+		if e.Helper != "r_emit_v1" {
+			step = e.Key
+		}
+		ems := make([]invocation.Emitted, len(e.Emits))
+		for i, em := range e.Emits {
+			ems[i] = invocation.Emitted{EventTypeID: em.TypeID, Payload: em.Payload, Seq: &seq, Step: step}
+		}
+		evs, err := invocation.EmittedEvents(rec, Key(generation, e.Seq), now, ems)
+		if err != nil {
+			return nil, err
+		}
+		pending = append(pending, evs...)
 	}
 	return append(pending, invocation.Event{Type: invocation.EventJournal, Data: b, At: now, EngineAttempt: rec.EngineAttempt,
 		LogicalAttempt: rec.Attempt, IdempotencyKey: eventKey(rec, Key(generation, e.Seq), invocation.EventJournal)}), nil

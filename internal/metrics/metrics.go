@@ -120,12 +120,12 @@ func New(o Options) *Metrics {
 	m.quota = newCapped(o.MaxLabelSets, m.dropped.WithLabelValues("lark_quota_exceeded_total"),
 		func(t, q string) prometheus.Counter { return quota.WithLabelValues(t, q) })
 
-	// Labelled by job only: the jobs are a fixed, small set (retention, scheduler, backfill); the
+	// Labelled by job only: the jobs are a fixed, small set (retention, scheduler, backfill, triggers); the
 	// tenant of a failure is in the log line.
 	m.maintenance = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lark_maintenance_failures_total",
-		Help: "Failures of maintenance work for one tenant or one row (a retention step of a tenant, a due schedule, a backfill): logged with the tenant id and skipped, the rest of the pass goes on."},
+		Help: "Failures of maintenance work for one tenant or one row (a retention step of a tenant, a due schedule, a backfill, a trigger's due batch): logged with the tenant id and skipped, the rest of the pass goes on."},
 		[]string{"job"})
-	for _, job := range []string{"retention", "scheduler", "backfill"} { // shown from the start, at 0
+	for _, job := range []string{"retention", "scheduler", "backfill", "triggers"} { // shown from the start, at 0
 		m.maintenance.WithLabelValues(job)
 	}
 
@@ -135,7 +135,8 @@ func New(o Options) *Metrics {
 }
 
 // MaintenanceFailure counts one failure of a maintenance job (lark_maintenance_failures_total{job}):
-// a tenant's retention step, a schedule the firing loop could not fire, a backfill step.
+// a tenant's retention step, a schedule the firing loop could not fire, a backfill step, a trigger's
+// due batch the flusher could not flush.
 func (m *Metrics) MaintenanceFailure(job string) { m.maintenance.WithLabelValues(job).Inc() }
 
 // Registry is the registry holding every family (for tests and for adding collectors).

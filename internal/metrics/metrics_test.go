@@ -272,5 +272,6 @@ func TestMaintenanceFailures(t *testing.T) {
 		`lark_maintenance_failures_total{job="retention"}`: 2,
 		`lark_maintenance_failures_total{job="scheduler"}`: 0,
 		`lark_maintenance_failures_total{job="backfill"}`:  1,
+		`lark_maintenance_failures_total{job="triggers"}`:  0,
 	}, got)
 }

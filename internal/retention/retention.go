@@ -42,6 +42,10 @@ const (
 	JobName = "retention"
 )
 
+// TriggerMetricsKept is how long event triggers' hourly metrics are kept: the longest metrics window
+// (GET /triggers/{id}/metrics?window=90d).
+const TriggerMetricsKept = 90 * 24 * time.Hour
+
 // measureBatch bounds the invocations measured per read and recorded per transaction.
 const measureBatch = 500
 
@@ -119,12 +123,14 @@ type Purged struct {
 	Events, AuditEvents int64
 	// ScheduleRuns: schedule runs and finished backfills' partitions deleted.
 	ScheduleRuns int64
+	// TriggerRows: event triggers' start records and hourly metrics rows deleted.
+	TriggerRows int64
 	// HistoryBytes is the tenant's history size after the pass.
 	HistoryBytes int64
 }
 
 func (p Purged) purgedAny() bool {
-	return p.Invocations > 0 || p.Events > 0 || p.AuditEvents > 0 || p.ScheduleRuns > 0
+	return p.Invocations > 0 || p.Events > 0 || p.AuditEvents > 0 || p.ScheduleRuns > 0 || p.TriggerRows > 0
 }
 
 // RunOnce runs one pass over every tenant and returns what it did, by tenant id. A failed step of
@@ -163,7 +169,7 @@ func (j *Job) RunOnce(ctx context.Context) (map[string]Purged, error) {
 		out[p.TenantID] = r
 		if r.purgedAny() {
 			j.o.Logger.Info("retention: purged", "tenant_id", p.TenantID, "invocations", r.Invocations, "rows", r.Rows,
-				"bytes", r.Bytes, "events", r.Events, "audit_events", r.AuditEvents, "schedule_runs", r.ScheduleRuns, "history_bytes", r.HistoryBytes)
+				"bytes", r.Bytes, "events", r.Events, "audit_events", r.AuditEvents, "schedule_runs", r.ScheduleRuns, "trigger_rows", r.TriggerRows, "history_bytes", r.HistoryBytes)
 		} else if r.Measured > 0 {
 			j.o.Logger.Debug("retention: measured", "tenant_id", p.TenantID, "invocations", r.Measured, "history_bytes", r.HistoryBytes)
 		}
@@ -260,6 +266,11 @@ func (j *Job) tenant(ctx context.Context, p tenant.Policy, now time.Time) (Purge
 		})
 		step("schedule_runs", func() (err error) {
 			r.ScheduleRuns, err = j.batches(ctx, func(tx store.Tx) (int64, error) { return tx.PurgeScheduleRuns(id, before, j.o.BatchRows) })
+			return err
+		})
+		step("trigger_history", func() (err error) {
+			q := store.TriggerHistoryPurge{TenantID: id, StartsBefore: before, MetricsBefore: now.Add(-TriggerMetricsKept), Limit: j.o.BatchRows}
+			r.TriggerRows, err = j.batches(ctx, func(tx store.Tx) (int64, error) { return tx.PurgeTriggerHistory(q) })
 			return err
 		})
 	}

@@ -80,7 +80,7 @@ func (r *Runner) Function(ctx context.Context, a Attempt, h Host) Result {
 	if input == nil {
 		if err := invocation.DecodeJSON(rec.Params, &input); err != nil { // validated at the start: not expected
 			rerr := &sandbox.Error{TypeID: sandbox.ErrValidation, Category: "non_retryable", Message: "params: " + err.Error()}
-			return r.result(a, h, nil, rerr, Metrics(0, sandbox.Result{}, a.Limits.MemoryMB, 0))
+			return r.result(a, h, nil, rerr, Metrics(0, sandbox.Result{}, a.Limits.MemoryMB, 0), nil)
 		}
 	}
 	var res sandbox.Result
@@ -103,13 +103,37 @@ func (r *Runner) Function(ctx context.Context, a Attempt, h Host) Result {
 	if rerr == nil {
 		output, rerr = r.CheckOutput(a, res.Output)
 	}
-	return r.result(a, h, output, rerr, metrics)
+	return r.result(a, h, output, rerr, metrics, res.Emits)
 }
 
-func (r *Runner) result(a Attempt, h Host, output json.RawMessage, rerr *sandbox.Error, metrics invocation.Metrics) Result {
-	o := outcome.Decide(a.Record, a.Retry, output, rerr, false, r.Clock.Now())
+// result decides the attempt's outcome. The events the program emitted (r_emit_v1) join the
+// timeline, as event_emitted entries that the completing write publishes, only when the attempt
+// succeeded: a failed attempt's events are dropped (a retry emits them again).
+func (r *Runner) result(a Attempt, h Host, output json.RawMessage, rerr *sandbox.Error, metrics invocation.Metrics, emits []sandbox.Emit) Result {
+	now := r.Clock.Now()
+	o := outcome.Decide(a.Record, a.Retry, output, rerr, false, now)
 	o.Metrics = metrics
-	return Result{Outcome: o, Timeline: h.Drain()}
+	timeline := h.Drain()
+	if o.Kind == outcome.Succeeded && len(emits) > 0 {
+		evs, err := invocation.EmittedEvents(a.Record, "", now, emitted(emits))
+		if err != nil { // payloads are JSON the sandbox encoded: not expected
+			o = outcome.Decide(a.Record, a.Retry, nil, &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "non_retryable",
+				Message: "emitted events: " + err.Error()}, false, now)
+			o.Metrics = metrics
+			return Result{Outcome: o, Timeline: timeline}
+		}
+		timeline = append(timeline, evs...)
+	}
+	return Result{Outcome: o, Timeline: timeline}
+}
+
+// emitted is the data of the event_emitted entries of a function's emits.
+func emitted(emits []sandbox.Emit) []invocation.Emitted {
+	out := make([]invocation.Emitted, len(emits))
+	for i, e := range emits {
+		out[i] = invocation.Emitted{EventTypeID: e.TypeID, Payload: e.Payload}
+	}
+	return out
 }
 
 // CheckOutput encodes a program's result and checks it against the payload bound and the returns

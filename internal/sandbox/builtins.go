@@ -27,6 +27,7 @@ var helperImpls = map[string]func(*starlark.Thread, *starlark.Builtin, starlark.
 	"r_rand_v1":      rRand,
 	"r_exit":         rExit,
 	"r_invoke_v1":    rInvoke,
+	"r_emit_v1":      rEmit,
 }
 
 // bindArgs binds the arguments of a call of a helper to its parameters, as

@@ -7,11 +7,13 @@ import (
 	"strings"
 
 	"go.starlark.net/syntax"
+
+	"github.com/larkrun/lark/internal/gts"
 )
 
 // checkLiterals checks the helper arguments written as literals: the retry dict of the HTTP
-// helpers and the event_filter_query of r_wait_event_v1. What is computed at run time is checked
-// then (a misuse: a non-retryable validation error).
+// helpers, the event_filter_query of r_wait_event_v1 and the event_type_id of r_emit_v1. What is
+// computed at run time is checked then (a misuse: a non-retryable validation error).
 func (c *checker) checkLiterals(call *syntax.CallExpr, h HelperSpec, positional []syntax.Expr) {
 	switch h.Name {
 	case "r_http_get_v1", "r_http_post_v1":
@@ -21,6 +23,13 @@ func (c *checker) checkLiterals(call *syntax.CallExpr, h HelperSpec, positional 
 	case "r_wait_event_v1":
 		if lit, ok := argExpr(call, h, positional, "event_filter_query").(*syntax.Literal); ok && lit.Token == syntax.STRING && c.filter != nil {
 			c.checkFilter(h.Name, lit)
+		}
+	case "r_emit_v1":
+		if lit, ok := argExpr(call, h, positional, "event_type_id").(*syntax.Literal); ok && lit.Token == syntax.STRING {
+			if id, err := gts.Parse(lit.Value.(string)); err != nil || !id.IsType() {
+				c.errorf(CodeInvalidArgument, lit.TokenPos, "%s: event_type_id must be a GTS type id ending with ~, got %s",
+					h.Name, truncate(lit.Raw, 256))
+			}
 		}
 	}
 }

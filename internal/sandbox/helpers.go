@@ -154,7 +154,6 @@ var helperTable = []HelperSpec{
 	},
 	{
 		Name: "r_emit_v1", MinArgs: 2, MaxArgs: 2, Params: []string{"event_type_id", "payload"}, Feature: FeatureEventEmit,
-		Unavailable: "publishing events from code is not implemented yet; publish them with POST /events",
 	},
 	// Lark's extension (003 §6 continue-as-new; not in STARLARK_RUNTIME.md's table).
 	{

@@ -183,6 +183,10 @@ type Result struct {
 	MaxMemoryBytes int64
 	// Duration is the wall-clock time of Run.
 	Duration time.Duration
+	// Emits are the events a function emitted with r_emit_v1, in order (a workflow's go with its
+	// journal entries instead: JournalEntry.Emits). Run returns them whatever the outcome: the
+	// caller publishes them only with a successful attempt's outcome.
+	Emits []Emit
 }
 
 // errRunTimeout is the cause of the execution's context at its timeout.
@@ -253,6 +257,7 @@ type run struct {
 	exit *Error
 
 	rand  map[string]int // r_rand_v1 calls per label
+	emits emitBuffer     // r_emit_v1
 	sched scheduler
 
 	wf *workflowState // non-nil in workflow executions (RunWorkflow)
@@ -418,6 +423,9 @@ func runProgram(ctx context.Context, req Request, wf *workflowState) (res Result
 	res.Steps = thread.ExecutionSteps()
 	res.CPUTime = time.Duration(float64(res.Steps) / StepsPerCPUSecond * float64(time.Second))
 	res.MaxMemoryBytes = thread.PeakAllocBytes()
+	if wf == nil {
+		res.Emits = r.emits.held
+	}
 	if rerr != nil {
 		if wf != nil && r.exit != nil {
 			wf.exited = true

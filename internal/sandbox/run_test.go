@@ -343,7 +343,6 @@ func TestCompileErrors(t *testing.T) {
 		{"syntax", "def main(ctx, input):\n  return {\"tax\": input.x * }\n", 2, "syntax error"},
 		{"undefined", fn("  return foo"), 2, "undefined: foo"},
 		{"workflow helper", fn("  r_sleep(10)"), 2, "undefined: r_sleep"},
-		{"emit is not wired", fn(`  r_emit_v1("e~", {})`), 2, "undefined: r_emit_v1"},
 		{"load", "load(\"x.star\", \"y\")\n" + calculateTax, 1, "load() is not allowed"},
 		{"no main", "def handler(ctx, input):\n  pass\n", 0, "no top-level main"},
 		{"bad main", "def main(ctx):\n  pass\n", 1, "exactly two"},
@@ -472,7 +471,7 @@ func TestRuntimePredeclaredNames(t *testing.T) {
 	for _, name := range []string{"struct", "json", "math", "len"} {
 		require.Contains(t, names, name)
 	}
-	for _, name := range []string{"r_sleep", "r_emit_v1", "r_step_v1", "load"} {
+	for _, name := range []string{"r_sleep", "r_step_v1", "load"} {
 		require.NotContains(t, names, name)
 	}
 	for name := range helperImpls {

@@ -43,7 +43,8 @@ type JournalEntry struct {
 	// Helper is the helper called: "r_run_step_v1", "r_step_v1" (a call of
 	// a step object), "r_now_v1", "r_rand_v1", "r_sleep", "r_sleep_v1",
 	// "r_wait_event_v1", "r_invoke_v1", "r_snapshot_v1"; StepRetryHelper for
-	// a scheduled retry of the step that follows it.
+	// a scheduled retry of the step that follows it; "r_emit_v1" for an event emitted by the
+	// workflow's code (Result is {"event_type_id": ...}, Emits the event).
 	Helper string
 	// Key is the step name for steps, "" otherwise.
 	Key string
@@ -63,6 +64,11 @@ type JournalEntry struct {
 	// Done is false while the call is still pending (a sleep not yet due,
 	// an event not yet received, a child not yet finished).
 	Done bool
+	// Emits are the events to publish with this entry (r_emit_v1): the event of an r_emit_v1 call
+	// made by the workflow's code, or those a step's successful attempt emitted. Only new entries
+	// carry them (the caller publishes them in the write that makes the entry durable); a replayed
+	// journal has none, so a replay publishes nothing again.
+	Emits []Emit
 }
 
 // WorkflowRequest is one run of a workflow. Request.Program should come
@@ -313,6 +319,7 @@ var workflowHelperImpls = map[string]func(*starlark.Thread, *starlark.Builtin, s
 	"r_run_step_v1":        wfRunStep,
 	"r_http_get_v1":        wfHTTP,
 	"r_http_post_v1":       wfHTTP,
+	"r_emit_v1":            wfEmit,
 }
 
 // workflowPredeclared is the environment of workflow executions.

@@ -149,11 +149,12 @@ func runStep(thread *starlark.Thread, helper, stepName string, fn starlark.Calla
 	}
 	if e == nil {
 		var res any
+		var emits []Emit
 		for ; ; attempt++ {
 			if w.stepStarted != nil {
 				w.stepStarted(stepName, attempt)
 			}
-			res, err = callStep(thread, r, stepName, fn, input, attempt)
+			res, emits, err = callStep(thread, r, stepName, fn, input, attempt)
 			if err != nil {
 				return nil, err
 			}
@@ -179,7 +180,7 @@ func runStep(thread *starlark.Thread, helper, stepName string, fn starlark.Calla
 			seq = w.next
 			w.next++
 		}
-		if err := w.record(thread, JournalEntry{Seq: seq, Helper: helper, Key: stepName, ArgsHash: hash, Input: in, Result: res, Done: true}); err != nil {
+		if err := w.record(thread, JournalEntry{Seq: seq, Helper: helper, Key: stepName, ArgsHash: hash, Input: in, Result: res, Done: true, Emits: emits}); err != nil {
 			return nil, err
 		}
 		e = &w.newEntries[len(w.newEntries)-1]
@@ -228,35 +229,39 @@ func stepID(name string, generation int) string {
 }
 
 // callStep calls fn(ctx, input) — ctx also carrying the step's name, attempt and 003 §1.3
-// idempotency key — and returns its recorded result, or the error that ends the execution.
-func callStep(thread *starlark.Thread, r *run, stepName string, fn starlark.Callable, input starlark.Value, attempt int) (any, error) {
+// idempotency key — and returns its recorded result with the events it emitted (a successful
+// attempt's; a failed attempt's are dropped), or the error that ends the execution.
+func callStep(thread *starlark.Thread, r *run, stepName string, fn starlark.Callable, input starlark.Value, attempt int) (any, []Emit, error) {
 	r.wf.depth++
+	mark := r.emits.mark()
 	sc := &contextValue{info: r.info, step: stepName, stepAttempt: attempt,
 		stepKey: invocation.IdempotencyKey(r.info.InvocationID, stepID(stepName, r.info.Generation), r.info.Attempt, invocation.EventStepCompleted, "")}
 	out, err := starlark.Call(thread, fn, starlark.Tuple{sc, input}, nil)
 	r.wf.depth--
 	if err != nil {
+		r.emits.drop(mark) // a failed attempt's events are never published
 		if r.stop.Load() != nil || r.ctx.Err() != nil || isAllocError(err) || thread.AllocLimitExceeded() || r.wf.park != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if e := r.exit; e != nil {
 			// r_exit inside the step function (or an HTTP helper's exit_on_http_error there) fails
 			// this attempt with its envelope: the step's retry policy then applies, and the workflow
 			// sees the step's error (ending with it when exit_on_error).
 			r.exit = nil
-			return ErrorResult(e.clone().withDetail("step", stepName)), nil
+			return ErrorResult(e.clone().withDetail("step", stepName)), nil, nil
 		}
-		return ErrorResult(runtimeError(err).withDetail("step", stepName)), nil
+		return ErrorResult(runtimeError(err).withDetail("step", stepName)), nil, nil
 	}
 	v, err := toGo(thread, out, fmt.Sprintf("the output of step %q", stepName))
 	if err != nil {
+		r.emits.drop(mark)
 		if isLimitError(err) {
-			return nil, err
+			return nil, nil, err
 		}
 		return ErrorResult(newError(ErrRuntime, CategoryRetryable,
-			"step %q returned a value that cannot be converted to JSON: %v", stepName, err).withDetail("step", stepName)), nil
+			"step %q returned a value that cannot be converted to JSON: %v", stepName, err).withDetail("step", stepName)), nil, nil
 	}
-	return OKResult(v), nil
+	return OKResult(v), r.emits.take(mark), nil
 }
 
 // completed returns the steps completed successfully, in journal order:

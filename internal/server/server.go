@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -21,21 +22,27 @@ import (
 	"github.com/larkrun/lark/internal/cpushare"
 	"github.com/larkrun/lark/internal/dispatch"
 	"github.com/larkrun/lark/internal/egress"
+	"github.com/larkrun/lark/internal/eventbus"
 	"github.com/larkrun/lark/internal/idgen"
 	"github.com/larkrun/lark/internal/invoke"
+	"github.com/larkrun/lark/internal/keyring"
 	"github.com/larkrun/lark/internal/metrics"
+	"github.com/larkrun/lark/internal/natsbridge"
 	"github.com/larkrun/lark/internal/registry"
 	"github.com/larkrun/lark/internal/retention"
 	"github.com/larkrun/lark/internal/sandbox"
 	"github.com/larkrun/lark/internal/scheduler"
 	"github.com/larkrun/lark/internal/schema"
+	"github.com/larkrun/lark/internal/secrets"
 	"github.com/larkrun/lark/internal/store"
 	"github.com/larkrun/lark/internal/store/pgstore"
 	"github.com/larkrun/lark/internal/store/sqlstore"
 	"github.com/larkrun/lark/internal/tenant"
 	"github.com/larkrun/lark/internal/tenants"
 	"github.com/larkrun/lark/internal/tokens"
+	"github.com/larkrun/lark/internal/triggers"
 	"github.com/larkrun/lark/internal/usage"
+	"github.com/larkrun/lark/internal/webhooks"
 )
 
 // Config is what `lark serve` is configured with.
@@ -104,6 +111,18 @@ type Config struct {
 	// alone. Where the process may lower a priority but not restore it, each execution runs on a
 	// thread of its own; where it may not lower one, the server logs why and runs without.
 	CPUNice int
+	// NATS configures the optional NATS JetStream bridge (natsbridge: events mirrored to subjects,
+	// triggers fed by subjects); an empty URL leaves it off.
+	NATS natsbridge.Config
+	// Keyring is the master key that seals tenant secrets and webhook secrets at rest
+	// (LARK_MASTER_KEY or --master-key-file). nil disables secrets: the /secrets routes answer 503,
+	// requests that refer to a secret fail, and webhook triggers whose authentication needs a secret
+	// are refused with 503. With several keys ("NEW,OLD"), New rewraps every value sealed under an
+	// older one before serving (docs/secrets.md, rotation).
+	Keyring *keyring.Keyring
+	// TrustedProxies are the proxies whose X-Forwarded-For the webhook receiver believes
+	// (--trusted-proxies); empty: the TCP peer is the sender.
+	TrustedProxies []netip.Prefix
 }
 
 // Defaults of the HTTP server's limits (docs/operations.md, "HTTP limits").
@@ -154,11 +173,19 @@ type Server struct {
 	dispatch *dispatch.Dispatcher
 	// Schedules manages and fires schedules; Serve runs its firing loop (tests call FireDue).
 	Schedules *scheduler.Service
-	handler   http.Handler
-	log       *slog.Logger
+	// Webhooks manages webhook triggers and receives their deliveries.
+	Webhooks *webhooks.Service
+	// Events is the events service (publishing, event types).
+	Events *eventbus.Bus
+	// Triggers manages event triggers; Serve runs its batch flusher (tests call FlushDue).
+	Triggers *triggers.Service
+	handler  http.Handler
+	log      *slog.Logger
 
 	// Retention is the retention maintenance job; Serve runs it (tests call RunOnce).
 	Retention *retention.Job
+	// Secrets keeps the tenants' secrets (disabled without Config.Keyring).
+	Secrets *secrets.Service
 }
 
 // OpenStore opens the configured store.
@@ -233,7 +260,14 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.Metrics = metrics.New(metrics.Options{Source: st, Clock: c, Logger: cfg.Logger, MaxLabelSets: cfg.MetricsMaxLabelSets,
 		Slots: func() (int, int) { return s.dispatch.Slots() }})
 	s.Registry.SetQuotaObserver(s.Metrics)
-	s.Invoke = invoke.NewService(invoke.Config{Store: st, Schemas: schemas, Programs: sandbox.NewCache(1024),
+	s.Secrets = secrets.New(st, secrets.Options{Keyring: cfg.Keyring, Clock: c, IDs: ids, Logger: cfg.Logger})
+	if cfg.Keyring == nil {
+		cfg.Logger.Warn("no master key (LARK_MASTER_KEY or --master-key-file): tenant secrets are disabled; the /secrets routes answer 503")
+	} else if _, err := s.Secrets.Rewrap(ctx); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("secrets: master key rotation: %w", err)
+	}
+	s.Invoke = invoke.NewService(invoke.Config{Store: st, Schemas: schemas, Programs: sandbox.NewCache(1024), Secrets: s.Secrets,
 		Egress: egress.New(egress.Options{AllowLoopback: cfg.UnsafeEgressAllowLoopback}), Clock: c, IDs: ids, Logger: cfg.Logger,
 		Pricing: cfg.Pricing, Observer: s.Metrics, MaxPayloadBytes: cfg.MaxPayloadBytes, CPU: cpuScheduler(cfg.CPUSlots, cfg.CPUNice, cfg.Logger)})
 	s.Claims = dispatch.NewStoreClaimer(s.Invoke.ClaimConfig())
@@ -247,10 +281,24 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.Schedules = scheduler.New(st, s.Invoke, scheduler.Options{Clock: c, IDs: ids, Logger: cfg.Logger,
 		Failed: s.Metrics.MaintenanceFailure})
+	s.Triggers = triggers.New(st, s.Invoke, triggers.Options{Clock: c, IDs: ids, Logger: cfg.Logger, Failed: s.Metrics.MaintenanceFailure})
+	s.Invoke.SetEndHook(s.Triggers)
+	s.Events = eventbus.New(eventbus.Config{Store: st, Schemas: schemas, Waits: s.Invoke, Clock: c, IDs: ids, Logger: cfg.Logger,
+		MaxPayloadBytes: cfg.MaxPayloadBytes})
+	s.Events.Subscribe(s.Triggers)
+	s.Invoke.SetPublisher(s.Events) // r_emit_v1's events go through the events service: waits and triggers
+	s.Webhooks = webhooks.New(st, s.Invoke, webhooks.Options{Clock: c, IDs: ids, Logger: cfg.Logger, Keyring: cfg.Keyring, Schemas: schemas})
+	if n, err := webhooks.RewrapSecrets(ctx, st, cfg.Keyring); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("rewrap webhook secrets under the current master key: %w", err)
+	} else if n > 0 {
+		cfg.Logger.Info("webhook secrets rewrapped under the current master key", "count", n)
+	}
 	s.Retention = retention.New(st, retention.Options{Interval: cfg.RetentionInterval, Clock: c, Logger: cfg.Logger,
 		Failed: s.Metrics.MaintenanceFailure})
 	s.handler = api.New(api.Config{Tokens: s.Tokens, Tenants: s.Tenants, Registry: s.Registry, Invoke: s.Invoke,
-		Usage: usage.NewService(st, s.Tenants, c, cfg.Pricing.Currency()), Schedules: s.Schedules, Audit: st, Ready: st,
+		Usage: usage.NewService(st, s.Tenants, c, cfg.Pricing.Currency()), Schedules: s.Schedules, Secrets: s.Secrets, Webhooks: s.Webhooks,
+		TrustedProxies: cfg.TrustedProxies, Events: s.Events, Triggers: s.Triggers, Audit: st, Ready: st,
 		IDs: ids, Logger: cfg.Logger, MaxBody: cfg.MaxBody, Metrics: s.Metrics.Handler(), MetricsPublic: cfg.MetricsPublic,
 		MaxInFlight: cfg.MaxInFlight, WriteTimeout: cfg.WriteTimeout}).Handler()
 	return s, nil
@@ -293,6 +341,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	go func() { s.Retention.Run(dctx); close(retained) }()
 	fired := make(chan struct{})
 	go func() { s.Schedules.Run(dctx); close(fired) }()
+	flushed := make(chan struct{})
+	go func() { s.Triggers.Run(dctx); close(flushed) }()
 	s.log.Info("lark serving", "addr", ln.Addr().String(), "store", storeName(s.cfg.Store))
 	var serveErr error
 	select {
@@ -315,6 +365,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	<-retained // it stops at its next batch; a batch is short
 	<-fired    // likewise: one firing transaction at most
+	<-flushed  // likewise: one flush transaction at most
 	s.Invoke.Close()
 	closeErr := s.Store.Close()
 	if errors.Is(serveErr, http.ErrServerClosed) {

@@ -102,6 +102,10 @@ type Reader interface {
 	RetentionReader
 	ScheduleReader
 	BackfillReader
+	SecretReader
+	WebhookReader
+	EventTypeReader
+	TriggerReader
 }
 
 // TenantReader reads tenant policies.
@@ -263,6 +267,10 @@ type Tx interface {
 	RetentionTx
 	ScheduleTx
 	BackfillTx
+	SecretTx
+	WebhookTx
+	EventTypeTx
+	TriggerTx
 }
 
 // TenantTx reads and writes tenant policies inside a transaction.

@@ -49,6 +49,9 @@ type Governance struct {
 	RequireApprovalForPublish bool `json:"require_approval_for_publish"`
 	// AllowedOutboundDomains is the egress allowlist for r_http_* (host names, "*.example.com" wildcards).
 	AllowedOutboundDomains []string `json:"allowed_outbound_domains"`
+	// RequireRegisteredEventTypes refuses (422) published events whose type neither the tenant nor
+	// the platform registered (POST /event-types); by default they are accepted unvalidated.
+	RequireRegisteredEventTypes bool `json:"require_registered_event_types"`
 }
 
 // Idempotency is 000's idempotency block.

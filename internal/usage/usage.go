@@ -26,6 +26,8 @@ type Store interface {
 	CountTenantRunning(ctx context.Context, tenantID string) (int64, error)
 	CountTenantEntrypoints(ctx context.Context, tenantID string) (int64, error)
 	CountTenantSchedules(ctx context.Context, tenantID string) (int64, error)
+	CountTenantWebhookTriggers(ctx context.Context, tenantID string) (int64, error)
+	CountTenantTriggers(ctx context.Context, tenantID string) (int64, error)
 	TenantHistoryBytes(ctx context.Context, tenantID string) (int64, error)
 	UsageHistory(ctx context.Context, tenantID string, q store.UsageQuery) ([]store.UsageRow, error)
 }
@@ -65,7 +67,8 @@ type Current struct {
 	ConcurrentExecutions int64 `json:"concurrent_executions"`
 	// TotalDefinitions counts the tenant's entrypoints that are not archived (as max_definitions does).
 	TotalDefinitions int64 `json:"total_definitions"`
-	// TotalSchedules counts the tenant's schedules; TotalTriggers is 0 until triggers exist.
+	// TotalSchedules counts the tenant's schedules; TotalTriggers its triggers: event triggers and
+	// webhook triggers (both take quotas.max_triggers).
 	TotalSchedules int64 `json:"total_schedules"`
 	TotalTriggers  int64 `json:"total_triggers"`
 	// ExecutionHistoryMB is the size of the tenant's stored execution history as the retention job
@@ -117,6 +120,9 @@ func (s *Service) Current(ctx context.Context, sc auth.SecurityContext, tenantID
 		return r, problem.Internal(err)
 	}
 	if r.Current.TotalSchedules, err = s.store.CountTenantSchedules(ctx, tenantID); err != nil {
+		return r, problem.Internal(err)
+	}
+	if r.Current.TotalTriggers, err = s.triggerCount(ctx, tenantID); err != nil {
 		return r, problem.Internal(err)
 	}
 	history, err := s.store.TenantHistoryBytes(ctx, tenantID)
@@ -248,4 +254,15 @@ func (s *Service) History(ctx context.Context, sc auth.SecurityContext, tenantID
 		h.Totals.Entrypoints = append(h.Totals.Entrypoints, EntrypointFigures{EntrypointID: id, Figures: figuresOf(*perEP[id])})
 	}
 	return h, nil
+}
+
+// triggerCount is total_triggers: the tenant's event triggers and webhook triggers (both take
+// quotas.max_triggers).
+func (s *Service) triggerCount(ctx context.Context, tenantID string) (int64, error) {
+	n, err := s.store.CountTenantTriggers(ctx, tenantID)
+	if err != nil {
+		return 0, err
+	}
+	w, err := s.store.CountTenantWebhookTriggers(ctx, tenantID)
+	return n + w, err
 }

@@ -1,0 +1,95 @@
+package triggers
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/larkrun/lark/internal/events"
+	"github.com/larkrun/lark/internal/problem"
+	"github.com/larkrun/lark/internal/trigger"
+)
+
+func TestParseWindow(t *testing.T) {
+	for in, want := range map[string]time.Duration{"": 24 * time.Hour, "1h": time.Hour, "36h": 36 * time.Hour, "7d": 7 * 24 * time.Hour, "90d": 90 * 24 * time.Hour} {
+		got, err := ParseWindow(in)
+		require.NoError(t, err, in)
+		require.Equal(t, want, got, in)
+	}
+	for _, in := range []string{"0h", "1y", "h", "-1h", "91d", "2161h", "1.5h", "99999h"} {
+		_, err := ParseWindow(in)
+		require.Equal(t, 422, problem.From(err).Status, in)
+	}
+}
+
+func TestQuantile(t *testing.T) {
+	n := len(trigger.LatencyBounds) + 1
+	require.Nil(t, quantile(make([]int64, n), 0.5))
+	h := make([]int64, n)
+	h[0], h[3], h[n-1] = 50, 49, 1 // 50 at ≤1 ms, 49 at ≤10 ms, 1 beyond the last bound
+	require.EqualValues(t, 1, *quantile(h, 0.5))
+	require.EqualValues(t, 10, *quantile(h, 0.99))
+	require.EqualValues(t, trigger.LatencyBounds[len(trigger.LatencyBounds)-1], *quantile(h, 1))
+}
+
+func TestBuildDefaultsAndBounds(t *testing.T) {
+	spec := Spec{EventTypeID: "gts.x.core.events.event.v1~vendor.app.a.b.v1~", EntrypointID: "gts.x.core.serverless.entrypoint.v1~x.core.serverless.function.v1~vendor.app.a.b.v1~"}
+	tr, err := build(spec, trigger.Trigger{})
+	require.NoError(t, err)
+	require.Equal(t, trigger.StatusActive, tr.Status)
+	require.Equal(t, trigger.ContextSystem, tr.ExecutionContext)
+	require.True(t, tr.DeadLetterQueue.Enabled)
+	require.False(t, tr.Batch.Enabled)
+
+	spec.Batch = &trigger.Batch{Enabled: true, MaxSize: trigger.MaxBatchSize, MaxWaitMS: trigger.MaxBatchWaitMS}
+	_, err = build(spec, trigger.Trigger{})
+	require.NoError(t, err, "the bounds themselves are allowed")
+	spec.Batch.MaxWaitMS = trigger.MaxBatchWaitMS + 1
+	_, err = build(spec, trigger.Trigger{})
+	require.Equal(t, "$.batch.max_wait_ms", problem.From(err).Issues[0].Path)
+	spec.Batch = &trigger.Batch{Enabled: false, MaxSize: 99999}
+	tr, err = build(spec, trigger.Trigger{})
+	require.NoError(t, err, "a disabled batch's sizes are not kept")
+	require.Equal(t, trigger.Batch{}, tr.Batch)
+
+	topic := "not a gts id"
+	spec.DeadLetterQueue = &trigger.DeadLetterQueue{Enabled: true, DLQTopic: &topic}
+	_, err = build(spec, trigger.Trigger{})
+	require.Equal(t, "$.dead_letter_queue.dlq_topic", problem.From(err).Issues[0].Path)
+	spec.DeadLetterQueue = &trigger.DeadLetterQueue{RetryPolicy: &trigger.RetryPolicy{MaxAttempts: 3, BackoffMultiplier: 11}}
+	_, err = build(spec, trigger.Trigger{})
+	require.Equal(t, "$.dead_letter_queue.retry_policy.backoff_multiplier", problem.From(err).Issues[0].Path)
+
+	spec.DeadLetterQueue = nil
+	spec.EventFilterQuery = "payload.x >"
+	_, err = build(spec, trigger.Trigger{})
+	pe := problem.From(err)
+	require.Equal(t, "INVALID_FILTER", pe.Issues[0].Code)
+}
+
+// TestPrepareOnlyWhileTheTriggersAreCurrent: Prepare evaluates the cached active triggers' filters
+// outside the transaction; Match may use that only while no trigger has changed since.
+func TestPrepareOnlyWhileTheTriggersAreCurrent(t *testing.T) {
+	const typ = "gts.x.core.events.event.v1~vendor.app.a.b.v1~"
+	s := &Service{cache: &activeCache{m: map[[2]string]activeEntry{}}}
+	s.cache.m[[2]string{"acme", typ}] = activeEntry{ts: []trigger.Trigger{
+		{ID: "big", TenantID: "acme", EventTypeID: typ, EventFilterQuery: "payload.n > 1"},
+		{ID: "all", TenantID: "acme", EventTypeID: typ},
+		{ID: "small", TenantID: "acme", EventTypeID: typ, EventFilterQuery: "payload.n < 1"},
+	}}
+	ev := events.Event{ID: "e", TenantID: "acme", TypeID: typ, Payload: json.RawMessage(`{"n": 2}`)}
+	p, ok := s.Prepare(ev).(*prematch)
+	require.True(t, ok)
+	require.Equal(t, []bool{true, true, false}, p.matched)
+	require.True(t, s.cache.current(p.gen))
+	p.ts[0].BatchDueAt = &time.Time{}
+	require.Nil(t, s.cache.m[[2]string{"acme", typ}].ts[0].BatchDueAt, "the prepared triggers are a copy")
+
+	s.cache.invalidate() // a trigger changed
+	require.False(t, s.cache.current(p.gen), "Match evaluates again")
+	require.Nil(t, s.Prepare(ev), "a cold cache prepares nothing")
+	require.Nil(t, (&Service{}).Prepare(ev), "without a cache (a shared store) nothing is prepared")
+	require.Nil(t, s.Prepare(events.Event{TenantID: "globex", TypeID: typ}))
+}
