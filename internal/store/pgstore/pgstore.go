@@ -421,3 +421,16 @@ func args(in []any) []any {
 	}
 	return in
 }
+
+// conflictErr is the error of an INSERT ... ON CONFLICT DO NOTHING (see conflicted): err, or
+// conflict() when the insert met an existing row, or nil.
+func conflictErr(res sql.Result, err error, conflict func() error) error {
+	dup, err := conflicted(res, err)
+	if err != nil {
+		return err
+	}
+	if dup {
+		return conflict()
+	}
+	return nil
+}

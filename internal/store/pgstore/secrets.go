@@ -1,0 +1,218 @@
+package pgstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/larkrun/lark/internal/odata"
+	"github.com/larkrun/lark/internal/store"
+)
+
+const secretCols = "tenant_id, name, description, allowed_hosts, version, created_at, updated_at, last_used_at, created_by, updated_by"
+
+func scanSecret(sc interface{ Scan(...any) error }) (store.Secret, error) {
+	var s store.Secret
+	var hosts, created, updated string
+	var used sql.NullString
+	if err := sc.Scan(&s.TenantID, &s.Name, &s.Description, &hosts, &s.Version, &created, &updated, &used,
+		&s.CreatedBy, &s.UpdatedBy); err != nil {
+		return s, err
+	}
+	if err := json.Unmarshal([]byte(hosts), &s.AllowedHosts); err != nil {
+		return s, fmt.Errorf("secret %s: allowed_hosts: %w", s.Name, err)
+	}
+	var err error
+	if s.CreatedAt, err = parseTS(created); err != nil {
+		return s, err
+	}
+	if s.UpdatedAt, err = parseTS(updated); err != nil {
+		return s, err
+	}
+	s.LastUsedAt, err = parseTSPtr(used)
+	return s, err
+}
+
+func hostsJSON(h []string) (string, error) {
+	if h == nil {
+		h = []string{}
+	}
+	b, err := json.Marshal(h)
+	return string(b), err
+}
+
+const versionMetaCols = "tenant_id, name, version, created_at, created_by, key_id"
+
+func scanVersion(sc interface{ Scan(...any) error }, sealed bool) (store.SecretVersion, error) {
+	var v store.SecretVersion
+	var created string
+	dest := []any{&v.TenantID, &v.Name, &v.Version, &created, &v.CreatedBy, &v.KeyID}
+	if sealed {
+		dest = append(dest, &v.Sealed)
+	}
+	if err := sc.Scan(dest...); err != nil {
+		return v, err
+	}
+	var err error
+	v.CreatedAt, err = parseTS(created)
+	return v, err
+}
+
+// readSecret reads a secret and its versions through q (the reader or a transaction).
+func readSecret(ctx context.Context, q querier, tenantID, name string) (store.Secret, error) {
+	s, err := scanSecret(q.QueryRowContext(ctx, "SELECT "+secretCols+" FROM secrets WHERE tenant_id = ? AND name = ?", tenantID, name))
+	if err != nil {
+		return s, notFound(err, "secret")
+	}
+	rows, err := q.QueryContext(ctx, "SELECT "+versionMetaCols+
+		" FROM secret_versions WHERE tenant_id = ? AND name = ? ORDER BY version DESC", tenantID, name)
+	s.Versions, err = scanAll(rows, err, func(r *sql.Rows) (store.SecretVersion, error) { return scanVersion(r, false) })
+	return s, err
+}
+
+// Secret implements store.Reader.
+func (s *Store) Secret(ctx context.Context, tenantID, name string) (store.Secret, error) {
+	return readSecret(ctx, s.r, tenantID, name)
+}
+
+var secretFields = odata.Schema{
+	"name":       {Column: "name", Type: odata.String, Filter: true, Sort: true},
+	"created_at": {Column: "created_at", Type: odata.Time, Filter: true, Sort: true},
+}
+
+// ListSecrets implements store.Reader.
+func (s *Store) ListSecrets(ctx context.Context, tenantID string, q store.ListQuery) (store.Page[store.Secret], error) {
+	return listPage(ctx, s.r, listSpec[store.Secret]{
+		from: "secrets", cols: secretCols, fields: secretFields, scope: "tenant_id = ?", scopeArgs: []any{tenantID},
+		defaultOrder: []odata.OrderItem{{Field: "name"}},
+		scan:         func(r scanner) (store.Secret, error) { return scanSecret(r) },
+	}, q)
+}
+
+// SealedSecret implements store.Reader.
+func (s *Store) SealedSecret(ctx context.Context, tenantID, name string) (store.SealedSecret, error) {
+	var out store.SealedSecret
+	var hosts, created string
+	v := &out.Version
+	err := s.r.QueryRowContext(ctx, `SELECT s.allowed_hosts, v.tenant_id, v.name, v.version, v.created_at, v.created_by, v.key_id, v.sealed
+		FROM secrets s JOIN secret_versions v ON v.tenant_id = s.tenant_id AND v.name = s.name AND v.version = s.version
+		WHERE s.tenant_id = ? AND s.name = ? AND v.sealed IS NOT NULL`, tenantID, name).
+		Scan(&hosts, &v.TenantID, &v.Name, &v.Version, &created, &v.CreatedBy, &v.KeyID, &v.Sealed)
+	if err != nil {
+		return out, notFound(err, "secret")
+	}
+	if err := json.Unmarshal([]byte(hosts), &out.AllowedHosts); err != nil {
+		return out, fmt.Errorf("secret %s: allowed_hosts: %w", name, err)
+	}
+	v.CreatedAt, err = parseTS(created)
+	return out, err
+}
+
+// SecretsToRewrap implements store.Reader.
+func (s *Store) SecretsToRewrap(ctx context.Context, q store.RewrapQuery) ([]store.SecretVersion, error) {
+	rows, err := s.r.QueryContext(ctx, "SELECT "+versionMetaCols+`, sealed FROM secret_versions
+		WHERE sealed IS NOT NULL AND key_id <> ? AND (tenant_id, name, version) > (?, ?, ?)
+		ORDER BY tenant_id, name, version LIMIT ?`,
+		q.ExceptKeyID, q.After.TenantID, q.After.Name, q.After.Version, q.Limit)
+	return scanAll(rows, err, func(r *sql.Rows) (store.SecretVersion, error) { return scanVersion(r, true) })
+}
+
+// InsertSecret implements store.Tx.
+func (t *tx) InsertSecret(s store.Secret, v store.SecretVersion) error {
+	hosts, err := hostsJSON(s.AllowedHosts)
+	if err != nil {
+		return err
+	}
+	res, err := t.t.ExecContext(bg, `INSERT INTO secrets (tenant_id, name, description, allowed_hosts, version, created_at,
+		updated_at, last_used_at, created_by, updated_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		s.TenantID, s.Name, s.Description, hosts, s.Version, ts(s.CreatedAt), ts(s.UpdatedAt), tsPtr(s.LastUsedAt),
+		s.CreatedBy, s.UpdatedBy)
+	if err := conflictErr(res, err, func() error { return fmt.Errorf("secret %s: %w", s.Name, store.ErrConflict) }); err != nil {
+		return err
+	}
+	// A deleted secret's versions are gone with it; none of a new one can exist.
+	return t.insertVersion(v)
+}
+
+func (t *tx) insertVersion(v store.SecretVersion) error {
+	res, err := t.t.ExecContext(bg, `INSERT INTO secret_versions (tenant_id, name, version, sealed, key_id, created_at, created_by)
+		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`, v.TenantID, v.Name, v.Version, v.Sealed, v.KeyID, ts(v.CreatedAt), v.CreatedBy)
+	return conflictErr(res, err, func() error { return fmt.Errorf("secret %s version %d: %w", v.Name, v.Version, store.ErrConflict) })
+}
+
+// Secret implements store.Tx.
+func (t *tx) Secret(tenantID, name string) (store.Secret, error) {
+	return readSecret(bg, t.t, tenantID, name)
+}
+
+// UpdateSecret implements store.Tx.
+func (t *tx) UpdateSecret(s store.Secret) error {
+	hosts, err := hostsJSON(s.AllowedHosts)
+	if err != nil {
+		return err
+	}
+	res, err := t.t.ExecContext(bg, `UPDATE secrets SET description = ?, allowed_hosts = ?, version = ?, updated_at = ?,
+		updated_by = ? WHERE tenant_id = ? AND name = ?`,
+		s.Description, hosts, s.Version, ts(s.UpdatedAt), s.UpdatedBy, s.TenantID, s.Name)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("secret %s: %w", s.Name, store.ErrNotFound)
+	}
+	return nil
+}
+
+// AddSecretVersion implements store.Tx.
+func (t *tx) AddSecretVersion(v store.SecretVersion, keep int) error {
+	if err := t.insertVersion(v); err != nil {
+		return err
+	}
+	if _, err := t.t.ExecContext(bg, `UPDATE secret_versions SET sealed = NULL, key_id = ''
+		WHERE tenant_id = ? AND name = ? AND version < ? AND sealed IS NOT NULL`, v.TenantID, v.Name, v.Version); err != nil {
+		return err
+	}
+	_, err := t.t.ExecContext(bg, `DELETE FROM secret_versions WHERE tenant_id = ? AND name = ? AND version <= ?`,
+		v.TenantID, v.Name, v.Version-int64(max(keep, 1)))
+	return err
+}
+
+// DeleteSecret implements store.Tx.
+func (t *tx) DeleteSecret(tenantID, name string) error {
+	res, err := t.t.ExecContext(bg, "DELETE FROM secrets WHERE tenant_id = ? AND name = ?", tenantID, name)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("secret %s: %w", name, store.ErrNotFound)
+	}
+	_, err = t.t.ExecContext(bg, "DELETE FROM secret_versions WHERE tenant_id = ? AND name = ?", tenantID, name)
+	return err
+}
+
+// CountTenantSecrets implements store.Tx.
+func (t *tx) CountTenantSecrets(tenantID string) (int64, error) {
+	var n int64
+	err := t.t.QueryRowContext(bg, "SELECT count(*) FROM secrets WHERE tenant_id = ?", tenantID).Scan(&n)
+	return n, err
+}
+
+// TouchSecret implements store.Tx.
+func (t *tx) TouchSecret(tenantID, name string, at time.Time) error {
+	_, err := t.t.ExecContext(bg, "UPDATE secrets SET last_used_at = ? WHERE tenant_id = ? AND name = ?", ts(at), tenantID, name)
+	return err
+}
+
+// RewrapSecret implements store.Tx.
+func (t *tx) RewrapSecret(r store.SecretRewrap) (bool, error) {
+	res, err := t.t.ExecContext(bg, `UPDATE secret_versions SET sealed = ?, key_id = ?
+		WHERE tenant_id = ? AND name = ? AND version = ? AND key_id = ? AND sealed IS NOT NULL`,
+		r.Sealed, r.KeyID, r.Ref.TenantID, r.Ref.Name, r.Ref.Version, r.FromKeyID)
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
