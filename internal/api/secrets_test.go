@@ -20,6 +20,7 @@ import (
 	"github.com/larkrun/lark/internal/keyring"
 	"github.com/larkrun/lark/internal/secrets"
 	"github.com/larkrun/lark/internal/server"
+	"github.com/larkrun/lark/internal/store/pgstore/pgtest"
 )
 
 const secretsPath = base + "/secrets"
@@ -275,9 +276,11 @@ func TestSecretNeverLeaks(t *testing.T) {
 
 	logs := &syncBuffer{}
 	dataDir := t.TempDir()
+	var storeURL string // "" (SQLite in dataDir) or the PostgreSQL schema's URL
 	e := secretsEnv(t, func(c *server.Config) {
 		c.UnsafeEgressAllowLoopback = true
 		c.DataDir = dataDir
+		storeURL = c.Store
 		c.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})
 	invDispatcher(t, e)
@@ -377,8 +380,18 @@ def main(ctx, input):
 	s := e.expect(t, http.StatusOK, http.MethodGet, secretsPath+"/api_key", adm, nil)
 	require.NotNil(t, s.Body["last_used_at"])
 
-	// The logs, then the raw database files (the database, its WAL and anything else there).
+	// The logs, then the raw database: on PostgreSQL every row of the server's schema (sealed values
+	// as their raw bytes); on SQLite its files (the database, its WAL and anything else there).
 	look("logs", []byte(logs.String()))
+	if storeURL != "" {
+		rows := pgtest.Contents(t, storeURL)
+		for table, b := range rows {
+			look("table "+table, b)
+		}
+		require.Contains(t, string(rows["secrets"]), "api_key", "the secrets were read")
+		require.NotEmpty(t, rows["secret_versions"], "the sealed values were read")
+		return
+	}
 	files, err := filepath.Glob(filepath.Join(dataDir, "*"))
 	require.NoError(t, err)
 	require.NotEmpty(t, files)

@@ -363,10 +363,10 @@ func batchEvents(t testing.TB, e *env, tok, ep string) [][]string {
 }
 
 func TestTriggerBatching(t *testing.T) {
-	dir := t.TempDir()
+	dir, st := t.TempDir(), testStore(t)
 	clk := clock.NewFake(time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC))
 	start := func() *env {
-		srv, err := server.New(context.Background(), server.Config{DataDir: dir, AdminToken: operator, Clock: clk, MaxInFlight: 256})
+		srv, err := server.New(context.Background(), server.Config{DataDir: dir, Store: st, AdminToken: operator, Clock: clk, MaxInFlight: 256})
 		require.NoError(t, err)
 		e := &env{srv: srv, ts: httptest.NewServer(srv.Handler())}
 		e.client = e.ts.Client()

@@ -34,6 +34,7 @@ import (
 	"github.com/larkrun/lark/internal/clock"
 	"github.com/larkrun/lark/internal/keyring"
 	"github.com/larkrun/lark/internal/server"
+	"github.com/larkrun/lark/internal/store/pgstore/pgtest"
 )
 
 const (
@@ -45,10 +46,12 @@ const (
 // takes any object.
 type whkEnv struct {
 	*env
-	clk  *clock.Fake
-	adm  string
-	dir  string
-	logs *syncBuffer
+	clk *clock.Fake
+	adm string
+	dir string
+	// store is the server's Config.Store: "" (SQLite in dir) or a PostgreSQL schema's URL.
+	store string
+	logs  *syncBuffer
 }
 
 func newWhkEnv(t *testing.T, mods ...func(*server.Config)) *whkEnv {
@@ -59,12 +62,12 @@ func newWhkEnv(t *testing.T, mods ...func(*server.Config)) *whkEnv {
 	kr, err := keyring.Parse(setting)
 	require.NoError(t, err)
 	logs := &syncBuffer{}
-	var dir string
+	var dir, st string
 	e := newEnv(t, append([]func(*server.Config){func(c *server.Config) {
-		c.Clock, c.Keyring, dir = clk, kr, c.DataDir
+		c.Clock, c.Keyring, dir, st = clk, kr, c.DataDir, c.Store
 		c.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}}, mods...)...)
-	w := &whkEnv{env: e, clk: clk, adm: invTenant(t, e, "acme"), dir: dir, logs: logs}
+	w := &whkEnv{env: e, clk: clk, adm: invTenant(t, e, "acme"), dir: dir, store: st, logs: logs}
 	e.registerActive(t, w.adm, invFn(t, "hooks.receive.v1~", "def main(ctx, input):\n    return {\"got\": input[\"body\"]}\n",
 		set("traits.invocation", obj{"supported": []any{"async"}, "default": "async"})))
 	return w
@@ -592,13 +595,22 @@ func TestWebhookSecretNeverLeaks(t *testing.T) {
 		seen.Write(w.expect(t, http.StatusOK, http.MethodGet, whkPath+"/"+it["webhook_trigger_id"].(string)+"/deliveries", w.adm, nil).Raw)
 	}
 	seen.WriteString(w.logs.String())
-	files, err := filepath.Glob(filepath.Join(w.dir, "lark.db*"))
-	require.NoError(t, err)
-	require.NotEmpty(t, files)
-	for _, f := range files {
-		b, err := os.ReadFile(f)
+	if w.store != "" {
+		// PostgreSQL: every row of the server's schema, sealed values as their raw bytes.
+		rows := pgtest.Contents(t, w.store)
+		require.NotEmpty(t, rows["webhook_secrets"], "the sealed secrets were read")
+		for _, b := range rows {
+			seen.Write(b)
+		}
+	} else {
+		files, err := filepath.Glob(filepath.Join(w.dir, "lark.db*"))
 		require.NoError(t, err)
-		seen.Write(b)
+		require.NotEmpty(t, files)
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			require.NoError(t, err)
+			seen.Write(b)
+		}
 	}
 	for _, s := range secrets {
 		require.NotContains(t, seen.String(), s)
@@ -639,14 +651,14 @@ func TestWebhookReplayRace(t *testing.T) {
 
 // TestWebhookReplayAcrossRestart: the replay memory and the idempotency keys are durable.
 func TestWebhookReplayAcrossRestart(t *testing.T) {
-	dir := t.TempDir()
+	dir, st := t.TempDir(), testStore(t)
 	clk := clock.NewFake(time.Date(2026, 1, 27, 10, 0, 0, 0, time.UTC))
 	setting, err := keyring.Generate()
 	require.NoError(t, err)
 	kr, err := keyring.Parse(setting)
 	require.NoError(t, err)
 	cfg := func() server.Config {
-		return server.Config{DataDir: dir, AdminToken: operator, MaxInFlight: 256, Clock: clk, Keyring: kr}
+		return server.Config{DataDir: dir, Store: st, AdminToken: operator, MaxInFlight: 256, Clock: clk, Keyring: kr}
 	}
 	// The first server is closed by the test (a restart), not by the harness.
 	srv, err := server.New(context.Background(), cfg())
@@ -678,7 +690,7 @@ func TestWebhookReplayAcrossRestart(t *testing.T) {
 // TestWebhookMasterKeyRotation: secrets sealed under an old master key are rewrapped at start when
 // the new key comes first ("NEW,OLD"), so a server with only the new key still opens them.
 func TestWebhookMasterKeyRotation(t *testing.T) {
-	dir := t.TempDir()
+	dir, st := t.TempDir(), testStore(t)
 	clk := clock.NewFake(time.Date(2026, 1, 27, 10, 0, 0, 0, time.UTC))
 	oldKey, err := keyring.Generate()
 	require.NoError(t, err)
@@ -690,7 +702,7 @@ func TestWebhookMasterKeyRotation(t *testing.T) {
 			kr, err = keyring.Parse(setting)
 			require.NoError(t, err)
 		}
-		srv, err := server.New(context.Background(), server.Config{DataDir: dir, AdminToken: operator, MaxInFlight: 256, Clock: clk, Keyring: kr})
+		srv, err := server.New(context.Background(), server.Config{DataDir: dir, Store: st, AdminToken: operator, MaxInFlight: 256, Clock: clk, Keyring: kr})
 		require.NoError(t, err)
 		ts := httptest.NewServer(srv.Handler())
 		fn(&env{srv: srv, ts: ts, client: ts.Client()})

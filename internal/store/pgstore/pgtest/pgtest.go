@@ -4,9 +4,11 @@
 package pgtest
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net/url"
 	"os"
 	"testing"
@@ -69,4 +71,65 @@ func Schema(t testing.TB) string {
 	q.Set("search_path", name)
 	u.RawQuery = q.Encode()
 	return u.String()
+}
+
+// Contents reads every row of every table in the schema that dbURL selects (a URL from Schema) and
+// returns, per table, the rows' values in their native form, one row a line: text as its bytes,
+// bytea as its raw bytes (not PostgreSQL's \x hex form), other values as fmt prints them. It is
+// what a leak test searches on PostgreSQL, as it searches the database file on SQLite.
+func Contents(t testing.TB, dbURL string) map[string][]byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT table_name FROM information_schema.tables
+		WHERE table_schema = current_schema() AND table_type = 'BASE TABLE' ORDER BY table_name`)
+	if err != nil {
+		t.Fatalf("list tables: %v", err)
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatalf("list tables: %v", err)
+	}
+	if len(tables) == 0 {
+		t.Fatal("the schema has no tables")
+	}
+	out := make(map[string][]byte, len(tables))
+	for _, table := range tables {
+		rows, err := conn.Query(ctx, "SELECT * FROM "+pgx.Identifier{table}.Sanitize())
+		if err != nil {
+			t.Fatalf("read %s: %v", table, err)
+		}
+		var b bytes.Buffer
+		for rows.Next() {
+			vals, err := rows.Values()
+			if err != nil {
+				t.Fatalf("read %s: %v", table, err)
+			}
+			for i, v := range vals {
+				if i > 0 {
+					b.WriteByte('\t')
+				}
+				switch v := v.(type) {
+				case nil:
+				case string:
+					b.WriteString(v)
+				case []byte:
+					b.Write(v)
+				default:
+					fmt.Fprint(&b, v)
+				}
+			}
+			b.WriteByte('\n')
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatalf("read %s: %v", table, err)
+		}
+		out[table] = b.Bytes()
+	}
+	return out
 }
