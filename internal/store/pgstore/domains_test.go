@@ -287,3 +287,32 @@ func TestNewListsPage(t *testing.T) {
 	})
 	require.Equal(t, []string{"s0", "s1", "s2", "s3", "s4"}, got)
 }
+
+// TestTriggerMetricsSameRowTwice: one call with several deltas of the same hourly row (PostgreSQL
+// refuses an upsert that meets a row twice) adds them all up.
+func TestTriggerMetricsSameRowTwice(t *testing.T) {
+	s := openTemp(t, pgstore.Options{MaxConns: 2})
+	defer s.Close()
+	ctx := context.Background()
+	delta := func(trg string, at time.Duration, c trigger.Counters, latency int64) trigger.MetricsDelta {
+		return trigger.MetricsDelta{TenantID: "acme", TriggerID: trg, Hour: d0.Add(at), Counters: c, LatencyMS: latency}
+	}
+	require.NoError(t, s.Update(ctx, func(x store.Tx) error {
+		return x.AddTriggerMetrics(
+			delta("t2", 0, trigger.Counters{Received: 1}, -1),
+			delta("t1", 0, trigger.Counters{Received: 2, FilteredOut: 1}, -1),
+			delta("t1", 10*time.Minute, trigger.Counters{Triggered: 1}, 7),
+			delta("t1", 20*time.Minute, trigger.Counters{Received: 3, Failed: 1}, 8),
+			delta("t1", time.Hour, trigger.Counters{Received: 5}, -1))
+	}))
+	rows, err := s.TriggerMetrics(ctx, "acme", "t1", d0)
+	require.NoError(t, err)
+	require.Len(t, rows, 2)
+	require.Equal(t, trigger.Counters{Received: 5, FilteredOut: 1, Triggered: 1, Failed: 1}, rows[0].Counters)
+	require.EqualValues(t, 2, rows[0].Latency[3], "7 and 8 ms fall in the (5, 10] bucket")
+	require.Equal(t, trigger.Counters{Received: 5}, rows[1].Counters)
+	rows, err = s.TriggerMetrics(ctx, "acme", "t2", d0)
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+	require.EqualValues(t, 1, rows[0].Received)
+}

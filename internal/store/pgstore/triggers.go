@@ -1,10 +1,12 @@
 package pgstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -422,22 +424,53 @@ func latencyBucket(ms int64) int {
 // metricsRowsPerStatement bounds the rows of one metrics upsert (9 parameters each).
 const metricsRowsPerStatement = 200
 
-// AddTriggerMetrics implements store.Tx: the counters of every delta in one upsert per 200 rows,
-// then each latency observation into its row's histogram.
+// metricsRow names one hourly metrics row.
+type metricsRow struct{ tenantID, triggerID, hour string }
+
+// metricsRows adds up the counters of the deltas of each row and orders the rows by key.
+// PostgreSQL refuses an upsert that meets one row twice ("ON CONFLICT DO UPDATE command cannot
+// affect row a second time"), which SQLite applies in turn; and the key order makes two processes
+// lock the rows they share in the same order.
+func metricsRows(ds []trigger.MetricsDelta) ([]metricsRow, []trigger.Counters) {
+	sum := make(map[metricsRow]trigger.Counters, len(ds))
+	for _, d := range ds {
+		k := metricsRow{d.TenantID, d.TriggerID, ts(d.Hour.UTC().Truncate(time.Hour))}
+		c := sum[k]
+		c.Add(d.Counters)
+		sum[k] = c
+	}
+	keys := make([]metricsRow, 0, len(sum))
+	for k := range sum {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b metricsRow) int {
+		return cmp.Or(cmp.Compare(a.tenantID, b.tenantID), cmp.Compare(a.triggerID, b.triggerID), cmp.Compare(a.hour, b.hour))
+	})
+	counters := make([]trigger.Counters, len(keys))
+	for i, k := range keys {
+		counters[i] = sum[k]
+	}
+	return keys, counters
+}
+
+// AddTriggerMetrics implements store.Tx: the counters of every row (the deltas of one row added up)
+// in one upsert per 200 rows, then each latency observation into its row's histogram.
 func (t *tx) AddTriggerMetrics(ds ...trigger.MetricsDelta) error {
-	for start := 0; start < len(ds); start += metricsRowsPerStatement {
-		chunk := ds[start:min(start+metricsRowsPerStatement, len(ds))]
+	keys, counters := metricsRows(ds)
+	for start := 0; start < len(keys); start += metricsRowsPerStatement {
+		end := min(start+metricsRowsPerStatement, len(keys))
+		chunk, sums := keys[start:end], counters[start:end]
 		var q strings.Builder
 		q.WriteString(`INSERT INTO trigger_metrics (tenant_id, trigger_id, hour, received, filtered_out, triggered,
 		succeeded, failed, dead_lettered) VALUES `)
 		a := make([]any, 0, 9*len(chunk))
-		for i, d := range chunk {
+		for i, k := range chunk {
 			if i > 0 {
 				q.WriteString(", ")
 			}
 			q.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?)")
-			a = append(a, d.TenantID, d.TriggerID, ts(d.Hour.UTC().Truncate(time.Hour)), d.Received, d.FilteredOut, d.Triggered,
-				d.Succeeded, d.Failed, d.DeadLettered)
+			c := sums[i]
+			a = append(a, k.tenantID, k.triggerID, k.hour, c.Received, c.FilteredOut, c.Triggered, c.Succeeded, c.Failed, c.DeadLettered)
 		}
 		q.WriteString(` ON CONFLICT (tenant_id, trigger_id, hour) DO UPDATE SET
 		received = trigger_metrics.received + excluded.received,
