@@ -101,20 +101,23 @@ func TestConflictsKeepTheTransaction(t *testing.T) {
 	require.NoError(t, err)
 }
 
-// contend runs hold in store b, keeps b's transaction open, runs wait in store a, waits (with a
-// deadline) until a's statement is blocked on b's uncommitted row, lets b commit, and returns
-// a's result: two processes writing the same key at once.
-func contend(t *testing.T, hold, wait func(store.Tx) error) error {
+// contend runs setup (when set), then hold in store b, keeps b's transaction open, runs wait in store
+// a, waits (with a deadline) until a's statement is blocked on b's uncommitted row, lets b commit,
+// and returns a's result and a (closed when t ends): two processes writing the same key at once.
+func contend(t *testing.T, setup, hold, wait func(store.Tx) error) (store.Store, error) {
 	t.Helper()
 	url := pgtest.Schema(t)
 	ctx := context.Background()
 	app := fmt.Sprintf("contend_%d", time.Now().UnixNano())
 	a, err := pgstore.Open(ctx, url+"&application_name="+app, pgstore.Options{MaxConns: 3, Retry: pgstore.RetryPolicy{Attempts: 1}})
 	require.NoError(t, err)
-	defer a.Close()
+	t.Cleanup(func() { require.NoError(t, a.Close()) })
 	b, err := pgstore.Open(ctx, url, pgstore.Options{MaxConns: 3})
 	require.NoError(t, err)
-	defer b.Close()
+	defer func() { require.NoError(t, b.Close()) }()
+	if setup != nil {
+		require.NoError(t, b.Update(ctx, setup))
+	}
 	held, release := make(chan struct{}), make(chan struct{})
 	bDone := make(chan error, 1)
 	go func() {
@@ -150,13 +153,13 @@ func contend(t *testing.T, hold, wait func(store.Tx) error) error {
 	}
 	close(release)
 	require.NoError(t, <-bDone)
-	return <-aDone
+	return a, <-aDone
 }
 
 // TestTriggerStartAcrossProcesses: two processes starting an invocation for the same event of a
 // trigger at once: the second waits for the first and gets ErrConflict (each event starts once).
 func TestTriggerStartAcrossProcesses(t *testing.T) {
-	err := contend(t,
+	_, err := contend(t, nil,
 		func(x store.Tx) error { return x.InsertTriggerStart(newStart("inv_b", 1)) },
 		func(x store.Tx) error { return x.InsertTriggerStart(newStart("inv_a", 1)) })
 	require.ErrorIs(t, err, store.ErrConflict)
@@ -165,7 +168,7 @@ func TestTriggerStartAcrossProcesses(t *testing.T) {
 // TestRememberWebhookAcrossProcesses: the same signature delivered to two processes at once is
 // accepted by one only (the replay memory).
 func TestRememberWebhookAcrossProcesses(t *testing.T) {
-	err := contend(t,
+	_, err := contend(t, nil,
 		func(x store.Tx) error { return x.RememberWebhook(newSeen("inv_b"), d0) },
 		func(x store.Tx) error { return x.RememberWebhook(newSeen("inv_a"), d0) })
 	require.ErrorIs(t, err, store.ErrConflict)
@@ -315,4 +318,50 @@ func TestTriggerMetricsSameRowTwice(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, rows, 1)
 	require.EqualValues(t, 1, rows[0].Received)
+}
+
+// TestSecretUpdateAcrossProcesses: a secret's read-modify-write (Tx.Secret, then UpdateSecret, which
+// has no revision to check) in one process waits for another process's update in flight and then
+// reads its result, so neither update is lost and the version never goes back.
+func TestSecretUpdateAcrossProcesses(t *testing.T) {
+	v := func(version int64) store.SecretVersion {
+		return store.SecretVersion{TenantID: "acme", Name: "k", Version: version, CreatedAt: d0, KeyID: "key1", Sealed: []byte{byte(version)}}
+	}
+	var seen store.Secret
+	a, err := contend(t,
+		func(x store.Tx) error {
+			return x.InsertSecret(store.Secret{TenantID: "acme", Name: "k", Description: "first", Version: 1, CreatedAt: d0, UpdatedAt: d0}, v(1))
+		},
+		// b sets a new value (version 2).
+		func(x store.Tx) error {
+			cur, err := x.Secret("acme", "k")
+			if err != nil {
+				return err
+			}
+			if err := x.AddSecretVersion(v(cur.Version+1), 5); err != nil {
+				return err
+			}
+			cur.Version++
+			return x.UpdateSecret(cur)
+		},
+		// a changes the description only, from what it read.
+		func(x store.Tx) error {
+			cur, err := x.Secret("acme", "k")
+			if err != nil {
+				return err
+			}
+			seen = cur
+			cur.Description = "second"
+			return x.UpdateSecret(cur)
+		})
+	require.NoError(t, err)
+	require.EqualValues(t, 2, seen.Version, "a read the secret as b left it")
+	require.Len(t, seen.Versions, 2)
+	got, err := a.Secret(context.Background(), "acme", "k")
+	require.NoError(t, err)
+	require.Equal(t, "second", got.Description)
+	require.EqualValues(t, 2, got.Version)
+	sealed, err := a.SealedSecret(context.Background(), "acme", "k")
+	require.NoError(t, err, "the latest version still has its value")
+	require.Equal(t, []byte{2}, sealed.Version.Sealed)
 }

@@ -60,9 +60,14 @@ func scanVersion(sc interface{ Scan(...any) error }, sealed bool) (store.SecretV
 	return v, err
 }
 
-// readSecret reads a secret and its versions through q (the reader or a transaction).
-func readSecret(ctx context.Context, q querier, tenantID, name string) (store.Secret, error) {
-	s, err := scanSecret(q.QueryRowContext(ctx, "SELECT "+secretCols+" FROM secrets WHERE tenant_id = ? AND name = ?", tenantID, name))
+// readSecret reads a secret and its versions through q (the reader or a transaction). lock (in a
+// transaction) locks the secret's row until the commit: the read of a read-modify-write.
+func readSecret(ctx context.Context, q querier, tenantID, name string, lock bool) (store.Secret, error) {
+	query := "SELECT " + secretCols + " FROM secrets WHERE tenant_id = ? AND name = ?"
+	if lock {
+		query += " FOR UPDATE"
+	}
+	s, err := scanSecret(q.QueryRowContext(ctx, query, tenantID, name))
 	if err != nil {
 		return s, notFound(err, "secret")
 	}
@@ -74,7 +79,7 @@ func readSecret(ctx context.Context, q querier, tenantID, name string) (store.Se
 
 // Secret implements store.Reader.
 func (s *Store) Secret(ctx context.Context, tenantID, name string) (store.Secret, error) {
-	return readSecret(ctx, s.r, tenantID, name)
+	return readSecret(ctx, s.r, tenantID, name, false)
 }
 
 var secretFields = odata.Schema{
@@ -142,9 +147,13 @@ func (t *tx) insertVersion(v store.SecretVersion) error {
 	return conflictErr(res, err, func() error { return fmt.Errorf("secret %s version %d: %w", v.Name, v.Version, store.ErrConflict) })
 }
 
-// Secret implements store.Tx.
+// Secret implements store.Tx. It locks the secret's row (FOR UPDATE): UpdateSecret writes what
+// the caller read here, with no revision to check, so another process's update of the secret must
+// wait for this transaction, and this read must see an update committed before it (READ COMMITTED
+// returns the row's latest version once the lock is granted). On SQLite the single writer gives the
+// same guarantee.
 func (t *tx) Secret(tenantID, name string) (store.Secret, error) {
-	return readSecret(bg, t.t, tenantID, name)
+	return readSecret(bg, t.t, tenantID, name, true)
 }
 
 // UpdateSecret implements store.Tx.
