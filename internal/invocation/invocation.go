@@ -109,6 +109,9 @@ type Record struct {
 	ParentSeq       *int            `json:"parent_seq,omitempty"`       // the parent workflow's journal position awaiting this child
 	CompensationFor string          `json:"compensation_for,omitempty"` // the workflow invocation this handler compensates
 	CacheKey        string          `json:"cache_key,omitempty"`        // response-cache key when caching is active (never shown)
+	// RetryPolicy overrides the entrypoint's traits.retry for this invocation (a trigger's
+	// retry_policy), in outcome.RetryPolicy's JSON shape; empty: the entrypoint's.
+	RetryPolicy json.RawMessage `json:"retry_policy,omitempty"`
 	Replay          string          `json:"replay_of,omitempty"`        // the invocation this one replays
 	CreatedAt       time.Time       `json:"created_at"`
 	StartedAt       *time.Time      `json:"started_at,omitempty"`

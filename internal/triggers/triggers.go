@@ -31,6 +31,7 @@ import (
 	"github.com/larkrun/lark/internal/invoke"
 	"github.com/larkrun/lark/internal/mergepatch"
 	"github.com/larkrun/lark/internal/obs"
+	"github.com/larkrun/lark/internal/outcome"
 	"github.com/larkrun/lark/internal/problem"
 	"github.com/larkrun/lark/internal/store"
 	"github.com/larkrun/lark/internal/trigger"
@@ -338,6 +339,29 @@ func (s *Service) committed(tx store.Tx, t trigger.Trigger, deleted bool) {
 			s.o.Feeds.Changed(t, deleted)
 		}
 	})
+}
+
+// retryPolicy is the retry policy of the invocations t starts: its retry_policy, else its
+// dead_letter_queue's; nil (the entrypoint's traits.retry) when it has neither. 002's backoff_ms is
+// the delay between attempts (constant); 000's initial_delay_ms, max_delay_ms and
+// backoff_multiplier give an exponential backoff.
+func retryPolicy(t trigger.Trigger) *outcome.RetryPolicy {
+	rp := t.RetryPolicy
+	if rp == nil {
+		rp = t.DeadLetterQueue.RetryPolicy
+	}
+	if rp == nil {
+		return nil
+	}
+	out := outcome.RetryPolicy{MaxAttempts: rp.MaxAttempts, InitialDelayMS: rp.InitialDelayMS, MaxDelayMS: rp.MaxDelayMS,
+		BackoffMultiplier: rp.BackoffMultiplier}
+	if out.InitialDelayMS == 0 {
+		out.InitialDelayMS = rp.BackoffMS
+	}
+	if out.BackoffMultiplier == 0 {
+		out.BackoffMultiplier = 1
+	}
+	return &out
 }
 
 // runAs is the identity a trigger's invocation has: the trigger itself (system), or the subject
