@@ -375,23 +375,11 @@ func runAs(t trigger.Trigger, publisher string) auth.SecurityContext {
 }
 
 func canRead(sc auth.SecurityContext) error {
-	if sc.Operator {
-		return problem.Forbidden("the platform operator has no tenant; use a tenant token to manage triggers")
-	}
-	if !sc.Has(auth.RoleViewer) {
-		return problem.Forbidden("reading triggers needs the viewer role")
-	}
-	return nil
+	return auth.RequireTenantRole(sc, auth.RoleViewer, "reading triggers")
 }
 
 func canWrite(sc auth.SecurityContext) error {
-	if err := canRead(sc); err != nil {
-		return err
-	}
-	if !sc.Has(auth.RoleDeveloper) {
-		return problem.Forbidden("changing triggers needs the developer role")
-	}
-	return nil
+	return auth.RequireTenantRole(sc, auth.RoleDeveloper, "changing triggers")
 }
 
 func (s *Service) auditEvent(ctx context.Context, sc auth.SecurityContext, t trigger.Trigger, typ string, details map[string]any) audit.Event {
