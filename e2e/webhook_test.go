@@ -135,6 +135,26 @@ func TestWebhookStartsWorkflowThatWaitsForApproval(t *testing.T) {
 	require.Equal(t, "succeeded", rec.Status, "%+v", rec)
 	require.JSONEq(t, `{"pr":42,"approved_by":"alice","github_event":"pull_request"}`, string(rec.Result))
 
+	// A Stripe-style trigger signs a timestamp: a delivery signed 10 minutes ago (outside the
+	// 5-minute tolerance) is a replayed timestamp and refused; the same body signed now is accepted.
+	var stripe struct {
+		URL    string `json:"webhook_url"`
+		Secret string `json:"secret"`
+	}
+	requireJSON(t, p.do(http.MethodPost, apiBase+"/webhook-triggers", p.Token, mustJSON(t, map[string]any{
+		"webhook_trigger_id": "stripe-pr", "entrypoint_id": approvalWorkflowID,
+		"authentication": map[string]any{"type": "hmac_sha256", "format": "stripe"},
+	})), http.StatusCreated, &stripe)
+	stripeSig := func(at time.Time) map[string]string {
+		ts := fmt.Sprint(at.Unix())
+		m := hmac.New(sha256.New, []byte(stripe.Secret))
+		m.Write([]byte(ts + "." + body))
+		return map[string]string{"Stripe-Signature": "t=" + ts + ",v1=" + hex.EncodeToString(m.Sum(nil))}
+	}
+	stale := p.deliver(t, stripe.URL, body, stripeSig(time.Now().Add(-10*time.Minute)))
+	require.Equal(t, http.StatusUnauthorized, stale.Status, "a replayed (stale) timestamp: %s", stale)
+	requireJSON(t, p.deliver(t, stripe.URL, body, stripeSig(time.Now())), http.StatusAccepted, nil)
+
 	var deliveries struct {
 		Items []map[string]any `json:"items"`
 	}

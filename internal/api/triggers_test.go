@@ -640,3 +640,26 @@ func TestTriggerMetricsBufferedCounts(t *testing.T) {
 	}
 	require.EqualValues(t, 3, received, "the counts are in the store after the flush")
 }
+
+// TestTriggerRetryPolicyApplies: a trigger's retry_policy replaces its entrypoint's traits.retry for
+// the invocations it starts (and their redrives); the event is dead-lettered once those retries
+// are spent. A trigger without one leaves the entrypoint's.
+func TestTriggerRetryPolicyApplies(t *testing.T) {
+	e := newEnv(t)
+	invDispatcher(t, e)
+	adm := invTenant(t, e, "acme")
+	ep := e.registerActive(t, adm, failFn(t, "orders.retried.v1~"))["entrypoint_id"].(string) // traits.retry: 1 attempt
+	e.expect(t, http.StatusCreated, http.MethodPost, trgPath, adm, obj{"trigger_id": "retried", "event_type_id": orderType,
+		"entrypoint_id": ep, "retry_policy": obj{"max_attempts": 3, "backoff_ms": 0}})
+	publish(t, e, adm, http.StatusAccepted, obj{"event_id": "r1", "event_type_id": orderType, "payload": obj{}})
+	rec := awaitInvocations(t, e, adm, ep, 1)[0]
+	require.EqualValues(t, 3, rec["attempt"], "three attempts, the trigger's policy: %v", rec)
+	waitUntil(t, func() bool {
+		return len(e.expect(t, http.StatusOK, http.MethodGet, trgPath+"/retried/dead-letters", adm, nil).items()) == 1
+	}, "the event is dead-lettered after the trigger's retries")
+
+	e.expect(t, http.StatusOK, http.MethodPatch, trgPath+"/retried", adm, obj{"retry_policy": nil})
+	publish(t, e, adm, http.StatusAccepted, obj{"event_id": "r2", "event_type_id": orderType, "payload": obj{}})
+	list := awaitInvocations(t, e, adm, ep, 2)
+	require.EqualValues(t, 1, list[1]["attempt"], "without a retry_policy, the entrypoint's one attempt: %v", list[1])
+}

@@ -35,7 +35,16 @@ func (s *Server) webhookRoutes(r chi.Router) {
 // a body bound of its own (the largest max_body_bytes a trigger may have; each trigger's own is
 // checked after it is found).
 func (s *Server) receiverRoutes(r chi.Router) {
-	r.With(s.limitWebhookBody).Post(BasePath+"/webhooks/{tenant_id}/{trigger_id}", s.receiveWebhook)
+	path := BasePath + "/webhooks/{tenant_id}/{trigger_id}"
+	r.With(s.limitWebhookBody).Post(path, s.receiveWebhook)
+	// Any other method is 405 here, not the bearer-token group's 401: the receiver takes no token.
+	notPost := func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("Allow", http.MethodPost)
+		s.problem(w, req, problem.New(problem.TypeMethodNotAllowed, "method %s is not allowed on a webhook receiver; senders POST", req.Method))
+	}
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions} {
+		r.MethodFunc(m, path, notPost)
+	}
 }
 
 func (s *Server) webhooksOff() error {

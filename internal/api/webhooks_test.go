@@ -827,3 +827,14 @@ func TestWebhookPrivacy(t *testing.T) {
 	require.Equal(t, privID, rec["entrypoint_id"])
 	w.expectProblem(t, http.StatusNotFound, "not_found", http.MethodGet, base+"/invocations/"+r.Body["invocation_id"].(string), bob, nil)
 }
+
+// TestWebhookReceiverOtherMethods: the receiver answers other methods with 405 and Allow: POST,
+// never the bearer-token routes' 401.
+func TestWebhookReceiverOtherMethods(t *testing.T) {
+	e := newEnv(t)
+	for _, m := range []string{http.MethodGet, http.MethodPut, http.MethodDelete, http.MethodPatch} {
+		r := e.send(t, request{method: m, path: base + "/webhooks/acme/anything"})
+		require.Equal(t, http.StatusMethodNotAllowed, r.Status, "%s: %s", m, r)
+		require.Equal(t, http.MethodPost, r.Header.Get("Allow"))
+	}
+}

@@ -11,6 +11,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"time"
+
+	"github.com/larkrun/lark/internal/problem"
 )
 
 // Role is one rung of the role ladder; each role includes the ones below it.
@@ -119,4 +121,16 @@ func Hash(secret string) string {
 // Equal compares two secrets in constant time.
 func Equal(a, b string) bool {
 	return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
+}
+
+// RequireTenantRole checks that sc acts for a tenant — the platform operator has none — with at
+// least role. what names the attempt ("reading schedules", "changing triggers") in the 403.
+func RequireTenantRole(sc SecurityContext, role Role, what string) error {
+	if sc.Operator {
+		return problem.Forbidden("the platform operator has no tenant; use a tenant token for %s", what)
+	}
+	if !sc.Has(role) {
+		return problem.Forbidden("%s needs the %s role", what, role)
+	}
+	return nil
 }

@@ -154,6 +154,20 @@ func TestBenchCommand(t *testing.T) {
 	require.Contains(t, stdout, "| workflow10 | ")
 	require.Contains(t, stdout, "| sleepers | — | ")
 
+	// events, small: every event accepted started exactly one invocation, which succeeded.
+	stdout, erep := runBench(t, bin, dir, "--scenarios", "events", "--events-n", "300", "--events-triggers", "20")
+	require.Len(t, erep.Scenarios, 1)
+	ev := erep.Scenarios[0]
+	require.Equal(t, bench.StatusOK, ev.Status, ev.Error)
+	require.Equal(t, 300, ev.Events.N)
+	require.EqualValues(t, 300, ev.Events.Triggered, "none lost, none doubled")
+	require.Equal(t, int64(300), ev.Latency.Count)
+	require.Positive(t, ev.Events.DeliverRate)
+	require.Positive(t, ev.Events.CELMicrosPerEvent)
+	require.Positive(t, ev.Baseline.Throughput, "raw inserts/s")
+	require.InDelta(t, ev.Throughput/ev.Baseline.Throughput, ev.Ratio, 1e-9)
+	require.Contains(t, stdout, "| events | ")
+
 	// A scenario that errors makes the command fail, after writing the table and the JSON file.
 	out := filepath.Join(dir, "failed.json")
 	cmd := exec.Command(bin, "bench", "--scenarios", "coldstart", "--store", "postgres://nobody@127.0.0.1:1/none", "--out", out)

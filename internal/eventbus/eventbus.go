@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"strings"
 	"sync"
 	"time"
 
@@ -62,9 +63,68 @@ type Config struct {
 
 // Bus is the events service.
 type Bus struct {
-	cfg  Config
-	mu   sync.RWMutex
-	subs []Subscriber
+	cfg    Config
+	mu     sync.RWMutex
+	subs   []Subscriber
+	mirror func(events.Event) // SetMirror
+}
+
+// ExternalSourcePrefix starts the source of events that came in from an external bus (natsfeed:
+// "nats://<subject>"); they are not mirrored back out.
+const ExternalSourcePrefix = "nats://"
+
+// SetMirror sets a function handed every newly stored event once its transaction has committed
+// (the NATS bridge's Mirror: it must not block), except events that came from the external bus
+// themselves. Call it before publishing starts.
+func (b *Bus) SetMirror(f func(events.Event)) {
+	b.mu.Lock()
+	b.mirror = f
+	b.mu.Unlock()
+}
+
+// PublishExternal publishes an event that arrived from an external bus for a tenant (ev's ID,
+// TenantID, TypeID, Payload, Source and ReceivedAt set): bounded like POST /events, then stored,
+// validated, delivered and matched in one transaction, idempotent on the event id. A problem
+// (4xx) error means the event can never be accepted as it is.
+func (b *Bus) PublishExternal(ctx context.Context, ev events.Event) (Published, error) {
+	if len(ev.Payload) > b.cfg.MaxPayloadBytes {
+		return Published{}, tooLarge("payload", len(ev.Payload), b.cfg.MaxPayloadBytes)
+	}
+	var payload any
+	if err := invocation.DecodeJSON(ev.Payload, &payload); err != nil {
+		return Published{}, problem.Validation("the payload is not JSON", []problem.Issue{{Path: "$.payload", Code: "INVALID_VALUE", Message: "must be JSON"}})
+	}
+	if path, deep := invocation.TooDeep("$.payload", payload); deep {
+		return Published{}, problem.Validation("the payload is too deep", []problem.Issue{{Path: path, Code: "TOO_DEEP",
+			Message: fmt.Sprintf("the payload is nested more than %d levels deep", invocation.MaxJSONDepth)}})
+	}
+	now := b.cfg.Clock.Now()
+	if ev.ReceivedAt.IsZero() {
+		ev.ReceivedAt = now
+	}
+	ctx = obs.WithLogger(ctx, b.cfg.Logger.With("tenant_id", ev.TenantID, "source", ev.Source))
+	return b.publish(ctx, ev, now)
+}
+
+// publish runs one event's transaction: prepared by the subscribers first, then publishTx.
+func (b *Bus) publish(ctx context.Context, e events.Event, now time.Time) (Published, error) {
+	var out Published
+	prepared := b.prepare(e) // filters evaluated here, in parallel with other requests, not in the writer
+	err := b.cfg.Store.Update(ctx, func(tx store.Tx) error {
+		var err error
+		out, err = b.publishTx(tx, e, now, prepared)
+		return err
+	})
+	var pe *problem.Error
+	if errors.As(err, &pe) {
+		return Published{}, pe
+	}
+	if err != nil {
+		return Published{}, problem.Internal(err)
+	}
+	obs.Logger(ctx).InfoContext(ctx, "event published", "event_id", out.Event.ID,
+		"event_type_id", out.Event.TypeID, "replayed", out.Replayed, "delivered", out.Delivered, "triggered", out.Triggered)
+	return out, nil
 }
 
 // defaultMaxPayloadBytes is 2 MiB, as invoke's.
@@ -177,22 +237,7 @@ func (b *Bus) Publish(ctx context.Context, sc auth.SecurityContext, req PublishR
 	if e.ID == "" {
 		e.ID = b.cfg.IDs.New("evt")
 	}
-	prepared := b.prepare(e) // filters evaluated here, in parallel with other requests, not in the writer
-	err := b.cfg.Store.Update(ctx, func(tx store.Tx) error {
-		var err error
-		out, err = b.publishTx(tx, e, now, prepared)
-		return err
-	})
-	var pe *problem.Error
-	if errors.As(err, &pe) {
-		return Published{}, pe
-	}
-	if err != nil {
-		return Published{}, problem.Internal(err)
-	}
-	obs.Logger(ctx).InfoContext(ctx, "event published", "event_id", out.Event.ID,
-		"event_type_id", out.Event.TypeID, "replayed", out.Replayed, "delivered", out.Delivered, "triggered", out.Triggered)
-	return out, nil
+	return b.publish(ctx, e, now)
 }
 
 // PublishTx stores ev (its ID, TenantID, TypeID, Payload and ReceivedAt set; the payload valid
@@ -227,6 +272,12 @@ func (b *Bus) publishTx(tx store.Tx, ev events.Event, now time.Time, prepared []
 	out := Published{Event: stored, Replayed: !inserted}
 	if !inserted {
 		return out, nil
+	}
+	b.mu.RLock()
+	mirror := b.mirror
+	b.mu.RUnlock()
+	if mirror != nil && !strings.HasPrefix(stored.Source, ExternalSourcePrefix) {
+		tx.AfterCommit(func() { mirror(stored) })
 	}
 	// Validated once stored: a replayed id returns its stored event whatever the new payload; an
 	// invalid new event fails the transaction, which takes the insert back.

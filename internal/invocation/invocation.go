@@ -109,13 +109,16 @@ type Record struct {
 	ParentSeq       *int            `json:"parent_seq,omitempty"`       // the parent workflow's journal position awaiting this child
 	CompensationFor string          `json:"compensation_for,omitempty"` // the workflow invocation this handler compensates
 	CacheKey        string          `json:"cache_key,omitempty"`        // response-cache key when caching is active (never shown)
-	Replay          string          `json:"replay_of,omitempty"`        // the invocation this one replays
-	CreatedAt       time.Time       `json:"created_at"`
-	StartedAt       *time.Time      `json:"started_at,omitempty"`
-	SuspendedAt     *time.Time      `json:"suspended_at,omitempty"`
-	FinishedAt      *time.Time      `json:"finished_at,omitempty"`
-	UpdatedAt       time.Time       `json:"updated_at,omitzero"`
-	LastSeq         int64           `json:"last_seq,omitempty"`
+	// RetryPolicy overrides the entrypoint's traits.retry for this invocation (a trigger's
+	// retry_policy), in outcome.RetryPolicy's JSON shape; empty: the entrypoint's.
+	RetryPolicy json.RawMessage `json:"retry_policy,omitempty"`
+	Replay      string          `json:"replay_of,omitempty"` // the invocation this one replays
+	CreatedAt   time.Time       `json:"created_at"`
+	StartedAt   *time.Time      `json:"started_at,omitempty"`
+	SuspendedAt *time.Time      `json:"suspended_at,omitempty"`
+	FinishedAt  *time.Time      `json:"finished_at,omitempty"`
+	UpdatedAt   time.Time       `json:"updated_at,omitzero"`
+	LastSeq     int64           `json:"last_seq,omitempty"`
 	// JournalFrom is the seq of a workflow's last continued_as_new event (0: none): its current
 	// journal is the journal events after it. Generation counts those events.
 	JournalFrom int64 `json:"journal_from,omitempty"`

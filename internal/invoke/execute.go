@@ -37,7 +37,7 @@ func (s *Service) execute(ctx context.Context, rec invocation.Record, e entrypoi
 func (s *Service) attempt(rec invocation.Record, e entrypoint.Entrypoint, d definition, input any) run.Attempt {
 	returns, rerr := s.returnsSchema(d)
 	return run.Attempt{Record: rec, Input: input, ProgramKey: e.ID, Source: d.Implementation.Code.Source,
-		Limits: d.limits(s.cfg.MaxPayloadBytes), Retry: d.Traits.Retry, Returns: returns, ReturnsErr: rerr}
+		Limits: d.limits(s.cfg.MaxPayloadBytes), Retry: retryOf(rec, d), Returns: returns, ReturnsErr: rerr}
 }
 
 // runFunction runs one attempt of a function (rec as started) through the run stage, cancelable
@@ -104,6 +104,20 @@ func (s *Service) resolveCompensation(tx store.Tx, handler invocation.Record, no
 		IdempotencyKey: eventKey(wf.ID, "handler-"+handler.ID, wf.Attempt, t)}
 	_, _, err = tx.Append(store.AppendRequest{TenantID: wf.TenantID, InvocationID: wf.ID, Events: []invocation.Event{ev}, AppendOptions: store.AppendOptions{Schedule: &store.Scheduling{}}})
 	return err
+}
+
+// retryOf is the retry policy of rec's attempts: its own (a trigger's retry_policy, with the
+// entrypoint's non_retryable_errors) when it has one, else the entrypoint's traits.retry.
+func retryOf(rec invocation.Record, d definition) outcome.RetryPolicy {
+	if len(rec.RetryPolicy) == 0 {
+		return d.Traits.Retry
+	}
+	var p outcome.RetryPolicy
+	if err := json.Unmarshal(rec.RetryPolicy, &p); err != nil {
+		return d.Traits.Retry // written by Plan: cannot happen; the entrypoint's is the safe answer
+	}
+	p.NonRetryableErrors = d.Traits.Retry.NonRetryableErrors
+	return p
 }
 
 // track registers a running attempt so that cancel can stop it; untrack removes it.
@@ -180,7 +194,7 @@ func (s *Service) decide(rec invocation.Record, d definition, output json.RawMes
 	if rerr == nil && park.suspends() {
 		o = outcome.Outcome{Kind: outcome.Suspended, Until: park.until, Reason: park.reason}
 	} else {
-		o = outcome.Decide(rec, d.Traits.Retry, output, rerr, park != nil && park.final, s.cfg.Clock.Now())
+		o = outcome.Decide(rec, retryOf(rec, d), output, rerr, park != nil && park.final, s.cfg.Clock.Now())
 	}
 	if o.Kind == outcome.Failed && park != nil && park.handler != nil {
 		o.Handler = &outcome.Handler{InvocationID: park.handler.ID, EntrypointID: park.handler.EntrypointID}

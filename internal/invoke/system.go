@@ -9,6 +9,7 @@ import (
 
 	"github.com/larkrun/lark/internal/auth"
 	"github.com/larkrun/lark/internal/invocation"
+	"github.com/larkrun/lark/internal/outcome"
 	"github.com/larkrun/lark/internal/problem"
 	"github.com/larkrun/lark/internal/store"
 )
@@ -28,6 +29,9 @@ type SystemStart struct {
 	// of the entrypoint's params schema, as every start does (validateParams), and validates them.
 	Params        json.RawMessage
 	CorrelationID string
+	// Retry, when set, replaces the entrypoint's traits.retry for this invocation (a trigger's
+	// retry_policy); its non_retryable_errors are the entrypoint's.
+	Retry *outcome.RetryPolicy
 }
 
 // Planned is a SystemStart that resolved and validated; Enqueue writes it.
@@ -64,6 +68,13 @@ func (s *Service) Plan(ctx context.Context, st SystemStart) (Planned, error) {
 	rec := invocation.Record{TenantID: st.As.TenantID, EntrypointRef: e.ID, EntrypointID: e.GTSID,
 		EntrypointVersion: e.Version, SubjectID: st.As.SubjectID, EntrypointOwner: entrypointOwner(e), Mode: invocation.ModeAsync, Params: canon,
 		CorrelationID: st.CorrelationID, Metrics: invocation.Metrics{MemoryLimitMB: i64(d.Traits.Limits.MemoryMB)}, Attempt: 1}
+	if st.Retry != nil {
+		r := *st.Retry
+		r.NonRetryableErrors = nil // the entrypoint's apply (retryOf)
+		if rec.RetryPolicy, err = json.Marshal(r); err != nil {
+			return Planned{}, problem.Internal(err)
+		}
+	}
 	return Planned{rec: rec}, nil
 }
 

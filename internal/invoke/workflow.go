@@ -118,10 +118,10 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 		rerr = perr
 	}
 	stepRetry := func(attempt int, e *sandbox.Error) (time.Duration, bool) {
-		if !d.Traits.Retry.ShouldRetry(attempt, e) {
+		if !retryOf(rec, d).ShouldRetry(attempt, e) {
 			return 0, false
 		}
-		return d.Traits.Retry.Delay(attempt), true
+		return retryOf(rec, d).Delay(attempt), true
 	}
 	// wait keeps the execution live across a suspension (live.go): the suspension is recorded
 	// exactly as at the end of a run, this activation is reported, and the execution waits to be
@@ -210,7 +210,7 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 			// An attempt that the retry policy tries again has not ended: its completed steps are replayed
 			// by the next attempt, and nothing is compensated (STARLARK_RUNTIME.md, Compensation).
 			Compensate: func(e *sandbox.Error, exited bool) bool {
-				return !errors.Is(runCtx.Err(), context.Canceled) && (exited || !d.Traits.Retry.ShouldRetry(rec.Attempt, e))
+				return !errors.Is(runCtx.Err(), context.Canceled) && (exited || !retryOf(rec, d).ShouldRetry(rec.Attempt, e))
 			},
 			Request: sandbox.Request{
 				Program: prog, Input: input, Host: h, CPU: s.cfg.CPU,
@@ -250,7 +250,7 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 	if rerr == nil && park == nil {
 		output, rerr = s.runner.CheckOutput(s.attempt(rec, e, d, nil), res.Output)
 	}
-	if rerr != nil && (res.Exited || !d.Traits.Retry.ShouldRetry(rec.Attempt, rerr)) {
+	if rerr != nil && (res.Exited || !retryOf(rec, d).ShouldRetry(rec.Attempt, rerr)) {
 		// The workflow ends unsuccessfully for good (r_exit: a retry would replay the journal to the
 		// same r_exit), and so does its on_failure handler's turn.
 		if d.Traits.Workflow != nil && d.Traits.Workflow.Compensation.OnFailure != nil {

@@ -7,7 +7,7 @@
 // goroutine; JetStream's duplicate window (keyed by the Nats-Msg-Id header "<tenant>:<event id>")
 // absorbs a re-mirror; what cannot be published is counted (Dropped) and logged. Subscriptions
 // deliver at least once; Message.DeliveryID is stable across redeliveries so the caller can make its
-// effect exactly once. docs/events-nats.md documents the subjects, headers and statuses.
+// effect exactly once. docs/events.md ("The NATS JetStream bridge") documents the subjects, headers and statuses.
 package natsbridge
 
 import (

@@ -339,23 +339,11 @@ func (s *Service) setDue(sch *schedule.Schedule, now time.Time) {
 }
 
 func canRead(sc auth.SecurityContext) error {
-	if sc.Operator {
-		return problem.Forbidden("the platform operator has no tenant; use a tenant token to manage schedules")
-	}
-	if !sc.Has(auth.RoleViewer) {
-		return problem.Forbidden("reading schedules needs the viewer role")
-	}
-	return nil
+	return auth.RequireTenantRole(sc, auth.RoleViewer, "reading schedules")
 }
 
 func canWrite(sc auth.SecurityContext) error {
-	if err := canRead(sc); err != nil {
-		return err
-	}
-	if !sc.Has(auth.RoleDeveloper) {
-		return problem.Forbidden("changing schedules needs the developer role")
-	}
-	return nil
+	return auth.RequireTenantRole(sc, auth.RoleDeveloper, "changing schedules")
 }
 
 // runsAsCreator reports whether sch's runs have its creator's identity (execution_context user or

@@ -28,6 +28,7 @@ import (
 	"github.com/larkrun/lark/internal/keyring"
 	"github.com/larkrun/lark/internal/metrics"
 	"github.com/larkrun/lark/internal/natsbridge"
+	"github.com/larkrun/lark/internal/natsfeed"
 	"github.com/larkrun/lark/internal/registry"
 	"github.com/larkrun/lark/internal/retention"
 	"github.com/larkrun/lark/internal/sandbox"
@@ -186,6 +187,9 @@ type Server struct {
 	Retention *retention.Job
 	// Secrets keeps the tenants' secrets (disabled without Config.Keyring).
 	Secrets *secrets.Service
+	// bridge and feed exist with Config.NATS: events mirrored to subjects, triggers fed by them.
+	bridge *natsbridge.Bridge
+	feed   *natsfeed.Feed
 }
 
 // OpenStore opens the configured store.
@@ -281,12 +285,28 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.Schedules = scheduler.New(st, s.Invoke, scheduler.Options{Clock: c, IDs: ids, Logger: cfg.Logger,
 		Failed: s.Metrics.MaintenanceFailure})
-	s.Triggers = triggers.New(st, s.Invoke, triggers.Options{Clock: c, IDs: ids, Logger: cfg.Logger, Failed: s.Metrics.MaintenanceFailure})
+	var feeds triggers.Feeds
+	if cfg.NATS.URL != "" {
+		ncfg := cfg.NATS
+		ncfg.Clock, ncfg.Logger = c, cfg.Logger
+		if s.bridge, err = natsbridge.Open(ctx, ncfg); err != nil {
+			st.Close()
+			return nil, fmt.Errorf("--nats: %w", err)
+		}
+		s.feed = natsfeed.New(s.bridge, nil, cfg.Logger)
+		feeds = s.feed
+	}
+	s.Triggers = triggers.New(st, s.Invoke, triggers.Options{Clock: c, IDs: ids, Logger: cfg.Logger, Failed: s.Metrics.MaintenanceFailure,
+		Feeds: feeds})
 	s.Invoke.SetEndHook(s.Triggers)
 	s.Events = eventbus.New(eventbus.Config{Store: st, Schemas: schemas, Waits: s.Invoke, Clock: c, IDs: ids, Logger: cfg.Logger,
 		MaxPayloadBytes: cfg.MaxPayloadBytes})
 	s.Events.Subscribe(s.Triggers)
 	s.Invoke.SetPublisher(s.Events) // r_emit_v1's events go through the events service: waits and triggers
+	if s.bridge != nil {
+		s.Events.SetMirror(s.bridge.Mirror)
+		s.feed.SetPublisher(s.Events)
+	}
 	s.Webhooks = webhooks.New(st, s.Invoke, webhooks.Options{Clock: c, IDs: ids, Logger: cfg.Logger, Keyring: cfg.Keyring, Schemas: schemas})
 	if n, err := webhooks.RewrapSecrets(ctx, st, cfg.Keyring); err != nil {
 		st.Close()
@@ -343,6 +363,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	go func() { s.Schedules.Run(dctx); close(fired) }()
 	flushed := make(chan struct{})
 	go func() { s.Triggers.Run(dctx); close(flushed) }()
+	if err := s.StartNATSFeed(ctx); err != nil {
+		s.log.Error("natsfeed: subscribing the NATS-fed triggers", "err", err)
+	}
 	s.log.Info("lark serving", "addr", ln.Addr().String(), "store", storeName(s.cfg.Store))
 	var serveErr error
 	select {
@@ -366,6 +389,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	<-retained // it stops at its next batch; a batch is short
 	<-fired    // likewise: one firing transaction at most
 	<-flushed  // likewise: one flush transaction at most
+	s.closeBridge()
 	s.Invoke.Close()
 	closeErr := s.Store.Close()
 	if errors.Is(serveErr, http.ErrServerClosed) {
@@ -375,8 +399,31 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return errors.Join(serveErr, shutErr, closeErr)
 }
 
+// StartNATSFeed subscribes the triggers fed by NATS subjects and follows their changes (Serve
+// calls it; tests that serve Handler themselves call it). Without Config.NATS it does nothing.
+func (s *Server) StartNATSFeed(ctx context.Context) error {
+	if s.feed == nil {
+		return nil
+	}
+	return s.feed.Start(ctx, s.Store)
+}
+
+// closeBridge stops the NATS-fed triggers' subscriptions and closes the bridge (mirroring what is
+// queued, within its bound).
+func (s *Server) closeBridge() {
+	if s.feed != nil {
+		s.feed.Close()
+	}
+	if s.bridge != nil {
+		if err := s.bridge.Close(); err != nil {
+			s.log.Warn("closing the NATS bridge", "err", err)
+		}
+	}
+}
+
 // Close releases the store without serving (for tests and failed starts).
 func (s *Server) Close() error {
+	s.closeBridge()
 	s.Invoke.Close()
 	return s.Store.Close()
 }

@@ -44,6 +44,7 @@ const (
 	DefaultBatchWaitMS = 5000
 	MaxFilterBytes     = 4096
 	MaxRetryAttempts   = 10
+	MaxSubjectBytes    = 255
 )
 
 // Batch groups matching events into one invocation (002 Event Batching).
@@ -83,6 +84,9 @@ type Trigger struct {
 	Batch            Batch           `json:"batch"`
 	RetryPolicy      *RetryPolicy    `json:"retry_policy,omitempty"`
 	DeadLetterQueue  DeadLetterQueue `json:"dead_letter_queue"`
+	// NATSSubject, when set, feeds the trigger's event type from a NATS JetStream subject (the
+	// server's --nats bridge): each message becomes an event of the tenant.
+	NATSSubject string `json:"nats_subject,omitempty"`
 	// ConnectionStatus is 002's connection status: paused while the trigger is not active, else
 	// active for triggers fed by POST /events (an external bus bridge may store another).
 	ConnectionStatus string    `json:"connection_status"`

@@ -62,7 +62,8 @@ func (s *Service) Redrive(ctx context.Context, sc auth.SecurityContext, id strin
 			return problem.NotFound("dead letter %s of trigger %s not found", ids[0], t.ID)
 		}
 		for _, d := range taken {
-			p, err := s.inv.Plan(tx.Context(), invoke.SystemStart{As: runAs(t, sc.SubjectID), EntrypointID: t.EntrypointID, Params: d.Params})
+			p, err := s.inv.Plan(tx.Context(), invoke.SystemStart{As: runAs(t, sc.SubjectID), EntrypointID: t.EntrypointID, Params: d.Params,
+				Retry: retryPolicy(t)})
 			if err != nil {
 				return err
 			}

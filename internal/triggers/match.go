@@ -145,7 +145,7 @@ func (s *Service) start(tx store.Tx, t trigger.Trigger, evs []events.Event, now 
 	}
 	publisher := evs[0].PublishedBy
 	p, err := s.inv.Plan(tx.Context(), invoke.SystemStart{As: runAs(t, publisher), EntrypointID: t.EntrypointID, Params: params,
-		CorrelationID: evs[0].CorrelationID})
+		CorrelationID: evs[0].CorrelationID, Retry: retryPolicy(t)})
 	if err != nil {
 		if problem.From(err).Status >= 500 {
 			return err // not the trigger's fault (the store, a timeout): the publish fails and can be retried

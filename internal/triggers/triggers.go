@@ -31,6 +31,7 @@ import (
 	"github.com/larkrun/lark/internal/invoke"
 	"github.com/larkrun/lark/internal/mergepatch"
 	"github.com/larkrun/lark/internal/obs"
+	"github.com/larkrun/lark/internal/outcome"
 	"github.com/larkrun/lark/internal/problem"
 	"github.com/larkrun/lark/internal/store"
 	"github.com/larkrun/lark/internal/trigger"
@@ -47,8 +48,20 @@ type Invoker interface {
 	CanSee(ctx context.Context, sc auth.SecurityContext, entrypointID string) (bool, error)
 }
 
+// Feeds is what the triggers service needs of the bus bridge that feeds triggers from external
+// subjects (natsfeed): to hear of committed trigger changes, and each fed trigger's connection.
+type Feeds interface {
+	// Changed is called after a trigger write commits (deleted: the trigger is gone).
+	Changed(t trigger.Trigger, deleted bool)
+	// Status is the connection status of a fed trigger's subscription (ok false: none).
+	Status(tenantID, triggerID string) (status string, ok bool)
+}
+
 // Options configure a Service.
 type Options struct {
+	// Feeds connects triggers with a nats_subject to the NATS bridge; nil: the server has no
+	// bridge, and such triggers are refused.
+	Feeds  Feeds
 	Clock  clock.Clock
 	IDs    idgen.Generator
 	Logger *slog.Logger
@@ -123,6 +136,7 @@ type Spec struct {
 	Batch            *trigger.Batch           `json:"batch,omitempty"`
 	RetryPolicy      *trigger.RetryPolicy     `json:"retry_policy,omitempty"`
 	DeadLetterQueue  *trigger.DeadLetterQueue `json:"dead_letter_queue,omitempty"`
+	NATSSubject      string                   `json:"nats_subject,omitempty"`
 
 	TenantID         json.RawMessage `json:"tenant_id,omitempty"`
 	ConnectionStatus json.RawMessage `json:"connection_status,omitempty"`
@@ -136,6 +150,15 @@ var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
 func invalid(path, code, format string, args ...any) *problem.Error {
 	msg := fmt.Sprintf(format, args...)
 	return problem.Validation(msg, []problem.Issue{{Path: path, Code: code, Message: msg}})
+}
+
+// build is build, refusing a nats_subject when the server has no NATS bridge.
+func (s *Service) build(spec Spec, base trigger.Trigger) (trigger.Trigger, error) {
+	t, err := build(spec, base)
+	if err == nil && t.NATSSubject != "" && s.o.Feeds == nil {
+		err = invalid("$.nats_subject", "NOT_AVAILABLE", "this server has no NATS bridge: start it with --nats (LARK_NATS_URL) to feed triggers from subjects")
+	}
+	return t, err
 }
 
 // build validates spec into a trigger (other fields from base).
@@ -197,7 +220,36 @@ func build(spec Spec, base trigger.Trigger) (trigger.Trigger, error) {
 			}
 		}
 	}
+	if err := checkSubject(spec.NATSSubject); err != nil {
+		return out, err
+	}
+	out.NATSSubject = spec.NATSSubject
 	return out, nil
+}
+
+// checkSubject validates a nats_subject: dot-separated tokens without spaces, "*" for one token and
+// ">" as the last, at most MaxSubjectBytes.
+func checkSubject(subj string) error {
+	if subj == "" {
+		return nil
+	}
+	if len(subj) > trigger.MaxSubjectBytes {
+		return invalid("$.nats_subject", "INVALID_VALUE", "nats_subject is longer than %d bytes", trigger.MaxSubjectBytes)
+	}
+	tokens := strings.Split(subj, ".")
+	for i, tok := range tokens {
+		switch {
+		case tok == "":
+			return invalid("$.nats_subject", "INVALID_VALUE", "nats_subject has an empty token")
+		case strings.ContainsAny(tok, " \t\r\n"):
+			return invalid("$.nats_subject", "INVALID_VALUE", "nats_subject may not contain white space")
+		case tok == ">" && i != len(tokens)-1:
+			return invalid("$.nats_subject", "INVALID_VALUE", "\">\" may only be the last token of nats_subject")
+		case tok != "*" && tok != ">" && strings.ContainsAny(tok, "*>"):
+			return invalid("$.nats_subject", "INVALID_VALUE", "wildcards must be whole tokens of nats_subject")
+		}
+	}
+	return nil
 }
 
 // checkFilter compiles and type-checks a CEL filter: a 422 naming the position when it does not.
@@ -261,14 +313,55 @@ func oneOf[T ~string](field, v string, allowed ...T) (T, error) {
 	return "", invalid("$."+field, "INVALID_VALUE", "%s must be one of %s", field, strings.Join(names, ", "))
 }
 
-// render fills in the computed fields of a trigger.
-func render(t trigger.Trigger) trigger.Trigger {
-	if t.Status != trigger.StatusActive {
+// render fills in the computed fields of a trigger: its connection status is paused while it is
+// not active, its subscription's (natsfeed) when a subject feeds it, else active.
+func (s *Service) render(t trigger.Trigger) trigger.Trigger {
+	switch {
+	case t.Status != trigger.StatusActive:
 		t.ConnectionStatus = trigger.ConnectionPaused
-	} else if t.ConnectionStatus == "" || t.ConnectionStatus == trigger.ConnectionPaused {
+	case t.NATSSubject != "" && s.o.Feeds != nil:
+		t.ConnectionStatus = trigger.ConnectionDisconnected
+		if st, ok := s.o.Feeds.Status(t.TenantID, t.ID); ok {
+			t.ConnectionStatus = st
+		}
+	default:
 		t.ConnectionStatus = trigger.ConnectionActive
 	}
 	return t
+}
+
+// committed registers what follows a committed write of t: the active-trigger cache starts afresh,
+// and the feeds hear of it.
+func (s *Service) committed(tx store.Tx, t trigger.Trigger, deleted bool) {
+	tx.AfterCommit(func() {
+		s.cache.invalidate()
+		if s.o.Feeds != nil {
+			s.o.Feeds.Changed(t, deleted)
+		}
+	})
+}
+
+// retryPolicy is the retry policy of the invocations t starts: its retry_policy, else its
+// dead_letter_queue's; nil (the entrypoint's traits.retry) when it has neither. 002's backoff_ms is
+// the delay between attempts (constant); 000's initial_delay_ms, max_delay_ms and
+// backoff_multiplier give an exponential backoff.
+func retryPolicy(t trigger.Trigger) *outcome.RetryPolicy {
+	rp := t.RetryPolicy
+	if rp == nil {
+		rp = t.DeadLetterQueue.RetryPolicy
+	}
+	if rp == nil {
+		return nil
+	}
+	out := outcome.RetryPolicy{MaxAttempts: rp.MaxAttempts, InitialDelayMS: rp.InitialDelayMS, MaxDelayMS: rp.MaxDelayMS,
+		BackoffMultiplier: rp.BackoffMultiplier}
+	if out.InitialDelayMS == 0 {
+		out.InitialDelayMS = rp.BackoffMS
+	}
+	if out.BackoffMultiplier == 0 {
+		out.BackoffMultiplier = 1
+	}
+	return &out
 }
 
 // runAs is the identity a trigger's invocation has: the trigger itself (system), or the subject
@@ -282,23 +375,11 @@ func runAs(t trigger.Trigger, publisher string) auth.SecurityContext {
 }
 
 func canRead(sc auth.SecurityContext) error {
-	if sc.Operator {
-		return problem.Forbidden("the platform operator has no tenant; use a tenant token to manage triggers")
-	}
-	if !sc.Has(auth.RoleViewer) {
-		return problem.Forbidden("reading triggers needs the viewer role")
-	}
-	return nil
+	return auth.RequireTenantRole(sc, auth.RoleViewer, "reading triggers")
 }
 
 func canWrite(sc auth.SecurityContext) error {
-	if err := canRead(sc); err != nil {
-		return err
-	}
-	if !sc.Has(auth.RoleDeveloper) {
-		return problem.Forbidden("changing triggers needs the developer role")
-	}
-	return nil
+	return auth.RequireTenantRole(sc, auth.RoleDeveloper, "changing triggers")
 }
 
 func (s *Service) auditEvent(ctx context.Context, sc auth.SecurityContext, t trigger.Trigger, typ string, details map[string]any) audit.Event {
@@ -356,7 +437,7 @@ func (s *Service) Create(ctx context.Context, sc auth.SecurityContext, spec Spec
 	} else if !idPattern.MatchString(base.ID) {
 		return base, invalid("$.trigger_id", "INVALID_VALUE", "trigger_id must be 1-128 letters, digits, '.', '_' or '-', starting with a letter or digit")
 	}
-	t, err := build(spec, base)
+	t, err := s.build(spec, base)
 	if err != nil {
 		return base, err
 	}
@@ -384,7 +465,7 @@ func (s *Service) Create(ctx context.Context, sc auth.SecurityContext, spec Spec
 		if err := tx.InsertTrigger(&t); err != nil {
 			return err
 		}
-		tx.AfterCommit(s.cache.invalidate)
+		s.committed(tx, t, false)
 		return tx.InsertAudit(s.auditEvent(ctx, sc, t, audit.TriggerCreated, nil))
 	})
 	switch {
@@ -396,7 +477,7 @@ func (s *Service) Create(ctx context.Context, sc auth.SecurityContext, spec Spec
 		return base, problem.Internal(err)
 	}
 	s.o.Logger.InfoContext(ctx, "trigger created", "tenant_id", t.TenantID, "trigger_id", t.ID)
-	return render(t), nil
+	return s.render(t), nil
 }
 
 // Get returns a trigger of the caller's tenant.
@@ -408,7 +489,7 @@ func (s *Service) Get(ctx context.Context, sc auth.SecurityContext, id string) (
 	if err != nil {
 		return t, storeErr(id, err)
 	}
-	return render(t), nil
+	return s.render(t), nil
 }
 
 // List lists the caller's tenant's triggers.
@@ -418,7 +499,7 @@ func (s *Service) List(ctx context.Context, sc auth.SecurityContext, q store.Lis
 	}
 	page, err := s.store.ListTriggers(ctx, sc.TenantID, q)
 	for i := range page.Items {
-		page.Items[i] = render(page.Items[i])
+		page.Items[i] = s.render(page.Items[i])
 	}
 	return page, err
 }
@@ -427,7 +508,8 @@ func (s *Service) List(ctx context.Context, sc auth.SecurityContext, q store.Lis
 func specOf(t trigger.Trigger) Spec {
 	b, d := t.Batch, t.DeadLetterQueue
 	return Spec{TriggerID: t.ID, EventTypeID: t.EventTypeID, EventFilterQuery: t.EventFilterQuery, EntrypointID: t.EntrypointID,
-		Status: string(t.Status), ExecutionContext: t.ExecutionContext, Batch: &b, RetryPolicy: t.RetryPolicy, DeadLetterQueue: &d}
+		Status: string(t.Status), ExecutionContext: t.ExecutionContext, Batch: &b, RetryPolicy: t.RetryPolicy, DeadLetterQueue: &d,
+		NATSSubject: t.NATSSubject}
 }
 
 // Replace is PUT: the body replaces every writable field (absent ones take their defaults).
@@ -490,7 +572,7 @@ func (s *Service) change(ctx context.Context, sc auth.SecurityContext, id, typ s
 	if spec.TriggerID != "" && spec.TriggerID != cur.ID {
 		return cur, invalid("$.trigger_id", "READ_ONLY", "trigger_id cannot change (it is %s)", cur.ID)
 	}
-	t, err := build(spec, cur)
+	t, err := s.build(spec, cur)
 	if err != nil {
 		return cur, err
 	}
@@ -502,7 +584,7 @@ func (s *Service) change(ctx context.Context, sc auth.SecurityContext, id, typ s
 	t.UpdatedAt = s.o.Clock.Now()
 	fields := changedFields(specOf(cur), specOf(t))
 	if len(fields) == 0 {
-		return render(cur), nil
+		return s.render(cur), nil
 	}
 	err = s.store.Update(ctx, func(tx store.Tx) error {
 		fresh, err := tx.Trigger(t.TenantID, t.ID)
@@ -520,14 +602,14 @@ func (s *Service) change(ctx context.Context, sc auth.SecurityContext, id, typ s
 		if err := tx.UpdateTrigger(&t); err != nil {
 			return err
 		}
-		tx.AfterCommit(s.cache.invalidate)
+		s.committed(tx, t, false)
 		return tx.InsertAudit(s.auditEvent(ctx, sc, t, typ, map[string]any{"updated_fields": fields}))
 	})
 	if err != nil {
 		return cur, storeErr(id, err)
 	}
 	s.Wake()
-	return render(t), nil
+	return s.render(t), nil
 }
 
 func changedFields(a, b Spec) []string {
@@ -565,7 +647,7 @@ func (s *Service) Delete(ctx context.Context, sc auth.SecurityContext, id string
 		if err := tx.DeleteTrigger(sc.TenantID, id); err != nil {
 			return err
 		}
-		tx.AfterCommit(s.cache.invalidate)
+		s.committed(tx, t, true)
 		return tx.InsertAudit(s.auditEvent(ctx, sc, t, audit.TriggerDeleted, nil))
 	})
 	return storeErr(id, err)

@@ -515,23 +515,11 @@ func noKeyring() error {
 }
 
 func canRead(sc auth.SecurityContext) error {
-	if sc.Operator {
-		return problem.Forbidden("the platform operator has no tenant; use a tenant token to manage webhook triggers")
-	}
-	if !sc.Has(auth.RoleViewer) {
-		return problem.Forbidden("reading webhook triggers needs the viewer role")
-	}
-	return nil
+	return auth.RequireTenantRole(sc, auth.RoleViewer, "reading webhook triggers")
 }
 
 func canWrite(sc auth.SecurityContext) error {
-	if err := canRead(sc); err != nil {
-		return err
-	}
-	if !sc.Has(auth.RoleDeveloper) {
-		return problem.Forbidden("changing webhook triggers needs the developer role")
-	}
-	return nil
+	return auth.RequireTenantRole(sc, auth.RoleDeveloper, "changing webhook triggers")
 }
 
 // runsAsCreator reports whether w's invocations run as its creator.

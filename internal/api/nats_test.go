@@ -1,0 +1,134 @@
+package api_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/larkrun/lark/internal/natsbridge"
+	"github.com/larkrun/lark/internal/natsfeed"
+	"github.com/larkrun/lark/internal/server"
+)
+
+// TestNATSSubjectNeedsTheBridge: a trigger fed by a subject is refused by a server without --nats.
+func TestNATSSubjectNeedsTheBridge(t *testing.T) {
+	e := newEnv(t)
+	adm := invTenant(t, e, "acme")
+	ep := e.registerActive(t, adm, echoFn(t, "orders.from_nats.v1~"))["entrypoint_id"].(string)
+	r := e.expectProblem(t, http.StatusUnprocessableEntity, "validation", http.MethodPost, trgPath, adm,
+		obj{"event_type_id": orderType, "entrypoint_id": ep, "nats_subject": "orders.created"})
+	requireIssue(t, r, "$.nats_subject", "NOT_AVAILABLE")
+}
+
+// TestNATSBridge runs against the real NATS server (LARK_TEST_NATS_URL): a trigger fed by an
+// external subject starts its entrypoint once per message (also for a non-JSON body), reports its
+// subscription's status, keeps the backlog while disabled and delivers it when enabled, and its
+// durable consumer goes with it; events published through the API are mirrored to their subject,
+// and events that came from NATS are not mirrored back.
+func TestNATSBridge(t *testing.T) {
+	url := os.Getenv("LARK_TEST_NATS_URL")
+	if url == "" {
+		t.Skip("LARK_TEST_NATS_URL is not set: no NATS server with JetStream to test against (CI sets nats://127.0.0.1:4222)")
+	}
+	b := make([]byte, 6)
+	_, err := rand.Read(b)
+	require.NoError(t, err)
+	u := hex.EncodeToString(b)
+	nc, err := nats.Connect(url)
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ext, larkStream, prefix := "EXT_"+u, "LARK_T_"+u, "lark.t"+u
+	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: ext, Subjects: []string{"ext." + u + ".>"}})
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		for _, s := range []string{ext, larkStream} {
+			if err := js.DeleteStream(context.Background(), s); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+				t.Errorf("delete stream %s: %v", s, err)
+			}
+		}
+	})
+
+	e := newEnv(t, func(c *server.Config) {
+		c.NATS = natsbridge.Config{URL: url, StreamName: larkStream, SubjectPrefix: prefix}
+	})
+	invDispatcher(t, e)
+	require.NoError(t, e.srv.StartNATSFeed(ctx))
+	adm := invTenant(t, e, "acme")
+	ep := e.registerActive(t, adm, echoFn(t, "orders.from_nats.v1~"))["entrypoint_id"].(string)
+	subject := "ext." + u + ".orders"
+	e.expect(t, http.StatusCreated, http.MethodPost, trgPath, adm,
+		obj{"trigger_id": "from-nats", "event_type_id": orderType, "entrypoint_id": ep, "nats_subject": subject})
+	status := func() string {
+		return e.expect(t, http.StatusOK, http.MethodGet, trgPath+"/from-nats", adm, nil).Body["connection_status"].(string)
+	}
+	waitUntil(t, func() bool { return status() == "active" }, "the subscription is active")
+
+	_, err = js.Publish(ctx, subject, []byte(`{"order_id":"n-1","total":5}`))
+	require.NoError(t, err)
+	_, err = js.Publish(ctx, subject, []byte(`plain text`))
+	require.NoError(t, err)
+	started := awaitInvocations(t, e, adm, ep, 2)
+	var texts []any
+	for _, rec := range started {
+		ev := invGet(t, e, adm, invID(rec))["params"].(obj)["event"].(obj)
+		require.True(t, strings.HasPrefix(ev["event_id"].(string), "nats:"+ext+":"), "%v", ev)
+		require.Equal(t, "nats://"+subject, ev["source"])
+		texts = append(texts, ev["payload"])
+	}
+	require.ElementsMatch(t, []any{obj{"order_id": "n-1", "total": 5.0}, "plain text"}, texts)
+
+	// Disabled: paused, and the backlog waits in the consumer until it is enabled again.
+	e.expect(t, http.StatusOK, http.MethodPost, trgPath+"/from-nats:disable", adm, nil)
+	require.Equal(t, "paused", status())
+	_, err = js.Publish(ctx, subject, []byte(`{"order_id":"n-2","total":7}`))
+	require.NoError(t, err)
+	e.expect(t, http.StatusOK, http.MethodPost, trgPath+"/from-nats:enable", adm, nil)
+	awaitInvocations(t, e, adm, ep, 3)
+
+	// Mirroring: an event published through the API appears on its subject; the NATS-fed ones do not.
+	publish(t, e, adm, http.StatusAccepted, obj{"event_id": "api-1", "event_type_id": orderType, "payload": obj{"order_id": "a-1"}})
+	mirrored, err := natsbridge.EventSubject(prefix, "acme", orderType)
+	require.NoError(t, err)
+	stream, err := js.Stream(ctx, larkStream)
+	require.NoError(t, err)
+	var msg *jetstream.RawStreamMsg
+	waitUntil(t, func() bool {
+		msg, err = stream.GetLastMsgForSubject(ctx, mirrored)
+		return err == nil
+	}, "the API event is mirrored")
+	require.Contains(t, string(msg.Data), `"api-1"`)
+	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(mirrored))
+	require.NoError(t, err)
+	require.EqualValues(t, 1, info.State.Subjects[mirrored], "events that came from NATS are not mirrored back")
+
+	// Deleted: the durable consumer goes with the trigger.
+	e.expect(t, http.StatusNoContent, http.MethodDelete, trgPath+"/from-nats", adm, nil)
+	waitUntil(t, func() bool {
+		_, err := js.Consumer(ctx, ext, natsfeed.ConsumerName("acme", "from-nats"))
+		return errors.Is(err, jetstream.ErrConsumerNotFound)
+	}, "the consumer is deleted")
+}
+
+// waitUntil polls cond until it holds (deadline 20 s).
+func waitUntil(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		require.True(t, time.Now().Before(deadline), "timed out waiting: %s", what)
+		time.Sleep(20 * time.Millisecond)
+	}
+}

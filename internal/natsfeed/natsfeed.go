@@ -1,0 +1,243 @@
+// Package natsfeed feeds event triggers from NATS JetStream subjects: for every active trigger that
+// names a nats_subject it keeps one durable subscription (natsbridge) whose messages become events
+// of the trigger's tenant and event type, published through the events service (eventbus) like
+// POST /events — so they reach that trigger, the tenant's other triggers of the type and waiting
+// workflows alike, exactly once per message (the event id is the message's stream position).
+//
+// Subscriptions follow the triggers: created when a trigger with a subject is created or enabled,
+// paused while it is disabled (its durable consumer keeps the backlog, delivered on enable),
+// replaced when its subject or type changes, and deleted with the trigger. A trigger's connection
+// status (002) is its subscription's: active, degraded, disconnected or paused.
+package natsfeed
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"sync"
+
+	"github.com/larkrun/lark/internal/eventbus"
+	"github.com/larkrun/lark/internal/events"
+	"github.com/larkrun/lark/internal/natsbridge"
+	"github.com/larkrun/lark/internal/problem"
+	"github.com/larkrun/lark/internal/store"
+	"github.com/larkrun/lark/internal/tenant"
+	"github.com/larkrun/lark/internal/trigger"
+)
+
+// Publisher publishes an event that came from the external bus (eventbus.Bus.PublishExternal).
+type Publisher interface {
+	PublishExternal(ctx context.Context, ev events.Event) (eventbus.Published, error)
+}
+
+// Lister finds the triggers to subscribe for at start (store.Reader has both).
+type Lister interface {
+	AllTenants(ctx context.Context) ([]tenant.Policy, error)
+	ListTriggers(ctx context.Context, tenantID string, q store.ListQuery) (store.Page[trigger.Trigger], error)
+}
+
+// Bridge is what the feed needs of natsbridge.Bridge.
+type Bridge interface {
+	Subscribe(ctx context.Context, spec natsbridge.SubscriptionSpec) (*natsbridge.Subscription, error)
+}
+
+// Feed keeps the subscriptions of NATS-fed triggers. Its methods are safe for concurrent use.
+type Feed struct {
+	bridge Bridge
+	pub    Publisher
+	log    *slog.Logger
+
+	ctx     context.Context
+	cancel  context.CancelFunc
+	changes chan change
+	done    chan struct{}
+
+	mu   sync.Mutex
+	subs map[key]*feed
+}
+
+type key struct{ tenantID, triggerID string }
+
+// feed is one trigger's subscription.
+type feed struct {
+	subject, typeID string
+	sub             *natsbridge.Subscription
+}
+
+type change struct {
+	t       trigger.Trigger
+	deleted bool
+}
+
+// SetPublisher sets the events service (built after the triggers service that reports to the
+// feed); call it before Start.
+func (f *Feed) SetPublisher(p Publisher) { f.pub = p }
+
+// New returns a Feed publishing through pub (nil: SetPublisher later); Start runs it.
+func New(bridge Bridge, pub Publisher, log *slog.Logger) *Feed {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Feed{bridge: bridge, pub: pub, log: log, changes: make(chan change, 1024), subs: map[key]*feed{}}
+}
+
+// Start subscribes for every trigger with a subject that the lister finds, then follows the
+// changes Changed reports, until Close.
+func (f *Feed) Start(ctx context.Context, l Lister) error {
+	f.ctx, f.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	f.done = make(chan struct{})
+	tenants, err := l.AllTenants(ctx)
+	if err != nil {
+		return err
+	}
+	for _, tp := range tenants {
+		q := store.ListQuery{Limit: 200}
+		for {
+			page, err := l.ListTriggers(ctx, tp.TenantID, q)
+			if err != nil {
+				return err
+			}
+			for _, t := range page.Items {
+				if t.NATSSubject != "" {
+					f.apply(change{t: t})
+				}
+			}
+			if !page.HasMore || page.NextCursor == "" {
+				break
+			}
+			q.Cursor = page.NextCursor
+		}
+	}
+	go f.run()
+	return nil
+}
+
+// run applies the reported changes one at a time, off the writer that reported them.
+func (f *Feed) run() {
+	defer close(f.done)
+	for {
+		select {
+		case <-f.ctx.Done():
+			return
+		case c := <-f.changes:
+			f.apply(c)
+		}
+	}
+}
+
+// Changed implements triggers.Feeds: called after a trigger write commits. It never blocks the
+// caller (the store's writer): the change is applied by the feed's goroutine.
+func (f *Feed) Changed(t trigger.Trigger, deleted bool) {
+	select {
+	case f.changes <- change{t: t, deleted: deleted}:
+	default:
+		f.log.Error("natsfeed: too many trigger changes queued; this one is applied at the next start",
+			"tenant_id", t.TenantID, "trigger_id", t.ID)
+	}
+}
+
+// Status implements triggers.Feeds.
+func (f *Feed) Status(tenantID, triggerID string) (string, bool) {
+	f.mu.Lock()
+	fd, ok := f.subs[key{tenantID, triggerID}]
+	f.mu.Unlock()
+	if !ok {
+		return "", false
+	}
+	return string(fd.sub.Status()), true
+}
+
+// ConsumerName is the durable consumer of a trigger's subscription: stable across restarts and
+// nodes, so that they share one consumer (and each message is delivered to one of them).
+func ConsumerName(tenantID, triggerID string) string {
+	h := sha256.Sum256([]byte(tenantID + "\x00" + triggerID))
+	return "lark_trigger_" + hex.EncodeToString(h[:12])
+}
+
+// apply brings one trigger's subscription in line with t.
+func (f *Feed) apply(c change) {
+	t := c.t
+	k := key{t.TenantID, t.ID}
+	f.mu.Lock()
+	cur := f.subs[k]
+	f.mu.Unlock()
+	want := !c.deleted && t.NATSSubject != ""
+	if cur != nil && (!want || cur.subject != t.NATSSubject || cur.typeID != t.EventTypeID) {
+		cur.sub.Stop()
+		if err := cur.sub.Delete(f.ctx); err != nil {
+			f.log.Warn("natsfeed: deleting a trigger's consumer", "tenant_id", t.TenantID, "trigger_id", t.ID, "err", err)
+		}
+		f.mu.Lock()
+		delete(f.subs, k)
+		f.mu.Unlock()
+		cur = nil
+	}
+	if !want {
+		return
+	}
+	if cur == nil {
+		fd := &feed{subject: t.NATSSubject, typeID: t.EventTypeID}
+		sub, err := f.bridge.Subscribe(f.ctx, natsbridge.SubscriptionSpec{Name: ConsumerName(t.TenantID, t.ID),
+			Subject: t.NATSSubject, Handler: f.handler(t.TenantID, t.ID, t.EventTypeID)})
+		if err != nil {
+			f.log.Error("natsfeed: subscribing a trigger", "tenant_id", t.TenantID, "trigger_id", t.ID,
+				"subject", t.NATSSubject, "err", err)
+			return
+		}
+		fd.sub = sub
+		f.mu.Lock()
+		f.subs[k] = fd
+		f.mu.Unlock()
+		cur = fd
+	}
+	if t.Status == trigger.StatusActive {
+		cur.sub.Resume()
+	} else {
+		cur.sub.Pause()
+	}
+}
+
+// handler turns a message into an event of the trigger's tenant and type. A message the events
+// service refuses for good (not JSON, too large, failing the type's schema) is logged and
+// acknowledged: redelivering it would not change the answer. Other failures are redelivered.
+func (f *Feed) handler(tenantID, triggerID, typeID string) func(ctx context.Context, m natsbridge.Message) error {
+	return func(ctx context.Context, m natsbridge.Message) error {
+		payload := json.RawMessage(m.Data)
+		if !json.Valid(payload) {
+			b, err := json.Marshal(string(m.Data))
+			if err != nil {
+				return err
+			}
+			payload = b
+		}
+		at := m.StoredAt
+		ev := events.Event{ID: "nats:" + m.DeliveryID(), TenantID: tenantID, TypeID: typeID, Payload: payload,
+			Source: eventbus.ExternalSourcePrefix + m.Subject, Subject: m.Subject, Time: &at, PublishedBy: "trigger:" + triggerID}
+		_, err := f.pub.PublishExternal(ctx, ev)
+		var pe *problem.Error
+		if errors.As(err, &pe) && pe.Status < 500 {
+			f.log.Warn("natsfeed: a message was refused and is dropped", "tenant_id", tenantID, "trigger_id", triggerID,
+				"subject", m.Subject, "delivery_id", m.DeliveryID(), "reason", pe.Detail)
+			return nil
+		}
+		return err
+	}
+}
+
+// Close stops every subscription (their durable consumers stay for the next start).
+func (f *Feed) Close() {
+	if f.cancel == nil {
+		return
+	}
+	f.cancel()
+	<-f.done
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for k, fd := range f.subs {
+		fd.sub.Stop()
+		delete(f.subs, k)
+	}
+}
