@@ -15,7 +15,8 @@
 // COMMITTED; the claims lock the rows they take with FOR UPDATE SKIP LOCKED, so two processes never
 // claim the same work; revision checks are in the UPDATE itself, which PostgreSQL re-checks on the
 // locked row; Append reads the projection FOR UPDATE, so its lease and last_seq checks see another
-// process's committed write to that invocation. A closure that fails
+// process's committed write to that invocation, and Tx.Secret reads the secret FOR UPDATE (a
+// secret's update carries no revision). A closure that fails
 // with a serialization failure (40001), a deadlock (40P01) or a connection error raised before
 // anything was sent is run again, in a new batch, with backoff (see retryable).
 //
