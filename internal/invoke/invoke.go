@@ -57,6 +57,9 @@ type Config struct {
 	Logger  *slog.Logger
 	// Node names this process in leases; unique per process start.
 	Node string
+	// Remote, when set, runs the function attempts it takes (Remote.Takes) in remote workers;
+	// the dispatcher's claims and the completion stay here.
+	Remote Remote
 	// LeaseGrace is added to an attempt's timeout to form its lease (default 30 s).
 	LeaseGrace time.Duration
 	// Wake is called when new work is queued (the dispatcher's wake-up).
