@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 )
@@ -183,4 +184,20 @@ func (c *NonceCache) Len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.seen)
+}
+
+// ParseKeys builds a keyset from "id:secret" strings: every key is accepted, the first signs.
+func ParseKeys(specs []string) (*Keyset, error) {
+	var keys []Key
+	for _, spec := range specs {
+		id, secret, ok := strings.Cut(strings.TrimSpace(spec), ":")
+		if !ok {
+			return nil, fmt.Errorf("workerproto: key %q: want id:secret", id)
+		}
+		keys = append(keys, Key{ID: id, Secret: []byte(secret)})
+	}
+	if len(keys) == 0 {
+		return nil, errors.New("workerproto: no key given")
+	}
+	return NewKeyset(keys[0].ID, keys...)
 }
