@@ -1,0 +1,201 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/larkrun/lark/internal/server"
+	"github.com/larkrun/lark/internal/workerclient"
+	"github.com/larkrun/lark/internal/workerproto"
+)
+
+func workerKeys(t testing.TB) *workerproto.Keyset {
+	ks, err := workerproto.ParseKeys([]string{"wk1:worker-secret-0123456789"})
+	require.NoError(t, err)
+	return ks
+}
+
+// workerEnv is a server that sends async functions to remote workers, with its dispatcher running.
+func workerEnv(t testing.TB, mod ...func(*server.Config)) (*env, *workerproto.Keyset) {
+	ks := workerKeys(t)
+	e := newEnv(t, append([]func(*server.Config){func(c *server.Config) {
+		c.RemoteWorkers, c.WorkerKeys = true, ks
+		c.HeartbeatInterval, c.HeartbeatTimeout = 50*time.Millisecond, 5*time.Second
+	}}, mod...)...)
+	invDispatcher(t, e)
+	return e, ks
+}
+
+// workerPost posts body as an envelope signed by ks; the answer's verified body is decoded into out.
+func workerPost(t testing.TB, e *env, ks *workerproto.Keyset, path string, body, out any) *resp {
+	t.Helper()
+	env, err := ks.Sign(body, time.Now(), time.Minute)
+	require.NoError(t, err)
+	return workerPostRaw(t, e, ks, path, env, out)
+}
+
+func workerPostRaw(t testing.TB, e *env, ks *workerproto.Keyset, path string, env any, out any) *resp {
+	t.Helper()
+	b, err := json.Marshal(env)
+	require.NoError(t, err)
+	hr, err := e.client.Post(e.ts.URL+base+path, "application/json", bytes.NewReader(b))
+	require.NoError(t, err)
+	defer hr.Body.Close()
+	raw, err := io.ReadAll(hr.Body)
+	require.NoError(t, err)
+	r := &resp{Status: hr.StatusCode, Header: hr.Header, Raw: raw}
+	_ = json.Unmarshal(raw, &r.Body)
+	if hr.StatusCode == http.StatusOK && out != nil {
+		var renv workerproto.Envelope
+		require.NoError(t, json.Unmarshal(raw, &renv))
+		require.NoError(t, ks.Verify(renv, time.Now(), nil), "the server's answer is signed")
+		require.NoError(t, json.Unmarshal(renv.Body, out))
+	}
+	return r
+}
+
+func TestWorkerEnvelopesRefused(t *testing.T) {
+	e, ks := workerEnv(t)
+	poll := workerproto.PollRequest{WorkerID: "w1", MaxTasks: 1, Starlark: true}
+	// Not an envelope, a forged signature, an unknown key, an expired envelope, a replay: 401 problems.
+	r := workerPostRaw(t, e, ks, workerproto.PathPoll, poll, nil)
+	require.Equal(t, http.StatusUnauthorized, r.Status, "%s", r.Raw)
+	require.Equal(t, "application/problem+json", r.Header.Get("Content-Type"))
+	good, err := ks.Sign(poll, time.Now(), time.Minute)
+	require.NoError(t, err)
+	forged := good
+	forged.Body = json.RawMessage(`{"worker_id":"w2","max_tasks":1,"starlark":true}`)
+	require.Equal(t, http.StatusUnauthorized, workerPostRaw(t, e, ks, workerproto.PathPoll, forged, nil).Status)
+	other, err := workerproto.ParseKeys([]string{"wk9:another-secret-0123456789"})
+	require.NoError(t, err)
+	r = workerPost(t, e, other, workerproto.PathPoll, poll, nil)
+	require.Equal(t, http.StatusUnauthorized, r.Status)
+	require.Contains(t, r.Body["detail"], "unknown key id")
+	old, err := ks.Sign(poll, time.Now().Add(-time.Hour), time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusUnauthorized, workerPostRaw(t, e, ks, workerproto.PathPoll, old, nil).Status)
+	var reply workerproto.PollReply
+	require.Equal(t, http.StatusOK, workerPostRaw(t, e, ks, workerproto.PathPoll, good, &reply).Status)
+	r = workerPostRaw(t, e, ks, workerproto.PathPoll, good, nil)
+	require.Equal(t, http.StatusUnauthorized, r.Status)
+	require.Contains(t, r.Body["detail"], "nonce already seen")
+	// A valid envelope with an invalid body: 422; an oversized body: 413.
+	r = workerPost(t, e, ks, workerproto.PathPoll, workerproto.PollRequest{WorkerID: "w1", MaxTasks: 1000}, nil)
+	require.Equal(t, http.StatusUnprocessableEntity, r.Status, "%s", r.Raw)
+	hr, err := e.client.Post(e.ts.URL+base+workerproto.PathPoll, "application/json", strings.NewReader(`"`+strings.Repeat("x", workerproto.MaxBodyBytes)+`"`))
+	require.NoError(t, err)
+	hr.Body.Close()
+	require.Equal(t, http.StatusRequestEntityTooLarge, hr.StatusCode)
+	// A result for a task the server does not know: 404.
+	r = workerPost(t, e, ks, strings.Replace(workerproto.PathResult, "{task_id}", "wt_nope", 1), workerproto.Result{TaskID: "wt_nope", WorkerID: "w1"}, nil)
+	require.Equal(t, http.StatusNotFound, r.Status, "%s", r.Raw)
+}
+
+func TestWorkerRoundTrip(t *testing.T) {
+	e, ks := workerEnv(t)
+	adm := invTenant(t, e, "t-workers")
+	ep := e.registerActive(t, adm, invFn(t, "remote.double.v1~", `
+def main(ctx, input):
+    print("doubling", input["n"])
+    return {"doubled": input["n"] * 2}
+`))
+	id := ep["entrypoint_id"].(string)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- workerclient.New(workerclient.Config{Server: e.ts.URL, Keys: ks, WorkerID: "w-roundtrip", Starlark: true,
+			PollWait: 200 * time.Millisecond}).Run(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	var ids []string
+	for n := range 5 {
+		ids = append(ids, invID(invAsync(t, e, adm, id, obj{"n": n}, nil)))
+	}
+	for n, inv := range ids {
+		rec := invWait(t, e, adm, inv, "succeeded", "failed")
+		require.Equal(t, "succeeded", rec["status"], "%v", rec)
+		require.EqualValues(t, n*2, rec["result"].(obj)["doubled"])
+		items, raw := invTimeline(t, e, adm, inv)
+		require.GreaterOrEqual(t, invIndex(items, "log", 0), 0, "the worker's log reaches the timeline: %s", raw)
+	}
+}
+
+func TestWorkerCancelAndLateResult(t *testing.T) {
+	e, ks := workerEnv(t)
+	adm := invTenant(t, e, "t-workers")
+	ep := e.registerActive(t, adm, invFn(t, "remote.slow.v1~", "def main(ctx, input):\n    return {}\n"))
+	inv := invID(invAsync(t, e, adm, ep["entrypoint_id"].(string), obj{}, nil))
+	var reply workerproto.PollReply
+	for len(reply.Tasks) == 0 {
+		r := workerPost(t, e, ks, workerproto.PathPoll, workerproto.PollRequest{WorkerID: "w-manual", MaxTasks: 4, WaitMS: 5000, Starlark: true}, &reply)
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Raw)
+	}
+	task := reply.Tasks[0]
+	require.Equal(t, inv, task.InvocationID)
+	require.Equal(t, workerproto.KindStarlark, task.Kind)
+	require.Contains(t, task.Source, "def main")
+
+	var hb workerproto.HeartbeatReply
+	workerPost(t, e, ks, workerproto.PathHeartbeat, workerproto.Heartbeat{WorkerID: "w-manual", Tasks: []string{task.ID, "wt_gone"}}, &hb)
+	require.Empty(t, hb.Cancel)
+	require.Equal(t, []string{"wt_gone"}, hb.Unknown)
+	// Another worker's heartbeat does not hold this task.
+	workerPost(t, e, ks, workerproto.PathHeartbeat, workerproto.Heartbeat{WorkerID: "w-other", Tasks: []string{task.ID}}, &hb)
+	require.Equal(t, []string{task.ID}, hb.Unknown)
+
+	require.Equal(t, http.StatusOK, invControl(t, e, adm, inv, "cancel").Status)
+	require.Eventually(t, func() bool {
+		workerPost(t, e, ks, workerproto.PathHeartbeat, workerproto.Heartbeat{WorkerID: "w-manual", Tasks: []string{task.ID}}, &hb)
+		return len(hb.Cancel) == 1 && hb.Cancel[0] == task.ID
+	}, 10*time.Second, 20*time.Millisecond, "the cancellation reaches the worker in a heartbeat answer")
+
+	// The result after cancel is recorded as a late result and not applied.
+	r := workerPost(t, e, ks, task.ResultPath, workerproto.Result{TaskID: task.ID, WorkerID: "w-manual", LeaseOwner: task.LeaseOwner,
+		Output: json.RawMessage(`{"late":true}`)}, &obj{})
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Raw)
+	require.Eventually(t, func() bool {
+		items, _ := invTimeline(t, e, adm, inv)
+		return invIndex(items, "late_result", 0) >= 0
+	}, 10*time.Second, 10*time.Millisecond)
+	rec := invGet(t, e, adm, inv)
+	require.Equal(t, "canceled", rec["status"], "%v", rec)
+	require.Nil(t, rec["result"])
+}
+
+func TestWorkerHeartbeatsDoNotWrite(t *testing.T) {
+	e, ks := workerEnv(t)
+	adm := invTenant(t, e, "t-workers")
+	ep := e.registerActive(t, adm, invFn(t, "remote.beat.v1~", "def main(ctx, input):\n    return {}\n"))
+	const m = 3
+	for range m {
+		invAsync(t, e, adm, ep["entrypoint_id"].(string), obj{}, nil)
+	}
+	var tasks []string
+	for len(tasks) < m {
+		var reply workerproto.PollReply
+		workerPost(t, e, ks, workerproto.PathPoll, workerproto.PollRequest{WorkerID: "w-beat", MaxTasks: m, WaitMS: 5000, Starlark: true}, &reply)
+		for _, tk := range reply.Tasks {
+			tasks = append(tasks, tk.ID)
+		}
+	}
+	before := e.srv.Workers.Stats()
+	const n = 50
+	for range n {
+		var hb workerproto.HeartbeatReply
+		workerPost(t, e, ks, workerproto.PathHeartbeat, workerproto.Heartbeat{WorkerID: "w-beat", Tasks: tasks}, &hb)
+		require.Empty(t, hb.Unknown)
+	}
+	after := e.srv.Workers.Stats()
+	require.Equal(t, int64(n), after.Heartbeats-before.Heartbeats)
+	require.Equal(t, int64(n*m), after.HeartbeatTasks-before.HeartbeatTasks)
+	require.Less(t, after.HeartbeatWrites-before.HeartbeatWrites, int64(n*m), "heartbeats are kept in memory")
+	require.Zero(t, after.HeartbeatWrites-before.HeartbeatWrites)
+}
