@@ -199,3 +199,61 @@ func TestWorkerHeartbeatsDoNotWrite(t *testing.T) {
 	require.Less(t, after.HeartbeatWrites-before.HeartbeatWrites, int64(n*m), "heartbeats are kept in memory")
 	require.Zero(t, after.HeartbeatWrites-before.HeartbeatWrites)
 }
+
+func TestWorkerLostIsReclaimed(t *testing.T) {
+	e, ks := workerEnv(t, func(c *server.Config) { c.HeartbeatTimeout = 300 * time.Millisecond })
+	adm := invTenant(t, e, "t-workers")
+	ep := e.registerActive(t, adm, invFn(t, "remote.lost.v1~", "def main(ctx, input):\n    return {\"ok\": True}\n"))
+	inv := invID(invAsync(t, e, adm, ep["entrypoint_id"].(string), obj{}, nil))
+	var reply workerproto.PollReply
+	for len(reply.Tasks) == 0 {
+		workerPost(t, e, ks, workerproto.PathPoll, workerproto.PollRequest{WorkerID: "w-dead", MaxTasks: 1, WaitMS: 5000, Starlark: true}, &reply)
+	}
+	// w-dead never heartbeats nor answers: after the heartbeat timeout its lease is ended, the
+	// claim stage reclaims the attempt, and a live worker runs it.
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- workerclient.New(workerclient.Config{Server: e.ts.URL, Keys: ks, WorkerID: "w-live", Starlark: true,
+			PollWait: 200 * time.Millisecond}).Run(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	rec := invWait(t, e, adm, inv, "succeeded", "failed")
+	require.Equal(t, "succeeded", rec["status"], "%v", rec)
+	items, raw := invTimeline(t, e, adm, inv)
+	require.GreaterOrEqual(t, invIndex(items, "reclaimed", 0), 0, "%s", raw)
+	require.GreaterOrEqual(t, e.srv.Workers.Stats().Lost, int64(1))
+	// The dead worker's result, if it ever came, is refused: its task is gone.
+	r := workerPost(t, e, ks, reply.Tasks[0].ResultPath, workerproto.Result{TaskID: reply.Tasks[0].ID, WorkerID: "w-dead",
+		LeaseOwner: reply.Tasks[0].LeaseOwner, Output: json.RawMessage(`{}`)}, nil)
+	require.Equal(t, http.StatusNotFound, r.Status)
+}
+
+func TestWorkerShutdownReportsInterrupted(t *testing.T) {
+	e, ks := workerEnv(t)
+	adm := invTenant(t, e, "t-workers")
+	ep := e.registerActive(t, adm, invFn(t, "remote.spin.v1~", "def main(ctx, input):\n    while True:\n        pass\n",
+		set("traits.retry", obj{"max_attempts": 2, "initial_delay_ms": 60000, "max_delay_ms": 60000, "backoff_multiplier": 1.0})))
+	inv := invID(invAsync(t, e, adm, ep["entrypoint_id"].(string), obj{}, nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- workerclient.New(workerclient.Config{Server: e.ts.URL, Keys: ks, WorkerID: "w-term", Starlark: true,
+			PollWait: 200 * time.Millisecond}).Run(ctx)
+	}()
+	invWait(t, e, adm, inv, "running")
+	require.Eventually(t, func() bool { return e.srv.Workers.Stats().Heartbeats > 0 }, 10*time.Second, 10*time.Millisecond)
+	cancel() // what SIGTERM does in lark worker
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		require.FailNow(t, "the worker did not stop")
+	}
+	require.Eventually(t, func() bool {
+		items, _ := invTimeline(t, e, adm, inv)
+		return invIndex(items, "step_retried", 0) >= 0
+	}, 10*time.Second, 10*time.Millisecond, "the interrupted attempt is eligible for retry: %s", func() string { _, raw := invTimeline(t, e, adm, inv); return string(raw) }())
+	items, raw := invTimeline(t, e, adm, inv)
+	require.Contains(t, string(raw), "the worker was stopped before the attempt ended", "%v", items)
+}

@@ -7,6 +7,7 @@ import (
 	"github.com/larkrun/lark/internal/attempt"
 	"github.com/larkrun/lark/internal/entrypoint"
 	"github.com/larkrun/lark/internal/run"
+	"github.com/larkrun/lark/internal/store"
 )
 
 // RemoteAttempt is a claimed function attempt handed to remote workers: the claim's data, the run
@@ -20,8 +21,9 @@ type RemoteAttempt struct {
 
 // Remote runs claimed function attempts in remote workers (package workers). Takes reports
 // whether an attempt goes to a worker; Run hands it over and waits for what it came to. Run
-// answers ok=false when no result will come (the worker was lost): the attempt is then not
-// completed here, and its lease runs out and is reclaimed like a crashed node's.
+// answers ok=false when no result will come (the worker was lost, or no worker took the attempt
+// in time): the attempt is then not completed here; its lease is ended at once (one write, under
+// the lease check), so the claim stage reclaims it like a crashed node's and retries or fails it.
 type Remote interface {
 	Takes(e entrypoint.Entrypoint) bool
 	Run(ctx context.Context, a RemoteAttempt) (res run.Result, ok bool)
@@ -40,9 +42,32 @@ func (s *Service) runRemote(ctx context.Context, a attempt.Attempt, d definition
 	defer s.untrack(rec.ID)
 	res, ok := s.cfg.Remote.Run(runCtx, RemoteAttempt{Attempt: a, Run: s.attempt(rec, a.Entrypoint, d, nil), Returns: d.Schema.Returns})
 	if !ok {
+		if err := s.endLease(context.WithoutCancel(ctx), rec.TenantID, rec.ID, a.Lease.Owner); err != nil {
+			s.cfg.Logger.ErrorContext(ctx, "lease of a lost remote attempt not ended; it runs out", "invocation_id", rec.ID, "tenant_id", rec.TenantID, "err", err)
+		}
 		return
 	}
 	if _, err := s.complete(context.WithoutCancel(ctx), rec, d, res.Timeline, res.Outcome, nil); err != nil {
 		s.cfg.Logger.ErrorContext(ctx, "remote attempt not recorded", "invocation_id", rec.ID, "tenant_id", rec.TenantID, "err", err)
 	}
+}
+
+// endLease ends the lease owner holds on an invocation (its expiry becomes now), if it still holds
+// it, so that the next claim reclaims the work.
+func (s *Service) endLease(ctx context.Context, tenantID, id, owner string) error {
+	return s.cfg.Store.Update(ctx, func(tx store.Tx) error {
+		sch, err := tx.Scheduling(tenantID, id)
+		if err != nil || sch.LeaseOwner != owner {
+			return err
+		}
+		now := s.cfg.Clock.Now()
+		sch.LeaseExpiresAt = &now
+		if err := tx.SetScheduling(tenantID, id, sch); err != nil {
+			return err
+		}
+		if s.cfg.Wake != nil {
+			tx.AfterCommit(s.cfg.Wake)
+		}
+		return nil
+	})
 }

@@ -54,7 +54,7 @@ type Client struct {
 	runner  *run.Runner
 	mu      sync.Mutex
 	running map[string]*running
-	beat    time.Duration
+	beat    time.Duration // the server's heartbeat interval (0 until the first poll answers)
 }
 
 type running struct {
@@ -77,7 +77,7 @@ func New(cfg Config) *Client {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Client{cfg: cfg, running: map[string]*running{}, beat: 30 * time.Second,
+	return &Client{cfg: cfg, running: map[string]*running{},
 		runner: &run.Runner{Programs: sandbox.NewCache(256), Clock: clock.Real{}}}
 }
 
@@ -150,6 +150,9 @@ func (c *Client) heartbeats(ctx context.Context) {
 		c.mu.Lock()
 		wait := c.beat
 		c.mu.Unlock()
+		if wait <= 0 {
+			wait = 100 * time.Millisecond // not known yet: nothing runs before the first poll answers
+		}
 		select {
 		case <-ctx.Done():
 			return
