@@ -451,7 +451,7 @@ func (s *Service) Run(ctx context.Context, a attempt.Attempt) {
 			s.cfg.Logger.ErrorContext(ctx, "step compensations not recorded", "invocation_id", rec.ID, "tenant_id", rec.TenantID, "err", err)
 		}
 	case attempt.KindRun:
-		if s.cfg.Remote != nil && a.Entrypoint.Kind == entrypoint.KindFunction && s.cfg.Remote.Takes(a.Entrypoint) {
+		if s.cfg.Remote != nil && a.Entrypoint.Kind == entrypoint.KindFunction && (d.workerDefinition() != "" || s.cfg.Remote.Takes(a.Entrypoint)) {
 			s.runRemote(ctx, a, d)
 			return
 		}

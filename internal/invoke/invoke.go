@@ -331,9 +331,14 @@ type definition struct {
 		} `json:"workflow"`
 	} `json:"traits"`
 	Implementation struct {
-		Code struct {
+		Adapter string `json:"adapter"`
+		Kind    string `json:"kind"`
+		Code    struct {
 			Source string `json:"source"`
 		} `json:"code"`
+		AdapterRef struct {
+			DefinitionID string `json:"definition_id"`
+		} `json:"adapter_ref"`
 	} `json:"implementation"`
 	schemas *compiledSchemas // shared by copies of one parsed definition
 }

@@ -14,6 +14,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -44,9 +45,17 @@ type Config struct {
 	// HTTP is the client (default: one without a timeout; each request has its own).
 	HTTP   *http.Client
 	Logger *slog.Logger
-	// Starlark runs Starlark function tasks (lark worker); false only serves Entrypoints.
+	// Starlark runs Starlark function tasks (lark worker); false only serves Handlers.
 	Starlark bool
+	// Handlers are the worker-provided implementations this worker serves, by
+	// adapter_ref.definition_id (the Go worker SDK fills it).
+	Handlers map[string]Handler
 }
+
+// Handler runs one task of a worker-provided implementation: it returns the result (encoded as
+// JSON) or an error; a *sandbox.Error keeps its type and category, any other error is a
+// non-retryable runtime error.
+type Handler func(ctx context.Context, t workerproto.Task) (any, error)
 
 // Client is a pulling worker.
 type Client struct {
@@ -101,7 +110,7 @@ func (c *Client) Run(ctx context.Context) error {
 		}
 		var reply workerproto.PollReply
 		err := c.call(ctx, workerproto.PathPoll, workerproto.PollRequest{WorkerID: c.cfg.WorkerID, MaxTasks: free,
-			WaitMS: c.cfg.PollWait.Milliseconds(), Starlark: c.cfg.Starlark}, &reply, c.cfg.PollWait+30*time.Second)
+			WaitMS: c.cfg.PollWait.Milliseconds(), Starlark: c.cfg.Starlark, Definitions: c.definitions()}, &reply, c.cfg.PollWait+30*time.Second)
 		if err != nil {
 			if ctx.Err() != nil {
 				break
@@ -222,9 +231,51 @@ func (c *Client) runTask(ctx context.Context, t workerproto.Task, r *running) {
 	}
 }
 
-// execute runs a Starlark task through the run stage.
+func (c *Client) definitions() []string {
+	out := make([]string, 0, len(c.cfg.Handlers))
+	for id := range c.cfg.Handlers {
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// handle runs a task of a worker-provided implementation with its handler, within its timeout.
+func (c *Client) handle(ctx context.Context, t workerproto.Task) (out json.RawMessage, rerr *sandbox.Error, metrics, timeline json.RawMessage, err error) {
+	h, ok := c.cfg.Handlers[t.DefinitionID]
+	if !ok {
+		return nil, nil, nil, nil, fmt.Errorf("definition %q is not served here", t.DefinitionID)
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(t.Limits.TimeoutMS)*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	v, herr := h(ctx, t)
+	m, err := json.Marshal(run.Metrics(time.Since(start), sandbox.Result{}, t.Limits.MemoryMB, 0))
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	if herr != nil {
+		if !errors.As(herr, &rerr) {
+			rerr = &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "non_retryable", Message: herr.Error()}
+		}
+		return nil, rerr, m, nil, nil
+	}
+	if ctx.Err() != nil {
+		return nil, &sandbox.Error{TypeID: sandbox.ErrTimeout, Category: sandbox.CategoryTimeout, Message: "the handler ran past the timeout"}, m, nil, nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "non_retryable", Message: "result is not JSON: " + err.Error()}, m, nil, nil
+	}
+	return b, nil, m, nil, nil
+}
+
+// execute runs a task: a Starlark one through the run stage, a worker-provided one with its handler.
 func (c *Client) execute(ctx context.Context, t workerproto.Task) (out json.RawMessage, rerr *sandbox.Error, metrics, timeline json.RawMessage, err error) {
-	if t.Kind != workerproto.KindStarlark {
+	if t.Kind == workerproto.KindAdapterRef {
+		return c.handle(ctx, t)
+	}
+	if t.Kind != workerproto.KindStarlark || !c.cfg.Starlark {
 		return nil, nil, nil, nil, fmt.Errorf("task kind %q is not served here", t.Kind)
 	}
 	var rec invocation.Record

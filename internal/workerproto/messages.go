@@ -20,17 +20,20 @@ const (
 	MaxTasksPerHeartbeat = 1024
 	// MaxWaitMS bounds PollRequest.WaitMS (the long poll).
 	MaxWaitMS = 60_000
+	// MaxDefinitions bounds PollRequest.Definitions.
+	MaxDefinitions = 1024
 )
 
 // PollRequest is the body of a poll: worker WorkerID asks for up to MaxTasks tasks, waiting up to
 // WaitMS for the first. Entrypoints lists the GTS ids of adapter_ref entrypoints it implements
-// itself; Starlark says whether it runs Starlark functions.
+// itself (their implementation.adapter_ref.definition_id); Starlark says whether it runs Starlark
+// functions.
 type PollRequest struct {
 	WorkerID    string   `json:"worker_id"`
 	MaxTasks    int      `json:"max_tasks"`
 	WaitMS      int64    `json:"wait_ms"`
 	Starlark    bool     `json:"starlark"`
-	Entrypoints []string `json:"entrypoints,omitempty"`
+	Definitions []string `json:"definitions,omitempty"`
 }
 
 // PollReply is the body of a poll's answer: the tasks given to the worker (none when the wait
@@ -50,7 +53,7 @@ type Limits struct {
 }
 
 // Task is one claimed attempt, as data: the invocation record as the claim left it, the pinned
-// version's implementation (Source for Starlark, Adapter for a worker-provided one), its limits
+// version's implementation (Source for Starlark, DefinitionID for a worker-provided one), its limits
 // and returns schema, and where to post the result. LeaseOwner and LeaseExpiresAt are the claim's
 // lease; the result must name the same owner.
 type Task struct {
@@ -62,6 +65,7 @@ type Task struct {
 	Record         json.RawMessage `json:"record"`
 	Params         json.RawMessage `json:"params"`
 	Source         string          `json:"source,omitempty"`
+	DefinitionID   string          `json:"definition_id,omitempty"`
 	Limits         Limits          `json:"limits"`
 	Retry          json.RawMessage `json:"retry,omitempty"`
 	Returns        json.RawMessage `json:"returns,omitempty"`

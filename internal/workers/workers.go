@@ -131,10 +131,13 @@ func (s *Service) Run(ctx context.Context, ra invoke.RemoteAttempt) (run.Result,
 	t := &task{id: newID(), ra: ra, done: make(chan run.Result, 1), beat: make(chan struct{}, 1)}
 	lim := ra.Run.Limits
 	t.wire = workerproto.Task{ID: t.id, TenantID: rec.TenantID, InvocationID: rec.ID, EntrypointID: rec.EntrypointID,
-		Kind: workerproto.KindStarlark, Params: rec.Params, Source: ra.Run.Source, Returns: ra.Returns,
+		Kind: workerproto.KindStarlark, Params: rec.Params, Source: ra.Run.Source, Returns: ra.Returns, DefinitionID: ra.DefinitionID,
 		Limits:     workerproto.Limits{TimeoutMS: lim.Timeout.Milliseconds(), CPU: lim.CPU, MemoryMB: lim.MemoryMB, MaxPayloadBytes: lim.MaxPayloadBytes},
 		LeaseOwner: ra.Attempt.Lease.Owner, LeaseExpiresAt: ra.Attempt.Lease.ExpiresAt.UTC().Format(time.RFC3339Nano),
 		ResultPath: strings.Replace(workerproto.PathResult, "{task_id}", t.id, 1)}
+	if ra.DefinitionID != "" {
+		t.wire.Kind, t.wire.Source = workerproto.KindAdapterRef, ""
+	}
 	if b, err := json.Marshal(rec); err == nil {
 		t.wire.Record = b
 	}
@@ -210,9 +213,15 @@ func (s *Service) Poll(ctx context.Context, req workerproto.PollRequest) (worker
 	if err := checkWorkerID(req.WorkerID); err != nil {
 		return workerproto.PollReply{}, err
 	}
-	if req.MaxTasks < 1 || req.MaxTasks > workerproto.MaxTasksPerPoll || req.WaitMS < 0 || req.WaitMS > workerproto.MaxWaitMS {
+	if req.MaxTasks < 1 || req.MaxTasks > workerproto.MaxTasksPerPoll || req.WaitMS < 0 || req.WaitMS > workerproto.MaxWaitMS ||
+		len(req.Definitions) > workerproto.MaxDefinitions {
 		return workerproto.PollReply{}, problem.Validation("invalid poll", []problem.Issue{{Path: "$.body.max_tasks", Code: "OUT_OF_RANGE",
-			Message: fmt.Sprintf("max_tasks must be 1..%d and wait_ms 0..%d", workerproto.MaxTasksPerPoll, workerproto.MaxWaitMS)}})
+			Message: fmt.Sprintf("max_tasks must be 1..%d, wait_ms 0..%d and definitions at most %d", workerproto.MaxTasksPerPoll,
+				workerproto.MaxWaitMS, workerproto.MaxDefinitions)}})
+	}
+	serves := map[string]bool{}
+	for _, d := range req.Definitions {
+		serves[d] = true
 	}
 	reply := workerproto.PollReply{Tasks: []workerproto.Task{}, HeartbeatIntervalMS: s.cfg.HeartbeatInterval.Milliseconds(),
 		HeartbeatTimeoutMS: s.cfg.HeartbeatTimeout.Milliseconds()}
@@ -221,12 +230,20 @@ func (s *Service) Poll(ctx context.Context, req workerproto.PollRequest) (worker
 	for {
 		s.mu.Lock()
 		now := s.cfg.Clock.Now()
-		for len(s.queue) > 0 && len(reply.Tasks) < req.MaxTasks && req.Starlark {
-			t := s.queue[0]
-			s.queue = s.queue[1:]
+		kept := s.queue[:0]
+		for _, t := range s.queue {
+			// A worker gets Starlark tasks when it runs Starlark, and worker-provided ones only
+			// when it serves their definition.
+			fits := (t.wire.Kind == workerproto.KindStarlark && req.Starlark) || (t.wire.Kind == workerproto.KindAdapterRef && serves[t.wire.DefinitionID])
+			if !fits || len(reply.Tasks) >= req.MaxTasks {
+				kept = append(kept, t)
+				continue
+			}
 			t.worker, t.lastBeat = req.WorkerID, now
 			reply.Tasks = append(reply.Tasks, t.wire)
 		}
+		clear(s.queue[len(kept):])
+		s.queue = kept
 		ready := s.ready
 		s.mu.Unlock()
 		if len(reply.Tasks) > 0 {
