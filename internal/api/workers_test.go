@@ -257,3 +257,43 @@ func TestWorkerShutdownReportsInterrupted(t *testing.T) {
 	items, raw := invTimeline(t, e, adm, inv)
 	require.Contains(t, string(raw), "the worker was stopped before the attempt ended", "%v", items)
 }
+
+func TestWorkerProvidedImplementation(t *testing.T) {
+	e, ks := workerEnv(t)
+	adm := invTenant(t, e, "t-workers")
+	ep := e.registerActive(t, adm, invFn(t, "remote.provided.v1~", "",
+		set("implementation", obj{"adapter": "gts.x.core.serverless.adapter.worker.v1~", "kind": "adapter_ref",
+			"adapter_ref": obj{"definition_id": "acme.charge"}})))
+	id := ep["entrypoint_id"].(string)
+	// Sync: the server cannot wait on a worker here; the attempt fails with a clear error.
+	rec := invSync(t, e, adm, id, obj{"n": 1}, nil)
+	require.Equal(t, "dead_lettered", rec["status"], "%v", rec)
+	require.Contains(t, rec["error"].(obj)["message"], "provided by remote workers")
+
+	inv := invID(invAsync(t, e, adm, id, obj{"n": 2}, nil))
+	// A Starlark worker, and a worker serving another definition, get nothing.
+	var reply workerproto.PollReply
+	workerPost(t, e, ks, workerproto.PathPoll, workerproto.PollRequest{WorkerID: "w-star", MaxTasks: 4, WaitMS: 300, Starlark: true,
+		Definitions: []string{"acme.other"}}, &reply)
+	require.Empty(t, reply.Tasks)
+	for len(reply.Tasks) == 0 {
+		workerPost(t, e, ks, workerproto.PathPoll, workerproto.PollRequest{WorkerID: "w-go", MaxTasks: 4, WaitMS: 5000,
+			Definitions: []string{"acme.charge"}}, &reply)
+	}
+	task := reply.Tasks[0]
+	require.Equal(t, workerproto.KindAdapterRef, task.Kind)
+	require.Equal(t, "acme.charge", task.DefinitionID)
+	require.Empty(t, task.Source)
+	require.JSONEq(t, `{"n":2}`, string(task.Params))
+	// The result is checked like any other: against the returns schema (an object).
+	r := workerPost(t, e, ks, task.ResultPath, workerproto.Result{TaskID: task.ID, WorkerID: "w-go", LeaseOwner: task.LeaseOwner,
+		Output: json.RawMessage(`{"charged":2}`)}, &obj{})
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Raw)
+	got := invWait(t, e, adm, inv, "succeeded", "failed")
+	require.Equal(t, "succeeded", got["status"], "%v", got)
+	require.EqualValues(t, 2, got["result"].(obj)["charged"])
+	// A second result for the same task is refused.
+	r = workerPost(t, e, ks, task.ResultPath, workerproto.Result{TaskID: task.ID, WorkerID: "w-go", LeaseOwner: task.LeaseOwner,
+		Output: json.RawMessage(`{}`)}, nil)
+	require.NotEqual(t, http.StatusOK, r.Status)
+}

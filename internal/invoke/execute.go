@@ -45,7 +45,7 @@ func (s *Service) attempt(rec invocation.Record, e entrypoint.Entrypoint, d defi
 func (s *Service) runFunction(ctx context.Context, rec invocation.Record, e entrypoint.Entrypoint, d definition, input any) run.Result {
 	if d.workerDefinition() != "" {
 		a := s.attempt(rec, e, d, input)
-		o := outcome.Decide(rec, a.Retry, nil, workerOnly(e.ID), true, s.cfg.Clock.Now())
+		o := outcome.Decide(rec, a.Retry, nil, workerOnly(e.GTSID), true, s.cfg.Clock.Now())
 		o.Metrics = run.Metrics(0, sandbox.Result{}, a.Limits.MemoryMB, 0)
 		return run.Result{Outcome: o}
 	}
