@@ -205,6 +205,7 @@ func (c *Client) runTask(ctx context.Context, t workerproto.Task, r *running) {
 		c.mu.Unlock()
 	}()
 	log := c.cfg.Logger.With("tenant_id", t.TenantID, "invocation_id", t.InvocationID, "task_id", t.ID)
+	log.Info("worker: task started", "kind", t.Kind)
 	res := workerproto.Result{TaskID: t.ID, WorkerID: c.cfg.WorkerID, LeaseOwner: t.LeaseOwner}
 	if out, rerr, metrics, timeline, err := c.execute(ctx, t); err != nil {
 		res.Error = &workerproto.Error{TypeID: sandbox.ErrRuntime, Category: "non_retryable", Message: "worker: " + err.Error()}
