@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -198,6 +199,18 @@ func TestWorkerHeartbeatsDoNotWrite(t *testing.T) {
 	require.Equal(t, int64(n*m), after.HeartbeatTasks-before.HeartbeatTasks)
 	require.Less(t, after.HeartbeatWrites-before.HeartbeatWrites, int64(n*m), "heartbeats are kept in memory")
 	require.Zero(t, after.HeartbeatWrites-before.HeartbeatWrites)
+	// The counters are exposed on /metrics.
+	req, err := http.NewRequest(http.MethodGet, e.ts.URL+"/metrics", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+operator)
+	hr, err := e.client.Do(req)
+	require.NoError(t, err)
+	defer hr.Body.Close()
+	raw, err := io.ReadAll(hr.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, hr.StatusCode)
+	require.Contains(t, string(raw), fmt.Sprintf("lark_worker_heartbeats_total %d", after.Heartbeats))
+	require.Contains(t, string(raw), "lark_worker_heartbeat_writes_total 0")
 }
 
 func TestWorkerLostIsReclaimed(t *testing.T) {

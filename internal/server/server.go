@@ -286,6 +286,14 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.Invoke = invoke.NewService(invoke.Config{Remote: remote, Store: st, Schemas: schemas, Programs: sandbox.NewCache(1024), Secrets: s.Secrets,
 		Egress: egress.New(egress.Options{AllowLoopback: cfg.UnsafeEgressAllowLoopback}), Clock: c, IDs: ids, Logger: cfg.Logger,
 		Pricing: cfg.Pricing, Observer: s.Metrics, MaxPayloadBytes: cfg.MaxPayloadBytes, CPU: cpuScheduler(cfg.CPUSlots, cfg.CPUNice, cfg.Logger)})
+	if s.Workers != nil {
+		for _, col := range s.Workers.Collectors() {
+			if err := s.Metrics.Registry().Register(col); err != nil {
+				st.Close()
+				return nil, fmt.Errorf("worker metrics: %w", err)
+			}
+		}
+	}
 	s.Claims = dispatch.NewStoreClaimer(s.Invoke.ClaimConfig())
 	s.dispatch = dispatch.New(s.Claims, s.Invoke, dispatch.Options{Slots: cfg.Workers, Clock: c, Logger: cfg.Logger})
 	s.Invoke.SetWake(s.dispatch.Wake)

@@ -23,6 +23,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/larkrun/lark/internal/clock"
 	"github.com/larkrun/lark/internal/entrypoint"
 	"github.com/larkrun/lark/internal/invocation"
@@ -386,4 +388,17 @@ func checkWorkerID(id string) error {
 		return problem.Validation("invalid worker_id", []problem.Issue{{Path: "$.body.worker_id", Code: "INVALID", Message: "worker_id is required, at most 128 bytes"}})
 	}
 	return nil
+}
+
+// Collectors are the service's Prometheus counters (lark_worker_*), read from Stats at scrape time.
+func (s *Service) Collectors() []prometheus.Collector {
+	counter := func(name, help string, f func(Stats) int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(f(s.Stats())) })
+	}
+	return []prometheus.Collector{
+		counter("lark_worker_heartbeats_total", "Heartbeats received from remote workers.", func(st Stats) int64 { return st.Heartbeats }),
+		counter("lark_worker_heartbeat_tasks_total", "Task reports carried by remote workers' heartbeats.", func(st Stats) int64 { return st.HeartbeatTasks }),
+		counter("lark_worker_heartbeat_writes_total", "Database writes caused by heartbeats (none: heartbeats are kept in memory).", func(st Stats) int64 { return st.HeartbeatWrites }),
+		counter("lark_worker_tasks_lost_total", "Tasks given up because their worker stopped heartbeating (each ends its lease: one write).", func(st Stats) int64 { return st.Lost }),
+	}
 }
