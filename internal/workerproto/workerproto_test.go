@@ -16,6 +16,8 @@ func TestCanonical(t *testing.T) {
 		`"a<b>&\u00e9\u2028"`:                        "\"a<b>&é\\u2028\"",
 		`{"é":1,"z":2,"A":3}`:                        `{"A":3,"z":2,"é":1}`,
 		` null `:                                     `null`,
+		// docs/workers.md's test vector.
+		`{ "b" : 1.50, "a" : "<\u00e9>\u2028\/" }`: "{\"a\":\"<é>\\u2028/\",\"b\":1.50}",
 	}
 	for in, want := range cases {
 		got, err := Canonical([]byte(in))
