@@ -277,6 +277,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		st.Close()
 		return nil, fmt.Errorf("--remote-workers needs a worker key (--worker-key)")
 	}
+	if cfg.HeartbeatInterval > 0 && cfg.HeartbeatTimeout > 0 && cfg.HeartbeatInterval >= cfg.HeartbeatTimeout {
+		st.Close()
+		return nil, fmt.Errorf("--worker-heartbeat-interval (%v) must be shorter than --worker-heartbeat-timeout (%v)", cfg.HeartbeatInterval, cfg.HeartbeatTimeout)
+	}
 	var remote invoke.Remote
 	if cfg.WorkerKeys != nil {
 		s.Workers = workers.New(workers.Config{Functions: cfg.RemoteWorkers, HeartbeatInterval: cfg.HeartbeatInterval,
