@@ -397,6 +397,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	case serveErr = <-errc:
 	}
 	s.log.Info("shutting down")
+	if s.Workers != nil {
+		s.Workers.Close() // long polls answer now instead of holding the drain
+	}
 	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.DrainTimeout)
 	defer cancel()
 	shutErr := hs.Shutdown(sctx)

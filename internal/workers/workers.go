@@ -75,6 +75,8 @@ type Service struct {
 	queue []*task          // waiting for a worker, oldest first
 	tasks map[string]*task // by task id, queued or assigned
 	ready chan struct{}    // closed and replaced when a task is queued
+	stop  chan struct{}    // closed by Close: polls answer at once
+	once  sync.Once
 	stats struct{ heartbeats, heartbeatTasks, writes, lost atomic.Int64 }
 }
 
@@ -103,8 +105,13 @@ func New(cfg Config) *Service {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Service{cfg: cfg, tasks: map[string]*task{}, ready: make(chan struct{})}
+	return &Service{cfg: cfg, tasks: map[string]*task{}, ready: make(chan struct{}), stop: make(chan struct{})}
 }
+
+// Close makes every poll, waiting or to come, answer at once with what is queued (nothing, in
+// practice), so that a server shutting down is not held by long polls. Heartbeats and results are
+// still taken while the server drains.
+func (s *Service) Close() { s.once.Do(func() { close(s.stop) }) }
 
 // Stats returns the counters.
 func (s *Service) Stats() Stats {
@@ -237,6 +244,8 @@ func (s *Service) Poll(ctx context.Context, req workerproto.PollRequest) (worker
 			// A worker gets Starlark tasks when it runs Starlark, and worker-provided ones only
 			// when it serves their definition.
 			fits := (t.wire.Kind == workerproto.KindStarlark && req.Starlark) || (t.wire.Kind == workerproto.KindAdapterRef && serves[t.wire.DefinitionID])
+			// A task whose lease no longer covers its timeout is not handed out (Run gives it up).
+			fits = fits && t.ra.Attempt.Lease.ExpiresAt.Sub(now) >= t.ra.Run.Limits.Timeout
 			if !fits || len(reply.Tasks) >= req.MaxTasks {
 				kept = append(kept, t)
 				continue
@@ -256,6 +265,8 @@ func (s *Service) Poll(ctx context.Context, req workerproto.PollRequest) (worker
 		case <-timer.C:
 			return reply, nil
 		case <-ctx.Done():
+			return reply, nil
+		case <-s.stop:
 			return reply, nil
 		}
 	}

@@ -173,3 +173,20 @@ func TestNoWorkerInTime(t *testing.T) {
 	require.False(t, ok)
 	require.Empty(t, poll(t, s, workerproto.PollRequest{WorkerID: "w", Starlark: true, WaitMS: 10}))
 }
+
+func TestCloseEndsLongPolls(t *testing.T) {
+	s := newService(t)
+	got := make(chan []workerproto.Task, 1)
+	go func() {
+		reply, _ := s.Poll(context.Background(), workerproto.PollRequest{WorkerID: "w", MaxTasks: 1, WaitMS: workerproto.MaxWaitMS, Starlark: true})
+		got <- reply.Tasks
+	}()
+	s.Close()
+	select {
+	case tasks := <-got:
+		require.Empty(t, tasks)
+	case <-time.After(10 * time.Second):
+		require.FailNow(t, "the long poll outlived Close")
+	}
+	s.Close() // idempotent
+}
