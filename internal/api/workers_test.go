@@ -310,3 +310,27 @@ func TestWorkerProvidedImplementation(t *testing.T) {
 		Output: json.RawMessage(`{}`)}, nil)
 	require.NotEqual(t, http.StatusOK, r.Status)
 }
+
+// TestWorkerClientStopsCanceled: a real worker stops a running program when its invocation is
+// canceled (the heartbeat answer), and its result is recorded as a late result.
+func TestWorkerClientStopsCanceled(t *testing.T) {
+	e, ks := workerEnv(t)
+	adm := invTenant(t, e, "t-workers")
+	ep := e.registerActive(t, adm, invFn(t, "remote.forever.v1~", "def main(ctx, input):\n    while True:\n        pass\n"))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- workerclient.New(workerclient.Config{Server: e.ts.URL, Keys: ks, WorkerID: "w-cancel", Starlark: true,
+			PollWait: 200 * time.Millisecond}).Run(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	inv := invID(invAsync(t, e, adm, ep["entrypoint_id"].(string), obj{}, nil))
+	require.Eventually(t, func() bool { return e.srv.Workers.Stats().HeartbeatTasks > 0 }, 10*time.Second, 5*time.Millisecond,
+		"the worker runs the task")
+	require.Equal(t, http.StatusOK, invControl(t, e, adm, inv, "cancel").Status)
+	require.Eventually(t, func() bool {
+		items, _ := invTimeline(t, e, adm, inv)
+		return invIndex(items, "late_result", 0) >= 0
+	}, 5*time.Second, 10*time.Millisecond, "the stopped program's result arrives well before its 10 s timeout, as a late result")
+	require.Equal(t, "canceled", invGet(t, e, adm, inv)["status"])
+}
