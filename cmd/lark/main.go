@@ -27,6 +27,7 @@ import (
 	"github.com/larkrun/lark/internal/retention"
 	"github.com/larkrun/lark/internal/server"
 	"github.com/larkrun/lark/internal/store/pgstore"
+	"github.com/larkrun/lark/internal/workerproto"
 )
 
 func main() {
@@ -48,6 +49,10 @@ type flags struct {
 	sqliteSynchronous           string
 	maxBody                     int64
 	workers                     int
+	remoteWorkers               bool
+	workerKeys                  []string
+	heartbeatInterval           time.Duration
+	heartbeatTimeout            time.Duration
 	retention                   time.Duration
 	egressLoopback              bool
 	cpuProfile                  string
@@ -85,6 +90,10 @@ func (f *flags) bind(c *cobra.Command) {
 	c.Flags().StringVar(&f.logLevel, "log-level", env("LARK_LOG_LEVEL", "info"), "debug, info, warn or error (env LARK_LOG_LEVEL)")
 	c.Flags().Int64Var(&f.maxBody, "max-body", 1<<20, "maximum request body in bytes")
 	c.Flags().IntVar(&f.workers, "workers", 64, "concurrent async executions in this process")
+	c.Flags().BoolVar(&f.remoteWorkers, "remote-workers", false, "run async function attempts in remote workers (lark worker) instead of here; needs --worker-key")
+	c.Flags().StringArrayVar(&f.workerKeys, "worker-key", nil, "a worker key id:secret (secret at least 16 bytes) accepted on the worker routes; repeat during a rotation, the first one signs (env LARK_WORKER_KEYS, comma-separated)")
+	c.Flags().DurationVar(&f.heartbeatInterval, "worker-heartbeat-interval", 30*time.Second, "how often remote workers heartbeat")
+	c.Flags().DurationVar(&f.heartbeatTimeout, "worker-heartbeat-timeout", 5*time.Minute, "how long without a heartbeat before a remote worker's tasks are given up and their leases left to expire")
 	c.Flags().StringVar(&f.pricing, "pricing", env("LARK_PRICING", ""), "JSON pricing file for cost attribution; unset prices everything at 0 (env LARK_PRICING)")
 	c.Flags().DurationVar(&f.retention, "retention-interval", retention.DefaultInterval, "time between two passes of the retention job (purges history and audit events past each tenant's retention)")
 	c.Flags().BoolVar(&f.egressLoopback, "unsafe-egress-allow-loopback", false, "TEST ONLY: let user code reach loopback addresses")
@@ -131,7 +140,19 @@ func (f *flags) config(admin string, log *slog.Logger) (server.Config, error) {
 		MetricsPublic: f.metricsPublic, MetricsMaxLabelSets: f.metricsMaxLabelSets,
 		DrainTimeout: f.drainTimeout, ReadHeaderTimeout: f.readHeaderTimeout, ReadTimeout: f.readTimeout,
 		WriteTimeout: f.writeTimeout, IdleTimeout: f.idleTimeout, MaxHeaderBytes: f.maxHeaderBytes, MaxInFlight: f.maxInFlight,
-		MaxPayloadBytes: f.maxPayloadBytes, CPUSlots: f.cpuSlots, CPUNice: f.cpuNice}
+		MaxPayloadBytes: f.maxPayloadBytes, CPUSlots: f.cpuSlots, CPUNice: f.cpuNice,
+		RemoteWorkers: f.remoteWorkers, HeartbeatInterval: f.heartbeatInterval, HeartbeatTimeout: f.heartbeatTimeout}
+	keys := f.workerKeys
+	if v := os.Getenv("LARK_WORKER_KEYS"); len(keys) == 0 && v != "" {
+		keys = strings.Split(v, ",")
+	}
+	if len(keys) > 0 {
+		ks, err := workerproto.ParseKeys(keys)
+		if err != nil {
+			return cfg, fmt.Errorf("--worker-key: %w", err)
+		}
+		cfg.WorkerKeys = ks
+	}
 	if f.nats != "" {
 		cfg.NATS = natsbridge.Config{URL: f.nats, Logger: log}
 	}
@@ -300,7 +321,7 @@ func (f *flags) startProfile() (func(), error) {
 func root() *cobra.Command {
 	cmd := &cobra.Command{Use: "lark", Short: "Lark: a multi-tenant serverless runtime for Starlark functions and workflows",
 		SilenceUsage: true, SilenceErrors: true}
-	cmd.AddCommand(serveCmd(), devCmd())
+	cmd.AddCommand(serveCmd(), devCmd(), workerCmd())
 	cmd.AddCommand(benchCmd(), benchEchoCmd())
 	return cmd
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/larkrun/lark/internal/auth"
+	"github.com/larkrun/lark/internal/clock"
 	"github.com/larkrun/lark/internal/eventbus"
 	"github.com/larkrun/lark/internal/idgen"
 	"github.com/larkrun/lark/internal/invoke"
@@ -28,6 +29,8 @@ import (
 	"github.com/larkrun/lark/internal/triggers"
 	"github.com/larkrun/lark/internal/usage"
 	"github.com/larkrun/lark/internal/webhooks"
+	"github.com/larkrun/lark/internal/workerproto"
+	"github.com/larkrun/lark/internal/workers"
 )
 
 // BasePath prefixes every API route.
@@ -62,11 +65,17 @@ type Config struct {
 	Events *eventbus.Bus
 	// Triggers serves the Trigger API.
 	Triggers *triggers.Service
-	Audit    AuditLister
-	Ready    Pinger
-	IDs      idgen.Generator
-	Logger   *slog.Logger
-	MaxBody  int64
+	// Workers serves the worker route group (docs/workers.md), authenticated by envelopes signed
+	// with a key of WorkerKeys (both nil: the group is not mounted). WorkerClock checks envelope
+	// expiry (nil: the real clock).
+	Workers     *workers.Service
+	WorkerKeys  *workerproto.Keyset
+	WorkerClock clock.Clock
+	Audit       AuditLister
+	Ready       Pinger
+	IDs         idgen.Generator
+	Logger      *slog.Logger
+	MaxBody     int64
 	// Metrics, when set, is served at GET /metrics: to the platform operator's token only, since it
 	// names every tenant, unless MetricsPublic.
 	Metrics       http.Handler
@@ -82,9 +91,10 @@ type Config struct {
 
 // Server serves the API.
 type Server struct {
-	cfg      Config
-	log      *slog.Logger
-	inflight *inFlight
+	cfg          Config
+	workerNonces *workerproto.NonceCache
+	log          *slog.Logger
+	inflight     *inFlight
 }
 
 // New returns a Server.
@@ -104,7 +114,8 @@ func New(cfg Config) *Server {
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = DefaultWriteTimeout
 	}
-	return &Server{cfg: cfg, log: cfg.Logger, inflight: &inFlight{max: cfg.MaxInFlight, n: map[string]int{}}}
+	return &Server{cfg: cfg, log: cfg.Logger, inflight: &inFlight{max: cfg.MaxInFlight, n: map[string]int{}},
+		workerNonces: workerproto.NewNonceCache(0)}
 }
 
 // Handler returns the root handler.
@@ -135,6 +146,7 @@ func (s *Server) Handler() http.Handler {
 	// The webhook receiver authenticates deliveries itself (no bearer token): it sits beside the
 	// authenticated base path, not inside it.
 	s.receiverRoutes(r)
+	s.workerRoutes(r)
 	if s.cfg.Metrics != nil {
 		if s.cfg.MetricsPublic {
 			r.Method(http.MethodGet, "/metrics", s.cfg.Metrics)

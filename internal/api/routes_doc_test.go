@@ -12,6 +12,8 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/larkrun/lark/internal/api"
+	"github.com/larkrun/lark/internal/workerproto"
+	"github.com/larkrun/lark/internal/workers"
 )
 
 // docRouteRow is one row of the route table at the top of docs/api.md:
@@ -83,13 +85,18 @@ func documentedRoutes(t *testing.T) []string {
 // TestRoutesDocumented compares the routes the real router serves (chi.Walk) with the route table
 // of docs/api.md, both ways.
 func TestRoutesDocumented(t *testing.T) {
-	h := api.New(api.Config{Metrics: http.NotFoundHandler()}).Handler()
+	ks, err := workerproto.ParseKeys([]string{"k:0123456789abcdef"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// With a worker service, so that the worker route group is mounted too.
+	h := api.New(api.Config{Metrics: http.NotFoundHandler(), Workers: workers.New(workers.Config{}), WorkerKeys: ks}).Handler()
 	mux, ok := h.(chi.Routes)
 	if !ok {
 		t.Fatalf("Handler() is a %T, not a chi router", h)
 	}
 	var served []string
-	err := chi.Walk(mux, func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+	err = chi.Walk(mux, func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
 		served = append(served, routeKey(method, route))
 		return nil
 	})

@@ -451,6 +451,10 @@ func (s *Service) Run(ctx context.Context, a attempt.Attempt) {
 			s.cfg.Logger.ErrorContext(ctx, "step compensations not recorded", "invocation_id", rec.ID, "tenant_id", rec.TenantID, "err", err)
 		}
 	case attempt.KindRun:
+		if s.cfg.Remote != nil && a.Entrypoint.Kind == entrypoint.KindFunction && (d.workerDefinition() != "" || s.cfg.Remote.Takes(a.Entrypoint)) {
+			s.runRemote(ctx, a, d)
+			return
+		}
 		if _, err := s.execute(ctx, rec, a.Entrypoint, d); err != nil {
 			s.cfg.Logger.ErrorContext(ctx, "invocation attempt not recorded", "invocation_id", rec.ID, "tenant_id", rec.TenantID, "err", err)
 		}

@@ -43,6 +43,12 @@ func (s *Service) attempt(rec invocation.Record, e entrypoint.Entrypoint, d defi
 // runFunction runs one attempt of a function (rec as started) through the run stage, cancelable
 // by cancel while it runs. It writes nothing.
 func (s *Service) runFunction(ctx context.Context, rec invocation.Record, e entrypoint.Entrypoint, d definition, input any) run.Result {
+	if d.workerDefinition() != "" {
+		a := s.attempt(rec, e, d, input)
+		o := outcome.Decide(rec, a.Retry, nil, workerOnly(e.GTSID), true, s.cfg.Clock.Now())
+		o.Metrics = run.Metrics(0, sandbox.Result{}, a.Limits.MemoryMB, 0)
+		return run.Result{Outcome: o}
+	}
 	log := obs.Logger(ctx).With("tenant_id", rec.TenantID, "invocation_id", rec.ID, "correlation_id", rec.CorrelationID)
 	runCtx, cancel := context.WithTimeout(ctx, d.timeout())
 	defer cancel()

@@ -57,6 +57,9 @@ type Config struct {
 	Logger  *slog.Logger
 	// Node names this process in leases; unique per process start.
 	Node string
+	// Remote, when set, runs the function attempts it takes (Remote.Takes) in remote workers;
+	// the dispatcher's claims and the completion stay here.
+	Remote Remote
 	// LeaseGrace is added to an attempt's timeout to form its lease (default 30 s).
 	LeaseGrace time.Duration
 	// Wake is called when new work is queued (the dispatcher's wake-up).
@@ -328,9 +331,14 @@ type definition struct {
 		} `json:"workflow"`
 	} `json:"traits"`
 	Implementation struct {
-		Code struct {
+		Adapter string `json:"adapter"`
+		Kind    string `json:"kind"`
+		Code    struct {
 			Source string `json:"source"`
 		} `json:"code"`
+		AdapterRef struct {
+			DefinitionID string `json:"definition_id"`
+		} `json:"adapter_ref"`
 	} `json:"implementation"`
 	schemas *compiledSchemas // shared by copies of one parsed definition
 }

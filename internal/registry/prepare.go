@@ -259,7 +259,7 @@ func applyLimitDefaults(doc map[string]any, p tenant.Policy) {
 	}
 	setDefault(limits, "timeout_seconds", json.Number(strconv.FormatInt(p.Defaults.TimeoutSeconds, 10)))
 	impl, _ := doc["implementation"].(map[string]any)
-	if impl["adapter"] == schema.StarlarkAdapter {
+	if impl["adapter"] == schema.StarlarkAdapter || impl["adapter"] == schema.WorkerAdapter {
 		setDefault(limits, "memory_mb", json.Number(strconv.FormatInt(p.Defaults.MemoryMB, 10)))
 		setDefault(limits, "cpu", json.Number(strconv.FormatFloat(p.Defaults.CPU, 'f', -1, 64)))
 	}

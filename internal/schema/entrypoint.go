@@ -235,6 +235,21 @@ func checkStarlarkImplementation(impl map[string]any) []Issue {
 	return out
 }
 
+// checkWorkerImplementation: a worker-provided implementation is an adapter_ref whose
+// definition_id names what the worker serves (at most 256 bytes).
+func checkWorkerImplementation(impl map[string]any) []Issue {
+	if k, ok := impl["kind"].(string); ok && k != "adapter_ref" {
+		return []Issue{{Path: "$.implementation.kind", Code: CodeInvalidValue,
+			Message: fmt.Sprintf("the worker adapter requires kind 'adapter_ref', got %s", quote(k))}}
+	}
+	ref, _ := impl["adapter_ref"].(map[string]any)
+	if id, _ := ref["definition_id"].(string); id == "" || len(id) > 256 {
+		return []Issue{{Path: "$.implementation.adapter_ref.definition_id", Code: CodeInvalidValue,
+			Message: "definition_id must be 1 to 256 bytes"}}
+	}
+	return nil
+}
+
 // rateLimitIssues checks traits.rate_limit.strategy and validates its config.
 func (r *Registry) rateLimitIssues(doc map[string]any) []Issue {
 	rl, ok := getMap(doc, "traits", "rate_limit")

@@ -47,6 +47,11 @@ const (
 // execute. Entrypoints name it in implementation.adapter.
 const StarlarkAdapter = "gts.x.core.serverless.adapter.starlark.v1~"
 
+// WorkerAdapter is the GTS type id of worker-provided implementations (implementation.kind
+// adapter_ref, docs/workers.md): a remote worker that advertises the entrypoint's
+// adapter_ref.definition_id runs it. It takes the Starlark adapter's limits.
+const WorkerAdapter = "gts.x.core.serverless.adapter.worker.v1~"
+
 // TokenBucketStrategy is the GTS type id of the built-in (system default) token bucket rate
 // limiter. Entrypoints name it in traits.rate_limit.strategy; its config is validated against the
 // built-in schema of the same id.
@@ -133,6 +138,7 @@ func New() (*Registry, error) {
 
 	r.adapters = map[string]adapterSpec{
 		StarlarkAdapter: {limitsID: starlarkLimitsID, check: checkStarlarkImplementation},
+		WorkerAdapter:   {limitsID: starlarkLimitsID, check: checkWorkerImplementation},
 	}
 	r.limiters = map[string]string{TokenBucketStrategy: TokenBucketStrategy}
 	for _, a := range r.adapters {
@@ -174,7 +180,7 @@ func (r *Registry) Schema(gtsID string) (*jsonschema.Schema, error) {
 // Adapters returns the adapter GTS ids that entrypoints may name in implementation.adapter, sorted.
 // An adapter is listed only if Lark can execute it and knows its limits schema. Limits types of the
 // Lambda and Temporal adapters are built in as GTS types (000 defines them), but Lark cannot run
-// those adapters, so the result is just [StarlarkAdapter].
+// those adapters, so the result is [StarlarkAdapter] and [WorkerAdapter] (run by remote workers).
 func (r *Registry) Adapters() []string {
 	out := make([]string, 0, len(r.adapters))
 	for id := range r.adapters {

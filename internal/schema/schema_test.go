@@ -191,7 +191,7 @@ func TestBuiltinSchemasValidateSpecExamples(t *testing.T) {
 
 func TestAdaptersAndStrategies(t *testing.T) {
 	r := testRegistry(t)
-	require.Equal(t, []string{StarlarkAdapter}, r.Adapters())
+	require.Equal(t, []string{StarlarkAdapter, WorkerAdapter}, r.Adapters())
 	require.Equal(t, []string{TokenBucketStrategy}, r.RateLimitStrategies())
 	for _, id := range r.RateLimitStrategies() {
 		_, err := r.Schema(id)

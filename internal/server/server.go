@@ -31,6 +31,7 @@ import (
 	"github.com/larkrun/lark/internal/natsfeed"
 	"github.com/larkrun/lark/internal/registry"
 	"github.com/larkrun/lark/internal/retention"
+	"github.com/larkrun/lark/internal/run"
 	"github.com/larkrun/lark/internal/sandbox"
 	"github.com/larkrun/lark/internal/scheduler"
 	"github.com/larkrun/lark/internal/schema"
@@ -44,6 +45,8 @@ import (
 	"github.com/larkrun/lark/internal/triggers"
 	"github.com/larkrun/lark/internal/usage"
 	"github.com/larkrun/lark/internal/webhooks"
+	"github.com/larkrun/lark/internal/workerproto"
+	"github.com/larkrun/lark/internal/workers"
 )
 
 // Config is what `lark serve` is configured with.
@@ -85,6 +88,13 @@ type Config struct {
 	MaxInFlight int
 	// Workers bounds concurrent async executions in this process (default 64).
 	Workers int
+	// RemoteWorkers sends async function attempts to remote workers (lark worker) instead of
+	// running them here; WorkerKeys authenticates the worker routes (nil: no worker routes, and
+	// RemoteWorkers is refused). HeartbeatInterval and HeartbeatTimeout are the workers'
+	// (defaults 30 s and 5 min).
+	RemoteWorkers                       bool
+	WorkerKeys                          *workerproto.Keyset
+	HeartbeatInterval, HeartbeatTimeout time.Duration
 	// UnsafeEgressAllowLoopback lets user code reach 127.0.0.0/8 and ::1. TEST ONLY: end-to-end
 	// tests point r_http_* at httptest servers with it. Every other address rule still applies.
 	UnsafeEgressAllowLoopback bool
@@ -169,6 +179,8 @@ type Server struct {
 	Registry *registry.Service
 	Invoke   *invoke.Service
 	Metrics  *metrics.Metrics
+	// Workers is the remote worker service (nil without Config.WorkerKeys).
+	Workers *workers.Service
 	// Claims is the claim stage that feeds the dispatcher (tests claim through it directly).
 	Claims   *dispatch.StoreClaimer
 	dispatch *dispatch.Dispatcher
@@ -271,9 +283,31 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		st.Close()
 		return nil, fmt.Errorf("secrets: master key rotation: %w", err)
 	}
-	s.Invoke = invoke.NewService(invoke.Config{Store: st, Schemas: schemas, Programs: sandbox.NewCache(1024), Secrets: s.Secrets,
+	if cfg.RemoteWorkers && cfg.WorkerKeys == nil {
+		st.Close()
+		return nil, fmt.Errorf("--remote-workers needs a worker key (--worker-key)")
+	}
+	if cfg.HeartbeatInterval > 0 && cfg.HeartbeatTimeout > 0 && cfg.HeartbeatInterval >= cfg.HeartbeatTimeout {
+		st.Close()
+		return nil, fmt.Errorf("--worker-heartbeat-interval (%v) must be shorter than --worker-heartbeat-timeout (%v)", cfg.HeartbeatInterval, cfg.HeartbeatTimeout)
+	}
+	var remote invoke.Remote
+	if cfg.WorkerKeys != nil {
+		s.Workers = workers.New(workers.Config{Functions: cfg.RemoteWorkers, HeartbeatInterval: cfg.HeartbeatInterval,
+			HeartbeatTimeout: cfg.HeartbeatTimeout, Runner: &run.Runner{Schemas: schemas, Clock: c}, Clock: c, Logger: cfg.Logger})
+		remote = s.Workers
+	}
+	s.Invoke = invoke.NewService(invoke.Config{Remote: remote, Store: st, Schemas: schemas, Programs: sandbox.NewCache(1024), Secrets: s.Secrets,
 		Egress: egress.New(egress.Options{AllowLoopback: cfg.UnsafeEgressAllowLoopback}), Clock: c, IDs: ids, Logger: cfg.Logger,
 		Pricing: cfg.Pricing, Observer: s.Metrics, MaxPayloadBytes: cfg.MaxPayloadBytes, CPU: cpuScheduler(cfg.CPUSlots, cfg.CPUNice, cfg.Logger)})
+	if s.Workers != nil {
+		for _, col := range s.Workers.Collectors() {
+			if err := s.Metrics.Registry().Register(col); err != nil {
+				st.Close()
+				return nil, fmt.Errorf("worker metrics: %w", err)
+			}
+		}
+	}
 	s.Claims = dispatch.NewStoreClaimer(s.Invoke.ClaimConfig())
 	s.dispatch = dispatch.New(s.Claims, s.Invoke, dispatch.Options{Slots: cfg.Workers, Clock: c, Logger: cfg.Logger})
 	s.Invoke.SetWake(s.dispatch.Wake)
@@ -320,7 +354,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Usage: usage.NewService(st, s.Tenants, c, cfg.Pricing.Currency()), Schedules: s.Schedules, Secrets: s.Secrets, Webhooks: s.Webhooks,
 		TrustedProxies: cfg.TrustedProxies, Events: s.Events, Triggers: s.Triggers, Audit: st, Ready: st,
 		IDs: ids, Logger: cfg.Logger, MaxBody: cfg.MaxBody, Metrics: s.Metrics.Handler(), MetricsPublic: cfg.MetricsPublic,
-		MaxInFlight: cfg.MaxInFlight, WriteTimeout: cfg.WriteTimeout}).Handler()
+		MaxInFlight: cfg.MaxInFlight, WriteTimeout: cfg.WriteTimeout, Workers: s.Workers, WorkerKeys: cfg.WorkerKeys, WorkerClock: c}).Handler()
 	return s, nil
 }
 
@@ -373,6 +407,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	case serveErr = <-errc:
 	}
 	s.log.Info("shutting down")
+	if s.Workers != nil {
+		s.Workers.Close() // long polls answer now instead of holding the drain
+	}
 	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.DrainTimeout)
 	defer cancel()
 	shutErr := hs.Shutdown(sctx)

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/larkrun/lark/internal/idgen"
+	"github.com/larkrun/lark/internal/workerclient"
+	"github.com/larkrun/lark/internal/workerproto"
+)
+
+// workerCmd is lark worker: a remote worker that pulls function attempts from a server
+// (docs/workers.md). It never opens a database.
+func workerCmd() *cobra.Command {
+	var server, token, id, logLevel string
+	var concurrency int
+	var pollWait time.Duration
+	c := &cobra.Command{Use: "worker", Short: "Run a remote worker: pull function attempts from a server over HTTP and run them",
+		RunE: func(c *cobra.Command, _ []string) error {
+			if server == "" {
+				return fmt.Errorf("--server is required")
+			}
+			if token == "" {
+				return fmt.Errorf("--token (or LARK_WORKER_TOKEN) is required: a worker key id:secret the server accepts (--worker-key)")
+			}
+			keys, err := workerproto.ParseKeys(strings.Split(token, ","))
+			if err != nil {
+				return fmt.Errorf("--token: %w", err)
+			}
+			f := flags{logLevel: logLevel}
+			log, err := f.logger(false)
+			if err != nil {
+				return err
+			}
+			if id == "" {
+				host, _ := os.Hostname()
+				id = host + "/" + idgen.UUIDv7{}.New("w")
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			log.Info("worker started", "worker_id", id, "server", server, "concurrency", concurrency)
+			err = workerclient.New(workerclient.Config{Server: server, Keys: keys, WorkerID: id, Concurrency: concurrency,
+				PollWait: pollWait, Logger: log, Starlark: true}).Run(ctx)
+			log.Info("worker stopped", "worker_id", id)
+			return err
+		}}
+	c.Flags().StringVar(&server, "server", env("LARK_SERVER", ""), "the server's base URL (env LARK_SERVER)")
+	c.Flags().StringVar(&token, "token", env("LARK_WORKER_TOKEN", ""), "worker key id:secret; comma-separated during a rotation, the first signs (env LARK_WORKER_TOKEN)")
+	c.Flags().StringVar(&id, "id", "", "worker id (default: host name and a random suffix)")
+	c.Flags().IntVar(&concurrency, "concurrency", 4, "tasks run at once")
+	c.Flags().DurationVar(&pollWait, "poll-wait", 20*time.Second, "long poll wait")
+	c.Flags().StringVar(&logLevel, "log-level", env("LARK_LOG_LEVEL", "info"), "debug, info, warn or error")
+	return c
+}

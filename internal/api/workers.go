@@ -1,0 +1,139 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/larkrun/lark/internal/problem"
+	"github.com/larkrun/lark/internal/workerproto"
+)
+
+// workerEnvelopeTTL is how long the server's signed answers to workers stay valid.
+const workerEnvelopeTTL = 5 * time.Minute
+
+type workerBodyKey struct{}
+
+// workerRoutes mounts the worker route group (docs/workers.md): beside the bearer-token base path,
+// authenticated by the signed envelope every request is (verifyEnvelope), answered with signed
+// envelopes. Without a worker service or keyset the routes answer 404.
+func (s *Server) workerRoutes(r chi.Router) {
+	if s.cfg.Workers == nil || s.cfg.WorkerKeys == nil {
+		return
+	}
+	g := r.With(s.verifyEnvelope)
+	g.Post(BasePath+workerproto.PathPoll, s.workerPoll)
+	g.Post(BasePath+workerproto.PathHeartbeat, s.workerHeartbeat)
+	g.Post(BasePath+workerproto.PathResult, s.workerResult)
+}
+
+// verifyEnvelope is the worker group's authentication: the body (at most
+// workerproto.MaxBodyBytes, 413) must be one envelope signed by a key of the worker keyset, not
+// expired and with a nonce not seen before (401 otherwise). The handler gets its body.
+func (s *Server) verifyEnvelope(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, workerproto.MaxBodyBytes))
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			s.problem(w, r, problem.New(problem.TypePayloadTooLarge, "a worker request body is at most %d bytes", workerproto.MaxBodyBytes))
+			return
+		}
+		if err != nil {
+			s.problem(w, r, problem.BadRequest("reading the body: %v", err))
+			return
+		}
+		var env workerproto.Envelope
+		if err := strictDecode(b, &env, true); err != nil {
+			s.problem(w, r, problem.Unauthorized("the body is not a signed envelope"))
+			return
+		}
+		if err := s.cfg.WorkerKeys.Verify(env, s.workerNow(), s.workerNonces); err != nil {
+			s.problem(w, r, problem.Unauthorized("envelope refused: %v", err))
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), workerBodyKey{}, []byte(env.Body))))
+	})
+}
+
+func (s *Server) workerNow() time.Time {
+	if s.cfg.WorkerClock != nil {
+		return s.cfg.WorkerClock.Now()
+	}
+	return time.Now()
+}
+
+// workerBody decodes the verified envelope's body into v (unknown members refused: 422).
+func workerBody(r *http.Request, v any) error {
+	b, _ := r.Context().Value(workerBodyKey{}).([]byte)
+	if err := strictDecode(b, v, true); err != nil {
+		return problem.Validation("invalid body", []problem.Issue{{Path: "$.body", Code: "INVALID", Message: err.Error()}})
+	}
+	return nil
+}
+
+// signed answers v as a signed envelope.
+func (s *Server) signed(w http.ResponseWriter, r *http.Request, status int, v any) {
+	env, err := s.cfg.WorkerKeys.Sign(v, s.workerNow(), workerEnvelopeTTL)
+	if err != nil {
+		s.problem(w, r, problem.Internal(err))
+		return
+	}
+	b, err := json.Marshal(env)
+	if err != nil {
+		s.problem(w, r, problem.Internal(err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func (s *Server) workerPoll(w http.ResponseWriter, r *http.Request) {
+	var req workerproto.PollRequest
+	if err := workerBody(r, &req); err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	if req.WaitMS > 0 {
+		// The long poll may outlast the server's write timeout.
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(time.Duration(req.WaitMS)*time.Millisecond + s.cfg.WriteTimeout))
+	}
+	reply, err := s.cfg.Workers.Poll(r.Context(), req)
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	s.signed(w, r, http.StatusOK, reply)
+}
+
+func (s *Server) workerHeartbeat(w http.ResponseWriter, r *http.Request) {
+	var hb workerproto.Heartbeat
+	if err := workerBody(r, &hb); err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	reply, err := s.cfg.Workers.Heartbeat(hb)
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	s.signed(w, r, http.StatusOK, reply)
+}
+
+func (s *Server) workerResult(w http.ResponseWriter, r *http.Request) {
+	var res workerproto.Result
+	if err := workerBody(r, &res); err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	if err := s.cfg.Workers.Result(chi.URLParam(r, "task_id"), res); err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	s.signed(w, r, http.StatusOK, map[string]any{"accepted": true})
+}

@@ -1,0 +1,336 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/larkrun/lark/internal/server"
+	"github.com/larkrun/lark/internal/workerclient"
+	"github.com/larkrun/lark/internal/workerproto"
+)
+
+func workerKeys(t testing.TB) *workerproto.Keyset {
+	ks, err := workerproto.ParseKeys([]string{"wk1:worker-secret-0123456789"})
+	require.NoError(t, err)
+	return ks
+}
+
+// workerEnv is a server that sends async functions to remote workers, with its dispatcher running.
+func workerEnv(t testing.TB, mod ...func(*server.Config)) (*env, *workerproto.Keyset) {
+	ks := workerKeys(t)
+	e := newEnv(t, append([]func(*server.Config){func(c *server.Config) {
+		c.RemoteWorkers, c.WorkerKeys = true, ks
+		c.HeartbeatInterval, c.HeartbeatTimeout = 50*time.Millisecond, 5*time.Second
+	}}, mod...)...)
+	invDispatcher(t, e)
+	return e, ks
+}
+
+// workerPost posts body as an envelope signed by ks; the answer's verified body is decoded into out.
+func workerPost(t testing.TB, e *env, ks *workerproto.Keyset, path string, body, out any) *resp {
+	t.Helper()
+	env, err := ks.Sign(body, time.Now(), time.Minute)
+	require.NoError(t, err)
+	return workerPostRaw(t, e, ks, path, env, out)
+}
+
+func workerPostRaw(t testing.TB, e *env, ks *workerproto.Keyset, path string, env any, out any) *resp {
+	t.Helper()
+	b, err := json.Marshal(env)
+	require.NoError(t, err)
+	hr, err := e.client.Post(e.ts.URL+base+path, "application/json", bytes.NewReader(b))
+	require.NoError(t, err)
+	defer hr.Body.Close()
+	raw, err := io.ReadAll(hr.Body)
+	require.NoError(t, err)
+	r := &resp{Status: hr.StatusCode, Header: hr.Header, Raw: raw}
+	_ = json.Unmarshal(raw, &r.Body)
+	if hr.StatusCode == http.StatusOK && out != nil {
+		var renv workerproto.Envelope
+		require.NoError(t, json.Unmarshal(raw, &renv))
+		require.NoError(t, ks.Verify(renv, time.Now(), nil), "the server's answer is signed")
+		require.NoError(t, json.Unmarshal(renv.Body, out))
+	}
+	return r
+}
+
+func TestWorkerEnvelopesRefused(t *testing.T) {
+	e, ks := workerEnv(t)
+	poll := workerproto.PollRequest{WorkerID: "w1", MaxTasks: 1, Starlark: true}
+	// Not an envelope, a forged signature, an unknown key, an expired envelope, a replay: 401 problems.
+	r := workerPostRaw(t, e, ks, workerproto.PathPoll, poll, nil)
+	require.Equal(t, http.StatusUnauthorized, r.Status, "%s", r.Raw)
+	require.Equal(t, "application/problem+json", r.Header.Get("Content-Type"))
+	good, err := ks.Sign(poll, time.Now(), time.Minute)
+	require.NoError(t, err)
+	forged := good
+	forged.Body = json.RawMessage(`{"worker_id":"w2","max_tasks":1,"starlark":true}`)
+	require.Equal(t, http.StatusUnauthorized, workerPostRaw(t, e, ks, workerproto.PathPoll, forged, nil).Status)
+	other, err := workerproto.ParseKeys([]string{"wk9:another-secret-0123456789"})
+	require.NoError(t, err)
+	r = workerPost(t, e, other, workerproto.PathPoll, poll, nil)
+	require.Equal(t, http.StatusUnauthorized, r.Status)
+	require.Contains(t, r.Body["detail"], "unknown key id")
+	old, err := ks.Sign(poll, time.Now().Add(-time.Hour), time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusUnauthorized, workerPostRaw(t, e, ks, workerproto.PathPoll, old, nil).Status)
+	var reply workerproto.PollReply
+	require.Equal(t, http.StatusOK, workerPostRaw(t, e, ks, workerproto.PathPoll, good, &reply).Status)
+	r = workerPostRaw(t, e, ks, workerproto.PathPoll, good, nil)
+	require.Equal(t, http.StatusUnauthorized, r.Status)
+	require.Contains(t, r.Body["detail"], "nonce already seen")
+	// A valid envelope with an invalid body: 422; an oversized body: 413.
+	r = workerPost(t, e, ks, workerproto.PathPoll, workerproto.PollRequest{WorkerID: "w1", MaxTasks: 1000}, nil)
+	require.Equal(t, http.StatusUnprocessableEntity, r.Status, "%s", r.Raw)
+	hr, err := e.client.Post(e.ts.URL+base+workerproto.PathPoll, "application/json", strings.NewReader(`"`+strings.Repeat("x", workerproto.MaxBodyBytes)+`"`))
+	require.NoError(t, err)
+	hr.Body.Close()
+	require.Equal(t, http.StatusRequestEntityTooLarge, hr.StatusCode)
+	// A result for a task the server does not know: 404.
+	r = workerPost(t, e, ks, strings.Replace(workerproto.PathResult, "{task_id}", "wt_nope", 1), workerproto.Result{TaskID: "wt_nope", WorkerID: "w1"}, nil)
+	require.Equal(t, http.StatusNotFound, r.Status, "%s", r.Raw)
+}
+
+func TestWorkerRoundTrip(t *testing.T) {
+	e, ks := workerEnv(t)
+	adm := invTenant(t, e, "t-workers")
+	ep := e.registerActive(t, adm, invFn(t, "remote.double.v1~", `
+def main(ctx, input):
+    print("doubling", input["n"])
+    return {"doubled": input["n"] * 2}
+`))
+	id := ep["entrypoint_id"].(string)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- workerclient.New(workerclient.Config{Server: e.ts.URL, Keys: ks, WorkerID: "w-roundtrip", Starlark: true,
+			PollWait: 200 * time.Millisecond}).Run(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	var ids []string
+	for n := range 5 {
+		ids = append(ids, invID(invAsync(t, e, adm, id, obj{"n": n}, nil)))
+	}
+	for n, inv := range ids {
+		rec := invWait(t, e, adm, inv, "succeeded", "failed")
+		require.Equal(t, "succeeded", rec["status"], "%v", rec)
+		require.EqualValues(t, n*2, rec["result"].(obj)["doubled"])
+		items, raw := invTimeline(t, e, adm, inv)
+		require.GreaterOrEqual(t, invIndex(items, "log", 0), 0, "the worker's log reaches the timeline: %s", raw)
+	}
+}
+
+func TestWorkerCancelAndLateResult(t *testing.T) {
+	e, ks := workerEnv(t)
+	adm := invTenant(t, e, "t-workers")
+	ep := e.registerActive(t, adm, invFn(t, "remote.slow.v1~", "def main(ctx, input):\n    return {}\n"))
+	inv := invID(invAsync(t, e, adm, ep["entrypoint_id"].(string), obj{}, nil))
+	var reply workerproto.PollReply
+	for len(reply.Tasks) == 0 {
+		r := workerPost(t, e, ks, workerproto.PathPoll, workerproto.PollRequest{WorkerID: "w-manual", MaxTasks: 4, WaitMS: 5000, Starlark: true}, &reply)
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Raw)
+	}
+	task := reply.Tasks[0]
+	require.Equal(t, inv, task.InvocationID)
+	require.Equal(t, workerproto.KindStarlark, task.Kind)
+	require.Contains(t, task.Source, "def main")
+
+	var hb workerproto.HeartbeatReply
+	workerPost(t, e, ks, workerproto.PathHeartbeat, workerproto.Heartbeat{WorkerID: "w-manual", Tasks: []string{task.ID, "wt_gone"}}, &hb)
+	require.Empty(t, hb.Cancel)
+	require.Equal(t, []string{"wt_gone"}, hb.Unknown)
+	// Another worker's heartbeat does not hold this task.
+	workerPost(t, e, ks, workerproto.PathHeartbeat, workerproto.Heartbeat{WorkerID: "w-other", Tasks: []string{task.ID}}, &hb)
+	require.Equal(t, []string{task.ID}, hb.Unknown)
+
+	require.Equal(t, http.StatusOK, invControl(t, e, adm, inv, "cancel").Status)
+	require.Eventually(t, func() bool {
+		workerPost(t, e, ks, workerproto.PathHeartbeat, workerproto.Heartbeat{WorkerID: "w-manual", Tasks: []string{task.ID}}, &hb)
+		return len(hb.Cancel) == 1 && hb.Cancel[0] == task.ID
+	}, 10*time.Second, 20*time.Millisecond, "the cancellation reaches the worker in a heartbeat answer")
+
+	// The result after cancel is recorded as a late result and not applied.
+	r := workerPost(t, e, ks, task.ResultPath, workerproto.Result{TaskID: task.ID, WorkerID: "w-manual", LeaseOwner: task.LeaseOwner,
+		Output: json.RawMessage(`{"late":true}`)}, &obj{})
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Raw)
+	require.Eventually(t, func() bool {
+		items, _ := invTimeline(t, e, adm, inv)
+		return invIndex(items, "late_result", 0) >= 0
+	}, 10*time.Second, 10*time.Millisecond)
+	rec := invGet(t, e, adm, inv)
+	require.Equal(t, "canceled", rec["status"], "%v", rec)
+	require.Nil(t, rec["result"])
+}
+
+func TestWorkerHeartbeatsDoNotWrite(t *testing.T) {
+	e, ks := workerEnv(t)
+	adm := invTenant(t, e, "t-workers")
+	ep := e.registerActive(t, adm, invFn(t, "remote.beat.v1~", "def main(ctx, input):\n    return {}\n"))
+	const m = 3
+	for range m {
+		invAsync(t, e, adm, ep["entrypoint_id"].(string), obj{}, nil)
+	}
+	var tasks []string
+	for len(tasks) < m {
+		var reply workerproto.PollReply
+		workerPost(t, e, ks, workerproto.PathPoll, workerproto.PollRequest{WorkerID: "w-beat", MaxTasks: m, WaitMS: 5000, Starlark: true}, &reply)
+		for _, tk := range reply.Tasks {
+			tasks = append(tasks, tk.ID)
+		}
+	}
+	before := e.srv.Workers.Stats()
+	const n = 50
+	for range n {
+		var hb workerproto.HeartbeatReply
+		workerPost(t, e, ks, workerproto.PathHeartbeat, workerproto.Heartbeat{WorkerID: "w-beat", Tasks: tasks}, &hb)
+		require.Empty(t, hb.Unknown)
+	}
+	after := e.srv.Workers.Stats()
+	require.Equal(t, int64(n), after.Heartbeats-before.Heartbeats)
+	require.Equal(t, int64(n*m), after.HeartbeatTasks-before.HeartbeatTasks)
+	require.Less(t, after.HeartbeatWrites-before.HeartbeatWrites, int64(n*m), "heartbeats are kept in memory")
+	require.Zero(t, after.HeartbeatWrites-before.HeartbeatWrites)
+	// The counters are exposed on /metrics.
+	req, err := http.NewRequest(http.MethodGet, e.ts.URL+"/metrics", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+operator)
+	hr, err := e.client.Do(req)
+	require.NoError(t, err)
+	defer hr.Body.Close()
+	raw, err := io.ReadAll(hr.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, hr.StatusCode)
+	require.Contains(t, string(raw), fmt.Sprintf("lark_worker_heartbeats_total %d", after.Heartbeats))
+	require.Contains(t, string(raw), "lark_worker_heartbeat_writes_total 0")
+}
+
+func TestWorkerLostIsReclaimed(t *testing.T) {
+	e, ks := workerEnv(t, func(c *server.Config) { c.HeartbeatTimeout = 300 * time.Millisecond })
+	adm := invTenant(t, e, "t-workers")
+	ep := e.registerActive(t, adm, invFn(t, "remote.lost.v1~", "def main(ctx, input):\n    return {\"ok\": True}\n"))
+	inv := invID(invAsync(t, e, adm, ep["entrypoint_id"].(string), obj{}, nil))
+	var reply workerproto.PollReply
+	for len(reply.Tasks) == 0 {
+		workerPost(t, e, ks, workerproto.PathPoll, workerproto.PollRequest{WorkerID: "w-dead", MaxTasks: 1, WaitMS: 5000, Starlark: true}, &reply)
+	}
+	// w-dead never heartbeats nor answers: after the heartbeat timeout its lease is ended, the
+	// claim stage reclaims the attempt, and a live worker runs it.
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- workerclient.New(workerclient.Config{Server: e.ts.URL, Keys: ks, WorkerID: "w-live", Starlark: true,
+			PollWait: 200 * time.Millisecond}).Run(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	rec := invWait(t, e, adm, inv, "succeeded", "failed")
+	require.Equal(t, "succeeded", rec["status"], "%v", rec)
+	items, raw := invTimeline(t, e, adm, inv)
+	require.GreaterOrEqual(t, invIndex(items, "reclaimed", 0), 0, "%s", raw)
+	require.GreaterOrEqual(t, e.srv.Workers.Stats().Lost, int64(1))
+	// The dead worker's result, if it ever came, is refused: its task is gone.
+	r := workerPost(t, e, ks, reply.Tasks[0].ResultPath, workerproto.Result{TaskID: reply.Tasks[0].ID, WorkerID: "w-dead",
+		LeaseOwner: reply.Tasks[0].LeaseOwner, Output: json.RawMessage(`{}`)}, nil)
+	require.Equal(t, http.StatusNotFound, r.Status)
+}
+
+func TestWorkerShutdownReportsInterrupted(t *testing.T) {
+	e, ks := workerEnv(t)
+	adm := invTenant(t, e, "t-workers")
+	ep := e.registerActive(t, adm, invFn(t, "remote.spin.v1~", "def main(ctx, input):\n    while True:\n        pass\n",
+		set("traits.retry", obj{"max_attempts": 2, "initial_delay_ms": 60000, "max_delay_ms": 60000, "backoff_multiplier": 1.0})))
+	inv := invID(invAsync(t, e, adm, ep["entrypoint_id"].(string), obj{}, nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- workerclient.New(workerclient.Config{Server: e.ts.URL, Keys: ks, WorkerID: "w-term", Starlark: true,
+			PollWait: 200 * time.Millisecond}).Run(ctx)
+	}()
+	invWait(t, e, adm, inv, "running")
+	require.Eventually(t, func() bool { return e.srv.Workers.Stats().Heartbeats > 0 }, 10*time.Second, 10*time.Millisecond)
+	cancel() // what SIGTERM does in lark worker
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		require.FailNow(t, "the worker did not stop")
+	}
+	require.Eventually(t, func() bool {
+		items, _ := invTimeline(t, e, adm, inv)
+		return invIndex(items, "step_retried", 0) >= 0
+	}, 10*time.Second, 10*time.Millisecond, "the interrupted attempt is eligible for retry: %s", func() string { _, raw := invTimeline(t, e, adm, inv); return string(raw) }())
+	items, raw := invTimeline(t, e, adm, inv)
+	require.Contains(t, string(raw), "the worker was stopped before the attempt ended", "%v", items)
+}
+
+func TestWorkerProvidedImplementation(t *testing.T) {
+	e, ks := workerEnv(t)
+	adm := invTenant(t, e, "t-workers")
+	ep := e.registerActive(t, adm, invFn(t, "remote.provided.v1~", "",
+		set("implementation", obj{"adapter": "gts.x.core.serverless.adapter.worker.v1~", "kind": "adapter_ref",
+			"adapter_ref": obj{"definition_id": "acme.charge"}})))
+	id := ep["entrypoint_id"].(string)
+	// Sync: the server cannot wait on a worker here; the attempt fails with a clear error.
+	rec := invSync(t, e, adm, id, obj{"n": 1}, nil)
+	require.Equal(t, "dead_lettered", rec["status"], "%v", rec)
+	require.Contains(t, rec["error"].(obj)["message"], "provided by remote workers")
+
+	inv := invID(invAsync(t, e, adm, id, obj{"n": 2}, nil))
+	// A Starlark worker, and a worker serving another definition, get nothing.
+	var reply workerproto.PollReply
+	workerPost(t, e, ks, workerproto.PathPoll, workerproto.PollRequest{WorkerID: "w-star", MaxTasks: 4, WaitMS: 300, Starlark: true,
+		Definitions: []string{"acme.other"}}, &reply)
+	require.Empty(t, reply.Tasks)
+	for len(reply.Tasks) == 0 {
+		workerPost(t, e, ks, workerproto.PathPoll, workerproto.PollRequest{WorkerID: "w-go", MaxTasks: 4, WaitMS: 5000,
+			Definitions: []string{"acme.charge"}}, &reply)
+	}
+	task := reply.Tasks[0]
+	require.Equal(t, workerproto.KindAdapterRef, task.Kind)
+	require.Equal(t, "acme.charge", task.DefinitionID)
+	require.Empty(t, task.Source)
+	require.JSONEq(t, `{"n":2}`, string(task.Params))
+	// The result is checked like any other: against the returns schema (an object).
+	r := workerPost(t, e, ks, task.ResultPath, workerproto.Result{TaskID: task.ID, WorkerID: "w-go", LeaseOwner: task.LeaseOwner,
+		Output: json.RawMessage(`{"charged":2}`)}, &obj{})
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Raw)
+	got := invWait(t, e, adm, inv, "succeeded", "failed")
+	require.Equal(t, "succeeded", got["status"], "%v", got)
+	require.EqualValues(t, 2, got["result"].(obj)["charged"])
+	// A second result for the same task is refused.
+	r = workerPost(t, e, ks, task.ResultPath, workerproto.Result{TaskID: task.ID, WorkerID: "w-go", LeaseOwner: task.LeaseOwner,
+		Output: json.RawMessage(`{}`)}, nil)
+	require.NotEqual(t, http.StatusOK, r.Status)
+}
+
+// TestWorkerClientStopsCanceled: a real worker stops a running program when its invocation is
+// canceled (the heartbeat answer), and its result is recorded as a late result.
+func TestWorkerClientStopsCanceled(t *testing.T) {
+	e, ks := workerEnv(t)
+	adm := invTenant(t, e, "t-workers")
+	ep := e.registerActive(t, adm, invFn(t, "remote.forever.v1~", "def main(ctx, input):\n    while True:\n        pass\n"))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- workerclient.New(workerclient.Config{Server: e.ts.URL, Keys: ks, WorkerID: "w-cancel", Starlark: true,
+			PollWait: 200 * time.Millisecond}).Run(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	inv := invID(invAsync(t, e, adm, ep["entrypoint_id"].(string), obj{}, nil))
+	require.Eventually(t, func() bool { return e.srv.Workers.Stats().HeartbeatTasks > 0 }, 10*time.Second, 5*time.Millisecond,
+		"the worker runs the task")
+	require.Equal(t, http.StatusOK, invControl(t, e, adm, inv, "cancel").Status)
+	require.Eventually(t, func() bool {
+		items, _ := invTimeline(t, e, adm, inv)
+		return invIndex(items, "late_result", 0) >= 0
+	}, 5*time.Second, 10*time.Millisecond, "the stopped program's result arrives well before its 10 s timeout, as a late result")
+	require.Equal(t, "canceled", invGet(t, e, adm, inv)["status"])
+}

@@ -1,0 +1,124 @@
+// Package larkworker is the Go SDK for worker-provided implementations: a Go program registers a
+// handler for each adapter_ref entrypoint it implements (by its implementation.adapter_ref.definition_id)
+// and runs the remote worker protocol of docs/workers.md against a Lark server — long poll, signed
+// envelopes, heartbeats, result callbacks, graceful shutdown. Invocations of those entrypoints are
+// routed only to workers that serve them, with the same retries, limits and records as any other.
+//
+//	w, _ := larkworker.New("http://lark:8080", "wk1:secret-of-at-least-16-bytes")
+//	w.Handle("billing.charge", func(ctx context.Context, t larkworker.Task) (any, error) {
+//		var p struct{ Amount int `json:"amount"` }
+//		if err := json.Unmarshal(t.Params, &p); err != nil {
+//			return nil, larkworker.NonRetryable("bad params: %v", err)
+//		}
+//		return map[string]any{"charged": p.Amount}, nil
+//	})
+//	err := w.Run(ctx) // until ctx ends (e.g. on SIGTERM)
+package larkworker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/larkrun/lark/internal/idgen"
+	"github.com/larkrun/lark/internal/sandbox"
+	"github.com/larkrun/lark/internal/workerclient"
+	"github.com/larkrun/lark/internal/workerproto"
+)
+
+// Task is one invocation attempt given to a handler.
+type Task struct {
+	InvocationID string
+	TenantID     string
+	// EntrypointID is the exact GTS id of the entrypoint version invoked.
+	EntrypointID string
+	// DefinitionID is the handler's name (adapter_ref.definition_id).
+	DefinitionID string
+	// Params is the invocation's params, as JSON (validated against the entrypoint's schema).
+	Params json.RawMessage
+	// Attempt is the logical attempt (1 for the first; more after retries).
+	Attempt int
+}
+
+// HandlerFunc runs one task. It returns a JSON-encodable result, or an error: an *Error keeps its
+// category (Retryable errors are retried under the entrypoint's retry policy); any other error is
+// a non-retryable runtime error. ctx ends at the entrypoint's timeout, on cancellation of the
+// invocation, and on shutdown.
+type HandlerFunc func(ctx context.Context, t Task) (any, error)
+
+// Error is an attempt's error as 000's error envelope: a GTS error type id, a category and a message.
+type Error = sandbox.Error
+
+// Retryable is a runtime error the retry policy may retry.
+func Retryable(format string, args ...any) *Error {
+	return &Error{TypeID: sandbox.ErrRuntime, Category: sandbox.CategoryRetryable, Message: fmt.Sprintf(format, args...)}
+}
+
+// NonRetryable is a runtime error that ends the invocation.
+func NonRetryable(format string, args ...any) *Error {
+	return &Error{TypeID: sandbox.ErrRuntime, Category: sandbox.CategoryNonRetryable, Message: fmt.Sprintf(format, args...)}
+}
+
+// Worker serves handlers. Configure it before Run; it is not reusable after Run returns.
+type Worker struct {
+	server string
+	keys   *workerproto.Keyset
+	// ID names the worker (default: host name and a random suffix).
+	ID string
+	// Concurrency bounds the tasks run at once (default 4).
+	Concurrency int
+	// Logger receives the worker's logs (default slog.Default()).
+	Logger   *slog.Logger
+	mu       sync.Mutex
+	handlers map[string]workerclient.Handler
+}
+
+// New returns a worker for the server at url (http://host:port) authenticated by key, a worker
+// key "id:secret" the server accepts (lark serve --worker-key); several comma-separated during a
+// rotation, the first signs.
+func New(url, key string) (*Worker, error) {
+	if url == "" {
+		return nil, errors.New("larkworker: the server URL is required")
+	}
+	ks, err := workerproto.ParseKeys(strings.Split(key, ","))
+	if err != nil {
+		return nil, err
+	}
+	host, _ := os.Hostname()
+	return &Worker{server: url, keys: ks, ID: host + "/" + idgen.UUIDv7{}.New("w"), handlers: map[string]workerclient.Handler{}}, nil
+}
+
+// Handle registers h for the adapter_ref entrypoints whose definition_id is definitionID.
+func (w *Worker) Handle(definitionID string, h HandlerFunc) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.handlers[definitionID] = func(ctx context.Context, t workerproto.Task) (any, error) {
+		var rec struct {
+			Attempt int `json:"attempt"`
+		}
+		_ = json.Unmarshal(t.Record, &rec) // informational; the server sent a valid record
+		return h(ctx, Task{InvocationID: t.InvocationID, TenantID: t.TenantID, EntrypointID: t.EntrypointID,
+			DefinitionID: t.DefinitionID, Params: t.Params, Attempt: rec.Attempt})
+	}
+}
+
+// Run polls for tasks of the registered handlers and runs them until ctx ends; then it stops
+// polling, reports the tasks still running as interrupted (eligible for retry) and returns.
+func (w *Worker) Run(ctx context.Context) error {
+	w.mu.Lock()
+	handlers := make(map[string]workerclient.Handler, len(w.handlers))
+	for k, v := range w.handlers {
+		handlers[k] = v
+	}
+	w.mu.Unlock()
+	if len(handlers) == 0 {
+		return errors.New("larkworker: no handler registered")
+	}
+	return workerclient.New(workerclient.Config{Server: w.server, Keys: w.keys, WorkerID: w.ID, Concurrency: w.Concurrency,
+		Logger: w.Logger, Handlers: handlers}).Run(ctx)
+}
