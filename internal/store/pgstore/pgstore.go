@@ -62,6 +62,8 @@ type Store struct {
 	retry      RetryPolicy
 	// retries counts closures run again after a retryable failure (RetryStats).
 	retries atomic.Uint64
+	// wakeChannel is the NOTIFY channel of this database and schema's cross-node wake-ups (notify.go).
+	wakeChannel string
 }
 
 var _ store.Store = (*Store)(nil)
@@ -170,7 +172,7 @@ func open(ctx context.Context, pool *pgxpool.Pool, o Options) (*Store, error) {
 	if _, err := prov.Up(ctx); err != nil {
 		return nil, errors.Join(fmt.Errorf("migrate: %w", err), db.Close())
 	}
-	s := &Store{pool: pool, db: db, r: rebound{db}, prov: prov, retry: o.Retry}
+	s := &Store{pool: pool, db: db, r: rebound{db}, prov: prov, retry: o.Retry, wakeChannel: wakeChannel(where)}
 	if s.retry.Attempts <= 0 {
 		s.retry = DefaultRetry
 	}
