@@ -59,6 +59,14 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// Direct is implemented by stores that can claim and release the lease outside their write queue
+// (pgstore): a renewal must not wait behind a backlog of group-committed writes, or a busy leader
+// would lose its lease for nothing. Other stores claim through Update.
+type Direct interface {
+	ClaimLeaderLeaseNow(ctx context.Context, c store.LeaderClaim) (store.LeaderLease, error)
+	ReleaseLeaderLeaseNow(ctx context.Context, name, holder string, now time.Time) error
+}
+
 // Elector campaigns for one lease on behalf of this node.
 type Elector struct {
 	st store.Store
@@ -126,12 +134,18 @@ func (e *Elector) Bound() time.Duration { return e.o.TTL + e.o.Renew }
 // leadership only while the next claim would still come before the expiry this node last wrote.
 func (e *Elector) Tick(ctx context.Context) bool {
 	now := e.o.Clock.Now()
+	claim := store.LeaderClaim{Name: e.o.Name, Holder: e.o.Holder, Now: now, ExpiresAt: now.Add(e.o.TTL)}
 	var l store.LeaderLease
-	err := e.st.Update(ctx, func(x store.Tx) error {
-		var err error
-		l, err = x.ClaimLeaderLease(store.LeaderClaim{Name: e.o.Name, Holder: e.o.Holder, Now: now, ExpiresAt: now.Add(e.o.TTL)})
-		return err
-	})
+	var err error
+	if d, ok := e.st.(Direct); ok {
+		l, err = d.ClaimLeaderLeaseNow(ctx, claim)
+	} else {
+		err = e.st.Update(ctx, func(x store.Tx) error {
+			var err error
+			l, err = x.ClaimLeaderLease(claim)
+			return err
+		})
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	was := e.leading.Load()
@@ -169,6 +183,9 @@ func (e *Elector) Release(ctx context.Context) error {
 	e.until = time.Time{}
 	e.leading.Store(false)
 	now := e.o.Clock.Now()
+	if d, ok := e.st.(Direct); ok {
+		return d.ReleaseLeaderLeaseNow(ctx, e.o.Name, e.o.Holder, now)
+	}
 	return e.st.Update(ctx, func(x store.Tx) error { return x.ReleaseLeaderLease(e.o.Name, e.o.Holder, now) })
 }
 

@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -36,4 +37,23 @@ func (t *tx) ReleaseLeaderLease(name, holder string, now time.Time) error {
 	_, err := t.t.ExecContext(bg, `UPDATE leader_leases SET expires_at = ? WHERE name = ? AND holder = ? AND expires_at > ?`,
 		ts(now), name, holder, ts(now))
 	return err
+}
+
+// ClaimLeaderLeaseNow is Tx.ClaimLeaderLease outside the write queue: its own statements on the
+// pool, so that a leader's renewal never waits behind a backlog of group-committed writes (a
+// renewal late by more than the lease's TTL would hand the leadership over for nothing). The
+// upsert is one atomic statement; the read after it sees its outcome or a later one.
+func (s *Store) ClaimLeaderLeaseNow(ctx context.Context, c store.LeaderClaim) (store.LeaderLease, error) {
+	if err := ctx.Err(); err != nil {
+		return store.LeaderLease{}, err
+	}
+	return (&tx{t: s.r, ctx: ctx}).ClaimLeaderLease(c)
+}
+
+// ReleaseLeaderLeaseNow is Tx.ReleaseLeaderLease outside the write queue.
+func (s *Store) ReleaseLeaderLeaseNow(ctx context.Context, name, holder string, now time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return (&tx{t: s.r, ctx: ctx}).ReleaseLeaderLease(name, holder, now)
 }
