@@ -19,8 +19,8 @@ import (
 
 const (
 	clusterNodes      = 3
-	clusterAsync      = 1000 // async invocations (the 5,000, scaled down to keep CI under 3 min on 2 cores)
-	clusterWorkflows  = 100  // five-step workflows (the 500, scaled down likewise)
+	clusterAsync      = 5000 // async invocations (the 5,000, scaled down to keep CI under 3 min on 2 cores)
+	clusterWorkflows  = 500  // five-step workflows (the 500, scaled down likewise)
 	clusterSchedules  = 5    // every-second schedules
 	clusterSubmitters = 16
 	clusterWorkers    = "16" // --workers of each node

@@ -13,8 +13,8 @@
 // Times are the nodes' own clocks: their skew must stay well under TTL - Renew (NTP keeps it to
 // milliseconds). Leadership is an efficiency, not the guard against double work: two nodes may both
 // believe they lead for the moment a cancelled loop takes to stop, so every singleton's writes are
-// conditional in the store (schedule runs unique per instant, claims under leases, batches flushed
-// under the trigger row).
+// conditional in the store (schedule runs unique per instant, claims under leases, trigger starts
+// unique per trigger and first event).
 //
 // The embedded SQLite store is one process's only (store.Store.Exclusive): there the server runs
 // the singletons without an election, the single node always leading.
