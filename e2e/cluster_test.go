@@ -25,9 +25,12 @@ const (
 	clusterSubmitters = 16
 	clusterWorkers    = "16" // --workers of each node
 	clusterUpstreamMS = 20
-	clusterDeadline   = 120 * time.Second // after the kill, until every accepted invocation is terminal
-	clusterLeaderTTL  = 5 * time.Second
-	clusterRenew      = time.Second
+	// clusterWorkflowTimeout is the workflow's timeout_seconds; a run cut by the kill is reclaimed
+	// this plus 30 s (the lease grace) after its last lease renewal.
+	clusterWorkflowTimeout = 15
+	clusterDeadline        = 120 * time.Second // after the kill, until every accepted invocation is terminal
+	clusterLeaderTTL       = 5 * time.Second
+	clusterRenew           = time.Second
 	// clusterSlack is what the measured failover may exceed TTL + Renew by: the new leader's claim is
 	// one group-committed write, and the test sees it by polling every 20 ms.
 	clusterSlack = time.Second
@@ -120,7 +123,14 @@ func TestClusterFailover(t *testing.T) {
 
 	// Register the function, the workflow and the tick function, and the schedules.
 	requireJSON(t, p.do(http.MethodPost, apiBase+"/entrypoints", p.Token, crashFunction(upstream.URL+"/effects")), http.StatusCreated, nil)
-	requireJSON(t, p.do(http.MethodPost, apiBase+"/entrypoints", p.Token, wfCrashWorkflow(upstream.URL+"/steps")), http.StatusCreated, nil)
+	// The workflow of TestCrashWorkflows with a longer timeout: three nodes, PostgreSQL and the test
+	// share the machine's cores, and a five-step run queued behind thousands may take over 5 s.
+	var wf map[string]any
+	require.NoError(t, json.Unmarshal(wfCrashWorkflow(upstream.URL+"/steps"), &wf))
+	wf["traits"].(map[string]any)["limits"] = map[string]any{"timeout_seconds": clusterWorkflowTimeout}
+	wfBody, err := json.Marshal(wf)
+	require.NoError(t, err)
+	requireJSON(t, p.do(http.MethodPost, apiBase+"/entrypoints", p.Token, wfBody), http.StatusCreated, nil)
 	tick := fmt.Appendf(nil, `{"entrypoint_id":%q,"title":"tick","owner":{"owner_type":"tenant"},
 		"schema":{"params":{"type":"object"},"returns":{"type":"object"}},
 		"traits":{"invocation":{"supported":["async"],"default":"async"},"limits":{"timeout_seconds":5},"retry":{"max_attempts":1}},
@@ -291,7 +301,11 @@ func TestClusterFailover(t *testing.T) {
 			}
 		}
 		if it.Status != "succeeded" {
-			notSucceeded = append(notSucceeded, fmt.Sprintf("%s %s %v", id, it.Status, types))
+			msg := ""
+			if it.Error != nil {
+				msg = it.Error.TypeID + ": " + it.Error.Message
+			}
+			notSucceeded = append(notSucceeded, fmt.Sprintf("%s %s (%s) %v", id, it.Status, msg, types))
 			continue
 		}
 		require.Equal(t, 1, counts["succeeded"], "%s succeeded %d times: %v", id, counts["succeeded"], types)
