@@ -130,17 +130,22 @@ func (e *Elector) Term() int64 { return e.term.Load() }
 func (e *Elector) Bound() time.Duration { return e.o.TTL + e.o.Renew }
 
 // Tick makes one claim at the clock's now and reports whether this node leads until its next Tick
-// (Run calls it every Renew period; tests call it with a fake clock). A failed claim keeps the
-// leadership only while the next claim would still come before the expiry this node last wrote.
+// (Run calls it every Renew period; tests call it with a fake clock). A claim is given one Renew
+// period. A failed claim keeps the leadership only while the next claim would still come before the
+// expiry this node last wrote.
 func (e *Elector) Tick(ctx context.Context) bool {
 	now := e.o.Clock.Now()
 	claim := store.LeaderClaim{Name: e.o.Name, Holder: e.o.Holder, Now: now, ExpiresAt: now.Add(e.o.TTL)}
 	var l store.LeaderLease
 	var err error
+	// The claim may take up to one renewal period: a claim stuck longer fails, and the check
+	// below then steps down in time.
+	cctx, cancel := context.WithTimeout(ctx, e.o.Renew)
+	defer cancel()
 	if d, ok := e.st.(Direct); ok {
-		l, err = d.ClaimLeaderLeaseNow(ctx, claim)
+		l, err = d.ClaimLeaderLeaseNow(cctx, claim)
 	} else {
-		err = e.st.Update(ctx, func(x store.Tx) error {
+		err = e.st.Update(cctx, func(x store.Tx) error {
 			var err error
 			l, err = x.ClaimLeaderLease(claim)
 			return err
@@ -154,7 +159,7 @@ func (e *Elector) Tick(ctx context.Context) bool {
 		if ctx.Err() == nil {
 			e.o.Logger.Warn("leader lease: claim failed", "lease", e.o.Name, "holder", e.o.Holder, "err", err)
 		}
-		if was && !now.Add(e.o.Renew).Before(e.until) {
+		if was && !e.o.Clock.Now().Add(e.o.Renew).Before(e.until) {
 			e.until = time.Time{}
 		}
 	case l.Holder == e.o.Holder:

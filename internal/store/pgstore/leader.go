@@ -14,7 +14,12 @@ func (t *tx) ClaimLeaderLease(c store.LeaderClaim) (store.LeaderLease, error) {
 	if c.Name == "" || c.Holder == "" {
 		return store.LeaderLease{}, fmt.Errorf("leader lease: name and holder are required")
 	}
-	if _, err := t.t.ExecContext(bg, `INSERT INTO leader_leases (name, holder, expires_at, term) VALUES (?, ?, ?, 1)
+	return claimLeaderLease(bg, t.t, c)
+}
+
+// claimLeaderLease runs the claim's statements on q under ctx.
+func claimLeaderLease(ctx context.Context, q rebound, c store.LeaderClaim) (store.LeaderLease, error) {
+	if _, err := q.ExecContext(ctx, `INSERT INTO leader_leases (name, holder, expires_at, term) VALUES (?, ?, ?, 1)
 		ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at,
 			term = CASE WHEN leader_leases.holder = excluded.holder THEN leader_leases.term ELSE leader_leases.term + 1 END
 		WHERE leader_leases.holder = excluded.holder OR leader_leases.expires_at <= ?`,
@@ -23,7 +28,7 @@ func (t *tx) ClaimLeaderLease(c store.LeaderClaim) (store.LeaderLease, error) {
 	}
 	l := store.LeaderLease{Name: c.Name}
 	var exp string
-	if err := t.t.QueryRowContext(bg, `SELECT holder, expires_at, term FROM leader_leases WHERE name = ?`, c.Name).
+	if err := q.QueryRowContext(ctx, `SELECT holder, expires_at, term FROM leader_leases WHERE name = ?`, c.Name).
 		Scan(&l.Holder, &exp, &l.Term); err != nil {
 		return store.LeaderLease{}, err
 	}
@@ -34,26 +39,28 @@ func (t *tx) ClaimLeaderLease(c store.LeaderClaim) (store.LeaderLease, error) {
 
 // ReleaseLeaderLease implements store.Tx.
 func (t *tx) ReleaseLeaderLease(name, holder string, now time.Time) error {
-	_, err := t.t.ExecContext(bg, `UPDATE leader_leases SET expires_at = ? WHERE name = ? AND holder = ? AND expires_at > ?`,
+	return releaseLeaderLease(bg, t.t, name, holder, now)
+}
+
+func releaseLeaderLease(ctx context.Context, q rebound, name, holder string, now time.Time) error {
+	_, err := q.ExecContext(ctx, `UPDATE leader_leases SET expires_at = ? WHERE name = ? AND holder = ? AND expires_at > ?`,
 		ts(now), name, holder, ts(now))
 	return err
 }
 
 // ClaimLeaderLeaseNow is Tx.ClaimLeaderLease outside the write queue: its own statements on the
 // pool, so that a leader's renewal never waits behind a backlog of group-committed writes (a
-// renewal late by more than the lease's TTL would hand the leadership over for nothing). The
-// upsert is one atomic statement; the read after it sees its outcome or a later one.
+// renewal late by more than the lease's TTL would hand the leadership over for nothing). Its
+// statements run under ctx, so the caller bounds them. The upsert is one atomic statement; the read
+// after it sees its outcome or a later one.
 func (s *Store) ClaimLeaderLeaseNow(ctx context.Context, c store.LeaderClaim) (store.LeaderLease, error) {
-	if err := ctx.Err(); err != nil {
-		return store.LeaderLease{}, err
+	if c.Name == "" || c.Holder == "" {
+		return store.LeaderLease{}, fmt.Errorf("leader lease: name and holder are required")
 	}
-	return (&tx{t: s.r, ctx: ctx}).ClaimLeaderLease(c)
+	return claimLeaderLease(ctx, s.r, c)
 }
 
 // ReleaseLeaderLeaseNow is Tx.ReleaseLeaderLease outside the write queue.
 func (s *Store) ReleaseLeaderLeaseNow(ctx context.Context, name, holder string, now time.Time) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return (&tx{t: s.r, ctx: ctx}).ReleaseLeaderLease(name, holder, now)
+	return releaseLeaderLease(ctx, s.r, name, holder, now)
 }
