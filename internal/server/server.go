@@ -88,6 +88,9 @@ type Config struct {
 	MaxInFlight int
 	// Workers bounds concurrent async executions in this process (default 64).
 	Workers int
+	// DispatchPoll is the dispatcher's longest sleep between two claims when nothing woke it (default
+	// 1 s): the fallback for work queued by another node whose wake-up was lost.
+	DispatchPoll time.Duration
 	// UnsafeEgressAllowLoopback lets user code reach 127.0.0.0/8 and ::1. TEST ONLY: end-to-end
 	// tests point r_http_* at httptest servers with it. Every other address rule still applies.
 	UnsafeEgressAllowLoopback bool
@@ -294,7 +297,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Egress: egress.New(egress.Options{AllowLoopback: cfg.UnsafeEgressAllowLoopback}), Clock: c, IDs: ids, Logger: cfg.Logger,
 		Node: cfg.NodeID, Pricing: cfg.Pricing, Observer: s.Metrics, MaxPayloadBytes: cfg.MaxPayloadBytes, CPU: cpuScheduler(cfg.CPUSlots, cfg.CPUNice, cfg.Logger)})
 	s.Claims = dispatch.NewStoreClaimer(s.Invoke.ClaimConfig())
-	s.dispatch = dispatch.New(s.Claims, s.Invoke, dispatch.Options{Slots: cfg.Workers, Clock: c, Logger: cfg.Logger})
+	s.dispatch = dispatch.New(s.Claims, s.Invoke, dispatch.Options{Slots: cfg.Workers, Poll: cfg.DispatchPoll, Clock: c, Logger: cfg.Logger})
 	s.Invoke.SetWake(s.dispatch.Wake)
 	if st.Exclusive() {
 		if _, err := s.Invoke.RecoverLeases(ctx); err != nil {
