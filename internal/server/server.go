@@ -396,7 +396,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	singletons := make(chan struct{})
 	go func() { s.RunSingletons(lctx); close(singletons) }()
 	hubbed := make(chan struct{})
-	go func() { s.RunWakeups(lctx); close(hubbed) }()
+	go func() { s.PerNode().Run(lctx); close(hubbed) }()
 	if err := s.StartNATSFeed(ctx); err != nil {
 		s.log.Error("natsfeed: subscribing the NATS-fed triggers", "err", err)
 	}
@@ -455,12 +455,23 @@ func (s *Server) RunSingletons(ctx context.Context) {
 	s.Leader.Run(ctx, g.Run)
 }
 
+// PerNode are the background loops besides the dispatcher that run on every node: the wake-up
+// hub (on a shared store) and the writing of the trigger metrics this node buffered.
+func (s *Server) PerNode() loops.Group {
+	return loops.Group{Logger: s.log, Loops: []loops.Loop{
+		{Name: "wake-ups", Run: s.RunWakeups},
+		{Name: "trigger-metrics", Run: s.Triggers.RunMetrics},
+	}}
+}
+
 // RunWakeups sends this node's wake-ups to the other nodes and wakes its loops on theirs, until ctx
-// ends (Serve runs it; nothing to do on an exclusive store).
+// ends (Serve runs it; on an exclusive store it only waits for ctx).
 func (s *Server) RunWakeups(ctx context.Context) {
 	if s.hub != nil {
 		s.hub.Run(ctx)
+		return
 	}
+	<-ctx.Done()
 }
 
 // StartNATSFeed subscribes the triggers fed by NATS subjects and follows their changes (Serve
