@@ -22,6 +22,7 @@ import (
 	"github.com/larkrun/lark/internal/cost"
 	"github.com/larkrun/lark/internal/cpushare"
 	"github.com/larkrun/lark/internal/invoke"
+	"github.com/larkrun/lark/internal/leader"
 	"github.com/larkrun/lark/internal/metrics"
 	"github.com/larkrun/lark/internal/natsbridge"
 	"github.com/larkrun/lark/internal/retention"
@@ -75,6 +76,9 @@ type flags struct {
 	nats                        string
 	masterKeyFile               string
 	trustedProxies              string
+	nodeID                      string
+	leaderTTL                   time.Duration
+	leaderRenew                 time.Duration
 }
 
 func (f *flags) bind(c *cobra.Command) {
@@ -125,6 +129,12 @@ func (f *flags) bind(c *cobra.Command) {
 			"or set the key itself in LARK_MASTER_KEY; without either, secrets are disabled (env LARK_MASTER_KEY_FILE)")
 	c.Flags().StringVar(&f.trustedProxies, "trusted-proxies", env("LARK_TRUSTED_PROXIES", ""),
 		"comma-separated CIDRs of reverse proxies whose X-Forwarded-For the webhook receiver believes; unset: the TCP peer is the sender (env LARK_TRUSTED_PROXIES)")
+	c.Flags().StringVar(&f.nodeID, "node-id", env("LARK_NODE_ID", ""),
+		"this node's name among the lark serve processes sharing a PostgreSQL store (default: host, pid and a random suffix) (env LARK_NODE_ID)")
+	c.Flags().DurationVar(&f.leaderTTL, "leader-ttl", leader.DefaultTTL,
+		"PostgreSQL store: how long a leader lease claim holds; a dead leader is replaced within leader-ttl + leader-renew")
+	c.Flags().DurationVar(&f.leaderRenew, "leader-renew", leader.DefaultRenew,
+		"PostgreSQL store: time between two leader lease claims (at most leader-ttl/3)")
 	c.Flags().StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (for lark bench)")
 	_ = c.Flags().MarkHidden("cpuprofile")
 	c.Flags().StringVar(&f.memProfile, "memprofile", "", "write an allocation profile of the whole run to this file at exit (for lark bench)")
@@ -141,7 +151,8 @@ func (f *flags) config(admin string, log *slog.Logger) (server.Config, error) {
 		DrainTimeout: f.drainTimeout, ReadHeaderTimeout: f.readHeaderTimeout, ReadTimeout: f.readTimeout,
 		WriteTimeout: f.writeTimeout, IdleTimeout: f.idleTimeout, MaxHeaderBytes: f.maxHeaderBytes, MaxInFlight: f.maxInFlight,
 		MaxPayloadBytes: f.maxPayloadBytes, CPUSlots: f.cpuSlots, CPUNice: f.cpuNice,
-		RemoteWorkers: f.remoteWorkers, HeartbeatInterval: f.heartbeatInterval, HeartbeatTimeout: f.heartbeatTimeout}
+		RemoteWorkers: f.remoteWorkers, HeartbeatInterval: f.heartbeatInterval, HeartbeatTimeout: f.heartbeatTimeout,
+		NodeID: f.nodeID, LeaderTTL: f.leaderTTL, LeaderRenew: f.leaderRenew}
 	keys := f.workerKeys
 	if v := os.Getenv("LARK_WORKER_KEYS"); len(keys) == 0 && v != "" {
 		keys = strings.Split(v, ",")

@@ -64,6 +64,9 @@ type Config struct {
 	LeaseGrace time.Duration
 	// Wake is called when new work is queued (the dispatcher's wake-up).
 	Wake func()
+	// Announce, when set, is called too when a committed write queued work, to wake the other nodes
+	// sharing the store (internal/wakeup); it must not block. Freed slots wake this node only.
+	Announce func()
 	// RateLimiters are the RateLimiter plugins by strategy (default: ratelimit.Default()).
 	RateLimiters *ratelimit.Registry
 	// MaxDepth bounds r_invoke_v1 nesting (default 8): an invocation started through the API (or a
@@ -233,6 +236,9 @@ func (s *Service) Close() { s.closeOnce.Do(func() { close(s.closing) }) }
 
 // SetWake sets the dispatcher wake-up (the dispatcher is built after the service).
 func (s *Service) SetWake(f func()) { s.cfg.Wake = f }
+
+// SetAnnounce sets Config.Announce (the server builds the wake-up hub after the service).
+func (s *Service) SetAnnounce(f func()) { s.cfg.Announce = f }
 
 // EndHook hears of every invocation a write of invoke's leaves in a terminal status, inside that
 // write's transaction (before it commits): the event triggers service records there the outcome of

@@ -83,6 +83,7 @@ type notingTx struct {
 	created []invocation.Record
 	changed []invocation.Record
 	wake    bool // work became runnable or a running invocation stopped: the dispatcher may claim
+	queued  bool // work became runnable: the other nodes' dispatchers may claim it (Config.Announce)
 	hooked  bool
 	emitted []events.Event // events published from event_emitted entries (publishEmitted), logged once committed
 }
@@ -114,6 +115,9 @@ func (n *notingTx) report() {
 	if n.wake {
 		s.cfg.Wake()
 	}
+	if n.queued && s.cfg.Announce != nil {
+		s.cfg.Announce()
+	}
 	for _, ev := range n.emitted {
 		s.cfg.Logger.Info("event emitted", "tenant_id", ev.TenantID, "event_id", ev.ID, "event_type_id", ev.TypeID,
 			"source", ev.Source, "correlation_id", ev.CorrelationID)
@@ -123,7 +127,7 @@ func (n *notingTx) report() {
 // scheduled notes queue state that makes work runnable.
 func (n *notingTx) scheduled(sc *store.Scheduling) {
 	if sc != nil && sc.AvailableAt != nil {
-		n.wake = true
+		n.wake, n.queued = true, true
 		n.hook()
 	}
 }

@@ -41,10 +41,16 @@ type fireEnv struct {
 
 func newFireEnv(t *testing.T, o scheduler.Options) *fireEnv {
 	t.Helper()
-	ctx := context.Background()
-	st, err := sqlstore.OpenSQLite(ctx, filepath.Join(t.TempDir(), "s.db"), sqlstore.Options{})
+	st, err := sqlstore.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "s.db"), sqlstore.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
+	return newFireEnvOn(t, st, o)
+}
+
+// newFireEnvOn is newFireEnv on a store of the caller's.
+func newFireEnvOn(t *testing.T, st store.Store, o scheduler.Options) *fireEnv {
+	t.Helper()
+	ctx := context.Background()
 	schemas, err := schema.New()
 	require.NoError(t, err)
 	clk := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))

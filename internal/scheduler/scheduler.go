@@ -62,6 +62,9 @@ type Options struct {
 	// on time: the writes are done before the second comes. Runs of forbid and replace schedules
 	// are decided at their instant (the previous run's state then matters).
 	Lookahead time.Duration
+	// Announce, when set, tells the other nodes sharing the store to wake their loop too
+	// (internal/wakeup): Wake calls it. It must not block.
+	Announce func()
 	// Failed is called with "scheduler" for every due schedule that could not be fired and with
 	// "backfill" for every backfill that could not be driven (nil: not counted); the server counts
 	// them in lark_maintenance_failures_total. Each failure is also logged with its tenant id, and
@@ -113,8 +116,21 @@ func New(st store.Store, inv Invoker, o Options) *Service {
 	return &Service{store: st, inv: inv, o: o, wake: make(chan struct{}, 1)}
 }
 
-// Wake makes the firing loop look for due schedules now. It never blocks.
+// SetAnnounce sets Options.Announce (the server builds the wake-up hub after the service).
+func (s *Service) SetAnnounce(f func()) { s.o.Announce = f }
+
+// Wake makes the loop look for due work now, on this node and, with Options.Announce, on the
+// others (the leader's runs it). It never blocks.
 func (s *Service) Wake() {
+	s.WakeLocal()
+	if s.o.Announce != nil {
+		s.o.Announce()
+	}
+}
+
+// WakeLocal wakes this node's loop only (the wake-up hub calls it on another node's announcement).
+// It never blocks.
+func (s *Service) WakeLocal() {
 	select {
 	case s.wake <- struct{}{}:
 	default:

@@ -26,6 +26,8 @@ import (
 	"github.com/larkrun/lark/internal/idgen"
 	"github.com/larkrun/lark/internal/invoke"
 	"github.com/larkrun/lark/internal/keyring"
+	"github.com/larkrun/lark/internal/leader"
+	"github.com/larkrun/lark/internal/loops"
 	"github.com/larkrun/lark/internal/metrics"
 	"github.com/larkrun/lark/internal/natsbridge"
 	"github.com/larkrun/lark/internal/natsfeed"
@@ -44,6 +46,7 @@ import (
 	"github.com/larkrun/lark/internal/tokens"
 	"github.com/larkrun/lark/internal/triggers"
 	"github.com/larkrun/lark/internal/usage"
+	"github.com/larkrun/lark/internal/wakeup"
 	"github.com/larkrun/lark/internal/webhooks"
 	"github.com/larkrun/lark/internal/workerproto"
 	"github.com/larkrun/lark/internal/workers"
@@ -95,6 +98,9 @@ type Config struct {
 	RemoteWorkers                       bool
 	WorkerKeys                          *workerproto.Keyset
 	HeartbeatInterval, HeartbeatTimeout time.Duration
+	// DispatchPoll is the dispatcher's longest sleep between two claims when nothing woke it (default
+	// 1 s): the fallback for work queued by another node whose wake-up was lost.
+	DispatchPoll time.Duration
 	// UnsafeEgressAllowLoopback lets user code reach 127.0.0.0/8 and ::1. TEST ONLY: end-to-end
 	// tests point r_http_* at httptest servers with it. Every other address rule still applies.
 	UnsafeEgressAllowLoopback bool
@@ -131,6 +137,14 @@ type Config struct {
 	// are refused with 503. With several keys ("NEW,OLD"), New rewraps every value sealed under an
 	// older one before serving (docs/secrets.md, rotation).
 	Keyring *keyring.Keyring
+	// NodeID names this process among the nodes sharing a PostgreSQL store: in the leader lease and
+	// in its work leases (default leader.NodeID(): host, pid and a random suffix).
+	NodeID string
+	// LeaderTTL is how long a leader lease claim holds (default leader.DefaultTTL), LeaderRenew the
+	// time between two claims (default leader.DefaultRenew, at most LeaderTTL/3). A dead leader is
+	// replaced within LeaderTTL + LeaderRenew. Both apply to a postgres:// Store only: on SQLite the
+	// single node always leads.
+	LeaderTTL, LeaderRenew time.Duration
 	// TrustedProxies are the proxies whose X-Forwarded-For the webhook receiver believes
 	// (--trusted-proxies); empty: the TCP peer is the sender.
 	TrustedProxies []netip.Prefix
@@ -199,6 +213,11 @@ type Server struct {
 	Retention *retention.Job
 	// Secrets keeps the tenants' secrets (disabled without Config.Keyring).
 	Secrets *secrets.Service
+	// Leader is the leader election on a shared (PostgreSQL) store; nil on an exclusive one, where
+	// this node always runs the singleton loops.
+	Leader *leader.Elector
+	// hub carries wake-ups between the nodes of a shared store (nil on an exclusive one).
+	hub *wakeup.Hub
 	// bridge and feed exist with Config.NATS: events mirrored to subjects, triggers fed by them.
 	bridge *natsbridge.Bridge
 	feed   *natsfeed.Feed
@@ -268,6 +287,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		c = cfg.Clock
 	}
 	ids := idgen.UUIDv7{}
+	if cfg.NodeID == "" {
+		cfg.NodeID = leader.NodeID()
+	}
 	s := &Server{cfg: cfg, Store: st, log: cfg.Logger,
 		Tenants:  tenants.NewService(st, c, ids),
 		Tokens:   tokens.NewService(st, c, ids, cfg.AdminToken, tenant.ValidID),
@@ -299,7 +321,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.Invoke = invoke.NewService(invoke.Config{Remote: remote, Store: st, Schemas: schemas, Programs: sandbox.NewCache(1024), Secrets: s.Secrets,
 		Egress: egress.New(egress.Options{AllowLoopback: cfg.UnsafeEgressAllowLoopback}), Clock: c, IDs: ids, Logger: cfg.Logger,
-		Pricing: cfg.Pricing, Observer: s.Metrics, MaxPayloadBytes: cfg.MaxPayloadBytes, CPU: cpuScheduler(cfg.CPUSlots, cfg.CPUNice, cfg.Logger)})
+		Node: cfg.NodeID, Pricing: cfg.Pricing, Observer: s.Metrics, MaxPayloadBytes: cfg.MaxPayloadBytes, CPU: cpuScheduler(cfg.CPUSlots, cfg.CPUNice, cfg.Logger)})
 	if s.Workers != nil {
 		for _, col := range s.Workers.Collectors() {
 			if err := s.Metrics.Registry().Register(col); err != nil {
@@ -309,7 +331,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		}
 	}
 	s.Claims = dispatch.NewStoreClaimer(s.Invoke.ClaimConfig())
-	s.dispatch = dispatch.New(s.Claims, s.Invoke, dispatch.Options{Slots: cfg.Workers, Clock: c, Logger: cfg.Logger})
+	s.dispatch = dispatch.New(s.Claims, s.Invoke, dispatch.Options{Slots: cfg.Workers, Poll: cfg.DispatchPoll, Clock: c, Logger: cfg.Logger})
 	s.Invoke.SetWake(s.dispatch.Wake)
 	if st.Exclusive() {
 		if _, err := s.Invoke.RecoverLeases(ctx); err != nil {
@@ -350,6 +372,16 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.Retention = retention.New(st, retention.Options{Interval: cfg.RetentionInterval, Clock: c, Logger: cfg.Logger,
 		Failed: s.Metrics.MaintenanceFailure})
+	if !st.Exclusive() {
+		s.Leader = leader.New(st, leader.Options{Holder: cfg.NodeID, TTL: cfg.LeaderTTL, Renew: cfg.LeaderRenew, Clock: c, Logger: cfg.Logger})
+		if t, ok := st.(wakeup.Transport); ok {
+			s.hub = wakeup.New(t, wakeup.Options{Node: cfg.NodeID, Logger: cfg.Logger,
+				Local: []func(){s.dispatch.Wake, s.Schedules.WakeLocal, s.Triggers.WakeLocal}})
+			s.Invoke.SetAnnounce(s.hub.Announce)
+			s.Schedules.SetAnnounce(s.hub.Announce)
+			s.Triggers.SetAnnounce(s.hub.Announce)
+		}
+	}
 	s.handler = api.New(api.Config{Tokens: s.Tokens, Tenants: s.Tenants, Registry: s.Registry, Invoke: s.Invoke,
 		Usage: usage.NewService(st, s.Tenants, c, cfg.Pricing.Currency()), Schedules: s.Schedules, Secrets: s.Secrets, Webhooks: s.Webhooks,
 		TrustedProxies: cfg.TrustedProxies, Events: s.Events, Triggers: s.Triggers, Audit: st, Ready: st,
@@ -391,12 +423,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	dctx, stopDispatch := context.WithCancel(context.Background())
 	dispatched := make(chan struct{})
 	go func() { s.RunDispatcher(dctx); close(dispatched) }()
-	retained := make(chan struct{})
-	go func() { s.Retention.Run(dctx); close(retained) }()
-	fired := make(chan struct{})
-	go func() { s.Schedules.Run(dctx); close(fired) }()
-	flushed := make(chan struct{})
-	go func() { s.Triggers.Run(dctx); close(flushed) }()
+	// The singletons (under the leader lease on a shared store) and the wake-up hub: on shutdown
+	// the leader stops its singletons and releases its lease, so another node takes over within
+	// one renewal period.
+	lctx, stopSingletons := context.WithCancel(context.Background())
+	singletons := make(chan struct{})
+	go func() { s.RunSingletons(lctx); close(singletons) }()
+	hubbed := make(chan struct{})
+	go func() { s.PerNode().Run(lctx); close(hubbed) }()
 	if err := s.StartNATSFeed(ctx); err != nil {
 		s.log.Error("natsfeed: subscribing the NATS-fed triggers", "err", err)
 	}
@@ -423,9 +457,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	case <-sctx.Done():
 		s.log.Warn("shutdown: attempts still running; they keep their leases and are reclaimed after restart")
 	}
-	<-retained // it stops at its next batch; a batch is short
-	<-fired    // likewise: one firing transaction at most
-	<-flushed  // likewise: one flush transaction at most
+	stopSingletons()
+	<-singletons // each stops at its next batch (one transaction at most); then the lease is released
+	<-hubbed
 	s.closeBridge()
 	s.Invoke.Close()
 	closeErr := s.Store.Close()
@@ -434,6 +468,47 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	s.log.Info("stopped")
 	return errors.Join(serveErr, shutErr, closeErr)
+}
+
+// Singletons are the background loops that run on the leader only (internal/loops): schedule
+// firing and backfill driving, retention, and the trigger batch flusher.
+func (s *Server) Singletons() loops.Group {
+	return loops.Group{Logger: s.log, Loops: []loops.Loop{
+		{Name: "schedules", Run: s.Schedules.Run},
+		{Name: "retention", Run: s.Retention.Run},
+		{Name: "trigger-flusher", Run: s.Triggers.Run},
+	}}
+}
+
+// RunSingletons runs the singleton loops until ctx ends: at once on an exclusive store (the single
+// node always leads), else while this node holds the leader lease, stopping them (cancelled, waited
+// for) whenever it loses it and releasing it when ctx ends. Serve runs it.
+func (s *Server) RunSingletons(ctx context.Context) {
+	g := s.Singletons()
+	if s.Leader == nil {
+		g.Run(ctx)
+		return
+	}
+	s.Leader.Run(ctx, g.Run)
+}
+
+// PerNode are the background loops besides the dispatcher that run on every node: the wake-up
+// hub (on a shared store) and the writing of the trigger metrics this node buffered.
+func (s *Server) PerNode() loops.Group {
+	return loops.Group{Logger: s.log, Loops: []loops.Loop{
+		{Name: "wake-ups", Run: s.RunWakeups},
+		{Name: "trigger-metrics", Run: s.Triggers.RunMetrics},
+	}}
+}
+
+// RunWakeups sends this node's wake-ups to the other nodes and wakes its loops on theirs, until ctx
+// ends (Serve runs it; on an exclusive store it only waits for ctx).
+func (s *Server) RunWakeups(ctx context.Context) {
+	if s.hub != nil {
+		s.hub.Run(ctx)
+		return
+	}
+	<-ctx.Done()
 }
 
 // StartNATSFeed subscribes the triggers fed by NATS subjects and follows their changes (Serve

@@ -271,6 +271,7 @@ type Tx interface {
 	WebhookTx
 	EventTypeTx
 	TriggerTx
+	LeaderTx
 }
 
 // TenantTx reads and writes tenant policies inside a transaction.

@@ -1,7 +1,9 @@
 package triggers
 
 import (
+	"context"
 	"encoding/json"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -9,6 +11,7 @@ import (
 
 	"github.com/larkrun/lark/internal/events"
 	"github.com/larkrun/lark/internal/problem"
+	"github.com/larkrun/lark/internal/store/sqlstore"
 	"github.com/larkrun/lark/internal/trigger"
 )
 
@@ -92,4 +95,20 @@ func TestPrepareOnlyWhileTheTriggersAreCurrent(t *testing.T) {
 	require.Nil(t, s.Prepare(ev), "a cold cache prepares nothing")
 	require.Nil(t, (&Service{}).Prepare(ev), "without a cache (a shared store) nothing is prepared")
 	require.Nil(t, s.Prepare(events.Event{TenantID: "globex", TypeID: typ}))
+}
+
+// TestRunMetricsWritesAtStop: the per-node metrics loop writes what the node buffered when it stops,
+// though the batch flusher (Run) never ran on this node.
+func TestRunMetricsWritesAtStop(t *testing.T) {
+	st, err := sqlstore.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "t.db"), sqlstore.Options{})
+	require.NoError(t, err)
+	defer st.Close()
+	s := New(st, nil, Options{})
+	hour := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	s.metrics.add([]trigger.MetricsDelta{{TenantID: "acme", TriggerID: "t1", Hour: hour, Counters: trigger.Counters{Received: 3}, LatencyMS: -1}})
+	require.Equal(t, int64(3), s.metrics.pending("acme", "t1", hour).Received)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	s.RunMetrics(ctx)
+	require.Zero(t, s.metrics.pending("acme", "t1", hour).Received, "the buffer was not written (a failed write keeps it)")
 }

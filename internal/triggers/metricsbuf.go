@@ -83,3 +83,28 @@ func (s *Service) FlushMetrics(ctx context.Context) error {
 	}
 	return err
 }
+
+// RunMetrics writes the buffered counters every MetricsFlushInterval until ctx ends, and once more
+// then. It is a per-node loop (internal/loops): every node buffers the counts of the events it
+// publishes, while Run, the batch flusher, runs on the leader only (Run flushes too, harmlessly:
+// each flush takes what the buffer holds).
+func (s *Service) RunMetrics(ctx context.Context) {
+	t := time.NewTicker(MetricsFlushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if err := s.FlushMetrics(fctx); err != nil {
+				s.o.Logger.Error("writing trigger metrics at stop", "err", err)
+			}
+			return
+		case <-t.C:
+			if err := s.FlushMetrics(ctx); err != nil && ctx.Err() == nil {
+				s.o.Failed(JobTriggers)
+				s.o.Logger.Error("writing trigger metrics", "err", err)
+			}
+		}
+	}
+}

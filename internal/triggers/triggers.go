@@ -69,6 +69,9 @@ type Options struct {
 	Poll time.Duration
 	// Batch bounds the triggers one flusher pass reads (default 256).
 	Batch int
+	// Announce, when set, tells the other nodes sharing the store to wake their loop too
+	// (internal/wakeup): Wake calls it. It must not block.
+	Announce func()
 	// Failed is called with "triggers" for every due batch that could not be flushed (nil: not
 	// counted).
 	Failed func(job string)
@@ -116,8 +119,21 @@ func New(st store.Store, inv Invoker, o Options) *Service {
 	return s
 }
 
-// Wake makes the flusher look for due batches now. It never blocks.
+// SetAnnounce sets Options.Announce (the server builds the wake-up hub after the service).
+func (s *Service) SetAnnounce(f func()) { s.o.Announce = f }
+
+// Wake makes the loop look for due work now, on this node and, with Options.Announce, on the
+// others (the leader's runs it). It never blocks.
 func (s *Service) Wake() {
+	s.WakeLocal()
+	if s.o.Announce != nil {
+		s.o.Announce()
+	}
+}
+
+// WakeLocal wakes this node's loop only (the wake-up hub calls it on another node's announcement).
+// It never blocks.
+func (s *Service) WakeLocal() {
 	select {
 	case s.wake <- struct{}{}:
 	default:

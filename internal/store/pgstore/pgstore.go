@@ -32,6 +32,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io/fs"
+	mrand "math/rand/v2"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -62,6 +63,11 @@ type Store struct {
 	retry      RetryPolicy
 	// retries counts closures run again after a retryable failure (RetryStats).
 	retries atomic.Uint64
+	// usageShard is the shard of the usage_hourly rows this process adds to (random at open, 0-63):
+	// the nodes sharing the database then rarely wait for each other's row lock (migration 00003).
+	usageShard int16
+	// wakeChannel is the NOTIFY channel of this database and schema's cross-node wake-ups (notify.go).
+	wakeChannel string
 }
 
 var _ store.Store = (*Store)(nil)
@@ -170,7 +176,8 @@ func open(ctx context.Context, pool *pgxpool.Pool, o Options) (*Store, error) {
 	if _, err := prov.Up(ctx); err != nil {
 		return nil, errors.Join(fmt.Errorf("migrate: %w", err), db.Close())
 	}
-	s := &Store{pool: pool, db: db, r: rebound{db}, prov: prov, retry: o.Retry}
+	s := &Store{pool: pool, db: db, r: rebound{db}, prov: prov, retry: o.Retry, wakeChannel: wakeChannel(where),
+		usageShard: int16(mrand.IntN(64))}
 	if s.retry.Attempts <= 0 {
 		s.retry = DefaultRetry
 	}
@@ -200,7 +207,7 @@ func (s *Store) updateOnce(ctx context.Context, fn func(store.Tx) error) error {
 	var catalog bool
 	var after []func()
 	err := s.gc.Do(ctx, func(t *sql.Tx) error {
-		x := &tx{t: rebound{t}, ctx: ctx}
+		x := &tx{t: rebound{t}, ctx: ctx, usageShard: s.usageShard}
 		err := fn(x)
 		catalog, after = x.catalog, x.after
 		return err
@@ -227,7 +234,7 @@ func (s *Store) Enqueue(ctx context.Context, fn func(store.Tx) error) func() err
 	var catalog bool
 	var after []func()
 	wait := s.gc.Enqueue(ctx, func(t *sql.Tx) error {
-		x := &tx{t: rebound{t}, ctx: ctx}
+		x := &tx{t: rebound{t}, ctx: ctx, usageShard: s.usageShard}
 		err := fn(x)
 		catalog, after = x.catalog, x.after
 		return err
@@ -347,6 +354,8 @@ type tx struct {
 	catalog bool
 	// after are the AfterCommit hooks of the closure.
 	after []func()
+	// usageShard is the store's Store.usageShard.
+	usageShard int16
 }
 
 // Context implements store.Tx.

@@ -38,14 +38,15 @@ func (d *usageDelta) add(before invocation.Record, e invocation.Event, after inv
 	d.hours = append(d.hours, hourUsage{hour: h, u: u})
 }
 
-// writeUsage adds the collected usage to the aggregates, one upsert per hour touched.
+// writeUsage adds the collected usage to the aggregates, one upsert per hour touched, into this
+// process's shard of the row (Store.usageShard).
 func (t *tx) writeUsage(d *usageDelta) error {
 	for _, h := range d.hours {
 		u := h.u
 		_, err := t.t.ExecContext(bg, `INSERT INTO usage_hourly (tenant_id, hour, entrypoint_id, invocations, succeeded, failed,
 			canceled, dead_lettered, compensated, executions, duration_ms, billed_duration_ms, cpu_time_ms, memory_mb_ms,
-			egress_bytes, cost) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (tenant_id, hour, entrypoint_id) DO UPDATE SET
+			egress_bytes, cost, shard) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (tenant_id, hour, entrypoint_id, shard) DO UPDATE SET
 			invocations = usage_hourly.invocations + excluded.invocations,
 			succeeded = usage_hourly.succeeded + excluded.succeeded,
 			failed = usage_hourly.failed + excluded.failed,
@@ -60,7 +61,7 @@ func (t *tx) writeUsage(d *usageDelta) error {
 			egress_bytes = usage_hourly.egress_bytes + excluded.egress_bytes,
 			cost = usage_hourly.cost + excluded.cost`,
 			d.tenantID, h.hour, d.entrypointID, u.Invocations, u.Succeeded, u.Failed, u.Canceled, u.DeadLettered, u.Compensated,
-			u.Executions, u.DurationMS, u.BilledDurationMS, u.CPUTimeMS, u.MemoryMBMS, u.EgressBytes, u.Cost)
+			u.Executions, u.DurationMS, u.BilledDurationMS, u.CPUTimeMS, u.MemoryMBMS, u.EgressBytes, u.Cost, t.usageShard)
 		if err != nil {
 			return fmt.Errorf("usage aggregates: %w", err)
 		}

@@ -82,6 +82,7 @@ func Run(t *testing.T, f Factory) {
 		"CatalogGeneration":         testCatalogGeneration,
 		"AfterCommit":               testAfterCommit,
 		"TxContext":                 testTxContext,
+		"LeaderLease":               testLeaderLease,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {

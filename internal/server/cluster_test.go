@@ -1,0 +1,144 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/larkrun/lark/internal/invocation"
+	"github.com/larkrun/lark/internal/store/pgstore/pgtest"
+)
+
+// TestOneLeaderAmongNodes: two servers on one PostgreSQL schema: exactly one leads (runs the
+// singletons); when it shuts down it releases the lease and the other leads within a renewal
+// period or two. On SQLite a server has no election: it always runs its singletons.
+func TestOneLeaderAmongNodes(t *testing.T) {
+	url := pgtest.Schema(t)
+	type node struct {
+		srv  *Server
+		stop context.CancelFunc
+		done chan error
+	}
+	start := func(id string) node {
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		srv, err := New(ctx, Config{Addr: "127.0.0.1:0", DataDir: t.TempDir(), Store: url, NodeID: id,
+			LeaderTTL: 3 * time.Second, LeaderRenew: 100 * time.Millisecond})
+		require.NoError(t, err)
+		require.NotNil(t, srv.Leader, "a shared store elects a leader")
+		ln, err := srv.Listen()
+		require.NoError(t, err)
+		n := node{srv: srv, stop: cancel, done: make(chan error, 1)}
+		go func() { n.done <- srv.Serve(ctx, ln) }()
+		return n
+	}
+	a, b := start("a"), start("b")
+	leaders := func() (n int, who *node) {
+		for _, x := range []*node{&a, &b} {
+			if x.srv.Leader.Leading() {
+				n++
+				who = x
+			}
+		}
+		return n, who
+	}
+	var leader *node
+	require.Eventually(t, func() bool {
+		n, who := leaders()
+		leader = who
+		return n == 1
+	}, 10*time.Second, 10*time.Millisecond, "exactly one node leads")
+	for range 20 { // and it stays one
+		n, _ := leaders()
+		require.LessOrEqual(t, n, 1)
+		time.Sleep(10 * time.Millisecond)
+	}
+	other := &a
+	if leader == &a {
+		other = &b
+	}
+	stopped := time.Now()
+	leader.stop()
+	select {
+	case err := <-leader.done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the leader did not stop")
+	}
+	require.Eventually(t, other.srv.Leader.Leading, 5*time.Second, 10*time.Millisecond,
+		"the other node leads once the lease is released")
+	require.Less(t, time.Since(stopped), 3*time.Second, "took over before the TTL: the lease was released, not waited out")
+	other.stop()
+	<-other.done
+}
+
+// TestSQLiteAlwaysLeads: on the embedded store there is no election.
+func TestSQLiteAlwaysLeads(t *testing.T) {
+	srv, err := New(context.Background(), Config{Addr: "127.0.0.1:0", DataDir: t.TempDir()})
+	require.NoError(t, err)
+	defer srv.Close()
+	require.Nil(t, srv.Leader)
+	require.Nil(t, srv.hub)
+}
+
+// TestWakeUpCrossesNodes: an invocation started through node A, whose dispatcher does not run, is
+// run by node B at once, though B's dispatcher polls only once a minute: A's commit notified B.
+func TestWakeUpCrossesNodes(t *testing.T) {
+	url := pgtest.Schema(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	data := t.TempDir()
+	a, err := New(ctx, Config{Addr: "127.0.0.1:0", DataDir: data, Store: url, NodeID: "a"})
+	require.NoError(t, err)
+	defer a.Close()
+	creds, err := LoadOrCreateDevAdmin(data)
+	require.NoError(t, err)
+	require.NoError(t, a.ProvisionDev(ctx, &creds))
+	go a.RunWakeups(ctx) // A announces; it claims nothing
+	b, err := New(ctx, Config{Addr: "127.0.0.1:0", DataDir: t.TempDir(), Store: url, NodeID: "b", DispatchPoll: time.Minute})
+	require.NoError(t, err)
+	ln, err := b.Listen()
+	require.NoError(t, err)
+	bctx, stopB := context.WithCancel(ctx)
+	bdone := make(chan error, 1)
+	go func() { bdone <- b.Serve(bctx, ln) }()
+	defer func() { stopB(); <-bdone }()
+
+	api := httptest.NewServer(a.Handler())
+	defer api.Close()
+	call := func(method, path, body string, want int) map[string]any {
+		t.Helper()
+		req, err := http.NewRequest(method, api.URL+"/api/serverless-runtime/v1"+path, strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+creds.Token)
+		req.Header.Set("Content-Type", "application/json")
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer res.Body.Close()
+		var out map[string]any
+		require.NoError(t, json.NewDecoder(res.Body).Decode(&out))
+		require.Equal(t, want, res.StatusCode, "%s %s: %v", method, path, out)
+		return out
+	}
+	const fn = "gts.x.core.serverless.entrypoint.v1~x.core.serverless.function.v1~vendor.app.wake.echo.v1~"
+	call(http.MethodPost, "/entrypoints", `{"entrypoint_id":"`+fn+`","title":"echo","owner":{"owner_type":"tenant"},
+		"schema":{"params":{"type":"object"}},"traits":{"invocation":{"supported":["async"],"default":"async"},"limits":{"timeout_seconds":5},"retry":{"max_attempts":1}},
+		"implementation":{"adapter":"gts.x.core.serverless.adapter.starlark.v1~","kind":"code",
+		"code":{"language":"starlark","source":"def main(ctx, input):\n  return {\"ok\": True}\n"}}}`, http.StatusCreated)
+	call(http.MethodPost, "/entrypoints/"+fn+":status", `{"action":"activate"}`, http.StatusOK)
+	time.Sleep(200 * time.Millisecond) // B's dispatcher has made its first claim and sleeps for its minute
+	started := time.Now()
+	inv := call(http.MethodPost, "/invocations", `{"entrypoint_id":"`+fn+`","mode":"async","params":{}}`, http.StatusAccepted)
+	id := inv["record"].(map[string]any)["invocation_id"].(string)
+	require.Eventually(t, func() bool {
+		rec, err := b.Store.Invocation(ctx, "dev", id)
+		return err == nil && rec.Status == invocation.StatusSucceeded
+	}, 10*time.Second, 10*time.Millisecond, "node B did not run the invocation node A queued")
+	t.Logf("queued on A, run on B in %v (B's poll: 1 min)", time.Since(started).Round(time.Millisecond))
+}

@@ -1,0 +1,39 @@
+package sqlstore
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/larkrun/lark/internal/store"
+)
+
+// ClaimLeaderLease implements store.Tx: one upsert that takes the lease when it is free, already
+// the claimant's or expired, and leaves it alone otherwise; the row then says who holds it.
+func (t *tx) ClaimLeaderLease(c store.LeaderClaim) (store.LeaderLease, error) {
+	if c.Name == "" || c.Holder == "" {
+		return store.LeaderLease{}, fmt.Errorf("leader lease: name and holder are required")
+	}
+	if _, err := t.t.ExecContext(bg, `INSERT INTO leader_leases (name, holder, expires_at, term) VALUES (?, ?, ?, 1)
+		ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at,
+			term = CASE WHEN leader_leases.holder = excluded.holder THEN leader_leases.term ELSE leader_leases.term + 1 END
+		WHERE leader_leases.holder = excluded.holder OR leader_leases.expires_at <= ?`,
+		c.Name, c.Holder, ts(c.ExpiresAt), ts(c.Now)); err != nil {
+		return store.LeaderLease{}, err
+	}
+	l := store.LeaderLease{Name: c.Name}
+	var exp string
+	if err := t.t.QueryRowContext(bg, `SELECT holder, expires_at, term FROM leader_leases WHERE name = ?`, c.Name).
+		Scan(&l.Holder, &exp, &l.Term); err != nil {
+		return store.LeaderLease{}, err
+	}
+	var err error
+	l.ExpiresAt, err = parseTS(exp)
+	return l, err
+}
+
+// ReleaseLeaderLease implements store.Tx.
+func (t *tx) ReleaseLeaderLease(name, holder string, now time.Time) error {
+	_, err := t.t.ExecContext(bg, `UPDATE leader_leases SET expires_at = ? WHERE name = ? AND holder = ? AND expires_at > ?`,
+		ts(now), name, holder, ts(now))
+	return err
+}

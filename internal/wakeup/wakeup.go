@@ -1,0 +1,129 @@
+// Package wakeup carries wake-ups between the nodes of a cluster: a write on node A that makes work
+// runnable (a start, a resumed workflow, a new schedule, a pending trigger batch) wakes the loops
+// of every other node at once, instead of at their next poll.
+//
+// Each node runs one Hub. Announce is what the node's services call after such a commit (besides
+// waking their own loop): it never blocks, and announcements that pile up while one is being sent
+// are coalesced into the next, so a burst of starts costs a few notifications, not one each. The Hub
+// sends each as a notification carrying the node's id (PostgreSQL NOTIFY, pgstore.Store.Notify) and
+// listens for the others' on a connection of its own (pgstore.Store.Listen); it ignores its own, and
+// on every other one calls the node's local wake-ups (the dispatcher, the schedule loop, the trigger
+// flusher). A lost listening connection is reopened with backoff; on each (re)connection the local
+// wake-ups run once, since notifications sent while it was down are lost. The loops keep their poll
+// intervals as the fallback: a lost notification delays work, it never loses it.
+//
+// On the embedded SQLite store there is one node and no Hub: the services wake their loops
+// directly.
+package wakeup
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// Transport sends and receives the notifications (pgstore.Store implements it).
+type Transport interface {
+	// Notify sends payload to every listener.
+	Notify(ctx context.Context, payload string) error
+	// Listen calls f with each notification's payload until ctx ends or the connection fails,
+	// calling ready once it listens.
+	Listen(ctx context.Context, ready func(), f func(payload string)) error
+}
+
+// Options configure a Hub.
+type Options struct {
+	// Node is this node's id: its own notifications are ignored.
+	Node string
+	// Local are the node's wake-ups, each non-blocking, called on every notification of another node.
+	Local []func()
+	// MinBackoff and MaxBackoff bound the wait before reconnecting a lost listener (defaults 100 ms,
+	// 10 s; doubling).
+	MinBackoff, MaxBackoff time.Duration
+	// Logger logs lost connections (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Hub is a node's end of the wake-ups.
+type Hub struct {
+	t       Transport
+	o       Options
+	pending chan struct{}
+}
+
+// New returns a hub over t.
+func New(t Transport, o Options) *Hub {
+	if o.MinBackoff <= 0 {
+		o.MinBackoff = 100 * time.Millisecond
+	}
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = 10 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return &Hub{t: t, o: o, pending: make(chan struct{}, 1)}
+}
+
+// Announce tells the other nodes that work may be runnable. It never blocks; announcements made
+// while one is pending are one.
+func (h *Hub) Announce() {
+	select {
+	case h.pending <- struct{}{}:
+	default:
+	}
+}
+
+// Run sends the announcements and listens for the other nodes' until ctx ends.
+func (h *Hub) Run(ctx context.Context) {
+	done := make(chan struct{})
+	go func() { defer close(done); h.send(ctx) }()
+	h.listen(ctx)
+	<-done
+}
+
+func (h *Hub) send(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-h.pending:
+		}
+		if err := h.t.Notify(ctx, h.o.Node); err != nil && ctx.Err() == nil {
+			h.o.Logger.Warn("wake-up: notify failed; the other nodes find the work at their next poll", "err", err)
+		}
+	}
+}
+
+func (h *Hub) listen(ctx context.Context) {
+	backoff := h.o.MinBackoff
+	for ctx.Err() == nil {
+		connected := false
+		err := h.t.Listen(ctx, func() {
+			connected = true
+			backoff = h.o.MinBackoff
+			h.wakeLocal() // what was announced while not listening
+		}, func(payload string) {
+			if payload != h.o.Node {
+				h.wakeLocal()
+			}
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		h.o.Logger.Warn("wake-up: listening connection lost; reconnecting", "err", err, "was_listening", connected, "backoff", backoff.String())
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+		backoff = min(backoff*2, h.o.MaxBackoff)
+	}
+}
+
+func (h *Hub) wakeLocal() {
+	for _, f := range h.o.Local {
+		f()
+	}
+}

@@ -1,0 +1,76 @@
+package wakeup_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/larkrun/lark/internal/store/pgstore"
+	"github.com/larkrun/lark/internal/store/pgstore/pgtest"
+	"github.com/larkrun/lark/internal/wakeup"
+)
+
+func open(t *testing.T, url string) *pgstore.Store {
+	t.Helper()
+	s, err := pgstore.Open(context.Background(), url, pgstore.Options{MaxConns: 2})
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func recv(t *testing.T, c <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-c:
+	case <-time.After(10 * time.Second):
+		t.Fatal("timed out waiting for " + what)
+	}
+}
+
+// TestAcrossNodes: an announcement on node A wakes node B's loops, not A's own; after B's
+// listening connection is killed, B reconnects (waking its loops once, for what it may have missed)
+// and hears A again. A hub in another schema of the same database hears nothing.
+func TestAcrossNodes(t *testing.T) {
+	url := pgtest.Schema(t)
+	a, b := open(t, url), open(t, url)
+	other := open(t, pgtest.Schema(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	wokeA, wokeB, wokeOther := make(chan struct{}, 16), make(chan struct{}, 16), make(chan struct{}, 16)
+	hubA := wakeup.New(a, wakeup.Options{Node: "a", Local: []func(){func() { wokeA <- struct{}{} }}})
+	hubB := wakeup.New(b, wakeup.Options{Node: "b", Local: []func(){func() { wokeB <- struct{}{} }}, MinBackoff: 10 * time.Millisecond})
+	hubO := wakeup.New(other, wakeup.Options{Node: "o", Local: []func(){func() { wokeOther <- struct{}{} }}})
+	for _, h := range []*wakeup.Hub{hubA, hubB, hubO} {
+		go h.Run(ctx)
+	}
+	// Each hub wakes its loops once when it starts listening.
+	recv(t, wokeA, "A listening")
+	recv(t, wokeB, "B listening")
+	recv(t, wokeOther, "the other schema's hub listening")
+
+	hubA.Announce()
+	recv(t, wokeB, "B to hear A")
+	require.Empty(t, wokeA, "A heard itself")
+
+	// Kill B's listening connection from the server side.
+	var killed int
+	require.NoError(t, a.Pool().QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE query LIKE 'LISTEN %' AND pid <> pg_backend_pid() AND query LIKE '%'||$1||'%'`, b.WakeChannel()).Scan(&killed))
+	require.Positive(t, killed)
+	// A's connection was killed too (same channel): both reconnect and wake their loops once.
+	recv(t, wokeB, "B to reconnect")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		hubA.Announce()
+		select {
+		case <-wokeB:
+		case <-time.After(200 * time.Millisecond):
+			require.True(t, time.Now().Before(deadline), "B did not hear A after reconnecting")
+			continue
+		}
+		break
+	}
+	require.Empty(t, wokeOther, "a hub in another schema was woken")
+}
