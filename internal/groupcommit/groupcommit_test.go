@@ -540,3 +540,27 @@ func TestClosureLeavingRowsOpen(t *testing.T) {
 	require.NoError(t, c.Do(context.Background(), insert(5)))
 	require.Equal(t, []int{0, 1, 2, 3, 4, 5}, rowIDs(t, db))
 }
+
+// MaxWait bounds the wait of a write the committer has not started: behind a batch that does not
+// end, Do answers ErrBusy within the bound and its closure never runs, while the write that was
+// running is waited for to its end; once the writer is free, writes succeed again.
+func TestMaxWaitAnswersBusyBehindAStuckBatch(t *testing.T) {
+	db := openDB(t)
+	const bound = 100 * time.Millisecond
+	c := newCommitter(t, db, groupcommit.Options{MaxWait: bound})
+	release, held := hold(t, c) // the stuck batch: it runs, and waits past the bound
+
+	var ran atomic.Bool
+	start := time.Now()
+	err := c.Do(context.Background(), func(tx *sql.Tx) error { ran.Store(true); return insert(1)(tx) })
+	waited := time.Since(start)
+	require.ErrorIs(t, err, groupcommit.ErrBusy)
+	require.GreaterOrEqual(t, waited, bound)
+	require.Less(t, waited, bound+5*time.Second, "answered within the bound, not after the stuck batch")
+
+	release()
+	require.NoError(t, waitErr(t, held, "the holder"), "a started write is waited for past the bound")
+	require.NoError(t, c.Do(context.Background(), insert(2)))
+	require.False(t, ran.Load(), "an abandoned closure never runs")
+	require.Equal(t, []int{0, 2}, rowIDs(t, db))
+}
