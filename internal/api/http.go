@@ -36,6 +36,10 @@ func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v
 	w.Write(append(b, '\n'))
 }
 
+// UnavailableRetryAfter is the Retry-After, in seconds, of a 503 answered because the store is
+// unavailable.
+const UnavailableRetryAfter = 2
+
 // problem writes err as an RFC 9457 document. Unexpected errors are logged with their cause and
 // answered with a generic 500.
 func (s *Server) problem(w http.ResponseWriter, r *http.Request, err error) {
@@ -44,6 +48,11 @@ func (s *Server) problem(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.As(err, &qe):
 		pe = problem.BadRequest("%s", qe.Error())
+	case (!errors.As(err, &pe) || pe.Status == http.StatusInternalServerError) && store.IsUnavailable(err):
+		// The store is slow or down (docs/deployment.md, "Failure modes"): nothing was applied.
+		// Also when a caller wrapped the store's error as an internal one (problem.Internal).
+		pe = problem.New(problem.TypeUnavailable, "the store is unavailable or overloaded; retry later")
+		pe.RetryAfter = UnavailableRetryAfter
 	default:
 		pe = problem.From(err)
 	}

@@ -63,6 +63,10 @@ type Config struct {
 	// Both apply to a postgres:// Store only.
 	PGMaxConns         int32
 	PGStatementTimeout time.Duration
+	// StoreWriteWait bounds how long a write waits for the store's writer to start it (default
+	// store.DefaultWriteWait; negative: no bound); past it the store answers store.ErrUnavailable
+	// and the API 503 with Retry-After (docs/deployment.md, "Failure modes").
+	StoreWriteWait time.Duration
 	// DrainTimeout bounds how long in-flight requests may take to finish on shutdown (default
 	// DefaultDrainTimeout). Serve returns ErrDrainTimeout when it runs out.
 	DrainTimeout time.Duration
@@ -197,13 +201,13 @@ func OpenStore(ctx context.Context, cfg Config) (store.Store, error) {
 	switch {
 	case cfg.Store == "" || cfg.Store == "sqlite":
 		st, err := sqlstore.OpenSQLite(ctx, filepath.Join(cfg.DataDir, "lark.db"),
-			sqlstore.Options{Synchronous: cfg.SQLiteSynchronous})
+			sqlstore.Options{Synchronous: cfg.SQLiteSynchronous, WriteWait: cfg.StoreWriteWait})
 		if err == nil {
 			warnOpenDataDir(cfg)
 		}
 		return st, err
 	case pgstore.IsURL(cfg.Store):
-		st, err := pgstore.Open(ctx, cfg.Store, pgstore.Options{MaxConns: cfg.PGMaxConns, StatementTimeout: cfg.PGStatementTimeout})
+		st, err := pgstore.Open(ctx, cfg.Store, pgstore.Options{MaxConns: cfg.PGMaxConns, StatementTimeout: cfg.PGStatementTimeout, WriteWait: cfg.StoreWriteWait})
 		if err != nil {
 			return nil, fmt.Errorf("--store: PostgreSQL: %w", err)
 		}
