@@ -352,7 +352,7 @@ type lark struct {
 	token   string // admin of BenchTenant
 	dataDir string
 	profile string
-	// pg is the scenario's own schema when the store is PostgreSQL (nil on SQLite); pg0 are
+	// pg is the scenario's own database or schema when the store is PostgreSQL (nil on SQLite); pg0 are
 	// PostgreSQL's counters before the server started.
 	pg  *pgSchema
 	pg0 pgCounters
@@ -379,7 +379,7 @@ func (r *Runner) startLark(ctx context.Context, scenario string, conns int) (*la
 			return nil, err
 		}
 		storeArg = l.pg.url
-		if l.pg0, err = readPGCounters(ctx, l.pg.base, l.pg.name); err != nil {
+		if l.pg0, err = l.pg.read(ctx); err != nil {
 			l.dropSchema()
 			os.RemoveAll(dir)
 			return nil, fmt.Errorf("read pg_stat counters: %w", err)
@@ -423,7 +423,7 @@ func (l *lark) discard() {
 	l.dropSchema()
 }
 
-// dropSchema drops the scenario's PostgreSQL schema, if it has one.
+// dropSchema drops the scenario's PostgreSQL database or schema, if it has one.
 func (l *lark) dropSchema() {
 	if l.pg == nil {
 		return
@@ -443,11 +443,11 @@ func (l *lark) storeWrites(ctx context.Context, per string, units int) (*StoreWr
 	if err := l.pg.settle(ctx); err != nil {
 		return nil, err
 	}
-	c, err := readPGCounters(ctx, l.pg.base, l.pg.name)
+	c, err := l.pg.read(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read pg_stat counters: %w", err)
 	}
-	return storeWrites(l.pg0, c, per, units), nil
+	return storeWrites(l.pg0, c, per, units, l.pg.db), nil
 }
 
 // cpuMarks reads the child's and this process's CPU counters when a measured window opens and

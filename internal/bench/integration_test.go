@@ -192,8 +192,8 @@ func TestBenchCommand(t *testing.T) {
 	require.Contains(t, string(o), `unknown scenario "bogus"`)
 }
 
-// On PostgreSQL (LARK_TEST_POSTGRES_URL): async and workflow10 at small sizes, each in a schema of
-// its own that is dropped afterwards; async is compared with the raw SKIP LOCKED loop, and both
+// On PostgreSQL (LARK_TEST_POSTGRES_URL): async and workflow10 at small sizes, each in a database
+// of its own that is dropped afterwards (the test role may create databases); async is compared with the raw SKIP LOCKED loop, and both
 // report PostgreSQL's writes.
 func TestBenchCommandPostgres(t *testing.T) {
 	if testing.Short() {
@@ -221,7 +221,9 @@ func TestBenchCommandPostgres(t *testing.T) {
 	require.Equal(t, "invocation", a.StoreWrites.Per)
 	require.Equal(t, "step", rep.Scenarios[1].StoreWrites.Per)
 
-	// Every scenario's schema is gone.
+	require.Contains(t, a.StoreWrites.CommitsSource, "own database", "the test role may create databases")
+
+	// Every scenario's database (or schema) is gone.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, base)
@@ -230,4 +232,6 @@ func TestBenchCommandPostgres(t *testing.T) {
 	var left int
 	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'lark_bench_%'`).Scan(&left))
 	require.Zero(t, left, "schemas left behind")
+	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM pg_database WHERE datname LIKE 'lark_bench_%'`).Scan(&left))
+	require.Zero(t, left, "databases left behind")
 }

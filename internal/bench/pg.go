@@ -20,15 +20,21 @@ func isPostgres(store string) bool {
 	return strings.HasPrefix(store, "postgres://") || strings.HasPrefix(store, "postgresql://")
 }
 
-// pgSchema is one scenario's own schema in the --store database: created before its server starts,
-// dropped (with everything in it) when the scenario ends, so no scenario sees another's rows.
+// pgSchema is one scenario's own place in the --store server: a database of its own when the role
+// may create one (then PostgreSQL's commit counter, kept per database, counts this scenario's
+// server alone), else a schema in the --store database (then the commit counter is the whole
+// database's). It is created before the scenario's server starts and dropped, with everything in
+// it, when the scenario ends, so no scenario sees another's rows.
 type pgSchema struct {
-	base string // the --store URL
-	name string
-	url  string // base with search_path=name: what the scenario's server is given
+	base   string // the --store URL
+	name   string // of the database or schema, and the server's application_name
+	url    string // what the scenario's server is given
+	db     bool   // a database of its own (else a schema)
+	schema string // where its tables are: "public" in its own database, else name
 }
 
-// newPGSchema creates a schema named after the scenario with a random suffix.
+// newPGSchema creates a database (or, when that is refused, a schema) named after the scenario with
+// a random suffix.
 func newPGSchema(ctx context.Context, base, scenario string) (*pgSchema, error) {
 	var b [6]byte
 	if _, err := rand.Read(b[:]); err != nil {
@@ -39,14 +45,22 @@ func newPGSchema(ctx context.Context, base, scenario string) (*pgSchema, error) 
 	if err != nil {
 		return nil, fmt.Errorf("--store: %w", err)
 	}
+	s := &pgSchema{base: base, name: name}
 	q := u.Query()
-	q.Set("search_path", name)
 	q.Set("application_name", name) // so that settle can see when the server's connections are gone
-	u.RawQuery = q.Encode()
-	s := &pgSchema{base: base, name: name, url: u.String()}
-	if err := s.exec(ctx, "CREATE SCHEMA "+pgx.Identifier{name}.Sanitize()); err != nil {
-		return nil, fmt.Errorf("create schema %s: %w", name, err)
+	if dbErr := s.exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); dbErr == nil {
+		s.db, s.schema = true, "public"
+		u.Path = "/" + name
+		q.Del("search_path")
+	} else {
+		if err := s.exec(ctx, "CREATE SCHEMA "+pgx.Identifier{name}.Sanitize()); err != nil {
+			return nil, fmt.Errorf("create database %s: %v; create schema: %w", name, dbErr, err)
+		}
+		s.schema = name
+		q.Set("search_path", name)
 	}
+	u.RawQuery = q.Encode()
+	s.url = u.String()
 	return s, nil
 }
 
@@ -62,17 +76,31 @@ func (s *pgSchema) exec(ctx context.Context, sql string) error {
 	return err
 }
 
-// drop removes the schema and everything in it.
+// drop removes the database (closing any connection left) or the schema, and everything in it.
 func (s *pgSchema) drop() error {
+	if s.db {
+		return s.exec(context.Background(), "DROP DATABASE IF EXISTS "+pgx.Identifier{s.name}.Sanitize()+" WITH (FORCE)")
+	}
 	return s.exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{s.name}.Sanitize()+" CASCADE")
 }
 
+// statsConn connects where the scenario's tables are, under another application_name than its
+// server's.
+func (s *pgSchema) statsConn(ctx context.Context) (*pgx.Conn, error) {
+	cfg, err := pgx.ParseConfig(s.url)
+	if err != nil {
+		return nil, err
+	}
+	cfg.RuntimeParams["application_name"] = "lark_bench_stats"
+	return pgx.ConnectConfig(ctx, cfg)
+}
+
 // settle waits until no connection of the scenario's server is left (they flush their statistics
-// when they exit) and the schema's counters stopped moving, at most 10 s.
+// when they exit) and the scenario's counters stopped moving, at most 10 s.
 func (s *pgSchema) settle(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, s.base)
+	conn, err := s.statsConn(ctx)
 	if err != nil {
 		return err
 	}
@@ -83,11 +111,11 @@ func (s *pgSchema) settle(ctx context.Context) error {
 		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`, s.name).Scan(&left); err != nil {
 			return err
 		}
-		var c pgCounters
-		if err := conn.QueryRow(ctx, `SELECT coalesce(sum(n_tup_ins),0)::bigint, coalesce(sum(n_tup_upd),0)::bigint, coalesce(sum(n_tup_del),0)::bigint
-			FROM pg_stat_user_tables WHERE schemaname = $1`, s.name).Scan(&c.Inserted, &c.Updated, &c.Deleted); err != nil {
+		c, err := s.counters(ctx, conn)
+		if err != nil {
 			return err
 		}
+		c.Commits = 0 // this loop's own queries commit
 		if left == 0 && i > 0 && c == prev {
 			return nil
 		}
@@ -100,6 +128,28 @@ func (s *pgSchema) settle(ctx context.Context) error {
 	}
 }
 
+// read reads the counters (after settle, for a finished server).
+func (s *pgSchema) read(ctx context.Context) (pgCounters, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	conn, err := s.statsConn(ctx)
+	if err != nil {
+		return pgCounters{}, err
+	}
+	defer conn.Close(context.Background())
+	return s.counters(ctx, conn)
+}
+
+func (s *pgSchema) counters(ctx context.Context, conn *pgx.Conn) (pgCounters, error) {
+	var c pgCounters
+	if err := conn.QueryRow(ctx, `SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()`).Scan(&c.Commits); err != nil {
+		return c, err
+	}
+	err := conn.QueryRow(ctx, `SELECT coalesce(sum(n_tup_ins),0)::bigint, coalesce(sum(n_tup_upd),0)::bigint, coalesce(sum(n_tup_del),0)::bigint
+		FROM pg_stat_user_tables WHERE schemaname = $1`, s.schema).Scan(&c.Inserted, &c.Updated, &c.Deleted)
+	return c, err
+}
+
 // pgCounters are PostgreSQL's own write counters: commits of the whole database (every
 // transaction, read-only ones included, and any other client's) and rows written in the schema's
 // tables.
@@ -107,28 +157,10 @@ type pgCounters struct {
 	Commits, Inserted, Updated, Deleted int64
 }
 
-// readPGCounters reads the counters. pg_stat_user_tables shows what backends have flushed, and a
-// backend flushes at the latest when it exits: read after the server has stopped.
-func readPGCounters(ctx context.Context, base, schema string) (pgCounters, error) {
-	var c pgCounters
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		return c, err
-	}
-	defer conn.Close(context.Background())
-	if err := conn.QueryRow(ctx, `SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()`).Scan(&c.Commits); err != nil {
-		return c, err
-	}
-	err = conn.QueryRow(ctx, `SELECT coalesce(sum(n_tup_ins),0)::bigint, coalesce(sum(n_tup_upd),0)::bigint, coalesce(sum(n_tup_del),0)::bigint
-		FROM pg_stat_user_tables WHERE schemaname = $1`, schema).Scan(&c.Inserted, &c.Updated, &c.Deleted)
-	return c, err
-}
-
-// StoreWrites is what PostgreSQL counted while a scenario ran: commits (pg_stat_database of the
-// whole database: read-only transactions count, and so would another client's) and rows inserted,
-// updated and deleted in the scenario's own schema (pg_stat_user_tables, exact), also per unit of
+// StoreWrites is what PostgreSQL counted while a scenario ran: commits (pg_stat_database's
+// xact_commit: read-only transactions count; of the scenario's own database, or of the whole --store
+// database when the scenario has a schema there, so another client's count too) and rows inserted,
+// updated and deleted in the scenario's tables (pg_stat_user_tables, exact), also per unit of
 // work (an invocation for async, a step for workflow10). Provisioning and registration are
 // included; they are a few dozen rows.
 type StoreWrites struct {
@@ -147,11 +179,14 @@ type StoreWrites struct {
 // heartbeatNote is StoreWrites.PerHeartbeat until remote workers heartbeat.
 const heartbeatNote = "n/a: remote workers (lark worker) and their heartbeats are not in this build; the field is where their figure goes"
 
-func storeWrites(before, after pgCounters, per string, units int) *StoreWrites {
+func storeWrites(before, after pgCounters, per string, units int, ownDB bool) *StoreWrites {
 	w := &StoreWrites{Per: per, Units: units, Commits: after.Commits - before.Commits,
 		RowsInserted: after.Inserted - before.Inserted, RowsUpdated: after.Updated - before.Updated,
 		RowsDeleted: after.Deleted - before.Deleted, PerHeartbeat: heartbeatNote,
-		CommitsSource: "pg_stat_database.xact_commit of the whole database (read-only transactions included)"}
+		CommitsSource: "pg_stat_database.xact_commit of the whole --store database, other clients included (read-only transactions included)"}
+	if ownDB {
+		w.CommitsSource = "pg_stat_database.xact_commit of the scenario's own database (read-only transactions included)"
+	}
 	if units > 0 {
 		w.CommitsPer = float64(w.Commits) / float64(units)
 		w.RowsPer = float64(w.RowsInserted+w.RowsUpdated+w.RowsDeleted) / float64(units)

@@ -400,8 +400,8 @@ func details(s Scenario) []string {
 			c.Cores, c.WindowS, msCell(c.Lag.MaxMs), msCell(c.StartLag.P50Ms), msCell(c.StartLag.P99Ms), c.FetchS))
 	}
 	if w := s.StoreWrites; w != nil {
-		out = append(out, fmt.Sprintf("%s: PostgreSQL counted %d commits (the whole database, reads included) and %d rows inserted, %d updated, %d deleted in the scenario's schema: %.2f commits and %.1f rows written per %s (%d); per heartbeat: n/a (no remote workers yet)",
-			s.Name, w.Commits, w.RowsInserted, w.RowsUpdated, w.RowsDeleted, w.CommitsPer, w.RowsPer, w.Per, w.Units))
+		out = append(out, fmt.Sprintf("%s: PostgreSQL counted %d commits (%s) and %d rows inserted, %d updated, %d deleted in the scenario's tables: %.2f commits and %.1f rows written per %s (%d); per heartbeat: n/a (no remote workers yet)",
+			s.Name, w.Commits, commitsScope(w), w.RowsInserted, w.RowsUpdated, w.RowsDeleted, w.CommitsPer, w.RowsPer, w.Per, w.Units))
 	}
 	if e := s.Events; e != nil {
 		out = append(out, fmt.Sprintf("events: %d events to %d triggers with CEL filters (each event matches one), %d clients: accepted %s in %.1f s (p50/p99 in the table), all %d invocations ended after %.1f s: %s delivered; CEL %.1f µs per event (%.0f ns per filter)",
@@ -409,6 +409,14 @@ func details(s Scenario) []string {
 			e.CELMicrosPerEvent, e.CELNanosPerFilter))
 	}
 	return out
+}
+
+// commitsScope says what a StoreWrites' commit count covers.
+func commitsScope(w *StoreWrites) string {
+	if strings.Contains(w.CommitsSource, "own database") {
+		return "its own database, reads included"
+	}
+	return "the whole database, other clients and reads included"
 }
 
 func windowOf(s Scenario) float64 {
