@@ -126,7 +126,7 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 }
 
 // correlate reads X-Correlation-Id (or makes one), echoes it, and puts it and a logger carrying it
-// into the request context.
+// into the request context, with the request's write budget (Config.StoreWriteWait).
 func (s *Server) correlate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get("X-Correlation-Id")
@@ -136,6 +136,7 @@ func (s *Server) correlate(next http.Handler) http.Handler {
 		w.Header().Set("X-Correlation-Id", id)
 		ctx := obs.WithCorrelationID(r.Context(), id)
 		ctx = obs.WithLogger(ctx, s.log.With("correlation_id", id))
+		ctx = store.WithWriteWait(ctx, s.cfg.StoreWriteWait) // the request's write budget
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }

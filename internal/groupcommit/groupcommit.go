@@ -35,10 +35,10 @@ type Options struct {
 	// AfterBatch, if set, runs on the committer goroutine after each batch, while the committer holds
 	// no transaction (e.g. to prepare statements on the writer connection).
 	AfterBatch func()
-	// MaxWait bounds how long Do waits for the committer to start its closure (0: no bound). Past
-	// it Do returns ErrBusy and the closure is dropped; a closure the committer has started is
-	// waited for to the end (its statements are bounded by the database's own timeouts), so an
-	// answer always says what happened.
+	// MaxWait bounds how long Do waits for the committer to start its closure (0: no bound; a
+	// context from WithMaxWait overrides it). Past it Do returns ErrBusy and the closure is
+	// dropped; a closure the committer has started is waited for to the end (its statements are
+	// bounded by the database's own timeouts), so an answer always says what happened.
 	MaxWait time.Duration
 }
 
@@ -84,6 +84,22 @@ func New(db *sql.DB, o Options) *Committer {
 	return c
 }
 
+type maxWaitKey struct{}
+
+// WithMaxWait returns ctx carrying a bound for Do's wait (Options.MaxWait) of the writes made
+// with it: an API request's writes have a latency budget, the engine's own do not.
+func WithMaxWait(ctx context.Context, d time.Duration) context.Context {
+	return context.WithValue(ctx, maxWaitKey{}, d)
+}
+
+// maxWait is the bound of a write made with ctx.
+func (c *Committer) maxWaitOf(ctx context.Context) time.Duration {
+	if d, ok := ctx.Value(maxWaitKey{}).(time.Duration); ok {
+		return d
+	}
+	return c.maxWait
+}
+
 var opPool = sync.Pool{New: func() any { return &op{errc: make(chan error, 1)} }}
 
 // Do runs fn in the next batch and returns its error, or the commit's. Once fn is queued Do waits
@@ -97,8 +113,8 @@ func (c *Committer) Do(ctx context.Context, fn func(*sql.Tx) error) error {
 	o.ctx, o.fn = ctx, fn
 	o.state.Store(opQueued)
 	var bound <-chan time.Time
-	if c.maxWait > 0 {
-		t := time.NewTimer(c.maxWait)
+	if d := c.maxWaitOf(ctx); d > 0 {
+		t := time.NewTimer(d)
 		defer t.Stop()
 		bound = t.C
 	}

@@ -63,9 +63,9 @@ type Config struct {
 	// Both apply to a postgres:// Store only.
 	PGMaxConns         int32
 	PGStatementTimeout time.Duration
-	// StoreWriteWait bounds how long a write waits for the store's writer to start it (default
-	// store.DefaultWriteWait; negative: no bound); past it the store answers store.ErrUnavailable
-	// and the API 503 with Retry-After (docs/deployment.md, "Failure modes").
+	// StoreWriteWait bounds how long a request's write waits for the store's writer to start it
+	// (default store.DefaultWriteWait; negative: no bound); past it the API answers 503 with
+	// Retry-After (docs/deployment.md, "Failure modes"). The engine's own writes are not bounded.
 	StoreWriteWait time.Duration
 	// DrainTimeout bounds how long in-flight requests may take to finish on shutdown (default
 	// DefaultDrainTimeout). Serve returns ErrDrainTimeout when it runs out.
@@ -201,13 +201,13 @@ func OpenStore(ctx context.Context, cfg Config) (store.Store, error) {
 	switch {
 	case cfg.Store == "" || cfg.Store == "sqlite":
 		st, err := sqlstore.OpenSQLite(ctx, filepath.Join(cfg.DataDir, "lark.db"),
-			sqlstore.Options{Synchronous: cfg.SQLiteSynchronous, WriteWait: cfg.StoreWriteWait})
+			sqlstore.Options{Synchronous: cfg.SQLiteSynchronous})
 		if err == nil {
 			warnOpenDataDir(cfg)
 		}
 		return st, err
 	case pgstore.IsURL(cfg.Store):
-		st, err := pgstore.Open(ctx, cfg.Store, pgstore.Options{MaxConns: cfg.PGMaxConns, StatementTimeout: cfg.PGStatementTimeout, WriteWait: cfg.StoreWriteWait})
+		st, err := pgstore.Open(ctx, cfg.Store, pgstore.Options{MaxConns: cfg.PGMaxConns, StatementTimeout: cfg.PGStatementTimeout})
 		if err != nil {
 			return nil, fmt.Errorf("--store: PostgreSQL: %w", err)
 		}
@@ -322,7 +322,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Failed: s.Metrics.MaintenanceFailure})
 	s.handler = api.New(api.Config{Tokens: s.Tokens, Tenants: s.Tenants, Registry: s.Registry, Invoke: s.Invoke,
 		Usage: usage.NewService(st, s.Tenants, c, cfg.Pricing.Currency()), Schedules: s.Schedules, Secrets: s.Secrets, Webhooks: s.Webhooks,
-		TrustedProxies: cfg.TrustedProxies, Events: s.Events, Triggers: s.Triggers, Audit: st, Ready: st,
+		TrustedProxies: cfg.TrustedProxies, StoreWriteWait: cfg.StoreWriteWait, Events: s.Events, Triggers: s.Triggers, Audit: st, Ready: st,
 		IDs: ids, Logger: cfg.Logger, MaxBody: cfg.MaxBody, Metrics: s.Metrics.Handler(), MetricsPublic: cfg.MetricsPublic,
 		MaxInFlight: cfg.MaxInFlight, WriteTimeout: cfg.WriteTimeout}).Handler()
 	return s, nil

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"database/sql"
 	"database/sql/driver"
 	"errors"
@@ -8,22 +9,20 @@ import (
 	"net"
 	"strings"
 	"time"
+
+	"github.com/larkrun/lark/internal/groupcommit"
 )
 
-// DefaultWriteWait is how long a write waits for a store's writer to start it before the store
-// answers ErrUnavailable (the stores' Options.WriteWait).
+// DefaultWriteWait is the API's default bound of a request's wait for the store's writer (the
+// server's --store-write-wait).
 const DefaultWriteWait = 5 * time.Second
 
-// WriteWait resolves a stores' WriteWait option: 0 is DefaultWriteWait, a negative value no bound
-// (0 to groupcommit).
-func WriteWait(d time.Duration) time.Duration {
-	switch {
-	case d == 0:
-		return DefaultWriteWait
-	case d < 0:
-		return 0
-	}
-	return d
+// WithWriteWait returns ctx carrying a bound d of how long a write made with it waits for the
+// store's writer to start it; past it the write fails with ErrUnavailable and never runs (d <= 0:
+// no bound). The API sets it on every request; the engine's own writes (the dispatcher's claims
+// and outcomes, the loops') carry none and wait, so that finished work is never dropped.
+func WithWriteWait(ctx context.Context, d time.Duration) context.Context {
+	return groupcommit.WithMaxWait(ctx, d)
 }
 
 // ErrUnavailable says the store could not take or answer an operation within its bound: the

@@ -79,10 +79,6 @@ type Options struct {
 	MaxBatch int
 	// Retry is the policy for closures that failed with a retryable error (zero: DefaultRetry).
 	Retry RetryPolicy
-	// WriteWait bounds how long a write waits for the committer to start its closure (default
-	// store.DefaultWriteWait; negative: no bound). Past it Update fails with store.ErrUnavailable
-	// and the closure never runs.
-	WriteWait time.Duration
 }
 
 // RetryPolicy says how often, and after what waits, a write that failed with a retryable error is
@@ -178,7 +174,7 @@ func open(ctx context.Context, pool *pgxpool.Pool, o Options) (*Store, error) {
 	if s.retry.Attempts <= 0 {
 		s.retry = DefaultRetry
 	}
-	s.gc = groupcommit.New(db, groupcommit.Options{MaxBatch: o.MaxBatch, MaxWait: store.WriteWait(o.WriteWait)})
+	s.gc = groupcommit.New(db, groupcommit.Options{MaxBatch: o.MaxBatch})
 	return s, nil
 }
 

@@ -55,10 +55,6 @@ type Options struct {
 	// Synchronous is SQLite's synchronous pragma: FULL (default) or NORMAL (durable against process
 	// crashes but not power loss; faster).
 	Synchronous string
-	// WriteWait bounds how long Update waits for the writer to start its closure (default
-	// store.DefaultWriteWait; negative: no bound). Past it Update fails with store.ErrUnavailable
-	// and the closure never runs.
-	WriteWait time.Duration
 }
 
 // OpenSQLite opens (creating if needed) the database file at path, applies pending migrations and
@@ -169,7 +165,7 @@ func openSQLite(ctx context.Context, path string, o Options) (*Store, error) {
 	ck.SetMaxOpenConns(1)
 	ck.SetMaxIdleConns(1)
 	s := &Store{w: w, rdb: r, r: cachedDB{newStmtCache(r)}, ws: newStmtCache(w), prov: prov, ckpt: newCheckpointer(ck)}
-	s.gc = groupcommit.New(w, groupcommit.Options{MaxBatch: o.MaxBatch, MaxWait: store.WriteWait(o.WriteWait), AfterBatch: func() {
+	s.gc = groupcommit.New(w, groupcommit.Options{MaxBatch: o.MaxBatch, AfterBatch: func() {
 		s.ws.prepareWanted()
 		s.ckpt.wake()
 	}})
