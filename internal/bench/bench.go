@@ -45,6 +45,9 @@ const (
 	PGRawClaim   = 10
 )
 
+// BenchStoreWriteWait is the --store-write-wait of every server the harness starts.
+const BenchStoreWriteWait = "60s"
+
 // Options configure a run (the flags of `lark bench`). A zero size takes the Scale preset's value,
 // else the default (Defaults).
 type Options struct {
@@ -385,8 +388,11 @@ func (r *Runner) startLark(ctx context.Context, scenario string, conns int) (*la
 			return nil, fmt.Errorf("read pg_stat counters: %w", err)
 		}
 	}
+	// The scenarios drive the server at saturation on purpose; the API's write budget would turn
+	// the queue that builds up into 503s (docs/deployment.md), so it is lifted to a minute here (a
+	// --server-arg=--store-write-wait=… given by the caller comes later and wins).
 	args := []string{"serve", "--addr", "127.0.0.1:0", "--data", dir, "--store", storeArg,
-		"--sqlite-synchronous", r.Opts.SQLiteSynchronous}
+		"--sqlite-synchronous", r.Opts.SQLiteSynchronous, "--store-write-wait", BenchStoreWriteWait}
 	if l.profile != "" {
 		args = append(args, "--cpuprofile", l.profile, "--memprofile", strings.TrimSuffix(l.profile, ".pprof")+".allocs.pprof")
 	}
