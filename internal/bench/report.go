@@ -367,7 +367,7 @@ func details(s Scenario) []string {
 				bl.Raw.Rows, bl.Raw.BatchRows, rate(bl.Raw.InsertRate, "rows/s"), rate(bl.Raw.RunningRate, "rows/s"), rate(bl.Raw.SucceededRate, "rows/s")))
 		} else if bl != nil && bl.PGRaw != nil {
 			p := bl.PGRaw
-			out = append(out, fmt.Sprintf("async baseline: %d rows in the scenario's PostgreSQL schema, inserted %d per statement in %.1f s, then %d workers each claiming up to %d (SELECT … FOR UPDATE SKIP LOCKED, mark running, commit; mark succeeded, commit) in %.1f s; one lifecycle = 1 insert + 2 updates",
+			out = append(out, fmt.Sprintf("async baseline: %d rows in the scenario's PostgreSQL database (or schema), inserted %d per statement in %.1f s, then %d workers each claiming up to %d (SELECT … FOR UPDATE SKIP LOCKED, mark running, commit; mark succeeded, commit) in %.1f s; one lifecycle = 1 insert + 2 updates",
 				p.Rows, p.BatchRows, p.InsertS, p.Workers, p.ClaimRows, p.ProcessS))
 		} else if bl != nil && bl.Note != "" {
 			out = append(out, "async baseline: "+bl.Note)
