@@ -27,6 +27,7 @@ import (
 	"github.com/larkrun/lark/internal/natsbridge"
 	"github.com/larkrun/lark/internal/retention"
 	"github.com/larkrun/lark/internal/server"
+	"github.com/larkrun/lark/internal/store"
 	"github.com/larkrun/lark/internal/store/pgstore"
 	"github.com/larkrun/lark/internal/workerproto"
 )
@@ -73,6 +74,7 @@ type flags struct {
 	cpuNice                     int
 	pgMaxConns                  int32
 	pgStatementTimeout          time.Duration
+	storeWriteWait              time.Duration
 	nats                        string
 	masterKeyFile               string
 	trustedProxies              string
@@ -91,6 +93,8 @@ func (f *flags) bind(c *cobra.Command) {
 		"PostgreSQL store: connections in this process's pool (each lark process sharing the database has its own)")
 	c.Flags().DurationVar(&f.pgStatementTimeout, "pg-statement-timeout", pgstore.DefaultStatementTimeout,
 		"PostgreSQL store: longest a statement may run before the server cancels it (a statement_timeout in the URL wins)")
+	c.Flags().DurationVar(&f.storeWriteWait, "store-write-wait", store.DefaultWriteWait,
+		"longest a write waits for the store's writer to start it before the API answers 503 with Retry-After")
 	c.Flags().StringVar(&f.logLevel, "log-level", env("LARK_LOG_LEVEL", "info"), "debug, info, warn or error (env LARK_LOG_LEVEL)")
 	c.Flags().Int64Var(&f.maxBody, "max-body", 1<<20, "maximum request body in bytes")
 	c.Flags().IntVar(&f.workers, "workers", 64, "concurrent async executions in this process")
@@ -145,7 +149,7 @@ func (f *flags) bind(c *cobra.Command) {
 // bad one stops the start).
 func (f *flags) config(admin string, log *slog.Logger) (server.Config, error) {
 	cfg := server.Config{Addr: f.addr, DataDir: f.data, Store: f.store, SQLiteSynchronous: f.sqliteSynchronous,
-		PGMaxConns: f.pgMaxConns, PGStatementTimeout: f.pgStatementTimeout, AdminToken: admin, MaxBody: f.maxBody, Logger: log,
+		PGMaxConns: f.pgMaxConns, PGStatementTimeout: f.pgStatementTimeout, StoreWriteWait: f.storeWriteWait, AdminToken: admin, MaxBody: f.maxBody, Logger: log,
 		Workers: f.workers, UnsafeEgressAllowLoopback: f.egressLoopback, RetentionInterval: f.retention,
 		MetricsPublic: f.metricsPublic, MetricsMaxLabelSets: f.metricsMaxLabelSets,
 		DrainTimeout: f.drainTimeout, ReadHeaderTimeout: f.readHeaderTimeout, ReadTimeout: f.readTimeout,

@@ -24,6 +24,7 @@ import (
 	"github.com/larkrun/lark/internal/registry"
 	"github.com/larkrun/lark/internal/scheduler"
 	"github.com/larkrun/lark/internal/secrets"
+	"github.com/larkrun/lark/internal/store"
 	"github.com/larkrun/lark/internal/tenants"
 	"github.com/larkrun/lark/internal/tokens"
 	"github.com/larkrun/lark/internal/triggers"
@@ -80,6 +81,10 @@ type Config struct {
 	// names every tenant, unless MetricsPublic.
 	Metrics       http.Handler
 	MetricsPublic bool
+	// StoreWriteWait bounds how long a request's write waits for the store's writer to start it
+	// (0: store.DefaultWriteWait; negative: no bound); past it the request answers 503
+	// unavailable with Retry-After.
+	StoreWriteWait time.Duration
 	// MaxInFlight caps one tenant's requests in flight at once (default DefaultMaxInFlight); over
 	// it a request answers 429 rate_limited before its body is read.
 	MaxInFlight int
@@ -107,6 +112,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.IDs == nil {
 		cfg.IDs = idgen.UUIDv7{}
+	}
+	if cfg.StoreWriteWait == 0 {
+		cfg.StoreWriteWait = store.DefaultWriteWait
 	}
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = DefaultMaxInFlight

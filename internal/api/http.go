@@ -36,6 +36,10 @@ func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v
 	w.Write(append(b, '\n'))
 }
 
+// UnavailableRetryAfter is the Retry-After, in seconds, of a 503 answered because the store is
+// unavailable.
+const UnavailableRetryAfter = 2
+
 // problem writes err as an RFC 9457 document. Unexpected errors are logged with their cause and
 // answered with a generic 500.
 func (s *Server) problem(w http.ResponseWriter, r *http.Request, err error) {
@@ -44,6 +48,11 @@ func (s *Server) problem(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.As(err, &qe):
 		pe = problem.BadRequest("%s", qe.Error())
+	case (!errors.As(err, &pe) || pe.Status == http.StatusInternalServerError) && store.IsUnavailable(err):
+		// The store is slow or down (docs/deployment.md, "Failure modes"): nothing was applied.
+		// Also when a caller wrapped the store's error as an internal one (problem.Internal).
+		pe = problem.New(problem.TypeUnavailable, "the store is unavailable or overloaded; retry later")
+		pe.RetryAfter = UnavailableRetryAfter
 	default:
 		pe = problem.From(err)
 	}
@@ -117,7 +126,7 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 }
 
 // correlate reads X-Correlation-Id (or makes one), echoes it, and puts it and a logger carrying it
-// into the request context.
+// into the request context, with the request's write budget (Config.StoreWriteWait).
 func (s *Server) correlate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get("X-Correlation-Id")
@@ -127,6 +136,7 @@ func (s *Server) correlate(next http.Handler) http.Handler {
 		w.Header().Set("X-Correlation-Id", id)
 		ctx := obs.WithCorrelationID(r.Context(), id)
 		ctx = obs.WithLogger(ctx, s.log.With("correlation_id", id))
+		ctx = store.WithWriteWait(ctx, s.cfg.StoreWriteWait) // the request's write budget
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }

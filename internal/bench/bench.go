@@ -34,8 +34,19 @@ const (
 	SyncRatioGoal     = 0.30 // sync req/s ÷ echo req/s ≥
 	SyncP99RatioGoal  = 2.0  // sync p99 ÷ echo p99 ≤
 	AsyncRatioGoal    = 0.40 // async burn-down inv/s ÷ raw SQLite lifecycles/s ≥
+	AsyncPGRatioGoal  = 0.60 // on PostgreSQL: async burn-down inv/s ÷ raw SKIP LOCKED lifecycles/s ≥
 	ColdStartMedianMs = 5.0  // median register + activate + first result ≤
 )
+
+// The PostgreSQL raw baseline's shape: as many workers as `lark serve`'s default --workers (the
+// dispatcher's concurrency), each claiming up to PGRawClaim rows per transaction.
+const (
+	PGRawWorkers = 64
+	PGRawClaim   = 10
+)
+
+// BenchStoreWriteWait is the --store-write-wait of every server the harness starts.
+const BenchStoreWriteWait = "60s"
 
 // Options configure a run (the flags of `lark bench`). A zero size takes the Scale preset's value,
 // else the default (Defaults).
@@ -242,7 +253,7 @@ func (o *Options) Validate() error {
 			return fmt.Errorf("--scenarios: unknown scenario %q (known: %s)", s, strings.Join(All, ", "))
 		}
 	}
-	if o.Store != "sqlite" && !strings.HasPrefix(o.Store, "postgres://") && !strings.HasPrefix(o.Store, "postgresql://") {
+	if o.Store != "sqlite" && !isPostgres(o.Store) {
 		return fmt.Errorf("--store: want sqlite or a postgres:// URL, got %q", o.Store)
 	}
 	return nil
@@ -344,6 +355,10 @@ type lark struct {
 	token   string // admin of BenchTenant
 	dataDir string
 	profile string
+	// pg is the scenario's own database or schema when the store is PostgreSQL (nil on SQLite); pg0 are
+	// PostgreSQL's counters before the server started.
+	pg  *pgSchema
+	pg0 pgCounters
 }
 
 // startLark starts `lark serve` on a fresh data directory with a random operator token,
@@ -359,15 +374,32 @@ func (r *Runner) startLark(ctx context.Context, scenario string, conns int) (*la
 		return nil, err
 	}
 	operator := "bench-operator-" + hex.EncodeToString(secret)
-	args := []string{"serve", "--addr", "127.0.0.1:0", "--data", dir, "--store", r.Opts.Store,
-		"--sqlite-synchronous", r.Opts.SQLiteSynchronous}
 	l := &lark{dataDir: dir, profile: r.profilePath(scenario)}
+	storeArg := r.Opts.Store
+	if isPostgres(storeArg) {
+		if l.pg, err = newPGSchema(ctx, storeArg, scenario); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+		storeArg = l.pg.url
+		if l.pg0, err = l.pg.read(ctx); err != nil {
+			l.dropSchema()
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("read pg_stat counters: %w", err)
+		}
+	}
+	// The scenarios drive the server at saturation on purpose; the API's write budget would turn
+	// the queue that builds up into 503s (docs/deployment.md), so it is lifted to a minute here (a
+	// --server-arg=--store-write-wait=… given by the caller comes later and wins).
+	args := []string{"serve", "--addr", "127.0.0.1:0", "--data", dir, "--store", storeArg,
+		"--sqlite-synchronous", r.Opts.SQLiteSynchronous, "--store-write-wait", BenchStoreWriteWait}
 	if l.profile != "" {
 		args = append(args, "--cpuprofile", l.profile, "--memprofile", strings.TrimSuffix(l.profile, ".pprof")+".allocs.pprof")
 	}
 	args = append(args, r.Opts.ServerArgs...)
 	child, err := StartChild("lark serve ("+scenario+")", r.Bin, args, childEnv("LARK_ADMIN_TOKEN="+operator), startTimeout)
 	if err != nil {
+		l.dropSchema()
 		os.RemoveAll(dir)
 		return nil, err
 	}
@@ -388,11 +420,40 @@ func (l *lark) stop() (Usage, error) {
 	return l.Child.Stop(stopTimeout)
 }
 
-// discard kills the child if it still runs and removes its data directory.
+// discard kills the child if it still runs and removes its data directory and its PostgreSQL
+// schema.
 func (l *lark) discard() {
 	l.api.Client.CloseIdleConnections()
 	l.Child.Kill()
 	os.RemoveAll(l.dataDir)
+	l.dropSchema()
+}
+
+// dropSchema drops the scenario's PostgreSQL database or schema, if it has one.
+func (l *lark) dropSchema() {
+	if l.pg == nil {
+		return
+	}
+	if err := l.pg.drop(); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: drop schema %s: %v\n", l.pg.name, err)
+	}
+	l.pg = nil
+}
+
+// storeWrites reads what PostgreSQL counted since the server started (call it after the server
+// stopped: its backends flush their statistics when they exit); nil on SQLite.
+func (l *lark) storeWrites(ctx context.Context, per string, units int) (*StoreWrites, error) {
+	if l.pg == nil {
+		return nil, nil
+	}
+	if err := l.pg.settle(ctx); err != nil {
+		return nil, err
+	}
+	c, err := l.pg.read(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read pg_stat counters: %w", err)
+	}
+	return storeWrites(l.pg0, c, per, units, l.pg.db), nil
 }
 
 // cpuMarks reads the child's and this process's CPU counters when a measured window opens and

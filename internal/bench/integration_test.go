@@ -11,9 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/larkrun/lark/internal/bench"
+	"github.com/larkrun/lark/internal/store/pgstore/pgtest"
 )
 
 // buildLark builds ./cmd/lark from the module root into dir.
@@ -188,4 +190,48 @@ func TestBenchCommand(t *testing.T) {
 	o, err := exec.Command(bin, "bench", "--scenarios", "sync,bogus", "--out", filepath.Join(dir, "r.json")).CombinedOutput()
 	require.Error(t, err)
 	require.Contains(t, string(o), `unknown scenario "bogus"`)
+}
+
+// On PostgreSQL (LARK_TEST_POSTGRES_URL): async and workflow10 at small sizes, each in a database
+// of its own that is dropped afterwards (the test role may create databases); async is compared with the raw SKIP LOCKED loop, and both
+// report PostgreSQL's writes.
+func TestBenchCommandPostgres(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the lark binary")
+	}
+	base := pgtest.URL(t)
+	dir := t.TempDir()
+	bin := buildLark(t, dir)
+	_, rep := runBench(t, bin, dir, "--store", base, "--scale", "small", "--scenarios", "async,workflow10", "--async-n", "500", "--workflow10-n", "50")
+	require.Len(t, rep.Scenarios, 2)
+	for _, s := range rep.Scenarios {
+		require.Equal(t, bench.StatusOK, s.Status, "%s: %s", s.Name, s.Error)
+		require.Positive(t, s.Throughput, s.Name)
+		require.NotNil(t, s.StoreWrites, s.Name)
+		require.Positive(t, s.StoreWrites.RowsPer, s.Name)
+		require.Positive(t, s.StoreWrites.Commits, s.Name)
+	}
+	a := rep.Scenarios[0]
+	require.NotNil(t, a.Baseline)
+	require.NotNil(t, a.Baseline.PGRaw)
+	require.Equal(t, 500, a.Baseline.PGRaw.Rows)
+	require.Equal(t, bench.PGRawWorkers, a.Baseline.PGRaw.Workers)
+	require.Positive(t, a.Ratio)
+	require.Len(t, a.Goals, 1)
+	require.Equal(t, "invocation", a.StoreWrites.Per)
+	require.Equal(t, "step", rep.Scenarios[1].StoreWrites.Per)
+
+	require.Contains(t, a.StoreWrites.CommitsSource, "own database", "the test role may create databases")
+
+	// Every scenario's database (or schema) is gone.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, base)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	var left int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'lark_bench_%'`).Scan(&left))
+	require.Zero(t, left, "schemas left behind")
+	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM pg_database WHERE datname LIKE 'lark_bench_%'`).Scan(&left))
+	require.Zero(t, left, "databases left behind")
 }

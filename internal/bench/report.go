@@ -79,6 +79,8 @@ type Scenario struct {
 	Cron10k    *Cron10kDetail    `json:"cron10k,omitempty"`
 	Events     *EventsDetail     `json:"events,omitempty"`
 	Profile    string            `json:"cpu_profile,omitempty"`
+	// StoreWrites is what PostgreSQL counted (async, workflow10 on a PostgreSQL store).
+	StoreWrites *StoreWrites `json:"store_writes,omitempty"`
 }
 
 // Baseline is what a scenario is compared with.
@@ -92,8 +94,9 @@ type Baseline struct {
 	Errors     int64    `json:"errors"`
 	Profile    string   `json:"cpu_profile,omitempty"`
 	Note       string   `json:"note,omitempty"`
-	// Raw is the async baseline's breakdown.
-	Raw *RawResult `json:"raw,omitempty"`
+	// Raw is the async baseline's breakdown (SQLite); PGRaw on PostgreSQL.
+	Raw   *RawResult   `json:"raw,omitempty"`
+	PGRaw *PGRawResult `json:"raw_postgres,omitempty"`
 }
 
 // Goal is one target of a scenario.
@@ -362,6 +365,10 @@ func details(s Scenario) []string {
 		if bl := s.Baseline; bl != nil && bl.Raw != nil {
 			out = append(out, fmt.Sprintf("async baseline: %d rows in the same SQLite file, %d-row transactions: insert %s, update→running %s, update→succeeded %s; one lifecycle = 1 insert + 2 updates",
 				bl.Raw.Rows, bl.Raw.BatchRows, rate(bl.Raw.InsertRate, "rows/s"), rate(bl.Raw.RunningRate, "rows/s"), rate(bl.Raw.SucceededRate, "rows/s")))
+		} else if bl != nil && bl.PGRaw != nil {
+			p := bl.PGRaw
+			out = append(out, fmt.Sprintf("async baseline: %d rows in the scenario's PostgreSQL database (or schema), inserted %d per statement in %.1f s, then %d workers each claiming up to %d (SELECT … FOR UPDATE SKIP LOCKED, mark running, commit; mark succeeded, commit) in %.1f s; one lifecycle = 1 insert + 2 updates",
+				p.Rows, p.BatchRows, p.InsertS, p.Workers, p.ClaimRows, p.ProcessS))
 		} else if bl != nil && bl.Note != "" {
 			out = append(out, "async baseline: "+bl.Note)
 		}
@@ -392,12 +399,24 @@ func details(s Scenario) []string {
 			c.N, c.Expr, c.CreateS, c.Clients, c.First.Format(time.TimeOnly), c.Last.Format(time.TimeOnly), c.Fires, c.Runs, c.Missing,
 			c.Cores, c.WindowS, msCell(c.Lag.MaxMs), msCell(c.StartLag.P50Ms), msCell(c.StartLag.P99Ms), c.FetchS))
 	}
+	if w := s.StoreWrites; w != nil {
+		out = append(out, fmt.Sprintf("%s: PostgreSQL counted %d commits (%s) and %d rows inserted, %d updated, %d deleted in the scenario's tables: %.2f commits and %.1f rows written per %s (%d); per heartbeat: n/a (no remote workers yet)",
+			s.Name, w.Commits, commitsScope(w), w.RowsInserted, w.RowsUpdated, w.RowsDeleted, w.CommitsPer, w.RowsPer, w.Per, w.Units))
+	}
 	if e := s.Events; e != nil {
 		out = append(out, fmt.Sprintf("events: %d events to %d triggers with CEL filters (each event matches one), %d clients: accepted %s in %.1f s (p50/p99 in the table), all %d invocations ended after %.1f s: %s delivered; CEL %.1f µs per event (%.0f ns per filter)",
 			e.N, e.Triggers, e.Clients, rate(e.AcceptRate, "events/s"), e.AcceptS, e.Triggered, e.DeliverS, rate(e.DeliverRate, "events/s"),
 			e.CELMicrosPerEvent, e.CELNanosPerFilter))
 	}
 	return out
+}
+
+// commitsScope says what a StoreWrites' commit count covers.
+func commitsScope(w *StoreWrites) string {
+	if strings.Contains(w.CommitsSource, "own database") {
+		return "its own database, reads included"
+	}
+	return "the whole database, other clients and reads included"
 }
 
 func windowOf(s Scenario) float64 {

@@ -202,6 +202,12 @@ func (r *Runner) Workflow10(ctx context.Context) Scenario {
 		usage.CPUWindowS = cpu1 - cpu0
 	}
 	s.Process = &usage
+	// Every workflow of the scenario (warm-up, serial, concurrent) counts: the writes cover them all.
+	if w, err := l.storeWrites(ctx, "step", Workflow10Steps*(d.SerialWarmup+d.SerialN+int(res.Requests))); err != nil {
+		s = failed(s, err)
+	} else {
+		s.StoreWrites = w
+	}
 	s.Goals = []Goal{
 		{Name: "steps_per_s", Target: fmt.Sprintf("≥ %s", group(int64(Workflow10StepsGoal))), Value: d.StepsPerS, Met: d.StepsPerS >= Workflow10StepsGoal},
 		{Name: "p50_ms", Target: fmt.Sprintf("≤ %g ms", Workflow10P50Goal), Value: d.Serial.P50Ms, Met: d.Serial.Count > 0 && d.Serial.P50Ms <= Workflow10P50Goal},

@@ -15,10 +15,16 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // ErrClosed is returned by Do after Close.
 var ErrClosed = errors.New("groupcommit: closed")
+
+// ErrBusy is returned by Do when its closure waited Options.MaxWait without the committer taking
+// it (the batches ahead of it are slow, or the database does not answer): the closure never ran
+// and never will.
+var ErrBusy = errors.New("groupcommit: the writer did not take the write within its wait bound")
 
 // Options tune a Committer.
 type Options struct {
@@ -29,6 +35,11 @@ type Options struct {
 	// AfterBatch, if set, runs on the committer goroutine after each batch, while the committer holds
 	// no transaction (e.g. to prepare statements on the writer connection).
 	AfterBatch func()
+	// MaxWait bounds how long Do waits for the committer to start its closure (0: no bound; a
+	// context from WithMaxWait overrides it). Past it Do returns ErrBusy and the closure is
+	// dropped; a closure the committer has started is waited for to the end (its statements are
+	// bounded by the database's own timeouts), so an answer always says what happened.
+	MaxWait time.Duration
 }
 
 // Committer runs closures in group-committed transactions on one database handle.
@@ -36,6 +47,7 @@ type Committer struct {
 	db      *sql.DB
 	after   func()
 	max     int
+	maxWait time.Duration
 	ops     chan *op
 	mu      sync.RWMutex
 	closed  bool
@@ -48,7 +60,15 @@ type op struct {
 	ctx  context.Context
 	fn   func(*sql.Tx) error
 	errc chan error
+	// state is opQueued until the committer starts fn (opTaken) or Do gives up on it (opAbandoned).
+	state atomic.Int32
 }
+
+const (
+	opQueued int32 = iota
+	opTaken
+	opAbandoned
+)
 
 // New starts a Committer on db. db should allow a single open connection (SQLite) or be a pool
 // whose writes this committer serialises.
@@ -59,9 +79,25 @@ func New(db *sql.DB, o Options) *Committer {
 	if o.Queue <= 0 {
 		o.Queue = 4 * o.MaxBatch
 	}
-	c := &Committer{db: db, after: o.AfterBatch, max: o.MaxBatch, ops: make(chan *op, o.Queue), done: make(chan struct{})}
+	c := &Committer{db: db, after: o.AfterBatch, max: o.MaxBatch, maxWait: o.MaxWait, ops: make(chan *op, o.Queue), done: make(chan struct{})}
 	go c.loop()
 	return c
+}
+
+type maxWaitKey struct{}
+
+// WithMaxWait returns ctx carrying a bound for Do's wait (Options.MaxWait) of the writes made
+// with it: an API request's writes have a latency budget, the engine's own do not.
+func WithMaxWait(ctx context.Context, d time.Duration) context.Context {
+	return context.WithValue(ctx, maxWaitKey{}, d)
+}
+
+// maxWait is the bound of a write made with ctx.
+func (c *Committer) maxWaitOf(ctx context.Context) time.Duration {
+	if d, ok := ctx.Value(maxWaitKey{}).(time.Duration); ok {
+		return d
+	}
+	return c.maxWait
 }
 
 var opPool = sync.Pool{New: func() any { return &op{errc: make(chan error, 1)} }}
@@ -75,6 +111,13 @@ func (c *Committer) Do(ctx context.Context, fn func(*sql.Tx) error) error {
 	}
 	o := opPool.Get().(*op)
 	o.ctx, o.fn = ctx, fn
+	o.state.Store(opQueued)
+	var bound <-chan time.Time
+	if d := c.maxWaitOf(ctx); d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		bound = t.C
+	}
 	c.mu.RLock()
 	if c.closed {
 		c.mu.RUnlock()
@@ -90,8 +133,22 @@ func (c *Committer) Do(ctx context.Context, fn func(*sql.Tx) error) error {
 		o.ctx, o.fn = nil, nil
 		opPool.Put(o)
 		return ctx.Err()
+	case <-bound:
+		c.mu.RUnlock()
+		o.ctx, o.fn = nil, nil
+		opPool.Put(o)
+		return ErrBusy
 	}
-	err := <-o.errc
+	var err error
+	select {
+	case err = <-o.errc:
+	case <-bound:
+		if o.state.CompareAndSwap(opQueued, opAbandoned) {
+			// The committer will skip it and answer into its buffered channel; o is not reused.
+			return ErrBusy
+		}
+		err = <-o.errc // started: its outcome is on its way
+	}
 	o.ctx, o.fn = nil, nil
 	opPool.Put(o)
 	return err
@@ -178,6 +235,10 @@ func (c *Committer) run(batch []*op) {
 	useSavepoints := len(batch) > 1
 	applied := 0
 	for i, o := range batch {
+		if !o.state.CompareAndSwap(opQueued, opTaken) {
+			results[i] = ErrBusy // Do gave up on it
+			continue
+		}
 		if err := o.ctx.Err(); err != nil {
 			results[i] = err
 			continue

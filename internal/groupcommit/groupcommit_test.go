@@ -540,3 +540,45 @@ func TestClosureLeavingRowsOpen(t *testing.T) {
 	require.NoError(t, c.Do(context.Background(), insert(5)))
 	require.Equal(t, []int{0, 1, 2, 3, 4, 5}, rowIDs(t, db))
 }
+
+// MaxWait bounds the wait of a write the committer has not started: behind a batch that does not
+// end, Do answers ErrBusy within the bound and its closure never runs, while the write that was
+// running is waited for to its end; once the writer is free, writes succeed again. The bound comes
+// from Options.MaxWait or, overriding it, from the context (WithMaxWait): a write whose context
+// says 0 waits.
+func TestMaxWaitAnswersBusyBehindAStuckBatch(t *testing.T) {
+	const bound = 100 * time.Millisecond
+	for _, tc := range []struct {
+		name      string
+		opts      groupcommit.Options
+		bounded   context.Context
+		unbounded context.Context
+	}{
+		{"option", groupcommit.Options{MaxWait: bound}, context.Background(), groupcommit.WithMaxWait(context.Background(), 0)},
+		{"context", groupcommit.Options{}, groupcommit.WithMaxWait(context.Background(), bound), context.Background()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := openDB(t)
+			c := newCommitter(t, db, tc.opts)
+			release, held := hold(t, c) // the stuck batch: it runs, and waits past the bound
+
+			patient := make(chan error, 1)
+			go func() { patient <- c.Do(tc.unbounded, insert(3)) }()
+
+			var ran atomic.Bool
+			start := time.Now()
+			err := c.Do(tc.bounded, func(tx *sql.Tx) error { ran.Store(true); return insert(1)(tx) })
+			waited := time.Since(start)
+			require.ErrorIs(t, err, groupcommit.ErrBusy)
+			require.GreaterOrEqual(t, waited, bound)
+			require.Less(t, waited, bound+5*time.Second, "answered within the bound, not after the stuck batch")
+
+			release()
+			require.NoError(t, waitErr(t, held, "the holder"), "a started write is waited for past the bound")
+			require.NoError(t, waitErr(t, patient, "the unbounded write"), "a write without a bound waits")
+			require.NoError(t, c.Do(context.Background(), insert(2)))
+			require.False(t, ran.Load(), "an abandoned closure never runs")
+			require.Equal(t, []int{0, 2, 3}, rowIDs(t, db))
+		})
+	}
+}

@@ -69,6 +69,10 @@ type Config struct {
 	// Both apply to a postgres:// Store only.
 	PGMaxConns         int32
 	PGStatementTimeout time.Duration
+	// StoreWriteWait bounds how long a request's write waits for the store's writer to start it
+	// (default store.DefaultWriteWait; negative: no bound); past it the API answers 503 with
+	// Retry-After (docs/deployment.md, "Failure modes"). The engine's own writes are not bounded.
+	StoreWriteWait time.Duration
 	// DrainTimeout bounds how long in-flight requests may take to finish on shutdown (default
 	// DefaultDrainTimeout). Serve returns ErrDrainTimeout when it runs out.
 	DrainTimeout time.Duration
@@ -384,7 +388,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.handler = api.New(api.Config{Tokens: s.Tokens, Tenants: s.Tenants, Registry: s.Registry, Invoke: s.Invoke,
 		Usage: usage.NewService(st, s.Tenants, c, cfg.Pricing.Currency()), Schedules: s.Schedules, Secrets: s.Secrets, Webhooks: s.Webhooks,
-		TrustedProxies: cfg.TrustedProxies, Events: s.Events, Triggers: s.Triggers, Audit: st, Ready: st,
+		TrustedProxies: cfg.TrustedProxies, StoreWriteWait: cfg.StoreWriteWait, Events: s.Events, Triggers: s.Triggers, Audit: st, Ready: st,
 		IDs: ids, Logger: cfg.Logger, MaxBody: cfg.MaxBody, Metrics: s.Metrics.Handler(), MetricsPublic: cfg.MetricsPublic,
 		MaxInFlight: cfg.MaxInFlight, WriteTimeout: cfg.WriteTimeout, Workers: s.Workers, WorkerKeys: cfg.WorkerKeys, WorkerClock: c}).Handler()
 	return s, nil

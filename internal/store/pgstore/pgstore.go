@@ -31,6 +31,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"io/fs"
 	mrand "math/rand/v2"
 	"strconv"
@@ -194,13 +195,30 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	for attempt := 1; ; attempt++ {
 		err = s.updateOnce(ctx, fn)
 		if !retryable(err) || attempt >= s.retry.Attempts {
-			return err
+			return unavailable(err)
 		}
 		s.retries.Add(1)
 		if werr := s.backoff(ctx, attempt); werr != nil {
-			return err
+			return unavailable(err)
 		}
 	}
+}
+
+// unavailable marks a write's final error as store.ErrUnavailable when it says the database could
+// not be reached or the connection was lost (the API answers 503 with Retry-After): a connection
+// refused or closed, an end of stream, a timeout, anything pgconn deems safe to retry, or what
+// store.IsUnavailable recognises (class 08, 57P01–03, 57014, 53300). Other errors are returned as
+// they are.
+func unavailable(err error) error {
+	if err == nil || errors.Is(err, store.ErrUnavailable) {
+		return err
+	}
+	var connErr *pgconn.ConnectError
+	if errors.Is(err, pgconn.ErrConnClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.As(err, &connErr) || pgconn.Timeout(err) || pgconn.SafeToRetry(err) || store.IsUnavailable(err) {
+		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+	}
+	return err
 }
 
 func (s *Store) updateOnce(ctx context.Context, fn func(store.Tx) error) error {
@@ -223,6 +241,9 @@ func (s *Store) finish(err error, catalog bool, after []func()) error {
 	if errors.Is(err, groupcommit.ErrClosed) {
 		return store.ErrClosed
 	}
+	if errors.Is(err, groupcommit.ErrBusy) {
+		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+	}
 	committed(err, after)
 	return err
 }
@@ -242,11 +263,11 @@ func (s *Store) Enqueue(ctx context.Context, fn func(store.Tx) error) func() err
 	return func() error {
 		err := s.finish(wait(), catalog, after)
 		if !retryable(err) || s.retry.Attempts <= 1 {
-			return err
+			return unavailable(err)
 		}
 		s.retries.Add(1)
 		if werr := s.backoff(ctx, 1); werr != nil {
-			return err
+			return unavailable(err)
 		}
 		return s.Update(ctx, fn)
 	}

@@ -191,6 +191,9 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	if errors.Is(err, groupcommit.ErrClosed) {
 		return store.ErrClosed
 	}
+	if errors.Is(err, groupcommit.ErrBusy) {
+		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+	}
 	committed(err, after)
 	return err
 }

@@ -1,0 +1,249 @@
+package api_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/larkrun/lark/internal/server"
+	"github.com/larkrun/lark/internal/store/pgstore/pgtest"
+)
+
+// PostgreSQL cut mid-load (a TCP proxy between the server and PostgreSQL, cut and restored):
+// while it is cut the API answers 503 with Retry-After, each within the bound, never hanging and
+// never another error; once it is restored new requests are accepted again without a restart,
+// and every invocation accepted (202) before, during or after the cut completes.
+func TestPostgresCutAnswers503AndRecovers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cuts PostgreSQL under load for a few seconds")
+	}
+	dbURL := pgtest.Schema(t)
+	u, err := url.Parse(dbURL)
+	require.NoError(t, err)
+	px := newPGProxy(t, u.Host)
+	u.Host = px.addr
+	const writeWait = 2 * time.Second
+	e := newEnv(t, func(c *server.Config) { c.Store = u.String(); c.StoreWriteWait = writeWait })
+	invDispatcher(t, e)
+	adm := e.tenant(t, "acme")
+	e.registerActive(t, adm, fn(t, taxV1, del("traits.rate_limit")))
+
+	// The bound of one answer while the store is down: the write wait plus the store's retries of
+	// a refused connection (under a second) plus slack for a loaded machine.
+	const answerBound = writeWait + 8*time.Second
+	var (
+		mu        sync.Mutex
+		accepted  []string
+		by        = map[int]int{}
+		other     []string
+		slowest   time.Duration
+		stop      atomic.Bool
+		n         atomic.Int64
+		wg        sync.WaitGroup
+		saw503    = make(chan struct{})
+		once503   sync.Once
+		client    = &http.Client{Timeout: 60 * time.Second}
+		acceptedN atomic.Int64
+	)
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				i := n.Add(1)
+				b, _ := json.Marshal(obj{"entrypoint_id": taxV1, "mode": "async", "params": obj{"invoice_id": fmt.Sprint("inv_", i), "amount": 100}})
+				req, _ := http.NewRequest(http.MethodPost, e.ts.URL+invPath, bytes.NewReader(b))
+				req.Header.Set("Authorization", "Bearer "+adm)
+				req.Header.Set("Content-Type", "application/json")
+				t0 := time.Now()
+				res, err := client.Do(req)
+				took := time.Since(t0)
+				if err != nil {
+					mu.Lock()
+					other = append(other, err.Error())
+					mu.Unlock()
+					continue
+				}
+				raw, _ := io.ReadAll(res.Body)
+				res.Body.Close()
+				mu.Lock()
+				by[res.StatusCode]++
+				slowest = max(slowest, took)
+				switch res.StatusCode {
+				case http.StatusAccepted:
+					var body struct {
+						Record struct {
+							ID string `json:"invocation_id"`
+						} `json:"record"`
+					}
+					if err := json.Unmarshal(raw, &body); err != nil || body.Record.ID == "" {
+						other = append(other, "202 without a record: "+string(raw))
+					} else {
+						accepted = append(accepted, body.Record.ID)
+						acceptedN.Add(1)
+					}
+				case http.StatusServiceUnavailable:
+					if res.Header.Get("Retry-After") == "" || !bytes.Contains(raw, []byte("err.unavailable.v1~")) {
+						other = append(other, "503 without Retry-After or the unavailable type: "+string(raw))
+					}
+					once503.Do(func() { close(saw503) })
+				default:
+					other = append(other, fmt.Sprintf("%d: %s", res.StatusCode, raw))
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	defer func() { stop.Store(true); wg.Wait() }()
+
+	waitUntil(t, func() bool { return acceptedN.Load() >= 50 }, "50 invocations accepted before the cut")
+	px.cut()
+	select {
+	case <-saw503:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no 503 within 30 s of the cut")
+	}
+	mu.Lock()
+	before := acceptedN.Load()
+	mu.Unlock()
+	// Stay cut for a while: every answer meanwhile is a 503 (or a 202 that committed just before).
+	time.Sleep(3 * time.Second) // the outage's length, not a wait for a condition
+	px.restore()
+	waitUntil(t, func() bool { return acceptedN.Load() >= before+50 }, "50 more invocations accepted after the restore")
+	stop.Store(true)
+	wg.Wait()
+
+	mu.Lock()
+	t.Logf("answers: %v; slowest %v; %d accepted", by, slowest, len(accepted))
+	require.Empty(t, other[:min(len(other), 5)], "answers other than 202 and 503 (%d)", len(other))
+	require.Less(t, slowest, answerBound, "an answer took longer than the bound")
+	ids := append([]string(nil), accepted...)
+	mu.Unlock()
+
+	// Everything accepted completes: the pool reconnected and the dispatcher resumed by itself.
+	deadline := time.Now().Add(3 * time.Minute)
+	for _, id := range ids {
+		for {
+			r := e.do(t, http.MethodGet, invPath+"/"+id, adm, nil)
+			if r.Status == http.StatusOK && r.Body["status"] == "succeeded" {
+				break
+			}
+			require.Contains(t, []int{http.StatusOK, http.StatusServiceUnavailable}, r.Status, "%s", r)
+			if st, _ := r.Body["status"].(string); st == "failed" || st == "canceled" {
+				t.Fatalf("invocation %s ended %s: %s", id, st, r)
+			}
+			require.True(t, time.Now().Before(deadline), "invocation %s did not complete after the restore: %s", id, r)
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+// pgProxy forwards TCP connections to PostgreSQL; cut drops them all and refuses new ones until
+// restore, which is how the test takes PostgreSQL away without touching the shared server.
+type pgProxy struct {
+	t      *testing.T
+	target string
+	addr   string
+
+	mu    sync.Mutex
+	ln    net.Listener
+	conns map[net.Conn]struct{}
+	wg    sync.WaitGroup
+}
+
+func newPGProxy(t *testing.T, target string) *pgProxy {
+	t.Helper()
+	p := &pgProxy{t: t, target: target, conns: map[net.Conn]struct{}{}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p.addr = ln.Addr().String()
+	p.serve(ln)
+	t.Cleanup(func() { p.cut(); p.wg.Wait() })
+	return p
+}
+
+func (p *pgProxy) serve(ln net.Listener) {
+	p.mu.Lock()
+	p.ln = ln
+	p.mu.Unlock()
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", p.target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			if !p.track(c, up) {
+				return
+			}
+			p.wg.Add(2)
+			go p.pipe(c, up)
+			go p.pipe(up, c)
+		}
+	}()
+}
+
+func (p *pgProxy) track(a, b net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ln == nil {
+		a.Close()
+		b.Close()
+		return false
+	}
+	p.conns[a] = struct{}{}
+	p.conns[b] = struct{}{}
+	return true
+}
+
+func (p *pgProxy) pipe(dst, src net.Conn) {
+	defer p.wg.Done()
+	_, _ = io.Copy(dst, src)
+	dst.Close()
+	src.Close()
+}
+
+// cut closes the listener and every proxied connection.
+func (p *pgProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ln != nil {
+		p.ln.Close()
+		p.ln = nil
+	}
+	for c := range p.conns {
+		c.Close()
+		delete(p.conns, c)
+	}
+}
+
+// restore listens again on the same address.
+func (p *pgProxy) restore() {
+	p.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ln, err := net.Listen("tcp", p.addr)
+		if err == nil {
+			p.serve(ln)
+			return
+		}
+		require.True(p.t, time.Now().Before(deadline), "listen again on %s: %v", p.addr, err)
+		time.Sleep(10 * time.Millisecond)
+	}
+}
