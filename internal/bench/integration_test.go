@@ -184,7 +184,7 @@ func TestBenchCommand(t *testing.T) {
 	var failed bench.Report
 	require.NoError(t, json.Unmarshal(b, &failed))
 	require.Equal(t, bench.StatusFailed, failed.Scenarios[0].Status)
-	require.Contains(t, failed.Scenarios[0].Error, "PostgreSQL", "the server's own reason")
+	require.Contains(t, failed.Scenarios[0].Error, "PostgreSQL", "the reason names the store that failed")
 
 	// Unknown scenario names are refused before anything runs.
 	o, err := exec.Command(bin, "bench", "--scenarios", "sync,bogus", "--out", filepath.Join(dir, "r.json")).CombinedOutput()
