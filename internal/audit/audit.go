@@ -4,6 +4,7 @@ package audit
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -99,4 +100,15 @@ func (e Event) Renderable() (out Event, ok bool) {
 	}
 	e.Details = raw
 	return e, false
+}
+
+// WithDetails returns ev with details encoded as its Details. A value that does not encode is an
+// error, which fails the write that records the event rather than dropping its details.
+func WithDetails(ev Event, details map[string]any) (Event, error) {
+	raw, err := json.Marshal(details)
+	if err != nil {
+		return ev, fmt.Errorf("audit %s details: %w", ev.Type, err)
+	}
+	ev.Details = raw
+	return ev, nil
 }

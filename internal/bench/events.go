@@ -68,8 +68,11 @@ func (r *Runner) Events(ctx context.Context) Scenario {
 	}
 	ids := make([]string, d.Triggers)
 	for i := range ids {
-		body, _ := json.Marshal(map[string]any{"event_type_id": EventTypeID, "entrypoint_id": NoopID,
+		body, err := json.Marshal(map[string]any{"event_type_id": EventTypeID, "entrypoint_id": NoopID,
 			"event_filter_query": eventFilter(i)})
+		if err != nil {
+			return failed(s, err)
+		}
 		_, b, err := l.api.Call(ctx, http.MethodPost, "/triggers", l.token, body, http.StatusCreated)
 		if err != nil {
 			return failed(s, fmt.Errorf("create trigger %d: %w", i, err))

@@ -56,14 +56,14 @@ func scopeOf(sc auth.SecurityContext, write bool) (string, error) {
 	return sc.TenantID, nil
 }
 
-func (b *Bus) typeAudit(ctx context.Context, sc auth.SecurityContext, t events.Type, typ string) audit.Event {
-	raw, _ := json.Marshal(map[string]any{"event_type_id": t.ID, "scope": t.Scope})
+func (b *Bus) typeAudit(ctx context.Context, sc auth.SecurityContext, t events.Type, typ string) (audit.Event, error) {
 	tenantID := t.TenantID
 	if tenantID == events.PlatformScope {
 		tenantID = entrypoint.PlatformTenant // the platform's audit log, as for system entrypoints
 	}
-	return audit.Event{ID: b.cfg.IDs.New("aud"), TenantID: tenantID, Type: typ, ActorID: sc.SubjectID,
-		ResourceType: "event_type", ResourceID: t.ID, CorrelationID: obs.CorrelationID(ctx), At: b.cfg.Clock.Now(), Details: raw}
+	return audit.WithDetails(audit.Event{ID: b.cfg.IDs.New("aud"), TenantID: tenantID, Type: typ, ActorID: sc.SubjectID,
+		ResourceType: "event_type", ResourceID: t.ID, CorrelationID: obs.CorrelationID(ctx), At: b.cfg.Clock.Now()},
+		map[string]any{"event_type_id": t.ID, "scope": t.Scope})
 }
 
 // CreateType registers an event type in the caller's scope: 201 with it; 409 when the scope has it.
@@ -103,7 +103,11 @@ func (b *Bus) CreateType(ctx context.Context, sc auth.SecurityContext, req TypeR
 		if err := tx.InsertEventType(t); err != nil {
 			return err
 		}
-		return tx.InsertAudit(b.typeAudit(ctx, sc, t, audit.EventTypeCreated))
+		ev, err := b.typeAudit(ctx, sc, t, audit.EventTypeCreated)
+		if err != nil {
+			return err
+		}
+		return tx.InsertAudit(ev)
 	})
 	if errors.Is(err, store.ErrConflict) {
 		return t, problem.Conflict("event_type_exists", "event type %s is registered already", t.ID).With("event_type_id", t.ID)
@@ -159,7 +163,11 @@ func (b *Bus) DeleteType(ctx context.Context, sc auth.SecurityContext, id string
 		if err := tx.DeleteEventType(scope, id); err != nil {
 			return err
 		}
-		return tx.InsertAudit(b.typeAudit(ctx, sc, t, audit.EventTypeDeleted))
+		ev, err := b.typeAudit(ctx, sc, t, audit.EventTypeDeleted)
+		if err != nil {
+			return err
+		}
+		return tx.InsertAudit(ev)
 	})
 	if errors.Is(err, store.ErrNotFound) {
 		return problem.NotFound("event type %s not found", id)

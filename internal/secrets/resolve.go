@@ -72,12 +72,11 @@ func (r resolver) touch(ctx context.Context, name string, version int64) {
 	if r.invocationID != "" {
 		details["invocation_id"] = r.invocationID
 	}
-	ev := s.auditEvent(ctx, r.tenantID, "system:egress", AuditAccessed, name, details)
 	err := s.store.Update(ctx, func(tx store.Tx) error {
 		if err := tx.TouchSecret(r.tenantID, name, now); err != nil {
 			return err
 		}
-		return tx.InsertAudit(ev)
+		return s.insertAudit(ctx, tx, r.tenantID, "system:egress", AuditAccessed, name, details)
 	})
 	if err != nil {
 		s.o.Logger.WarnContext(ctx, "secret: recording its use failed", "tenant_id", r.tenantID, "secret", name, "err", err)

@@ -8,7 +8,6 @@ package secrets
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -265,14 +264,22 @@ func (s *Service) seal(tenantID, name, actor string, version int64, value string
 		KeyID: s.o.Keyring.Current(), Sealed: sealed}, nil
 }
 
-func (s *Service) auditEvent(ctx context.Context, tenantID, actor, typ, name string, details map[string]any) audit.Event {
+func (s *Service) auditEvent(ctx context.Context, tenantID, actor, typ, name string, details map[string]any) (audit.Event, error) {
 	d := map[string]any{"name": name}
 	for k, v := range details {
 		d[k] = v
 	}
-	raw, _ := json.Marshal(d) // strings and numbers only
-	return audit.Event{ID: s.o.IDs.New("aud"), TenantID: tenantID, Type: typ, ActorID: actor, ResourceType: "secret",
-		ResourceID: name, CorrelationID: obs.CorrelationID(ctx), At: s.o.Clock.Now(), Details: raw}
+	return audit.WithDetails(audit.Event{ID: s.o.IDs.New("aud"), TenantID: tenantID, Type: typ, ActorID: actor, ResourceType: "secret",
+		ResourceID: name, CorrelationID: obs.CorrelationID(ctx), At: s.o.Clock.Now()}, d)
+}
+
+// insertAudit records an audit event of the secret name in tx.
+func (s *Service) insertAudit(ctx context.Context, tx store.Tx, tenantID, actor, typ, name string, details map[string]any) error {
+	ev, err := s.auditEvent(ctx, tenantID, actor, typ, name, details)
+	if err != nil {
+		return err
+	}
+	return tx.InsertAudit(ev)
 }
 
 func notFound(name string) error { return problem.NotFound("secret %s not found", name) }
@@ -335,7 +342,7 @@ func (s *Service) Create(ctx context.Context, sc auth.SecurityContext, c Create)
 		if err := tx.InsertSecret(rec, v); err != nil {
 			return err
 		}
-		return tx.InsertAudit(s.auditEvent(ctx, sc.TenantID, sc.SubjectID, AuditCreated, c.Name, map[string]any{"version": 1}))
+		return s.insertAudit(ctx, tx, sc.TenantID, sc.SubjectID, AuditCreated, c.Name, map[string]any{"version": 1})
 	})
 	if err != nil {
 		return Secret{}, storeErr(c.Name, err)
@@ -443,7 +450,7 @@ func (s *Service) Update(ctx context.Context, sc auth.SecurityContext, name stri
 			return err
 		}
 		details["version"], details["updated_fields"] = cur.Version, fields
-		if err := tx.InsertAudit(s.auditEvent(ctx, sc.TenantID, sc.SubjectID, AuditUpdated, name, details)); err != nil {
+		if err := s.insertAudit(ctx, tx, sc.TenantID, sc.SubjectID, AuditUpdated, name, details); err != nil {
 			return err
 		}
 		out, err = tx.Secret(sc.TenantID, name)
@@ -472,7 +479,7 @@ func (s *Service) Delete(ctx context.Context, sc auth.SecurityContext, name stri
 		if err := tx.DeleteSecret(sc.TenantID, name); err != nil {
 			return err
 		}
-		return tx.InsertAudit(s.auditEvent(ctx, sc.TenantID, sc.SubjectID, AuditDeleted, name, map[string]any{"version": cur.Version}))
+		return s.insertAudit(ctx, tx, sc.TenantID, sc.SubjectID, AuditDeleted, name, map[string]any{"version": cur.Version})
 	})
 	if err != nil {
 		return storeErr(name, err)

@@ -83,7 +83,7 @@ func (s *Service) Redrive(ctx context.Context, sc auth.SecurityContext, id strin
 			d.RedrivenAs = inv
 			out.Redriven = append(out.Redriven, d)
 		}
-		return tx.InsertAudit(s.auditEvent(ctx, sc, t, audit.TriggerDeadLettersRedrive, map[string]any{"count": len(out.Redriven)}))
+		return s.insertAudit(ctx, tx, sc, t, audit.TriggerDeadLettersRedrive, map[string]any{"count": len(out.Redriven)})
 	})
 	if err != nil {
 		return Redriven{}, storeErr(id, err)
@@ -116,7 +116,7 @@ func (s *Service) Purge(ctx context.Context, sc auth.SecurityContext, id string)
 				break
 			}
 		}
-		return tx.InsertAudit(s.auditEvent(ctx, sc, t, audit.TriggerDeadLettersPurged, map[string]any{"count": n}))
+		return s.insertAudit(ctx, tx, sc, t, audit.TriggerDeadLettersPurged, map[string]any{"count": n})
 	})
 	return n, storeErr(id, err)
 }

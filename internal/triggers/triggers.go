@@ -398,14 +398,18 @@ func canWrite(sc auth.SecurityContext) error {
 	return auth.RequireTenantRole(sc, auth.RoleDeveloper, "changing triggers")
 }
 
-func (s *Service) auditEvent(ctx context.Context, sc auth.SecurityContext, t trigger.Trigger, typ string, details map[string]any) audit.Event {
+// insertAudit records an audit event of trigger t in tx.
+func (s *Service) insertAudit(ctx context.Context, tx store.Tx, sc auth.SecurityContext, t trigger.Trigger, typ string, details map[string]any) error {
 	d := map[string]any{"trigger_id": t.ID, "event_type_id": t.EventTypeID, "entrypoint_id": t.EntrypointID, "status": t.Status}
 	for k, v := range details {
 		d[k] = v
 	}
-	raw, _ := json.Marshal(d)
-	return audit.Event{ID: s.o.IDs.New("aud"), TenantID: t.TenantID, Type: typ, ActorID: sc.SubjectID,
-		ResourceType: "trigger", ResourceID: t.ID, CorrelationID: obs.CorrelationID(ctx), At: s.o.Clock.Now(), Details: raw}
+	ev, err := audit.WithDetails(audit.Event{ID: s.o.IDs.New("aud"), TenantID: t.TenantID, Type: typ, ActorID: sc.SubjectID,
+		ResourceType: "trigger", ResourceID: t.ID, CorrelationID: obs.CorrelationID(ctx), At: s.o.Clock.Now()}, d)
+	if err != nil {
+		return err
+	}
+	return tx.InsertAudit(ev)
 }
 
 // storeErr maps a store error of trigger id to its problem.
@@ -482,7 +486,7 @@ func (s *Service) Create(ctx context.Context, sc auth.SecurityContext, spec Spec
 			return err
 		}
 		s.committed(tx, t, false)
-		return tx.InsertAudit(s.auditEvent(ctx, sc, t, audit.TriggerCreated, nil))
+		return s.insertAudit(ctx, tx, sc, t, audit.TriggerCreated, nil)
 	})
 	switch {
 	case perr != nil:
@@ -619,7 +623,7 @@ func (s *Service) change(ctx context.Context, sc auth.SecurityContext, id, typ s
 			return err
 		}
 		s.committed(tx, t, false)
-		return tx.InsertAudit(s.auditEvent(ctx, sc, t, typ, map[string]any{"updated_fields": fields}))
+		return s.insertAudit(ctx, tx, sc, t, typ, map[string]any{"updated_fields": fields})
 	})
 	if err != nil {
 		return cur, storeErr(id, err)
@@ -664,7 +668,7 @@ func (s *Service) Delete(ctx context.Context, sc auth.SecurityContext, id string
 			return err
 		}
 		s.committed(tx, t, true)
-		return tx.InsertAudit(s.auditEvent(ctx, sc, t, audit.TriggerDeleted, nil))
+		return s.insertAudit(ctx, tx, sc, t, audit.TriggerDeleted, nil)
 	})
 	return storeErr(id, err)
 }

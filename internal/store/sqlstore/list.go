@@ -57,9 +57,12 @@ func queryHash(q store.ListQuery, order []odata.OrderItem) string {
 	return hex.EncodeToString(sum[:6])
 }
 
-func encodeCursor(c cursor) string {
-	b, _ := json.Marshal(c)
-	return base64.RawURLEncoding.EncodeToString(b)
+func encodeCursor(c cursor) (string, error) {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return "", fmt.Errorf("encode a page cursor: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
 }
 
 func decodeCursor(s string) (cursor, error) {
@@ -193,19 +196,27 @@ func listPage[T any](ctx context.Context, q querier, spec listSpec[T], lq store.
 		}
 		page.HasMore = len(page.Items) > 0
 		if len(page.Items) > 0 {
-			page.NextCursor = encodeCursor(cursor{Values: keyOf(len(page.Items) - 1), Query: hash})
+			if page.NextCursor, err = encodeCursor(cursor{Values: keyOf(len(page.Items) - 1), Query: hash}); err != nil {
+				return page, err
+			}
 			if extra {
-				page.PrevCursor = encodeCursor(cursor{Values: keyOf(0), Prev: true, Query: hash})
+				if page.PrevCursor, err = encodeCursor(cursor{Values: keyOf(0), Prev: true, Query: hash}); err != nil {
+					return page, err
+				}
 			}
 		}
 		return page, nil
 	}
 	page.HasMore = extra
 	if extra {
-		page.NextCursor = encodeCursor(cursor{Values: keyOf(len(page.Items) - 1), Query: hash})
+		if page.NextCursor, err = encodeCursor(cursor{Values: keyOf(len(page.Items) - 1), Query: hash}); err != nil {
+			return page, err
+		}
 	}
 	if lq.Cursor != "" && len(page.Items) > 0 {
-		page.PrevCursor = encodeCursor(cursor{Values: keyOf(0), Prev: true, Query: hash})
+		if page.PrevCursor, err = encodeCursor(cursor{Values: keyOf(0), Prev: true, Query: hash}); err != nil {
+			return page, err
+		}
 	}
 	return page, nil
 }
