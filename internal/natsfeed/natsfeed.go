@@ -85,10 +85,18 @@ func New(bridge Bridge, pub Publisher, log *slog.Logger) *Feed {
 }
 
 // Start subscribes for every trigger with a subject that the lister finds, then follows the
-// changes Changed reports, until Close.
+// changes Changed reports, until Close. An error listing the triggers is returned, but the feed
+// still follows changes (and Close still stops it).
 func (f *Feed) Start(ctx context.Context, l Lister) error {
 	f.ctx, f.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	f.done = make(chan struct{})
+	err := f.subscribeAll(ctx, l)
+	go f.run()
+	return err
+}
+
+// subscribeAll subscribes for every trigger with a subject, tenant by tenant.
+func (f *Feed) subscribeAll(ctx context.Context, l Lister) error {
 	tenants, err := l.AllTenants(ctx)
 	if err != nil {
 		return err
@@ -111,7 +119,6 @@ func (f *Feed) Start(ctx context.Context, l Lister) error {
 			q.Cursor = page.NextCursor
 		}
 	}
-	go f.run()
 	return nil
 }
 
