@@ -602,7 +602,10 @@ func (s *Service) change(ctx context.Context, sc auth.SecurityContext, id, typ s
 		}
 	}
 	t.UpdatedAt = s.o.Clock.Now()
-	fields := changedFields(specOf(cur), specOf(t))
+	fields, err := changedFields(specOf(cur), specOf(t))
+	if err != nil {
+		return cur, problem.Internal(err)
+	}
 	if len(fields) == 0 {
 		return s.render(cur), nil
 	}
@@ -632,12 +635,21 @@ func (s *Service) change(ctx context.Context, sc auth.SecurityContext, id, typ s
 	return s.render(t), nil
 }
 
-func changedFields(a, b Spec) []string {
-	ja, _ := json.Marshal(a)
-	jb, _ := json.Marshal(b)
+// changedFields lists the JSON members in which two specs differ.
+func changedFields(a, b Spec) ([]string, error) {
 	var ma, mb map[string]json.RawMessage
-	_ = json.Unmarshal(ja, &ma)
-	_ = json.Unmarshal(jb, &mb)
+	for _, x := range []struct {
+		spec Spec
+		into *map[string]json.RawMessage
+	}{{a, &ma}, {b, &mb}} {
+		j, err := json.Marshal(x.spec)
+		if err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(j, x.into); err != nil {
+			return nil, err
+		}
+	}
 	var out []string
 	for k, v := range mb {
 		if string(ma[k]) != string(v) {
@@ -650,7 +662,7 @@ func changedFields(a, b Spec) []string {
 		}
 	}
 	slices.Sort(out)
-	return out
+	return out, nil
 }
 
 // Delete deletes a trigger with its pending batch, dead letters and metrics. Invocations it started

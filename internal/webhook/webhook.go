@@ -5,6 +5,7 @@ package webhook
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 )
 
@@ -134,14 +135,17 @@ type Secret struct {
 
 // AAD is the additional authenticated data a secret is sealed with: it binds the ciphertext to its
 // tenant, trigger and generation.
-func (s Secret) AAD() []byte {
+func (s Secret) AAD() ([]byte, error) {
 	return SecretAAD(s.TenantID, s.TriggerID, s.Generation)
 }
 
 // SecretAAD is Secret.AAD for the parts.
-func SecretAAD(tenantID, triggerID string, generation int) []byte {
-	b, _ := json.Marshal([]any{"lark-webhook-secret-v1", tenantID, triggerID, generation})
-	return b
+func SecretAAD(tenantID, triggerID string, generation int) ([]byte, error) {
+	b, err := json.Marshal([]any{"lark-webhook-secret-v1", tenantID, triggerID, generation})
+	if err != nil {
+		return nil, fmt.Errorf("webhook secret AAD: %w", err)
+	}
+	return b, nil
 }
 
 // Delivery is one request the receiver answered for a trigger (kept for debugging: the last

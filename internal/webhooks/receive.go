@@ -308,7 +308,11 @@ func (s *Service) secrets(ctx context.Context, w webhook.Trigger, now time.Time)
 		if !valid {
 			continue
 		}
-		pt, err := s.o.Keyring.Open(r.Sealed, r.AAD())
+		aad, err := r.AAD()
+		if err != nil {
+			return nil, problem.Internal(err)
+		}
+		pt, err := s.o.Keyring.Open(r.Sealed, aad)
 		if err != nil {
 			return nil, problem.Internal(fmt.Errorf("webhook secret generation %d: %w", r.Generation, err))
 		}

@@ -501,7 +501,11 @@ func (s *Service) seal(w webhook.Trigger, gen int, secret string, now time.Time)
 		return webhook.Secret{}, noKeyring()
 	}
 	sec := webhook.Secret{TenantID: w.TenantID, TriggerID: w.ID, Generation: gen, CreatedAt: now}
-	sealed, err := s.o.Keyring.Seal([]byte(secret), sec.AAD())
+	aad, err := sec.AAD()
+	if err != nil {
+		return sec, problem.Internal(err)
+	}
+	sealed, err := s.o.Keyring.Seal([]byte(secret), aad)
 	if err != nil {
 		return sec, problem.Internal(err)
 	}
@@ -1050,7 +1054,11 @@ func RewrapSecrets(ctx context.Context, st store.Store, kr *keyring.Keyring) (in
 			if !kr.NeedsRewrap(sec.Sealed) {
 				continue
 			}
-			out, err := kr.Rewrap(sec.Sealed, sec.AAD())
+			aad, err := sec.AAD()
+			if err != nil {
+				return n, err
+			}
+			out, err := kr.Rewrap(sec.Sealed, aad)
 			if err != nil {
 				return n, fmt.Errorf("webhook secret of tenant %s trigger %s generation %d: %w", sec.TenantID, sec.TriggerID, sec.Generation, err)
 			}
