@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/larkrun/lark/internal/egress"
 	"github.com/larkrun/lark/internal/idgen"
 	"github.com/larkrun/lark/internal/workerclient"
 	"github.com/larkrun/lark/internal/workerproto"
@@ -22,6 +23,7 @@ func workerCmd() *cobra.Command {
 	var server, token, id, logLevel string
 	var concurrency int
 	var pollWait time.Duration
+	var egressLoopback bool
 	c := &cobra.Command{Use: "worker", Short: "Run a remote worker: pull function attempts from a server over HTTP and run them",
 		RunE: func(c *cobra.Command, _ []string) error {
 			if server == "" {
@@ -45,17 +47,30 @@ func workerCmd() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			log.Info("worker started", "worker_id", id, "server", server, "concurrency", concurrency)
-			err = workerclient.New(workerclient.Config{Server: server, Keys: keys, WorkerID: id, Concurrency: concurrency,
-				PollWait: pollWait, Logger: log, Starlark: true}).Run(ctx)
+			var servers []string
+			for _, s := range strings.Split(server, ",") {
+				if s = strings.TrimSpace(s); s != "" {
+					servers = append(servers, s)
+				}
+			}
+			if egressLoopback {
+				log.Warn("UNSAFE: outbound requests may reach loopback addresses (--unsafe-egress-allow-loopback); tests only")
+			}
+			log.Info("worker started", "worker_id", id, "servers", servers, "concurrency", concurrency)
+			err = workerclient.New(workerclient.Config{Servers: servers, Keys: keys, WorkerID: id, Concurrency: concurrency,
+				PollWait: pollWait, Logger: log, Starlark: true, Egress: egress.New(egress.Options{AllowLoopback: egressLoopback})}).Run(ctx)
 			log.Info("worker stopped", "worker_id", id)
 			return err
 		}}
-	c.Flags().StringVar(&server, "server", env("LARK_SERVER", ""), "the server's base URL (env LARK_SERVER)")
+	c.Flags().StringVar(&server, "server", env("LARK_SERVER", ""), "the server's base URL; a cluster's nodes comma-separated (the worker polls each) (env LARK_SERVER)")
 	c.Flags().StringVar(&token, "token", env("LARK_WORKER_TOKEN", ""), "worker key id:secret; comma-separated during a rotation, the first signs (env LARK_WORKER_TOKEN)")
 	c.Flags().StringVar(&id, "id", "", "worker id (default: host name and a random suffix)")
 	c.Flags().IntVar(&concurrency, "concurrency", 4, "tasks run at once")
 	c.Flags().DurationVar(&pollWait, "poll-wait", 20*time.Second, "long poll wait")
+	c.Flags().BoolVar(&egressLoopback, "unsafe-egress-allow-loopback", false, "TEST ONLY: let user code reach loopback addresses")
+	if err := c.Flags().MarkHidden("unsafe-egress-allow-loopback"); err != nil {
+		panic(err) // the flag is defined on the line above
+	}
 	c.Flags().StringVar(&logLevel, "log-level", env("LARK_LOG_LEVEL", "info"), "debug, info, warn or error")
 	return c
 }

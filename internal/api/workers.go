@@ -30,6 +30,7 @@ func (s *Server) workerRoutes(r chi.Router) {
 	g.Post(BasePath+workerproto.PathPoll, s.workerPoll)
 	g.Post(BasePath+workerproto.PathHeartbeat, s.workerHeartbeat)
 	g.Post(BasePath+workerproto.PathResult, s.workerResult)
+	g.Post(BasePath+workerproto.PathSecret, s.workerSecret)
 }
 
 // verifyEnvelope is the worker group's authentication: the body (at most
@@ -136,4 +137,18 @@ func (s *Server) workerResult(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.signed(w, r, http.StatusOK, map[string]any{"accepted": true})
+}
+
+func (s *Server) workerSecret(w http.ResponseWriter, r *http.Request) {
+	var req workerproto.SecretRequest
+	if err := workerBody(r, &req); err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	reply, err := s.cfg.Workers.Secret(r.Context(), chi.URLParam(r, "task_id"), req)
+	if err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	s.signed(w, r, http.StatusOK, reply)
 }

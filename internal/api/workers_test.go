@@ -7,12 +7,15 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/larkrun/lark/internal/egress"
 	"github.com/larkrun/lark/internal/server"
 	"github.com/larkrun/lark/internal/workerclient"
 	"github.com/larkrun/lark/internal/workerproto"
@@ -333,4 +336,116 @@ func TestWorkerClientStopsCanceled(t *testing.T) {
 		return invIndex(items, "late_result", 0) >= 0
 	}, 5*time.Second, 10*time.Millisecond, "the stopped program's result arrives well before its 10 s timeout, as a late result")
 	require.Equal(t, "canceled", invGet(t, e, adm, inv)["status"])
+}
+
+// TestWorkerOutboundHTTPAndSecrets: a remote worker's r_http_* calls go through the egress rules
+// with the tenant's allowlist (a host outside it is refused), its secret references are resolved by
+// the server for the task's worker only (the upstream gets the value; the result, the timeline and
+// the response hold the redaction mark, never the value), and the calls are on the timeline and in
+// the egress metric.
+func TestWorkerOutboundHTTPAndSecrets(t *testing.T) {
+	const value = "WORKERCANARY-5c81e0d2a7"
+	var got []string
+	var mu sync.Mutex
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Header.Get("Authorization"))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"auth":%q}`, r.Header.Get("Authorization"))
+	}))
+	t.Cleanup(upstream.Close)
+	e, ks := workerEnv(t, func(c *server.Config) { c.Keyring = testKeyring(t) })
+	adm := invTenant(t, e, "t-worker-egress", "127.0.0.1")
+	e.expect(t, http.StatusCreated, http.MethodPost, secretsPath, adm, obj{"name": "api_key", "value": value, "allowed_hosts": []any{"127.0.0.1"}})
+	id := idOf(e.registerActive(t, adm, invFn(t, "remote.fetch.v1~", `
+def main(ctx, input):
+    r = r_await(r_http_get_v1(input["url"], headers={"Authorization": "Bearer {{secret:api_key}}"}, timeout_ms=5000))
+    return {"status": r.response.status_code, "body": r.response.body}
+`)))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- workerclient.New(workerclient.Config{Server: e.ts.URL, Keys: ks, WorkerID: "w-egress", Starlark: true,
+			PollWait: 200 * time.Millisecond, Egress: egress.New(egress.Options{AllowLoopback: true})}).Run(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+
+	ok := invID(invAsync(t, e, adm, id, obj{"url": upstream.URL + "/x?q=1"}, nil))
+	rec := invWait(t, e, adm, ok, "succeeded", "failed")
+	require.Equal(t, "succeeded", rec["status"], "%v", rec)
+	res := rec["result"].(obj)
+	require.EqualValues(t, 200, res["status"])
+	require.Equal(t, "Bearer "+egress.Redacted, res["body"].(obj)["auth"], "the echoed value is scrubbed")
+	mu.Lock()
+	require.Equal(t, []string{"Bearer " + value}, got, "the upstream got the secret")
+	mu.Unlock()
+	items, raw := invTimeline(t, e, adm, ok)
+	i := invIndex(items, "http_call", 0)
+	require.GreaterOrEqual(t, i, 0, "the worker's call is on the timeline: %s", raw)
+	require.EqualValues(t, 200, items[i]["details"].(obj)["status"])
+	require.Equal(t, "127.0.0.1", items[i]["details"].(obj)["host"])
+	require.NotContains(t, string(raw), value)
+	require.NotContains(t, string(raw), "q=1", "no query on the timeline")
+	require.Positive(t, rec["observability"].(obj)["metrics"].(obj)["egress_bytes"], "%v", rec["observability"])
+
+	// A host outside the tenant's allowlist is refused on the worker as on the server.
+	denied := invID(invAsync(t, e, adm, id, obj{"url": "http://localhost" + strings.TrimPrefix(upstream.URL, "http://127.0.0.1")}, nil))
+	rec = invWait(t, e, adm, denied, "succeeded", "failed", "dead_lettered")
+	require.Equal(t, "dead_lettered", rec["status"], "a non-retryable error: %v", rec)
+	require.Contains(t, mustJSONString(t, rec["error"]), "allowed_outbound_domains")
+	mu.Lock()
+	require.Len(t, got, 1, "the refused call never left")
+	mu.Unlock()
+
+	// The secret route answers only the worker a running task is assigned to: 404 otherwise.
+	r := workerPost(t, e, ks, strings.Replace(workerproto.PathSecret, "{task_id}", "wt_nope", 1),
+		workerproto.SecretRequest{TaskID: "wt_nope", WorkerID: "w-egress", LeaseOwner: "x", Name: "api_key"}, nil)
+	require.Equal(t, http.StatusNotFound, r.Status, "%s", r.Raw)
+	require.NotContains(t, string(r.Raw), value)
+}
+
+func mustJSONString(t *testing.T, v any) string {
+	t.Helper()
+	return string(mustJSONBytes(t, v))
+}
+
+// TestWorkerPollsEveryServer: one worker given several servers (a cluster's nodes) takes the
+// attempts each of them claimed, sends each result to the server that handed the task out, and is
+// not held up by a server it cannot reach.
+func TestWorkerPollsEveryServer(t *testing.T) {
+	e1, ks := workerEnv(t)
+	e2, _ := workerEnv(t)
+	down := httptest.NewServer(http.NotFoundHandler())
+	down.Close() // a node that is down: connections are refused
+	src := "\ndef main(ctx, input):\n    return {\"n\": input[\"n\"]}\n"
+	type node struct {
+		e   *env
+		adm string
+		id  string
+	}
+	nodes := []node{{e: e1}, {e: e2}}
+	for i := range nodes {
+		n := &nodes[i]
+		n.adm = invTenant(t, n.e, "t-multi")
+		n.id = idOf(n.e.registerActive(t, n.adm, invFn(t, "remote.multi.v1~", src)))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- workerclient.New(workerclient.Config{Servers: []string{down.URL, e1.ts.URL, e2.ts.URL}, Keys: ks, WorkerID: "w-multi",
+			Starlark: true, Concurrency: 3, PollWait: 200 * time.Millisecond}).Run(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	for i, n := range nodes {
+		var ids []string
+		for k := range 4 {
+			ids = append(ids, invID(invAsync(t, n.e, n.adm, n.id, obj{"n": 10*i + k}, nil)))
+		}
+		for k, id := range ids {
+			rec := invWait(t, n.e, n.adm, id, "succeeded", "failed", "dead_lettered")
+			require.Equal(t, "succeeded", rec["status"], "server %d: %v", i+1, rec)
+			require.EqualValues(t, 10*i+k, rec["result"].(obj)["n"])
+		}
+	}
 }

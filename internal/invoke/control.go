@@ -5,13 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"time"
 
 	"github.com/larkrun/lark/internal/attempt"
 	"github.com/larkrun/lark/internal/auth"
-	"github.com/larkrun/lark/internal/egress"
 	"github.com/larkrun/lark/internal/entrypoint"
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/journal"
@@ -19,41 +17,6 @@ import (
 	"github.com/larkrun/lark/internal/sandbox"
 	"github.com/larkrun/lark/internal/store"
 )
-
-type egressError = egress.Error
-
-func egressRequest(r sandbox.HTTPRequest, allowed []string, sec egress.SecretResolver) egress.Request {
-	return egress.Request{Method: r.Method, URL: r.URL, Headers: r.Headers, Body: r.Body, Timeout: r.Timeout, AllowedDomains: allowed, Secrets: sec}
-}
-
-// hostOf is what the timeline records of a URL: its host, nothing else.
-func hostOf(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return ""
-	}
-	return u.Hostname()
-}
-
-// transportError maps an egress failure onto the runtime's error family.
-func transportError(err error) *sandbox.Error {
-	var ee *egress.Error
-	if !errors.As(err, &ee) {
-		return &sandbox.Error{TypeID: sandbox.ErrHTTPTransport, Category: "retryable", Message: "outbound request failed"}
-	}
-	e := &sandbox.Error{TypeID: sandbox.ErrHTTPTransport, Category: "retryable", Message: ee.Error(),
-		Details: map[string]any{"kind": string(ee.Kind), "host": ee.Host}}
-	if ee.Secret != "" {
-		e.Details["secret"] = ee.Secret
-	}
-	switch ee.Kind {
-	case egress.KindForbiddenDomain, egress.KindForbiddenAddress, egress.KindBadRequest, egress.KindTooLarge, egress.KindSecret:
-		e.Category = "non_retryable"
-	case egress.KindCanceled:
-		e.TypeID, e.Category = sandbox.ErrCanceled, "canceled"
-	}
-	return e
-}
 
 // prepareChild resolves and validates an r_invoke_v1 call of parent and builds the child's record
 // (not yet stored). The child is visible to the parent's caller; internal entrypoints are allowed.

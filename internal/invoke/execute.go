@@ -525,27 +525,19 @@ func (h *host) HTTP(ctx context.Context, req sandbox.HTTPRequest) (sandbox.HTTPR
 	if err != nil {
 		return sandbox.HTTPResponse{}, &sandbox.Error{TypeID: sandbox.ErrHTTPTransport, Category: "retryable", Message: "policy unavailable"}
 	}
-	start := time.Now()
 	var sec egress.SecretResolver
 	if h.s.cfg.Secrets != nil {
 		sec = h.s.cfg.Secrets.ForTenant(h.rec.TenantID, h.rec.ID)
 	}
 	// Secret references in req's headers are resolved and substituted by the egress layer, and
 	// scrubbed from the response: resp never holds a value.
-	resp, err := h.s.cfg.Egress.Do(ctx, egressRequest(req, p.Policies.AllowedOutboundDomains, sec))
-	entry := map[string]any{"method": req.Method, "host": hostOf(req.URL), "duration_ms": time.Since(start).Milliseconds()}
-	if err != nil {
-		var ee *egressError
-		if errors.As(err, &ee) {
-			entry["error"] = string(ee.Kind)
-		}
-		h.add(invocation.EventHTTPCall, entry)
-		return sandbox.HTTPResponse{}, transportError(err)
+	call := run.DoHTTP(ctx, h.s.cfg.Egress, req, p.Policies.AllowedOutboundDomains, sec)
+	h.add(invocation.EventHTTPCall, call.Entry)
+	if call.Err != nil {
+		return sandbox.HTTPResponse{}, call.Err
 	}
-	entry["status"] = resp.StatusCode
-	h.add(invocation.EventHTTPCall, entry)
-	h.countEgress(len(req.Body) + len(resp.Body))
-	return sandbox.HTTPResponse{StatusCode: resp.StatusCode, Headers: resp.Headers, Body: resp.Body}, nil
+	h.countEgress(call.EgressBytes)
+	return call.Response, nil
 }
 
 // Invoke implements sandbox.Host: r_invoke_v1 starts a real, linked child invocation and waits for it.

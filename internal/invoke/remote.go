@@ -22,6 +22,9 @@ type RemoteAttempt struct {
 	// DefinitionID, for a worker-provided implementation (implementation.kind adapter_ref), is its
 	// adapter_ref.definition_id: only a worker that serves it may run the attempt.
 	DefinitionID string
+	// AllowedOutboundDomains is the tenant policy's allowed_outbound_domains: the worker's
+	// outbound requests are held to it, as the server's are.
+	AllowedOutboundDomains []string
 }
 
 // Remote runs claimed function attempts in remote workers (package workers). Takes reports
@@ -46,8 +49,14 @@ func (s *Service) runRemote(ctx context.Context, a attempt.Attempt, d definition
 	defer cancel()
 	s.track(rec.ID, cancel)
 	defer s.untrack(rec.ID)
-	res, ok := s.cfg.Remote.Run(runCtx, RemoteAttempt{Attempt: a, Run: s.attempt(rec, a.Entrypoint, d, nil), Returns: d.Schema.Returns,
-		DefinitionID: d.workerDefinition()})
+	ok := false
+	var res run.Result
+	if p, err := s.policy(ctx, rec.TenantID); err != nil {
+		s.cfg.Logger.ErrorContext(ctx, "remote attempt not handed out: tenant policy unreadable", "invocation_id", rec.ID, "tenant_id", rec.TenantID, "err", err)
+	} else {
+		res, ok = s.cfg.Remote.Run(runCtx, RemoteAttempt{Attempt: a, Run: s.attempt(rec, a.Entrypoint, d, nil), Returns: d.Schema.Returns,
+			DefinitionID: d.workerDefinition(), AllowedOutboundDomains: p.Policies.AllowedOutboundDomains})
+	}
 	if !ok {
 		if err := s.endLease(context.WithoutCancel(ctx), rec.TenantID, rec.ID, a.Lease.Owner); err != nil {
 			s.cfg.Logger.ErrorContext(ctx, "lease of a lost remote attempt not ended; it runs out", "invocation_id", rec.ID, "tenant_id", rec.TenantID, "err", err)

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/larkrun/lark/internal/clock"
+	"github.com/larkrun/lark/internal/egress"
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/outcome"
 	"github.com/larkrun/lark/internal/run"
@@ -32,7 +33,11 @@ const BasePath = "/api/serverless-runtime/v1"
 
 // Config configures a Client.
 type Config struct {
-	// Server is the server's base URL (http://host:port).
+	// Servers are the base URLs (http://host:port) of the servers to take work from. Each server
+	// hands out the attempts its own dispatcher claimed, so a worker of a cluster polls every node;
+	// heartbeats and results go to the server that handed the task out.
+	Servers []string
+	// Server, when set, is one more entry of Servers (the common case of one server).
 	Server string
 	// Keys signs requests and verifies answers.
 	Keys *workerproto.Keyset
@@ -50,6 +55,10 @@ type Config struct {
 	// Handlers are the worker-provided implementations this worker serves, by
 	// adapter_ref.definition_id (the Go worker SDK fills it).
 	Handlers map[string]Handler
+	// Egress performs the outbound requests (r_http_*) of Starlark tasks under the same rules as
+	// the server's, with the tenant allowlist each task carries (default: egress.New with its
+	// defaults, which refuse private and loopback addresses).
+	Egress *egress.Client
 }
 
 // Handler runs one task of a worker-provided implementation: it returns the result (encoded as
@@ -67,6 +76,7 @@ type Client struct {
 }
 
 type running struct {
+	server      string // the base URL of the server that handed the task out
 	cancel      context.CancelFunc
 	interrupted bool // stopped by shutdown: reported as interrupted
 	dropped     bool // the server no longer knows it: no result
@@ -86,61 +96,35 @@ func New(cfg Config) *Client {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Egress == nil {
+		cfg.Egress = egress.New(egress.Options{})
+	}
+	if cfg.Server != "" {
+		cfg.Servers = append([]string{cfg.Server}, cfg.Servers...)
+	}
 	return &Client{cfg: cfg, running: map[string]*running{},
 		runner: &run.Runner{Programs: sandbox.NewCache(256), Clock: clock.Real{}}}
 }
 
-// Run polls and runs tasks until ctx ends; then it stops polling, stops the tasks it runs,
-// reports them interrupted (eligible for retry under their retry policy) and returns.
+// Run polls every server and runs tasks until ctx ends; then it stops polling, stops the tasks
+// it runs, reports them interrupted (eligible for retry under their retry policy) and returns.
 func (c *Client) Run(ctx context.Context) error {
-	var wg sync.WaitGroup
+	if len(c.cfg.Servers) == 0 {
+		return errors.New("workerclient: no server to poll")
+	}
+	var tasks, pollers sync.WaitGroup
 	hbCtx, stopHB := context.WithCancel(context.Background())
 	hbDone := make(chan struct{})
 	go func() { defer close(hbDone); c.heartbeats(hbCtx) }()
 	slots := make(chan struct{}, c.cfg.Concurrency)
-	for ctx.Err() == nil {
-		free := c.cfg.Concurrency - len(slots)
-		if free == 0 {
-			select { // wait for a slot
-			case slots <- struct{}{}:
-				<-slots
-			case <-ctx.Done():
-			}
-			continue
-		}
-		var reply workerproto.PollReply
-		err := c.call(ctx, workerproto.PathPoll, workerproto.PollRequest{WorkerID: c.cfg.WorkerID, MaxTasks: free,
-			WaitMS: c.cfg.PollWait.Milliseconds(), Starlark: c.cfg.Starlark, Definitions: c.definitions()}, &reply, c.cfg.PollWait+30*time.Second)
-		if err != nil {
-			if ctx.Err() != nil {
-				break
-			}
-			c.cfg.Logger.Warn("worker: poll failed; retrying", "err", err)
-			select {
-			case <-time.After(time.Second):
-			case <-ctx.Done():
-			}
-			continue
-		}
-		if reply.HeartbeatIntervalMS > 0 {
-			c.mu.Lock()
-			c.beat = time.Duration(reply.HeartbeatIntervalMS) * time.Millisecond
-			c.mu.Unlock()
-		}
-		for _, t := range reply.Tasks {
-			slots <- struct{}{}
-			tctx, cancel := context.WithCancel(context.Background())
-			r := &running{cancel: cancel}
-			c.mu.Lock()
-			c.running[t.ID] = r
-			c.mu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer func() { <-slots; wg.Done() }()
-				c.runTask(tctx, t, r)
-			}()
-		}
+	for _, server := range c.cfg.Servers {
+		pollers.Add(1)
+		go func() {
+			defer pollers.Done()
+			c.poll(ctx, server, slots, &tasks)
+		}()
 	}
+	pollers.Wait()
 	// Shutdown: stop every running task and report it interrupted.
 	c.mu.Lock()
 	for _, r := range c.running {
@@ -148,12 +132,89 @@ func (c *Client) Run(ctx context.Context) error {
 		r.cancel()
 	}
 	c.mu.Unlock()
-	wg.Wait()
+	tasks.Wait()
 	stopHB()
 	<-hbDone
 	return nil
 }
 
+// poll long-polls one server until ctx ends. The slots are shared by the pollers of every server:
+// a poll first holds one free slot (so an idle server's poll holds no more than one) and, when
+// the last poll of this server brought work, as many more as are free; the slots a poll did not
+// fill are given back at once. A server that cannot be reached is tried again with a backoff of
+// up to 5 s, so a restarted node gets its pollers back within seconds.
+func (c *Client) poll(ctx context.Context, server string, slots chan struct{}, tasks *sync.WaitGroup) {
+	busy := false
+	backoff := 250 * time.Millisecond
+	for {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		held := 1
+		for busy && held < c.cfg.Concurrency && tryAcquire(slots) {
+			held++
+		}
+		var reply workerproto.PollReply
+		err := c.call(ctx, server, workerproto.PathPoll, workerproto.PollRequest{WorkerID: c.cfg.WorkerID, MaxTasks: held,
+			WaitMS: c.cfg.PollWait.Milliseconds(), Starlark: c.cfg.Starlark, Definitions: c.definitions()}, &reply, c.cfg.PollWait+30*time.Second)
+		got := 0
+		if err == nil {
+			got = min(len(reply.Tasks), held)
+		}
+		for range held - got {
+			<-slots
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			c.cfg.Logger.Warn("worker: poll failed; retrying", "server", server, "err", err, "retry_in", backoff)
+			select {
+			case <-time.After(backoff):
+			case <-ctx.Done():
+				return
+			}
+			backoff = min(2*backoff, 5*time.Second)
+			continue
+		}
+		backoff = 250 * time.Millisecond
+		busy = got > 0
+		if reply.HeartbeatIntervalMS > 0 {
+			c.mu.Lock()
+			if iv := time.Duration(reply.HeartbeatIntervalMS) * time.Millisecond; c.beat == 0 || iv < c.beat {
+				c.beat = iv
+			}
+			c.mu.Unlock()
+		}
+		for _, t := range reply.Tasks[:got] {
+			tctx, cancel := context.WithCancel(context.Background())
+			r := &running{server: server, cancel: cancel}
+			c.mu.Lock()
+			c.running[t.ID] = r
+			c.mu.Unlock()
+			tasks.Add(1)
+			go func() {
+				defer func() { <-slots; tasks.Done() }()
+				c.runTask(tctx, t, r)
+			}()
+		}
+	}
+}
+
+// tryAcquire takes a free slot if there is one.
+func tryAcquire(slots chan struct{}) bool {
+	select {
+	case slots <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+// heartbeats reports the running tasks to the servers that handed them out, every heartbeat
+// interval (the shortest the servers asked for), one request per server, concurrently.
 func (c *Client) heartbeats(ctx context.Context) {
 	for {
 		c.mu.Lock()
@@ -167,20 +228,36 @@ func (c *Client) heartbeats(ctx context.Context) {
 			return
 		case <-time.After(wait):
 		}
+		byServer := map[string][]string{}
 		c.mu.Lock()
-		ids := make([]string, 0, len(c.running))
-		for id := range c.running {
-			ids = append(ids, id)
+		for id, r := range c.running {
+			byServer[r.server] = append(byServer[r.server], id)
 		}
 		c.mu.Unlock()
-		if len(ids) == 0 {
-			continue
+		var wg sync.WaitGroup
+		for server, ids := range byServer {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c.heartbeat(ctx, server, ids)
+			}()
 		}
+		wg.Wait()
+	}
+}
+
+// heartbeat reports ids to server and applies its answer: the tasks to cancel are stopped, those
+// it no longer knows (its lease moved, or the server restarted) are stopped and dropped.
+func (c *Client) heartbeat(ctx context.Context, server string, ids []string) {
+	sort.Strings(ids)
+	for len(ids) > 0 {
+		n := min(len(ids), workerproto.MaxTasksPerHeartbeat)
 		var reply workerproto.HeartbeatReply
-		if err := c.call(ctx, workerproto.PathHeartbeat, workerproto.Heartbeat{WorkerID: c.cfg.WorkerID, Tasks: ids}, &reply, 30*time.Second); err != nil {
-			c.cfg.Logger.Warn("worker: heartbeat failed", "err", err)
-			continue
+		if err := c.call(ctx, server, workerproto.PathHeartbeat, workerproto.Heartbeat{WorkerID: c.cfg.WorkerID, Tasks: ids[:n]}, &reply, 30*time.Second); err != nil {
+			c.cfg.Logger.Warn("worker: heartbeat failed", "server", server, "err", err)
+			return
 		}
+		ids = ids[n:]
 		c.mu.Lock()
 		for _, id := range reply.Cancel {
 			if r, ok := c.running[id]; ok {
@@ -207,7 +284,7 @@ func (c *Client) runTask(ctx context.Context, t workerproto.Task, r *running) {
 	log := c.cfg.Logger.With("tenant_id", t.TenantID, "invocation_id", t.InvocationID, "task_id", t.ID)
 	log.Info("worker: task started", "kind", t.Kind)
 	res := workerproto.Result{TaskID: t.ID, WorkerID: c.cfg.WorkerID, LeaseOwner: t.LeaseOwner}
-	if out, rerr, metrics, timeline, err := c.execute(ctx, t); err != nil {
+	if out, rerr, metrics, timeline, err := c.execute(ctx, r.server, t); err != nil {
 		res.Error = &workerproto.Error{TypeID: sandbox.ErrRuntime, Category: "non_retryable", Message: "worker: " + err.Error()}
 	} else {
 		res.Output, res.Metrics, res.Timeline = out, metrics, timeline
@@ -226,9 +303,28 @@ func (c *Client) runTask(ctx context.Context, t workerproto.Task, r *running) {
 	if interrupted {
 		res.Interrupted, res.Output, res.Error = true, nil, nil
 	}
-	var ack map[string]any
-	if err := c.call(context.Background(), t.ResultPath, res, &ack, 30*time.Second); err != nil {
-		log.Warn("worker: result not accepted", "err", err)
+	c.report(t, r.server, res, log)
+}
+
+// report posts a task's result to the server that handed it out. A failure to reach it (or its
+// 503) is tried again a few times over about 3 s; after that, or on a refusal, the result is
+// given up: the server's lease on the attempt runs out and the attempt is reclaimed and run again,
+// so a lost result costs a re-run, never a lost invocation.
+func (c *Client) report(t workerproto.Task, server string, res workerproto.Result, log *slog.Logger) {
+	wait := 250 * time.Millisecond
+	for try := 1; ; try++ {
+		var ack map[string]any
+		err := c.call(context.Background(), server, t.ResultPath, res, &ack, 30*time.Second)
+		if err == nil {
+			return
+		}
+		var se *StatusError
+		if (errors.As(err, &se) && se.Status != http.StatusServiceUnavailable) || try == 4 {
+			log.Warn("worker: result not accepted", "server", server, "err", err)
+			return
+		}
+		time.Sleep(wait)
+		wait *= 2
 	}
 }
 
@@ -271,8 +367,9 @@ func (c *Client) handle(ctx context.Context, t workerproto.Task) (out json.RawMe
 	return b, nil, m, nil, nil
 }
 
-// execute runs a task: a Starlark one through the run stage, a worker-provided one with its handler.
-func (c *Client) execute(ctx context.Context, t workerproto.Task) (out json.RawMessage, rerr *sandbox.Error, metrics, timeline json.RawMessage, err error) {
+// execute runs a task of server: a Starlark one through the run stage, a worker-provided one with
+// its handler.
+func (c *Client) execute(ctx context.Context, server string, t workerproto.Task) (out json.RawMessage, rerr *sandbox.Error, metrics, timeline json.RawMessage, err error) {
 	if t.Kind == workerproto.KindAdapterRef {
 		return c.handle(ctx, t)
 	}
@@ -293,7 +390,7 @@ func (c *Client) execute(ctx context.Context, t workerproto.Task) (out json.RawM
 		MaxPayloadBytes: t.Limits.MaxPayloadBytes}
 	ctx, cancel := context.WithTimeout(ctx, lim.Timeout)
 	defer cancel()
-	h := &host{}
+	h := &host{c: c, task: t, server: server}
 	// The server checks the returns schema again when it decides the outcome; here only the bound.
 	r := c.runner.Function(ctx, run.Attempt{Record: rec, ProgramKey: t.EntrypointID, Source: t.Source, Limits: lim, Retry: retry}, h)
 	m, err := json.Marshal(r.Outcome.Metrics)
@@ -307,8 +404,8 @@ func (c *Client) execute(ctx context.Context, t workerproto.Task) (out json.RawM
 	return r.Outcome.Output, r.Outcome.Err, m, tl, nil
 }
 
-// call signs body, posts it to path and decodes the verified answer into out.
-func (c *Client) call(ctx context.Context, path string, body, out any, timeout time.Duration) error {
+// call signs body, posts it to path on server and decodes the verified answer into out.
+func (c *Client) call(ctx context.Context, server, path string, body, out any, timeout time.Duration) error {
 	env, err := c.cfg.Keys.Sign(body, time.Now(), 5*time.Minute)
 	if err != nil {
 		return err
@@ -319,7 +416,7 @@ func (c *Client) call(ctx context.Context, path string, body, out any, timeout t
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(c.cfg.Server, "/")+BasePath+path, bytes.NewReader(b))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(server, "/")+BasePath+path, bytes.NewReader(b))
 	if err != nil {
 		return err
 	}
@@ -354,21 +451,70 @@ type StatusError struct {
 
 func (e *StatusError) Error() string { return fmt.Sprintf("server answered %d: %s", e.Status, e.Body) }
 
-// host is a worker's sandbox host: logs are collected for the result; outbound HTTP and child
-// invocations are not available on a remote worker (docs/workers.md).
+// host is a worker's sandbox host: logs and outbound calls are collected for the result's
+// timeline; outbound HTTP goes through the egress layer with the task's tenant allowlist, and its
+// secret references are resolved by the server that handed the task out; child invocations are not
+// available on a remote worker (docs/workers.md).
 type host struct {
+	c        *Client
+	task     workerproto.Task
+	server   string
 	mu       sync.Mutex
 	timeline []invocation.Event
+	egress   int64
 }
 
 var errNotOnWorker = errors.New("not available on a remote worker")
 
-func (h *host) HTTP(context.Context, sandbox.HTTPRequest) (sandbox.HTTPResponse, error) {
-	return sandbox.HTTPResponse{}, &sandbox.Error{TypeID: sandbox.ErrHTTPTransport, Category: "non_retryable", Message: "r_http_*: " + errNotOnWorker.Error()}
+func (h *host) HTTP(ctx context.Context, req sandbox.HTTPRequest) (sandbox.HTTPResponse, error) {
+	call := run.DoHTTP(ctx, h.c.cfg.Egress, req, h.task.AllowedOutboundDomains, secretResolver{h})
+	h.add(invocation.EventHTTPCall, call.Entry)
+	if call.Err != nil {
+		return sandbox.HTTPResponse{}, call.Err
+	}
+	h.mu.Lock()
+	h.egress += int64(call.EgressBytes)
+	h.mu.Unlock()
+	return call.Response, nil
+}
+
+// secretResolver resolves a task's secret references through the server that handed it out
+// (workerproto.PathSecret). Values stay in memory for the one request; errors never hold one.
+type secretResolver struct{ h *host }
+
+func (r secretResolver) ResolveSecret(ctx context.Context, name string) (egress.Secret, error) {
+	h := r.h
+	if h.task.SecretPath == "" {
+		return egress.Secret{}, egress.ErrSecretsUnavailable
+	}
+	var reply workerproto.SecretReply
+	err := h.c.call(ctx, h.server, h.task.SecretPath, workerproto.SecretRequest{TaskID: h.task.ID, WorkerID: h.c.cfg.WorkerID,
+		LeaseOwner: h.task.LeaseOwner, Name: name}, &reply, 30*time.Second)
+	var se *StatusError
+	switch {
+	case errors.As(err, &se) && se.Status == http.StatusNotFound:
+		return egress.Secret{}, egress.ErrUnknownSecret
+	case err != nil:
+		return egress.Secret{}, egress.ErrSecretsUnavailable
+	}
+	return egress.Secret{Value: reply.Value, AllowedHosts: reply.AllowedHosts}, nil
 }
 
 func (h *host) Invoke(context.Context, sandbox.InvokeRequest) (sandbox.InvokeResult, error) {
 	return sandbox.InvokeResult{}, &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "non_retryable", Message: "r_invoke_v1: " + errNotOnWorker.Error()}
+}
+
+// add appends a timeline entry (at most 1000 of them).
+func (h *host) add(typ invocation.EventType, data map[string]any) {
+	b, err := json.Marshal(data)
+	if err != nil {
+		return // the entries are maps of strings and numbers; nothing to record otherwise
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.timeline) < 1000 {
+		h.timeline = append(h.timeline, invocation.Event{Type: typ, Data: b, At: time.Now().UTC()})
+	}
 }
 
 func (h *host) Log(_ context.Context, msg string, fields map[string]any) {
@@ -376,15 +522,7 @@ func (h *host) Log(_ context.Context, msg string, fields map[string]any) {
 	if len(fields) > 0 {
 		d["fields"] = fields
 	}
-	b, err := json.Marshal(d)
-	if err != nil {
-		return
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if len(h.timeline) < 1000 {
-		h.timeline = append(h.timeline, invocation.Event{Type: invocation.EventLog, Data: b, At: time.Now().UTC()})
-	}
+	h.add(invocation.EventLog, d)
 }
 
 func (h *host) Now() time.Time { return time.Now() }
@@ -397,4 +535,10 @@ func (h *host) Drain() []invocation.Event {
 	return t
 }
 
-func (h *host) TakeEgress() int64 { return 0 }
+func (h *host) TakeEgress() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := h.egress
+	h.egress = 0
+	return n
+}

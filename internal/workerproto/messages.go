@@ -8,6 +8,9 @@ const (
 	PathHeartbeat = "/workers/heartbeat"
 	// PathResult is the result callback of one task; {task_id} is Task.ID.
 	PathResult = "/workers/tasks/{task_id}/result"
+	// PathSecret resolves one {{secret:NAME}} reference of a task's outbound request; {task_id}
+	// is Task.ID. Only the worker the task is assigned to, under the task's lease, gets an answer.
+	PathSecret = "/workers/tasks/{task_id}/secret"
 )
 
 // Bounds of the protocol.
@@ -72,6 +75,29 @@ type Task struct {
 	LeaseOwner     string          `json:"lease_owner"`
 	LeaseExpiresAt string          `json:"lease_expires_at"`
 	ResultPath     string          `json:"result_path"`
+	// AllowedOutboundDomains is the tenant policy's allowed_outbound_domains at claim time: the
+	// worker's r_http_* calls go through the same egress rules as the server's (an empty list
+	// allows nothing).
+	AllowedOutboundDomains []string `json:"allowed_outbound_domains"`
+	// SecretPath is where the worker resolves the task's secret references (PathSecret).
+	SecretPath string `json:"secret_path"`
+}
+
+// SecretRequest is the body of a secret resolution: worker WorkerID, running task TaskID under
+// the lease of LeaseOwner, asks for the tenant's secret Name.
+type SecretRequest struct {
+	TaskID     string `json:"task_id"`
+	WorkerID   string `json:"worker_id"`
+	LeaseOwner string `json:"lease_owner"`
+	Name       string `json:"name"`
+}
+
+// SecretReply answers a secret resolution: the value and the host patterns it may be sent to.
+// It travels only in a signed answer to the assigned worker; the worker keeps it in memory for
+// the one request and never logs it.
+type SecretReply struct {
+	Value        string   `json:"value"`
+	AllowedHosts []string `json:"allowed_hosts"`
 }
 
 // Task kinds.

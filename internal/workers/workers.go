@@ -16,6 +16,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -26,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/larkrun/lark/internal/clock"
+	"github.com/larkrun/lark/internal/egress"
 	"github.com/larkrun/lark/internal/entrypoint"
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/invoke"
@@ -56,6 +58,15 @@ type Config struct {
 	Runner *run.Runner
 	Clock  clock.Clock
 	Logger *slog.Logger
+	// Secrets resolves the secret references of the outbound requests of a task, for the worker it
+	// is assigned to (PathSecret); nil refuses them (the request fails as on a server without a
+	// master key).
+	Secrets SecretSource
+}
+
+// SecretSource resolves a tenant's secrets for one invocation (internal/secrets implements it).
+type SecretSource interface {
+	ForTenant(tenantID, invocationID string) egress.SecretResolver
 }
 
 // Stats are the service's counters.
@@ -143,7 +154,9 @@ func (s *Service) Run(ctx context.Context, ra invoke.RemoteAttempt) (run.Result,
 		Kind: workerproto.KindStarlark, Params: rec.Params, Source: ra.Run.Source, Returns: ra.Returns, DefinitionID: ra.DefinitionID,
 		Limits:     workerproto.Limits{TimeoutMS: lim.Timeout.Milliseconds(), CPU: lim.CPU, MemoryMB: lim.MemoryMB, MaxPayloadBytes: lim.MaxPayloadBytes},
 		LeaseOwner: ra.Attempt.Lease.Owner, LeaseExpiresAt: ra.Attempt.Lease.ExpiresAt.UTC().Format(time.RFC3339Nano),
-		ResultPath: strings.Replace(workerproto.PathResult, "{task_id}", t.id, 1)}
+		ResultPath:             strings.Replace(workerproto.PathResult, "{task_id}", t.id, 1),
+		SecretPath:             strings.Replace(workerproto.PathSecret, "{task_id}", t.id, 1),
+		AllowedOutboundDomains: append([]string{}, ra.AllowedOutboundDomains...)}
 	if ra.DefinitionID != "" {
 		t.wire.Kind, t.wire.Source = workerproto.KindAdapterRef, ""
 	}
@@ -332,6 +345,37 @@ func (s *Service) Result(taskID string, res workerproto.Result) error {
 	}
 }
 
+// Secret resolves secret req.Name for the outbound request of task taskID, run by req.WorkerID
+// under the task's lease. The value goes only to the worker the task is assigned to; a task this
+// server does not hold, or holds for another worker or lease, answers 404 like an unknown secret,
+// so that nothing tells a caller which tenants' secrets exist.
+func (s *Service) Secret(ctx context.Context, taskID string, req workerproto.SecretRequest) (workerproto.SecretReply, error) {
+	if err := checkWorkerID(req.WorkerID); err != nil {
+		return workerproto.SecretReply{}, err
+	}
+	s.mu.Lock()
+	t, ok := s.tasks[taskID]
+	ok = ok && req.TaskID == taskID && t.worker == req.WorkerID && t.ra.Attempt.Lease.Owner == req.LeaseOwner && !t.canceled
+	s.mu.Unlock()
+	if !ok {
+		return workerproto.SecretReply{}, problem.NotFound("task %s not found", taskID)
+	}
+	if s.cfg.Secrets == nil {
+		return workerproto.SecretReply{}, problem.New(problem.TypeUnavailable, "secrets are not available on this server")
+	}
+	rec := t.ra.Attempt.Invocation
+	sec, err := s.cfg.Secrets.ForTenant(rec.TenantID, rec.ID).ResolveSecret(ctx, req.Name)
+	switch {
+	case errors.Is(err, egress.ErrUnknownSecret):
+		return workerproto.SecretReply{}, problem.NotFound("secret not found")
+	case errors.Is(err, egress.ErrSecretsUnavailable):
+		return workerproto.SecretReply{}, problem.New(problem.TypeUnavailable, "secrets are not available on this server")
+	case err != nil:
+		return workerproto.SecretReply{}, problem.Internal(err)
+	}
+	return workerproto.SecretReply{Value: sec.Value, AllowedHosts: append([]string{}, sec.AllowedHosts...)}, nil
+}
+
 // decide turns a worker's report into the run stage's result.
 func (s *Service) decide(t *task, res workerproto.Result) (run.Result, error) {
 	a := t.ra.Run
@@ -368,7 +412,7 @@ func (s *Service) decide(t *task, res workerproto.Result) (run.Result, error) {
 	return run.Result{Outcome: o, Timeline: timeline}, nil
 }
 
-// timeline accepts a worker's log entries ({"type":"log","data":{...}}), at most
+// timeline accepts a worker's informational entries ({"type":"log"|"http_call","data":{...}}), at most
 // MaxTimelineEntries, and gives them server-side keys and attempts.
 func (s *Service) timeline(rec invocation.Record, raw json.RawMessage) ([]invocation.Event, error) {
 	if len(raw) == 0 {
@@ -385,8 +429,8 @@ func (s *Service) timeline(rec invocation.Record, raw json.RawMessage) ([]invoca
 	}
 	out := make([]invocation.Event, 0, len(in))
 	for i, e := range in {
-		if e.Type != invocation.EventLog {
-			continue // only logs are taken from a worker
+		if e.Type != invocation.EventLog && e.Type != invocation.EventHTTPCall {
+			continue // only the informational entries are taken from a worker
 		}
 		out = append(out, invocation.Event{Type: e.Type, Data: e.Data, At: e.At, EngineAttempt: rec.EngineAttempt, LogicalAttempt: rec.Attempt,
 			IdempotencyKey: invocation.IdempotencyKey(rec.ID, fmt.Sprintf("worker-%d-%d", rec.EngineAttempt, i), rec.Attempt, e.Type, "")})

@@ -1,0 +1,75 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"time"
+
+	"github.com/larkrun/lark/internal/egress"
+	"github.com/larkrun/lark/internal/sandbox"
+)
+
+// HTTPCall is one r_http_* request as the run stage performs it, on a server or on a remote
+// worker: through the egress layer, held to the tenant's allowed_outbound_domains, with the
+// {{secret:NAME}} references of its headers resolved by sec (nil refuses them).
+type HTTPCall struct {
+	// Response is the answer (any status); zero when Err is set.
+	Response sandbox.HTTPResponse
+	// Entry is the call's timeline entry (http_call): method, host, status or error kind and
+	// duration — never a URL's path or query, a header or a body.
+	Entry map[string]any
+	// EgressBytes are the request and response body sizes of a call that got a response, for the
+	// execution's egress metric; a call that failed counts nothing (whether its body left is
+	// unknown).
+	EgressBytes int
+	// Err is the failure, in the runtime's error family.
+	Err *sandbox.Error
+}
+
+// DoHTTP performs req with c.
+func DoHTTP(ctx context.Context, c *egress.Client, req sandbox.HTTPRequest, allowed []string, sec egress.SecretResolver) HTTPCall {
+	start := time.Now()
+	resp, err := c.Do(ctx, egress.Request{Method: req.Method, URL: req.URL, Headers: req.Headers, Body: req.Body, Timeout: req.Timeout,
+		AllowedDomains: allowed, Secrets: sec})
+	entry := map[string]any{"method": req.Method, "host": hostOf(req.URL), "duration_ms": time.Since(start).Milliseconds()}
+	if err != nil {
+		var ee *egress.Error
+		if errors.As(err, &ee) {
+			entry["error"] = string(ee.Kind)
+		}
+		return HTTPCall{Entry: entry, Err: TransportError(err)}
+	}
+	entry["status"] = resp.StatusCode
+	return HTTPCall{Response: sandbox.HTTPResponse{StatusCode: resp.StatusCode, Headers: resp.Headers, Body: resp.Body}, Entry: entry,
+		EgressBytes: len(req.Body) + len(resp.Body)}
+}
+
+// hostOf is what the timeline records of a URL: its host, nothing else.
+func hostOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return u.Hostname()
+}
+
+// TransportError maps an egress failure onto the runtime's error family.
+func TransportError(err error) *sandbox.Error {
+	var ee *egress.Error
+	if !errors.As(err, &ee) {
+		return &sandbox.Error{TypeID: sandbox.ErrHTTPTransport, Category: "retryable", Message: "outbound request failed"}
+	}
+	e := &sandbox.Error{TypeID: sandbox.ErrHTTPTransport, Category: "retryable", Message: ee.Error(),
+		Details: map[string]any{"kind": string(ee.Kind), "host": ee.Host}}
+	if ee.Secret != "" {
+		e.Details["secret"] = ee.Secret
+	}
+	switch ee.Kind {
+	case egress.KindForbiddenDomain, egress.KindForbiddenAddress, egress.KindBadRequest, egress.KindTooLarge, egress.KindSecret:
+		e.Category = "non_retryable"
+	case egress.KindCanceled:
+		e.TypeID, e.Category = sandbox.ErrCanceled, "canceled"
+	}
+	return e
+}
