@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -34,6 +36,13 @@ const (
 	// clusterSlack is what the measured failover may exceed TTL + Renew by: the new leader's claim is
 	// one group-committed write, and the test sees it by polling every 20 ms.
 	clusterSlack = time.Second
+	// clusterWorkerProcs remote workers (lark worker) poll every node and run the async functions;
+	// each runs clusterWorkerSlots at once. Their heartbeat timeout bounds how long a killed
+	// worker's tasks wait before their leases are ended and the attempts reclaimed.
+	clusterWorkerProcs = 2
+	clusterWorkerSlots = "16"
+	clusterHBInterval  = "500ms"
+	clusterHBTimeout   = "3s"
 )
 
 // clusterCounter is the upstream of the functions and workflow steps: it counts POSTs by the "id"
@@ -89,13 +98,16 @@ func leaderLease(t *testing.T, conn *pgx.Conn) (holder string, term int64) {
 }
 
 // TestClusterFailover: three `lark dev` nodes (lark serve plus the dev tenant, sharing one data
-// directory for its credentials and master key) on one PostgreSQL schema run 5,000 async
-// invocations, 500 five-step workflows and five every-second schedules, submitted round-robin to
-// the three; once a quarter of the side effects happened, while submissions go on, the leader is
-// killed with -9 (the requests it cut are sent again to another node), then restarted. Every accepted invocation ends succeeded, each exactly once in its log; a side effect
-// repeats only for an invocation re-dispatched after the kill (reclaimed); every workflow step is
-// journaled complete once; no scheduled instant is recorded twice nor has two invocations; another
-// node leads within the failover bound (TTL + Renew), measured; schedules keep firing after it.
+// directory for its credentials and master key) on one PostgreSQL schema, with two `lark worker`
+// processes polling all three that run the async functions, run 5,000 async invocations, 500
+// five-step workflows (on the nodes) and five every-second schedules, submitted round-robin to the
+// three; once a quarter of the side effects happened, while submissions go on, the leader and one
+// worker are killed with -9 (the requests the leader cut are sent again to another node), then
+// both are restarted (the node on its address). Every accepted invocation ends succeeded, each
+// exactly once in its log; a side effect repeats only for an invocation re-dispatched after the
+// kill (reclaimed); every workflow step is journaled complete once; no scheduled instant is
+// recorded twice nor has two invocations; another node leads within the failover bound
+// (TTL + Renew), measured; schedules keep firing after it.
 func TestClusterFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test: three nodes, a kill -9 and a lease to wait out; skipped with -short")
@@ -107,13 +119,26 @@ func TestClusterFailover(t *testing.T) {
 	t.Cleanup(upstream.Close)
 
 	data := t.TempDir()
-	flags := func(node string) []string {
-		return []string{"--store", url, "--unsafe-egress-allow-loopback", "--workers", clusterWorkers, "--node-id", node,
-			"--leader-ttl", clusterLeaderTTL.String(), "--leader-renew", clusterRenew.String()}
+	// Fixed addresses: a restarted node comes back where the workers poll it.
+	addrs := make([]string, clusterNodes)
+	for i := range addrs {
+		addrs[i] = freeAddr(t)
+	}
+	flags := func(i int) []string {
+		return []string{"--store", url, "--unsafe-egress-allow-loopback", "--workers", clusterWorkers, "--node-id", fmt.Sprintf("n%d", i+1),
+			"--leader-ttl", clusterLeaderTTL.String(), "--leader-renew", clusterRenew.String(), "--addr", addrs[i],
+			"--remote-workers", "--worker-key", e2eWorkerKey, "--worker-heartbeat-interval", clusterHBInterval, "--worker-heartbeat-timeout", clusterHBTimeout}
 	}
 	nodes := make([]*larkProc, clusterNodes)
+	urls := make([]string, clusterNodes)
 	for i := range nodes {
-		nodes[i] = startLark(t, data, flags(fmt.Sprintf("n%d", i+1))...) // in turn: the first provisions the dev tenant
+		nodes[i] = startLark(t, data, flags(i)...) // in turn: the first provisions the dev tenant
+		urls[i] = nodes[i].URL
+	}
+	workerFlags := []string{"--concurrency", clusterWorkerSlots, "--unsafe-egress-allow-loopback"}
+	workers := make([]*workerProc, clusterWorkerProcs)
+	for i := range workers {
+		workers[i] = startWorker(t, strings.Join(urls, ","), workerFlags...)
 	}
 	p := nodes[0]
 	ctx := context.Background()
@@ -229,7 +254,9 @@ func TestClusterFailover(t *testing.T) {
 	submittedAtKill := next.Load()
 	killAt := time.Now()
 	nodes[leaderNode].Kill()
+	require.NoError(t, workers[0].cmd.Process.Kill())
 	callsAtKill := counter.calls.Load()
+	workers[0].wait(t)
 
 	// Another node leads within TTL + Renew of the kill (the lease's last renewal came before it).
 	var newLeader string
@@ -250,7 +277,8 @@ func TestClusterFailover(t *testing.T) {
 	require.LessOrEqual(t, failover, bound+clusterSlack, "failover exceeded the stated bound")
 
 	// Restart the killed node; it rejoins as a follower (the submitters keep to the two others).
-	restarted := startLark(t, data, flags(oldLeader)...)
+	restarted := startLark(t, data, flags(leaderNode)...)
+	workers[0] = startWorker(t, strings.Join(urls, ","), workerFlags...)
 	live := nodes[(leaderNode+1)%clusterNodes]
 	wg.Wait()
 	submitTime := time.Since(submitStart)
@@ -333,6 +361,9 @@ func TestClusterFailover(t *testing.T) {
 		}
 	}
 	require.Empty(t, notSucceeded, "accepted invocations that did not succeed")
+	for i, w := range workers {
+		require.Contains(t, w.stderr.String(), "worker: task started", "worker %d ran no task", i+1)
+	}
 
 	// Schedules: each instant recorded once with an invocation of its own, and instants fired after
 	// the failover (the new leader's schedule loop runs).
@@ -369,7 +400,7 @@ func TestClusterFailover(t *testing.T) {
 	require.Positive(t, afterFailover, "no scheduled instant fired after the failover")
 
 	t.Logf("%d nodes; submitted %d (%d async, %d workflows) in %v, %d accepted; killed the leader after %d submissions "+
-		"and %d upstream calls (%d requests cut by the kill, sent again to another node); "+
+		"and %d upstream calls, and a worker (%d requests cut by the kill, sent again to another node); "+
 		"failover %v; all terminal %v after the kill; reclaimed %d, repeated side effects %d (all on reclaimed invocations); "+
 		"schedules: %d runs started, %d after the failover; test %v",
 		clusterNodes, total, clusterAsync, clusterWorkflows, submitTime.Round(time.Millisecond), len(accepted), submittedAtKill, callsAtKill, resent.Load(),
@@ -378,4 +409,15 @@ func TestClusterFailover(t *testing.T) {
 	for _, n := range nodes {
 		n.Stop()
 	}
+}
+
+// freeAddr is a loopback address with a port free a moment ago, for a node that must come back on
+// the same address after a restart.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	return addr
 }

@@ -21,10 +21,12 @@ type workerProc struct {
 	done   chan struct{}
 }
 
-func startWorker(t *testing.T, server string) *workerProc {
+// startWorker starts `lark worker` against server (a cluster's nodes comma-separated); extra
+// flags come after the defaults and override them.
+func startWorker(t *testing.T, server string, extra ...string) *workerProc {
 	t.Helper()
 	w := &workerProc{stderr: &lockedBuffer{}, done: make(chan struct{})}
-	w.cmd = exec.Command(larkBin, "worker", "--server", server, "--token", e2eWorkerKey, "--poll-wait", "1s", "--concurrency", "4")
+	w.cmd = exec.Command(larkBin, append([]string{"worker", "--server", server, "--token", e2eWorkerKey, "--poll-wait", "1s", "--concurrency", "4"}, extra...)...)
 	w.cmd.Env = larkEnv()
 	w.cmd.Stderr = w.stderr
 	w.cmd.WaitDelay = 5 * time.Second
