@@ -74,7 +74,10 @@ func UnlimitedTaxDefinition(id string) []byte {
 		panic("bench: the calculate_tax definition is not JSON: " + err.Error())
 	}
 	delete(body["traits"].(map[string]any), "rate_limit")
-	out, _ := json.Marshal(body)
+	out, err := json.Marshal(body)
+	if err != nil {
+		panic("bench: the calculate_tax definition does not encode: " + err.Error())
+	}
 	return out
 }
 

@@ -76,9 +76,12 @@ func (r *Runner) Cron10k(ctx context.Context) Scenario {
 	t0 := time.Now()
 	res := Load{Workers: clients, Count: int64(d.N), Do: func(ctx context.Context) error {
 		i := k.Add(1) - 1
-		body, _ := json.Marshal(map[string]any{"schedule_id": fmt.Sprintf("cron%05d", i), "entrypoint_id": NoopID,
+		body, err := json.Marshal(map[string]any{"schedule_id": fmt.Sprintf("cron%05d", i), "entrypoint_id": NoopID,
 			"expression": map[string]string{"kind": "cron", "value": d.Expr}})
-		_, _, err := l.api.Call(ctx, http.MethodPost, "/schedules", l.token, body, http.StatusCreated)
+		if err != nil {
+			return err
+		}
+		_, _, err = l.api.Call(ctx, http.MethodPost, "/schedules", l.token, body, http.StatusCreated)
 		return err
 	}}.Run(ctx)
 	d.CreateS = time.Since(t0).Seconds()

@@ -74,7 +74,10 @@ func WorkflowDefinition(id, source string) []byte {
 			"code": map[string]any{"language": "starlark", "source": source},
 		},
 	}
-	b, _ := json.Marshal(def)
+	b, err := json.Marshal(def)
+	if err != nil {
+		panic("bench: the workflow definition does not encode: " + err.Error()) // maps of strings and numbers
+	}
 	return b
 }
 

@@ -255,7 +255,10 @@ func (s *Service) cancelHandler(ctx context.Context, cur invocation.Record) *par
 // startCompensation moves a canceled workflow to compensating and starts its handler, inside the
 // cancel's transaction.
 func (s *Service) startCompensation(tx store.Tx, cur invocation.Record, p *parking, now time.Time) (invocation.Record, error) {
-	data, _ := json.Marshal(map[string]any{"trigger": "cancellation", "handler_invocation_id": p.handler.ID, "handler": p.handler.EntrypointID})
+	data, err := json.Marshal(map[string]any{"trigger": "cancellation", "handler_invocation_id": p.handler.ID, "handler": p.handler.EntrypointID})
+	if err != nil {
+		return cur, err
+	}
 	ev := invocation.Event{Type: invocation.EventCompensationStarted, Data: data, At: now, LogicalAttempt: cur.Attempt,
 		IdempotencyKey: eventKey(cur.ID, "on_cancel", cur.Attempt, invocation.EventCompensationStarted)}
 	out, _, err := tx.Append(store.AppendRequest{TenantID: cur.TenantID, InvocationID: cur.ID, Events: []invocation.Event{ev}})
@@ -294,7 +297,10 @@ func (s *Service) resume(ctx context.Context, cur invocation.Record) (invocation
 				With("current_status", r.Status).With("action", ActionResume)
 			return perr
 		}
-		data, _ := json.Marshal(map[string]any{"action": ActionResume})
+		data, err := json.Marshal(map[string]any{"action": ActionResume})
+		if err != nil {
+			return err
+		}
 		ev := invocation.Event{Type: invocation.EventSignalReceived, Data: data, At: now, LogicalAttempt: r.Attempt,
 			IdempotencyKey: eventKey(r.ID, fmt.Sprintf("resume-request-%d", r.LastSeq), r.Attempt, invocation.EventSignalReceived)}
 		out, _, err = tx.Append(store.AppendRequest{TenantID: r.TenantID, InvocationID: r.ID, Events: []invocation.Event{ev}, AppendOptions: store.AppendOptions{Schedule: &store.Scheduling{AvailableAt: &now}}})
@@ -317,10 +323,12 @@ func (s *Service) transition(ctx context.Context, cur invocation.Record, action 
 	var out invocation.Record
 	err := s.update(ctx, func(tx store.Tx) error {
 		now := s.cfg.Clock.Now()
-		data, _ := json.Marshal(map[string]any{"action": action})
+		data, err := json.Marshal(map[string]any{"action": action})
+		if err != nil {
+			return err
+		}
 		ev := invocation.Event{Type: t, Data: data, At: now, LogicalAttempt: cur.Attempt,
 			IdempotencyKey: eventKey(cur.ID, "control", cur.Attempt, t)}
-		var err error
 		var appended []invocation.Event
 		if out, appended, err = tx.Append(store.AppendRequest{TenantID: cur.TenantID, InvocationID: cur.ID, Events: []invocation.Event{ev}, AppendOptions: store.AppendOptions{Schedule: &next}}); err != nil {
 			return err

@@ -68,7 +68,10 @@ func (s *Service) resolveParent(tx store.Tx, child invocation.Record, now time.T
 	if err != nil || parent.Status != invocation.StatusSuspended {
 		return err
 	}
-	data, _ := json.Marshal(map[string]any{"seq": *child.ParentSeq, "result": childResult(child), "child_invocation_id": child.ID})
+	data, err := json.Marshal(map[string]any{"seq": *child.ParentSeq, "result": childResult(child), "child_invocation_id": child.ID})
+	if err != nil {
+		return err
+	}
 	ev := invocation.Event{Type: invocation.EventJournalResolved, Data: data, At: now, LogicalAttempt: parent.Attempt,
 		IdempotencyKey: eventKey(parent.ID, "child-"+child.ID, parent.Attempt, invocation.EventJournalResolved)}
 	_, _, err = tx.Append(store.AppendRequest{TenantID: parent.TenantID, InvocationID: parent.ID, Events: []invocation.Event{ev}, AppendOptions: store.AppendOptions{Schedule: &store.Scheduling{AvailableAt: &now}}})
@@ -105,7 +108,10 @@ func (s *Service) resolveCompensation(tx store.Tx, handler invocation.Record, no
 	if handler.Status != invocation.StatusSucceeded {
 		t = invocation.EventCompensationFailed
 	}
-	data, _ := json.Marshal(map[string]any{"handler_invocation_id": handler.ID, "handler_status": handler.Status})
+	data, err := json.Marshal(map[string]any{"handler_invocation_id": handler.ID, "handler_status": handler.Status})
+	if err != nil {
+		return err
+	}
 	ev := invocation.Event{Type: t, Data: data, At: now, LogicalAttempt: wf.Attempt,
 		IdempotencyKey: eventKey(wf.ID, "handler-"+handler.ID, wf.Attempt, t)}
 	_, _, err = tx.Append(store.AppendRequest{TenantID: wf.TenantID, InvocationID: wf.ID, Events: []invocation.Event{ev}, AppendOptions: store.AppendOptions{Schedule: &store.Scheduling{}}})

@@ -580,13 +580,6 @@ func (s *Service) persistJournal(ctx context.Context, h *host, events []invocati
 	return err
 }
 
-func toMap(v any) map[string]any {
-	b, _ := json.Marshal(v)
-	var m map[string]any
-	_ = invocation.DecodeJSON(b, &m)
-	return m
-}
-
 // workflowProgram compiles a workflow once per version (the function cache compiles functions).
 func (s *Service) workflowProgram(e entrypoint.Entrypoint, d definition) (*sandbox.Program, *sandbox.Error) {
 	s.mu.Lock()

@@ -48,3 +48,22 @@ func ExampleApply() {
 	fmt.Println(string(out))
 	// Output: {"expression":{"kind":"cron","value":"0 3 * * *"},"name":"nightly"}
 }
+
+func ExampleChanged() {
+	type spec struct {
+		Name   string `json:"name"`
+		Expr   string `json:"expression"`
+		Paused bool   `json:"paused,omitempty"`
+	}
+	fields, err := mergepatch.Changed(spec{Name: "nightly", Expr: "0 2 * * *", Paused: true}, spec{Name: "nightly", Expr: "0 3 * * *"})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(fields)
+	// Output: [expression paused]
+}
+
+func TestChangedRefusesWhatDoesNotEncode(t *testing.T) {
+	_, err := mergepatch.Changed(map[string]any{"f": func() {}}, map[string]any{})
+	require.Error(t, err)
+}

@@ -60,7 +60,9 @@ func (t *TokenBucket) config(raw json.RawMessage) TokenBucketConfig {
 		return c
 	}
 	var c TokenBucketConfig
-	_ = json.Unmarshal(raw, &c)
+	if err := json.Unmarshal(raw, &c); err != nil {
+		c = TokenBucketConfig{} // undecodable: limits nothing (registration validated it)
+	}
 	if len(t.configs) >= 1024 {
 		clear(t.configs)
 	}

@@ -365,9 +365,15 @@ func (s *Service) checkCompensation(ctx context.Context, sc auth.SecurityContext
 				Params json.RawMessage `json:"params"`
 			} `json:"schema"`
 		}
-		_ = json.Unmarshal(h.Definition, &def)
+		if err := json.Unmarshal(h.Definition, &def); err != nil {
+			return fmt.Errorf("stored definition of %s: %w", h.GTSID, err)
+		}
 		var params any
-		_ = json.Unmarshal(def.Schema.Params, &params)
+		if len(def.Schema.Params) > 0 {
+			if err := json.Unmarshal(def.Schema.Params, &params); err != nil {
+				return fmt.Errorf("stored params schema of %s: %w", h.GTSID, err)
+			}
+		}
 		if params == nil {
 			r.fail(CodeCompensation, path, "compensation handler "+h.GTSID+" declares no params; it must accept a CompensationContext ($ref gts://"+compensationCtxID+")")
 			continue

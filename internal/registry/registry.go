@@ -98,7 +98,7 @@ func (s *Service) Register(ctx context.Context, sc auth.SecurityContext, body ma
 		if err := tx.InsertEntrypoint(e); err != nil {
 			return err
 		}
-		return tx.InsertAudit(s.auditEvent(ctx, sc, e, audit.EntrypointCreated, nil))
+		return s.writeAudit(ctx, tx, sc, e, audit.EntrypointCreated, nil)
 	})
 	switch {
 	case perr != nil:
@@ -270,7 +270,7 @@ func (s *Service) save(ctx context.Context, sc auth.SecurityContext, next *entry
 		if len(details) > 0 {
 			d = details[0]
 		}
-		return tx.InsertAudit(s.auditEvent(ctx, sc, *next, auditType, d))
+		return s.writeAudit(ctx, tx, sc, *next, auditType, d)
 	})
 	switch {
 	case perr != nil:
@@ -410,7 +410,7 @@ func (s *Service) Delete(ctx context.Context, sc auth.SecurityContext, id string
 			if err := tx.DeleteEntrypoint(cur.ID); err != nil {
 				return err
 			}
-			return tx.InsertAudit(s.auditEvent(ctx, sc, cur, audit.EntrypointDeleted, map[string]any{"hard_delete": true}))
+			return s.writeAudit(ctx, tx, sc, cur, audit.EntrypointDeleted, map[string]any{"hard_delete": true})
 		}
 		next = cur
 		if cur.Status == entrypoint.StatusArchived {
@@ -429,7 +429,7 @@ func (s *Service) Delete(ctx context.Context, sc auth.SecurityContext, id string
 		if err := tx.UpdateEntrypoint(&next); err != nil {
 			return err
 		}
-		return tx.InsertAudit(s.auditEvent(ctx, sc, next, audit.EntrypointDeleted, map[string]any{"archived": true, "forced": force, "in_flight": n}))
+		return s.writeAudit(ctx, tx, sc, next, audit.EntrypointDeleted, map[string]any{"archived": true, "forced": force, "in_flight": n})
 	})
 	switch {
 	case perr != nil:
@@ -442,14 +442,18 @@ func (s *Service) Delete(ctx context.Context, sc auth.SecurityContext, id string
 	return next, deleted, nil
 }
 
-func (s *Service) auditEvent(ctx context.Context, sc auth.SecurityContext, e entrypoint.Entrypoint, typ string, details any) audit.Event {
+// writeAudit records an audit event of entrypoint e in tx.
+func (s *Service) writeAudit(ctx context.Context, tx store.Tx, sc auth.SecurityContext, e entrypoint.Entrypoint, typ string, details any) error {
 	d := map[string]any{"entrypoint_id": e.GTSID, "status": e.Status}
 	if m, ok := details.(map[string]any); ok {
 		for k, v := range m {
 			d[k] = v
 		}
 	}
-	raw, _ := json.Marshal(d)
-	return audit.Event{ID: s.ids.New("aud"), TenantID: e.TenantID, Type: typ, ActorID: sc.SubjectID,
-		ResourceType: "entrypoint", ResourceID: e.ID, CorrelationID: obs.CorrelationID(ctx), At: s.clock.Now(), Details: raw}
+	ev, err := audit.WithDetails(audit.Event{ID: s.ids.New("aud"), TenantID: e.TenantID, Type: typ, ActorID: sc.SubjectID,
+		ResourceType: "entrypoint", ResourceID: e.ID, CorrelationID: obs.CorrelationID(ctx), At: s.clock.Now()}, d)
+	if err != nil {
+		return err
+	}
+	return tx.InsertAudit(ev)
 }

@@ -197,7 +197,7 @@ func (s *Service) CreateBackfill(ctx context.Context, sc auth.SecurityContext, s
 		if err := tx.InsertBackfill(&b, parts); err != nil {
 			return err
 		}
-		return tx.InsertAudit(s.backfillAudit(ctx, sc, b, audit.BackfillCreated, map[string]any{"partitions": len(parts)}))
+		return s.writeBackfillAudit(ctx, tx, sc, b, audit.BackfillCreated, map[string]any{"partitions": len(parts)})
 	})
 	switch {
 	case errors.Is(err, store.ErrConflict):
@@ -209,7 +209,8 @@ func (s *Service) CreateBackfill(ctx context.Context, sc auth.SecurityContext, s
 	return b, nil
 }
 
-func (s *Service) backfillAudit(ctx context.Context, sc auth.SecurityContext, b schedule.Backfill, typ string, details map[string]any) audit.Event {
+// writeBackfillAudit records an audit event of backfill b in tx.
+func (s *Service) writeBackfillAudit(ctx context.Context, tx store.Tx, sc auth.SecurityContext, b schedule.Backfill, typ string, details map[string]any) error {
 	d := map[string]any{"backfill_id": b.ID, "entrypoint_id": b.EntrypointID, "state": b.State}
 	if b.ScheduleID != "" {
 		d["schedule_id"] = b.ScheduleID
@@ -217,9 +218,12 @@ func (s *Service) backfillAudit(ctx context.Context, sc auth.SecurityContext, b 
 	for k, v := range details {
 		d[k] = v
 	}
-	raw, _ := json.Marshal(d)
-	return audit.Event{ID: s.o.IDs.New("aud"), TenantID: b.TenantID, Type: typ, ActorID: sc.SubjectID,
-		ResourceType: "backfill", ResourceID: b.ID, CorrelationID: obs.CorrelationID(ctx), At: s.o.Clock.Now(), Details: raw}
+	ev, err := audit.WithDetails(audit.Event{ID: s.o.IDs.New("aud"), TenantID: b.TenantID, Type: typ, ActorID: sc.SubjectID,
+		ResourceType: "backfill", ResourceID: b.ID, CorrelationID: obs.CorrelationID(ctx), At: s.o.Clock.Now()}, d)
+	if err != nil {
+		return err
+	}
+	return tx.InsertAudit(ev)
 }
 
 // GetBackfill returns a backfill of the caller's tenant.
@@ -334,7 +338,7 @@ func (s *Service) ControlBackfill(ctx context.Context, sc auth.SecurityContext, 
 			return err
 		}
 		out = b
-		return tx.InsertAudit(s.backfillAudit(ctx, sc, b, typ, nil))
+		return s.writeBackfillAudit(ctx, tx, sc, b, typ, nil)
 	})
 	if perr != nil {
 		return out, perr

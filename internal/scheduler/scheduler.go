@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
-	"slices"
 	"strings"
 	"time"
 
@@ -428,14 +427,18 @@ func (s *Service) visible(ctx context.Context, sc auth.SecurityContext, sch sche
 	return sch, nil
 }
 
-func (s *Service) auditEvent(ctx context.Context, sc auth.SecurityContext, sch schedule.Schedule, typ string, details map[string]any) audit.Event {
+// writeAudit records an audit event of schedule sch in tx.
+func (s *Service) writeAudit(ctx context.Context, tx store.Tx, sc auth.SecurityContext, sch schedule.Schedule, typ string, details map[string]any) error {
 	d := map[string]any{"schedule_id": sch.ID, "entrypoint_id": sch.EntrypointID, "status": sch.Status}
 	for k, v := range details {
 		d[k] = v
 	}
-	raw, _ := json.Marshal(d)
-	return audit.Event{ID: s.o.IDs.New("aud"), TenantID: sch.TenantID, Type: typ, ActorID: sc.SubjectID,
-		ResourceType: "schedule", ResourceID: sch.ID, CorrelationID: obs.CorrelationID(ctx), At: s.o.Clock.Now(), Details: raw}
+	ev, err := audit.WithDetails(audit.Event{ID: s.o.IDs.New("aud"), TenantID: sch.TenantID, Type: typ, ActorID: sc.SubjectID,
+		ResourceType: "schedule", ResourceID: sch.ID, CorrelationID: obs.CorrelationID(ctx), At: s.o.Clock.Now()}, d)
+	if err != nil {
+		return err
+	}
+	return tx.InsertAudit(ev)
 }
 
 // storeErr maps a store error of the schedule id to its problem.
@@ -504,7 +507,7 @@ func (s *Service) Create(ctx context.Context, sc auth.SecurityContext, spec Spec
 		if err := tx.InsertSchedule(&c.sch); err != nil {
 			return err
 		}
-		return tx.InsertAudit(s.auditEvent(ctx, sc, c.sch, audit.ScheduleCreated, nil))
+		return s.writeAudit(ctx, tx, sc, c.sch, audit.ScheduleCreated, nil)
 	})
 	switch {
 	case perr != nil:
@@ -572,11 +575,19 @@ func (s *Service) Replace(ctx context.Context, sc auth.SecurityContext, id strin
 // Patch is PATCH: body is a JSON merge patch (RFC 7396) of the writable fields.
 func (s *Service) Patch(ctx context.Context, sc auth.SecurityContext, id string, patch map[string]any, decode func([]byte, *Spec) error) (schedule.Schedule, error) {
 	return s.change(ctx, sc, id, func(cur schedule.Schedule) (Spec, error) {
-		raw, _ := json.Marshal(specOf(cur))
-		var doc map[string]any
-		_ = json.Unmarshal(raw, &doc)
-		merged, _ := json.Marshal(mergepatch.Apply(doc, patch))
 		var spec Spec
+		raw, err := json.Marshal(specOf(cur))
+		if err != nil {
+			return spec, err
+		}
+		var doc map[string]any
+		if err := json.Unmarshal(raw, &doc); err != nil {
+			return spec, err
+		}
+		merged, err := json.Marshal(mergepatch.Apply(doc, patch))
+		if err != nil {
+			return spec, err
+		}
 		return spec, decode(merged, &spec)
 	})
 }
@@ -623,7 +634,10 @@ func (s *Service) change(ctx context.Context, sc auth.SecurityContext, id string
 	// A new timing, or an activation, arms the first instant after now; otherwise the instants not
 	// handled yet (including runs queued ahead, withdrawn below) keep their place.
 	rearm := timing || (active && (cur.Status != schedule.StatusActive || cur.NextRunAt == nil))
-	fields := changedFields(specOf(cur), specOf(c.sch))
+	fields, err := mergepatch.Changed(specOf(cur), specOf(c.sch))
+	if err != nil {
+		return schedule.Schedule{}, err
+	}
 	var withdrawn []string
 	err = s.store.Update(ctx, func(tx store.Tx) error {
 		var err error
@@ -638,7 +652,7 @@ func (s *Service) change(ctx context.Context, sc auth.SecurityContext, id string
 		if err := tx.UpdateSchedule(&c.sch); err != nil {
 			return err
 		}
-		return tx.InsertAudit(s.auditEvent(ctx, sc, c.sch, audit.ScheduleUpdated, map[string]any{"updated_fields": fields}))
+		return s.writeAudit(ctx, tx, sc, c.sch, audit.ScheduleUpdated, map[string]any{"updated_fields": fields})
 	})
 	if err != nil {
 		return cur, storeErr(id, err)
@@ -679,22 +693,6 @@ func (s *Service) cancelRuns(ctx context.Context, sch schedule.Schedule, ids []s
 	}
 }
 
-func changedFields(a, b Spec) []string {
-	ja, _ := json.Marshal(a)
-	jb, _ := json.Marshal(b)
-	var ma, mb map[string]json.RawMessage
-	_ = json.Unmarshal(ja, &ma)
-	_ = json.Unmarshal(jb, &mb)
-	var out []string
-	for k, v := range mb {
-		if string(ma[k]) != string(v) {
-			out = append(out, k)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
 // Pause stops a schedule firing until Resume. Pausing a paused schedule changes nothing.
 func (s *Service) Pause(ctx context.Context, sc auth.SecurityContext, id string) (schedule.Schedule, error) {
 	if err := canWrite(sc); err != nil {
@@ -726,7 +724,7 @@ func (s *Service) Pause(ctx context.Context, sc auth.SecurityContext, id string)
 		if err := tx.UpdateSchedule(&out); err != nil {
 			return err
 		}
-		return tx.InsertAudit(s.auditEvent(ctx, sc, out, audit.SchedulePaused, nil))
+		return s.writeAudit(ctx, tx, sc, out, audit.SchedulePaused, nil)
 	})
 	if err != nil {
 		return out, storeErr(id, err)
@@ -796,7 +794,7 @@ func (s *Service) Resume(ctx context.Context, sc auth.SecurityContext, id string
 			return err
 		}
 		out.Schedule = c.sch
-		return tx.InsertAudit(s.auditEvent(ctx, sc, c.sch, audit.ScheduleResumed, map[string]any{"catch_up_missed": catchUp, "catch_up_runs_queued": out.CatchUpRunsQueued}))
+		return s.writeAudit(ctx, tx, sc, c.sch, audit.ScheduleResumed, map[string]any{"catch_up_missed": catchUp, "catch_up_runs_queued": out.CatchUpRunsQueued})
 	})
 	if err != nil {
 		return out, storeErr(id, err)
@@ -849,7 +847,7 @@ func (s *Service) Delete(ctx context.Context, sc auth.SecurityContext, id string
 		if err := tx.DeleteSchedule(sc.TenantID, id); err != nil {
 			return err
 		}
-		return tx.InsertAudit(s.auditEvent(ctx, sc, cur, audit.ScheduleDeleted, map[string]any{"cancel_in_flight": cancelInFlight}))
+		return s.writeAudit(ctx, tx, sc, cur, audit.ScheduleDeleted, map[string]any{"cancel_in_flight": cancelInFlight})
 	})
 	if err != nil {
 		return Deleted{}, storeErr(id, err)
@@ -924,7 +922,7 @@ func (s *Service) Trigger(ctx context.Context, sc auth.SecurityContext, id strin
 			return err
 		}
 		out = Triggered{ScheduleID: sch.ID, RunID: r.ID, Invocation: rec, TriggeredAt: now, TriggeredBy: sc.SubjectID, Params: rec.Params}
-		return tx.InsertAudit(s.auditEvent(ctx, sc, sch, audit.ScheduleTriggered, map[string]any{"invocation_id": rec.ID, "run_id": r.ID}))
+		return s.writeAudit(ctx, tx, sc, sch, audit.ScheduleTriggered, map[string]any{"invocation_id": rec.ID, "run_id": r.ID})
 	})
 	if err != nil {
 		return Triggered{}, storeErr(id, err)

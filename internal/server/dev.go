@@ -75,7 +75,10 @@ func (s *Server) ProvisionDev(ctx context.Context, c *DevCredentials) error {
 // fsync, rename, so a crash never leaves a truncated file; the mode is always 0600.
 func SaveDevCredentials(dataDir string, c DevCredentials) error {
 	path := filepath.Join(dataDir, "dev-credentials.json")
-	b, _ := json.MarshalIndent(c, "", "  ")
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return err
+	}
 	b = append(b, '\n')
 	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, b) {
 		return os.Chmod(path, 0o600)

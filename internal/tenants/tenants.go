@@ -165,7 +165,10 @@ func (s *Service) Replace(ctx context.Context, sc auth.SecurityContext, tenantID
 	for _, k := range readOnly {
 		delete(doc, k)
 	}
-	rest, _ := json.Marshal(doc)
+	rest, err := json.Marshal(doc)
+	if err != nil {
+		return tenant.Policy{}, problem.Internal(err)
+	}
 	return s.change(ctx, sc, tenantID, body, true, func(cur tenant.Policy, exists bool, now time.Time) (tenant.Policy, string, error) {
 		p, err := applyPatch(tenant.New(tenantID, now), rest)
 		if err != nil {
@@ -320,11 +323,18 @@ func applyPatch(p tenant.Policy, body []byte) (tenant.Policy, error) {
 	if len(issues) > 0 {
 		return p, problem.Validation("invalid tenant policy", issues)
 	}
-	cur, _ := json.Marshal(p)
+	cur, err := json.Marshal(p)
+	if err != nil {
+		return p, problem.Internal(err)
+	}
 	var doc map[string]any
-	_ = json.Unmarshal(cur, &doc)
-	merged := mergepatch.Apply(doc, patch)
-	raw, _ := json.Marshal(merged)
+	if err := json.Unmarshal(cur, &doc); err != nil {
+		return p, problem.Internal(err)
+	}
+	raw, err := json.Marshal(mergepatch.Apply(doc, patch))
+	if err != nil {
+		return p, problem.Internal(err)
+	}
 	var next tenant.Policy
 	d := json.NewDecoder(bytes.NewReader(raw))
 	d.DisallowUnknownFields()

@@ -3,7 +3,6 @@ package tokens
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -167,15 +166,17 @@ func (s *Service) CreateToken(ctx context.Context, sc auth.SecurityContext, req 
 		e := req.ExpiresAt.UTC().Truncate(time.Microsecond)
 		tk.ExpiresAt = &e
 	}
-	details, _ := json.Marshal(map[string]any{"subject_id": tk.SubjectID, "roles": tk.Roles})
-	err = s.store.Update(ctx, func(tx store.Tx) error {
-		if err := tx.InsertToken(tk); err != nil {
-			return err
-		}
-		return tx.InsertAudit(audit.Event{ID: s.ids.New("aud"), TenantID: tk.TenantID, Type: audit.TokenCreated,
-			ActorID: sc.SubjectID, ResourceType: "token", ResourceID: tk.ID, CorrelationID: obs.CorrelationID(ctx),
-			At: now, Details: details})
-	})
+	ev, err := audit.WithDetails(audit.Event{ID: s.ids.New("aud"), TenantID: tk.TenantID, Type: audit.TokenCreated,
+		ActorID: sc.SubjectID, ResourceType: "token", ResourceID: tk.ID, CorrelationID: obs.CorrelationID(ctx), At: now},
+		map[string]any{"subject_id": tk.SubjectID, "roles": tk.Roles})
+	if err == nil {
+		err = s.store.Update(ctx, func(tx store.Tx) error {
+			if err := tx.InsertToken(tk); err != nil {
+				return err
+			}
+			return tx.InsertAudit(ev)
+		})
+	}
 	if err != nil {
 		return CreatedToken{}, problem.Internal(err)
 	}

@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
-	"slices"
 	"strings"
 	"time"
 
@@ -602,7 +601,7 @@ func (s *Service) change(ctx context.Context, sc auth.SecurityContext, id, typ s
 		}
 	}
 	t.UpdatedAt = s.o.Clock.Now()
-	fields, err := changedFields(specOf(cur), specOf(t))
+	fields, err := mergepatch.Changed(specOf(cur), specOf(t))
 	if err != nil {
 		return cur, problem.Internal(err)
 	}
@@ -633,36 +632,6 @@ func (s *Service) change(ctx context.Context, sc auth.SecurityContext, id, typ s
 	}
 	s.Wake()
 	return s.render(t), nil
-}
-
-// changedFields lists the JSON members in which two specs differ.
-func changedFields(a, b Spec) ([]string, error) {
-	var ma, mb map[string]json.RawMessage
-	for _, x := range []struct {
-		spec Spec
-		into *map[string]json.RawMessage
-	}{{a, &ma}, {b, &mb}} {
-		j, err := json.Marshal(x.spec)
-		if err != nil {
-			return nil, err
-		}
-		if err := json.Unmarshal(j, x.into); err != nil {
-			return nil, err
-		}
-	}
-	var out []string
-	for k, v := range mb {
-		if string(ma[k]) != string(v) {
-			out = append(out, k)
-		}
-	}
-	for k := range ma {
-		if _, ok := mb[k]; !ok {
-			out = append(out, k)
-		}
-	}
-	slices.Sort(out)
-	return out, nil
 }
 
 // Delete deletes a trigger with its pending batch, dead letters and metrics. Invocations it started

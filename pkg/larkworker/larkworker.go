@@ -101,7 +101,9 @@ func (w *Worker) Handle(definitionID string, h HandlerFunc) {
 		var rec struct {
 			Attempt int `json:"attempt"`
 		}
-		_ = json.Unmarshal(t.Record, &rec) // informational; the server sent a valid record
+		if err := json.Unmarshal(t.Record, &rec); err != nil {
+			return nil, fmt.Errorf("larkworker: the task's record: %w", err)
+		}
 		return h(ctx, Task{InvocationID: t.InvocationID, TenantID: t.TenantID, EntrypointID: t.EntrypointID,
 			DefinitionID: t.DefinitionID, Params: t.Params, Attempt: rec.Attempt})
 	}

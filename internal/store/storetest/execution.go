@@ -355,7 +355,9 @@ func testInformationalAppend(t *testing.T, s store.Store) {
 	require.NoError(t, json.Unmarshal(first.Data, &init))
 	init.Params = json.RawMessage(`{"html":"<b>&amp;</b>","u":"é ☃ \u2028 \ud83d\ude00","big":123456789012345678901234567890,` +
 		`"f":1.5e300,"neg":-0.0,"nested":{"a":[1,2,{"b":null}],"e":{}},"esc":"line\nbreak \"q\" \\ \/"}`)
-	first.Data, _ = json.Marshal(init)
+	var err error
+	first.Data, err = json.Marshal(init)
+	require.NoError(t, err)
 	var rec invocation.Record
 	update(t, s, func(tx store.Tx) error {
 		var err error

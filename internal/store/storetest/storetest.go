@@ -497,12 +497,21 @@ func CreatedEvent(rec invocation.Record) (invocation.Event, error) {
 		IdempotencyKey: invocation.IdempotencyKey(rec.ID, "", 1, invocation.EventCreated, "")}, nil
 }
 
+// mustJSON encodes v, a value of the suite's own making (records, maps of numbers and strings);
+// failing to encode one is a bug in the suite.
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("storetest: encoding %T: %v", v, err))
+	}
+	return b
+}
+
 func NewInvocationEvent(id, tenantID, ref string, at time.Time) invocation.Event {
 	rec := invocation.Record{ID: id, TenantID: tenantID, EntrypointRef: ref,
 		EntrypointID: fnBase + "vendor.app.billing.tax.v1~", EntrypointVersion: "1.0.0", SubjectID: "u1",
 		Mode: invocation.ModeAsync, Params: json.RawMessage(`{"amount":100}`), CorrelationID: "corr_1", CreatedAt: at}
-	data, _ := json.Marshal(rec)
-	return invocation.Event{InvocationID: id, Type: invocation.EventCreated, Data: data,
+	return invocation.Event{InvocationID: id, Type: invocation.EventCreated, Data: mustJSON(rec),
 		IdempotencyKey: invocation.IdempotencyKey(id, "", 1, invocation.EventCreated, ""), LogicalAttempt: 1, At: at}
 }
 

@@ -18,9 +18,11 @@ import (
 func usageCreated(id, tenantID, ep string, cost float64, at time.Time) invocation.Event {
 	e := NewInvocationEvent(id, tenantID, "ep_"+id, at)
 	var rec invocation.Record
-	_ = json.Unmarshal(e.Data, &rec)
+	if err := json.Unmarshal(e.Data, &rec); err != nil {
+		panic(err) // NewInvocationEvent encodes a Record
+	}
 	rec.EntrypointID, rec.Cost = ep, cost
-	e.Data, _ = json.Marshal(rec)
+	e.Data = mustJSON(rec)
 	return e
 }
 
@@ -28,8 +30,7 @@ func usageCreated(id, tenantID, ep string, cost float64, at time.Time) invocatio
 func closed(id string, typ invocation.EventType, step string, billedMS, cpuMS, egress int64, cost float64, at time.Time) invocation.Event {
 	m := invocation.Metrics{DurationMS: &billedMS, BilledDurationMS: &billedMS, CPUTimeMS: &cpuMS, MemoryLimitMB: new(int64), EgressBytes: &egress}
 	*m.MemoryLimitMB = 256
-	data, _ := json.Marshal(map[string]any{"metrics": m, "cost": cost})
-	return ev(id, typ, step, string(data), at)
+	return ev(id, typ, step, string(mustJSON(map[string]any{"metrics": m, "cost": cost})), at)
 }
 
 // testUsageAggregates: the usage aggregates are a projection of the event log written with it:
