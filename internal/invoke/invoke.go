@@ -67,6 +67,10 @@ type Config struct {
 	// Announce, when set, is called too when a committed write queued work, to wake the other nodes
 	// sharing the store (internal/wakeup); it must not block. Freed slots wake this node only.
 	Announce func()
+	// AnnounceFinished, when set, is called with the id of a sync invocation whose end a write of
+	// this process committed after the transaction that started it (a sync workflow's later
+	// activation), so that the node whose request waits for it is woken (wakeup.Hub.Finished).
+	AnnounceFinished func(id string)
 	// RateLimiters are the RateLimiter plugins by strategy (default: ratelimit.Default()).
 	RateLimiters *ratelimit.Registry
 	// MaxDepth bounds r_invoke_v1 nesting (default 8): an invocation started through the API (or a
@@ -239,6 +243,17 @@ func (s *Service) SetWake(f func()) { s.cfg.Wake = f }
 
 // SetAnnounce sets Config.Announce (the server builds the wake-up hub after the service).
 func (s *Service) SetAnnounce(f func()) { s.cfg.Announce = f }
+
+// SetAnnounceFinished sets Config.AnnounceFinished.
+func (s *Service) SetAnnounceFinished(f func(id string)) { s.cfg.AnnounceFinished = f }
+
+// WakeFinished wakes this process's sync requests waiting for the invocations ids, whose end
+// another node committed (wakeup.Options.Finished).
+func (s *Service) WakeFinished(ids []string) {
+	for _, id := range ids {
+		s.finished(id)
+	}
+}
 
 // EndHook hears of every invocation a write of invoke's leaves in a terminal status, inside that
 // write's transaction (before it commits): the event triggers service records there the outcome of

@@ -105,11 +105,15 @@ func (n *notingTx) report() {
 		}
 	}
 	for i := range n.changed {
-		if n.changed[i].Status.Terminal() {
+		rec := &n.changed[i]
+		if rec.Status.Terminal() {
 			if !s.noObserver {
-				s.cfg.Observer.Finished(n.changed[i])
+				s.cfg.Observer.Finished(*rec)
 			}
-			s.finished(n.changed[i].ID)
+			s.finished(rec.ID)
+			if rec.Mode == invocation.ModeSync && s.cfg.AnnounceFinished != nil && !n.createdHere(rec.ID) {
+				s.cfg.AnnounceFinished(rec.ID)
+			}
 		}
 	}
 	if n.wake {
@@ -122,6 +126,17 @@ func (n *notingTx) report() {
 		s.cfg.Logger.Info("event emitted", "tenant_id", ev.TenantID, "event_id", ev.ID, "event_type_id", ev.TypeID,
 			"source", ev.Source, "correlation_id", ev.CorrelationID)
 	}
+}
+
+// createdHere reports whether invocation id was created in this transaction (a sync function's
+// start and end are one transaction: no request waits for it elsewhere).
+func (n *notingTx) createdHere(id string) bool {
+	for i := range n.created {
+		if n.created[i].ID == id {
+			return true
+		}
+	}
+	return false
 }
 
 // scheduled notes queue state that makes work runnable.

@@ -142,3 +142,59 @@ func TestWakeUpCrossesNodes(t *testing.T) {
 	}, 10*time.Second, 10*time.Millisecond, "node B did not run the invocation node A queued")
 	t.Logf("queued on A, run on B in %v (B's poll: 1 min)", time.Since(started).Round(time.Millisecond))
 }
+
+// TestSyncWorkflowEndCrossesNodes: a sync invocation of a workflow taken by node A (which runs no
+// dispatcher) parks on a timer; node B runs its next activation and commits its end; A's waiting
+// request answers at once, though A reads the store for it only once a minute: B's commit
+// notified A.
+func TestSyncWorkflowEndCrossesNodes(t *testing.T) {
+	url := pgtest.Schema(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	data := t.TempDir()
+	a, err := New(ctx, Config{Addr: "127.0.0.1:0", DataDir: data, Store: url, NodeID: "a", SyncPoll: time.Minute})
+	require.NoError(t, err)
+	defer a.Close()
+	creds, err := LoadOrCreateDevAdmin(data)
+	require.NoError(t, err)
+	require.NoError(t, a.ProvisionDev(ctx, &creds))
+	go a.RunWakeups(ctx) // A hears B's notifications; it claims nothing
+	b, err := New(ctx, Config{Addr: "127.0.0.1:0", DataDir: t.TempDir(), Store: url, NodeID: "b"})
+	require.NoError(t, err)
+	ln, err := b.Listen()
+	require.NoError(t, err)
+	bctx, stopB := context.WithCancel(ctx)
+	bdone := make(chan error, 1)
+	go func() { bdone <- b.Serve(bctx, ln) }()
+	defer func() { stopB(); <-bdone }()
+
+	api := httptest.NewServer(a.Handler())
+	defer api.Close()
+	call := func(method, path, body string, want int) map[string]any {
+		t.Helper()
+		req, err := http.NewRequest(method, api.URL+"/api/serverless-runtime/v1"+path, strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+creds.Token)
+		req.Header.Set("Content-Type", "application/json")
+		res, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer res.Body.Close()
+		var out map[string]any
+		require.NoError(t, json.NewDecoder(res.Body).Decode(&out))
+		require.Equal(t, want, res.StatusCode, "%s %s: %v", method, path, out)
+		return out
+	}
+	const wf = "gts.x.core.serverless.entrypoint.v1~x.core.serverless.workflow.v1~vendor.app.wake.nap.v1~"
+	call(http.MethodPost, "/entrypoints", `{"entrypoint_id":"`+wf+`","title":"nap","owner":{"owner_type":"tenant"},
+		"schema":{"params":{"type":"object"}},"traits":{"invocation":{"supported":["sync","async"],"default":"sync"},"limits":{"timeout_seconds":30},
+		"retry":{"max_attempts":1},"workflow":{"compensation":{"on_failure":null,"on_cancel":null},"checkpointing":{"strategy":"automatic"},"max_suspension_days":1}},
+		"implementation":{"adapter":"gts.x.core.serverless.adapter.starlark.v1~","kind":"code",
+		"code":{"language":"starlark","source":"def main(ctx, input):\n  r_sleep(300)\n  return {\"ok\": True}\n"}}}`, http.StatusCreated)
+	call(http.MethodPost, "/entrypoints/"+wf+":status", `{"action":"activate"}`, http.StatusOK)
+	started := time.Now()
+	out := call(http.MethodPost, "/invocations", `{"entrypoint_id":"`+wf+`","mode":"sync","params":{}}`, http.StatusOK)
+	took := time.Since(started)
+	require.Equal(t, "succeeded", out["record"].(map[string]any)["status"], "%v", out)
+	require.Less(t, took, 20*time.Second, "the request waited for A's poll, not B's notification")
+	t.Logf("sync workflow taken by A, finished by B, answered in %v (A's poll: 1 min)", took.Round(time.Millisecond))
+}

@@ -105,6 +105,9 @@ type Config struct {
 	// DispatchPoll is the dispatcher's longest sleep between two claims when nothing woke it (default
 	// 1 s): the fallback for work queued by another node whose wake-up was lost.
 	DispatchPoll time.Duration
+	// SyncPoll is how often a request waiting for a sync workflow's end reads the store (default
+	// 1 s): the fallback for an end committed by another node whose notification was lost.
+	SyncPoll time.Duration
 	// UnsafeEgressAllowLoopback lets user code reach 127.0.0.0/8 and ::1. TEST ONLY: end-to-end
 	// tests point r_http_* at httptest servers with it. Every other address rule still applies.
 	UnsafeEgressAllowLoopback bool
@@ -325,7 +328,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.Invoke = invoke.NewService(invoke.Config{Remote: remote, Store: st, Schemas: schemas, Programs: sandbox.NewCache(1024), Secrets: s.Secrets,
 		Egress: egress.New(egress.Options{AllowLoopback: cfg.UnsafeEgressAllowLoopback}), Clock: c, IDs: ids, Logger: cfg.Logger,
-		Node: cfg.NodeID, Pricing: cfg.Pricing, Observer: s.Metrics, MaxPayloadBytes: cfg.MaxPayloadBytes, CPU: cpuScheduler(cfg.CPUSlots, cfg.CPUNice, cfg.Logger)})
+		Node: cfg.NodeID, Pricing: cfg.Pricing, Observer: s.Metrics, MaxPayloadBytes: cfg.MaxPayloadBytes, CPU: cpuScheduler(cfg.CPUSlots, cfg.CPUNice, cfg.Logger),
+		SyncPoll: cfg.SyncPoll})
 	if s.Workers != nil {
 		for _, col := range s.Workers.Collectors() {
 			if err := s.Metrics.Registry().Register(col); err != nil {
@@ -380,8 +384,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		s.Leader = leader.New(st, leader.Options{Holder: cfg.NodeID, TTL: cfg.LeaderTTL, Renew: cfg.LeaderRenew, Clock: c, Logger: cfg.Logger})
 		if t, ok := st.(wakeup.Transport); ok {
 			s.hub = wakeup.New(t, wakeup.Options{Node: cfg.NodeID, Logger: cfg.Logger,
-				Local: []func(){s.dispatch.Wake, s.Schedules.WakeLocal, s.Triggers.WakeLocal}})
+				Local: []func(){s.dispatch.Wake, s.Schedules.WakeLocal, s.Triggers.WakeLocal}, Finished: s.Invoke.WakeFinished})
 			s.Invoke.SetAnnounce(s.hub.Announce)
+			s.Invoke.SetAnnounceFinished(s.hub.Finished)
 			s.Schedules.SetAnnounce(s.hub.Announce)
 			s.Triggers.SetAnnounce(s.hub.Announce)
 		}

@@ -12,6 +12,11 @@
 // wake-ups run once, since notifications sent while it was down are lost. The loops keep their poll
 // intervals as the fallback: a lost notification delays work, it never loses it.
 //
+// Finished carries the ends of sync workflows across nodes the same way: a sync invocation of a
+// workflow waits on the node that took the request, while its later activations run wherever they
+// are claimed; the node that commits its end tells the others (Finished), so the waiting request
+// answers at once instead of at its next poll of the store.
+//
 // On the embedded SQLite store there is one node and no Hub: the services wake their loops
 // directly.
 package wakeup
@@ -19,8 +24,20 @@ package wakeup
 import (
 	"context"
 	"log/slog"
+	"strings"
+	"sync"
 	"time"
 )
+
+// MaxPendingFinished bounds the ends waiting to be sent; beyond it they are dropped (the waiting
+// requests find them at their next poll of the store).
+const MaxPendingFinished = 4096
+
+// maxPayload bounds one notification's payload (PostgreSQL's limit is 8000 bytes).
+const maxPayload = 7000
+
+// finishedSep starts the list of ids of a Finished notification, after the node id.
+const finishedSep = "\nfinished:"
 
 // Transport sends and receives the notifications (pgstore.Store implements it).
 type Transport interface {
@@ -37,6 +54,9 @@ type Options struct {
 	Node string
 	// Local are the node's wake-ups, each non-blocking, called on every notification of another node.
 	Local []func()
+	// Finished, when set, is called with the invocation ids another node announced the end of
+	// (Hub.Finished); it must not block.
+	Finished func(ids []string)
 	// MinBackoff and MaxBackoff bound the wait before reconnecting a lost listener (defaults 100 ms,
 	// 10 s; doubling).
 	MinBackoff, MaxBackoff time.Duration
@@ -49,6 +69,8 @@ type Hub struct {
 	t       Transport
 	o       Options
 	pending chan struct{}
+	mu      sync.Mutex
+	ended   []string // ids to send in Finished notifications
 }
 
 // New returns a hub over t.
@@ -74,6 +96,18 @@ func (h *Hub) Announce() {
 	}
 }
 
+// Finished tells the other nodes that invocation id ended (a sync workflow whose request may wait
+// on another node). It never blocks; ends announced while one is being sent go in the next
+// notification, a few hundred to one.
+func (h *Hub) Finished(id string) {
+	h.mu.Lock()
+	if len(h.ended) < MaxPendingFinished && !strings.ContainsAny(id, ",\n") {
+		h.ended = append(h.ended, id)
+	}
+	h.mu.Unlock()
+	h.Announce()
+}
+
 // Run sends the announcements and listens for the other nodes' until ctx ends.
 func (h *Hub) Run(ctx context.Context) {
 	done := make(chan struct{})
@@ -89,10 +123,41 @@ func (h *Hub) send(ctx context.Context) {
 			return
 		case <-h.pending:
 		}
-		if err := h.t.Notify(ctx, h.o.Node); err != nil && ctx.Err() == nil {
-			h.o.Logger.Warn("wake-up: notify failed; the other nodes find the work at their next poll", "err", err)
+		h.mu.Lock()
+		ended := h.ended
+		h.ended = nil
+		h.mu.Unlock()
+		payloads := []string{h.o.Node}
+		if len(ended) > 0 {
+			payloads = finishedPayloads(h.o.Node, ended)
+		}
+		for _, p := range payloads {
+			if err := h.t.Notify(ctx, p); err != nil && ctx.Err() == nil {
+				h.o.Logger.Warn("wake-up: notify failed; the other nodes find the work at their next poll", "err", err)
+			}
 		}
 	}
+}
+
+// finishedPayloads packs ids into notifications of at most maxPayload bytes: the node id, then
+// finishedSep and the ids comma-separated. Each also wakes the other nodes' loops, as an
+// announcement does.
+func finishedPayloads(node string, ids []string) []string {
+	var out []string
+	var b strings.Builder
+	for _, id := range ids {
+		if b.Len() > 0 && b.Len()+1+len(id) > maxPayload {
+			out = append(out, b.String())
+			b.Reset()
+		}
+		if b.Len() == 0 {
+			b.WriteString(node + finishedSep)
+		} else {
+			b.WriteByte(',')
+		}
+		b.WriteString(id)
+	}
+	return append(out, b.String())
 }
 
 func (h *Hub) listen(ctx context.Context) {
@@ -104,8 +169,13 @@ func (h *Hub) listen(ctx context.Context) {
 			backoff = h.o.MinBackoff
 			h.wakeLocal() // what was announced while not listening
 		}, func(payload string) {
-			if payload != h.o.Node {
-				h.wakeLocal()
+			node, ids, finished := strings.Cut(payload, finishedSep)
+			if node == h.o.Node {
+				return
+			}
+			h.wakeLocal()
+			if finished && h.o.Finished != nil && ids != "" {
+				h.o.Finished(strings.Split(ids, ","))
 			}
 		})
 		if ctx.Err() != nil {

@@ -2,6 +2,8 @@ package wakeup_test
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -73,4 +75,68 @@ func TestAcrossNodes(t *testing.T) {
 		break
 	}
 	require.Empty(t, wokeOther, "a hub in another schema was woken")
+}
+
+// fakeTransport delivers every notification to every listener, in process.
+type fakeTransport struct {
+	mu        sync.Mutex
+	listeners []func(string)
+	sent      []string
+}
+
+func (f *fakeTransport) Notify(_ context.Context, payload string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.sent = append(f.sent, payload)
+	for _, l := range f.listeners {
+		l(payload)
+	}
+	return nil
+}
+
+func (f *fakeTransport) Listen(ctx context.Context, ready func(), fn func(string)) error {
+	f.mu.Lock()
+	f.listeners = append(f.listeners, fn)
+	f.mu.Unlock()
+	ready()
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestFinishedAcrossNodes: ends announced on node A reach node B's Finished callback (and wake its
+// loops), never A's own; many ends are packed into notifications within PostgreSQL's payload bound.
+func TestFinishedAcrossNodes(t *testing.T) {
+	tr := &fakeTransport{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	gotA, gotB := map[string]bool{}, map[string]bool{}
+	finished := func(into map[string]bool) func([]string) {
+		return func(ids []string) {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, id := range ids {
+				into[id] = true
+			}
+		}
+	}
+	hubA := wakeup.New(tr, wakeup.Options{Node: "a", Finished: finished(gotA)})
+	hubB := wakeup.New(tr, wakeup.Options{Node: "b", Finished: finished(gotB)})
+	go hubA.Run(ctx)
+	go hubB.Run(ctx)
+	require.Eventually(t, func() bool { tr.mu.Lock(); defer tr.mu.Unlock(); return len(tr.listeners) == 2 }, 10*time.Second, time.Millisecond)
+
+	const n = 600 // more than fit one notification
+	for i := range n {
+		hubA.Finished(fmt.Sprintf("inv_%040d", i))
+	}
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(gotB) == n }, 10*time.Second, time.Millisecond)
+	mu.Lock()
+	require.Empty(t, gotA, "A heard its own ends")
+	mu.Unlock()
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	for _, p := range tr.sent {
+		require.LessOrEqual(t, len(p), 8000, "a notification within PostgreSQL's payload bound")
+	}
 }
