@@ -26,7 +26,7 @@ var (
 	// Pending scenarios and the features they wait for.
 	Pending = map[string]string{}
 	// All is every scenario name in table order.
-	All = []string{"sync", "async", "coldstart", "workflow10", "sleepers", "cron10k", "events"}
+	All = []string{"sync", "async", "coldstart", "workflow10", "sleepers", "cron10k", "events", "heartbeat"}
 )
 
 // Goals from the issue.
@@ -313,6 +313,8 @@ func Run(ctx context.Context, bin string, o Options, log io.Writer) (*Report, er
 			s = r.Cron10k(ctx)
 		case "events":
 			s = r.Events(ctx)
+		case "heartbeat":
+			s = r.Heartbeats(ctx)
 		default:
 			s = Scenario{Name: name, Status: StatusNotAvailable, Note: Pending[name], Result: ResultNA}
 		}
@@ -352,7 +354,8 @@ func (r *Runner) profilePath(name string) string {
 type lark struct {
 	*Child
 	api     *API
-	token   string // admin of BenchTenant
+	token    string // admin of BenchTenant
+	operator string // the platform operator's token
 	dataDir string
 	profile string
 	// pg is the scenario's own database or schema when the store is PostgreSQL (nil on SQLite); pg0 are
@@ -363,7 +366,7 @@ type lark struct {
 
 // startLark starts `lark serve` on a fresh data directory with a random operator token,
 // provisions the bench tenant and returns it with a keep-alive client for conns callers.
-func (r *Runner) startLark(ctx context.Context, scenario string, conns int) (*lark, error) {
+func (r *Runner) startLark(ctx context.Context, scenario string, conns int, extra ...string) (*lark, error) {
 	dir, err := os.MkdirTemp("", "lark-bench-"+scenario+"-")
 	if err != nil {
 		return nil, err
@@ -374,7 +377,7 @@ func (r *Runner) startLark(ctx context.Context, scenario string, conns int) (*la
 		return nil, err
 	}
 	operator := "bench-operator-" + hex.EncodeToString(secret)
-	l := &lark{dataDir: dir, profile: r.profilePath(scenario)}
+	l := &lark{dataDir: dir, profile: r.profilePath(scenario), operator: operator}
 	storeArg := r.Opts.Store
 	if isPostgres(storeArg) {
 		if l.pg, err = newPGSchema(ctx, storeArg, scenario); err != nil {
@@ -396,7 +399,7 @@ func (r *Runner) startLark(ctx context.Context, scenario string, conns int) (*la
 	if l.profile != "" {
 		args = append(args, "--cpuprofile", l.profile, "--memprofile", strings.TrimSuffix(l.profile, ".pprof")+".allocs.pprof")
 	}
-	args = append(args, r.Opts.ServerArgs...)
+	args = append(append(args, extra...), r.Opts.ServerArgs...)
 	child, err := StartChild("lark serve ("+scenario+")", r.Bin, args, childEnv("LARK_ADMIN_TOKEN="+operator), startTimeout)
 	if err != nil {
 		l.dropSchema()

@@ -194,7 +194,8 @@ func TestBenchCommand(t *testing.T) {
 
 // On PostgreSQL (LARK_TEST_POSTGRES_URL): async and workflow10 at small sizes, each in a database
 // of its own that is dropped afterwards (the test role may create databases); async is compared with the raw SKIP LOCKED loop, and both
-// report PostgreSQL's writes.
+// report PostgreSQL's writes; heartbeat measures the writes of a worker's heartbeats against a
+// control without them.
 func TestBenchCommandPostgres(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the lark binary")
@@ -202,9 +203,9 @@ func TestBenchCommandPostgres(t *testing.T) {
 	base := pgtest.URL(t)
 	dir := t.TempDir()
 	bin := buildLark(t, dir)
-	_, rep := runBench(t, bin, dir, "--store", base, "--scale", "small", "--scenarios", "async,workflow10", "--async-n", "500", "--workflow10-n", "50")
-	require.Len(t, rep.Scenarios, 2)
-	for _, s := range rep.Scenarios {
+	_, rep := runBench(t, bin, dir, "--store", base, "--scale", "small", "--scenarios", "async,workflow10,heartbeat", "--async-n", "500", "--workflow10-n", "50")
+	require.Len(t, rep.Scenarios, 3)
+	for _, s := range rep.Scenarios[:2] {
 		require.Equal(t, bench.StatusOK, s.Status, "%s: %s", s.Name, s.Error)
 		require.Positive(t, s.Throughput, s.Name)
 		require.NotNil(t, s.StoreWrites, s.Name)
@@ -222,6 +223,14 @@ func TestBenchCommandPostgres(t *testing.T) {
 	require.Equal(t, "step", rep.Scenarios[1].StoreWrites.Per)
 
 	require.Contains(t, a.StoreWrites.CommitsSource, "own database", "the test role may create databases")
+
+	hb := rep.Scenarios[2]
+	require.Equal(t, bench.StatusOK, hb.Status, "%s", hb.Error)
+	require.NotNil(t, hb.Heartbeats)
+	require.Greater(t, hb.Heartbeats.Heartbeats, int64(20), "a heartbeat every 50 ms for 5 s")
+	require.LessOrEqual(t, hb.Heartbeats.ControlHeartbeats, int64(2), "the control's worker does not heartbeat")
+	require.Zero(t, hb.Heartbeats.ServerCountedWrites)
+	require.Less(t, hb.Heartbeats.RowsPerHeartbeat, 0.5, "a heartbeat writes no row")
 
 	// Every scenario's database (or schema) is gone.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -172,17 +172,13 @@ type StoreWrites struct {
 	RowsDeleted   int64   `json:"rows_deleted"`
 	CommitsPer    float64 `json:"commits_per_unit"`
 	RowsPer       float64 `json:"rows_written_per_unit"`
-	PerHeartbeat  string  `json:"per_heartbeat"`
 	CommitsSource string  `json:"commits_source"`
 }
-
-// heartbeatNote is StoreWrites.PerHeartbeat until remote workers heartbeat.
-const heartbeatNote = "n/a: remote workers (lark worker) and their heartbeats are not in this build; the field is where their figure goes"
 
 func storeWrites(before, after pgCounters, per string, units int, ownDB bool) *StoreWrites {
 	w := &StoreWrites{Per: per, Units: units, Commits: after.Commits - before.Commits,
 		RowsInserted: after.Inserted - before.Inserted, RowsUpdated: after.Updated - before.Updated,
-		RowsDeleted: after.Deleted - before.Deleted, PerHeartbeat: heartbeatNote,
+		RowsDeleted: after.Deleted - before.Deleted,
 		CommitsSource: "pg_stat_database.xact_commit of the whole --store database, other clients included (read-only transactions included)"}
 	if ownDB {
 		w.CommitsSource = "pg_stat_database.xact_commit of the scenario's own database (read-only transactions included)"

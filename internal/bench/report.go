@@ -78,6 +78,8 @@ type Scenario struct {
 	Sleepers   *SleepersDetail   `json:"sleepers,omitempty"`
 	Cron10k    *Cron10kDetail    `json:"cron10k,omitempty"`
 	Events     *EventsDetail     `json:"events,omitempty"`
+	// Heartbeats is the heartbeat scenario's breakdown.
+	Heartbeats *HeartbeatDetail `json:"heartbeats,omitempty"`
 	Profile    string            `json:"cpu_profile,omitempty"`
 	// StoreWrites is what PostgreSQL counted (async, workflow10 on a PostgreSQL store).
 	StoreWrites *StoreWrites `json:"store_writes,omitempty"`
@@ -400,8 +402,14 @@ func details(s Scenario) []string {
 			c.Cores, c.WindowS, msCell(c.Lag.MaxMs), msCell(c.StartLag.P50Ms), msCell(c.StartLag.P99Ms), c.FetchS))
 	}
 	if w := s.StoreWrites; w != nil {
-		out = append(out, fmt.Sprintf("%s: PostgreSQL counted %d commits (%s) and %d rows inserted, %d updated, %d deleted in the scenario's tables: %.2f commits and %.1f rows written per %s (%d); per heartbeat: n/a (no remote workers yet)",
+		out = append(out, fmt.Sprintf("%s: PostgreSQL counted %d commits (%s) and %d rows inserted, %d updated, %d deleted in the scenario's tables: %.2f commits and %.1f rows written per %s (%d)",
 			s.Name, w.Commits, commitsScope(w), w.RowsInserted, w.RowsUpdated, w.RowsDeleted, w.CommitsPer, w.RowsPer, w.Per, w.Units))
+	}
+	if h := s.Heartbeats; h != nil && h.Writes != nil && h.ControlWrites != nil {
+		rows := func(w *StoreWrites) int64 { return w.RowsInserted + w.RowsUpdated + w.RowsDeleted }
+		out = append(out, fmt.Sprintf("heartbeat: %d tasks held %.0f s by one worker; heartbeat every %d ms: %d heartbeats carrying %d task reports, PostgreSQL counted %d commits and %d rows; control (no heartbeats, %d sent): %d commits and %d rows; per heartbeat beyond the control: %.3f commits, %.3f rows; the server counted %d heartbeat writes",
+			h.Tasks, h.HoldS, h.IntervalMS, h.Heartbeats, h.TaskReports, h.Writes.Commits, rows(h.Writes), h.ControlHeartbeats,
+			h.ControlWrites.Commits, rows(h.ControlWrites), h.CommitsPerHeartbeat, h.RowsPerHeartbeat, h.ServerCountedWrites))
 	}
 	if e := s.Events; e != nil {
 		out = append(out, fmt.Sprintf("events: %d events to %d triggers with CEL filters (each event matches one), %d clients: accepted %s in %.1f s (p50/p99 in the table), all %d invocations ended after %.1f s: %s delivered; CEL %.1f µs per event (%.0f ns per filter)",
