@@ -19,7 +19,7 @@ import (
 func benchCmd() *cobra.Command {
 	var o bench.Options
 	var scenarios string
-	c := &cobra.Command{Use: "bench", Short: "Measure Lark (sync, async, coldstart, workflow10, sleepers, cron10k, events) against baselines run on this machine",
+	c := &cobra.Command{Use: "bench", Short: "Measure Lark (sync, async, coldstart, workflow10, sleepers, cron10k, events, heartbeat) against baselines run on this machine",
 		Long: strings.TrimSpace(`
 Runs the named scenarios, each against its own "lark serve" child process (this binary) on a fresh
 temporary data directory, and prints a Markdown table: throughput, p50/p99 latency, the server's
@@ -35,6 +35,8 @@ Every raw figure, the machine and the flags go to the JSON file (--out).
   cron10k     10k schedules firing every minute: fire lag p99 and server CPU
   events      20k events published to 100 triggers with CEL filters: accepted and delivered
               events/s, CEL cost per event, vs raw inserts of the same rows
+  heartbeat   (PostgreSQL) a worker's heartbeats: rows and commits per heartbeat beyond a
+              control server whose worker holds the same tasks without heartbeating
 
 --scale small runs every scenario at sizes that finish in well under a minute (CI); --scale full
 is the defaults with 100,000 sleepers. A size flag given explicitly overrides the preset.

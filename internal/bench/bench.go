@@ -353,11 +353,11 @@ func (r *Runner) profilePath(name string) string {
 // lark is one `lark serve` child with the bench tenant provisioned.
 type lark struct {
 	*Child
-	api     *API
+	api      *API
 	token    string // admin of BenchTenant
 	operator string // the platform operator's token
-	dataDir string
-	profile string
+	dataDir  string
+	profile  string
 	// pg is the scenario's own database or schema when the store is PostgreSQL (nil on SQLite); pg0 are
 	// PostgreSQL's counters before the server started.
 	pg  *pgSchema

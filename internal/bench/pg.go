@@ -178,7 +178,7 @@ type StoreWrites struct {
 func storeWrites(before, after pgCounters, per string, units int, ownDB bool) *StoreWrites {
 	w := &StoreWrites{Per: per, Units: units, Commits: after.Commits - before.Commits,
 		RowsInserted: after.Inserted - before.Inserted, RowsUpdated: after.Updated - before.Updated,
-		RowsDeleted: after.Deleted - before.Deleted,
+		RowsDeleted:   after.Deleted - before.Deleted,
 		CommitsSource: "pg_stat_database.xact_commit of the whole --store database, other clients included (read-only transactions included)"}
 	if ownDB {
 		w.CommitsSource = "pg_stat_database.xact_commit of the scenario's own database (read-only transactions included)"

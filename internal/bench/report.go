@@ -80,7 +80,7 @@ type Scenario struct {
 	Events     *EventsDetail     `json:"events,omitempty"`
 	// Heartbeats is the heartbeat scenario's breakdown.
 	Heartbeats *HeartbeatDetail `json:"heartbeats,omitempty"`
-	Profile    string            `json:"cpu_profile,omitempty"`
+	Profile    string           `json:"cpu_profile,omitempty"`
 	// StoreWrites is what PostgreSQL counted (async, workflow10 on a PostgreSQL store).
 	StoreWrites *StoreWrites `json:"store_writes,omitempty"`
 }
