@@ -338,6 +338,9 @@ func root() *cobra.Command {
 		SilenceUsage: true, SilenceErrors: true}
 	cmd.AddCommand(serveCmd(), devCmd(), workerCmd())
 	cmd.AddCommand(benchCmd(), benchEchoCmd())
+	cmd.AddCommand(versionCmd())
+	cmd.Version = readVersion().String()
+	cmd.SetVersionTemplate("{{.Version}}\n")
 	return cmd
 }
 

@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"go.starlark.net/starlark"
-	"go.starlark.net/starlarkstruct"
+	"github.com/larkrun/lark/third_party/go.starlark.net/starlark"
+	"github.com/larkrun/lark/third_party/go.starlark.net/starlarkstruct"
 )
 
 // helperImpls implements the function helpers (functionHelpers).

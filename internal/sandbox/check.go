@@ -9,8 +9,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"go.starlark.net/resolve"
-	"go.starlark.net/syntax"
+	"github.com/larkrun/lark/third_party/go.starlark.net/resolve"
+	"github.com/larkrun/lark/third_party/go.starlark.net/syntax"
 )
 
 // Diagnostic codes.

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"go.starlark.net/syntax"
+	"github.com/larkrun/lark/third_party/go.starlark.net/syntax"
 
 	"github.com/larkrun/lark/internal/gts"
 )

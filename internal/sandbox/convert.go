@@ -12,8 +12,8 @@ import (
 	"strconv"
 	"strings"
 
-	"go.starlark.net/starlark"
-	"go.starlark.net/starlarkstruct"
+	"github.com/larkrun/lark/third_party/go.starlark.net/starlark"
+	"github.com/larkrun/lark/third_party/go.starlark.net/starlarkstruct"
 
 	"github.com/larkrun/lark/internal/invocation"
 )

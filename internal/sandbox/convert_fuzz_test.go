@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"go.starlark.net/starlark"
+	"github.com/larkrun/lark/third_party/go.starlark.net/starlark"
 
 	"github.com/larkrun/lark/internal/invocation"
 )

@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 
-	"go.starlark.net/starlark"
+	"github.com/larkrun/lark/third_party/go.starlark.net/starlark"
 
 	"github.com/larkrun/lark/internal/gts"
 )

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"go.starlark.net/starlark"
-	"go.starlark.net/syntax"
+	"github.com/larkrun/lark/third_party/go.starlark.net/starlark"
+	"github.com/larkrun/lark/third_party/go.starlark.net/syntax"
 )
 
 // errBase is the GTS base type of every runtime error (000's family).

@@ -20,8 +20,8 @@ import (
 	"sync"
 	"time"
 
-	"go.starlark.net/starlark"
-	"go.starlark.net/syntax"
+	"github.com/larkrun/lark/third_party/go.starlark.net/starlark"
+	"github.com/larkrun/lark/third_party/go.starlark.net/syntax"
 )
 
 // MaxSourceBytes is the largest source file Check accepts.

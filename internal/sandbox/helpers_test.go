@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"go.starlark.net/starlark"
+	"github.com/larkrun/lark/third_party/go.starlark.net/starlark"
 )
 
 func TestFileOptions(t *testing.T) {

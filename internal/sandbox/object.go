@@ -5,8 +5,8 @@ import (
 	"slices"
 	"sort"
 
-	"go.starlark.net/starlark"
-	"go.starlark.net/syntax"
+	"github.com/larkrun/lark/third_party/go.starlark.net/starlark"
+	"github.com/larkrun/lark/third_party/go.starlark.net/syntax"
 )
 
 // Object is the immutable Starlark value of a JSON object: the input of

@@ -7,12 +7,12 @@ import (
 	"sort"
 	"sync"
 
-	"go.starlark.net/lib/json"
-	"go.starlark.net/lib/math"
-	"go.starlark.net/resolve"
-	"go.starlark.net/starlark"
-	"go.starlark.net/starlarkstruct"
-	"go.starlark.net/syntax"
+	"github.com/larkrun/lark/third_party/go.starlark.net/lib/json"
+	"github.com/larkrun/lark/third_party/go.starlark.net/lib/math"
+	"github.com/larkrun/lark/third_party/go.starlark.net/resolve"
+	"github.com/larkrun/lark/third_party/go.starlark.net/starlark"
+	"github.com/larkrun/lark/third_party/go.starlark.net/starlarkstruct"
+	"github.com/larkrun/lark/third_party/go.starlark.net/syntax"
 )
 
 // Program is a compiled entrypoint: parsed, resolved against the names

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"go.starlark.net/starlark"
+	"github.com/larkrun/lark/third_party/go.starlark.net/starlark"
 )
 
 // Promise is the Starlark value of a host call started by an I/O helper

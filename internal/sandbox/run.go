@@ -7,8 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.starlark.net/starlark"
-	"go.starlark.net/syntax"
+	"github.com/larkrun/lark/third_party/go.starlark.net/starlark"
+	"github.com/larkrun/lark/third_party/go.starlark.net/syntax"
 )
 
 // StepsPerCPUSecond converts between the interpreter's abstract steps and

@@ -33,7 +33,7 @@ import (
 	"sync"
 	"time"
 
-	"go.starlark.net/starlark"
+	"github.com/larkrun/lark/third_party/go.starlark.net/starlark"
 )
 
 // JournalEntry is one recorded workflow helper call.

@@ -6,7 +6,7 @@ import (
 	"github.com/larkrun/lark/internal/invocation"
 	"time"
 
-	"go.starlark.net/starlark"
+	"github.com/larkrun/lark/third_party/go.starlark.net/starlark"
 )
 
 // workflowStep is the callable step object returned by r_step_v1(name, fn,

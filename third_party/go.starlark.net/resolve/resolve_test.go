@@ -8,10 +8,10 @@ import (
 	"strings"
 	"testing"
 
-	"go.starlark.net/internal/chunkedfile"
-	"go.starlark.net/resolve"
-	"go.starlark.net/starlarktest"
-	"go.starlark.net/syntax"
+	"github.com/larkrun/lark/third_party/go.starlark.net/internal/chunkedfile"
+	"github.com/larkrun/lark/third_party/go.starlark.net/resolve"
+	"github.com/larkrun/lark/third_party/go.starlark.net/starlarktest"
+	"github.com/larkrun/lark/third_party/go.starlark.net/syntax"
 )
 
 // A test may enable non-standard options by containing (e.g.) "option:recursion".

@@ -27,7 +27,7 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
-	"go.starlark.net/syntax"
+	"github.com/larkrun/lark/third_party/go.starlark.net/syntax"
 )
 
 // Approximate sizes, in bytes, charged by the allocation accounting.

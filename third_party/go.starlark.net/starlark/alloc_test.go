@@ -13,10 +13,10 @@ import (
 	"strings"
 	"testing"
 
-	"go.starlark.net/lib/json"
-	"go.starlark.net/starlark"
-	"go.starlark.net/starlarkstruct"
-	"go.starlark.net/syntax"
+	"github.com/larkrun/lark/third_party/go.starlark.net/lib/json"
+	"github.com/larkrun/lark/third_party/go.starlark.net/starlark"
+	"github.com/larkrun/lark/third_party/go.starlark.net/starlarkstruct"
+	"github.com/larkrun/lark/third_party/go.starlark.net/syntax"
 )
 
 var allocOpts = &syntax.FileOptions{Set: true, While: true, TopLevelControl: true, Recursion: true, GlobalReassign: true}

@@ -12,9 +12,9 @@ import (
 	"strings"
 	"testing"
 
-	"go.starlark.net/lib/json"
-	"go.starlark.net/starlark"
-	"go.starlark.net/starlarktest"
+	"github.com/larkrun/lark/third_party/go.starlark.net/lib/json"
+	"github.com/larkrun/lark/third_party/go.starlark.net/starlark"
+	"github.com/larkrun/lark/third_party/go.starlark.net/starlarktest"
 )
 
 func BenchmarkStarlark(b *testing.B) {

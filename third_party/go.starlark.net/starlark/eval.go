@@ -17,10 +17,10 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"go.starlark.net/internal/compile"
-	"go.starlark.net/internal/spell"
-	"go.starlark.net/resolve"
-	"go.starlark.net/syntax"
+	"github.com/larkrun/lark/third_party/go.starlark.net/internal/compile"
+	"github.com/larkrun/lark/third_party/go.starlark.net/internal/spell"
+	"github.com/larkrun/lark/third_party/go.starlark.net/resolve"
+	"github.com/larkrun/lark/third_party/go.starlark.net/syntax"
 )
 
 // A Thread contains the state of a Starlark thread,

@@ -16,14 +16,14 @@ import (
 	"strings"
 	"testing"
 
-	"go.starlark.net/internal/chunkedfile"
-	"go.starlark.net/lib/json"
-	starlarkmath "go.starlark.net/lib/math"
-	"go.starlark.net/lib/time"
-	"go.starlark.net/starlark"
-	"go.starlark.net/starlarkstruct"
-	"go.starlark.net/starlarktest"
-	"go.starlark.net/syntax"
+	"github.com/larkrun/lark/third_party/go.starlark.net/internal/chunkedfile"
+	"github.com/larkrun/lark/third_party/go.starlark.net/lib/json"
+	starlarkmath "github.com/larkrun/lark/third_party/go.starlark.net/lib/math"
+	"github.com/larkrun/lark/third_party/go.starlark.net/lib/time"
+	"github.com/larkrun/lark/third_party/go.starlark.net/starlark"
+	"github.com/larkrun/lark/third_party/go.starlark.net/starlarkstruct"
+	"github.com/larkrun/lark/third_party/go.starlark.net/starlarktest"
+	"github.com/larkrun/lark/third_party/go.starlark.net/syntax"
 )
 
 // A test may enable non-standard options by containing (e.g.) "option:recursion".
@@ -1059,7 +1059,7 @@ func TestDeps(t *testing.T) {
 		slash := strings.IndexByte(pkg, '/')
 		dot := strings.IndexByte(pkg, '.')
 		if 0 < dot && dot < slash {
-			if strings.HasPrefix(pkg, "go.starlark.net/") ||
+			if strings.HasPrefix(pkg, "github.com/larkrun/lark/third_party/go.starlark.net/") ||
 				strings.HasPrefix(pkg, "golang.org/x/sys/") {
 				continue // permitted dependencies
 			}

@@ -11,7 +11,7 @@ import (
 	"reflect"
 	"strconv"
 
-	"go.starlark.net/syntax"
+	"github.com/larkrun/lark/third_party/go.starlark.net/syntax"
 )
 
 // Int is the type of a Starlark int.

@@ -7,9 +7,9 @@ import (
 	"os"
 	"slices"
 
-	"go.starlark.net/internal/compile"
-	"go.starlark.net/internal/spell"
-	"go.starlark.net/syntax"
+	"github.com/larkrun/lark/third_party/go.starlark.net/internal/compile"
+	"github.com/larkrun/lark/third_party/go.starlark.net/internal/spell"
+	"github.com/larkrun/lark/third_party/go.starlark.net/syntax"
 )
 
 const vmdebug = false // TODO(adonovan): use a bitfield of specific kinds of error.

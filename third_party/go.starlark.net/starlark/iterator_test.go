@@ -16,7 +16,7 @@ import (
 	"reflect"
 	"testing"
 
-	. "go.starlark.net/starlark"
+	. "github.com/larkrun/lark/third_party/go.starlark.net/starlark"
 )
 
 func TestTupleElements(t *testing.T) {

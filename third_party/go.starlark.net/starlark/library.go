@@ -23,7 +23,7 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
-	"go.starlark.net/syntax"
+	"github.com/larkrun/lark/third_party/go.starlark.net/syntax"
 )
 
 // Universe defines the set of universal built-ins, such as None, True, and len.

@@ -71,7 +71,7 @@ import (
 	"time"
 	"unsafe"
 
-	"go.starlark.net/syntax"
+	"github.com/larkrun/lark/third_party/go.starlark.net/syntax"
 )
 
 // StartProfile enables time profiling of all Starlark threads,

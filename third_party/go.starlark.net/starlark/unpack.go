@@ -10,7 +10,7 @@ import (
 	"strings"
 	"unsafe"
 
-	"go.starlark.net/internal/spell"
+	"github.com/larkrun/lark/third_party/go.starlark.net/internal/spell"
 )
 
 // An Unpacker defines custom argument unpacking behavior.

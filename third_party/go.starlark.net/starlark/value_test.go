@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"go.starlark.net/starlark"
+	"github.com/larkrun/lark/third_party/go.starlark.net/starlark"
 )
 
 func TestStringMethod(t *testing.T) {

@@ -6,10 +6,10 @@
 // backwards compatibility
 //
 // Deprecated: use go.starlark.net/lib/json instead
-package starlarkjson // import "go.starlark.net/starlarkjson"
+package starlarkjson // import "github.com/larkrun/lark/third_party/go.starlark.net/starlarkjson"
 
 import (
-	"go.starlark.net/lib/json"
+	"github.com/larkrun/lark/third_party/go.starlark.net/lib/json"
 )
 
 // Module is an alias of json.Module for backwards import compatibility

@@ -3,7 +3,7 @@ package starlarkstruct
 import (
 	"fmt"
 
-	"go.starlark.net/starlark"
+	"github.com/larkrun/lark/third_party/go.starlark.net/starlark"
 )
 
 // A Module is a named collection of values,

@@ -4,7 +4,7 @@
 
 // Package starlarkstruct defines the Starlark types 'struct' and
 // 'module', both optional language extensions.
-package starlarkstruct // import "go.starlark.net/starlarkstruct"
+package starlarkstruct // import "github.com/larkrun/lark/third_party/go.starlark.net/starlarkstruct"
 
 // It is tempting to introduce a variant of Struct that is a wrapper
 // around a Go struct value, for stronger typing guarantees and more
@@ -26,8 +26,8 @@ import (
 	"iter"
 	"sort"
 
-	"go.starlark.net/starlark"
-	"go.starlark.net/syntax"
+	"github.com/larkrun/lark/third_party/go.starlark.net/starlark"
+	"github.com/larkrun/lark/third_party/go.starlark.net/syntax"
 )
 
 // Make is the implementation of a built-in function that instantiates

@@ -19,9 +19,9 @@ import (
 	"strings"
 	"testing"
 
-	"go.starlark.net/internal/chunkedfile"
-	"go.starlark.net/starlarktest"
-	"go.starlark.net/syntax"
+	"github.com/larkrun/lark/third_party/go.starlark.net/internal/chunkedfile"
+	"github.com/larkrun/lark/third_party/go.starlark.net/starlarktest"
+	"github.com/larkrun/lark/third_party/go.starlark.net/syntax"
 )
 
 func TestExprParseTrees(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"go.starlark.net/syntax"
+	"github.com/larkrun/lark/third_party/go.starlark.net/syntax"
 )
 
 func TestWalk(t *testing.T) {

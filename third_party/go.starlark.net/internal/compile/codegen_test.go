@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"testing"
 
-	"go.starlark.net/resolve"
-	"go.starlark.net/syntax"
+	"github.com/larkrun/lark/third_party/go.starlark.net/resolve"
+	"github.com/larkrun/lark/third_party/go.starlark.net/syntax"
 )
 
 // TestPlusFolding ensures that the compiler generates optimized code for

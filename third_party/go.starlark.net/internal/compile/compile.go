@@ -23,7 +23,7 @@
 //
 // Operands, logically uint32s, are encoded using little-endian 7-bit
 // varints, the top bit indicating that more bytes follow.
-package compile // import "go.starlark.net/internal/compile"
+package compile // import "github.com/larkrun/lark/third_party/go.starlark.net/internal/compile"
 
 import (
 	"bytes"
@@ -35,8 +35,8 @@ import (
 	"strings"
 	"sync"
 
-	"go.starlark.net/resolve"
-	"go.starlark.net/syntax"
+	"github.com/larkrun/lark/third_party/go.starlark.net/resolve"
+	"github.com/larkrun/lark/third_party/go.starlark.net/syntax"
 )
 
 // Disassemble causes the assembly code for each function

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"go.starlark.net/starlark"
+	"github.com/larkrun/lark/third_party/go.starlark.net/starlark"
 )
 
 // TestSerialization verifies that a serialized program can be loaded,

@@ -89,7 +89,7 @@ import (
 	"slices"
 	"unsafe"
 
-	"go.starlark.net/syntax"
+	"github.com/larkrun/lark/third_party/go.starlark.net/syntax"
 )
 
 const magic = "!sky"

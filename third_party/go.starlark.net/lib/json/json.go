@@ -5,7 +5,7 @@
 // Package json defines utilities for converting Starlark values
 // to/from JSON strings. The most recent IETF standard for JSON is
 // https://www.ietf.org/rfc/rfc7159.txt.
-package json // import "go.starlark.net/lib/json"
+package json // import "github.com/larkrun/lark/third_party/go.starlark.net/lib/json"
 
 import (
 	"bytes"
@@ -22,8 +22,8 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
-	"go.starlark.net/starlark"
-	"go.starlark.net/starlarkstruct"
+	"github.com/larkrun/lark/third_party/go.starlark.net/starlark"
+	"github.com/larkrun/lark/third_party/go.starlark.net/starlarkstruct"
 )
 
 // Module json is a Starlark module of JSON-related functions.

@@ -3,15 +3,15 @@
 // license that can be found in the LICENSE file.
 
 // Package math provides basic constants and mathematical functions.
-package math // import "go.starlark.net/lib/math"
+package math // import "github.com/larkrun/lark/third_party/go.starlark.net/lib/math"
 
 import (
 	"errors"
 	"fmt"
 	"math"
 
-	"go.starlark.net/starlark"
-	"go.starlark.net/starlarkstruct"
+	"github.com/larkrun/lark/third_party/go.starlark.net/starlark"
+	"github.com/larkrun/lark/third_party/go.starlark.net/starlarkstruct"
 )
 
 // Module math is a Starlark module of math-related functions and constants.

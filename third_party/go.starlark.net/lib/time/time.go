@@ -3,7 +3,7 @@
 // license that can be found in the LICENSE file.
 
 // Package time provides time-related constants and functions.
-package time // import "go.starlark.net/lib/time"
+package time // import "github.com/larkrun/lark/third_party/go.starlark.net/lib/time"
 
 import (
 	"errors"
@@ -11,9 +11,9 @@ import (
 	"sort"
 	"time"
 
-	"go.starlark.net/starlark"
-	"go.starlark.net/starlarkstruct"
-	"go.starlark.net/syntax"
+	"github.com/larkrun/lark/third_party/go.starlark.net/starlark"
+	"github.com/larkrun/lark/third_party/go.starlark.net/starlarkstruct"
+	"github.com/larkrun/lark/third_party/go.starlark.net/syntax"
 )
 
 // Module time is a Starlark module of time-related functions and constants.

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"go.starlark.net/starlark"
+	"github.com/larkrun/lark/third_party/go.starlark.net/starlark"
 )
 
 func TestPerThreadNowReturnsCorrectTime(t *testing.T) {
