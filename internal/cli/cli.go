@@ -92,7 +92,11 @@ type globals struct {
 
 // Commands returns the client commands, to be added to the lark root command.
 func Commands() []*cobra.Command {
-	g := &globals{now: time.Now, poll: 500 * time.Millisecond}
+	return commands(&globals{now: time.Now, poll: 500 * time.Millisecond})
+}
+
+// commands builds the client commands around g (tests set its clock and polling interval).
+func commands(g *globals) []*cobra.Command {
 	cmds := []*cobra.Command{
 		loginCmd(g), deployCmd(g), validateCmd(g), invokeCmd(g), invocationsCmd(g), schedulesCmd(g),
 		backfillCmd(g), eventsCmd(g), triggersCmd(g), tailCmd(g),

@@ -162,7 +162,11 @@ Running deploy again with no change does nothing.`,
 				if s.action != actUnchanged {
 					changes++
 				}
-				t.row(s.m.kind, s.name(), string(s.action), s.target)
+				target := s.target
+				if s.m.kind == kindEntrypoint {
+					target = shortID(target)
+				}
+				t.row(s.m.kind, s.name(), string(s.action), target)
 			}
 			if err := t.flush(); err != nil {
 				return err
