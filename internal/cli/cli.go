@@ -147,42 +147,44 @@ func (g *globals) client() (*larkclient.Client, error) {
 	return c, nil
 }
 
-// credentials resolves the server and token: flags, then LARK_SERVER (or LARK_URL) and
-// LARK_TOKEN, then the selected profile of the config file.
+// credentials resolves the server and token, each from the first place that has it: the
+// --server/--token flags; the profile named by --profile; LARK_SERVER (or LARK_URL) and
+// LARK_TOKEN; the profile named by LARK_PROFILE, else the config file's current profile.
 func (g *globals) credentials() (server, token string, err error) {
 	server, token = g.server, g.token
-	if server == "" {
-		server = os.Getenv("LARK_SERVER")
-	}
-	if server == "" {
-		server = os.Getenv("LARK_URL")
-	}
-	if token == "" {
-		token = os.Getenv("LARK_TOKEN")
-	}
-	if server != "" && token != "" && g.profile == "" {
+	if server != "" && token != "" {
 		return server, token, nil
 	}
 	cfg, path, err := loadConfig()
 	if err != nil {
 		return "", "", usageErr("%v", err)
 	}
-	name := g.profile
-	if name == "" {
-		name = os.Getenv("LARK_PROFILE")
+	fill := func(s, t string) {
+		if server == "" {
+			server = s
+		}
+		if token == "" {
+			token = t
+		}
 	}
+	if g.profile != "" {
+		p, ok := cfg.Profiles[g.profile]
+		if !ok {
+			return "", "", usageErr("no profile %q in %s (lark login --profile %s)", g.profile, path, g.profile)
+		}
+		fill(p.Server, p.Token)
+	}
+	envServer := os.Getenv("LARK_SERVER")
+	if envServer == "" {
+		envServer = os.Getenv("LARK_URL")
+	}
+	fill(envServer, os.Getenv("LARK_TOKEN"))
+	name := os.Getenv("LARK_PROFILE")
 	if name == "" {
 		name = cfg.Current
 	}
-	p, ok := cfg.Profiles[name]
-	if g.profile != "" && !ok {
-		return "", "", usageErr("no profile %q in %s (lark login --profile %s)", g.profile, path, g.profile)
-	}
-	if server == "" {
-		server = p.Server
-	}
-	if token == "" {
-		token = p.Token
+	if p, ok := cfg.Profiles[name]; ok {
+		fill(p.Server, p.Token)
 	}
 	if server == "" || token == "" {
 		return "", "", usageErr("no server or token: run `lark login --server URL --token TOKEN`, or set LARK_SERVER and LARK_TOKEN")
