@@ -72,6 +72,20 @@ func TestCLIAgainstServer(t *testing.T) {
 		"--data", `{"amount": 3}`, "--id", "paid-1")
 	cmdStep(t, n, "triggers_list", "triggers", "list")
 
+	// A failed invocation exits 1 with its error.
+	require.Equal(t, 0, run(t, "deploy", "testdata/failing").code)
+	r = cmdStep(t, n, "invoke_failed", "invoke", "explode", "-p", `{"a": 1}`)
+	require.Equal(t, ExitFailed, r.code)
+
+	// A backfill of four days, watched until it ends (the scheduler loop runs its chunks).
+	r = cmdStep(t, n, "backfill_create", "backfill", "create", "calculate_tax", "--start", "2024-01-01", "--end", "2024-01-05",
+		"--step", "P1D", "-p", `{"amount": 1}`, "--id", "jan")
+	require.Equal(t, 0, r.code, r.stderr)
+	r = run(t, "backfill", "status", "jan", "--watch")
+	require.Equal(t, 0, r.code, r.stderr)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	require.Contains(t, lines[len(lines)-1], "100% 4/4 done (0 failed, 0 running, 0 pending) succeeded")
+
 	r = cmdStep(t, n, "usage_error", "invoke")
 	require.Equal(t, ExitUsage, r.code)
 	r = cmdStep(t, n, "unknown_flag", "invoke", "calculate_tax", "--nope")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"slices"
 	"sort"
@@ -177,7 +178,7 @@ func (g *globals) follow(ctx context.Context, cl *larkclient.Client, id string, 
 }
 
 // printJSONLine writes one JSON document on one line.
-func printJSONLine(out interface{ Write([]byte) (int, error) }, raw json.RawMessage) error {
+func printJSONLine(out io.Writer, raw json.RawMessage) error {
 	s := compact(raw, 1<<20)
 	_, err := fmt.Fprintln(out, s)
 	return err

@@ -138,10 +138,38 @@ func loadFolder(dir string) ([]*manifest, []problem, error) {
 		}
 		seen[k] = m.path
 	}
-	// Entrypoints first, then schedules, triggers and webhooks; files in name order.
-	rank := map[string]int{kindEntrypoint: 0, kindSchedule: 1, kindTrigger: 2, kindWebhook: 3}
-	sort.SliceStable(out, func(i, j int) bool { return rank[out[i].kind] < rank[out[j].kind] })
+	// Entrypoints first (the compensation handlers of the folder's workflows before the rest, so
+	// that a workflow's handler exists when it is registered), then schedules, triggers and
+	// webhooks; files in name order.
+	handlers := map[string]bool{}
+	for _, m := range out {
+		for _, h := range compensationHandlers(m.body) {
+			handlers[h] = true
+		}
+	}
+	rank := func(m *manifest) int {
+		r := map[string]int{kindEntrypoint: 1, kindSchedule: 2, kindTrigger: 3, kindWebhook: 4}[m.kind]
+		if m.kind == kindEntrypoint && handlers[m.key] {
+			r = 0
+		}
+		return r
+	}
+	sort.SliceStable(out, func(i, j int) bool { return rank(out[i]) < rank(out[j]) })
 	return out, probs, nil
+}
+
+// compensationHandlers returns the ids of traits.workflow.compensation.on_failure and on_cancel.
+func compensationHandlers(body map[string]any) []string {
+	var out []string
+	traits, _ := body["traits"].(map[string]any)
+	wf, _ := traits["workflow"].(map[string]any)
+	comp, _ := wf["compensation"].(map[string]any)
+	for _, k := range []string{"on_failure", "on_cancel"} {
+		if s, ok := comp[k].(string); ok && s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // readBounded reads a file of at most maxManifestBytes.

@@ -216,5 +216,11 @@ func (c *Client) EntrypointVersions(ctx context.Context, id string) (*Versions, 
 	if _, err := c.call(ctx, request{method: http.MethodGet, path: "/entrypoints/" + esc(id) + "/versions"}, &v); err != nil {
 		return nil, err
 	}
+	raws := extractItems(v.JSON)
+	for i := range v.Items {
+		if i < len(raws) {
+			v.Items[i].setRaw(raws[i])
+		}
+	}
 	return &v, nil
 }
