@@ -177,3 +177,44 @@ func TestSubset(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(`{"x": null}`), &m))
 	require.True(t, subset(m, server, nil), "a null member the server leaves out is equal")
 }
+
+// TestDeployKeyedResources: schedules and webhooks found by name, triggers by id; a changed one
+// is replaced, an unchanged one left alone.
+func TestDeployKeyedResources(t *testing.T) {
+	srv := startServer(t)
+	t.Setenv("LARK_CONFIG", filepath.Join(t.TempDir(), "config.yaml"))
+	t.Setenv("LARK_SERVER", srv.URL)
+	t.Setenv("LARK_TOKEN", srv.Token)
+	dir := t.TempDir()
+	for _, f := range []string{"calculate_tax.yaml", "calculate_tax.star"} {
+		b, err := os.ReadFile(filepath.Join("testdata", "project", f))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, f), b, 0o644))
+	}
+	ep := "gts.x.core.serverless.entrypoint.v1~x.core.serverless.function.v1~acme.billing.tax.calculate_tax.v1~"
+	schedule := func(cron string) {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "hourly.yaml"), []byte("kind: schedule\nname: hourly tax\nentrypoint_id: "+ep+
+			"\nexpression: {kind: cron, value: \""+cron+"\"}\ninput_overrides: {amount: 1}\n"), 0o644))
+	}
+	schedule("0 * * * *")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "hook.json"), []byte(`{"kind": "webhook", "name": "payments hook",
+	  "entrypoint_id": "`+ep+`", "authentication": {"type": "none"}}`), 0o644))
+
+	r := run(t, "deploy", dir)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `schedule\s+hourly tax\s+create`, r.stdout)
+	require.Regexp(t, `webhook\s+payments hook\s+create`, r.stdout)
+	require.Contains(t, r.stdout, "created webhook whk_")
+
+	r = run(t, "deploy", dir)
+	require.Contains(t, r.stdout, "Nothing to deploy", r.stdout)
+
+	schedule("30 * * * *")
+	r = run(t, "deploy", dir)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `schedule\s+hourly tax\s+update\s+sch_`, r.stdout)
+	require.Regexp(t, `webhook\s+payments hook\s+unchanged`, r.stdout)
+	r = run(t, "schedules", "list")
+	require.Contains(t, r.stdout, "30 * * * *")
+	require.Equal(t, 1, strings.Count(r.stdout, "hourly tax"), "updated, not created twice")
+}
