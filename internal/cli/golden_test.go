@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -62,21 +63,44 @@ type result struct {
 // run runs `lark <args>` (the client commands only) in process, the way cmd/lark does.
 func run(t *testing.T, args ...string) result {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out, errOut syncBuffer
+	return runTo(ctx, &out, &errOut, args...)
+}
+
+// runTo runs a command until it returns or ctx ends, writing to out and errOut as it goes.
+func runTo(ctx context.Context, out, errOut *syncBuffer, args ...string) result {
 	g := &globals{now: time.Now, poll: 20 * time.Millisecond}
 	root := &cobra.Command{Use: "lark", SilenceUsage: true, SilenceErrors: true}
 	root.AddCommand(commands(g)...)
-	var out, errOut bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&errOut)
+	root.SetOut(out)
+	root.SetErr(errOut)
 	root.SetIn(strings.NewReader(""))
 	root.SetArgs(args)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	err := root.ExecuteContext(ctx)
 	if err != nil {
-		fmt.Fprintln(&errOut, "lark:", err)
+		fmt.Fprintln(errOut, "lark:", err)
 	}
 	return result{stdout: out.String(), stderr: errOut.String(), code: ExitCode(err)}
+}
+
+// syncBuffer is a bytes.Buffer safe for a command writing while the test reads.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // normaliser replaces what changes from run to run (ids, times, durations, the server's port)

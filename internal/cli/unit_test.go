@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -217,4 +219,34 @@ func TestDeployKeyedResources(t *testing.T) {
 	r = run(t, "schedules", "list")
 	require.Contains(t, r.stdout, "30 * * * *")
 	require.Equal(t, 1, strings.Count(r.stdout, "hourly tax"), "updated, not created twice")
+}
+
+// TestTail: tail prints each invocation created after it started, once per status it sees, until
+// it is interrupted (a normal end, exit 0).
+func TestTail(t *testing.T) {
+	srv := startServer(t)
+	t.Setenv("LARK_CONFIG", filepath.Join(t.TempDir(), "config.yaml"))
+	t.Setenv("LARK_SERVER", srv.URL)
+	t.Setenv("LARK_TOKEN", srv.Token)
+	require.Equal(t, 0, run(t, "deploy", "testdata/project").code)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errOut syncBuffer
+	done := make(chan result, 1)
+	go func() { done <- runTo(ctx, &out, &errOut, "tail") }()
+	var ids []string
+	for i := range 2 {
+		r := run(t, "invoke", "calculate_tax", "-p", fmt.Sprintf(`{"amount": %d}`, i))
+		require.Equal(t, 0, r.code, r.stderr)
+		ids = append(ids, strings.Fields(r.stdout)[0])
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !(strings.Contains(out.String(), ids[0]+"  succeeded") && strings.Contains(out.String(), ids[1]+"  succeeded")) {
+		require.True(t, time.Now().Before(deadline), "tail printed:\n%s%s", out.String(), errOut.String())
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	r := <-done
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, 1, strings.Count(r.stdout, ids[0]+"  succeeded"), "each status once")
 }
