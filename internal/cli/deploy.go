@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/larkrun/lark/internal/gts"
 	"github.com/larkrun/lark/pkg/larkclient"
@@ -109,8 +110,9 @@ func (m *manifest) findingProblem(path string, line, col int, msg, code string) 
 			return problem{file: m.starPath, line: line, col: col, msg: text}
 		}
 		if n := m.sourceNode; n != nil {
-			if n.Style&(1<<3|1<<4) != 0 { // literal or folded block: the text starts on the next line
-				return problem{file: m.path, line: n.Line + line, col: col, msg: text}
+			if n.Style&(yaml.LiteralStyle|yaml.FoldedStyle) != 0 {
+				// A block scalar: its text starts on the next line, indented.
+				return problem{file: m.path, line: n.Line + line, col: col + m.blockIndent(n.Line+line, line), msg: text}
 			}
 			return problem{file: m.path, line: n.Line, col: n.Column, msg: fmt.Sprintf("source line %d column %d: %s", line, col, text)}
 		}
@@ -120,6 +122,18 @@ func (m *manifest) findingProblem(path string, line, col int, msg, code string) 
 		text = path + ": " + text
 	}
 	return problem{file: m.path, line: n.Line, col: n.Column, msg: text}
+}
+
+// blockIndent is the indentation of a block scalar's source line srcLine, found at fileLine of
+// the manifest (0 when the lines cannot be matched).
+func (m *manifest) blockIndent(fileLine, srcLine int) int {
+	impl, _ := m.body["implementation"].(map[string]any)
+	code, _ := impl["code"].(map[string]any)
+	src := strings.Split(str(code["source"]), "\n")
+	if fileLine < 1 || fileLine > len(m.lines) || srcLine < 1 || srcLine > len(src) {
+		return 0
+	}
+	return max(len(m.lines[fileLine-1])-len(src[srcLine-1]), 0)
 }
 
 func deployCmd(g *globals) *cobra.Command {

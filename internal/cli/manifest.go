@@ -44,6 +44,7 @@ type manifest struct {
 	// (inline sources) for positions.
 	starPath   string
 	sourceNode *yaml.Node
+	lines      []string // the manifest's lines (for inline sources' columns)
 	// key is the identity: the entrypoint's GTS id, a schedule's or trigger's id or name.
 	key string
 }
@@ -193,10 +194,21 @@ var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
 // parseObject reads a YAML or JSON file holding one object.
 func parseObject(path string) (*yaml.Node, map[string]any, []problem) {
+	root, body, _, probs := parseObjectText(path)
+	return root, body, probs
+}
+
+// parseObjectText is parseObject that also returns the file's text.
+func parseObjectText(path string) (*yaml.Node, map[string]any, []byte, []problem) {
 	b, err := readBounded(path)
 	if err != nil {
-		return nil, nil, []problem{{file: path, msg: err.Error()}}
+		return nil, nil, nil, []problem{{file: path, msg: err.Error()}}
 	}
+	root, body, probs := parseBytes(path, b)
+	return root, body, b, probs
+}
+
+func parseBytes(path string, b []byte) (*yaml.Node, map[string]any, []problem) {
 	if strings.EqualFold(filepath.Ext(path), ".json") {
 		if p, ok := jsonSyntax(path, b); !ok {
 			return nil, nil, []problem{p}
@@ -232,11 +244,11 @@ func parseObject(path string) (*yaml.Node, map[string]any, []problem) {
 
 // loadManifest parses one manifest file.
 func loadManifest(path string) (*manifest, []problem) {
-	root, body, probs := parseObject(path)
+	root, body, text, probs := parseObjectText(path)
 	if len(probs) > 0 {
 		return nil, probs
 	}
-	m := &manifest{path: path, root: root, body: body, kind: kindEntrypoint}
+	m := &manifest{path: path, root: root, body: body, kind: kindEntrypoint, lines: strings.Split(string(text), "\n")}
 	if k, ok := body["kind"]; ok {
 		ks, _ := k.(string)
 		switch ks {
