@@ -98,7 +98,7 @@ func Commands() []*cobra.Command {
 // commands builds the client commands around g (tests set its clock and polling interval).
 func commands(g *globals) []*cobra.Command {
 	cmds := []*cobra.Command{
-		loginCmd(g), deployCmd(g), validateCmd(g), invokeCmd(g), invocationsCmd(g), schedulesCmd(g),
+		loginCmd(g), deployCmd(g), validateCmd(g), invokeCmd(g), entrypointsCmd(g), invocationsCmd(g), schedulesCmd(g),
 		backfillCmd(g), eventsCmd(g), triggersCmd(g), tailCmd(g),
 	}
 	for _, c := range cmds {

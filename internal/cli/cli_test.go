@@ -65,6 +65,12 @@ func TestCLIAgainstServer(t *testing.T) {
 	require.Contains(t, r.stdout, "Nothing to deploy", "a second deploy of the changed folder is idempotent")
 	cmdStep(t, n, "invoke_new_version", "invoke", "calculate_tax", "-p", `{"amount": 100}`)
 
+	cmdStep(t, n, "entrypoints_versions", "entrypoints", "versions", "calculate_tax")
+	r = cmdStep(t, n, "entrypoints_deprecate", "entrypoints", "deprecate",
+		"gts.x.core.serverless.entrypoint.v1~x.core.serverless.function.v1~acme.billing.tax.calculate_tax.v1~", "--reason", "use v1.1")
+	require.Equal(t, 0, r.code, r.stderr)
+	cmdStep(t, n, "entrypoints_list", "entrypoints", "list", "--filter", "kind eq 'function'")
+
 	cmdStep(t, n, "schedules_list", "schedules", "list")
 	cmdStep(t, n, "schedules_pause", "schedules", "pause", "nightly-tax")
 	cmdStep(t, n, "schedules_resume", "schedules", "resume", "nightly-tax")
