@@ -73,7 +73,7 @@ invocation failed, was canceled or dead-lettered.`,
 				}
 			} else if async || !rec.Terminal() {
 				if g.output == "json" {
-					return printJSON(g.out, res.JSON)
+					return printJSON(g.out, rec.JSON)
 				}
 				fmt.Fprintf(g.out, "%s %s\n", rec.InvocationID, rec.Status)
 				return nil
