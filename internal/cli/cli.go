@@ -37,7 +37,10 @@ type exitError struct {
 	err  error
 }
 
+// Error is the wrapped error's message.
 func (e *exitError) Error() string { return e.err.Error() }
+
+// Unwrap returns the wrapped error.
 func (e *exitError) Unwrap() error { return e.err }
 
 // usageErr is an error that exits with ExitUsage.

@@ -24,8 +24,8 @@ type Config struct {
 
 // Profile is one server and the token to use with it.
 type Profile struct {
-	Server string `yaml:"server"`
-	Token  string `yaml:"token"`
+	Server string `yaml:"server"` // the server URL
+	Token  string `yaml:"token"`  // the bearer token
 }
 
 // ConfigPath is the config file: $LARK_CONFIG, else $XDG_CONFIG_HOME/lark/config.yaml, else

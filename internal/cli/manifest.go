@@ -56,6 +56,7 @@ type problem struct {
 	msg       string
 }
 
+// String renders file:line:column: message (file: message without a position).
 func (p problem) String() string {
 	if p.line <= 0 {
 		return fmt.Sprintf("%s: %s", p.file, p.msg)

@@ -28,7 +28,7 @@ type Entrypoint struct {
 	Tags []string `json:"tags"`
 	// CreatedAt and UpdatedAt are the record's times.
 	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
+	UpdatedAt time.Time `json:"updated_at"` // when the record last changed
 	// Warnings are the validator's warnings (register and update answers).
 	Warnings []Finding `json:"warnings,omitempty"`
 }
@@ -58,7 +58,7 @@ type ValidationReport struct {
 	Valid bool `json:"valid"`
 	// Errors and Warnings are the findings.
 	Errors   []Finding `json:"errors"`
-	Warnings []Finding `json:"warnings"`
+	Warnings []Finding `json:"warnings"` // findings that do not block registration (e.g. MISSING_TIMEOUT)
 	// Info holds the detected features.
 	Info json.RawMessage `json:"info"`
 }
@@ -66,10 +66,10 @@ type ValidationReport struct {
 // EntrypointVersion is one item of GET /entrypoints/{id}/versions.
 type EntrypointVersion struct {
 	Raw
-	ID           string `json:"id"`
-	EntrypointID string `json:"entrypoint_id"`
-	Version      string `json:"version"`
-	Status       string `json:"status"`
+	ID           string `json:"id"`            // the ep_ id
+	EntrypointID string `json:"entrypoint_id"` // the exact GTS id of this version
+	Version      string `json:"version"`       // MAJOR.MINOR.PATCH
+	Status       string `json:"status"`        // draft, active, deprecated, disabled or archived
 }
 
 // Versions is the answer of GET /entrypoints/{id}/versions.
@@ -89,8 +89,8 @@ type StatusAction struct {
 	ReleaseNotes string `json:"release_notes,omitempty"`
 	// Reason, SuccessorID and SunsetDate go with deprecate.
 	Reason      string `json:"reason,omitempty"`
-	SuccessorID string `json:"successor_id,omitempty"`
-	SunsetDate  string `json:"sunset_date,omitempty"`
+	SuccessorID string `json:"successor_id,omitempty"` // deprecate: the GTS id that replaces it
+	SunsetDate  string `json:"sunset_date,omitempty"`  // deprecate: RFC 3339 date after which it goes away
 }
 
 // ListEntrypoints returns one page of the entrypoints the caller can see; includeSource adds

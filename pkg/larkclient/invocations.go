@@ -13,13 +13,13 @@ import (
 // Invocation is 000's InvocationRecord (docs/api.md §7).
 type Invocation struct {
 	Raw
-	InvocationID      string          `json:"invocation_id"`
-	EntrypointID      string          `json:"entrypoint_id"`
-	EntrypointVersion string          `json:"entrypoint_version"`
-	Status            string          `json:"status"`
-	Mode              string          `json:"mode"`
-	Params            json.RawMessage `json:"params"`
-	Result            json.RawMessage `json:"result"`
+	InvocationID      string          `json:"invocation_id"`      // inv_…
+	EntrypointID      string          `json:"entrypoint_id"`      // the exact version it runs (pinned for its whole life)
+	EntrypointVersion string          `json:"entrypoint_version"` // MAJOR.MINOR.PATCH of that version
+	Status            string          `json:"status"`             // queued, running, suspended, succeeded, failed, canceled, compensating, compensated or dead_lettered
+	Mode              string          `json:"mode"`               // sync or async
+	Params            json.RawMessage `json:"params"`             // the params, with the schema defaults applied
+	Result            json.RawMessage `json:"result"`             // the result once succeeded (JSON null before)
 	// Error is set when the invocation failed.
 	Error *InvocationError `json:"error"`
 	// Timestamps are when it was created, started, suspended and finished.
@@ -50,10 +50,10 @@ func TerminalStatus(s string) bool {
 
 // InvocationError is an invocation's error.
 type InvocationError struct {
-	TypeID   string          `json:"error_type_id"`
-	Message  string          `json:"message"`
-	Category string          `json:"category"`
-	Details  json.RawMessage `json:"details,omitempty"`
+	TypeID   string          `json:"error_type_id"`     // the GTS error type id
+	Message  string          `json:"message"`           // what went wrong
+	Category string          `json:"category"`          // retryable, non_retryable, timeout, canceled, …
+	Details  json.RawMessage `json:"details,omitempty"` // extra members of the error, if any
 }
 
 // StartInvocation is the body of POST /invocations plus its headers.
@@ -73,9 +73,9 @@ type StartInvocation struct {
 // InvocationResult is 000's InvocationResult, the answer of a start.
 type InvocationResult struct {
 	Raw
-	Record Invocation `json:"record"`
-	DryRun bool       `json:"dry_run"`
-	Cached bool       `json:"cached"`
+	Record Invocation `json:"record"`  // the invocation (a synthetic dryrun_ record for dry runs)
+	DryRun bool       `json:"dry_run"` // true for a dry run: nothing was stored or run
+	Cached bool       `json:"cached"`  // true when a cached result answered
 	// Replayed is true when an Idempotency-Key returned an earlier invocation.
 	Replayed bool `json:"-"`
 	// Accepted is true for a 202 answer (async, or a sync workflow not ended in time).
@@ -85,24 +85,24 @@ type InvocationResult struct {
 // TimelineEntry is one entry of an invocation's timeline.
 type TimelineEntry struct {
 	Raw
-	Seq        int64           `json:"seq"`
-	At         time.Time       `json:"at"`
-	EventType  string          `json:"event_type"`
-	Status     string          `json:"status"`
-	StepName   *string         `json:"step_name"`
-	DurationMS *int64          `json:"duration_ms"`
-	Message    *string         `json:"message"`
-	Details    json.RawMessage `json:"details"`
-	Attempt    int             `json:"attempt"`
+	Seq        int64           `json:"seq"`         // position in the log: 1, 2, … without gaps
+	At         time.Time       `json:"at"`          // when it happened (never before the previous entry)
+	EventType  string          `json:"event_type"`  // created, started, step_started, suspended, succeeded, …
+	Status     string          `json:"status"`      // the invocation's status after the entry
+	StepName   *string         `json:"step_name"`   // the workflow step, for step entries
+	DurationMS *int64          `json:"duration_ms"` // how long the step or attempt took, when known
+	Message    *string         `json:"message"`     // a log line or error message
+	Details    json.RawMessage `json:"details"`     // event-specific members
+	Attempt    int             `json:"attempt"`     // the logical attempt it belongs to
 }
 
 // Timeline is one page of an invocation's timeline.
 type Timeline struct {
 	Raw
-	InvocationID string          `json:"invocation_id"`
-	Status       string          `json:"status"`
-	Items        []TimelineEntry `json:"items"`
-	PageInfo     PageInfo        `json:"page_info"`
+	InvocationID string          `json:"invocation_id"` // the invocation
+	Status       string          `json:"status"`        // the invocation's current status
+	Items        []TimelineEntry `json:"items"`         // the entries of this page, in log order
+	PageInfo     PageInfo        `json:"page_info"`     // cursors to the next and previous pages
 }
 
 // StartInvocation starts an invocation, sync or async.

@@ -45,7 +45,7 @@ type Issue struct {
 	Code string `json:"code,omitempty"`
 	// Line and Column locate Starlark source findings (1-based), else 0.
 	Line   int `json:"line,omitempty"`
-	Column int `json:"column,omitempty"`
+	Column int `json:"column,omitempty"` // 1-based column, with Line
 }
 
 // Error renders the problem for a person: its detail, then one line per issue.

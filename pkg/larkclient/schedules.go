@@ -12,39 +12,39 @@ import (
 // Schedule is a schedule (docs/schedules.md).
 type Schedule struct {
 	Raw
-	ScheduleID   string `json:"schedule_id"`
-	Name         string `json:"name"`
-	EntrypointID string `json:"entrypoint_id"`
+	ScheduleID   string `json:"schedule_id"`   // the id (client-given or sch_…)
+	Name         string `json:"name"`          // the display name (defaults to the id)
+	EntrypointID string `json:"entrypoint_id"` // what each run invokes
 	// Expression is {"kind": "cron"|"interval", "value": "…"}.
 	Expression struct {
 		Kind  string `json:"kind"`
 		Value string `json:"value"`
 	} `json:"expression"`
-	Timezone  string     `json:"timezone"`
-	Status    string     `json:"status"`
-	NextRunAt *time.Time `json:"next_run_at"`
-	LastRunAt *time.Time `json:"last_run_at"`
+	Timezone  string     `json:"timezone"`    // the IANA zone cron fields are read in
+	Status    string     `json:"status"`      // active, paused or disabled
+	NextRunAt *time.Time `json:"next_run_at"` // the next instant it fires, if any
+	LastRunAt *time.Time `json:"last_run_at"` // the latest instant that started a run
 }
 
 // ScheduleRun is one item of a schedule's history.
 type ScheduleRun struct {
 	Raw
-	RunID        string     `json:"run_id"`
-	ScheduledAt  time.Time  `json:"scheduled_at"`
-	Kind         string     `json:"kind"`
-	Status       string     `json:"status"`
-	SkipReason   string     `json:"skip_reason,omitempty"`
-	InvocationID string     `json:"invocation_id,omitempty"`
-	StartedAt    *time.Time `json:"started_at,omitempty"`
-	DurationMS   *int64     `json:"duration_ms,omitempty"`
+	RunID        string     `json:"run_id"`                  // run_…
+	ScheduledAt  time.Time  `json:"scheduled_at"`            // the instant (for manual runs: when triggered)
+	Kind         string     `json:"kind"`                    // scheduled, catch_up or manual
+	Status       string     `json:"status"`                  // the invocation's status, or pending or skipped
+	SkipReason   string     `json:"skip_reason,omitempty"`   // why a skipped run did not start
+	InvocationID string     `json:"invocation_id,omitempty"` // the invocation it started, if any
+	StartedAt    *time.Time `json:"started_at,omitempty"`    // when the invocation started
+	DurationMS   *int64     `json:"duration_ms,omitempty"`   // how long the invocation ran
 }
 
 // ScheduleTrigger is the answer of POST /schedules/{id}:trigger.
 type ScheduleTrigger struct {
 	Raw
-	ScheduleID string     `json:"schedule_id"`
-	RunID      string     `json:"run_id"`
-	Invocation Invocation `json:"invocation"`
+	ScheduleID string     `json:"schedule_id"` // the schedule
+	RunID      string     `json:"run_id"`      // the manual run recorded
+	Invocation Invocation `json:"invocation"`  // the invocation it started
 }
 
 // ListSchedules returns one page of the tenant's schedules.
@@ -138,9 +138,9 @@ func (c *Client) ScheduleHistory(ctx context.Context, id string, opts ListOption
 // Backfill is a backfill (docs/schedules.md, Backfills).
 type Backfill struct {
 	Raw
-	BackfillID   string `json:"backfill_id"`
-	EntrypointID string `json:"entrypoint_id"`
-	ScheduleID   string `json:"schedule_id,omitempty"`
+	BackfillID   string `json:"backfill_id"`           // the id (client-given or bf_…)
+	EntrypointID string `json:"entrypoint_id"`         // what each partition invokes
+	ScheduleID   string `json:"schedule_id,omitempty"` // the schedule it replays, if any
 	// State is running, paused, succeeded, failed or canceled.
 	State string `json:"state"`
 	// Progress counts the partitions.
@@ -152,7 +152,7 @@ type Backfill struct {
 		Pending   int `json:"pending"`
 		Running   int `json:"running"`
 	} `json:"progress"`
-	FailureReason string `json:"failure_reason,omitempty"`
+	FailureReason string `json:"failure_reason,omitempty"` // why it failed, when it did
 }
 
 // Done reports whether the backfill is in a final state.
@@ -213,7 +213,7 @@ func (c *Client) backfillCall(ctx context.Context, method, id, verb string) (*Ba
 // Usage is the answer of GET /tenants/{tenant_id}/usage.
 type Usage struct {
 	Raw
-	TenantID string `json:"tenant_id"`
+	TenantID string `json:"tenant_id"` // the tenant
 	// Current holds the current counts.
 	Current map[string]float64 `json:"current"`
 	// Quotas holds the quotas that are set.

@@ -12,10 +12,10 @@ import (
 // Event is a published platform event (docs/api.md §8).
 type Event struct {
 	Raw
-	EventID     string          `json:"event_id"`
-	EventTypeID string          `json:"event_type_id"`
-	Payload     json.RawMessage `json:"payload"`
-	ReceivedAt  time.Time       `json:"received_at"`
+	EventID     string          `json:"event_id"`      // the publisher's id or evt_…
+	EventTypeID string          `json:"event_type_id"` // the GTS type id
+	Payload     json.RawMessage `json:"payload"`       // the event data
+	ReceivedAt  time.Time       `json:"received_at"`   // when the server stored it
 }
 
 // PublishEvent is the body of POST /events.
@@ -28,16 +28,16 @@ type PublishEvent struct {
 	EventID string `json:"event_id,omitempty"`
 	// Source and Subject are optional attributes filters can see.
 	Source  string `json:"source,omitempty"`
-	Subject string `json:"subject,omitempty"`
+	Subject string `json:"subject,omitempty"` // see Source
 }
 
 // Published is the answer of POST /events.
 type Published struct {
 	Raw
-	Event Event `json:"event"`
+	Event Event `json:"event"` // the stored event
 	// Delivered counts the waiting workflows resumed, Triggered the triggers that took the event.
 	Delivered int `json:"delivered"`
-	Triggered int `json:"triggered"`
+	Triggered int `json:"triggered"` // see Delivered
 }
 
 // PublishEvent publishes an event to the caller's tenant.
@@ -53,11 +53,11 @@ func (c *Client) PublishEvent(ctx context.Context, e PublishEvent) (*Published, 
 // Trigger is an event trigger (docs/events.md).
 type Trigger struct {
 	Raw
-	TriggerID        string `json:"trigger_id"`
-	EventTypeID      string `json:"event_type_id"`
-	EntrypointID     string `json:"entrypoint_id"`
-	EventFilterQuery string `json:"event_filter_query,omitempty"`
-	Status           string `json:"status"`
+	TriggerID        string `json:"trigger_id"`                   // the id (client-given or trg_…)
+	EventTypeID      string `json:"event_type_id"`                // the event type it listens to
+	EntrypointID     string `json:"entrypoint_id"`                // what it starts
+	EventFilterQuery string `json:"event_filter_query,omitempty"` // the CEL filter, if any
+	Status           string `json:"status"`                       // active, paused or disabled
 }
 
 // ListTriggers returns one page of the tenant's event triggers.
@@ -128,11 +128,11 @@ func (c *Client) triggerCall(ctx context.Context, method, prefix, id string, bod
 // Webhook is a webhook trigger (docs/webhooks.md).
 type Webhook struct {
 	Raw
-	WebhookTriggerID string `json:"webhook_trigger_id"`
-	Name             string `json:"name"`
-	EntrypointID     string `json:"entrypoint_id"`
-	Status           string `json:"status"`
-	WebhookURL       string `json:"webhook_url"`
+	WebhookTriggerID string `json:"webhook_trigger_id"` // the id (client-given or whk_…)
+	Name             string `json:"name"`               // the display name (defaults to the id)
+	EntrypointID     string `json:"entrypoint_id"`      // what each delivery starts
+	Status           string `json:"status"`             // active or disabled
+	WebhookURL       string `json:"webhook_url"`        // the receiver's path, relative to the server's public address
 	// Secret is present only in the create answer (and a PUT that generated one).
 	Secret string `json:"secret,omitempty"`
 }
