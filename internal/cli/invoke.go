@@ -76,6 +76,9 @@ invocation failed, was canceled or dead-lettered.`,
 					return printJSON(g.out, rec.JSON)
 				}
 				fmt.Fprintf(g.out, "%s %s\n", rec.InvocationID, rec.Status)
+				if !async {
+					fmt.Fprintf(g.errOut, "still running after the entrypoint's timeout; follow it with: lark invocations timeline %s --follow\n", rec.InvocationID)
+				}
 				return nil
 			}
 			return g.printOutcome(rec)
