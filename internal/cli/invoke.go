@@ -77,7 +77,7 @@ invocation failed, was canceled or dead-lettered.`,
 				}
 				fmt.Fprintf(g.out, "%s %s\n", rec.InvocationID, rec.Status)
 				if !async {
-					fmt.Fprintf(g.errOut, "still running after the entrypoint's timeout; follow it with: lark invocations timeline %s --follow\n", rec.InvocationID)
+					fmt.Fprintf(g.errOut, "not finished yet; follow it with: lark invocations timeline %s --follow\n", rec.InvocationID)
 				}
 				return nil
 			}
