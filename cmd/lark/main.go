@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/larkrun/lark/internal/api"
+	"github.com/larkrun/lark/internal/cli"
 	"github.com/larkrun/lark/internal/cost"
 	"github.com/larkrun/lark/internal/cpushare"
 	"github.com/larkrun/lark/internal/invoke"
@@ -35,7 +36,7 @@ import (
 func main() {
 	if err := root().Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "lark:", err)
-		os.Exit(1)
+		os.Exit(cli.ExitCode(err))
 	}
 }
 
@@ -341,6 +342,7 @@ func root() *cobra.Command {
 	cmd.AddCommand(versionCmd())
 	cmd.Version = readVersion().String()
 	cmd.SetVersionTemplate("{{.Version}}\n")
+	cmd.AddCommand(cli.Commands()...)
 	return cmd
 }
 
@@ -447,7 +449,8 @@ Lark dev server (tenant %q, data in %s)
   export LARK_URL=%s
   export LARK_TOKEN=%s
   export LARK_ADMIN_TOKEN=%s
-`, "\n"), creds.TenantID, f.data, url, creds.Token, admin)
+Or save them for the lark client commands: lark login --server %s --token %s
+`, "\n"), creds.TenantID, f.data, url, creds.Token, admin, url, creds.Token)
 			return srv.Serve(ctx, ln)
 		}}
 	f.bind(c)

@@ -1,0 +1,172 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/stretchr/testify/require"
+
+	"github.com/larkrun/lark/internal/server"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/golden/*.golden with the current output")
+
+// testServer is a real Lark server in process (HTTP, dispatcher, scheduler loops) with the dev
+// tenant and its admin token.
+type testServer struct {
+	URL, Token string
+}
+
+func startServer(t *testing.T) testServer {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	dir := t.TempDir()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv, err := server.New(ctx, server.Config{DataDir: dir, AdminToken: "operator-token-for-tests", Logger: quiet})
+	require.NoError(t, err)
+	creds, err := server.LoadOrCreateDevAdmin(dir)
+	require.NoError(t, err)
+	require.NoError(t, srv.ProvisionDev(ctx, &creds))
+	ts := httptest.NewServer(srv.Handler())
+	done := make(chan struct{}, 2)
+	go func() { srv.RunDispatcher(ctx); done <- struct{}{} }()
+	go func() { srv.RunSingletons(ctx); done <- struct{}{} }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		<-done
+		ts.Close()
+		require.NoError(t, srv.Close())
+	})
+	return testServer{URL: ts.URL, Token: creds.Token}
+}
+
+// result is what one command printed and its exit code.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// run runs `lark <args>` (the client commands only) in process, the way cmd/lark does.
+func run(t *testing.T, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out, errOut syncBuffer
+	return runTo(ctx, &out, &errOut, args...)
+}
+
+// runTo runs a command until it returns or ctx ends, writing to out and errOut as it goes.
+func runTo(ctx context.Context, out, errOut *syncBuffer, args ...string) result {
+	g := &globals{now: time.Now, poll: 20 * time.Millisecond}
+	root := &cobra.Command{Use: "lark", SilenceUsage: true, SilenceErrors: true}
+	root.AddCommand(commands(g)...)
+	root.SetOut(out)
+	root.SetErr(errOut)
+	root.SetIn(strings.NewReader(""))
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err != nil {
+		fmt.Fprintln(errOut, "lark:", err)
+	}
+	return result{stdout: out.String(), stderr: errOut.String(), code: ExitCode(err)}
+}
+
+// syncBuffer is a bytes.Buffer safe for a command writing while the test reads.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// normaliser replaces what changes from run to run (ids, times, durations, the server's port)
+// with stable placeholders; the same id always gets the same placeholder within one test.
+type normaliser struct {
+	ids map[string]string
+	n   map[string]int
+}
+
+var (
+	reID       = regexp.MustCompile(`\b(inv|run|evt|ep|bf|sch|trg|corr)_[0-9a-f]{32}\b`)
+	reDateTime = regexp.MustCompile(`\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(\.\d+)?Z?`)
+	reClock    = regexp.MustCompile(`\b\d{2}:\d{2}:\d{2}\.\d{3}\b`)
+	reDuration = regexp.MustCompile(`\b\d+(\.\d+)?(ms|µs|s)\b`)
+	reURL      = regexp.MustCompile(`http://127\.0\.0\.1:\d+`)
+)
+
+func (n *normaliser) apply(s string) string {
+	if n.ids == nil {
+		n.ids, n.n = map[string]string{}, map[string]int{}
+	}
+	s = reID.ReplaceAllStringFunc(s, func(id string) string {
+		if v, ok := n.ids[id]; ok {
+			return v
+		}
+		prefix := id[:strings.IndexByte(id, '_')]
+		n.n[prefix]++
+		v := fmt.Sprintf("%s_<%d>", prefix, n.n[prefix])
+		n.ids[id] = v
+		return v
+	})
+	s = reDateTime.ReplaceAllString(s, "<TIME>")
+	s = reClock.ReplaceAllString(s, "<CLOCK>")
+	s = reDuration.ReplaceAllString(s, "<DUR>")
+	s = reURL.ReplaceAllString(s, "<SERVER>")
+	return s
+}
+
+// golden compares the normalised transcript of r with testdata/golden/<name>.golden (or rewrites
+// it with -update).
+func golden(t *testing.T, n *normaliser, name string, args []string, r result) {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "$ lark %s\n", strings.Join(args, " "))
+	b.WriteString(r.stdout)
+	if r.stderr != "" {
+		b.WriteString("--- stderr\n")
+		b.WriteString(r.stderr)
+	}
+	fmt.Fprintf(&b, "--- exit %d\n", r.code)
+	got := n.apply(b.String())
+	path := filepath.Join("testdata", "golden", name+".golden")
+	if *update {
+		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+		require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
+		return
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err, "run the test with -update to create %s", path)
+	require.Equal(t, string(want), got, "%s differs (rerun with -update if the change is intended)", path)
+}
+
+// cmdStep runs one command and checks it against its golden file.
+func cmdStep(t *testing.T, n *normaliser, name string, args ...string) result {
+	t.Helper()
+	r := run(t, args...)
+	golden(t, n, name, args, r)
+	return r
+}
