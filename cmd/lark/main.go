@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -22,6 +23,7 @@ import (
 	"github.com/larkrun/lark/internal/cost"
 	"github.com/larkrun/lark/internal/cpushare"
 	"github.com/larkrun/lark/internal/invoke"
+	"github.com/larkrun/lark/internal/larktest"
 	"github.com/larkrun/lark/internal/leader"
 	"github.com/larkrun/lark/internal/metrics"
 	"github.com/larkrun/lark/internal/natsbridge"
@@ -34,8 +36,15 @@ import (
 
 func main() {
 	if err := root().Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "lark:", err)
-		os.Exit(1)
+		code := 1
+		var ec interface{ ExitCode() int }
+		if errors.As(err, &ec) {
+			code = ec.ExitCode() // lark test: 1 a test failed (already reported), 2 usage or load error
+		}
+		if msg := err.Error(); msg != "" {
+			fmt.Fprintln(os.Stderr, "lark:", msg)
+		}
+		os.Exit(code)
 	}
 }
 
@@ -338,6 +347,7 @@ func root() *cobra.Command {
 		SilenceUsage: true, SilenceErrors: true}
 	cmd.AddCommand(serveCmd(), devCmd(), workerCmd())
 	cmd.AddCommand(benchCmd(), benchEchoCmd())
+	cmd.AddCommand(larktest.Command())
 	return cmd
 }
 
