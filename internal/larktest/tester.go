@@ -586,7 +586,8 @@ func (t *tester) triggerSchedule(thread *starlark.Thread, b *starlark.Builtin, a
 	if err != nil {
 		return nil, fail(thread, b, err)
 	}
-	inv, _ := out["invocation_id"].(string)
+	rec, _ := out["invocation"].(map[string]any)
+	inv, _ := rec["invocation_id"].(string)
 	if inv == "" {
 		return toStarlarkOrFail(thread, b, out)
 	}
