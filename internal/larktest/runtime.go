@@ -314,9 +314,22 @@ func (rt *runtime) settle(ctx context.Context) error {
 	return fmt.Errorf("still running after %d rounds (a loop of invocations?)", maxRounds)
 }
 
-// nextDue is the earliest future time at which queued work becomes runnable (nil: none).
+// nextDue is the earliest future time at which queued work becomes runnable or a schedule fires
+// (nil: none), so that moving the clock stops at each of them in turn.
 func (rt *runtime) nextDue(ctx context.Context) (*time.Time, error) {
-	return rt.srv.Store.NextDue(ctx, rt.clock.Now())
+	now := rt.clock.Now()
+	due, err := rt.srv.Store.NextDue(ctx, now)
+	if err != nil {
+		return nil, err
+	}
+	sch, err := rt.srv.Store.NextScheduleDue(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if sch != nil && sch.After(now) && (due == nil || sch.Before(*due)) {
+		due = sch
+	}
+	return due, nil
 }
 
 // advance moves the clock forward by d, stopping at every due time on the way so that timers fire

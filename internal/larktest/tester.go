@@ -435,12 +435,12 @@ func (t *tester) advance(thread *starlark.Thread, b *starlark.Builtin, args star
 	return starlark.None, nil
 }
 
-// now: t.now() is the fake clock's time, RFC 3339.
+// now: t.now() is the fake clock's time, RFC 3339 in r_now_v1's format.
 func (t *tester) now(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	if err := starlark.UnpackArgs(b.Name(), args, kwargs); err != nil {
 		return nil, err
 	}
-	return starlark.String(t.rt.clock.Now().Format(time.RFC3339Nano)), nil
+	return starlark.String(t.rt.clock.Now().UTC().Format("2006-01-02T15:04:05.000Z07:00")), nil
 }
 
 // sendEvent: t.send_event(event_type_id, payload=None, subject=None, source=None, event_id=None)
