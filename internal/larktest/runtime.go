@@ -53,8 +53,9 @@ type runtime struct {
 	sc    auth.SecurityContext
 	// names maps short names (calculate_tax) and manifest base names to entrypoint ids.
 	names map[string]string
-	// webhookSecrets keeps the secrets the webhook triggers were created with (shown once).
-	webhookSecrets map[string]string
+	// webhooks keeps each webhook trigger's authentication and secret (shown once, at create), so
+	// that t.webhook can sign its deliveries.
+	webhooks map[string]webhookAuth
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -75,7 +76,7 @@ func newRuntime(ctx context.Context, set manifest.Set) (*runtime, error) {
 		return nil, err
 	}
 	rt := &runtime{clock: clock.NewFake(Epoch), http: &transport{}, dir: dir, names: map[string]string{},
-		webhookSecrets: map[string]string{}}
+		webhooks: map[string]webhookAuth{}}
 	srv, err := server.New(ctx, server.Config{DataDir: dir, Clock: rt.clock, Logger: quietLogger(), CPUSlots: -1,
 		EgressTransport: rt.http, Keyring: kr, SQLiteSynchronous: "NORMAL", NodeID: "lark-test"})
 	if err != nil {
@@ -226,12 +227,33 @@ func (rt *runtime) deploy(ctx context.Context, set manifest.Set) error {
 			if err != nil {
 				return fmt.Errorf("%s: create: %w", r.File, err)
 			}
-			if s, ok := out["secret"].(string); ok {
-				id, _ := out["webhook_trigger_id"].(string)
-				rt.webhookSecrets[id] = s
+			if group.path == "/webhook-triggers" {
+				if err := rt.keepWebhook(r, out); err != nil {
+					return fmt.Errorf("%s: %w", r.File, err)
+				}
 			}
 		}
 	}
+	return nil
+}
+
+// keepWebhook records a created webhook trigger's authentication and secret: the one the
+// manifest gave, else the one the server generated.
+func (rt *runtime) keepWebhook(r manifest.Resource, out map[string]any) error {
+	var w webhookAuth
+	b, err := json.Marshal(out["authentication"])
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, &w.Auth); err != nil {
+		return fmt.Errorf("the created webhook trigger's authentication: %w", err)
+	}
+	w.Secret, _ = out["secret"].(string)
+	if s, ok := r.Body["secret"].(string); ok && s != "" {
+		w.Secret = s
+	}
+	id, _ := out["webhook_trigger_id"].(string)
+	rt.webhooks[id] = w
 	return nil
 }
 

@@ -115,8 +115,8 @@ func (t *tester) invoke(thread *starlark.Thread, b *starlark.Builtin, args starl
 	return t.run(thread, b, id)
 }
 
-// run is the current view of invocation id: struct(id, status, result, error, attempt,
-// entrypoint_id, timeline, steps, compensations).
+// run is the current view of invocation id: struct(id, status, params, result, error, attempt,
+// entrypoint_id, parent_id, timeline, steps, compensations).
 func (t *tester) run(thread *starlark.Thread, b *starlark.Builtin, id string) (starlark.Value, error) {
 	rec, evs, err := t.rt.srv.Invoke.Events(t.ctx, t.rt.sc, id)
 	if err != nil {
@@ -171,6 +171,16 @@ func runValue(rec invocation.Record, evs []invocation.Event) (starlark.Value, er
 			return nil, err
 		}
 	}
+	var params any
+	if len(rec.Params) > 0 {
+		if err := decodeJSON(rec.Params, &params); err != nil {
+			return nil, err
+		}
+	}
+	pv, err := toStarlark(params, 0)
+	if err != nil {
+		return nil, err
+	}
 	res, err := toStarlark(result, 0)
 	if err != nil {
 		return nil, err
@@ -180,8 +190,9 @@ func runValue(rec invocation.Record, evs []invocation.Event) (starlark.Value, er
 		return nil, err
 	}
 	return starlarkstruct.FromStringDict(starlark.String("run"), starlark.StringDict{
-		"id": starlark.String(rec.ID), "status": starlark.String(string(rec.Status)), "result": res, "error": ev,
+		"id": starlark.String(rec.ID), "status": starlark.String(string(rec.Status)), "params": pv, "result": res, "error": ev,
 		"attempt": starlark.MakeInt(rec.Attempt), "entrypoint_id": starlark.String(rec.EntrypointID),
+		"parent_id": starlark.String(rec.ParentID),
 		"timeline": starlark.NewList(timeline), "steps": starlark.NewList(steps), "compensations": starlark.NewList(comps),
 	}), nil
 }
@@ -481,14 +492,17 @@ func toStarlarkOrFail(thread *starlark.Thread, b *starlark.Builtin, v any) (star
 	return sv, nil
 }
 
-// webhook: t.webhook(webhook_trigger_id, body=None, headers=None, query=None) delivers a request
-// to the trigger's public URL, as a sender would (authentication included: give the headers it
-// needs; for bearer and api_key triggers "{{secret}}" in a header value is replaced by the
-// trigger's secret). The invocation it starts runs; the answer is struct(status, body, run).
+// webhook: t.webhook(webhook_trigger_id, body=None, headers=None, query=None, sign=True) delivers
+// a request to the trigger's public URL as its sender would: signed, or with the credentials its
+// authentication asks for, made from the trigger's secret (sign=False sends only what the test
+// gives, to test refusals). The invocation it starts runs; the answer is struct(status, body,
+// run), run None when nothing started.
 func (t *tester) webhook(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
 	var id string
 	var body, headers, query starlark.Value = starlark.None, starlark.None, starlark.None
-	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "webhook_trigger_id", &id, "body?", &body, "headers?", &headers, "query?", &query); err != nil {
+	sign := true
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "webhook_trigger_id", &id, "body?", &body, "headers?", &headers,
+		"query?", &query, "sign?", &sign); err != nil {
 		return nil, err
 	}
 	var raw []byte
@@ -504,10 +518,17 @@ func (t *tester) webhook(thread *starlark.Thread, b *starlark.Builtin, args star
 		}
 	}
 	hdr := map[string]string{}
+	if _, isText := body.(starlark.String); isText {
+		hdr["Content-Type"] = "text/plain; charset=utf-8"
+	} else if raw != nil {
+		hdr["Content-Type"] = "application/json"
+	}
+	q := url.Values{}
 	for _, pair := range []struct {
-		v   starlark.Value
-		dst func(k, v string)
-	}{{headers, func(k, v string) { hdr[k] = strings.ReplaceAll(v, "{{secret}}", t.rt.webhookSecrets[id]) }}} {
+		what string
+		v    starlark.Value
+		set  func(k, v string)
+	}{{"headers", headers, func(k, v string) { hdr[k] = v }}, {"query", query, func(k, v string) { q.Set(k, v) }}} {
 		if pair.v == starlark.None {
 			continue
 		}
@@ -517,41 +538,28 @@ func (t *tester) webhook(thread *starlark.Thread, b *starlark.Builtin, args star
 		}
 		mm, ok := m.(map[string]any)
 		if !ok {
-			return nil, failAt(thread, "t.webhook: headers must be a dict")
+			return nil, failAt(thread, "t.webhook: %s must be a dict", pair.what)
 		}
 		for k, v := range mm {
-			pair.dst(k, fmt.Sprint(v))
+			pair.set(k, fmt.Sprint(v))
 		}
+	}
+	if w, ok := t.rt.webhooks[id]; ok && sign {
+		w.sign(raw, t.rt.clock.Now(), hdr, q)
 	}
 	path := apiBase + "/webhooks/" + Tenant + "/" + url.PathEscape(id)
-	if query != starlark.None {
-		m, err := fromStarlark(query, 0)
-		if err != nil {
-			return nil, fail(thread, b, err)
-		}
-		mm, ok := m.(map[string]any)
-		if !ok {
-			return nil, failAt(thread, "t.webhook: query must be a dict")
-		}
-		q := url.Values{}
-		for k, v := range mm {
-			q.Set(k, fmt.Sprint(v))
-		}
+	if len(q) > 0 {
 		path += "?" + q.Encode()
-	}
-	if _, ok := hdr["Content-Type"]; !ok && raw != nil {
-		hdr["Content-Type"] = "application/json"
 	}
 	status, out, err := t.rt.call(t.ctx, http.MethodPost, path, raw, hdr, true)
 	if err != nil && status < 400 {
 		return nil, fail(thread, b, err)
 	}
-	fields := starlark.StringDict{"status": starlark.MakeInt(status), "run": starlark.None}
-	sv, cerr := toStarlark(out, 0)
-	if cerr != nil {
-		return nil, fail(thread, b, cerr)
+	sv, err := toStarlark(out, 0)
+	if err != nil {
+		return nil, fail(thread, b, err)
 	}
-	fields["body"] = sv
+	fields := starlark.StringDict{"status": starlark.MakeInt(status), "body": sv, "run": starlark.None}
 	if inv, ok := out["invocation_id"].(string); ok && status < 300 {
 		t.started = append(t.started, inv)
 		if err := t.runAll(); err != nil {
