@@ -193,7 +193,7 @@ func runValue(rec invocation.Record, evs []invocation.Event) (starlark.Value, er
 		"id": starlark.String(rec.ID), "status": starlark.String(string(rec.Status)), "params": pv, "result": res, "error": ev,
 		"attempt": starlark.MakeInt(rec.Attempt), "entrypoint_id": starlark.String(rec.EntrypointID),
 		"parent_id": starlark.String(rec.ParentID),
-		"timeline": starlark.NewList(timeline), "steps": starlark.NewList(steps), "compensations": starlark.NewList(comps),
+		"timeline":  starlark.NewList(timeline), "steps": starlark.NewList(steps), "compensations": starlark.NewList(comps),
 	}), nil
 }
 
