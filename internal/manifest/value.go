@@ -38,11 +38,11 @@ func convert(file string, n *yaml.Node, depth int, count *int) (any, error) {
 		m := make(map[string]any, len(n.Content)/2)
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
-			if k.Kind != yaml.ScalarNode || (k.Tag != "!!str" && k.Tag != "") {
-				return nil, errAt(file, k, "keys must be strings")
-			}
-			if k.Value == "<<" {
+			if k.Kind == yaml.ScalarNode && k.ShortTag() == "!!merge" {
 				return nil, errAt(file, k, "merge keys (<<) are not supported")
+			}
+			if k.Kind != yaml.ScalarNode || k.ShortTag() != "!!str" {
+				return nil, errAt(file, k, "keys must be strings")
 			}
 			if _, dup := m[k.Value]; dup {
 				return nil, errAt(file, k, "key %q given twice", k.Value)
