@@ -155,6 +155,11 @@ def main(ctx, input):
         return {"error": r.error.message}
     return {"status": r.response.status_code, "body": r.response.body, "type": r.response.headers.get("content-type")}
 `,
+		"fetch_secret.yaml": fnManifest("fetch_secret"),
+		"fetch_secret.star": `
+def main(ctx, input):
+    return r_await(r_http_get_v1(input.url, headers={"Authorization": "Bearer {{secret:api_key}}"}, timeout_ms=1000)).response.body
+`,
 		"fetch_test.star": `
 URL = "https://api.example.com/things?id=1"
 
@@ -179,6 +184,13 @@ def test_timeout(t):
     t.stub_http("POST", URL, error = "timeout")
     assert_contains(t.invoke("fetch", {"url": URL}).result["error"], "timed out")
 
+def test_secret_in_a_header(t):
+    t.secret("api_key", "s3cr3t-value", ["api.example.com"])
+    t.stub_http("GET", URL, json = {"echo": "s3cr3t-value"})
+    run = t.invoke("fetch_secret", {"url": URL})
+    assert_eq(t.http_calls()[0].headers["authorization"], "Bearer s3cr3t-value", "the egress layer put the value in")
+    assert_eq(run.result, {"echo": "[REDACTED]"}, "the code never sees it")
+
 def test_undeclared(t):
     run = t.invoke("fetch", {"url": "https://elsewhere.example.com/x"})
     assert_contains(run.result["error"], "no stub for POST https://elsewhere.example.com/x")
@@ -186,7 +198,7 @@ def test_undeclared(t):
 	})
 	res, out, err := run(t, dir, larktest.Options{})
 	require.ErrorIs(t, err, larktest.ErrFailed, out)
-	require.Equal(t, larktest.Result{Passed: 3, Failed: 1}, res, out)
+	require.Equal(t, larktest.Result{Passed: 4, Failed: 1}, res, out)
 	// A request no stub answers fails the call with an error naming it, and fails the test too.
 	require.Contains(t, out, "--- FAIL: test_undeclared")
 	require.Contains(t, out, "the code called POST https://elsewhere.example.com/x, which no t.stub_http declares")

@@ -32,7 +32,7 @@ func newTester(ctx context.Context, rt *runtime) *tester {
 	t := &tester{ctx: ctx, rt: rt}
 	m := map[string]func(*starlark.Thread, *starlark.Builtin, starlark.Tuple, []starlark.Tuple) (starlark.Value, error){
 		"invoke": t.invoke, "get": t.get, "invocations": t.invocations, "cancel": t.cancel,
-		"stub_http": t.stubHTTP, "http_calls": t.httpCalls,
+		"stub_http": t.stubHTTP, "http_calls": t.httpCalls, "secret": t.secret,
 		"advance": t.advance, "now": t.now,
 		"send_event": t.sendEvent, "webhook": t.webhook, "trigger_schedule": t.triggerSchedule,
 	}
@@ -362,6 +362,24 @@ func (t *tester) stubHTTP(thread *starlark.Thread, b *starlark.Builtin, args sta
 		}
 	}
 	if err := t.rt.http.add(s); err != nil {
+		return nil, fail(thread, b, err)
+	}
+	return starlark.None, nil
+}
+
+// secret: t.secret(name, value, allowed_hosts) creates a tenant secret (POST /secrets) that code
+// names in a header as {{secret:NAME}}; the stubbed request carries the value, the code never does.
+func (t *tester) secret(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var name, value string
+	var hosts *starlark.List
+	if err := starlark.UnpackArgs(b.Name(), args, kwargs, "name", &name, "value", &value, "allowed_hosts", &hosts); err != nil {
+		return nil, err
+	}
+	h, err := fromStarlark(hosts, 0)
+	if err != nil {
+		return nil, fail(thread, b, err)
+	}
+	if _, err := t.rt.api(t.ctx, http.MethodPost, "/secrets", map[string]any{"name": name, "value": value, "allowed_hosts": h}); err != nil {
 		return nil, fail(thread, b, err)
 	}
 	return starlark.None, nil
