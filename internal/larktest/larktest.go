@@ -246,7 +246,7 @@ func runTest(ctx context.Context, o Options, set manifest.Set, f *testFile, fn *
 	thread := &starlark.Thread{Name: fn.Name()}
 	stop := context.AfterFunc(ctx, func() { thread.Cancel("the test ran longer than " + o.Timeout.String()) })
 	defer stop()
-	_, cerr := starlark.Call(thread, fn, starlark.Tuple{t}, nil)
+	cerr := callTest(thread, fn, t)
 	var msgs []string
 	pos := fn.Position()
 	if cerr != nil {
@@ -273,6 +273,18 @@ func runTest(ctx context.Context, o Options, set manifest.Set, f *testFile, fn *
 		}
 	}
 	return false, nil
+}
+
+// callTest runs the test function; a panic (a bug of the harness or the interpreter) fails the test
+// instead of ending the run.
+func callTest(thread *starlark.Thread, fn *starlark.Function, t *tester) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("lark test: panic: %v", r)
+		}
+	}()
+	_, err = starlark.Call(thread, fn, starlark.Tuple{t}, nil)
+	return err
 }
 
 // describe finds where in the test file err happened and what to say: an assertion's line and

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -22,6 +21,7 @@ import (
 	"github.com/larkrun/lark/internal/keyring"
 	"github.com/larkrun/lark/internal/manifest"
 	"github.com/larkrun/lark/internal/server"
+	"github.com/larkrun/lark/internal/store"
 	"github.com/larkrun/lark/internal/tokens"
 )
 
@@ -383,60 +383,109 @@ func (rt *runtime) advance(ctx context.Context, d time.Duration) error {
 	return fmt.Errorf("advance: more than %d timers on the way", maxRounds)
 }
 
-// runUntilBlocked settles, then keeps moving the clock to the next due timer while invocation id
-// is neither ended nor waiting for an event (which only the test can send, or t.advance time out).
-func (rt *runtime) runUntilBlocked(ctx context.Context, id string) error {
+// runUntilBlocked settles, then keeps moving the clock to the next due time while an invocation
+// is in flight and that time comes before every pending event wait's timeout: it stops when
+// everything has ended, or when what is left waits for an event (which only the test can send, or
+// t.advance time out).
+func (rt *runtime) runUntilBlocked(ctx context.Context) error {
 	for i := 0; i < maxAutoAdvances; i++ {
 		if err := rt.settle(ctx); err != nil {
 			return err
 		}
-		rec, err := rt.srv.Invoke.Get(ctx, rt.sc, id)
-		if err != nil {
+		inFlight, eventDeadline, err := rt.inFlight(ctx)
+		if err != nil || !inFlight {
 			return err
-		}
-		if rec.Status.Terminal() || rec.Status == invocation.StatusSucceeded {
-			return nil
-		}
-		if rec.Status == invocation.StatusSuspended {
-			waiting, err := rt.waitsForEvent(ctx, id)
-			if err != nil || waiting {
-				return err
-			}
 		}
 		due, err := rt.nextDue(ctx)
 		if err != nil {
 			return err
 		}
-		if due == nil || due.Sub(rt.clock.Now()) > maxAutoAdvance {
+		if due == nil || due.Sub(rt.clock.Now()) > maxAutoAdvance || (eventDeadline != nil && !due.Before(*eventDeadline)) {
 			return nil
 		}
 		rt.clock.Set(*due)
 	}
-	return fmt.Errorf("invocation %s crossed more than %d timers", id, maxAutoAdvances)
+	return fmt.Errorf("crossed more than %d timers (a workflow that never ends?)", maxAutoAdvances)
 }
 
-// waitsForEvent reports whether invocation id (suspended) waits for an event: its last suspended
-// entry's reason is "event <type>".
-func (rt *runtime) waitsForEvent(ctx context.Context, id string) (bool, error) {
+// inFlight reports whether an invocation of the test has not ended, and the earliest timeout of
+// the event waits of the suspended ones (nil: none has a timeout, or none waits for an event; a
+// wait without timeout blocks for ever, as the far future).
+func (rt *runtime) inFlight(ctx context.Context) (bool, *time.Time, error) {
+	recs, err := rt.records(ctx)
+	if err != nil {
+		return false, nil, err
+	}
+	busy := false
+	var deadline *time.Time
+	for _, rec := range recs {
+		if rec.Status.Terminal() {
+			continue // failed too: an on_failure handler is an invocation of its own
+		}
+		busy = true
+		if rec.Status != invocation.StatusSuspended {
+			continue
+		}
+		isEvent, until, err := rt.suspension(ctx, rec.ID)
+		if err != nil {
+			return false, nil, err
+		}
+		if !isEvent {
+			continue
+		}
+		if until == nil {
+			far := rt.clock.Now().Add(maxAutoAdvance + time.Hour)
+			until = &far
+		}
+		if deadline == nil || until.Before(*deadline) {
+			deadline = until
+		}
+	}
+	return busy, deadline, nil
+}
+
+// maxRecords bounds the invocations one test may look at.
+const maxRecords = 10_000
+
+// records lists the test tenant's invocations.
+func (rt *runtime) records(ctx context.Context) ([]invocation.Record, error) {
+	var out []invocation.Record
+	q := store.ListQuery{Limit: 200}
+	for len(out) < maxRecords {
+		page, err := rt.srv.Invoke.List(ctx, rt.sc, q)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page.Items...)
+		if !page.HasMore || page.NextCursor == "" {
+			return out, nil
+		}
+		q.Cursor = page.NextCursor
+	}
+	return out, nil
+}
+
+// suspension reads the last suspended entry of invocation id: whether it waits for an event
+// (reason "event <type>") and until when.
+func (rt *runtime) suspension(ctx context.Context, id string) (bool, *time.Time, error) {
 	_, evs, err := rt.srv.Invoke.Events(ctx, rt.sc, id)
 	if err != nil {
-		return false, err
+		return false, nil, err
 	}
 	for i := len(evs) - 1; i >= 0; i-- {
 		if evs[i].Type != invocation.EventSuspended {
 			continue
 		}
 		var d struct {
-			Reason string `json:"reason"`
+			Reason string     `json:"reason"`
+			Until  *time.Time `json:"until"`
 		}
 		if len(evs[i].Data) > 0 {
 			if err := json.Unmarshal(evs[i].Data, &d); err != nil {
-				return false, err
+				return false, nil, err
 			}
 		}
-		return strings.HasPrefix(d.Reason, "event "), nil
+		return strings.HasPrefix(d.Reason, "event "), d.Until, nil
 	}
-	return false, nil
+	return false, nil, nil
 }
-
-var errNoRun = errors.New("no such invocation")

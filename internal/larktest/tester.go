@@ -22,7 +22,6 @@ import (
 type tester struct {
 	ctx     context.Context
 	rt      *runtime
-	started []string // invocations the test started (t.invoke, t.webhook, ...), run by runAll
 	methods map[string]*starlark.Builtin
 }
 
@@ -72,14 +71,9 @@ func fail(thread *starlark.Thread, b *starlark.Builtin, err error) error {
 	return failAt(thread, "%s: %v", b.Name(), err)
 }
 
-// runAll runs every invocation the test started until each has ended or waits for an event.
+// runAll runs every invocation until each has ended or waits for an event.
 func (t *tester) runAll() error {
-	for _, id := range t.started {
-		if err := t.rt.runUntilBlocked(t.ctx, id); err != nil {
-			return err
-		}
-	}
-	return t.rt.settle(t.ctx)
+	return t.rt.runUntilBlocked(t.ctx)
 }
 
 // invoke: t.invoke(name, params=None, mode="async") starts an entrypoint through the API and runs
@@ -108,7 +102,6 @@ func (t *tester) invoke(thread *starlark.Thread, b *starlark.Builtin, args starl
 	}
 	rec, _ := out["record"].(map[string]any)
 	id, _ := rec["invocation_id"].(string)
-	t.started = append(t.started, id)
 	if err := t.runAll(); err != nil {
 		return nil, fail(thread, b, err)
 	}
@@ -579,7 +572,6 @@ func (t *tester) webhook(thread *starlark.Thread, b *starlark.Builtin, args star
 	}
 	fields := starlark.StringDict{"status": starlark.MakeInt(status), "body": sv, "run": starlark.None}
 	if inv, ok := out["invocation_id"].(string); ok && status < 300 {
-		t.started = append(t.started, inv)
 		if err := t.runAll(); err != nil {
 			return nil, fail(thread, b, err)
 		}
@@ -617,7 +609,6 @@ func (t *tester) triggerSchedule(thread *starlark.Thread, b *starlark.Builtin, a
 	if inv == "" {
 		return toStarlarkOrFail(thread, b, out)
 	}
-	t.started = append(t.started, inv)
 	if err := t.runAll(); err != nil {
 		return nil, fail(thread, b, err)
 	}
