@@ -285,6 +285,8 @@ def undo(ctx, input, output):
 def main(ctx, input):
     r_run_step_v1("a", r_step_v1("a", do, undo), "a")
     r_run_step_v1("b", r_step_v1("b", do, undo), "b")
+    if input.get("wait"):
+        r_wait_event_v1("gts.x.core.events.event.v1~vendor.app.test.never.v1~")
     r_exit({"message": "changed my mind"})
 `,
 		"saga_test.star": `
@@ -296,6 +298,14 @@ def test_compensates_in_reverse(t):
     assert_eq(run.compensations, ["b", "a"])
     assert_eq([c.body["id"] for c in t.http_calls()], ["b-1", "a-1"])
     assert_eq(run.error["message"], "changed my mind")
+
+def test_cancel_compensates(t):
+    t.stub_http("POST", "https://svc.example.com/undo", json = {})
+    run = t.invoke("saga", {"wait": True})
+    assert_eq(run.status, "suspended")
+    run = t.cancel(run)
+    assert_eq(run.status, "canceled")
+    assert_eq(run.compensations, ["b", "a"])
 `,
 	})
 	_, out, err := run(t, dir, larktest.Options{})

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -212,11 +213,8 @@ func (rt *runtime) deploy(ctx context.Context, set manifest.Set) error {
 		}
 		gid := r.ID()
 		rt.names[gid] = gid
-		if short := shortName(gid); short != "" {
-			rt.names[short] = gid
-		}
-		base := strings.TrimSuffix(baseName(r.File), ".")
-		rt.names[base] = gid
+		rt.name(shortName(gid), gid)
+		rt.name(strings.TrimSuffix(filepath.Base(r.File), filepath.Ext(r.File)), gid)
 	}
 	for _, group := range []struct {
 		list []manifest.Resource
@@ -284,17 +282,27 @@ func isDigits(s string) bool {
 	return s != ""
 }
 
-func baseName(path string) string {
-	b := path[strings.LastIndexAny(path, `/\`)+1:]
-	if i := strings.LastIndex(b, "."); i > 0 {
-		b = b[:i]
+// ambiguous marks a short name that several entrypoints share.
+const ambiguous = ""
+
+// name maps a short name to gid; a name two entrypoints share is ambiguous (use the GTS id).
+func (rt *runtime) name(short, gid string) {
+	if short == "" {
+		return
 	}
-	return b
+	if prev, ok := rt.names[short]; ok && prev != gid {
+		rt.names[short] = ambiguous
+		return
+	}
+	rt.names[short] = gid
 }
 
 // resolve maps a short name, manifest base name or GTS id to an entrypoint id.
 func (rt *runtime) resolve(name string) (string, error) {
 	if gid, ok := rt.names[name]; ok {
+		if gid == ambiguous {
+			return "", fmt.Errorf("%q names several entrypoints of this folder: use the GTS id", name)
+		}
 		return gid, nil
 	}
 	if strings.HasPrefix(name, "gts.") {

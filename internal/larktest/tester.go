@@ -239,32 +239,22 @@ func (t *tester) invocations(thread *starlark.Thread, b *starlark.Builtin, args 
 			return nil, fail(thread, b, err)
 		}
 	}
+	recs, err := t.rt.records(t.ctx)
+	if err != nil {
+		return nil, fail(thread, b, err)
+	}
+	sort.SliceStable(recs, func(i, j int) bool {
+		if !recs[i].CreatedAt.Equal(recs[j].CreatedAt) {
+			return recs[i].CreatedAt.Before(recs[j].CreatedAt)
+		}
+		return recs[i].ID < recs[j].ID // ids are time-ordered (UUIDv7)
+	})
 	var ids []string
-	cursor := ""
-	for page := 0; page < 50; page++ {
-		q := "/invocations?limit=200"
-		if cursor != "" {
-			q += "&cursor=" + url.QueryEscape(cursor)
-		}
-		out, err := t.rt.api(t.ctx, http.MethodGet, q, nil)
-		if err != nil {
-			return nil, fail(thread, b, err)
-		}
-		items, _ := out["items"].([]any)
-		for _, it := range items {
-			m, _ := it.(map[string]any)
-			if gid == "" || m["entrypoint_id"] == gid {
-				id, _ := m["invocation_id"].(string)
-				ids = append(ids, id)
-			}
-		}
-		pi, _ := out["page_info"].(map[string]any)
-		cursor, _ = pi["next_cursor"].(string)
-		if cursor == "" {
-			break
+	for _, rec := range recs {
+		if gid == "" || rec.EntrypointID == gid {
+			ids = append(ids, rec.ID)
 		}
 	}
-	sort.Strings(ids) // ids are time-ordered (UUIDv7)
 	var runs []starlark.Value
 	for _, id := range ids {
 		r, err := t.run(thread, b, id)
