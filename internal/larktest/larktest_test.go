@@ -374,6 +374,10 @@ func TestCommand(t *testing.T) {
 	}{
 		{[]string{"-v", dir}, 0, "--- PASS: test_x"},
 		{[]string{"--run", "nothing", dir}, 0, "ok  \t"},
+		{[]string{dir, "-run", "test_x", "-v"}, 0, "--- PASS: test_x"},
+		{[]string{"-run=nothing", "-v", dir}, 0, "ok  \t"},
+		{[]string{"-timeout", "0s", dir}, larktest.ExitUsage, ""},
+		{[]string{"-h"}, 0, "-run REGEX"},
 		{[]string{}, larktest.ExitUsage, ""},
 		{[]string{"--run", "(", dir}, larktest.ExitUsage, ""},
 		{[]string{"--no-such-flag", dir}, larktest.ExitUsage, ""},
