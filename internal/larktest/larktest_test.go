@@ -184,6 +184,13 @@ def test_timeout(t):
     t.stub_http("POST", URL, error = "timeout")
     assert_contains(t.invoke("fetch", {"url": URL}).result["error"], "timed out")
 
+def test_redirect_is_followed(t):
+    t.stub_http("POST", URL, status = 302, headers = {"Location": "https://api.example.com/moved"})
+    t.stub_http("GET", "https://api.example.com/moved", json = {"here": True})
+    run = t.invoke("fetch", {"url": URL})
+    assert_eq(run.result["body"], {"here": True})
+    assert_eq([c.method + " " + c.url for c in t.http_calls()], ["POST " + URL, "GET https://api.example.com/moved"])
+
 def test_secret_in_a_header(t):
     t.secret("api_key", "s3cr3t-value", ["api.example.com"])
     t.stub_http("GET", URL, json = {"echo": "s3cr3t-value"})
@@ -198,7 +205,7 @@ def test_undeclared(t):
 	})
 	res, out, err := run(t, dir, larktest.Options{})
 	require.ErrorIs(t, err, larktest.ErrFailed, out)
-	require.Equal(t, larktest.Result{Passed: 4, Failed: 1}, res, out)
+	require.Equal(t, larktest.Result{Passed: 5, Failed: 1}, res, out)
 	// A request no stub answers fails the call with an error naming it, and fails the test too.
 	require.Contains(t, out, "--- FAIL: test_undeclared")
 	require.Contains(t, out, "the code called POST https://elsewhere.example.com/x, which no t.stub_http declares")
