@@ -269,14 +269,17 @@ def test_timeout(t):
     t.advance(60 * 1000)
     assert_eq(t.get(run).result, {"timed_out": True})
 
+def test_sync_workflow_is_refused(t):
+    assert_fails(lambda: t.invoke("wait", mode = "sync"), "is for functions")
+
 def test_bad_duration(t):
     t.advance("soon")
 `,
 	})
 	res, out, err := run(t, dir, larktest.Options{})
 	require.ErrorIs(t, err, larktest.ErrFailed)
-	require.Equal(t, larktest.Result{Passed: 2, Failed: 1}, res, out)
-	require.Contains(t, out, `wait_test.star:20: t.advance: bad duration "soon"`)
+	require.Equal(t, larktest.Result{Passed: 3, Failed: 1}, res, out)
+	require.Contains(t, out, `wait_test.star:23: t.advance: bad duration "soon"`)
 }
 
 func TestCompensation(t *testing.T) {

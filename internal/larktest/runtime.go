@@ -255,8 +255,11 @@ func (rt *runtime) keepWebhook(r manifest.Resource, out map[string]any) error {
 	return nil
 }
 
+// workflowType is the part of a workflow entrypoint's GTS id that says it is one.
+const workflowType = "~x.core.serverless.workflow.v1~"
+
 func isWorkflow(r manifest.Resource) bool {
-	return strings.Contains(r.ID(), "~x.core.serverless.workflow.v1~")
+	return strings.Contains(r.ID(), workflowType)
 }
 
 // shortName is the name segment of an entrypoint's GTS id: calculate_tax for
