@@ -362,7 +362,10 @@ func TestLoadErrors(t *testing.T) {
 		"bad manifest": {map[string]string{"a_test.star": "def test_x(t):\n    pass\n", "bad.yaml": "kind: cronjob\n"},
 			"bad.yaml:1:7: kind must be entrypoint, schedule, trigger or webhook"},
 		"refused registration": {map[string]string{"a_test.star": "def test_x(t):\n    pass\n", "f.yaml": fnManifest("f"),
-			"f.star": "def main(ctx):\n    return 1\n"}, "f.yaml: register: HTTP 422"},
+			"f.star": "def main(ctx, input):\n    return r_sleep(1)\n"}, "f.star:2:12: r_sleep may only be used in workflows"},
+		"refused member": {map[string]string{"a_test.star": "def test_x(t):\n    pass\n",
+			"f.yaml": strings.Replace(fnManifest("f"), "timeout_seconds: 10", "timeout_seconds: -1", 1),
+			"f.star": "def main(ctx, input):\n    return 1\n"}, "f.yaml:7:12: $.traits.limits.timeout_seconds: must be >= 1"},
 		"load()": {map[string]string{"a_test.star": "load(\"x.star\", \"y\")\n"}, "load() is not available"},
 	} {
 		t.Run(name, func(t *testing.T) {

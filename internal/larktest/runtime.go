@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -205,7 +206,7 @@ func (rt *runtime) deploy(ctx context.Context, set manifest.Set) error {
 	for _, r := range eps {
 		out, err := rt.api(ctx, http.MethodPost, "/entrypoints", r.Body)
 		if err != nil {
-			return fmt.Errorf("%s: register: %w", r.File, err)
+			return refused(r, "register", err)
 		}
 		id, _ := out["id"].(string)
 		if _, err := rt.api(ctx, http.MethodPost, "/entrypoints/"+url.PathEscape(id)+":status", map[string]any{"action": "activate"}); err != nil {
@@ -223,7 +224,7 @@ func (rt *runtime) deploy(ctx context.Context, set manifest.Set) error {
 		for _, r := range group.list {
 			out, err := rt.api(ctx, http.MethodPost, group.path, r.Body)
 			if err != nil {
-				return fmt.Errorf("%s: create: %w", r.File, err)
+				return refused(r, "create", err)
 			}
 			if group.path == "/webhook-triggers" {
 				if err := rt.keepWebhook(r, out); err != nil {
@@ -233,6 +234,57 @@ func (rt *runtime) deploy(ctx context.Context, set manifest.Set) error {
 		}
 	}
 	return nil
+}
+
+// refused explains why the API refused manifest r: the problem's title and detail, then each
+// issue where it is: at its line in the .star file for the Starlark source, else at the member
+// of the manifest its JSON path names.
+func refused(r manifest.Resource, what string, err error) error {
+	var ae *apiError
+	if !errors.As(err, &ae) {
+		return fmt.Errorf("%s: %s: %w", r.File, what, err)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %s: HTTP %d", r.File, what, ae.Status)
+	for _, k := range []string{"title", "detail"} {
+		if s, ok := ae.Body[k].(string); ok && s != "" {
+			b.WriteString(": " + s)
+		}
+	}
+	issues, _ := ae.Body["errors"].([]any)
+	for _, x := range issues {
+		is, _ := x.(map[string]any)
+		path, _ := is["path"].(string)
+		msg, _ := is["message"].(string)
+		code, _ := is["code"].(string)
+		line, _ := jsonInt(is["line"])
+		col, _ := jsonInt(is["column"])
+		where := r.File
+		switch {
+		case path == "$.implementation.code.source" && r.SourceFile != "" && line > 0:
+			where = fmt.Sprintf("%s:%d:%d", r.SourceFile, line, col)
+		case path == "$.implementation.code.source" && line > 0:
+			where = fmt.Sprintf("%s (source line %d, column %d)", r.File, line, col)
+		default:
+			if l, c, ok := r.Position(path); ok {
+				where = fmt.Sprintf("%s:%d:%d: %s", r.File, l, c, path)
+			}
+		}
+		fmt.Fprintf(&b, "\n    %s: %s", where, msg)
+		if code != "" {
+			fmt.Fprintf(&b, " (%s)", code)
+		}
+	}
+	return errors.New(b.String())
+}
+
+func jsonInt(v any) (int, bool) {
+	n, ok := v.(json.Number)
+	if !ok {
+		return 0, false
+	}
+	i, err := n.Int64()
+	return int(i), err == nil
 }
 
 // keepWebhook records a created webhook trigger's authentication and secret: the one the

@@ -24,6 +24,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -60,6 +61,50 @@ type Resource struct {
 	// read from ("" when the source was inline).
 	File, SourceFile string
 	Body             map[string]any
+	root             *yaml.Node
+}
+
+// Position is where in the manifest the member at a JSON path ("$.traits.limits.cpu",
+// "$.tags[1]") was written: the line and column of its key (of the element, in an array), or of
+// the closest enclosing member when the path goes further than the manifest (a member it left
+// out). ok is false for a resource that was not read from a manifest.
+func (r Resource) Position(path string) (line, col int, ok bool) {
+	n := r.root
+	if n == nil {
+		return 0, 0, false
+	}
+	at := n
+	for _, step := range splitPath(path) {
+		var where *yaml.Node
+		switch n.Kind {
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Value == step {
+					where, n = n.Content[i], n.Content[i+1]
+				}
+			}
+		case yaml.SequenceNode:
+			if i, err := strconv.Atoi(step); err == nil && i >= 0 && i < len(n.Content) {
+				where, n = n.Content[i], n.Content[i]
+			}
+		}
+		if where == nil {
+			break
+		}
+		at = where
+	}
+	return at.Line, at.Column, true
+}
+
+// splitPath splits "$.a.b[2].c" into a, b, 2, c.
+func splitPath(path string) []string {
+	path = strings.TrimPrefix(strings.TrimPrefix(path, "$"), ".")
+	path = strings.ReplaceAll(path, "[", ".")
+	path = strings.ReplaceAll(path, "]", "")
+	if path == "" {
+		return nil
+	}
+	return strings.Split(path, ".")
 }
 
 // ID is the resource's id member: entrypoint_id, schedule_id, trigger_id or webhook_trigger_id
@@ -166,7 +211,7 @@ func LoadFile(path string) (Resource, error) {
 	if !ok {
 		return Resource{}, errAt(path, root, "a manifest is one object (a mapping)")
 	}
-	r := Resource{Kind: KindEntrypoint, File: path, Body: body}
+	r := Resource{Kind: KindEntrypoint, File: path, Body: body, root: root}
 	if k, present := body["kind"]; present {
 		s, _ := k.(string)
 		switch s {

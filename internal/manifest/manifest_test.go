@@ -122,3 +122,21 @@ func TestLoadReportsEveryBadFile(t *testing.T) {
 	require.ErrorContains(t, err, "a.yaml:1:7")
 	require.ErrorContains(t, err, "b.yaml:1:7")
 }
+
+func TestPosition(t *testing.T) {
+	dir := write(t, map[string]string{"m.yaml": "title: x\ntraits:\n  limits: {cpu: 7}\ntags:\n  - a\n  - b\n", "m.star": ""})
+	set, err := manifest.Load(dir)
+	require.NoError(t, err)
+	r := set.Entrypoints[0]
+	for path, want := range map[string][2]int{
+		"$.traits.limits.cpu": {3, 12},
+		"$.tags[1]":           {6, 5},
+		"$.traits.retry.x":    {2, 1}, // left out: the closest member written
+		"$.traits":            {2, 1},
+		"$":                   {1, 1},
+	} {
+		l, c, ok := r.Position(path)
+		require.True(t, ok, path)
+		require.Equal(t, want, [2]int{l, c}, path)
+	}
+}
