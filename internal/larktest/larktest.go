@@ -241,7 +241,11 @@ func runTest(ctx context.Context, o Options, set manifest.Set, f *testFile, fn *
 	if err != nil {
 		return false, err
 	}
-	defer rt.close()
+	defer func() {
+		if err := rt.close(); err != nil {
+			fmt.Fprintf(o.Out, "    warning: closing the test runtime of %s: %v\n", fn.Name(), err)
+		}
+	}()
 	t := newTester(ctx, rt)
 	thread := &starlark.Thread{Name: fn.Name()}
 	stop := context.AfterFunc(ctx, func() { thread.Cancel("the test ran longer than " + o.Timeout.String()) })

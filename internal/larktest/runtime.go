@@ -74,36 +74,28 @@ func newRuntime(ctx context.Context, set manifest.Set) (*runtime, error) {
 	}
 	kr, err := keyring.New(key)
 	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
+		return nil, errors.Join(err, os.RemoveAll(dir))
 	}
 	rt := &runtime{clock: clock.NewFake(Epoch), http: &transport{}, dir: dir, names: map[string]string{},
 		webhooks: map[string]webhookAuth{}}
 	srv, err := server.New(ctx, server.Config{DataDir: dir, Clock: rt.clock, Logger: quietLogger(), CPUSlots: -1,
 		EgressTransport: rt.http, Keyring: kr, SQLiteSynchronous: "NORMAL", NodeID: "lark-test"})
 	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
+		return nil, errors.Join(err, os.RemoveAll(dir))
 	}
 	rt.srv = srv
 	if err := rt.provision(ctx); err != nil {
-		rt.close()
-		return nil, err
+		return nil, errors.Join(err, rt.close())
 	}
 	if err := rt.deploy(ctx, set); err != nil {
-		rt.close()
-		return nil, err
+		return nil, errors.Join(err, rt.close())
 	}
 	return rt, nil
 }
 
-func (rt *runtime) close() {
-	if err := rt.srv.Close(); err != nil {
-		slog.Debug("closing the test runtime", "err", err)
-	}
-	if err := os.RemoveAll(rt.dir); err != nil {
-		slog.Debug("removing the test runtime's directory", "err", err)
-	}
+// close stops the runtime and removes its directory.
+func (rt *runtime) close() error {
+	return errors.Join(rt.srv.Close(), os.RemoveAll(rt.dir))
 }
 
 // provision enables the test tenant (any outbound host: egress is stubbed) and issues its admin
