@@ -474,3 +474,31 @@ def test_trigger_starts_the_function(t):
 	_, out, err := run(t, dir, larktest.Options{})
 	require.NoError(t, err, out)
 }
+
+func TestHTTPRetryBackoffUsesTheFakeClock(t *testing.T) {
+	dir := folder(t, map[string]string{
+		"poll.yaml": fnManifest("poll"),
+		"poll.star": `
+def main(ctx, input):
+    r = r_await(r_http_get_v1("https://slow.example.com/", timeout_ms=1000, retry={"max_attempts": 3, "backoff_ms": 4000}))
+    return {"at": r_now_v1(), "body": r.response.body}
+`,
+		"poll_test.star": `
+def test_two_busy_answers_then_ok(t):
+    t.stub_http("GET", "https://slow.example.com/", status = 503, times = 2)
+    t.stub_http("GET", "https://slow.example.com/", json = {"ok": True})
+    run = t.invoke("poll")
+    assert_eq(run.result["body"], {"ok": True})
+    assert_eq(len(t.http_calls()), 3)
+    assert_eq(t.now(), "2026-01-01T09:00:08.000Z", "two backoffs of 4 s on the fake clock")
+`,
+	})
+	start := time.Now()
+	_, out, err := run(t, dir, larktest.Options{})
+	require.NoError(t, err, out)
+	limit := 3 * time.Second // the backoffs alone would take 8 s of real time
+	if raceEnabled {
+		limit = 7 * time.Second
+	}
+	require.Less(t, time.Since(start), limit)
+}

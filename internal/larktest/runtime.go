@@ -79,7 +79,7 @@ func newRuntime(ctx context.Context, set manifest.Set) (*runtime, error) {
 	rt := &runtime{clock: clock.NewFake(Epoch), http: &transport{}, dir: dir, names: map[string]string{},
 		webhooks: map[string]webhookAuth{}}
 	srv, err := server.New(ctx, server.Config{DataDir: dir, Clock: rt.clock, Logger: quietLogger(), CPUSlots: -1,
-		EgressTransport: rt.http, Keyring: kr, SQLiteSynchronous: "NORMAL", NodeID: "lark-test"})
+		EgressTransport: rt.http, Sleep: rt.sleep, Keyring: kr, SQLiteSynchronous: "NORMAL", NodeID: "lark-test"})
 	if err != nil {
 		return nil, errors.Join(err, os.RemoveAll(dir))
 	}
@@ -96,6 +96,16 @@ func newRuntime(ctx context.Context, set manifest.Set) (*runtime, error) {
 // close stops the runtime and removes its directory.
 func (rt *runtime) close() error {
 	return errors.Join(rt.srv.Close(), os.RemoveAll(rt.dir))
+}
+
+// sleep is the wait between two attempts of an r_http_* retry: the fake clock moves on by d, at
+// once.
+func (rt *runtime) sleep(ctx context.Context, d time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	rt.clock.Advance(d)
+	return nil
 }
 
 // provision enables the test tenant (any outbound host: egress is stubbed) and issues its admin
