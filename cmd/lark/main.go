@@ -23,6 +23,7 @@ import (
 	"github.com/larkrun/lark/internal/cost"
 	"github.com/larkrun/lark/internal/cpushare"
 	"github.com/larkrun/lark/internal/invoke"
+	"github.com/larkrun/lark/internal/larktest"
 	"github.com/larkrun/lark/internal/leader"
 	"github.com/larkrun/lark/internal/metrics"
 	"github.com/larkrun/lark/internal/natsbridge"
@@ -35,7 +36,9 @@ import (
 
 func main() {
 	if err := root().Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "lark:", err)
+		if msg := err.Error(); msg != "" { // lark test reports its failures itself
+			fmt.Fprintln(os.Stderr, "lark:", msg)
+		}
 		os.Exit(cli.ExitCode(err))
 	}
 }
@@ -343,6 +346,7 @@ func root() *cobra.Command {
 	cmd.Version = readVersion().String()
 	cmd.SetVersionTemplate("{{.Version}}\n")
 	cmd.AddCommand(cli.Commands()...)
+	cmd.AddCommand(larktest.Command())
 	return cmd
 }
 

@@ -63,6 +63,10 @@ func ExitCode(err error) int {
 	if errors.As(err, &ee) {
 		return ee.code
 	}
+	var ec interface{ ExitCode() int } // lark test's: 1 a test failed, 2 a usage or load error
+	if errors.As(err, &ec) {
+		return ec.ExitCode()
+	}
 	var p *larkclient.Problem
 	if errors.As(err, &p) {
 		return ExitAPI

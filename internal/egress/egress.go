@@ -78,6 +78,11 @@ type Options struct {
 	// LookupIP, when set, replaces Resolver for host-name resolution (tests use it to map names
 	// to chosen addresses). Its results go through the same address rules.
 	LookupIP func(ctx context.Context, host string) ([]net.IP, error)
+	// Transport, when set, carries every request instead of the network: the dialer and its
+	// resolved-address checks are skipped, every other rule (URL shape, allowlist, IP literals,
+	// headers, secrets, redirects, sizes, timeouts) still applies. `lark test` stubs upstreams
+	// with it; a server never sets it.
+	Transport http.RoundTripper
 }
 
 // Client performs outbound requests under the egress rules. It is safe for concurrent use and
@@ -131,8 +136,12 @@ func New(o Options) *Client {
 		ExpectContinueTimeout:  time.Second,
 		MaxResponseHeaderBytes: 1 << 20,
 	}
+	var rt http.RoundTripper = c.transport
+	if o.Transport != nil {
+		rt = o.Transport
+	}
 	c.hc = &http.Client{
-		Transport:     c.transport,
+		Transport:     rt,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	return c

@@ -481,6 +481,21 @@ func (h *host) TakeEgress() int64 {
 // Now implements sandbox.Host.
 func (h *host) Now() time.Time { return h.s.cfg.Clock.Now() }
 
+// Sleep implements sandbox.Sleeper with Config.Sleep; without it, a real timer.
+func (h *host) Sleep(ctx context.Context, d time.Duration) error {
+	if h.s.cfg.Sleep != nil {
+		return h.s.cfg.Sleep(ctx, d)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // Log implements sandbox.Host: ctx.log lands in the timeline.
 // Entries are bounded: maxLogEntryBytes each (the message cut, the fields dropped beyond it), and
 // maxLogEntries / maxLogBytes per attempt, the rest dropped and counted (see drain).

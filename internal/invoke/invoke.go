@@ -121,6 +121,9 @@ type Config struct {
 	// SyncPoll is how often a sync invocation of a workflow that waits for its end reads the store,
 	// for an end this process was not told of (default 1 s). Ends committed here wake it at once.
 	SyncPoll time.Duration
+	// Sleep, when set, is the wait between two attempts of an r_http_* call's retry (default: a
+	// real timer). `lark test` advances its fake clock with it instead of waiting.
+	Sleep func(ctx context.Context, d time.Duration) error
 	// Publisher publishes the events code emits with r_emit_v1, in the transaction that records
 	// what emitted them (nil: the default, which stores the event and resolves the waits of
 	// suspended workflows, as Publish does; the server may give an event bus that also matches

@@ -566,6 +566,12 @@ func (r *run) doHTTP(req HTTPRequest, host string, timeout time.Duration, policy
 		if dl, ok := r.ctx.Deadline(); ok && time.Until(dl) <= delay {
 			return o // no time left for another attempt
 		}
+		if sl, ok := r.host.(Sleeper); ok {
+			if sl.Sleep(r.ctx, delay) != nil {
+				return o
+			}
+			continue
+		}
 		t := time.NewTimer(delay)
 		select {
 		case <-t.C:

@@ -138,6 +138,13 @@ type Host interface {
 	Now() time.Time
 }
 
+// Sleeper is implemented by a Host whose time is not the wall clock's: the wait between two
+// attempts of an r_http_* call's retry goes through Sleep (lark test moves its fake clock instead
+// of waiting). It returns early with ctx's error. A Host without it waits on a real timer.
+type Sleeper interface {
+	Sleep(ctx context.Context, d time.Duration) error
+}
+
 // Request is one execution of a program's main(ctx, input).
 type Request struct {
 	Program *Program

@@ -111,6 +111,12 @@ type Config struct {
 	// UnsafeEgressAllowLoopback lets user code reach 127.0.0.0/8 and ::1. TEST ONLY: end-to-end
 	// tests point r_http_* at httptest servers with it. Every other address rule still applies.
 	UnsafeEgressAllowLoopback bool
+	// EgressTransport, when set, carries user code's outbound HTTP instead of the network
+	// (egress.Options.Transport): `lark test` stubs upstreams with it. Never set in a server.
+	EgressTransport http.RoundTripper
+	// Sleep, when set, is the wait between two attempts of an r_http_* call's retry
+	// (invoke.Config.Sleep): `lark test` moves its fake clock with it. Never set in a server.
+	Sleep func(ctx context.Context, d time.Duration) error
 	// Clock is the time source of every service and the dispatcher (default: the real clock).
 	// Tests inject a clock.Fake to move durable timers and timeouts forward.
 	Clock clock.Clock
@@ -327,8 +333,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		remote = s.Workers
 	}
 	s.Invoke = invoke.NewService(invoke.Config{Remote: remote, Store: st, Schemas: schemas, Programs: sandbox.NewCache(1024), Secrets: s.Secrets,
-		Egress: egress.New(egress.Options{AllowLoopback: cfg.UnsafeEgressAllowLoopback}), Clock: c, IDs: ids, Logger: cfg.Logger,
-		Node: cfg.NodeID, Pricing: cfg.Pricing, Observer: s.Metrics, MaxPayloadBytes: cfg.MaxPayloadBytes, CPU: cpuScheduler(cfg.CPUSlots, cfg.CPUNice, cfg.Logger),
+		Egress: egress.New(egress.Options{AllowLoopback: cfg.UnsafeEgressAllowLoopback, Transport: cfg.EgressTransport}), Clock: c, IDs: ids, Logger: cfg.Logger,
+		Node: cfg.NodeID, Pricing: cfg.Pricing, Observer: s.Metrics, MaxPayloadBytes: cfg.MaxPayloadBytes, Sleep: cfg.Sleep, CPU: cpuScheduler(cfg.CPUSlots, cfg.CPUNice, cfg.Logger),
 		SyncPoll: cfg.SyncPoll})
 	if s.Workers != nil {
 		for _, col := range s.Workers.Collectors() {

@@ -1,0 +1,5 @@
+//go:build !race
+
+package larktest_test
+
+const raceEnabled = false
