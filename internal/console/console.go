@@ -24,6 +24,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/larkrun/lark/internal/problem"
 )
@@ -56,11 +57,13 @@ type Handler struct {
 	assets  map[string]file // by name under assets/ (index.html excluded)
 }
 
-// New reads the embedded files, computes their version and prepares index.html and compressed
-// copies.
+// New returns the console's handler. The embedded files are read, versioned and compressed once
+// per process (compressing them takes a tenth of a second; test suites start many servers).
 func New() (*Handler, error) {
-	return newFrom(embedded)
+	return loadEmbedded()
 }
+
+var loadEmbedded = sync.OnceValues(func() (*Handler, error) { return newFrom(embedded) })
 
 // newFrom builds a Handler from fsys, which holds an assets/ directory with index.html.
 func newFrom(fsys fs.FS) (*Handler, error) {
