@@ -32,11 +32,12 @@ import (
 )
 
 const (
-	apiBase  = "/api/serverless-runtime/v1"
-	opToken  = "console-test-operator"
-	tenantID = "acme"
-	wfID     = "gts.x.core.serverless.entrypoint.v1~x.core.serverless.workflow.v1~vendor.app.orders.checkout.v1~"
-	fnID     = "gts.x.core.serverless.entrypoint.v1~x.core.serverless.function.v1~vendor.app.reports.nightly.v1~"
+	apiBase   = "/api/serverless-runtime/v1"
+	opToken   = "console-test-operator"
+	tenantID  = "acme"
+	wfID      = "gts.x.core.serverless.entrypoint.v1~x.core.serverless.workflow.v1~vendor.app.orders.checkout.v1~"
+	fnID      = "gts.x.core.serverless.entrypoint.v1~x.core.serverless.function.v1~vendor.app.reports.nightly.v1~"
+	orderType = "gts.x.core.events.event.v1~vendor.app.commerce.order_placed.v1~"
 )
 
 // checkout reserves, then fails to charge (one retry); the failure compensates the reservation.
@@ -115,6 +116,10 @@ func startLark(t *testing.T) *lark {
 	})
 	call(t, l.url, l.token, "POST", "/schedules", map[string]any{"schedule_id": "nightly", "name": "Nightly report",
 		"entrypoint_id": fnID, "expression": map[string]any{"kind": "cron", "value": "0 3 * * *"}}, 201)
+	call(t, l.url, l.token, "POST", "/backfills", map[string]any{"backfill_id": "nightly-2025", "schedule_id": "nightly",
+		"start": "2025-01-01T00:00:00Z", "end": "2025-01-04T00:00:00Z"}, 201)
+	call(t, l.url, l.token, "POST", "/triggers", map[string]any{"trigger_id": "on-order", "event_type_id": orderType, "entrypoint_id": fnID}, 201)
+	call(t, l.url, l.token, "POST", "/events", map[string]any{"event_type_id": orderType, "payload": map[string]any{"order_id": "o-7"}}, 202)
 	return l
 }
 
@@ -293,6 +298,18 @@ func TestConsoleInvocationTimeline(t *testing.T) {
 	require.Equal(t, "alice", eval[string](t, b, `sessionStorage.length > 0 && JSON.parse(sessionStorage.getItem('lark.console.whoami')).subject_id`))
 
 	link := chromedp.CSS(`#invocation-list a[href="/console/invocations/` + l.invocation + `"]`)
+	// The status filter: the invocation is listed under dead_lettered, not under succeeded.
+	for status, listed := range map[string]bool{"dead_lettered": true, "succeeded": false} {
+		b.do(t, "filter by "+status,
+			chromedp.Navigate(l.url+"/console/invocations"),
+			chromedp.WaitVisible(link),
+			chromedp.SetValue(chromedp.CSS(`form.filters select[name="status"]`), status),
+			chromedp.Click(chromedp.CSS(`form.filters button[type="submit"]`)),
+			chromedp.WaitVisible(chromedp.CSS(`#invocation-list[aria-busy="false"]`)))
+		require.Equal(t, "status="+status, eval[string](t, b, `location.search.slice(1)`))
+		require.Equal(t, listed, eval[bool](t, b, `!!document.querySelector('#invocation-list a[href="/console/invocations/`+l.invocation+`"]')`), status)
+	}
+
 	b.do(t, "find the invocation in the list",
 		chromedp.Click(chromedp.CSS(`#nav a[href="/console/invocations"]`)),
 		chromedp.WaitVisible(link),
@@ -363,8 +380,9 @@ func TestConsolePageWeight(t *testing.T) {
 		{"/console/invocations/" + l.invocation, `svg.gantt [data-row="comp:reserve"]`},
 		{"/console/schedules", "table"},
 		{"/console/schedules/nightly", "#history"},
-		{"/console/backfills", "#backfill-list p, #backfill-list table"},
-		{"/console/triggers", "main h1 + form + *"},
+		{"/console/backfills", "#backfill-list table"},
+		{"/console/backfills/nightly-2025", "#backfill progress"},
+		{"/console/triggers", "table"},
 		{"/console/usage", "svg.chart"},
 	}
 	for _, p := range pages {

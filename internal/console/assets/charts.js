@@ -6,16 +6,16 @@ import {s, h, num} from './dom.js';
 /**
  * bars draws stacked columns: buckets [{label, values: {series: n}}], series [{key, label, cls}].
  */
-export function bars(title, buckets, series, fmt = v => num(v)) {
+export function bars(title, buckets, series, fmt = v => num(v), integer = false) {
   const W = 760, H = 220, L = 56, B = 28, T = 12;
   const totals = buckets.map(b => series.reduce((a, x) => a + (b.values[x.key] || 0), 0));
-  const max = Math.max(...totals, 0) || 1;
+  const step = niceStep((Math.max(...totals, 0) || 1) / 4, integer);
+  const max = Math.ceil((Math.max(...totals, 0) || 1) / step) * step;
   const bw = (W - L - 8) / Math.max(buckets.length, 1);
   const y = v => T + (H - T - B) * (1 - v / max);
   const svg = s('svg', {class: 'chart', viewBox: `0 0 ${W} ${H}`, width: '100%', role: 'img', 'aria-label': title});
   svg.append(s('title', {}, title));
-  for (let i = 0; i <= 4; i++) {
-    const v = (max * i) / 4;
+  for (let v = 0; v <= max + step / 2; v += step) {
     svg.append(s('line', {class: 'grid', x1: L, x2: W, y1: y(v), y2: y(v)}),
       s('text', {class: 'axis', x: L - 6, y: y(v) + 4, 'text-anchor': 'end'}, fmt(v)));
   }
@@ -37,6 +37,14 @@ export function bars(title, buckets, series, fmt = v => num(v)) {
     ? h('ul', {class: 'legend'}, series.map(x => h('li', {}, h('span', {class: `swatch ${x.cls}`, 'aria-hidden': 'true'}), x.label)))
     : null;
   return h('figure', {class: 'chart-fig'}, h('figcaption', {}, title), svg, legend);
+}
+
+/** niceStep rounds a raw axis step up to 1, 2 or 5 times a power of ten (at least 1 for counts). */
+export function niceStep(raw, integer) {
+  const pow = 10 ** Math.floor(Math.log10(raw));
+  const f = raw / pow;
+  const step = (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * pow;
+  return integer ? Math.max(1, Math.round(step)) : step;
 }
 
 /** gauge draws one horizontal utilisation bar (0–100 %). */

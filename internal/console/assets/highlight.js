@@ -57,7 +57,7 @@ export function highlight(src, label = 'Source') {
   for (const [k, t] of tokens(src || '')) {
     code.append(k === 'space' || k === 'other' || k === 'name' || k === 'op' ? t : h('span', {class: `tok-${k}`}, t));
   }
-  const lines = (src || '').split('\n').length;
+  const lines = (src || '').replace(/\n$/, '').split('\n').length;
   const gutter = h('span', {class: 'gutter', 'aria-hidden': 'true'}, Array.from({length: lines}, (_, i) => `${i + 1}\n`).join(''));
   return h('pre', {class: 'code', tabindex: 0, 'aria-label': label}, gutter, code);
 }

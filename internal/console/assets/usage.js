@@ -53,7 +53,7 @@ export async function usagePage(ctx) {
       bars('Runs finished per bucket, by outcome', buckets.map(b => ({label: label(b), values: {
         succeeded: b.by_status?.succeeded, failed: b.by_status?.failed, canceled: b.by_status?.canceled, dead_lettered: b.dead_lettered}})),
       [{key: 'succeeded', label: 'succeeded', cls: 'sw-ok'}, {key: 'failed', label: 'failed', cls: 'sw-fail'},
-        {key: 'canceled', label: 'canceled', cls: 'sw-info'}, {key: 'dead_lettered', label: 'dead-lettered', cls: 'sw-retry'}], v => num(v, 0)),
+        {key: 'canceled', label: 'canceled', cls: 'sw-info'}, {key: 'dead_lettered', label: 'dead-lettered', cls: 'sw-retry'}], v => num(v, 0), true),
       bars(`Cost per bucket (${hist.currency || 'no currency'})`, buckets.map(b => ({label: label(b), values: {cost: b.cost}})),
         [{key: 'cost', label: 'cost', cls: 'sw-comp'}], v => num(v, 6)),
       h('details', {}, h('summary', {}, 'Per entrypoint'),
