@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,8 +27,10 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 	"github.com/stretchr/testify/require"
 
+	"github.com/larkrun/lark/internal/console"
 	"github.com/larkrun/lark/internal/server"
 )
 
@@ -343,6 +346,12 @@ func TestConsoleInvocationTimeline(t *testing.T) {
 	// Control actions follow the status: a dead-lettered invocation can be retried or replayed, not canceled.
 	require.Equal(t, []bool{true, false, false},
 		eval[[]bool](t, b, `['cancel','retry','replay'].map(a => document.querySelector('[data-action="'+a+'"]').disabled)`))
+	// The chart works from the keyboard: Enter on the failed charge attempt opens its entries.
+	b.do(t, "open the failed charge attempt with the keyboard",
+		chromedp.SendKeys(chromedp.CSS(`[data-row="step:charge"] .bar-fail`), kb.Enter),
+		chromedp.WaitVisible(chromedp.CSS(`#entry-detail article[data-seq]`)))
+	require.Equal(t, "charge: failed", eval[string](t, b, `document.querySelector('#entry-detail h3').textContent`))
+	require.Contains(t, eval[string](t, b, `document.getElementById('entry-detail').textContent`), "card declined for o-42")
 	b.screenshot(t, "invocation")
 }
 
@@ -410,4 +419,76 @@ func TestConsolePageWeight(t *testing.T) {
 	if errors.Is(b.ctx.Err(), context.DeadlineExceeded) {
 		t.Fatal("the browser ran out of time")
 	}
+}
+
+// TestConsoleModules runs the console's own modules in the browser on made-up data: the Gantt
+// model of a workflow still in flight and of a retried function, and the Starlark tokenizer.
+func TestConsoleModules(t *testing.T) {
+	b := newBrowser(t)
+	h, err := console.Wrap(http.NotFoundHandler())
+	require.NoError(t, err)
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	b.do(t, "load the console", chromedp.Navigate(ts.URL+"/console/login"), chromedp.WaitVisible(chromedp.ID("token")))
+	load := func(module, expr string) string {
+		t.Helper()
+		js := `(async () => {
+			const base = document.querySelector('script[type=module]').src.replace(/main\.js$/, '');
+			const m = await import(base + '` + module + `');
+			return JSON.stringify(` + expr + `);
+		})()`
+		v, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](js, chromedp.EvalAwaitPromise))
+		require.NoError(t, err)
+		return v
+	}
+	type row struct {
+		Key   string   `json:"key"`
+		Bars  []string `json:"bars"`
+		Marks []string `json:"marks"`
+	}
+	rowsOf := func(items string) []row {
+		t.Helper()
+		var rows []row
+		require.NoError(t, json.Unmarshal([]byte(load("gantt.js", `m.model(`+items+`).rows.map(r => ({key: r.key,
+			bars: r.bars.map(b => b.cls + (b.open ? '*' : '')), marks: r.marks.map(k => k.cls)}))`)), &rows))
+		return rows
+	}
+	at := func(i int) string { return fmt.Sprintf("2026-11-25T10:00:%02dZ", i) }
+	entry := func(i int, typ, status, step string, details string) string {
+		s := "null"
+		if step != "" {
+			s = `"` + step + `"`
+		}
+		return fmt.Sprintf(`{"seq":%d,"at":"%s","event_type":"%s","status":"%s","step_name":%s,"details":%s}`, i, at(i), typ, status, s, details)
+	}
+	inFlight := "[" + strings.Join([]string{
+		entry(1, "created", "queued", "", "{}"), entry(2, "started", "running", "", "{}"),
+		entry(3, "step_started", "running", "a", `{"attempt":1}`), entry(4, "step_completed", "running", "a", `{"input":{},"result":{"ok":true}}`),
+		entry(5, "journal", "running", "", "{}"), entry(6, "suspended", "suspended", "", "{}"),
+		entry(7, "resumed", "running", "", `{"reason":"timer"}`), entry(8, "signal_received", "running", "", `{"event_id":"e1"}`),
+		entry(9, "step_started", "running", "b", `{"attempt":1}`), entry(10, "http_call", "running", "", `{"method":"GET","host":"x"}`),
+	}, ",") + "]"
+	require.Equal(t, []row{
+		{Key: "invocation", Bars: []string{"run*"}, Marks: []string{"info", "info"}},
+		{Key: "step:a", Bars: []string{"ok"}, Marks: []string{}},
+		{Key: "suspended", Bars: []string{"susp"}, Marks: []string{}},
+		{Key: "events", Bars: []string{}, Marks: []string{"signal"}},
+		{Key: "step:b", Bars: []string{"step*"}, Marks: []string{"http"}},
+	}, rowsOf(inFlight))
+
+	retried := "[" + strings.Join([]string{
+		entry(1, "created", "queued", "", "{}"), entry(2, "started", "running", "", "{}"),
+		entry(3, "step_retried", "queued", "", `{"error":{"message":"boom"}}`), entry(4, "started", "running", "", "{}"),
+		entry(5, "succeeded", "succeeded", "", "{}"),
+	}, ",") + "]"
+	require.Equal(t, []row{{Key: "invocation", Bars: []string{"run-ok"}, Marks: []string{"info", "retry", "info", "ok"}}}, rowsOf(retried))
+
+	var toks [][2]string
+	require.NoError(t, json.Unmarshal([]byte(load("highlight.js",
+		`m.tokens('def main(ctx, input):\n  # hi\n  return r_now_v1() + "a\\"b" + len(x) + 1.5 + None').filter(([k]) => k !== 'space')`)), &toks))
+	require.Equal(t, [][2]string{{"keyword", "def"}, {"def", "main"}, {"op", "("}, {"name", "ctx"}, {"op", ","}, {"name", "input"},
+		{"op", ")"}, {"op", ":"}, {"comment", "# hi"}, {"keyword", "return"}, {"helper", "r_now_v1"}, {"op", "("}, {"op", ")"}, {"op", "+"},
+		{"string", `"a\"b"`}, {"op", "+"}, {"builtin", "len"}, {"op", "("}, {"name", "x"}, {"op", ")"}, {"op", "+"},
+		{"number", "1.5"}, {"op", "+"}, {"constant", "None"}}, toks)
+	b.screenshot(t, "login")
 }
