@@ -91,16 +91,22 @@ class Timeline {
   async refresh() {
     let cursor = this.pages.length ? this.pages[this.pages.length - 1].cursor : null;
     if (this.pages.length) this.pages.pop();
-    for (let n = 0; n < 50; n++) {
+    while (this.pages.length < MAX_PAGES) {
       const page = await api('GET', `/invocations/${enc(this.id)}/timeline`, {signal: this.signal, query: {limit: 200, cursor}});
       this.pages.push({cursor, items: page.items});
       this.status = page.status;
-      if (!page.page_info?.has_more || !page.page_info.next_cursor) break;
+      this.more = !!(page.page_info?.has_more && page.page_info.next_cursor);
+      if (!this.more) break;
       cursor = page.page_info.next_cursor;
     }
+    this.truncated = this.pages.length >= MAX_PAGES && this.more;
     return this.pages.flatMap(p => p.items);
   }
 }
+
+// The chart shows at most MAX_PAGES pages of 200 entries (keeping a page light); the entries past
+// them stay readable through the API.
+const MAX_PAGES = 10;
 
 export async function invocationPage(ctx) {
   const id = ctx.params[0];
@@ -170,7 +176,9 @@ export async function invocationPage(ctx) {
         r.result !== null && r.result !== undefined ? h('div', {}, h('h3', {}, 'Result'), pre(r.result, 'Result')) : null,
         r.error ? h('div', {}, h('h3', {}, 'Error'), pre(r.error, 'Error')) : null));
     const g = gantt(items, (list, title) => showEntries(list, title));
-    fill(chart, g.el);
+    fill(chart, g.el, tl.truncated
+      ? h('p', {class: 'msg'}, `Showing the first ${items.length} entries; the timeline has more (GET /invocations/${id}/timeline pages through all of them).`)
+      : null);
     const stepRows = g.model.rows.filter(x => x.kind === 'step' || x.kind === 'compensation');
     fill(steps, stepRows.length ? h('ol', {class: 'steps'}, stepRows.map(x => {
       const all = x.bars.flatMap(b => b.entries);
@@ -190,9 +198,9 @@ export async function invocationPage(ctx) {
     if (action === 'cancel' && !confirm(`Cancel invocation ${id}?`)) return;
     try {
       const res = await api('POST', `/invocations/${enc(id)}:control`, {body: {action}});
-      if (action === 'replay' && res?.record?.invocation_id) {
-        ctx.navigate(`/invocations/${enc(res.record.invocation_id)}`);
-        ctx.flash(`Replaying as ${res.record.invocation_id}.`);
+      if (action === 'replay' && res?.invocation_id) {
+        ctx.navigate(`/invocations/${enc(res.invocation_id)}`);
+        ctx.flash(`Replaying as ${res.invocation_id}.`);
         return;
       }
       ctx.flash(`${action}: done.`);

@@ -116,6 +116,10 @@ async function render() {
   } catch (e) {
     if (current !== here || e?.name === 'AbortError') return;
     showError(e);
+    // A page that failed to load says so in the page (in place of "Loading…" if it drew nothing).
+    const note = h('p', {class: 'msg error page-error'}, `Could not load this page: ${e?.message || e}`);
+    if (!main.querySelector('h1')) fill(main, h('h1', {tabindex: -1}, opts.title), note);
+    else main.append(note);
   }
 }
 
