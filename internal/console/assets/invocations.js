@@ -129,6 +129,7 @@ export async function invocationPage(ctx) {
         const d = e.details || {};
         const parts = [h('p', {class: 'entry-head'}, `#${e.seq} · ${e.event_type} · ${time(e.at)} · status ${e.status}`)];
         if (e.message) parts.push(h('p', {}, e.message));
+        if (d.child_invocation_id) parts.push(h('p', {}, 'Child invocation ', h('a', {href: `/console/invocations/${enc(d.child_invocation_id)}`, class: 'mono'}, d.child_invocation_id)));
         if (d.input !== undefined) parts.push(h('h4', {}, 'Input'), pre(d.input, 'Step input'));
         if (d.result !== undefined) parts.push(h('h4', {}, 'Output'), pre(d.result, 'Step output'));
         if (d.error !== undefined) parts.push(h('h4', {}, 'Error'), pre(d.error, 'Error'));
