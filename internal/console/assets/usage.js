@@ -56,6 +56,13 @@ export async function usagePage(ctx) {
         {key: 'canceled', label: 'canceled', cls: 'sw-info'}, {key: 'dead_lettered', label: 'dead-lettered', cls: 'sw-retry'}], v => num(v, 0), true),
       bars(`Cost per bucket (${hist.currency || 'no currency'})`, buckets.map(b => ({label: label(b), values: {cost: b.cost}})),
         [{key: 'cost', label: 'cost', cls: 'sw-comp'}], v => num(v, 6)),
+      h('details', {}, h('summary', {}, 'The charts\' data'),
+        table('Usage per bucket', [
+          {label: 'From', cell: b => label(b)}, {label: 'Invocations', cell: b => num(b.invocations, 0)},
+          {label: 'Succeeded', cell: b => num(b.by_status?.succeeded, 0)}, {label: 'Failed', cell: b => num(b.by_status?.failed, 0)},
+          {label: 'Canceled', cell: b => num(b.by_status?.canceled, 0)}, {label: 'Dead-lettered', cell: b => num(b.dead_lettered, 0)},
+          {label: 'Cost', cell: b => num(b.cost, 6)},
+        ], buckets)),
       h('details', {}, h('summary', {}, 'Per entrypoint'),
         table('Usage per entrypoint version', [
           {label: 'Entrypoint', cell: e => h('span', {class: 'mono'}, e.entrypoint_id)},
