@@ -65,28 +65,64 @@ type lark struct {
 	invocation string // the failed, compensated checkout
 }
 
-// startLark starts a real server (SQLite in a temp dir) on a loopback port and seeds it through
-// the API: tenant acme and an admin token, the checkout workflow run once, a nightly function and
-// its schedule.
-func startLark(t *testing.T) *lark {
+// shared is the server the browser tests share: the first of them starts and seeds it
+// (sharedLark), TestMain stops it. Tests that change it change different resources.
+var shared struct {
+	once sync.Once
+	l    *lark
+	stop func() error
+}
+
+// sharedLark answers a copy of the shared server's description, starting it on first use.
+func sharedLark(t *testing.T) *lark {
 	t.Helper()
+	shared.once.Do(func() { shared.l = startLark(t, &shared.stop) })
+	if shared.l == nil {
+		t.Fatal("the shared server failed to start or to be seeded (see the first browser test's failure)")
+	}
+	c := *shared.l
+	return &c
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.stop != nil {
+		if err := shared.stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping the shared server:", err)
+			code = max(code, 1)
+		}
+	}
+	os.Exit(code)
+}
+
+// startLark starts a real server (SQLite in a temporary directory) on a loopback port, sets *stop
+// to what stops it, and seeds it through the API: tenant acme and an admin token, the checkout
+// workflow run once, a nightly function with two schedules and a backfill, an event trigger and
+// one event.
+func startLark(t *testing.T, stop *func() error) *lark {
+	t.Helper()
+	began := time.Now()
+	defer func() { t.Logf("server started and seeded in %s", time.Since(began).Round(time.Millisecond)) }()
+	dir, err := os.MkdirTemp("", "lark-console-test-")
+	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.New(ctx, server.Config{Addr: "127.0.0.1:0", DataDir: t.TempDir(), AdminToken: opToken,
+	srv, err := server.New(ctx, server.Config{Addr: "127.0.0.1:0", DataDir: dir, AdminToken: opToken,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	require.NoError(t, err)
 	ln, err := srv.Listen()
 	require.NoError(t, err)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, ln) }()
-	t.Cleanup(func() {
+	*stop = func() error {
 		cancel()
+		var err error
 		select {
-		case err := <-done:
-			require.NoError(t, err)
+		case err = <-done:
 		case <-time.After(30 * time.Second):
-			t.Error("server did not stop")
+			err = errors.New("server did not stop within 30 s")
 		}
-	})
+		return errors.Join(err, os.RemoveAll(dir))
+	}
 	l := &lark{url: "http://" + ln.Addr().String()}
 	call(t, l.url, opToken, "POST", "/tenants/"+tenantID+"/serverless-runtime:enable", map[string]any{}, 200)
 	tok := call(t, l.url, opToken, "POST", "/tokens", map[string]any{"tenant_id": tenantID, "subject_id": "alice", "roles": []string{"admin"}}, 201)
@@ -119,6 +155,8 @@ func startLark(t *testing.T) *lark {
 	})
 	call(t, l.url, l.token, "POST", "/schedules", map[string]any{"schedule_id": "nightly", "name": "Nightly report",
 		"entrypoint_id": fnID, "expression": map[string]any{"kind": "cron", "value": "0 3 * * *"}}, 201)
+	call(t, l.url, l.token, "POST", "/schedules", map[string]any{"schedule_id": "hourly", "name": "Hourly report",
+		"entrypoint_id": fnID, "expression": map[string]any{"kind": "cron", "value": "0 * * * *"}}, 201)
 	call(t, l.url, l.token, "POST", "/backfills", map[string]any{"backfill_id": "nightly-2025", "schedule_id": "nightly",
 		"start": "2025-01-01T00:00:00Z", "end": "2025-01-04T00:00:00Z"}, 201)
 	call(t, l.url, l.token, "POST", "/triggers", map[string]any{"trigger_id": "on-order", "event_type_id": orderType, "entrypoint_id": fnID}, 201)
@@ -302,7 +340,7 @@ func (b *browser) login(t *testing.T, l *lark) {
 // reserve, in that order; the step's input and output open from the steps list.
 func TestConsoleInvocationTimeline(t *testing.T) {
 	b := newBrowser(t)
-	l := startLark(t)
+	l := sharedLark(t)
 	b.login(t, l)
 	who, err := chromedp.Run(b.ctx, chromedp.Text(chromedp.ID("whoami")))
 	require.NoError(t, err)
@@ -376,7 +414,7 @@ func TestConsoleInvocationTimeline(t *testing.T) {
 // TestConsolePauseSchedule: pausing a schedule in the console pauses it (read back through the API).
 func TestConsolePauseSchedule(t *testing.T) {
 	b := newBrowser(t)
-	l := startLark(t)
+	l := sharedLark(t)
 	b.login(t, l)
 	link := chromedp.CSS(`a[href="/console/schedules/nightly"]`)
 	b.do(t, "pause the schedule",
@@ -396,7 +434,7 @@ func TestConsolePauseSchedule(t *testing.T) {
 // transfer sizes, headers included).
 func TestConsolePageWeight(t *testing.T) {
 	b := newBrowser(t)
-	l := startLark(t)
+	l := sharedLark(t)
 	b.login(t, l)
 	epID := call(t, l.url, l.token, "GET", "/entrypoints/"+wfID, nil, 200)["id"].(string)
 	pages := []struct{ path, ready string }{
@@ -515,7 +553,7 @@ func TestConsoleModules(t *testing.T) {
 // API's answer shown in the page: the usage page (admin only) and pausing a schedule (developer).
 func TestConsoleViewer(t *testing.T) {
 	b := newBrowser(t)
-	l := startLark(t)
+	l := sharedLark(t)
 	viewer := call(t, l.url, opToken, "POST", "/tokens", map[string]any{"tenant_id": tenantID, "subject_id": "vic", "roles": []string{"viewer"}}, 201)
 	l.token = viewer["token"].(string)
 	b.allow("the server responded with a status of 403")
@@ -527,11 +565,11 @@ func TestConsoleViewer(t *testing.T) {
 	require.Contains(t, eval[string](t, b, `document.querySelector(".page-error").textContent`), "needs the admin role")
 
 	b.do(t, "pause as a viewer",
-		chromedp.Navigate(l.url+"/console/schedules/nightly"),
+		chromedp.Navigate(l.url+"/console/schedules/hourly"),
 		chromedp.WaitVisible(chromedp.CSS(`button[data-action="pause"]`)),
 		chromedp.Click(chromedp.CSS(`button[data-action="pause"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#flash .msg.error`)))
 	require.Contains(t, eval[string](t, b, `document.getElementById('flash').textContent`), "developer role")
-	require.Equal(t, "active", call(t, l.url, l.token, "GET", "/schedules/nightly", nil, 200)["status"])
+	require.Equal(t, "active", call(t, l.url, l.token, "GET", "/schedules/hourly", nil, 200)["status"])
 	b.screenshot(t, "viewer-pause-refused")
 }
