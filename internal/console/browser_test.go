@@ -41,6 +41,7 @@ const (
 	wfID      = "gts.x.core.serverless.entrypoint.v1~x.core.serverless.workflow.v1~vendor.app.orders.checkout.v1~"
 	fnID      = "gts.x.core.serverless.entrypoint.v1~x.core.serverless.function.v1~vendor.app.reports.nightly.v1~"
 	orderType = "gts.x.core.events.event.v1~vendor.app.commerce.order_placed.v1~"
+	napID     = "gts.x.core.serverless.entrypoint.v1~x.core.serverless.workflow.v1~vendor.app.orders.nap.v1~"
 )
 
 // checkout reserves, then fails to charge (one retry); the failure compensates the reservation.
@@ -57,6 +58,14 @@ def main(ctx, input):
     rsv = r_run_step_v1("reserve", r_step_v1("reserve", reserve, release), input)
     r_run_step_v1("charge", charge, {"order_id": input.order_id, "reservation_id": rsv.value.reservation_id})
     return {"ok": True}
+`
+
+// nap runs a step, sleeps on a durable timer, then runs another step.
+const napSource = `def main(ctx, input):
+    r_run_step_v1("before", lambda ctx, i: {"at": "before"}, input)
+    r_sleep(input.ms)
+    r_run_step_v1("after", lambda ctx, i: {"at": "after"}, input)
+    return {"slept_ms": input.ms}
 `
 
 // lark is one running server with a seeded tenant.
@@ -86,6 +95,9 @@ func sharedLark(t *testing.T) *lark {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	if chrome.close != nil {
+		chrome.close()
+	}
 	if shared.stop != nil {
 		if err := shared.stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "stopping the shared server:", err)
@@ -146,6 +158,17 @@ func startLark(t *testing.T, stop *func() error) *lark {
 	require.Equal(t, "dead_lettered", rec["status"], "the checkout fails for good and is compensated: %v", rec)
 	l.invocation = rec["invocation_id"].(string)
 
+	register(t, l, map[string]any{
+		"entrypoint_id": napID, "title": "Nap", "owner": map[string]any{"owner_type": "tenant"},
+		"schema": map[string]any{"params": map[string]any{"type": "object"}},
+		"traits": map[string]any{
+			"invocation": map[string]any{"supported": []string{"sync", "async"}, "default": "async"},
+			"retry":      map[string]any{"max_attempts": 1},
+			"workflow": map[string]any{"compensation": map[string]any{"on_failure": nil, "on_cancel": nil},
+				"checkpointing": map[string]any{"strategy": "automatic"}, "max_suspension_days": 1},
+		},
+		"implementation": starlark(napSource),
+	})
 	register(t, l, map[string]any{
 		"entrypoint_id": fnID, "title": "Nightly report", "owner": map[string]any{"owner_type": "tenant"},
 		"schema": map[string]any{"params": map[string]any{"type": "object"}},
@@ -214,7 +237,7 @@ func chromiumPath() string {
 	return ""
 }
 
-// browser is one headless Chromium tab, with the page errors it saw.
+// browser is one tab of the shared headless Chromium, with the page errors it saw.
 type browser struct {
 	ctx     context.Context
 	mu      sync.Mutex
@@ -229,29 +252,59 @@ func (b *browser) allow(s string) {
 	b.allowed = append(b.allowed, s)
 }
 
-// newBrowser starts a headless Chromium with a fresh profile, the cache off (so that page weights
-// are what a first visit transfers), and records the page's uncaught exceptions, console errors
-// and errors the browser logs (CSP violations, failed requests). The test fails if there were any.
+// chrome is the headless Chromium the browser tests share (a fresh profile for the run); each test
+// opens its own tab, so each has its own sessionStorage and logs in itself. TestMain closes it.
+var chrome struct {
+	once  sync.Once
+	ctx   context.Context // the browser's; tabs derive from it
+	close func()
+	dir   string
+}
+
+// newBrowser opens a tab of the shared headless Chromium (started on first use) with the cache
+// off (so that page weights are what a first visit transfers), and records the page's uncaught
+// exceptions, console errors and the errors the browser logs (CSP violations, failed requests).
+// The test fails if there were any.
 func newBrowser(t *testing.T) *browser {
 	t.Helper()
 	exe := chromiumPath()
 	if exe == "" {
 		t.Skip("no chromium binary found (install Debian's chromium, or set LARK_TEST_CHROMIUM): the console's browser tests are skipped")
 	}
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(exe), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		chromedp.Flag("no-default-browser-check", true), chromedp.Flag("disable-dev-shm-usage", true), chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 900),
+	chrome.once.Do(func() {
+		dir, err := os.MkdirTemp("", "lark-console-chromium-")
+		require.NoError(t, err)
+		opts := []chromedp.ExecAllocatorOption{
+			chromedp.ExecPath(exe), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+			chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
+			chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
+			chromedp.Flag("no-default-browser-check", true), chromedp.Flag("disable-dev-shm-usage", true),
+			chromedp.UserDataDir(dir), chromedp.WindowSize(1280, 900),
+		}
+		actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+		bctx, cancelBrowser := chromedp.NewContext(actx)
+		chrome.ctx, chrome.dir = bctx, dir
+		chrome.close = func() {
+			cancelBrowser()
+			cancelAlloc()
+			if err := os.RemoveAll(dir); err != nil {
+				fmt.Fprintln(os.Stderr, "removing the browser profile:", err)
+			}
+		}
+		// Start the browser now, with a first tab that stays open (closing a browser's first tab
+		// closes the browser).
+		_, err = chromedp.Call(bctx, runtime.Enable, struct{}{})
+		require.NoError(t, err, "starting chromium at %s", exe)
+	})
+	if chrome.ctx == nil || chrome.ctx.Err() != nil {
+		t.Fatal("the shared chromium did not start (see the first browser test's failure)")
 	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancelCtx := chromedp.NewContext(actx)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 45*time.Second)
+	tab, cancelTab := chromedp.NewContext(chrome.ctx)
+	ctx, cancelTimeout := context.WithTimeout(tab, 45*time.Second)
 	b := &browser{ctx: ctx}
 	t.Cleanup(func() {
 		cancelTimeout()
-		cancelCtx()
-		cancelAlloc()
+		cancelTab()
 	})
 	_, err := chromedp.Call(ctx, runtime.Enable, struct{}{})
 	require.NoError(t, err, "starting chromium at %s", exe)
@@ -409,6 +462,31 @@ func TestConsoleInvocationTimeline(t *testing.T) {
 	replay := strings.TrimPrefix(eval[string](t, b, `location.pathname`), "/console/invocations/")
 	require.NotEqual(t, l.invocation, replay)
 	require.Equal(t, l.invocation, call(t, l.url, l.token, "GET", "/invocations/"+replay, nil, 200)["replay_of"])
+}
+
+// TestConsoleLive: the invocation list shows an invocation started after the page was loaded, and
+// the invocation page follows a workflow while it runs (a step, a durable timer, a step) to its
+// end, without a reload.
+func TestConsoleLive(t *testing.T) {
+	b := newBrowser(t)
+	l := sharedLark(t)
+	b.login(t, l)
+	b.do(t, "the invocation list", chromedp.Navigate(l.url+"/console/invocations"),
+		chromedp.WaitVisible(chromedp.CSS(`#invocation-list[aria-busy="false"]`)))
+	res := call(t, l.url, l.token, "POST", "/invocations", map[string]any{"entrypoint_id": fnID}, 202)
+	id := res["record"].(map[string]any)["invocation_id"].(string)
+	b.do(t, "the new invocation appears", chromedp.WaitVisible(chromedp.CSS(`#invocation-list a[href="/console/invocations/`+id+`"]`)))
+
+	res = call(t, l.url, l.token, "POST", "/invocations", map[string]any{"entrypoint_id": napID, "params": map[string]any{"ms": 2000}}, 202)
+	id = res["record"].(map[string]any)["invocation_id"].(string)
+	b.do(t, "open the napping workflow", chromedp.Navigate(l.url+"/console/invocations/"+id), chromedp.WaitVisible(chromedp.CSS(`#inv-head h1`)))
+	require.NotContains(t, eval[string](t, b, `document.querySelector('#inv-head h1').textContent`), "succeeded", "the workflow sleeps 2 s")
+	b.do(t, "the page follows the workflow to its end",
+		chromedp.WaitVisible(chromedp.CSS(`svg.gantt [data-row="step:after"] .bar-ok`)))
+	require.Contains(t, eval[string](t, b, `document.querySelector('#inv-head h1').textContent`), "succeeded")
+	rows := eval[[]string](t, b, `[...document.querySelectorAll('svg.gantt [data-row]')].map(e => e.dataset.row)`)
+	require.Equal(t, []string{"invocation", "step:before", "suspended", "step:after"}, rows)
+	b.screenshot(t, "live")
 }
 
 // TestConsolePauseSchedule: pausing a schedule in the console pauses it (read back through the API).
