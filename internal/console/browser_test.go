@@ -454,6 +454,12 @@ func TestConsoleInvocationTimeline(t *testing.T) {
 	require.Equal(t, "charge: failed", eval[string](t, b, `document.querySelector('#entry-detail h3').textContent`))
 	require.Contains(t, eval[string](t, b, `document.getElementById('entry-detail').textContent`), "card declined for o-42")
 	b.screenshot(t, "invocation")
+	// The panel has the focus; closing it gives the focus back to the bar.
+	require.Equal(t, "entry-detail", eval[string](t, b, `document.activeElement.id`))
+	b.do(t, "close the panel with the keyboard",
+		chromedp.SendKeys(chromedp.CSS(`#entry-detail > button`), kb.Enter),
+		chromedp.WaitNotVisible(chromedp.ID("entry-detail")))
+	require.Equal(t, "bar bar-fail", eval[string](t, b, `document.activeElement.getAttribute('class')`))
 
 	// Replay starts a new invocation of the same version and opens it.
 	b.do(t, "replay",

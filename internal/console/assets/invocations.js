@@ -122,7 +122,8 @@ export async function invocationPage(ctx) {
     h('section', {'aria-labelledby': 'steps-h'}, h('h2', {id: 'steps-h'}, 'Steps'), steps),
     h('details', {}, h('summary', {}, 'All timeline entries'), entries));
 
-  const showEntries = (list, title, focus = true) => {
+  // showEntries opens the entries a chart element or button (opener) stands for; Close returns the focus to it.
+  const showEntries = (list, title, opener) => {
     detail.hidden = false;
     fill(detail, h('h3', {}, title),
       list.map(e => {
@@ -137,8 +138,8 @@ export async function invocationPage(ctx) {
         if (Object.keys(rest).length) parts.push(h('h4', {}, 'Details'), pre(rest, 'Entry details'));
         return h('article', {class: 'entry', 'data-seq': e.seq}, parts);
       }),
-      h('button', {type: 'button', onclick: () => { detail.hidden = true; }}, 'Close'));
-    if (focus) detail.focus();
+      h('button', {type: 'button', onclick: () => { detail.hidden = true; if (opener?.isConnected) opener.focus(); }}, 'Close'));
+    detail.focus();
   };
 
   const tl = new Timeline(id, ctx.signal);
@@ -176,7 +177,7 @@ export async function invocationPage(ctx) {
         h('div', {}, h('h3', {}, 'Params'), pre(r.params, 'Params')),
         r.result !== null && r.result !== undefined ? h('div', {}, h('h3', {}, 'Result'), pre(r.result, 'Result')) : null,
         r.error ? h('div', {}, h('h3', {}, 'Error'), pre(r.error, 'Error')) : null));
-    const g = gantt(items, (list, title) => showEntries(list, title));
+    const g = gantt(items, showEntries);
     fill(chart, g.el, tl.truncated
       ? h('p', {class: 'msg'}, `Showing the first ${items.length} entries; the timeline has more (GET /invocations/${id}/timeline pages through all of them).`)
       : null);
@@ -187,12 +188,12 @@ export async function invocationPage(ctx) {
       return h('li', {'data-step': x.key},
         h('span', {class: `swatch sw-${last?.cls || 'info'}`, 'aria-hidden': 'true'}), ' ',
         h('strong', {}, x.label), ` — ${x.bars.length} attempt${x.bars.length === 1 ? '' : 's'}, ${last?.title || ''} `,
-        h('button', {type: 'button', class: 'small', onclick: () => showEntries(all, x.label)}, 'Input and output'));
+        h('button', {type: 'button', class: 'small', onclick: ev => showEntries(all, x.label, ev.currentTarget)}, 'Input and output'));
     })) : h('p', {class: 'muted'}, 'No steps.'));
     fill(entries, table('Timeline entries', [
       {label: '#', cell: e => e.seq}, {label: 'At', cell: e => time(e.at)}, {label: 'Event', cell: e => e.event_type},
       {label: 'Step', cell: e => e.step_name || ''}, {label: 'Status', cell: e => e.status}, {label: 'Message', cell: e => e.message || ''},
-      {label: '', cell: e => h('button', {type: 'button', class: 'small', onclick: () => showEntries([e], `Entry #${e.seq}`)}, 'View')},
+      {label: '', cell: e => h('button', {type: 'button', class: 'small', onclick: ev => showEntries([e], `Entry #${e.seq}`, ev.currentTarget)}, 'View')},
     ], items));
   };
   const control = async action => {
