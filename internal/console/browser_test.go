@@ -656,4 +656,14 @@ func TestConsoleViewer(t *testing.T) {
 	require.Contains(t, eval[string](t, b, `document.getElementById('flash').textContent`), "developer role")
 	require.Equal(t, "active", call(t, l.url, l.token, "GET", "/schedules/hourly", nil, 200)["status"])
 	b.screenshot(t, "viewer-pause-refused")
+
+	// A revoked token ends the session: the next call's 401 sends the user back to the log-in page.
+	call(t, l.url, opToken, "DELETE", "/tokens/"+viewer["id"].(string), nil, 204)
+	b.allow("the server responded with a status of 401")
+	b.do(t, "the token is revoked",
+		chromedp.Navigate(l.url+"/console/entrypoints"),
+		chromedp.WaitVisible(chromedp.ID("token")))
+	require.Contains(t, eval[string](t, b, `document.getElementById('flash').textContent`), "session ended")
+	require.Equal(t, 0, eval[int](t, b, `sessionStorage.length`))
+	require.Equal(t, "/console/login", eval[string](t, b, `location.pathname`))
 }
