@@ -98,12 +98,14 @@ async function render() {
     signal: here.controller.signal,
     live: () => current === here,
     onCleanup: f => here.cleanups.push(f),
-    /** every(ms, f) runs f every ms while this page is shown (not overlapping itself). */
+    /** every(ms, f) runs f every ms while this page is shown and the tab visible (never overlapping itself). */
     every(ms, f) {
       let t = null;
       const tick = async () => {
         if (current !== here) return;
-        try { await f(); } catch (e) { if (!(e instanceof DOMException)) showError(e); }
+        if (!document.hidden) {
+          try { await f(); } catch (e) { if (!(e instanceof DOMException)) showError(e); }
+        }
         if (current === here) t = setTimeout(tick, ms);
       };
       t = setTimeout(tick, ms);
