@@ -127,7 +127,7 @@ function progress(p) {
 
 const BF_ACTIONS = [
   ['pause', ['running'], 'Pause'], ['resume', ['paused'], 'Resume'],
-  ['cancel', ['running', 'paused'], 'Cancel'], ['retry', ['failed', 'succeeded'], 'Retry failed partitions'],
+  ['cancel', ['running', 'paused'], 'Cancel'], ['retry', ['failed'], 'Retry failed partitions'],
 ];
 
 export async function backfillPage(ctx) {
