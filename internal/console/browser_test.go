@@ -544,9 +544,7 @@ func TestConsolePageWeight(t *testing.T) {
 		t.Logf("%s: %.1f KB transferred", p.path, weight/1024)
 		require.Less(t, weight, 200.0*1024, "%s transfers %.0f bytes", p.path, weight)
 		require.Greater(t, weight, 1000.0, "%s: no transfer measured", p.path)
-		if p.path == "/console/usage" {
-			b.screenshot(t, "usage")
-		}
+		b.screenshot(t, "page-"+strings.NewReplacer("/console/", "", "/", "-").Replace(p.path))
 	}
 	// The source of the entrypoint is highlighted: the runtime helpers and keywords have their classes.
 	b.do(t, "entrypoint page", chromedp.Navigate(l.url+"/console/entrypoints/"+epID), chromedp.WaitVisible(chromedp.CSS("pre.code")))
