@@ -170,6 +170,7 @@ func (s *Server) Handler() http.Handler {
 		operator := func(what string) chi.Router { return r.With(s.need(auth.RoleOperator, what)) }
 		r.With(s.need(auth.RoleAdmin, "issuing tokens")).Post("/tokens", s.createToken)
 		r.Get("/tokens", s.listTokens)
+		r.Get("/whoami", s.whoami)
 		r.Delete("/tokens/{token_id}", s.revokeToken)
 
 		r.With(s.tenantAdmin).Post("/tenants/{tenant_id}/serverless-runtime:enable", s.enableTenant)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/larkrun/lark/internal/api"
 	"github.com/larkrun/lark/internal/clock"
+	"github.com/larkrun/lark/internal/console"
 	"github.com/larkrun/lark/internal/cost"
 	"github.com/larkrun/lark/internal/cpushare"
 	"github.com/larkrun/lark/internal/dispatch"
@@ -397,11 +398,16 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			s.Triggers.SetAnnounce(s.hub.Announce)
 		}
 	}
-	s.handler = api.New(api.Config{Tokens: s.Tokens, Tenants: s.Tenants, Registry: s.Registry, Invoke: s.Invoke,
+	apiHandler := api.New(api.Config{Tokens: s.Tokens, Tenants: s.Tenants, Registry: s.Registry, Invoke: s.Invoke,
 		Usage: usage.NewService(st, s.Tenants, c, cfg.Pricing.Currency()), Schedules: s.Schedules, Secrets: s.Secrets, Webhooks: s.Webhooks,
 		TrustedProxies: cfg.TrustedProxies, StoreWriteWait: cfg.StoreWriteWait, Events: s.Events, Triggers: s.Triggers, Audit: st, Ready: st,
 		IDs: ids, Logger: cfg.Logger, MaxBody: cfg.MaxBody, Metrics: s.Metrics.Handler(), MetricsPublic: cfg.MetricsPublic,
 		MaxInFlight: cfg.MaxInFlight, WriteTimeout: cfg.WriteTimeout, Workers: s.Workers, WorkerKeys: cfg.WorkerKeys, WorkerClock: c}).Handler()
+	// The web console (docs/console.md) at /console; everything else is the API.
+	if s.handler, err = console.Wrap(apiHandler); err != nil {
+		st.Close()
+		return nil, err
+	}
 	return s, nil
 }
 
