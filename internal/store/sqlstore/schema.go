@@ -162,7 +162,8 @@ func Snapshot(ctx context.Context, path, dst string) (err error) {
 	if _, err := os.Stat(dst); !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("snapshot: %s already exists", dst)
 	}
-	db, err := openExisting(ctx, path, false)
+	// Not query_only: SQLite counts VACUUM INTO as a write, though it only reads this database.
+	db, err := openExisting(ctx, path, true)
 	if err != nil {
 		return err
 	}
