@@ -146,7 +146,7 @@ func save(r io.Reader, path string, f File) (err error) {
 	h := sha256.New()
 	n, err := io.Copy(io.MultiWriter(out, h), io.LimitReader(r, f.Size))
 	if err != nil {
-		return fmt.Errorf("%s: %w", f.Name, err)
+		return fmt.Errorf("%s: %w (the backup is truncated or damaged)", f.Name, err)
 	}
 	if n != f.Size {
 		return fmt.Errorf("%s: %d bytes, the manifest says %d: the backup is truncated", f.Name, n, f.Size)
