@@ -226,3 +226,20 @@ func TestVerifyFindsCorruption(t *testing.T) {
 	_, err = sqlstore.Verify(ctx, path)
 	require.Error(t, err, "a damaged database fails the check")
 }
+
+// TestRestoreRefusesNewerSchema: a database a newer binary migrated backs up (the backup is the
+// way back), but this binary does not restore it.
+func TestRestoreRefusesNewerSchema(t *testing.T) {
+	dir := dataDir(t, "x")
+	db, err := sql.Open("sqlite", filepath.Join(dir, sqlstore.DefaultFile))
+	require.NoError(t, err)
+	_, err = db.Exec("INSERT INTO goose_db_version (version_id, is_applied) VALUES (999, 1)")
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+	b := create(t, dir)
+	dst := filepath.Join(t.TempDir(), "d")
+	_, err = backup.Restore(context.Background(), bytes.NewReader(b), dst, false)
+	require.ErrorContains(t, err, "newer than this binary's version")
+	_, err = os.Stat(filepath.Join(dst, sqlstore.DefaultFile))
+	require.ErrorIs(t, err, os.ErrNotExist)
+}

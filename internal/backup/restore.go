@@ -12,6 +12,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/larkrun/lark/internal/store/sqlstore"
 )
@@ -47,6 +49,10 @@ func Restore(ctx context.Context, r io.Reader, dataDir string, force bool) (m Ma
 	}
 	st, err := sqlstore.Verify(ctx, filepath.Join(tmp, sqlstore.DefaultFile))
 	if err != nil {
+		return m, fmt.Errorf("restore: %w", err)
+	}
+	// A schema newer than this binary's is refused (an older one is migrated at the next start).
+	if err := st.Check(true); err != nil {
 		return m, fmt.Errorf("restore: %w", err)
 	}
 	if st.Current != m.SchemaVersion {
@@ -130,8 +136,13 @@ func extract(r io.Reader, dir string) (Manifest, error) {
 		}
 		delete(want, h.Name)
 	}
-	for name := range want {
-		return m, fmt.Errorf("the backup lacks %s, which its manifest names: it is truncated", name)
+	if len(want) > 0 {
+		var missing []string
+		for name := range want {
+			missing = append(missing, name)
+		}
+		slices.Sort(missing)
+		return m, fmt.Errorf("the backup lacks %s, which its manifest names: it is truncated", strings.Join(missing, ", "))
 	}
 	return m, zr.Close()
 }

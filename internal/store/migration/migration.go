@@ -7,6 +7,7 @@
 package migration
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
@@ -63,7 +64,7 @@ func Compute(known []Migration, applied []int64) Status {
 			st.Pending = append(st.Pending, m)
 		}
 	}
-	slices.SortFunc(st.Pending, func(a, b Migration) int { return int(a.Version - b.Version) })
+	slices.SortFunc(st.Pending, func(a, b Migration) int { return cmp.Compare(a.Version, b.Version) })
 	return st
 }
 

@@ -174,9 +174,9 @@ func Snapshot(ctx context.Context, path, dst string) (err error) {
 	return os.Chmod(dst, FileMode)
 }
 
-// Verify checks the database file at path before it is put in place of a data directory's: SQLite's
-// integrity check finds nothing, and its schema is one this binary may serve (not newer than its
-// migrations; one behind is migrated at the next start). It returns the schema's status.
+// Verify checks the database file at path (a backup's, before it is put in place of a data
+// directory's): SQLite's integrity check must find nothing. It returns where its schema stands
+// against this binary's migrations (Status.Check says whether the binary may serve it).
 func Verify(ctx context.Context, path string) (st migration.Status, err error) {
 	db, err := openExisting(ctx, path, false)
 	if err != nil {
@@ -203,10 +203,7 @@ func Verify(ctx context.Context, path string) (st migration.Status, err error) {
 	if len(problems) > 0 {
 		return st, fmt.Errorf("integrity check of %s failed: %q", path, problems)
 	}
-	if st, err = statusOf(ctx, db); err != nil {
-		return st, err
-	}
-	return st, st.Check(true)
+	return statusOf(ctx, db)
 }
 
 // Lock takes the lock a server holds on the database file at path while it has it open (the file
