@@ -89,7 +89,7 @@ func (f *flags) bind(c *cobra.Command) {
 	c.Flags().StringVar(&f.data, "data", env("LARK_DATA", "./lark-data"), "data directory; the SQLite database lives inside (env LARK_DATA)")
 	c.Flags().StringVar(&f.store, "store", env("LARK_STORE", "sqlite"), "store: sqlite, or a postgres:// URL (env LARK_STORE)")
 	c.Flags().BoolVar(&f.noMigrate, "no-migrate", false,
-		"do not apply pending schema migrations at start: a database behind this binary stops the start (run `lark migrate up`); one newer always does")
+		"do not apply pending schema migrations at start: a database behind this binary stops the start (run lark migrate up first); one newer always does")
 	c.Flags().StringVar(&f.sqliteSynchronous, "sqlite-synchronous", env("LARK_SQLITE_SYNCHRONOUS", "full"),
 		"SQLite's synchronous setting: full survives power loss, normal only a process crash (env LARK_SQLITE_SYNCHRONOUS)")
 	c.Flags().Int32Var(&f.pgMaxConns, "pg-max-conns", pgstore.DefaultMaxConns,
