@@ -85,12 +85,15 @@ type flags struct {
 	nodeID                      string
 	leaderTTL                   time.Duration
 	leaderRenew                 time.Duration
+	noMigrate                   bool
 }
 
 func (f *flags) bind(c *cobra.Command) {
 	c.Flags().StringVar(&f.addr, "addr", env("LARK_ADDR", "127.0.0.1:8080"), "listen address (env LARK_ADDR)")
 	c.Flags().StringVar(&f.data, "data", env("LARK_DATA", "./lark-data"), "data directory; the SQLite database lives inside (env LARK_DATA)")
 	c.Flags().StringVar(&f.store, "store", env("LARK_STORE", "sqlite"), "store: sqlite, or a postgres:// URL (env LARK_STORE)")
+	c.Flags().BoolVar(&f.noMigrate, "no-migrate", false,
+		"do not apply pending schema migrations at start: a database behind this binary stops the start (run lark migrate up first); one newer always does")
 	c.Flags().StringVar(&f.sqliteSynchronous, "sqlite-synchronous", env("LARK_SQLITE_SYNCHRONOUS", "full"),
 		"SQLite's synchronous setting: full survives power loss, normal only a process crash (env LARK_SQLITE_SYNCHRONOUS)")
 	c.Flags().Int32Var(&f.pgMaxConns, "pg-max-conns", pgstore.DefaultMaxConns,
@@ -152,7 +155,7 @@ func (f *flags) bind(c *cobra.Command) {
 // config is the server configuration the flags describe (the pricing file is read here, so that a
 // bad one stops the start).
 func (f *flags) config(admin string, log *slog.Logger) (server.Config, error) {
-	cfg := server.Config{Addr: f.addr, DataDir: f.data, Store: f.store, SQLiteSynchronous: f.sqliteSynchronous,
+	cfg := server.Config{Addr: f.addr, DataDir: f.data, Store: f.store, NoMigrate: f.noMigrate, SQLiteSynchronous: f.sqliteSynchronous,
 		PGMaxConns: f.pgMaxConns, PGStatementTimeout: f.pgStatementTimeout, StoreWriteWait: f.storeWriteWait, AdminToken: admin, MaxBody: f.maxBody, Logger: log,
 		Workers: f.workers, UnsafeEgressAllowLoopback: f.egressLoopback, RetentionInterval: f.retention,
 		MetricsPublic: f.metricsPublic, MetricsMaxLabelSets: f.metricsMaxLabelSets,
@@ -347,6 +350,7 @@ func root() *cobra.Command {
 	cmd.SetVersionTemplate("{{.Version}}\n")
 	cmd.AddCommand(cli.Commands()...)
 	cmd.AddCommand(larktest.Command())
+	cmd.AddCommand(migrateCmd(), backupCmd(), restoreCmd())
 	return cmd
 }
 

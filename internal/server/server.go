@@ -74,6 +74,10 @@ type Config struct {
 	// (default store.DefaultWriteWait; negative: no bound); past it the API answers 503 with
 	// Retry-After (docs/deployment.md, "Failure modes"). The engine's own writes are not bounded.
 	StoreWriteWait time.Duration
+	// NoMigrate leaves a database whose schema is behind the binary unmigrated, and the start fails
+	// telling the operator to run `lark migrate up` (default: migrate at start). A database newer
+	// than the binary fails the start either way.
+	NoMigrate bool
 	// DrainTimeout bounds how long in-flight requests may take to finish on shutdown (default
 	// DefaultDrainTimeout). Serve returns ErrDrainTimeout when it runs out.
 	DrainTimeout time.Duration
@@ -241,14 +245,15 @@ type Server struct {
 func OpenStore(ctx context.Context, cfg Config) (store.Store, error) {
 	switch {
 	case cfg.Store == "" || cfg.Store == "sqlite":
-		st, err := sqlstore.OpenSQLite(ctx, filepath.Join(cfg.DataDir, "lark.db"),
-			sqlstore.Options{Synchronous: cfg.SQLiteSynchronous})
+		st, err := sqlstore.OpenSQLite(ctx, filepath.Join(cfg.DataDir, sqlstore.DefaultFile),
+			sqlstore.Options{Synchronous: cfg.SQLiteSynchronous, NoMigrate: cfg.NoMigrate})
 		if err == nil {
 			warnOpenDataDir(cfg)
 		}
 		return st, err
 	case pgstore.IsURL(cfg.Store):
-		st, err := pgstore.Open(ctx, cfg.Store, pgstore.Options{MaxConns: cfg.PGMaxConns, StatementTimeout: cfg.PGStatementTimeout})
+		st, err := pgstore.Open(ctx, cfg.Store, pgstore.Options{MaxConns: cfg.PGMaxConns, StatementTimeout: cfg.PGStatementTimeout,
+			NoMigrate: cfg.NoMigrate})
 		if err != nil {
 			return nil, fmt.Errorf("--store: PostgreSQL: %w", err)
 		}

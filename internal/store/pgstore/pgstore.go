@@ -30,9 +30,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
-	"io/fs"
 	mrand "math/rand/v2"
 	"strconv"
 	"strings"
@@ -43,7 +41,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
-	"github.com/pressly/goose/v3/lock"
 
 	"github.com/larkrun/lark/internal/groupcommit"
 	"github.com/larkrun/lark/internal/store"
@@ -86,6 +83,10 @@ type Options struct {
 	MaxBatch int
 	// Retry is the policy for closures that failed with a retryable error (zero: DefaultRetry).
 	Retry RetryPolicy
+	// NoMigrate leaves pending migrations alone: a database that is behind the binary then fails
+	// the open (migration.BehindError) instead of being migrated. A database newer than the binary
+	// always fails it (migration.TooNewError).
+	NoMigrate bool
 }
 
 // RetryPolicy says how often, and after what waits, a write that failed with a retryable error is
@@ -115,6 +116,20 @@ func IsURL(s string) bool {
 // applies pending migrations under an advisory lock, so that processes starting together migrate
 // once, and starts the group committer.
 func Open(ctx context.Context, url string, o Options) (*Store, error) {
+	pool, err := connect(ctx, url, o)
+	if err != nil {
+		return nil, err
+	}
+	s, err := open(ctx, pool, o)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// connect opens the pool of url with o's bounds.
+func connect(ctx context.Context, url string, o Options) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
@@ -141,41 +156,21 @@ func Open(ctx context.Context, url string, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	s, err := open(ctx, pool, o)
-	if err != nil {
-		pool.Close()
-		return nil, err
-	}
-	return s, nil
+	return pool, nil
 }
 
 func open(ctx context.Context, pool *pgxpool.Pool, o Options) (*Store, error) {
-	var where string
-	if err := pool.QueryRow(ctx, "SELECT current_database() || '.' || coalesce(current_schema(), '')").Scan(&where); err != nil {
-		return nil, fmt.Errorf("open store: %w", err)
-	}
-	if strings.HasSuffix(where, ".") {
-		return nil, errors.New("open store: no schema: the search_path names no schema that exists")
+	where, err := schemaOf(ctx, pool)
+	if err != nil {
+		return nil, err
 	}
 	db := stdlib.OpenDBFromPool(pool)
-	migrations, err := fs.Sub(migrationsFS, "migrations")
+	prov, err := newProvider(db, where)
 	if err != nil {
 		return nil, errors.Join(err, db.Close())
 	}
-	// The lock id is the schema's: processes sharing one schema migrate in turn, other schemas of
-	// the database (tests, other deployments) do not wait for each other.
-	h := fnv.New64a()
-	h.Write([]byte("lark.migrate." + where))
-	locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(int64(h.Sum64()>>1)), lock.WithLockTimeout(1, 600))
-	if err != nil {
-		return nil, errors.Join(err, db.Close())
-	}
-	prov, err := goose.NewProvider(goose.DialectPostgres, db, migrations, goose.WithSessionLocker(locker))
-	if err != nil {
-		return nil, errors.Join(fmt.Errorf("migrations: %w", err), db.Close())
-	}
-	if _, err := prov.Up(ctx); err != nil {
-		return nil, errors.Join(fmt.Errorf("migrate: %w", err), db.Close())
+	if err := prepareSchema(ctx, db, prov, !o.NoMigrate); err != nil {
+		return nil, errors.Join(fmt.Errorf("open store: %w", err), db.Close())
 	}
 	s := &Store{pool: pool, db: db, r: rebound{db}, prov: prov, retry: o.Retry, wakeChannel: wakeChannel(where),
 		usageShard: int16(mrand.IntN(64))}

@@ -13,7 +13,6 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -55,10 +54,15 @@ type Options struct {
 	// Synchronous is SQLite's synchronous pragma: FULL (default) or NORMAL (durable against process
 	// crashes but not power loss; faster).
 	Synchronous string
+	// NoMigrate leaves pending migrations alone: a database that is behind the binary then fails
+	// the open (migration.BehindError) instead of being migrated. A database newer than the binary
+	// always fails it (migration.TooNewError).
+	NoMigrate bool
 }
 
-// OpenSQLite opens (creating if needed) the database file at path, applies pending migrations and
-// starts the group committer.
+// OpenSQLite opens (creating if needed) the database file at path, applies pending migrations
+// (unless o.NoMigrate) and starts the group committer. A database whose schema is newer than the
+// binary's migrations is refused.
 func OpenSQLite(ctx context.Context, path string, o Options) (*Store, error) {
 	if dir := filepath.Dir(path); dir != "" {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -134,19 +138,14 @@ func openSQLite(ctx context.Context, path string, o Options) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	migrations, err := fs.Sub(sqliteMigrations, "migrations/sqlite")
+	prov, err := newProvider(w)
 	if err != nil {
 		w.Close()
 		return nil, err
 	}
-	prov, err := goose.NewProvider(goose.DialectSQLite3, w, migrations)
-	if err != nil {
+	if err := prepareSchema(ctx, w, prov, !o.NoMigrate); err != nil {
 		w.Close()
-		return nil, fmt.Errorf("migrations: %w", err)
-	}
-	if _, err := prov.Up(ctx); err != nil {
-		w.Close()
-		return nil, fmt.Errorf("migrate: %w", err)
+		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	r, err := sql.Open("sqlite", base+"&_pragma=query_only(1)")
 	if err != nil {
