@@ -338,6 +338,7 @@ func root() *cobra.Command {
 		SilenceUsage: true, SilenceErrors: true}
 	cmd.AddCommand(serveCmd(), devCmd(), workerCmd())
 	cmd.AddCommand(benchCmd(), benchEchoCmd())
+	cmd.AddCommand(adminCmd())
 	return cmd
 }
 
