@@ -18,12 +18,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/larkrun/lark/internal/bench"
+	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/projection"
 	"github.com/larkrun/lark/internal/server"
 	"github.com/larkrun/lark/internal/store"
 	"github.com/larkrun/lark/internal/store/pgstore"
 	"github.com/larkrun/lark/internal/store/pgstore/pgtest"
 	"github.com/larkrun/lark/internal/store/sqlstore"
+	"github.com/larkrun/lark/internal/store/storetest"
 )
 
 const (
@@ -345,4 +347,96 @@ func TestVerifyRebuildPostgres(t *testing.T) {
 	// The server still works and its new writes land on the rebuilt projections.
 	require.NoError(t, f.api.InvokeSync(ctx, f.token, bench.TaxSyncRequest))
 	require.Empty(t, verify(t, st, o))
+}
+
+// TestRebuildUnderLoadPostgres: a usage rebuild on PostgreSQL while the server keeps appending to
+// the same hour and entrypoint: the aggregates are locked while the hour is recomputed, so the
+// appends that commit before, during and after the rebuild are each counted once.
+func TestRebuildUnderLoadPostgres(t *testing.T) {
+	url := pgtest.Schema(t)
+	_, f := newFixture(t, server.Config{DataDir: t.TempDir(), Store: url})
+	ctx := context.Background()
+	st, err := pgstore.Open(ctx, url, pgstore.Options{MaxConns: 4})
+	require.NoError(t, err)
+	defer st.Close()
+	db, err := sql.Open("pgx", url)
+	require.NoError(t, err)
+	defer db.Close()
+	stop := make(chan struct{})
+	load := make(chan error, 1)
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-stop:
+				if n == 0 {
+					load <- fmt.Errorf("no invocation ran during the rebuild")
+					return
+				}
+				load <- nil
+				return
+			default:
+			}
+			if err := f.api.InvokeSync(ctx, f.token, bench.TaxSyncRequest); err != nil {
+				load <- err
+				return
+			}
+			n++
+		}
+	}()
+	for range 5 {
+		_, err = db.Exec("UPDATE usage_hourly SET invocations = invocations + 100 WHERE entrypoint_id = $1", bench.TaxID)
+		require.NoError(t, err)
+		sum, err := projection.Rebuild(ctx, st, projection.Options{}, nil)
+		require.NoError(t, err)
+		require.NotZero(t, sum.RebuiltUsageHours)
+	}
+	close(stop)
+	require.NoError(t, <-load)
+	require.Empty(t, verify(t, st, projection.Options{}), "every append counted once")
+}
+
+// TestUnreplayableLog: a log with a hole is reported (field log) and left alone by rebuild, which
+// fails; the tenant's usage is not rewritten from a partial replay.
+func TestUnreplayableLog(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "lark.db")
+	st, err := sqlstore.OpenSQLite(ctx, path, sqlstore.Options{})
+	require.NoError(t, err)
+	require.NoError(t, st.Update(ctx, func(tx store.Tx) error {
+		for _, id := range []string{"inv_1", "inv_2"} {
+			created := storetest.NewInvocationEvent(id, "acme", "ep_1", at)
+			started := invocation.Event{Type: invocation.EventStarted, At: at, EngineAttempt: 1, LogicalAttempt: 1,
+				IdempotencyKey: invocation.IdempotencyKey(id, "", 1, invocation.EventStarted, "")}
+			log := invocation.Event{Type: invocation.EventLog, At: at, EngineAttempt: 1, LogicalAttempt: 1, IdempotencyKey: id + "-log"}
+			if _, err := tx.StartInvocation([]invocation.Event{created, started, log}, store.Scheduling{}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	require.NoError(t, st.Close())
+	db, err := sql.Open("sqlite", "file:"+path)
+	require.NoError(t, err)
+	_, err = db.Exec("DELETE FROM invocation_events WHERE invocation_id = 'inv_1' AND seq = 2")
+	require.NoError(t, err)
+	_, err = db.Exec("UPDATE usage_hourly SET invocations = 5")
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+
+	st, err = sqlstore.OpenSQLite(ctx, path, sqlstore.Options{})
+	require.NoError(t, err)
+	defer st.Close()
+	o := projection.Options{Now: at.Add(time.Hour)}
+	diffs := verify(t, st, o)
+	require.Equal(t, []string{"invocation inv_1 log", "usage gts.x.core.serverless.entrypoint.v1~x.core.serverless.function.v1~vendor.app.billing.tax.v1~ invocations"}, keys(diffs))
+	require.Contains(t, diffs[0].Recomputed, "gap at seq 2")
+
+	sum, err := projection.Rebuild(ctx, st, o, nil)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, sum.Unreplayable)
+	require.Equal(t, []string{"acme"}, sum.SkippedUsageTenants)
+	require.Zero(t, sum.RebuiltUsageHours)
+	require.Len(t, verify(t, st, o), 2, "nothing was rewritten")
 }
