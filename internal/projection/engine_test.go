@@ -421,6 +421,8 @@ func TestUnreplayableLog(t *testing.T) {
 	require.NoError(t, err)
 	_, err = db.Exec("DELETE FROM invocation_events WHERE invocation_id = 'inv_1' AND seq = 2")
 	require.NoError(t, err)
+	_, err = db.Exec("DELETE FROM invocation_events WHERE invocation_id = 'inv_2' AND seq = 3") // a lost tail
+	require.NoError(t, err)
 	_, err = db.Exec("UPDATE usage_hourly SET invocations = 5")
 	require.NoError(t, err)
 	require.NoError(t, db.Close())
@@ -430,13 +432,16 @@ func TestUnreplayableLog(t *testing.T) {
 	defer st.Close()
 	o := projection.Options{Now: at.Add(time.Hour)}
 	diffs := verify(t, st, o)
-	require.Equal(t, []string{"invocation inv_1 log", "usage gts.x.core.serverless.entrypoint.v1~x.core.serverless.function.v1~vendor.app.billing.tax.v1~ invocations"}, keys(diffs))
+	require.Equal(t, []string{"invocation inv_1 log", "invocation inv_2 log",
+		"usage gts.x.core.serverless.entrypoint.v1~x.core.serverless.function.v1~vendor.app.billing.tax.v1~ invocations"}, keys(diffs))
 	require.Contains(t, diffs[0].Recomputed, "gap at seq 2")
+	require.Contains(t, diffs[1].Recomputed, "the log ends at seq 2 but the projection has reached seq 3")
 
 	sum, err := projection.Rebuild(ctx, st, o, nil)
 	require.NoError(t, err)
-	require.EqualValues(t, 1, sum.Unreplayable)
+	require.EqualValues(t, 2, sum.Unreplayable)
 	require.Equal(t, []string{"acme"}, sum.SkippedUsageTenants)
+	require.Zero(t, sum.RebuiltInvocations)
 	require.Zero(t, sum.RebuiltUsageHours)
-	require.Len(t, verify(t, st, o), 2, "nothing was rewritten")
+	require.Len(t, verify(t, st, o), 3, "nothing was rewritten")
 }

@@ -260,6 +260,12 @@ func (w *walker) invocation(ctx context.Context, si store.StoredInvocation) erro
 		return w.emit(Diff{Kind: KindInvocation, TenantID: si.TenantID, InvocationID: si.ID, Field: "log",
 			Stored: "", Recomputed: "cannot replay: the log is empty"})
 	}
+	if err := shorterLog(si, f.Record); err != nil {
+		w.sum.Unreplayable++
+		w.unreplayable = true
+		return w.emit(Diff{Kind: KindInvocation, TenantID: si.TenantID, InvocationID: si.ID, Field: "log",
+			Stored: fmt.Sprintf("last_seq %d", si.LastSeq), Recomputed: "cannot replay: " + err.Error()})
+	}
 	f.mergeInto(w.usage)
 	if len(CompareInvocation(si, withOwner(f.Record, si.EntrypointOwner))) == 0 {
 		return nil
@@ -390,6 +396,16 @@ type applyError struct{ err error }
 func (e *applyError) Error() string { return e.err.Error() }
 func (e *applyError) Unwrap() error { return e.err }
 
+// shorterLog refuses a log that ends before the seq the stored projection has reached: its tail may
+// be lost (a restore, a hand delete), and rewinding the projection to what is left would undo
+// work the invocation did. An operator decides; the tool does not.
+func shorterLog(si store.StoredInvocation, replayed invocation.Record) error {
+	if replayed.LastSeq < si.LastSeq {
+		return fmt.Errorf("the log ends at seq %d but the projection has reached seq %d: events may be missing", replayed.LastSeq, si.LastSeq)
+	}
+	return nil
+}
+
 // checkInvocation compares one invocation's projection with its log inside tx, with its row
 // locked, and rewrites the projection when fix is set and they differ. replay is the reason the log
 // cannot be replayed (nothing is compared then).
@@ -408,6 +424,9 @@ func checkInvocation(tx store.Tx, tenantID, id string, fix bool) (diffs []Diff, 
 	}
 	want, err := Expected(events, si.EntrypointOwner)
 	if err != nil {
+		return nil, err, nil
+	}
+	if err := shorterLog(si, want); err != nil {
 		return nil, err, nil
 	}
 	diffs = CompareInvocation(si, want)
