@@ -98,7 +98,6 @@ type walker struct {
 	sum     Summary
 
 	policies map[string]int64 // tenant → retention.execution_history_days, for tenants with a policy
-	pending  []string         // tenants with a policy not visited yet, sorted
 
 	// The tenant being walked.
 	tenant       string
@@ -108,94 +107,78 @@ type walker struct {
 }
 
 func (w *walker) run(ctx context.Context) error {
-	if err := w.loadPolicies(ctx); err != nil {
+	tenants, err := w.tenants(ctx)
+	if err != nil {
 		return err
 	}
-	q := store.StoredInvocationQuery{TenantID: w.o.TenantID, UpdatedSince: w.o.Since, Limit: w.o.PageSize}
-	started := false
-	for {
-		page, err := w.st.StoredInvocations(ctx, q)
-		if err != nil {
-			return err
-		}
-		for _, si := range page {
-			if !started || si.TenantID != w.tenant {
-				if started {
-					if err := w.endTenant(ctx); err != nil {
-						return err
-					}
-				}
-				if err := w.flushPending(ctx, si.TenantID); err != nil {
-					return err
-				}
-				w.startTenant(si.TenantID)
-				started = true
-			}
-			if err := w.invocation(ctx, si); err != nil {
+	for _, id := range tenants {
+		w.startTenant(id)
+		q := store.StoredInvocationQuery{TenantID: id, UpdatedSince: w.o.Since, Limit: w.o.PageSize}
+		for {
+			page, err := w.st.StoredInvocations(ctx, q)
+			if err != nil {
 				return err
 			}
+			for _, si := range page {
+				if err := w.invocation(ctx, si); err != nil {
+					return err
+				}
+			}
+			if len(page) < q.Limit {
+				break
+			}
+			q.After = page[len(page)-1].Cursor
 		}
-		if len(page) < q.Limit {
-			break
-		}
-		last := page[len(page)-1]
-		q.AfterTenant, q.AfterID = last.TenantID, last.ID
-	}
-	if started {
 		if err := w.endTenant(ctx); err != nil {
 			return err
 		}
 	}
-	return w.flushPending(ctx, "")
+	return nil
 }
 
-func (w *walker) loadPolicies(ctx context.Context) error {
+// tenants lists the tenants of the run, sorted, and reads their retention: those with invocations
+// and those with a policy (whose stored aggregates must then match the logs too, even without any
+// invocation left).
+func (w *walker) tenants(ctx context.Context) ([]string, error) {
 	w.policies = map[string]int64{}
 	if w.o.TenantID != "" {
 		p, err := w.st.Tenant(ctx, w.o.TenantID)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 		case err != nil:
-			return err
+			return nil, err
 		default:
 			w.policies[p.TenantID] = p.Retention.ExecutionHistoryDays
 		}
-	} else {
-		all, err := w.st.AllTenants(ctx)
-		if err != nil {
-			// A policy that does not decode: its tenant's retention is unknown, so its usage
-			// window is not limited by it; the run goes on.
-			var te *store.TenantError
-			if !errors.As(err, &te) {
-				return err
-			}
+		return []string{w.o.TenantID}, nil
+	}
+	all, err := w.st.AllTenants(ctx)
+	if err != nil {
+		// A policy that does not decode: its tenant's retention is unknown, so its usage window is
+		// not limited by it; the run goes on.
+		var te *store.TenantError
+		if !errors.As(err, &te) {
+			return nil, err
 		}
-		for _, p := range all {
-			w.policies[p.TenantID] = p.Retention.ExecutionHistoryDays
-		}
+	}
+	for _, p := range all {
+		w.policies[p.TenantID] = p.Retention.ExecutionHistoryDays
+	}
+	ids, err := w.st.InvocationTenants(ctx)
+	if err != nil {
+		return nil, err
+	}
+	seen := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		seen[id] = true
 	}
 	for id := range w.policies {
-		w.pending = append(w.pending, id)
-	}
-	slices.Sort(w.pending)
-	return nil
-}
-
-// flushPending checks the usage of the tenants with a policy before upTo ("" = all the rest) that
-// have no invocation in the run: their stored aggregates must be empty too.
-func (w *walker) flushPending(ctx context.Context, upTo string) error {
-	for len(w.pending) > 0 && (upTo == "" || w.pending[0] < upTo) {
-		id := w.pending[0]
-		w.pending = w.pending[1:]
-		w.startTenant(id)
-		if err := w.endTenant(ctx); err != nil {
-			return err
+		if !seen[id] {
+			ids = append(ids, id)
 		}
 	}
-	if len(w.pending) > 0 && w.pending[0] == upTo {
-		w.pending = w.pending[1:]
-	}
-	return nil
+	slices.Sort(ids)
+	return ids, nil
 }
 
 func (w *walker) startTenant(id string) {
@@ -304,9 +287,6 @@ func (w *walker) invocation(ctx context.Context, si store.StoredInvocation) erro
 
 // endTenant compares the tenant's recomputed usage with the stored aggregates of its window.
 func (w *walker) endTenant(ctx context.Context) error {
-	if w.o.TenantID != "" && w.tenant != w.o.TenantID {
-		return nil
-	}
 	stored := map[usageKey]invocation.Usage{}
 	if w.from.Before(w.to) {
 		rows, err := w.st.UsageHistory(ctx, w.tenant, store.UsageQuery{From: w.from, To: w.to, Width: time.Hour})

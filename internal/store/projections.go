@@ -13,8 +13,12 @@ import (
 // (internal/projection) compares. Invocation and Events decode the record and check the log against
 // its last_seq; these reads do neither, so a damaged projection can still be read and reported.
 type ProjectionReader interface {
-	// StoredInvocations returns up to q.Limit stored invocation projections ordered by (tenant_id,
-	// id), starting after q.After. Invocations the retention job is purging are left out.
+	// InvocationTenants lists the tenants that have invocations, sorted (one index probe per
+	// tenant, not a scan). Invocations the retention job is purging do not count.
+	InvocationTenants(ctx context.Context) ([]string, error)
+	// StoredInvocations returns up to q.Limit of a tenant's stored invocation projections ordered by
+	// (created_at, id), after the position q.After (a StoredInvocation.Cursor; "" = from the first),
+	// along the (tenant_id, created_at, id) index. ErrBadCursor when q.After is not a cursor.
 	StoredInvocations(ctx context.Context, q StoredInvocationQuery) ([]StoredInvocation, error)
 	// InvocationLog returns up to q.Limit events of an invocation's log after q.AfterSeq, in order,
 	// without reading its projection (q.TenantID is not checked: the log has no tenant column). A
@@ -71,13 +75,12 @@ const ProjectionLockKey int32 = 0x70726a21
 
 // StoredInvocationQuery selects stored invocation projections (ProjectionReader.StoredInvocations).
 type StoredInvocationQuery struct {
-	// TenantID restricts the list to one tenant ("" = every tenant).
+	// TenantID is the tenant whose invocations are listed (required).
 	TenantID string
 	// UpdatedSince keeps only invocations whose updated_at column is at or after it (zero: all).
 	UpdatedSince time.Time
-	// AfterTenant and AfterID are the position to continue after (the last row of the previous
-	// page); both "" for the first page.
-	AfterTenant, AfterID string
+	// After is the Cursor of the last row of the previous page ("" for the first page).
+	After string
 	// Limit bounds the rows returned (<= 0: 100).
 	Limit int
 }
@@ -97,4 +100,7 @@ type StoredInvocation struct {
 	LastSeq         int64
 	// CreatedAt and UpdatedAt are the columns' times; the zero time when a column does not parse.
 	CreatedAt, UpdatedAt time.Time
+	// Cursor is the row's position in its tenant's list (StoredInvocationQuery.After): opaque, and
+	// valid whatever the row's columns hold.
+	Cursor string
 }

@@ -2,10 +2,12 @@ package pgstore
 
 import (
 	"context"
+	"encoding/base64"
 	"database/sql"
 	"encoding/json"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/larkrun/lark/internal/invocation"
@@ -31,7 +33,38 @@ func scanStoredInvocation(sc interface{ Scan(...any) error }) (store.StoredInvoc
 	if t, err := parseTS(updated); err == nil {
 		si.UpdatedAt = t
 	}
+	// The cursor holds the column's text, so that paging works whatever it holds.
+	cur, err := json.Marshal([2]string{created, si.ID})
+	if err != nil {
+		return si, err
+	}
+	si.Cursor = base64.RawURLEncoding.EncodeToString(cur)
 	return si, nil
+}
+
+// InvocationTenants implements store.ProjectionReader: a loose index scan of
+// invocations_tenant_created, one probe per tenant.
+func (s *Store) InvocationTenants(ctx context.Context) ([]string, error) {
+	rows, err := s.r.QueryContext(ctx, `WITH RECURSIVE t(id) AS (
+		SELECT min(tenant_id) FROM invocations
+		UNION ALL
+		SELECT (SELECT min(tenant_id) FROM invocations WHERE tenant_id > t.id) FROM t WHERE t.id IS NOT NULL)
+		SELECT id FROM t WHERE id IS NOT NULL`)
+	if err != nil {
+		return nil, fmt.Errorf("invocation tenants: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("invocation tenants: %w", err)
+		}
+		if !strings.HasPrefix(id, purgingPrefix) {
+			out = append(out, id)
+		}
+	}
+	return out, rows.Err()
 }
 
 // StoredInvocations implements store.ProjectionReader.
@@ -40,16 +73,22 @@ func (s *Store) StoredInvocations(ctx context.Context, q store.StoredInvocationQ
 	if limit <= 0 {
 		limit = 100
 	}
-	where, args := "tenant_id NOT LIKE '~purging:%' AND (tenant_id > ? OR (tenant_id = ? AND id > ?))", []any{q.AfterTenant, q.AfterTenant, q.AfterID}
-	if q.TenantID != "" {
-		where, args = "tenant_id = ? AND id > ?", []any{q.TenantID, q.AfterID}
+	where, args := "tenant_id = ?", []any{q.TenantID}
+	if q.After != "" {
+		var after [2]string
+		raw, err := base64.RawURLEncoding.DecodeString(q.After)
+		if err != nil || json.Unmarshal(raw, &after) != nil {
+			return nil, fmt.Errorf("stored invocations: %w", store.ErrBadCursor)
+		}
+		where += " AND (created_at > ? OR (created_at = ? AND id > ?))"
+		args = append(args, after[0], after[0], after[1])
 	}
 	if !q.UpdatedSince.IsZero() {
 		where += " AND updated_at >= ?"
 		args = append(args, ts(q.UpdatedSince))
 	}
 	rows, err := s.r.QueryContext(ctx, "SELECT "+storedInvocationColumns+" FROM invocations WHERE "+where+
-		" ORDER BY tenant_id, id LIMIT ?", append(args, limit)...)
+		" ORDER BY created_at, id LIMIT ?", append(args, limit)...)
 	if err != nil {
 		return nil, fmt.Errorf("stored invocations: %w", err)
 	}

@@ -147,8 +147,9 @@ func testProjectionsAgree(t *testing.T, s store.Store) {
 	}
 }
 
-// testProjectionReads: StoredInvocations pages by (tenant, id) with the tenant and updated_at
-// filters and returns the stored columns; InvocationLog pages a log without its projection.
+// testProjectionReads: InvocationTenants lists the tenants with invocations; StoredInvocations
+// pages a tenant's by (created_at, id) with the updated_at filter and returns the stored columns;
+// InvocationLog pages a log without its projection.
 func testProjectionReads(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	for i, x := range []struct{ tenant, id string }{{"beta", "inv_b1"}, {"acme", "inv_a2"}, {"acme", "inv_a1"}} {
@@ -158,24 +159,30 @@ func testProjectionReads(t *testing.T, s store.Store) {
 			return err
 		})
 	}
+	tenants, err := s.InvocationTenants(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []string{"acme", "beta"}, tenants)
+
 	var got []string
-	q := store.StoredInvocationQuery{Limit: 2}
+	q := store.StoredInvocationQuery{TenantID: "acme", Limit: 1}
 	for {
 		page, err := s.StoredInvocations(ctx, q)
 		require.NoError(t, err)
 		for _, si := range page {
-			got = append(got, si.TenantID+"/"+si.ID)
+			got = append(got, si.ID)
 		}
 		if len(page) < q.Limit {
 			break
 		}
-		q.AfterTenant, q.AfterID = page[len(page)-1].TenantID, page[len(page)-1].ID
+		q.After = page[len(page)-1].Cursor
 	}
-	require.Equal(t, []string{"acme/inv_a1", "acme/inv_a2", "beta/inv_b1"}, got)
+	require.Equal(t, []string{"inv_a2", "inv_a1"}, got, "by created_at, then id")
+	_, err = s.StoredInvocations(ctx, store.StoredInvocationQuery{TenantID: "acme", After: "not a cursor"})
+	require.ErrorIs(t, err, store.ErrBadCursor)
 
-	page, err := s.StoredInvocations(ctx, store.StoredInvocationQuery{TenantID: "acme", AfterID: "inv_a1"})
+	page, err := s.StoredInvocations(ctx, store.StoredInvocationQuery{TenantID: "acme"})
 	require.NoError(t, err)
-	require.Len(t, page, 1)
+	require.Len(t, page, 2)
 	si := page[0]
 	require.Equal(t, "inv_a2", si.ID)
 	require.Equal(t, invocation.StatusRunning, si.Status)
@@ -190,9 +197,13 @@ func testProjectionReads(t *testing.T, s store.Store) {
 	require.NoError(t, json.Unmarshal(si.Record, &rec))
 	require.Equal(t, "inv_a2", rec.ID)
 
-	page, err = s.StoredInvocations(ctx, store.StoredInvocationQuery{UpdatedSince: t0.Add(time.Hour + time.Minute)})
+	page, err = s.StoredInvocations(ctx, store.StoredInvocationQuery{TenantID: "acme", UpdatedSince: t0.Add(time.Hour + time.Minute)})
 	require.NoError(t, err)
-	require.Len(t, page, 2, "updated at or after the bound: inv_a2 (at it) and inv_b1")
+	require.Len(t, page, 2, "updated at or after the bound: inv_a2 (at it) and inv_a1")
+	page, err = s.StoredInvocations(ctx, store.StoredInvocationQuery{TenantID: "acme", UpdatedSince: t0.Add(time.Hour + 2*time.Minute)})
+	require.NoError(t, err)
+	require.Len(t, page, 1)
+	require.Equal(t, "inv_a1", page[0].ID)
 
 	events, err := s.InvocationLog(ctx, store.EventLogQuery{InvocationID: "inv_a1", Limit: 1})
 	require.NoError(t, err)
