@@ -2,8 +2,8 @@ package pgstore
 
 import (
 	"context"
-	"encoding/base64"
 	"database/sql"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"math"
