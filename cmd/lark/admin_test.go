@@ -55,6 +55,15 @@ func TestAdminProjections(t *testing.T) {
 	require.Empty(t, out)
 	require.Contains(t, summary, "1 invocations and 1 usage aggregates checked, 0 differences")
 
+	// The same through the command line.
+	cmd := root()
+	var stdout, stderr bytes.Buffer
+	cmd.SetOut(&stdout)
+	cmd.SetErr(&stderr)
+	cmd.SetArgs([]string{"admin", "projections", "verify", "--data", dir, "--page-size", "1"})
+	require.NoError(t, cmd.Execute())
+	require.Contains(t, stderr.String(), "0 differences")
+
 	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "lark.db"))
 	require.NoError(t, err)
 	_, err = db.Exec("UPDATE invocations SET status = 'succeeded' WHERE id = 'inv_1'")

@@ -26,6 +26,7 @@ import (
 	"github.com/larkrun/lark/internal/store/pgstore/pgtest"
 	"github.com/larkrun/lark/internal/store/sqlstore"
 	"github.com/larkrun/lark/internal/store/storetest"
+	"github.com/larkrun/lark/internal/tenant"
 )
 
 const (
@@ -444,4 +445,59 @@ func TestUnreplayableLog(t *testing.T) {
 	require.Zero(t, sum.RebuiltInvocations)
 	require.Zero(t, sum.RebuiltUsageHours)
 	require.Len(t, verify(t, st, o), 3, "nothing was rewritten")
+}
+
+// TestUsageWindow: the usage of hours the retention job may have purged invocations from (older
+// than the tenant's execution_history_days) is neither checked nor rewritten; --since narrows the
+// window further; a tenant with a policy and no invocation left still has its aggregates checked.
+func TestUsageWindow(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "lark.db")
+	st, err := sqlstore.OpenSQLite(ctx, path, sqlstore.Options{})
+	require.NoError(t, err)
+	now := at.Add(72 * time.Hour)
+	require.NoError(t, st.Update(ctx, func(tx store.Tx) error {
+		p := tenant.New("acme", at)
+		p.Retention.ExecutionHistoryDays = 2
+		if err := tx.PutTenant(p); err != nil {
+			return err
+		}
+		if err := tx.PutTenant(tenant.New("idle", at)); err != nil {
+			return err
+		}
+		for i, created := range []time.Time{at, now.Add(-time.Hour)} { // three days old; one hour old
+			if _, err := tx.StartInvocation([]invocation.Event{storetest.NewInvocationEvent(fmt.Sprintf("inv_%d", i), "acme", "ep_1", created)}, store.Scheduling{}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	require.NoError(t, st.Close())
+	db, err := sql.Open("sqlite", "file:"+path)
+	require.NoError(t, err)
+	_, err = db.Exec("UPDATE usage_hourly SET invocations = 9")
+	require.NoError(t, err)
+	_, err = db.Exec("INSERT INTO usage_hourly (tenant_id, hour, entrypoint_id, invocations) VALUES ('idle', ?, 'ep', 4)", now.Unix()/3600)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+
+	st, err = sqlstore.OpenSQLite(ctx, path, sqlstore.Options{})
+	require.NoError(t, err)
+	defer st.Close()
+	diffs := verify(t, st, projection.Options{Now: now})
+	require.Len(t, diffs, 2, "%v", diffs)
+	require.Equal(t, "acme", diffs[0].TenantID)
+	require.Equal(t, now.Add(-time.Hour).Truncate(time.Hour), diffs[0].Hour, "only the hour inside the retention window")
+	require.Equal(t, "idle", diffs[1].TenantID)
+	require.Empty(t, verify(t, st, projection.Options{Now: now, TenantID: "acme", Since: now}), "--since after the damage")
+
+	sum, err := projection.Rebuild(ctx, st, projection.Options{Now: now}, nil)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, sum.RebuiltUsageHours)
+	require.Empty(t, verify(t, st, projection.Options{Now: now}))
+	rows, err := st.UsageHistory(ctx, "acme", store.UsageQuery{From: at.Truncate(time.Hour), To: at.Truncate(time.Hour).Add(time.Hour), Width: time.Hour})
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+	require.EqualValues(t, 9, rows[0].Usage.Invocations, "the hour before the window is left as it was")
 }
