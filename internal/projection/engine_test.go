@@ -38,6 +38,7 @@ const (
 	orderID  = wfPrefix + "vendor.app.prj.order.v1~"
 	brokenID = wfPrefix + "vendor.app.prj.broken.v1~"
 	sleepID  = wfPrefix + "vendor.app.prj.sleeper.v1~"
+	retryID  = wfPrefix + "vendor.app.prj.retrying.v1~"
 )
 
 // definition is a registration body: base with the members of mods replaced (dotted paths).
@@ -74,7 +75,8 @@ func function(t *testing.T, id, source string, mods map[string]any) []byte {
 
 // fixture is a server with finished invocations of every kind: a function that succeeded, one
 // retried then dead-lettered, workflows with steps that succeeded, failed and were compensated by
-// an on_failure handler, and one canceled while it slept.
+// an on_failure handler, failed in a step retried by the entrypoint's policy and
+// were dead-lettered, and one canceled while it slept.
 type fixture struct {
 	api   *bench.API
 	token string
@@ -167,6 +169,8 @@ func newFixture(t *testing.T, cfg server.Config) (stop func(), f *fixture) {
 	f.register(t, bench.WorkflowDefinition(orderID, steps+"def main(ctx, input):\n  a = r_run_step_v1(\"reserve\", ok, \"R1\")\n  b = r_run_step_v1(\"charge\", ok, \"C1\")\n  return {\"reserved\": a.value, \"charged\": b.value}\n"), orderID)
 	f.register(t, definition(t, bench.WorkflowDefinition(brokenID, steps+"def main(ctx, input):\n  r_run_step_v1(\"reserve\", ok, \"R1\")\n  r_run_step_v1(\"label\", broken, \"L1\")\n  return {}\n"),
 		map[string]any{"traits.workflow.compensation": map[string]any{"on_failure": rbID, "on_cancel": nil}}), brokenID)
+	f.register(t, definition(t, bench.WorkflowDefinition(retryID, steps+"def main(ctx, input):\n  r_run_step_v1(\"reserve\", ok, \"R1\")\n  r_run_step_v1(\"label\", broken, \"L1\")\n  return {}\n"),
+		map[string]any{"traits.retry": map[string]any{"max_attempts": 3, "initial_delay_ms": 1, "max_delay_ms": 1, "backoff_multiplier": 1.0}}), retryID)
 	f.register(t, bench.WorkflowDefinition(sleepID, "def main(ctx, input):\n  r_sleep(3600000)\n  return {}\n"), sleepID)
 
 	require.NoError(t, f.api.InvokeSync(ctx, f.token, bench.TaxSyncRequest))
@@ -175,11 +179,15 @@ func newFixture(t *testing.T, cfg server.Config) (stop func(), f *fixture) {
 	f.start(t, "order", orderID, map[string]any{})
 	f.start(t, "broken", brokenID, map[string]any{})
 	f.start(t, "sleeper", sleepID, map[string]any{})
+	f.start(t, "retrying", retryID, map[string]any{})
 	f.wait(t, "tax", "succeeded")
 	flaky := f.wait(t, "flaky", "dead_lettered")
 	require.EqualValues(t, 2, flaky["attempt"], "retried once: %v", flaky)
 	f.wait(t, "order", "succeeded")
 	f.wait(t, "broken", "compensated")
+	f.wait(t, "retrying", "dead_lettered")
+	timeline := f.call(t, http.MethodGet, "/invocations/"+f.ids["retrying"]+"/timeline?limit=200", nil, http.StatusOK)
+	require.Contains(t, string(timeline), `"step_retried"`, "its failing step was retried")
 	f.wait(t, "sleeper", "suspended")
 	f.call(t, http.MethodPost, "/invocations/"+f.ids["sleeper"]+":control", map[string]any{"action": "cancel"}, http.StatusOK)
 	f.wait(t, "sleeper", "canceled")
