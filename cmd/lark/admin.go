@@ -111,6 +111,9 @@ func runProjections(ctx context.Context, out, errOut io.Writer, f projectionFlag
 	}
 	st, err := server.OpenStore(ctx, server.Config{DataDir: f.data, Store: f.store})
 	if err != nil {
+		if f.store == "sqlite" {
+			return fmt.Errorf("%w (the SQLite store is offline-only: stop lark serve first)", err)
+		}
 		return err
 	}
 	defer st.Close()
