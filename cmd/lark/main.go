@@ -351,6 +351,7 @@ func root() *cobra.Command {
 	cmd.AddCommand(cli.Commands()...)
 	cmd.AddCommand(larktest.Command())
 	cmd.AddCommand(migrateCmd(), backupCmd(), restoreCmd())
+	cmd.AddCommand(adminCmd())
 	return cmd
 }
 

@@ -106,6 +106,7 @@ type Reader interface {
 	WebhookReader
 	EventTypeReader
 	TriggerReader
+	ProjectionReader
 }
 
 // TenantReader reads tenant policies.
@@ -272,6 +273,7 @@ type Tx interface {
 	EventTypeTx
 	TriggerTx
 	LeaderTx
+	ProjectionTx
 }
 
 // TenantTx reads and writes tenant policies inside a transaction.
@@ -527,6 +529,7 @@ type Store interface {
 	// Exclusive reports whether this process is the database's only user (the embedded store, locked
 	// while open), so that leases found at start-up belong to processes that are gone.
 	Exclusive() bool
+	ProjectionLocker
 	Close() error
 }
 

@@ -83,6 +83,10 @@ func Run(t *testing.T, f Factory) {
 		"AfterCommit":               testAfterCommit,
 		"TxContext":                 testTxContext,
 		"LeaderLease":               testLeaderLease,
+		"ProjectionsAgree":          testProjectionsAgree,
+		"ProjectionReads":           testProjectionReads,
+		"ProjectionRewrite":         testProjectionRewrite,
+		"ProjectionLock":            testProjectionLock,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {
