@@ -2,6 +2,8 @@ module github.com/larkrun/lark
 
 go 1.26.8
 
+toolchain go1.26.10
+
 require (
 	cel.dev/cel-go v0.33.2
 	github.com/chromedp/cdproto v0.159.0
