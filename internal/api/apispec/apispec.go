@@ -1,0 +1,369 @@
+// Package apispec checks HTTP traffic against Lark's OpenAPI document (internal/api/openapi): a
+// Checker wraps an http.Handler, lets every request through unchanged and records, for each
+// exchange, where the request or the response departs from the document. Tests wrap the API
+// handler with it, so that the document and the server cannot drift apart unnoticed.
+//
+// It is a test aid: it buffers bodies (up to a bound) and is not meant for production traffic.
+package apispec
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+
+	"github.com/larkrun/lark/internal/api/openapi"
+)
+
+// MaxBody bounds the bytes of a request or response body the Checker keeps to validate; a longer
+// body is passed through but not validated.
+const MaxBody = 8 << 20
+
+// Spec is the loaded, validated document and its path matcher.
+type Spec struct {
+	doc    *openapi3.T
+	routes []route
+}
+
+// route is one operation with the regular expression of its path template.
+type route struct {
+	re       *regexp.Regexp
+	params   []string
+	literal  int // literal characters of the template: the more, the more specific
+	path     string
+	method   string
+	pathItem *openapi3.PathItem
+	op       *openapi3.Operation
+}
+
+var (
+	loadOnce sync.Once
+	loaded   *Spec
+	loadErr  error
+)
+
+// Load parses and validates the embedded document once per process and returns it.
+func Load() (*Spec, error) {
+	loadOnce.Do(func() { loaded, loadErr = Parse(openapi.Document()) })
+	return loaded, loadErr
+}
+
+// Parse loads an OpenAPI 3.1 document, validates it and prepares its path matcher.
+func Parse(raw []byte) (*Spec, error) {
+	l := openapi3.NewLoader()
+	doc, err := l.LoadFromData(raw)
+	if err != nil {
+		return nil, fmt.Errorf("apispec: load: %w", err)
+	}
+	if err := doc.Validate(context.Background()); err != nil {
+		return nil, fmt.Errorf("apispec: invalid document: %w", err)
+	}
+	s := &Spec{doc: doc}
+	for path, item := range doc.Paths.Map() {
+		re, params, literal, err := compileTemplate(path)
+		if err != nil {
+			return nil, err
+		}
+		for method, op := range item.Operations() {
+			s.routes = append(s.routes, route{re: re, params: params, literal: literal, path: path,
+				method: method, pathItem: item, op: op})
+		}
+	}
+	// Most specific first, so that /x/{id}/y wins over a template that could swallow it.
+	sort.Slice(s.routes, func(i, j int) bool {
+		if s.routes[i].literal != s.routes[j].literal {
+			return s.routes[i].literal > s.routes[j].literal
+		}
+		return s.routes[i].path+s.routes[i].method < s.routes[j].path+s.routes[j].method
+	})
+	return s, nil
+}
+
+var paramRE = regexp.MustCompile(`\{([^{}]+)\}`)
+
+// compileTemplate turns /a/{id}:verb into ^/a/([^/]+):verb$ (parameters match one escaped path
+// segment, or the part of it before a colon verb).
+func compileTemplate(path string) (*regexp.Regexp, []string, int, error) {
+	var b strings.Builder
+	var params []string
+	literal := 0
+	b.WriteString("^")
+	last := 0
+	for _, m := range paramRE.FindAllStringSubmatchIndex(path, -1) {
+		b.WriteString(regexp.QuoteMeta(path[last:m[0]]))
+		literal += m[0] - last
+		params = append(params, path[m[2]:m[3]])
+		if m[1] < len(path) && path[m[1]] == ':' {
+			b.WriteString(`([^/:]+)`)
+		} else {
+			b.WriteString(`([^/]+)`)
+		}
+		last = m[1]
+	}
+	b.WriteString(regexp.QuoteMeta(path[last:]))
+	literal += len(path) - last
+	b.WriteString("$")
+	re, err := regexp.Compile(b.String())
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("apispec: path %s: %w", path, err)
+	}
+	return re, params, literal, nil
+}
+
+// Operations returns every operation of the document as "METHOD /path".
+func (s *Spec) Operations() []string {
+	out := make([]string, 0, len(s.routes))
+	for _, r := range s.routes {
+		out = append(out, r.method+" "+r.path)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// find returns the operation for method and escaped path, and its path parameters.
+func (s *Spec) find(method, escapedPath string) (*route, map[string]string) {
+	if method == http.MethodHead {
+		if rt, p := s.find1(http.MethodHead, escapedPath); rt != nil {
+			return rt, p
+		}
+		method = http.MethodGet // HEAD is served as GET without a body
+	}
+	return s.find1(method, escapedPath)
+}
+
+func (s *Spec) find1(method, escapedPath string) (*route, map[string]string) {
+	for i := range s.routes {
+		rt := &s.routes[i]
+		if rt.method != method {
+			continue
+		}
+		m := rt.re.FindStringSubmatch(escapedPath)
+		if m == nil {
+			continue
+		}
+		params := make(map[string]string, len(rt.params))
+		for j, name := range rt.params {
+			params[name] = m[j+1]
+		}
+		return rt, params
+	}
+	return nil, nil
+}
+
+// pathKnown reports whether any operation's template matches the escaped path.
+func (s *Spec) pathKnown(escapedPath string) bool {
+	return slices.ContainsFunc(s.routes, func(r route) bool { return r.re.MatchString(escapedPath) })
+}
+
+// Checker validates the exchanges of the handler it wraps. It is safe for concurrent use.
+type Checker struct {
+	spec *Spec
+
+	mu     sync.Mutex
+	errs   []string
+	seen   map[string]int
+	probes bool
+}
+
+// NewChecker returns a Checker for spec.
+func NewChecker(spec *Spec) *Checker {
+	return &Checker{spec: spec, seen: map[string]int{}}
+}
+
+// AllowUnknownRoutes lets requests to a path or method the document lacks pass when they are
+// answered 404 or 405 (tests that probe unknown routes on purpose).
+func (c *Checker) AllowUnknownRoutes() *Checker {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.probes = true
+	return c
+}
+
+// Errors returns the findings so far, one line each.
+func (c *Checker) Errors() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.errs)
+}
+
+// Seen returns how many times each documented operation ("METHOD /path") was exercised.
+func (c *Checker) Seen() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]int, len(c.seen))
+	for k, v := range c.seen {
+		out[k] = v
+	}
+	return out
+}
+
+func (c *Checker) fail(format string, args ...any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.errs = append(c.errs, fmt.Sprintf(format, args...))
+}
+
+// Wrap returns next with every exchange checked.
+func (c *Checker) Wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var reqBody *capture
+		if r.Body != nil && r.Body != http.NoBody {
+			reqBody = &capture{limit: MaxBody}
+			r.Body = &teeBody{ReadCloser: r.Body, c: reqBody}
+		}
+		// The validators need the request as sent: keep a copy before the handler changes it.
+		orig := r.Clone(r.Context())
+		rec := &recorder{ResponseWriter: w, body: capture{limit: MaxBody}}
+		next.ServeHTTP(rec, r)
+		if rec.status == 0 {
+			rec.status, rec.header = http.StatusOK, w.Header().Clone()
+		}
+		c.check(orig, reqBody, rec)
+	})
+}
+
+func (c *Checker) check(r *http.Request, reqBody *capture, rec *recorder) {
+	where := r.Method + " " + r.URL.RequestURI()
+	rt, params := c.spec.find(r.Method, r.URL.EscapedPath())
+	if rt == nil {
+		c.mu.Lock()
+		probes := c.probes
+		c.mu.Unlock()
+		if probes && (rec.status == http.StatusNotFound || rec.status == http.StatusMethodNotAllowed) {
+			return
+		}
+		if c.spec.pathKnown(r.URL.EscapedPath()) {
+			c.fail("%s: method not in the document (answered %d)", where, rec.status)
+		} else {
+			c.fail("%s: path not in the document (answered %d)", where, rec.status)
+		}
+		return
+	}
+	c.mu.Lock()
+	c.seen[rt.method+" "+rt.path]++
+	c.mu.Unlock()
+
+	route := &routers.Route{Spec: c.spec.doc, Path: rt.path, PathItem: rt.pathItem, Method: rt.method, Operation: rt.op}
+	opts := &openapi3filter.Options{
+		AuthenticationFunc:    openapi3filter.NoopAuthenticationFunc,
+		SkipSettingDefaults:   true,
+		IncludeResponseStatus: true,
+		MultiError:            true,
+	}
+	in := &openapi3filter.RequestValidationInput{Request: r, PathParams: params, Route: route, Options: opts}
+	if rec.status >= 200 && rec.status < 300 {
+		if reqBody != nil && reqBody.truncated {
+			c.fail("%s: request body over %d bytes not validated", where, MaxBody)
+		} else {
+			if reqBody != nil {
+				r.Body = io.NopCloser(bytes.NewReader(reqBody.buf.Bytes()))
+			} else {
+				r.Body = http.NoBody
+			}
+			if err := openapi3filter.ValidateRequest(r.Context(), in); err != nil {
+				c.fail("%s: answered %d but the request does not match the document: %v", where, rec.status, err)
+			}
+		}
+	}
+	if rec.body.truncated {
+		c.fail("%s: response body over %d bytes not validated", where, MaxBody)
+		return
+	}
+	body := rec.body.buf.Bytes()
+	if r.Method == http.MethodHead {
+		// A HEAD answer has no body; its status must still be documented.
+		if rt.op.Responses.Status(rec.status) == nil {
+			c.fail("%s: status %d not in the document", where, rec.status)
+		}
+		return
+	}
+	err := openapi3filter.ValidateResponse(r.Context(), &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: in, Status: rec.status, Header: rec.header,
+		Body: io.NopCloser(bytes.NewReader(body)), Options: opts})
+	if err != nil {
+		c.fail("%s: response %d does not match the document: %v\n\tbody: %s", where, rec.status, err, clip(body))
+	}
+}
+
+func clip(b []byte) string {
+	const n = 600
+	if len(b) > n {
+		return string(b[:n]) + "…"
+	}
+	return string(b)
+}
+
+// capture keeps up to limit bytes.
+type capture struct {
+	buf       bytes.Buffer
+	limit     int
+	truncated bool
+}
+
+func (c *capture) write(p []byte) {
+	if room := c.limit - c.buf.Len(); room < len(p) {
+		c.truncated = true
+		if room > 0 {
+			c.buf.Write(p[:room])
+		}
+		return
+	}
+	c.buf.Write(p)
+}
+
+// teeBody copies what the handler reads of the request body.
+type teeBody struct {
+	io.ReadCloser
+	c *capture
+}
+
+func (t *teeBody) Read(p []byte) (int, error) {
+	n, err := t.ReadCloser.Read(p)
+	t.c.write(p[:n])
+	return n, err
+}
+
+// recorder passes the response through and keeps its status, headers and body. Unwrap lets
+// http.ResponseController reach the connection (deadlines, flushing).
+type recorder struct {
+	http.ResponseWriter
+	status int
+	header http.Header
+	body   capture
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+		r.header = r.ResponseWriter.Header().Clone()
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(p []byte) (int, error) {
+	if r.status == 0 {
+		r.WriteHeader(http.StatusOK)
+	}
+	r.body.write(p)
+	return r.ResponseWriter.Write(p)
+}
+
+// Flush flushes the underlying writer when it can.
+func (r *recorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap returns the underlying writer.
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }

@@ -1,0 +1,355 @@
+package openapi_test
+
+// build_test.go describes Lark's HTTP API and renders it as openapi.json. The resource schemas are
+// reflected from the Go types the handlers encode (schema_test.go), so that a field added to a type
+// shows up in the document at the next -update; the answers the handlers assemble by hand, the
+// entrypoint (a stored definition plus server members) and the problem document are written out
+// here. Every request and response of the API suite is checked against the result
+// (internal/api/apispec), which is what keeps this description honest.
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/larkrun/lark/internal/api"
+	"github.com/larkrun/lark/internal/api/openapi"
+	"github.com/larkrun/lark/internal/audit"
+	"github.com/larkrun/lark/internal/auth"
+	"github.com/larkrun/lark/internal/eventbus"
+	"github.com/larkrun/lark/internal/events"
+	"github.com/larkrun/lark/internal/invoke"
+	"github.com/larkrun/lark/internal/registry"
+	"github.com/larkrun/lark/internal/schedule"
+	"github.com/larkrun/lark/internal/scheduler"
+	"github.com/larkrun/lark/internal/secrets"
+	"github.com/larkrun/lark/internal/tenant"
+	"github.com/larkrun/lark/internal/tokens"
+	"github.com/larkrun/lark/internal/trigger"
+	"github.com/larkrun/lark/internal/triggers"
+	"github.com/larkrun/lark/internal/usage"
+	"github.com/larkrun/lark/internal/webhook"
+	"github.com/larkrun/lark/internal/webhooks"
+	"github.com/larkrun/lark/internal/workerproto"
+)
+
+var update = flag.Bool("update", false, "rewrite openapi.json from build_test.go")
+
+// TestDocumentIsCurrent fails when openapi.json is not what build renders (run with -update).
+func TestDocumentIsCurrent(t *testing.T) {
+	want, err := build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *update {
+		if err := os.WriteFile("openapi.json", want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if !bytes.Equal(openapi.Document(), want) {
+		t.Fatal("openapi.json is stale: run go test ./internal/api/openapi -update and review the diff")
+	}
+}
+
+func ref(name string) schema { return schema{"$ref": "#/components/schemas/" + name} }
+
+func str(desc string) schema { return schema{"type": "string", "description": desc} }
+
+// listOf is the list envelope with items of the named schema.
+func listOf(item string) schema {
+	return schema{"allOf": []any{ref("List"), schema{"type": "object", "properties": schema{
+		"items": schema{"type": "array", "items": ref(item)}}}}}
+}
+
+// op is one operation.
+type op struct {
+	method, path, id, summary, tag string
+	public                         bool     // no bearer token
+	params                         []any    // parameter objects or $refs
+	body                           schema   // request body schema (application/json), nil: none
+	bodyRequired                   bool     // the body must be sent
+	ok                             []answer // success answers
+	errs                           []int    // problem statuses besides the common ones
+	noCommon                       bool     // only errs, not the common problem statuses
+	desc                           string
+}
+
+// answer is one success response.
+type answer struct {
+	status int
+	schema schema // nil: no body
+	desc   string
+}
+
+// problemResponses names the shared problem responses by status.
+var problemResponses = map[int]string{
+	400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 405: "MethodNotAllowed",
+	409: "Conflict", 413: "PayloadTooLarge", 422: "ValidationFailed", 429: "TooManyRequests",
+	500: "InternalError", 503: "Unavailable",
+}
+
+// common are the problem statuses any authenticated operation may answer: a bad query parameter,
+// no or a bad token, a missing role, an unknown or foreign resource, the rate limits and in-flight
+// cap, and a store that is down or slow.
+var common = []int{400, 401, 403, 404, 429, 500, 503}
+
+// writeErrs are added to operations with a request body.
+var writeErrs = []int{409, 413, 422}
+
+func idParam(name, desc string) schema {
+	return schema{"name": name, "in": "path", "required": true, "description": desc, "schema": schema{"type": "string"}}
+}
+
+func query(name, desc string, s schema) schema {
+	return schema{"name": name, "in": "query", "description": desc, "schema": s}
+}
+
+func pref(name string) schema { return schema{"$ref": "#/components/parameters/" + name} }
+
+var listParams = []any{pref("limit"), pref("cursor"), pref("filter"), pref("orderby")}
+
+func build() ([]byte, error) {
+	comps := map[reflect.Type]string{}
+	resp := &reflector{components: comps}
+	req := &reflector{components: map[reflect.Type]string{}, request: true}
+	schemas := schema{}
+	component := func(name string, v any) {
+		comps[reflect.TypeOf(v)] = name
+	}
+	// Named first, so that references between them resolve to $refs.
+	component("Token", auth.Token{})
+	component("CreatedToken", tokens.CreatedToken{})
+	component("TenantPolicy", tenant.Policy{})
+	component("ValidationReport", registry.Report{})
+	component("Finding", registry.Finding{})
+	component("VersionSummary", registry.VersionSummary{})
+	component("Invocation", api.RecordView{})
+	component("InvocationResult", api.ResultView{})
+	component("TimelineEvent", api.TimelineEvent{})
+	component("Event", events.Event{})
+	component("EventType", events.Type{})
+	component("Schedule", schedule.Schedule{})
+	component("ScheduleResumed", scheduler.Resumed{})
+	component("ScheduleDeleted", scheduler.Deleted{})
+	component("Backfill", schedule.Backfill{})
+	component("Partition", schedule.Partition{})
+	component("Secret", secrets.Secret{})
+	component("WebhookTrigger", webhooks.View{})
+	component("WebhookDeleted", webhooks.Deleted{})
+	component("WebhookDelivery", webhook.Delivery{})
+	component("WebhookAccepted", webhooks.Accepted{})
+	component("Trigger", trigger.Trigger{})
+	component("DeadLetter", trigger.DeadLetter{})
+	component("Redriven", triggers.Redriven{})
+	component("TriggerMetrics", triggers.Metrics{})
+	component("UsageReport", usage.Report{})
+	component("UsageHistory", usage.History{})
+	component("AuditEvent", audit.Event{})
+	component("WorkerEnvelope", workerproto.Envelope{})
+	for t, name := range comps {
+		schemas[name] = resp.of(t, 0)
+	}
+	requests := map[string]any{
+		"CreateTokenRequest":  tokens.CreateTokenRequest{},
+		"StatusRequest":       registry.StatusRequest{},
+		"StartRequest":        invoke.StartRequest{},
+		"PublishRequest":      eventbus.PublishRequest{},
+		"EventTypeRequest":    eventbus.TypeRequest{},
+		"ScheduleRequest":     scheduler.Spec{},
+		"BackfillRequest":     scheduler.BackfillSpec{},
+		"SecretCreateRequest": secrets.Create{},
+		"SecretUpdateRequest": secrets.Update{},
+		"WebhookRequest":      webhooks.Spec{},
+		"RegenerateRequest":   webhooks.Regenerate{},
+		"TriggerRequest":      triggers.Spec{},
+		"ControlRequest": struct {
+			Action string `json:"action"`
+		}{},
+		"ResumeRequest": struct {
+			CatchUpMissed bool `json:"catch_up_missed"`
+		}{},
+		"ScheduleTriggerReq": struct {
+			ParamsOverride json.RawMessage `json:"params_override"`
+		}{},
+		"WorkerEnvelopeRequest": workerproto.Envelope{},
+	}
+	for name, v := range requests {
+		schemas[name] = req.of(reflect.TypeOf(v), 0)
+	}
+	manual(schemas)
+
+	ops := operations()
+	paths := schema{}
+	for _, o := range ops {
+		item, _ := paths[o.path].(schema)
+		if item == nil {
+			item = schema{}
+			paths[o.path] = item
+		}
+		item[strings.ToLower(o.method)] = o.render()
+	}
+	responses := schema{}
+	for status, name := range problemResponses {
+		r := schema{"description": problemDesc[status], "content": schema{
+			"application/problem+json": schema{"schema": ref("Problem")}}}
+		if status == 429 || status == 503 {
+			r["headers"] = schema{"Retry-After": schema{"description": "Seconds to wait before retrying.",
+				"schema": schema{"type": "integer"}}}
+		}
+		if status == 405 {
+			r["headers"] = schema{"Allow": schema{"description": "The methods the resource supports.",
+				"schema": schema{"type": "string"}}}
+		}
+		responses[name] = r
+	}
+	doc := schema{
+		"openapi":           "3.1.0",
+		"jsonSchemaDialect": "https://spec.openapis.org/oas/3.1/dialect/base",
+		"info": schema{
+			"title":   "Lark serverless runtime API",
+			"version": "1.0.0",
+			"description": "Lark's HTTP API. docs/api.md explains each route; this document is checked " +
+				"against the server by the API test suite. Errors are RFC 9457 problem documents " +
+				"(application/problem+json) with a GTS error type.",
+		},
+		"servers":  []any{schema{"url": "/"}},
+		"security": []any{schema{"bearer": []any{}}},
+		"tags":     tags(ops),
+		"paths":    paths,
+		"components": schema{
+			"securitySchemes": schema{
+				"bearer": schema{"type": "http", "scheme": "bearer",
+					"description": "A token issued by POST /tokens, or the platform operator's admin token."},
+			},
+			"schemas":    schemas,
+			"responses":  responses,
+			"parameters": parameters(),
+		},
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(doc); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+var problemDesc = map[int]string{
+	400: "Bad request: malformed JSON, or a bad query parameter or header.",
+	401: "No token, or an unknown, revoked or expired one.",
+	403: "The token lacks the role, or the tenant is disabled.",
+	404: "No such resource (also for another tenant's).",
+	405: "The method is not allowed on this resource.",
+	409: "The request conflicts with the resource's state (the problem's reason says how).",
+	413: "The request body is too large.",
+	422: "The request is well-formed JSON but invalid; errors[] lists every finding.",
+	429: "A rate limit, quota or the tenant's in-flight cap was hit.",
+	500: "An internal error (the detail never carries the cause).",
+	503: "The store or a dependency is unavailable; retry after Retry-After.",
+}
+
+func tags(ops []op) []any {
+	seen := map[string]bool{}
+	var names []string
+	for _, o := range ops {
+		if !seen[o.tag] {
+			seen[o.tag] = true
+			names = append(names, o.tag)
+		}
+	}
+	out := make([]any, 0, len(names))
+	for _, n := range names {
+		out = append(out, schema{"name": n})
+	}
+	return out
+}
+
+func (o op) render() schema {
+	out := schema{"operationId": o.id, "summary": o.summary, "tags": []any{o.tag}}
+	if o.desc != "" {
+		out["description"] = o.desc
+	}
+	if o.public {
+		out["security"] = []any{}
+	}
+	var params []any
+	for _, name := range paramRE(o.path) {
+		params = append(params, idParam(name, pathParamDesc(name)))
+	}
+	params = append(params, o.params...)
+	if len(params) > 0 {
+		out["parameters"] = params
+	}
+	if o.body != nil {
+		out["requestBody"] = schema{"required": o.bodyRequired, "content": schema{
+			"application/json": schema{"schema": o.body}}}
+	}
+	responses := schema{}
+	for _, a := range o.ok {
+		r := schema{"description": a.desc}
+		if r["description"] == "" {
+			r["description"] = "Success."
+		}
+		if a.schema != nil {
+			r["content"] = schema{"application/json": schema{"schema": a.schema}}
+		}
+		responses[itoa(a.status)] = r
+	}
+	statuses := o.errs
+	if !o.noCommon {
+		statuses = append(append([]int(nil), common...), o.errs...)
+		if o.body != nil {
+			statuses = append(statuses, writeErrs...)
+		}
+	}
+	for _, st := range statuses {
+		responses[itoa(st)] = schema{"$ref": "#/components/responses/" + problemResponses[st]}
+	}
+	out["responses"] = responses
+	return out
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+func paramRE(path string) []string {
+	var out []string
+	for {
+		i := strings.IndexByte(path, '{')
+		if i < 0 {
+			return out
+		}
+		j := strings.IndexByte(path[i:], '}')
+		out = append(out, path[i+1:i+j])
+		path = path[i+j+1:]
+	}
+}
+
+func pathParamDesc(name string) string {
+	switch name {
+	case "id":
+		return "The resource's id (URL-escaped)."
+	case "tenant_id":
+		return "The tenant's id."
+	}
+	return "The " + strings.ReplaceAll(name, "_", " ") + "."
+}
+
+func parameters() schema {
+	return schema{
+		"limit": query("limit", "Page size (1 to 200, default 25).", schema{"type": "integer", "minimum": 1}),
+		"cursor": query("cursor", "The next_cursor (or prev_cursor) of the previous page; opaque.",
+			schema{"type": "string"}),
+		"filter": query("$filter", "An OData filter over the resource's filterable fields (docs/api.md §1).",
+			schema{"type": "string"}),
+		"orderby": query("$orderby", "OData ordering: field [asc|desc], comma-separated.",
+			schema{"type": "string"}),
+	}
+}
