@@ -21,8 +21,10 @@ import (
 	"github.com/larkrun/lark/internal/api/openapi"
 	"github.com/larkrun/lark/internal/audit"
 	"github.com/larkrun/lark/internal/auth"
+	"github.com/larkrun/lark/internal/entrypoint"
 	"github.com/larkrun/lark/internal/eventbus"
 	"github.com/larkrun/lark/internal/events"
+	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/invoke"
 	"github.com/larkrun/lark/internal/registry"
 	"github.com/larkrun/lark/internal/schedule"
@@ -116,8 +118,9 @@ var listParams = []any{pref("limit"), pref("cursor"), pref("filter"), pref("orde
 
 func build() ([]byte, error) {
 	comps := map[reflect.Type]string{}
-	resp := &reflector{components: comps}
-	req := &reflector{components: map[reflect.Type]string{}, request: true}
+	enums := enumValues()
+	resp := &reflector{components: comps, enums: enums}
+	req := &reflector{components: map[reflect.Type]string{}, request: true, enums: enums}
 	schemas := schema{}
 	component := func(name string, v any) {
 		comps[reflect.TypeOf(v)] = name
@@ -240,6 +243,33 @@ func build() ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// enumValues lists the values of the named string types the API shows, from their constants.
+func enumValues() map[reflect.Type][]any {
+	m := map[reflect.Type][]any{}
+	add := func(vals ...any) { m[reflect.TypeOf(vals[0])] = vals }
+	roles := make([]any, 0, len(auth.Roles))
+	for _, r := range auth.Roles {
+		roles = append(roles, r)
+	}
+	add(roles...)
+	eps := make([]any, 0, len(entrypoint.Statuses))
+	for _, s := range entrypoint.Statuses {
+		eps = append(eps, s)
+	}
+	add(eps...)
+	add(entrypoint.KindFunction, entrypoint.KindWorkflow)
+	add(entrypoint.ActionActivate, entrypoint.ActionDeprecate, entrypoint.ActionDisable, entrypoint.ActionEnable, entrypoint.ActionArchive)
+	add(invocation.StatusQueued, invocation.StatusRunning, invocation.StatusSuspended, invocation.StatusSucceeded,
+		invocation.StatusFailed, invocation.StatusCanceled, invocation.StatusCompensating, invocation.StatusCompensated,
+		invocation.StatusDeadLettered)
+	add(invocation.ModeSync, invocation.ModeAsync)
+	add(invoke.ActionCancel, invoke.ActionRetry, invoke.ActionReplay, invoke.ActionSuspend, invoke.ActionResume)
+	add(schedule.StatusActive, schedule.StatusPaused, schedule.StatusDisabled)
+	add(trigger.StatusActive, trigger.StatusPaused, trigger.StatusDisabled)
+	add(webhook.StatusActive, webhook.StatusDisabled)
+	return m
 }
 
 var problemDesc = map[int]string{

@@ -28,8 +28,9 @@ func manual(s schema) {
 		},
 	}
 	s["Issue"] = schema{
-		"type":     "object",
-		"required": []any{"path", "message", "code"},
+		"additionalProperties": false,
+		"type":                 "object",
+		"required":             []any{"path", "message", "code"},
 		"properties": schema{
 			"path":    schema{"type": "string", "minLength": 1, "description": "A JSON path into the request ($.a.b)."},
 			"message": schema{"type": "string", "minLength": 1},
@@ -39,8 +40,9 @@ func manual(s schema) {
 		},
 	}
 	s["PageInfo"] = schema{
-		"type":     "object",
-		"required": []any{"next_cursor", "prev_cursor", "has_more", "limit"},
+		"additionalProperties": false,
+		"type":                 "object",
+		"required":             []any{"next_cursor", "prev_cursor", "has_more", "limit"},
 		"properties": schema{
 			"next_cursor": nstr, "prev_cursor": nstr,
 			"has_more": schema{"type": "boolean"}, "limit": schema{"type": "integer"},
@@ -72,31 +74,39 @@ func manual(s schema) {
 			"deprecation": schema{"type": "object", "required": []any{"deprecated_at"}, "properties": schema{
 				"deprecated_at": schema{"type": "string"}, "reason": schema{"type": "string"},
 				"successor_id": schema{"type": "string"}, "sunset_date": schema{"type": "string"}}},
-			"warnings": schema{"type": "array", "items": ref("Finding")},
+			"warnings":    schema{"type": "array", "items": ref("Finding")},
+			"description": schema{"type": "string"}, "schema": schema{"type": "object"},
+			"traits": schema{"type": "object"}, "implementation": schema{"type": "object"},
 		},
 	}
 	s["EntrypointDefinition"] = schema{
 		"type": "object",
-		"description": "000's entrypoint definition (docs/api.md §6): entrypoint_id, title, kind-specific traits, " +
-			"schemas and implementation. The server validates it and reports every finding as a 422.",
+		"description": "000's entrypoint definition (docs/api.md §6). The server validates it against its GTS " +
+			"schemas (gts.x.core.serverless.entrypoint.v1~ and the function or workflow kind) and reports every " +
+			"finding at once as a 422; the members the server keeps (id, status, timestamps…) are ignored.",
+		"properties": definitionMembers(),
 	}
 	s["EntrypointVersions"] = schema{
-		"type": "object", "required": []any{"family", "items"},
+		"additionalProperties": false,
+		"type":                 "object", "required": []any{"family", "items"},
 		"properties": schema{"family": schema{"type": "string"}, "items": schema{"type": "array", "items": ref("VersionSummary")}},
 	}
 	s["PublishResult"] = schema{
-		"type": "object", "required": []any{"event", "delivered", "triggered"},
+		"additionalProperties": false,
+		"type":                 "object", "required": []any{"event", "delivered", "triggered"},
 		"properties": schema{"event": ref("Event"), "delivered": schema{"type": "integer"}, "triggered": schema{"type": "integer"}},
 	}
 	s["ScheduleTriggered"] = schema{
-		"type": "object", "required": []any{"schedule_id", "run_id", "invocation", "triggered_at", "triggered_by", "params"},
+		"additionalProperties": false,
+		"type":                 "object", "required": []any{"schedule_id", "run_id", "invocation", "triggered_at", "triggered_by", "params"},
 		"properties": schema{"schedule_id": schema{"type": "string"}, "run_id": schema{"type": "string"},
 			"invocation": ref("Invocation"), "triggered_at": schema{"type": "string", "format": "date-time"},
 			"triggered_by": schema{"type": "string"}, "params": anyValue()},
 	}
 	runs := (&reflector{components: map[reflect.Type]string{}}).of(reflect.TypeFor[scheduler.RunView](), 0)
 	s["ScheduleHistory"] = schema{
-		"type": "object", "required": []any{"schedule_id", "items", "next_runs", "page_info"},
+		"additionalProperties": false,
+		"type":                 "object", "required": []any{"schedule_id", "items", "next_runs", "page_info"},
 		"properties": schema{"schedule_id": schema{"type": "string"},
 			"items": schema{"type": "array", "items": runs},
 			"next_runs": schema{"type": "array", "items": schema{"type": "object", "required": []any{"scheduled_at"},
@@ -106,10 +116,25 @@ func manual(s schema) {
 	s["Timeline"] = schema{"allOf": []any{listOf("TimelineEvent"), schema{"type": "object",
 		"required":   []any{"invocation_id", "status"},
 		"properties": schema{"invocation_id": schema{"type": "string"}, "status": schema{"type": "string"}}}}}
-	s["Purged"] = schema{"type": "object", "required": []any{"purged"}, "properties": schema{"purged": schema{"type": "integer"}}}
-	s["Health"] = schema{"type": "object", "required": []any{"status"}, "properties": schema{"status": schema{"type": "string"}}}
+	s["Purged"] = schema{"type": "object", "additionalProperties": false, "required": []any{"purged"}, "properties": schema{"purged": schema{"type": "integer"}}}
+	s["Health"] = schema{"type": "object", "additionalProperties": false, "required": []any{"status"}, "properties": schema{"status": schema{"type": "string"}}}
 	s["AnyObject"] = schema{"type": "object", "description": "A JSON object; see the operation's description."}
 	s["MergePatch"] = schema{"type": "object", "description": "An RFC 7396 JSON merge patch of the resource's writable members."}
+}
+
+// definitionMembers are the top-level members of an entrypoint definition.
+func definitionMembers() schema {
+	return schema{
+		"entrypoint_id":  schema{"type": "string", "description": "The GTS id, ending in ~ (…function.v1~… or …workflow.v1~…)."},
+		"version":        schema{"type": "string", "description": "Semantic version; must match the id's major (and minor)."},
+		"title":          schema{"type": "string"},
+		"description":    schema{"type": "string"},
+		"tags":           schema{"type": "array", "items": schema{"type": "string"}},
+		"shared":         schema{"type": "boolean", "description": "A user-owned entrypoint others in the tenant may invoke."},
+		"schema":         schema{"type": "object", "description": "params, returns and errors JSON Schemas."},
+		"traits":         schema{"type": "object", "description": "runtime, timeout_seconds, retry, …, and workflow for workflows."},
+		"implementation": schema{"type": "object", "description": "adapter and code (language, source)."},
+	}
 }
 
 var (

@@ -22,10 +22,15 @@ func anyValue() schema {
 }
 
 // reflector renders Go types; named struct types it was told about (components) become $refs.
+// Response objects are closed (additionalProperties: false); request objects are open and have no
+// required members.
 type reflector struct {
 	components map[reflect.Type]string
-	// request: no member is required (the server reports missing members itself, as 422 issues).
+	// request: no member is required (the server reports missing members itself, as 422 issues)
+	// and objects are open.
 	request bool
+	// enums are the values of named string types.
+	enums map[reflect.Type][]any
 }
 
 var (
@@ -67,6 +72,9 @@ func (r *reflector) of(t reflect.Type, depth int) schema {
 	if name, ok := r.components[t]; ok && depth > 0 {
 		return schema{"$ref": "#/components/schemas/" + name}
 	}
+	if vals, ok := r.enums[t]; ok {
+		return schema{"type": "string", "enum": vals}
+	}
 	switch t.Kind() {
 	case reflect.Pointer:
 		return nullable(r.of(t.Elem(), depth+1))
@@ -103,8 +111,13 @@ func (r *reflector) object(t reflect.Type, depth int) schema {
 	var required []any
 	r.fields(t, depth, props, &required)
 	s := schema{"type": "object", "properties": props}
-	if len(required) > 0 && !r.request {
-		s["required"] = required
+	if !r.request {
+		// The server encodes exactly these members. A request may carry more: the resource's
+		// read-only members are accepted and dropped, unknown ones answer 422.
+		s["additionalProperties"] = false
+		if len(required) > 0 {
+			s["required"] = required
+		}
 	}
 	return s
 }
