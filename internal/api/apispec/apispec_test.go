@@ -45,7 +45,7 @@ func TestChecker(t *testing.T) {
 		{"matches", http.MethodGet, "/things/a", `{"id":"a"}`, 200, ""},
 		{"colon verb", http.MethodPost, "/things/a:touch", `{"id":"a"}`, 200, ""},
 		{"wrong body", http.MethodGet, "/things/a", `{"id":1}`, 200, "does not match"},
-		{"undocumented status", http.MethodGet, "/things/a", `{}`, 418, "does not match"},
+		{"undocumented status", http.MethodGet, "/things/a", `{}`, 418, "status 418 is not in the document"},
 		{"unknown path", http.MethodGet, "/nothing", `{}`, 404, "path not in the document"},
 		{"unknown method", http.MethodDelete, "/things/a", `{}`, 405, "method not in the document"},
 	} {

@@ -76,6 +76,7 @@ type op struct {
 	params                         []any    // parameter objects or $refs
 	body                           schema   // request body schema (application/json), nil: none
 	bodyRequired                   bool     // the body must be sent
+	rawBody                        bool     // the body is any media type (the webhook receiver)
 	ok                             []answer // success answers
 	errs                           []int    // problem statuses besides the common ones
 	noCommon                       bool     // only errs, not the common problem statuses
@@ -87,6 +88,7 @@ type answer struct {
 	status int
 	schema schema // nil: no body
 	desc   string
+	media  []string // the media types of schema (default application/json)
 }
 
 // problemResponses names the shared problem responses by status.
@@ -318,6 +320,9 @@ func (o op) render() schema {
 	if len(params) > 0 {
 		out["parameters"] = params
 	}
+	if o.rawBody {
+		out["requestBody"] = schema{"required": false, "content": schema{"*/*": schema{"schema": anyValue()}}}
+	}
 	if o.body != nil {
 		out["requestBody"] = schema{"required": o.bodyRequired, "content": schema{
 			"application/json": schema{"schema": o.body}}}
@@ -329,7 +334,15 @@ func (o op) render() schema {
 			r["description"] = "Success."
 		}
 		if a.schema != nil {
-			r["content"] = schema{"application/json": schema{"schema": a.schema}}
+			media := a.media
+			if media == nil {
+				media = []string{"application/json"}
+			}
+			content := schema{}
+			for _, m := range media {
+				content[m] = schema{"schema": a.schema}
+			}
+			r["content"] = content
 		}
 		responses[itoa(a.status)] = r
 	}

@@ -307,6 +307,7 @@ func operations() []op {
 		{method: post, path: p("/webhooks/{tenant_id}/{trigger_id}"), id: "receiveWebhook", tag: "Webhooks", public: true,
 			summary: "The receiver: a sender delivers a webhook (authenticated by the trigger, not by a token)",
 			desc:    "The body is the sender's, in any media type; the trigger's authentication (HMAC, basic, token) decides.",
+			rawBody: true,
 			ok:      []answer{{status: 202, schema: ref("WebhookAccepted"), desc: "Accepted; Location names the invocation."}},
 			errs:    []int{400, 401, 403, 404, 409, 413, 422, 429, 500, 503}, noCommon: true},
 		receiverNotPost(get), receiverNotPost(http.MethodHead), receiverNotPost(put), receiverNotPost(patch),
@@ -356,7 +357,8 @@ func operations() []op {
 			summary: "Readiness: the store is reachable and migrated", ok: ok(ref("Health"))},
 		{method: get, path: "/metrics", id: "metrics", tag: "Health", noCommon: true, errs: []int{401, 403},
 			summary: "Prometheus metrics (the platform operator's token, unless served publicly)",
-			ok:      []answer{{status: 200, desc: "Prometheus text exposition format."}}},
+			ok: []answer{{status: 200, desc: "The Prometheus text exposition format (or OpenMetrics, when asked for).",
+				schema: schema{"type": "string"}, media: []string{"text/plain", "application/openmetrics-text"}}}},
 	}
 }
 
