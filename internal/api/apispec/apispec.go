@@ -364,6 +364,11 @@ func (c *Checker) check(r *http.Request, reqBody *capture, rec *recorder) {
 		c.fail("%s: status %d is not in the document", where, rec.status)
 		return
 	}
+	for name, h := range resp.Value.Headers {
+		if h.Value != nil && h.Value.Required && rec.header.Get(name) == "" {
+			c.fail("%s: response %d lacks the %s header the document requires", where, rec.status, name)
+		}
+	}
 	if r.Method == http.MethodHead {
 		return // no body to check
 	}

@@ -1,6 +1,8 @@
 package apispec_test
 
 import (
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,24 +14,56 @@ import (
 const tiny = `{
   "openapi": "3.1.0",
   "info": {"title": "t", "version": "1"},
+  "components": {"schemas": {"Thing": {"type": "object", "additionalProperties": false, "required": ["id"],
+    "properties": {"id": {"type": "string"}, "note": {"type": ["string", "null"]}}}}},
   "paths": {
-    "/things/{id}:touch": {"post": {"parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}], "responses": {"200": {"description": "ok", "content": {"application/json": {"schema": {
-      "type": "object", "required": ["id"], "properties": {"id": {"type": "string"}}}}}}}}},
-    "/things/{id}": {"get": {"parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}], "responses": {"200": {"description": "ok", "content": {"application/json": {"schema": {
-      "type": "object", "required": ["id"], "properties": {"id": {"type": "string"}}}}}}}}}
+    "/things": {"post": {
+      "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object",
+        "properties": {"id": {"type": "string"}}}}}},
+      "responses": {
+        "201": {"description": "created", "headers": {"Location": {"required": true, "schema": {"type": "string"}}},
+          "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Thing"}}}},
+        "422": {"description": "bad", "content": {"application/problem+json": {"schema": {"type": "object", "required": ["status"]}}}}}}},
+    "/things/{id}:touch": {"post": {"parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}],
+      "responses": {"200": {"description": "ok", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Thing"}}}}}}},
+    "/things/{id}": {"get": {"parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}},
+        {"name": "limit", "in": "query", "schema": {"type": "integer"}}],
+      "responses": {"200": {"description": "ok", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Thing"}}}}}}}
   }
 }`
 
-func serve(t *testing.T, c *apispec.Checker, status int, body string, method, path string) {
+// answer is what the fake server answers.
+type answer struct {
+	status      int
+	contentType string
+	body        string
+	location    bool
+}
+
+func exchange(t *testing.T, c *apispec.Checker, a answer, method, path, body string) {
 	t.Helper()
-	h := c.Wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(status)
-		if _, err := w.Write([]byte(body)); err != nil {
+	h := c.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.Copy(io.Discard, r.Body); err != nil {
+			t.Error(err)
+		}
+		ct := a.contentType
+		if ct == "" {
+			ct = "application/json"
+		}
+		w.Header().Set("Content-Type", ct)
+		if a.location {
+			w.Header().Set("Location", "/things/a")
+		}
+		w.WriteHeader(a.status)
+		if _, err := io.WriteString(w, a.body); err != nil {
 			t.Error(err)
 		}
 	}))
-	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(method, path, nil))
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(method, path, rd))
 }
 
 func TestChecker(t *testing.T) {
@@ -37,21 +71,31 @@ func TestChecker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	thing := `{"id":"a","note":null}`
 	for _, tc := range []struct {
-		name, method, path, body string
-		status                   int
-		want                     string // substring of the one finding; "" none
+		name, method, path, reqBody string
+		answer
+		want string // substring of the one finding; "" none
 	}{
-		{"matches", http.MethodGet, "/things/a", `{"id":"a"}`, 200, ""},
-		{"colon verb", http.MethodPost, "/things/a:touch", `{"id":"a"}`, 200, ""},
-		{"wrong body", http.MethodGet, "/things/a", `{"id":1}`, 200, "does not match"},
-		{"undocumented status", http.MethodGet, "/things/a", `{}`, 418, "status 418 is not in the document"},
-		{"unknown path", http.MethodGet, "/nothing", `{}`, 404, "path not in the document"},
-		{"unknown method", http.MethodDelete, "/things/a", `{}`, 405, "method not in the document"},
+		{"matches", http.MethodGet, "/things/a", "", answer{status: 200, body: thing}, ""},
+		{"colon verb", http.MethodPost, "/things/a:touch", "", answer{status: 200, body: thing}, ""},
+		{"created", http.MethodPost, "/things", `{"id":"a"}`, answer{status: 201, body: thing, location: true}, ""},
+		{"bad request refused", http.MethodPost, "/things", `{"id":1}`,
+			answer{status: 422, contentType: "application/problem+json", body: `{"status":422}`}, ""},
+		{"wrong body", http.MethodGet, "/things/a", "", answer{status: 200, body: `{"id":1}`}, "does not match"},
+		{"extra member", http.MethodGet, "/things/a", "", answer{status: 200, body: `{"id":"a","x":1}`}, "additional"},
+		{"wrong media type", http.MethodGet, "/things/a", "", answer{status: 200, contentType: "text/plain", body: thing}, "content type"},
+		{"bad query accepted", http.MethodGet, "/things/a?limit=many", "", answer{status: 200, body: thing}, "request does not match"},
+		{"bad body accepted", http.MethodPost, "/things", `{"id":1}`, answer{status: 201, body: thing, location: true}, "request body does not match"},
+		{"missing body accepted", http.MethodPost, "/things", "", answer{status: 201, body: thing, location: true}, "requires"},
+		{"missing header", http.MethodPost, "/things", `{"id":"a"}`, answer{status: 201, body: thing}, "Location"},
+		{"undocumented status", http.MethodGet, "/things/a", "", answer{status: 418, body: `{}`}, "status 418 is not in the document"},
+		{"unknown path", http.MethodGet, "/nothing", "", answer{status: 404, body: `{}`}, "path not in the document"},
+		{"unknown method", http.MethodDelete, "/things/a", "", answer{status: 405, body: `{}`}, "method not in the document"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := apispec.NewChecker(spec)
-			serve(t, c, tc.status, tc.body, tc.method, tc.path)
+			exchange(t, c, tc.answer, tc.method, tc.path, tc.reqBody)
 			errs := c.Errors()
 			if tc.want == "" {
 				if len(errs) > 0 {
@@ -65,9 +109,12 @@ func TestChecker(t *testing.T) {
 		})
 	}
 	c := apispec.NewChecker(spec).AllowUnknownRoutes()
-	serve(t, c, 404, `{}`, http.MethodGet, "/nothing")
+	exchange(t, c, answer{status: 404, body: `{}`}, http.MethodGet, "/nothing", "")
 	if errs := c.Errors(); len(errs) > 0 {
 		t.Fatalf("a probe answered 404 is allowed: %v", errs)
+	}
+	if got := c.Seen(); len(got) != 0 {
+		t.Fatalf("an unknown route is no operation: %v", got)
 	}
 }
 
@@ -80,4 +127,29 @@ func TestEmbeddedDocumentLoads(t *testing.T) {
 	if len(spec.Operations()) < 90 {
 		t.Fatalf("only %d operations", len(spec.Operations()))
 	}
+}
+
+// Example wraps a handler with a Checker and reads its findings.
+func Example() {
+	spec, err := apispec.Load()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	c := apispec.NewChecker(spec)
+	h := c.Wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if _, err := io.WriteString(w, `{"status":"fine"}`); err != nil {
+			fmt.Println(err)
+		}
+	}))
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/healthz", nil))
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/nowhere", nil))
+	fmt.Println(c.Seen()["GET /healthz"])
+	for _, e := range c.Errors() {
+		fmt.Println(e)
+	}
+	// Output:
+	// 1
+	// GET /nowhere: path not in the document (answered 200)
 }

@@ -89,6 +89,8 @@ type answer struct {
 	schema schema // nil: no body
 	desc   string
 	media  []string // the media types of schema (default application/json)
+	// location: the answer carries a Location header naming the resource (201) or invocation (202).
+	location bool
 }
 
 // problemResponses names the shared problem responses by status.
@@ -343,6 +345,10 @@ func (o op) render() schema {
 				content[m] = schema{"schema": a.schema}
 			}
 			r["content"] = content
+		}
+		if a.location {
+			r["headers"] = schema{"Location": schema{"required": true, "description": "The path of the resource it created or started.",
+				"schema": schema{"type": "string"}}}
 		}
 		responses[itoa(a.status)] = r
 	}
