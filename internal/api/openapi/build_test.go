@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"reflect"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 	"testing"
 
 	"github.com/larkrun/lark/internal/api"
+	"github.com/larkrun/lark/internal/api/apispec"
 	"github.com/larkrun/lark/internal/api/openapi"
 	"github.com/larkrun/lark/internal/audit"
 	"github.com/larkrun/lark/internal/auth"
@@ -30,6 +32,7 @@ import (
 	"github.com/larkrun/lark/internal/schedule"
 	"github.com/larkrun/lark/internal/scheduler"
 	"github.com/larkrun/lark/internal/secrets"
+	"github.com/larkrun/lark/internal/store"
 	"github.com/larkrun/lark/internal/tenant"
 	"github.com/larkrun/lark/internal/tokens"
 	"github.com/larkrun/lark/internal/trigger"
@@ -46,6 +49,10 @@ var update = flag.Bool("update", false, "rewrite openapi.json from build_test.go
 func TestDocumentIsCurrent(t *testing.T) {
 	want, err := build()
 	if err != nil {
+		t.Fatal(err)
+	}
+	// It must be a valid OpenAPI 3.1 document whose references all resolve.
+	if _, err := apispec.Parse(want); err != nil {
 		t.Fatal(err)
 	}
 	if *update {
@@ -164,6 +171,7 @@ func build() ([]byte, error) {
 	}
 	requests := map[string]any{
 		"CreateTokenRequest":  tokens.CreateTokenRequest{},
+		"TenantPolicyRequest": tenant.Policy{},
 		"StatusRequest":       registry.StatusRequest{},
 		"StartRequest":        invoke.StartRequest{},
 		"PublishRequest":      eventbus.PublishRequest{},
@@ -264,6 +272,7 @@ func enumValues() map[reflect.Type][]any {
 	}
 	add(eps...)
 	add(entrypoint.KindFunction, entrypoint.KindWorkflow)
+	add(entrypoint.OwnerUser, entrypoint.OwnerTenant, entrypoint.OwnerSystem)
 	add(entrypoint.ActionActivate, entrypoint.ActionDeprecate, entrypoint.ActionDisable, entrypoint.ActionEnable, entrypoint.ActionArchive)
 	add(invocation.StatusQueued, invocation.StatusRunning, invocation.StatusSuspended, invocation.StatusSucceeded,
 		invocation.StatusFailed, invocation.StatusCanceled, invocation.StatusCompensating, invocation.StatusCompensated,
@@ -393,7 +402,8 @@ func pathParamDesc(name string) string {
 
 func parameters() schema {
 	return schema{
-		"limit": query("limit", "Page size (1 to 200, default 25).", schema{"type": "integer", "minimum": 1}),
+		"limit": query("limit", fmt.Sprintf("Page size (default %d).", store.DefaultLimit),
+			schema{"type": "integer", "minimum": 1, "maximum": store.MaxLimit}),
 		"cursor": query("cursor", "The next_cursor (or prev_cursor) of the previous page; opaque.",
 			schema{"type": "string"}),
 		"filter": query("$filter", "An OData filter over the resource's filterable fields (docs/api.md §1).",

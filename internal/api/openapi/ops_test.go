@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"reflect"
 
+	"github.com/larkrun/lark/internal/entrypoint"
 	"github.com/larkrun/lark/internal/scheduler"
 )
 
@@ -64,7 +65,7 @@ func manual(s schema) {
 			"id": schema{"type": "string"}, "entrypoint_id": schema{"type": "string"},
 			"kind":    schema{"type": "string", "enum": []any{"function", "workflow"}},
 			"version": schema{"type": "string"}, "tenant_id": schema{"type": "string"},
-			"owner": schema{"type": "object"}, "shared": schema{"type": "boolean"},
+			"owner": (&reflector{enums: enumValues()}).of(reflect.TypeFor[entrypoint.Owner](), 0), "shared": schema{"type": "boolean"},
 			"status":     schema{"type": "string", "enum": []any{"draft", "active", "deprecated", "disabled", "archived"}},
 			"title":      schema{"type": "string"},
 			"tags":       schema{"type": []any{"array", "null"}, "items": schema{"type": "string"}},
@@ -118,7 +119,6 @@ func manual(s schema) {
 		"properties": schema{"invocation_id": schema{"type": "string"}, "status": schema{"type": "string"}}}}}
 	s["Purged"] = schema{"type": "object", "additionalProperties": false, "required": []any{"purged"}, "properties": schema{"purged": schema{"type": "integer"}}}
 	s["Health"] = schema{"type": "object", "additionalProperties": false, "required": []any{"status"}, "properties": schema{"status": schema{"type": "string"}}}
-	s["AnyObject"] = schema{"type": "object", "description": "A JSON object; see the operation's description."}
 	s["MergePatch"] = schema{"type": "object", "description": "An RFC 7396 JSON merge patch of the resource's writable members."}
 }
 
@@ -171,7 +171,7 @@ func operations() []op {
 			ok: noContent(), errs: []int{409}},
 
 		{method: post, path: p("/tenants/{tenant_id}/serverless-runtime:enable"), id: "enableTenant", tag: "Tenants",
-			summary: "Enable a tenant, with an optional policy", body: ref("AnyObject"), ok: ok(ref("TenantPolicy"))},
+			summary: "Enable a tenant, with an optional policy", body: ref("TenantPolicyRequest"), ok: ok(ref("TenantPolicy"))},
 		{method: post, path: p("/tenants/{tenant_id}/serverless-runtime:disable"), id: "disableTenant", tag: "Tenants",
 			summary: "Disable a tenant", ok: ok(ref("TenantPolicy")), errs: []int{409}},
 		{method: get, path: p("/tenants/{tenant_id}/serverless-runtime"), id: "getTenant", tag: "Tenants",
@@ -181,7 +181,7 @@ func operations() []op {
 		{method: get, path: p("/tenants/{tenant_id}/runtime-policy"), id: "getRuntimePolicy", tag: "Tenants",
 			summary: "Read a tenant's policy (000's path)", ok: ok(ref("TenantPolicy"))},
 		{method: put, path: p("/tenants/{tenant_id}/runtime-policy"), id: "replaceRuntimePolicy", tag: "Tenants",
-			summary: "Replace a tenant's policy", body: ref("AnyObject"), bodyRequired: true, ok: ok(ref("TenantPolicy"))},
+			summary: "Replace a tenant's policy", body: ref("TenantPolicyRequest"), bodyRequired: true, ok: ok(ref("TenantPolicy"))},
 		{method: get, path: p("/tenants/{tenant_id}/usage"), id: "getUsage", tag: "Usage", summary: "Current usage and cost",
 			ok: ok(ref("UsageReport"))},
 		{method: get, path: p("/tenants/{tenant_id}/usage/history"), id: "getUsageHistory", tag: "Usage",
