@@ -9,6 +9,7 @@ package apispec
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -266,7 +267,8 @@ func (s *Spec) pathKnown(escapedPath string) bool {
 	return slices.ContainsFunc(s.routes, func(r route) bool { return r.re.MatchString(escapedPath) })
 }
 
-// Checker validates the exchanges of the handler it wraps. It is safe for concurrent use.
+// Checker validates the exchanges of the handler it wraps (Wrap), or of a client's requests
+// (Transport). It is safe for concurrent use.
 type Checker struct {
 	spec *Spec
 
@@ -331,6 +333,66 @@ func (c *Checker) Wrap(next http.Handler) http.Handler {
 		}
 		c.check(orig, reqBody, rec)
 	})
+}
+
+// Transport returns a RoundTripper that sends each request through base (nil:
+// http.DefaultTransport) and checks the exchange, for clients of a server the test does not wrap.
+// It reads up to MaxBody bytes of each body ahead of the caller; the caller still reads all of it.
+func (c *Checker) Transport(base http.RoundTripper) http.RoundTripper {
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	return &transport{c: c, base: base}
+}
+
+type transport struct {
+	c    *Checker
+	base http.RoundTripper
+}
+
+// prefix reads up to MaxBody+1 bytes of rc into a capture and returns a body that replays them
+// before the rest of rc.
+func prefix(rc io.ReadCloser) (*capture, io.ReadCloser, error) {
+	b, err := io.ReadAll(io.LimitReader(rc, MaxBody+1))
+	if err != nil {
+		return nil, nil, errors.Join(err, rc.Close())
+	}
+	c := &capture{limit: MaxBody}
+	c.write(b)
+	return c, struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(b), rc), rc}, nil
+}
+
+// RoundTrip sends r and checks the exchange.
+func (t *transport) RoundTrip(r *http.Request) (*http.Response, error) {
+	sent := r
+	var reqBody *capture
+	if r.Body != nil && r.Body != http.NoBody {
+		c, body, err := prefix(r.Body)
+		if err != nil {
+			return nil, err
+		}
+		reqBody = c
+		sent = r.Clone(r.Context())
+		sent.Body = body
+	}
+	res, err := t.base.RoundTrip(sent)
+	if err != nil {
+		return nil, err
+	}
+	rec := &recorder{status: res.StatusCode, header: res.Header.Clone()}
+	if res.Body != nil {
+		c, body, err := prefix(res.Body)
+		if err != nil {
+			return nil, err
+		}
+		rec.body = *c
+		res.Body = body
+	}
+	t.c.check(r, reqBody, rec)
+	return res, nil
 }
 
 func (c *Checker) check(r *http.Request, reqBody *capture, rec *recorder) {

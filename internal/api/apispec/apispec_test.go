@@ -153,3 +153,51 @@ func Example() {
 	// 1
 	// GET /nowhere: path not in the document (answered 200)
 }
+
+// TestTransport checks a client's exchanges with a server the test does not wrap.
+func TestTransport(t *testing.T) {
+	spec, err := apispec.Parse([]byte(tiny))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			t.Error(err)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if r.Method == http.MethodPost {
+			w.Header().Set("Location", "/things/a")
+			w.WriteHeader(http.StatusCreated)
+		}
+		if _, err := w.Write(b); err != nil { // echoes the request: {"id":...}
+			t.Error(err)
+		}
+	}))
+	defer srv.Close()
+	c := apispec.NewChecker(spec)
+	client := &http.Client{Transport: c.Transport(nil)}
+	for _, body := range []string{`{"id":"a"}`, `{"id":"a","extra":true}`} {
+		res, err := client.Post(srv.URL+"/things", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(res.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := res.Body.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != body {
+			t.Fatalf("the client read %q, want %q", got, body)
+		}
+	}
+	errs := c.Errors()
+	if len(errs) != 1 || !strings.Contains(errs[0], "additional") {
+		t.Fatalf("want one finding (the extra member of the second answer), got %v", errs)
+	}
+	if n := c.Seen()["POST /things"]; n != 2 {
+		t.Fatalf("POST /things seen %d times, want 2", n)
+	}
+}
