@@ -169,6 +169,13 @@ func build() ([]byte, error) {
 	for t, name := range comps {
 		schemas[name] = resp.of(t, 0)
 	}
+	for name, d := range componentDocs {
+		sc, ok := schemas[name].(schema)
+		if !ok {
+			return nil, fmt.Errorf("componentDocs: no schema %s", name)
+		}
+		sc["description"] = d
+	}
 	requests := map[string]any{
 		"CreateTokenRequest":  tokens.CreateTokenRequest{},
 		"TenantPolicyRequest": tenant.Policy{},
@@ -255,6 +262,39 @@ func build() ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// componentDocs describe the reflected schemas (docs/api.md and the pages it links have the detail).
+var componentDocs = map[string]string{
+	"Token":            "An API token, without its secret (tokens, docs/api.md §4).",
+	"CreatedToken":     "A new token with its secret, shown this once.",
+	"TenantPolicy":     "A tenant's runtime policy: enablement, quotas, retention, governance, defaults (§5).",
+	"ValidationReport": "001's validation report: valid, errors[], warnings[] and what the code uses.",
+	"Finding":          "One validation finding, with its source location when it has one.",
+	"VersionSummary":   "One version of an entrypoint family.",
+	"Invocation":       "000's InvocationRecord.",
+	"InvocationResult": "000's InvocationResult: the record, and whether it was a dry run or a cached answer.",
+	"TimelineEvent":    "000's InvocationTimelineEvent plus the log sequence number.",
+	"Event":            "A published event (docs/events.md).",
+	"EventType":        "A registered event type with its payload schema (docs/events.md).",
+	"Schedule":         "A schedule (docs/schedules.md).",
+	"ScheduleResumed":  "A resumed schedule and how many catch-up runs it queued.",
+	"ScheduleDeleted":  "What deleting a schedule did.",
+	"Backfill":         "A backfill of a schedule over a past range (docs/schedules.md#backfills).",
+	"Partition":        "One instant of a backfill and its invocation.",
+	"Secret":           "A tenant secret's metadata; its value is never returned (docs/secrets.md).",
+	"WebhookTrigger":   "A webhook trigger; secret only in the answers of create and :regenerate-secret (docs/webhooks.md).",
+	"WebhookDeleted":   "What deleting a webhook trigger did.",
+	"WebhookDelivery":  "One delivery a webhook trigger received.",
+	"WebhookAccepted":  "The receiver's answer to an accepted delivery.",
+	"Trigger":          "An event trigger (docs/events.md#triggers).",
+	"DeadLetter":       "An event a trigger could not deliver (docs/events.md#dead-letters).",
+	"Redriven":         "The dead letters a redrive took, each with the invocation it started.",
+	"TriggerMetrics":   "An event trigger's counters over a window (docs/events.md#metrics).",
+	"UsageReport":      "A tenant's current usage against its quotas, and its cost.",
+	"UsageHistory":     "A tenant's usage and cost per bucket.",
+	"AuditEvent":       "One audit record (§9).",
+	"WorkerEnvelope":   "A signed worker envelope: body is the message, sig an HMAC over it (docs/workers.md).",
 }
 
 // enumValues lists the values of the named string types the API shows, from their constants.
