@@ -14,7 +14,7 @@ func manual(s schema) {
 	s["Problem"] = schema{
 		"type":        "object",
 		"description": "An RFC 9457 problem document. Extension members (such as reason on a 409) may follow.",
-		"required":    []any{"type", "title", "status", "code"},
+		"required":    []any{"type", "title", "status", "code", "instance"},
 		"properties": schema{
 			"type":     schema{"type": "string", "pattern": `^gts://gts\.x\.core\.serverless\.err\.v1~`, "description": "gts:// followed by code."},
 			"title":    schema{"type": "string", "minLength": 1},
@@ -23,7 +23,7 @@ func manual(s schema) {
 			"instance": schema{"type": "string", "description": "The request path."},
 			"code": schema{"type": "string", "description": "The GTS error type.",
 				"pattern": `^gts\.x\.core\.serverless\.err\.v1~x\.core\.serverless\.err\.[a-z_]+\.v1~$`},
-			"trace_id": schema{"type": "string"},
+			"trace_id": schema{"type": "string", "description": "The request's correlation id (X-Correlation-Id)."},
 			"reason":   schema{"type": "string", "description": "Why a 409 conflicted (already_exists, invalid_transition, …)."},
 			"errors":   schema{"type": "array", "items": ref("Issue")},
 		},
