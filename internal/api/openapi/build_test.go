@@ -66,9 +66,8 @@ func TestDocumentIsCurrent(t *testing.T) {
 	}
 }
 
+// ref refers to a component schema.
 func ref(name string) schema { return schema{"$ref": "#/components/schemas/" + name} }
-
-func str(desc string) schema { return schema{"type": "string", "description": desc} }
 
 // listOf is the list envelope with items of the named schema.
 func listOf(item string) schema {
@@ -87,7 +86,7 @@ type op struct {
 	ok                             []answer // success answers
 	errs                           []int    // problem statuses besides the common ones
 	noCommon                       bool     // only errs, not the common problem statuses
-	desc                           string
+	desc                           string   // a longer description
 }
 
 // answer is one success response.
@@ -115,18 +114,22 @@ var common = []int{400, 401, 403, 404, 429, 500, 503}
 // writeErrs are added to operations with a request body.
 var writeErrs = []int{409, 413, 422}
 
+// idParam is a path parameter.
 func idParam(name, desc string) schema {
 	return schema{"name": name, "in": "path", "required": true, "description": desc, "schema": schema{"type": "string"}}
 }
 
+// query is a query parameter.
 func query(name, desc string, s schema) schema {
 	return schema{"name": name, "in": "query", "description": desc, "schema": s}
 }
 
+// pref refers to a shared parameter.
 func pref(name string) schema { return schema{"$ref": "#/components/parameters/" + name} }
 
 var listParams = []any{pref("limit"), pref("cursor"), pref("filter"), pref("orderby")}
 
+// build renders the document.
 func build() ([]byte, error) {
 	comps := map[reflect.Type]string{}
 	enums := enumValues()
@@ -339,6 +342,7 @@ var problemDesc = map[int]string{
 	503: "The store or a dependency is unavailable; retry after Retry-After.",
 }
 
+// tags lists the operations' tags in order of first use.
 func tags(ops []op) []any {
 	seen := map[string]bool{}
 	var names []string
@@ -355,6 +359,7 @@ func tags(ops []op) []any {
 	return out
 }
 
+// render returns the OpenAPI operation object.
 func (o op) render() schema {
 	out := schema{"operationId": o.id, "summary": o.summary, "tags": []any{o.tag}}
 	if o.desc != "" {
@@ -364,7 +369,7 @@ func (o op) render() schema {
 		out["security"] = []any{}
 	}
 	var params []any
-	for _, name := range paramRE(o.path) {
+	for _, name := range pathParams(o.path) {
 		params = append(params, idParam(name, pathParamDesc(name)))
 	}
 	params = append(params, o.params...)
@@ -399,7 +404,7 @@ func (o op) render() schema {
 			r["headers"] = schema{"Location": schema{"required": true, "description": "The path of the resource it created or started.",
 				"schema": schema{"type": "string"}}}
 		}
-		responses[itoa(a.status)] = r
+		responses[strconv.Itoa(a.status)] = r
 	}
 	statuses := o.errs
 	if !o.noCommon {
@@ -409,15 +414,14 @@ func (o op) render() schema {
 		}
 	}
 	for _, st := range statuses {
-		responses[itoa(st)] = schema{"$ref": "#/components/responses/" + problemResponses[st]}
+		responses[strconv.Itoa(st)] = schema{"$ref": "#/components/responses/" + problemResponses[st]}
 	}
 	out["responses"] = responses
 	return out
 }
 
-func itoa(n int) string { return strconv.Itoa(n) }
-
-func paramRE(path string) []string {
+// pathParams returns the names of a path template's parameters, in order.
+func pathParams(path string) []string {
 	var out []string
 	for {
 		i := strings.IndexByte(path, '{')
@@ -430,6 +434,7 @@ func paramRE(path string) []string {
 	}
 }
 
+// pathParamDesc describes a path parameter.
 func pathParamDesc(name string) string {
 	switch name {
 	case "id":
@@ -440,6 +445,7 @@ func pathParamDesc(name string) string {
 	return "The " + strings.ReplaceAll(name, "_", " ") + "."
 }
 
+// parameters are the shared list parameters (docs/api.md §3).
 func parameters() schema {
 	return schema{
 		"limit": query("limit", fmt.Sprintf("Page size (default %d).", store.DefaultLimit),

@@ -145,6 +145,7 @@ var (
 	del   = http.MethodDelete
 )
 
+// ok, created, noContent and status are success answers; bool1 and qstr query parameters.
 func ok(s schema) []answer { return []answer{{status: 200, schema: s}} }
 func created(s schema) []answer {
 	return []answer{{status: 201, schema: s, desc: "Created; Location names it."}}
@@ -362,17 +363,20 @@ func operations() []op {
 	}
 }
 
+// backfillAction is POST /backfills/{id}:<action>.
 func backfillAction(action string) op {
 	return op{method: post, path: "/api/serverless-runtime/v1/backfills/{id}:" + action, id: action + "Backfill", tag: "Backfills",
 		summary: action + " a backfill", ok: ok(ref("Backfill")), errs: []int{409}}
 }
 
+// receiverNotPost is a method the webhook receiver refuses with 405.
 func receiverNotPost(method string) op {
 	return op{method: method, path: "/api/serverless-runtime/v1/webhooks/{tenant_id}/{trigger_id}", public: true, noCommon: true,
 		id: "receiveWebhookNot" + method, tag: "Webhooks", summary: "Not allowed: senders POST (405 with Allow: POST)",
 		errs: []int{405}}
 }
 
+// workerOp is a route of the worker protocol (signed envelopes both ways).
 func workerOp(path, id, summary string) op {
 	return op{method: post, path: "/api/serverless-runtime/v1" + path, id: id, tag: "Workers", summary: summary, public: true,
 		desc: "No bearer token: the body is an envelope signed with a worker key (docs/workers.md), and so is the answer.",
