@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -87,6 +88,7 @@ type op struct {
 	errs                           []int    // problem statuses besides the common ones
 	noCommon                       bool     // only errs, not the common problem statuses
 	desc                           string   // a longer description
+	role                           string   // the minimum role (from docs/api.md's route table)
 }
 
 // answer is one success response.
@@ -210,8 +212,17 @@ func build() ([]byte, error) {
 	manual(schemas)
 
 	ops := operations()
+	roles, err := documentedRoles()
+	if err != nil {
+		return nil, err
+	}
 	paths := schema{}
 	for _, o := range ops {
+		role, ok := roles[o.method+" "+anyParams(o.path)]
+		if !ok {
+			return nil, fmt.Errorf("%s %s is not in docs/api.md's route table", o.method, o.path)
+		}
+		o.role = role
 		item, _ := paths[o.path].(schema)
 		if item == nil {
 			item = schema{}
@@ -342,6 +353,39 @@ var problemDesc = map[int]string{
 	503: "The store or a dependency is unavailable; retry after Retry-After.",
 }
 
+// routeRow is a row of docs/api.md's route table: | `METHOD` | `/path` [(no base path)] | role | section |
+var routeRow = regexp.MustCompile("^\\| `([A-Z]+)` \\| `(/[^`]*)`( \\(no base path\\))? \\| ([^|]+) \\| [^|]+ \\|$")
+
+var paramName = regexp.MustCompile(`\{[^}]*\}`)
+
+// anyParams writes every path parameter {}: the docs name some for the reader ({event_id}).
+func anyParams(path string) string { return paramName.ReplaceAllString(path, "{}") }
+
+// documentedRoles reads the minimum role of each route from docs/api.md's route table (the rows
+// before §1), keyed "METHOD /full/path" with parameters written {}.
+func documentedRoles() (map[string]string, error) {
+	raw, err := os.ReadFile("../../../docs/api.md")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if strings.HasPrefix(line, "## 1.") {
+			break
+		}
+		m := routeRow.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		path := "/api/serverless-runtime/v1" + m[2]
+		if m[3] != "" {
+			path = m[2]
+		}
+		out[m[1]+" "+anyParams(path)] = strings.TrimSpace(m[4])
+	}
+	return out, nil
+}
+
 // tags lists the operations' tags in order of first use.
 func tags(ops []op) []any {
 	seen := map[string]bool{}
@@ -361,10 +405,13 @@ func tags(ops []op) []any {
 
 // render returns the OpenAPI operation object.
 func (o op) render() schema {
-	out := schema{"operationId": o.id, "summary": o.summary, "tags": []any{o.tag}}
+	out := schema{"operationId": o.id, "summary": o.summary, "tags": []any{o.tag},
+		"x-minimum-role": o.role}
+	desc := "Minimum role: " + o.role + "."
 	if o.desc != "" {
-		out["description"] = o.desc
+		desc = o.desc + "\n\n" + desc
 	}
+	out["description"] = desc
 	if o.public {
 		out["security"] = []any{}
 	}
