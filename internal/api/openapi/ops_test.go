@@ -119,7 +119,23 @@ func manual(s schema) {
 		"properties": schema{"invocation_id": schema{"type": "string"}, "status": schema{"type": "string"}}}}}
 	s["Purged"] = schema{"type": "object", "additionalProperties": false, "required": []any{"purged"}, "properties": schema{"purged": schema{"type": "integer"}}}
 	s["Health"] = schema{"type": "object", "additionalProperties": false, "required": []any{"status"}, "properties": schema{"status": schema{"type": "string"}}}
-	s["MergePatch"] = schema{"type": "object", "description": "An RFC 7396 JSON merge patch of the resource's writable members."}
+	for patch, of := range map[string]string{"TenantPolicyPatch": "TenantPolicyRequest", "SchedulePatch": "ScheduleRequest",
+		"WebhookPatch": "WebhookRequest", "TriggerPatch": "TriggerRequest"} {
+		s[patch] = mergePatch(s[of].(schema), of)
+	}
+}
+
+// mergePatch is an RFC 7396 merge patch of a request object: any member may be null (removes it,
+// back to its default); objects are merged member by member.
+func mergePatch(of schema, name string) schema {
+	props := schema{}
+	if p, ok := of["properties"].(schema); ok {
+		for k, v := range p {
+			props[k] = nullable(v.(schema))
+		}
+	}
+	return schema{"type": "object", "properties": props,
+		"description": "An RFC 7396 JSON merge patch of " + name + "'s members: null removes a member (back to its default)."}
 }
 
 // definitionMembers are the top-level members of an entrypoint definition.
@@ -178,7 +194,7 @@ func operations() []op {
 		{method: get, path: p("/tenants/{tenant_id}/serverless-runtime"), id: "getTenant", tag: "Tenants",
 			summary: "Read a tenant's policy", ok: ok(ref("TenantPolicy"))},
 		{method: patch, path: p("/tenants/{tenant_id}/serverless-runtime"), id: "patchTenant", tag: "Tenants",
-			summary: "Change a tenant's policy (JSON merge patch)", body: ref("MergePatch"), bodyRequired: true, ok: ok(ref("TenantPolicy"))},
+			summary: "Change a tenant's policy (JSON merge patch)", body: ref("TenantPolicyPatch"), bodyRequired: true, ok: ok(ref("TenantPolicy"))},
 		{method: get, path: p("/tenants/{tenant_id}/runtime-policy"), id: "getRuntimePolicy", tag: "Tenants",
 			summary: "Read a tenant's policy (000's path)", ok: ok(ref("TenantPolicy"))},
 		{method: put, path: p("/tenants/{tenant_id}/runtime-policy"), id: "replaceRuntimePolicy", tag: "Tenants",
@@ -253,7 +269,7 @@ func operations() []op {
 		{method: put, path: p("/schedules/{id}"), id: "replaceSchedule", tag: "Schedules", summary: "Replace a schedule",
 			body: ref("ScheduleRequest"), bodyRequired: true, ok: ok(ref("Schedule"))},
 		{method: patch, path: p("/schedules/{id}"), id: "patchSchedule", tag: "Schedules", summary: "Change a schedule (JSON merge patch)",
-			body: ref("MergePatch"), bodyRequired: true, ok: ok(ref("Schedule"))},
+			body: ref("SchedulePatch"), bodyRequired: true, ok: ok(ref("Schedule"))},
 		{method: del, path: p("/schedules/{id}"), id: "deleteSchedule", tag: "Schedules", summary: "Delete a schedule",
 			params: []any{bool1("cancel_in_flight", "Cancel its runs in flight too.")}, ok: ok(ref("ScheduleDeleted")), errs: []int{409}},
 		{method: post, path: p("/schedules/{id}:pause"), id: "pauseSchedule", tag: "Schedules", summary: "Pause a schedule",
@@ -294,7 +310,7 @@ func operations() []op {
 		{method: put, path: p("/webhook-triggers/{id}"), id: "replaceWebhookTrigger", tag: "Webhooks", summary: "Replace a webhook trigger",
 			body: ref("WebhookRequest"), bodyRequired: true, ok: ok(ref("WebhookTrigger"))},
 		{method: patch, path: p("/webhook-triggers/{id}"), id: "patchWebhookTrigger", tag: "Webhooks", summary: "Change a webhook trigger (JSON merge patch)",
-			body: ref("MergePatch"), bodyRequired: true, ok: ok(ref("WebhookTrigger"))},
+			body: ref("WebhookPatch"), bodyRequired: true, ok: ok(ref("WebhookTrigger"))},
 		{method: del, path: p("/webhook-triggers/{id}"), id: "deleteWebhookTrigger", tag: "Webhooks", summary: "Delete a webhook trigger",
 			ok: ok(ref("WebhookDeleted")), errs: []int{409}},
 		{method: post, path: p("/webhook-triggers/{id}:enable"), id: "enableWebhookTrigger", tag: "Webhooks", summary: "Enable a webhook trigger",
@@ -330,7 +346,7 @@ func operations() []op {
 		{method: put, path: p("/triggers/{id}"), id: "replaceTrigger", tag: "Triggers", summary: "Replace an event trigger",
 			body: ref("TriggerRequest"), bodyRequired: true, ok: ok(ref("Trigger"))},
 		{method: patch, path: p("/triggers/{id}"), id: "patchTrigger", tag: "Triggers", summary: "Change an event trigger (JSON merge patch)",
-			body: ref("MergePatch"), bodyRequired: true, ok: ok(ref("Trigger"))},
+			body: ref("TriggerPatch"), bodyRequired: true, ok: ok(ref("Trigger"))},
 		{method: del, path: p("/triggers/{id}"), id: "deleteTrigger", tag: "Triggers", summary: "Delete an event trigger",
 			ok: noContent(), errs: []int{409}},
 		{method: post, path: p("/triggers/{id}:enable"), id: "enableTrigger", tag: "Triggers", summary: "Enable an event trigger",
