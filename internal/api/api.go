@@ -15,6 +15,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 
+	"github.com/larkrun/lark/internal/api/openapi"
 	"github.com/larkrun/lark/internal/auth"
 	"github.com/larkrun/lark/internal/clock"
 	"github.com/larkrun/lark/internal/eventbus"
@@ -151,6 +152,8 @@ func (s *Server) Handler() http.Handler {
 		s.writeJSON(w, r, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	r.Get("/readyz", s.readyz)
+	// The OpenAPI document is public: it describes the API, not any tenant's data.
+	r.Get(BasePath+"/openapi.json", openapi.ServeHTTP)
 	// The webhook receiver authenticates deliveries itself (no bearer token): it sits beside the
 	// authenticated base path, not inside it.
 	s.receiverRoutes(r)

@@ -196,6 +196,7 @@ func TestBackfillAPI(t *testing.T) {
 	require.Equal(t, "canceled", invGet(t, s.env, s.adm, running[0]["invocation_id"].(string))["status"])
 	s.expectProblem(t, http.StatusConflict, "conflict", http.MethodPost, bfPath+"/"+id+":resume", s.adm, nil)
 	s.expectProblem(t, http.StatusConflict, "conflict", http.MethodPost, bfPath+"/"+id+":retry", s.adm, nil)
+	s.probesUnknownRoutes() // an action backfills do not have, on purpose
 	s.expectProblem(t, http.StatusNotFound, "not_found", http.MethodPost, bfPath+"/"+id+":explode", s.adm, nil)
 
 	// Lists and isolation.
@@ -247,7 +248,7 @@ func TestBackfillSurvivesRestart(t *testing.T) {
 	start := func() *schEnv {
 		srv, err := server.New(context.Background(), server.Config{DataDir: dir, Store: st, AdminToken: operator, Clock: clk})
 		require.NoError(t, err)
-		e := &env{srv: srv, ts: httptest.NewServer(srv.Handler())}
+		e := &env{srv: srv, ts: httptest.NewServer(checked(t, srv.Handler()))}
 		e.client = e.ts.Client()
 		return &schEnv{env: e, clk: clk}
 	}

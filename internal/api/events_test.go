@@ -361,7 +361,7 @@ func TestSleepSurvivesRestart(t *testing.T) {
 	start := func() (*env, func()) {
 		srv, err := server.New(context.Background(), server.Config{DataDir: dir, Store: st, AdminToken: operator, Clock: clk})
 		require.NoError(t, err)
-		e := &env{srv: srv, ts: httptest.NewServer(srv.Handler())}
+		e := &env{srv: srv, ts: httptest.NewServer(checked(t, srv.Handler()))}
 		e.client = e.ts.Client()
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})

@@ -21,6 +21,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/larkrun/lark/internal/api/apispec"
 	"github.com/larkrun/lark/internal/bench"
 	"github.com/larkrun/lark/internal/server"
 	"github.com/larkrun/lark/internal/store/pgstore/pgtest"
@@ -53,6 +54,7 @@ type env struct {
 	srv    *server.Server
 	ts     *httptest.Server
 	client *http.Client
+	spec   *apispec.Checker // checks the exchanges against the OpenAPI document (nil: unchecked)
 }
 
 // newEnv starts a real server with a fresh data directory; mod may adjust the config.
@@ -66,12 +68,15 @@ func newEnv(t testing.TB, mod ...func(*server.Config)) *env {
 	}
 	srv, err := server.New(context.Background(), cfg)
 	require.NoError(t, err)
-	ts := httptest.NewServer(srv.Handler())
+	// Every exchange is checked against the OpenAPI document (openapi_test.go); the check reports
+	// when the test ends, after the server has stopped.
+	spec := newChecker(t)
+	ts := httptest.NewServer(spec.Wrap(srv.Handler()))
 	t.Cleanup(func() {
 		ts.Close()
 		require.NoError(t, srv.Close())
 	})
-	return &env{srv: srv, ts: ts, client: ts.Client()}
+	return &env{srv: srv, ts: ts, client: ts.Client(), spec: spec}
 }
 
 // storeEnv names the store the suite runs on: unset or "sqlite" (the default), or "postgres" (the

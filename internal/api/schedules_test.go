@@ -391,7 +391,7 @@ func TestScheduleExactlyOnceAcrossRestart(t *testing.T) {
 	start := func() *schEnv {
 		srv, err := server.New(context.Background(), server.Config{DataDir: dir, Store: st, AdminToken: operator, Clock: clk})
 		require.NoError(t, err)
-		e := &env{srv: srv, ts: httptest.NewServer(srv.Handler())}
+		e := &env{srv: srv, ts: httptest.NewServer(checked(t, srv.Handler()))}
 		e.client = e.ts.Client()
 		return &schEnv{env: e, clk: clk}
 	}

@@ -32,6 +32,7 @@ func newServedEnv(t *testing.T, mod func(*server.Config)) *env {
 	require.NoError(t, err)
 	ts := httptest.NewUnstartedServer(srv.Handler())
 	ts.Config = srv.HTTPServer()
+	ts.Config.Handler = checked(t, ts.Config.Handler)
 	ts.Start()
 	t.Cleanup(func() {
 		ts.Close()

@@ -15,6 +15,7 @@ import (
 // methods, correlation ids and the health endpoints.
 func TestTransport(t *testing.T) {
 	e := newEnv(t)
+	e.probesUnknownRoutes() // unknown routes and methods, on purpose
 	adm := e.tenant(t, "acme")
 
 	t.Run("malformed JSON is 400", func(t *testing.T) {

@@ -368,7 +368,7 @@ func TestTriggerBatching(t *testing.T) {
 	start := func() *env {
 		srv, err := server.New(context.Background(), server.Config{DataDir: dir, Store: st, AdminToken: operator, Clock: clk, MaxInFlight: 256})
 		require.NoError(t, err)
-		e := &env{srv: srv, ts: httptest.NewServer(srv.Handler())}
+		e := &env{srv: srv, ts: httptest.NewServer(checked(t, srv.Handler()))}
 		e.client = e.ts.Client()
 		return e
 	}

@@ -663,7 +663,7 @@ func TestWebhookReplayAcrossRestart(t *testing.T) {
 	// The first server is closed by the test (a restart), not by the harness.
 	srv, err := server.New(context.Background(), cfg())
 	require.NoError(t, err)
-	ts := httptest.NewServer(srv.Handler())
+	ts := httptest.NewServer(checked(t, srv.Handler()))
 	e := &env{srv: srv, ts: ts, client: ts.Client()}
 	adm := invTenant(t, e, "acme")
 	e.registerActive(t, adm, invFn(t, "hooks.receive.v1~", "def main(ctx, input):\n    return {}\n",
@@ -704,7 +704,7 @@ func TestWebhookMasterKeyRotation(t *testing.T) {
 		}
 		srv, err := server.New(context.Background(), server.Config{DataDir: dir, Store: st, AdminToken: operator, MaxInFlight: 256, Clock: clk, Keyring: kr})
 		require.NoError(t, err)
-		ts := httptest.NewServer(srv.Handler())
+		ts := httptest.NewServer(checked(t, srv.Handler()))
 		fn(&env{srv: srv, ts: ts, client: ts.Client()})
 		ts.Close()
 		require.NoError(t, srv.Close())
@@ -832,9 +832,15 @@ func TestWebhookPrivacy(t *testing.T) {
 // never the bearer-token routes' 401.
 func TestWebhookReceiverOtherMethods(t *testing.T) {
 	e := newEnv(t)
-	for _, m := range []string{http.MethodGet, http.MethodPut, http.MethodDelete, http.MethodPatch} {
+	for _, m := range []string{http.MethodGet, http.MethodPut, http.MethodDelete, http.MethodPatch, http.MethodOptions} {
 		r := e.send(t, request{method: m, path: base + "/webhooks/acme/anything"})
 		require.Equal(t, http.StatusMethodNotAllowed, r.Status, "%s: %s", m, r)
 		require.Equal(t, http.MethodPost, r.Header.Get("Allow"))
 	}
+	// HEAD: the same answer without a body.
+	res, err := e.client.Head(e.ts.URL + base + "/webhooks/acme/anything")
+	require.NoError(t, err)
+	require.NoError(t, res.Body.Close())
+	require.Equal(t, http.StatusMethodNotAllowed, res.StatusCode)
+	require.Equal(t, http.MethodPost, res.Header.Get("Allow"))
 }
