@@ -164,13 +164,13 @@ func open(ctx context.Context, pool *pgxpool.Pool, o Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := migrateOn(ctx, pool, where, !o.NoMigrate); err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
 	db := stdlib.OpenDBFromPool(pool)
 	prov, err := newProvider(db, where)
 	if err != nil {
 		return nil, errors.Join(err, db.Close())
-	}
-	if err := prepareSchema(ctx, db, prov, !o.NoMigrate); err != nil {
-		return nil, errors.Join(fmt.Errorf("open store: %w", err), db.Close())
 	}
 	s := &Store{pool: pool, db: db, r: rebound{db}, prov: prov, retry: o.Retry, wakeChannel: wakeChannel(where),
 		usageShard: int16(mrand.IntN(64))}

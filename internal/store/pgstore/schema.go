@@ -94,9 +94,30 @@ func prepareSchema(ctx context.Context, db *sql.DB, prov *goose.Provider, migrat
 	return nil
 }
 
+// migrateOn checks the schema (prepareSchema) on a pool of its own with pool's settings but no
+// statement_timeout: a migration's statements on a large database may run longer than the bound
+// the store's own statements have.
+func migrateOn(ctx context.Context, pool *pgxpool.Pool, where string, migrate bool) (err error) {
+	cfg := pool.Config().Copy()
+	cfg.MaxConns, cfg.MinConns = 2, 0
+	cfg.ConnConfig.RuntimeParams["statement_timeout"] = "0"
+	mp, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer mp.Close()
+	db := stdlib.OpenDBFromPool(mp)
+	defer func() { err = errors.Join(err, db.Close()) }()
+	prov, err := newProvider(db, where)
+	if err != nil {
+		return err
+	}
+	return prepareSchema(ctx, db, prov, migrate)
+}
+
 // withDB runs fn on a pool of one connection to url.
 func withDB(ctx context.Context, url string, fn func(db *sql.DB, prov *goose.Provider) error) (err error) {
-	pool, err := connect(ctx, url, Options{MaxConns: 2})
+	pool, err := connect(ctx, url, Options{MaxConns: 2, StatementTimeout: -1}) // migrations may run long
 	if err != nil {
 		return err
 	}
