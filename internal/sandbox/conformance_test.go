@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
 	"github.com/larkrun/lark/third_party/go.starlark.net/starlark"
+	"github.com/stretchr/testify/require"
 
 	"github.com/larkrun/lark/internal/eventfilter"
 )

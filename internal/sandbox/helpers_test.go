@@ -4,8 +4,8 @@ import (
 	"sort"
 	"testing"
 
-	"github.com/stretchr/testify/require"
 	"github.com/larkrun/lark/third_party/go.starlark.net/starlark"
+	"github.com/stretchr/testify/require"
 )
 
 func TestFileOptions(t *testing.T) {
