@@ -87,31 +87,36 @@ func TestSQLiteAlwaysLeads(t *testing.T) {
 	require.Nil(t, srv.hub)
 }
 
-// TestWakeUpCrossesNodes: an invocation started through node A, whose dispatcher does not run, is
-// run by node B at once, though B's dispatcher polls only once a minute: A's commit notified B.
-func TestWakeUpCrossesNodes(t *testing.T) {
+// twoNodes are two servers on one PostgreSQL schema: node A serves the API (through httptest) and the wake-ups but runs no
+// dispatcher; node B serves fully. call sends a request to A as the dev admin.
+type twoNodes struct {
+	a, b *Server
+	call func(method, path, body string, want int) map[string]any
+}
+
+func startTwoNodes(ctx context.Context, t *testing.T, a, b Config) twoNodes {
+	t.Helper()
 	url := pgtest.Schema(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	data := t.TempDir()
-	a, err := New(ctx, Config{Addr: "127.0.0.1:0", DataDir: data, Store: url, NodeID: "a"})
+	a.Addr, a.DataDir, a.Store, a.NodeID = "127.0.0.1:0", data, url, "a"
+	b.Addr, b.DataDir, b.Store, b.NodeID = "127.0.0.1:0", t.TempDir(), url, "b"
+	na, err := New(ctx, a)
 	require.NoError(t, err)
-	defer a.Close()
+	t.Cleanup(func() { na.Close() })
 	creds, err := LoadOrCreateDevAdmin(data)
 	require.NoError(t, err)
-	require.NoError(t, a.ProvisionDev(ctx, &creds))
-	go a.RunWakeups(ctx) // A announces; it claims nothing
-	b, err := New(ctx, Config{Addr: "127.0.0.1:0", DataDir: t.TempDir(), Store: url, NodeID: "b", DispatchPoll: time.Minute})
+	require.NoError(t, na.ProvisionDev(ctx, &creds))
+	go na.RunWakeups(ctx) // A announces and hears; it claims nothing
+	nb, err := New(ctx, b)
 	require.NoError(t, err)
-	ln, err := b.Listen()
+	ln, err := nb.Listen()
 	require.NoError(t, err)
 	bctx, stopB := context.WithCancel(ctx)
 	bdone := make(chan error, 1)
-	go func() { bdone <- b.Serve(bctx, ln) }()
-	defer func() { stopB(); <-bdone }()
-
-	api := httptest.NewServer(a.Handler())
-	defer api.Close()
+	go func() { bdone <- nb.Serve(bctx, ln) }()
+	t.Cleanup(func() { stopB(); <-bdone })
+	api := httptest.NewServer(na.Handler())
+	t.Cleanup(api.Close)
 	call := func(method, path, body string, want int) map[string]any {
 		t.Helper()
 		req, err := http.NewRequest(method, api.URL+"/api/serverless-runtime/v1"+path, strings.NewReader(body))
@@ -126,6 +131,16 @@ func TestWakeUpCrossesNodes(t *testing.T) {
 		require.Equal(t, want, res.StatusCode, "%s %s: %v", method, path, out)
 		return out
 	}
+	return twoNodes{a: na, b: nb, call: call}
+}
+
+// TestWakeUpCrossesNodes: an invocation started through node A, whose dispatcher does not run, is
+// run by node B at once, though B's dispatcher polls only once a minute: A's commit notified B.
+func TestWakeUpCrossesNodes(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n := startTwoNodes(ctx, t, Config{}, Config{DispatchPoll: time.Minute})
+	b, call := n.b, n.call
 	const fn = "gts.x.core.serverless.entrypoint.v1~x.core.serverless.function.v1~vendor.app.wake.echo.v1~"
 	call(http.MethodPost, "/entrypoints", `{"entrypoint_id":"`+fn+`","title":"echo","owner":{"owner_type":"tenant"},
 		"schema":{"params":{"type":"object"}},"traits":{"invocation":{"supported":["async"],"default":"async"},"limits":{"timeout_seconds":5},"retry":{"max_attempts":1}},
@@ -148,42 +163,9 @@ func TestWakeUpCrossesNodes(t *testing.T) {
 // request answers at once, though A reads the store for it only once a minute: B's commit
 // notified A.
 func TestSyncWorkflowEndCrossesNodes(t *testing.T) {
-	url := pgtest.Schema(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	data := t.TempDir()
-	a, err := New(ctx, Config{Addr: "127.0.0.1:0", DataDir: data, Store: url, NodeID: "a", SyncPoll: time.Minute})
-	require.NoError(t, err)
-	defer a.Close()
-	creds, err := LoadOrCreateDevAdmin(data)
-	require.NoError(t, err)
-	require.NoError(t, a.ProvisionDev(ctx, &creds))
-	go a.RunWakeups(ctx) // A hears B's notifications; it claims nothing
-	b, err := New(ctx, Config{Addr: "127.0.0.1:0", DataDir: t.TempDir(), Store: url, NodeID: "b"})
-	require.NoError(t, err)
-	ln, err := b.Listen()
-	require.NoError(t, err)
-	bctx, stopB := context.WithCancel(ctx)
-	bdone := make(chan error, 1)
-	go func() { bdone <- b.Serve(bctx, ln) }()
-	defer func() { stopB(); <-bdone }()
-
-	api := httptest.NewServer(a.Handler())
-	defer api.Close()
-	call := func(method, path, body string, want int) map[string]any {
-		t.Helper()
-		req, err := http.NewRequest(method, api.URL+"/api/serverless-runtime/v1"+path, strings.NewReader(body))
-		require.NoError(t, err)
-		req.Header.Set("Authorization", "Bearer "+creds.Token)
-		req.Header.Set("Content-Type", "application/json")
-		res, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		defer res.Body.Close()
-		var out map[string]any
-		require.NoError(t, json.NewDecoder(res.Body).Decode(&out))
-		require.Equal(t, want, res.StatusCode, "%s %s: %v", method, path, out)
-		return out
-	}
+	call := startTwoNodes(ctx, t, Config{SyncPoll: time.Minute}, Config{}).call
 	const wf = "gts.x.core.serverless.entrypoint.v1~x.core.serverless.workflow.v1~vendor.app.wake.nap.v1~"
 	call(http.MethodPost, "/entrypoints", `{"entrypoint_id":"`+wf+`","title":"nap","owner":{"owner_type":"tenant"},
 		"schema":{"params":{"type":"object"}},"traits":{"invocation":{"supported":["sync","async"],"default":"sync"},"limits":{"timeout_seconds":30},
