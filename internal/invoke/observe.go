@@ -106,6 +106,7 @@ func (n *notingTx) report() {
 	}
 	for i := range n.changed {
 		if n.changed[i].Status.Terminal() {
+			s.logEnded(n.changed[i])
 			if !s.noObserver {
 				s.cfg.Observer.Finished(n.changed[i])
 			}

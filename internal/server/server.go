@@ -44,6 +44,7 @@ import (
 	"github.com/larkrun/lark/internal/tenant"
 	"github.com/larkrun/lark/internal/tenants"
 	"github.com/larkrun/lark/internal/tokens"
+	"github.com/larkrun/lark/internal/tracing"
 	"github.com/larkrun/lark/internal/triggers"
 	"github.com/larkrun/lark/internal/usage"
 	"github.com/larkrun/lark/internal/wakeup"
@@ -152,6 +153,9 @@ type Config struct {
 	// TrustedProxies are the proxies whose X-Forwarded-For the webhook receiver believes
 	// (--trusted-proxies); empty: the TCP peer is the sender.
 	TrustedProxies []netip.Prefix
+	// Telemetry configures traces and logs (telemetry.go): the OTLP endpoint, the access log, the
+	// run-time log level.
+	Telemetry Telemetry
 }
 
 // Defaults of the HTTP server's limits (docs/operations.md, "HTTP limits").
@@ -225,6 +229,8 @@ type Server struct {
 	// bridge and feed exist with Config.NATS: events mirrored to subjects, triggers fed by them.
 	bridge *natsbridge.Bridge
 	feed   *natsfeed.Feed
+	// Tracing is the process's tracer provider (off unless Config.Telemetry configures an endpoint).
+	Tracing *tracing.Tracing
 }
 
 // OpenStore opens the configured store.
@@ -299,6 +305,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Tokens:   tokens.NewService(st, c, ids, cfg.AdminToken, tenant.ValidID),
 		Registry: registry.NewService(st, schemas, c, ids),
 	}
+	if s.Tracing, err = newTracing(ctx, cfg); err != nil {
+		st.Close()
+		return nil, err
+	}
 	s.Metrics = metrics.New(metrics.Options{Source: st, Clock: c, Logger: cfg.Logger, MaxLabelSets: cfg.MetricsMaxLabelSets,
 		Slots: func() (int, int) { return s.dispatch.Slots() }})
 	s.Registry.SetQuotaObserver(s.Metrics)
@@ -325,7 +335,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.Invoke = invoke.NewService(invoke.Config{Remote: remote, Store: st, Schemas: schemas, Programs: sandbox.NewCache(1024), Secrets: s.Secrets,
 		Egress: egress.New(egress.Options{AllowLoopback: cfg.UnsafeEgressAllowLoopback}), Clock: c, IDs: ids, Logger: cfg.Logger,
-		Node: cfg.NodeID, Pricing: cfg.Pricing, Observer: s.Metrics, MaxPayloadBytes: cfg.MaxPayloadBytes, CPU: cpuScheduler(cfg.CPUSlots, cfg.CPUNice, cfg.Logger)})
+		Node: cfg.NodeID, Pricing: cfg.Pricing, Observer: s.Metrics, Tracing: s.Tracing, MaxPayloadBytes: cfg.MaxPayloadBytes, CPU: cpuScheduler(cfg.CPUSlots, cfg.CPUNice, cfg.Logger)})
 	if s.Workers != nil {
 		for _, col := range s.Workers.Collectors() {
 			if err := s.Metrics.Registry().Register(col); err != nil {
@@ -344,7 +354,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		}
 	}
 	s.Schedules = scheduler.New(st, s.Invoke, scheduler.Options{Clock: c, IDs: ids, Logger: cfg.Logger,
-		Failed: s.Metrics.MaintenanceFailure})
+		Failed: s.Metrics.MaintenanceFailure, FireLag: s.Metrics.FireLag})
 	var feeds triggers.Feeds
 	if cfg.NATS.URL != "" {
 		ncfg := cfg.NATS
@@ -375,7 +385,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		cfg.Logger.Info("webhook secrets rewrapped under the current master key", "count", n)
 	}
 	s.Retention = retention.New(st, retention.Options{Interval: cfg.RetentionInterval, Clock: c, Logger: cfg.Logger,
-		Failed: s.Metrics.MaintenanceFailure})
+		Failed: s.Metrics.MaintenanceFailure, Passed: s.Metrics.RetentionPassed})
 	if !st.Exclusive() {
 		s.Leader = leader.New(st, leader.Options{Holder: cfg.NodeID, TTL: cfg.LeaderTTL, Renew: cfg.LeaderRenew, Clock: c, Logger: cfg.Logger})
 		if t, ok := st.(wakeup.Transport); ok {
@@ -390,7 +400,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Usage: usage.NewService(st, s.Tenants, c, cfg.Pricing.Currency()), Schedules: s.Schedules, Secrets: s.Secrets, Webhooks: s.Webhooks,
 		TrustedProxies: cfg.TrustedProxies, StoreWriteWait: cfg.StoreWriteWait, Events: s.Events, Triggers: s.Triggers, Audit: st, Ready: st,
 		IDs: ids, Logger: cfg.Logger, MaxBody: cfg.MaxBody, Metrics: s.Metrics.Handler(), MetricsPublic: cfg.MetricsPublic,
-		MaxInFlight: cfg.MaxInFlight, WriteTimeout: cfg.WriteTimeout, Workers: s.Workers, WorkerKeys: cfg.WorkerKeys, WorkerClock: c}).Handler()
+		MaxInFlight: cfg.MaxInFlight, WriteTimeout: cfg.WriteTimeout, Workers: s.Workers, WorkerKeys: cfg.WorkerKeys, WorkerClock: c,
+		Tracing: s.Tracing, HTTPMetrics: s.Metrics, AccessLogOff: cfg.Telemetry.AccessLogOff, LogLevel: cfg.Telemetry.LogLevel}).Handler()
 	return s, nil
 }
 
@@ -541,6 +552,7 @@ func (s *Server) closeBridge() {
 func (s *Server) Close() error {
 	s.closeBridge()
 	s.Invoke.Close()
+	s.shutdownTracing()
 	return s.Store.Close()
 }
 
