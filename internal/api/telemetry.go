@@ -104,7 +104,10 @@ func (s *Server) logAccess(ctx context.Context, r *http.Request, rec *statusReco
 	attrs = append(attrs, slog.String("method", r.Method), slog.String("route", route), slog.String("path", r.URL.Path),
 		slog.Int("status", rec.status), slog.Int64("duration_ms", d.Milliseconds()))
 	if a.authenticated {
-		attrs = append(attrs, slog.String("tenant_id", a.tenant), slog.String("subject_id", a.subject))
+		if a.tenant != "" { // the platform operator has none
+			attrs = append(attrs, slog.String("tenant_id", a.tenant))
+		}
+		attrs = append(attrs, slog.String("subject_id", a.subject))
 	}
 	if id := rec.Header().Get("X-Correlation-Id"); id != "" {
 		attrs = append(attrs, slog.String("correlation_id", id))

@@ -61,7 +61,7 @@ func (s *Service) runFunction(ctx context.Context, rec invocation.Record, e entr
 	defer s.untrack(rec.ID)
 	res := s.runner.Function(runCtx, s.attempt(rec, e, d, input), &host{s: s, rec: rec, log: log, spanCtx: ctx})
 	if span.IsRecording() {
-		span.SetAttributes(tracing.AttrStatus.String(string(res.Outcome.Kind)))
+		span.SetAttributes(tracing.AttrStatus.String(res.Outcome.Kind.String()))
 		endSpan(span, res.Outcome.Err)
 	}
 	return res

@@ -155,6 +155,14 @@ func (t *Tracing) Shutdown(ctx context.Context) error {
 	return t.sdk.Shutdown(ctx)
 }
 
+// ForceFlush exports the spans ended so far (a no-op when off).
+func (t *Tracing) ForceFlush(ctx context.Context) error {
+	if t == nil || t.sdk == nil {
+		return nil
+	}
+	return t.sdk.ForceFlush(ctx)
+}
+
 var w3c = propagation.TraceContext{}
 
 // Extract returns ctx carrying the remote span context of a W3C traceparent (and tracestate)
