@@ -19,7 +19,6 @@ import (
 	"github.com/larkrun/lark/internal/odata"
 	"github.com/larkrun/lark/internal/problem"
 	"github.com/larkrun/lark/internal/store"
-	"github.com/larkrun/lark/internal/tracing"
 )
 
 const problemJSON = "application/problem+json"
@@ -75,11 +74,11 @@ func (s *Server) problem(w http.ResponseWriter, r *http.Request, err error) {
 	if pe.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="lark"`)
 	}
-	b, err := json.Marshal(pe.Doc(r.URL.Path, tracing.TraceID(r.Context())))
+	b, err := json.Marshal(pe.Doc(r.URL.Path, traceID(r.Context())))
 	if err != nil {
 		obs.Logger(r.Context()).ErrorContext(r.Context(), "encoding a problem document", "err", err)
 		pe = problem.Internal(err)
-		b, err = json.Marshal(pe.Doc(r.URL.Path, tracing.TraceID(r.Context())))
+		b, err = json.Marshal(pe.Doc(r.URL.Path, traceID(r.Context())))
 		if err != nil {
 			b = []byte(`{"type":"` + problem.TypeInternal + `","title":"Internal Error","status":500}`)
 		}
@@ -137,7 +136,7 @@ func (s *Server) correlate(next http.Handler) http.Handler {
 		w.Header().Set("X-Correlation-Id", id)
 		ctx := obs.WithCorrelationID(r.Context(), id)
 		l := s.log.With("correlation_id", id)
-		if tid := tracing.TraceID(ctx); tid != "" {
+		if tid := traceID(ctx); tid != "" {
 			l = l.With("trace_id", tid)
 		}
 		ctx = obs.WithLogger(ctx, l)

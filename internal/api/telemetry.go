@@ -28,9 +28,18 @@ const unmatchedRoute = "unmatched"
 type access struct {
 	tenant, subject string
 	authenticated   bool
+	traceID         string // the request's trace id in hex, made once (traceID)
 }
 
 type accessKey struct{}
+
+// traceID is the trace id of the request ctx belongs to ("" when it has none).
+func traceID(ctx context.Context) string {
+	if a, ok := ctx.Value(accessKey{}).(*access); ok {
+		return a.traceID
+	}
+	return tracing.TraceID(ctx)
+}
 
 // noteCaller records the authenticated caller of the request in ctx for its access log line.
 func noteCaller(ctx context.Context, tenant, subject string) {
@@ -57,13 +66,15 @@ func (s *Server) telemetry(next http.Handler) http.Handler {
 		} else {
 			ctx = tracing.WithIDs(ctx)
 		}
-		a := &access{}
+		a := &access{traceID: tracing.TraceID(ctx)}
 		ctx = context.WithValue(ctx, accessKey{}, a)
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 		defer func() {
 			route := unmatchedRoute
-			if rc := chi.RouteContext(ctx); rc != nil && rc.RoutePattern() != "" && rc.RoutePattern() != "/*" {
-				route = rc.RoutePattern()
+			if rc := chi.RouteContext(ctx); rc != nil {
+				if p := rc.RoutePattern(); p != "" && p != "/*" {
+					route = p
+				}
 			}
 			d := time.Since(start)
 			if span != nil {
@@ -112,8 +123,8 @@ func (s *Server) logAccess(ctx context.Context, r *http.Request, rec *statusReco
 	if id := rec.Header().Get("X-Correlation-Id"); id != "" {
 		attrs = append(attrs, slog.String("correlation_id", id))
 	}
-	if tid := tracing.TraceID(ctx); tid != "" {
-		attrs = append(attrs, slog.String("trace_id", tid))
+	if a.traceID != "" {
+		attrs = append(attrs, slog.String("trace_id", a.traceID))
 	}
 	s.log.LogAttrs(ctx, level, "http request", attrs...)
 }
