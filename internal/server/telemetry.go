@@ -17,8 +17,6 @@ type Telemetry struct {
 	// Tracing, when set, is used instead of building one from OTLPEndpoint (tests: an in-process
 	// exporter). The server shuts it down on Close.
 	Tracing *tracing.Tracing
-	// Version names the build in the spans' resource.
-	Version string
 	// AccessLogOff writes the access log at debug instead of info (--access-log=false).
 	AccessLogOff bool
 	// LogLevel is the level of the server's logger, changed at run time by PUT /admin/log-level
@@ -31,7 +29,7 @@ func newTracing(ctx context.Context, cfg Config) (*tracing.Tracing, error) {
 	if t := cfg.Telemetry.Tracing; t != nil {
 		return t, nil
 	}
-	t, err := tracing.New(ctx, tracing.Config{Endpoint: cfg.Telemetry.OTLPEndpoint, Version: cfg.Telemetry.Version, Node: cfg.NodeID})
+	t, err := tracing.New(ctx, tracing.Config{Endpoint: cfg.Telemetry.OTLPEndpoint, Node: cfg.NodeID})
 	if err != nil {
 		return nil, err
 	}

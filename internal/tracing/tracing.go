@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -66,7 +67,7 @@ type Config struct {
 	// is set tracing is off. OTEL_EXPORTER_OTLP_HEADERS (and _TRACES_HEADERS) add headers.
 	Endpoint string
 	// Version and Node describe this process in the spans' resource (service.version,
-	// service.instance.id).
+	// service.instance.id); an empty Version is the binary's module version.
 	Version, Node string
 	// Getenv reads the environment (default os.Getenv; tests inject one).
 	Getenv func(string) string
@@ -113,6 +114,9 @@ func New(ctx context.Context, cfg Config) (*Tracing, error) {
 		return nil, fmt.Errorf("OTLP trace exporter: %w", err)
 	}
 	attrs := []attribute.KeyValue{attribute.String("service.name", serviceName)}
+	if bi, ok := debug.ReadBuildInfo(); ok && cfg.Version == "" {
+		cfg.Version = bi.Main.Version
+	}
 	if cfg.Version != "" {
 		attrs = append(attrs, attribute.String("service.version", cfg.Version))
 	}
