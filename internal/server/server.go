@@ -477,6 +477,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	<-hubbed
 	s.closeBridge()
 	s.Invoke.Close()
+	s.shutdownTracing()
 	closeErr := s.Store.Close()
 	if errors.Is(serveErr, http.ErrServerClosed) {
 		serveErr = nil
