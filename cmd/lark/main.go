@@ -31,6 +31,7 @@ import (
 	"github.com/larkrun/lark/internal/server"
 	"github.com/larkrun/lark/internal/store"
 	"github.com/larkrun/lark/internal/store/pgstore"
+	"github.com/larkrun/lark/internal/tracing"
 	"github.com/larkrun/lark/internal/workerproto"
 )
 
@@ -86,6 +87,9 @@ type flags struct {
 	leaderTTL                   time.Duration
 	leaderRenew                 time.Duration
 	noMigrate                   bool
+	otlpEndpoint                string
+	accessLog                   bool
+	logLevelVar                 *slog.LevelVar
 }
 
 func (f *flags) bind(c *cobra.Command) {
@@ -146,6 +150,9 @@ func (f *flags) bind(c *cobra.Command) {
 		"PostgreSQL store: how long a leader lease claim holds; a dead leader is replaced within leader-ttl + leader-renew")
 	c.Flags().DurationVar(&f.leaderRenew, "leader-renew", leader.DefaultRenew,
 		"PostgreSQL store: time between two leader lease claims (at most leader-ttl/3)")
+	c.Flags().StringVar(&f.otlpEndpoint, "otlp-endpoint", env("LARK_OTLP_ENDPOINT", ""),
+		"export traces over OTLP/HTTP to this collector URL, e.g. http://collector:4318 (env LARK_OTLP_ENDPOINT; the standard OTEL_EXPORTER_OTLP_* variables work too); unset: tracing off")
+	c.Flags().BoolVar(&f.accessLog, "access-log", true, "write one info line per HTTP request (false: at debug level) (env LARK_ACCESS_LOG)")
 	c.Flags().StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (for lark bench)")
 	_ = c.Flags().MarkHidden("cpuprofile")
 	c.Flags().StringVar(&f.memProfile, "memprofile", "", "write an allocation profile of the whole run to this file at exit (for lark bench)")
@@ -163,7 +170,8 @@ func (f *flags) config(admin string, log *slog.Logger) (server.Config, error) {
 		WriteTimeout: f.writeTimeout, IdleTimeout: f.idleTimeout, MaxHeaderBytes: f.maxHeaderBytes, MaxInFlight: f.maxInFlight,
 		MaxPayloadBytes: f.maxPayloadBytes, CPUSlots: f.cpuSlots, CPUNice: f.cpuNice,
 		RemoteWorkers: f.remoteWorkers, HeartbeatInterval: f.heartbeatInterval, HeartbeatTimeout: f.heartbeatTimeout,
-		NodeID: f.nodeID, LeaderTTL: f.leaderTTL, LeaderRenew: f.leaderRenew}
+		NodeID: f.nodeID, LeaderTTL: f.leaderTTL, LeaderRenew: f.leaderRenew,
+		Telemetry: server.Telemetry{OTLPEndpoint: f.otlpEndpoint, AccessLogOff: !f.accessLog, LogLevel: f.logLevelVar}}
 	keys := f.workerKeys
 	if v := os.Getenv("LARK_WORKER_KEYS"); len(keys) == 0 && v != "" {
 		keys = strings.Split(v, ",")
@@ -226,6 +234,7 @@ var typedEnv = []struct{ flag, env string }{
 	{"max-payload-bytes", "LARK_MAX_PAYLOAD_BYTES"},
 	{"cpu-slots", "LARK_CPU_SLOTS"},
 	{"cpu-nice", "LARK_CPU_NICE"},
+	{"access-log", "LARK_ACCESS_LOG"},
 }
 
 // check applies typedEnv (a malformed value is an error, never ignored) and validates the flags.
@@ -275,6 +284,9 @@ func (f *flags) check(c *cobra.Command) error {
 	if err := checkNATSURL(f.nats); err != nil {
 		return fmt.Errorf("--nats: %w", err)
 	}
+	if err := tracing.ParseEndpoint(f.otlpEndpoint); err != nil {
+		return fmt.Errorf("--otlp-endpoint: %w", err)
+	}
 	return nil
 }
 
@@ -306,7 +318,10 @@ func (f *flags) logger(text bool) (*slog.Logger, error) {
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
 		return nil, fmt.Errorf("--log-level: %w", err)
 	}
-	opts := &slog.HandlerOptions{Level: level}
+	// The level can be changed while the server runs (PUT /admin/log-level).
+	f.logLevelVar = new(slog.LevelVar)
+	f.logLevelVar.Set(level)
+	opts := &slog.HandlerOptions{Level: f.logLevelVar}
 	if text {
 		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/larkrun/lark/internal/store"
 	"github.com/larkrun/lark/internal/tenants"
 	"github.com/larkrun/lark/internal/tokens"
+	"github.com/larkrun/lark/internal/tracing"
 	"github.com/larkrun/lark/internal/triggers"
 	"github.com/larkrun/lark/internal/usage"
 	"github.com/larkrun/lark/internal/webhooks"
@@ -93,6 +94,13 @@ type Config struct {
 	// invocation route lifts the deadline while the call runs and sets it again to this long
 	// before writing the answer.
 	WriteTimeout time.Duration
+	// Tracing starts the requests' spans (nil: off; requests still get trace ids). HTTPMetrics
+	// hears of every finished request (nil: none). AccessLogOff writes the access log lines at debug
+	// instead of info. LogLevel, when set, is the level GET and PUT /admin/log-level read and change.
+	Tracing      *tracing.Tracing
+	HTTPMetrics  HTTPObserver
+	AccessLogOff bool
+	LogLevel     *slog.LevelVar
 }
 
 // Server serves the API.
@@ -130,7 +138,7 @@ func New(cfg Config) *Server {
 // Handler returns the root handler.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.recoverer, s.correlate, s.accessLog, middleware.GetHead)
+	r.Use(s.telemetry, s.recoverer, s.correlate, middleware.GetHead)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, notFound(r))
 	})
@@ -206,6 +214,7 @@ func (s *Server) Handler() http.Handler {
 		r.Get("/events/{id:[^:/]+}", s.getEvent)
 
 		r.Get("/audit-events", s.listAudit)
+		s.logLevelRoutes(r)
 
 		s.scheduleRoutes(r)
 		s.backfillRoutes(r)

@@ -74,11 +74,11 @@ func (s *Server) problem(w http.ResponseWriter, r *http.Request, err error) {
 	if pe.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="lark"`)
 	}
-	b, err := json.Marshal(pe.Doc(r.URL.Path, obs.CorrelationID(r.Context())))
+	b, err := json.Marshal(pe.Doc(r.URL.Path, traceID(r.Context())))
 	if err != nil {
 		obs.Logger(r.Context()).ErrorContext(r.Context(), "encoding a problem document", "err", err)
 		pe = problem.Internal(err)
-		b, err = json.Marshal(pe.Doc(r.URL.Path, obs.CorrelationID(r.Context())))
+		b, err = json.Marshal(pe.Doc(r.URL.Path, traceID(r.Context())))
 		if err != nil {
 			b = []byte(`{"type":"` + problem.TypeInternal + `","title":"Internal Error","status":500}`)
 		}
@@ -135,7 +135,11 @@ func (s *Server) correlate(next http.Handler) http.Handler {
 		}
 		w.Header().Set("X-Correlation-Id", id)
 		ctx := obs.WithCorrelationID(r.Context(), id)
-		ctx = obs.WithLogger(ctx, s.log.With("correlation_id", id))
+		l := s.log.With("correlation_id", id)
+		if tid := traceID(ctx); tid != "" {
+			l = l.With("trace_id", tid)
+		}
+		ctx = obs.WithLogger(ctx, l)
 		ctx = store.WithWriteWait(ctx, s.cfg.StoreWriteWait) // the request's write budget
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
@@ -152,21 +156,6 @@ func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter 
 func (s *statusRecorder) WriteHeader(code int) {
 	s.status = code
 	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *Server) accessLog(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
-		next.ServeHTTP(rec, r)
-		l := obs.Logger(r.Context())
-		level := l.DebugContext
-		if rec.status >= 500 {
-			level = l.WarnContext
-		}
-		level(r.Context(), "http request", "method", r.Method, "path", r.URL.Path, "status", rec.status,
-			"duration_ms", time.Since(start).Milliseconds())
-	})
 }
 
 func (s *Server) limitBody(next http.Handler) http.Handler {
@@ -215,6 +204,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 				return
 			}
 		}
+		noteCaller(r.Context(), sc.TenantID, sc.SubjectID)
 		ctx := auth.WithContext(r.Context(), sc)
 		ctx = obs.WithLogger(ctx, obs.Logger(ctx).With("tenant_id", sc.TenantID, "subject_id", sc.SubjectID))
 		next.ServeHTTP(w, r.WithContext(ctx))

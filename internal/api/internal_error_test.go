@@ -18,9 +18,9 @@ import (
 func TestUnencodableAnswerIsAProblem(t *testing.T) {
 	var logs bytes.Buffer
 	s := New(Config{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
-	h := s.correlate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := s.telemetry(s.correlate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.writeJSON(w, r, http.StatusOK, map[string]any{"details": json.RawMessage(`{}{}`)})
-	}))
+	})))
 	rec := httptest.NewRecorder()
 	req := httptest.NewRequest(http.MethodGet, "/x", nil)
 	req.Header.Set("X-Correlation-Id", "corr-test-1")
@@ -30,7 +30,7 @@ func TestUnencodableAnswerIsAProblem(t *testing.T) {
 	var doc map[string]any
 	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &doc), rec.Body.String())
 	require.Equal(t, problem.TypeInternal, doc["code"])
-	require.Equal(t, "corr-test-1", doc["trace_id"])
+	require.Regexp(t, "^[0-9a-f]{32}$", doc["trace_id"])
 	require.Contains(t, logs.String(), `"correlation_id":"corr-test-1"`)
 	require.Contains(t, logs.String(), "encoding the response")
 }

@@ -113,7 +113,7 @@ func TestTransport(t *testing.T) {
 		}
 	})
 
-	t.Run("X-Correlation-Id is echoed and becomes trace_id", func(t *testing.T) {
+	t.Run("X-Correlation-Id is echoed; trace_id is the W3C trace id", func(t *testing.T) {
 		h := map[string]string{"X-Correlation-Id": "corr-test-123"}
 		r := e.send(t, request{method: http.MethodGet, path: base + "/entrypoints", token: adm, header: h})
 		require.Equal(t, http.StatusOK, r.Status)
@@ -127,19 +127,26 @@ func TestTransport(t *testing.T) {
 			r := e.send(t, req)
 			require.GreaterOrEqual(t, r.Status, 400)
 			require.Equal(t, "corr-test-123", r.Header.Get("X-Correlation-Id"), "%s %s", req.method, req.path)
-			require.Equal(t, "corr-test-123", r.Body["trace_id"], "%s %s: %s", req.method, req.path, r)
+			require.Regexp(t, "^[0-9a-f]{32}$", r.Body["trace_id"], "%s %s: %s", req.method, req.path, r)
+			require.NotEqual(t, "corr-test-123", r.Body["trace_id"])
 		}
+		// A caller's traceparent gives the trace id (tracing on or off).
+		trace := "4bf92f3577b34da6a3ce929d0e0e4736"
+		r = e.send(t, request{method: http.MethodGet, path: epPath("ep_missing"), token: adm,
+			header: map[string]string{"Traceparent": "00-" + trace + "-00f067aa0ba902b7-01"}})
+		require.Equal(t, trace, r.Body["trace_id"])
 		// An over-long one is replaced.
 		long := strings.Repeat("x", 200)
 		r = e.send(t, request{method: http.MethodGet, path: "/healthz", header: map[string]string{"X-Correlation-Id": long}})
 		require.NotEmpty(t, r.Header.Get("X-Correlation-Id"))
 		require.NotEqual(t, long, r.Header.Get("X-Correlation-Id"))
-		// Without one the server makes one up, and uses it as the trace id.
+		// Without one the server makes one up; each request has a trace of its own.
 		r = e.do(t, http.MethodGet, epPath("ep_missing"), adm, nil)
 		id := r.Header.Get("X-Correlation-Id")
 		require.NotEmpty(t, id)
-		require.Equal(t, id, r.Body["trace_id"])
-		require.NotEqual(t, id, e.do(t, http.MethodGet, epPath("ep_missing"), adm, nil).Header.Get("X-Correlation-Id"))
+		r2 := e.do(t, http.MethodGet, epPath("ep_missing"), adm, nil)
+		require.NotEqual(t, id, r2.Header.Get("X-Correlation-Id"))
+		require.NotEqual(t, r.Body["trace_id"], r2.Body["trace_id"])
 	})
 
 	t.Run("problem instance is the request path", func(t *testing.T) {

@@ -31,6 +31,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/larkrun/lark/internal/tracing"
 )
 
 // Defaults applied by New to zero-valued Options fields.
@@ -247,6 +249,9 @@ func (c *Client) Do(ctx context.Context, req Request) (Response, error) {
 		if err := sh.substitute(hdr, hreq.Header, host, hop); err != nil {
 			return Response{}, err
 		}
+		// The W3C trace context of the calling span (the r_http_* call's), replacing any the
+		// caller set: the service called continues the invocation's trace.
+		tracing.Inject(ctx, hreq.Header)
 
 		resp, err := c.hc.Do(hreq)
 		if err != nil {

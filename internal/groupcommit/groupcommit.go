@@ -54,6 +54,7 @@ type Committer struct {
 	done    chan struct{}
 	batches atomic.Uint64
 	writes  atomic.Uint64
+	stats   *batchStats // Histograms
 }
 
 type op struct {
@@ -79,7 +80,7 @@ func New(db *sql.DB, o Options) *Committer {
 	if o.Queue <= 0 {
 		o.Queue = 4 * o.MaxBatch
 	}
-	c := &Committer{db: db, after: o.AfterBatch, max: o.MaxBatch, maxWait: o.MaxWait, ops: make(chan *op, o.Queue), done: make(chan struct{})}
+	c := &Committer{db: db, after: o.AfterBatch, max: o.MaxBatch, maxWait: o.MaxWait, ops: make(chan *op, o.Queue), done: make(chan struct{}), stats: newBatchStats()}
 	go c.loop()
 	return c
 }
@@ -225,6 +226,7 @@ func (c *Committer) run(batch []*op) {
 		}
 	}
 	defer finish()
+	began := time.Now()
 	tx, err := c.db.BeginTx(context.Background(), nil)
 	if err != nil {
 		for i := range results {
@@ -284,6 +286,7 @@ func (c *Committer) run(batch []*op) {
 	}
 	c.batches.Add(1)
 	c.writes.Add(uint64(applied))
+	c.stats.observe(applied, time.Since(began))
 }
 
 // abort rolls the whole transaction back and fails every closure that had not already failed.

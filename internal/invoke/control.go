@@ -16,6 +16,7 @@ import (
 	"github.com/larkrun/lark/internal/problem"
 	"github.com/larkrun/lark/internal/sandbox"
 	"github.com/larkrun/lark/internal/store"
+	"github.com/larkrun/lark/internal/tracing"
 )
 
 // prepareChild resolves and validates an r_invoke_v1 call of parent and builds the child's record
@@ -55,6 +56,9 @@ func (s *Service) prepareChild(ctx context.Context, parent invocation.Record, en
 		EntrypointVersion: e.Version, SubjectID: parent.SubjectID, EntrypointOwner: entrypointOwner(e), Mode: mode, Params: canon,
 		CorrelationID: parent.CorrelationID, TraceID: parent.TraceID, SpanID: randomHex(8), Attempt: 1, CreatedAt: now,
 		ParentID: parent.ID, Depth: parent.Depth + 1, Metrics: invocation.Metrics{MemoryLimitMB: i64(d.Traits.Limits.MemoryMB)}}
+	if t, sp := tracing.IDs(ctx); t == parent.TraceID {
+		rec.SpanID = sp // the r_invoke_v1 call's span: the child's attempts are its children
+	}
 	return rec, e, d, nil
 }
 
@@ -393,7 +397,7 @@ func (s *Service) replay(ctx context.Context, sc auth.SecurityContext, cur invoc
 		EntrypointVersion: e.Version, SubjectID: sc.SubjectID, EntrypointOwner: entrypointOwner(e), Mode: invocation.ModeAsync, Params: cur.Params,
 		CorrelationID: cur.CorrelationID, Metrics: invocation.Metrics{MemoryLimitMB: i64(d.Traits.Limits.MemoryMB)},
 		Attempt: 1, CreatedAt: now, Replay: cur.ID}
-	rec.TraceID, rec.SpanID = traceIDs("")
+	rec.TraceID, rec.SpanID = recordIDs(ctx, "")
 	var created invocation.Record
 	if err := s.update(ctx, func(tx store.Tx) error {
 		var err error

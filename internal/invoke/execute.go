@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/codes"
 
 	"github.com/larkrun/lark/internal/egress"
 	"github.com/larkrun/lark/internal/entrypoint"
@@ -19,6 +22,7 @@ import (
 	"github.com/larkrun/lark/internal/run"
 	"github.com/larkrun/lark/internal/sandbox"
 	"github.com/larkrun/lark/internal/store"
+	"github.com/larkrun/lark/internal/tracing"
 )
 
 // execute runs one started attempt of rec and records its outcome. It is used by sync invocations,
@@ -50,11 +54,17 @@ func (s *Service) runFunction(ctx context.Context, rec invocation.Record, e entr
 		return run.Result{Outcome: o}
 	}
 	log := obs.Logger(ctx).With("tenant_id", rec.TenantID, "invocation_id", rec.ID, "correlation_id", rec.CorrelationID)
+	ctx, span := s.startAttempt(ctx, rec)
 	runCtx, cancel := context.WithTimeout(ctx, d.timeout())
 	defer cancel()
 	s.track(rec.ID, cancel)
 	defer s.untrack(rec.ID)
-	return s.runner.Function(runCtx, s.attempt(rec, e, d, input), &host{s: s, rec: rec, log: log})
+	res := s.runner.Function(runCtx, s.attempt(rec, e, d, input), &host{s: s, rec: rec, log: log, spanCtx: ctx})
+	if span.IsRecording() {
+		span.SetAttributes(tracing.AttrStatus.String(res.Outcome.Kind.String()))
+		endSpan(span, res.Outcome.Err)
+	}
+	return res
 }
 
 // resolveParent completes the parent workflow's pending r_invoke_v1 entry with the child's outcome
@@ -358,6 +368,10 @@ type host struct {
 	// applies it (guarded by mu): the expectation of the next write of the chain.
 	chain    invocation.Record
 	chainErr error
+	// spanCtx carries the span of the attempt (activation) running, the parent of its steps' spans;
+	// step is the open span of the step attempt running, if any (trace.go; guarded by mu).
+	spanCtx context.Context
+	step    *stepSpan
 }
 
 // takeChild reserves a child of this execution's budget (a call over it gets a non-retryable
@@ -552,7 +566,15 @@ func (h *host) HTTP(ctx context.Context, req sandbox.HTTPRequest) (sandbox.HTTPR
 	}
 	// Secret references in req's headers are resolved and substituted by the egress layer, and
 	// scrubbed from the response: resp never holds a value.
+	ctx, span := h.startCall(ctx, spanHTTP+" "+req.Method, tracing.AttrHTTPMethod.String(req.Method),
+		tracing.AttrServerAddr.String(hostOf(req.URL)))
 	call := run.DoHTTP(ctx, h.s.cfg.Egress, req, p.Policies.AllowedOutboundDomains, sec)
+	if span.IsRecording() {
+		if st, ok := call.Entry["status"].(int); ok {
+			span.SetAttributes(tracing.AttrHTTPStatus.Int(st))
+		}
+		endSpan(span, call.Err)
+	}
 	h.add(invocation.EventHTTPCall, call.Entry)
 	if call.Err != nil {
 		return sandbox.HTTPResponse{}, call.Err
@@ -571,7 +593,15 @@ func (h *host) Invoke(ctx context.Context, req sandbox.InvokeRequest) (sandbox.I
 		return sandbox.InvokeResult{}, serr
 	}
 	defer release()
+	ctx, span := h.startCall(ctx, spanChild)
 	child, err := h.s.startChild(ctx, h.rec, req)
+	if span.IsRecording() {
+		span.SetAttributes(tracing.AttrChild.String(child.ID), tracing.AttrStatus.String(string(child.Status)))
+		if err != nil || child.Status != invocation.StatusSucceeded {
+			span.SetStatus(codes.Error, string(child.Status))
+		}
+		span.End()
+	}
 	if err != nil {
 		return sandbox.InvokeResult{}, err
 	}
@@ -589,4 +619,13 @@ func (h *host) Invoke(ctx context.Context, req sandbox.InvokeRequest) (sandbox.I
 			Details: map[string]any{"child_invocation_id": child.ID}}
 	}
 	return sandbox.InvokeResult{OK: false, Error: e}, nil
+}
+
+// hostOf is the host of a URL (the span of an r_http_* call names it, never the path or query).
+func hostOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return u.Hostname()
 }

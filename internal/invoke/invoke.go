@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/larkrun/lark/internal/attempt"
 	"github.com/larkrun/lark/internal/auth"
@@ -41,6 +42,7 @@ import (
 	"github.com/larkrun/lark/internal/schema"
 	"github.com/larkrun/lark/internal/store"
 	"github.com/larkrun/lark/internal/tenant"
+	"github.com/larkrun/lark/internal/tracing"
 )
 
 // Config wires a Service.
@@ -129,6 +131,9 @@ type Config struct {
 	// suspended workflows, as Publish does; the server may give an event bus that also matches
 	// triggers).
 	Publisher EventPublisher
+	// Tracing starts the spans of attempts, workflow steps, r_http_* calls and r_invoke_v1 children
+	// (nil: off; records still carry trace ids).
+	Tracing *tracing.Tracing
 }
 
 // SecretSource gives the egress layer one tenant's secrets (secrets.Service implements it). The
@@ -167,6 +172,8 @@ type Service struct {
 	finish     finishWaiters  // sync invocations of workflows waiting for their end (finish.go)
 	publisher  EventPublisher // Config.Publisher (SetPublisher), or waitPublisher
 	endHook    EndHook        // hears of ended invocations inside their transaction (SetEndHook)
+	tracer     trace.Tracer   // Config.Tracing's tracer (no-op when off)
+	traced     bool           // Config.Tracing records spans
 }
 
 // Defaults of Config's child budget (docs/starlark.md, "Child invocations").
@@ -205,6 +212,7 @@ func NewService(cfg Config) *Service {
 	if cfg.Node == "" {
 		cfg.Node = cfg.IDs.New("node")
 	}
+	tracer, traced := cfg.Tracing.Tracer(), cfg.Tracing.Enabled()
 	if cfg.LiveWait == 0 {
 		cfg.LiveWait = time.Minute
 	}
@@ -228,7 +236,7 @@ func NewService(cfg Config) *Service {
 	}
 	_, nop := cfg.Observer.(NopObserver)
 	s := &Service{cfg: cfg, running: map[string]context.CancelFunc{}, workflows: map[string]*sandbox.Program{},
-		live: map[string]*liveRun{}, closing: make(chan struct{}), noObserver: nop,
+		live: map[string]*liveRun{}, closing: make(chan struct{}), noObserver: nop, tracer: tracer, traced: traced,
 		runner: &run.Runner{Programs: cfg.Programs, CPU: cfg.CPU, Schemas: cfg.Schemas, Clock: cfg.Clock}}
 	s.publisher = cfg.Publisher
 	if s.publisher == nil {
@@ -775,7 +783,7 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 		EntrypointVersion: e.Version, SubjectID: sc.SubjectID, Mode: invocation.Mode(mode), Params: canon,
 		CorrelationID: correlation, Metrics: invocation.Metrics{MemoryLimitMB: i64(memLimit)}, Attempt: 1,
 		CreatedAt: now, CacheKey: ckey, EntrypointOwner: entrypointOwner(e)}
-	rec.TraceID, rec.SpanID = traceIDs(opt.TraceParent)
+	rec.TraceID, rec.SpanID = recordIDs(ctx, opt.TraceParent)
 	// A plain sync call (no Idempotency-Key, no concurrency quota) has nothing to check in its start's
 	// transaction, so it runs while its start is written: a function's outcome usually joins that
 	// write (runSync); a workflow's first journal write and side effect wait for it (enqueueJournal).
@@ -997,6 +1005,11 @@ func (s *Service) createAt(tx store.Tx, rec invocation.Record, now, at time.Time
 // createdEvent is a new invocation's first event, carrying its initial record and price.
 func (s *Service) createdEvent(rec invocation.Record, now time.Time) ([]invocation.Event, error) {
 	rec.Cost = s.cfg.Pricing.For(rec.TenantID).PerInvocation // charged once, carried by the created event
+	if rec.TraceID == "" {
+		// Started by a schedule, a trigger, a webhook or a handler: a trace of its own, which every
+		// attempt of it continues (tracing.Parent), retries and restarts included.
+		rec.TraceID, rec.SpanID = traceIDs("")
+	}
 	data, err := json.Marshal(rec)
 	if err != nil {
 		return nil, err

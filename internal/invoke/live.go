@@ -32,6 +32,8 @@ type claim struct {
 	// start, when set, waits for the invocation's start, enqueued and not yet awaited (a sync call's
 	// first activation): the activation's first journal write and side effect wait for it too.
 	start func() error
+	// spanCtx carries the span of the activation (trace.go), for the live execution it is handed to.
+	spanCtx context.Context
 }
 
 // activation is the outcome of one activation: the record after it, or why it was not recorded.

@@ -107,6 +107,7 @@ func (n *notingTx) report() {
 	for i := range n.changed {
 		rec := &n.changed[i]
 		if rec.Status.Terminal() {
+			s.logEnded(*rec)
 			if !s.noObserver {
 				s.cfg.Observer.Finished(*rec)
 			}

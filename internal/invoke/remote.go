@@ -3,6 +3,7 @@ package invoke
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/larkrun/lark/internal/attempt"
@@ -45,6 +46,7 @@ type Remote interface {
 func (s *Service) runRemote(ctx context.Context, a attempt.Attempt, d definition) {
 	rec := a.Invocation
 	s.dequeued(rec)
+	ctx, span := s.startAttempt(ctx, rec) // the worker records no spans of its own (yet)
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s.track(rec.ID, cancel)
@@ -58,14 +60,17 @@ func (s *Service) runRemote(ctx context.Context, a attempt.Attempt, d definition
 			DefinitionID: d.workerDefinition(), AllowedOutboundDomains: p.Policies.AllowedOutboundDomains})
 	}
 	if !ok {
+		endAttempt(span, rec.Status, errors.New("remote attempt lost"))
 		if err := s.endLease(context.WithoutCancel(ctx), rec.TenantID, rec.ID, a.Lease.Owner); err != nil {
 			s.cfg.Logger.ErrorContext(ctx, "lease of a lost remote attempt not ended; it runs out", "invocation_id", rec.ID, "tenant_id", rec.TenantID, "err", err)
 		}
 		return
 	}
-	if _, err := s.complete(context.WithoutCancel(ctx), rec, d, res.Timeline, res.Outcome, nil); err != nil {
+	final, err := s.complete(context.WithoutCancel(ctx), rec, d, res.Timeline, res.Outcome, nil)
+	if err != nil {
 		s.cfg.Logger.ErrorContext(ctx, "remote attempt not recorded", "invocation_id", rec.ID, "tenant_id", rec.TenantID, "err", err)
 	}
+	endAttempt(span, final.Status, err)
 }
 
 // endLease ends the lease owner holds on an invocation (its expiry becomes now), if it still holds

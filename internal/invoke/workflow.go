@@ -39,12 +39,15 @@ func (s *Service) executeWorkflow(ctx context.Context, rec invocation.Record, e 
 // activate runs claim c of a workflow (executeWorkflow).
 func (s *Service) activate(ctx context.Context, c claim, e entrypoint.Entrypoint, d definition) (invocation.Record, error) {
 	rec := c.rec
+	ctx, span := s.startAttempt(ctx, rec)
+	c.spanCtx = ctx
 	if lr := s.takeLive(rec.ID); lr != nil {
 		lr.handover <- c
 	} else {
 		go s.runWorkflow(context.WithoutCancel(ctx), newLiveRun(), c, e, d)
 	}
 	a := <-c.reply
+	endAttempt(span, a.rec.Status, a.err)
 	return a.rec, a.err
 }
 
@@ -79,7 +82,8 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 	}
 	wj, jerr := journal.Replay(logEvents)
 	entries, recorded, children := wj.Entries, wj.Recorded, wj.Children
-	h := &host{s: s, rec: rec, log: log}
+	h := &host{s: s, rec: rec, log: log, spanCtx: c.spanCtx}
+	defer h.endStep(nil)
 	if c.start != nil {
 		h.pending = append(h.pending, c.start)
 	}
@@ -167,6 +171,7 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 		}
 		c, open, rec, now, start = next, true, next.rec, s.cfg.Clock.Now(), time.Now()
 		h.setRecord(rec)
+		h.setSpanContext(next.spanCtx)
 		s.track(rec.ID, cancel)
 		return s.resolutionAfter(ctx, h, p, final.LastSeq, now)
 	}
@@ -174,6 +179,7 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 		if j.Seq >= s.cfg.MaxJournalEntries {
 			return journalFull(fmt.Sprintf("%d entries", s.cfg.MaxJournalEntries), j.Seq)
 		}
+		h.stepRecorded(j)
 		at := s.cfg.Clock.Now()
 		for _, r := range retries {
 			h.add(invocation.EventStepRetried, retryData(r))
@@ -609,6 +615,7 @@ func (s *Service) workflowProgram(e entrypoint.Entrypoint, d definition) (*sandb
 // journal entry (the step's outcome, or its retry), at its own time; a retry's step_retried is
 // added as the retry is recorded.
 func (h *host) stepStarted(step string, attempt int) {
+	h.startStep(step, attempt)
 	h.add(invocation.EventStepStarted, map[string]any{"step": step, "attempt": attempt})
 }
 

@@ -65,6 +65,7 @@ type Metrics struct {
 	rateLimited *capped[prometheus.Counter]
 	quota       *capped[prometheus.Counter]
 	maintenance *prometheus.CounterVec
+	ops         *ops // ops.go
 }
 
 // New builds the metric families and registers them with the Go and process collectors.
@@ -131,6 +132,7 @@ func New(o Options) *Metrics {
 
 	m.reg.MustRegister(started, finished, duration, queueWait, rateLimited, quota, m.maintenance,
 		newLoadCollector(m), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(m.newOps()...)
 	return m
 }
 

@@ -63,6 +63,10 @@ type Options struct {
 	// Failed is called with JobName for every failed step of a tenant's pass (nil: not counted);
 	// the server counts it in lark_maintenance_failures_total.
 	Failed func(job string)
+	// Passed, when set, hears of each pass that ran to its end (not one cut short by ctx ending):
+	// whether every step of it succeeded, and what it purged over all tenants. The server counts it
+	// in lark_retention_passes_total and lark_retention_purged_total.
+	Passed func(ok bool, total Purged)
 }
 
 // Job is the retention maintenance job.
@@ -184,6 +188,21 @@ func (j *Job) RunOnce(ctx context.Context) (map[string]Purged, error) {
 	}
 	if err != nil {
 		errs = append(errs, j.failed(ctx, entrypoint.PlatformTenant, "audit", err))
+	}
+	if j.o.Passed != nil && ctx.Err() == nil {
+		var total Purged
+		for _, r := range out {
+			total.Measured += r.Measured
+			total.Invocations += r.Invocations
+			total.Rows += r.Rows
+			total.Bytes += r.Bytes
+			total.Events += r.Events
+			total.AuditEvents += r.AuditEvents
+			total.ScheduleRuns += r.ScheduleRuns
+			total.TriggerRows += r.TriggerRows
+			total.HistoryBytes += r.HistoryBytes
+		}
+		j.o.Passed(len(errs) == 0, total)
 	}
 	return out, errors.Join(errs...)
 }

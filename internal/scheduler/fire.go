@@ -80,6 +80,21 @@ type job struct {
 	skip      string // a reason every instant is skipped for (tenant disabled, entrypoint unavailable)
 	skipMsg   string
 	badTiming error
+	// lags are the fire lags of the runs this job started in the firing transaction (recorded at
+	// minus scheduled at; reported to Options.FireLag once it commits).
+	lags []time.Duration
+}
+
+// reportLags hands the fire lags of committed jobs to Options.FireLag.
+func (s *Service) reportLags(jobs []job) {
+	if s.o.FireLag == nil {
+		return
+	}
+	for i := range jobs {
+		for _, l := range jobs[i].lags {
+			s.o.FireLag(max(l, 0))
+		}
+	}
 }
 
 // FireDue fires every schedule due at the clock's now, in batches, and returns how many runs it
@@ -213,6 +228,7 @@ func (s *Service) fire(ctx context.Context, due []schedule.Schedule, now time.Ti
 		return s.store.Update(ctx, func(tx store.Tx) error {
 			created, replaced = created[:0], replaced[:0]
 			for i := range jobs {
+				jobs[i].lags = jobs[i].lags[:0]
 				err := s.fireOne(tx, &jobs[i], now, &created, &replaced)
 				if errors.Is(err, store.ErrStale) || errors.Is(err, store.ErrNotFound) {
 					continue // changed or deleted since it was read: the next pass reads it again
@@ -244,10 +260,12 @@ func (s *Service) fire(ctx context.Context, due []schedule.Schedule, now time.Ti
 				continue
 			}
 			n += len(created)
+			s.reportLags(jobs[i : i+1])
 			s.afterFire(ctx, replaced)
 		}
 		return n, bad, nil
 	}
+	s.reportLags(jobs)
 	s.afterFire(ctx, replaced)
 	return len(created), bad, nil
 }
@@ -370,6 +388,7 @@ func (s *Service) fireOne(tx store.Tx, j *job, now time.Time, created *[]invocat
 			return err
 		}
 		*created = append(*created, rec)
+		j.lags = append(j.lags, recorded.Sub(r.ScheduledAt))
 		sch.LastInvocationID, inFlight = rec.ID, true
 		if sch.LastRunAt == nil || r.ScheduledAt.After(*sch.LastRunAt) {
 			at := r.ScheduledAt

@@ -69,6 +69,10 @@ type Options struct {
 	// them in lark_maintenance_failures_total. Each failure is also logged with its tenant id, and
 	// the loop goes on with the next schedule or backfill.
 	Failed func(job string)
+	// FireLag, when set, hears the fire lag of each run the loop starts, once its firing
+	// transaction committed: the time from its scheduled instant to its recording (0 for a run
+	// queued ahead of its instant). The server observes it in lark_scheduler_fire_lag_seconds.
+	FireLag func(lag time.Duration)
 }
 
 // Job names of Options.Failed.

@@ -45,6 +45,7 @@ import (
 	"github.com/larkrun/lark/internal/tenant"
 	"github.com/larkrun/lark/internal/tenants"
 	"github.com/larkrun/lark/internal/tokens"
+	"github.com/larkrun/lark/internal/tracing"
 	"github.com/larkrun/lark/internal/triggers"
 	"github.com/larkrun/lark/internal/usage"
 	"github.com/larkrun/lark/internal/wakeup"
@@ -166,6 +167,9 @@ type Config struct {
 	// TrustedProxies are the proxies whose X-Forwarded-For the webhook receiver believes
 	// (--trusted-proxies); empty: the TCP peer is the sender.
 	TrustedProxies []netip.Prefix
+	// Telemetry configures traces and logs (telemetry.go): the OTLP endpoint, the access log, the
+	// run-time log level.
+	Telemetry Telemetry
 }
 
 // Defaults of the HTTP server's limits (docs/operations.md, "HTTP limits").
@@ -239,6 +243,8 @@ type Server struct {
 	// bridge and feed exist with Config.NATS: events mirrored to subjects, triggers fed by them.
 	bridge *natsbridge.Bridge
 	feed   *natsfeed.Feed
+	// Tracing is the process's tracer provider (off unless Config.Telemetry configures an endpoint).
+	Tracing *tracing.Tracing
 }
 
 // OpenStore opens the configured store.
@@ -314,6 +320,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Tokens:   tokens.NewService(st, c, ids, cfg.AdminToken, tenant.ValidID),
 		Registry: registry.NewService(st, schemas, c, ids),
 	}
+	if s.Tracing, err = newTracing(ctx, cfg); err != nil {
+		st.Close()
+		return nil, err
+	}
 	s.Metrics = metrics.New(metrics.Options{Source: st, Clock: c, Logger: cfg.Logger, MaxLabelSets: cfg.MetricsMaxLabelSets,
 		Slots: func() (int, int) { return s.dispatch.Slots() }})
 	s.Registry.SetQuotaObserver(s.Metrics)
@@ -340,8 +350,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.Invoke = invoke.NewService(invoke.Config{Remote: remote, Store: st, Schemas: schemas, Programs: sandbox.NewCache(1024), Secrets: s.Secrets,
 		Egress: egress.New(egress.Options{AllowLoopback: cfg.UnsafeEgressAllowLoopback, Transport: cfg.EgressTransport}), Clock: c, IDs: ids, Logger: cfg.Logger,
-		Node: cfg.NodeID, Pricing: cfg.Pricing, Observer: s.Metrics, MaxPayloadBytes: cfg.MaxPayloadBytes, Sleep: cfg.Sleep, CPU: cpuScheduler(cfg.CPUSlots, cfg.CPUNice, cfg.Logger),
-		SyncPoll: cfg.SyncPoll})
+		Node: cfg.NodeID, Pricing: cfg.Pricing, Observer: s.Metrics, Tracing: s.Tracing, MaxPayloadBytes: cfg.MaxPayloadBytes, Sleep: cfg.Sleep,
+		CPU: cpuScheduler(cfg.CPUSlots, cfg.CPUNice, cfg.Logger), SyncPoll: cfg.SyncPoll})
 	if s.Workers != nil {
 		for _, col := range s.Workers.Collectors() {
 			if err := s.Metrics.Registry().Register(col); err != nil {
@@ -360,7 +370,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		}
 	}
 	s.Schedules = scheduler.New(st, s.Invoke, scheduler.Options{Clock: c, IDs: ids, Logger: cfg.Logger,
-		Failed: s.Metrics.MaintenanceFailure})
+		Failed: s.Metrics.MaintenanceFailure, FireLag: s.Metrics.FireLag})
 	var feeds triggers.Feeds
 	if cfg.NATS.URL != "" {
 		ncfg := cfg.NATS
@@ -391,7 +401,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		cfg.Logger.Info("webhook secrets rewrapped under the current master key", "count", n)
 	}
 	s.Retention = retention.New(st, retention.Options{Interval: cfg.RetentionInterval, Clock: c, Logger: cfg.Logger,
-		Failed: s.Metrics.MaintenanceFailure})
+		Failed: s.Metrics.MaintenanceFailure, Passed: s.Metrics.RetentionPassed})
 	if !st.Exclusive() {
 		s.Leader = leader.New(st, leader.Options{Holder: cfg.NodeID, TTL: cfg.LeaderTTL, Renew: cfg.LeaderRenew, Clock: c, Logger: cfg.Logger})
 		if t, ok := st.(wakeup.Transport); ok {
@@ -407,7 +417,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Usage: usage.NewService(st, s.Tenants, c, cfg.Pricing.Currency()), Schedules: s.Schedules, Secrets: s.Secrets, Webhooks: s.Webhooks,
 		TrustedProxies: cfg.TrustedProxies, StoreWriteWait: cfg.StoreWriteWait, Events: s.Events, Triggers: s.Triggers, Audit: st, Ready: st,
 		IDs: ids, Logger: cfg.Logger, MaxBody: cfg.MaxBody, Metrics: s.Metrics.Handler(), MetricsPublic: cfg.MetricsPublic,
-		MaxInFlight: cfg.MaxInFlight, WriteTimeout: cfg.WriteTimeout, Workers: s.Workers, WorkerKeys: cfg.WorkerKeys, WorkerClock: c}).Handler()
+		MaxInFlight: cfg.MaxInFlight, WriteTimeout: cfg.WriteTimeout, Workers: s.Workers, WorkerKeys: cfg.WorkerKeys, WorkerClock: c,
+		Tracing: s.Tracing, HTTPMetrics: s.Metrics, AccessLogOff: cfg.Telemetry.AccessLogOff, LogLevel: cfg.Telemetry.LogLevel}).Handler()
 	// The web console (docs/console.md) at /console; everything else is the API.
 	if s.handler, err = console.Wrap(apiHandler); err != nil {
 		st.Close()
@@ -488,6 +499,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	<-hubbed
 	s.closeBridge()
 	s.Invoke.Close()
+	s.shutdownTracing()
 	closeErr := s.Store.Close()
 	if errors.Is(serveErr, http.ErrServerClosed) {
 		serveErr = nil
@@ -563,6 +575,7 @@ func (s *Server) closeBridge() {
 func (s *Server) Close() error {
 	s.closeBridge()
 	s.Invoke.Close()
+	s.shutdownTracing()
 	return s.Store.Close()
 }
 

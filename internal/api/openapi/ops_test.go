@@ -182,6 +182,13 @@ func operations() []op {
 
 		{method: post, path: p("/tokens"), id: "createToken", tag: "Tokens", summary: "Issue a token (its secret is shown once)",
 			body: ref("CreateTokenRequest"), bodyRequired: true, ok: created(ref("CreatedToken"))},
+		{method: get, path: p("/admin/log-level"), id: "getLogLevel", tag: "Operations", summary: "The server's log level (platform operator)",
+			ok: ok(schema{"type": "object", "required": []string{"level"}, "additionalProperties": false,
+				"properties": schema{"level": schema{"type": "string", "enum": []string{"debug", "info", "warn", "error"}}}})},
+		{method: put, path: p("/admin/log-level"), id: "putLogLevel", tag: "Operations", summary: "Change the server's log level at run time (platform operator)",
+			body: schema{"type": "object", "properties": schema{"level": schema{"type": "string"}}}, bodyRequired: true, errs: []int{422},
+			ok: ok(schema{"type": "object", "required": []string{"level"}, "additionalProperties": false,
+				"properties": schema{"level": schema{"type": "string", "enum": []string{"debug", "info", "warn", "error"}}}})},
 		{method: get, path: p("/whoami"), id: "whoami", tag: "Tokens", summary: "Who the bearer token authenticates as", ok: ok(ref("Whoami"))},
 		{method: get, path: p("/tokens"), id: "listTokens", tag: "Tokens", summary: "List tokens",
 			params: listParams, ok: ok(listOf("Token"))},

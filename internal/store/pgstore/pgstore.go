@@ -329,6 +329,9 @@ func (s *Store) CatalogGeneration() uint64 { return s.catalogGen.Load() }
 // CommitStats reports group-commit batches and the writes they carried.
 func (s *Store) CommitStats() (batches, writes uint64) { return s.gc.Stats() }
 
+// CommitHistograms reports the group commit's batch sizes and latencies (lark_groupcommit_*).
+func (s *Store) CommitHistograms() (size, latency groupcommit.Histogram) { return s.gc.Histograms() }
+
 // Pool is the store's connection pool, for the few callers that need PostgreSQL itself (advisory
 // locks, LISTEN/NOTIFY, tests).
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }

@@ -237,6 +237,9 @@ func (s *Store) CatalogGeneration() uint64 { return s.catalogGen.Load() }
 // CommitStats reports group-commit batches and the writes they carried.
 func (s *Store) CommitStats() (batches, writes uint64) { return s.gc.Stats() }
 
+// CommitHistograms reports the group commit's batch sizes and latencies (lark_groupcommit_*).
+func (s *Store) CommitHistograms() (size, latency groupcommit.Histogram) { return s.gc.Histograms() }
+
 // Ping implements store.Store: the database answers and no migration is pending.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.rdb.PingContext(ctx); err != nil {

@@ -1,0 +1,298 @@
+package api_test
+
+import (
+	"compress/gzip"
+	"context"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/larkrun/lark/internal/server"
+	"github.com/larkrun/lark/internal/tracing"
+)
+
+// otlpReceiver is an in-process OTLP/HTTP collector: it decodes the protobuf export requests the
+// server sends to /v1/traces and keeps their spans.
+type otlpReceiver struct {
+	*httptest.Server
+	mu    sync.Mutex
+	spans []*tracepb.Span
+}
+
+func newOTLPReceiver(t *testing.T) *otlpReceiver {
+	rc := &otlpReceiver{}
+	rc.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/traces" || r.Header.Get("Content-Type") != "application/x-protobuf" {
+			http.Error(w, "want protobuf on /v1/traces", http.StatusBadRequest)
+			return
+		}
+		var body io.Reader = r.Body
+		if r.Header.Get("Content-Encoding") == "gzip" {
+			zr, err := gzip.NewReader(r.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			body = zr
+		}
+		raw, err := io.ReadAll(body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		var req collectortrace.ExportTraceServiceRequest
+		if err := proto.Unmarshal(raw, &req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		rc.mu.Lock()
+		for _, rs := range req.ResourceSpans {
+			for _, ss := range rs.ScopeSpans {
+				rc.spans = append(rc.spans, ss.Spans...)
+			}
+		}
+		rc.mu.Unlock()
+		out, err := proto.Marshal(&collectortrace.ExportTraceServiceResponse{})
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		w.Write(out)
+	}))
+	t.Cleanup(rc.Close)
+	return rc
+}
+
+// named returns the spans received so far whose name starts with prefix.
+func (rc *otlpReceiver) named(prefix string) []*tracepb.Span {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	var out []*tracepb.Span
+	for _, s := range rc.spans {
+		if strings.HasPrefix(s.Name, prefix) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// await flushes the server's spans until cond holds of the receiver, or fails after 10 s.
+func (rc *otlpReceiver) await(t *testing.T, tr *tracing.Tracing, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		require.True(t, time.Now().Before(deadline), "spans never arrived: %s", what)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		require.NoError(t, tr.ForceFlush(ctx))
+		cancel()
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func hexID(b []byte) string { return hex.EncodeToString(b) }
+
+func attr(s *tracepb.Span, key string) string {
+	for _, kv := range s.Attributes {
+		if kv.Key != key {
+			continue
+		}
+		if v, ok := kv.Value.Value.(*commonpb.AnyValue_IntValue); ok {
+			return strconv.FormatInt(v.IntValue, 10)
+		}
+		return kv.Value.GetStringValue()
+	}
+	return ""
+}
+
+// upstream is an HTTP service user code calls; it keeps the traceparent of each request.
+type upstream struct {
+	*httptest.Server
+	mu           sync.Mutex
+	traceparents []string
+}
+
+func newUpstream(t *testing.T) *upstream {
+	u := &upstream{}
+	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u.mu.Lock()
+		u.traceparents = append(u.traceparents, r.Header.Get("Traceparent"))
+		u.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"ok":true}`))
+	}))
+	t.Cleanup(u.Close)
+	return u
+}
+
+func (u *upstream) seen() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]string(nil), u.traceparents...)
+}
+
+// tracedEnv is a server exporting its spans over OTLP/HTTP to rc (the production exporter).
+func tracedEnv(t *testing.T, rc *otlpReceiver) (*env, *tracing.Tracing) {
+	t.Helper()
+	tr, err := tracing.New(context.Background(), tracing.Config{Endpoint: rc.URL, Getenv: func(string) string { return "" }})
+	require.NoError(t, err)
+	require.True(t, tr.Enabled())
+	e := newEnv(t, func(c *server.Config) {
+		c.UnsafeEgressAllowLoopback = true
+		c.Telemetry.Tracing = tr
+	})
+	return e, tr
+}
+
+// TestTraceOfASyncWorkflow: a sync workflow invoked with a W3C traceparent exports the span tree
+// request → attempt → steps → r_http calls in the caller's trace, to an OTLP/HTTP collector; the
+// upstream the steps call receives a traceparent of that trace naming the r_http span; the record's
+// trace_id is the caller's. Attributes carry ids, never params or URLs.
+func TestTraceOfASyncWorkflow(t *testing.T) {
+	rc := newOTLPReceiver(t)
+	up := newUpstream(t)
+	e, tr := tracedEnv(t, rc)
+	adm := invTenant(t, e, "acme")
+	src := `
+def call(ctx, input):
+    return r_await(r_http_get_v1("` + up.URL + `/thing?secret=shh", timeout_ms=5000)).response.status_code
+
+def main(ctx, input):
+    a = r_run_step_v1("first", call, 1)
+    b = r_run_step_v1("second", call, 2)
+    return {"a": a.ok, "b": b.ok}
+`
+	e.registerActive(t, adm, wfBody(t, "traced.v1~", src))
+	const traceID, callerSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	rec := invSync(t, e, adm, wfPrefix+"vendor.app.orders.traced.v1~", obj{"card": "4111-secret"},
+		map[string]string{"Traceparent": "00-" + traceID + "-" + callerSpan + "-01"})
+	require.Equal(t, "succeeded", rec["status"], "%v", rec)
+	require.Equal(t, traceID, rec["observability"].(obj)["trace_id"])
+
+	rc.await(t, tr, "request, attempt, 2 steps, 2 r_http", func() bool {
+		return len(rc.named("POST /api/serverless-runtime/v1/invocations")) == 1 && len(rc.named("invocation.attempt")) == 1 &&
+			len(rc.named("workflow.step")) == 2 && len(rc.named("r_http")) == 2
+	})
+	req := rc.named("POST /api/serverless-runtime/v1/invocations")[0]
+	require.Equal(t, traceID, hexID(req.TraceId))
+	require.Equal(t, callerSpan, hexID(req.ParentSpanId), "the request span continues the caller's")
+	require.Equal(t, tracepb.Span_SPAN_KIND_SERVER, req.Kind)
+	require.Equal(t, hexID(req.SpanId), rec["observability"].(obj)["span_id"], "the record names the request's span")
+
+	att := rc.named("invocation.attempt")[0]
+	require.Equal(t, traceID, hexID(att.TraceId))
+	require.Equal(t, hexID(req.SpanId), hexID(att.ParentSpanId), "attempt ⊂ request")
+	require.Equal(t, "acme", attr(att, "lark.tenant_id"))
+	require.Equal(t, invID(rec), attr(att, "lark.invocation_id"))
+	require.Equal(t, wfPrefix+"vendor.app.orders.traced.v1~", attr(att, "lark.entrypoint_id"))
+	require.Equal(t, "1", attr(att, "lark.attempt"))
+	require.Equal(t, "succeeded", attr(att, "lark.status"))
+
+	steps := map[string]*tracepb.Span{}
+	for _, s := range rc.named("workflow.step") {
+		require.Equal(t, hexID(att.SpanId), hexID(s.ParentSpanId), "step ⊂ attempt")
+		steps[hexID(s.SpanId)] = s
+	}
+	var names []string
+	httpSpans := map[string]bool{}
+	for _, h := range rc.named("r_http") {
+		require.Equal(t, "r_http GET", h.Name)
+		st, ok := steps[hexID(h.ParentSpanId)]
+		require.True(t, ok, "r_http ⊂ step")
+		names = append(names, attr(st, "lark.step"))
+		require.Equal(t, "127.0.0.1", attr(h, "server.address"))
+		require.Equal(t, "GET", attr(h, "http.request.method"))
+		require.Equal(t, tracepb.Span_SPAN_KIND_CLIENT, h.Kind)
+		httpSpans[hexID(h.SpanId)] = true
+	}
+	require.ElementsMatch(t, []string{"first", "second"}, names)
+
+	seen := up.seen()
+	require.Len(t, seen, 2)
+	for _, tp := range seen {
+		parts := strings.Split(tp, "-")
+		require.Len(t, parts, 4, tp)
+		require.Equal(t, traceID, parts[1], "the upstream continues the caller's trace")
+		require.True(t, httpSpans[parts[2]], "the upstream's parent is the r_http span %s", tp)
+	}
+
+	// No params, results, URLs with queries or payloads in any span.
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	for _, s := range rc.spans {
+		for _, kv := range s.Attributes {
+			v := kv.Value.String()
+			require.NotContains(t, v, "4111-secret", "span %s attribute %s", s.Name, kv.Key)
+			require.NotContains(t, v, "shh", "span %s attribute %s", s.Name, kv.Key)
+			require.NotContains(t, v, "/thing", "span %s attribute %s", s.Name, kv.Key)
+		}
+	}
+}
+
+// TestTraceOfAnAsyncInvocationAndItsChild: the trace context survives the queue: the attempt of an
+// async invocation, run by the dispatcher, is a child of the request that queued it (with the queue
+// wait as an attribute); an r_invoke_v1 child's attempt is a child of the call's span, and its
+// r_http call carries the same trace to the upstream.
+func TestTraceOfAnAsyncInvocationAndItsChild(t *testing.T) {
+	rc := newOTLPReceiver(t)
+	up := newUpstream(t)
+	e, tr := tracedEnv(t, rc)
+	adm := invTenant(t, e, "acme")
+	e.registerActive(t, adm, invFn(t, "billing.leaf.v1~", `
+def main(ctx, input):
+    r_await(r_http_get_v1(input.url, timeout_ms=5000))
+    return {}
+`))
+	e.registerActive(t, adm, invFn(t, "billing.parent.v1~", `
+def main(ctx, input):
+    r = r_await(r_invoke_v1("`+fnPrefix+`vendor.app.billing.leaf.v1~", {"url": input.url}, timeout_ms=5000))
+    return {"ok": r.ok}
+`))
+	invDispatcher(t, e)
+	rec := invAsync(t, e, adm, fnPrefix+"vendor.app.billing.parent.v1~", obj{"url": up.URL}, nil)
+	done := invWait(t, e, adm, invID(rec), "succeeded")
+	traceID := done["observability"].(obj)["trace_id"].(string)
+
+	rc.await(t, tr, "request, 2 attempts, r_invoke_v1, r_http", func() bool {
+		return len(rc.named("POST /api/serverless-runtime/v1/invocations")) == 1 && len(rc.named("invocation.attempt")) == 2 &&
+			len(rc.named("r_invoke_v1")) == 1 && len(rc.named("r_http")) == 1
+	})
+	req := rc.named("POST /api/serverless-runtime/v1/invocations")[0]
+	require.Equal(t, traceID, hexID(req.TraceId), "the record's trace is the request's")
+	var parent, child *tracepb.Span
+	for _, a := range rc.named("invocation.attempt") {
+		require.Equal(t, traceID, hexID(a.TraceId))
+		if attr(a, "lark.invocation_id") == invID(rec) {
+			parent = a
+		} else {
+			child = a
+		}
+	}
+	require.NotNil(t, parent)
+	require.NotNil(t, child)
+	require.Equal(t, hexID(req.SpanId), hexID(parent.ParentSpanId), "the queued attempt continues the request's trace")
+	require.NotEmpty(t, attr(parent, "lark.queue_wait_ms"), "the queue wait is on the attempt")
+	call := rc.named("r_invoke_v1")[0]
+	require.Equal(t, hexID(parent.SpanId), hexID(call.ParentSpanId), "r_invoke_v1 ⊂ parent attempt")
+	require.Equal(t, hexID(call.SpanId), hexID(child.ParentSpanId), "child attempt ⊂ r_invoke_v1")
+	require.Equal(t, attr(call, "lark.child_invocation_id"), attr(child, "lark.invocation_id"))
+	require.Equal(t, "succeeded", attr(child, "lark.status"))
+	require.Equal(t, "succeeded", attr(call, "lark.status"))
+	h := rc.named("r_http")[0]
+	require.Equal(t, hexID(child.SpanId), hexID(h.ParentSpanId), "r_http ⊂ child attempt")
+	seen := up.seen()
+	require.Len(t, seen, 1)
+	require.Equal(t, "00-"+traceID+"-"+hexID(h.SpanId)+"-01", seen[0])
+}

@@ -1,0 +1,196 @@
+package invoke
+
+import (
+	"context"
+	"log/slog"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/larkrun/lark/internal/invocation"
+	"github.com/larkrun/lark/internal/sandbox"
+	"github.com/larkrun/lark/internal/tracing"
+)
+
+// Span names (docs/observability.md, "Traces").
+const (
+	spanAttempt = "invocation.attempt"
+	spanStep    = "workflow.step"
+	spanHTTP    = "r_http"
+	spanChild   = "r_invoke_v1"
+)
+
+// recordIDs are the trace and span ids a new invocation record carries: those of ctx's span (the
+// API request's, or the r_invoke_v1 call's for a child) when it has one, else a new trace (or the
+// trace of a W3C traceparent) with a new span id.
+func recordIDs(ctx context.Context, traceparent string) (string, string) {
+	if t, sp := tracing.IDs(ctx); t != "" {
+		return t, sp
+	}
+	return traceIDs(traceparent)
+}
+
+// recordAttrs are the attributes every span of rec's work carries: ids only, never params,
+// results or payloads.
+func recordAttrs(rec invocation.Record) []attribute.KeyValue {
+	return []attribute.KeyValue{tracing.AttrTenant.String(rec.TenantID), tracing.AttrEntrypoint.String(rec.EntrypointID),
+		tracing.AttrInvocation.String(rec.ID), tracing.AttrAttempt.Int(rec.Attempt)}
+}
+
+// startAttempt starts the span of one attempt (a function attempt, a workflow activation) of rec.
+// Its parent is ctx's span (the sync request, the parent's r_invoke_v1 call) or, for work claimed
+// from the queue, the span context stored on the record: the trace survives the queue and restarts
+// as a new span in the same trace.
+func (s *Service) startAttempt(ctx context.Context, rec invocation.Record) (context.Context, trace.Span) {
+	ctx = tracing.Parent(ctx, rec.TraceID, rec.SpanID)
+	if !s.traced {
+		return ctx, trace.SpanFromContext(ctx)
+	}
+	attrs := recordAttrs(rec)
+	if rec.StartedAt != nil && rec.Mode == invocation.ModeAsync && rec.Attempt == 1 && rec.EngineAttempt == 1 {
+		attrs = append(attrs, tracing.AttrQueueWaitMS.Int64(max(rec.StartedAt.Sub(rec.CreatedAt), 0).Milliseconds()))
+	}
+	return s.tracer.Start(ctx, spanAttempt, trace.WithAttributes(attrs...))
+}
+
+// endSpan ends span with the outcome of what it covered (err: a sandbox error, or nil).
+func endSpan(span trace.Span, err *sandbox.Error) {
+	if !span.IsRecording() {
+		return
+	}
+	if err != nil {
+		span.SetStatus(codes.Error, err.TypeID)
+	}
+	span.End()
+}
+
+// endAttempt ends an attempt's span with the status the attempt left.
+func endAttempt(span trace.Span, status invocation.Status, err error) {
+	if !span.IsRecording() {
+		return
+	}
+	span.SetAttributes(tracing.AttrStatus.String(string(status)))
+	if err != nil || status == invocation.StatusFailed || status == invocation.StatusDeadLettered {
+		span.SetStatus(codes.Error, string(status))
+	}
+	span.End()
+}
+
+// stepSpan is the open span of a workflow step attempt (steps run one at a time on the
+// workflow's thread; the r_http_* calls a step makes are its children).
+type stepSpan struct {
+	name string
+	ctx  context.Context
+	span trace.Span
+}
+
+// startStep opens the span of a step attempt, a child of the activation's span.
+func (h *host) startStep(step string, attempt int) {
+	if !h.s.traced {
+		return
+	}
+	h.endStep(nil)
+	h.mu.Lock()
+	parent, rec := h.spanCtx, h.rec
+	h.mu.Unlock()
+	if parent == nil {
+		return
+	}
+	attrs := append(recordAttrs(rec), tracing.AttrStep.String(step), tracing.AttrStepAttempt.Int(attempt))
+	ctx, span := h.s.tracer.Start(parent, spanStep, trace.WithAttributes(attrs...))
+	h.mu.Lock()
+	h.step = &stepSpan{name: step, ctx: ctx, span: span}
+	h.mu.Unlock()
+}
+
+// setSpanContext sets the span context of the activation a live execution was handed over.
+func (h *host) setSpanContext(ctx context.Context) {
+	h.mu.Lock()
+	h.spanCtx = ctx
+	h.mu.Unlock()
+}
+
+// endStep closes the open step span, if any.
+func (h *host) endStep(err *sandbox.Error) {
+	h.mu.Lock()
+	st := h.step
+	h.step = nil
+	h.mu.Unlock()
+	if st != nil {
+		endSpan(st.span, err)
+	}
+}
+
+// stepRecorded closes the open step span when j records that step's outcome or retry.
+func (h *host) stepRecorded(j sandbox.JournalEntry) {
+	h.mu.Lock()
+	st := h.step
+	h.mu.Unlock()
+	if st == nil || j.Key != st.name {
+		return
+	}
+	switch j.Helper {
+	case "r_run_step_v1", "r_step_v1", sandbox.StepRetryHelper:
+	default:
+		return
+	}
+	var serr *sandbox.Error
+	if j.Helper == sandbox.StepRetryHelper {
+		serr = &sandbox.Error{TypeID: "step_retry"}
+	} else if r, ok := j.Result.(map[string]any); ok && r["ok"] == false {
+		serr = &sandbox.Error{TypeID: "step_failed"}
+	}
+	h.endStep(serr)
+}
+
+// spanParent is the context a helper call's span starts under: the open step's, else ctx.
+func (h *host) spanParent(ctx context.Context) context.Context {
+	h.mu.Lock()
+	st, parent := h.step, h.spanCtx
+	h.mu.Unlock()
+	if st != nil {
+		return trace.ContextWithSpan(ctx, st.span)
+	}
+	if parent != nil {
+		return trace.ContextWithSpan(ctx, trace.SpanFromContext(parent))
+	}
+	return ctx
+}
+
+// startCall starts the span of an r_http_* call or an r_invoke_v1 call made by this attempt; the
+// returned context keeps ctx's deadline and cancellation and carries the span (whose traceparent
+// the egress layer sends, and which a child invocation continues).
+func (h *host) startCall(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	if !h.s.traced {
+		return ctx, trace.SpanFromContext(ctx)
+	}
+	h.mu.Lock()
+	rec := h.rec
+	h.mu.Unlock()
+	return h.s.tracer.Start(h.spanParent(ctx), name, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(append(recordAttrs(rec), attrs...)...))
+}
+
+// logEnded writes the log line of an invocation that reached a terminal status: info, warn when
+// it was dead-lettered.
+func (s *Service) logEnded(rec invocation.Record) {
+	level, msg := slog.LevelInfo, "run finished"
+	if rec.Status == invocation.StatusDeadLettered {
+		level, msg = slog.LevelWarn, "run dead-lettered"
+	}
+	ctx := context.Background()
+	if !s.cfg.Logger.Enabled(ctx, level) {
+		return
+	}
+	attrs := []slog.Attr{slog.String("tenant_id", rec.TenantID), slog.String("entrypoint_id", rec.EntrypointID),
+		slog.String("invocation_id", rec.ID), slog.String("status", string(rec.Status)), slog.Int("attempt", rec.Attempt),
+		slog.String("correlation_id", rec.CorrelationID), slog.String("trace_id", rec.TraceID)}
+	if rec.StartedAt != nil {
+		attrs = append(attrs, slog.Int64("duration_ms", max(rec.UpdatedAt.Sub(*rec.StartedAt), 0).Milliseconds()))
+	}
+	if rec.Error != nil {
+		attrs = append(attrs, slog.String("error_type", rec.Error.TypeID))
+	}
+	s.cfg.Logger.LogAttrs(ctx, level, msg, attrs...)
+}
