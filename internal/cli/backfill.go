@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/larkrun/lark/internal/manifest"
 	"github.com/larkrun/lark/pkg/larkclient"
 )
 
@@ -269,7 +270,7 @@ func triggersCmd(g *globals) *cobra.Command {
 			if file == "" {
 				return usageErr("-f FILE is required")
 			}
-			_, obj, probs := parseObject(file)
+			obj, probs := manifest.ReadObject(file)
 			if len(probs) > 0 {
 				for _, p := range probs {
 					fmt.Fprintln(g.errOut, p)
@@ -277,7 +278,7 @@ func triggersCmd(g *globals) *cobra.Command {
 				return failed("%s cannot be read", file)
 			}
 			delete(obj, "kind")
-			body, err := encodeBody(obj)
+			body, err := manifest.Encode(obj)
 			if err != nil {
 				return err
 			}

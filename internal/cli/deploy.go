@@ -10,9 +10,9 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/larkrun/lark/internal/gts"
+	"github.com/larkrun/lark/internal/manifest"
 	"github.com/larkrun/lark/pkg/larkclient"
 )
 
@@ -37,19 +37,19 @@ file:line:column: message; the exit code is 1 when there is any.`,
 }
 
 // check loads and validates a folder; problems are printed and make it fail with ExitFailed.
-func (g *globals) check(ctx context.Context, cl *larkclient.Client, dir string) ([]*manifest, error) {
-	ms, probs, err := loadFolder(dir)
+func (g *globals) check(ctx context.Context, cl *larkclient.Client, dir string) ([]manifest.Resource, error) {
+	ms, probs, err := manifest.LoadTree(dir)
 	if err != nil {
-		return nil, err
+		return nil, usageErr("%v", err)
 	}
 	ids := map[string]bool{}
 	for _, m := range ms {
-		if m.kind == kindEntrypoint {
-			ids[m.key] = true
+		if m.Kind == manifest.KindEntrypoint {
+			ids[m.Key()] = true
 		}
 	}
 	for _, m := range ms {
-		if m.kind != kindEntrypoint {
+		if m.Kind != manifest.KindEntrypoint {
 			continue
 		}
 		ps, err := serverValidate(ctx, cl, m, ids)
@@ -59,7 +59,7 @@ func (g *globals) check(ctx context.Context, cl *larkclient.Client, dir string) 
 		probs = append(probs, ps...)
 	}
 	if len(probs) > 0 {
-		sortProblems(probs)
+		probs.Sort()
 		for _, p := range probs {
 			fmt.Fprintln(g.errOut, p)
 		}
@@ -71,8 +71,8 @@ func (g *globals) check(ctx context.Context, cl *larkclient.Client, dir string) 
 // serverValidate runs POST /entrypoints:validate on an entrypoint manifest and maps each error
 // to a file position: Starlark findings to the .star file (or the inline source), the others to
 // the manifest member they name.
-func serverValidate(ctx context.Context, cl *larkclient.Client, m *manifest, deployed map[string]bool) ([]problem, error) {
-	body, err := encodeBody(m.body)
+func serverValidate(ctx context.Context, cl *larkclient.Client, m manifest.Resource, deployed map[string]bool) (manifest.Problems, error) {
+	body, err := m.JSON()
 	if err != nil {
 		return nil, err
 	}
@@ -80,12 +80,16 @@ func serverValidate(ctx context.Context, cl *larkclient.Client, m *manifest, dep
 	if err != nil {
 		return nil, err
 	}
-	var out []problem
+	var out manifest.Problems
 	for _, f := range rep.Errors {
 		if f.Code == "COMPENSATION_HANDLER" && mentionsAny(f.Message, deployed) {
 			continue // the handler is part of this deploy: it is created before this entrypoint
 		}
-		out = append(out, m.findingProblem(f.Location.Path, f.Location.Line, f.Location.Column, f.Message, f.Code))
+		msg := f.Message
+		if f.Code != "" {
+			msg += " [" + f.Code + "]"
+		}
+		out = append(out, m.Finding(f.Location.Path, f.Location.Line, f.Location.Column, msg))
 	}
 	return out, nil
 }
@@ -97,43 +101,6 @@ func mentionsAny(msg string, ids map[string]bool) bool {
 		}
 	}
 	return false
-}
-
-// findingProblem places a server finding in the deploy folder.
-func (m *manifest) findingProblem(path string, line, col int, msg, code string) problem {
-	text := msg
-	if code != "" {
-		text += " [" + code + "]"
-	}
-	if path == "$.implementation.code.source" && line > 0 {
-		if m.starPath != "" {
-			return problem{file: m.starPath, line: line, col: col, msg: text}
-		}
-		if n := m.sourceNode; n != nil {
-			if n.Style&(yaml.LiteralStyle|yaml.FoldedStyle) != 0 {
-				// A block scalar: its text starts on the next line, indented.
-				return problem{file: m.path, line: n.Line + line, col: col + m.blockIndent(n.Line+line, line), msg: text}
-			}
-			return problem{file: m.path, line: n.Line, col: n.Column, msg: fmt.Sprintf("source line %d column %d: %s", line, col, text)}
-		}
-	}
-	n := nodeAt(m.root, path)
-	if path != "" && path != "$" && n == m.root {
-		text = path + ": " + text
-	}
-	return problem{file: m.path, line: n.Line, col: n.Column, msg: text}
-}
-
-// blockIndent is the indentation of a block scalar's source line srcLine, found at fileLine of
-// the manifest (0 when the lines cannot be matched).
-func (m *manifest) blockIndent(fileLine, srcLine int) int {
-	impl, _ := m.body["implementation"].(map[string]any)
-	code, _ := impl["code"].(map[string]any)
-	src := strings.Split(str(code["source"]), "\n")
-	if fileLine < 1 || fileLine > len(m.lines) || srcLine < 1 || srcLine > len(src) {
-		return 0
-	}
-	return max(len(m.lines[fileLine-1])-len(src[srcLine-1]), 0)
 }
 
 func deployCmd(g *globals) *cobra.Command {
@@ -177,10 +144,10 @@ Running deploy again with no change does nothing.`,
 					changes++
 				}
 				target := s.target
-				if s.m.kind == kindEntrypoint {
+				if s.m.Kind == manifest.KindEntrypoint {
 					target = shortID(target)
 				}
-				t.row(s.m.kind, s.name(), string(s.action), target)
+				t.row(s.m.Kind, s.name(), string(s.action), target)
 			}
 			if err := t.flush(); err != nil {
 				return err
@@ -195,7 +162,7 @@ Running deploy again with no change does nothing.`,
 			}
 			for _, s := range steps {
 				if err := s.apply(ctx, cl, g); err != nil {
-					return fmt.Errorf("%s (%s): %w", s.name(), s.m.path, err)
+					return fmt.Errorf("%s (%s): %w", s.name(), s.m.File, err)
 				}
 			}
 			fmt.Fprintf(g.out, "Deployed %d changes.\n", changes)
@@ -219,42 +186,42 @@ const (
 
 // step is one manifest's planned action.
 type step struct {
-	m      *manifest
+	m      manifest.Resource
 	action action
 	target string // the id acted on (a new version's id, an existing schedule's id, …)
 	body   map[string]any
 }
 
 func (s *step) name() string {
-	if s.m.kind == kindEntrypoint {
-		return shortID(s.m.key)
+	if s.m.Kind == manifest.KindEntrypoint {
+		return shortID(s.m.Key())
 	}
-	return s.m.key
+	return s.m.Key()
 }
 
 // plan compares a manifest with the server.
-func plan(ctx context.Context, cl *larkclient.Client, m *manifest) (*step, error) {
-	switch m.kind {
-	case kindEntrypoint:
+func plan(ctx context.Context, cl *larkclient.Client, m manifest.Resource) (*step, error) {
+	switch m.Kind {
+	case manifest.KindEntrypoint:
 		return planEntrypoint(ctx, cl, m)
-	case kindSchedule:
+	case manifest.KindSchedule:
 		return planKeyed(ctx, m, "schedule_id", func() (string, json.RawMessage, error) {
-			if id := str(m.body["schedule_id"]); id != "" {
+			if id := str(m.Body["schedule_id"]); id != "" {
 				s, err := cl.GetSchedule(ctx, id)
 				if err != nil {
 					return "", nil, err
 				}
 				return s.ScheduleID, s.JSON, nil
 			}
-			p, err := cl.ListSchedules(ctx, larkclient.ListOptions{Filter: "name eq " + quote(m.key), Limit: 2})
+			p, err := cl.ListSchedules(ctx, larkclient.ListOptions{Filter: "name eq " + quote(m.Key()), Limit: 2})
 			if err != nil || len(p.Items) == 0 {
 				return "", nil, err
 			}
 			return p.Items[0].ScheduleID, p.Items[0].JSON, nil
 		})
-	case kindTrigger:
+	case manifest.KindTrigger:
 		return planKeyed(ctx, m, "trigger_id", func() (string, json.RawMessage, error) {
-			t, err := cl.GetTrigger(ctx, m.key)
+			t, err := cl.GetTrigger(ctx, m.Key())
 			if err != nil {
 				return "", nil, err
 			}
@@ -262,14 +229,14 @@ func plan(ctx context.Context, cl *larkclient.Client, m *manifest) (*step, error
 		})
 	default:
 		return planKeyed(ctx, m, "webhook_trigger_id", func() (string, json.RawMessage, error) {
-			if id := str(m.body["webhook_trigger_id"]); id != "" {
+			if id := str(m.Body["webhook_trigger_id"]); id != "" {
 				w, err := cl.GetWebhook(ctx, id)
 				if err != nil {
 					return "", nil, err
 				}
 				return w.WebhookTriggerID, w.JSON, nil
 			}
-			p, err := cl.ListWebhooks(ctx, larkclient.ListOptions{Filter: "name eq " + quote(m.key), Limit: 2})
+			p, err := cl.ListWebhooks(ctx, larkclient.ListOptions{Filter: "name eq " + quote(m.Key()), Limit: 2})
 			if err != nil || len(p.Items) == 0 {
 				return "", nil, err
 			}
@@ -278,12 +245,18 @@ func plan(ctx context.Context, cl *larkclient.Client, m *manifest) (*step, error
 	}
 }
 
+// str is v when it is a string, else "".
+func str(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
 // quote writes an OData string literal.
 func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // planKeyed plans a schedule, trigger or webhook: create when find finds nothing, update when
 // the server's differs from the manifest, else unchanged.
-func planKeyed(ctx context.Context, m *manifest, idField string, find func() (string, json.RawMessage, error)) (*step, error) {
+func planKeyed(ctx context.Context, m manifest.Resource, idField string, find func() (string, json.RawMessage, error)) (*step, error) {
 	id, cur, err := find()
 	var p *larkclient.Problem
 	if errors.As(err, &p) && p.NotFound() {
@@ -292,9 +265,9 @@ func planKeyed(ctx context.Context, m *manifest, idField string, find func() (st
 	if err != nil {
 		return nil, err
 	}
-	s := &step{m: m, body: m.body}
+	s := &step{m: m, body: m.Body}
 	if cur == nil {
-		s.action, s.target = actCreate, orDash(str(m.body[idField]))
+		s.action, s.target = actCreate, orDash(str(m.Body[idField]))
 		return s, nil
 	}
 	s.target = id
@@ -303,7 +276,7 @@ func planKeyed(ctx context.Context, m *manifest, idField string, find func() (st
 		return nil, err
 	}
 	// A webhook secret is never read back: it cannot be compared.
-	if subset(m.body, server, map[string]bool{idField: true, "secret": true}) {
+	if subset(m.Body, server, map[string]bool{idField: true, "secret": true}) {
 		s.action = actUnchanged
 	} else {
 		s.action = actReplace
@@ -312,10 +285,10 @@ func planKeyed(ctx context.Context, m *manifest, idField string, find func() (st
 }
 
 // planEntrypoint compares an entrypoint manifest with the versions of its major on the server.
-func planEntrypoint(ctx context.Context, cl *larkclient.Client, m *manifest) (*step, error) {
-	id, err := gts.Parse(m.key)
+func planEntrypoint(ctx context.Context, cl *larkclient.Client, m manifest.Resource) (*step, error) {
+	id, err := gts.Parse(m.Key())
 	if err != nil {
-		return nil, usageErr("%s: entrypoint_id: %v", m.path, err)
+		return nil, usageErr("%s: entrypoint_id: %v", m.File, err)
 	}
 	last := id.Last()
 	pattern := fmt.Sprintf("%s.v%d.*", id.Family(), last.Major)
@@ -341,13 +314,13 @@ func planEntrypoint(ctx context.Context, cl *larkclient.Client, m *manifest) (*s
 		vs = append(vs, version{id: e.EntrypointID, minor: vid.Last().Minor, status: e.Status, def: def})
 	}
 	sort.Slice(vs, func(i, j int) bool { return vs[i].minor < vs[j].minor })
-	s := &step{m: m, body: m.body, target: m.key}
+	s := &step{m: m, body: m.Body, target: m.Key()}
 	if len(vs) == 0 {
 		s.action = actCreate
 		return s, nil
 	}
 	ignore := map[string]bool{"entrypoint_id": true, "version": true}
-	same := func(v version) bool { return subset(m.body, v.def, ignore) }
+	same := func(v version) bool { return subset(m.Body, v.def, ignore) }
 	var active *version
 	for i := range vs {
 		if vs[i].status == "active" {
@@ -370,7 +343,7 @@ func planEntrypoint(ctx context.Context, cl *larkclient.Client, m *manifest) (*s
 				continue
 			}
 			if v.status != "draft" {
-				return nil, failed("%s: %s is %s and differs from the manifest: raise the minor version in entrypoint_id", m.path, v.id, v.status)
+				return nil, failed("%s: %s is %s and differs from the manifest: raise the minor version in entrypoint_id", m.File, v.id, v.status)
 			}
 			s.action, s.target = actUpdate, v.id
 			return s, nil
@@ -396,17 +369,17 @@ func (s *step) apply(ctx context.Context, cl *larkclient.Client, g *globals) err
 		return nil
 	}
 	body := s.body
-	if s.m.kind == kindEntrypoint && s.target != s.m.key {
+	if s.m.Kind == manifest.KindEntrypoint && s.target != s.m.Key() {
 		body = copyMap(body)
 		body["entrypoint_id"] = s.target
 		delete(body, "version") // it names the manifest's minor; the server sets MAJOR.MINOR.0
 	}
-	raw, err := encodeBody(body)
+	raw, err := manifest.Encode(body)
 	if err != nil {
 		return err
 	}
-	switch s.m.kind {
-	case kindEntrypoint:
+	switch s.m.Kind {
+	case manifest.KindEntrypoint:
 		switch s.action {
 		case actCreate, actNewVersion:
 			if _, err := cl.RegisterEntrypoint(ctx, raw); err != nil {
@@ -421,7 +394,7 @@ func (s *step) apply(ctx context.Context, cl *larkclient.Client, g *globals) err
 			return err
 		}
 		fmt.Fprintf(g.out, "activated %s\n", s.target)
-	case kindSchedule:
+	case manifest.KindSchedule:
 		if s.action == actCreate {
 			sc, err := cl.CreateSchedule(ctx, raw)
 			if err != nil {
@@ -434,19 +407,19 @@ func (s *step) apply(ctx context.Context, cl *larkclient.Client, g *globals) err
 			}
 			fmt.Fprintf(g.out, "updated schedule %s\n", s.target)
 		}
-	case kindTrigger:
+	case manifest.KindTrigger:
 		if s.action == actCreate {
 			if _, err := cl.CreateTrigger(ctx, raw); err != nil {
 				return err
 			}
-			fmt.Fprintf(g.out, "created trigger %s\n", s.m.key)
+			fmt.Fprintf(g.out, "created trigger %s\n", s.m.Key())
 		} else {
 			if _, err := cl.ReplaceTrigger(ctx, s.target, raw); err != nil {
 				return err
 			}
 			fmt.Fprintf(g.out, "updated trigger %s\n", s.target)
 		}
-	case kindWebhook:
+	case manifest.KindWebhook:
 		var w *larkclient.Webhook
 		if s.action == actCreate {
 			w, err = cl.CreateWebhook(ctx, raw)

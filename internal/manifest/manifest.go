@@ -1,10 +1,11 @@
 // Package manifest reads a deploy folder: one resource per manifest file (YAML or JSON), the
-// Starlark source of entrypoints beside them. `lark test` loads the entrypoints (and the schedules,
-// triggers and webhook triggers) of the folder its tests sit in with it.
+// Starlark source of entrypoints beside them. `lark deploy` and `lark validate` read a whole folder
+// tree with LoadTree; `lark test` reads the folder its tests sit in with Load.
 //
-// The format (docs/testing.md, "The deploy folder"):
-//   - every *.yaml, *.yml and *.json file of the folder (not its subfolders; hidden files skipped) is
-//     one manifest holding ONE object;
+// The format (docs/cli.md "folder format", docs/testing.md "The deploy folder"):
+//   - every *.yaml, *.yml and *.json file (hidden files and folders skipped) is one manifest
+//     holding ONE object; YAML that JSON cannot express (timestamps, merge keys, repeated keys,
+//     infinities) is refused, and numbers are kept as written;
 //   - no "kind" member, or "kind: entrypoint": the registration body of POST /entrypoints, whose
 //     Starlark source may be left out: it is then read from implementation.code.file (relative to
 //     the manifest) or, with neither, from the .star file of the manifest's base name;
@@ -13,18 +14,18 @@
 //     /triggers and /webhook-triggers, plus kind;
 //   - *_test.star files are tests, never deployed.
 //
-// Errors name the file, line and column.
+// Every problem is reported, each with its file, line and column; a server's findings on a body
+// are placed back in the manifest or the .star file with Resource.Finding.
 package manifest
 
 import (
-	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -34,8 +35,10 @@ import (
 const (
 	MaxManifestBytes = 1 << 20
 	MaxSourceBytes   = 1 << 20
-	// MaxFiles bounds the manifests of one folder.
+	// MaxFiles bounds the manifests of one folder (of one tree, for LoadTree).
 	MaxFiles = 1000
+	// MaxFolderDepth bounds the nesting of folders LoadTree reads; deeper ones are skipped.
+	MaxFolderDepth = 16
 )
 
 // Starlark defaults of an entrypoint's implementation.
@@ -61,50 +64,9 @@ type Resource struct {
 	// read from ("" when the source was inline).
 	File, SourceFile string
 	Body             map[string]any
-	root             *yaml.Node
-}
-
-// Position is where in the manifest the member at a JSON path ("$.traits.limits.cpu",
-// "$.tags[1]") was written: the line and column of its key (of the element, in an array), or of
-// the closest enclosing member when the path goes further than the manifest (a member it left
-// out). ok is false for a resource that was not read from a manifest.
-func (r Resource) Position(path string) (line, col int, ok bool) {
-	n := r.root
-	if n == nil {
-		return 0, 0, false
-	}
-	at := n
-	for _, step := range splitPath(path) {
-		var where *yaml.Node
-		switch n.Kind {
-		case yaml.MappingNode:
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				if n.Content[i].Value == step {
-					where, n = n.Content[i], n.Content[i+1]
-				}
-			}
-		case yaml.SequenceNode:
-			if i, err := strconv.Atoi(step); err == nil && i >= 0 && i < len(n.Content) {
-				where, n = n.Content[i], n.Content[i]
-			}
-		}
-		if where == nil {
-			break
-		}
-		at = where
-	}
-	return at.Line, at.Column, true
-}
-
-// splitPath splits "$.a.b[2].c" into a, b, 2, c.
-func splitPath(path string) []string {
-	path = strings.TrimPrefix(strings.TrimPrefix(path, "$"), ".")
-	path = strings.ReplaceAll(path, "[", ".")
-	path = strings.ReplaceAll(path, "]", "")
-	if path == "" {
-		return nil
-	}
-	return strings.Split(path, ".")
+	root             *yaml.Node // the manifest's mapping, for positions
+	source           *yaml.Node // an inline implementation.code.source
+	lines            []string   // the manifest's lines (for inline sources' columns)
 }
 
 // ID is the resource's id member: entrypoint_id, schedule_id, trigger_id or webhook_trigger_id
@@ -112,35 +74,29 @@ func splitPath(path string) []string {
 func (r Resource) ID() string {
 	key := map[string]string{KindEntrypoint: "entrypoint_id", KindSchedule: "schedule_id", KindTrigger: "trigger_id",
 		KindWebhook: "webhook_trigger_id"}[r.Kind]
-	s, _ := r.Body[key].(string)
-	return s
+	return str(r.Body[key])
+}
+
+// Key identifies the resource across deploys: its ID, or for a schedule or a webhook trigger
+// without one, its name ("" when neither is given).
+func (r Resource) Key() string {
+	if k := r.ID(); k != "" {
+		return k
+	}
+	if r.Kind == KindSchedule || r.Kind == KindWebhook {
+		return str(r.Body["name"])
+	}
+	return ""
+}
+
+// JSON renders the body as sent to the API.
+func (r Resource) JSON() (json.RawMessage, error) {
+	return Encode(r.Body)
 }
 
 // Set is what a folder holds, each list in file-name order.
 type Set struct {
 	Entrypoints, Schedules, Triggers, Webhooks []Resource
-}
-
-// Error is a problem in a manifest, at a position (Line 0: the whole file).
-type Error struct {
-	File         string
-	Line, Column int
-	Msg          string
-}
-
-func (e *Error) Error() string {
-	if e.Line == 0 {
-		return e.File + ": " + e.Msg
-	}
-	return fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Column, e.Msg)
-}
-
-func errAt(file string, n *yaml.Node, format string, args ...any) *Error {
-	e := &Error{File: file, Msg: fmt.Sprintf(format, args...)}
-	if n != nil {
-		e.Line, e.Column = n.Line, n.Column
-	}
-	return e
 }
 
 // IsManifest reports whether name is a manifest file name (not hidden, .yaml/.yml/.json).
@@ -155,30 +111,26 @@ func IsManifest(name string) bool {
 	return false
 }
 
-// Load reads every manifest of dir. All problems are reported, joined, not just the first.
+// Load reads every manifest of dir (not of its subfolders). The error, when there are problems,
+// is Problems: every one of them, sorted; the Set then holds the manifests that were read well.
 func Load(dir string) (Set, error) {
 	var set Set
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return set, err
 	}
-	var names []string
+	var files []string
 	for _, e := range ents {
 		if e.Type().IsRegular() && IsManifest(e.Name()) {
-			names = append(names, e.Name())
+			files = append(files, filepath.Join(dir, e.Name()))
 		}
 	}
-	if len(names) > MaxFiles {
-		return set, fmt.Errorf("%s: %d manifests, more than %d", dir, len(names), MaxFiles)
+	if len(files) > MaxFiles {
+		return set, fmt.Errorf("%s: %d manifests, more than %d", dir, len(files), MaxFiles)
 	}
-	sort.Strings(names)
-	var errs []error
-	for _, name := range names {
-		r, err := LoadFile(filepath.Join(dir, name))
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
+	sort.Strings(files)
+	rs, probs := readAll(files, false)
+	for _, r := range rs {
 		switch r.Kind {
 		case KindEntrypoint:
 			set.Entrypoints = append(set.Entrypoints, r)
@@ -190,168 +142,259 @@ func Load(dir string) (Set, error) {
 			set.Webhooks = append(set.Webhooks, r)
 		}
 	}
-	return set, errors.Join(errs...)
+	probs.Sort()
+	return set, probs.Err()
 }
 
-// LoadFile reads one manifest.
+// LoadTree reads every manifest under dir, subfolders included (hidden ones skipped, at most
+// MaxFolderDepth deep), for a deploy: each resource must carry what identifies it on later
+// deploys (Key). The resources that were read well come in deploy order: the entrypoints that
+// the folder's workflows name as compensation handlers first (a workflow's handler must exist
+// when it is registered), the other entrypoints, then schedules, triggers and webhook triggers;
+// files in name order. problems holds every problem found (unsorted); err is for a folder that
+// cannot be read at all.
+func LoadTree(dir string) (rs []Resource, problems Problems, err error) {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !st.IsDir() {
+		return nil, nil, fmt.Errorf("%s is not a folder", dir)
+	}
+	var files []string
+	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if path != dir && strings.HasPrefix(name, ".") {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() {
+			if rel, err := filepath.Rel(dir, path); err == nil && strings.Count(rel, string(filepath.Separator)) >= MaxFolderDepth {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if IsManifest(name) {
+			files = append(files, path)
+		}
+		if len(files) > MaxFiles {
+			return fmt.Errorf("more than %d manifests under %s", MaxFiles, dir)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	sort.Strings(files)
+	rs, problems = readAll(files, true)
+	handlers := map[string]bool{}
+	for _, r := range rs {
+		for _, h := range compensationHandlers(r.Body) {
+			handlers[h] = true
+		}
+	}
+	rank := func(r Resource) int {
+		n := map[string]int{KindEntrypoint: 1, KindSchedule: 2, KindTrigger: 3, KindWebhook: 4}[r.Kind]
+		if r.Kind == KindEntrypoint && handlers[r.Key()] {
+			n = 0
+		}
+		return n
+	}
+	sort.SliceStable(rs, func(i, j int) bool { return rank(rs[i]) < rank(rs[j]) })
+	return rs, problems, nil
+}
+
+// LoadFile reads one manifest; the error, when there are problems, is Problems.
 func LoadFile(path string) (Resource, error) {
-	b, err := readBounded(path, MaxManifestBytes)
-	if err != nil {
-		return Resource{}, err
+	r, probs := read(path, false)
+	if r == nil {
+		return Resource{}, probs.Err()
 	}
-	root, err := parse(path, b)
-	if err != nil {
-		return Resource{}, err
+	return *r, probs.Err()
+}
+
+// readAll reads files in order; a resource may be declared once (by kind and key).
+func readAll(files []string, deploy bool) ([]Resource, Problems) {
+	var rs []Resource
+	var probs Problems
+	for _, f := range files {
+		r, ps := read(f, deploy)
+		probs = append(probs, ps...)
+		if r != nil && len(ps) == 0 {
+			rs = append(rs, *r)
+		}
 	}
-	v, err := toValue(path, root)
-	if err != nil {
-		return Resource{}, err
+	seen := map[string]string{}
+	out := rs[:0]
+	for _, r := range rs {
+		k := r.Kind + "\x00" + r.Key()
+		if r.Key() == "" {
+			out = append(out, r)
+			continue
+		}
+		if prev, ok := seen[k]; ok {
+			probs = append(probs, Problem{File: r.File, Line: r.root.Line, Column: r.root.Column,
+				Msg: fmt.Sprintf("%s %s is also declared in %s", r.Kind, r.Key(), prev)})
+			continue
+		}
+		seen[k] = r.File
+		out = append(out, r)
 	}
-	body, ok := v.(map[string]any)
-	if !ok {
-		return Resource{}, errAt(path, root, "a manifest is one object (a mapping)")
+	return out, probs
+}
+
+// read parses one manifest file; for a deploy, a resource without its Key is a problem.
+func read(path string, deploy bool) (*Resource, Problems) {
+	root, body, text, probs := readObject(path)
+	if len(probs) > 0 {
+		return nil, probs
 	}
-	r := Resource{Kind: KindEntrypoint, File: path, Body: body, root: root}
-	if k, present := body["kind"]; present {
-		s, _ := k.(string)
-		switch s {
+	r := &Resource{Kind: KindEntrypoint, File: path, Body: body, root: root, lines: strings.Split(string(text), "\n")}
+	if k, ok := body["kind"]; ok {
+		switch s, _ := k.(string); s {
 		case KindEntrypoint, KindSchedule, KindTrigger, KindWebhook:
 			r.Kind = s
 		default:
-			return r, errAt(path, lookup(root, "kind"), "kind must be entrypoint, schedule, trigger or webhook, got %v", k)
+			return nil, Problems{r.at("$.kind", "kind must be entrypoint, schedule, trigger or webhook, got %s", brief(k))}
 		}
 		delete(body, "kind")
 	}
-	if r.Kind == KindEntrypoint {
-		if err := fillSource(&r, root); err != nil {
-			return r, err
+	if deploy && r.Key() == "" {
+		switch r.Kind {
+		case KindEntrypoint:
+			probs = append(probs, r.at("$", "an entrypoint manifest needs entrypoint_id (a GTS id), or a kind: schedule, trigger or webhook"))
+		case KindTrigger:
+			probs = append(probs, r.at("$", "a trigger manifest needs trigger_id (it identifies the trigger on later deploys)"))
+		default:
+			probs = append(probs, r.at("$", "a %s manifest needs a name (or its id) to identify it on later deploys", r.Kind))
 		}
 	}
-	return r, nil
+	if r.Kind == KindEntrypoint {
+		probs = append(probs, r.prepareEntrypoint()...)
+	}
+	return r, probs
 }
 
-// fillSource applies the implementation defaults and puts the Starlark source in.
-func fillSource(r *Resource, root *yaml.Node) error {
-	impl, err := object(r, root, r.Body, "implementation")
+// at is a problem at the value a JSON path names (or its closest written ancestor).
+func (r *Resource) at(path, format string, args ...any) Problem {
+	n := nodeAt(r.root, path)
+	return Problem{File: r.File, Line: n.Line, Column: n.Column, Msg: fmt.Sprintf(format, args...)}
+}
+
+// brief renders a value for a message, at most 40 characters of its JSON.
+func brief(v any) string {
+	b, err := json.Marshal(v)
 	if err != nil {
-		return err
+		return fmt.Sprintf("%v", v)
 	}
-	code, err := object(r, root, impl, "implementation", "code")
-	if err != nil {
-		return err
+	if s := string(b); len(s) > 40 {
+		return s[:37] + "..."
 	}
-	setDefault(impl, "adapter", StarlarkAdapter)
-	setDefault(impl, "kind", StarlarkKind)
-	setDefault(code, "language", StarlarkLanguage)
+	return string(b)
+}
+
+// object returns parent[key] as an object, creating it when absent (or null).
+func (r *Resource) object(parent map[string]any, key, path string) (map[string]any, *Problem) {
+	v, ok := parent[key]
+	if !ok || v == nil {
+		m := map[string]any{}
+		parent[key] = m
+		return m, nil
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		p := r.at("$."+path, "%s must be an object", path)
+		return nil, &p
+	}
+	return m, nil
+}
+
+// prepareEntrypoint fills the Starlark defaults and puts the source in from its .star file.
+// Another adapter's implementation is sent as written, but for its code.file, read in too.
+func (r *Resource) prepareEntrypoint() Problems {
+	impl, p := r.object(r.Body, "implementation", "implementation")
+	if p != nil {
+		return Problems{*p}
+	}
+	if _, ok := impl["adapter"]; !ok {
+		impl["adapter"] = StarlarkAdapter
+	}
+	starlark := impl["adapter"] == StarlarkAdapter
+	if !starlark {
+		if _, ok := impl["code"]; !ok {
+			return nil
+		}
+	}
+	if _, ok := impl["kind"]; !ok && starlark {
+		impl["kind"] = StarlarkKind
+	}
+	code, p := r.object(impl, "code", "implementation.code")
+	if p != nil {
+		return Problems{*p}
+	}
+	if _, ok := code["language"]; !ok && starlark {
+		code["language"] = StarlarkLanguage
+	}
 	src, hasSource := code["source"]
 	file, hasFile := code["file"]
+	delete(code, "file")
 	switch {
 	case hasSource && hasFile:
-		return errAt(r.File, lookup(root, "implementation", "code", "file"), "give implementation.code.source or implementation.code.file, not both")
+		return Problems{r.at("$.implementation.code.file", "give implementation.code.source or implementation.code.file, not both")}
 	case hasSource:
 		if _, ok := src.(string); !ok {
-			return errAt(r.File, lookup(root, "implementation", "code", "source"), "implementation.code.source must be a string")
+			return Problems{r.at("$.implementation.code.source", "implementation.code.source must be a string")}
 		}
+		r.source = nodeAt(r.root, "$.implementation.code.source")
 		return nil
 	case hasFile:
 		name, ok := file.(string)
 		if !ok || name == "" {
-			return errAt(r.File, lookup(root, "implementation", "code", "file"), "implementation.code.file must be a file name")
+			return Problems{r.at("$.implementation.code.file", "implementation.code.file must be a path relative to the manifest")}
 		}
-		if filepath.IsAbs(name) {
-			return errAt(r.File, lookup(root, "implementation", "code", "file"), "implementation.code.file must be relative to the manifest")
+		if filepath.IsAbs(name) || strings.HasPrefix(name, "/") {
+			return Problems{r.at("$.implementation.code.file", "implementation.code.file must be relative to the manifest")}
 		}
 		r.SourceFile = filepath.Join(filepath.Dir(r.File), filepath.FromSlash(name))
-		delete(code, "file")
+	case !starlark:
+		return nil
 	default:
-		base := strings.TrimSuffix(filepath.Base(r.File), filepath.Ext(r.File))
-		r.SourceFile = filepath.Join(filepath.Dir(r.File), base+".star")
+		r.SourceFile = strings.TrimSuffix(r.File, filepath.Ext(r.File)) + ".star"
+	}
+	where := "$.implementation.code.file"
+	if !hasFile {
+		where = "$"
 	}
 	b, err := readBounded(r.SourceFile, MaxSourceBytes)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Problems{r.at(where, "no Starlark source: %s does not exist (give implementation.code.source or implementation.code.file)", r.SourceFile)}
+	}
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return &Error{File: r.File, Msg: fmt.Sprintf("no Starlark source: %s does not exist (give implementation.code.source or implementation.code.file)", r.SourceFile)}
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
 		}
-		return err
+		return Problems{r.at(where, "the Starlark source %s: %v", r.SourceFile, err)}
 	}
 	code["source"] = string(b)
 	return nil
 }
 
-// object returns body[key] as an object, creating it when absent.
-func object(r *Resource, root *yaml.Node, body map[string]any, path ...string) (map[string]any, error) {
-	key := path[len(path)-1]
-	v, ok := body[key]
-	if !ok || v == nil {
-		m := map[string]any{}
-		body[key] = m
-		return m, nil
-	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		return nil, errAt(r.File, lookup(root, path...), "%s must be an object", strings.Join(path, "."))
-	}
-	return m, nil
-}
-
-func setDefault(m map[string]any, key, v string) {
-	if _, ok := m[key]; !ok {
-		m[key] = v
-	}
-}
-
-// readBounded reads a file of at most limit bytes.
-func readBounded(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > limit {
-		return nil, &Error{File: path, Msg: fmt.Sprintf("larger than %d bytes", limit)}
-	}
-	return b, nil
-}
-
-// parse decodes exactly one YAML (or JSON) document.
-func parse(path string, b []byte) (*yaml.Node, error) {
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	var doc yaml.Node
-	if err := dec.Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, &Error{File: path, Msg: "empty manifest"}
+// compensationHandlers returns the ids of traits.workflow.compensation.on_failure and on_cancel.
+func compensationHandlers(body map[string]any) []string {
+	var out []string
+	traits, _ := body["traits"].(map[string]any)
+	wf, _ := traits["workflow"].(map[string]any)
+	comp, _ := wf["compensation"].(map[string]any)
+	for _, k := range []string{"on_failure", "on_cancel"} {
+		if s := str(comp[k]); s != "" {
+			out = append(out, s)
 		}
-		return nil, &Error{File: path, Msg: strings.TrimPrefix(err.Error(), "yaml: ")}
 	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); err == nil {
-		return nil, errAt(path, &extra, "a manifest holds one document; this is a second one")
-	} else if !errors.Is(err, io.EOF) {
-		return nil, &Error{File: path, Msg: strings.TrimPrefix(err.Error(), "yaml: ")}
-	}
-	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 {
-		return nil, &Error{File: path, Msg: "empty manifest"}
-	}
-	return doc.Content[0], nil
-}
-
-// lookup finds the value node at path (nil when absent).
-func lookup(n *yaml.Node, path ...string) *yaml.Node {
-	for _, key := range path {
-		if n == nil || n.Kind != yaml.MappingNode {
-			return nil
-		}
-		var next *yaml.Node
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			if n.Content[i].Value == key {
-				next = n.Content[i+1]
-			}
-		}
-		n = next
-	}
-	return n
+	return out
 }

@@ -86,7 +86,7 @@ func TestLoadErrorsHavePositions(t *testing.T) {
 		"two documents": {"a: 1\n---\nb: 2\n", "a manifest holds one document"},
 		"not an object": {"- 1\n- 2\n", "m.yaml:1:1: a manifest is one object"},
 		"empty":         {"", "m.yaml: empty manifest"},
-		"syntax":        {"a: [1, 2\n", "m.yaml: "},
+		"syntax":        {"a: [1, 2\n", "m.yaml:1:1: did not find expected"},
 		"no source":     {"entrypoint_id: x\n", "m.star does not exist"},
 		"both":          {"implementation:\n  code:\n    source: x\n    file: y.star\n", "m.yaml:4:11: give implementation.code.source or implementation.code.file, not both"},
 		"absolute file": {"implementation:\n  code:\n    file: /etc/passwd\n", "m.yaml:3:11: implementation.code.file must be relative"},

@@ -2,9 +2,9 @@ package manifest
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"strconv"
-	"strings"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -15,89 +15,114 @@ const (
 	maxNodes = 100_000
 )
 
-// toValue converts a YAML node into JSON-shaped Go values: map[string]any, []any, string,
-// json.Number, bool and nil. Keys must be strings and unique; YAML-only values (timestamps,
-// binary, non-finite floats) are refused, so that what is read is what JSON would say.
-func toValue(file string, n *yaml.Node) (any, error) {
-	count := 0
-	return convert(file, n, 0, &count)
+// converter turns a YAML node into JSON-shaped Go values: map[string]any, []any, string,
+// json.Number (kept as written when it is a valid JSON number), bool and nil. Keys must be plain
+// and unique; YAML that JSON cannot express (timestamps, binary, non-finite numbers, merge keys)
+// is refused. Every problem of the tree is collected.
+type converter struct {
+	file  string
+	count int
+	probs Problems
 }
 
-func convert(file string, n *yaml.Node, depth int, count *int) (any, error) {
-	*count++
-	if *count > maxNodes {
-		return nil, errAt(file, n, "more than %d values", maxNodes)
+// toJSON converts root; the problems say where it failed.
+func toJSON(file string, root *yaml.Node) (any, Problems) {
+	c := &converter{file: file}
+	v, stop := c.convert(root, 0)
+	if stop || len(c.probs) > 0 {
+		return nil, c.probs
+	}
+	return v, nil
+}
+
+func (c *converter) bad(n *yaml.Node, format string, args ...any) {
+	c.probs = append(c.probs, Problem{File: c.file, Line: n.Line, Column: n.Column, Msg: fmt.Sprintf(format, args...)})
+}
+
+// convert returns the value of n; stop is true when a bound was crossed (nothing more is read).
+func (c *converter) convert(n *yaml.Node, depth int) (any, bool) {
+	c.count++
+	if c.count > maxNodes {
+		c.bad(n, "more than %d values", maxNodes)
+		return nil, true
 	}
 	if depth > maxDepth {
-		return nil, errAt(file, n, "nested more than %d levels deep", maxDepth)
+		c.bad(n, "nested more than %d levels deep", maxDepth)
+		return nil, true
 	}
 	switch n.Kind {
 	case yaml.AliasNode:
-		return convert(file, n.Alias, depth+1, count)
+		return c.convert(n.Alias, depth+1)
 	case yaml.MappingNode:
-		m := make(map[string]any, len(n.Content)/2)
+		out := make(map[string]any, len(n.Content)/2)
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
-			if k.Kind == yaml.ScalarNode && k.ShortTag() == "!!merge" {
-				return nil, errAt(file, k, "merge keys (<<) are not supported")
+			if k.Kind != yaml.ScalarNode || k.Tag == "!!merge" {
+				c.bad(k, "keys must be plain strings (no merge keys)")
+				continue
 			}
-			if k.Kind != yaml.ScalarNode || k.ShortTag() != "!!str" {
-				return nil, errAt(file, k, "keys must be strings")
+			if _, dup := out[k.Value]; dup {
+				c.bad(k, "key %q given twice", k.Value)
+				continue
 			}
-			if _, dup := m[k.Value]; dup {
-				return nil, errAt(file, k, "key %q given twice", k.Value)
+			val, stop := c.convert(v, depth+1)
+			if stop {
+				return nil, true
 			}
-			val, err := convert(file, v, depth+1, count)
-			if err != nil {
-				return nil, err
-			}
-			m[k.Value] = val
+			out[k.Value] = val
 		}
-		return m, nil
+		return out, false
 	case yaml.SequenceNode:
 		out := make([]any, 0, len(n.Content))
-		for _, c := range n.Content {
-			val, err := convert(file, c, depth+1, count)
-			if err != nil {
-				return nil, err
+		for _, e := range n.Content {
+			val, stop := c.convert(e, depth+1)
+			if stop {
+				return nil, true
 			}
 			out = append(out, val)
 		}
-		return out, nil
+		return out, false
 	case yaml.ScalarNode:
-		return scalar(file, n)
+		return c.scalar(n), false
 	}
-	return nil, errAt(file, n, "unsupported YAML node")
+	c.bad(n, "unsupported YAML node")
+	return nil, false
 }
 
-func scalar(file string, n *yaml.Node) (any, error) {
+func (c *converter) scalar(n *yaml.Node) any {
 	switch n.ShortTag() {
-	case "!!str":
-		return n.Value, nil
 	case "!!null":
-		return nil, nil
+		return nil
+	case "!!str":
+		return n.Value
 	case "!!bool":
 		var b bool
 		if err := n.Decode(&b); err != nil {
-			return nil, errAt(file, n, "invalid boolean %q", n.Value)
+			c.bad(n, "invalid boolean %q", n.Value)
+			return nil
 		}
-		return b, nil
+		return b
 	case "!!int":
+		if json.Valid([]byte(n.Value)) {
+			return json.Number(n.Value)
+		}
 		var i int64
 		if err := n.Decode(&i); err != nil {
-			return nil, errAt(file, n, "invalid integer %q", n.Value)
+			c.bad(n, "invalid integer %q", n.Value)
+			return nil
 		}
-		return json.Number(strconv.FormatInt(i, 10)), nil
+		return json.Number(strconv.FormatInt(i, 10))
 	case "!!float":
+		if json.Valid([]byte(n.Value)) {
+			return json.Number(n.Value)
+		}
 		var f float64
 		if err := n.Decode(&f); err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
-			return nil, errAt(file, n, "invalid number %q (JSON has no infinities or NaN)", n.Value)
+			c.bad(n, "invalid number %q (JSON has no infinities or NaN)", n.Value)
+			return nil
 		}
-		v := strings.ReplaceAll(n.Value, "_", "")
-		if _, err := strconv.ParseFloat(v, 64); err != nil || strings.HasPrefix(v, "+") || strings.HasPrefix(v, ".") {
-			v = strconv.FormatFloat(f, 'g', -1, 64)
-		}
-		return json.Number(v), nil
+		return json.Number(strconv.FormatFloat(f, 'g', -1, 64))
 	}
-	return nil, errAt(file, n, "unsupported value %q (tag %s): quote it to make it a string", n.Value, n.ShortTag())
+	c.bad(n, "unsupported value %q (tag %s): quote it to make it a string", n.Value, n.ShortTag())
+	return nil
 }
