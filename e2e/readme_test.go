@@ -26,21 +26,39 @@ const (
 	auditBase    = "gts.x.core.serverless.audit.v1~x.core.serverless.audit."
 )
 
-// walkthroughBlocks returns the ```sh blocks between the walkthrough markers of README.md.
+// walkthroughDoc is the page whose walkthrough section (between the walkthrough markers) is run
+// verbatim with curl; the README's quick start (between the quickstart markers) is run with the
+// lark client.
+const walkthroughDoc = "docs/api.md"
+
+// walkthroughBlocks returns the ```sh blocks between the walkthrough markers of walkthroughDoc.
 func walkthroughBlocks(t testing.TB) []string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(moduleRoot, "README.md"))
-	require.NoError(t, err)
-	readme := string(b)
-	_, rest, ok := strings.Cut(readme, "<!-- walkthrough:start -->")
-	require.True(t, ok, "README.md has no <!-- walkthrough:start --> marker")
-	section, _, ok := strings.Cut(rest, "<!-- walkthrough:end -->")
-	require.True(t, ok, "README.md has no <!-- walkthrough:end --> marker after the start marker")
+	return markedBlocks(t, walkthroughDoc, "walkthrough")
+}
 
+// markedBlocks returns the ```sh blocks of file between <!-- name:start --> and <!-- name:end -->.
+func markedBlocks(t testing.TB, file, name string) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(moduleRoot, file))
+	require.NoError(t, err)
+	_, rest, ok := strings.Cut(string(b), "<!-- "+name+":start -->")
+	require.True(t, ok, "%s has no <!-- %s:start --> marker", file, name)
+	section, _, ok := strings.Cut(rest, "<!-- "+name+":end -->")
+	require.True(t, ok, "%s has no <!-- %s:end --> marker after the start marker", file, name)
+	blocks, ok := shBlocks(section)
+	require.True(t, ok, "%s: the %s section has an unterminated code fence", file, name)
+	require.NotEmpty(t, blocks, "%s: the %s section has no ```sh blocks", file, name)
+	return blocks
+}
+
+// shBlocks returns the bodies of the ```sh fenced blocks of text (other languages are skipped),
+// and false if the last fence is not closed.
+func shBlocks(text string) ([]string, bool) {
 	var blocks []string
 	var cur []string
 	in := false
-	for _, line := range strings.Split(section, "\n") {
+	for _, line := range strings.Split(text, "\n") {
 		trimmed := strings.TrimSpace(line)
 		switch {
 		case !in && strings.HasPrefix(trimmed, "```"):
@@ -60,9 +78,7 @@ func walkthroughBlocks(t testing.TB) []string {
 			cur = append(cur, line)
 		}
 	}
-	require.False(t, in, "README.md walkthrough: unterminated code fence")
-	require.NotEmpty(t, blocks, "README.md walkthrough has no ```sh blocks")
-	return blocks
+	return blocks, !in
 }
 
 // registerBody is the JSON body of the walkthrough's register block (its here-document).
@@ -80,7 +96,7 @@ func registerBody(t testing.TB) map[string]any {
 		require.Equal(t, taxGTSID, m["entrypoint_id"])
 		return m
 	}
-	t.Fatal("no walkthrough block registers an entrypoint (no <<'EOF' here-document)")
+	t.Fatalf("no %s walkthrough block registers an entrypoint (no <<'EOF' here-document)", walkthroughDoc)
 	return nil
 }
 
@@ -130,17 +146,17 @@ func runBlock(t *testing.T, p *larkProc, home, block string) []byte {
 	return stdout.Bytes()
 }
 
-// readmeSyncResult is the sentence of the README that says what the synchronous run returns.
+// readmeSyncResult is the sentence of the walkthrough that says what the synchronous run returns.
 var readmeSyncResult = regexp.MustCompile("the record comes back with `\"result\": (\\{[^`]*\\})`")
 
 // requireReadmeSyncResult checks that the first record the sync block printed has the result the
-// README promises, number for number as the server renders it.
+// walkthrough promises, number for number as the server renders it.
 func requireReadmeSyncResult(t *testing.T, out []byte) {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(moduleRoot, "README.md"))
+	b, err := os.ReadFile(filepath.Join(moduleRoot, walkthroughDoc))
 	require.NoError(t, err)
 	m := readmeSyncResult.FindSubmatch(b)
-	require.NotNil(t, m, "README.md no longer says what the sync run returns")
+	require.NotNil(t, m, "%s no longer says what the sync run returns", walkthroughDoc)
 	var resp struct {
 		Record struct {
 			Result json.RawMessage `json:"result"`
@@ -151,7 +167,7 @@ func requireReadmeSyncResult(t *testing.T, out []byte) {
 	var want, got bytes.Buffer
 	require.NoError(t, json.Compact(&want, m[1]))
 	require.NoError(t, json.Compact(&got, rec.Result))
-	require.Equal(t, want.String(), got.String(), "the README's sync result is not what the server returns")
+	require.Equal(t, want.String(), got.String(), "the walkthrough's sync result is not what the server returns")
 }
 
 // entrypointView is what the walkthrough checks of an entrypoint.
