@@ -40,7 +40,7 @@ func startServer(t *testing.T) testServer {
 	creds, err := server.LoadOrCreateDevAdmin(dir)
 	require.NoError(t, err)
 	require.NoError(t, srv.ProvisionDev(ctx, &creds))
-	ts := httptest.NewServer(srv.Handler())
+	ts := httptest.NewServer(specChecker.Wrap(srv.Handler())) // every call checked against the OpenAPI document
 	done := make(chan struct{}, 2)
 	go func() { srv.RunDispatcher(ctx); done <- struct{}{} }()
 	go func() { srv.RunSingletons(ctx); done <- struct{}{} }()

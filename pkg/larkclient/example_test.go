@@ -58,7 +58,7 @@ func exampleServer() (string, string, func()) {
 	if err := srv.ProvisionDev(ctx, &creds); err != nil {
 		panic(err)
 	}
-	ts := httptest.NewServer(srv.Handler())
+	ts := httptest.NewServer(specChecker.Wrap(srv.Handler())) // every call checked against the OpenAPI document
 	done := make(chan struct{})
 	go func() { defer close(done); srv.RunDispatcher(ctx) }()
 	return ts.URL, creds.Token, func() {
