@@ -44,6 +44,7 @@ import (
 
 	"github.com/larkrun/lark/internal/groupcommit"
 	"github.com/larkrun/lark/internal/store"
+	"github.com/larkrun/lark/internal/store/sqlcore"
 )
 
 //go:embed migrations/*.sql
@@ -392,26 +393,11 @@ func committed(err error, after []func()) {
 
 var bg = context.Background()
 
-const timeFormat = "2006-01-02T15:04:05.000000Z"
-
-func ts(t time.Time) string { return t.UTC().Format(timeFormat) }
-
-func tsPtr(t *time.Time) any {
-	if t == nil {
-		return nil
-	}
-	return ts(*t)
-}
-
-func parseTS(s string) (time.Time, error) { return time.Parse(timeFormat, s) }
-
-func parseTSPtr(ns sql.NullString) (*time.Time, error) {
-	if !ns.Valid {
-		return nil, nil
-	}
-	t, err := parseTS(ns.String)
-	return &t, err
-}
+// The stored forms of times (sqlcore.TimeFormat).
+func ts(t time.Time) string                            { return sqlcore.TS(t) }
+func tsPtr(t *time.Time) any                           { return sqlcore.TSPtr(t) }
+func parseTS(s string) (time.Time, error)              { return sqlcore.ParseTS(s) }
+func parseTSPtr(ns sql.NullString) (*time.Time, error) { return sqlcore.ParseTSPtr(ns) }
 
 // conflicted reports whether an INSERT ... ON CONFLICT DO NOTHING met an existing row. PostgreSQL
 // aborts a transaction at its first error, so an insert that may meet a unique constraint never
@@ -424,29 +410,10 @@ func conflicted(res sql.Result, err error) (bool, error) {
 	return n == 0, err
 }
 
-func notFound(err error, what string) error {
-	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("%s: %w", what, store.ErrNotFound)
-	}
-	return err
-}
+func notFound(err error, what string) error { return sqlcore.NotFound(err, what) }
 
-// args converts query arguments to their stored form (times become fixed-width text, booleans 0/1).
-func args(in []any) []any {
-	for i, a := range in {
-		switch v := a.(type) {
-		case time.Time:
-			in[i] = ts(v)
-		case bool:
-			if v {
-				in[i] = 1
-			} else {
-				in[i] = 0
-			}
-		}
-	}
-	return in
-}
+// args converts query arguments to their stored form (sqlcore.Args).
+func args(in []any) []any { return sqlcore.Args(in) }
 
 // conflictErr is the error of an INSERT ... ON CONFLICT DO NOTHING (see conflicted): err, or
 // conflict() when the insert met an existing row, or nil.

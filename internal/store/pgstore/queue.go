@@ -10,6 +10,7 @@ import (
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/odata"
 	"github.com/larkrun/lark/internal/store"
+	"github.com/larkrun/lark/internal/store/sqlcore"
 )
 
 // Scheduling implements store.Tx.
@@ -291,10 +292,10 @@ func invocationScope(v invocation.Viewer) (string, []any) {
 // ListInvocations implements store.Reader.
 func (s *Store) ListInvocations(ctx context.Context, v invocation.Viewer, q store.ListQuery) (store.Page[invocation.Record], error) {
 	scope, args := invocationScope(v)
-	return listPage(ctx, s.r, listSpec[invocation.Record]{
-		from: "invocations", cols: "record, last_seq, updated_at", fields: invocationFields, scope: scope, scopeArgs: args,
-		defaultOrder: []odata.OrderItem{{Field: "created_at", Desc: true}},
-		scan: func(r scanner) (invocation.Record, error) {
+	return sqlcore.ListPage(ctx, s.r, sqlcore.ListSpec[invocation.Record]{
+		From: "invocations", Cols: "record, last_seq, updated_at", Fields: invocationFields, Scope: scope, ScopeArgs: args,
+		DefaultOrder: []odata.OrderItem{{Field: "created_at", Desc: true}},
+		Scan: func(r scanner) (invocation.Record, error) {
 			var doc, updated string
 			var last int64
 			if err := r.Scan(&doc, &last, &updated); err != nil {

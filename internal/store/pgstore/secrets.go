@@ -9,6 +9,7 @@ import (
 
 	"github.com/larkrun/lark/internal/odata"
 	"github.com/larkrun/lark/internal/store"
+	"github.com/larkrun/lark/internal/store/sqlcore"
 )
 
 const secretCols = "tenant_id, name, description, allowed_hosts, version, created_at, updated_at, last_used_at, created_by, updated_by"
@@ -89,10 +90,10 @@ var secretFields = odata.Schema{
 
 // ListSecrets implements store.Reader.
 func (s *Store) ListSecrets(ctx context.Context, tenantID string, q store.ListQuery) (store.Page[store.Secret], error) {
-	return listPage(ctx, s.r, listSpec[store.Secret]{
-		from: "secrets", cols: secretCols, fields: secretFields, scope: "tenant_id = ?", scopeArgs: []any{tenantID},
-		defaultOrder: []odata.OrderItem{{Field: "name"}},
-		scan:         func(r scanner) (store.Secret, error) { return scanSecret(r) },
+	return sqlcore.ListPage(ctx, s.r, sqlcore.ListSpec[store.Secret]{
+		From: "secrets", Cols: secretCols, Fields: secretFields, Scope: "tenant_id = ?", ScopeArgs: []any{tenantID},
+		DefaultOrder: []odata.OrderItem{{Field: "name"}},
+		Scan:         func(r scanner) (store.Secret, error) { return scanSecret(r) },
 	}, q)
 }
 

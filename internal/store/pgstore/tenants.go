@@ -12,6 +12,7 @@ import (
 	"github.com/larkrun/lark/internal/auth"
 	"github.com/larkrun/lark/internal/odata"
 	"github.com/larkrun/lark/internal/store"
+	"github.com/larkrun/lark/internal/store/sqlcore"
 	"github.com/larkrun/lark/internal/tenant"
 )
 
@@ -104,10 +105,10 @@ func (s *Store) ListTokens(ctx context.Context, tenantID string, q store.ListQue
 	if tenantID != "" {
 		scope, a = "tenant_id = ?", []any{tenantID}
 	}
-	return listPage(ctx, s.r, listSpec[auth.Token]{
-		from: "tokens", cols: tokenCols, fields: tokenFields, scope: scope, scopeArgs: a,
-		defaultOrder: []odata.OrderItem{{Field: "created_at"}},
-		scan:         func(r scanner) (auth.Token, error) { return scanToken(r) },
+	return sqlcore.ListPage(ctx, s.r, sqlcore.ListSpec[auth.Token]{
+		From: "tokens", Cols: tokenCols, Fields: tokenFields, Scope: scope, ScopeArgs: a,
+		DefaultOrder: []odata.OrderItem{{Field: "created_at"}},
+		Scan:         func(r scanner) (auth.Token, error) { return scanToken(r) },
 	}, q)
 }
 
@@ -188,10 +189,10 @@ func (s *Store) ListAudit(ctx context.Context, tenantID string, q store.ListQuer
 	if tenantID != "" {
 		scope, a = "tenant_id = ?", []any{tenantID}
 	}
-	return listPage(ctx, s.r, listSpec[audit.Event]{
-		from: "audit_events", cols: auditCols, fields: auditFields, scope: scope, scopeArgs: a,
-		defaultOrder: []odata.OrderItem{{Field: "timestamp"}},
-		scan: func(r scanner) (audit.Event, error) {
+	return sqlcore.ListPage(ctx, s.r, sqlcore.ListSpec[audit.Event]{
+		From: "audit_events", Cols: auditCols, Fields: auditFields, Scope: scope, ScopeArgs: a,
+		DefaultOrder: []odata.OrderItem{{Field: "timestamp"}},
+		Scan: func(r scanner) (audit.Event, error) {
 			var e audit.Event
 			var at string
 			var details sql.NullString

@@ -13,6 +13,7 @@ import (
 	"github.com/larkrun/lark/internal/events"
 	"github.com/larkrun/lark/internal/odata"
 	"github.com/larkrun/lark/internal/store"
+	"github.com/larkrun/lark/internal/store/sqlcore"
 	"github.com/larkrun/lark/internal/trigger"
 )
 
@@ -74,10 +75,10 @@ var eventTypeFields = odata.Schema{
 
 // ListEventTypes implements store.Reader.
 func (s *Store) ListEventTypes(ctx context.Context, tenantID string, q store.ListQuery) (store.Page[events.Type], error) {
-	return listPage(ctx, s.r, listSpec[events.Type]{
-		from: "event_types", cols: "doc", fields: eventTypeFields, scope: "scope IN (?, '')", scopeArgs: []any{tenantID},
-		defaultOrder: []odata.OrderItem{{Field: "event_type_id"}, {Field: "scope"}},
-		scan:         func(r scanner) (events.Type, error) { return scanEventType(r) },
+	return sqlcore.ListPage(ctx, s.r, sqlcore.ListSpec[events.Type]{
+		From: "event_types", Cols: "doc", Fields: eventTypeFields, Scope: "scope IN (?, '')", ScopeArgs: []any{tenantID},
+		DefaultOrder: []odata.OrderItem{{Field: "event_type_id"}, {Field: "scope"}},
+		Scan:         func(r scanner) (events.Type, error) { return scanEventType(r) },
 	}, q)
 }
 
@@ -201,10 +202,10 @@ var triggerFields = odata.Schema{
 
 // ListTriggers implements store.Reader.
 func (s *Store) ListTriggers(ctx context.Context, tenantID string, q store.ListQuery) (store.Page[trigger.Trigger], error) {
-	return listPage(ctx, s.r, listSpec[trigger.Trigger]{
-		from: "triggers", cols: triggerCols, fields: triggerFields, scope: "tenant_id = ?", scopeArgs: []any{tenantID},
-		defaultOrder: []odata.OrderItem{{Field: "created_at"}},
-		scan:         func(r scanner) (trigger.Trigger, error) { return scanTrigger(r) },
+	return sqlcore.ListPage(ctx, s.r, sqlcore.ListSpec[trigger.Trigger]{
+		From: "triggers", Cols: triggerCols, Fields: triggerFields, Scope: "tenant_id = ?", ScopeArgs: []any{tenantID},
+		DefaultOrder: []odata.OrderItem{{Field: "created_at"}},
+		Scan:         func(r scanner) (trigger.Trigger, error) { return scanTrigger(r) },
 	}, q)
 }
 
@@ -404,10 +405,10 @@ var deadLetterFields = odata.Schema{
 
 // DeadLetters implements store.Reader.
 func (s *Store) DeadLetters(ctx context.Context, tenantID, triggerID string, q store.ListQuery) (store.Page[trigger.DeadLetter], error) {
-	return listPage(ctx, s.r, listSpec[trigger.DeadLetter]{
-		from: "trigger_dead_letters", cols: "doc", fields: deadLetterFields, scope: "tenant_id = ? AND trigger_id = ?",
-		scopeArgs: []any{tenantID, triggerID}, defaultOrder: []odata.OrderItem{{Field: "created_at"}},
-		scan: func(r scanner) (trigger.DeadLetter, error) { return scanDeadLetter(r) },
+	return sqlcore.ListPage(ctx, s.r, sqlcore.ListSpec[trigger.DeadLetter]{
+		From: "trigger_dead_letters", Cols: "doc", Fields: deadLetterFields, Scope: "tenant_id = ? AND trigger_id = ?",
+		ScopeArgs: []any{tenantID, triggerID}, DefaultOrder: []odata.OrderItem{{Field: "created_at"}},
+		Scan: func(r scanner) (trigger.DeadLetter, error) { return scanDeadLetter(r) },
 	}, q)
 }
 

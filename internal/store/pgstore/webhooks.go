@@ -10,6 +10,7 @@ import (
 
 	"github.com/larkrun/lark/internal/odata"
 	"github.com/larkrun/lark/internal/store"
+	"github.com/larkrun/lark/internal/store/sqlcore"
 	"github.com/larkrun/lark/internal/webhook"
 )
 
@@ -124,10 +125,10 @@ var webhookFields = odata.Schema{
 
 // ListWebhookTriggers implements store.Reader.
 func (s *Store) ListWebhookTriggers(ctx context.Context, tenantID string, q store.ListQuery) (store.Page[webhook.Trigger], error) {
-	return listPage(ctx, s.r, listSpec[webhook.Trigger]{
-		from: "webhook_triggers", cols: webhookCols, fields: webhookFields, scope: "tenant_id = ?", scopeArgs: []any{tenantID},
-		defaultOrder: []odata.OrderItem{{Field: "created_at"}},
-		scan:         scanWebhook,
+	return sqlcore.ListPage(ctx, s.r, sqlcore.ListSpec[webhook.Trigger]{
+		From: "webhook_triggers", Cols: webhookCols, Fields: webhookFields, Scope: "tenant_id = ?", ScopeArgs: []any{tenantID},
+		DefaultOrder: []odata.OrderItem{{Field: "created_at"}},
+		Scan:         scanWebhook,
 	}, q)
 }
 
@@ -225,11 +226,11 @@ var deliveryFields = odata.Schema{
 
 // WebhookDeliveries implements store.Reader.
 func (s *Store) WebhookDeliveries(ctx context.Context, tenantID, triggerID string, q store.ListQuery) (store.Page[webhook.Delivery], error) {
-	return listPage(ctx, s.r, listSpec[webhook.Delivery]{
-		from: "webhook_deliveries", cols: "doc", fields: deliveryFields,
-		scope: "tenant_id = ? AND trigger_id = ?", scopeArgs: []any{tenantID, triggerID},
-		defaultOrder: []odata.OrderItem{{Field: "received_at", Desc: true}, {Field: "delivery_id", Desc: true}},
-		scan: func(r scanner) (webhook.Delivery, error) {
+	return sqlcore.ListPage(ctx, s.r, sqlcore.ListSpec[webhook.Delivery]{
+		From: "webhook_deliveries", Cols: "doc", Fields: deliveryFields,
+		Scope: "tenant_id = ? AND trigger_id = ?", ScopeArgs: []any{tenantID, triggerID},
+		DefaultOrder: []odata.OrderItem{{Field: "received_at", Desc: true}, {Field: "delivery_id", Desc: true}},
+		Scan: func(r scanner) (webhook.Delivery, error) {
 			var d webhook.Delivery
 			var doc string
 			if err := r.Scan(&doc); err != nil {

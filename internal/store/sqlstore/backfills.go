@@ -9,6 +9,7 @@ import (
 	"github.com/larkrun/lark/internal/odata"
 	"github.com/larkrun/lark/internal/schedule"
 	"github.com/larkrun/lark/internal/store"
+	"github.com/larkrun/lark/internal/store/sqlcore"
 )
 
 const backfillCols = "revision, doc"
@@ -174,10 +175,10 @@ var backfillFields = odata.Schema{
 
 // ListBackfills implements store.Reader.
 func (s *Store) ListBackfills(ctx context.Context, tenantID string, q store.ListQuery) (store.Page[schedule.Backfill], error) {
-	return listPage(ctx, s.r, listSpec[schedule.Backfill]{
-		from: "backfills", cols: backfillCols, fields: backfillFields, scope: "tenant_id = ?", scopeArgs: []any{tenantID},
-		defaultOrder: []odata.OrderItem{{Field: "created_at"}},
-		scan:         func(r scanner) (schedule.Backfill, error) { return scanBackfill(r) },
+	return sqlcore.ListPage(ctx, s.r, sqlcore.ListSpec[schedule.Backfill]{
+		From: "backfills", Cols: backfillCols, Fields: backfillFields, Scope: "tenant_id = ?", ScopeArgs: []any{tenantID},
+		DefaultOrder: []odata.OrderItem{{Field: "created_at"}},
+		Scan:         func(r scanner) (schedule.Backfill, error) { return scanBackfill(r) },
 	}, q)
 }
 
@@ -203,11 +204,11 @@ var partitionFields = odata.Schema{
 
 // BackfillPartitions implements store.Reader.
 func (s *Store) BackfillPartitions(ctx context.Context, tenantID, backfillID string, q store.ListQuery) (store.Page[schedule.Partition], error) {
-	return listPage(ctx, s.r, listSpec[schedule.Partition]{
-		from: "backfill_partitions", cols: partitionCols, fields: partitionFields,
-		scope: "tenant_id = ? AND backfill_id = ?", scopeArgs: []any{tenantID, backfillID},
-		defaultOrder: []odata.OrderItem{{Field: "scheduled_at"}},
-		scan:         func(r scanner) (schedule.Partition, error) { return scanPartition(r) },
+	return sqlcore.ListPage(ctx, s.r, sqlcore.ListSpec[schedule.Partition]{
+		From: "backfill_partitions", Cols: partitionCols, Fields: partitionFields,
+		Scope: "tenant_id = ? AND backfill_id = ?", ScopeArgs: []any{tenantID, backfillID},
+		DefaultOrder: []odata.OrderItem{{Field: "scheduled_at"}},
+		Scan:         func(r scanner) (schedule.Partition, error) { return scanPartition(r) },
 	}, q)
 }
 

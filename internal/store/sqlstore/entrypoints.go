@@ -13,6 +13,7 @@ import (
 	"github.com/larkrun/lark/internal/gts"
 	"github.com/larkrun/lark/internal/odata"
 	"github.com/larkrun/lark/internal/store"
+	"github.com/larkrun/lark/internal/store/sqlcore"
 )
 
 const entrypointCols = "id, tenant_id, gts_id, family, major, minor, has_minor, kind, owner_type, owner_id, shared, " +
@@ -28,7 +29,8 @@ type epMeta struct {
 	Deprecation  *entrypoint.Deprecation `json:"deprecation,omitempty"`
 }
 
-type scanner interface{ Scan(dest ...any) error }
+// scanner is a row (sqlcore.Scanner).
+type scanner = sqlcore.Scanner
 
 func scanEntrypoint(s scanner) (entrypoint.Entrypoint, error) {
 	var e entrypoint.Entrypoint
@@ -195,11 +197,11 @@ func (s *Store) Entrypoint(ctx context.Context, v entrypoint.Viewer, id string) 
 // ListEntrypoints implements store.Reader.
 func (s *Store) ListEntrypoints(ctx context.Context, v entrypoint.Viewer, q store.ListQuery) (store.Page[entrypoint.Entrypoint], error) {
 	w, a := visibility(v)
-	return listPage(ctx, s.r, listSpec[entrypoint.Entrypoint]{
-		from: "entrypoints", cols: entrypointCols, fields: entrypointFields,
-		defaultOrder: []odata.OrderItem{{Field: "created_at"}},
-		scope:        w, scopeArgs: a,
-		scan: func(r scanner) (entrypoint.Entrypoint, error) { return scanEntrypoint(r) },
+	return sqlcore.ListPage(ctx, s.r, sqlcore.ListSpec[entrypoint.Entrypoint]{
+		From: "entrypoints", Cols: entrypointCols, Fields: entrypointFields,
+		DefaultOrder: []odata.OrderItem{{Field: "created_at"}},
+		Scope:        w, ScopeArgs: a,
+		Scan: func(r scanner) (entrypoint.Entrypoint, error) { return scanEntrypoint(r) },
 	}, q)
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/larkrun/lark/internal/events"
 	"github.com/larkrun/lark/internal/odata"
 	"github.com/larkrun/lark/internal/store"
+	"github.com/larkrun/lark/internal/store/sqlcore"
 )
 
 // The event row keeps the whole event as JSON (doc) plus the columns it is found by.
@@ -139,9 +140,9 @@ var eventFields = odata.Schema{
 
 // ListEvents implements store.Reader.
 func (s *Store) ListEvents(ctx context.Context, tenantID string, q store.ListQuery) (store.Page[events.Event], error) {
-	return listPage(ctx, s.r, listSpec[events.Event]{
-		from: "events", cols: eventCols, fields: eventFields, scope: "tenant_id = ?", scopeArgs: []any{tenantID},
-		defaultOrder: []odata.OrderItem{{Field: "received_at"}},
-		scan:         func(r scanner) (events.Event, error) { return scanEvent(r) },
+	return sqlcore.ListPage(ctx, s.r, sqlcore.ListSpec[events.Event]{
+		From: "events", Cols: eventCols, Fields: eventFields, Scope: "tenant_id = ?", ScopeArgs: []any{tenantID},
+		DefaultOrder: []odata.OrderItem{{Field: "received_at"}},
+		Scan:         func(r scanner) (events.Event, error) { return scanEvent(r) },
 	}, q)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/larkrun/lark/internal/odata"
 	"github.com/larkrun/lark/internal/schedule"
 	"github.com/larkrun/lark/internal/store"
+	"github.com/larkrun/lark/internal/store/sqlcore"
 )
 
 // A schedule row keeps the resource as JSON (doc) plus the columns it is found by; revision and
@@ -163,11 +164,11 @@ var scheduleFields = odata.Schema{
 
 // ListSchedules implements store.Reader.
 func (s *Store) ListSchedules(ctx context.Context, tenantID string, q store.ListQuery) (store.Page[schedule.Schedule], error) {
-	return listPage(ctx, s.r, listSpec[schedule.Schedule]{
-		from: "schedules", cols: scheduleCols, fields: scheduleFields, scope: "tenant_id = ?", scopeArgs: []any{tenantID},
-		defaultOrder: []odata.OrderItem{{Field: "created_at"}},
-		nullable:     map[string]bool{"next_run_at": true},
-		scan:         func(r scanner) (schedule.Schedule, error) { return scanSchedule(r) },
+	return sqlcore.ListPage(ctx, s.r, sqlcore.ListSpec[schedule.Schedule]{
+		From: "schedules", Cols: scheduleCols, Fields: scheduleFields, Scope: "tenant_id = ?", ScopeArgs: []any{tenantID},
+		DefaultOrder: []odata.OrderItem{{Field: "created_at"}},
+		Nullable:     map[string]bool{"next_run_at": true},
+		Scan:         func(r scanner) (schedule.Schedule, error) { return scanSchedule(r) },
 	}, q)
 }
 
@@ -274,11 +275,11 @@ var runFields = odata.Schema{
 
 // ScheduleRuns implements store.Reader.
 func (s *Store) ScheduleRuns(ctx context.Context, tenantID, scheduleID string, q store.ListQuery) (store.Page[schedule.Run], error) {
-	return listPage(ctx, s.r, listSpec[schedule.Run]{
-		from: runsView, cols: runCols + ", invocation_status", fields: runFields,
-		scope: "tenant_id = ? AND schedule_id = ?", scopeArgs: []any{tenantID, scheduleID},
-		defaultOrder: []odata.OrderItem{{Field: "scheduled_at", Desc: true}},
-		scan: func(rows scanner) (schedule.Run, error) {
+	return sqlcore.ListPage(ctx, s.r, sqlcore.ListSpec[schedule.Run]{
+		From: runsView, Cols: runCols + ", invocation_status", Fields: runFields,
+		Scope: "tenant_id = ? AND schedule_id = ?", ScopeArgs: []any{tenantID, scheduleID},
+		DefaultOrder: []odata.OrderItem{{Field: "scheduled_at", Desc: true}},
+		Scan: func(rows scanner) (schedule.Run, error) {
 			var st string
 			r, err := scanRun(rows, &st)
 			r.TenantID, r.InvocationStatus = tenantID, st

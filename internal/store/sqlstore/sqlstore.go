@@ -25,6 +25,7 @@ import (
 
 	"github.com/larkrun/lark/internal/groupcommit"
 	"github.com/larkrun/lark/internal/store"
+	"github.com/larkrun/lark/internal/store/sqlcore"
 )
 
 //go:embed migrations/sqlite/*.sql
@@ -309,51 +310,17 @@ func committed(err error, after []func()) {
 
 var bg = context.Background()
 
-const timeFormat = "2006-01-02T15:04:05.000000Z"
-
-func ts(t time.Time) string { return t.UTC().Format(timeFormat) }
-
-func tsPtr(t *time.Time) any {
-	if t == nil {
-		return nil
-	}
-	return ts(*t)
-}
-
-func parseTS(s string) (time.Time, error) { return time.Parse(timeFormat, s) }
-
-func parseTSPtr(ns sql.NullString) (*time.Time, error) {
-	if !ns.Valid {
-		return nil, nil
-	}
-	t, err := parseTS(ns.String)
-	return &t, err
-}
+// The stored forms of times (sqlcore.TimeFormat).
+func ts(t time.Time) string                            { return sqlcore.TS(t) }
+func tsPtr(t *time.Time) any                           { return sqlcore.TSPtr(t) }
+func parseTS(s string) (time.Time, error)              { return sqlcore.ParseTS(s) }
+func parseTSPtr(ns sql.NullString) (*time.Time, error) { return sqlcore.ParseTSPtr(ns) }
 
 func isUnique(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed")
 }
 
-func notFound(err error, what string) error {
-	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("%s: %w", what, store.ErrNotFound)
-	}
-	return err
-}
+func notFound(err error, what string) error { return sqlcore.NotFound(err, what) }
 
-// args converts query arguments to their stored form (times become fixed-width text).
-func args(in []any) []any {
-	for i, a := range in {
-		switch v := a.(type) {
-		case time.Time:
-			in[i] = ts(v)
-		case bool:
-			if v {
-				in[i] = 1
-			} else {
-				in[i] = 0
-			}
-		}
-	}
-	return in
-}
+// args converts query arguments to their stored form (sqlcore.Args).
+func args(in []any) []any { return sqlcore.Args(in) }

@@ -1,0 +1,125 @@
+// Package sqlcore is the dialect-neutral SQL of both stores: the domain code that sqlstore
+// (SQLite) and pgstore (PostgreSQL) would otherwise each carry a copy of.
+//
+// The stores stay siblings, not dialects of one store: each owns its connection handling, its
+// migrations, its group committer, its locks and every statement whose text or shape differs
+// between the databases (an insert that reports its sequence number, an upsert, a query the
+// planner needs told, a FOR UPDATE). What is the same, text for text, lives here:
+//
+//   - Reader and Tx carry a Querier (the store's read pool, or the closure's transaction) and a
+//     Dialect. Their methods implement the shared parts of store.Reader and store.Tx; each store's
+//     Store and tx embed them, so the methods are promoted, and define only the ones that differ.
+//   - Dialect is the little that differs inside otherwise shared statements: how an insert that
+//     may meet a unique key reports it (PostgreSQL aborts a transaction at its first error, so it
+//     inserts ON CONFLICT DO NOTHING and counts the rows; SQLite reports the unique violation).
+//   - The helpers both stores use: the stored time format (TS, ParseTS), argument conversion
+//     (Args), keyset pagination (ListPage), NotFound.
+//
+// Statements are written with ? placeholders; pgstore's Querier rewrites them to $n.
+package sqlcore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/larkrun/lark/internal/store"
+)
+
+// Querier runs statements with ? placeholders: what *sql.DB and *sql.Tx have in common, and what
+// each store wraps them in (statement caching, placeholder rewriting).
+type Querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// Scanner is a row: *sql.Row or *sql.Rows.
+type Scanner interface{ Scan(dest ...any) error }
+
+// Dialect is what differs between the databases inside the shared statements.
+type Dialect interface {
+	// InsertIgnoreConflict runs insert, a plain INSERT ... VALUES statement, and reports dup when
+	// the row met an existing one on a unique key (nothing was inserted, and the transaction can
+	// go on), or the statement's other error.
+	InsertIgnoreConflict(ctx context.Context, q Querier, insert string, args ...any) (dup bool, err error)
+}
+
+// Reader implements the shared parts of store.Reader over a store's read handle.
+type Reader struct {
+	// Q is the read pool (outside any transaction).
+	Q Querier
+	// D is the store's dialect.
+	D Dialect
+}
+
+// Tx implements the shared parts of store.Tx over one closure's transaction. Its statements use a
+// background context: the group committer, not the caller, owns the transaction's lifetime.
+type Tx struct {
+	// Q is the transaction.
+	Q Querier
+	// D is the store's dialect.
+	D Dialect
+	// Catalog is set when the closure wrote the entrypoints or tenants table: the store then moves
+	// its CatalogGeneration.
+	Catalog bool
+}
+
+// bg is the context of a Tx's statements (see Tx).
+var bg = context.Background()
+
+// TimeFormat is the stored form of times: fixed-width UTC text with microseconds, which sorts as
+// the times do.
+const TimeFormat = "2006-01-02T15:04:05.000000Z"
+
+// TS is t in its stored form (TimeFormat).
+func TS(t time.Time) string { return t.UTC().Format(TimeFormat) }
+
+// TSPtr is *t in its stored form, or nil (SQL NULL) for a nil t.
+func TSPtr(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return TS(*t)
+}
+
+// ParseTS reads a stored time.
+func ParseTS(s string) (time.Time, error) { return time.Parse(TimeFormat, s) }
+
+// ParseTSPtr reads a nullable stored time: nil for NULL.
+func ParseTSPtr(ns sql.NullString) (*time.Time, error) {
+	if !ns.Valid {
+		return nil, nil
+	}
+	t, err := ParseTS(ns.String)
+	return &t, err
+}
+
+// NotFound turns sql.ErrNoRows into store.ErrNotFound about what; other errors are returned as
+// they are.
+func NotFound(err error, what string) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("%s: %w", what, store.ErrNotFound)
+	}
+	return err
+}
+
+// Args converts query arguments to their stored form in place (times become TimeFormat text,
+// booleans 0/1) and returns them.
+func Args(in []any) []any {
+	for i, a := range in {
+		switch v := a.(type) {
+		case time.Time:
+			in[i] = TS(v)
+		case bool:
+			if v {
+				in[i] = 1
+			} else {
+				in[i] = 0
+			}
+		}
+	}
+	return in
+}
