@@ -52,6 +52,8 @@ var migrationsFS embed.FS
 
 // Store is a store.Store backed by PostgreSQL.
 type Store struct {
+	// Reader is the shared half of store.Reader, over r.
+	sqlcore.Reader
 	pool *pgxpool.Pool
 	db   *sql.DB // database/sql over pool (stdlib.OpenDBFromPool): the committer's and the readers' handle
 	r    rebound
@@ -175,6 +177,7 @@ func open(ctx context.Context, pool *pgxpool.Pool, o Options) (*Store, error) {
 	}
 	s := &Store{pool: pool, db: db, r: rebound{db}, prov: prov, retry: o.Retry, wakeChannel: wakeChannel(where),
 		usageShard: int16(mrand.IntN(64))}
+	s.Reader = sqlcore.Reader{Q: s.r, D: dialect{}}
 	if s.retry.Attempts <= 0 {
 		s.retry = DefaultRetry
 	}
@@ -221,9 +224,9 @@ func (s *Store) updateOnce(ctx context.Context, fn func(store.Tx) error) error {
 	var catalog bool
 	var after []func()
 	err := s.gc.Do(ctx, func(t *sql.Tx) error {
-		x := &tx{t: rebound{t}, ctx: ctx, usageShard: s.usageShard}
+		x := newTx(rebound{t}, ctx, s.usageShard)
 		err := fn(x)
-		catalog, after = x.catalog, x.after
+		catalog, after = x.Catalog, x.after
 		return err
 	})
 	return s.finish(err, catalog, after)
@@ -251,9 +254,9 @@ func (s *Store) Enqueue(ctx context.Context, fn func(store.Tx) error) func() err
 	var catalog bool
 	var after []func()
 	wait := s.gc.Enqueue(ctx, func(t *sql.Tx) error {
-		x := &tx{t: rebound{t}, ctx: ctx, usageShard: s.usageShard}
+		x := newTx(rebound{t}, ctx, s.usageShard)
 		err := fn(x)
-		catalog, after = x.catalog, x.after
+		catalog, after = x.Catalog, x.after
 		return err
 	})
 	return func() error {
@@ -364,15 +367,19 @@ func (s *Store) Exclusive() bool { return false }
 // tx implements store.Tx, one per closure (as sqlstore's). Its statements use a background
 // context: the committer, not the caller, owns the transaction's lifetime.
 type tx struct {
+	// Tx is the shared half of store.Tx, over t.
+	sqlcore.Tx
 	t rebound
 	// ctx is the context the closure's Update or Enqueue was called with (Context).
 	ctx context.Context
-	// catalog: the transaction wrote the entrypoints or tenants table.
-	catalog bool
 	// after are the AfterCommit hooks of the closure.
 	after []func()
 	// usageShard is the store's Store.usageShard.
 	usageShard int16
+}
+
+func newTx(t rebound, ctx context.Context, usageShard int16) *tx {
+	return &tx{Tx: sqlcore.Tx{Q: t, D: dialect{}}, t: t, ctx: ctx, usageShard: usageShard}
 }
 
 // Context implements store.Tx.

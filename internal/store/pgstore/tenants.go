@@ -45,7 +45,7 @@ func (t *tx) PutTenant(p tenant.Policy) error {
 	if err != nil {
 		return err
 	}
-	t.catalog = true
+	t.Catalog = true
 	_, err = t.t.ExecContext(bg, `INSERT INTO tenants (tenant_id, enabled, policy, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant_id) DO UPDATE SET enabled = excluded.enabled,
 		policy = excluded.policy, updated_at = excluded.updated_at`,

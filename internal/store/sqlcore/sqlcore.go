@@ -45,7 +45,16 @@ type Dialect interface {
 	// the row met an existing one on a unique key (nothing was inserted, and the transaction can
 	// go on), or the statement's other error.
 	InsertIgnoreConflict(ctx context.Context, q Querier, insert string, args ...any) (dup bool, err error)
+	// ForUpdate is the suffix of a SELECT whose rows the transaction locks until it ends (with its
+	// leading space), or "" where the database has one writer.
+	ForUpdate() string
+	// SumInt is the SUM of an integer column, as an integer.
+	SumInt(expr string) string
 }
+
+// PurgingPrefix marks an invocation hidden for a multi-batch purge: its tenant_id becomes
+// PurgingPrefix+tenant. No tenant id can start with it.
+const PurgingPrefix = "~purging:"
 
 // Reader implements the shared parts of store.Reader over a store's read handle.
 type Reader struct {

@@ -260,7 +260,7 @@ func (t *tx) InsertEntrypoint(e entrypoint.Entrypoint) error {
 	if err != nil {
 		return err
 	}
-	t.catalog = true
+	t.Catalog = true
 	_, err = t.t.ExecContext(bg, "INSERT INTO entrypoints ("+entrypointCols+") VALUES (?"+strings.Repeat(", ?", len(vals)-1)+")", args(vals)...)
 	if isUnique(err) {
 		return fmt.Errorf("entrypoint %s: %w", e.GTSID, store.ErrConflict)
@@ -280,7 +280,7 @@ func (t *tx) UpdateEntrypoint(e *entrypoint.Entrypoint) error {
 	if err != nil {
 		return err
 	}
-	t.catalog = true
+	t.Catalog = true
 	res, err := t.t.ExecContext(bg, `UPDATE entrypoints SET status = ?, version = ?, title = ?, tags = ?, shared = ?, adapter = ?,
 		definition = ?, meta = ?, updated_at = ?, revision = revision + 1 WHERE id = ? AND revision = ?`,
 		args([]any{string(e.Status), e.Version, e.Title, vals[14], e.Shared, e.Adapter, string(e.Definition), vals[17],
@@ -300,7 +300,7 @@ func (t *tx) UpdateEntrypoint(e *entrypoint.Entrypoint) error {
 
 // DeleteEntrypoint implements store.Tx.
 func (t *tx) DeleteEntrypoint(id string) error {
-	t.catalog = true
+	t.Catalog = true
 	res, err := t.t.ExecContext(bg, "DELETE FROM entrypoints WHERE id = ?", id)
 	if err != nil {
 		return err

@@ -26,11 +26,12 @@ import (
 	"time"
 
 	"github.com/larkrun/lark/internal/store"
+	"github.com/larkrun/lark/internal/store/sqlcore"
 	"github.com/larkrun/lark/internal/tenant"
 )
 
 // purgingPrefix marks an invocation hidden for a multi-batch purge. No tenant id can start with it.
-const purgingPrefix = "~purging:"
+const purgingPrefix = sqlcore.PurgingPrefix
 
 const terminalStatuses = "('succeeded', 'failed', 'canceled', 'compensated', 'dead_lettered')"
 

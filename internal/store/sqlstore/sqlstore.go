@@ -33,6 +33,8 @@ var sqliteMigrations embed.FS
 
 // Store is a store.Store backed by SQL.
 type Store struct {
+	// Reader is the shared half of store.Reader, over r.
+	sqlcore.Reader
 	w    *sql.DB // writer: used only by the group committer
 	rdb  *sql.DB // readers
 	r    cachedDB
@@ -165,6 +167,7 @@ func openSQLite(ctx context.Context, path string, o Options) (*Store, error) {
 	ck.SetMaxOpenConns(1)
 	ck.SetMaxIdleConns(1)
 	s := &Store{w: w, rdb: r, r: cachedDB{newStmtCache(r)}, ws: newStmtCache(w), prov: prov, ckpt: newCheckpointer(ck)}
+	s.Reader = sqlcore.Reader{Q: s.r, D: dialect{}}
 	s.gc = groupcommit.New(w, groupcommit.Options{MaxBatch: o.MaxBatch, AfterBatch: func() {
 		s.ws.prepareWanted()
 		s.ckpt.wake()
@@ -177,9 +180,9 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	var catalog bool
 	var after []func()
 	err := s.gc.Do(ctx, func(t *sql.Tx) error {
-		x := &tx{t: cachedTx{tx: t, c: s.ws}, ctx: ctx}
+		x := newTx(cachedTx{tx: t, c: s.ws}, ctx)
 		err := fn(x)
-		catalog, after = x.catalog, x.after
+		catalog, after = x.Catalog, x.after
 		return err
 	})
 	// Do has returned: fn ran and its batch committed (or fn never ran, or it failed). A write to
@@ -203,9 +206,9 @@ func (s *Store) Enqueue(ctx context.Context, fn func(store.Tx) error) func() err
 	var catalog bool
 	var after []func()
 	wait := s.gc.Enqueue(ctx, func(t *sql.Tx) error {
-		x := &tx{t: cachedTx{tx: t, c: s.ws}, ctx: ctx}
+		x := newTx(cachedTx{tx: t, c: s.ws}, ctx)
 		err := fn(x)
-		catalog, after = x.catalog, x.after
+		catalog, after = x.Catalog, x.after
 		return err
 	})
 	return func() error {
@@ -282,14 +285,18 @@ type querier interface {
 // database transaction, each through its own tx). Its statements use a background context: the
 // committer, not the caller, owns the transaction's lifetime.
 type tx struct {
+	// Tx is the shared half of store.Tx, over t; its Catalog says the transaction wrote the
+	// entrypoints or tenants table (Update then moves the CatalogGeneration).
+	sqlcore.Tx
 	t cachedTx
 	// ctx is the context the closure's Update or Enqueue was called with (Context).
 	ctx context.Context
-	// catalog: the transaction wrote the entrypoints or tenants table (Update then moves the
-	// CatalogGeneration).
-	catalog bool
 	// after are the AfterCommit hooks of the closure.
 	after []func()
+}
+
+func newTx(t cachedTx, ctx context.Context) *tx {
+	return &tx{Tx: sqlcore.Tx{Q: t, D: dialect{}}, t: t, ctx: ctx}
 }
 
 // Context implements store.Tx.

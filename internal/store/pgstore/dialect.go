@@ -1,0 +1,25 @@
+package pgstore
+
+import (
+	"context"
+
+	"github.com/larkrun/lark/internal/store/sqlcore"
+)
+
+// dialect is PostgreSQL's sqlcore.Dialect.
+type dialect struct{}
+
+var _ sqlcore.Dialect = dialect{}
+
+// InsertIgnoreConflict implements sqlcore.Dialect with ON CONFLICT DO NOTHING (see conflicted):
+// PostgreSQL aborts a transaction at its first error, so the insert never lets a unique key fail.
+func (dialect) InsertIgnoreConflict(ctx context.Context, q sqlcore.Querier, insert string, args ...any) (bool, error) {
+	return conflicted(q.ExecContext(ctx, insert+" ON CONFLICT DO NOTHING", args...))
+}
+
+// ForUpdate implements sqlcore.Dialect: the row stays locked until the transaction ends, so a
+// writer of another process waits for it.
+func (dialect) ForUpdate() string { return " FOR UPDATE" }
+
+// SumInt implements sqlcore.Dialect: PostgreSQL's SUM of a bigint is a numeric.
+func (dialect) SumInt(expr string) string { return "SUM(" + expr + ")::bigint" }

@@ -1,0 +1,28 @@
+package sqlstore
+
+import (
+	"context"
+
+	"github.com/larkrun/lark/internal/store/sqlcore"
+)
+
+// dialect is SQLite's sqlcore.Dialect.
+type dialect struct{}
+
+var _ sqlcore.Dialect = dialect{}
+
+// InsertIgnoreConflict implements sqlcore.Dialect: SQLite reports a unique violation as the
+// statement's error and leaves the transaction usable.
+func (dialect) InsertIgnoreConflict(ctx context.Context, q sqlcore.Querier, insert string, args ...any) (bool, error) {
+	_, err := q.ExecContext(ctx, insert, args...)
+	if isUnique(err) {
+		return true, nil
+	}
+	return false, err
+}
+
+// ForUpdate implements sqlcore.Dialect: SQLite's single writer needs no row lock.
+func (dialect) ForUpdate() string { return "" }
+
+// SumInt implements sqlcore.Dialect: SQLite's SUM of integers is an integer.
+func (dialect) SumInt(expr string) string { return "SUM(" + expr + ")" }
