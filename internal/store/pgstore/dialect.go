@@ -23,3 +23,10 @@ func (dialect) ForUpdate() string { return " FOR UPDATE" }
 
 // SumInt implements sqlcore.Dialect: PostgreSQL's SUM of a bigint is a numeric.
 func (dialect) SumInt(expr string) string { return "SUM(" + expr + ")::bigint" }
+
+// JSONArrayContains implements sqlcore.Dialect. lark_json_array (migrations) yields an empty array
+// for a column PostgreSQL cannot parse as one.
+func (dialect) JSONArrayContains(col, ph string) string {
+	return "(EXISTS (SELECT 1 FROM jsonb_array_elements(lark_json_array(" + col + ")) AS el(v)" +
+		" WHERE jsonb_typeof(el.v) = 'string' AND el.v #>> '{}' IN (" + ph + ")))"
+}

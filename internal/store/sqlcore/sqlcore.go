@@ -48,6 +48,10 @@ type Dialect interface {
 	// ForUpdate is the suffix of a SELECT whose rows the transaction locks until it ends (with its
 	// leading space), or "" where the database has one writer.
 	ForUpdate() string
+	// JSONArrayContains is the predicate "the JSON array in column col holds one of the strings
+	// bound to the placeholders ph" (a comma-separated list of ?). A row whose column is not a
+	// JSON array matches nothing rather than failing the statement.
+	JSONArrayContains(col, ph string) string
 	// SumInt is the SUM of an integer column, as an integer.
 	SumInt(expr string) string
 }

@@ -26,3 +26,10 @@ func (dialect) ForUpdate() string { return "" }
 
 // SumInt implements sqlcore.Dialect: SQLite's SUM of integers is an integer.
 func (dialect) SumInt(expr string) string { return "SUM(" + expr + ")" }
+
+// JSONArrayContains implements sqlcore.Dialect: a column SQLite's JSON functions cannot parse
+// counts as an empty array.
+func (dialect) JSONArrayContains(col, ph string) string {
+	return "(json_valid(" + col + ") AND EXISTS (SELECT 1 FROM json_each(CASE WHEN json_valid(" + col + ") THEN " + col +
+		" ELSE '[]' END) WHERE json_each.value IN (" + ph + ")))"
+}

@@ -268,7 +268,7 @@ func (t *tx) PurgeExpired(now time.Time) (int64, error) {
 }
 
 var invocationFields = odata.Schema{
-	"entrypoint_id":  {Column: "entrypoint_id", Type: odata.String, Filter: true, Sort: true, Custom: gtsIDFilter("entrypoint_id")},
+	"entrypoint_id":  {Column: "entrypoint_id", Type: odata.String, Filter: true, Sort: true, Custom: sqlcore.GTSIDFilter("entrypoint_id")},
 	"status":         {Column: "status", Type: odata.Enum, Filter: true, Sort: true, Enum: []string{"queued", "running", "suspended", "succeeded", "failed", "canceled", "compensating", "compensated", "dead_lettered"}},
 	"mode":           {Column: "mode", Type: odata.Enum, Filter: true, Sort: true, Enum: []string{"sync", "async"}},
 	"correlation_id": {Column: "correlation_id", Type: odata.String, Filter: true, Sort: true},
