@@ -308,7 +308,7 @@ func (t *tx) AddPending(tenantID, triggerID string, ev events.Event) error {
 func (t *tx) PendingBatch(tenantID, triggerID string, limit int) ([]events.Event, error) {
 	rows, err := t.t.QueryContext(bg, `SELECT e.seq, e.doc FROM trigger_pending p JOIN events e ON e.seq = p.event_seq
 		WHERE p.tenant_id = ? AND p.trigger_id = ? ORDER BY p.event_seq LIMIT ?`, tenantID, triggerID, limit)
-	return scanAll(rows, err, func(r *sql.Rows) (events.Event, error) { return scanEvent(r) })
+	return scanAll(rows, err, func(r *sql.Rows) (events.Event, error) { return sqlcore.ScanEvent(r) })
 }
 
 // CountPending implements store.Tx.
