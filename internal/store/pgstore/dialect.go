@@ -30,3 +30,6 @@ func (dialect) JSONArrayContains(col, ph string) string {
 	return "(EXISTS (SELECT 1 FROM jsonb_array_elements(lark_json_array(" + col + ")) AS el(v)" +
 		" WHERE jsonb_typeof(el.v) = 'string' AND el.v #>> '{}' IN (" + ph + ")))"
 }
+
+// CountIf implements sqlcore.Dialect with an aggregate FILTER.
+func (dialect) CountIf(cond string) string { return "count(*) FILTER (WHERE " + cond + ")" }

@@ -74,7 +74,7 @@ func readSecret(ctx context.Context, q querier, tenantID, name string, lock bool
 	}
 	rows, err := q.QueryContext(ctx, "SELECT "+versionMetaCols+
 		" FROM secret_versions WHERE tenant_id = ? AND name = ? ORDER BY version DESC", tenantID, name)
-	s.Versions, err = scanAll(rows, err, func(r *sql.Rows) (store.SecretVersion, error) { return scanVersion(r, false) })
+	s.Versions, err = sqlcore.ScanAll(rows, err, func(r *sql.Rows) (store.SecretVersion, error) { return scanVersion(r, false) })
 	return s, err
 }
 
@@ -122,7 +122,7 @@ func (s *Store) SecretsToRewrap(ctx context.Context, q store.RewrapQuery) ([]sto
 		WHERE sealed IS NOT NULL AND key_id <> ? AND (tenant_id, name, version) > (?, ?, ?)
 		ORDER BY tenant_id, name, version LIMIT ?`,
 		q.ExceptKeyID, q.After.TenantID, q.After.Name, q.After.Version, q.Limit)
-	return scanAll(rows, err, func(r *sql.Rows) (store.SecretVersion, error) { return scanVersion(r, true) })
+	return sqlcore.ScanAll(rows, err, func(r *sql.Rows) (store.SecretVersion, error) { return scanVersion(r, true) })
 }
 
 // InsertSecret implements store.Tx.

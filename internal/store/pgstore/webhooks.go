@@ -153,7 +153,7 @@ func scanWebhookSecret(sc scanner) (webhook.Secret, error) {
 func (s *Store) WebhookSecrets(ctx context.Context, tenantID, triggerID string) ([]webhook.Secret, error) {
 	rows, err := s.r.QueryContext(ctx, "SELECT "+webhookSecretCols+` FROM webhook_secrets WHERE tenant_id = ? AND trigger_id = ?
 		ORDER BY generation DESC`, tenantID, triggerID)
-	return scanAll(rows, err, func(r *sql.Rows) (webhook.Secret, error) { return scanWebhookSecret(r) })
+	return sqlcore.ScanAll(rows, err, func(r *sql.Rows) (webhook.Secret, error) { return scanWebhookSecret(r) })
 }
 
 // WebhookSecretsAfter implements store.Reader.
@@ -161,7 +161,7 @@ func (s *Store) WebhookSecretsAfter(ctx context.Context, after store.WebhookSecr
 	rows, err := s.r.QueryContext(ctx, "SELECT "+webhookSecretCols+` FROM webhook_secrets
 		WHERE (tenant_id, trigger_id, generation) > (?, ?, ?) ORDER BY tenant_id, trigger_id, generation LIMIT ?`,
 		after.TenantID, after.TriggerID, after.Generation, limit)
-	return scanAll(rows, err, func(r *sql.Rows) (webhook.Secret, error) { return scanWebhookSecret(r) })
+	return sqlcore.ScanAll(rows, err, func(r *sql.Rows) (webhook.Secret, error) { return scanWebhookSecret(r) })
 }
 
 // PutWebhookSecret implements store.Tx.

@@ -11,8 +11,8 @@ import (
 	"github.com/larkrun/lark/internal/store"
 )
 
-// The event row keeps the whole event as JSON (doc) plus the columns it is found by.
-// EventCols are the columns ScanEvent reads.
+// EventCols are the columns ScanEvent reads: the event row keeps the whole event as JSON (doc)
+// beside the columns it is found by.
 const EventCols = "seq, doc"
 
 // ScanEvent reads a row of EventCols.

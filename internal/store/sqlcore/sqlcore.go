@@ -52,6 +52,8 @@ type Dialect interface {
 	// bound to the placeholders ph" (a comma-separated list of ?). A row whose column is not a
 	// JSON array matches nothing rather than failing the statement.
 	JSONArrayContains(col, ph string) string
+	// CountIf is the aggregate "how many rows of the group satisfy cond", never NULL.
+	CountIf(cond string) string
 	// SumInt is the SUM of an integer column, as an integer.
 	SumInt(expr string) string
 }
@@ -135,4 +137,22 @@ func Args(in []any) []any {
 		}
 	}
 	return in
+}
+
+// ScanAll reads every row of a query's result with scan; err is the query's error, returned as it
+// is.
+func ScanAll[T any](rows *sql.Rows, err error, scan func(*sql.Rows) (T, error)) ([]T, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
 }

@@ -33,3 +33,6 @@ func (dialect) JSONArrayContains(col, ph string) string {
 	return "(json_valid(" + col + ") AND EXISTS (SELECT 1 FROM json_each(CASE WHEN json_valid(" + col + ") THEN " + col +
 		" ELSE '[]' END) WHERE json_each.value IN (" + ph + ")))"
 }
+
+// CountIf implements sqlcore.Dialect: SQLite's comparisons are 0 or 1, so their sum counts.
+func (dialect) CountIf(cond string) string { return "coalesce(sum(" + cond + "), 0)" }

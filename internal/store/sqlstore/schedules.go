@@ -124,26 +124,10 @@ func (s *Store) Schedule(ctx context.Context, tenantID, id string) (schedule.Sch
 func (s *Store) DueSchedules(ctx context.Context, now time.Time, limit int) ([]schedule.Schedule, error) {
 	rows, err := s.r.QueryContext(ctx, "SELECT "+scheduleCols+` FROM schedules INDEXED BY schedules_due
 		WHERE due_at IS NOT NULL AND due_at <= ? ORDER BY due_at LIMIT ?`, ts(now), limit)
-	return scanAll(rows, err, func(r *sql.Rows) (schedule.Schedule, error) { return scanSchedule(r) })
+	return sqlcore.ScanAll(rows, err, func(r *sql.Rows) (schedule.Schedule, error) { return scanSchedule(r) })
 }
 
 // scanAll reads every row of a query with scan (and closes it); err is the query's.
-func scanAll[T any](rows *sql.Rows, err error, scan func(*sql.Rows) (T, error)) ([]T, error) {
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []T
-	for rows.Next() {
-		v, err := scan(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
-}
-
 // NextScheduleDue implements store.Reader.
 func (s *Store) NextScheduleDue(ctx context.Context) (*time.Time, error) {
 	var due sql.NullString
@@ -237,7 +221,7 @@ func (t *tx) runsWhere(tenantID, scheduleID, where string, limit int) ([]schedul
 
 // scanRuns reads the runs of a query of one tenant (and closes it).
 func scanRuns(rows *sql.Rows, err error, tenantID string) ([]schedule.Run, error) {
-	return scanAll(rows, err, func(r *sql.Rows) (schedule.Run, error) {
+	return sqlcore.ScanAll(rows, err, func(r *sql.Rows) (schedule.Run, error) {
 		run, err := scanRun(r)
 		run.TenantID = tenantID
 		return run, err

@@ -186,7 +186,7 @@ func (s *Store) CountTenantTriggers(ctx context.Context, tenantID string) (int64
 func (t *tx) ActiveTriggers(tenantID, eventTypeID string) ([]trigger.Trigger, error) {
 	rows, err := t.t.QueryContext(bg, "SELECT "+triggerCols+` FROM triggers INDEXED BY triggers_match
 		WHERE tenant_id = ? AND event_type_id = ? AND status = 'active' ORDER BY created_at, id`, tenantID, eventTypeID)
-	return scanAll(rows, err, func(r *sql.Rows) (trigger.Trigger, error) { return scanTrigger(r) })
+	return sqlcore.ScanAll(rows, err, func(r *sql.Rows) (trigger.Trigger, error) { return scanTrigger(r) })
 }
 
 // Trigger implements store.Reader.
@@ -217,7 +217,7 @@ func (s *Store) ListTriggers(ctx context.Context, tenantID string, q store.ListQ
 func (s *Store) DueBatches(ctx context.Context, now time.Time, limit int) ([]trigger.Trigger, error) {
 	rows, err := s.r.QueryContext(ctx, "SELECT "+triggerCols+` FROM triggers INDEXED BY triggers_batch_due
 		WHERE batch_due_at IS NOT NULL AND batch_due_at <= ? ORDER BY batch_due_at LIMIT ?`, ts(now), limit)
-	return scanAll(rows, err, func(r *sql.Rows) (trigger.Trigger, error) { return scanTrigger(r) })
+	return sqlcore.ScanAll(rows, err, func(r *sql.Rows) (trigger.Trigger, error) { return scanTrigger(r) })
 }
 
 // NextBatchDue implements store.Reader.
@@ -308,7 +308,7 @@ func (t *tx) AddPending(tenantID, triggerID string, ev events.Event) error {
 func (t *tx) PendingBatch(tenantID, triggerID string, limit int) ([]events.Event, error) {
 	rows, err := t.t.QueryContext(bg, `SELECT e.seq, e.doc FROM trigger_pending p JOIN events e ON e.seq = p.event_seq
 		WHERE p.tenant_id = ? AND p.trigger_id = ? ORDER BY p.event_seq LIMIT ?`, tenantID, triggerID, limit)
-	return scanAll(rows, err, func(r *sql.Rows) (events.Event, error) { return sqlcore.ScanEvent(r) })
+	return sqlcore.ScanAll(rows, err, func(r *sql.Rows) (events.Event, error) { return sqlcore.ScanEvent(r) })
 }
 
 // CountPending implements store.Tx.
@@ -392,7 +392,7 @@ func (t *tx) TakeDeadLetters(tenantID, triggerID string, ids []string, limit int
 		where + " ORDER BY created_at, id LIMIT ?) RETURNING doc"
 	a = append([]any{tenantID, triggerID}, append(a, limit)...)
 	rows, err := t.t.QueryContext(bg, q, a...)
-	out, err := scanAll(rows, err, func(r *sql.Rows) (trigger.DeadLetter, error) { return scanDeadLetter(r) })
+	out, err := sqlcore.ScanAll(rows, err, func(r *sql.Rows) (trigger.DeadLetter, error) { return scanDeadLetter(r) })
 	if err != nil {
 		return nil, err
 	}
@@ -499,7 +499,7 @@ func (s *Store) TriggerMetrics(ctx context.Context, tenantID, triggerID string, 
 	rows, err := s.r.QueryContext(ctx, `SELECT hour, received, filtered_out, triggered, succeeded, failed, dead_lettered, latency
 		FROM trigger_metrics WHERE tenant_id = ? AND trigger_id = ? AND hour >= ? ORDER BY hour`,
 		tenantID, triggerID, ts(since.UTC().Truncate(time.Hour)))
-	return scanAll(rows, err, func(r *sql.Rows) (trigger.Hourly, error) {
+	return sqlcore.ScanAll(rows, err, func(r *sql.Rows) (trigger.Hourly, error) {
 		var h trigger.Hourly
 		var hour, lat string
 		if err := r.Scan(&hour, &h.Received, &h.FilteredOut, &h.Triggered, &h.Succeeded, &h.Failed, &h.DeadLettered, &lat); err != nil {
