@@ -11,6 +11,7 @@ import (
 
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/store"
+	"github.com/larkrun/lark/internal/store/sqlcore"
 )
 
 // Invocation implements store.Reader.
@@ -202,7 +203,7 @@ func (t *tx) StartInvocation(events []invocation.Event, sched store.Scheduling) 
 		return invocation.Record{}, fmt.Errorf("first event must be %q", invocation.EventCreated)
 	}
 	var r invocation.Record
-	var usage usageDelta
+	var usage sqlcore.UsageDelta
 	for i := range events {
 		events[i].Seq = int64(i + 1)
 		events[i].At = storedTime(events[i].At)
@@ -213,7 +214,7 @@ func (t *tx) StartInvocation(events []invocation.Event, sched store.Scheduling) 
 		if err != nil {
 			return r, err
 		}
-		usage.add(r, events[i], next)
+		usage.Add(r, events[i], next)
 		r = next
 		events[i].InvocationID = r.ID
 	}
@@ -276,7 +277,7 @@ func (t *tx) Append(req store.AppendRequest) (invocation.Record, []invocation.Ev
 		return r, nil, fmt.Errorf("invocation %s: %w", invocationID, store.ErrLeaseLost)
 	}
 	var appended []invocation.Event
-	var usage usageDelta
+	var usage sqlcore.UsageDelta
 	advances := true // every appended event changes nothing but last_seq and updated_at
 	for _, e := range events {
 		e.InvocationID = invocationID
@@ -308,7 +309,7 @@ func (t *tx) Append(req store.AppendRequest) (invocation.Record, []invocation.Ev
 			continue // already in the log (003 §1.3): a no-op
 		}
 		advances = advances && invocation.OnlyAdvances(r, e)
-		usage.add(r, e, next)
+		usage.Add(r, e, next)
 		r = next
 		appended = append(appended, e)
 	}

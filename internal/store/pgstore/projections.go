@@ -7,6 +7,7 @@ import (
 
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/store"
+	"github.com/larkrun/lark/internal/store/sqlcore"
 )
 
 // LockProjections implements store.ProjectionLocker with a session advisory lock on a connection
@@ -55,7 +56,7 @@ func (t *tx) ReplaceUsage(tenantID string, hour time.Time, rows []store.UsageRow
 			continue
 		}
 		// The rebuilt sum goes to this process's shard; the other shards' rows were deleted above.
-		d := usageDelta{tenantID: tenantID, entrypointID: r.EntrypointID, hours: []hourUsage{{hour: h, u: r.Usage}}}
+		d := sqlcore.UsageDelta{TenantID: tenantID, EntrypointID: r.EntrypointID, Hours: []sqlcore.HourUsage{{Hour: h, Usage: r.Usage}}}
 		if err := t.writeUsage(&d); err != nil {
 			return err
 		}
