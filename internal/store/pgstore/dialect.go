@@ -33,3 +33,6 @@ func (dialect) JSONArrayContains(col, ph string) string {
 
 // CountIf implements sqlcore.Dialect with an aggregate FILTER.
 func (dialect) CountIf(cond string) string { return "count(*) FILTER (WHERE " + cond + ")" }
+
+// IndexedBy implements sqlcore.Dialect: PostgreSQL's planner picks the index itself.
+func (dialect) IndexedBy(string) string { return "" }

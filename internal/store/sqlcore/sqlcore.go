@@ -52,6 +52,9 @@ type Dialect interface {
 	// bound to the placeholders ph" (a comma-separated list of ?). A row whose column is not a
 	// JSON array matches nothing rather than failing the statement.
 	JSONArrayContains(col, ph string) string
+	// IndexedBy is the planner hint after a table name that makes a query use index, or "" where
+	// the planner needs none.
+	IndexedBy(index string) string
 	// CountIf is the aggregate "how many rows of the group satisfy cond", never NULL.
 	CountIf(cond string) string
 	// SumInt is the SUM of an integer column, as an integer.

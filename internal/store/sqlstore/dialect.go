@@ -36,3 +36,6 @@ func (dialect) JSONArrayContains(col, ph string) string {
 
 // CountIf implements sqlcore.Dialect: SQLite's comparisons are 0 or 1, so their sum counts.
 func (dialect) CountIf(cond string) string { return "coalesce(sum(" + cond + "), 0)" }
+
+// IndexedBy implements sqlcore.Dialect with SQLite's INDEXED BY.
+func (dialect) IndexedBy(index string) string { return " INDEXED BY " + index }
