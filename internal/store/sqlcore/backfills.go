@@ -2,6 +2,7 @@ package sqlcore
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 
@@ -210,6 +211,17 @@ func (s *Reader) BackfillPartitions(ctx context.Context, tenantID, backfillID st
 		DefaultOrder: []odata.OrderItem{{Field: "scheduled_at"}},
 		Scan:         func(r Scanner) (schedule.Partition, error) { return scanPartition(r) },
 	}, q)
+}
+
+// ActiveBackfills implements store.Reader.
+func (s *Reader) ActiveBackfills(ctx context.Context, limit int) ([][2]string, error) {
+	rows, err := s.Q.QueryContext(ctx, "SELECT tenant_id, id FROM backfills"+s.D.IndexedBy("backfills_active")+
+		" WHERE state IN ('running', 'paused') LIMIT ?", limit)
+	return ScanAll(rows, err, func(r *sql.Rows) ([2]string, error) {
+		var k [2]string
+		err := r.Scan(&k[0], &k[1])
+		return k, err
+	})
 }
 
 // PendingChunks implements store.Reader.
