@@ -36,3 +36,9 @@ func (dialect) CountIf(cond string) string { return "count(*) FILTER (WHERE " + 
 
 // IndexedBy implements sqlcore.Dialect: PostgreSQL's planner picks the index itself.
 func (dialect) IndexedBy(string) string { return "" }
+
+// JSONField implements sqlcore.Dialect with lark_json_field (a function of the schema's first
+// migration), NULL for a document PostgreSQL cannot parse.
+func (dialect) JSONField(col, field string) string {
+	return "lark_json_field(" + col + ", '" + field + "')"
+}

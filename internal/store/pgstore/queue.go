@@ -186,12 +186,10 @@ func (s *Store) NextDue(ctx context.Context, after time.Time) (*time.Time, error
 	return parseTSPtr(first)
 }
 
-const inFlightStatuses = "('queued', 'running', 'suspended', 'compensating')"
-
 // CountTenantInFlight implements store.Reader.
 func (s *Store) CountTenantInFlight(ctx context.Context, tenantID string) (int64, error) {
 	var n int64
-	err := s.r.QueryRowContext(ctx, "SELECT count(*) FROM invocations WHERE tenant_id = ? AND status IN "+inFlightStatuses, tenantID).Scan(&n)
+	err := s.r.QueryRowContext(ctx, "SELECT count(*) FROM invocations WHERE tenant_id = ? AND status IN "+sqlcore.InFlightStatuses, tenantID).Scan(&n)
 	return n, err
 }
 

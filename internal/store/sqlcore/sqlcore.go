@@ -52,6 +52,9 @@ type Dialect interface {
 	// bound to the placeholders ph" (a comma-separated list of ?). A row whose column is not a
 	// JSON array matches nothing rather than failing the statement.
 	JSONArrayContains(col, ph string) string
+	// JSONField is a top-level field (as text) of the JSON document in column col, NULL when the
+	// database cannot parse the document: one such row must never fail a whole statement.
+	JSONField(col, field string) string
 	// IndexedBy is the planner hint after a table name that makes a query use index, or "" where
 	// the planner needs none.
 	IndexedBy(index string) string
@@ -60,6 +63,9 @@ type Dialect interface {
 	// SumInt is the SUM of an integer column, as an integer.
 	SumInt(expr string) string
 }
+
+// InFlightStatuses are the statuses of an invocation in flight, as an SQL list.
+const InFlightStatuses = "('queued', 'running', 'suspended', 'compensating')"
 
 // PurgingPrefix marks an invocation hidden for a multi-batch purge: its tenant_id becomes
 // PurgingPrefix+tenant. No tenant id can start with it.

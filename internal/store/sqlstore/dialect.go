@@ -39,3 +39,10 @@ func (dialect) CountIf(cond string) string { return "coalesce(sum(" + cond + "),
 
 // IndexedBy implements sqlcore.Dialect with SQLite's INDEXED BY.
 func (dialect) IndexedBy(index string) string { return " INDEXED BY " + index }
+
+// JSONField implements sqlcore.Dialect: NULL when SQLite's JSON functions cannot parse the
+// document (malformed, or nested deeper than they go). Records stored since
+// invocation.MaxJSONDepth are always parseable; older ones may not be.
+func (dialect) JSONField(col, field string) string {
+	return "(CASE WHEN json_valid(" + col + ") THEN json_extract(" + col + ", '$." + field + "') END)"
+}
