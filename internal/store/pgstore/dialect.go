@@ -42,3 +42,7 @@ func (dialect) IndexedBy(string) string { return "" }
 func (dialect) JSONField(col, field string) string {
 	return "lark_json_field(" + col + ", '" + field + "')"
 }
+
+// ForUpdateSkipLocked implements sqlcore.Dialect: a claimer in another process skips the rows
+// rather than waiting or taking them too.
+func (dialect) ForUpdateSkipLocked() string { return "\n\t\tFOR UPDATE SKIP LOCKED" }

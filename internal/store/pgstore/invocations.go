@@ -27,27 +27,12 @@ func readRecord(ctx context.Context, q querier, tenantID, id string) (invocation
 	if err != nil {
 		return invocation.Record{}, notFound(err, "invocation")
 	}
-	return decodeRecord(doc, last, updated)
+	return sqlcore.DecodeRecord(doc, last, updated)
 }
 
 // storedTime is t as the store keeps it: UTC, to the microsecond (the columns' text format). The
 // projection's updated_at is an event's at, so both are cut the same way before they are applied.
 func storedTime(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
-
-// decodeRecord is the projection stored as the record JSON and its hot columns: last_seq and
-// updated_at are the columns' (advanceRecord moves only those), the rest is the JSON's.
-func decodeRecord(doc string, last int64, updated string) (invocation.Record, error) {
-	var r invocation.Record
-	if err := json.Unmarshal([]byte(doc), &r); err != nil {
-		return r, err
-	}
-	at, err := parseTS(updated)
-	if err != nil {
-		return r, err
-	}
-	r.LastSeq, r.UpdatedAt = last, at
-	return r, nil
-}
 
 // Events implements store.Reader.
 func (s *Store) Events(ctx context.Context, q store.EventLogQuery) ([]invocation.Event, error) {
@@ -269,7 +254,7 @@ func (t *tx) Append(req store.AppendRequest) (invocation.Record, []invocation.Ev
 		if err != nil {
 			return r, nil, notFound(err, "invocation")
 		}
-		if r, err = decodeRecord(doc, last, updated); err != nil {
+		if r, err = sqlcore.DecodeRecord(doc, last, updated); err != nil {
 			return r, nil, err
 		}
 	}
@@ -332,7 +317,7 @@ func (t *tx) Append(req store.AppendRequest) (invocation.Record, []invocation.Ev
 // advanceRecord stores r after appends that moved only its last_seq and updated_at
 // (invocation.OnlyAdvances: journal entries, step and log timeline entries, the bulk of a workflow's
 // writes). It sets those two columns and leaves the record JSON alone: the columns are the
-// projection's last_seq and updated_at (decodeRecord), so neither the record nor the status column
+// projection's last_seq and updated_at (sqlcore.DecodeRecord), so neither the record nor the status column
 // (and so its indexes) is rewritten.
 func (t *tx) advanceRecord(r invocation.Record) error {
 	_, err := t.t.ExecContext(bg, `UPDATE invocations SET last_seq = ?, updated_at = ? WHERE id = ?`, r.LastSeq, ts(r.UpdatedAt), r.ID)

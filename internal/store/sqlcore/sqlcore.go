@@ -48,6 +48,10 @@ type Dialect interface {
 	// ForUpdate is the suffix of a SELECT whose rows the transaction locks until it ends (with its
 	// leading space), or "" where the database has one writer.
 	ForUpdate() string
+	// ForUpdateSkipLocked is the suffix of a claim's SELECT: the rows it returns stay locked until
+	// the transaction ends, and rows another transaction holds are skipped; "" where the database
+	// has one writer.
+	ForUpdateSkipLocked() string
 	// JSONArrayContains is the predicate "the JSON array in column col holds one of the strings
 	// bound to the placeholders ph" (a comma-separated list of ?). A row whose column is not a
 	// JSON array matches nothing rather than failing the statement.

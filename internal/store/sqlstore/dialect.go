@@ -46,3 +46,6 @@ func (dialect) IndexedBy(index string) string { return " INDEXED BY " + index }
 func (dialect) JSONField(col, field string) string {
 	return "(CASE WHEN json_valid(" + col + ") THEN json_extract(" + col + ", '$." + field + "') END)"
 }
+
+// ForUpdateSkipLocked implements sqlcore.Dialect: SQLite's single writer needs no row lock.
+func (dialect) ForUpdateSkipLocked() string { return "" }

@@ -1,4 +1,4 @@
-package pgstore
+package sqlcore
 
 import (
 	"context"
@@ -10,34 +10,33 @@ import (
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/odata"
 	"github.com/larkrun/lark/internal/store"
-	"github.com/larkrun/lark/internal/store/sqlcore"
 )
 
 // Scheduling implements store.Tx.
-func (t *tx) Scheduling(tenantID, invocationID string) (store.Scheduling, error) {
+func (t *Tx) Scheduling(tenantID, invocationID string) (store.Scheduling, error) {
 	var s store.Scheduling
 	var avail, owner, exp sql.NullString
-	err := t.t.QueryRowContext(bg, "SELECT available_at, lease_owner, lease_expires_at FROM invocations WHERE id = ? AND tenant_id = ?",
+	err := t.Q.QueryRowContext(bg, "SELECT available_at, lease_owner, lease_expires_at FROM invocations WHERE id = ? AND tenant_id = ?",
 		invocationID, tenantID).Scan(&avail, &owner, &exp)
 	if err != nil {
-		return s, notFound(err, "invocation")
+		return s, NotFound(err, "invocation")
 	}
-	if s.AvailableAt, err = parseTSPtr(avail); err != nil {
+	if s.AvailableAt, err = ParseTSPtr(avail); err != nil {
 		return s, err
 	}
 	s.LeaseOwner = owner.String
-	s.LeaseExpiresAt, err = parseTSPtr(exp)
+	s.LeaseExpiresAt, err = ParseTSPtr(exp)
 	return s, err
 }
 
 // SetScheduling implements store.Tx.
-func (t *tx) SetScheduling(tenantID, invocationID string, s store.Scheduling) error {
+func (t *Tx) SetScheduling(tenantID, invocationID string, s store.Scheduling) error {
 	var owner any
 	if s.LeaseOwner != "" {
 		owner = s.LeaseOwner
 	}
-	res, err := t.t.ExecContext(bg, "UPDATE invocations SET available_at = ?, lease_owner = ?, lease_expires_at = ? WHERE id = ? AND tenant_id = ?",
-		tsPtr(s.AvailableAt), owner, tsPtr(s.LeaseExpiresAt), invocationID, tenantID)
+	res, err := t.Q.ExecContext(bg, "UPDATE invocations SET available_at = ?, lease_owner = ?, lease_expires_at = ? WHERE id = ? AND tenant_id = ?",
+		TSPtr(s.AvailableAt), owner, TSPtr(s.LeaseExpiresAt), invocationID, tenantID)
 	if err != nil {
 		return err
 	}
@@ -48,11 +47,10 @@ func (t *tx) SetScheduling(tenantID, invocationID string, s store.Scheduling) er
 }
 
 // ExpiredLeases implements store.Tx; like DueWork, it locks what it returns and skips rows another
-// transaction holds (FOR UPDATE SKIP LOCKED).
-func (t *tx) ExpiredLeases(now time.Time, limit int) ([]store.Runnable, error) {
-	rows, err := t.t.QueryContext(bg, `SELECT tenant_id, id, entrypoint_ref, lease_expires_at FROM invocations
-		WHERE lease_expires_at IS NOT NULL AND lease_expires_at <= ? ORDER BY lease_expires_at, id LIMIT ?
-		FOR UPDATE SKIP LOCKED`, ts(now), limit)
+// transaction holds (Dialect.ForUpdateSkipLocked).
+func (t *Tx) ExpiredLeases(now time.Time, limit int) ([]store.Runnable, error) {
+	rows, err := t.Q.QueryContext(bg, `SELECT tenant_id, id, entrypoint_ref, lease_expires_at FROM invocations
+		WHERE lease_expires_at IS NOT NULL AND lease_expires_at <= ? ORDER BY lease_expires_at, id LIMIT ?`+t.D.ForUpdateSkipLocked(), TS(now), limit)
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +71,7 @@ func scanRunnable(rows *sql.Rows) ([]store.Runnable, error) {
 			return nil, err
 		}
 		var err error
-		if r.Due, err = parseTS(due); err != nil {
+		if r.Due, err = ParseTS(due); err != nil {
 			return nil, err
 		}
 		out = append(out, r)
@@ -97,14 +95,15 @@ func scanStrings(rows *sql.Rows) ([]string, error) {
 // DueTenants implements store.Tx: a skip-scan over invocations_queue_tenant (the next tenant id with
 // queued work, then that tenant's earliest available_at), so its cost follows the tenants walked,
 // not the rows queued. LIMIT inside the recursive CTE stops the walk early.
-func (t *tx) DueTenants(after string, now time.Time, limit int) ([]string, error) {
-	rows, err := t.t.QueryContext(bg, `WITH RECURSIVE walk(id) AS (
-		SELECT (SELECT min(tenant_id) FROM invocations WHERE available_at IS NOT NULL AND tenant_id > ?1)
+func (t *Tx) DueTenants(after string, now time.Time, limit int) ([]string, error) {
+	idx := t.D.IndexedBy("invocations_queue_tenant")
+	rows, err := t.Q.QueryContext(bg, `WITH RECURSIVE walk(id) AS (
+		SELECT (SELECT min(tenant_id) FROM invocations`+idx+` WHERE available_at IS NOT NULL AND tenant_id > ?1)
 		UNION ALL
-		SELECT (SELECT min(tenant_id) FROM invocations WHERE available_at IS NOT NULL AND tenant_id > walk.id)
+		SELECT (SELECT min(tenant_id) FROM invocations`+idx+` WHERE available_at IS NOT NULL AND tenant_id > walk.id)
 		FROM walk WHERE walk.id IS NOT NULL
-	) SELECT id FROM walk WHERE id IS NOT NULL AND (SELECT min(available_at) FROM invocations
-		WHERE tenant_id = walk.id AND available_at IS NOT NULL) <= ?2 LIMIT ?3`, after, ts(now), limit)
+	) SELECT id FROM walk WHERE id IS NOT NULL AND (SELECT min(available_at) FROM invocations`+idx+`
+		WHERE tenant_id = walk.id AND available_at IS NOT NULL) <= ?2 LIMIT ?3`, after, TS(now), limit)
 	if err != nil {
 		return nil, err
 	}
@@ -112,29 +111,31 @@ func (t *tx) DueTenants(after string, now time.Time, limit int) ([]string, error
 }
 
 // DueEntrypoints implements store.Tx (a skip-scan over invocations_queue_entrypoint).
-func (t *tx) DueEntrypoints(tenantID string, now time.Time) ([]string, error) {
-	rows, err := t.t.QueryContext(bg, `WITH RECURSIVE walk(ref) AS (
-		SELECT min(entrypoint_ref) FROM invocations WHERE tenant_id = ?1 AND available_at IS NOT NULL
+func (t *Tx) DueEntrypoints(tenantID string, now time.Time) ([]string, error) {
+	idx := t.D.IndexedBy("invocations_queue_entrypoint")
+	rows, err := t.Q.QueryContext(bg, `WITH RECURSIVE walk(ref) AS (
+		SELECT min(entrypoint_ref) FROM invocations`+idx+` WHERE tenant_id = ?1 AND available_at IS NOT NULL
 		UNION ALL
-		SELECT (SELECT min(entrypoint_ref) FROM invocations
+		SELECT (SELECT min(entrypoint_ref) FROM invocations`+idx+`
 			WHERE tenant_id = ?1 AND available_at IS NOT NULL AND entrypoint_ref > walk.ref) FROM walk WHERE walk.ref IS NOT NULL
-	) SELECT ref FROM walk WHERE ref IS NOT NULL AND (SELECT min(available_at) FROM invocations
-		WHERE tenant_id = ?1 AND entrypoint_ref = walk.ref AND available_at IS NOT NULL) <= ?2`, tenantID, ts(now))
+	) SELECT ref FROM walk WHERE ref IS NOT NULL AND (SELECT min(available_at) FROM invocations`+idx+`
+		WHERE tenant_id = ?1 AND entrypoint_ref = walk.ref AND available_at IS NOT NULL) <= ?2`, tenantID, TS(now))
 	if err != nil {
 		return nil, err
 	}
 	return scanStrings(rows)
 }
 
-// DueWork implements store.Tx. The rows it returns stay locked until the transaction ends (FOR
-// UPDATE SKIP LOCKED): a claimer in another process skips them rather than waiting or taking them
+// DueWork implements store.Tx. The rows it returns stay locked until the transaction ends
+// (Dialect.ForUpdateSkipLocked): a claimer in another process skips them rather than waiting or taking them
 // too, and finds them again, updated, only after this claim commits or rolls back.
-func (t *tx) DueWork(q store.DueWorkQuery) ([]store.Runnable, error) {
+func (t *Tx) DueWork(q store.DueWorkQuery) ([]store.Runnable, error) {
 	tenantID, entrypointRef, now, limit := q.TenantID, q.EntrypointRef, q.Now, q.Limit
-	rows, err := t.t.QueryContext(bg, `SELECT tenant_id, id, entrypoint_ref, available_at FROM invocations
-		WHERE tenant_id = ? AND entrypoint_ref = ? AND available_at IS NOT NULL AND available_at <= ? ORDER BY available_at LIMIT ?
-		FOR UPDATE SKIP LOCKED`,
-		tenantID, entrypointRef, ts(now), limit)
+	rows, err := t.Q.QueryContext(bg, `SELECT tenant_id, id, entrypoint_ref, available_at FROM invocations`+
+		t.D.IndexedBy("invocations_queue_entrypoint")+`
+		WHERE tenant_id = ? AND entrypoint_ref = ? AND available_at IS NOT NULL AND available_at <= ? ORDER BY available_at LIMIT ?`+
+		t.D.ForUpdateSkipLocked(),
+		tenantID, entrypointRef, TS(now), limit)
 	if err != nil {
 		return nil, err
 	}
@@ -142,8 +143,8 @@ func (t *tx) DueWork(q store.DueWorkQuery) ([]store.Runnable, error) {
 }
 
 // RunningByEntrypoint implements store.Tx.
-func (t *tx) RunningByEntrypoint(tenantID string) (map[string]int64, error) {
-	rows, err := t.t.QueryContext(bg, `SELECT entrypoint_ref, count(*) FROM invocations WHERE tenant_id = ? AND status = 'running'
+func (t *Tx) RunningByEntrypoint(tenantID string) (map[string]int64, error) {
+	rows, err := t.Q.QueryContext(bg, `SELECT entrypoint_ref, count(*) FROM invocations WHERE tenant_id = ? AND status = 'running'
 		GROUP BY entrypoint_ref`, tenantID)
 	if err != nil {
 		return nil, err
@@ -162,8 +163,8 @@ func (t *tx) RunningByEntrypoint(tenantID string) (map[string]int64, error) {
 }
 
 // ExpireLeases implements store.Tx.
-func (t *tx) ExpireLeases(now time.Time) (int64, error) {
-	res, err := t.t.ExecContext(bg, "UPDATE invocations SET lease_expires_at = ? WHERE lease_expires_at IS NOT NULL AND lease_expires_at > ?", ts(now), ts(now))
+func (t *Tx) ExpireLeases(now time.Time) (int64, error) {
+	res, err := t.Q.ExecContext(bg, "UPDATE invocations SET lease_expires_at = ? WHERE lease_expires_at IS NOT NULL AND lease_expires_at > ?", TS(now), TS(now))
 	if err != nil {
 		return 0, err
 	}
@@ -171,10 +172,10 @@ func (t *tx) ExpireLeases(now time.Time) (int64, error) {
 }
 
 // NextDue implements store.Reader.
-func (s *Store) NextDue(ctx context.Context, after time.Time) (*time.Time, error) {
+func (s *Reader) NextDue(ctx context.Context, after time.Time) (*time.Time, error) {
 	var a, b sql.NullString
-	at := ts(after)
-	err := s.r.QueryRowContext(ctx, `SELECT (SELECT min(available_at) FROM invocations WHERE available_at > ?),
+	at := TS(after)
+	err := s.Q.QueryRowContext(ctx, `SELECT (SELECT min(available_at) FROM invocations WHERE available_at > ?),
 		(SELECT min(lease_expires_at) FROM invocations WHERE lease_expires_at > ?)`, at, at).Scan(&a, &b)
 	if err != nil {
 		return nil, err
@@ -183,73 +184,73 @@ func (s *Store) NextDue(ctx context.Context, after time.Time) (*time.Time, error
 	if !a.Valid || (b.Valid && b.String < a.String) {
 		first = b
 	}
-	return parseTSPtr(first)
+	return ParseTSPtr(first)
 }
 
 // CountTenantInFlight implements store.Reader.
-func (s *Store) CountTenantInFlight(ctx context.Context, tenantID string) (int64, error) {
+func (s *Reader) CountTenantInFlight(ctx context.Context, tenantID string) (int64, error) {
 	var n int64
-	err := s.r.QueryRowContext(ctx, "SELECT count(*) FROM invocations WHERE tenant_id = ? AND status IN "+sqlcore.InFlightStatuses, tenantID).Scan(&n)
+	err := s.Q.QueryRowContext(ctx, "SELECT count(*) FROM invocations WHERE tenant_id = ? AND status IN "+InFlightStatuses, tenantID).Scan(&n)
 	return n, err
 }
 
 const countRunning = "SELECT count(*) FROM invocations WHERE tenant_id = ? AND status = 'running'"
 
 // CountTenantRunning implements store.Reader.
-func (s *Store) CountTenantRunning(ctx context.Context, tenantID string) (int64, error) {
+func (s *Reader) CountTenantRunning(ctx context.Context, tenantID string) (int64, error) {
 	var n int64
-	err := s.r.QueryRowContext(ctx, countRunning, tenantID).Scan(&n)
+	err := s.Q.QueryRowContext(ctx, countRunning, tenantID).Scan(&n)
 	return n, err
 }
 
 // CountTenantRunning implements store.Tx.
-func (t *tx) CountTenantRunning(tenantID string) (int64, error) {
+func (t *Tx) CountTenantRunning(tenantID string) (int64, error) {
 	var n int64
-	err := t.t.QueryRowContext(bg, countRunning, tenantID).Scan(&n)
+	err := t.Q.QueryRowContext(bg, countRunning, tenantID).Scan(&n)
 	return n, err
 }
 
 // IdempotencyKey implements store.Tx.
-func (t *tx) IdempotencyKey(q store.IdempotencyKeyQuery) (store.IdempotencyRecord, error) {
+func (t *Tx) IdempotencyKey(q store.IdempotencyKeyQuery) (store.IdempotencyRecord, error) {
 	tenantID, scope, key, now := q.TenantID, q.Scope, q.Key, q.Now
 	r := store.IdempotencyRecord{TenantID: tenantID, Scope: scope, Key: key}
 	var created, expires string
-	err := t.t.QueryRowContext(bg, `SELECT request_hash, invocation_id, created_at, expires_at FROM idempotency_keys
-		WHERE tenant_id = ? AND scope = ? AND key = ? AND expires_at > ?`, tenantID, scope, key, ts(now)).
+	err := t.Q.QueryRowContext(bg, `SELECT request_hash, invocation_id, created_at, expires_at FROM idempotency_keys
+		WHERE tenant_id = ? AND scope = ? AND key = ? AND expires_at > ?`, tenantID, scope, key, TS(now)).
 		Scan(&r.RequestHash, &r.InvocationID, &created, &expires)
 	if err != nil {
-		return r, notFound(err, "idempotency key")
+		return r, NotFound(err, "idempotency key")
 	}
-	if r.CreatedAt, err = parseTS(created); err != nil {
+	if r.CreatedAt, err = ParseTS(created); err != nil {
 		return r, err
 	}
-	r.ExpiresAt, err = parseTS(expires)
+	r.ExpiresAt, err = ParseTS(expires)
 	return r, err
 }
 
 // PutIdempotencyKey implements store.Tx.
-func (t *tx) PutIdempotencyKey(r store.IdempotencyRecord) error {
-	_, err := t.t.ExecContext(bg, `INSERT INTO idempotency_keys (tenant_id, scope, key, request_hash, invocation_id, created_at, expires_at)
+func (t *Tx) PutIdempotencyKey(r store.IdempotencyRecord) error {
+	_, err := t.Q.ExecContext(bg, `INSERT INTO idempotency_keys (tenant_id, scope, key, request_hash, invocation_id, created_at, expires_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id, scope, key) DO UPDATE SET request_hash = excluded.request_hash,
 		invocation_id = excluded.invocation_id, created_at = excluded.created_at, expires_at = excluded.expires_at`,
-		r.TenantID, r.Scope, r.Key, r.RequestHash, r.InvocationID, ts(r.CreatedAt), ts(r.ExpiresAt))
+		r.TenantID, r.Scope, r.Key, r.RequestHash, r.InvocationID, TS(r.CreatedAt), TS(r.ExpiresAt))
 	return err
 }
 
 // PutCachedInvocation implements store.Tx.
-func (t *tx) PutCachedInvocation(e store.CacheEntry) error {
+func (t *Tx) PutCachedInvocation(e store.CacheEntry) error {
 	key, tenantID, invocationID, expires := e.Key, e.TenantID, e.InvocationID, e.ExpiresAt
-	_, err := t.t.ExecContext(bg, `INSERT INTO response_cache (cache_key, tenant_id, invocation_id, expires_at) VALUES (?, ?, ?, ?)
+	_, err := t.Q.ExecContext(bg, `INSERT INTO response_cache (cache_key, tenant_id, invocation_id, expires_at) VALUES (?, ?, ?, ?)
 		ON CONFLICT (cache_key) DO UPDATE SET tenant_id = excluded.tenant_id, invocation_id = excluded.invocation_id,
-		expires_at = excluded.expires_at`, key, tenantID, invocationID, ts(expires))
+		expires_at = excluded.expires_at`, key, tenantID, invocationID, TS(expires))
 	return err
 }
 
 // CachedInvocation implements store.Reader.
-func (s *Store) CachedInvocation(ctx context.Context, key string, now time.Time) (string, string, error) {
+func (s *Reader) CachedInvocation(ctx context.Context, key string, now time.Time) (string, string, error) {
 	var tenantID, id string
-	err := s.r.QueryRowContext(ctx, "SELECT tenant_id, invocation_id FROM response_cache WHERE cache_key = ? AND expires_at > ?",
-		key, ts(now)).Scan(&tenantID, &id)
+	err := s.Q.QueryRowContext(ctx, "SELECT tenant_id, invocation_id FROM response_cache WHERE cache_key = ? AND expires_at > ?",
+		key, TS(now)).Scan(&tenantID, &id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", "", fmt.Errorf("cache entry: %w", store.ErrNotFound)
 	}
@@ -257,10 +258,10 @@ func (s *Store) CachedInvocation(ctx context.Context, key string, now time.Time)
 }
 
 // PurgeExpired implements store.Tx.
-func (t *tx) PurgeExpired(now time.Time) (int64, error) {
+func (t *Tx) PurgeExpired(now time.Time) (int64, error) {
 	var total int64
 	for _, q := range []string{"DELETE FROM idempotency_keys WHERE expires_at <= ?", "DELETE FROM response_cache WHERE expires_at <= ?"} {
-		res, err := t.t.ExecContext(bg, q, ts(now))
+		res, err := t.Q.ExecContext(bg, q, TS(now))
 		if err != nil {
 			return total, err
 		}
@@ -271,7 +272,7 @@ func (t *tx) PurgeExpired(now time.Time) (int64, error) {
 }
 
 var invocationFields = odata.Schema{
-	"entrypoint_id":  {Column: "entrypoint_id", Type: odata.String, Filter: true, Sort: true, Custom: sqlcore.GTSIDFilter("entrypoint_id")},
+	"entrypoint_id":  {Column: "entrypoint_id", Type: odata.String, Filter: true, Sort: true, Custom: GTSIDFilter("entrypoint_id")},
 	"status":         {Column: "status", Type: odata.Enum, Filter: true, Sort: true, Enum: []string{"queued", "running", "suspended", "succeeded", "failed", "canceled", "compensating", "compensated", "dead_lettered"}},
 	"mode":           {Column: "mode", Type: odata.Enum, Filter: true, Sort: true, Enum: []string{"sync", "async"}},
 	"correlation_id": {Column: "correlation_id", Type: odata.String, Filter: true, Sort: true},
@@ -288,18 +289,18 @@ func invocationScope(v invocation.Viewer) (string, []any) {
 }
 
 // ListInvocations implements store.Reader.
-func (s *Store) ListInvocations(ctx context.Context, v invocation.Viewer, q store.ListQuery) (store.Page[invocation.Record], error) {
+func (s *Reader) ListInvocations(ctx context.Context, v invocation.Viewer, q store.ListQuery) (store.Page[invocation.Record], error) {
 	scope, args := invocationScope(v)
-	return sqlcore.ListPage(ctx, s.r, sqlcore.ListSpec[invocation.Record]{
+	return ListPage(ctx, s.Q, ListSpec[invocation.Record]{
 		From: "invocations", Cols: "record, last_seq, updated_at", Fields: invocationFields, Scope: scope, ScopeArgs: args,
 		DefaultOrder: []odata.OrderItem{{Field: "created_at", Desc: true}},
-		Scan: func(r scanner) (invocation.Record, error) {
+		Scan: func(r Scanner) (invocation.Record, error) {
 			var doc, updated string
 			var last int64
 			if err := r.Scan(&doc, &last, &updated); err != nil {
 				return invocation.Record{}, err
 			}
-			return decodeRecord(doc, last, updated)
+			return DecodeRecord(doc, last, updated)
 		},
 	}, q)
 }
