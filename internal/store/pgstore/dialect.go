@@ -46,3 +46,6 @@ func (dialect) JSONField(col, field string) string {
 // ForUpdateSkipLocked implements sqlcore.Dialect: a claimer in another process skips the rows
 // rather than waiting or taking them too.
 func (dialect) ForUpdateSkipLocked() string { return "\n\t\tFOR UPDATE SKIP LOCKED" }
+
+// Offset implements sqlcore.Dialect.
+func (dialect) Offset() string { return "OFFSET ?" }

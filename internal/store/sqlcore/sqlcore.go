@@ -48,6 +48,8 @@ type Dialect interface {
 	// ForUpdate is the suffix of a SELECT whose rows the transaction locks until it ends (with its
 	// leading space), or "" where the database has one writer.
 	ForUpdate() string
+	// Offset is a clause that skips the number of rows bound to its ? and keeps the rest.
+	Offset() string
 	// ForUpdateSkipLocked is the suffix of a claim's SELECT: the rows it returns stay locked until
 	// the transaction ends, and rows another transaction holds are skipped; "" where the database
 	// has one writer.

@@ -49,3 +49,6 @@ func (dialect) JSONField(col, field string) string {
 
 // ForUpdateSkipLocked implements sqlcore.Dialect: SQLite's single writer needs no row lock.
 func (dialect) ForUpdateSkipLocked() string { return "" }
+
+// Offset implements sqlcore.Dialect: SQLite's OFFSET needs a LIMIT (-1: none).
+func (dialect) Offset() string { return "LIMIT -1 OFFSET ?" }
