@@ -379,7 +379,9 @@ type tx struct {
 }
 
 func newTx(t rebound, ctx context.Context, usageShard int16) *tx {
-	return &tx{Tx: sqlcore.Tx{Q: t, D: dialect{}}, t: t, ctx: ctx, usageShard: usageShard}
+	x := &tx{Tx: sqlcore.Tx{Q: t, D: dialect{}}, t: t, ctx: ctx, usageShard: usageShard}
+	x.W = x
+	return x
 }
 
 // Context implements store.Tx.

@@ -3,11 +3,8 @@ package pgstore
 import (
 	"context"
 	"fmt"
-	"time"
 
-	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/store"
-	"github.com/larkrun/lark/internal/store/sqlcore"
 )
 
 // LockProjections implements store.ProjectionLocker with a session advisory lock on a connection
@@ -43,23 +40,4 @@ func (s *Store) LockProjections(ctx context.Context) (func() error, error) {
 func (t *tx) LockUsage() error {
 	_, err := t.t.ExecContext(bg, "LOCK TABLE usage_hourly IN SHARE ROW EXCLUSIVE MODE")
 	return err
-}
-
-// ReplaceUsage implements store.ProjectionTx.
-func (t *tx) ReplaceUsage(tenantID string, hour time.Time, rows []store.UsageRow) error {
-	h := invocation.UsageHour(hour).Unix() / 3600
-	if _, err := t.t.ExecContext(bg, "DELETE FROM usage_hourly WHERE tenant_id = ? AND hour = ?", tenantID, h); err != nil {
-		return fmt.Errorf("replace usage: %w", err)
-	}
-	for _, r := range rows {
-		if r.Usage.IsZero() {
-			continue
-		}
-		// The rebuilt sum goes to this process's shard; the other shards' rows were deleted above.
-		d := sqlcore.UsageDelta{TenantID: tenantID, EntrypointID: r.EntrypointID, Hours: []sqlcore.HourUsage{{Hour: h, Usage: r.Usage}}}
-		if err := t.writeUsage(&d); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -238,3 +238,23 @@ func (t *Tx) UsageRows(tenantID string, hour time.Time) ([]store.UsageRow, error
 	}
 	return out, rows.Err()
 }
+
+// ReplaceUsage implements store.ProjectionTx.
+func (t *Tx) ReplaceUsage(tenantID string, hour time.Time, rows []store.UsageRow) error {
+	h := invocation.UsageHour(hour).Unix() / 3600
+	if _, err := t.Q.ExecContext(bg, "DELETE FROM usage_hourly WHERE tenant_id = ? AND hour = ?", tenantID, h); err != nil {
+		return fmt.Errorf("replace usage: %w", err)
+	}
+	for _, r := range rows {
+		if r.Usage.IsZero() {
+			continue
+		}
+		// (On PostgreSQL the rebuilt sum goes to this process's shard; the other shards' rows were
+		// deleted above.)
+		d := UsageDelta{TenantID: tenantID, EntrypointID: r.EntrypointID, Hours: []HourUsage{{Hour: h, Usage: r.Usage}}}
+		if err := t.W.WriteUsage(&d); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/store"
 )
 
@@ -92,9 +93,22 @@ type Tx struct {
 	Q Querier
 	// D is the store's dialect.
 	D Dialect
+	// W are the transaction's statements whose shape differs between the databases: the store's
+	// tx, which embeds this Tx.
+	W Writes
 	// Catalog is set when the closure wrote the entrypoints or tenants table: the store then moves
 	// its CatalogGeneration.
 	Catalog bool
+}
+
+// Writes are the statements of a transaction that the shared code runs but each store writes in
+// its own way.
+type Writes interface {
+	// InsertInvocationEvent inserts e unless its idempotency key is already in the invocation's log,
+	// and reports whether it did. A row already at e's seq is store.ErrConflict.
+	InsertInvocationEvent(e invocation.Event) (inserted bool, err error)
+	// WriteUsage adds d to the usage aggregates (usage_hourly).
+	WriteUsage(d *UsageDelta) error
 }
 
 // bg is the context of a Tx's statements (see Tx).

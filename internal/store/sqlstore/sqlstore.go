@@ -296,7 +296,9 @@ type tx struct {
 }
 
 func newTx(t cachedTx, ctx context.Context) *tx {
-	return &tx{Tx: sqlcore.Tx{Q: t, D: dialect{}}, t: t, ctx: ctx}
+	x := &tx{Tx: sqlcore.Tx{Q: t, D: dialect{}}, t: t, ctx: ctx}
+	x.W = x
+	return x
 }
 
 // Context implements store.Tx.

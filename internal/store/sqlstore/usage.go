@@ -8,8 +8,8 @@ import (
 
 // The usage reads and the delta a write collects are in sqlcore; the upsert differs.
 
-// writeUsage adds the collected usage to the aggregates, one upsert per hour touched.
-func (t *tx) writeUsage(d *sqlcore.UsageDelta) error {
+// WriteUsage implements sqlcore.Writes: it adds the collected usage to the aggregates, one upsert per hour touched.
+func (t *tx) WriteUsage(d *sqlcore.UsageDelta) error {
 	for _, h := range d.Hours {
 		u := h.Usage
 		_, err := t.t.ExecContext(bg, `INSERT INTO usage_hourly (tenant_id, hour, entrypoint_id, invocations, succeeded, failed,
