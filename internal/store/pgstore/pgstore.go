@@ -226,7 +226,7 @@ func (s *Store) updateOnce(ctx context.Context, fn func(store.Tx) error) error {
 	err := s.gc.Do(ctx, func(t *sql.Tx) error {
 		x := newTx(rebound{t}, ctx, s.usageShard)
 		err := fn(x)
-		catalog, after = x.Catalog, x.after
+		catalog, after = x.Catalog, x.After
 		return err
 	})
 	return s.finish(err, catalog, after)
@@ -256,7 +256,7 @@ func (s *Store) Enqueue(ctx context.Context, fn func(store.Tx) error) func() err
 	wait := s.gc.Enqueue(ctx, func(t *sql.Tx) error {
 		x := newTx(rebound{t}, ctx, s.usageShard)
 		err := fn(x)
-		catalog, after = x.Catalog, x.after
+		catalog, after = x.Catalog, x.After
 		return err
 	})
 	return func() error {
@@ -370,25 +370,16 @@ type tx struct {
 	// Tx is the shared half of store.Tx, over t.
 	sqlcore.Tx
 	t rebound
-	// ctx is the context the closure's Update or Enqueue was called with (Context).
-	ctx context.Context
-	// after are the AfterCommit hooks of the closure.
-	after []func()
 	// usageShard is the store's Store.usageShard.
 	usageShard int16
 }
 
+// newTx is the tx of one closure run over t.
 func newTx(t rebound, ctx context.Context, usageShard int16) *tx {
-	x := &tx{Tx: sqlcore.Tx{Q: t, D: dialect{}}, t: t, ctx: ctx, usageShard: usageShard}
+	x := &tx{Tx: sqlcore.Tx{Q: t, D: dialect{}, Ctx: ctx}, t: t, usageShard: usageShard}
 	x.W = x
 	return x
 }
-
-// Context implements store.Tx.
-func (t *tx) Context() context.Context { return t.ctx }
-
-// AfterCommit implements store.Tx.
-func (t *tx) AfterCommit(f func()) { t.after = append(t.after, f) }
 
 // committed runs the hooks of a closure whose write committed (err == nil).
 func committed(err error, after []func()) {
@@ -403,10 +394,9 @@ func committed(err error, after []func()) {
 var bg = context.Background()
 
 // The stored forms of times (sqlcore.TimeFormat).
-func ts(t time.Time) string                            { return sqlcore.TS(t) }
-func tsPtr(t *time.Time) any                           { return sqlcore.TSPtr(t) }
-func parseTS(s string) (time.Time, error)              { return sqlcore.ParseTS(s) }
-func parseTSPtr(ns sql.NullString) (*time.Time, error) { return sqlcore.ParseTSPtr(ns) }
+func ts(t time.Time) string               { return sqlcore.TS(t) }
+func tsPtr(t *time.Time) any              { return sqlcore.TSPtr(t) }
+func parseTS(s string) (time.Time, error) { return sqlcore.ParseTS(s) }
 
 // conflicted reports whether an INSERT ... ON CONFLICT DO NOTHING met an existing row. PostgreSQL
 // aborts a transaction at its first error, so an insert that may meet a unique constraint never
@@ -417,22 +407,4 @@ func conflicted(res sql.Result, err error) (bool, error) {
 	}
 	n, err := res.RowsAffected()
 	return n == 0, err
-}
-
-func notFound(err error, what string) error { return sqlcore.NotFound(err, what) }
-
-// args converts query arguments to their stored form (sqlcore.Args).
-func args(in []any) []any { return sqlcore.Args(in) }
-
-// conflictErr is the error of an INSERT ... ON CONFLICT DO NOTHING (see conflicted): err, or
-// conflict() when the insert met an existing row, or nil.
-func conflictErr(res sql.Result, err error, conflict func() error) error {
-	dup, err := conflicted(res, err)
-	if err != nil {
-		return err
-	}
-	if dup {
-		return conflict()
-	}
-	return nil
 }

@@ -96,10 +96,20 @@ type Tx struct {
 	// W are the transaction's statements whose shape differs between the databases: the store's
 	// tx, which embeds this Tx.
 	W Writes
+	// Ctx is the context the closure's Update or Enqueue was called with (Context).
+	Ctx context.Context
 	// Catalog is set when the closure wrote the entrypoints or tenants table: the store then moves
 	// its CatalogGeneration.
 	Catalog bool
+	// After are the closure's AfterCommit hooks, which the store runs once its write committed.
+	After []func()
 }
+
+// Context implements store.Tx.
+func (t *Tx) Context() context.Context { return t.Ctx }
+
+// AfterCommit implements store.Tx.
+func (t *Tx) AfterCommit(f func()) { t.After = append(t.After, f) }
 
 // Writes are the statements of a transaction that the shared code runs but each store writes in
 // its own way.

@@ -182,7 +182,7 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	err := s.gc.Do(ctx, func(t *sql.Tx) error {
 		x := newTx(cachedTx{tx: t, c: s.ws}, ctx)
 		err := fn(x)
-		catalog, after = x.Catalog, x.after
+		catalog, after = x.Catalog, x.After
 		return err
 	})
 	// Do has returned: fn ran and its batch committed (or fn never ran, or it failed). A write to
@@ -208,7 +208,7 @@ func (s *Store) Enqueue(ctx context.Context, fn func(store.Tx) error) func() err
 	wait := s.gc.Enqueue(ctx, func(t *sql.Tx) error {
 		x := newTx(cachedTx{tx: t, c: s.ws}, ctx)
 		err := fn(x)
-		catalog, after = x.Catalog, x.after
+		catalog, after = x.Catalog, x.After
 		return err
 	})
 	return func() error {
@@ -289,23 +289,14 @@ type tx struct {
 	// entrypoints or tenants table (Update then moves the CatalogGeneration).
 	sqlcore.Tx
 	t cachedTx
-	// ctx is the context the closure's Update or Enqueue was called with (Context).
-	ctx context.Context
-	// after are the AfterCommit hooks of the closure.
-	after []func()
 }
 
+// newTx is the tx of one closure run over t.
 func newTx(t cachedTx, ctx context.Context) *tx {
-	x := &tx{Tx: sqlcore.Tx{Q: t, D: dialect{}}, t: t, ctx: ctx}
+	x := &tx{Tx: sqlcore.Tx{Q: t, D: dialect{}, Ctx: ctx}, t: t}
 	x.W = x
 	return x
 }
-
-// Context implements store.Tx.
-func (t *tx) Context() context.Context { return t.ctx }
-
-// AfterCommit implements store.Tx.
-func (t *tx) AfterCommit(f func()) { t.after = append(t.after, f) }
 
 // committed runs the hooks of a closure whose write committed (err == nil).
 func committed(err error, after []func()) {
@@ -320,16 +311,10 @@ func committed(err error, after []func()) {
 var bg = context.Background()
 
 // The stored forms of times (sqlcore.TimeFormat).
-func ts(t time.Time) string                            { return sqlcore.TS(t) }
-func tsPtr(t *time.Time) any                           { return sqlcore.TSPtr(t) }
-func parseTS(s string) (time.Time, error)              { return sqlcore.ParseTS(s) }
-func parseTSPtr(ns sql.NullString) (*time.Time, error) { return sqlcore.ParseTSPtr(ns) }
+func ts(t time.Time) string               { return sqlcore.TS(t) }
+func tsPtr(t *time.Time) any              { return sqlcore.TSPtr(t) }
+func parseTS(s string) (time.Time, error) { return sqlcore.ParseTS(s) }
 
 func isUnique(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed")
 }
-
-func notFound(err error, what string) error { return sqlcore.NotFound(err, what) }
-
-// args converts query arguments to their stored form (sqlcore.Args).
-func args(in []any) []any { return sqlcore.Args(in) }
