@@ -1,9 +1,12 @@
 // Package pgstore implements store.Store on PostgreSQL, with pgx/v5 and a pgxpool pool: the store
 // of a deployment that outgrew one machine, where several lark processes share one database.
 //
-// It is a sibling of sqlstore, not a dialect of it: the same domain files (one per domain, the same
-// names), the same column set and meaning (times as fixed-width UTC text, JSON documents as text
-// returned verbatim, booleans as 0/1), its own consolidated migrations. Queries are written with ?
+// It is a sibling of sqlstore, not a dialect of it: the domain code both share is in sqlcore (Store
+// and tx embed its Reader and Tx, over this package's Dialect), and this package keeps what is
+// PostgreSQL's own: connections, migrations, retries, locks, NOTIFY and the statements written
+// differently (the same domain file names hold them). The columns are SQLite's, with the same
+// meaning (times as fixed-width UTC text, JSON documents as text returned verbatim, booleans as
+// 0/1), in its own consolidated migrations. Queries are written with ?
 // placeholders like sqlstore's (and the OData compiler emits them); the querier rewrites them to
 // PostgreSQL's $n once per distinct text (rebind).
 //

@@ -1,19 +1,28 @@
-// Package sqlcore is the dialect-neutral SQL of both stores: the domain code that sqlstore
-// (SQLite) and pgstore (PostgreSQL) would otherwise each carry a copy of.
+// Package sqlcore is the dialect-neutral SQL of both stores: the domain code (entrypoints,
+// tenants and tokens, invocations and their event logs, the queue, events, triggers, schedules,
+// backfills, webhooks, secrets, usage, retention, projections) that sqlstore (SQLite) and pgstore
+// (PostgreSQL) would otherwise each carry a copy of, statement for statement.
 //
 // The stores stay siblings, not dialects of one store: each owns its connection handling, its
-// migrations, its group committer, its locks and every statement whose text or shape differs
-// between the databases (an insert that reports its sequence number, an upsert, a query the
-// planner needs told, a FOR UPDATE). What is the same, text for text, lives here:
+// migrations, its group committer, its locks and every statement whose shape differs between the
+// databases (an insert that reports its sequence number, an upsert, an invocation event's insert,
+// a planner-specific load query, the leader lease). What is the same lives here:
 //
 //   - Reader and Tx carry a Querier (the store's read pool, or the closure's transaction) and a
 //     Dialect. Their methods implement the shared parts of store.Reader and store.Tx; each store's
 //     Store and tx embed them, so the methods are promoted, and define only the ones that differ.
+//     A Tx also calls back into its store's tx for the writes whose shape differs (Writes).
 //   - Dialect is the little that differs inside otherwise shared statements: how an insert that
 //     may meet a unique key reports it (PostgreSQL aborts a transaction at its first error, so it
-//     inserts ON CONFLICT DO NOTHING and counts the rows; SQLite reports the unique violation).
+//     inserts ON CONFLICT DO NOTHING and counts the rows; SQLite reports the unique violation),
+//     row locks (FOR UPDATE, SKIP LOCKED: SQLite has one writer and needs none), SQLite's index
+//     hints (INDEXED BY), JSON functions, integer SUMs and conditional counts, OFFSET.
 //   - The helpers both stores use: the stored time format (TS, ParseTS), argument conversion
-//     (Args), keyset pagination (ListPage), NotFound.
+//     (Args), keyset pagination (ListPage), ScanAll, NotFound.
+//
+// Why one copy: a fix or a new column in a domain file used to need the same edit twice, and the
+// two copies drifted only where the databases differ; now that difference is all that is left in
+// the stores, and the conformance suite (storetest) runs the one copy on both.
 //
 // Statements are written with ? placeholders; pgstore's Querier rewrites them to $n.
 package sqlcore

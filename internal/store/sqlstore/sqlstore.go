@@ -3,8 +3,9 @@
 // read-only connections, WAL journal, foreign keys, a busy timeout and synchronous=FULL so that an
 // acknowledged write survives power loss as well as kill -9.
 //
-// Queries use ? placeholders and portable SQL; the PostgreSQL implementation reuses this package's
-// shape with its own migrations and placeholder rebinding.
+// The domain code shared with pgstore (the PostgreSQL sibling) is in sqlcore, which Store and tx
+// embed; this package keeps the connections, migrations, statement cache, checkpointer, file lock,
+// its Dialect and the few statements SQLite needs written its own way.
 package sqlstore
 
 import (
