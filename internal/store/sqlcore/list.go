@@ -41,6 +41,7 @@ type extraScanner struct {
 	extra []any
 }
 
+// Scan implements Scanner.
 func (e extraScanner) Scan(dest ...any) error {
 	return e.rows.Scan(append(dest, e.extra...)...)
 }
