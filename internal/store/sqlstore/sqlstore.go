@@ -275,13 +275,6 @@ func (s *Store) Close() error {
 // process that has since stopped.
 func (s *Store) Exclusive() bool { return true }
 
-// querier is what *sql.DB and *sql.Tx have in common.
-type querier interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
 // tx implements store.Tx, one per closure (a group-committed batch runs several closures in one
 // database transaction, each through its own tx). Its statements use a background context: the
 // committer, not the caller, owns the transaction's lifetime.
