@@ -237,9 +237,9 @@ func TestConflictKeepsTransaction(t *testing.T) {
 	var inserted bool
 	require.NoError(t, s.Update(ctx, func(x store.Tx) error {
 		e := invocation.Event{InvocationID: "inv_1", Seq: 1, Type: invocation.EventCreated, IdempotencyKey: "other", At: at}
-		_, seqErr = x.(*tx).insertEvent(e)
+		_, seqErr = x.(*tx).InsertInvocationEvent(e)
 		e.IdempotencyKey = storetest.NewInvocationEvent("inv_1", "acme", "ep", at).IdempotencyKey
-		inserted, keyErr = x.(*tx).insertEvent(e)
+		inserted, keyErr = x.(*tx).InsertInvocationEvent(e)
 		return x.PutTenant(tenant.Policy{TenantID: "after"})
 	}))
 	require.ErrorIs(t, seqErr, store.ErrConflict, "seq 1 is taken")

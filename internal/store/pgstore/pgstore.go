@@ -1,9 +1,12 @@
 // Package pgstore implements store.Store on PostgreSQL, with pgx/v5 and a pgxpool pool: the store
 // of a deployment that outgrew one machine, where several lark processes share one database.
 //
-// It is a sibling of sqlstore, not a dialect of it: the same domain files (one per domain, the same
-// names), the same column set and meaning (times as fixed-width UTC text, JSON documents as text
-// returned verbatim, booleans as 0/1), its own consolidated migrations. Queries are written with ?
+// It is a sibling of sqlstore, not a dialect of it: the domain code both share is in sqlcore (Store
+// and tx embed its Reader and Tx, over this package's Dialect), and this package keeps what is
+// PostgreSQL's own: connections, migrations, retries, locks, NOTIFY and the statements written
+// differently (the same domain file names hold them). The columns are SQLite's, with the same
+// meaning (times as fixed-width UTC text, JSON documents as text returned verbatim, booleans as
+// 0/1), in its own consolidated migrations. Queries are written with ?
 // placeholders like sqlstore's (and the OData compiler emits them); the querier rewrites them to
 // PostgreSQL's $n once per distinct text (rebind).
 //
@@ -44,6 +47,7 @@ import (
 
 	"github.com/larkrun/lark/internal/groupcommit"
 	"github.com/larkrun/lark/internal/store"
+	"github.com/larkrun/lark/internal/store/sqlcore"
 )
 
 //go:embed migrations/*.sql
@@ -51,6 +55,8 @@ var migrationsFS embed.FS
 
 // Store is a store.Store backed by PostgreSQL.
 type Store struct {
+	// Reader is the shared half of store.Reader, over r.
+	sqlcore.Reader
 	pool *pgxpool.Pool
 	db   *sql.DB // database/sql over pool (stdlib.OpenDBFromPool): the committer's and the readers' handle
 	r    rebound
@@ -174,6 +180,7 @@ func open(ctx context.Context, pool *pgxpool.Pool, o Options) (*Store, error) {
 	}
 	s := &Store{pool: pool, db: db, r: rebound{db}, prov: prov, retry: o.Retry, wakeChannel: wakeChannel(where),
 		usageShard: int16(mrand.IntN(64))}
+	s.Reader = sqlcore.Reader{Q: s.r, D: dialect{}}
 	if s.retry.Attempts <= 0 {
 		s.retry = DefaultRetry
 	}
@@ -220,9 +227,9 @@ func (s *Store) updateOnce(ctx context.Context, fn func(store.Tx) error) error {
 	var catalog bool
 	var after []func()
 	err := s.gc.Do(ctx, func(t *sql.Tx) error {
-		x := &tx{t: rebound{t}, ctx: ctx, usageShard: s.usageShard}
+		x := newTx(rebound{t}, ctx, s.usageShard)
 		err := fn(x)
-		catalog, after = x.catalog, x.after
+		catalog, after = x.Catalog, x.After
 		return err
 	})
 	return s.finish(err, catalog, after)
@@ -250,9 +257,9 @@ func (s *Store) Enqueue(ctx context.Context, fn func(store.Tx) error) func() err
 	var catalog bool
 	var after []func()
 	wait := s.gc.Enqueue(ctx, func(t *sql.Tx) error {
-		x := &tx{t: rebound{t}, ctx: ctx, usageShard: s.usageShard}
+		x := newTx(rebound{t}, ctx, s.usageShard)
 		err := fn(x)
-		catalog, after = x.catalog, x.after
+		catalog, after = x.Catalog, x.After
 		return err
 	})
 	return func() error {
@@ -366,22 +373,19 @@ func (s *Store) Exclusive() bool { return false }
 // tx implements store.Tx, one per closure (as sqlstore's). Its statements use a background
 // context: the committer, not the caller, owns the transaction's lifetime.
 type tx struct {
+	// Tx is the shared half of store.Tx, over t.
+	sqlcore.Tx
 	t rebound
-	// ctx is the context the closure's Update or Enqueue was called with (Context).
-	ctx context.Context
-	// catalog: the transaction wrote the entrypoints or tenants table.
-	catalog bool
-	// after are the AfterCommit hooks of the closure.
-	after []func()
 	// usageShard is the store's Store.usageShard.
 	usageShard int16
 }
 
-// Context implements store.Tx.
-func (t *tx) Context() context.Context { return t.ctx }
-
-// AfterCommit implements store.Tx.
-func (t *tx) AfterCommit(f func()) { t.after = append(t.after, f) }
+// newTx is the tx of one closure run over t.
+func newTx(t rebound, ctx context.Context, usageShard int16) *tx {
+	x := &tx{Tx: sqlcore.Tx{Q: t, D: dialect{}, Ctx: ctx}, t: t, usageShard: usageShard}
+	x.W = x
+	return x
+}
 
 // committed runs the hooks of a closure whose write committed (err == nil).
 func committed(err error, after []func()) {
@@ -395,26 +399,10 @@ func committed(err error, after []func()) {
 
 var bg = context.Background()
 
-const timeFormat = "2006-01-02T15:04:05.000000Z"
-
-func ts(t time.Time) string { return t.UTC().Format(timeFormat) }
-
-func tsPtr(t *time.Time) any {
-	if t == nil {
-		return nil
-	}
-	return ts(*t)
-}
-
-func parseTS(s string) (time.Time, error) { return time.Parse(timeFormat, s) }
-
-func parseTSPtr(ns sql.NullString) (*time.Time, error) {
-	if !ns.Valid {
-		return nil, nil
-	}
-	t, err := parseTS(ns.String)
-	return &t, err
-}
+// The stored forms of times (sqlcore.TimeFormat).
+func ts(t time.Time) string               { return sqlcore.TS(t) }
+func tsPtr(t *time.Time) any              { return sqlcore.TSPtr(t) }
+func parseTS(s string) (time.Time, error) { return sqlcore.ParseTS(s) }
 
 // conflicted reports whether an INSERT ... ON CONFLICT DO NOTHING met an existing row. PostgreSQL
 // aborts a transaction at its first error, so an insert that may meet a unique constraint never
@@ -425,41 +413,4 @@ func conflicted(res sql.Result, err error) (bool, error) {
 	}
 	n, err := res.RowsAffected()
 	return n == 0, err
-}
-
-func notFound(err error, what string) error {
-	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("%s: %w", what, store.ErrNotFound)
-	}
-	return err
-}
-
-// args converts query arguments to their stored form (times become fixed-width text, booleans 0/1).
-func args(in []any) []any {
-	for i, a := range in {
-		switch v := a.(type) {
-		case time.Time:
-			in[i] = ts(v)
-		case bool:
-			if v {
-				in[i] = 1
-			} else {
-				in[i] = 0
-			}
-		}
-	}
-	return in
-}
-
-// conflictErr is the error of an INSERT ... ON CONFLICT DO NOTHING (see conflicted): err, or
-// conflict() when the insert met an existing row, or nil.
-func conflictErr(res sql.Result, err error, conflict func() error) error {
-	dup, err := conflicted(res, err)
-	if err != nil {
-		return err
-	}
-	if dup {
-		return conflict()
-	}
-	return nil
 }

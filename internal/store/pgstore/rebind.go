@@ -6,19 +6,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-)
 
-// querier is what *sql.DB and *sql.Tx have in common.
-type querier interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
+	"github.com/larkrun/lark/internal/store/sqlcore"
+)
 
 // rebound is a querier that takes sqlstore-style ? and ?N placeholders (the domain files' and the
 // OData compiler's) and hands PostgreSQL $N ones. pgx prepares and caches each distinct statement
 // per connection, so the rewrite is the only per-text cost, and it is cached too.
-type rebound struct{ q querier }
+type rebound struct{ q sqlcore.Querier }
 
 func (r rebound) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	return r.q.ExecContext(ctx, rebind(query), args...)

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/larkrun/lark/internal/store/sqlcore"
 )
 
 // TestTenantLoadsUseIndexes: the scrape-time queries never walk the whole invocations table (or an
@@ -19,7 +21,7 @@ func TestTenantLoadsUseIndexes(t *testing.T) {
 	for _, q := range []struct {
 		query string
 		args  []any
-	}{{loadQueueQuery, []any{"x"}}, {loadLeasesQuery, []any{"x"}}, {loadInFlightQuery, nil}} {
+	}{{loadQueueQuery, []any{"x"}}, {sqlcore.LoadLeasesQuery, []any{"x"}}, {sqlcore.LoadInFlightQuery, nil}} {
 		rows, err := s.rdb.Query("EXPLAIN QUERY PLAN "+q.query, q.args...)
 		require.NoError(t, err)
 		var plan []string

@@ -3,8 +3,9 @@
 // read-only connections, WAL journal, foreign keys, a busy timeout and synchronous=FULL so that an
 // acknowledged write survives power loss as well as kill -9.
 //
-// Queries use ? placeholders and portable SQL; the PostgreSQL implementation reuses this package's
-// shape with its own migrations and placeholder rebinding.
+// The domain code shared with pgstore (the PostgreSQL sibling) is in sqlcore, which Store and tx
+// embed; this package keeps the connections, migrations, statement cache, checkpointer, file lock,
+// its Dialect and the few statements SQLite needs written its own way.
 package sqlstore
 
 import (
@@ -25,6 +26,7 @@ import (
 
 	"github.com/larkrun/lark/internal/groupcommit"
 	"github.com/larkrun/lark/internal/store"
+	"github.com/larkrun/lark/internal/store/sqlcore"
 )
 
 //go:embed migrations/sqlite/*.sql
@@ -32,6 +34,8 @@ var sqliteMigrations embed.FS
 
 // Store is a store.Store backed by SQL.
 type Store struct {
+	// Reader is the shared half of store.Reader, over r.
+	sqlcore.Reader
 	w    *sql.DB // writer: used only by the group committer
 	rdb  *sql.DB // readers
 	r    cachedDB
@@ -164,6 +168,7 @@ func openSQLite(ctx context.Context, path string, o Options) (*Store, error) {
 	ck.SetMaxOpenConns(1)
 	ck.SetMaxIdleConns(1)
 	s := &Store{w: w, rdb: r, r: cachedDB{newStmtCache(r)}, ws: newStmtCache(w), prov: prov, ckpt: newCheckpointer(ck)}
+	s.Reader = sqlcore.Reader{Q: s.r, D: dialect{}}
 	s.gc = groupcommit.New(w, groupcommit.Options{MaxBatch: o.MaxBatch, AfterBatch: func() {
 		s.ws.prepareWanted()
 		s.ckpt.wake()
@@ -176,9 +181,9 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	var catalog bool
 	var after []func()
 	err := s.gc.Do(ctx, func(t *sql.Tx) error {
-		x := &tx{t: cachedTx{tx: t, c: s.ws}, ctx: ctx}
+		x := newTx(cachedTx{tx: t, c: s.ws}, ctx)
 		err := fn(x)
-		catalog, after = x.catalog, x.after
+		catalog, after = x.Catalog, x.After
 		return err
 	})
 	// Do has returned: fn ran and its batch committed (or fn never ran, or it failed). A write to
@@ -202,9 +207,9 @@ func (s *Store) Enqueue(ctx context.Context, fn func(store.Tx) error) func() err
 	var catalog bool
 	var after []func()
 	wait := s.gc.Enqueue(ctx, func(t *sql.Tx) error {
-		x := &tx{t: cachedTx{tx: t, c: s.ws}, ctx: ctx}
+		x := newTx(cachedTx{tx: t, c: s.ws}, ctx)
 		err := fn(x)
-		catalog, after = x.catalog, x.after
+		catalog, after = x.Catalog, x.After
 		return err
 	})
 	return func() error {
@@ -273,32 +278,22 @@ func (s *Store) Close() error {
 // process that has since stopped.
 func (s *Store) Exclusive() bool { return true }
 
-// querier is what *sql.DB and *sql.Tx have in common.
-type querier interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
 // tx implements store.Tx, one per closure (a group-committed batch runs several closures in one
 // database transaction, each through its own tx). Its statements use a background context: the
 // committer, not the caller, owns the transaction's lifetime.
 type tx struct {
+	// Tx is the shared half of store.Tx, over t; its Catalog says the transaction wrote the
+	// entrypoints or tenants table (Update then moves the CatalogGeneration).
+	sqlcore.Tx
 	t cachedTx
-	// ctx is the context the closure's Update or Enqueue was called with (Context).
-	ctx context.Context
-	// catalog: the transaction wrote the entrypoints or tenants table (Update then moves the
-	// CatalogGeneration).
-	catalog bool
-	// after are the AfterCommit hooks of the closure.
-	after []func()
 }
 
-// Context implements store.Tx.
-func (t *tx) Context() context.Context { return t.ctx }
-
-// AfterCommit implements store.Tx.
-func (t *tx) AfterCommit(f func()) { t.after = append(t.after, f) }
+// newTx is the tx of one closure run over t.
+func newTx(t cachedTx, ctx context.Context) *tx {
+	x := &tx{Tx: sqlcore.Tx{Q: t, D: dialect{}, Ctx: ctx}, t: t}
+	x.W = x
+	return x
+}
 
 // committed runs the hooks of a closure whose write committed (err == nil).
 func committed(err error, after []func()) {
@@ -312,51 +307,11 @@ func committed(err error, after []func()) {
 
 var bg = context.Background()
 
-const timeFormat = "2006-01-02T15:04:05.000000Z"
-
-func ts(t time.Time) string { return t.UTC().Format(timeFormat) }
-
-func tsPtr(t *time.Time) any {
-	if t == nil {
-		return nil
-	}
-	return ts(*t)
-}
-
-func parseTS(s string) (time.Time, error) { return time.Parse(timeFormat, s) }
-
-func parseTSPtr(ns sql.NullString) (*time.Time, error) {
-	if !ns.Valid {
-		return nil, nil
-	}
-	t, err := parseTS(ns.String)
-	return &t, err
-}
+// The stored forms of times (sqlcore.TimeFormat).
+func ts(t time.Time) string               { return sqlcore.TS(t) }
+func tsPtr(t *time.Time) any              { return sqlcore.TSPtr(t) }
+func parseTS(s string) (time.Time, error) { return sqlcore.ParseTS(s) }
 
 func isUnique(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed")
-}
-
-func notFound(err error, what string) error {
-	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("%s: %w", what, store.ErrNotFound)
-	}
-	return err
-}
-
-// args converts query arguments to their stored form (times become fixed-width text).
-func args(in []any) []any {
-	for i, a := range in {
-		switch v := a.(type) {
-		case time.Time:
-			in[i] = ts(v)
-		case bool:
-			if v {
-				in[i] = 1
-			} else {
-				in[i] = 0
-			}
-		}
-	}
-	return in
 }

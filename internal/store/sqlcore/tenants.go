@@ -1,11 +1,10 @@
-package pgstore
+package sqlcore
 
 import (
 	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/larkrun/lark/internal/audit"
@@ -19,7 +18,7 @@ func scanTenant(row *sql.Row) (tenant.Policy, error) {
 	var p tenant.Policy
 	var doc string
 	if err := row.Scan(&doc); err != nil {
-		return p, notFound(err, "tenant")
+		return p, NotFound(err, "tenant")
 	}
 	err := json.Unmarshal([]byte(doc), &p)
 	if p.Fairness.Weight <= 0 {
@@ -29,32 +28,32 @@ func scanTenant(row *sql.Row) (tenant.Policy, error) {
 }
 
 // Tenant implements store.Reader.
-func (s *Store) Tenant(ctx context.Context, id string) (tenant.Policy, error) {
-	return scanTenant(s.r.QueryRowContext(ctx, "SELECT policy FROM tenants WHERE tenant_id = ?", id))
+func (s *Reader) Tenant(ctx context.Context, id string) (tenant.Policy, error) {
+	return scanTenant(s.Q.QueryRowContext(ctx, "SELECT policy FROM tenants WHERE tenant_id = ?", id))
 }
 
 // Tenant implements store.Tx.
-func (t *tx) Tenant(id string) (tenant.Policy, error) {
-	return scanTenant(t.t.QueryRowContext(bg, "SELECT policy FROM tenants WHERE tenant_id = ?", id))
+func (t *Tx) Tenant(id string) (tenant.Policy, error) {
+	return scanTenant(t.Q.QueryRowContext(bg, "SELECT policy FROM tenants WHERE tenant_id = ?", id))
 }
 
 // PutTenant implements store.Tx.
-func (t *tx) PutTenant(p tenant.Policy) error {
+func (t *Tx) PutTenant(p tenant.Policy) error {
 	doc, err := json.Marshal(p)
 	if err != nil {
 		return err
 	}
-	t.catalog = true
-	_, err = t.t.ExecContext(bg, `INSERT INTO tenants (tenant_id, enabled, policy, created_at, updated_at)
+	t.Catalog = true
+	_, err = t.Q.ExecContext(bg, `INSERT INTO tenants (tenant_id, enabled, policy, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant_id) DO UPDATE SET enabled = excluded.enabled,
 		policy = excluded.policy, updated_at = excluded.updated_at`,
-		args([]any{p.TenantID, p.Enabled, string(doc), ts(p.CreatedAt), ts(p.UpdatedAt)})...)
+		Args([]any{p.TenantID, p.Enabled, string(doc), TS(p.CreatedAt), TS(p.UpdatedAt)})...)
 	return err
 }
 
 const tokenCols = "id, tenant_id, subject_id, roles, description, hash, created_at, created_by, expires_at, revoked_at"
 
-func scanToken(s scanner) (auth.Token, error) {
+func scanToken(s Scanner) (auth.Token, error) {
 	var tk auth.Token
 	var roles, created string
 	var expires, revoked sql.NullString
@@ -66,20 +65,20 @@ func scanToken(s scanner) (auth.Token, error) {
 		return tk, err
 	}
 	var err error
-	if tk.CreatedAt, err = parseTS(created); err != nil {
+	if tk.CreatedAt, err = ParseTS(created); err != nil {
 		return tk, err
 	}
-	if tk.ExpiresAt, err = parseTSPtr(expires); err != nil {
+	if tk.ExpiresAt, err = ParseTSPtr(expires); err != nil {
 		return tk, err
 	}
-	tk.RevokedAt, err = parseTSPtr(revoked)
+	tk.RevokedAt, err = ParseTSPtr(revoked)
 	return tk, err
 }
 
 // TokenByHash implements store.Reader.
-func (s *Store) TokenByHash(ctx context.Context, hash string) (auth.Token, error) {
-	tk, err := scanToken(s.r.QueryRowContext(ctx, "SELECT "+tokenCols+" FROM tokens WHERE hash = ?", hash))
-	return tk, notFound(err, "token")
+func (s *Reader) TokenByHash(ctx context.Context, hash string) (auth.Token, error) {
+	tk, err := scanToken(s.Q.QueryRowContext(ctx, "SELECT "+tokenCols+" FROM tokens WHERE hash = ?", hash))
+	return tk, NotFound(err, "token")
 }
 
 var tokenFields = odata.Schema{
@@ -99,55 +98,52 @@ var tokenFields = odata.Schema{
 }
 
 // ListTokens implements store.Reader.
-func (s *Store) ListTokens(ctx context.Context, tenantID string, q store.ListQuery) (store.Page[auth.Token], error) {
+func (s *Reader) ListTokens(ctx context.Context, tenantID string, q store.ListQuery) (store.Page[auth.Token], error) {
 	scope, a := "", []any(nil)
 	if tenantID != "" {
 		scope, a = "tenant_id = ?", []any{tenantID}
 	}
-	return listPage(ctx, s.r, listSpec[auth.Token]{
-		from: "tokens", cols: tokenCols, fields: tokenFields, scope: scope, scopeArgs: a,
-		defaultOrder: []odata.OrderItem{{Field: "created_at"}},
-		scan:         func(r scanner) (auth.Token, error) { return scanToken(r) },
+	return ListPage(ctx, s.Q, ListSpec[auth.Token]{
+		From: "tokens", Cols: tokenCols, Fields: tokenFields, Scope: scope, ScopeArgs: a,
+		DefaultOrder: []odata.OrderItem{{Field: "created_at"}},
+		Scan:         func(r Scanner) (auth.Token, error) { return scanToken(r) },
 	}, q)
 }
 
 // InsertToken implements store.Tx.
-func (t *tx) InsertToken(tk auth.Token) error {
+func (t *Tx) InsertToken(tk auth.Token) error {
 	roles, err := json.Marshal(tk.Roles)
 	if err != nil {
 		return err
 	}
-	res, err := t.t.ExecContext(bg, "INSERT INTO tokens ("+tokenCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-		tk.ID, tk.TenantID, tk.SubjectID, string(roles), tk.Description, tk.Hash, ts(tk.CreatedAt), tk.CreatedBy,
-		tsPtr(tk.ExpiresAt), tsPtr(tk.RevokedAt))
-	if dup, err := conflicted(res, err); err != nil || dup {
-		if dup {
-			return fmt.Errorf("token: %w", store.ErrConflict)
-		}
-		return err
+	dup, err := t.D.InsertIgnoreConflict(bg, t.Q, "INSERT INTO tokens ("+tokenCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		tk.ID, tk.TenantID, tk.SubjectID, string(roles), tk.Description, tk.Hash, TS(tk.CreatedAt), tk.CreatedBy,
+		TSPtr(tk.ExpiresAt), TSPtr(tk.RevokedAt))
+	if dup {
+		return fmt.Errorf("token: %w", store.ErrConflict)
 	}
-	return nil
+	return err
 }
 
 // Token implements store.Tx.
-func (t *tx) Token(tenantID, id string) (auth.Token, error) {
+func (t *Tx) Token(tenantID, id string) (auth.Token, error) {
 	q, a := "SELECT "+tokenCols+" FROM tokens WHERE id = ?", []any{id}
 	if tenantID != "" {
 		q += " AND tenant_id = ?"
 		a = append(a, tenantID)
 	}
-	tk, err := scanToken(t.t.QueryRowContext(bg, q, a...))
-	return tk, notFound(err, "token")
+	tk, err := scanToken(t.Q.QueryRowContext(bg, q, a...))
+	return tk, NotFound(err, "token")
 }
 
 // RevokeToken implements store.Tx.
-func (t *tx) RevokeToken(tenantID, id string, at time.Time) error {
-	q, a := "UPDATE tokens SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?", []any{ts(at), id}
+func (t *Tx) RevokeToken(tenantID, id string, at time.Time) error {
+	q, a := "UPDATE tokens SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?", []any{TS(at), id}
 	if tenantID != "" {
 		q += " AND tenant_id = ?"
 		a = append(a, tenantID)
 	}
-	res, err := t.t.ExecContext(bg, q, a...)
+	res, err := t.Q.ExecContext(bg, q, a...)
 	if err != nil {
 		return err
 	}
@@ -160,7 +156,7 @@ func (t *tx) RevokeToken(tenantID, id string, at time.Time) error {
 const auditCols = "id, tenant_id, type, actor_id, resource_type, resource_id, correlation_id, at, details"
 
 // InsertAudit implements store.Tx.
-func (t *tx) InsertAudit(e audit.Event) error {
+func (t *Tx) InsertAudit(e audit.Event) error {
 	if err := e.Validate(); err != nil {
 		return fmt.Errorf("audit event %s: %w", e.ID, err)
 	}
@@ -168,8 +164,8 @@ func (t *tx) InsertAudit(e audit.Event) error {
 	if len(e.Details) > 0 {
 		details = string(e.Details)
 	}
-	_, err := t.t.ExecContext(bg, "INSERT INTO audit_events ("+auditCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-		e.ID, e.TenantID, e.Type, e.ActorID, e.ResourceType, e.ResourceID, e.CorrelationID, ts(e.At), details)
+	_, err := t.Q.ExecContext(bg, "INSERT INTO audit_events ("+auditCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		e.ID, e.TenantID, e.Type, e.ActorID, e.ResourceType, e.ResourceID, e.CorrelationID, TS(e.At), details)
 	return err
 }
 
@@ -183,15 +179,15 @@ var auditFields = odata.Schema{
 }
 
 // ListAudit implements store.Reader.
-func (s *Store) ListAudit(ctx context.Context, tenantID string, q store.ListQuery) (store.Page[audit.Event], error) {
+func (s *Reader) ListAudit(ctx context.Context, tenantID string, q store.ListQuery) (store.Page[audit.Event], error) {
 	scope, a := "", []any(nil)
 	if tenantID != "" {
 		scope, a = "tenant_id = ?", []any{tenantID}
 	}
-	return listPage(ctx, s.r, listSpec[audit.Event]{
-		from: "audit_events", cols: auditCols, fields: auditFields, scope: scope, scopeArgs: a,
-		defaultOrder: []odata.OrderItem{{Field: "timestamp"}},
-		scan: func(r scanner) (audit.Event, error) {
+	return ListPage(ctx, s.Q, ListSpec[audit.Event]{
+		From: "audit_events", Cols: auditCols, Fields: auditFields, Scope: scope, ScopeArgs: a,
+		DefaultOrder: []odata.OrderItem{{Field: "timestamp"}},
+		Scan: func(r Scanner) (audit.Event, error) {
 			var e audit.Event
 			var at string
 			var details sql.NullString
@@ -203,10 +199,8 @@ func (s *Store) ListAudit(ctx context.Context, tenantID string, q store.ListQuer
 				e.Details = json.RawMessage(details.String)
 			}
 			var err error
-			e.At, err = parseTS(at)
+			e.At, err = ParseTS(at)
 			return e, err
 		},
 	}, q)
 }
-
-var _ = strings.TrimSpace

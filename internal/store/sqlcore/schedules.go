@@ -1,4 +1,4 @@
-package sqlstore
+package sqlcore
 
 import (
 	"context"
@@ -29,7 +29,7 @@ func scanSchedule(sc interface{ Scan(...any) error }) (schedule.Schedule, error)
 	}
 	s.Revision = rev
 	var err error
-	s.DueAt, err = parseTSPtr(due)
+	s.DueAt, err = ParseTSPtr(due)
 	return s, err
 }
 
@@ -39,46 +39,46 @@ func scheduleDoc(s *schedule.Schedule) (string, error) {
 }
 
 // InsertSchedule implements store.Tx.
-func (t *tx) InsertSchedule(s *schedule.Schedule) error {
+func (t *Tx) InsertSchedule(s *schedule.Schedule) error {
 	s.Revision = 1
 	doc, err := scheduleDoc(s)
 	if err != nil {
 		return err
 	}
-	_, err = t.t.ExecContext(bg, `INSERT INTO schedules (tenant_id, id, entrypoint_id, name, status, next_run_at, due_at,
+	dup, err := t.D.InsertIgnoreConflict(bg, t.Q, `INSERT INTO schedules (tenant_id, id, entrypoint_id, name, status, next_run_at, due_at,
 		revision, created_at, updated_at, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		s.TenantID, s.ID, s.EntrypointID, s.Name, string(s.Status), tsPtr(s.NextRunAt), tsPtr(s.DueAt), s.Revision,
-		ts(s.CreatedAt), ts(s.UpdatedAt), doc)
-	if isUnique(err) {
+		s.TenantID, s.ID, s.EntrypointID, s.Name, string(s.Status), TSPtr(s.NextRunAt), TSPtr(s.DueAt), s.Revision,
+		TS(s.CreatedAt), TS(s.UpdatedAt), doc)
+	if dup {
 		return fmt.Errorf("schedule %s: %w", s.ID, store.ErrConflict)
 	}
 	return err
 }
 
 // Schedule implements store.Tx.
-func (t *tx) Schedule(tenantID, id string) (schedule.Schedule, error) {
-	s, err := scanSchedule(t.t.QueryRowContext(bg, "SELECT "+scheduleCols+" FROM schedules WHERE tenant_id = ? AND id = ?", tenantID, id))
-	return s, notFound(err, "schedule")
+func (t *Tx) Schedule(tenantID, id string) (schedule.Schedule, error) {
+	s, err := scanSchedule(t.Q.QueryRowContext(bg, "SELECT "+scheduleCols+" FROM schedules WHERE tenant_id = ? AND id = ?", tenantID, id))
+	return s, NotFound(err, "schedule")
 }
 
 // UpdateSchedule implements store.Tx.
-func (t *tx) UpdateSchedule(s *schedule.Schedule) error {
+func (t *Tx) UpdateSchedule(s *schedule.Schedule) error {
 	doc, err := scheduleDoc(s)
 	if err != nil {
 		return err
 	}
-	res, err := t.t.ExecContext(bg, `UPDATE schedules SET entrypoint_id = ?, name = ?, status = ?, next_run_at = ?, due_at = ?,
+	res, err := t.Q.ExecContext(bg, `UPDATE schedules SET entrypoint_id = ?, name = ?, status = ?, next_run_at = ?, due_at = ?,
 		revision = revision + 1, updated_at = ?, doc = ? WHERE tenant_id = ? AND id = ? AND revision = ?`,
-		s.EntrypointID, s.Name, string(s.Status), tsPtr(s.NextRunAt), tsPtr(s.DueAt), ts(s.UpdatedAt), doc,
+		s.EntrypointID, s.Name, string(s.Status), TSPtr(s.NextRunAt), TSPtr(s.DueAt), TS(s.UpdatedAt), doc,
 		s.TenantID, s.ID, s.Revision)
 	if err != nil {
 		return err
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		var one int
-		err := t.t.QueryRowContext(bg, "SELECT 1 FROM schedules WHERE tenant_id = ? AND id = ?", s.TenantID, s.ID).Scan(&one)
+		err := t.Q.QueryRowContext(bg, "SELECT 1 FROM schedules WHERE tenant_id = ? AND id = ?", s.TenantID, s.ID).Scan(&one)
 		if err != nil {
-			return notFound(err, "schedule")
+			return NotFound(err, "schedule")
 		}
 		return fmt.Errorf("schedule %s: %w", s.ID, store.ErrStale)
 	}
@@ -87,69 +87,52 @@ func (t *tx) UpdateSchedule(s *schedule.Schedule) error {
 }
 
 // DeleteSchedule implements store.Tx.
-func (t *tx) DeleteSchedule(tenantID, id string) error {
-	res, err := t.t.ExecContext(bg, "DELETE FROM schedules WHERE tenant_id = ? AND id = ?", tenantID, id)
+func (t *Tx) DeleteSchedule(tenantID, id string) error {
+	res, err := t.Q.ExecContext(bg, "DELETE FROM schedules WHERE tenant_id = ? AND id = ?", tenantID, id)
 	if err != nil {
 		return err
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return fmt.Errorf("schedule %s: %w", id, store.ErrNotFound)
 	}
-	_, err = t.t.ExecContext(bg, "DELETE FROM schedule_runs WHERE tenant_id = ? AND schedule_id = ?", tenantID, id)
+	_, err = t.Q.ExecContext(bg, "DELETE FROM schedule_runs WHERE tenant_id = ? AND schedule_id = ?", tenantID, id)
 	return err
 }
 
 // CountTenantSchedules implements store.Tx.
-func (t *tx) CountTenantSchedules(tenantID string) (int64, error) {
+func (t *Tx) CountTenantSchedules(tenantID string) (int64, error) {
 	var n int64
-	err := t.t.QueryRowContext(bg, "SELECT count(*) FROM schedules WHERE tenant_id = ?", tenantID).Scan(&n)
+	err := t.Q.QueryRowContext(bg, "SELECT count(*) FROM schedules WHERE tenant_id = ?", tenantID).Scan(&n)
 	return n, err
 }
 
 // CountTenantSchedules implements store.Reader.
-func (s *Store) CountTenantSchedules(ctx context.Context, tenantID string) (int64, error) {
+func (s *Reader) CountTenantSchedules(ctx context.Context, tenantID string) (int64, error) {
 	var n int64
-	err := s.r.QueryRowContext(ctx, "SELECT count(*) FROM schedules WHERE tenant_id = ?", tenantID).Scan(&n)
+	err := s.Q.QueryRowContext(ctx, "SELECT count(*) FROM schedules WHERE tenant_id = ?", tenantID).Scan(&n)
 	return n, err
 }
 
 // Schedule implements store.Reader.
-func (s *Store) Schedule(ctx context.Context, tenantID, id string) (schedule.Schedule, error) {
-	sc, err := scanSchedule(s.r.QueryRowContext(ctx, "SELECT "+scheduleCols+" FROM schedules WHERE tenant_id = ? AND id = ?", tenantID, id))
-	return sc, notFound(err, "schedule")
+func (s *Reader) Schedule(ctx context.Context, tenantID, id string) (schedule.Schedule, error) {
+	sc, err := scanSchedule(s.Q.QueryRowContext(ctx, "SELECT "+scheduleCols+" FROM schedules WHERE tenant_id = ? AND id = ?", tenantID, id))
+	return sc, NotFound(err, "schedule")
 }
 
 // DueSchedules implements store.Reader.
-func (s *Store) DueSchedules(ctx context.Context, now time.Time, limit int) ([]schedule.Schedule, error) {
-	rows, err := s.r.QueryContext(ctx, "SELECT "+scheduleCols+` FROM schedules INDEXED BY schedules_due
-		WHERE due_at IS NOT NULL AND due_at <= ? ORDER BY due_at LIMIT ?`, ts(now), limit)
-	return scanAll(rows, err, func(r *sql.Rows) (schedule.Schedule, error) { return scanSchedule(r) })
-}
-
-// scanAll reads every row of a query with scan (and closes it); err is the query's.
-func scanAll[T any](rows *sql.Rows, err error, scan func(*sql.Rows) (T, error)) ([]T, error) {
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []T
-	for rows.Next() {
-		v, err := scan(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
+func (s *Reader) DueSchedules(ctx context.Context, now time.Time, limit int) ([]schedule.Schedule, error) {
+	rows, err := s.Q.QueryContext(ctx, "SELECT "+scheduleCols+" FROM schedules"+s.D.IndexedBy("schedules_due")+`
+		WHERE due_at IS NOT NULL AND due_at <= ? ORDER BY due_at LIMIT ?`, TS(now), limit)
+	return ScanAll(rows, err, func(r *sql.Rows) (schedule.Schedule, error) { return scanSchedule(r) })
 }
 
 // NextScheduleDue implements store.Reader.
-func (s *Store) NextScheduleDue(ctx context.Context) (*time.Time, error) {
+func (s *Reader) NextScheduleDue(ctx context.Context) (*time.Time, error) {
 	var due sql.NullString
-	if err := s.r.QueryRowContext(ctx, "SELECT min(due_at) FROM schedules WHERE due_at IS NOT NULL").Scan(&due); err != nil {
+	if err := s.Q.QueryRowContext(ctx, "SELECT min(due_at) FROM schedules WHERE due_at IS NOT NULL").Scan(&due); err != nil {
 		return nil, err
 	}
-	return parseTSPtr(due)
+	return ParseTSPtr(due)
 }
 
 var scheduleFields = odata.Schema{
@@ -162,12 +145,12 @@ var scheduleFields = odata.Schema{
 }
 
 // ListSchedules implements store.Reader.
-func (s *Store) ListSchedules(ctx context.Context, tenantID string, q store.ListQuery) (store.Page[schedule.Schedule], error) {
-	return listPage(ctx, s.r, listSpec[schedule.Schedule]{
-		from: "schedules", cols: scheduleCols, fields: scheduleFields, scope: "tenant_id = ?", scopeArgs: []any{tenantID},
-		defaultOrder: []odata.OrderItem{{Field: "created_at"}},
-		nullable:     map[string]bool{"next_run_at": true},
-		scan:         func(r scanner) (schedule.Schedule, error) { return scanSchedule(r) },
+func (s *Reader) ListSchedules(ctx context.Context, tenantID string, q store.ListQuery) (store.Page[schedule.Schedule], error) {
+	return ListPage(ctx, s.Q, ListSpec[schedule.Schedule]{
+		From: "schedules", Cols: scheduleCols, Fields: scheduleFields, Scope: "tenant_id = ?", ScopeArgs: []any{tenantID},
+		DefaultOrder: []odata.OrderItem{{Field: "created_at"}},
+		Nullable:     map[string]bool{"next_run_at": true},
+		Scan:         func(r Scanner) (schedule.Schedule, error) { return scanSchedule(r) },
 	}, q)
 }
 
@@ -188,7 +171,7 @@ func scanRun(sc interface{ Scan(...any) error }, extra ...any) (schedule.Run, er
 }
 
 // InsertScheduleRun implements store.Tx.
-func (t *tx) InsertScheduleRun(r schedule.Run) error {
+func (t *Tx) InsertScheduleRun(r schedule.Run) error {
 	doc, err := json.Marshal(r)
 	if err != nil {
 		return err
@@ -197,17 +180,17 @@ func (t *tx) InsertScheduleRun(r schedule.Run) error {
 	if r.InvocationID != "" {
 		inv = r.InvocationID
 	}
-	_, err = t.t.ExecContext(bg, `INSERT INTO schedule_runs (tenant_id, schedule_id, id, scheduled_at, kind, state,
+	dup, err := t.D.InsertIgnoreConflict(bg, t.Q, `INSERT INTO schedule_runs (tenant_id, schedule_id, id, scheduled_at, kind, state,
 		invocation_id, recorded_at, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		r.TenantID, r.ScheduleID, r.ID, ts(r.ScheduledAt), string(r.Kind), string(r.State), inv, ts(r.RecordedAt), string(doc))
-	if isUnique(err) {
-		return fmt.Errorf("schedule %s run at %s: %w", r.ScheduleID, ts(r.ScheduledAt), store.ErrConflict)
+		r.TenantID, r.ScheduleID, r.ID, TS(r.ScheduledAt), string(r.Kind), string(r.State), inv, TS(r.RecordedAt), string(doc))
+	if dup {
+		return fmt.Errorf("schedule %s run at %s: %w", r.ScheduleID, TS(r.ScheduledAt), store.ErrConflict)
 	}
 	return err
 }
 
 // UpdateScheduleRun implements store.Tx.
-func (t *tx) UpdateScheduleRun(r schedule.Run) error {
+func (t *Tx) UpdateScheduleRun(r schedule.Run) error {
 	doc, err := json.Marshal(r)
 	if err != nil {
 		return err
@@ -216,9 +199,9 @@ func (t *tx) UpdateScheduleRun(r schedule.Run) error {
 	if r.InvocationID != "" {
 		inv = r.InvocationID
 	}
-	res, err := t.t.ExecContext(bg, `UPDATE schedule_runs SET state = ?, invocation_id = ?, recorded_at = ?, doc = ?
+	res, err := t.Q.ExecContext(bg, `UPDATE schedule_runs SET state = ?, invocation_id = ?, recorded_at = ?, doc = ?
 		WHERE tenant_id = ? AND schedule_id = ? AND id = ?`,
-		string(r.State), inv, ts(r.RecordedAt), string(doc), r.TenantID, r.ScheduleID, r.ID)
+		string(r.State), inv, TS(r.RecordedAt), string(doc), r.TenantID, r.ScheduleID, r.ID)
 	if err != nil {
 		return err
 	}
@@ -228,15 +211,15 @@ func (t *tx) UpdateScheduleRun(r schedule.Run) error {
 	return nil
 }
 
-func (t *tx) runsWhere(tenantID, scheduleID, where string, limit int) ([]schedule.Run, error) {
-	rows, err := t.t.QueryContext(bg, "SELECT "+runCols+" FROM schedule_runs WHERE tenant_id = ? AND schedule_id = ? AND "+where+" LIMIT ?",
+func (t *Tx) runsWhere(tenantID, scheduleID, where string, limit int) ([]schedule.Run, error) {
+	rows, err := t.Q.QueryContext(bg, "SELECT "+runCols+" FROM schedule_runs WHERE tenant_id = ? AND schedule_id = ? AND "+where+" LIMIT ?",
 		tenantID, scheduleID, limit)
 	return scanRuns(rows, err, tenantID)
 }
 
 // scanRuns reads the runs of a query of one tenant (and closes it).
 func scanRuns(rows *sql.Rows, err error, tenantID string) ([]schedule.Run, error) {
-	return scanAll(rows, err, func(r *sql.Rows) (schedule.Run, error) {
+	return ScanAll(rows, err, func(r *sql.Rows) (schedule.Run, error) {
 		run, err := scanRun(r)
 		run.TenantID = tenantID
 		return run, err
@@ -244,19 +227,19 @@ func scanRuns(rows *sql.Rows, err error, tenantID string) ([]schedule.Run, error
 }
 
 // PendingRuns implements store.Tx.
-func (t *tx) PendingRuns(tenantID, scheduleID string, limit int) ([]schedule.Run, error) {
+func (t *Tx) PendingRuns(tenantID, scheduleID string, limit int) ([]schedule.Run, error) {
 	return t.runsWhere(tenantID, scheduleID, "state = 'pending' ORDER BY scheduled_at", limit)
 }
 
 // WithdrawRuns implements store.Tx.
-func (t *tx) WithdrawRuns(tenantID, scheduleID string, after time.Time) ([]schedule.Run, error) {
-	rows, err := t.t.QueryContext(bg, "DELETE FROM schedule_runs WHERE tenant_id = ? AND schedule_id = ? AND scheduled_at > ? "+
-		"AND kind = 'scheduled' AND state = 'started' RETURNING "+runCols, tenantID, scheduleID, ts(after))
+func (t *Tx) WithdrawRuns(tenantID, scheduleID string, after time.Time) ([]schedule.Run, error) {
+	rows, err := t.Q.QueryContext(bg, "DELETE FROM schedule_runs WHERE tenant_id = ? AND schedule_id = ? AND scheduled_at > ? "+
+		"AND kind = 'scheduled' AND state = 'started' RETURNING "+runCols, tenantID, scheduleID, TS(after))
 	return scanRuns(rows, err, tenantID)
 }
 
 // StartedRuns implements store.Tx.
-func (t *tx) StartedRuns(tenantID, scheduleID string, limit int) ([]schedule.Run, error) {
+func (t *Tx) StartedRuns(tenantID, scheduleID string, limit int) ([]schedule.Run, error) {
 	return t.runsWhere(tenantID, scheduleID, "state = 'started' ORDER BY scheduled_at DESC", limit)
 }
 
@@ -273,12 +256,12 @@ var runFields = odata.Schema{
 }
 
 // ScheduleRuns implements store.Reader.
-func (s *Store) ScheduleRuns(ctx context.Context, tenantID, scheduleID string, q store.ListQuery) (store.Page[schedule.Run], error) {
-	return listPage(ctx, s.r, listSpec[schedule.Run]{
-		from: runsView, cols: runCols + ", invocation_status", fields: runFields,
-		scope: "tenant_id = ? AND schedule_id = ?", scopeArgs: []any{tenantID, scheduleID},
-		defaultOrder: []odata.OrderItem{{Field: "scheduled_at", Desc: true}},
-		scan: func(rows scanner) (schedule.Run, error) {
+func (s *Reader) ScheduleRuns(ctx context.Context, tenantID, scheduleID string, q store.ListQuery) (store.Page[schedule.Run], error) {
+	return ListPage(ctx, s.Q, ListSpec[schedule.Run]{
+		From: runsView, Cols: runCols + ", invocation_status", Fields: runFields,
+		Scope: "tenant_id = ? AND schedule_id = ?", ScopeArgs: []any{tenantID, scheduleID},
+		DefaultOrder: []odata.OrderItem{{Field: "scheduled_at", Desc: true}},
+		Scan: func(rows Scanner) (schedule.Run, error) {
 			var st string
 			r, err := scanRun(rows, &st)
 			r.TenantID, r.InvocationStatus = tenantID, st
@@ -288,10 +271,10 @@ func (s *Store) ScheduleRuns(ctx context.Context, tenantID, scheduleID string, q
 }
 
 // PurgeScheduleRuns implements store.Tx.
-func (t *tx) PurgeScheduleRuns(tenantID string, before time.Time, limit int) (int64, error) {
-	res, err := t.t.ExecContext(bg, `DELETE FROM schedule_runs WHERE tenant_id = ? AND (schedule_id, id) IN (SELECT schedule_id, id
+func (t *Tx) PurgeScheduleRuns(tenantID string, before time.Time, limit int) (int64, error) {
+	res, err := t.Q.ExecContext(bg, `DELETE FROM schedule_runs WHERE tenant_id = ? AND (schedule_id, id) IN (SELECT schedule_id, id
 		FROM schedule_runs WHERE tenant_id = ? AND recorded_at < ? AND state <> 'pending' ORDER BY recorded_at LIMIT ?)`,
-		tenantID, tenantID, ts(before), limit)
+		tenantID, tenantID, TS(before), limit)
 	if err != nil {
 		return 0, err
 	}
@@ -300,7 +283,7 @@ func (t *tx) PurgeScheduleRuns(tenantID string, before time.Time, limit int) (in
 		return n, nil
 	}
 	// Finished backfills, one at a time within the bound.
-	rows, err := t.t.QueryContext(bg, `SELECT id, doc FROM backfills WHERE tenant_id = ? AND state IN ('succeeded', 'failed', 'canceled')`, tenantID)
+	rows, err := t.Q.QueryContext(bg, `SELECT id, doc FROM backfills WHERE tenant_id = ? AND state IN ('succeeded', 'failed', 'canceled')`, tenantID)
 	if err != nil {
 		return n, err
 	}
@@ -324,7 +307,7 @@ func (t *tx) PurgeScheduleRuns(tenantID string, before time.Time, limit int) (in
 		if left <= 0 {
 			break
 		}
-		res, err := t.t.ExecContext(bg, `DELETE FROM backfill_partitions WHERE tenant_id = ? AND backfill_id = ? AND id IN
+		res, err := t.Q.ExecContext(bg, `DELETE FROM backfill_partitions WHERE tenant_id = ? AND backfill_id = ? AND id IN
 			(SELECT id FROM backfill_partitions WHERE tenant_id = ? AND backfill_id = ? LIMIT ?)`, tenantID, id, tenantID, id, left)
 		if err != nil {
 			return n, err
@@ -332,7 +315,7 @@ func (t *tx) PurgeScheduleRuns(tenantID string, before time.Time, limit int) (in
 		k, _ := res.RowsAffected()
 		n += k
 		if k < left {
-			if _, err := t.t.ExecContext(bg, "DELETE FROM backfills WHERE tenant_id = ? AND id = ?", tenantID, id); err != nil {
+			if _, err := t.Q.ExecContext(bg, "DELETE FROM backfills WHERE tenant_id = ? AND id = ?", tenantID, id); err != nil {
 				return n, err
 			}
 			n++

@@ -1,4 +1,4 @@
-package pgstore
+package sqlcore
 
 import (
 	"context"
@@ -25,13 +25,13 @@ func scanSecret(sc interface{ Scan(...any) error }) (store.Secret, error) {
 		return s, fmt.Errorf("secret %s: allowed_hosts: %w", s.Name, err)
 	}
 	var err error
-	if s.CreatedAt, err = parseTS(created); err != nil {
+	if s.CreatedAt, err = ParseTS(created); err != nil {
 		return s, err
 	}
-	if s.UpdatedAt, err = parseTS(updated); err != nil {
+	if s.UpdatedAt, err = ParseTS(updated); err != nil {
 		return s, err
 	}
-	s.LastUsedAt, err = parseTSPtr(used)
+	s.LastUsedAt, err = ParseTSPtr(used)
 	return s, err
 }
 
@@ -56,30 +56,31 @@ func scanVersion(sc interface{ Scan(...any) error }, sealed bool) (store.SecretV
 		return v, err
 	}
 	var err error
-	v.CreatedAt, err = parseTS(created)
+	v.CreatedAt, err = ParseTS(created)
 	return v, err
 }
 
 // readSecret reads a secret and its versions through q (the reader or a transaction). lock (in a
-// transaction) locks the secret's row until the commit: the read of a read-modify-write.
-func readSecret(ctx context.Context, q querier, tenantID, name string, lock bool) (store.Secret, error) {
+// transaction) locks the secret's row until the commit (Dialect.ForUpdate): the read of a
+// read-modify-write.
+func readSecret(ctx context.Context, q Querier, d Dialect, tenantID, name string, lock bool) (store.Secret, error) {
 	query := "SELECT " + secretCols + " FROM secrets WHERE tenant_id = ? AND name = ?"
 	if lock {
-		query += " FOR UPDATE"
+		query += d.ForUpdate()
 	}
 	s, err := scanSecret(q.QueryRowContext(ctx, query, tenantID, name))
 	if err != nil {
-		return s, notFound(err, "secret")
+		return s, NotFound(err, "secret")
 	}
 	rows, err := q.QueryContext(ctx, "SELECT "+versionMetaCols+
 		" FROM secret_versions WHERE tenant_id = ? AND name = ? ORDER BY version DESC", tenantID, name)
-	s.Versions, err = scanAll(rows, err, func(r *sql.Rows) (store.SecretVersion, error) { return scanVersion(r, false) })
+	s.Versions, err = ScanAll(rows, err, func(r *sql.Rows) (store.SecretVersion, error) { return scanVersion(r, false) })
 	return s, err
 }
 
 // Secret implements store.Reader.
-func (s *Store) Secret(ctx context.Context, tenantID, name string) (store.Secret, error) {
-	return readSecret(ctx, s.r, tenantID, name, false)
+func (s *Reader) Secret(ctx context.Context, tenantID, name string) (store.Secret, error) {
+	return readSecret(ctx, s.Q, s.D, tenantID, name, false)
 }
 
 var secretFields = odata.Schema{
@@ -88,63 +89,69 @@ var secretFields = odata.Schema{
 }
 
 // ListSecrets implements store.Reader.
-func (s *Store) ListSecrets(ctx context.Context, tenantID string, q store.ListQuery) (store.Page[store.Secret], error) {
-	return listPage(ctx, s.r, listSpec[store.Secret]{
-		from: "secrets", cols: secretCols, fields: secretFields, scope: "tenant_id = ?", scopeArgs: []any{tenantID},
-		defaultOrder: []odata.OrderItem{{Field: "name"}},
-		scan:         func(r scanner) (store.Secret, error) { return scanSecret(r) },
+func (s *Reader) ListSecrets(ctx context.Context, tenantID string, q store.ListQuery) (store.Page[store.Secret], error) {
+	return ListPage(ctx, s.Q, ListSpec[store.Secret]{
+		From: "secrets", Cols: secretCols, Fields: secretFields, Scope: "tenant_id = ?", ScopeArgs: []any{tenantID},
+		DefaultOrder: []odata.OrderItem{{Field: "name"}},
+		Scan:         func(r Scanner) (store.Secret, error) { return scanSecret(r) },
 	}, q)
 }
 
 // SealedSecret implements store.Reader.
-func (s *Store) SealedSecret(ctx context.Context, tenantID, name string) (store.SealedSecret, error) {
+func (s *Reader) SealedSecret(ctx context.Context, tenantID, name string) (store.SealedSecret, error) {
 	var out store.SealedSecret
 	var hosts, created string
 	v := &out.Version
-	err := s.r.QueryRowContext(ctx, `SELECT s.allowed_hosts, v.tenant_id, v.name, v.version, v.created_at, v.created_by, v.key_id, v.sealed
+	err := s.Q.QueryRowContext(ctx, `SELECT s.allowed_hosts, v.tenant_id, v.name, v.version, v.created_at, v.created_by, v.key_id, v.sealed
 		FROM secrets s JOIN secret_versions v ON v.tenant_id = s.tenant_id AND v.name = s.name AND v.version = s.version
 		WHERE s.tenant_id = ? AND s.name = ? AND v.sealed IS NOT NULL`, tenantID, name).
 		Scan(&hosts, &v.TenantID, &v.Name, &v.Version, &created, &v.CreatedBy, &v.KeyID, &v.Sealed)
 	if err != nil {
-		return out, notFound(err, "secret")
+		return out, NotFound(err, "secret")
 	}
 	if err := json.Unmarshal([]byte(hosts), &out.AllowedHosts); err != nil {
 		return out, fmt.Errorf("secret %s: allowed_hosts: %w", name, err)
 	}
-	v.CreatedAt, err = parseTS(created)
+	v.CreatedAt, err = ParseTS(created)
 	return out, err
 }
 
 // SecretsToRewrap implements store.Reader.
-func (s *Store) SecretsToRewrap(ctx context.Context, q store.RewrapQuery) ([]store.SecretVersion, error) {
-	rows, err := s.r.QueryContext(ctx, "SELECT "+versionMetaCols+`, sealed FROM secret_versions
+func (s *Reader) SecretsToRewrap(ctx context.Context, q store.RewrapQuery) ([]store.SecretVersion, error) {
+	rows, err := s.Q.QueryContext(ctx, "SELECT "+versionMetaCols+`, sealed FROM secret_versions
 		WHERE sealed IS NOT NULL AND key_id <> ? AND (tenant_id, name, version) > (?, ?, ?)
 		ORDER BY tenant_id, name, version LIMIT ?`,
 		q.ExceptKeyID, q.After.TenantID, q.After.Name, q.After.Version, q.Limit)
-	return scanAll(rows, err, func(r *sql.Rows) (store.SecretVersion, error) { return scanVersion(r, true) })
+	return ScanAll(rows, err, func(r *sql.Rows) (store.SecretVersion, error) { return scanVersion(r, true) })
 }
 
 // InsertSecret implements store.Tx.
-func (t *tx) InsertSecret(s store.Secret, v store.SecretVersion) error {
+func (t *Tx) InsertSecret(s store.Secret, v store.SecretVersion) error {
 	hosts, err := hostsJSON(s.AllowedHosts)
 	if err != nil {
 		return err
 	}
-	res, err := t.t.ExecContext(bg, `INSERT INTO secrets (tenant_id, name, description, allowed_hosts, version, created_at,
-		updated_at, last_used_at, created_by, updated_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-		s.TenantID, s.Name, s.Description, hosts, s.Version, ts(s.CreatedAt), ts(s.UpdatedAt), tsPtr(s.LastUsedAt),
+	dup, err := t.D.InsertIgnoreConflict(bg, t.Q, `INSERT INTO secrets (tenant_id, name, description, allowed_hosts, version, created_at,
+		updated_at, last_used_at, created_by, updated_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		s.TenantID, s.Name, s.Description, hosts, s.Version, TS(s.CreatedAt), TS(s.UpdatedAt), TSPtr(s.LastUsedAt),
 		s.CreatedBy, s.UpdatedBy)
-	if err := conflictErr(res, err, func() error { return fmt.Errorf("secret %s: %w", s.Name, store.ErrConflict) }); err != nil {
+	if dup {
+		return fmt.Errorf("secret %s: %w", s.Name, store.ErrConflict)
+	}
+	if err != nil {
 		return err
 	}
 	// A deleted secret's versions are gone with it; none of a new one can exist.
 	return t.insertVersion(v)
 }
 
-func (t *tx) insertVersion(v store.SecretVersion) error {
-	res, err := t.t.ExecContext(bg, `INSERT INTO secret_versions (tenant_id, name, version, sealed, key_id, created_at, created_by)
-		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`, v.TenantID, v.Name, v.Version, v.Sealed, v.KeyID, ts(v.CreatedAt), v.CreatedBy)
-	return conflictErr(res, err, func() error { return fmt.Errorf("secret %s version %d: %w", v.Name, v.Version, store.ErrConflict) })
+func (t *Tx) insertVersion(v store.SecretVersion) error {
+	dup, err := t.D.InsertIgnoreConflict(bg, t.Q, `INSERT INTO secret_versions (tenant_id, name, version, sealed, key_id, created_at, created_by)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`, v.TenantID, v.Name, v.Version, v.Sealed, v.KeyID, TS(v.CreatedAt), v.CreatedBy)
+	if dup {
+		return fmt.Errorf("secret %s version %d: %w", v.Name, v.Version, store.ErrConflict)
+	}
+	return err
 }
 
 // Secret implements store.Tx. It locks the secret's row (FOR UPDATE): UpdateSecret writes what
@@ -152,19 +159,19 @@ func (t *tx) insertVersion(v store.SecretVersion) error {
 // wait for this transaction, and this read must see an update committed before it (READ COMMITTED
 // returns the row's latest version once the lock is granted). On SQLite the single writer gives the
 // same guarantee.
-func (t *tx) Secret(tenantID, name string) (store.Secret, error) {
-	return readSecret(bg, t.t, tenantID, name, true)
+func (t *Tx) Secret(tenantID, name string) (store.Secret, error) {
+	return readSecret(bg, t.Q, t.D, tenantID, name, true)
 }
 
 // UpdateSecret implements store.Tx.
-func (t *tx) UpdateSecret(s store.Secret) error {
+func (t *Tx) UpdateSecret(s store.Secret) error {
 	hosts, err := hostsJSON(s.AllowedHosts)
 	if err != nil {
 		return err
 	}
-	res, err := t.t.ExecContext(bg, `UPDATE secrets SET description = ?, allowed_hosts = ?, version = ?, updated_at = ?,
+	res, err := t.Q.ExecContext(bg, `UPDATE secrets SET description = ?, allowed_hosts = ?, version = ?, updated_at = ?,
 		updated_by = ? WHERE tenant_id = ? AND name = ?`,
-		s.Description, hosts, s.Version, ts(s.UpdatedAt), s.UpdatedBy, s.TenantID, s.Name)
+		s.Description, hosts, s.Version, TS(s.UpdatedAt), s.UpdatedBy, s.TenantID, s.Name)
 	if err != nil {
 		return err
 	}
@@ -175,48 +182,48 @@ func (t *tx) UpdateSecret(s store.Secret) error {
 }
 
 // AddSecretVersion implements store.Tx.
-func (t *tx) AddSecretVersion(v store.SecretVersion, keep int) error {
+func (t *Tx) AddSecretVersion(v store.SecretVersion, keep int) error {
 	if err := t.insertVersion(v); err != nil {
 		return err
 	}
-	if _, err := t.t.ExecContext(bg, `UPDATE secret_versions SET sealed = NULL, key_id = ''
+	if _, err := t.Q.ExecContext(bg, `UPDATE secret_versions SET sealed = NULL, key_id = ''
 		WHERE tenant_id = ? AND name = ? AND version < ? AND sealed IS NOT NULL`, v.TenantID, v.Name, v.Version); err != nil {
 		return err
 	}
-	_, err := t.t.ExecContext(bg, `DELETE FROM secret_versions WHERE tenant_id = ? AND name = ? AND version <= ?`,
+	_, err := t.Q.ExecContext(bg, `DELETE FROM secret_versions WHERE tenant_id = ? AND name = ? AND version <= ?`,
 		v.TenantID, v.Name, v.Version-int64(max(keep, 1)))
 	return err
 }
 
 // DeleteSecret implements store.Tx.
-func (t *tx) DeleteSecret(tenantID, name string) error {
-	res, err := t.t.ExecContext(bg, "DELETE FROM secrets WHERE tenant_id = ? AND name = ?", tenantID, name)
+func (t *Tx) DeleteSecret(tenantID, name string) error {
+	res, err := t.Q.ExecContext(bg, "DELETE FROM secrets WHERE tenant_id = ? AND name = ?", tenantID, name)
 	if err != nil {
 		return err
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return fmt.Errorf("secret %s: %w", name, store.ErrNotFound)
 	}
-	_, err = t.t.ExecContext(bg, "DELETE FROM secret_versions WHERE tenant_id = ? AND name = ?", tenantID, name)
+	_, err = t.Q.ExecContext(bg, "DELETE FROM secret_versions WHERE tenant_id = ? AND name = ?", tenantID, name)
 	return err
 }
 
 // CountTenantSecrets implements store.Tx.
-func (t *tx) CountTenantSecrets(tenantID string) (int64, error) {
+func (t *Tx) CountTenantSecrets(tenantID string) (int64, error) {
 	var n int64
-	err := t.t.QueryRowContext(bg, "SELECT count(*) FROM secrets WHERE tenant_id = ?", tenantID).Scan(&n)
+	err := t.Q.QueryRowContext(bg, "SELECT count(*) FROM secrets WHERE tenant_id = ?", tenantID).Scan(&n)
 	return n, err
 }
 
 // TouchSecret implements store.Tx.
-func (t *tx) TouchSecret(tenantID, name string, at time.Time) error {
-	_, err := t.t.ExecContext(bg, "UPDATE secrets SET last_used_at = ? WHERE tenant_id = ? AND name = ?", ts(at), tenantID, name)
+func (t *Tx) TouchSecret(tenantID, name string, at time.Time) error {
+	_, err := t.Q.ExecContext(bg, "UPDATE secrets SET last_used_at = ? WHERE tenant_id = ? AND name = ?", TS(at), tenantID, name)
 	return err
 }
 
 // RewrapSecret implements store.Tx.
-func (t *tx) RewrapSecret(r store.SecretRewrap) (bool, error) {
-	res, err := t.t.ExecContext(bg, `UPDATE secret_versions SET sealed = ?, key_id = ?
+func (t *Tx) RewrapSecret(r store.SecretRewrap) (bool, error) {
+	res, err := t.Q.ExecContext(bg, `UPDATE secret_versions SET sealed = ?, key_id = ?
 		WHERE tenant_id = ? AND name = ? AND version = ? AND key_id = ? AND sealed IS NOT NULL`,
 		r.Sealed, r.KeyID, r.Ref.TenantID, r.Ref.Name, r.Ref.Version, r.FromKeyID)
 	if err != nil {

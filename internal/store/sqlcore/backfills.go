@@ -1,4 +1,4 @@
-package sqlstore
+package sqlcore
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/larkrun/lark/internal/store"
 )
 
+// backfillCols are the columns scanBackfill reads.
 const backfillCols = "revision, doc"
 
 func scanBackfill(sc interface{ Scan(...any) error }) (schedule.Backfill, error) {
@@ -28,23 +29,23 @@ func scanBackfill(sc interface{ Scan(...any) error }) (schedule.Backfill, error)
 }
 
 // InsertBackfill implements store.Tx.
-func (t *tx) InsertBackfill(b *schedule.Backfill, parts []schedule.Partition) error {
+func (t *Tx) InsertBackfill(b *schedule.Backfill, parts []schedule.Partition) error {
 	b.Revision = 1
 	doc, err := json.Marshal(b)
 	if err != nil {
 		return err
 	}
-	_, err = t.t.ExecContext(bg, `INSERT INTO backfills (tenant_id, id, state, entrypoint_id, schedule_id, revision, created_at, doc)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, b.TenantID, b.ID, string(b.State), b.EntrypointID, b.ScheduleID, b.Revision, ts(b.CreatedAt), string(doc))
-	if isUnique(err) {
+	dup, err := t.D.InsertIgnoreConflict(bg, t.Q, `INSERT INTO backfills (tenant_id, id, state, entrypoint_id, schedule_id, revision, created_at, doc)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, b.TenantID, b.ID, string(b.State), b.EntrypointID, b.ScheduleID, b.Revision, TS(b.CreatedAt), string(doc))
+	if dup {
 		return fmt.Errorf("backfill %s: %w", b.ID, store.ErrConflict)
 	}
 	if err != nil {
 		return err
 	}
 	for _, p := range parts {
-		if _, err := t.t.ExecContext(bg, `INSERT INTO backfill_partitions (tenant_id, backfill_id, id, seq, scheduled_at, chunk, state)
-			VALUES (?, ?, ?, ?, ?, ?, ?)`, b.TenantID, b.ID, p.ID, p.Seq, ts(p.ScheduledAt), p.Chunk, string(p.State)); err != nil {
+		if _, err := t.Q.ExecContext(bg, `INSERT INTO backfill_partitions (tenant_id, backfill_id, id, seq, scheduled_at, chunk, state)
+			VALUES (?, ?, ?, ?, ?, ?, ?)`, b.TenantID, b.ID, p.ID, p.Seq, TS(p.ScheduledAt), p.Chunk, string(p.State)); err != nil {
 			return err
 		}
 	}
@@ -52,18 +53,18 @@ func (t *tx) InsertBackfill(b *schedule.Backfill, parts []schedule.Partition) er
 }
 
 // Backfill implements store.Tx.
-func (t *tx) Backfill(tenantID, id string) (schedule.Backfill, error) {
-	b, err := scanBackfill(t.t.QueryRowContext(bg, "SELECT "+backfillCols+" FROM backfills WHERE tenant_id = ? AND id = ?", tenantID, id))
-	return b, notFound(err, "backfill")
+func (t *Tx) Backfill(tenantID, id string) (schedule.Backfill, error) {
+	b, err := scanBackfill(t.Q.QueryRowContext(bg, "SELECT "+backfillCols+" FROM backfills WHERE tenant_id = ? AND id = ?", tenantID, id))
+	return b, NotFound(err, "backfill")
 }
 
 // UpdateBackfill implements store.Tx.
-func (t *tx) UpdateBackfill(b *schedule.Backfill) error {
+func (t *Tx) UpdateBackfill(b *schedule.Backfill) error {
 	doc, err := json.Marshal(b)
 	if err != nil {
 		return err
 	}
-	res, err := t.t.ExecContext(bg, `UPDATE backfills SET state = ?, revision = revision + 1, doc = ?
+	res, err := t.Q.ExecContext(bg, `UPDATE backfills SET state = ?, revision = revision + 1, doc = ?
 		WHERE tenant_id = ? AND id = ? AND revision = ?`, string(b.State), string(doc), b.TenantID, b.ID, b.Revision)
 	if err != nil {
 		return err
@@ -76,10 +77,10 @@ func (t *tx) UpdateBackfill(b *schedule.Backfill) error {
 }
 
 // SettleBackfill implements store.Tx.
-func (t *tx) SettleBackfill(tenantID, id string) (schedule.Progress, schedule.Chunks, error) {
+func (t *Tx) SettleBackfill(tenantID, id string) (schedule.Progress, schedule.Chunks, error) {
 	var p schedule.Progress
 	var c schedule.Chunks
-	_, err := t.t.ExecContext(bg, `UPDATE backfill_partitions AS p
+	_, err := t.Q.ExecContext(bg, `UPDATE backfill_partitions AS p
 		SET state = CASE i.status WHEN 'succeeded' THEN 'completed' ELSE 'failed' END
 		FROM invocations AS i
 		WHERE p.tenant_id = ? AND p.backfill_id = ? AND p.state = 'running'
@@ -88,7 +89,7 @@ func (t *tx) SettleBackfill(tenantID, id string) (schedule.Progress, schedule.Ch
 	if err != nil {
 		return p, c, err
 	}
-	rows, err := t.t.QueryContext(bg, `SELECT state, count(*), count(DISTINCT chunk) FROM backfill_partitions
+	rows, err := t.Q.QueryContext(bg, `SELECT state, count(*), count(DISTINCT chunk) FROM backfill_partitions
 		WHERE tenant_id = ? AND backfill_id = ? GROUP BY state`, tenantID, id)
 	if err != nil {
 		return p, c, err
@@ -117,16 +118,16 @@ func (t *tx) SettleBackfill(tenantID, id string) (schedule.Progress, schedule.Ch
 	if err := rows.Err(); err != nil {
 		return p, c, err
 	}
-	err = t.t.QueryRowContext(bg, `SELECT count(*), coalesce(sum(open = 0), 0) FROM (SELECT sum(state IN ('pending', 'running')) AS open
-		FROM backfill_partitions WHERE tenant_id = ? AND backfill_id = ? GROUP BY chunk)`, tenantID, id).Scan(&c.Total, &c.Completed)
+	err = t.Q.QueryRowContext(bg, "SELECT count(*), "+t.D.CountIf("open = 0")+" FROM (SELECT "+t.D.CountIf("state IN ('pending', 'running')")+
+		` AS open FROM backfill_partitions WHERE tenant_id = ? AND backfill_id = ? GROUP BY chunk) AS chunks`, tenantID, id).Scan(&c.Total, &c.Completed)
 	return p, c, err
 }
 
 // StartPartitions implements store.Tx.
-func (t *tx) StartPartitions(tenantID, backfillID string, parts []schedule.Partition) (int, error) {
+func (t *Tx) StartPartitions(tenantID, backfillID string, parts []schedule.Partition) (int, error) {
 	n := 0
 	for _, p := range parts {
-		res, err := t.t.ExecContext(bg, `UPDATE backfill_partitions SET state = 'running', invocation_id = ?, attempts = attempts + 1
+		res, err := t.Q.ExecContext(bg, `UPDATE backfill_partitions SET state = 'running', invocation_id = ?, attempts = attempts + 1
 			WHERE tenant_id = ? AND backfill_id = ? AND id = ? AND state = 'pending'`, p.InvocationID, tenantID, backfillID, p.ID)
 		if err != nil {
 			return n, err
@@ -138,9 +139,9 @@ func (t *tx) StartPartitions(tenantID, backfillID string, parts []schedule.Parti
 }
 
 // SetPartitions implements store.Tx.
-func (t *tx) SetPartitions(m store.PartitionMove) ([]string, error) {
+func (t *Tx) SetPartitions(m store.PartitionMove) ([]string, error) {
 	tenantID, backfillID, from, to := m.TenantID, m.BackfillID, m.From, m.To
-	rows, err := t.t.QueryContext(bg, `UPDATE backfill_partitions SET state = ? WHERE tenant_id = ? AND backfill_id = ? AND state = ?
+	rows, err := t.Q.QueryContext(bg, `UPDATE backfill_partitions SET state = ? WHERE tenant_id = ? AND backfill_id = ? AND state = ?
 		RETURNING coalesce(invocation_id, '')`, string(to), tenantID, backfillID, string(from))
 	if err != nil {
 		return nil, err
@@ -160,9 +161,9 @@ func (t *tx) SetPartitions(m store.PartitionMove) ([]string, error) {
 }
 
 // Backfill implements store.Reader.
-func (s *Store) Backfill(ctx context.Context, tenantID, id string) (schedule.Backfill, error) {
-	b, err := scanBackfill(s.r.QueryRowContext(ctx, "SELECT "+backfillCols+" FROM backfills WHERE tenant_id = ? AND id = ?", tenantID, id))
-	return b, notFound(err, "backfill")
+func (s *Reader) Backfill(ctx context.Context, tenantID, id string) (schedule.Backfill, error) {
+	b, err := scanBackfill(s.Q.QueryRowContext(ctx, "SELECT "+backfillCols+" FROM backfills WHERE tenant_id = ? AND id = ?", tenantID, id))
+	return b, NotFound(err, "backfill")
 }
 
 var backfillFields = odata.Schema{
@@ -173,14 +174,15 @@ var backfillFields = odata.Schema{
 }
 
 // ListBackfills implements store.Reader.
-func (s *Store) ListBackfills(ctx context.Context, tenantID string, q store.ListQuery) (store.Page[schedule.Backfill], error) {
-	return listPage(ctx, s.r, listSpec[schedule.Backfill]{
-		from: "backfills", cols: backfillCols, fields: backfillFields, scope: "tenant_id = ?", scopeArgs: []any{tenantID},
-		defaultOrder: []odata.OrderItem{{Field: "created_at"}},
-		scan:         func(r scanner) (schedule.Backfill, error) { return scanBackfill(r) },
+func (s *Reader) ListBackfills(ctx context.Context, tenantID string, q store.ListQuery) (store.Page[schedule.Backfill], error) {
+	return ListPage(ctx, s.Q, ListSpec[schedule.Backfill]{
+		From: "backfills", Cols: backfillCols, Fields: backfillFields, Scope: "tenant_id = ?", ScopeArgs: []any{tenantID},
+		DefaultOrder: []odata.OrderItem{{Field: "created_at"}},
+		Scan:         func(r Scanner) (schedule.Backfill, error) { return scanBackfill(r) },
 	}, q)
 }
 
+// partitionCols are the columns scanPartition reads.
 const partitionCols = "id, seq, scheduled_at, chunk, state, coalesce(invocation_id, ''), attempts"
 
 func scanPartition(sc interface{ Scan(...any) error }) (schedule.Partition, error) {
@@ -191,7 +193,7 @@ func scanPartition(sc interface{ Scan(...any) error }) (schedule.Partition, erro
 	}
 	p.State = schedule.PartitionState(st)
 	var err error
-	p.ScheduledAt, err = parseTS(at)
+	p.ScheduledAt, err = ParseTS(at)
 	return p, err
 }
 
@@ -202,19 +204,20 @@ var partitionFields = odata.Schema{
 }
 
 // BackfillPartitions implements store.Reader.
-func (s *Store) BackfillPartitions(ctx context.Context, tenantID, backfillID string, q store.ListQuery) (store.Page[schedule.Partition], error) {
-	return listPage(ctx, s.r, listSpec[schedule.Partition]{
-		from: "backfill_partitions", cols: partitionCols, fields: partitionFields,
-		scope: "tenant_id = ? AND backfill_id = ?", scopeArgs: []any{tenantID, backfillID},
-		defaultOrder: []odata.OrderItem{{Field: "scheduled_at"}},
-		scan:         func(r scanner) (schedule.Partition, error) { return scanPartition(r) },
+func (s *Reader) BackfillPartitions(ctx context.Context, tenantID, backfillID string, q store.ListQuery) (store.Page[schedule.Partition], error) {
+	return ListPage(ctx, s.Q, ListSpec[schedule.Partition]{
+		From: "backfill_partitions", Cols: partitionCols, Fields: partitionFields,
+		Scope: "tenant_id = ? AND backfill_id = ?", ScopeArgs: []any{tenantID, backfillID},
+		DefaultOrder: []odata.OrderItem{{Field: "scheduled_at"}},
+		Scan:         func(r Scanner) (schedule.Partition, error) { return scanPartition(r) },
 	}, q)
 }
 
 // ActiveBackfills implements store.Reader.
-func (s *Store) ActiveBackfills(ctx context.Context, limit int) ([][2]string, error) {
-	rows, err := s.r.QueryContext(ctx, "SELECT tenant_id, id FROM backfills INDEXED BY backfills_active WHERE state IN ('running', 'paused') LIMIT ?", limit)
-	return scanAll(rows, err, func(r *sql.Rows) ([2]string, error) {
+func (s *Reader) ActiveBackfills(ctx context.Context, limit int) ([][2]string, error) {
+	rows, err := s.Q.QueryContext(ctx, "SELECT tenant_id, id FROM backfills"+s.D.IndexedBy("backfills_active")+
+		" WHERE state IN ('running', 'paused') LIMIT ?", limit)
+	return ScanAll(rows, err, func(r *sql.Rows) ([2]string, error) {
 		var k [2]string
 		err := r.Scan(&k[0], &k[1])
 		return k, err
@@ -222,8 +225,8 @@ func (s *Store) ActiveBackfills(ctx context.Context, limit int) ([][2]string, er
 }
 
 // PendingChunks implements store.Reader.
-func (s *Store) PendingChunks(ctx context.Context, tenantID, backfillID string, limit int) (map[int][]schedule.Partition, error) {
-	rows, err := s.r.QueryContext(ctx, "SELECT "+partitionCols+` FROM backfill_partitions
+func (s *Reader) PendingChunks(ctx context.Context, tenantID, backfillID string, limit int) (map[int][]schedule.Partition, error) {
+	rows, err := s.Q.QueryContext(ctx, "SELECT "+partitionCols+` FROM backfill_partitions
 		WHERE tenant_id = ? AND backfill_id = ? AND state = 'pending' AND chunk IN (
 		  SELECT DISTINCT chunk FROM backfill_partitions WHERE tenant_id = ? AND backfill_id = ? AND state = 'pending'
 		  AND chunk NOT IN (SELECT chunk FROM backfill_partitions WHERE tenant_id = ? AND backfill_id = ? AND state = 'running')

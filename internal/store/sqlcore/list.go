@@ -1,4 +1,4 @@
-package sqlstore
+package sqlcore
 
 import (
 	"context"
@@ -14,20 +14,25 @@ import (
 	"github.com/larkrun/lark/internal/store"
 )
 
-// listSpec describes one listable resource for keyset pagination.
-type listSpec[T any] struct {
-	from         string // table
-	cols         string // selected columns, in scan order
-	fields       odata.Schema
-	defaultOrder []odata.OrderItem
-	scope        string // WHERE fragment that scopes the list (tenant, visibility)
-	scopeArgs    []any
-	// scan reads one row of cols; the list appends the order columns after them and reads those
+// ListSpec describes one listable resource for keyset pagination (ListPage).
+type ListSpec[T any] struct {
+	// From is the table (or join) the rows come from.
+	From string
+	// Cols are the selected columns, in scan order.
+	Cols string
+	// Fields maps the OData field names to their columns and abilities.
+	Fields odata.Schema
+	// DefaultOrder is the order of a query without $orderby.
+	DefaultOrder []odata.OrderItem
+	// Scope is the WHERE fragment that scopes the list (tenant, visibility); ScopeArgs its arguments.
+	Scope     string
+	ScopeArgs []any
+	// Scan reads one row of Cols; the list appends the order columns after them and reads those
 	// itself, so a cursor holds the values exactly as stored.
-	scan func(scanner) (T, error)
-	// nullable names the sortable fields whose column may be NULL: they are ordered and compared
+	Scan func(Scanner) (T, error)
+	// Nullable names the sortable fields whose column may be NULL: they are ordered and compared
 	// as coalesce(column, ''), so that NULL sorts first and a keyset comparison never meets NULL.
-	nullable map[string]bool
+	Nullable map[string]bool
 }
 
 // extraScanner scans a row into the item's destinations followed by extra ones.
@@ -36,6 +41,7 @@ type extraScanner struct {
 	extra []any
 }
 
+// Scan implements Scanner.
 func (e extraScanner) Scan(dest ...any) error {
 	return e.rows.Scan(append(dest, e.extra...)...)
 }
@@ -74,7 +80,10 @@ func decodeCursor(s string) (cursor, error) {
 	return c, nil
 }
 
-func listPage[T any](ctx context.Context, q querier, spec listSpec[T], lq store.ListQuery) (store.Page[T], error) {
+// ListPage reads one page of spec's rows that match lq, with keyset pagination: the page's cursors
+// hold the sort key of its boundary rows and a hash of the filter and order, so that a cursor of
+// another query is refused (store.ErrBadCursor).
+func ListPage[T any](ctx context.Context, q Querier, spec ListSpec[T], lq store.ListQuery) (store.Page[T], error) {
 	var page store.Page[T]
 	limit := lq.Limit
 	if limit <= 0 {
@@ -85,12 +94,12 @@ func listPage[T any](ctx context.Context, q querier, spec listSpec[T], lq store.
 	}
 	where := []string{}
 	var qargs []any
-	if spec.scope != "" {
-		where = append(where, spec.scope)
-		qargs = append(qargs, spec.scopeArgs...)
+	if spec.Scope != "" {
+		where = append(where, spec.Scope)
+		qargs = append(qargs, spec.ScopeArgs...)
 	}
 	if lq.Filter != nil {
-		w, a, err := odata.Compile(lq.Filter, spec.fields)
+		w, a, err := odata.Compile(lq.Filter, spec.Fields)
 		if err != nil {
 			return page, &store.QueryError{Err: err}
 		}
@@ -101,16 +110,16 @@ func listPage[T any](ctx context.Context, q querier, spec listSpec[T], lq store.
 	}
 	order := lq.OrderBy
 	if len(order) == 0 {
-		order = spec.defaultOrder
+		order = spec.DefaultOrder
 	}
-	if err := odata.CheckOrderBy(order, spec.fields); err != nil {
+	if err := odata.CheckOrderBy(order, spec.Fields); err != nil {
 		return page, &store.QueryError{Err: err}
 	}
 	cols := make([]string, 0, len(order)+1)
 	desc := make([]bool, 0, len(order)+1)
 	for _, o := range order {
-		col := spec.fields[o.Field].Column
-		if spec.nullable[o.Field] {
+		col := spec.Fields[o.Field].Column
+		if spec.Nullable[o.Field] {
 			col = "coalesce(" + col + ", '')"
 		}
 		cols = append(cols, col)
@@ -134,13 +143,13 @@ func listPage[T any](ctx context.Context, q querier, spec listSpec[T], lq store.
 	}
 	var sb strings.Builder
 	sb.WriteString("SELECT ")
-	sb.WriteString(spec.cols)
+	sb.WriteString(spec.Cols)
 	for _, c := range cols {
 		sb.WriteString(", ")
 		sb.WriteString(c)
 	}
 	sb.WriteString(" FROM ")
-	sb.WriteString(spec.from)
+	sb.WriteString(spec.From)
 	if len(where) > 0 {
 		sb.WriteString(" WHERE ")
 		sb.WriteString(strings.Join(where, " AND "))
@@ -156,9 +165,9 @@ func listPage[T any](ctx context.Context, q querier, spec listSpec[T], lq store.
 		}
 	}
 	fmt.Fprintf(&sb, " LIMIT %d", limit+1)
-	rows, err := q.QueryContext(ctx, sb.String(), args(qargs)...)
+	rows, err := q.QueryContext(ctx, sb.String(), Args(qargs)...)
 	if err != nil {
-		return page, fmt.Errorf("list %s: %w", spec.from, err)
+		return page, fmt.Errorf("list %s: %w", spec.From, err)
 	}
 	defer rows.Close()
 	var keys [][]any
@@ -168,7 +177,7 @@ func listPage[T any](ctx context.Context, q querier, spec listSpec[T], lq store.
 		for i := range key {
 			dest[i] = &key[i]
 		}
-		item, err := spec.scan(extraScanner{rows: rows, extra: dest})
+		item, err := spec.Scan(extraScanner{rows: rows, extra: dest})
 		if err != nil {
 			return page, err
 		}

@@ -1,0 +1,51 @@
+package pgstore
+
+import (
+	"context"
+
+	"github.com/larkrun/lark/internal/store/sqlcore"
+)
+
+// dialect is PostgreSQL's sqlcore.Dialect.
+type dialect struct{}
+
+var _ sqlcore.Dialect = dialect{}
+
+// InsertIgnoreConflict implements sqlcore.Dialect with ON CONFLICT DO NOTHING (see conflicted):
+// PostgreSQL aborts a transaction at its first error, so the insert never lets a unique key fail.
+func (dialect) InsertIgnoreConflict(ctx context.Context, q sqlcore.Querier, insert string, args ...any) (bool, error) {
+	return conflicted(q.ExecContext(ctx, insert+" ON CONFLICT DO NOTHING", args...))
+}
+
+// ForUpdate implements sqlcore.Dialect: the row stays locked until the transaction ends, so a
+// writer of another process waits for it.
+func (dialect) ForUpdate() string { return " FOR UPDATE" }
+
+// SumInt implements sqlcore.Dialect: PostgreSQL's SUM of a bigint is a numeric.
+func (dialect) SumInt(expr string) string { return "SUM(" + expr + ")::bigint" }
+
+// JSONArrayContains implements sqlcore.Dialect. lark_json_array (migrations) yields an empty array
+// for a column PostgreSQL cannot parse as one.
+func (dialect) JSONArrayContains(col, ph string) string {
+	return "(EXISTS (SELECT 1 FROM jsonb_array_elements(lark_json_array(" + col + ")) AS el(v)" +
+		" WHERE jsonb_typeof(el.v) = 'string' AND el.v #>> '{}' IN (" + ph + ")))"
+}
+
+// CountIf implements sqlcore.Dialect with an aggregate FILTER.
+func (dialect) CountIf(cond string) string { return "count(*) FILTER (WHERE " + cond + ")" }
+
+// IndexedBy implements sqlcore.Dialect: PostgreSQL's planner picks the index itself.
+func (dialect) IndexedBy(string) string { return "" }
+
+// JSONField implements sqlcore.Dialect with lark_json_field (a function of the schema's first
+// migration), NULL for a document PostgreSQL cannot parse.
+func (dialect) JSONField(col, field string) string {
+	return "lark_json_field(" + col + ", '" + field + "')"
+}
+
+// ForUpdateSkipLocked implements sqlcore.Dialect: a claimer in another process skips the rows
+// rather than waiting or taking them too.
+func (dialect) ForUpdateSkipLocked() string { return "\n\t\tFOR UPDATE SKIP LOCKED" }
+
+// Offset implements sqlcore.Dialect.
+func (dialect) Offset() string { return "OFFSET ?" }

@@ -1,0 +1,312 @@
+package sqlcore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/larkrun/lark/internal/invocation"
+	"github.com/larkrun/lark/internal/store"
+)
+
+// Invocation implements store.Reader.
+func (s *Reader) Invocation(ctx context.Context, tenantID, id string) (invocation.Record, error) {
+	return readRecord(ctx, s.Q, tenantID, id)
+}
+
+func readRecord(ctx context.Context, q Querier, tenantID, id string) (invocation.Record, error) {
+	var doc, updated string
+	var last int64
+	err := q.QueryRowContext(ctx, "SELECT record, last_seq, updated_at FROM invocations WHERE id = ? AND tenant_id = ?", id, tenantID).
+		Scan(&doc, &last, &updated)
+	if err != nil {
+		return invocation.Record{}, NotFound(err, "invocation")
+	}
+	return DecodeRecord(doc, last, updated)
+}
+
+// storedTime is t as the store keeps it: UTC, to the microsecond (the columns' text format). The
+// projection's updated_at is an event's at, so both are cut the same way before they are applied.
+func storedTime(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+
+// Events implements store.Reader.
+func (s *Reader) Events(ctx context.Context, q store.EventLogQuery) ([]invocation.Event, error) {
+	tenantID, invocationID, afterSeq, limit := q.TenantID, q.InvocationID, q.AfterSeq, q.Limit
+	rec, err := readRecord(ctx, s.Q, tenantID, invocationID)
+	if err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		limit = 1000
+	}
+	rows, err := s.Q.QueryContext(ctx, `SELECT seq, type, data, idempotency_key, engine_attempt, logical_attempt, at
+		FROM invocation_events WHERE invocation_id = ? AND seq > ? ORDER BY seq LIMIT ?`, invocationID, afterSeq, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []invocation.Event
+	for rows.Next() {
+		e := invocation.Event{InvocationID: invocationID}
+		var data sql.NullString
+		var at string
+		if err := rows.Scan(&e.Seq, &e.Type, &data, &e.IdempotencyKey, &e.EngineAttempt, &e.LogicalAttempt, &at); err != nil {
+			return nil, err
+		}
+		if data.Valid {
+			e.Data = json.RawMessage(data.String)
+		}
+		if e.At, err = ParseTS(at); err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if missing := invocation.CheckGaps(afterSeq, out); missing != 0 {
+		return nil, &store.GapError{InvocationID: invocationID, Missing: missing}
+	}
+	// A short page must reach the projection's high-water mark: a lost tail is a gap too. The record
+	// was read first, so concurrent appends can only put the log ahead of it, never behind.
+	last := afterSeq
+	if n := len(out); n > 0 {
+		last = out[n-1].Seq
+	}
+	if len(out) < limit && last < rec.LastSeq {
+		return nil, &store.GapError{InvocationID: invocationID, Missing: last + 1}
+	}
+	return out, nil
+}
+
+// StatusAt implements store.Reader.
+func (s *Reader) StatusAt(ctx context.Context, tenantID, invocationID string, seq int64) (invocation.Status, error) {
+	if _, err := readRecord(ctx, s.Q, tenantID, invocationID); err != nil {
+		return "", err
+	}
+	types := invocation.StatusEventTypes()
+	args := []any{invocationID, seq}
+	for _, t := range types {
+		args = append(args, string(t))
+	}
+	var typ string
+	err := s.Q.QueryRowContext(ctx, `SELECT type FROM invocation_events WHERE invocation_id = ? AND seq <= ?
+		AND type IN (?`+strings.Repeat(", ?", len(types)-1)+`) ORDER BY seq DESC LIMIT 1`, args...).Scan(&typ)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	st, _ := invocation.StatusAfter(invocation.EventType(typ))
+	return st, nil
+}
+
+func (t *Tx) writeRecord(r invocation.Record, insert bool, sched *store.Scheduling) error {
+	doc, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	if insert {
+		var s store.Scheduling
+		if sched != nil {
+			s = *sched
+		}
+		dup, err := t.D.InsertIgnoreConflict(bg, t.Q, `INSERT INTO invocations (id, tenant_id, entrypoint_ref, entrypoint_id, status, mode,
+			correlation_id, last_seq, record, created_at, updated_at, available_at, lease_owner, lease_expires_at,
+			subject_id, entrypoint_owner)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			r.ID, r.TenantID, r.EntrypointRef, r.EntrypointID, string(r.Status), string(r.Mode), r.CorrelationID,
+			r.LastSeq, string(doc), TS(r.CreatedAt), TS(r.UpdatedAt), TSPtr(s.AvailableAt), nullable(s.LeaseOwner), TSPtr(s.LeaseExpiresAt),
+			r.SubjectID, r.EntrypointOwner)
+		if dup {
+			return fmt.Errorf("invocation %s: %w", r.ID, store.ErrConflict)
+		}
+		return err
+	}
+	if sched != nil {
+		_, err = t.Q.ExecContext(bg, `UPDATE invocations SET status = ?, last_seq = ?, record = ?, updated_at = ?,
+			available_at = ?, lease_owner = ?, lease_expires_at = ? WHERE id = ?`,
+			string(r.Status), r.LastSeq, string(doc), TS(r.UpdatedAt), TSPtr(sched.AvailableAt), nullable(sched.LeaseOwner),
+			TSPtr(sched.LeaseExpiresAt), r.ID)
+		return err
+	}
+	_, err = t.Q.ExecContext(bg, `UPDATE invocations SET status = ?, last_seq = ?, record = ?, updated_at = ? WHERE id = ?`,
+		string(r.Status), r.LastSeq, string(doc), TS(r.UpdatedAt), r.ID)
+	return err
+}
+
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// StartInvocation implements store.Tx.
+func (t *Tx) StartInvocation(events []invocation.Event, sched store.Scheduling) (invocation.Record, error) {
+	if len(events) == 0 || events[0].Type != invocation.EventCreated {
+		return invocation.Record{}, fmt.Errorf("first event must be %q", invocation.EventCreated)
+	}
+	var r invocation.Record
+	var usage UsageDelta
+	for i := range events {
+		events[i].Seq = int64(i + 1)
+		events[i].At = storedTime(events[i].At)
+		if i > 0 && events[i].At.Before(r.UpdatedAt) {
+			events[i].At = r.UpdatedAt // at never goes backwards with seq (see Append)
+		}
+		next, err := invocation.Apply(r, events[i])
+		if err != nil {
+			return r, err
+		}
+		usage.Add(r, events[i], next)
+		r = next
+		events[i].InvocationID = r.ID
+	}
+	if r.ID == "" || r.TenantID == "" {
+		return r, errors.New("created event must carry the invocation id and tenant")
+	}
+	seen := map[string]bool{}
+	for _, e := range events {
+		if e.IdempotencyKey == "" || seen[e.IdempotencyKey] {
+			return r, errors.New("invocation events need distinct idempotency keys")
+		}
+		seen[e.IdempotencyKey] = true
+	}
+	if err := t.writeRecord(r, true, &sched); err != nil {
+		return r, err
+	}
+	for _, e := range events {
+		if _, err := t.W.InsertInvocationEvent(e); err != nil {
+			return r, err
+		}
+	}
+	return r, t.W.WriteUsage(&usage)
+}
+
+// Append implements store.Tx. Its read of the projection locks the invocation's row (Dialect.ForUpdate)
+// until the transaction ends: a write of another process to the same invocation (an append, a
+// claim reclaiming its lease) waits for it and then reads what it wrote, so the lease check and
+// Expect's last_seq check hold across processes as they do in one.
+func (t *Tx) Append(req store.AppendRequest) (invocation.Record, []invocation.Event, error) {
+	tenantID, invocationID, events, opt := req.TenantID, req.InvocationID, req.Events, req.AppendOptions
+	var doc string
+	var owner sql.NullString
+	var r invocation.Record
+	fresh := false
+	if x := opt.Expect; x != nil && x.ID == invocationID && x.TenantID == tenantID {
+		var last int64
+		err := t.Q.QueryRowContext(bg, "SELECT last_seq, lease_owner FROM invocations WHERE id = ? AND tenant_id = ?"+t.D.ForUpdate(), invocationID, tenantID).Scan(&last, &owner)
+		if err != nil {
+			return r, nil, NotFound(err, "invocation")
+		}
+		if last == x.LastSeq {
+			r, fresh = *x, true
+		} else if opt.ExpectOnly {
+			return r, nil, fmt.Errorf("invocation %s: last_seq %d, not the expected %d: %w", invocationID, last, x.LastSeq, store.ErrConflict)
+		}
+	}
+	if !fresh {
+		var last int64
+		var updated string
+		err := t.Q.QueryRowContext(bg, "SELECT record, lease_owner, last_seq, updated_at FROM invocations WHERE id = ? AND tenant_id = ?"+t.D.ForUpdate(),
+			invocationID, tenantID).Scan(&doc, &owner, &last, &updated)
+		if err != nil {
+			return r, nil, NotFound(err, "invocation")
+		}
+		if r, err = DecodeRecord(doc, last, updated); err != nil {
+			return r, nil, err
+		}
+	}
+	if opt.RequireLease != "" && owner.String != opt.RequireLease {
+		return r, nil, fmt.Errorf("invocation %s: %w", invocationID, store.ErrLeaseLost)
+	}
+	var appended []invocation.Event
+	var usage UsageDelta
+	advances := true // every appended event changes nothing but last_seq and updated_at
+	for _, e := range events {
+		e.InvocationID = invocationID
+		e.Seq = r.LastSeq + 1
+		e.At = storedTime(e.At)
+		if e.At.Before(r.UpdatedAt) {
+			// Entries collected during an attempt and written later (or stamped by another process's
+			// clock) may be older than the last one logged: at never goes backwards with seq. The
+			// record's UpdatedAt is the at of its last event (invocation.Apply).
+			e.At = r.UpdatedAt
+		}
+		next, err := invocation.Apply(r, e)
+		if err != nil {
+			// A replayed event may no longer apply (started, when already running): if its key is in
+			// the log it is a no-op, as 003 §1.3 requires; only then is it an error. The probe runs on
+			// this rare path only.
+			var one int
+			if perr := t.Q.QueryRowContext(bg, "SELECT 1 FROM invocation_events WHERE invocation_id = ? AND idempotency_key = ?",
+				invocationID, e.IdempotencyKey).Scan(&one); perr == nil {
+				continue
+			}
+			return r, nil, err
+		}
+		inserted, err := t.W.InsertInvocationEvent(e)
+		if err != nil {
+			return r, nil, err
+		}
+		if !inserted {
+			continue // already in the log (003 §1.3): a no-op
+		}
+		advances = advances && invocation.OnlyAdvances(r, e)
+		usage.Add(r, e, next)
+		r = next
+		appended = append(appended, e)
+	}
+	var err error
+	switch {
+	case len(appended) > 0 && advances && opt.Schedule == nil:
+		err = t.advanceRecord(r)
+	case len(appended) > 0 || opt.Schedule != nil:
+		err = t.writeRecord(r, false, opt.Schedule)
+	}
+	if err == nil {
+		err = t.W.WriteUsage(&usage)
+	}
+	if err != nil {
+		return r, nil, err
+	}
+	return r, appended, nil
+}
+
+// advanceRecord stores r after appends that moved only its last_seq and updated_at
+// (invocation.OnlyAdvances: journal entries, step and log timeline entries, the bulk of a workflow's
+// writes). It sets those two columns and leaves the record JSON alone: the columns are the
+// projection's last_seq and updated_at (DecodeRecord), so neither the record nor the status column
+// (and so its indexes) is rewritten.
+func (t *Tx) advanceRecord(r invocation.Record) error {
+	_, err := t.Q.ExecContext(bg, `UPDATE invocations SET last_seq = ?, updated_at = ? WHERE id = ?`, r.LastSeq, TS(r.UpdatedAt), r.ID)
+	return err
+}
+
+func jsonUnmarshal(doc string, v any) error { return json.Unmarshal([]byte(doc), v) }
+
+// Invocation implements store.Tx.
+func (t *Tx) Invocation(tenantID, invocationID string) (invocation.Record, error) {
+	return readRecord(bg, t.Q, tenantID, invocationID)
+}
+
+// DecodeRecord is the projection stored as the record JSON and its hot columns: last_seq and
+// updated_at are the columns' (the stores' advanceRecord moves only those), the rest is the JSON's.
+func DecodeRecord(doc string, last int64, updated string) (invocation.Record, error) {
+	var r invocation.Record
+	if err := json.Unmarshal([]byte(doc), &r); err != nil {
+		return r, err
+	}
+	at, err := ParseTS(updated)
+	if err != nil {
+		return r, err
+	}
+	r.LastSeq, r.UpdatedAt = last, at
+	return r, nil
+}

@@ -1,0 +1,306 @@
+package sqlcore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/larkrun/lark/internal/invocation"
+	"github.com/larkrun/lark/internal/odata"
+	"github.com/larkrun/lark/internal/store"
+)
+
+// Scheduling implements store.Tx.
+func (t *Tx) Scheduling(tenantID, invocationID string) (store.Scheduling, error) {
+	var s store.Scheduling
+	var avail, owner, exp sql.NullString
+	err := t.Q.QueryRowContext(bg, "SELECT available_at, lease_owner, lease_expires_at FROM invocations WHERE id = ? AND tenant_id = ?",
+		invocationID, tenantID).Scan(&avail, &owner, &exp)
+	if err != nil {
+		return s, NotFound(err, "invocation")
+	}
+	if s.AvailableAt, err = ParseTSPtr(avail); err != nil {
+		return s, err
+	}
+	s.LeaseOwner = owner.String
+	s.LeaseExpiresAt, err = ParseTSPtr(exp)
+	return s, err
+}
+
+// SetScheduling implements store.Tx.
+func (t *Tx) SetScheduling(tenantID, invocationID string, s store.Scheduling) error {
+	var owner any
+	if s.LeaseOwner != "" {
+		owner = s.LeaseOwner
+	}
+	res, err := t.Q.ExecContext(bg, "UPDATE invocations SET available_at = ?, lease_owner = ?, lease_expires_at = ? WHERE id = ? AND tenant_id = ?",
+		TSPtr(s.AvailableAt), owner, TSPtr(s.LeaseExpiresAt), invocationID, tenantID)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("invocation %s: %w", invocationID, store.ErrNotFound)
+	}
+	return nil
+}
+
+// ExpiredLeases implements store.Tx; like DueWork, it locks what it returns and skips rows another
+// transaction holds (Dialect.ForUpdateSkipLocked).
+func (t *Tx) ExpiredLeases(now time.Time, limit int) ([]store.Runnable, error) {
+	rows, err := t.Q.QueryContext(bg, `SELECT tenant_id, id, entrypoint_ref, lease_expires_at FROM invocations
+		WHERE lease_expires_at IS NOT NULL AND lease_expires_at <= ? ORDER BY lease_expires_at, id LIMIT ?`+t.D.ForUpdateSkipLocked(), TS(now), limit)
+	if err != nil {
+		return nil, err
+	}
+	out, err := scanRunnable(rows)
+	for i := range out {
+		out[i].Expired = true
+	}
+	return out, err
+}
+
+func scanRunnable(rows *sql.Rows) ([]store.Runnable, error) {
+	defer rows.Close()
+	var out []store.Runnable
+	for rows.Next() {
+		var r store.Runnable
+		var due string
+		if err := rows.Scan(&r.TenantID, &r.InvocationID, &r.EntrypointRef, &due); err != nil {
+			return nil, err
+		}
+		var err error
+		if r.Due, err = ParseTS(due); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+func scanStrings(rows *sql.Rows) ([]string, error) {
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// DueTenants implements store.Tx: a skip-scan over invocations_queue_tenant (the next tenant id with
+// queued work, then that tenant's earliest available_at), so its cost follows the tenants walked,
+// not the rows queued. LIMIT inside the recursive CTE stops the walk early.
+func (t *Tx) DueTenants(after string, now time.Time, limit int) ([]string, error) {
+	idx := t.D.IndexedBy("invocations_queue_tenant")
+	rows, err := t.Q.QueryContext(bg, `WITH RECURSIVE walk(id) AS (
+		SELECT (SELECT min(tenant_id) FROM invocations`+idx+` WHERE available_at IS NOT NULL AND tenant_id > ?1)
+		UNION ALL
+		SELECT (SELECT min(tenant_id) FROM invocations`+idx+` WHERE available_at IS NOT NULL AND tenant_id > walk.id)
+		FROM walk WHERE walk.id IS NOT NULL
+	) SELECT id FROM walk WHERE id IS NOT NULL AND (SELECT min(available_at) FROM invocations`+idx+`
+		WHERE tenant_id = walk.id AND available_at IS NOT NULL) <= ?2 LIMIT ?3`, after, TS(now), limit)
+	if err != nil {
+		return nil, err
+	}
+	return scanStrings(rows)
+}
+
+// DueEntrypoints implements store.Tx (a skip-scan over invocations_queue_entrypoint).
+func (t *Tx) DueEntrypoints(tenantID string, now time.Time) ([]string, error) {
+	idx := t.D.IndexedBy("invocations_queue_entrypoint")
+	rows, err := t.Q.QueryContext(bg, `WITH RECURSIVE walk(ref) AS (
+		SELECT min(entrypoint_ref) FROM invocations`+idx+` WHERE tenant_id = ?1 AND available_at IS NOT NULL
+		UNION ALL
+		SELECT (SELECT min(entrypoint_ref) FROM invocations`+idx+`
+			WHERE tenant_id = ?1 AND available_at IS NOT NULL AND entrypoint_ref > walk.ref) FROM walk WHERE walk.ref IS NOT NULL
+	) SELECT ref FROM walk WHERE ref IS NOT NULL AND (SELECT min(available_at) FROM invocations`+idx+`
+		WHERE tenant_id = ?1 AND entrypoint_ref = walk.ref AND available_at IS NOT NULL) <= ?2`, tenantID, TS(now))
+	if err != nil {
+		return nil, err
+	}
+	return scanStrings(rows)
+}
+
+// DueWork implements store.Tx. The rows it returns stay locked until the transaction ends
+// (Dialect.ForUpdateSkipLocked): a claimer in another process skips them rather than waiting or taking them
+// too, and finds them again, updated, only after this claim commits or rolls back.
+func (t *Tx) DueWork(q store.DueWorkQuery) ([]store.Runnable, error) {
+	tenantID, entrypointRef, now, limit := q.TenantID, q.EntrypointRef, q.Now, q.Limit
+	rows, err := t.Q.QueryContext(bg, `SELECT tenant_id, id, entrypoint_ref, available_at FROM invocations`+
+		t.D.IndexedBy("invocations_queue_entrypoint")+`
+		WHERE tenant_id = ? AND entrypoint_ref = ? AND available_at IS NOT NULL AND available_at <= ? ORDER BY available_at LIMIT ?`+
+		t.D.ForUpdateSkipLocked(),
+		tenantID, entrypointRef, TS(now), limit)
+	if err != nil {
+		return nil, err
+	}
+	return scanRunnable(rows)
+}
+
+// RunningByEntrypoint implements store.Tx.
+func (t *Tx) RunningByEntrypoint(tenantID string) (map[string]int64, error) {
+	rows, err := t.Q.QueryContext(bg, `SELECT entrypoint_ref, count(*) FROM invocations WHERE tenant_id = ? AND status = 'running'
+		GROUP BY entrypoint_ref`, tenantID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var ref string
+		var n int64
+		if err := rows.Scan(&ref, &n); err != nil {
+			return nil, err
+		}
+		out[ref] = n
+	}
+	return out, rows.Err()
+}
+
+// ExpireLeases implements store.Tx.
+func (t *Tx) ExpireLeases(now time.Time) (int64, error) {
+	res, err := t.Q.ExecContext(bg, "UPDATE invocations SET lease_expires_at = ? WHERE lease_expires_at IS NOT NULL AND lease_expires_at > ?", TS(now), TS(now))
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// NextDue implements store.Reader.
+func (s *Reader) NextDue(ctx context.Context, after time.Time) (*time.Time, error) {
+	var a, b sql.NullString
+	at := TS(after)
+	err := s.Q.QueryRowContext(ctx, `SELECT (SELECT min(available_at) FROM invocations WHERE available_at > ?),
+		(SELECT min(lease_expires_at) FROM invocations WHERE lease_expires_at > ?)`, at, at).Scan(&a, &b)
+	if err != nil {
+		return nil, err
+	}
+	first := a
+	if !a.Valid || (b.Valid && b.String < a.String) {
+		first = b
+	}
+	return ParseTSPtr(first)
+}
+
+// CountTenantInFlight implements store.Reader.
+func (s *Reader) CountTenantInFlight(ctx context.Context, tenantID string) (int64, error) {
+	var n int64
+	err := s.Q.QueryRowContext(ctx, "SELECT count(*) FROM invocations WHERE tenant_id = ? AND status IN "+InFlightStatuses, tenantID).Scan(&n)
+	return n, err
+}
+
+const countRunning = "SELECT count(*) FROM invocations WHERE tenant_id = ? AND status = 'running'"
+
+// CountTenantRunning implements store.Reader.
+func (s *Reader) CountTenantRunning(ctx context.Context, tenantID string) (int64, error) {
+	var n int64
+	err := s.Q.QueryRowContext(ctx, countRunning, tenantID).Scan(&n)
+	return n, err
+}
+
+// CountTenantRunning implements store.Tx.
+func (t *Tx) CountTenantRunning(tenantID string) (int64, error) {
+	var n int64
+	err := t.Q.QueryRowContext(bg, countRunning, tenantID).Scan(&n)
+	return n, err
+}
+
+// IdempotencyKey implements store.Tx.
+func (t *Tx) IdempotencyKey(q store.IdempotencyKeyQuery) (store.IdempotencyRecord, error) {
+	tenantID, scope, key, now := q.TenantID, q.Scope, q.Key, q.Now
+	r := store.IdempotencyRecord{TenantID: tenantID, Scope: scope, Key: key}
+	var created, expires string
+	err := t.Q.QueryRowContext(bg, `SELECT request_hash, invocation_id, created_at, expires_at FROM idempotency_keys
+		WHERE tenant_id = ? AND scope = ? AND key = ? AND expires_at > ?`, tenantID, scope, key, TS(now)).
+		Scan(&r.RequestHash, &r.InvocationID, &created, &expires)
+	if err != nil {
+		return r, NotFound(err, "idempotency key")
+	}
+	if r.CreatedAt, err = ParseTS(created); err != nil {
+		return r, err
+	}
+	r.ExpiresAt, err = ParseTS(expires)
+	return r, err
+}
+
+// PutIdempotencyKey implements store.Tx.
+func (t *Tx) PutIdempotencyKey(r store.IdempotencyRecord) error {
+	_, err := t.Q.ExecContext(bg, `INSERT INTO idempotency_keys (tenant_id, scope, key, request_hash, invocation_id, created_at, expires_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id, scope, key) DO UPDATE SET request_hash = excluded.request_hash,
+		invocation_id = excluded.invocation_id, created_at = excluded.created_at, expires_at = excluded.expires_at`,
+		r.TenantID, r.Scope, r.Key, r.RequestHash, r.InvocationID, TS(r.CreatedAt), TS(r.ExpiresAt))
+	return err
+}
+
+// PutCachedInvocation implements store.Tx.
+func (t *Tx) PutCachedInvocation(e store.CacheEntry) error {
+	key, tenantID, invocationID, expires := e.Key, e.TenantID, e.InvocationID, e.ExpiresAt
+	_, err := t.Q.ExecContext(bg, `INSERT INTO response_cache (cache_key, tenant_id, invocation_id, expires_at) VALUES (?, ?, ?, ?)
+		ON CONFLICT (cache_key) DO UPDATE SET tenant_id = excluded.tenant_id, invocation_id = excluded.invocation_id,
+		expires_at = excluded.expires_at`, key, tenantID, invocationID, TS(expires))
+	return err
+}
+
+// CachedInvocation implements store.Reader.
+func (s *Reader) CachedInvocation(ctx context.Context, key string, now time.Time) (string, string, error) {
+	var tenantID, id string
+	err := s.Q.QueryRowContext(ctx, "SELECT tenant_id, invocation_id FROM response_cache WHERE cache_key = ? AND expires_at > ?",
+		key, TS(now)).Scan(&tenantID, &id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", "", fmt.Errorf("cache entry: %w", store.ErrNotFound)
+	}
+	return tenantID, id, err
+}
+
+// PurgeExpired implements store.Tx.
+func (t *Tx) PurgeExpired(now time.Time) (int64, error) {
+	var total int64
+	for _, q := range []string{"DELETE FROM idempotency_keys WHERE expires_at <= ?", "DELETE FROM response_cache WHERE expires_at <= ?"} {
+		res, err := t.Q.ExecContext(bg, q, TS(now))
+		if err != nil {
+			return total, err
+		}
+		n, _ := res.RowsAffected()
+		total += n
+	}
+	return total, nil
+}
+
+var invocationFields = odata.Schema{
+	"entrypoint_id":  {Column: "entrypoint_id", Type: odata.String, Filter: true, Sort: true, Custom: GTSIDFilter("entrypoint_id")},
+	"status":         {Column: "status", Type: odata.Enum, Filter: true, Sort: true, Enum: []string{"queued", "running", "suspended", "succeeded", "failed", "canceled", "compensating", "compensated", "dead_lettered"}},
+	"mode":           {Column: "mode", Type: odata.Enum, Filter: true, Sort: true, Enum: []string{"sync", "async"}},
+	"correlation_id": {Column: "correlation_id", Type: odata.String, Filter: true, Sort: true},
+	"created_at":     {Column: "created_at", Type: odata.Time, Filter: true, Sort: true},
+}
+
+// invocationScope encodes invocation.Record.VisibleTo as SQL.
+func invocationScope(v invocation.Viewer) (string, []any) {
+	if v.All {
+		return "tenant_id = ?", []any{v.TenantID}
+	}
+	return "tenant_id = ? AND (entrypoint_owner = '' OR entrypoint_owner = ? OR subject_id = ?)",
+		[]any{v.TenantID, v.SubjectID, v.SubjectID}
+}
+
+// ListInvocations implements store.Reader.
+func (s *Reader) ListInvocations(ctx context.Context, v invocation.Viewer, q store.ListQuery) (store.Page[invocation.Record], error) {
+	scope, args := invocationScope(v)
+	return ListPage(ctx, s.Q, ListSpec[invocation.Record]{
+		From: "invocations", Cols: "record, last_seq, updated_at", Fields: invocationFields, Scope: scope, ScopeArgs: args,
+		DefaultOrder: []odata.OrderItem{{Field: "created_at", Desc: true}},
+		Scan: func(r Scanner) (invocation.Record, error) {
+			var doc, updated string
+			var last int64
+			if err := r.Scan(&doc, &last, &updated); err != nil {
+				return invocation.Record{}, err
+			}
+			return DecodeRecord(doc, last, updated)
+		},
+	}, q)
+}

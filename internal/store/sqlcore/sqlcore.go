@@ -1,0 +1,206 @@
+// Package sqlcore is the dialect-neutral SQL of both stores: the domain code (entrypoints,
+// tenants and tokens, invocations and their event logs, the queue, events, triggers, schedules,
+// backfills, webhooks, secrets, usage, retention, projections) that sqlstore (SQLite) and pgstore
+// (PostgreSQL) would otherwise each carry a copy of, statement for statement.
+//
+// The stores stay siblings, not dialects of one store: each owns its connection handling, its
+// migrations, its group committer, its locks and every statement whose shape differs between the
+// databases (an insert that reports its sequence number, an upsert, an invocation event's insert,
+// a planner-specific load query, the leader lease). What is the same lives here:
+//
+//   - Reader and Tx carry a Querier (the store's read pool, or the closure's transaction) and a
+//     Dialect. Their methods implement the shared parts of store.Reader and store.Tx; each store's
+//     Store and tx embed them, so the methods are promoted, and define only the ones that differ.
+//     A Tx also calls back into its store's tx for the writes whose shape differs (Writes).
+//   - Dialect is the little that differs inside otherwise shared statements: how an insert that
+//     may meet a unique key reports it (PostgreSQL aborts a transaction at its first error, so it
+//     inserts ON CONFLICT DO NOTHING and counts the rows; SQLite reports the unique violation),
+//     row locks (FOR UPDATE, SKIP LOCKED: SQLite has one writer and needs none), SQLite's index
+//     hints (INDEXED BY), JSON functions, integer SUMs and conditional counts, OFFSET.
+//   - The helpers both stores use: the stored time format (TS, ParseTS), argument conversion
+//     (Args), keyset pagination (ListPage), ScanAll, NotFound.
+//
+// Why one copy: a fix or a new column in a domain file used to need the same edit twice, and the
+// two copies drifted only where the databases differ; now that difference is all that is left in
+// the stores, and the conformance suite (storetest) runs the one copy on both.
+//
+// Statements are written with ? placeholders; pgstore's Querier rewrites them to $n.
+package sqlcore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/larkrun/lark/internal/invocation"
+	"github.com/larkrun/lark/internal/store"
+)
+
+// Querier runs statements with ? placeholders: what *sql.DB and *sql.Tx have in common, and what
+// each store wraps them in (statement caching, placeholder rewriting).
+type Querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// Scanner is a row: *sql.Row or *sql.Rows.
+type Scanner interface{ Scan(dest ...any) error }
+
+// Dialect is what differs between the databases inside the shared statements.
+type Dialect interface {
+	// InsertIgnoreConflict runs insert, a plain INSERT ... VALUES statement, and reports dup when
+	// the row met an existing one on a unique key (nothing was inserted, and the transaction can
+	// go on), or the statement's other error.
+	InsertIgnoreConflict(ctx context.Context, q Querier, insert string, args ...any) (dup bool, err error)
+	// ForUpdate is the suffix of a SELECT whose rows the transaction locks until it ends (with its
+	// leading space), or "" where the database has one writer.
+	ForUpdate() string
+	// Offset is a clause that skips the number of rows bound to its ? and keeps the rest.
+	Offset() string
+	// ForUpdateSkipLocked is the suffix of a claim's SELECT: the rows it returns stay locked until
+	// the transaction ends, and rows another transaction holds are skipped; "" where the database
+	// has one writer.
+	ForUpdateSkipLocked() string
+	// JSONArrayContains is the predicate "the JSON array in column col holds one of the strings
+	// bound to the placeholders ph" (a comma-separated list of ?). A row whose column is not a
+	// JSON array matches nothing rather than failing the statement.
+	JSONArrayContains(col, ph string) string
+	// JSONField is a top-level field (as text) of the JSON document in column col, NULL when the
+	// database cannot parse the document: one such row must never fail a whole statement.
+	JSONField(col, field string) string
+	// IndexedBy is the planner hint after a table name that makes a query use index, or "" where
+	// the planner needs none.
+	IndexedBy(index string) string
+	// CountIf is the aggregate "how many rows of the group satisfy cond", never NULL.
+	CountIf(cond string) string
+	// SumInt is the SUM of an integer column, as an integer.
+	SumInt(expr string) string
+}
+
+// InFlightStatuses are the statuses of an invocation in flight, as an SQL list.
+const InFlightStatuses = "('queued', 'running', 'suspended', 'compensating')"
+
+// PurgingPrefix marks an invocation hidden for a multi-batch purge: its tenant_id becomes
+// PurgingPrefix+tenant. No tenant id can start with it.
+const PurgingPrefix = "~purging:"
+
+// Reader implements the shared parts of store.Reader over a store's read handle.
+type Reader struct {
+	// Q is the read pool (outside any transaction).
+	Q Querier
+	// D is the store's dialect.
+	D Dialect
+}
+
+// Tx implements the shared parts of store.Tx over one closure's transaction. Its statements use a
+// background context: the group committer, not the caller, owns the transaction's lifetime.
+type Tx struct {
+	// Q is the transaction.
+	Q Querier
+	// D is the store's dialect.
+	D Dialect
+	// W are the transaction's statements whose shape differs between the databases: the store's
+	// tx, which embeds this Tx.
+	W Writes
+	// Ctx is the context the closure's Update or Enqueue was called with (Context).
+	Ctx context.Context
+	// Catalog is set when the closure wrote the entrypoints or tenants table: the store then moves
+	// its CatalogGeneration.
+	Catalog bool
+	// After are the closure's AfterCommit hooks, which the store runs once its write committed.
+	After []func()
+}
+
+// Context implements store.Tx.
+func (t *Tx) Context() context.Context { return t.Ctx }
+
+// AfterCommit implements store.Tx.
+func (t *Tx) AfterCommit(f func()) { t.After = append(t.After, f) }
+
+// Writes are the statements of a transaction that the shared code runs but each store writes in
+// its own way.
+type Writes interface {
+	// InsertInvocationEvent inserts e unless its idempotency key is already in the invocation's log,
+	// and reports whether it did. A row already at e's seq is store.ErrConflict.
+	InsertInvocationEvent(e invocation.Event) (inserted bool, err error)
+	// WriteUsage adds d to the usage aggregates (usage_hourly).
+	WriteUsage(d *UsageDelta) error
+}
+
+// bg is the context of a Tx's statements (see Tx).
+var bg = context.Background()
+
+// TimeFormat is the stored form of times: fixed-width UTC text with microseconds, which sorts as
+// the times do.
+const TimeFormat = "2006-01-02T15:04:05.000000Z"
+
+// TS is t in its stored form (TimeFormat).
+func TS(t time.Time) string { return t.UTC().Format(TimeFormat) }
+
+// TSPtr is *t in its stored form, or nil (SQL NULL) for a nil t.
+func TSPtr(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return TS(*t)
+}
+
+// ParseTS reads a stored time.
+func ParseTS(s string) (time.Time, error) { return time.Parse(TimeFormat, s) }
+
+// ParseTSPtr reads a nullable stored time: nil for NULL.
+func ParseTSPtr(ns sql.NullString) (*time.Time, error) {
+	if !ns.Valid {
+		return nil, nil
+	}
+	t, err := ParseTS(ns.String)
+	return &t, err
+}
+
+// NotFound turns sql.ErrNoRows into store.ErrNotFound about what; other errors are returned as
+// they are.
+func NotFound(err error, what string) error {
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("%s: %w", what, store.ErrNotFound)
+	}
+	return err
+}
+
+// Args converts query arguments to their stored form in place (times become TimeFormat text,
+// booleans 0/1) and returns them.
+func Args(in []any) []any {
+	for i, a := range in {
+		switch v := a.(type) {
+		case time.Time:
+			in[i] = TS(v)
+		case bool:
+			if v {
+				in[i] = 1
+			} else {
+				in[i] = 0
+			}
+		}
+	}
+	return in
+}
+
+// ScanAll reads every row of a query's result with scan; err is the query's error, returned as it
+// is.
+func ScanAll[T any](rows *sql.Rows, err error, scan func(*sql.Rows) (T, error)) ([]T, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,54 @@
+package sqlstore
+
+import (
+	"context"
+
+	"github.com/larkrun/lark/internal/store/sqlcore"
+)
+
+// dialect is SQLite's sqlcore.Dialect.
+type dialect struct{}
+
+var _ sqlcore.Dialect = dialect{}
+
+// InsertIgnoreConflict implements sqlcore.Dialect: SQLite reports a unique violation as the
+// statement's error and leaves the transaction usable.
+func (dialect) InsertIgnoreConflict(ctx context.Context, q sqlcore.Querier, insert string, args ...any) (bool, error) {
+	_, err := q.ExecContext(ctx, insert, args...)
+	if isUnique(err) {
+		return true, nil
+	}
+	return false, err
+}
+
+// ForUpdate implements sqlcore.Dialect: SQLite's single writer needs no row lock.
+func (dialect) ForUpdate() string { return "" }
+
+// SumInt implements sqlcore.Dialect: SQLite's SUM of integers is an integer.
+func (dialect) SumInt(expr string) string { return "SUM(" + expr + ")" }
+
+// JSONArrayContains implements sqlcore.Dialect: a column SQLite's JSON functions cannot parse
+// counts as an empty array.
+func (dialect) JSONArrayContains(col, ph string) string {
+	return "(json_valid(" + col + ") AND EXISTS (SELECT 1 FROM json_each(CASE WHEN json_valid(" + col + ") THEN " + col +
+		" ELSE '[]' END) WHERE json_each.value IN (" + ph + ")))"
+}
+
+// CountIf implements sqlcore.Dialect: SQLite's comparisons are 0 or 1, so their sum counts.
+func (dialect) CountIf(cond string) string { return "coalesce(sum(" + cond + "), 0)" }
+
+// IndexedBy implements sqlcore.Dialect with SQLite's INDEXED BY.
+func (dialect) IndexedBy(index string) string { return " INDEXED BY " + index }
+
+// JSONField implements sqlcore.Dialect: NULL when SQLite's JSON functions cannot parse the
+// document (malformed, or nested deeper than they go). Records stored since
+// invocation.MaxJSONDepth are always parseable; older ones may not be.
+func (dialect) JSONField(col, field string) string {
+	return "(CASE WHEN json_valid(" + col + ") THEN json_extract(" + col + ", '$." + field + "') END)"
+}
+
+// ForUpdateSkipLocked implements sqlcore.Dialect: SQLite's single writer needs no row lock.
+func (dialect) ForUpdateSkipLocked() string { return "" }
+
+// Offset implements sqlcore.Dialect: SQLite's OFFSET needs a LIMIT (-1: none).
+func (dialect) Offset() string { return "LIMIT -1 OFFSET ?" }
