@@ -14,6 +14,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"os"
 	"regexp"
 	"slices"
 	"sort"
@@ -577,3 +578,30 @@ func (r *recorder) Flush() {
 
 // Unwrap returns the underlying writer.
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// CheckedMain runs a test binary's tests (call it from TestMain) with a Checker of the OpenAPI
+// document made before them and handed to set, for the tests to wrap their servers or clients
+// with. It returns m.Run's exit code, or 1 when any call disagreed with the document or none was
+// checked at all.
+func CheckedMain(m interface{ Run() int }, set func(*Checker)) int {
+	spec, err := Load()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "load the OpenAPI document:", err)
+		return 1
+	}
+	c := NewChecker(spec)
+	set(c)
+	code := m.Run()
+	if errs := c.Errors(); len(errs) > 0 {
+		fmt.Fprintln(os.Stderr, "calls that disagree with the OpenAPI document:")
+		for _, e := range errs {
+			fmt.Fprintln(os.Stderr, " ", e)
+		}
+		code = 1
+	}
+	if code == 0 && len(c.Seen()) == 0 {
+		fmt.Fprintln(os.Stderr, "no call went through the OpenAPI check")
+		code = 1
+	}
+	return code
+}
