@@ -91,7 +91,9 @@ func NewStoreClaimer(cfg ClaimConfig) *StoreClaimer {
 // (canceled meanwhile, or pinned to a version that cannot be read) is dropped.
 func (c *StoreClaimer) Claim(ctx context.Context, limit int) ([]attempt.Attempt, error) {
 	var list []attempt.Attempt
-	err := c.cfg.Store.Update(ctx, func(tx store.Tx) error {
+	// Optimistic (store.Optimistic): the claim acts on nothing outside its transaction but list,
+	// which each run starts afresh.
+	err := c.cfg.Store.Update(store.Optimistic(ctx), func(tx store.Tx) error {
 		list = list[:0]
 		now := c.cfg.Clock.Now()
 		// Work whose runner died first (it already holds its tenant's slot), then queued work, tenant

@@ -21,6 +21,12 @@ import (
 // ErrClosed is returned by Do after Close.
 var ErrClosed = errors.New("groupcommit: closed")
 
+// ErrReplay is wrapped by the error a pipelined batch's commit or rollback returns (see
+// Options.Pipeline) when the handle could not carry the batch out as it was optimistically sent: a
+// statement failed, or did not affect the rows it was expected to. Nothing of the batch was
+// applied, and the committer runs it again, closure by closure, without pipelining.
+var ErrReplay = errors.New("groupcommit: pipelined batch must be replayed")
+
 // ErrBusy is returned by Do when its closure waited Options.MaxWait without the committer taking
 // it (the batches ahead of it are slow, or the database does not answer): the closure never ran
 // and never will.
@@ -40,6 +46,13 @@ type Options struct {
 	// dropped; a closure the committer has started is waited for to the end (its statements are
 	// bounded by the database's own timeouts), so an answer always says what happened.
 	MaxWait time.Duration
+	// Pipeline, if set, is the context each batch's transaction is first begun with, and its
+	// SAVEPOINT, ROLLBACK TO and RELEASE run with: a database handle that recognises it may defer
+	// the transaction's statements and send them together with the next one whose result is needed
+	// (pgstore does: one round trip per read instead of one per statement). A batch whose Commit or
+	// Rollback then fails with an error wrapping ErrReplay is run again, every closure of it, in a
+	// transaction begun without it. Closures learn which run they are in from Pipelined.
+	Pipeline context.Context
 }
 
 // Committer runs closures in group-committed transactions on one database handle.
@@ -55,6 +68,11 @@ type Committer struct {
 	batches atomic.Uint64
 	writes  atomic.Uint64
 	stats   *batchStats // Histograms
+	pipe    context.Context
+	// pipelined is true while the committer runs a batch's closures with Pipeline (Pipelined); only
+	// the committer's goroutine reads and writes it.
+	pipelined bool
+	replays   atomic.Uint64
 }
 
 type op struct {
@@ -80,7 +98,7 @@ func New(db *sql.DB, o Options) *Committer {
 	if o.Queue <= 0 {
 		o.Queue = 4 * o.MaxBatch
 	}
-	c := &Committer{db: db, after: o.AfterBatch, max: o.MaxBatch, maxWait: o.MaxWait, ops: make(chan *op, o.Queue), done: make(chan struct{}), stats: newBatchStats()}
+	c := &Committer{db: db, after: o.AfterBatch, max: o.MaxBatch, maxWait: o.MaxWait, ops: make(chan *op, o.Queue), done: make(chan struct{}), stats: newBatchStats(), pipe: o.Pipeline}
 	go c.loop()
 	return c
 }
@@ -182,6 +200,15 @@ func (c *Committer) Enqueue(ctx context.Context, fn func(*sql.Tx) error) (wait f
 // Stats returns how many transactions were committed and how many closures they carried.
 func (c *Committer) Stats() (batches, writes uint64) { return c.batches.Load(), c.writes.Load() }
 
+// Replays reports how many pipelined batches had to be run again without pipelining (ErrReplay).
+func (c *Committer) Replays() uint64 { return c.replays.Load() }
+
+// Pipelined reports whether the closure now running runs in a pipelined transaction (see
+// Options.Pipeline): its writes may be deferred, and a write it expects to succeed may be assumed
+// to, since a batch where one did not is run again without pipelining. It is meaningful only when
+// called from inside a closure.
+func (c *Committer) Pipelined() bool { return c.pipelined }
+
 // Close stops accepting work, finishes what is queued and returns.
 func (c *Committer) Close() error {
 	c.mu.Lock()
@@ -220,24 +247,45 @@ func (c *Committer) loop() {
 
 func (c *Committer) run(batch []*op) {
 	results := make([]error, len(batch))
-	finish := func() {
+	defer func() {
 		for i, o := range batch {
 			o.errc <- results[i]
 		}
-	}
-	defer finish()
+	}()
 	began := time.Now()
-	tx, err := c.db.BeginTx(context.Background(), nil)
+	applied, replay := c.attempt(batch, results, c.pipe != nil)
+	if replay {
+		c.replays.Add(1)
+		clear(results)
+		applied, _ = c.attempt(batch, results, false)
+	}
+	if applied > 0 {
+		c.batches.Add(1)
+		c.writes.Add(uint64(applied))
+		c.stats.observe(applied, time.Since(began))
+	}
+}
+
+// attempt runs batch in one transaction, pipelined or not, and reports how many closures it
+// applied, or that the pipelined transaction must be replayed (nothing of it applied).
+func (c *Committer) attempt(batch []*op, results []error, pipelined bool) (applied int, replay bool) {
+	ctx := context.Background()
+	if pipelined {
+		ctx = c.pipe
+	}
+	c.pipelined = pipelined
+	defer func() { c.pipelined = false }()
+	tx, err := c.db.BeginTx(ctx, nil)
 	if err != nil {
 		for i := range results {
 			results[i] = fmt.Errorf("begin: %w", err)
 		}
-		return
+		return 0, false
 	}
 	useSavepoints := len(batch) > 1
-	applied := 0
 	for i, o := range batch {
-		if !o.state.CompareAndSwap(opQueued, opTaken) {
+		// A replay runs again what the first run took.
+		if st := o.state.Load(); st != opTaken && !o.state.CompareAndSwap(opQueued, opTaken) {
 			results[i] = ErrBusy // Do gave up on it
 			continue
 		}
@@ -246,57 +294,57 @@ func (c *Committer) run(batch []*op) {
 			continue
 		}
 		if useSavepoints {
-			if _, err := tx.Exec("SAVEPOINT gc"); err != nil {
-				c.abort(tx, results, fmt.Errorf("savepoint: %w", err))
-				return
+			if _, err := tx.ExecContext(ctx, "SAVEPOINT gc"); err != nil {
+				return 0, c.abort(tx, results, fmt.Errorf("savepoint: %w", err))
 			}
 		}
 		err := call(o.fn, tx)
 		if err != nil {
 			results[i] = err
 			if !useSavepoints {
-				_ = tx.Rollback()
-				return
+				return 0, errors.Is(tx.Rollback(), ErrReplay)
 			}
-			if _, rerr := tx.Exec("ROLLBACK TO gc"); rerr != nil {
-				c.abort(tx, results, fmt.Errorf("rollback to savepoint: %w", rerr))
-				return
+			if _, rerr := tx.ExecContext(ctx, "ROLLBACK TO gc"); rerr != nil {
+				return 0, c.abort(tx, results, fmt.Errorf("rollback to savepoint: %w", rerr))
 			}
 		} else {
 			applied++
 		}
 		if useSavepoints {
-			if _, err := tx.Exec("RELEASE gc"); err != nil {
-				c.abort(tx, results, fmt.Errorf("release savepoint: %w", err))
-				return
+			if _, err := tx.ExecContext(ctx, "RELEASE gc"); err != nil {
+				return 0, c.abort(tx, results, fmt.Errorf("release savepoint: %w", err))
 			}
 		}
 	}
 	if applied == 0 {
-		_ = tx.Rollback()
-		return
+		return 0, errors.Is(tx.Rollback(), ErrReplay)
 	}
 	if err := tx.Commit(); err != nil {
+		if errors.Is(err, ErrReplay) {
+			return 0, true
+		}
 		for i := range results {
 			if results[i] == nil {
 				results[i] = fmt.Errorf("commit: %w", err)
 			}
 		}
-		return
+		return 0, false
 	}
-	c.batches.Add(1)
-	c.writes.Add(uint64(applied))
-	c.stats.observe(applied, time.Since(began))
+	return applied, false
 }
 
-// abort rolls the whole transaction back and fails every closure that had not already failed.
-func (c *Committer) abort(tx *sql.Tx, results []error, err error) {
-	_ = tx.Rollback()
+// abort rolls the whole transaction back and fails every closure that had not already failed, or
+// reports that the pipelined transaction must be replayed.
+func (c *Committer) abort(tx *sql.Tx, results []error, err error) (replay bool) {
+	if errors.Is(tx.Rollback(), ErrReplay) {
+		return true
+	}
 	for i := range results {
 		if results[i] == nil {
 			results[i] = err
 		}
 	}
+	return false
 }
 
 // call runs fn, turning a panic into an error so one bad closure cannot kill the committer.

@@ -51,15 +51,16 @@ func (NopObserver) QuotaExceeded(string, string) {}
 // the write's consequences on the transaction's AfterCommit hook (notingTx.report): the Observer
 // hears of the invocations fn created and of those it left in a terminal status, the waits for
 // those to end (finish.go) are woken, and so is the dispatcher when the write made work runnable or
-// freed a slot. A rolled-back write reports nothing.
+// freed a slot. A rolled-back write reports nothing. The writes are store.Optimistic: fn acts
+// outside its transaction only through those hooks.
 func (s *Service) update(ctx context.Context, fn func(store.Tx) error) error {
-	return s.cfg.Store.Update(ctx, s.noting(fn))
+	return s.cfg.Store.Update(store.Optimistic(ctx), s.noting(fn))
 }
 
 // enqueue is update through Store.Enqueue: fn is queued behind earlier writes and enqueue returns
 // at once; the returned wait (to be called once) reports fn's outcome, the hooks having run.
 func (s *Service) enqueue(ctx context.Context, fn func(store.Tx) error) (wait func() error) {
-	return s.cfg.Store.Enqueue(ctx, s.noting(fn))
+	return s.cfg.Store.Enqueue(store.Optimistic(ctx), s.noting(fn))
 }
 
 // noting runs fn through a notingTx.

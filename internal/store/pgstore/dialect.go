@@ -13,6 +13,9 @@ var _ sqlcore.Dialect = dialect{}
 
 // InsertIgnoreConflict implements sqlcore.Dialect with ON CONFLICT DO NOTHING (see conflicted):
 // PostgreSQL aborts a transaction at its first error, so the insert never lets a unique key fail.
+// The callers pass ctx from sqlcore.Tx.ExpectOne: in an optimistic closure a pipelined transaction
+// goes on without waiting for the insert, and is replayed unpipelined in the rare case it met a
+// conflict.
 func (dialect) InsertIgnoreConflict(ctx context.Context, q sqlcore.Querier, insert string, args ...any) (bool, error) {
 	return conflicted(q.ExecContext(ctx, insert+" ON CONFLICT DO NOTHING", args...))
 }

@@ -112,7 +112,9 @@ func contend(t *testing.T, setup, hold, wait func(store.Tx) error) (store.Store,
 	a, err := pgstore.Open(ctx, url+"&application_name="+app, pgstore.Options{MaxConns: 3, Retry: pgstore.RetryPolicy{Attempts: 1}})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, a.Close()) })
-	b, err := pgstore.Open(ctx, url, pgstore.Options{MaxConns: 3})
+	// b runs its statements as it makes them (NoPipeline), so its row is on the server while it
+	// holds; a is pipelined, as a server's store is: its conflict is met at its commit.
+	b, err := pgstore.Open(ctx, url, pgstore.Options{MaxConns: 3, NoPipeline: true})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, b.Close()) }()
 	if setup != nil {

@@ -14,7 +14,8 @@ import (
 // already in the log, and reports whether it did.
 // A row already at e's seq (another process appended to the same invocation meanwhile) is
 // store.ErrConflict. Neither conflict may fail the statement, since an error aborts a PostgreSQL
-// transaction: the insert does nothing on any conflict, and a second read tells the two apart.
+// transaction: the insert does nothing on any conflict, and a second read tells the two apart. In an
+// optimistic closure it is expected to insert (sqlcore.Tx.ExpectOne; see pipeline.go).
 func (t *tx) InsertInvocationEvent(e invocation.Event) (bool, error) {
 	if e.IdempotencyKey == "" {
 		return false, errors.New("invocation event: idempotency key required")
@@ -23,7 +24,7 @@ func (t *tx) InsertInvocationEvent(e invocation.Event) (bool, error) {
 	if len(e.Data) > 0 {
 		data = string(e.Data)
 	}
-	res, err := t.t.ExecContext(bg, `INSERT INTO invocation_events (invocation_id, seq, type, data, idempotency_key,
+	res, err := t.t.ExecContext(t.ExpectOne(), `INSERT INTO invocation_events (invocation_id, seq, type, data, idempotency_key,
 		engine_attempt, logical_attempt, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT DO NOTHING`,
 		e.InvocationID, e.Seq, string(e.Type), data, e.IdempotencyKey, e.EngineAttempt, e.LogicalAttempt, ts(e.At))

@@ -14,7 +14,10 @@
 // each process runs its write closures one batch at a time, each closure in its own SAVEPOINT of
 // one transaction, and commits once per batch. On PostgreSQL that saves a commit (a WAL flush and
 // a round trip) per write, and it serialises this process's writes, so they never deadlock or
-// conflict with each other; concurrent writers are other processes. Transactions run at READ
+// conflict with each other; concurrent writers are other processes. The committer's transactions
+// are pipelined (pipeline.go): writes are sent with the next read or the COMMIT, so a batch costs a
+// round trip per read, not per statement; the engine's writes (store.Optimistic) also skip reads
+// they can assume, and a batch where an assumption failed is replayed unpipelined. Transactions run at READ
 // COMMITTED; the claims lock the rows they take with FOR UPDATE SKIP LOCKED, so two processes never
 // claim the same work; revision checks are in the UPDATE itself, which PostgreSQL re-checks on the
 // locked row; Append reads the projection FOR UPDATE, so its lease and last_seq checks see another
@@ -58,7 +61,7 @@ type Store struct {
 	// Reader is the shared half of store.Reader, over r.
 	sqlcore.Reader
 	pool *pgxpool.Pool
-	db   *sql.DB // database/sql over pool (stdlib.OpenDBFromPool): the committer's and the readers' handle
+	db   *sql.DB // database/sql over pool (pipeConnector): the committer's and the readers' handle
 	r    rebound
 	gc   *groupcommit.Committer
 	prov *goose.Provider
@@ -93,6 +96,9 @@ type Options struct {
 	// the open (migration.BehindError) instead of being migrated. A database newer than the binary
 	// always fails it (migration.TooNewError).
 	NoMigrate bool
+	// NoPipeline runs every statement of the committer's transactions as it is made, a round trip
+	// each, instead of pipelining them (pipeline.go): for measuring what pipelining saves.
+	NoPipeline bool
 }
 
 // RetryPolicy says how often, and after what waits, a write that failed with a retryable error is
@@ -173,7 +179,9 @@ func open(ctx context.Context, pool *pgxpool.Pool, o Options) (*Store, error) {
 	if err := migrateOn(ctx, pool, where, !o.NoMigrate); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	db := stdlib.OpenDBFromPool(pool)
+	// database/sql over the pool, through pconn (pipeline.go); the pool manages idle connections.
+	db := sql.OpenDB(pipeConnector{stdlib.GetPoolConnector(pool)})
+	db.SetMaxIdleConns(0)
 	prov, err := newProvider(db, where)
 	if err != nil {
 		return nil, errors.Join(err, db.Close())
@@ -184,7 +192,11 @@ func open(ctx context.Context, pool *pgxpool.Pool, o Options) (*Store, error) {
 	if s.retry.Attempts <= 0 {
 		s.retry = DefaultRetry
 	}
-	s.gc = groupcommit.New(db, groupcommit.Options{MaxBatch: o.MaxBatch})
+	gco := groupcommit.Options{MaxBatch: o.MaxBatch, Pipeline: pipelineCtx}
+	if o.NoPipeline {
+		gco.Pipeline = nil
+	}
+	s.gc = groupcommit.New(db, gco)
 	return s, nil
 }
 
@@ -227,7 +239,7 @@ func (s *Store) updateOnce(ctx context.Context, fn func(store.Tx) error) error {
 	var catalog bool
 	var after []func()
 	err := s.gc.Do(ctx, func(t *sql.Tx) error {
-		x := newTx(rebound{t}, ctx, s.usageShard)
+		x := s.newTx(t, ctx)
 		err := fn(x)
 		catalog, after = x.Catalog, x.After
 		return err
@@ -257,7 +269,7 @@ func (s *Store) Enqueue(ctx context.Context, fn func(store.Tx) error) func() err
 	var catalog bool
 	var after []func()
 	wait := s.gc.Enqueue(ctx, func(t *sql.Tx) error {
-		x := newTx(rebound{t}, ctx, s.usageShard)
+		x := s.newTx(t, ctx)
 		err := fn(x)
 		catalog, after = x.Catalog, x.After
 		return err
@@ -327,6 +339,9 @@ func retryable(err error) bool {
 // commitFailed starts the committer's error for a failed COMMIT (groupcommit).
 const commitFailed = "commit: "
 
+// Replays reports how many group-commit batches were run again without pipelining (pipeline.go).
+func (s *Store) Replays() uint64 { return s.gc.Replays() }
+
 // RetryStats reports how many closures were run again after a retryable failure.
 func (s *Store) RetryStats() uint64 { return s.retries.Load() }
 
@@ -378,6 +393,14 @@ type tx struct {
 	t rebound
 	// usageShard is the store's Store.usageShard.
 	usageShard int16
+}
+
+// newTx is the tx of one run of a closure made with ctx, on the committer's transaction t: an
+// optimistic one (store.Optimistic) when the committer runs it pipelined.
+func (s *Store) newTx(t *sql.Tx, ctx context.Context) *tx {
+	x := newTx(rebound{t}, ctx, s.usageShard)
+	x.Optimistic = s.gc.Pipelined() && store.IsOptimistic(ctx)
+	return x
 }
 
 // newTx is the tx of one closure run over t.

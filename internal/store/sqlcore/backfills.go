@@ -35,7 +35,7 @@ func (t *Tx) InsertBackfill(b *schedule.Backfill, parts []schedule.Partition) er
 	if err != nil {
 		return err
 	}
-	dup, err := t.D.InsertIgnoreConflict(bg, t.Q, `INSERT INTO backfills (tenant_id, id, state, entrypoint_id, schedule_id, revision, created_at, doc)
+	dup, err := t.D.InsertIgnoreConflict(t.ExpectOne(), t.Q, `INSERT INTO backfills (tenant_id, id, state, entrypoint_id, schedule_id, revision, created_at, doc)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, b.TenantID, b.ID, string(b.State), b.EntrypointID, b.ScheduleID, b.Revision, TS(b.CreatedAt), string(doc))
 	if dup {
 		return fmt.Errorf("backfill %s: %w", b.ID, store.ErrConflict)

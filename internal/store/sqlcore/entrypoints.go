@@ -258,7 +258,7 @@ func (t *Tx) InsertEntrypoint(e entrypoint.Entrypoint) error {
 		return err
 	}
 	t.Catalog = true
-	dup, err := t.D.InsertIgnoreConflict(bg, t.Q, "INSERT INTO entrypoints ("+entrypointCols+") VALUES (?"+strings.Repeat(", ?", len(vals)-1)+")",
+	dup, err := t.D.InsertIgnoreConflict(t.ExpectOne(), t.Q, "INSERT INTO entrypoints ("+entrypointCols+") VALUES (?"+strings.Repeat(", ?", len(vals)-1)+")",
 		Args(vals)...)
 	if dup {
 		return fmt.Errorf("entrypoint %s: %w", e.GTSID, store.ErrConflict)

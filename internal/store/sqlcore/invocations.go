@@ -106,7 +106,61 @@ func (s *Reader) StatusAt(ctx context.Context, tenantID, invocationID string, se
 	return st, nil
 }
 
-func (t *Tx) writeRecord(r invocation.Record, insert bool, sched *store.Scheduling) error {
+// precondition is what an optimistic Append (Tx.Optimistic) assumed of the projection it did not
+// read: the projection's update applies only where it holds.
+type precondition struct {
+	lastSeq int64
+	owner   string // the lease the append requires; "" for none
+}
+
+// where is pre's SQL condition, to follow "WHERE id = ?", and its arguments.
+func (pre *precondition) where() (string, []any) {
+	if pre == nil {
+		return "", nil
+	}
+	if pre.owner == "" {
+		return " AND last_seq = ?", []any{pre.lastSeq}
+	}
+	return " AND last_seq = ? AND lease_owner = ?", []any{pre.lastSeq, pre.owner}
+}
+
+// execUpdate runs a projection UPDATE whose WHERE ends in "id = ?", with pre's condition appended
+// and expected to hold (ExpectRows): when it did not, the write is a conflict, and a pipelined
+// transaction that went on without waiting for it is replayed.
+func (t *Tx) execUpdate(query string, args []any, pre *precondition) error {
+	if pre == nil {
+		_, err := t.Q.ExecContext(bg, query, args...)
+		return err
+	}
+	cond, more := pre.where()
+	res, err := t.Q.ExecContext(expectOne, query+cond, append(args, more...)...)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return errors.Join(err, fmt.Errorf("invocation %s: not at last_seq %d or lease lost: %w", args[len(args)-1], pre.lastSeq, store.ErrConflict))
+	}
+	return nil
+}
+
+// checkPrecondition checks pre with a read, for an optimistic append that wrote nothing.
+func (t *Tx) checkPrecondition(invocationID, tenantID string, pre *precondition) error {
+	var last int64
+	var owner sql.NullString
+	err := t.Q.QueryRowContext(bg, "SELECT last_seq, lease_owner FROM invocations WHERE id = ? AND tenant_id = ?"+t.D.ForUpdate(), invocationID, tenantID).Scan(&last, &owner)
+	if err != nil {
+		return NotFound(err, "invocation")
+	}
+	if pre.owner != "" && owner.String != pre.owner {
+		return fmt.Errorf("invocation %s: %w", invocationID, store.ErrLeaseLost)
+	}
+	if last != pre.lastSeq {
+		return fmt.Errorf("invocation %s: last_seq %d, not the expected %d: %w", invocationID, last, pre.lastSeq, store.ErrConflict)
+	}
+	return nil
+}
+
+func (t *Tx) writeRecord(r invocation.Record, insert bool, sched *store.Scheduling, pre *precondition) error {
 	doc, err := json.Marshal(r)
 	if err != nil {
 		return err
@@ -116,7 +170,7 @@ func (t *Tx) writeRecord(r invocation.Record, insert bool, sched *store.Scheduli
 		if sched != nil {
 			s = *sched
 		}
-		dup, err := t.D.InsertIgnoreConflict(bg, t.Q, `INSERT INTO invocations (id, tenant_id, entrypoint_ref, entrypoint_id, status, mode,
+		dup, err := t.D.InsertIgnoreConflict(t.ExpectOne(), t.Q, `INSERT INTO invocations (id, tenant_id, entrypoint_ref, entrypoint_id, status, mode,
 			correlation_id, last_seq, record, created_at, updated_at, available_at, lease_owner, lease_expires_at,
 			subject_id, entrypoint_owner)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -129,15 +183,13 @@ func (t *Tx) writeRecord(r invocation.Record, insert bool, sched *store.Scheduli
 		return err
 	}
 	if sched != nil {
-		_, err = t.Q.ExecContext(bg, `UPDATE invocations SET status = ?, last_seq = ?, record = ?, updated_at = ?,
+		return t.execUpdate(`UPDATE invocations SET status = ?, last_seq = ?, record = ?, updated_at = ?,
 			available_at = ?, lease_owner = ?, lease_expires_at = ? WHERE id = ?`,
-			string(r.Status), r.LastSeq, string(doc), TS(r.UpdatedAt), TSPtr(sched.AvailableAt), nullable(sched.LeaseOwner),
-			TSPtr(sched.LeaseExpiresAt), r.ID)
-		return err
+			[]any{string(r.Status), r.LastSeq, string(doc), TS(r.UpdatedAt), TSPtr(sched.AvailableAt), nullable(sched.LeaseOwner),
+				TSPtr(sched.LeaseExpiresAt), r.ID}, pre)
 	}
-	_, err = t.Q.ExecContext(bg, `UPDATE invocations SET status = ?, last_seq = ?, record = ?, updated_at = ? WHERE id = ?`,
-		string(r.Status), r.LastSeq, string(doc), TS(r.UpdatedAt), r.ID)
-	return err
+	return t.execUpdate(`UPDATE invocations SET status = ?, last_seq = ?, record = ?, updated_at = ? WHERE id = ?`,
+		[]any{string(r.Status), r.LastSeq, string(doc), TS(r.UpdatedAt), r.ID}, pre)
 }
 
 func nullable(s string) any {
@@ -178,7 +230,7 @@ func (t *Tx) StartInvocation(events []invocation.Event, sched store.Scheduling) 
 		}
 		seen[e.IdempotencyKey] = true
 	}
-	if err := t.writeRecord(r, true, &sched); err != nil {
+	if err := t.writeRecord(r, true, &sched, nil); err != nil {
 		return r, err
 	}
 	for _, e := range events {
@@ -199,7 +251,13 @@ func (t *Tx) Append(req store.AppendRequest) (invocation.Record, []invocation.Ev
 	var owner sql.NullString
 	var r invocation.Record
 	fresh := false
-	if x := opt.Expect; x != nil && x.ID == invocationID && x.TenantID == tenantID {
+	var pre *precondition
+	if x := opt.Expect; x != nil && x.ID == invocationID && x.TenantID == tenantID && t.Optimistic && len(events) > 0 {
+		// The caller's projection is taken as current, and the projection's update below is made
+		// conditional on it (and on the lease): a transaction where it was not is replayed.
+		r, fresh = *x, true
+		pre = &precondition{lastSeq: x.LastSeq, owner: opt.RequireLease}
+	} else if x != nil && x.ID == invocationID && x.TenantID == tenantID {
 		var last int64
 		err := t.Q.QueryRowContext(bg, "SELECT last_seq, lease_owner FROM invocations WHERE id = ? AND tenant_id = ?"+t.D.ForUpdate(), invocationID, tenantID).Scan(&last, &owner)
 		if err != nil {
@@ -223,7 +281,7 @@ func (t *Tx) Append(req store.AppendRequest) (invocation.Record, []invocation.Ev
 			return r, nil, err
 		}
 	}
-	if opt.RequireLease != "" && owner.String != opt.RequireLease {
+	if pre == nil && opt.RequireLease != "" && owner.String != opt.RequireLease {
 		return r, nil, fmt.Errorf("invocation %s: %w", invocationID, store.ErrLeaseLost)
 	}
 	var appended []invocation.Event
@@ -266,9 +324,11 @@ func (t *Tx) Append(req store.AppendRequest) (invocation.Record, []invocation.Ev
 	var err error
 	switch {
 	case len(appended) > 0 && advances && opt.Schedule == nil:
-		err = t.advanceRecord(r)
+		err = t.advanceRecord(r, pre)
 	case len(appended) > 0 || opt.Schedule != nil:
-		err = t.writeRecord(r, false, opt.Schedule)
+		err = t.writeRecord(r, false, opt.Schedule, pre)
+	case pre != nil:
+		err = t.checkPrecondition(invocationID, tenantID, pre)
 	}
 	if err == nil {
 		err = t.W.WriteUsage(&usage)
@@ -284,9 +344,8 @@ func (t *Tx) Append(req store.AppendRequest) (invocation.Record, []invocation.Ev
 // writes). It sets those two columns and leaves the record JSON alone: the columns are the
 // projection's last_seq and updated_at (DecodeRecord), so neither the record nor the status column
 // (and so its indexes) is rewritten.
-func (t *Tx) advanceRecord(r invocation.Record) error {
-	_, err := t.Q.ExecContext(bg, `UPDATE invocations SET last_seq = ?, updated_at = ? WHERE id = ?`, r.LastSeq, TS(r.UpdatedAt), r.ID)
-	return err
+func (t *Tx) advanceRecord(r invocation.Record, pre *precondition) error {
+	return t.execUpdate(`UPDATE invocations SET last_seq = ?, updated_at = ? WHERE id = ?`, []any{r.LastSeq, TS(r.UpdatedAt), r.ID}, pre)
 }
 
 func jsonUnmarshal(doc string, v any) error { return json.Unmarshal([]byte(doc), v) }

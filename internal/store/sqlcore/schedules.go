@@ -45,7 +45,7 @@ func (t *Tx) InsertSchedule(s *schedule.Schedule) error {
 	if err != nil {
 		return err
 	}
-	dup, err := t.D.InsertIgnoreConflict(bg, t.Q, `INSERT INTO schedules (tenant_id, id, entrypoint_id, name, status, next_run_at, due_at,
+	dup, err := t.D.InsertIgnoreConflict(t.ExpectOne(), t.Q, `INSERT INTO schedules (tenant_id, id, entrypoint_id, name, status, next_run_at, due_at,
 		revision, created_at, updated_at, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		s.TenantID, s.ID, s.EntrypointID, s.Name, string(s.Status), TSPtr(s.NextRunAt), TSPtr(s.DueAt), s.Revision,
 		TS(s.CreatedAt), TS(s.UpdatedAt), doc)
@@ -180,7 +180,7 @@ func (t *Tx) InsertScheduleRun(r schedule.Run) error {
 	if r.InvocationID != "" {
 		inv = r.InvocationID
 	}
-	dup, err := t.D.InsertIgnoreConflict(bg, t.Q, `INSERT INTO schedule_runs (tenant_id, schedule_id, id, scheduled_at, kind, state,
+	dup, err := t.D.InsertIgnoreConflict(t.ExpectOne(), t.Q, `INSERT INTO schedule_runs (tenant_id, schedule_id, id, scheduled_at, kind, state,
 		invocation_id, recorded_at, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.TenantID, r.ScheduleID, r.ID, TS(r.ScheduledAt), string(r.Kind), string(r.State), inv, TS(r.RecordedAt), string(doc))
 	if dup {

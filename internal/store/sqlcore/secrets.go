@@ -131,7 +131,7 @@ func (t *Tx) InsertSecret(s store.Secret, v store.SecretVersion) error {
 	if err != nil {
 		return err
 	}
-	dup, err := t.D.InsertIgnoreConflict(bg, t.Q, `INSERT INTO secrets (tenant_id, name, description, allowed_hosts, version, created_at,
+	dup, err := t.D.InsertIgnoreConflict(t.ExpectOne(), t.Q, `INSERT INTO secrets (tenant_id, name, description, allowed_hosts, version, created_at,
 		updated_at, last_used_at, created_by, updated_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		s.TenantID, s.Name, s.Description, hosts, s.Version, TS(s.CreatedAt), TS(s.UpdatedAt), TSPtr(s.LastUsedAt),
 		s.CreatedBy, s.UpdatedBy)
@@ -146,7 +146,7 @@ func (t *Tx) InsertSecret(s store.Secret, v store.SecretVersion) error {
 }
 
 func (t *Tx) insertVersion(v store.SecretVersion) error {
-	dup, err := t.D.InsertIgnoreConflict(bg, t.Q, `INSERT INTO secret_versions (tenant_id, name, version, sealed, key_id, created_at, created_by)
+	dup, err := t.D.InsertIgnoreConflict(t.ExpectOne(), t.Q, `INSERT INTO secret_versions (tenant_id, name, version, sealed, key_id, created_at, created_by)
 		VALUES (?, ?, ?, ?, ?, ?, ?)`, v.TenantID, v.Name, v.Version, v.Sealed, v.KeyID, TS(v.CreatedAt), v.CreatedBy)
 	if dup {
 		return fmt.Errorf("secret %s version %d: %w", v.Name, v.Version, store.ErrConflict)

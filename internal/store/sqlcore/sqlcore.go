@@ -46,6 +46,25 @@ type Querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
+type expectKey struct{}
+
+// ExpectRows returns ctx carrying the row count a statement made with it is expected to affect. A
+// store may then answer that count without waiting for the statement (pgstore's pipelined
+// transactions do, and replay the transaction without pipelining when the count differs); others
+// ignore it.
+func ExpectRows(ctx context.Context, n int64) context.Context {
+	return context.WithValue(ctx, expectKey{}, n)
+}
+
+// ExpectedRows is the count ExpectRows put in ctx.
+func ExpectedRows(ctx context.Context) (int64, bool) {
+	n, ok := ctx.Value(expectKey{}).(int64)
+	return n, ok
+}
+
+// expectOne is a context for statements expected to affect one row (ExpectRows).
+var expectOne = ExpectRows(context.Background(), 1)
+
 // Scanner is a row: *sql.Row or *sql.Rows.
 type Scanner interface{ Scan(dest ...any) error }
 
@@ -112,6 +131,21 @@ type Tx struct {
 	Catalog bool
 	// After are the closure's AfterCommit hooks, which the store runs once its write committed.
 	After []func()
+	// Optimistic says the closure was made with store.Optimistic and runs in a transaction that is
+	// replayed without it when a write expected to succeed did not (pgstore's pipelined
+	// transactions): inserts that may meet a conflict are then made with ExpectOne, and Append skips
+	// its read of the projection when the caller knows it (AppendOptions.Expect), making the
+	// projection's update conditional on what it expected instead.
+	Optimistic bool
+}
+
+// ExpectOne is the context of a statement expected to affect one row: ExpectRows(1) in an
+// Optimistic closure, where the store may assume it did, else a plain context.
+func (t *Tx) ExpectOne() context.Context {
+	if t.Optimistic {
+		return expectOne
+	}
+	return bg
 }
 
 // Context implements store.Tx.

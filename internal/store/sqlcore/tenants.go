@@ -116,7 +116,7 @@ func (t *Tx) InsertToken(tk auth.Token) error {
 	if err != nil {
 		return err
 	}
-	dup, err := t.D.InsertIgnoreConflict(bg, t.Q, "INSERT INTO tokens ("+tokenCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+	dup, err := t.D.InsertIgnoreConflict(t.ExpectOne(), t.Q, "INSERT INTO tokens ("+tokenCols+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
 		tk.ID, tk.TenantID, tk.SubjectID, string(roles), tk.Description, tk.Hash, TS(tk.CreatedAt), tk.CreatedBy,
 		TSPtr(tk.ExpiresAt), TSPtr(tk.RevokedAt))
 	if dup {

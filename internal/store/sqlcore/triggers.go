@@ -35,7 +35,7 @@ func (t *Tx) InsertEventType(et events.Type) error {
 	if err != nil {
 		return err
 	}
-	dup, err := t.D.InsertIgnoreConflict(bg, t.Q, "INSERT INTO event_types (scope, id, created_at, doc) VALUES (?, ?, ?, ?)",
+	dup, err := t.D.InsertIgnoreConflict(t.ExpectOne(), t.Q, "INSERT INTO event_types (scope, id, created_at, doc) VALUES (?, ?, ?, ?)",
 		et.TenantID, et.ID, TS(et.CreatedAt), string(doc))
 	if dup {
 		return fmt.Errorf("event type %s: %w", et.ID, store.ErrConflict)
@@ -96,7 +96,7 @@ func (t *Tx) InsertTrigger(tr *trigger.Trigger) error {
 	if err != nil {
 		return err
 	}
-	dup, err := t.D.InsertIgnoreConflict(bg, t.Q, `INSERT INTO triggers (tenant_id, id, event_type_id, entrypoint_id, status, batch_due_at,
+	dup, err := t.D.InsertIgnoreConflict(t.ExpectOne(), t.Q, `INSERT INTO triggers (tenant_id, id, event_type_id, entrypoint_id, status, batch_due_at,
 		revision, created_at, updated_at, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		tr.TenantID, tr.ID, tr.EventTypeID, tr.EntrypointID, string(tr.Status), TSPtr(tr.BatchDueAt), tr.Revision,
 		TS(tr.CreatedAt), TS(tr.UpdatedAt), string(doc))
@@ -236,7 +236,7 @@ func (t *Tx) InsertTriggerStart(s trigger.Start) error {
 	}
 	// The duplicate check covers the primary key and the partial unique index on the first event
 	// alike (on PostgreSQL, ON CONFLICT DO NOTHING without a target).
-	dup, err := t.D.InsertIgnoreConflict(bg, t.Q, `INSERT INTO trigger_starts (tenant_id, invocation_id, trigger_id, first_seq, received_at,
+	dup, err := t.D.InsertIgnoreConflict(t.ExpectOne(), t.Q, `INSERT INTO trigger_starts (tenant_id, invocation_id, trigger_id, first_seq, received_at,
 		started_at, redrive, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, s.TenantID, s.InvocationID, s.TriggerID,
 		s.EventSeqs[0], TS(s.ReceivedAt), TS(s.StartedAt), redrive, string(doc))
 	if dup {
@@ -283,7 +283,7 @@ func (t *Tx) EndTriggerStart(tenantID, invocationID string, at time.Time) (trigg
 
 // AddPending implements store.Tx.
 func (t *Tx) AddPending(tenantID, triggerID string, ev events.Event) error {
-	dup, err := t.D.InsertIgnoreConflict(bg, t.Q, "INSERT INTO trigger_pending (tenant_id, trigger_id, event_seq) VALUES (?, ?, ?)",
+	dup, err := t.D.InsertIgnoreConflict(t.ExpectOne(), t.Q, "INSERT INTO trigger_pending (tenant_id, trigger_id, event_seq) VALUES (?, ?, ?)",
 		tenantID, triggerID, ev.Seq)
 	if dup {
 		return fmt.Errorf("trigger %s event %d: %w", triggerID, ev.Seq, store.ErrConflict)
@@ -347,7 +347,7 @@ func (t *Tx) InsertDeadLetter(d trigger.DeadLetter) error {
 	if err != nil {
 		return err
 	}
-	dup, err := t.D.InsertIgnoreConflict(bg, t.Q, `INSERT INTO trigger_dead_letters (tenant_id, trigger_id, id, invocation_id, created_at, doc)
+	dup, err := t.D.InsertIgnoreConflict(t.ExpectOne(), t.Q, `INSERT INTO trigger_dead_letters (tenant_id, trigger_id, id, invocation_id, created_at, doc)
 		VALUES (?, ?, ?, ?, ?, ?)`, d.TenantID, d.TriggerID, d.ID, d.InvocationID, TS(d.CreatedAt), string(doc))
 	if dup {
 		return fmt.Errorf("dead letter of %s: %w", d.InvocationID, store.ErrConflict)

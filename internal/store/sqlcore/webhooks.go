@@ -38,7 +38,7 @@ func (t *Tx) InsertWebhookTrigger(w *webhook.Trigger) error {
 	if err != nil {
 		return err
 	}
-	dup, err := t.D.InsertIgnoreConflict(bg, t.Q, `INSERT INTO webhook_triggers (tenant_id, id, entrypoint_id, name, status, revision,
+	dup, err := t.D.InsertIgnoreConflict(t.ExpectOne(), t.Q, `INSERT INTO webhook_triggers (tenant_id, id, entrypoint_id, name, status, revision,
 		created_at, updated_at, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		w.TenantID, w.ID, w.EntrypointID, w.Name, string(w.Status), w.Revision, TS(w.CreatedAt), TS(w.UpdatedAt), string(doc))
 	if dup {
@@ -233,7 +233,7 @@ func (t *Tx) RememberWebhook(s webhook.Seen, now time.Time) error {
 		s.TenantID, s.TriggerID, TS(now)); err != nil {
 		return err
 	}
-	dup, err := t.D.InsertIgnoreConflict(bg, t.Q, `INSERT INTO webhook_seen (tenant_id, trigger_id, kind, key, invocation_id, delivery_id, expires_at)
+	dup, err := t.D.InsertIgnoreConflict(t.ExpectOne(), t.Q, `INSERT INTO webhook_seen (tenant_id, trigger_id, kind, key, invocation_id, delivery_id, expires_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?)`, s.TenantID, s.TriggerID, s.Kind, s.Key, s.InvocationID, s.DeliveryID,
 		TS(s.ExpiresAt))
 	if dup {

@@ -1,0 +1,24 @@
+package store
+
+import "context"
+
+type optimisticKey struct{}
+
+// Optimistic returns ctx marking the writes made with it (Update, Enqueue) as tolerant of
+// optimistic execution: a store may run such a closure first on answers it assumed rather than
+// waited for (an insert reported as done before the database confirmed it, an update made
+// conditional on the projection the caller passed as AppendOptions.Expect instead of a read of
+// it), and, when an assumption proves wrong, roll that run back and run the closure again on exact
+// answers. Nothing of the first run is applied and its AfterCommit hooks never run; a closure must
+// only not act outside its transaction on what it learnt (which store.Tx's closures must not do
+// anyway, since a closure may be retried). The engine's own writes are made with it; pgstore
+// uses it in its pipelined transactions, the SQLite store ignores it.
+func Optimistic(ctx context.Context) context.Context {
+	return context.WithValue(ctx, optimisticKey{}, true)
+}
+
+// IsOptimistic reports whether ctx was made by Optimistic.
+func IsOptimistic(ctx context.Context) bool {
+	v, _ := ctx.Value(optimisticKey{}).(bool)
+	return v
+}
