@@ -58,6 +58,14 @@ const (
 	ModeAsync Mode = "async"
 )
 
+// Record.Via values.
+const (
+	// ViaTrigger: started by a trigger (a matched event, a batch, or a dead letter's redrive).
+	ViaTrigger = "trigger"
+	// ViaOther: started any other way (the API, a schedule, a webhook, a workflow, a replay).
+	ViaOther = "other"
+)
+
 // Error is 000's RuntimeErrorPayload.
 type Error struct {
 	TypeID   string          `json:"error_type_id"`
@@ -108,6 +116,10 @@ type Record struct {
 	Depth           int             `json:"depth,omitempty"`            // nesting of r_invoke_v1 children (0 = started through the API)
 	ParentSeq       *int            `json:"parent_seq,omitempty"`       // the parent workflow's journal position awaiting this child
 	CompensationFor string          `json:"compensation_for,omitempty"` // the workflow invocation this handler compensates
+	// Via says how the invocation was created, for the engine's own decisions (never shown):
+	// ViaTrigger for a trigger's start, whose end its trigger counts, ViaOther for any other start.
+	// Records written before it existed have none; the engine then asks the store.
+	Via string `json:"via,omitempty"`
 	CacheKey        string          `json:"cache_key,omitempty"`        // response-cache key when caching is active (never shown)
 	// RetryPolicy overrides the entrypoint's traits.retry for this invocation (a trigger's
 	// retry_policy), in outcome.RetryPolicy's JSON shape; empty: the entrypoint's.

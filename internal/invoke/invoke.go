@@ -1005,6 +1005,9 @@ func (s *Service) createAt(tx store.Tx, rec invocation.Record, now, at time.Time
 // createdEvent is a new invocation's first event, carrying its initial record and price.
 func (s *Service) createdEvent(rec invocation.Record, now time.Time) ([]invocation.Event, error) {
 	rec.Cost = s.cfg.Pricing.For(rec.TenantID).PerInvocation // charged once, carried by the created event
+	if rec.Via != invocation.ViaTrigger {
+		rec.Via = invocation.ViaOther
+	}
 	if rec.TraceID == "" {
 		// Started by a schedule, a trigger, a webhook or a handler: a trace of its own, which every
 		// attempt of it continues (tracing.Parent), retries and restarts included.

@@ -32,6 +32,9 @@ type SystemStart struct {
 	// Retry, when set, replaces the entrypoint's traits.retry for this invocation (a trigger's
 	// retry_policy); its non_retryable_errors are the entrypoint's.
 	Retry *outcome.RetryPolicy
+	// Trigger says a trigger starts it (invocation.ViaTrigger): its end is then counted in the
+	// trigger's metrics.
+	Trigger bool
 }
 
 // Planned is a SystemStart that resolved and validated; Enqueue writes it.
@@ -68,6 +71,9 @@ func (s *Service) Plan(ctx context.Context, st SystemStart) (Planned, error) {
 	rec := invocation.Record{TenantID: st.As.TenantID, EntrypointRef: e.ID, EntrypointID: e.GTSID,
 		EntrypointVersion: e.Version, SubjectID: st.As.SubjectID, EntrypointOwner: entrypointOwner(e), Mode: invocation.ModeAsync, Params: canon,
 		CorrelationID: st.CorrelationID, Metrics: invocation.Metrics{MemoryLimitMB: i64(d.Traits.Limits.MemoryMB)}, Attempt: 1}
+	if st.Trigger {
+		rec.Via = invocation.ViaTrigger
+	}
 	if st.Retry != nil {
 		r := *st.Retry
 		r.NonRetryableErrors = nil // the entrypoint's apply (retryOf)

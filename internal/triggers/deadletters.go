@@ -63,7 +63,7 @@ func (s *Service) Redrive(ctx context.Context, sc auth.SecurityContext, id strin
 		}
 		for _, d := range taken {
 			p, err := s.inv.Plan(tx.Context(), invoke.SystemStart{As: runAs(t, sc.SubjectID), EntrypointID: t.EntrypointID, Params: d.Params,
-				Retry: retryPolicy(t)})
+				Retry: retryPolicy(t), Trigger: true})
 			if err != nil {
 				return err
 			}

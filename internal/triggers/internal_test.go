@@ -10,7 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/larkrun/lark/internal/events"
+	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/problem"
+	"github.com/larkrun/lark/internal/store"
 	"github.com/larkrun/lark/internal/store/sqlstore"
 	"github.com/larkrun/lark/internal/trigger"
 )
@@ -111,4 +113,48 @@ func TestRunMetricsWritesAtStop(t *testing.T) {
 	cancel()
 	s.RunMetrics(ctx)
 	require.Zero(t, s.metrics.pending("acme", "t1", hour).Received, "the buffer was not written (a failed write keeps it)")
+}
+
+// TestInvocationEndedVia: the end of an invocation a trigger started is counted in the trigger's
+// metrics; one created otherwise (invocation.ViaOther) is not looked up at all, even when a start
+// row names it; a record older than Via is looked up.
+func TestInvocationEndedVia(t *testing.T) {
+	st, err := sqlstore.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "t.db"), sqlstore.Options{})
+	require.NoError(t, err)
+	defer st.Close()
+	s := New(st, nil, Options{})
+	ctx := context.Background()
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	tr := &trigger.Trigger{ID: "t1", TenantID: "acme", EventTypeID: "gts.x.acme.orders.created.v1~", EntrypointID: "ep",
+		Status: trigger.StatusActive, ExecutionContext: trigger.ContextSystem, CreatedAt: at, UpdatedAt: at}
+	require.NoError(t, st.Update(ctx, func(tx store.Tx) error {
+		if err := tx.InsertTrigger(tr); err != nil {
+			return err
+		}
+		for i, id := range []string{"inv_other", "inv_legacy", "inv_trigger"} {
+			if err := tx.InsertTriggerStart(trigger.Start{TenantID: "acme", InvocationID: id, TriggerID: "t1", EventSeqs: []int64{int64(i + 1)},
+				EventIDs: []string{"e_" + id}, Params: json.RawMessage(`{}`), ReceivedAt: at, StartedAt: at}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	succeeded := func() int64 {
+		rows, err := st.TriggerMetrics(ctx, "acme", "t1", at.Add(-time.Hour))
+		require.NoError(t, err)
+		var n int64
+		for _, r := range rows {
+			n += r.Succeeded
+		}
+		return n
+	}
+	for _, c := range []struct {
+		id, via string
+		want    int64
+	}{{"inv_other", invocation.ViaOther, 0}, {"inv_legacy", "", 1}, {"inv_trigger", invocation.ViaTrigger, 2}} {
+		fin := at.Add(time.Second)
+		rec := invocation.Record{ID: c.id, TenantID: "acme", Status: invocation.StatusSucceeded, Via: c.via, FinishedAt: &fin}
+		require.NoError(t, st.Update(ctx, func(tx store.Tx) error { return s.InvocationEnded(tx, rec) }))
+		require.Equal(t, c.want, succeeded(), c.id)
+	}
 }

@@ -145,7 +145,7 @@ func (s *Service) start(tx store.Tx, t trigger.Trigger, evs []events.Event, now 
 	}
 	publisher := evs[0].PublishedBy
 	p, err := s.inv.Plan(tx.Context(), invoke.SystemStart{As: runAs(t, publisher), EntrypointID: t.EntrypointID, Params: params,
-		CorrelationID: evs[0].CorrelationID, Retry: retryPolicy(t)})
+		CorrelationID: evs[0].CorrelationID, Retry: retryPolicy(t), Trigger: true})
 	if err != nil {
 		if problem.From(err).Status >= 500 {
 			return err // not the trigger's fault (the store, a timeout): the publish fails and can be retried
@@ -191,6 +191,9 @@ func (s *Service) unplanned(tx store.Tx, t trigger.Trigger, ids []string, params
 // the error, in the transaction of the end. A canceled invocation counts as failed, without a
 // dead letter.
 func (s *Service) InvocationEnded(tx store.Tx, rec invocation.Record) error {
+	if rec.Via == invocation.ViaOther {
+		return nil // not a trigger's: nothing to read (records older than Via are looked up)
+	}
 	end := s.o.Clock.Now()
 	if rec.FinishedAt != nil {
 		end = *rec.FinishedAt
