@@ -119,8 +119,8 @@ type Record struct {
 	// Via says how the invocation was created, for the engine's own decisions (never shown):
 	// ViaTrigger for a trigger's start, whose end its trigger counts, ViaOther for any other start.
 	// Records written before it existed have none; the engine then asks the store.
-	Via string `json:"via,omitempty"`
-	CacheKey        string          `json:"cache_key,omitempty"`        // response-cache key when caching is active (never shown)
+	Via      string `json:"via,omitempty"`
+	CacheKey string `json:"cache_key,omitempty"` // response-cache key when caching is active (never shown)
 	// RetryPolicy overrides the entrypoint's traits.retry for this invocation (a trigger's
 	// retry_policy), in outcome.RetryPolicy's JSON shape; empty: the entrypoint's.
 	RetryPolicy json.RawMessage `json:"retry_policy,omitempty"`
