@@ -107,8 +107,21 @@ func (c *StoreClaimer) Claim(ctx context.Context, limit int) ([]attempt.Attempt,
 			return err
 		}
 		rs = append(rs, q.picks...)
+		// The picks' projections in one read (a round trip, where each is one on a remote store).
+		recs, err := tx.Invocations(rs)
+		if err != nil {
+			return err
+		}
+		byID := make(map[string]invocation.Record, len(recs))
+		for _, rec := range recs {
+			byID[rec.ID] = rec
+		}
 		for _, r := range rs {
-			a, ok, err := c.claimOne(tx, r, now)
+			rec, found := byID[r.InvocationID]
+			if !found {
+				return fmt.Errorf("invocation %s: %w", r.InvocationID, store.ErrNotFound)
+			}
+			a, ok, err := c.claimOne(tx, r, rec, now)
 			if err != nil {
 				return err
 			}
@@ -124,12 +137,9 @@ func (c *StoreClaimer) Claim(ctx context.Context, limit int) ([]attempt.Attempt,
 	return list, nil
 }
 
-// claimOne leases one picked item inside tx, or drops it as stale (ok false).
-func (c *StoreClaimer) claimOne(tx store.Tx, r store.Runnable, now time.Time) (a attempt.Attempt, ok bool, err error) {
-	rec, err := tx.Invocation(r.TenantID, r.InvocationID)
-	if err != nil {
-		return a, false, err
-	}
+// claimOne leases one picked item, whose projection is rec, inside tx, or drops it as stale (ok
+// false).
+func (c *StoreClaimer) claimOne(tx store.Tx, r store.Runnable, rec invocation.Record, now time.Time) (a attempt.Attempt, ok bool, err error) {
 	want := invocation.StatusQueued
 	compensate := rec.Status == invocation.StatusCanceled || rec.Status == invocation.StatusCompensating
 	switch {

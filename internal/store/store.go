@@ -323,6 +323,10 @@ type AuditTx interface {
 type InvocationTx interface {
 	// Invocation reads an invocation's projection inside the transaction.
 	Invocation(tenantID, invocationID string) (invocation.Record, error)
+	// Invocations reads the projections of the runnable items rs (their TenantID and InvocationID)
+	// in one statement, in rs's order; an item whose invocation does not exist has none (the
+	// result is then shorter, and each record names its invocation).
+	Invocations(rs []Runnable) ([]invocation.Record, error)
 	// StartInvocation creates an invocation: events[0] is its first event (type created, Data = the
 	// initial record), the events after it follow in the log, and s is its queue state (the zero
 	// Scheduling for one that is not queued). It writes one row insert plus the events (the hot path

@@ -348,6 +348,46 @@ func (t *Tx) advanceRecord(r invocation.Record, pre *precondition) error {
 	return t.execUpdate(`UPDATE invocations SET last_seq = ?, updated_at = ? WHERE id = ?`, []any{r.LastSeq, TS(r.UpdatedAt), r.ID}, pre)
 }
 
+// Invocations implements store.Tx.
+func (t *Tx) Invocations(rs []store.Runnable) ([]invocation.Record, error) {
+	if len(rs) == 0 {
+		return nil, nil
+	}
+	args := make([]any, len(rs))
+	for i, r := range rs {
+		args[i] = r.InvocationID
+	}
+	rows, err := t.Q.QueryContext(bg, "SELECT tenant_id, id, record, last_seq, updated_at FROM invocations WHERE id IN (?"+
+		strings.Repeat(", ?", len(rs)-1)+")", args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	byID := make(map[string]invocation.Record, len(rs))
+	for rows.Next() {
+		var tenantID, id, doc, updated string
+		var last int64
+		if err := rows.Scan(&tenantID, &id, &doc, &last, &updated); err != nil {
+			return nil, err
+		}
+		rec, err := DecodeRecord(doc, last, updated)
+		if err != nil {
+			return nil, err
+		}
+		byID[tenantID+"\x00"+id] = rec
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	out := make([]invocation.Record, 0, len(rs))
+	for _, r := range rs {
+		if rec, ok := byID[r.TenantID+"\x00"+r.InvocationID]; ok {
+			out = append(out, rec)
+		}
+	}
+	return out, nil
+}
+
 func jsonUnmarshal(doc string, v any) error { return json.Unmarshal([]byte(doc), v) }
 
 // Invocation implements store.Tx.

@@ -87,6 +87,7 @@ func Run(t *testing.T, f Factory) {
 		"ProjectionReads":           testProjectionReads,
 		"ProjectionRewrite":         testProjectionRewrite,
 		"ProjectionLock":            testProjectionLock,
+		"InvocationsBatchRead":      testInvocationsBatchRead,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -776,4 +777,41 @@ func testUpdateRecoversPanic(t *testing.T, s store.Store) {
 	update(t, s, func(tx store.Tx) error { return tx.PutTenant(tenant.New("after", t0)) })
 	_, err = s.Tenant(ctx, "after")
 	require.NoError(t, err, "the store keeps working after a panicking write")
+}
+
+// testInvocationsBatchRead: Tx.Invocations reads the projections of several runnable items in
+// their order, skipping those that do not exist or belong to another tenant.
+func testInvocationsBatchRead(t *testing.T, s store.Store) {
+	var want []invocation.Record
+	update(t, s, func(tx store.Tx) error {
+		want = want[:0]
+		for _, id := range []string{"inv_b1", "inv_b2", "inv_b3"} {
+			rec, err := tx.StartInvocation([]invocation.Event{NewInvocationEvent(id, "acme", "ep_1", t0)}, store.Scheduling{})
+			if err != nil {
+				return err
+			}
+			want = append(want, rec)
+		}
+		return nil
+	})
+	var got []invocation.Record
+	update(t, s, func(tx store.Tx) error {
+		var err error
+		got, err = tx.Invocations([]store.Runnable{{TenantID: "acme", InvocationID: "inv_b3"}, {TenantID: "acme", InvocationID: "inv_none"},
+			{TenantID: "globex", InvocationID: "inv_b2"}, {TenantID: "acme", InvocationID: "inv_b1"}})
+		return err
+	})
+	require.Len(t, got, 2)
+	for i, w := range []invocation.Record{want[2], want[0]} {
+		require.Equal(t, w.ID, got[i].ID)
+		require.Equal(t, w.LastSeq, got[i].LastSeq)
+		require.Equal(t, w.Status, got[i].Status)
+		require.True(t, w.UpdatedAt.Equal(got[i].UpdatedAt))
+	}
+	update(t, s, func(tx store.Tx) error {
+		var err error
+		got, err = tx.Invocations(nil)
+		return err
+	})
+	require.Empty(t, got)
 }
