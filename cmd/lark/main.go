@@ -78,6 +78,7 @@ type flags struct {
 	cpuSlots                    int
 	cpuNice                     int
 	pgMaxConns                  int32
+	pgWriters                   int
 	pgStatementTimeout          time.Duration
 	storeWriteWait              time.Duration
 	nats                        string
@@ -102,6 +103,8 @@ func (f *flags) bind(c *cobra.Command) {
 		"SQLite's synchronous setting: full survives power loss, normal only a process crash (env LARK_SQLITE_SYNCHRONOUS)")
 	c.Flags().Int32Var(&f.pgMaxConns, "pg-max-conns", pgstore.DefaultMaxConns,
 		"PostgreSQL store: connections in this process's pool (each lark process sharing the database has its own)")
+	c.Flags().IntVar(&f.pgWriters, "pg-writers", pgstore.DefaultWriters,
+		"PostgreSQL store: group committers, each writing on a connection of its own from the pool")
 	c.Flags().DurationVar(&f.pgStatementTimeout, "pg-statement-timeout", pgstore.DefaultStatementTimeout,
 		"PostgreSQL store: longest a statement may run before the server cancels it (a statement_timeout in the URL wins)")
 	c.Flags().DurationVar(&f.storeWriteWait, "store-write-wait", store.DefaultWriteWait,
@@ -163,7 +166,7 @@ func (f *flags) bind(c *cobra.Command) {
 // bad one stops the start).
 func (f *flags) config(admin string, log *slog.Logger) (server.Config, error) {
 	cfg := server.Config{Addr: f.addr, DataDir: f.data, Store: f.store, NoMigrate: f.noMigrate, SQLiteSynchronous: f.sqliteSynchronous,
-		PGMaxConns: f.pgMaxConns, PGStatementTimeout: f.pgStatementTimeout, StoreWriteWait: f.storeWriteWait, AdminToken: admin, MaxBody: f.maxBody, Logger: log,
+		PGMaxConns: f.pgMaxConns, PGStatementTimeout: f.pgStatementTimeout, PGWriters: f.pgWriters, StoreWriteWait: f.storeWriteWait, AdminToken: admin, MaxBody: f.maxBody, Logger: log,
 		Workers: f.workers, UnsafeEgressAllowLoopback: f.egressLoopback, RetentionInterval: f.retention,
 		MetricsPublic: f.metricsPublic, MetricsMaxLabelSets: f.metricsMaxLabelSets,
 		DrainTimeout: f.drainTimeout, ReadHeaderTimeout: f.readHeaderTimeout, ReadTimeout: f.readTimeout,

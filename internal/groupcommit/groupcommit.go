@@ -73,9 +73,12 @@ type Committer struct {
 	// the committer's goroutine reads and writes it.
 	pipelined bool
 	replays   atomic.Uint64
+	// inFlight counts the closures queued or running; enqueued those of them queued by Enqueue.
+	inFlight, enqueued atomic.Int64
 }
 
 type op struct {
+	enq  bool // queued by Enqueue
 	ctx  context.Context
 	fn   func(*sql.Tx) error
 	errc chan error
@@ -144,15 +147,18 @@ func (c *Committer) Do(ctx context.Context, fn func(*sql.Tx) error) error {
 		opPool.Put(o)
 		return ErrClosed
 	}
+	c.inFlight.Add(1)
 	select {
 	case c.ops <- o:
 		c.mu.RUnlock()
 	case <-ctx.Done():
 		c.mu.RUnlock()
+		c.inFlight.Add(-1)
 		o.ctx, o.fn = nil, nil
 		opPool.Put(o)
 		return ctx.Err()
 	case <-bound:
+		c.inFlight.Add(-1)
 		c.mu.RUnlock()
 		o.ctx, o.fn = nil, nil
 		opPool.Put(o)
@@ -181,17 +187,21 @@ func (c *Committer) Enqueue(ctx context.Context, fn func(*sql.Tx) error) (wait f
 	if err := ctx.Err(); err != nil {
 		return func() error { return err }
 	}
-	o := &op{ctx: ctx, fn: fn, errc: make(chan error, 1)}
+	o := &op{enq: true, ctx: ctx, fn: fn, errc: make(chan error, 1)}
 	c.mu.RLock()
 	if c.closed {
 		c.mu.RUnlock()
 		return func() error { return ErrClosed }
 	}
+	c.inFlight.Add(1)
+	c.enqueued.Add(1)
 	select {
 	case c.ops <- o:
 		c.mu.RUnlock()
 	case <-ctx.Done():
 		c.mu.RUnlock()
+		c.inFlight.Add(-1)
+		c.enqueued.Add(-1)
 		return func() error { return ctx.Err() }
 	}
 	return func() error { return <-o.errc }
@@ -199,6 +209,11 @@ func (c *Committer) Enqueue(ctx context.Context, fn func(*sql.Tx) error) (wait f
 
 // Stats returns how many transactions were committed and how many closures they carried.
 func (c *Committer) Stats() (batches, writes uint64) { return c.batches.Load(), c.writes.Load() }
+
+// InFlight reports how many closures are queued or running, and how many of those were queued by
+// Enqueue (a store with several committers keeps a caller's writes after its enqueued ones on the
+// same committer while they are in flight).
+func (c *Committer) InFlight() (all, enqueued int64) { return c.inFlight.Load(), c.enqueued.Load() }
 
 // Replays reports how many pipelined batches had to be run again without pipelining (ErrReplay).
 func (c *Committer) Replays() uint64 { return c.replays.Load() }
@@ -249,6 +264,10 @@ func (c *Committer) run(batch []*op) {
 	results := make([]error, len(batch))
 	defer func() {
 		for i, o := range batch {
+			if o.enq {
+				c.enqueued.Add(-1)
+			}
+			c.inFlight.Add(-1)
 			o.errc <- results[i]
 		}
 	}()

@@ -78,3 +78,15 @@ func (c *Committer) Histograms() (size, latency Histogram) {
 	defer c.stats.mu.Unlock()
 	return c.stats.size.snapshot(), c.stats.latency.snapshot()
 }
+
+// Add returns the sum of h and o, histograms of the same buckets (several committers' together).
+func (h Histogram) Add(o Histogram) Histogram {
+	out := Histogram{Count: h.Count + o.Count, Sum: h.Sum + o.Sum, Buckets: make(map[float64]uint64, len(h.Buckets))}
+	for b, n := range h.Buckets {
+		out.Buckets[b] = n
+	}
+	for b, n := range o.Buckets {
+		out.Buckets[b] += n
+	}
+	return out
+}

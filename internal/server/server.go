@@ -67,10 +67,12 @@ type Config struct {
 	// loss or an OS crash (docs/operations.md, "Data and durability").
 	SQLiteSynchronous string
 	// PGMaxConns bounds the PostgreSQL store's connection pool (default pgstore.DefaultMaxConns);
-	// PGStatementTimeout bounds each of its statements (default pgstore.DefaultStatementTimeout).
-	// Both apply to a postgres:// Store only.
+	// PGStatementTimeout bounds each of its statements (default pgstore.DefaultStatementTimeout);
+	// PGWriters is its number of group committers (default pgstore.DefaultWriters). They apply to a
+	// postgres:// Store only.
 	PGMaxConns         int32
 	PGStatementTimeout time.Duration
+	PGWriters          int
 	// StoreWriteWait bounds how long a request's write waits for the store's writer to start it
 	// (default store.DefaultWriteWait; negative: no bound); past it the API answers 503 with
 	// Retry-After (docs/deployment.md, "Failure modes"). The engine's own writes are not bounded.
@@ -259,7 +261,7 @@ func OpenStore(ctx context.Context, cfg Config) (store.Store, error) {
 		return st, err
 	case pgstore.IsURL(cfg.Store):
 		st, err := pgstore.Open(ctx, cfg.Store, pgstore.Options{MaxConns: cfg.PGMaxConns, StatementTimeout: cfg.PGStatementTimeout,
-			NoMigrate: cfg.NoMigrate})
+			Writers: cfg.PGWriters, NoMigrate: cfg.NoMigrate})
 		if err != nil {
 			return nil, fmt.Errorf("--store: PostgreSQL: %w", err)
 		}

@@ -63,15 +63,18 @@ type Store struct {
 	pool *pgxpool.Pool
 	db   *sql.DB // database/sql over pool (pipeConnector): the committer's and the readers' handle
 	r    rebound
-	gc   *groupcommit.Committer
+	// gcs are the committers, each on a connection of its own (Options.Writers); Enqueue's writes
+	// all go to the first.
+	gcs  []*groupcommit.Committer
 	prov *goose.Provider
 	// catalogGen is store.Store's CatalogGeneration (as in sqlstore).
 	catalogGen atomic.Uint64
 	retry      RetryPolicy
 	// retries counts closures run again after a retryable failure (RetryStats).
 	retries atomic.Uint64
-	// usageShard is the shard of the usage_hourly rows this process adds to (random at open, 0-63):
-	// the nodes sharing the database then rarely wait for each other's row lock (migration 00003).
+	// usageShard is the first shard of the usage_hourly rows this process adds to (random at open,
+	// 0-63; committer i adds to usageShard+i): the nodes and committers sharing the database then
+	// rarely wait for each other's row lock (migration 00003).
 	usageShard int16
 	// wakeChannel is the NOTIFY channel of this database and schema's cross-node wake-ups (notify.go).
 	wakeChannel string
@@ -90,6 +93,10 @@ type Options struct {
 	StatementTimeout time.Duration
 	// MaxBatch bounds the writes per group commit (default 256).
 	MaxBatch int
+	// Writers is the number of group committers, each writing on a connection of its own (default
+	// DefaultWriters): a committer waits for the database on each of its round trips, and another
+	// can use the time. The pool needs a connection per writer besides its readers.
+	Writers int
 	// Retry is the policy for closures that failed with a retryable error (zero: DefaultRetry).
 	Retry RetryPolicy
 	// NoMigrate leaves pending migrations alone: a database that is behind the binary then fails
@@ -117,6 +124,7 @@ var DefaultRetry = RetryPolicy{Attempts: 5, Base: 10 * time.Millisecond, Max: ti
 const (
 	DefaultMaxConns         = 10
 	DefaultStatementTimeout = 30 * time.Second
+	DefaultWriters          = 2
 )
 
 // IsURL reports whether s names a PostgreSQL database (postgres:// or postgresql://).
@@ -196,7 +204,13 @@ func open(ctx context.Context, pool *pgxpool.Pool, o Options) (*Store, error) {
 	if o.NoPipeline {
 		gco.Pipeline = nil
 	}
-	s.gc = groupcommit.New(db, gco)
+	n := o.Writers
+	if n <= 0 {
+		n = DefaultWriters
+	}
+	for range n {
+		s.gcs = append(s.gcs, groupcommit.New(db, gco))
+	}
 	return s, nil
 }
 
@@ -235,11 +249,30 @@ func unavailable(err error) error {
 	return err
 }
 
+// writer picks the committer of an Update: the first while writes queued by Enqueue are in flight
+// on it (so that a caller's write never overtakes what it enqueued before, as Enqueue promises),
+// else the one with the fewest closures queued or running.
+func (s *Store) writer() int {
+	all, enq := s.gcs[0].InFlight()
+	if enq > 0 {
+		return 0
+	}
+	best := 0
+	for i := 1; i < len(s.gcs); i++ {
+		if n, _ := s.gcs[i].InFlight(); n < all {
+			best, all = i, n
+		}
+	}
+	return best
+}
+
 func (s *Store) updateOnce(ctx context.Context, fn func(store.Tx) error) error {
 	var catalog bool
 	var after []func()
-	err := s.gc.Do(ctx, func(t *sql.Tx) error {
-		x := s.newTx(t, ctx)
+	i := s.writer()
+	gc := s.gcs[i]
+	err := gc.Do(ctx, func(t *sql.Tx) error {
+		x := s.newTx(t, ctx, i)
 		err := fn(x)
 		catalog, after = x.Catalog, x.After
 		return err
@@ -268,8 +301,8 @@ func (s *Store) finish(err error, catalog bool, after []func()) error {
 func (s *Store) Enqueue(ctx context.Context, fn func(store.Tx) error) func() error {
 	var catalog bool
 	var after []func()
-	wait := s.gc.Enqueue(ctx, func(t *sql.Tx) error {
-		x := s.newTx(t, ctx)
+	wait := s.gcs[0].Enqueue(ctx, func(t *sql.Tx) error {
+		x := s.newTx(t, ctx, 0)
 		err := fn(x)
 		catalog, after = x.Catalog, x.After
 		return err
@@ -340,7 +373,13 @@ func retryable(err error) bool {
 const commitFailed = "commit: "
 
 // Replays reports how many group-commit batches were run again without pipelining (pipeline.go).
-func (s *Store) Replays() uint64 { return s.gc.Replays() }
+func (s *Store) Replays() uint64 {
+	var n uint64
+	for _, gc := range s.gcs {
+		n += gc.Replays()
+	}
+	return n
+}
 
 // RetryStats reports how many closures were run again after a retryable failure.
 func (s *Store) RetryStats() uint64 { return s.retries.Load() }
@@ -349,10 +388,23 @@ func (s *Store) RetryStats() uint64 { return s.retries.Load() }
 func (s *Store) CatalogGeneration() uint64 { return s.catalogGen.Load() }
 
 // CommitStats reports group-commit batches and the writes they carried.
-func (s *Store) CommitStats() (batches, writes uint64) { return s.gc.Stats() }
+func (s *Store) CommitStats() (batches, writes uint64) {
+	for _, gc := range s.gcs {
+		b, w := gc.Stats()
+		batches, writes = batches+b, writes+w
+	}
+	return batches, writes
+}
 
 // CommitHistograms reports the group commit's batch sizes and latencies (lark_groupcommit_*).
-func (s *Store) CommitHistograms() (size, latency groupcommit.Histogram) { return s.gc.Histograms() }
+func (s *Store) CommitHistograms() (size, latency groupcommit.Histogram) {
+	size, latency = s.gcs[0].Histograms()
+	for _, gc := range s.gcs[1:] {
+		sz, lat := gc.Histograms()
+		size, latency = size.Add(sz), latency.Add(lat)
+	}
+	return size, latency
+}
 
 // Pool is the store's connection pool, for the few callers that need PostgreSQL itself (advisory
 // locks, LISTEN/NOTIFY, tests).
@@ -375,7 +427,9 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // Close finishes queued writes and closes the pool.
 func (s *Store) Close() error {
-	s.gc.Close()
+	for _, gc := range s.gcs {
+		gc.Close()
+	}
 	err := s.db.Close()
 	s.pool.Close()
 	return err
@@ -391,15 +445,15 @@ type tx struct {
 	// Tx is the shared half of store.Tx, over t.
 	sqlcore.Tx
 	t rebound
-	// usageShard is the store's Store.usageShard.
+	// usageShard is the usage_hourly shard of the closure's committer (Store.usageShard).
 	usageShard int16
 }
 
-// newTx is the tx of one run of a closure made with ctx, on the committer's transaction t: an
+// newTx is the tx of one run of a closure made with ctx, on committer writer's transaction t: an
 // optimistic one (store.Optimistic) when the committer runs it pipelined.
-func (s *Store) newTx(t *sql.Tx, ctx context.Context) *tx {
-	x := newTx(rebound{t}, ctx, s.usageShard)
-	x.Optimistic = s.gc.Pipelined() && store.IsOptimistic(ctx)
+func (s *Store) newTx(t *sql.Tx, ctx context.Context, writer int) *tx {
+	x := newTx(rebound{t}, ctx, (s.usageShard+int16(writer))%64)
+	x.Optimistic = s.gcs[writer].Pipelined() && store.IsOptimistic(ctx)
 	return x
 }
 
