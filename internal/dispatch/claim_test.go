@@ -180,6 +180,28 @@ func TestClaimReclaimsExpiredLeases(t *testing.T) {
 	require.JSONEq(t, `{"reason":"lease expired","engine_attempt":2}`, string(last.Data))
 }
 
+// TestClaimLooksForExpiredLeasesEverySecond: a claim looks for expired leases at most once per
+// ExpiredEvery; the claims in between take queued work only, and the next look reclaims.
+func TestClaimLooksForExpiredLeasesEverySecond(t *testing.T) {
+	e := newClaimEnv(t)
+	ids := e.queue("acme", "ep-a", 3)
+	require.Len(t, e.claim(e.claimer("node-a"), 1), 1) // ids[0], leased for 5 s + 30 s
+	b := e.claimer("node-b")
+	e.clock.Advance(34*time.Second + 500*time.Millisecond)
+	as := e.claim(b, 1)
+	require.Len(t, as, 1)
+	require.Equal(t, ids[1], as[0].Invocation.ID, "b looked: the lease holds, so queued work")
+	e.clock.Advance(700 * time.Millisecond) // the lease expired; b's next look is 300 ms away
+	as = e.claim(b, 1)
+	require.Len(t, as, 1)
+	require.Equal(t, ids[2], as[0].Invocation.ID, "no look yet: queued work")
+	e.clock.Advance(500 * time.Millisecond)
+	as = e.claim(b, 1)
+	require.Len(t, as, 1)
+	require.Equal(t, ids[0], as[0].Invocation.ID, "the look came: the expired lease is reclaimed")
+	require.Equal(t, 2, as[0].Invocation.EngineAttempt)
+}
+
 // TestClaimFairness: a tenant with a deep backlog cannot hold back another: claims alternate
 // between backlogged tenants in proportion to their weights.
 func TestClaimFairness(t *testing.T) {

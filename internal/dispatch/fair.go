@@ -118,11 +118,20 @@ func (q *claimQueue) load(tenantID string) (*tenantQueue, error) {
 	if err != nil {
 		return nil, err
 	}
-	running, err := q.tx.RunningByEntrypoint(tenantID)
-	if err != nil {
-		return nil, err
+	// The running counts are read only when a limit needs them (a read less per claim otherwise).
+	var running map[string]int64
+	readRunning := func() error {
+		if running != nil {
+			return nil
+		}
+		var err error
+		running, err = q.tx.RunningByEntrypoint(tenantID)
+		return err
 	}
 	if quota := p.Quotas.MaxConcurrentExecutions; quota != nil {
+		if err := readRunning(); err != nil {
+			return nil, err
+		}
 		var total int64
 		for _, n := range running {
 			total += n
@@ -138,6 +147,9 @@ func (q *claimQueue) load(tenantID string) (*tenantQueue, error) {
 	}
 	for _, ref := range refs {
 		if limit := q.maxConcurrent(ref); limit > 0 {
+			if err := readRunning(); err != nil {
+				return nil, err
+			}
 			left := limit - running[ref]
 			if left <= 0 {
 				continue // at its limit: its queue waits, the tenant's other versions do not
