@@ -181,7 +181,7 @@ func (r *Runner) heartbeatPhase(ctx context.Context, name string, interval time.
 	if err != nil {
 		return out, err
 	}
-	out.heartbeats, out.taskReports, out.serverWrites = counters[0], counters[1], counters[2]
+	out.heartbeats, out.taskReports, out.serverWrites = int64(counters[0]), int64(counters[1]), int64(counters[2])
 	if err := stop(); err != nil {
 		return out, fmt.Errorf("worker: %w", err)
 	}
@@ -195,7 +195,7 @@ func (r *Runner) heartbeatPhase(ctx context.Context, name string, interval time.
 }
 
 // metrics reads the named counters (without labels) from the server's /metrics, as the operator.
-func (l *lark) metrics(ctx context.Context, names ...string) ([]int64, error) {
+func (l *lark) metrics(ctx context.Context, names ...string) ([]float64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, l.api.URL+"/metrics", nil)
 	if err != nil {
 		return nil, err
@@ -213,7 +213,7 @@ func (l *lark) metrics(ctx context.Context, names ...string) ([]int64, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("GET /metrics: %d %s", resp.StatusCode, b)
 	}
-	out := make([]int64, len(names))
+	out := make([]float64, len(names))
 	found := make([]bool, len(names))
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
@@ -228,7 +228,7 @@ func (l *lark) metrics(ctx context.Context, names ...string) ([]int64, error) {
 				if err != nil {
 					return nil, fmt.Errorf("/metrics %s: %w", n, err)
 				}
-				out[i], found[i] = int64(f), true
+				out[i], found[i] = f, true
 			}
 		}
 	}

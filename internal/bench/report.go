@@ -123,6 +123,17 @@ type AsyncDetail struct {
 	DrainS float64 `json:"drain_after_submit_s"`
 	// NotSucceeded counts invocations that ended in another status (they make the scenario fail).
 	NotSucceeded int `json:"not_succeeded"`
+	// Commit are the server's group-commit figures over its life (lark_groupcommit_*), when it
+	// reported them.
+	Commit *CommitFigures `json:"group_commit,omitempty"`
+}
+
+// CommitFigures are a server's group commits: how many batches, how many writes they carried,
+// and the seconds they took in all (from the start of each batch's transaction to its commit).
+type CommitFigures struct {
+	Batches  int64   `json:"batches"`
+	Writes   int64   `json:"writes"`
+	SecondsS float64 `json:"seconds"`
 }
 
 // ColdStartDetail is the coldstart scenario's breakdown, per phase.
@@ -364,6 +375,10 @@ func details(s Scenario) []string {
 	if a := s.Async; a != nil {
 		out = append(out, fmt.Sprintf("async: %d invocations; submitted in %.1f s (%s, %d clients, p50/p99 %s/%s); all done %.1f s after the first submission (%.1f s after the last)",
 			a.N, a.SubmitS, rate(a.SubmitRate, "req/s"), a.SubmitClients, msCell(a.Submit.P50Ms), msCell(a.Submit.P99Ms), a.BurnDownS, a.DrainS))
+		if c := a.Commit; c != nil && c.Batches > 0 {
+			out = append(out, fmt.Sprintf("async: the server's group commits: %d batches of %.1f writes on average, %.2f ms each",
+				c.Batches, float64(c.Writes)/float64(c.Batches), 1000*c.SecondsS/float64(c.Batches)))
+		}
 		if bl := s.Baseline; bl != nil && bl.Raw != nil {
 			out = append(out, fmt.Sprintf("async baseline: %d rows in the same SQLite file, %d-row transactions: insert %s, update→running %s, update→succeeded %s; one lifecycle = 1 insert + 2 updates",
 				bl.Raw.Rows, bl.Raw.BatchRows, rate(bl.Raw.InsertRate, "rows/s"), rate(bl.Raw.RunningRate, "rows/s"), rate(bl.Raw.SucceededRate, "rows/s")))

@@ -185,6 +185,12 @@ func (r *Runner) Async(ctx context.Context) Scenario {
 			s = failed(s, fmt.Errorf("invocations that did not succeed, e.g. %s", strings.Join(bad, "; ")))
 		}
 	}
+	if m, err := l.metrics(ctx, "lark_groupcommit_batch_size_count", "lark_groupcommit_batch_size_sum",
+		"lark_groupcommit_batch_duration_seconds_sum"); err == nil {
+		a.Commit = &CommitFigures{Batches: int64(m[0]), Writes: int64(m[1]), SecondsS: m[2]}
+	} else {
+		r.logf("async: no group-commit figures: %v", err)
+	}
 	usage, stopErr := l.stop()
 	if cpuErr0 == nil && cpuErr1 == nil {
 		usage.CPUWindowS = cpu1 - cpu0

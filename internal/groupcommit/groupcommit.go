@@ -46,13 +46,21 @@ type Options struct {
 	// dropped; a closure the committer has started is waited for to the end (its statements are
 	// bounded by the database's own timeouts), so an answer always says what happened.
 	MaxWait time.Duration
-	// Pipeline, if set, is the context each batch's transaction is first begun with, and its
-	// SAVEPOINT, ROLLBACK TO and RELEASE run with: a database handle that recognises it may defer
-	// the transaction's statements and send them together with the next one whose result is needed
-	// (pgstore does: one round trip per read instead of one per statement). A batch whose Commit or
-	// Rollback then fails with an error wrapping ErrReplay is run again, every closure of it, in a
-	// transaction begun without it. Closures learn which run they are in from Pipelined.
+	// Pipeline, if set, is the context each batch's transaction is first begun with: a database
+	// handle that recognises it may defer the transaction's statements and send them together with
+	// the next one whose result is needed (pgstore does: one round trip per read instead of one per
+	// statement). Such a batch runs without savepoints. It is run again, every closure of it, in a
+	// transaction begun without Pipeline (with a savepoint per closure), when its Commit or Rollback
+	// fails with an error wrapping ErrReplay, or when one of its closures fails. Closures learn which
+	// run they are in from Pipelined.
 	Pipeline context.Context
+	// BeginBatch, if set, runs on the committer's goroutine before each run of a batch (a replay
+	// included), and BeforeCommit after the run's closures, in its transaction, before its commit:
+	// a store writes there what it gathered from the run's closures (pgstore: their usage deltas,
+	// one upsert per row instead of one per closure). An error from BeforeCommit fails the batch
+	// as a failed commit would (or replays a pipelined one, when it wraps ErrReplay).
+	BeginBatch   func()
+	BeforeCommit func(*sql.Tx) error
 }
 
 // Committer runs closures in group-committed transactions on one database handle.
@@ -69,6 +77,8 @@ type Committer struct {
 	writes  atomic.Uint64
 	stats   *batchStats // Histograms
 	pipe    context.Context
+	begin   func()
+	before  func(*sql.Tx) error
 	// pipelined is true while the committer runs a batch's closures with Pipeline (Pipelined); only
 	// the committer's goroutine reads and writes it.
 	pipelined bool
@@ -101,7 +111,8 @@ func New(db *sql.DB, o Options) *Committer {
 	if o.Queue <= 0 {
 		o.Queue = 4 * o.MaxBatch
 	}
-	c := &Committer{db: db, after: o.AfterBatch, max: o.MaxBatch, maxWait: o.MaxWait, ops: make(chan *op, o.Queue), done: make(chan struct{}), stats: newBatchStats(), pipe: o.Pipeline}
+	c := &Committer{db: db, after: o.AfterBatch, max: o.MaxBatch, maxWait: o.MaxWait, ops: make(chan *op, o.Queue), done: make(chan struct{}), stats: newBatchStats(), pipe: o.Pipeline,
+		begin: o.BeginBatch, before: o.BeforeCommit}
 	go c.loop()
 	return c
 }
@@ -294,6 +305,9 @@ func (c *Committer) attempt(batch []*op, results []error, pipelined bool) (appli
 	}
 	c.pipelined = pipelined
 	defer func() { c.pipelined = false }()
+	if c.begin != nil {
+		c.begin()
+	}
 	tx, err := c.db.BeginTx(ctx, nil)
 	if err != nil {
 		for i := range results {
@@ -301,7 +315,9 @@ func (c *Committer) attempt(batch []*op, results []error, pipelined bool) (appli
 		}
 		return 0, false
 	}
-	useSavepoints := len(batch) > 1
+	// A pipelined batch runs without savepoints (two statements fewer per closure): a closure that
+	// fails there has the whole batch replayed, with them.
+	useSavepoints := len(batch) > 1 && !pipelined
 	for i, o := range batch {
 		// A replay runs again what the first run took.
 		if st := o.state.Load(); st != opTaken && !o.state.CompareAndSwap(opQueued, opTaken) {
@@ -320,6 +336,12 @@ func (c *Committer) attempt(batch []*op, results []error, pipelined bool) (appli
 		err := call(o.fn, tx)
 		if err != nil {
 			results[i] = err
+			if pipelined && len(batch) > 1 {
+				// Nothing was committed, and the replay runs in a transaction of its own whatever
+				// this rollback says (one that failed left a broken connection, which is closed).
+				_ = tx.Rollback()
+				return 0, true
+			}
 			if !useSavepoints {
 				return 0, errors.Is(tx.Rollback(), ErrReplay)
 			}
@@ -337,6 +359,11 @@ func (c *Committer) attempt(batch []*op, results []error, pipelined bool) (appli
 	}
 	if applied == 0 {
 		return 0, errors.Is(tx.Rollback(), ErrReplay)
+	}
+	if c.before != nil {
+		if err := c.before(tx); err != nil {
+			return 0, c.abort(tx, results, fmt.Errorf("before commit: %w", err))
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		if errors.Is(err, ErrReplay) {

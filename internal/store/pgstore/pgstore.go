@@ -65,8 +65,10 @@ type Store struct {
 	r    rebound
 	// gcs are the committers, each on a connection of its own (Options.Writers); Enqueue's writes
 	// all go to the first.
-	gcs  []*groupcommit.Committer
-	prov *goose.Provider
+	gcs []*groupcommit.Committer
+	// usage are the usage deltas each committer's batch gathered (usageBatch).
+	usage []*usageBatch
+	prov  *goose.Provider
 	// catalogGen is store.Store's CatalogGeneration (as in sqlstore).
 	catalogGen atomic.Uint64
 	retry      RetryPolicy
@@ -208,8 +210,13 @@ func open(ctx context.Context, pool *pgxpool.Pool, o Options) (*Store, error) {
 	if n <= 0 {
 		n = DefaultWriters
 	}
-	for range n {
-		s.gcs = append(s.gcs, groupcommit.New(db, gco))
+	for i := range n {
+		ub := newUsageBatch((s.usageShard + int16(i)) % 64)
+		o := gco
+		o.BeginBatch = ub.reset
+		o.BeforeCommit = func(t *sql.Tx) error { return ub.write(rebound{t}) }
+		s.usage = append(s.usage, ub)
+		s.gcs = append(s.gcs, groupcommit.New(db, o))
 	}
 	return s, nil
 }
@@ -272,8 +279,10 @@ func (s *Store) updateOnce(ctx context.Context, fn func(store.Tx) error) error {
 	i := s.writer()
 	gc := s.gcs[i]
 	err := gc.Do(ctx, func(t *sql.Tx) error {
-		x := s.newTx(t, ctx, i)
-		err := fn(x)
+		x, err := s.newTx(t, ctx, i)
+		if err == nil {
+			err = s.run(x, fn, i)
+		}
 		catalog, after = x.Catalog, x.After
 		return err
 	})
@@ -302,8 +311,10 @@ func (s *Store) Enqueue(ctx context.Context, fn func(store.Tx) error) func() err
 	var catalog bool
 	var after []func()
 	wait := s.gcs[0].Enqueue(ctx, func(t *sql.Tx) error {
-		x := s.newTx(t, ctx, 0)
-		err := fn(x)
+		x, err := s.newTx(t, ctx, 0)
+		if err == nil {
+			err = s.run(x, fn, 0)
+		}
 		catalog, after = x.Catalog, x.After
 		return err
 	})
@@ -447,14 +458,32 @@ type tx struct {
 	t rebound
 	// usageShard is the usage_hourly shard of the closure's committer (Store.usageShard).
 	usageShard int16
+	// usage are the deltas an optimistic closure wrote (WriteUsage), for its batch's usageBatch.
+	usage []sqlcore.UsageDelta
 }
 
 // newTx is the tx of one run of a closure made with ctx, on committer writer's transaction t: an
 // optimistic one (store.Optimistic) when the committer runs it pipelined.
-func (s *Store) newTx(t *sql.Tx, ctx context.Context, writer int) *tx {
+// A closure that is not optimistic, run pipelined, first writes the usage the batch gathered so
+// far, so that it sees the aggregates exact (a pipelined batch has no savepoints that could undo it).
+func (s *Store) newTx(t *sql.Tx, ctx context.Context, writer int) (*tx, error) {
 	x := newTx(rebound{t}, ctx, (s.usageShard+int16(writer))%64)
-	x.Optimistic = s.gcs[writer].Pipelined() && store.IsOptimistic(ctx)
-	return x
+	pipelined := s.gcs[writer].Pipelined()
+	x.Optimistic = pipelined && store.IsOptimistic(ctx)
+	if pipelined && !x.Optimistic {
+		return x, s.usage[writer].write(x.t)
+	}
+	return x, nil
+}
+
+// run runs fn on x, committer writer's; the usage deltas of an optimistic fn that succeeded join
+// its batch's.
+func (s *Store) run(x *tx, fn func(store.Tx) error, writer int) error {
+	err := fn(x)
+	if err == nil && x.Optimistic {
+		s.usage[writer].add(x.usage)
+	}
+	return err
 }
 
 // newTx is the tx of one closure run over t.

@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -102,4 +103,46 @@ func appendOptimistic(s store.Store, rec invocation.Record, o store.AppendOption
 		return out, nil, err
 	}
 	return out, appended, err
+}
+
+// TestOptimisticUsage: the usage deltas of a batch's optimistic closures are written once per row
+// before the batch commits, and add up to the same aggregates; a closure that is not optimistic
+// sees them exact, whether it runs in the same batch or a later one.
+func TestOptimisticUsage(t *testing.T) {
+	s := openTemp(t, pgstore.Options{MaxConns: 3, Writers: 1})
+	defer s.Close()
+	opt := store.Optimistic(context.Background())
+	const n = 20
+	waits := make([]func() error, 0, n)
+	for i := range n {
+		id := fmt.Sprintf("inv_u%02d", i)
+		waits = append(waits, s.Enqueue(opt, func(x store.Tx) error {
+			_, err := x.StartInvocation([]invocation.Event{storetest.NewInvocationEvent(id, "acme", "ep_1", d0)}, store.Scheduling{})
+			return err
+		}))
+	}
+	var seen int64
+	waits = append(waits, s.Enqueue(context.Background(), func(x store.Tx) error {
+		rows, err := x.UsageRows("acme", d0)
+		seen = 0
+		for _, r := range rows {
+			seen += r.Usage.Invocations
+		}
+		return err
+	}))
+	for _, w := range waits {
+		require.NoError(t, w())
+	}
+	require.EqualValues(t, n, seen, "the closure behind them sees every invocation counted")
+	var total int64
+	require.NoError(t, s.Update(context.Background(), func(x store.Tx) error {
+		rows, err := x.UsageRows("acme", d0)
+		total = 0
+		for _, r := range rows {
+			total += r.Usage.Invocations
+		}
+		return err
+	}))
+	require.EqualValues(t, n, total)
+	require.Zero(t, s.Replays())
 }

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"fmt"
 
+	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/store/sqlcore"
 )
 
@@ -11,9 +12,75 @@ import (
 // WriteUsage implements sqlcore.Writes: it adds the collected usage to the aggregates, one upsert per hour touched, into this
 // process's shard of the row (Store.usageShard).
 func (t *tx) WriteUsage(d *sqlcore.UsageDelta) error {
+	if t.Optimistic {
+		// Gathered, and written once per row for the whole batch before its commit (usageBatch).
+		t.usage = append(t.usage, *d)
+		return nil
+	}
 	for _, h := range d.Hours {
-		u := h.Usage
-		_, err := t.t.ExecContext(bg, `INSERT INTO usage_hourly (tenant_id, hour, entrypoint_id, invocations, succeeded, failed,
+		if err := upsertUsage(t.t, d.TenantID, d.EntrypointID, h.Hour, h.Usage, t.usageShard); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// usageKey is a usage_hourly row of a shard.
+type usageKey struct {
+	tenantID, entrypointID string
+	hour                   int64
+}
+
+// usageBatch is what a committer's optimistic closures added to the usage aggregates in the batch
+// it runs: each sums the deltas of one row, written with one upsert before the batch commits
+// (groupcommit.Options.BeforeCommit), or before a closure that is not optimistic runs, so that it
+// sees the aggregates exact. Only the committer's goroutine uses it.
+type usageBatch struct {
+	shard int16
+	keys  []usageKey
+	sums  map[usageKey]*invocation.Usage
+}
+
+func newUsageBatch(shard int16) *usageBatch {
+	return &usageBatch{shard: shard, sums: map[usageKey]*invocation.Usage{}}
+}
+
+// reset forgets what was gathered (a batch's run starts).
+func (b *usageBatch) reset() {
+	b.keys = b.keys[:0]
+	clear(b.sums)
+}
+
+// add gathers the deltas of a closure that succeeded.
+func (b *usageBatch) add(ds []sqlcore.UsageDelta) {
+	for _, d := range ds {
+		for _, h := range d.Hours {
+			k := usageKey{tenantID: d.TenantID, entrypointID: d.EntrypointID, hour: h.Hour}
+			u := b.sums[k]
+			if u == nil {
+				u = new(invocation.Usage)
+				b.sums[k] = u
+				b.keys = append(b.keys, k)
+			}
+			u.Add(h.Usage)
+		}
+	}
+}
+
+// write upserts what was gathered in q, in the order the rows were first touched, and forgets it.
+func (b *usageBatch) write(q rebound) error {
+	for _, k := range b.keys {
+		if err := upsertUsage(q, k.tenantID, k.entrypointID, k.hour, *b.sums[k], b.shard); err != nil {
+			return err
+		}
+	}
+	b.reset()
+	return nil
+}
+
+// upsertUsage adds u to a usage_hourly row of shard.
+func upsertUsage(q rebound, tenantID, entrypointID string, hour int64, u invocation.Usage, shard int16) error {
+	_, err := q.ExecContext(bg, `INSERT INTO usage_hourly (tenant_id, hour, entrypoint_id, invocations, succeeded, failed,
 			canceled, dead_lettered, compensated, executions, duration_ms, billed_duration_ms, cpu_time_ms, memory_mb_ms,
 			egress_bytes, cost, shard) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (tenant_id, hour, entrypoint_id, shard) DO UPDATE SET
@@ -30,11 +97,10 @@ func (t *tx) WriteUsage(d *sqlcore.UsageDelta) error {
 			memory_mb_ms = usage_hourly.memory_mb_ms + excluded.memory_mb_ms,
 			egress_bytes = usage_hourly.egress_bytes + excluded.egress_bytes,
 			cost = usage_hourly.cost + excluded.cost`,
-			d.TenantID, h.Hour, d.EntrypointID, u.Invocations, u.Succeeded, u.Failed, u.Canceled, u.DeadLettered, u.Compensated,
-			u.Executions, u.DurationMS, u.BilledDurationMS, u.CPUTimeMS, u.MemoryMBMS, u.EgressBytes, u.Cost, t.usageShard)
-		if err != nil {
-			return fmt.Errorf("usage aggregates: %w", err)
-		}
+		tenantID, hour, entrypointID, u.Invocations, u.Succeeded, u.Failed, u.Canceled, u.DeadLettered, u.Compensated,
+		u.Executions, u.DurationMS, u.BilledDurationMS, u.CPUTimeMS, u.MemoryMBMS, u.EgressBytes, u.Cost, shard)
+	if err != nil {
+		return fmt.Errorf("usage aggregates: %w", err)
 	}
 	return nil
 }
