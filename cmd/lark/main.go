@@ -104,7 +104,7 @@ func (f *flags) bind(c *cobra.Command) {
 	c.Flags().Int32Var(&f.pgMaxConns, "pg-max-conns", pgstore.DefaultMaxConns,
 		"PostgreSQL store: connections in this process's pool (each lark process sharing the database has its own)")
 	c.Flags().IntVar(&f.pgWriters, "pg-writers", pgstore.DefaultWriters,
-		"PostgreSQL store: group committers, each writing on a connection of its own from the pool")
+		"PostgreSQL store: group committers, each writing on a connection of its own from the pool (the dispatcher's claims and outcomes spread over them, other writes use the first)")
 	c.Flags().DurationVar(&f.pgStatementTimeout, "pg-statement-timeout", pgstore.DefaultStatementTimeout,
 		"PostgreSQL store: longest a statement may run before the server cancels it (a statement_timeout in the URL wins)")
 	c.Flags().DurationVar(&f.storeWriteWait, "store-write-wait", store.DefaultWriteWait,

@@ -108,8 +108,9 @@ func (c *StoreClaimer) Claim(ctx context.Context, limit int) ([]attempt.Attempt,
 	c.mu.Unlock()
 	expired := 0
 	// Optimistic (store.Optimistic): the claim acts on nothing outside its transaction but list and
-	// expired, which each run starts afresh.
-	err := c.cfg.Store.Update(store.Optimistic(ctx), func(tx store.Tx) error {
+	// expired, which each run starts afresh. It may run on any writer (store.AnyWriter): its rows
+	// are locked FOR UPDATE SKIP LOCKED, as against another process's claims.
+	err := c.cfg.Store.Update(store.AnyWriter(store.Optimistic(ctx)), func(tx store.Tx) error {
 		list, expired = list[:0], 0
 		now := c.cfg.Clock.Now()
 		// Work whose runner died first (it already holds its tenant's slot), then queued work, tenant

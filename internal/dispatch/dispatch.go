@@ -19,6 +19,7 @@ import (
 
 	"github.com/larkrun/lark/internal/attempt"
 	"github.com/larkrun/lark/internal/clock"
+	"github.com/larkrun/lark/internal/store"
 )
 
 // Claimer is where attempts come from (StoreClaimer): the store's queue seen through its leases.
@@ -144,7 +145,9 @@ func (d *Dispatcher) run(ctx context.Context, a attempt.Attempt) {
 		d.wg.Done()
 		d.Wake()
 	}()
-	d.runner.Run(ctx, a)
+	// The attempt's writes may run on any of the store's writers (store.AnyWriter): it holds a lease,
+	// and its writes check it and the projection they expect, as another process's would.
+	d.runner.Run(store.AnyWriter(ctx), a)
 }
 
 // sleep waits for a wake-up, the next due time, or the poll interval.

@@ -22,3 +22,21 @@ func IsOptimistic(ctx context.Context) bool {
 	v, _ := ctx.Value(optimisticKey{}).(bool)
 	return v
 }
+
+type anyWriterKey struct{}
+
+// AnyWriter returns ctx marking the writes made with it as free to run on any of a store's
+// writers (pgstore's group committers), concurrently with and in any order relative to the
+// process's other writes: such writes are ordered only by the database (row locks, SKIP LOCKED
+// claims, conditional updates), as the writes of different processes sharing it are. Writes
+// without it keep the order of a single writer: they run one batch at a time, in the order they
+// were made. The dispatcher's claims and the attempts it runs are made with it.
+func AnyWriter(ctx context.Context) context.Context {
+	return context.WithValue(ctx, anyWriterKey{}, true)
+}
+
+// IsAnyWriter reports whether ctx was made by AnyWriter.
+func IsAnyWriter(ctx context.Context) bool {
+	v, _ := ctx.Value(anyWriterKey{}).(bool)
+	return v
+}

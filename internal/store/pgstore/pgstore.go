@@ -63,8 +63,7 @@ type Store struct {
 	pool *pgxpool.Pool
 	db   *sql.DB // database/sql over pool (pipeConnector): the committer's and the readers' handle
 	r    rebound
-	// gcs are the committers, each on a connection of its own (Options.Writers); Enqueue's writes
-	// all go to the first.
+	// gcs are the committers, each on a connection of its own (Options.Writers); see writer.
 	gcs []*groupcommit.Committer
 	// usage are the usage deltas each committer's batch gathered (usageBatch).
 	usage []*usageBatch
@@ -97,7 +96,8 @@ type Options struct {
 	MaxBatch int
 	// Writers is the number of group committers, each writing on a connection of its own (default
 	// DefaultWriters): a committer waits for the database on each of its round trips, and another
-	// can use the time. The pool needs a connection per writer besides its readers.
+	// can use the time. Writes made with store.AnyWriter spread over them; the others all run on
+	// the first (Store.writer). The pool needs a connection per writer besides its readers.
 	Writers int
 	// Retry is the policy for closures that failed with a retryable error (zero: DefaultRetry).
 	Retry RetryPolicy
@@ -256,10 +256,15 @@ func unavailable(err error) error {
 	return err
 }
 
-// writer picks the committer of an Update: the first while writes queued by Enqueue are in flight
-// on it (so that a caller's write never overtakes what it enqueued before, as Enqueue promises),
-// else the one with the fewest closures queued or running.
-func (s *Store) writer() int {
+// writer picks the committer of an Update made with ctx. The first, which runs every Enqueue and
+// every write not made with store.AnyWriter (and store.Optimistic): those keep a single writer's
+// order and serialisation within the process. A write made with both goes to the committer with
+// the fewest closures queued or running, except to the first while writes queued by Enqueue are
+// in flight on it (a caller's write never overtakes what it enqueued before, as Enqueue promises).
+func (s *Store) writer(ctx context.Context) int {
+	if len(s.gcs) == 1 || !store.IsAnyWriter(ctx) || !store.IsOptimistic(ctx) {
+		return 0
+	}
 	all, enq := s.gcs[0].InFlight()
 	if enq > 0 {
 		return 0
@@ -276,7 +281,7 @@ func (s *Store) writer() int {
 func (s *Store) updateOnce(ctx context.Context, fn func(store.Tx) error) error {
 	var catalog bool
 	var after []func()
-	i := s.writer()
+	i := s.writer(ctx)
 	gc := s.gcs[i]
 	err := gc.Do(ctx, func(t *sql.Tx) error {
 		x, err := s.newTx(t, ctx, i)
