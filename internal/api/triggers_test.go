@@ -435,10 +435,25 @@ func TestTriggerDeadLetters(t *testing.T) {
 	awaitInvocations(t, e, adm, ep, 3)
 	dl := e.expect(t, http.StatusOK, http.MethodGet, trgPath+"/failing/dead-letters", viewer, nil).items()
 	require.Len(t, dl, 3)
-	require.Equal(t, []any{"f1"}, dl[0]["event_ids"])
-	require.NotEmpty(t, dl[0]["invocation_id"])
-	require.Contains(t, fmt.Sprint(dl[0]["error"]), "boom")
-	require.EqualValues(t, 1, dl[0]["params"].(obj)["event"].(obj)["payload"].(obj)["n"])
+	// The three ran at once and may have failed in any order: the list is in the order they failed.
+	var f1 obj
+	for i, d := range dl {
+		if i > 0 {
+			prev, err := time.Parse(time.RFC3339Nano, dl[i-1]["created_at"].(string))
+			require.NoError(t, err)
+			at, err := time.Parse(time.RFC3339Nano, d["created_at"].(string))
+			require.NoError(t, err)
+			require.False(t, at.Before(prev), "oldest first: %v", dl)
+		}
+		if fmt.Sprint(d["event_ids"]) == "[f1]" {
+			f1 = d
+		}
+	}
+	require.NotNil(t, f1, "%v", dl)
+	require.Equal(t, []any{"f1"}, f1["event_ids"])
+	require.NotEmpty(t, f1["invocation_id"])
+	require.Contains(t, fmt.Sprint(f1["error"]), "boom")
+	require.EqualValues(t, 1, f1["params"].(obj)["event"].(obj)["payload"].(obj)["n"])
 	page := e.expect(t, http.StatusOK, http.MethodGet, trgPath+"/failing/dead-letters?limit=2", adm, nil)
 	require.Len(t, page.items(), 2)
 	require.Equal(t, true, page.Body["page_info"].(obj)["has_more"])
@@ -449,13 +464,13 @@ func TestTriggerDeadLetters(t *testing.T) {
 
 	// Redrive one: a new invocation with the same params; the dead letter leaves the queue (and
 	// comes back when the new invocation fails too).
-	one := e.expect(t, http.StatusOK, http.MethodPost, trgPath+"/failing/dead-letters/"+dl[0]["dead_letter_id"].(string)+":redrive", adm, nil).Body
+	one := e.expect(t, http.StatusOK, http.MethodPost, trgPath+"/failing/dead-letters/"+f1["dead_letter_id"].(string)+":redrive", adm, nil).Body
 	redriven := objects(one["redriven"])
 	require.Len(t, redriven, 1)
 	newID := redriven[0]["redriven_as"].(string)
 	rec := invWait(t, e, adm, newID, wfTerminal...)
 	require.Equal(t, "f1", rec["params"].(obj)["event"].(obj)["event_id"])
-	e.expectProblem(t, http.StatusNotFound, "not_found", http.MethodPost, trgPath+"/failing/dead-letters/"+dl[0]["dead_letter_id"].(string)+":redrive", adm, nil)
+	e.expectProblem(t, http.StatusNotFound, "not_found", http.MethodPost, trgPath+"/failing/dead-letters/"+f1["dead_letter_id"].(string)+":redrive", adm, nil)
 	e.expectProblem(t, http.StatusForbidden, "forbidden", http.MethodPost, trgPath+"/failing/dead-letters:redrive", viewer, nil)
 	awaitInvocations(t, e, adm, ep, 4)
 	deadline := time.Now().Add(10 * time.Second)

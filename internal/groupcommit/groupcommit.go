@@ -47,12 +47,13 @@ type Options struct {
 	// bounded by the database's own timeouts), so an answer always says what happened.
 	MaxWait time.Duration
 	// Pipeline, if set, is the context each batch's transaction is first begun with: a database
-	// handle that recognises it may defer the transaction's statements and send them together with
-	// the next one whose result is needed (pgstore does: one round trip per read instead of one per
-	// statement). Such a batch runs without savepoints. It is run again, every closure of it, in a
-	// transaction begun without Pipeline (with a savepoint per closure), when its Commit or Rollback
-	// fails with an error wrapping ErrReplay, or when one of its closures fails. Closures learn which
-	// run they are in from Pipelined.
+	// handle that recognises it may defer the transaction's statements (its SAVEPOINTs included)
+	// and send them together with the next one whose result is needed (pgstore does: one round trip
+	// per read instead of one per statement). Such a batch is run again, every closure of it, in a
+	// transaction begun without Pipeline, when its Commit or Rollback fails with an error wrapping
+	// ErrReplay. A closure that fails is rolled back to its savepoint either way: one tenant's
+	// refused writes never make the others' batches run twice. Closures learn which run they are
+	// in from Pipelined.
 	Pipeline context.Context
 	// BeginBatch, if set, runs on the committer's goroutine before each run of a batch (a replay
 	// included), and BeforeCommit after the run's closures, in its transaction, before its commit:
@@ -315,9 +316,7 @@ func (c *Committer) attempt(batch []*op, results []error, pipelined bool) (appli
 		}
 		return 0, false
 	}
-	// A pipelined batch runs without savepoints (two statements fewer per closure): a closure that
-	// fails there has the whole batch replayed, with them.
-	useSavepoints := len(batch) > 1 && !pipelined
+	useSavepoints := len(batch) > 1
 	for i, o := range batch {
 		// A replay runs again what the first run took.
 		if st := o.state.Load(); st != opTaken && !o.state.CompareAndSwap(opQueued, opTaken) {
@@ -336,12 +335,6 @@ func (c *Committer) attempt(batch []*op, results []error, pipelined bool) (appli
 		err := call(o.fn, tx)
 		if err != nil {
 			results[i] = err
-			if pipelined && len(batch) > 1 {
-				// Nothing was committed, and the replay runs in a transaction of its own whatever
-				// this rollback says (one that failed left a broken connection, which is closed).
-				_ = tx.Rollback()
-				return 0, true
-			}
 			if !useSavepoints {
 				return 0, errors.Is(tx.Rollback(), ErrReplay)
 			}

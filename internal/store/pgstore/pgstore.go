@@ -284,10 +284,8 @@ func (s *Store) updateOnce(ctx context.Context, fn func(store.Tx) error) error {
 	i := s.writer(ctx)
 	gc := s.gcs[i]
 	err := gc.Do(ctx, func(t *sql.Tx) error {
-		x, err := s.newTx(t, ctx, i)
-		if err == nil {
-			err = s.run(x, fn, i)
-		}
+		x := s.newTx(t, ctx, i)
+		err := s.run(x, fn, i)
 		catalog, after = x.Catalog, x.After
 		return err
 	})
@@ -316,10 +314,8 @@ func (s *Store) Enqueue(ctx context.Context, fn func(store.Tx) error) func() err
 	var catalog bool
 	var after []func()
 	wait := s.gcs[0].Enqueue(ctx, func(t *sql.Tx) error {
-		x, err := s.newTx(t, ctx, 0)
-		if err == nil {
-			err = s.run(x, fn, 0)
-		}
+		x := s.newTx(t, ctx, 0)
+		err := s.run(x, fn, 0)
 		catalog, after = x.Catalog, x.After
 		return err
 	})
@@ -469,26 +465,36 @@ type tx struct {
 
 // newTx is the tx of one run of a closure made with ctx, on committer writer's transaction t: an
 // optimistic one (store.Optimistic) when the committer runs it pipelined.
-// A closure that is not optimistic, run pipelined, first writes the usage the batch gathered so
-// far, so that it sees the aggregates exact (a pipelined batch has no savepoints that could undo it).
-func (s *Store) newTx(t *sql.Tx, ctx context.Context, writer int) (*tx, error) {
+func (s *Store) newTx(t *sql.Tx, ctx context.Context, writer int) *tx {
 	x := newTx(rebound{t}, ctx, (s.usageShard+int16(writer))%64)
-	pipelined := s.gcs[writer].Pipelined()
-	x.Optimistic = pipelined && store.IsOptimistic(ctx)
-	if pipelined && !x.Optimistic {
-		return x, s.usage[writer].write(x.t)
-	}
-	return x, nil
+	x.Optimistic = s.gcs[writer].Pipelined() && store.IsOptimistic(ctx)
+	return x
 }
 
-// run runs fn on x, committer writer's; the usage deltas of an optimistic fn that succeeded join
-// its batch's.
+// run runs fn on x, committer writer's. The usage deltas of an optimistic fn that succeeded join
+// its batch's. A closure that is not optimistic, run pipelined, first writes the usage the batch
+// gathered so far, so that it sees the aggregates exact; that write is in the closure's savepoint,
+// so when fn fails (and the savepoint is rolled back) the batch gathers it again.
 func (s *Store) run(x *tx, fn func(store.Tx) error, writer int) error {
-	err := fn(x)
-	if err == nil && x.Optimistic {
-		s.usage[writer].add(x.usage)
+	b := s.usage[writer]
+	var written *usageBatch
+	if s.gcs[writer].Pipelined() && !x.Optimistic {
+		written = b.take()
+		if err := written.write(x.t); err != nil {
+			b.merge(written)
+			return err
+		}
 	}
-	return err
+	if err := fn(x); err != nil {
+		if written != nil {
+			b.merge(written)
+		}
+		return err
+	}
+	if x.Optimistic {
+		b.add(x.usage)
+	}
+	return nil
 }
 
 // newTx is the tx of one closure run over t.

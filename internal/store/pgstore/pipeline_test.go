@@ -107,7 +107,8 @@ func appendOptimistic(s store.Store, rec invocation.Record, o store.AppendOption
 
 // TestOptimisticUsage: the usage deltas of a batch's optimistic closures are written once per row
 // before the batch commits, and add up to the same aggregates; a closure that is not optimistic
-// sees them exact, whether it runs in the same batch or a later one.
+// sees them exact, whether it runs in the same batch or a later one, and one that fails loses
+// none of them.
 func TestOptimisticUsage(t *testing.T) {
 	s := openTemp(t, pgstore.Options{MaxConns: 3, Writers: 1})
 	defer s.Close()
@@ -121,6 +122,10 @@ func TestOptimisticUsage(t *testing.T) {
 			return err
 		}))
 	}
+	// A closure that is not optimistic and fails: the usage written before it ran is gathered
+	// again, not lost with its savepoint.
+	boom := errors.New("boom")
+	failing := s.Enqueue(context.Background(), func(store.Tx) error { return boom })
 	var seen int64
 	waits = append(waits, s.Enqueue(context.Background(), func(x store.Tx) error {
 		rows, err := x.UsageRows("acme", d0)
@@ -133,6 +138,7 @@ func TestOptimisticUsage(t *testing.T) {
 	for _, w := range waits {
 		require.NoError(t, w())
 	}
+	require.ErrorIs(t, failing(), boom)
 	require.EqualValues(t, n, seen, "the closure behind them sees every invocation counted")
 	var total int64
 	require.NoError(t, s.Update(context.Background(), func(x store.Tx) error {

@@ -67,14 +67,29 @@ func (b *usageBatch) add(ds []sqlcore.UsageDelta) {
 	}
 }
 
-// write upserts what was gathered in q, in the order the rows were first touched, and forgets it.
+// take returns what was gathered, and forgets it.
+func (b *usageBatch) take() *usageBatch {
+	out := &usageBatch{shard: b.shard, keys: b.keys, sums: b.sums}
+	b.keys, b.sums = nil, map[usageKey]*invocation.Usage{}
+	return out
+}
+
+// merge gathers again what o holds (taken, and written in a savepoint that was rolled back).
+func (b *usageBatch) merge(o *usageBatch) {
+	for _, k := range o.keys {
+		b.add([]sqlcore.UsageDelta{{TenantID: k.tenantID, EntrypointID: k.entrypointID,
+			Hours: []sqlcore.HourUsage{{Hour: k.hour, Usage: *o.sums[k]}}}})
+	}
+}
+
+// write upserts what was gathered in q, in the order the rows were first touched. It keeps it:
+// the caller forgets it (take, or the next batch's reset) once that write cannot be undone.
 func (b *usageBatch) write(q rebound) error {
 	for _, k := range b.keys {
 		if err := upsertUsage(q, k.tenantID, k.entrypointID, k.hour, *b.sums[k], b.shard); err != nil {
 			return err
 		}
 	}
-	b.reset()
 	return nil
 }
 
