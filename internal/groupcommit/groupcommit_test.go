@@ -582,3 +582,34 @@ func TestMaxWaitAnswersBusyBehindAStuckBatch(t *testing.T) {
 		})
 	}
 }
+
+// TestBatchHooks: BeginBatch runs before each batch and BeforeCommit in its transaction after its
+// closures, so what it writes commits with them; when BeforeCommit fails, the batch's closures fail
+// and nothing of it is applied.
+func TestBatchHooks(t *testing.T) {
+	db := openDB(t)
+	var begun, before int
+	fail := false
+	c := newCommitter(t, db, groupcommit.Options{
+		BeginBatch: func() { begun++ },
+		BeforeCommit: func(tx *sql.Tx) error {
+			before++
+			if fail {
+				return errors.New("hook failed")
+			}
+			_, err := tx.Exec("INSERT INTO rows (id, v) VALUES (?, 'hook')", 1000+before)
+			return err
+		},
+	})
+	ctx := context.Background()
+	require.NoError(t, c.Do(ctx, insert(1)))
+	require.Equal(t, []int{1, 1001}, rowIDs(t, db))
+	require.Equal(t, 1, begun)
+	require.Equal(t, 1, before)
+
+	fail = true // read and written by the committer's goroutine only from here on (Do waits)
+	err := c.Do(ctx, insert(2))
+	require.ErrorContains(t, err, "before commit: hook failed")
+	require.Equal(t, []int{1, 1001}, rowIDs(t, db), "the failed batch applied nothing")
+	require.Equal(t, 2, begun)
+}
