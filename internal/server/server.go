@@ -480,6 +480,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	case serveErr = <-errc:
 	}
 	s.log.Info("shutting down")
+	// A node that stops first leaves the leadership (another node takes the singletons over at
+	// once, and this one neither takes the lease nor fires schedules while it drains) and stops
+	// claiming work; what it runs goes on.
+	stopSingletons()
+	stopDispatch()
 	if s.Workers != nil {
 		s.Workers.Close() // long polls answer now instead of holding the drain
 	}
@@ -490,13 +495,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		s.log.Error("shutdown: requests still in flight after the drain timeout are cut off", "drain_timeout", s.cfg.DrainTimeout.String())
 		shutErr = errors.Join(ErrDrainTimeout, hs.Close())
 	}
-	stopDispatch()
 	select {
 	case <-dispatched:
 	case <-sctx.Done():
 		s.log.Warn("shutdown: attempts still running; they keep their leases and are reclaimed after restart")
 	}
-	stopSingletons()
 	<-singletons // each stops at its next batch (one transaction at most); then the lease is released
 	<-hubbed
 	s.closeBridge()

@@ -141,11 +141,17 @@ func newID() string {
 	return "wt_" + base64.RawURLEncoding.EncodeToString(b[:])
 }
 
+// StopGrace is how long, once the node stops (Close), an attempt a worker runs waits for its
+// result before it is left to its lease.
+const StopGrace = 3 * time.Second
+
 // Run queues a claimed attempt for the workers and waits for its result (invoke.Remote). An
 // attempt no worker took before its lease would no longer cover its timeout, or whose worker
 // stopped heartbeating, answers ok=false. When ctx ends (the invocation was canceled) the task is
 // marked canceled for its worker's next heartbeat answer and the result is still awaited, to be
-// recorded as a late result.
+// recorded as a late result. When the node stops (Close), a task no worker took answers ok=false
+// at once and one a worker runs after StopGrace: the drain does not wait for results that could
+// no longer reach this node, and the lease brings the attempt back elsewhere.
 func (s *Service) Run(ctx context.Context, ra invoke.RemoteAttempt) (run.Result, bool) {
 	rec := ra.Attempt.Invocation
 	t := &task{id: newID(), ra: ra, done: make(chan run.Result, 1), beat: make(chan struct{}, 1)}
@@ -178,10 +184,31 @@ func (s *Service) Run(ctx context.Context, ra invoke.RemoteAttempt) (run.Result,
 	tick := time.NewTicker(min(s.cfg.HeartbeatInterval, time.Second))
 	defer tick.Stop()
 	done := ctx.Done()
+	stopping := s.stop
+	var giveUp <-chan time.Time
 	for {
 		select {
 		case res := <-t.done:
 			return res, true
+		case <-stopping:
+			// The node stops: a task no worker took is left to the lease; one a worker runs gets
+			// a short grace for its result, which can still arrive while the API drains.
+			stopping = nil
+			s.mu.Lock()
+			unassigned := t.worker == ""
+			if unassigned {
+				s.dequeue(t)
+			}
+			s.mu.Unlock()
+			if unassigned {
+				return run.Result{}, false
+			}
+			grace := time.NewTimer(StopGrace)
+			defer grace.Stop()
+			giveUp = grace.C
+		case <-giveUp:
+			log.Warn("workers: the node stops before its worker's result came; the attempt's lease runs out and it is reclaimed")
+			return run.Result{}, false
 		case <-done:
 			done = nil
 			s.mu.Lock()

@@ -190,3 +190,49 @@ func TestCloseEndsLongPolls(t *testing.T) {
 	}
 	s.Close() // idempotent
 }
+
+// TestStopLeavesAttemptsToTheirLease: when the node stops (Close), an attempt no worker took is
+// given up at once, and one a worker runs after StopGrace, so the drain does not wait for results
+// that could no longer reach the node.
+func TestStopLeavesAttemptsToTheirLease(t *testing.T) {
+	s := newService(t)
+	taken := make(chan bool, 1)
+	go func() {
+		_, ok := s.Run(context.Background(), remoteAttempt("inv_taken", "", time.Now().Add(time.Hour)))
+		taken <- ok
+	}()
+	require.Len(t, poll(t, s, workerproto.PollRequest{WorkerID: "w", Starlark: true, WaitMS: 5000}), 1)
+	queued := make(chan bool, 1)
+	go func() {
+		_, ok := s.Run(context.Background(), remoteAttempt("inv_queued", "", time.Now().Add(time.Hour)))
+		queued <- ok
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for queuedTasks(s) == 0 {
+		require.True(t, time.Now().Before(deadline), "the second attempt was never queued")
+		time.Sleep(time.Millisecond)
+	}
+	stopped := time.Now()
+	s.Close()
+	select {
+	case ok := <-queued:
+		require.False(t, ok)
+		require.Less(t, time.Since(stopped), StopGrace, "an attempt no worker took is given up at once")
+	case <-time.After(10 * time.Second):
+		require.FailNow(t, "the queued attempt was never given up")
+	}
+	select {
+	case ok := <-taken:
+		require.False(t, ok)
+		require.GreaterOrEqual(t, time.Since(stopped), StopGrace, "a running attempt gets the grace")
+	case <-time.After(10 * time.Second):
+		require.FailNow(t, "the running attempt was never given up")
+	}
+}
+
+// queuedTasks is how many tasks wait for a worker.
+func queuedTasks(s *Service) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.queue)
+}
