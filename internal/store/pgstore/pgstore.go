@@ -248,12 +248,18 @@ func unavailable(err error) error {
 	if err == nil || errors.Is(err, store.ErrUnavailable) {
 		return err
 	}
-	var connErr *pgconn.ConnectError
-	if errors.Is(err, pgconn.ErrConnClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.As(err, &connErr) || pgconn.Timeout(err) || pgconn.SafeToRetry(err) || store.IsUnavailable(err) {
+	if connLost(err) || store.IsUnavailable(err) {
 		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 	}
 	return err
+}
+
+// connLost reports whether err says the connection could not be made or was lost: refused or
+// closed, an end of stream, a timeout, or anything pgconn deems safe to retry.
+func connLost(err error) bool {
+	var connErr *pgconn.ConnectError
+	return errors.Is(err, pgconn.ErrConnClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.As(err, &connErr) || pgconn.Timeout(err) || pgconn.SafeToRetry(err)
 }
 
 // writer picks the committer of an Update made with ctx. The first, which runs every Enqueue and

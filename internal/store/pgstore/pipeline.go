@@ -242,10 +242,7 @@ func replayable(err error) bool {
 
 // isConnError reports whether err is a failure of the connection rather than of a statement.
 func isConnError(err error) bool {
-	var connErr *pgconn.ConnectError
-	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &connErr) ||
-		pgconn.Timeout(err) || pgconn.SafeToRetry(err) || errors.Is(err, context.Canceled) ||
-		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, pgconn.ErrConnClosed) || isNetError(err)
+	return connLost(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || isNetError(err)
 }
 
 // replay rolls the failed transaction back and reports ErrReplay. It is called only where
