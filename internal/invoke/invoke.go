@@ -811,7 +811,8 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 	var perr error
 	var overQuota bool
 	var created invocation.Record
-	err = s.update(ctx, func(tx store.Tx) error {
+	accept := func(tx store.Tx) error {
+		replayOf, perr, overQuota = "", nil, false
 		if opt.IdempotencyKey != "" {
 			prev, err := tx.IdempotencyKey(store.IdempotencyKeyQuery{TenantID: sc.TenantID, Scope: keyScope, Key: opt.IdempotencyKey, Now: now})
 			if err == nil {
@@ -846,7 +847,16 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 				RequestHash: reqHash, InvocationID: rec.ID, CreatedAt: now, ExpiresAt: now.Add(window)})
 		}
 		return nil
-	})
+	}
+	// A key another request committed after this one read it (on another node, or on another
+	// writer connection) refuses the put and undoes this request's writes; the second try reads
+	// that request's key and replays its invocation or refuses a different request.
+	for try := 1; ; try++ {
+		err = s.update(ctx, accept)
+		if !errors.Is(err, store.ErrConflict) || opt.IdempotencyKey == "" || try == 3 {
+			break
+		}
+	}
 	if perr != nil || err != nil || replayOf != "" {
 		permit.Release()
 	}

@@ -3,15 +3,19 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/larkrun/lark/internal/invocation"
+	"github.com/larkrun/lark/internal/store"
 	"github.com/larkrun/lark/internal/store/pgstore/pgtest"
 )
 
@@ -92,6 +96,8 @@ func TestSQLiteAlwaysLeads(t *testing.T) {
 type twoNodes struct {
 	a, b *Server
 	call func(method, path, body string, want int) map[string]any
+	// apiA and apiB are the two nodes' API roots; token is the dev admin's bearer token.
+	apiA, apiB, token string
 }
 
 func startTwoNodes(ctx context.Context, t *testing.T, a, b Config) twoNodes {
@@ -131,7 +137,8 @@ func startTwoNodes(ctx context.Context, t *testing.T, a, b Config) twoNodes {
 		require.Equal(t, want, res.StatusCode, "%s %s: %v", method, path, out)
 		return out
 	}
-	return twoNodes{a: na, b: nb, call: call}
+	return twoNodes{a: na, b: nb, call: call, apiA: api.URL + "/api/serverless-runtime/v1",
+		apiB: "http://" + ln.Addr().String() + "/api/serverless-runtime/v1", token: creds.Token}
 }
 
 // TestWakeUpCrossesNodes: an invocation started through node A, whose dispatcher does not run, is
@@ -179,4 +186,63 @@ func TestSyncWorkflowEndCrossesNodes(t *testing.T) {
 	require.Equal(t, "succeeded", out["record"].(map[string]any)["status"], "%v", out)
 	require.Less(t, took, 20*time.Second, "the request waited for A's poll, not B's notification")
 	t.Logf("sync workflow taken by A, finished by B, answered in %v (A's poll: 1 min)", took.Round(time.Millisecond))
+}
+
+// TestIdempotencyKeyAcrossNodes: the same request with the same Idempotency-Key sent to two nodes
+// at once starts one invocation: both answers name it, and the store holds one per key. (Each node
+// reads the key, finds none and inserts its own; the second put finds the first's committed key,
+// its writes are undone and it replays the first's invocation.)
+func TestIdempotencyKeyAcrossNodes(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n := startTwoNodes(ctx, t, Config{}, Config{})
+	const fn = "gts.x.core.serverless.entrypoint.v1~x.core.serverless.function.v1~vendor.app.idem.echo.v1~"
+	n.call(http.MethodPost, "/entrypoints", `{"entrypoint_id":"`+fn+`","title":"echo","owner":{"owner_type":"tenant"},
+		"schema":{"params":{"type":"object"}},"traits":{"invocation":{"supported":["async"],"default":"async"},"limits":{"timeout_seconds":5},"retry":{"max_attempts":1}},
+		"implementation":{"adapter":"gts.x.core.serverless.adapter.starlark.v1~","kind":"code",
+		"code":{"language":"starlark","source":"def main(ctx, input):\n  return {\"ok\": True}\n"}}}`, http.StatusCreated)
+	n.call(http.MethodPost, "/entrypoints/"+fn+":status", `{"action":"activate"}`, http.StatusOK)
+	start := func(api, key string) (string, error) {
+		req, err := http.NewRequest(http.MethodPost, api+"/invocations", strings.NewReader(`{"entrypoint_id":"`+fn+`","mode":"async","params":{}}`))
+		if err != nil {
+			return "", err
+		}
+		req.Header.Set("Authorization", "Bearer "+n.token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", key)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return "", err
+		}
+		defer res.Body.Close()
+		var out struct {
+			Record struct {
+				ID string `json:"invocation_id"`
+			} `json:"record"`
+		}
+		if err := json.NewDecoder(res.Body).Decode(&out); err != nil {
+			return "", err
+		}
+		if res.StatusCode != http.StatusAccepted && res.StatusCode != http.StatusOK {
+			return "", fmt.Errorf("status %d", res.StatusCode)
+		}
+		return out.Record.ID, nil
+	}
+	const keys = 30
+	for i := range keys {
+		key := fmt.Sprintf("key-%d", i)
+		var ids [2]string
+		var errs [2]error
+		var wg sync.WaitGroup
+		for j, api := range []string{n.apiA, n.apiB} {
+			wg.Go(func() { ids[j], errs[j] = start(api, key) })
+		}
+		wg.Wait()
+		require.NoError(t, errors.Join(errs[:]...), key)
+		require.NotEmpty(t, ids[0], key)
+		require.Equal(t, ids[0], ids[1], "%s: the two nodes started different invocations", key)
+	}
+	page, err := n.a.Store.ListInvocations(ctx, invocation.Viewer{TenantID: "dev", All: true}, store.ListQuery{Limit: 100})
+	require.NoError(t, err)
+	require.Len(t, page.Items, keys, "one invocation per key")
 }

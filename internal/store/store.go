@@ -375,7 +375,9 @@ type QueueTx interface {
 type IdempotencyTx interface {
 	// IdempotencyKey returns the live (unexpired at q.Now) record of a key; ErrNotFound otherwise.
 	IdempotencyKey(q IdempotencyKeyQuery) (IdempotencyRecord, error)
-	// PutIdempotencyKey stores a key, replacing an expired one.
+	// PutIdempotencyKey stores a key, replacing one expired at r.CreatedAt; a live key (another
+	// request's, perhaps committed by another node since this transaction read it) is left as it
+	// is and the answer is ErrConflict.
 	PutIdempotencyKey(r IdempotencyRecord) error
 	// PutCachedInvocation stores a response-cache entry (replacing any previous one under its key).
 	PutCachedInvocation(e CacheEntry) error

@@ -230,11 +230,24 @@ func (t *Tx) IdempotencyKey(q store.IdempotencyKeyQuery) (store.IdempotencyRecor
 
 // PutIdempotencyKey implements store.Tx.
 func (t *Tx) PutIdempotencyKey(r store.IdempotencyRecord) error {
-	_, err := t.Q.ExecContext(bg, `INSERT INTO idempotency_keys (tenant_id, scope, key, request_hash, invocation_id, created_at, expires_at)
+	res, err := t.Q.ExecContext(bg, `INSERT INTO idempotency_keys (tenant_id, scope, key, request_hash, invocation_id, created_at, expires_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id, scope, key) DO UPDATE SET request_hash = excluded.request_hash,
-		invocation_id = excluded.invocation_id, created_at = excluded.created_at, expires_at = excluded.expires_at`,
+		invocation_id = excluded.invocation_id, created_at = excluded.created_at, expires_at = excluded.expires_at
+		WHERE idempotency_keys.expires_at <= excluded.created_at`,
 		r.TenantID, r.Scope, r.Key, r.RequestHash, r.InvocationID, TS(r.CreatedAt), TS(r.ExpiresAt))
-	return err
+	if err != nil {
+		return err
+	}
+	// On PostgreSQL a concurrent insert of the same key waits for the other transaction and then
+	// sees its row: a live key leaves nothing inserted or updated.
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return fmt.Errorf("idempotency key %q: %w", r.Key, store.ErrConflict)
+	}
+	return nil
 }
 
 // PutCachedInvocation implements store.Tx.

@@ -159,7 +159,12 @@ func testIdempotencyKeys(t *testing.T, s store.Store) {
 		_, err = tx.IdempotencyKey(store.IdempotencyKeyQuery{TenantID: "acme", Scope: "s", Key: "k1", Now: t0.Add(time.Hour)})
 		require.ErrorIs(t, err, store.ErrNotFound, "an expired key is gone")
 		next := rec
-		next.RequestHash, next.InvocationID, next.CreatedAt, next.ExpiresAt = "h2", "inv_2", t0.Add(2*time.Hour), t0.Add(3*time.Hour)
+		next.RequestHash, next.InvocationID, next.CreatedAt, next.ExpiresAt = "h2", "inv_2", t0.Add(30*time.Minute), t0.Add(90*time.Minute)
+		require.ErrorIs(t, tx.PutIdempotencyKey(next), store.ErrConflict, "a live key is never replaced (another request holds it)")
+		got, err = tx.IdempotencyKey(store.IdempotencyKeyQuery{TenantID: "acme", Scope: "s", Key: "k1", Now: t0.Add(30 * time.Minute)})
+		require.NoError(t, err)
+		require.Equal(t, rec, got, "the refused put changed nothing")
+		next.CreatedAt, next.ExpiresAt = t0.Add(2*time.Hour), t0.Add(3*time.Hour)
 		require.NoError(t, tx.PutIdempotencyKey(next), "an expired key can be reused")
 		got, err = tx.IdempotencyKey(store.IdempotencyKeyQuery{TenantID: "acme", Scope: "s", Key: "k1", Now: t0.Add(2 * time.Hour)})
 		require.NoError(t, err)
