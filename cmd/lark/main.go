@@ -81,6 +81,7 @@ type flags struct {
 	pgWriters                   int
 	pgStatementTimeout          time.Duration
 	storeWriteWait              time.Duration
+	leaseGrace                  time.Duration
 	nats                        string
 	masterKeyFile               string
 	trustedProxies              string
@@ -109,6 +110,8 @@ func (f *flags) bind(c *cobra.Command) {
 		"PostgreSQL store: longest a statement may run before the server cancels it (a statement_timeout in the URL wins)")
 	c.Flags().DurationVar(&f.storeWriteWait, "store-write-wait", store.DefaultWriteWait,
 		"longest a write waits for the store's writer to start it before the API answers 503 with Retry-After")
+	c.Flags().DurationVar(&f.leaseGrace, "lease-grace", 30*time.Second,
+		"how long an attempt's lease outlives its timeout: the work of a node that died mid-attempt, or could not write the outcome, is run again that long after the attempt's timeout")
 	c.Flags().StringVar(&f.logLevel, "log-level", env("LARK_LOG_LEVEL", "info"), "debug, info, warn or error (env LARK_LOG_LEVEL)")
 	c.Flags().Int64Var(&f.maxBody, "max-body", 1<<20, "maximum request body in bytes")
 	c.Flags().IntVar(&f.workers, "workers", 64, "concurrent async executions in this process")
@@ -166,7 +169,7 @@ func (f *flags) bind(c *cobra.Command) {
 // bad one stops the start).
 func (f *flags) config(admin string, log *slog.Logger) (server.Config, error) {
 	cfg := server.Config{Addr: f.addr, DataDir: f.data, Store: f.store, NoMigrate: f.noMigrate, SQLiteSynchronous: f.sqliteSynchronous,
-		PGMaxConns: f.pgMaxConns, PGStatementTimeout: f.pgStatementTimeout, PGWriters: f.pgWriters, StoreWriteWait: f.storeWriteWait, AdminToken: admin, MaxBody: f.maxBody, Logger: log,
+		PGMaxConns: f.pgMaxConns, PGStatementTimeout: f.pgStatementTimeout, PGWriters: f.pgWriters, StoreWriteWait: f.storeWriteWait, LeaseGrace: f.leaseGrace, AdminToken: admin, MaxBody: f.maxBody, Logger: log,
 		Workers: f.workers, UnsafeEgressAllowLoopback: f.egressLoopback, RetentionInterval: f.retention,
 		MetricsPublic: f.metricsPublic, MetricsMaxLabelSets: f.metricsMaxLabelSets,
 		DrainTimeout: f.drainTimeout, ReadHeaderTimeout: f.readHeaderTimeout, ReadTimeout: f.readTimeout,

@@ -33,10 +33,12 @@ func TestPostgresCutAnswers503AndRecovers(t *testing.T) {
 	px := newPGProxy(t, u.Host)
 	u.Host = px.addr
 	const writeWait = 2 * time.Second
-	e := newEnv(t, func(c *server.Config) { c.Store = u.String(); c.StoreWriteWait = writeWait })
+	// Attempts whose outcome was being written when the connection was cut are run again when their
+	// lease ends: the attempt's timeout (2 s here) plus the lease grace (2 s here; 30 s by default).
+	e := newEnv(t, func(c *server.Config) { c.Store = u.String(); c.StoreWriteWait = writeWait; c.LeaseGrace = 2 * time.Second })
 	invDispatcher(t, e)
 	adm := e.tenant(t, "acme")
-	e.registerActive(t, adm, fn(t, taxV1, del("traits.rate_limit")))
+	e.registerActive(t, adm, fn(t, taxV1, del("traits.rate_limit"), set("traits.limits.timeout_seconds", 2)))
 
 	// The bound of one answer while the store is down: the write wait plus the store's retries of
 	// a refused connection (under a second) plus slack for a loaded machine.

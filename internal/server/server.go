@@ -77,6 +77,10 @@ type Config struct {
 	// (default store.DefaultWriteWait; negative: no bound); past it the API answers 503 with
 	// Retry-After (docs/deployment.md, "Failure modes"). The engine's own writes are not bounded.
 	StoreWriteWait time.Duration
+	// LeaseGrace is how long an attempt's lease outlives the attempt's timeout (default 30 s): the
+	// work of a node that died mid-attempt, or whose outcome could not be written, is claimed again
+	// that long after the attempt's timeout.
+	LeaseGrace time.Duration
 	// NoMigrate leaves a database whose schema is behind the binary unmigrated, and the start fails
 	// telling the operator to run `lark migrate up` (default: migrate at start). A database newer
 	// than the binary fails the start either way.
@@ -353,7 +357,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.Invoke = invoke.NewService(invoke.Config{Remote: remote, Store: st, Schemas: schemas, Programs: sandbox.NewCache(1024), Secrets: s.Secrets,
 		Egress: egress.New(egress.Options{AllowLoopback: cfg.UnsafeEgressAllowLoopback, Transport: cfg.EgressTransport}), Clock: c, IDs: ids, Logger: cfg.Logger,
 		Node: cfg.NodeID, Pricing: cfg.Pricing, Observer: s.Metrics, Tracing: s.Tracing, MaxPayloadBytes: cfg.MaxPayloadBytes, Sleep: cfg.Sleep,
-		CPU: cpuScheduler(cfg.CPUSlots, cfg.CPUNice, cfg.Logger), SyncPoll: cfg.SyncPoll})
+		CPU: cpuScheduler(cfg.CPUSlots, cfg.CPUNice, cfg.Logger), SyncPoll: cfg.SyncPoll, LeaseGrace: cfg.LeaseGrace})
 	if s.Workers != nil {
 		for _, col := range s.Workers.Collectors() {
 			if err := s.Metrics.Registry().Register(col); err != nil {
