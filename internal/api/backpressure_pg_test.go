@@ -35,7 +35,11 @@ func TestPostgresCutAnswers503AndRecovers(t *testing.T) {
 	const writeWait = 2 * time.Second
 	// Attempts whose outcome was being written when the connection was cut are run again when their
 	// lease ends: the attempt's timeout (2 s here) plus the lease grace (2 s here; 30 s by default).
-	e := newEnv(t, func(c *server.Config) { c.Store = u.String(); c.StoreWriteWait = writeWait; c.LeaseGrace = 2 * time.Second })
+	e := newEnv(t, func(c *server.Config) {
+		c.Store = u.String()
+		c.StoreWriteWait = writeWait
+		c.LeaseGrace = 2 * time.Second
+	})
 	invDispatcher(t, e)
 	adm := e.tenant(t, "acme")
 	e.registerActive(t, adm, fn(t, taxV1, del("traits.rate_limit"), set("traits.limits.timeout_seconds", 2)))
