@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"sync"
@@ -30,8 +29,8 @@ func TestPostgresCutAnswers503AndRecovers(t *testing.T) {
 	dbURL := pgtest.Schema(t)
 	u, err := url.Parse(dbURL)
 	require.NoError(t, err)
-	px := newPGProxy(t, u.Host)
-	u.Host = px.addr
+	px := pgtest.NewProxy(t, u.Host)
+	u.Host = px.Addr()
 	const writeWait = 2 * time.Second
 	// Attempts whose outcome was being written when the connection was cut are run again when their
 	// lease ends: the attempt's timeout (2 s here) plus the lease grace (2 s here; 30 s by default).
@@ -113,7 +112,7 @@ func TestPostgresCutAnswers503AndRecovers(t *testing.T) {
 	defer func() { stop.Store(true); wg.Wait() }()
 
 	waitUntil(t, func() bool { return acceptedN.Load() >= 50 }, "50 invocations accepted before the cut")
-	px.cut()
+	px.Cut()
 	select {
 	case <-saw503:
 	case <-time.After(30 * time.Second):
@@ -124,7 +123,7 @@ func TestPostgresCutAnswers503AndRecovers(t *testing.T) {
 	mu.Unlock()
 	// Stay cut for a while: every answer meanwhile is a 503 (or a 202 that committed just before).
 	time.Sleep(3 * time.Second) // the outage's length, not a wait for a condition
-	px.restore()
+	px.Restore()
 	waitUntil(t, func() bool { return acceptedN.Load() >= before+50 }, "50 more invocations accepted after the restore")
 	stop.Store(true)
 	wg.Wait()
@@ -151,105 +150,5 @@ func TestPostgresCutAnswers503AndRecovers(t *testing.T) {
 			require.True(t, time.Now().Before(deadline), "invocation %s did not complete after the restore: %s", id, r)
 			time.Sleep(100 * time.Millisecond)
 		}
-	}
-}
-
-// pgProxy forwards TCP connections to PostgreSQL; cut drops them all and refuses new ones until
-// restore, which is how the test takes PostgreSQL away without touching the shared server.
-type pgProxy struct {
-	t      *testing.T
-	target string
-	addr   string
-
-	mu    sync.Mutex
-	ln    net.Listener
-	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup
-}
-
-func newPGProxy(t *testing.T, target string) *pgProxy {
-	t.Helper()
-	p := &pgProxy{t: t, target: target, conns: map[net.Conn]struct{}{}}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	p.addr = ln.Addr().String()
-	p.serve(ln)
-	t.Cleanup(func() { p.cut(); p.wg.Wait() })
-	return p
-}
-
-func (p *pgProxy) serve(ln net.Listener) {
-	p.mu.Lock()
-	p.ln = ln
-	p.mu.Unlock()
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", p.target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			if !p.track(c, up) {
-				return
-			}
-			p.wg.Add(2)
-			go p.pipe(c, up)
-			go p.pipe(up, c)
-		}
-	}()
-}
-
-func (p *pgProxy) track(a, b net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.ln == nil {
-		a.Close()
-		b.Close()
-		return false
-	}
-	p.conns[a] = struct{}{}
-	p.conns[b] = struct{}{}
-	return true
-}
-
-func (p *pgProxy) pipe(dst, src net.Conn) {
-	defer p.wg.Done()
-	_, _ = io.Copy(dst, src)
-	dst.Close()
-	src.Close()
-}
-
-// cut closes the listener and every proxied connection.
-func (p *pgProxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.ln != nil {
-		p.ln.Close()
-		p.ln = nil
-	}
-	for c := range p.conns {
-		c.Close()
-		delete(p.conns, c)
-	}
-}
-
-// restore listens again on the same address.
-func (p *pgProxy) restore() {
-	p.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ln, err := net.Listen("tcp", p.addr)
-		if err == nil {
-			p.serve(ln)
-			return
-		}
-		require.True(p.t, time.Now().Before(deadline), "listen again on %s: %v", p.addr, err)
-		time.Sleep(10 * time.Millisecond)
 	}
 }

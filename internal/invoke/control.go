@@ -411,8 +411,8 @@ func (s *Service) replay(ctx context.Context, sc auth.SecurityContext, cur invoc
 
 // Run runs an attempt claimed by dispatch.StoreClaimer to its end (dispatch.Runner): the program
 // for attempt.KindRun, the step compensations of a canceled workflow for attempt.KindCompensate.
-// Its outcome is recorded, or logged when it cannot be: the lease then expires and the work is
-// claimed again.
+// Its outcome is recorded, waiting out a database outage of up to the lease grace, or logged when
+// it cannot be: the lease then expires and the work is claimed again.
 func (s *Service) Run(ctx context.Context, a attempt.Attempt) {
 	rec := a.Invocation
 	d, err := s.definition(a.Entrypoint)
@@ -430,7 +430,10 @@ func (s *Service) Run(ctx context.Context, a attempt.Attempt) {
 			s.runRemote(ctx, a, d)
 			return
 		}
-		if _, err := s.execute(ctx, rec, a.Entrypoint, d); err != nil {
+		// Its writes outlast a database outage of up to the lease's grace: an attempt that finished
+		// while the database was away is recorded when it is back, not run again after its lease.
+		wctx := store.OutlastOutages(ctx, ctx, s.cfg.LeaseGrace)
+		if _, err := s.execute(wctx, rec, a.Entrypoint, d); err != nil {
 			s.cfg.Logger.ErrorContext(ctx, "invocation attempt not recorded", "invocation_id", rec.ID, "tenant_id", rec.TenantID, "err", err)
 		}
 	default:

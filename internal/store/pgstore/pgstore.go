@@ -225,15 +225,32 @@ func open(ctx context.Context, pool *pgxpool.Pool, o Options) (*Store, error) {
 // run again, with backoff, up to the retry policy's attempts: closures passed to Update must be
 // safe to run again after a failed run, which store.Tx already demands (a failed run's writes are
 // rolled back, and its AfterCommit hooks never run).
+//
+// A write made with store.OutlastOutages that could not reach the database goes on being retried
+// (backoff at most the policy's Max) for its duration after the first such failure.
 func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
+	stop, outlast, persist := store.OutagesOutlasted(ctx)
+	var until time.Time
 	var err error
 	for attempt := 1; ; attempt++ {
 		err = s.updateOnce(ctx, fn)
-		if !retryable(err) || attempt >= s.retry.Attempts {
+		if !retryable(err) {
+			return unavailable(err)
+		}
+		wait := ctx
+		if persist && connLost(err) {
+			if until.IsZero() {
+				until = time.Now().Add(outlast)
+			}
+			if time.Now().After(until) || stop.Err() != nil {
+				return unavailable(err)
+			}
+			wait = stop
+		} else if attempt >= s.retry.Attempts {
 			return unavailable(err)
 		}
 		s.retries.Add(1)
-		if werr := s.backoff(ctx, attempt); werr != nil {
+		if werr := s.backoff(wait, attempt); werr != nil {
 			return unavailable(err)
 		}
 	}
