@@ -21,7 +21,7 @@ import (
 // committer's batch.
 func TestStoreWriteWaitAnswers503(t *testing.T) {
 	const bound = 300 * time.Millisecond
-	e := newEnv(t, func(c *server.Config) { c.StoreWriteWait = bound })
+	e, sink, _ := loggedEnv(t, func(c *server.Config) { c.StoreWriteWait = bound })
 	adm := e.tenant(t, "acme")
 	e.registerActive(t, adm, fn(t, taxV1))
 	body := obj{"entrypoint_id": taxV1, "mode": "async", "params": obj{"invoice_id": "inv_1", "amount": 100}}
@@ -56,6 +56,13 @@ func TestStoreWriteWaitAnswers503(t *testing.T) {
 	require.Equal(t, strconv.Itoa(api.UnavailableRetryAfter), r.Header.Get("Retry-After"))
 	require.GreaterOrEqual(t, took, bound)
 	require.Less(t, took, bound+10*time.Second, "answered within the bound, not when the writer frees up")
+	// The operator's log says so as a warning with the status, not as an internal error.
+	require.Len(t, sink.lines(t, "request refused: store unavailable"), 1)
+	for _, l := range sink.lines(t, "request refused: store unavailable") {
+		require.Equal(t, "WARN", l["level"])
+		require.EqualValues(t, 503, l["status"])
+	}
+	require.Empty(t, sink.lines(t, "request failed"))
 
 	close(release)
 	released = true

@@ -45,6 +45,7 @@ const UnavailableRetryAfter = 2
 func (s *Server) problem(w http.ResponseWriter, r *http.Request, err error) {
 	var qe *store.QueryError
 	var pe *problem.Error
+	storeDown := false
 	switch {
 	case errors.As(err, &qe):
 		pe = problem.BadRequest("%s", qe.Error())
@@ -52,12 +53,17 @@ func (s *Server) problem(w http.ResponseWriter, r *http.Request, err error) {
 		// The store is slow or down (docs/deployment.md, "Failure modes"): nothing was applied.
 		// Also when a caller wrapped the store's error as an internal one (problem.Internal).
 		pe = problem.New(problem.TypeUnavailable, "the store is unavailable or overloaded; retry later")
-		pe.RetryAfter = UnavailableRetryAfter
+		pe.RetryAfter, storeDown = UnavailableRetryAfter, true
 	default:
 		pe = problem.From(err)
 	}
-	if pe.Status >= 500 {
-		obs.Logger(r.Context()).ErrorContext(r.Context(), "request failed", "err", err)
+	switch {
+	case storeDown:
+		// Expected while the store is away (every request then answers 503): a warning, with its
+		// status, not an internal error.
+		obs.Logger(r.Context()).WarnContext(r.Context(), "request refused: store unavailable", "status", pe.Status, "err", err)
+	case pe.Status >= 500:
+		obs.Logger(r.Context()).ErrorContext(r.Context(), "request failed", "status", pe.Status, "err", err)
 	}
 	if pe.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(pe.RetryAfter))
