@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/larkrun/lark/internal/cutproxy"
 	"github.com/larkrun/lark/internal/server"
 	"github.com/larkrun/lark/internal/store/pgstore/pgtest"
 )
@@ -29,7 +30,7 @@ func TestPostgresCutAnswers503AndRecovers(t *testing.T) {
 	dbURL := pgtest.Schema(t)
 	u, err := url.Parse(dbURL)
 	require.NoError(t, err)
-	px := pgtest.NewProxy(t, u.Host)
+	px := cutproxy.New(t, u.Host)
 	u.Host = px.Addr()
 	const writeWait = 2 * time.Second
 	// Attempts whose outcome was being written when the connection was cut are run again when their

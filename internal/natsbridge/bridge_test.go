@@ -125,8 +125,8 @@ func TestCloseDrainsTheQueue(t *testing.T) {
 func TestMirrorQueuesThroughAnOutageAndDropsPastTheBound(t *testing.T) {
 	t.Parallel()
 	p := newProxy(t, serverURL(t))
-	b, js := testBridge(t, p.URL(), func(c *Config) { c.QueueSize = 2 })
-	p.cut()
+	b, js := testBridge(t, proxyURL(p), func(c *Config) { c.QueueSize = 2 })
+	p.Cut()
 	require.Eventually(t, func() bool { return !b.Connection().Connected }, waitFor, 5*time.Millisecond)
 	for i := range 6 {
 		b.Mirror(event("evt_" + strconv.Itoa(i)))
@@ -134,7 +134,7 @@ func TestMirrorQueuesThroughAnOutageAndDropsPastTheBound(t *testing.T) {
 	// One event is with the publisher, two wait in the queue: at least three are dropped, at once.
 	require.GreaterOrEqual(t, b.Dropped(), int64(3))
 	require.Zero(t, b.Mirrored())
-	p.restore()
+	p.Restore()
 	require.Eventually(t, func() bool { return b.Mirrored()+b.Dropped() == 6 }, waitFor, 5*time.Millisecond)
 	require.EqualValues(t, b.Mirrored()-b.Duplicates(), streamMsgs(t, js, b.StreamName()))
 	require.GreaterOrEqual(t, b.Mirrored(), int64(2))
@@ -398,7 +398,7 @@ func TestStopWaitsForTheRunningHandler(t *testing.T) {
 func TestDisconnectionRefusesNewDeliveriesAndInFlightFinishes(t *testing.T) {
 	t.Parallel()
 	p := newProxy(t, serverURL(t))
-	b, js := testBridge(t, p.URL(), nil)
+	b, js := testBridge(t, proxyURL(p), nil)
 	var (
 		mu      sync.Mutex
 		handled []string
@@ -423,7 +423,7 @@ func TestDisconnectionRefusesNewDeliveriesAndInFlightFinishes(t *testing.T) {
 	b.Mirror(event("evt_1"))
 	<-first // the first delivery is in flight
 
-	p.cut()
+	p.Cut()
 	require.Eventually(t, func() bool { return sub.Status() == StatusDisconnected }, waitFor, 5*time.Millisecond)
 	require.Eventually(t, func() bool { return sub.Connection().ReconnectAttempts > 0 }, waitFor, 5*time.Millisecond)
 	require.False(t, sub.Connection().NextReconnectAt.IsZero())
@@ -442,7 +442,7 @@ func TestDisconnectionRefusesNewDeliveriesAndInFlightFinishes(t *testing.T) {
 		"no new deliveries while disconnected")
 	require.Equal(t, StatusDisconnected, sub.Status())
 
-	p.restore()
+	p.Restore()
 	require.Eventually(t, func() bool { return sub.Status() == StatusActive }, waitFor, 5*time.Millisecond)
 	require.True(t, sub.Connection().Connected)
 	require.Zero(t, sub.Connection().ReconnectAttempts)
@@ -460,8 +460,8 @@ func TestDisconnectionRefusesNewDeliveriesAndInFlightFinishes(t *testing.T) {
 func newClosedPort(t *testing.T) string {
 	t.Helper()
 	p := newProxy(t, "nats://127.0.0.1:1")
-	p.cut()
-	return p.addr
+	p.Cut()
+	return p.Addr()
 }
 
 func TestADeletedConsumerDegradesAndIsRecreated(t *testing.T) {
@@ -488,12 +488,12 @@ func TestADeletedConsumerDegradesAndIsRecreated(t *testing.T) {
 func TestCloseWhileDisconnectedGivesUpAfterTheDrainTimeout(t *testing.T) {
 	t.Parallel()
 	p := newProxy(t, serverURL(t))
-	b, _ := testBridge(t, p.URL(), func(c *Config) { c.DrainTimeout = 200 * time.Millisecond; c.PublishTimeout = 100 * time.Millisecond })
+	b, _ := testBridge(t, proxyURL(p), func(c *Config) { c.DrainTimeout = 200 * time.Millisecond; c.PublishTimeout = 100 * time.Millisecond })
 	var r recorder
 	_, err := b.Subscribe(context.Background(), SubscriptionSpec{Name: "s", Subject: b.Prefix() + ".>", Handler: r.handle,
 		FetchWait: 100 * time.Millisecond})
 	require.NoError(t, err)
-	p.cut()
+	p.Cut()
 	require.Eventually(t, func() bool { return !b.Connection().Connected }, waitFor, 5*time.Millisecond)
 	for i := range 3 {
 		b.Mirror(event("evt_" + strconv.Itoa(i)))

@@ -8,10 +8,8 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"net/url"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/larkrun/lark/internal/cutproxy"
 	"github.com/larkrun/lark/internal/events"
 )
 
@@ -127,105 +126,14 @@ func consumerInfo(t *testing.T, js jetstream.JetStream, stream, name string) *je
 	return ci
 }
 
-// proxy forwards TCP connections to the real server; cut drops them and refuses new ones until
-// restore, which is how the tests take the connection down without touching the shared server.
-type proxy struct {
-	t      *testing.T
-	target string
-	addr   string
-
-	mu    sync.Mutex
-	ln    net.Listener
-	conns map[net.Conn]struct{}
-	wg    sync.WaitGroup
-}
-
-func newProxy(t *testing.T, natsURL string) *proxy {
+// newProxy is a cutproxy.Proxy to the NATS server at natsURL: Cut and Restore take the connection
+// down and give it back without touching the shared server.
+func newProxy(t *testing.T, natsURL string) *cutproxy.Proxy {
 	t.Helper()
 	u, err := url.Parse(natsURL)
 	require.NoError(t, err)
-	p := &proxy{t: t, target: u.Host, conns: map[net.Conn]struct{}{}}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	p.addr = ln.Addr().String()
-	p.serve(ln)
-	t.Cleanup(func() { p.cut(); p.wg.Wait() })
-	return p
+	return cutproxy.New(t, u.Host)
 }
 
-// URL is the proxy's nats:// URL.
-func (p *proxy) URL() string { return "nats://" + p.addr }
-
-func (p *proxy) serve(ln net.Listener) {
-	p.mu.Lock()
-	p.ln = ln
-	p.mu.Unlock()
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", p.target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			if !p.track(c, up) {
-				return
-			}
-			p.wg.Add(2)
-			go p.pipe(c, up)
-			go p.pipe(up, c)
-		}
-	}()
-}
-
-// track registers a proxied pair; false when the proxy was cut meanwhile (the pair is closed).
-func (p *proxy) track(a, b net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.ln == nil {
-		a.Close()
-		b.Close()
-		return false
-	}
-	p.conns[a] = struct{}{}
-	p.conns[b] = struct{}{}
-	return true
-}
-
-func (p *proxy) pipe(dst, src net.Conn) {
-	defer p.wg.Done()
-	_, _ = io.Copy(dst, src)
-	dst.Close()
-	src.Close()
-}
-
-// cut closes the listener and every proxied connection.
-func (p *proxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.ln != nil {
-		p.ln.Close()
-		p.ln = nil
-	}
-	for c := range p.conns {
-		c.Close()
-		delete(p.conns, c)
-	}
-}
-
-// restore listens again on the same address.
-func (p *proxy) restore() {
-	p.t.Helper()
-	var ln net.Listener
-	require.Eventually(p.t, func() bool {
-		var err error
-		ln, err = net.Listen("tcp", p.addr)
-		return err == nil
-	}, waitFor, 10*time.Millisecond)
-	p.serve(ln)
-}
+// proxyURL is p's nats:// URL.
+func proxyURL(p *cutproxy.Proxy) string { return "nats://" + p.Addr() }

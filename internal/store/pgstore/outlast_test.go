@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/larkrun/lark/internal/cutproxy"
 	"github.com/larkrun/lark/internal/store"
 	"github.com/larkrun/lark/internal/store/pgstore"
 	"github.com/larkrun/lark/internal/store/pgstore/pgtest"
@@ -19,7 +20,7 @@ import (
 func TestOutlastOutages(t *testing.T) {
 	u, err := url.Parse(pgtest.Schema(t))
 	require.NoError(t, err)
-	px := pgtest.NewProxy(t, u.Host)
+	px := cutproxy.New(t, u.Host)
 	u.Host = px.Addr()
 	s, err := pgstore.Open(context.Background(), u.String(), pgstore.Options{MaxConns: 4,
 		Retry: pgstore.RetryPolicy{Attempts: 3, Base: 5 * time.Millisecond, Max: 20 * time.Millisecond}})

@@ -1,4 +1,6 @@
-package pgtest
+// Package cutproxy is a TCP proxy that tests cut and restore: how they take a database or a
+// broker away from the code under test, and give it back, without touching the shared server.
+package cutproxy
 
 import (
 	"io"
@@ -8,8 +10,8 @@ import (
 	"time"
 )
 
-// Proxy forwards TCP connections to PostgreSQL; Cut drops them all and refuses new ones until
-// Restore, which is how a test takes PostgreSQL away without touching the shared server.
+// Proxy forwards TCP connections to a target; Cut drops them all and refuses new ones until
+// Restore.
 type Proxy struct {
 	t      testing.TB
 	target string
@@ -21,9 +23,9 @@ type Proxy struct {
 	wg    sync.WaitGroup
 }
 
-// NewProxy listens on a free loopback port and forwards each connection to target (host:port); it
-// is closed when t ends.
-func NewProxy(t testing.TB, target string) *Proxy {
+// New listens on a free loopback port and forwards each connection to target (host:port); it is
+// closed when t ends.
+func New(t testing.TB, target string) *Proxy {
 	t.Helper()
 	p := &Proxy{t: t, target: target, conns: map[net.Conn]struct{}{}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -63,6 +65,7 @@ func (p *Proxy) serve(ln net.Listener) {
 	}()
 }
 
+// track registers a proxied pair; false when the proxy was cut meanwhile (the pair is closed).
 func (p *Proxy) track(a, b net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
