@@ -432,7 +432,7 @@ func (s *Service) Run(ctx context.Context, a attempt.Attempt) {
 		}
 		// Its writes outlast a database outage of up to the lease's grace: an attempt that finished
 		// while the database was away is recorded when it is back, not run again after its lease.
-		wctx := store.OutlastOutages(ctx, ctx, s.cfg.LeaseGrace)
+		wctx := store.OutlastOutages(ctx, s.cfg.LeaseGrace)
 		if _, err := s.execute(wctx, rec, a.Entrypoint, d); err != nil {
 			s.cfg.Logger.ErrorContext(ctx, "invocation attempt not recorded", "invocation_id", rec.ID, "tenant_id", rec.TenantID, "err", err)
 		}

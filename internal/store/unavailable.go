@@ -61,26 +61,21 @@ func IsUnavailable(err error) bool {
 
 type outlastKey struct{}
 
-type outlast struct {
-	stop context.Context
-	d    time.Duration
-}
-
 // OutlastOutages returns ctx marking the writes made with it as worth waiting for: a write that
 // failed without applying anything because the database could not be reached (a connection
 // refused, or lost before the commit was sent) is run again, with backoff, for up to d after its
-// first such failure, or until stop ends, instead of giving up after the store's few retries. A
+// first such failure, or until ctx ends, instead of giving up after the store's few retries. A
 // write whose commit was cut (its outcome unknown) is not run again. The dispatcher's attempts
 // write their outcomes with it, d their lease's grace, so that an attempt that finished while the
 // database was away is recorded when it comes back instead of being run again once its lease
 // expires. A store whose database cannot go away (SQLite) ignores it.
-func OutlastOutages(ctx, stop context.Context, d time.Duration) context.Context {
-	return context.WithValue(ctx, outlastKey{}, outlast{stop: stop, d: d})
+func OutlastOutages(ctx context.Context, d time.Duration) context.Context {
+	return context.WithValue(ctx, outlastKey{}, d)
 }
 
-// OutagesOutlasted reports OutlastOutages's stop and d for a write made with ctx; ok is false for
-// a write made without it.
-func OutagesOutlasted(ctx context.Context) (stop context.Context, d time.Duration, ok bool) {
-	o, ok := ctx.Value(outlastKey{}).(outlast)
-	return o.stop, o.d, ok && o.d > 0
+// OutagesOutlasted reports OutlastOutages's d for a write made with ctx; ok is false for a write
+// made without it.
+func OutagesOutlasted(ctx context.Context) (d time.Duration, ok bool) {
+	d, ok = ctx.Value(outlastKey{}).(time.Duration)
+	return d, ok && d > 0
 }

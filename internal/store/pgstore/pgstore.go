@@ -229,7 +229,7 @@ func open(ctx context.Context, pool *pgxpool.Pool, o Options) (*Store, error) {
 // A write made with store.OutlastOutages that could not reach the database goes on being retried
 // (backoff at most the policy's Max) for its duration after the first such failure.
 func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
-	stop, outlast, persist := store.OutagesOutlasted(ctx)
+	outlast, persist := store.OutagesOutlasted(ctx)
 	var until time.Time
 	var err error
 	for attempt := 1; ; attempt++ {
@@ -237,20 +237,18 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 		if !retryable(err) {
 			return unavailable(err)
 		}
-		wait := ctx
 		if persist && connLost(err) {
 			if until.IsZero() {
 				until = time.Now().Add(outlast)
 			}
-			if time.Now().After(until) || stop.Err() != nil {
+			if time.Now().After(until) {
 				return unavailable(err)
 			}
-			wait = stop
 		} else if attempt >= s.retry.Attempts {
 			return unavailable(err)
 		}
 		s.retries.Add(1)
-		if werr := s.backoff(wait, attempt); werr != nil {
+		if werr := s.backoff(ctx, attempt); werr != nil {
 			return unavailable(err)
 		}
 	}
