@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"log/slog"
 	"testing"
 
@@ -49,4 +50,15 @@ func TestTelemetryFlags(t *testing.T) {
 	t.Setenv("LARK_ACCESS_LOG", "maybe")
 	f, c = parsed(t)
 	require.ErrorContains(t, f.check(c), "LARK_ACCESS_LOG")
+}
+
+// TestWorkerOTLPEndpoint: lark worker takes --otlp-endpoint too, and refuses one that is not an
+// http or https URL before it starts polling.
+func TestWorkerOTLPEndpoint(t *testing.T) {
+	c := workerCmd()
+	require.NotNil(t, c.Flags().Lookup("otlp-endpoint"))
+	c.SetArgs([]string{"--server", "http://127.0.0.1:1", "--token", "wk1:0123456789abcdef0123", "--otlp-endpoint", "grpc://collector:4317"})
+	c.SetOut(io.Discard)
+	c.SetErr(io.Discard)
+	require.ErrorContains(t, c.Execute(), "--otlp-endpoint")
 }

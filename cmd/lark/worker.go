@@ -13,6 +13,7 @@ import (
 
 	"github.com/larkrun/lark/internal/egress"
 	"github.com/larkrun/lark/internal/idgen"
+	"github.com/larkrun/lark/internal/tracing"
 	"github.com/larkrun/lark/internal/workerclient"
 	"github.com/larkrun/lark/internal/workerproto"
 )
@@ -20,7 +21,7 @@ import (
 // workerCmd is lark worker: a remote worker that pulls function attempts from a server
 // (docs/workers.md). It never opens a database.
 func workerCmd() *cobra.Command {
-	var server, token, id, logLevel string
+	var server, token, id, logLevel, otlpEndpoint string
 	var concurrency int
 	var pollWait time.Duration
 	var egressLoopback bool
@@ -56,10 +57,23 @@ func workerCmd() *cobra.Command {
 			if egressLoopback {
 				log.Warn("UNSAFE: outbound requests may reach loopback addresses (--unsafe-egress-allow-loopback); tests only")
 			}
-			log.Info("worker started", "worker_id", id, "servers", servers, "concurrency", concurrency)
+			if err := tracing.ParseEndpoint(otlpEndpoint); err != nil {
+				return fmt.Errorf("--otlp-endpoint: %w", err)
+			}
+			tr, err := tracing.New(ctx, tracing.Config{Endpoint: otlpEndpoint, Node: id})
+			if err != nil {
+				return err
+			}
+			log.Info("worker started", "worker_id", id, "servers", servers, "concurrency", concurrency, "tracing", tr.Enabled())
 			err = workerclient.New(workerclient.Config{Servers: servers, Keys: keys, WorkerID: id, Concurrency: concurrency,
-				PollWait: pollWait, Logger: log, Starlark: true, Egress: egress.New(egress.Options{AllowLoopback: egressLoopback})}).Run(ctx)
+				PollWait: pollWait, Logger: log, Starlark: true, Egress: egress.New(egress.Options{AllowLoopback: egressLoopback}),
+				TracerProvider: tr.Provider()}).Run(ctx)
 			log.Info("worker stopped", "worker_id", id)
+			flushCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if serr := tr.Shutdown(flushCtx); serr != nil {
+				log.Warn("worker: spans not all exported", "err", serr)
+			}
 			return err
 		}}
 	c.Flags().StringVar(&server, "server", env("LARK_SERVER", ""), "the server's base URL; a cluster's nodes comma-separated (the worker polls each) (env LARK_SERVER)")
@@ -71,6 +85,8 @@ func workerCmd() *cobra.Command {
 	if err := c.Flags().MarkHidden("unsafe-egress-allow-loopback"); err != nil {
 		panic(err) // the flag is defined on the line above
 	}
+	c.Flags().StringVar(&otlpEndpoint, "otlp-endpoint", env("LARK_OTLP_ENDPOINT", ""),
+		"export the worker's spans over OTLP/HTTP to this collector URL (env LARK_OTLP_ENDPOINT; the standard OTEL_EXPORTER_OTLP_* variables work too); unset: tracing off")
 	c.Flags().StringVar(&logLevel, "log-level", env("LARK_LOG_LEVEL", "info"), "debug, info, warn or error")
 	return c
 }

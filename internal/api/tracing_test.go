@@ -19,8 +19,10 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/larkrun/lark/internal/egress"
 	"github.com/larkrun/lark/internal/server"
 	"github.com/larkrun/lark/internal/tracing"
+	"github.com/larkrun/lark/internal/workerclient"
 )
 
 // otlpReceiver is an in-process OTLP/HTTP collector: it decodes the protobuf export requests the
@@ -295,4 +297,63 @@ def main(ctx, input):
 	seen := up.seen()
 	require.Len(t, seen, 1)
 	require.Equal(t, "00-"+traceID+"-"+hexID(h.SpanId)+"-01", seen[0])
+}
+
+// TestTraceOfARemoteAttempt: an attempt run by a remote worker is traced across the two
+// processes (004 §9.2). The task carries the server's trace context; the worker exports a
+// worker.execute span, child of the server's invocation.attempt span, and an r_http span under it;
+// the upstream receives a traceparent naming the worker's r_http span. Attributes carry ids only.
+func TestTraceOfARemoteAttempt(t *testing.T) {
+	rc := newOTLPReceiver(t)
+	up := newUpstream(t)
+	tr, err := tracing.New(context.Background(), tracing.Config{Endpoint: rc.URL, Getenv: func(string) string { return "" }})
+	require.NoError(t, err)
+	e, ks := workerEnv(t, func(c *server.Config) { c.Telemetry.Tracing = tr })
+	wtr, err := tracing.New(context.Background(), tracing.Config{Endpoint: rc.URL, Node: "w-traced", Getenv: func(string) string { return "" }})
+	require.NoError(t, err)
+	adm := invTenant(t, e, "t-traced-worker", "127.0.0.1")
+	id := idOf(e.registerActive(t, adm, invFn(t, "remote.traced.v1~", `
+def main(ctx, input):
+    r = r_await(r_http_get_v1(input["url"], timeout_ms=5000))
+    return {"status": r.response.status_code}
+`)))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- workerclient.New(workerclient.Config{Server: e.ts.URL, Keys: ks, WorkerID: "w-traced", Starlark: true,
+			PollWait: 200 * time.Millisecond, Egress: egress.New(egress.Options{AllowLoopback: true}), TracerProvider: wtr.Provider()}).Run(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+
+	const traceID, callerSpan = "5bf92f3577b34da6a3ce929d0e0e4737", "10f067aa0ba902b8"
+	inv := invID(invAsync(t, e, adm, id, obj{"url": up.URL + "/x?secret=shh"},
+		map[string]string{"Traceparent": "00-" + traceID + "-" + callerSpan + "-01"}))
+	rec := invWait(t, e, adm, inv, "succeeded", "failed", "dead_lettered")
+	require.Equal(t, "succeeded", rec["status"], "%v", rec)
+
+	rc.await(t, tr, "the server's attempt span", func() bool { return len(rc.named("invocation.attempt")) == 1 })
+	rc.await(t, wtr, "the worker's task and r_http spans", func() bool {
+		return len(rc.named(workerclient.SpanExecute)) == 1 && len(rc.named("r_http")) == 1
+	})
+	att, exe, call := rc.named("invocation.attempt")[0], rc.named(workerclient.SpanExecute)[0], rc.named("r_http")[0]
+	for _, s := range []*tracepb.Span{att, exe, call} {
+		require.Equal(t, traceID, hexID(s.TraceId), "%s is in the caller's trace", s.Name)
+		require.Equal(t, "t-traced-worker", attr(s, "lark.tenant_id"))
+		require.Equal(t, inv, attr(s, "lark.invocation_id"))
+		require.Equal(t, "1", attr(s, "lark.attempt"))
+	}
+	require.Equal(t, hexID(att.SpanId), hexID(exe.ParentSpanId), "worker.execute ⊂ invocation.attempt")
+	require.Equal(t, tracepb.Span_SPAN_KIND_CONSUMER, exe.Kind)
+	require.Equal(t, "w-traced", attr(exe, "lark.worker_id"))
+	require.Equal(t, "succeeded", attr(exe, "lark.status"))
+	require.Equal(t, hexID(exe.SpanId), hexID(call.ParentSpanId), "r_http ⊂ worker.execute")
+	require.Equal(t, tracepb.Span_SPAN_KIND_CLIENT, call.Kind)
+	require.Equal(t, "127.0.0.1", attr(call, "server.address"))
+	require.Equal(t, "200", attr(call, "http.response.status_code"))
+	require.Equal(t, []string{"00-" + traceID + "-" + hexID(call.SpanId) + "-01"}, up.seen(), "the upstream continues the worker's r_http span")
+	for _, s := range []*tracepb.Span{exe, call} {
+		for _, kv := range s.Attributes {
+			require.NotContains(t, kv.Value.String(), "secret=shh", "no URL, query or params on a span")
+		}
+	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -566,15 +565,9 @@ func (h *host) HTTP(ctx context.Context, req sandbox.HTTPRequest) (sandbox.HTTPR
 	}
 	// Secret references in req's headers are resolved and substituted by the egress layer, and
 	// scrubbed from the response: resp never holds a value.
-	ctx, span := h.startCall(ctx, spanHTTP+" "+req.Method, tracing.AttrHTTPMethod.String(req.Method),
-		tracing.AttrServerAddr.String(hostOf(req.URL)))
+	ctx, span := h.startHTTP(ctx, req)
 	call := run.DoHTTP(ctx, h.s.cfg.Egress, req, p.Policies.AllowedOutboundDomains, sec)
-	if span.IsRecording() {
-		if st, ok := call.Entry["status"].(int); ok {
-			span.SetAttributes(tracing.AttrHTTPStatus.Int(st))
-		}
-		endSpan(span, call.Err)
-	}
+	call.EndSpan(span)
 	h.add(invocation.EventHTTPCall, call.Entry)
 	if call.Err != nil {
 		return sandbox.HTTPResponse{}, call.Err
@@ -619,13 +612,4 @@ func (h *host) Invoke(ctx context.Context, req sandbox.InvokeRequest) (sandbox.I
 			Details: map[string]any{"child_invocation_id": child.ID}}
 	}
 	return sandbox.InvokeResult{OK: false, Error: e}, nil
-}
-
-// hostOf is the host of a URL (the span of an r_http_* call names it, never the path or query).
-func hostOf(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return ""
-	}
-	return u.Hostname()
 }

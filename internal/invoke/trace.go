@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/larkrun/lark/internal/invocation"
+	"github.com/larkrun/lark/internal/run"
 	"github.com/larkrun/lark/internal/sandbox"
 	"github.com/larkrun/lark/internal/tracing"
 )
@@ -17,7 +18,6 @@ import (
 const (
 	spanAttempt = "invocation.attempt"
 	spanStep    = "workflow.step"
-	spanHTTP    = "r_http"
 	spanChild   = "r_invoke_v1"
 )
 
@@ -158,7 +158,19 @@ func (h *host) spanParent(ctx context.Context) context.Context {
 	return ctx
 }
 
-// startCall starts the span of an r_http_* call or an r_invoke_v1 call made by this attempt; the
+// startHTTP starts the span of an r_http_* call made by this attempt (run.HTTPSpan), under the
+// open step's span or the attempt's.
+func (h *host) startHTTP(ctx context.Context, req sandbox.HTTPRequest) (context.Context, trace.Span) {
+	if !h.s.traced {
+		return ctx, trace.SpanFromContext(ctx)
+	}
+	h.mu.Lock()
+	rec := h.rec
+	h.mu.Unlock()
+	return run.HTTPSpan(h.spanParent(ctx), h.s.tracer, req, recordAttrs(rec)...)
+}
+
+// startCall starts the span of an r_invoke_v1 call made by this attempt; the
 // returned context keeps ctx's deadline and cancellation and carries the span (whose traceparent
 // the egress layer sends, and which a child invocation continues).
 func (h *host) startCall(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {

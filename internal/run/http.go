@@ -6,8 +6,13 @@ import (
 	"net/url"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/larkrun/lark/internal/egress"
 	"github.com/larkrun/lark/internal/sandbox"
+	"github.com/larkrun/lark/internal/tracing"
 )
 
 // HTTPCall is one r_http_* request as the run stage performs it, on a server or on a remote
@@ -32,7 +37,7 @@ func DoHTTP(ctx context.Context, c *egress.Client, req sandbox.HTTPRequest, allo
 	start := time.Now()
 	resp, err := c.Do(ctx, egress.Request{Method: req.Method, URL: req.URL, Headers: req.Headers, Body: req.Body, Timeout: req.Timeout,
 		AllowedDomains: allowed, Secrets: sec})
-	entry := map[string]any{"method": req.Method, "host": hostOf(req.URL), "duration_ms": time.Since(start).Milliseconds()}
+	entry := map[string]any{"method": req.Method, "host": HostOf(req.URL), "duration_ms": time.Since(start).Milliseconds()}
 	if err != nil {
 		var ee *egress.Error
 		if errors.As(err, &ee) {
@@ -45,8 +50,31 @@ func DoHTTP(ctx context.Context, c *egress.Client, req sandbox.HTTPRequest, allo
 		EgressBytes: len(req.Body) + len(resp.Body)}
 }
 
-// hostOf is what the timeline records of a URL: its host, nothing else.
-func hostOf(raw string) string {
+// HTTPSpan starts the client span of an r_http_* call (docs/observability.md, "Traces") with
+// tracer, under ctx's span; attrs are the ids of the work making the call. End it with
+// HTTPCall.EndSpan.
+func HTTPSpan(ctx context.Context, tracer trace.Tracer, req sandbox.HTTPRequest, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	return tracer.Start(ctx, "r_http "+req.Method, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(append(attrs, tracing.AttrHTTPMethod.String(req.Method), tracing.AttrServerAddr.String(HostOf(req.URL)))...))
+}
+
+// EndSpan ends the r_http span of the call: its response status, and an error status when the
+// call failed (transport, forbidden domain, timeout).
+func (c HTTPCall) EndSpan(span trace.Span) {
+	if !span.IsRecording() {
+		return
+	}
+	if st, ok := c.Entry["status"].(int); ok {
+		span.SetAttributes(tracing.AttrHTTPStatus.Int(st))
+	}
+	if c.Err != nil {
+		span.SetStatus(codes.Error, c.Err.TypeID)
+	}
+	span.End()
+}
+
+// HostOf is what the timeline and traces record of a URL: its host, nothing else.
+func HostOf(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return ""

@@ -51,6 +51,8 @@ const (
 	AttrHTTPRoute   = attribute.Key("http.route")
 	AttrHTTPStatus  = attribute.Key("http.response.status_code")
 	AttrServerAddr  = attribute.Key("server.address")
+	AttrWorker      = attribute.Key("lark.worker_id")
+	AttrTask        = attribute.Key("lark.task_id")
 )
 
 const (
@@ -151,6 +153,14 @@ func (t *Tracing) Tracer() trace.Tracer {
 	return t.tracer
 }
 
+// Provider is the tracer provider (the no-op one when off), for a component that takes one.
+func (t *Tracing) Provider() trace.TracerProvider {
+	if t == nil {
+		return Off().provider
+	}
+	return t.provider
+}
+
 // Shutdown flushes the spans not yet exported and stops the exporter (a no-op when off).
 func (t *Tracing) Shutdown(ctx context.Context) error {
 	if t == nil || t.sdk == nil {
@@ -185,6 +195,23 @@ func Inject(ctx context.Context, h http.Header) {
 		return
 	}
 	w3c.Inject(ctx, propagation.HeaderCarrier(h))
+}
+
+// Carry returns ctx's span context as W3C traceparent and tracestate values, for a message that
+// crosses processes without HTTP headers (a remote worker's task); "" "" when ctx has none.
+func Carry(ctx context.Context) (traceparent, tracestate string) {
+	c := propagation.MapCarrier{}
+	w3c.Inject(ctx, c)
+	return c["traceparent"], c["tracestate"]
+}
+
+// Continue returns ctx carrying the remote span context of traceparent and tracestate values (as
+// Carry made them), or ctx unchanged when traceparent is empty or malformed.
+func Continue(ctx context.Context, traceparent, tracestate string) context.Context {
+	if traceparent == "" {
+		return ctx
+	}
+	return w3c.Extract(ctx, propagation.MapCarrier{"traceparent": traceparent, "tracestate": tracestate})
 }
 
 // TraceParent is the W3C traceparent of ctx's span context, or "" when it has none.

@@ -115,3 +115,30 @@ func BenchmarkSpanOff(b *testing.B) {
 		span.End()
 	}
 }
+
+// TestCarryContinue: the trace context a remote worker's task carries comes back as the same
+// remote parent on the other side; nothing, or garbage, continues nothing.
+func TestCarryContinue(t *testing.T) {
+	tid, _ := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
+	sid, _ := trace.SpanIDFromHex("00f067aa0ba902b7")
+	ts, err := trace.ParseTraceState("vendor=x")
+	require.NoError(t, err)
+	ctx := trace.ContextWithSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, TraceState: ts}))
+	tp, state := Carry(ctx)
+	require.Equal(t, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", tp)
+	require.Equal(t, "vendor=x", state)
+
+	sc := trace.SpanContextFromContext(Continue(context.Background(), tp, state))
+	require.True(t, sc.IsRemote())
+	require.Equal(t, tid, sc.TraceID())
+	require.Equal(t, sid, sc.SpanID())
+	require.True(t, sc.IsSampled())
+	require.Equal(t, "vendor=x", sc.TraceState().String())
+
+	tp, state = Carry(context.Background())
+	require.Empty(t, tp)
+	require.Empty(t, state)
+	require.False(t, trace.SpanContextFromContext(Continue(context.Background(), "", "")).IsValid())
+	require.False(t, trace.SpanContextFromContext(Continue(context.Background(), "00-zz-yy-01", "")).IsValid())
+}

@@ -19,12 +19,18 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/larkrun/lark/internal/clock"
 	"github.com/larkrun/lark/internal/egress"
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/outcome"
 	"github.com/larkrun/lark/internal/run"
 	"github.com/larkrun/lark/internal/sandbox"
+	"github.com/larkrun/lark/internal/tracing"
 	"github.com/larkrun/lark/internal/workerproto"
 )
 
@@ -59,7 +65,14 @@ type Config struct {
 	// the server's, with the tenant allowlist each task carries (default: egress.New with its
 	// defaults, which refuse private and loopback addresses).
 	Egress *egress.Client
+	// TracerProvider records the worker's spans: one worker.execute span per task, a child of the
+	// server's attempt span (the task's traceparent), and an r_http span per outbound request
+	// (default: OpenTelemetry's global provider, a no-op unless the program set one).
+	TracerProvider trace.TracerProvider
 }
+
+// SpanExecute is the name of a task's span on the worker (004 §9.2).
+const SpanExecute = "worker.execute"
 
 // Handler runs one task of a worker-provided implementation: it returns the result (encoded as
 // JSON) or an error; a *sandbox.Error keeps its type and category, any other error is a
@@ -70,6 +83,7 @@ type Handler func(ctx context.Context, t workerproto.Task) (any, error)
 type Client struct {
 	cfg     Config
 	runner  *run.Runner
+	tracer  trace.Tracer
 	mu      sync.Mutex
 	running map[string]*running
 	beat    time.Duration // the server's heartbeat interval (0 until the first poll answers)
@@ -102,7 +116,10 @@ func New(cfg Config) *Client {
 	if cfg.Server != "" {
 		cfg.Servers = append([]string{cfg.Server}, cfg.Servers...)
 	}
-	return &Client{cfg: cfg, running: map[string]*running{},
+	if cfg.TracerProvider == nil {
+		cfg.TracerProvider = otel.GetTracerProvider()
+	}
+	return &Client{cfg: cfg, running: map[string]*running{}, tracer: cfg.TracerProvider.Tracer(tracing.Name),
 		runner: &run.Runner{Programs: sandbox.NewCache(256), Clock: clock.Real{}}}
 }
 
@@ -283,7 +300,9 @@ func (c *Client) runTask(ctx context.Context, t workerproto.Task, r *running) {
 	}()
 	log := c.cfg.Logger.With("tenant_id", t.TenantID, "invocation_id", t.InvocationID, "task_id", t.ID)
 	log.Info("worker: task started", "kind", t.Kind)
+	ctx, span := c.startTask(ctx, t)
 	res := workerproto.Result{TaskID: t.ID, WorkerID: c.cfg.WorkerID, LeaseOwner: t.LeaseOwner}
+	defer func() { endTask(span, res) }()
 	if out, rerr, metrics, timeline, err := c.execute(ctx, r.server, t); err != nil {
 		res.Error = &workerproto.Error{TypeID: sandbox.ErrRuntime, Category: "non_retryable", Message: "worker: " + err.Error()}
 	} else {
@@ -298,12 +317,57 @@ func (c *Client) runTask(ctx context.Context, t workerproto.Task, r *running) {
 	c.mu.Unlock()
 	if dropped {
 		log.Info("worker: task dropped (the server no longer holds it)")
+		span.SetAttributes(tracing.AttrStatus.String("dropped"))
 		return
 	}
 	if interrupted {
 		res.Interrupted, res.Output, res.Error = true, nil, nil
 	}
 	c.report(t, r.server, res, log)
+}
+
+// taskAttrs are the attributes of a task's spans: ids only, never params, results or payloads.
+func (c *Client) taskAttrs(t workerproto.Task) []attribute.KeyValue {
+	var rec struct {
+		Attempt int `json:"attempt"`
+	}
+	attrs := []attribute.KeyValue{tracing.AttrTenant.String(t.TenantID), tracing.AttrEntrypoint.String(t.EntrypointID),
+		tracing.AttrInvocation.String(t.InvocationID)}
+	if json.Unmarshal(t.Record, &rec) == nil && rec.Attempt > 0 {
+		attrs = append(attrs, tracing.AttrAttempt.Int(rec.Attempt))
+	}
+	return attrs
+}
+
+// startTask starts a task's worker.execute span, a child of the server's attempt span (the
+// task's trace context): its r_http spans are its children, and its outbound requests carry
+// its traceparent.
+func (c *Client) startTask(ctx context.Context, t workerproto.Task) (context.Context, trace.Span) {
+	ctx = tracing.Continue(ctx, t.TraceParent, t.TraceState)
+	ctx, span := c.tracer.Start(ctx, SpanExecute, trace.WithSpanKind(trace.SpanKindConsumer))
+	if span.IsRecording() {
+		span.SetAttributes(append(c.taskAttrs(t), tracing.AttrTask.String(t.ID), tracing.AttrWorker.String(c.cfg.WorkerID))...)
+	}
+	return ctx, span
+}
+
+// endTask ends a task's span with the outcome the worker reports (lark.status: succeeded,
+// failed, interrupted; dropped was set when the server no longer held the task).
+func endTask(span trace.Span, res workerproto.Result) {
+	if !span.IsRecording() {
+		return
+	}
+	switch {
+	case res.Interrupted:
+		span.SetAttributes(tracing.AttrStatus.String("interrupted"))
+		span.SetStatus(codes.Error, "interrupted")
+	case res.Error != nil:
+		span.SetAttributes(tracing.AttrStatus.String("failed"))
+		span.SetStatus(codes.Error, res.Error.TypeID)
+	case res.Output != nil:
+		span.SetAttributes(tracing.AttrStatus.String("succeeded"))
+	}
+	span.End()
 }
 
 // report posts a task's result to the server that handed it out. A failure to reach it (or its
@@ -390,7 +454,7 @@ func (c *Client) execute(ctx context.Context, server string, t workerproto.Task)
 		MaxPayloadBytes: t.Limits.MaxPayloadBytes}
 	ctx, cancel := context.WithTimeout(ctx, lim.Timeout)
 	defer cancel()
-	h := &host{c: c, task: t, server: server}
+	h := &host{c: c, task: t, server: server, attrs: c.taskAttrs(t)}
 	// The server checks the returns schema again when it decides the outcome; here only the bound.
 	r := c.runner.Function(ctx, run.Attempt{Record: rec, ProgramKey: t.EntrypointID, Source: t.Source, Limits: lim, Retry: retry}, h)
 	m, err := json.Marshal(r.Outcome.Metrics)
@@ -462,12 +526,15 @@ type host struct {
 	mu       sync.Mutex
 	timeline []invocation.Event
 	egress   int64
+	attrs    []attribute.KeyValue // of the task's r_http spans
 }
 
 var errNotOnWorker = errors.New("not available on a remote worker")
 
 func (h *host) HTTP(ctx context.Context, req sandbox.HTTPRequest) (sandbox.HTTPResponse, error) {
+	ctx, span := run.HTTPSpan(ctx, h.c.tracer, req, h.attrs...)
 	call := run.DoHTTP(ctx, h.c.cfg.Egress, req, h.task.AllowedOutboundDomains, secretResolver{h})
+	call.EndSpan(span)
 	h.add(invocation.EventHTTPCall, call.Entry)
 	if call.Err != nil {
 		return sandbox.HTTPResponse{}, call.Err

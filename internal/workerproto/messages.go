@@ -81,6 +81,11 @@ type Task struct {
 	AllowedOutboundDomains []string `json:"allowed_outbound_domains"`
 	// SecretPath is where the worker resolves the task's secret references (PathSecret).
 	SecretPath string `json:"secret_path"`
+	// TraceParent and TraceState are the W3C trace context of the attempt's span on the server
+	// (004 §9.2): the worker's span of the task (worker.execute) is its child, and the task's
+	// outbound requests continue the trace. Empty when the server has none.
+	TraceParent string `json:"traceparent,omitempty"`
+	TraceState  string `json:"tracestate,omitempty"`
 }
 
 // SecretRequest is the body of a secret resolution: worker WorkerID, running task TaskID under

@@ -35,6 +35,7 @@ import (
 	"github.com/larkrun/lark/internal/problem"
 	"github.com/larkrun/lark/internal/run"
 	"github.com/larkrun/lark/internal/sandbox"
+	"github.com/larkrun/lark/internal/tracing"
 	"github.com/larkrun/lark/internal/workerproto"
 )
 
@@ -163,6 +164,7 @@ func (s *Service) Run(ctx context.Context, ra invoke.RemoteAttempt) (run.Result,
 		ResultPath:             strings.Replace(workerproto.PathResult, "{task_id}", t.id, 1),
 		SecretPath:             strings.Replace(workerproto.PathSecret, "{task_id}", t.id, 1),
 		AllowedOutboundDomains: append([]string{}, ra.AllowedOutboundDomains...)}
+	t.wire.TraceParent, t.wire.TraceState = tracing.Carry(ctx)
 	if ra.DefinitionID != "" {
 		t.wire.Kind, t.wire.Source = workerproto.KindAdapterRef, ""
 	}

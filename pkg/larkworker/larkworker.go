@@ -25,6 +25,8 @@ import (
 	"strings"
 	"sync"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/larkrun/lark/internal/idgen"
 	"github.com/larkrun/lark/internal/sandbox"
 	"github.com/larkrun/lark/internal/workerclient"
@@ -73,9 +75,13 @@ type Worker struct {
 	// Concurrency bounds the tasks run at once (default 4).
 	Concurrency int
 	// Logger receives the worker's logs (default slog.Default()).
-	Logger   *slog.Logger
-	mu       sync.Mutex
-	handlers map[string]workerclient.Handler
+	Logger *slog.Logger
+	// TracerProvider records a worker.execute span per task, a child of the server's attempt
+	// span, so a handler's own spans (under the ctx it is given) join the invocation's trace
+	// (default: OpenTelemetry's global provider).
+	TracerProvider trace.TracerProvider
+	mu             sync.Mutex
+	handlers       map[string]workerclient.Handler
 }
 
 // New returns a worker for the server at url (http://host:port) authenticated by key, a worker
@@ -122,5 +128,5 @@ func (w *Worker) Run(ctx context.Context) error {
 		return errors.New("larkworker: no handler registered")
 	}
 	return workerclient.New(workerclient.Config{Server: w.server, Keys: w.keys, WorkerID: w.ID, Concurrency: w.Concurrency,
-		Logger: w.Logger, Handlers: handlers}).Run(ctx)
+		Logger: w.Logger, Handlers: handlers, TracerProvider: w.TracerProvider}).Run(ctx)
 }
