@@ -281,3 +281,27 @@ func TestJSONVerbatim(t *testing.T) {
 	require.Contains(t, raw, `1.50e3`)
 	require.Contains(t, raw, `0.1000`)
 }
+
+// TestPlainInsert: only a one-row INSERT … VALUES (…) ON CONFLICT DO NOTHING loses its clause when
+// it is expected to insert its row; anything else keeps the expectation's wrapper.
+func TestPlainInsert(t *testing.T) {
+	q, ok := plainInsert("INSERT INTO t (a, b) VALUES ($1, $2)\n\t\tON CONFLICT DO NOTHING")
+	require.True(t, ok)
+	require.Equal(t, "INSERT INTO t (a, b) VALUES ($1, $2)", q)
+	for _, other := range []string{
+		"INSERT INTO t (a) VALUES ($1)",
+		"INSERT INTO t (a) VALUES ($1) ON CONFLICT (a) DO UPDATE SET a = excluded.a",
+		"INSERT INTO t (a) VALUES ($1), ($2) ON CONFLICT DO NOTHING",
+		"INSERT INTO t (a) SELECT a FROM u ON CONFLICT DO NOTHING",
+		"UPDATE t SET a = $1 WHERE b = $2",
+	} {
+		_, ok := plainInsert(other)
+		require.False(t, ok, other)
+	}
+	d := &deferred{sql: "INSERT INTO t (a) VALUES ($1) ON CONFLICT DO NOTHING", expect: 1}
+	require.Equal(t, "INSERT INTO t (a) VALUES ($1)", d.text())
+	d.expect = 0
+	require.Contains(t, d.text(), "lark_expect", "a statement expected to insert nothing keeps the check")
+	d.expect = -1
+	require.Equal(t, d.sql, d.text())
+}

@@ -270,7 +270,7 @@ func (t *Tx) PurgeHistory(tenantID string, p store.HistoryPurge) (store.HistoryP
 }
 
 // detach removes what points at an invocation (event waits, idempotency keys, response-cache
-// entries) and then deletes it with its event log, or, when hide is set, hides it for a
+// entries) and then deletes its event log and it, or, when hide is set, hides it for a
 // multi-batch purge.
 func (t *Tx) detach(id, tenantID string, hide bool) error {
 	for _, q := range []string{
@@ -286,6 +286,10 @@ func (t *Tx) detach(id, tenantID string, hide bool) error {
 	if hide {
 		_, err := t.Q.ExecContext(bg, `UPDATE invocations SET tenant_id = ?, available_at = NULL, lease_owner = NULL,
 			lease_expires_at = NULL WHERE id = ? AND tenant_id = ?`, PurgingPrefix+tenantID, id, tenantID)
+		return err
+	}
+	// The events first: on PostgreSQL no foreign key cascades (migration 00004).
+	if _, err := t.Q.ExecContext(bg, "DELETE FROM invocation_events WHERE invocation_id = ?", id); err != nil {
 		return err
 	}
 	_, err := t.Q.ExecContext(bg, "DELETE FROM invocations WHERE id = ? AND tenant_id = ?", id, tenantID)

@@ -268,6 +268,11 @@ func testRetentionPurgeAge(t *testing.T, s store.Store) {
 	require.False(t, h.exists("acme", "inv_old"))
 	_, err := s.Events(ctx, store.EventLogQuery{TenantID: "acme", InvocationID: "inv_old", AfterSeq: 0, Limit: 100})
 	require.ErrorIs(t, err, store.ErrNotFound)
+	// Its event log went with it: the same id starts afresh, with nothing of the purged log.
+	h.start("acme", "inv_old", "", t0.Add(3*day))
+	log, err := s.Events(ctx, store.EventLogQuery{TenantID: "acme", InvocationID: "inv_old", AfterSeq: 0, Limit: 100})
+	require.NoError(t, err)
+	require.Len(t, log, 2, "created and started of the new one only")
 	for _, id := range []string{"inv_new", "inv_inflight", "inv_parent", "inv_child"} {
 		require.True(t, h.exists("acme", id), "%s is kept", id)
 	}
