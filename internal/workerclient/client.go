@@ -302,7 +302,8 @@ func (c *Client) runTask(ctx context.Context, t workerproto.Task, r *running) {
 	log.Info("worker: task started", "kind", t.Kind)
 	ctx, span := c.startTask(ctx, t)
 	res := workerproto.Result{TaskID: t.ID, WorkerID: c.cfg.WorkerID, LeaseOwner: t.LeaseOwner}
-	defer func() { endTask(span, res) }()
+	var interrupted, dropped bool
+	defer func() { endTask(span, res, dropped) }()
 	if out, rerr, metrics, timeline, err := c.execute(ctx, r.server, t); err != nil {
 		res.Error = &workerproto.Error{TypeID: sandbox.ErrRuntime, Category: "non_retryable", Message: "worker: " + err.Error()}
 	} else {
@@ -313,11 +314,10 @@ func (c *Client) runTask(ctx context.Context, t workerproto.Task, r *running) {
 		}
 	}
 	c.mu.Lock()
-	interrupted, dropped := r.interrupted, r.dropped
+	interrupted, dropped = r.interrupted, r.dropped
 	c.mu.Unlock()
 	if dropped {
 		log.Info("worker: task dropped (the server no longer holds it)")
-		span.SetAttributes(tracing.AttrStatus.String("dropped"))
 		return
 	}
 	if interrupted {
@@ -352,12 +352,15 @@ func (c *Client) startTask(ctx context.Context, t workerproto.Task) (context.Con
 }
 
 // endTask ends a task's span with the outcome the worker reports (lark.status: succeeded,
-// failed, interrupted; dropped was set when the server no longer held the task).
-func endTask(span trace.Span, res workerproto.Result) {
+// failed, interrupted) or dropped, when the server no longer held the task and no result was
+// posted.
+func endTask(span trace.Span, res workerproto.Result, dropped bool) {
 	if !span.IsRecording() {
 		return
 	}
 	switch {
+	case dropped:
+		span.SetAttributes(tracing.AttrStatus.String("dropped"))
 	case res.Interrupted:
 		span.SetAttributes(tracing.AttrStatus.String("interrupted"))
 		span.SetStatus(codes.Error, "interrupted")
@@ -454,7 +457,10 @@ func (c *Client) execute(ctx context.Context, server string, t workerproto.Task)
 		MaxPayloadBytes: t.Limits.MaxPayloadBytes}
 	ctx, cancel := context.WithTimeout(ctx, lim.Timeout)
 	defer cancel()
-	h := &host{c: c, task: t, server: server, attrs: c.taskAttrs(t)}
+	h := &host{c: c, task: t, server: server}
+	if trace.SpanFromContext(ctx).IsRecording() {
+		h.attrs = c.taskAttrs(t)
+	}
 	// The server checks the returns schema again when it decides the outcome; here only the bound.
 	r := c.runner.Function(ctx, run.Attempt{Record: rec, ProgramKey: t.EntrypointID, Source: t.Source, Limits: lim, Retry: retry}, h)
 	m, err := json.Marshal(r.Outcome.Metrics)
