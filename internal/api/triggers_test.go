@@ -284,8 +284,11 @@ func TestTriggerMatching(t *testing.T) {
 	e.expect(t, http.StatusCreated, http.MethodPost, trgPath, adm, obj{"trigger_id": "off", "event_type_id": orderType,
 		"entrypoint_id": epAll, "status": "disabled"})
 
-	p := publish(t, e, pub, http.StatusAccepted, obj{"event_id": "o-1", "event_type_id": orderType, "source": "shop",
-		"payload": obj{"order_id": "o-1", "total": 250}}).Body
+	const traceID = "7bf92f3577b34da6a3ce929d0e0e4739"
+	pr := e.send(t, request{method: http.MethodPost, path: eventsPath, token: pub, body: obj{"event_id": "o-1", "event_type_id": orderType,
+		"source": "shop", "payload": obj{"order_id": "o-1", "total": 250}}, header: map[string]string{"Traceparent": "00-" + traceID + "-30f067aa0ba902ba-01"}})
+	require.Equal(t, http.StatusAccepted, pr.Status, "%s", pr.Raw)
+	p := pr.Body
 	require.EqualValues(t, 2, p["triggered"])
 	publish(t, e, pub, http.StatusAccepted, obj{"event_id": "o-2", "event_type_id": orderType, "payload": obj{"order_id": "o-2", "total": 5}})
 	// Another type, and the same type in another tenant, start nothing here.
@@ -307,6 +310,7 @@ func TestTriggerMatching(t *testing.T) {
 	require.Equal(t, "shop", ev["source"])
 	require.EqualValues(t, 250, ev["payload"].(obj)["total"])
 	require.NotEmpty(t, ev["received_at"])
+	require.Equal(t, traceID, rec["observability"].(obj)["trace_id"], "a triggered invocation continues the publication's trace")
 	// Who they run as (not shown by the API: read from the store).
 	stored, err := e.srv.Store.Invocation(context.Background(), "acme", invID(big[0]))
 	require.NoError(t, err)

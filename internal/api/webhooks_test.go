@@ -122,6 +122,8 @@ func TestWebhookGitHubDelivery(t *testing.T) {
 	body := `{"ref":"refs/heads/main","commits":[]}`
 	hdr := github(secret, body)
 	hdr["X-GitHub-Delivery"] = "d-1"
+	const traceID = "6bf92f3577b34da6a3ce929d0e0e4738"
+	hdr["Traceparent"] = "00-" + traceID + "-20f067aa0ba902b9-01"
 	r := w.deliver(t, "acme", "gh-push", body, hdr)
 	require.Equal(t, http.StatusAccepted, r.Status, "%s", r)
 	inv, _ := r.Body["invocation_id"].(string)
@@ -139,6 +141,7 @@ func TestWebhookGitHubDelivery(t *testing.T) {
 	require.Equal(t, "push", headers["x-github-event"])
 	require.Equal(t, "d-1", headers["x-github-delivery"])
 	require.NotContains(t, headers, "x-hub-signature-256")
+	require.Equal(t, traceID, at(rec, "observability")["trace_id"], "the invocation continues the delivery's trace")
 	done := invWait(t, w.env, w.adm, inv, "succeeded", "failed")
 	require.Equal(t, "succeeded", done["status"], "%v", done)
 	require.Equal(t, "refs/heads/main", at(at(done, "result"), "got")["ref"])

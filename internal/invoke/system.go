@@ -12,6 +12,7 @@ import (
 	"github.com/larkrun/lark/internal/outcome"
 	"github.com/larkrun/lark/internal/problem"
 	"github.com/larkrun/lark/internal/store"
+	"github.com/larkrun/lark/internal/tracing"
 )
 
 // SystemStart is an invocation the runtime starts on a tenant's behalf: a schedule's run or a
@@ -74,6 +75,9 @@ func (s *Service) Plan(ctx context.Context, st SystemStart) (Planned, error) {
 	if st.Trigger {
 		rec.Via = invocation.ViaTrigger
 	}
+	// Planned under a span (a webhook delivery's request, an event publication's), the invocation
+	// continues that trace; otherwise (a schedule's instant, a backfill) createdEvent gives it one.
+	rec.TraceID, rec.SpanID = tracing.IDs(ctx)
 	if st.Retry != nil {
 		r := *st.Retry
 		r.NonRetryableErrors = nil // the entrypoint's apply (retryOf)
