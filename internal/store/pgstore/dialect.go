@@ -52,3 +52,19 @@ func (dialect) ForUpdateSkipLocked() string { return "\n\t\tFOR UPDATE SKIP LOCK
 
 // Offset implements sqlcore.Dialect.
 func (dialect) Offset() string { return "OFFSET ?" }
+
+// Queue implements sqlcore.Dialect: the queued invocations' own table (migration 00005), kept by
+// a trigger on invocations and vacuumed by the store every few seconds (queueVacuum), so that the
+// entries claims leave behind do not pile up in front of every queue read.
+func (dialect) Queue(string) string { return "invocation_queue" }
+
+// DueWork implements sqlcore.Dialect: the queue's oldest due rows, and a lock on each one's
+// invocations row (as every writer of an invocation takes), skipping those another transaction
+// holds. The conditions on i are checked again on the row's latest version once it is locked, so
+// a row another claimer took and committed in the meantime is left out.
+func (dialect) DueWork() string {
+	return `SELECT i.tenant_id, i.id, i.entrypoint_ref, i.available_at FROM invocation_queue q JOIN invocations i ON i.id = q.id
+		WHERE q.tenant_id = ?1 AND q.entrypoint_ref = ?2 AND q.available_at <= ?3
+		AND i.tenant_id = ?1 AND i.available_at IS NOT NULL AND i.available_at <= ?3
+		ORDER BY q.available_at LIMIT ?4 FOR UPDATE OF i SKIP LOCKED`
+}

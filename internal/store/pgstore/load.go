@@ -10,10 +10,10 @@ import (
 	"github.com/larkrun/lark/internal/store/sqlcore"
 )
 
-// loadQueueQuery is TenantLoads' count of each tenant's queue (see sqlcore.TenantLoads), through
-// the partial index invocations_runnable.
+// loadQueueQuery is TenantLoads' count of each tenant's queue (see sqlcore.TenantLoads), in the
+// table of the queued invocations (migration 00005).
 const loadQueueQuery = `SELECT tenant_id, count(*) FILTER (WHERE available_at <= ?), count(*) FILTER (WHERE available_at > ?)
-		FROM invocations WHERE available_at IS NOT NULL GROUP BY tenant_id`
+		FROM invocation_queue GROUP BY tenant_id`
 
 // TenantLoads implements store.Reader, in one read transaction (a consistent snapshot).
 func (s *Store) TenantLoads(ctx context.Context, now time.Time) ([]store.TenantLoad, error) {

@@ -305,3 +305,62 @@ func TestPlainInsert(t *testing.T) {
 	d.expect = -1
 	require.Equal(t, d.sql, d.text())
 }
+
+// TestInvocationQueue: invocation_queue holds exactly the invocations with available_at set, kept
+// by the trigger on every write that sets, moves or clears it (and on a delete), and the store
+// vacuums it on its own.
+func TestInvocationQueue(t *testing.T) {
+	s, err := Open(context.Background(), pgtest.Schema(t), Options{MaxConns: 3, QueueVacuum: 20 * time.Millisecond})
+	require.NoError(t, err)
+	defer s.Close()
+	ctx := context.Background()
+	queued := func() map[string]string {
+		rows, err := s.pool.Query(ctx, "SELECT q.id, q.tenant_id || '/' || q.entrypoint_ref || '@' || q.available_at FROM invocation_queue q ORDER BY id")
+		require.NoError(t, err)
+		out := map[string]string{}
+		for rows.Next() {
+			var id, v string
+			require.NoError(t, rows.Scan(&id, &v))
+			out[id] = v
+		}
+		require.NoError(t, rows.Err())
+		return out
+	}
+	d0 := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	at := d0
+	later := d0.Add(time.Minute)
+	require.NoError(t, s.Update(ctx, func(x store.Tx) error {
+		for _, id := range []string{"inv_a", "inv_b", "inv_c"} {
+			if _, err := x.StartInvocation([]invocation.Event{storetest.NewInvocationEvent(id, "acme", "ep_1", d0)},
+				store.Scheduling{AvailableAt: &at}); err != nil {
+				return err
+			}
+		}
+		_, err := x.StartInvocation([]invocation.Event{storetest.NewInvocationEvent("inv_d", "acme", "ep_1", d0)}, store.Scheduling{})
+		return err
+	}))
+	q := queued()
+	require.Len(t, q, 3, "inv_d is not queued")
+	require.Equal(t, "acme/ep_1@"+ts(d0), q["inv_a"])
+
+	require.NoError(t, s.Update(ctx, func(x store.Tx) error {
+		if err := x.SetScheduling("acme", "inv_a", store.Scheduling{LeaseOwner: "node/1", LeaseExpiresAt: &later}); err != nil {
+			return err // claimed: out of the queue
+		}
+		if err := x.SetScheduling("acme", "inv_b", store.Scheduling{AvailableAt: &later}); err != nil {
+			return err // moved
+		}
+		return x.SetScheduling("acme", "inv_d", store.Scheduling{AvailableAt: &at}) // queued again
+	}))
+	_, err = s.pool.Exec(ctx, "DELETE FROM invocation_events WHERE invocation_id = 'inv_c'")
+	require.NoError(t, err)
+	_, err = s.pool.Exec(ctx, "DELETE FROM invocations WHERE id = 'inv_c'")
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"inv_b": "acme/ep_1@" + ts(later), "inv_d": "acme/ep_1@" + ts(d0)}, queued())
+
+	deadline := time.Now().Add(10 * time.Second)
+	for s.vacuum.runs.Load() == 0 {
+		require.True(t, time.Now().Before(deadline), "the queue was never vacuumed")
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -79,6 +79,8 @@ type Store struct {
 	usageShard int16
 	// wakeChannel is the NOTIFY channel of this database and schema's cross-node wake-ups (notify.go).
 	wakeChannel string
+	// vacuum keeps invocation_queue's dead entries few (queue.go); nil when Options.QueueVacuum < 0.
+	vacuum *queueVacuum
 }
 
 var _ store.Store = (*Store)(nil)
@@ -108,6 +110,9 @@ type Options struct {
 	// NoPipeline runs every statement of the committer's transactions as it is made, a round trip
 	// each, instead of pipelining them (pipeline.go): for measuring what pipelining saves.
 	NoPipeline bool
+	// QueueVacuum is how often the store vacuums the table of queued invocations (queueVacuum;
+	// default DefaultQueueVacuum; negative: never, autovacuum alone).
+	QueueVacuum time.Duration
 }
 
 // RetryPolicy says how often, and after what waits, a write that failed with a retryable error is
@@ -217,6 +222,14 @@ func open(ctx context.Context, pool *pgxpool.Pool, o Options) (*Store, error) {
 		o.BeforeCommit = func(t *sql.Tx) error { return ub.write(rebound{t}) }
 		s.usage = append(s.usage, ub)
 		s.gcs = append(s.gcs, groupcommit.New(db, o))
+	}
+	if o.QueueVacuum >= 0 {
+		period := o.QueueVacuum
+		if period == 0 {
+			period = DefaultQueueVacuum
+		}
+		s.vacuum = &queueVacuum{s: s, period: period, stop: make(chan struct{})}
+		s.vacuum.start()
 	}
 	return s, nil
 }
@@ -460,6 +473,9 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // Close finishes queued writes and closes the pool.
 func (s *Store) Close() error {
+	if s.vacuum != nil {
+		s.vacuum.close()
+	}
 	for _, gc := range s.gcs {
 		gc.Close()
 	}

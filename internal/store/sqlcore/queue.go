@@ -92,17 +92,18 @@ func scanStrings(rows *sql.Rows) ([]string, error) {
 	return out, rows.Err()
 }
 
-// DueTenants implements store.Tx: a skip-scan over invocations_queue_tenant (the next tenant id with
-// queued work, then that tenant's earliest available_at), so its cost follows the tenants walked,
-// not the rows queued. LIMIT inside the recursive CTE stops the walk early.
+// DueTenants implements store.Tx: a skip-scan over the queue (Dialect.Queue: its index on
+// tenant_id, available_at): the next tenant id with queued work, then that tenant's earliest
+// available_at, so its cost follows the tenants walked, not the rows queued. LIMIT inside the
+// recursive CTE stops the walk early.
 func (t *Tx) DueTenants(after string, now time.Time, limit int) ([]string, error) {
-	idx := t.D.IndexedBy("invocations_queue_tenant")
+	q := t.D.Queue("invocations_queue_tenant")
 	rows, err := t.Q.QueryContext(bg, `WITH RECURSIVE walk(id) AS (
-		SELECT (SELECT min(tenant_id) FROM invocations`+idx+` WHERE available_at IS NOT NULL AND tenant_id > ?1)
+		SELECT (SELECT min(tenant_id) FROM `+q+` WHERE available_at IS NOT NULL AND tenant_id > ?1)
 		UNION ALL
-		SELECT (SELECT min(tenant_id) FROM invocations`+idx+` WHERE available_at IS NOT NULL AND tenant_id > walk.id)
+		SELECT (SELECT min(tenant_id) FROM `+q+` WHERE available_at IS NOT NULL AND tenant_id > walk.id)
 		FROM walk WHERE walk.id IS NOT NULL
-	) SELECT id FROM walk WHERE id IS NOT NULL AND (SELECT min(available_at) FROM invocations`+idx+`
+	) SELECT id FROM walk WHERE id IS NOT NULL AND (SELECT min(available_at) FROM `+q+`
 		WHERE tenant_id = walk.id AND available_at IS NOT NULL) <= ?2 LIMIT ?3`, after, TS(now), limit)
 	if err != nil {
 		return nil, err
@@ -110,15 +111,16 @@ func (t *Tx) DueTenants(after string, now time.Time, limit int) ([]string, error
 	return scanStrings(rows)
 }
 
-// DueEntrypoints implements store.Tx (a skip-scan over invocations_queue_entrypoint).
+// DueEntrypoints implements store.Tx (a skip-scan over the queue's index on tenant_id,
+// entrypoint_ref, available_at).
 func (t *Tx) DueEntrypoints(tenantID string, now time.Time) ([]string, error) {
-	idx := t.D.IndexedBy("invocations_queue_entrypoint")
+	q := t.D.Queue("invocations_queue_entrypoint")
 	rows, err := t.Q.QueryContext(bg, `WITH RECURSIVE walk(ref) AS (
-		SELECT min(entrypoint_ref) FROM invocations`+idx+` WHERE tenant_id = ?1 AND available_at IS NOT NULL
+		SELECT min(entrypoint_ref) FROM `+q+` WHERE tenant_id = ?1 AND available_at IS NOT NULL
 		UNION ALL
-		SELECT (SELECT min(entrypoint_ref) FROM invocations`+idx+`
+		SELECT (SELECT min(entrypoint_ref) FROM `+q+`
 			WHERE tenant_id = ?1 AND available_at IS NOT NULL AND entrypoint_ref > walk.ref) FROM walk WHERE walk.ref IS NOT NULL
-	) SELECT ref FROM walk WHERE ref IS NOT NULL AND (SELECT min(available_at) FROM invocations`+idx+`
+	) SELECT ref FROM walk WHERE ref IS NOT NULL AND (SELECT min(available_at) FROM `+q+`
 		WHERE tenant_id = ?1 AND entrypoint_ref = walk.ref AND available_at IS NOT NULL) <= ?2`, tenantID, TS(now))
 	if err != nil {
 		return nil, err
@@ -126,16 +128,12 @@ func (t *Tx) DueEntrypoints(tenantID string, now time.Time) ([]string, error) {
 	return scanStrings(rows)
 }
 
-// DueWork implements store.Tx. The rows it returns stay locked until the transaction ends
-// (Dialect.ForUpdateSkipLocked): a claimer in another process skips them rather than waiting or taking them
-// too, and finds them again, updated, only after this claim commits or rolls back.
+// DueWork implements store.Tx (Dialect.DueWork). The rows it returns stay locked until the
+// transaction ends (Dialect.ForUpdateSkipLocked): a claimer in another process skips them rather
+// than waiting or taking them too, and finds them again, updated, only after this claim commits or
+// rolls back.
 func (t *Tx) DueWork(q store.DueWorkQuery) ([]store.Runnable, error) {
-	tenantID, entrypointRef, now, limit := q.TenantID, q.EntrypointRef, q.Now, q.Limit
-	rows, err := t.Q.QueryContext(bg, `SELECT tenant_id, id, entrypoint_ref, available_at FROM invocations`+
-		t.D.IndexedBy("invocations_queue_entrypoint")+`
-		WHERE tenant_id = ? AND entrypoint_ref = ? AND available_at IS NOT NULL AND available_at <= ? ORDER BY available_at LIMIT ?`+
-		t.D.ForUpdateSkipLocked(),
-		tenantID, entrypointRef, TS(now), limit)
+	rows, err := t.Q.QueryContext(bg, t.D.DueWork(), q.TenantID, q.EntrypointRef, TS(q.Now), q.Limit)
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +173,7 @@ func (t *Tx) ExpireLeases(now time.Time) (int64, error) {
 func (s *Reader) NextDue(ctx context.Context, after time.Time) (*time.Time, error) {
 	var a, b sql.NullString
 	at := TS(after)
-	err := s.Q.QueryRowContext(ctx, `SELECT (SELECT min(available_at) FROM invocations WHERE available_at > ?),
+	err := s.Q.QueryRowContext(ctx, `SELECT (SELECT min(available_at) FROM `+s.D.Queue("invocations_runnable")+` WHERE available_at > ?),
 		(SELECT min(lease_expires_at) FROM invocations WHERE lease_expires_at > ?)`, at, at).Scan(&a, &b)
 	if err != nil {
 		return nil, err

@@ -97,6 +97,15 @@ type Dialect interface {
 	CountIf(cond string) string
 	// SumInt is the SUM of an integer column, as an integer.
 	SumInt(expr string) string
+	// Queue is what the queue's reads walk (the due tenants and entrypoints, the next due time):
+	// invocations itself, through index (its partial index on available_at IS NOT NULL), or a
+	// table of the queued invocations alone where the store keeps one. Either has the columns
+	// tenant_id, entrypoint_ref and available_at.
+	Queue(index string) string
+	// DueWork is the claim's query: up to ?4 invocations of tenant ?1 and entrypoint ref ?2 due at
+	// ?3, oldest first, as tenant_id, id, entrypoint_ref, available_at, their invocations rows
+	// locked as ForUpdateSkipLocked says.
+	DueWork() string
 }
 
 // InFlightStatuses are the statuses of an invocation in flight, as an SQL list.

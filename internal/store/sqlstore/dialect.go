@@ -52,3 +52,13 @@ func (dialect) ForUpdateSkipLocked() string { return "" }
 
 // Offset implements sqlcore.Dialect: SQLite's OFFSET needs a LIMIT (-1: none).
 func (dialect) Offset() string { return "LIMIT -1 OFFSET ?" }
+
+// Queue implements sqlcore.Dialect: the queue is invocations itself, read through its partial
+// index (SQLite deletes an index entry with its row version: no dead entries pile up in front).
+func (d dialect) Queue(index string) string { return "invocations" + d.IndexedBy(index) }
+
+// DueWork implements sqlcore.Dialect over invocations_queue_entrypoint (one writer: no locks).
+func (dialect) DueWork() string {
+	return `SELECT tenant_id, id, entrypoint_ref, available_at FROM invocations INDEXED BY invocations_queue_entrypoint
+		WHERE tenant_id = ?1 AND entrypoint_ref = ?2 AND available_at IS NOT NULL AND available_at <= ?3 ORDER BY available_at LIMIT ?4`
+}
