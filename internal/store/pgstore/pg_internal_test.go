@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"sync"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/pressly/goose/v3"
 
 	"github.com/stretchr/testify/require"
 
@@ -363,4 +365,34 @@ func TestInvocationQueue(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "the queue was never vacuumed")
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// TestInvocationQueueMigration: an invocation queued before migration 00005 is in the queue table
+// after it, and a claim finds it.
+func TestInvocationQueueMigration(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.Schema(t)
+	db, err := sql.Open("pgx", url)
+	require.NoError(t, err)
+	prov, err := goose.NewProvider(goose.DialectPostgres, db, Migrations())
+	require.NoError(t, err)
+	_, err = prov.UpTo(ctx, 4)
+	require.NoError(t, err)
+	_, err = db.ExecContext(ctx, `INSERT INTO invocations (id, tenant_id, entrypoint_ref, entrypoint_id, status, mode, correlation_id,
+		last_seq, record, created_at, updated_at, available_at) VALUES
+		('inv_q', 'acme', 'ep_1', 'ep', 'queued', 'async', 'c', 1, '{}', '2026-11-26T00:00:00.000000Z', '2026-11-26T00:00:00.000000Z', '2026-11-26T00:00:00.000000Z'),
+		('inv_r', 'acme', 'ep_1', 'ep', 'running', 'async', 'c', 2, '{}', '2026-11-26T00:00:00.000000Z', '2026-11-26T00:00:00.000000Z', NULL)`)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+
+	s, err := Open(ctx, url, Options{MaxConns: 2})
+	require.NoError(t, err)
+	defer s.Close()
+	var due []store.Runnable
+	require.NoError(t, s.Update(ctx, func(x store.Tx) error {
+		due, err = x.DueWork(store.DueWorkQuery{TenantID: "acme", EntrypointRef: "ep_1", Now: time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC), Limit: 10})
+		return err
+	}))
+	require.Len(t, due, 1)
+	require.Equal(t, "inv_q", due[0].InvocationID)
 }
