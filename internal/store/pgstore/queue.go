@@ -44,9 +44,10 @@ func (q *queueVacuum) start() {
 }
 
 // once vacuums the table; a failure (the database away, a statement timeout) waits for the next
-// turn: the vacuum only keeps claims fast.
+// turn: the vacuum only keeps claims fast. It may take longer than a period (a deep backlog):
+// the ticker then drops the turns it missed, and the pool's statement timeout bounds it.
 func (q *queueVacuum) once() {
-	ctx, cancel := context.WithTimeout(context.Background(), q.period)
+	ctx, cancel := context.WithTimeout(context.Background(), max(q.period, time.Minute))
 	defer cancel()
 	if _, err := q.s.pool.Exec(ctx, "VACUUM (SKIP_LOCKED) invocation_queue"); err == nil {
 		q.runs.Add(1)
