@@ -228,8 +228,7 @@ func open(ctx context.Context, pool *pgxpool.Pool, o Options) (*Store, error) {
 		if period == 0 {
 			period = DefaultQueueVacuum
 		}
-		s.vacuum = &queueVacuum{s: s, period: period, stop: make(chan struct{})}
-		s.vacuum.start()
+		s.vacuum = startQueueVacuum(s, period)
 	}
 	return s, nil
 }

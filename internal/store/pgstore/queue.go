@@ -21,12 +21,15 @@ const DefaultQueueVacuum = 5 * time.Second
 type queueVacuum struct {
 	s      *Store
 	period time.Duration
-	stop   chan struct{}
+	stop   context.CancelFunc
 	done   sync.WaitGroup
 	runs   atomic.Int64 // vacuums done
 }
 
-func (q *queueVacuum) start() {
+// startQueueVacuum starts vacuuming s's queue every period, until close.
+func startQueueVacuum(s *Store, period time.Duration) *queueVacuum {
+	ctx, stop := context.WithCancel(context.Background())
+	q := &queueVacuum{s: s, period: period, stop: stop}
 	q.done.Add(1)
 	go func() {
 		defer q.done.Done()
@@ -34,27 +37,29 @@ func (q *queueVacuum) start() {
 		defer t.Stop()
 		for {
 			select {
-			case <-q.stop:
+			case <-ctx.Done():
 				return
 			case <-t.C:
-				q.once()
+				q.once(ctx)
 			}
 		}
 	}()
+	return q
 }
 
 // once vacuums the table; a failure (the database away, a statement timeout) waits for the next
 // turn: the vacuum only keeps claims fast. It may take longer than a period (a deep backlog):
 // the ticker then drops the turns it missed, and the pool's statement timeout bounds it.
-func (q *queueVacuum) once() {
-	ctx, cancel := context.WithTimeout(context.Background(), max(q.period, time.Minute))
+func (q *queueVacuum) once(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, max(q.period, time.Minute))
 	defer cancel()
 	if _, err := q.s.pool.Exec(ctx, "VACUUM (SKIP_LOCKED) invocation_queue"); err == nil {
 		q.runs.Add(1)
 	}
 }
 
+// close stops the vacuums (one under way is canceled) and waits for them to end.
 func (q *queueVacuum) close() {
-	close(q.stop)
+	q.stop()
 	q.done.Wait()
 }
