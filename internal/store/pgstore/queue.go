@@ -10,7 +10,7 @@ import (
 // DefaultQueueVacuum is how often a store vacuums invocation_queue (Options.QueueVacuum).
 const DefaultQueueVacuum = 5 * time.Second
 
-// queueVacuum vacuums invocation_queue every period until stop is closed.
+// queueVacuum vacuums invocation_queue every period until it is closed.
 //
 // The table holds one row per queued invocation (migration 00005): each claim deletes a row, and
 // the row's index entries stay, dead, until VACUUM. Claims read the queue oldest first, so those
