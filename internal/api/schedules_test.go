@@ -25,10 +25,10 @@ type schEnv struct {
 	adm string
 }
 
-func newSchEnv(t testing.TB, start time.Time) *schEnv {
+func newSchEnv(t testing.TB, start time.Time, mods ...func(*server.Config)) *schEnv {
 	t.Helper()
 	clk := clock.NewFake(start)
-	e := newEnv(t, func(c *server.Config) { c.Clock = clk })
+	e := newEnv(t, append([]func(*server.Config){func(c *server.Config) { c.Clock = clk }}, mods...)...)
 	s := &schEnv{env: e, clk: clk, adm: invTenant(t, e, "acme")}
 	e.registerActive(t, s.adm, schTax(t))
 	return s

@@ -357,3 +357,54 @@ def main(ctx, input):
 		}
 	}
 }
+
+// TestTraceOfAScheduleRun: each run the firing loop starts is a schedule.fire span (ids only), and
+// its invocation is created in that span's trace: the record names the span, and the run's
+// attempt is its child.
+func TestTraceOfAScheduleRun(t *testing.T) {
+	rc := newOTLPReceiver(t)
+	tr, err := tracing.New(context.Background(), tracing.Config{Endpoint: rc.URL, Getenv: func(string) string { return "" }})
+	require.NoError(t, err)
+	s := newSchEnv(t, time.Date(2026, 11, 24, 9, 59, 30, 0, time.UTC), func(c *server.Config) { c.Telemetry.Tracing = tr })
+	s.create(t, obj{"schedule_id": "traced", "expression": obj{"kind": "cron", "value": "0 10 * * *"}, "input_overrides": obj{"invoice_id": "t"}})
+	s.advanceTo(t, "2026-11-24T10:00:00Z")
+	require.Equal(t, 1, s.fire(t))
+	items, _ := s.history(t, "traced", nil)
+	inv := items[0]["invocation_id"].(string)
+	rec := invGet(t, s.env, s.adm, inv)
+
+	rc.await(t, tr, "the run's span", func() bool { return len(rc.named("schedule.fire")) == 1 })
+	fire := rc.named("schedule.fire")[0]
+	require.Equal(t, hexID(fire.TraceId), rec["observability"].(obj)["trace_id"], "the invocation is in the run's trace")
+	require.Equal(t, hexID(fire.SpanId), rec["observability"].(obj)["span_id"])
+	require.Empty(t, fire.ParentSpanId, "a root span")
+	require.Equal(t, "acme", attr(fire, "lark.tenant_id"))
+	require.Equal(t, "traced", attr(fire, "lark.schedule_id"))
+	require.Equal(t, "2026-11-24T10:00:00Z", attr(fire, "lark.scheduled_at"))
+	require.Equal(t, inv, attr(fire, "lark.invocation_id"))
+
+	// A manual run continues the request's trace.
+	const manualTrace = "8bf92f3577b34da6a3ce929d0e0e473a"
+	mr := s.send(t, request{method: http.MethodPost, path: schPath + "/traced:trigger", token: s.adm, body: obj{},
+		header: map[string]string{"Traceparent": "00-" + manualTrace + "-40f067aa0ba902bb-01"}})
+	require.Equal(t, http.StatusAccepted, mr.Status, "%s", mr.Raw)
+	manual := invGet(t, s.env, s.adm, mr.Body["invocation"].(obj)["invocation_id"].(string))
+	require.Equal(t, manualTrace, manual["observability"].(obj)["trace_id"])
+
+	invDispatcher(t, s.env)
+	s.srv.Wake()
+	invWait(t, s.env, s.adm, inv, "succeeded", "failed")
+	rc.await(t, tr, "the run's attempt", func() bool {
+		for _, a := range rc.named("invocation.attempt") {
+			if attr(a, "lark.invocation_id") == inv {
+				return true
+			}
+		}
+		return false
+	})
+	for _, a := range rc.named("invocation.attempt") {
+		if attr(a, "lark.invocation_id") == inv {
+			require.Equal(t, hexID(fire.SpanId), hexID(a.ParentSpanId), "attempt ⊂ schedule.fire")
+		}
+	}
+}

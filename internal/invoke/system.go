@@ -43,6 +43,15 @@ type Planned struct {
 	rec invocation.Record
 }
 
+// InTrace returns the planned start created in the trace of ctx's span (when it has one): for a
+// plan shared by several starts (a schedule's runs), each in a span of its own.
+func (p Planned) InTrace(ctx context.Context) Planned {
+	if tid, sid := tracing.IDs(ctx); tid != "" {
+		p.rec.TraceID, p.rec.SpanID = tid, sid
+	}
+	return p
+}
+
 // As returns the planned start run as another subject of the same tenant (who resolves the
 // entrypoint alike, e.g. another schedule's principal).
 func (p Planned) As(subjectID string) Planned {

@@ -6,13 +6,20 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/larkrun/lark/internal/auth"
 	"github.com/larkrun/lark/internal/cron"
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/invoke"
 	"github.com/larkrun/lark/internal/schedule"
 	"github.com/larkrun/lark/internal/store"
+	"github.com/larkrun/lark/internal/tracing"
 )
+
+// SpanFire is the span of a schedule run the firing loop starts (docs/observability.md).
+const SpanFire = "schedule.fire"
 
 // maxEnumerated bounds the instants one outage is enumerated over (a per-second schedule down
 // for 11 days); past it the count of dropped instants is a lower bound.
@@ -383,8 +390,14 @@ func (s *Service) fireOne(tx store.Tx, j *job, now time.Time, created *[]invocat
 		r.State, r.InvocationID, r.RecordedAt = schedule.RunStarted, s.inv.NewID(), recorded
 	}
 	enqueue := func(r schedule.Run) error {
-		rec, err := s.inv.EnqueueAt(tx, j.plan, r.InvocationID, recorded, r.ScheduledAt)
+		// The run's span: its invocation is created in its trace (the attempts are its children).
+		ctx, span := s.o.Tracer.Start(tx.Context(), SpanFire, trace.WithAttributes(tracing.AttrTenant.String(sch.TenantID),
+			tracing.AttrSchedule.String(sch.ID), tracing.AttrScheduledAt.String(r.ScheduledAt.UTC().Format(time.RFC3339Nano)),
+			tracing.AttrInvocation.String(r.InvocationID)))
+		defer span.End()
+		rec, err := s.inv.EnqueueAt(tx, j.plan.InTrace(ctx), r.InvocationID, recorded, r.ScheduledAt)
 		if err != nil {
+			span.SetStatus(codes.Error, "not queued")
 			return err
 		}
 		*created = append(*created, rec)

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/larkrun/lark/internal/audit"
 	"github.com/larkrun/lark/internal/auth"
 	"github.com/larkrun/lark/internal/clock"
@@ -27,6 +29,7 @@ import (
 	"github.com/larkrun/lark/internal/problem"
 	"github.com/larkrun/lark/internal/schedule"
 	"github.com/larkrun/lark/internal/store"
+	"github.com/larkrun/lark/internal/tracing"
 )
 
 // Invoker is what the scheduler needs of invoke.Service.
@@ -73,6 +76,9 @@ type Options struct {
 	// transaction committed: the time from its scheduled instant to its recording (0 for a run
 	// queued ahead of its instant). The server observes it in lark_scheduler_fire_lag_seconds.
 	FireLag func(lag time.Duration)
+	// Tracer records a schedule.fire span for each run the loop starts (docs/observability.md):
+	// the run's invocation is created in its trace (default: no spans).
+	Tracer trace.Tracer
 }
 
 // Job names of Options.Failed.
@@ -108,6 +114,9 @@ func New(st store.Store, inv Invoker, o Options) *Service {
 	}
 	if o.Poll <= 0 {
 		o.Poll = time.Second
+	}
+	if o.Tracer == nil {
+		o.Tracer = tracing.Off().Tracer()
 	}
 	if o.Lookahead == 0 {
 		o.Lookahead = 5 * time.Second

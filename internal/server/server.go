@@ -376,7 +376,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		}
 	}
 	s.Schedules = scheduler.New(st, s.Invoke, scheduler.Options{Clock: c, IDs: ids, Logger: cfg.Logger,
-		Failed: s.Metrics.MaintenanceFailure, FireLag: s.Metrics.FireLag})
+		Failed: s.Metrics.MaintenanceFailure, FireLag: s.Metrics.FireLag, Tracer: s.Tracing.Tracer()})
 	var feeds triggers.Feeds
 	if cfg.NATS.URL != "" {
 		ncfg := cfg.NATS

@@ -52,6 +52,8 @@ const (
 	AttrHTTPStatus  = attribute.Key("http.response.status_code")
 	AttrServerAddr  = attribute.Key("server.address")
 	AttrWorker      = attribute.Key("lark.worker_id")
+	AttrSchedule    = attribute.Key("lark.schedule_id")
+	AttrScheduledAt = attribute.Key("lark.scheduled_at")
 	AttrTask        = attribute.Key("lark.task_id")
 )
 
