@@ -84,8 +84,9 @@ func (s *Service) Plan(ctx context.Context, st SystemStart) (Planned, error) {
 	if st.Trigger {
 		rec.Via = invocation.ViaTrigger
 	}
-	// Planned under a span (a webhook delivery's request, an event publication's), the invocation
-	// continues that trace; otherwise (a schedule's instant, a backfill) createdEvent gives it one.
+	// Planned under a span (a webhook delivery's request, an event publication's, a schedule's
+	// manual run), the invocation continues that trace; a plan shared by a schedule's runs puts each
+	// in its own span (InTrace); otherwise (a backfill) createdEvent gives it a trace of its own.
 	rec.TraceID, rec.SpanID = tracing.IDs(ctx)
 	if st.Retry != nil {
 		r := *st.Retry

@@ -37,7 +37,7 @@ func DoHTTP(ctx context.Context, c *egress.Client, req sandbox.HTTPRequest, allo
 	start := time.Now()
 	resp, err := c.Do(ctx, egress.Request{Method: req.Method, URL: req.URL, Headers: req.Headers, Body: req.Body, Timeout: req.Timeout,
 		AllowedDomains: allowed, Secrets: sec})
-	entry := map[string]any{"method": req.Method, "host": HostOf(req.URL), "duration_ms": time.Since(start).Milliseconds()}
+	entry := map[string]any{"method": req.Method, "host": hostOf(req.URL), "duration_ms": time.Since(start).Milliseconds()}
 	if err != nil {
 		var ee *egress.Error
 		if errors.As(err, &ee) {
@@ -55,7 +55,7 @@ func DoHTTP(ctx context.Context, c *egress.Client, req sandbox.HTTPRequest, allo
 // HTTPCall.EndSpan.
 func HTTPSpan(ctx context.Context, tracer trace.Tracer, req sandbox.HTTPRequest, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
 	return tracer.Start(ctx, "r_http "+req.Method, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(append(attrs, tracing.AttrHTTPMethod.String(req.Method), tracing.AttrServerAddr.String(HostOf(req.URL)))...))
+		trace.WithAttributes(append(attrs, tracing.AttrHTTPMethod.String(req.Method), tracing.AttrServerAddr.String(hostOf(req.URL)))...))
 }
 
 // EndSpan ends the r_http span of the call: its response status, and an error status when the
@@ -73,8 +73,8 @@ func (c HTTPCall) EndSpan(span trace.Span) {
 	span.End()
 }
 
-// HostOf is what the timeline and traces record of a URL: its host, nothing else.
-func HostOf(raw string) string {
+// hostOf is what the timeline and traces record of a URL: its host, nothing else.
+func hostOf(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return ""
