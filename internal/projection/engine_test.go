@@ -39,6 +39,9 @@ const (
 	brokenID = wfPrefix + "vendor.app.prj.broken.v1~"
 	sleepID  = wfPrefix + "vendor.app.prj.sleeper.v1~"
 	retryID  = wfPrefix + "vendor.app.prj.retrying.v1~"
+	waiterID = wfPrefix + "vendor.app.prj.waiter.v1~"
+	// approved is the event type the waiter workflow waits for.
+	approved = "gts.x.core.events.event.v1~vendor.app.prj.approved.v1~"
 )
 
 // definition is a registration body: base with the members of mods replaced (dotted paths).
@@ -76,7 +79,7 @@ func function(t *testing.T, id, source string, mods map[string]any) []byte {
 // fixture is a server with finished invocations of every kind: a function that succeeded, one
 // retried then dead-lettered, workflows with steps that succeeded, failed and were compensated by
 // an on_failure handler, failed in a step retried by the entrypoint's policy and
-// were dead-lettered, and one canceled while it slept.
+// were dead-lettered, one canceled while it slept, and one that consumed a published event.
 type fixture struct {
 	api   *bench.API
 	token string
@@ -172,6 +175,7 @@ func newFixture(t *testing.T, cfg server.Config) (stop func(), f *fixture) {
 	f.register(t, definition(t, bench.WorkflowDefinition(retryID, steps+"def main(ctx, input):\n  r_run_step_v1(\"reserve\", ok, \"R1\")\n  r_run_step_v1(\"label\", broken, \"L1\")\n  return {}\n"),
 		map[string]any{"traits.retry": map[string]any{"max_attempts": 3, "initial_delay_ms": 1, "max_delay_ms": 1, "backoff_multiplier": 1.0}}), retryID)
 	f.register(t, bench.WorkflowDefinition(sleepID, "def main(ctx, input):\n  r_sleep(3600000)\n  return {}\n"), sleepID)
+	f.register(t, bench.WorkflowDefinition(waiterID, fmt.Sprintf("def main(ctx, input):\n  e = r_await(r_wait_event_v1(%q, timeout_ms=3600000))\n  return {\"event\": e.value[\"event_id\"]}\n", approved)), waiterID)
 
 	require.NoError(t, f.api.InvokeSync(ctx, f.token, bench.TaxSyncRequest))
 	f.start(t, "tax", bench.TaxID, map[string]any{"invoice_id": "i2", "amount": 7})
@@ -191,6 +195,10 @@ func newFixture(t *testing.T, cfg server.Config) (stop func(), f *fixture) {
 	f.wait(t, "sleeper", "suspended")
 	f.call(t, http.MethodPost, "/invocations/"+f.ids["sleeper"]+":control", map[string]any{"action": "cancel"}, http.StatusOK)
 	f.wait(t, "sleeper", "canceled")
+	f.start(t, "waiter", waiterID, map[string]any{})
+	f.wait(t, "waiter", "suspended")
+	f.call(t, http.MethodPost, "/events", map[string]any{"event_type_id": approved, "payload": map[string]any{}}, http.StatusAccepted)
+	f.wait(t, "waiter", "succeeded")
 	return stop, f
 }
 
@@ -257,7 +265,10 @@ func corrupt(t *testing.T, db *sql.DB, q func(string) string, f *fixture) []stri
 	exec("DELETE FROM usage_hourly WHERE entrypoint_id = ?", flakyID)
 	// A wrong aggregate.
 	exec("UPDATE usage_hourly SET succeeded = succeeded + 5 WHERE entrypoint_id = ? AND succeeded > 0", bench.TaxID)
+	// A lost record of the event the waiter consumed (a later wait of it could take the event again).
+	exec("DELETE FROM event_consumptions WHERE invocation_id = ?", f.ids["waiter"])
 	want = append(want,
+		"invocation "+f.ids["waiter"]+" "+projection.FieldConsumptions,
 		"invocation "+f.ids["tax"]+" column status",
 		"invocation "+f.ids["order"]+" result",
 		"invocation "+f.ids["broken"]+" status", "invocation "+f.ids["broken"]+" column status",
@@ -299,7 +310,7 @@ func TestVerifyRebuildSQLite(t *testing.T) {
 
 	sum, err := projection.Rebuild(ctx, st, o, nil)
 	require.NoError(t, err)
-	require.EqualValues(t, 3, sum.RebuiltInvocations)
+	require.EqualValues(t, 4, sum.RebuiltInvocations)
 	require.NotZero(t, sum.RebuiltUsageHours)
 	require.Empty(t, verify(t, st, o), "rebuilt projections verify clean")
 	rec, err := st.Invocation(ctx, bench.BenchTenant, f.ids["order"])
@@ -308,6 +319,9 @@ func TestVerifyRebuildSQLite(t *testing.T) {
 	list, err := st.CountTenantRunning(ctx, bench.BenchTenant)
 	require.NoError(t, err)
 	require.Zero(t, list, "the status column is right again: nothing runs")
+	consumed, err := st.EventConsumptions(ctx, bench.BenchTenant, f.ids["waiter"])
+	require.NoError(t, err)
+	require.Len(t, consumed, 1, "the waiter's consumed event is recorded again")
 }
 
 // TestVerifyRebuildPostgres: the same on PostgreSQL, online: the server keeps running (and serving)
@@ -350,7 +364,7 @@ func TestVerifyRebuildPostgres(t *testing.T) {
 
 	sum, err := projection.Rebuild(ctx, st, o, nil)
 	require.NoError(t, err)
-	require.EqualValues(t, 3, sum.RebuiltInvocations)
+	require.EqualValues(t, 4, sum.RebuiltInvocations)
 	require.Empty(t, verify(t, st, o), "rebuilt projections verify clean")
 
 	// The server still works and its new writes land on the rebuilt projections.

@@ -1,13 +1,15 @@
 // Package projection verifies and rebuilds the projections of the invocation event log (003: the
 // record is a projection of the log and can be rebuilt from it; 004 §20).
 //
-// Two projections are stored beside the log: each invocation's record (the invocations row: the
-// record JSON and the columns lists and filters read) and the usage aggregates (usage_hourly, per
-// tenant, hour and entrypoint version). The timeline is not one: it is read from the log itself.
-// Both are written by the store in the transaction that appends the events, with the same pure
-// functions this package replays: invocation.Apply folds an event into the record and
-// invocation.UsageOf is what it adds to the aggregates. Verify recomputes both from the log and
-// reports every difference; Rebuild rewrites what differs.
+// Three projections are stored beside the log: each invocation's record (the invocations row: the
+// record JSON and the columns lists and filters read), the usage aggregates (usage_hourly, per
+// tenant, hour and entrypoint version), and each invocation's consumed events (event_consumptions:
+// the published events that satisfied its waits, one per journal_resolved event carrying an
+// event_seq). The timeline is not one: it is read from the log itself. All are written by the
+// store in the transaction that appends the events; the first two with the same pure functions
+// this package replays: invocation.Apply folds an event into the record and invocation.UsageOf is
+// what it adds to the aggregates. Verify recomputes them from the log and reports every
+// difference; Rebuild rewrites what differs.
 //
 // Verify streams: it reads invocations a page at a time and each log a page at a time, and keeps in
 // memory one page, one record and one tenant's recomputed usage over the window it checks.
@@ -200,6 +202,54 @@ func members(r invocation.Record) (map[string][]byte, error) {
 	return out, nil
 }
 
+// FieldConsumptions is the Field of a Diff about an invocation's consumed events: the published
+// events that satisfied its waits (event_consumptions), a projection of the journal_resolved events
+// that carry an event_seq.
+const FieldConsumptions = "event_consumptions"
+
+// consumedSeq is the seq of the published event e delivered to a wait, or 0 when e delivered none.
+func consumedSeq(e invocation.Event) int64 {
+	if e.Type != invocation.EventJournalResolved || len(e.Data) == 0 {
+		return 0
+	}
+	var d struct {
+		EventSeq int64 `json:"event_seq"`
+	}
+	if json.Unmarshal(e.Data, &d) != nil {
+		return 0
+	}
+	return d.EventSeq
+}
+
+// Consumed lists the seqs of the published events a log's waits consumed, ascending, each once.
+func Consumed(events []invocation.Event) []int64 {
+	var out []int64
+	for _, e := range events {
+		if seq := consumedSeq(e); seq > 0 {
+			out = append(out, seq)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// CompareConsumptions is the difference, if any, between an invocation's stored consumed events
+// and those its log gives (both ascending).
+func CompareConsumptions(tenantID, id string, stored, want []int64) []Diff {
+	if slices.Equal(stored, want) {
+		return nil
+	}
+	return []Diff{{Kind: KindInvocation, TenantID: tenantID, InvocationID: id, Field: FieldConsumptions,
+		Stored: fmt.Sprint(orNone(stored)), Recomputed: fmt.Sprint(orNone(want))}}
+}
+
+func orNone(seqs []int64) any {
+	if len(seqs) == 0 {
+		return "(none)"
+	}
+	return seqs
+}
+
 // usageKey is one usage aggregate.
 type usageKey struct {
 	hour         int64 // UsageHour as Unix seconds
@@ -213,6 +263,7 @@ type Fold struct {
 	From, To time.Time
 	Record   invocation.Record
 	usage    map[usageKey]*invocation.Usage
+	consumed []int64
 }
 
 // Apply folds e. An event that does not apply (invocation.Apply's error, wrapped) means the log
@@ -234,8 +285,18 @@ func (f *Fold) Apply(e invocation.Event) error {
 			f.usage[k].Add(u)
 		}
 	}
+	if seq := consumedSeq(e); seq > 0 {
+		f.consumed = append(f.consumed, seq)
+	}
 	f.Record = next
 	return nil
+}
+
+// Consumed lists the seqs of the published events the folded events consumed (see Consumed).
+func (f *Fold) Consumed() []int64 {
+	out := slices.Clone(f.consumed)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // mergeInto adds the fold's usage to m.

@@ -250,14 +250,19 @@ func (w *walker) invocation(ctx context.Context, si store.StoredInvocation) erro
 			Stored: fmt.Sprintf("last_seq %d", si.LastSeq), Recomputed: "cannot replay: " + err.Error()})
 	}
 	f.mergeInto(w.usage)
-	if len(CompareInvocation(si, withOwner(f.Record, si.EntrypointOwner))) == 0 {
+	consumed, err := w.st.EventConsumptions(ctx, si.TenantID, si.ID)
+	if err != nil {
+		return err
+	}
+	if len(CompareInvocation(si, withOwner(f.Record, si.EntrypointOwner))) == 0 &&
+		len(CompareConsumptions(si.TenantID, si.ID, consumed, f.Consumed())) == 0 {
 		return nil
 	}
 	// The projection and the log were read at different moments: confirm under the row lock, where
 	// no append can come between the two reads (and rewrite there when rebuilding).
 	var diffs []Diff
 	var replay error
-	err := w.st.Update(ctx, func(tx store.Tx) error {
+	err = w.st.Update(ctx, func(tx store.Tx) error {
 		var err error
 		diffs, replay, err = checkInvocation(tx, si.TenantID, si.ID, w.rebuild)
 		return err
@@ -386,9 +391,11 @@ func shorterLog(si store.StoredInvocation, replayed invocation.Record) error {
 	return nil
 }
 
-// checkInvocation compares one invocation's projection with its log inside tx, with its row
-// locked, and rewrites the projection when fix is set and they differ. replay is the reason the log
-// cannot be replayed (nothing is compared then).
+// checkInvocation compares one invocation's projections (its record and columns, its consumed
+// events) with its log inside tx, with its row locked, and rewrites those that differ when fix is
+// set. replay is the reason the log cannot be replayed (nothing is compared then). The row lock
+// covers the consumed events too: a wait consumes an event in the transaction that appends its
+// resolution to the invocation.
 func checkInvocation(tx store.Tx, tenantID, id string, fix bool) (diffs []Diff, replay, err error) {
 	si, err := tx.LockInvocation(tenantID, id)
 	if err != nil {
@@ -411,9 +418,22 @@ func checkInvocation(tx store.Tx, tenantID, id string, fix bool) (diffs []Diff, 
 	}
 	diffs = CompareInvocation(si, want)
 	if fix && len(diffs) > 0 {
-		err = tx.RewriteInvocation(want)
+		if err := tx.RewriteInvocation(want); err != nil {
+			return nil, nil, err
+		}
 	}
-	return diffs, nil, err
+	stored, err := tx.EventConsumptions(tenantID, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	consumed := Consumed(events)
+	cdiffs := CompareConsumptions(tenantID, id, stored, consumed)
+	if fix && len(cdiffs) > 0 {
+		if err := tx.ReplaceEventConsumptions(tenantID, id, consumed); err != nil {
+			return nil, nil, err
+		}
+	}
+	return append(diffs, cdiffs...), nil, nil
 }
 
 // checkUsageHour recomputes one tenant's aggregates of one hour from the logs of the invocations

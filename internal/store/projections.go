@@ -25,6 +25,9 @@ type ProjectionReader interface {
 	// hole yields *GapError; an end of the log before q.Limit is not one (no projection says where
 	// it ends).
 	InvocationLog(ctx context.Context, q EventLogQuery) ([]invocation.Event, error)
+	// EventConsumptions lists the seqs of the published events an invocation consumed
+	// (Tx.ConsumeEvent: the events that satisfied its waits), ascending.
+	EventConsumptions(ctx context.Context, tenantID, invocationID string) ([]int64, error)
 }
 
 // ProjectionTx rewrites projections from the event log, one invocation or one usage hour per
@@ -42,6 +45,11 @@ type ProjectionTx interface {
 	// created_at) with r. The queue state and the retention job's columns are left alone.
 	// ErrNotFound when the row does not exist.
 	RewriteInvocation(r invocation.Record) error
+	// EventConsumptions is ProjectionReader.EventConsumptions read inside the transaction.
+	EventConsumptions(tenantID, id string) ([]int64, error)
+	// ReplaceEventConsumptions makes seqs the invocation's consumed events: stored ones left out
+	// are deleted, missing ones inserted.
+	ReplaceEventConsumptions(tenantID, id string, seqs []int64) error
 	// LockUsage keeps every other writer from changing the usage aggregates until the transaction
 	// ends (PostgreSQL: LOCK TABLE usage_hourly IN SHARE ROW EXCLUSIVE MODE: an Append's upsert
 	// waits; SQLite: its single writer already does).

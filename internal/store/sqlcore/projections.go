@@ -148,6 +148,46 @@ func (s *Reader) InvocationLog(ctx context.Context, q store.EventLogQuery) ([]in
 	return ReadLog(ctx, s.Q, q.InvocationID, q.AfterSeq, limit)
 }
 
+// EventConsumptions implements store.ProjectionReader.
+func (s *Reader) EventConsumptions(ctx context.Context, tenantID, invocationID string) ([]int64, error) {
+	return readConsumptions(ctx, s.Q, tenantID, invocationID)
+}
+
+// EventConsumptions implements store.ProjectionTx.
+func (t *Tx) EventConsumptions(tenantID, id string) ([]int64, error) {
+	return readConsumptions(bg, t.Q, tenantID, id)
+}
+
+// ReplaceEventConsumptions implements store.ProjectionTx.
+func (t *Tx) ReplaceEventConsumptions(tenantID, id string, seqs []int64) error {
+	if _, err := t.Q.ExecContext(bg, "DELETE FROM event_consumptions WHERE invocation_id = ? AND tenant_id = ?", id, tenantID); err != nil {
+		return err
+	}
+	for _, seq := range seqs {
+		if _, err := t.ConsumeEvent(tenantID, id, seq); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func readConsumptions(ctx context.Context, q Querier, tenantID, id string) ([]int64, error) {
+	rows, err := q.QueryContext(ctx, "SELECT event_seq FROM event_consumptions WHERE invocation_id = ? AND tenant_id = ? ORDER BY event_seq", id, tenantID)
+	if err != nil {
+		return nil, fmt.Errorf("event consumptions of %s: %w", id, err)
+	}
+	defer rows.Close()
+	var out []int64
+	for rows.Next() {
+		var seq int64
+		if err := rows.Scan(&seq); err != nil {
+			return nil, err
+		}
+		out = append(out, seq)
+	}
+	return out, rows.Err()
+}
+
 // LockInvocation implements store.ProjectionTx: the row stays locked (Dialect.ForUpdate) until the
 // transaction ends, so an Append of another process waits and then reads the rewritten projection.
 func (t *Tx) LockInvocation(tenantID, id string) (store.StoredInvocation, error) {

@@ -319,6 +319,75 @@ func testProjectionRewrite(t *testing.T, s store.Store) {
 	require.Equal(t, rows, fixed)
 }
 
+// testProjectionConsumptions: the events an invocation consumed (ConsumeEvent) are a projection of
+// the journal_resolved events of its log that carry an event_seq. EventConsumptions reads them
+// outside and inside a transaction; Verify reports a missing and an extra one; Rebuild replaces
+// them (ReplaceEventConsumptions) and leaves another invocation's alone.
+func testProjectionConsumptions(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	at := func(m int) time.Time { return t0.Add(time.Duration(m) * time.Minute) }
+	resolved := func(id string, n int, eventSeq int64) invocation.Event {
+		return ev(id, invocation.EventJournalResolved, fmt.Sprintf("wait-%d", n),
+			fmt.Sprintf(`{"seq":%d,"event_id":"evt_%d","event_seq":%d}`, n, eventSeq, eventSeq), at(10*n+2))
+	}
+	for _, id := range []string{"inv_c", "inv_d"} {
+		update(t, s, func(tx store.Tx) error {
+			_, err := tx.StartInvocation([]invocation.Event{NewInvocationEvent(id, "acme", "ep_1", at(0)),
+				ev(id, invocation.EventStarted, "", "", at(1))}, store.Scheduling{})
+			return err
+		})
+		for n, seq := range map[string][]int64{"inv_c": {5, 6}, "inv_d": {8}}[id] {
+			update(t, s, func(tx store.Tx) error {
+				if _, _, err := tx.Append(store.AppendRequest{TenantID: "acme", InvocationID: id, Events: []invocation.Event{
+					ev(id, invocation.EventSuspended, fmt.Sprintf("suspend-%d", n+1), `{"reason":"event"}`, at(10*(n+1)+1))}}); err != nil {
+					return err
+				}
+				if _, err := tx.ConsumeEvent("acme", id, seq); err != nil {
+					return err
+				}
+				_, _, err := tx.Append(store.AppendRequest{TenantID: "acme", InvocationID: id, Events: []invocation.Event{resolved(id, n+1, seq),
+					ev(id, invocation.EventResumed, fmt.Sprintf("resume-%d", n+1), "", at(10*(n+1)+3))}})
+				return err
+			})
+		}
+	}
+	now := t0.Add(48 * time.Hour)
+	diffs, _ := verifyAll(t, s, now)
+	require.Empty(t, diffs)
+	got, err := s.EventConsumptions(ctx, "acme", "inv_c")
+	require.NoError(t, err)
+	require.Equal(t, []int64{5, 6}, got)
+	got, err = s.EventConsumptions(ctx, "other", "inv_c")
+	require.NoError(t, err)
+	require.Empty(t, got, "another tenant's invocation of that id has consumed nothing")
+
+	// Damage inv_c's: 6 lost, 9 never delivered.
+	update(t, s, func(tx store.Tx) error {
+		inTx, err := tx.EventConsumptions("acme", "inv_c")
+		require.NoError(t, err)
+		require.Equal(t, []int64{5, 6}, inTx)
+		return tx.ReplaceEventConsumptions("acme", "inv_c", []int64{9, 5})
+	})
+	got, err = s.EventConsumptions(ctx, "acme", "inv_c")
+	require.NoError(t, err)
+	require.Equal(t, []int64{5, 9}, got)
+	diffs, _ = verifyAll(t, s, now)
+	require.Equal(t, []projection.Diff{{Kind: projection.KindInvocation, TenantID: "acme", InvocationID: "inv_c",
+		Field: projection.FieldConsumptions, Stored: "[5 9]", Recomputed: "[5 6]"}}, diffs)
+
+	sum, err := projection.Rebuild(ctx, s, projection.Options{Now: now}, nil)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, sum.RebuiltInvocations)
+	got, err = s.EventConsumptions(ctx, "acme", "inv_c")
+	require.NoError(t, err)
+	require.Equal(t, []int64{5, 6}, got)
+	got, err = s.EventConsumptions(ctx, "acme", "inv_d")
+	require.NoError(t, err)
+	require.Equal(t, []int64{8}, got)
+	diffs, _ = verifyAll(t, s, now)
+	require.Empty(t, diffs)
+}
+
 // testProjectionLock: the rebuild lock can be taken again once released; on a shared store a
 // second holder is refused while the first holds it.
 func testProjectionLock(t *testing.T, s store.Store) {

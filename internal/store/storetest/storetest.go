@@ -87,6 +87,7 @@ func Run(t *testing.T, f Factory) {
 		"ProjectionReads":           testProjectionReads,
 		"ProjectionRewrite":         testProjectionRewrite,
 		"ProjectionLock":            testProjectionLock,
+		"ProjectionConsumptions":    testProjectionConsumptions,
 		"InvocationsBatchRead":      testInvocationsBatchRead,
 	}
 	for name, fn := range tests {
