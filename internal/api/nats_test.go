@@ -77,17 +77,28 @@ func TestNATSBridge(t *testing.T) {
 	}
 	waitUntil(t, func() bool { return status() == "active" }, "the subscription is active")
 
-	_, err = js.Publish(ctx, subject, []byte(`{"order_id":"n-1","total":5}`))
+	// The first message carries a W3C traceparent: its invocation continues the publisher's trace.
+	const publisherTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
+	traced := nats.NewMsg(subject)
+	traced.Data = []byte(`{"order_id":"n-1","total":5}`)
+	traced.Header.Set("traceparent", "00-"+publisherTrace+"-00f067aa0ba902b7-01")
+	_, err = js.PublishMsg(ctx, traced)
 	require.NoError(t, err)
 	_, err = js.Publish(ctx, subject, []byte(`plain text`))
 	require.NoError(t, err)
 	started := awaitInvocations(t, e, adm, ep, 2)
 	var texts []any
 	for _, rec := range started {
-		ev := invGet(t, e, adm, invID(rec))["params"].(obj)["event"].(obj)
+		got := invGet(t, e, adm, invID(rec))
+		ev := got["params"].(obj)["event"].(obj)
 		require.True(t, strings.HasPrefix(ev["event_id"].(string), "nats:"+ext+":"), "%v", ev)
 		require.Equal(t, "nats://"+subject, ev["source"])
 		texts = append(texts, ev["payload"])
+		if ev["payload"] == "plain text" {
+			require.NotEqual(t, publisherTrace, got["observability"].(obj)["trace_id"])
+		} else {
+			require.Equal(t, publisherTrace, got["observability"].(obj)["trace_id"], "the message's trace continues")
+		}
 	}
 	require.ElementsMatch(t, []any{obj{"order_id": "n-1", "total": 5.0}, "plain text"}, texts)
 

@@ -4,6 +4,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -19,6 +20,7 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/larkrun/lark/internal/clock"
 	"github.com/larkrun/lark/internal/egress"
 	"github.com/larkrun/lark/internal/server"
 	"github.com/larkrun/lark/internal/tracing"
@@ -407,4 +409,107 @@ func TestTraceOfAScheduleRun(t *testing.T) {
 			require.Equal(t, hexID(fire.SpanId), hexID(a.ParentSpanId), "attempt ⊂ schedule.fire")
 		}
 	}
+}
+
+// TestTraceOfABackfillPartition: each partition the backfill driver starts is a backfill.partition
+// root span, and its invocation is created in that span's trace.
+func TestTraceOfABackfillPartition(t *testing.T) {
+	rc := newOTLPReceiver(t)
+	tr, err := tracing.New(context.Background(), tracing.Config{Endpoint: rc.URL, Getenv: func(string) string { return "" }})
+	require.NoError(t, err)
+	s := newSchEnv(t, time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC), func(c *server.Config) { c.Telemetry.Tracing = tr })
+	s.create(t, obj{"schedule_id": "nightly", "expression": obj{"kind": "cron", "value": "0 2 * * *"}, "input_overrides": obj{"invoice_id": "n"}})
+	b := s.expect(t, http.StatusCreated, http.MethodPost, bfPath, s.adm, obj{"schedule_id": "nightly",
+		"start": "2026-03-27T00:00:00Z", "end": "2026-03-29T00:00:00Z", "params": obj{"amount": 5}}).Body
+	id := b["backfill_id"].(string)
+	_, err = s.srv.Schedules.DriveBackfills(context.Background())
+	require.NoError(t, err)
+	parts := s.partitions(t, id, nil)
+	require.Len(t, parts, 2)
+
+	rc.await(t, tr, "the partitions' spans", func() bool { return len(rc.named("backfill.partition")) == 2 })
+	spans := map[string]*tracepb.Span{}
+	for _, sp := range rc.named("backfill.partition") {
+		require.Empty(t, sp.ParentSpanId, "a root span")
+		require.Equal(t, "acme", attr(sp, "lark.tenant_id"))
+		require.Equal(t, id, attr(sp, "lark.backfill_id"))
+		spans[attr(sp, "lark.invocation_id")] = sp
+	}
+	for _, p := range parts {
+		inv := p["invocation_id"].(string)
+		sp := spans[inv]
+		require.NotNil(t, sp, "a span names partition %v", p)
+		require.Equal(t, p["scheduled_at"], attr(sp, "lark.scheduled_at"))
+		o := invGet(t, s.env, s.adm, inv)["observability"].(obj)
+		require.Equal(t, hexID(sp.TraceId), o["trace_id"], "the partition's invocation is in its span's trace")
+		require.Equal(t, hexID(sp.SpanId), o["span_id"])
+	}
+}
+
+// TestTraceOfABatchFlush: a batch the flusher starts when it falls due is created in the trace of a
+// trigger.flush root span; a batch filled by a publish continues that request's trace.
+func TestTraceOfABatchFlush(t *testing.T) {
+	rc := newOTLPReceiver(t)
+	tr, err := tracing.New(context.Background(), tracing.Config{Endpoint: rc.URL, Getenv: func(string) string { return "" }})
+	require.NoError(t, err)
+	clk := clock.NewFake(time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC))
+	e := newEnv(t, func(c *server.Config) { c.Clock = clk; c.Telemetry.Tracing = tr })
+	adm := invTenant(t, e, "acme")
+	ep := e.registerActive(t, adm, echoFn(t, "orders.on_batch.v1~"))["entrypoint_id"].(string)
+	e.expect(t, http.StatusCreated, http.MethodPost, trgPath, adm, obj{"trigger_id": "batch", "event_type_id": orderType,
+		"entrypoint_id": ep, "batch": obj{"enabled": true, "max_size": 2, "max_wait_ms": 1000}})
+	const caller = "8bf92f3577b34da6a3ce929d0e0e473a"
+	for i, tp := range []string{"", "00-" + caller + "-40f067aa0ba902bb-01", ""} {
+		r := e.send(t, request{method: http.MethodPost, path: eventsPath, token: adm, header: map[string]string{"Traceparent": tp},
+			body: obj{"event_id": fmt.Sprintf("e%d", i), "event_type_id": orderType, "payload": obj{"order_id": "o"}}})
+		require.Equal(t, http.StatusAccepted, r.Status, "%s", r.Raw)
+	}
+	clk.Advance(2 * time.Second)
+	n, err := e.srv.Triggers.FlushDue(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+
+	started := invocationsOf(t, e, adm, ep)
+	require.Len(t, started, 2)
+	filled := invGet(t, e, adm, invID(started[0]))["observability"].(obj)
+	require.Equal(t, caller, filled["trace_id"], "the full batch started in the publish that filled it, in its trace")
+	rc.await(t, tr, "the flush's span", func() bool { return len(rc.named("trigger.flush")) == 1 })
+	flush := rc.named("trigger.flush")[0]
+	require.Empty(t, flush.ParentSpanId, "a root span")
+	require.Equal(t, "acme", attr(flush, "lark.tenant_id"))
+	require.Equal(t, "batch", attr(flush, "lark.trigger_id"))
+	due := invGet(t, e, adm, invID(started[1]))["observability"].(obj)
+	require.Equal(t, hexID(flush.TraceId), due["trace_id"], "the due batch is in the flush's trace")
+	require.Equal(t, hexID(flush.SpanId), due["span_id"])
+}
+
+// TestTraceOfAnOnCancelHandler: a workflow's on_cancel handler, started by a cancel request of
+// another trace, is in the workflow's trace, under the span that created the workflow.
+func TestTraceOfAnOnCancelHandler(t *testing.T) {
+	rc := newOTLPReceiver(t)
+	e, _ := tracedEnv(t, rc)
+	invDispatcher(t, e)
+	adm := invTenant(t, e, "acme")
+	rb := e.registerActive(t, adm, invFn(t, "orders.release.v1~", "def main(ctx, input):\n    return {\"trigger\": input.trigger}\n",
+		set("schema.params", obj{"$ref": compensationRef}), set("traits.invocation", obj{"supported": []any{"sync", "async"}, "default": "async"})))
+	wf := e.registerActive(t, adm, wfBody(t, "parked.v1~", "def main(ctx, input):\n    r_sleep(3600000)\n    return {}\n",
+		set("traits.workflow.compensation", obj{"on_failure": nil, "on_cancel": rb["entrypoint_id"]})))
+	const started, canceler = "4bf92f3577b34da6a3ce929d0e0e4736", "8bf92f3577b34da6a3ce929d0e0e473a"
+	id := invID(invAsync(t, e, adm, wf["entrypoint_id"].(string), obj{}, map[string]string{"Traceparent": "00-" + started + "-00f067aa0ba902b7-01"}))
+	invWait(t, e, adm, id, "suspended")
+	r := e.send(t, request{method: http.MethodPost, path: invPath + "/" + id + ":control", token: adm, body: obj{"action": "cancel"},
+		header: map[string]string{"Traceparent": "00-" + canceler + "-40f067aa0ba902bb-01"}})
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Raw)
+	var handler obj
+	require.Eventually(t, func() bool {
+		items := invocationsOf(t, e, adm, rb["entrypoint_id"].(string))
+		if len(items) == 1 {
+			handler = items[0]
+		}
+		return handler != nil
+	}, 30*time.Second, 10*time.Millisecond, "the on_cancel handler starts")
+	wfObs := invGet(t, e, adm, id)["observability"].(obj)
+	hObs := invGet(t, e, adm, invID(handler))["observability"].(obj)
+	require.Equal(t, started, hObs["trace_id"], "the handler is in the workflow's trace, not the cancel request's")
+	require.Equal(t, wfObs["span_id"], hObs["span_id"], "under the span that created the workflow")
 }

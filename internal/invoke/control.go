@@ -56,8 +56,13 @@ func (s *Service) prepareChild(ctx context.Context, parent invocation.Record, en
 		EntrypointVersion: e.Version, SubjectID: parent.SubjectID, EntrypointOwner: entrypointOwner(e), Mode: mode, Params: canon,
 		CorrelationID: parent.CorrelationID, TraceID: parent.TraceID, SpanID: randomHex(8), Attempt: 1, CreatedAt: now,
 		ParentID: parent.ID, Depth: parent.Depth + 1, Metrics: invocation.Metrics{MemoryLimitMB: i64(d.Traits.Limits.MemoryMB)}}
-	if t, sp := tracing.IDs(ctx); t == parent.TraceID {
-		rec.SpanID = sp // the r_invoke_v1 call's span: the child's attempts are its children
+	switch t, sp := tracing.IDs(ctx); {
+	case t == parent.TraceID:
+		rec.SpanID = sp // the r_invoke_v1 call's (or the failing attempt's) span: the child's attempts are its children
+	case parent.SpanID != "":
+		// Started from outside the parent's trace (an on_cancel handler, by the cancel request): its
+		// attempts hang under the span that created the parent.
+		rec.SpanID = parent.SpanID
 	}
 	return rec, e, d, nil
 }

@@ -17,7 +17,11 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
+
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/larkrun/lark/internal/eventbus"
 	"github.com/larkrun/lark/internal/events"
@@ -25,6 +29,7 @@ import (
 	"github.com/larkrun/lark/internal/problem"
 	"github.com/larkrun/lark/internal/store"
 	"github.com/larkrun/lark/internal/tenant"
+	"github.com/larkrun/lark/internal/tracing"
 	"github.com/larkrun/lark/internal/trigger"
 )
 
@@ -44,11 +49,15 @@ type Bridge interface {
 	Subscribe(ctx context.Context, spec natsbridge.SubscriptionSpec) (*natsbridge.Subscription, error)
 }
 
+// SpanReceive is the span of one NATS message the feed publishes as an event (docs/observability.md).
+const SpanReceive = "nats.receive"
+
 // Feed keeps the subscriptions of NATS-fed triggers. Its methods are safe for concurrent use.
 type Feed struct {
 	bridge Bridge
 	pub    Publisher
 	log    *slog.Logger
+	tracer trace.Tracer
 
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -76,12 +85,18 @@ type change struct {
 // feed); call it before Start.
 func (f *Feed) SetPublisher(p Publisher) { f.pub = p }
 
-// New returns a Feed publishing through pub (nil: SetPublisher later); Start runs it.
-func New(bridge Bridge, pub Publisher, log *slog.Logger) *Feed {
+// New returns a Feed publishing through pub (nil: SetPublisher later); Start runs it. Each message
+// is published in a nats.receive span of tracer (nil: no spans), which continues the W3C trace
+// context of the message's traceparent and tracestate headers when it has them: the invocations
+// its event starts are created in that trace.
+func New(bridge Bridge, pub Publisher, log *slog.Logger, tracer trace.Tracer) *Feed {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Feed{bridge: bridge, pub: pub, log: log, changes: make(chan change, 1024), subs: map[key]*feed{}}
+	if tracer == nil {
+		tracer = tracing.Off().Tracer()
+	}
+	return &Feed{bridge: bridge, pub: pub, log: log, tracer: tracer, changes: make(chan change, 1024), subs: map[key]*feed{}}
 }
 
 // Start subscribes for every trigger with a subject that the lister finds, then follows the
@@ -212,6 +227,11 @@ func (f *Feed) apply(c change) {
 // acknowledged: redelivering it would not change the answer. Other failures are redelivered.
 func (f *Feed) handler(tenantID, triggerID, typeID string) func(ctx context.Context, m natsbridge.Message) error {
 	return func(ctx context.Context, m natsbridge.Message) error {
+		ctx = tracing.Continue(ctx, header(m.Header, "traceparent"), header(m.Header, "tracestate"))
+		ctx, span := f.tracer.Start(ctx, SpanReceive, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
+			tracing.AttrTenant.String(tenantID), tracing.AttrTrigger.String(triggerID), tracing.AttrMessagingSystem.String("nats"),
+			tracing.AttrMessagingDestination.String(m.Subject), tracing.AttrDelivery.String(m.DeliveryID())))
+		defer span.End()
 		payload := json.RawMessage(m.Data)
 		if !json.Valid(payload) {
 			b, err := json.Marshal(string(m.Data))
@@ -226,12 +246,27 @@ func (f *Feed) handler(tenantID, triggerID, typeID string) func(ctx context.Cont
 		_, err := f.pub.PublishExternal(ctx, ev)
 		var pe *problem.Error
 		if errors.As(err, &pe) && pe.Status < 500 {
+			span.SetStatus(codes.Error, "refused")
 			f.log.Warn("natsfeed: a message was refused and is dropped", "tenant_id", tenantID, "trigger_id", triggerID,
 				"subject", m.Subject, "delivery_id", m.DeliveryID(), "reason", pe.Detail)
 			return nil
 		}
+		if err != nil {
+			span.SetStatus(codes.Error, "not published")
+		}
 		return err
 	}
+}
+
+// header is the first value of a message header, its name matched without regard to case (NATS
+// headers are case-sensitive; publishers write traceparent or Traceparent).
+func header(h map[string][]string, name string) string {
+	for k, v := range h {
+		if len(v) > 0 && strings.EqualFold(k, name) {
+			return v[0]
+		}
+	}
+	return ""
 }
 
 // Close stops every subscription (their durable consumers stay for the next start).

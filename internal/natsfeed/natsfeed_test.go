@@ -28,7 +28,7 @@ func (failingLister) ListTriggers(context.Context, string, store.ListQuery) (sto
 // TestStartErrorStillCloses: a feed whose start could not list the triggers reports it, and Close
 // still stops it promptly (the server's shutdown must not hang on it).
 func TestStartErrorStillCloses(t *testing.T) {
-	f := natsfeed.New(nil, nil, nil)
+	f := natsfeed.New(nil, nil, nil, nil)
 	require.EqualError(t, f.Start(context.Background(), failingLister{}), "store down")
 	closed := make(chan struct{})
 	go func() { f.Close(); close(closed) }()

@@ -10,6 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/larkrun/lark/internal/audit"
 	"github.com/larkrun/lark/internal/auth"
 	"github.com/larkrun/lark/internal/cron"
@@ -19,6 +22,7 @@ import (
 	"github.com/larkrun/lark/internal/problem"
 	"github.com/larkrun/lark/internal/schedule"
 	"github.com/larkrun/lark/internal/store"
+	"github.com/larkrun/lark/internal/tracing"
 )
 
 // BackfillSpec is the body of POST /backfills.
@@ -445,20 +449,35 @@ func (s *Service) drive(ctx context.Context, tenantID, id string) (int, error) {
 	if err != nil || len(chunks) == 0 {
 		return 0, err
 	}
-	// Plan every partition (each has its own params: the instant).
+	// Plan every partition (each has its own params: the instant), each in a span of its own, the
+	// root of its invocation's trace (ended once the partitions are recorded, or not).
 	var parts []schedule.Partition
 	plans := map[string]invoke.Planned{}
+	var spans []trace.Span
+	queued := false
+	defer func() {
+		for _, sp := range spans {
+			if !queued {
+				sp.SetStatus(codes.Error, "not queued")
+			}
+			sp.End()
+		}
+	}()
 	for _, list := range chunks {
 		for _, p := range list {
 			params, err := instantParams(b.Params, p.ScheduledAt)
 			if err != nil {
 				return 0, err
 			}
-			pl, err := s.inv.Plan(ctx, invoke.SystemStart{As: backfillAs(b), EntrypointID: b.EntrypointID, Params: params})
+			p.InvocationID = s.inv.NewID()
+			pctx, span := s.o.Tracer.Start(ctx, SpanBackfill, trace.WithAttributes(tracing.AttrTenant.String(b.TenantID),
+				tracing.AttrBackfill.String(b.ID), tracing.AttrScheduledAt.String(p.ScheduledAt.UTC().Format(time.RFC3339Nano)),
+				tracing.AttrInvocation.String(p.InvocationID)))
+			spans = append(spans, span)
+			pl, err := s.inv.Plan(pctx, invoke.SystemStart{As: backfillAs(b), EntrypointID: b.EntrypointID, Params: params})
 			if err != nil {
 				return 0, s.failBackfill(ctx, b, fmt.Sprintf("partition %s cannot start: %v", p.ScheduledAt.Format(time.RFC3339), err))
 			}
-			p.InvocationID = s.inv.NewID()
 			plans[p.ID] = pl
 			parts = append(parts, p)
 		}
@@ -493,6 +512,7 @@ func (s *Service) drive(ctx context.Context, tenantID, id string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	queued = true
 	return len(created), nil
 }
 

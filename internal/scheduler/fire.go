@@ -21,6 +21,9 @@ import (
 // SpanFire is the span of a schedule run the firing loop starts (docs/observability.md).
 const SpanFire = "schedule.fire"
 
+// SpanBackfill is the span of a backfill partition the driver starts (docs/observability.md).
+const SpanBackfill = "backfill.partition"
+
 // maxEnumerated bounds the instants one outage is enumerated over (a per-second schedule down
 // for 11 days); past it the count of dropped instants is a lower bound.
 const maxEnumerated = 1_000_000

@@ -76,8 +76,9 @@ type Options struct {
 	// transaction committed: the time from its scheduled instant to its recording (0 for a run
 	// queued ahead of its instant). The server observes it in lark_scheduler_fire_lag_seconds.
 	FireLag func(lag time.Duration)
-	// Tracer records a schedule.fire span for each run the loop starts (docs/observability.md):
-	// the run's invocation is created in its trace (default: no spans).
+	// Tracer records a schedule.fire span for each run the loop starts and a backfill.partition
+	// span for each partition the backfill driver starts (docs/observability.md): the invocation is
+	// created in its trace (default: no spans).
 	Tracer trace.Tracer
 }
 

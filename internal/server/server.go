@@ -385,11 +385,11 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			st.Close()
 			return nil, fmt.Errorf("--nats: %w", err)
 		}
-		s.feed = natsfeed.New(s.bridge, nil, cfg.Logger)
+		s.feed = natsfeed.New(s.bridge, nil, cfg.Logger, s.Tracing.Tracer())
 		feeds = s.feed
 	}
 	s.Triggers = triggers.New(st, s.Invoke, triggers.Options{Clock: c, IDs: ids, Logger: cfg.Logger, Failed: s.Metrics.MaintenanceFailure,
-		Feeds: feeds})
+		Feeds: feeds, Tracer: s.Tracing.Tracer()})
 	s.Invoke.SetEndHook(s.Triggers)
 	s.Events = eventbus.New(eventbus.Config{Store: st, Schemas: schemas, Waits: s.Invoke, Clock: c, IDs: ids, Logger: cfg.Logger,
 		MaxPayloadBytes: cfg.MaxPayloadBytes})

@@ -55,6 +55,14 @@ const (
 	AttrSchedule    = attribute.Key("lark.schedule_id")
 	AttrScheduledAt = attribute.Key("lark.scheduled_at")
 	AttrTask        = attribute.Key("lark.task_id")
+	AttrBackfill    = attribute.Key("lark.backfill_id")
+	AttrTrigger     = attribute.Key("lark.trigger_id")
+	AttrDelivery    = attribute.Key("lark.delivery_id")
+	// AttrMessagingDestination is the NATS subject a message arrived on (OpenTelemetry's messaging
+	// conventions).
+	AttrMessagingDestination = attribute.Key("messaging.destination.name")
+	// AttrMessagingSystem is "nats" on a span of a NATS message.
+	AttrMessagingSystem = attribute.Key("messaging.system")
 )
 
 const (

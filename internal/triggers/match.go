@@ -8,12 +8,16 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/larkrun/lark/internal/eventfilter"
 	"github.com/larkrun/lark/internal/events"
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/invoke"
 	"github.com/larkrun/lark/internal/problem"
 	"github.com/larkrun/lark/internal/store"
+	"github.com/larkrun/lark/internal/tracing"
 	"github.com/larkrun/lark/internal/trigger"
 )
 
@@ -261,7 +265,10 @@ func (s *Service) FlushDue(ctx context.Context) (int, error) {
 			}
 			progressed = true
 			n := 0
-			err := s.store.Update(ctx, func(tx store.Tx) error {
+			// The pass's span: the batches' invocations are created in its trace.
+			sctx, span := s.o.Tracer.Start(ctx, SpanFlush, trace.WithAttributes(tracing.AttrTenant.String(t.TenantID),
+				tracing.AttrTrigger.String(t.ID)))
+			err := s.store.Update(sctx, func(tx store.Tx) error {
 				n = 0
 				cur, err := tx.Trigger(t.TenantID, t.ID)
 				if errors.Is(err, store.ErrNotFound) {
@@ -278,6 +285,10 @@ func (s *Service) FlushDue(ctx context.Context) (int, error) {
 				n = counting.starts
 				return err
 			})
+			if err != nil {
+				span.SetStatus(codes.Error, "not flushed")
+			}
+			span.End()
 			if err != nil {
 				if ctx.Err() != nil {
 					return total, err

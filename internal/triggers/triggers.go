@@ -20,6 +20,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/larkrun/lark/internal/audit"
 	"github.com/larkrun/lark/internal/auth"
 	"github.com/larkrun/lark/internal/clock"
@@ -33,6 +35,7 @@ import (
 	"github.com/larkrun/lark/internal/outcome"
 	"github.com/larkrun/lark/internal/problem"
 	"github.com/larkrun/lark/internal/store"
+	"github.com/larkrun/lark/internal/tracing"
 	"github.com/larkrun/lark/internal/trigger"
 )
 
@@ -74,7 +77,13 @@ type Options struct {
 	// Failed is called with "triggers" for every due batch that could not be flushed (nil: not
 	// counted).
 	Failed func(job string)
+	// Tracer records a trigger.flush span for each trigger whose due batches the flusher starts
+	// (docs/observability.md): their invocations are created in its trace (default: no spans).
+	Tracer trace.Tracer
 }
+
+// SpanFlush is the span of a flusher pass over one trigger's due batches.
+const SpanFlush = "trigger.flush"
 
 // JobTriggers is the job name of Options.Failed.
 const JobTriggers = "triggers"
@@ -110,6 +119,9 @@ func New(st store.Store, inv Invoker, o Options) *Service {
 	}
 	if o.Failed == nil {
 		o.Failed = func(string) {}
+	}
+	if o.Tracer == nil {
+		o.Tracer = tracing.Off().Tracer()
 	}
 	s := &Service{store: st, inv: inv, o: o, wake: make(chan struct{}, 1)}
 	if st.Exclusive() {
