@@ -111,7 +111,10 @@ func TestNATSBridge(t *testing.T) {
 	awaitInvocations(t, e, adm, ep, 3)
 
 	// Mirroring: an event published through the API appears on its subject; the NATS-fed ones do not.
-	publish(t, e, adm, http.StatusAccepted, obj{"event_id": "api-1", "event_type_id": orderType, "payload": obj{"order_id": "a-1"}})
+	const apiTrace = "8bf92f3577b34da6a3ce929d0e0e473a"
+	r := e.send(t, request{method: http.MethodPost, path: eventsPath, token: adm, header: map[string]string{"Traceparent": "00-" + apiTrace + "-40f067aa0ba902bb-01"},
+		body: obj{"event_id": "api-1", "event_type_id": orderType, "payload": obj{"order_id": "a-1"}}})
+	require.Equal(t, http.StatusAccepted, r.Status, "%s", r.Raw)
 	mirrored, err := natsbridge.EventSubject(prefix, "acme", orderType)
 	require.NoError(t, err)
 	stream, err := js.Stream(ctx, larkStream)
@@ -122,6 +125,7 @@ func TestNATSBridge(t *testing.T) {
 		return err == nil
 	}, "the API event is mirrored")
 	require.Contains(t, string(msg.Data), `"api-1"`)
+	require.Regexp(t, "^00-"+apiTrace+"-[0-9a-f]{16}-0[01]$", msg.Header.Get(natsbridge.HeaderTraceParent), "the message continues the publishing request's trace")
 	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(mirrored))
 	require.NoError(t, err)
 	require.EqualValues(t, 1, info.State.Subjects[mirrored], "events that came from NATS are not mirrored back")

@@ -17,6 +17,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/larkrun/lark/internal/auth"
 	"github.com/larkrun/lark/internal/clock"
 	"github.com/larkrun/lark/internal/events"
@@ -66,7 +68,7 @@ type Bus struct {
 	cfg    Config
 	mu     sync.RWMutex
 	subs   []Subscriber
-	mirror func(events.Event) // SetMirror
+	mirror func(context.Context, events.Event) // SetMirror
 }
 
 // ExternalSourcePrefix starts the source of events that came in from an external bus (natsfeed:
@@ -75,8 +77,9 @@ const ExternalSourcePrefix = "nats://"
 
 // SetMirror sets a function handed every newly stored event once its transaction has committed
 // (the NATS bridge's Mirror: it must not block), except events that came from the external bus
-// themselves. Call it before publishing starts.
-func (b *Bus) SetMirror(f func(events.Event)) {
+// themselves, with a context that carries only the span context of the publishing request or
+// attempt. Call it before publishing starts.
+func (b *Bus) SetMirror(f func(context.Context, events.Event)) {
 	b.mu.Lock()
 	b.mirror = f
 	b.mu.Unlock()
@@ -277,7 +280,9 @@ func (b *Bus) publishTx(tx store.Tx, ev events.Event, now time.Time, prepared []
 	mirror := b.mirror
 	b.mu.RUnlock()
 	if mirror != nil && !strings.HasPrefix(stored.Source, ExternalSourcePrefix) {
-		tx.AfterCommit(func() { mirror(stored) })
+		// The mirrored message carries the publishing request's (or attempt's) trace context.
+		traced := trace.ContextWithSpanContext(context.Background(), trace.SpanContextFromContext(tx.Context()))
+		tx.AfterCommit(func() { mirror(traced, stored) })
 	}
 	// Validated once stored: a replayed id returns its stored event whatever the new payload; an
 	// invalid new event fails the transaction, which takes the insert back.

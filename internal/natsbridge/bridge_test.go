@@ -46,7 +46,7 @@ func TestMirrorPublishesToTheDocumentedSubjectAndDedups(t *testing.T) {
 	t.Parallel()
 	b, js := testBridge(t, serverURL(t), nil)
 	ev := event("evt_1")
-	b.Mirror(ev)
+	b.Mirror(context.Background(), ev)
 	require.Eventually(t, func() bool { return b.Mirrored() == 1 }, waitFor, 5*time.Millisecond)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -69,10 +69,10 @@ func TestMirrorPublishesToTheDocumentedSubjectAndDedups(t *testing.T) {
 
 	// A re-mirror (say after a restart) is recognised by the stream and not stored twice; the same
 	// event id of another tenant is another event.
-	b.Mirror(ev)
+	b.Mirror(context.Background(), ev)
 	other := ev
 	other.TenantID = "globex"
-	b.Mirror(other)
+	b.Mirror(context.Background(), other)
 	require.Eventually(t, func() bool { return b.Mirrored() == 3 }, waitFor, 5*time.Millisecond)
 	require.EqualValues(t, 1, b.Duplicates())
 	require.EqualValues(t, 2, streamMsgs(t, js, b.StreamName()))
@@ -93,9 +93,9 @@ func TestMirrorDropsWhatItCannotPublish(t *testing.T) {
 	require.Less(t, int64(len(body)), b.nc.MaxPayload())
 	bad := event("evt_bad")
 	bad.TypeID = "gts.x.shop.orders.>"
-	b.Mirror(big)
-	b.Mirror(bad)
-	b.Mirror(event("evt_ok"))
+	b.Mirror(context.Background(), big)
+	b.Mirror(context.Background(), bad)
+	b.Mirror(context.Background(), event("evt_ok"))
 	require.Eventually(t, func() bool { return b.Mirrored() == 1 }, waitFor, 5*time.Millisecond)
 	require.EqualValues(t, 2, b.Dropped(), "over max_payload and an invalid type are dropped, not retried")
 	require.EqualValues(t, 1, streamMsgs(t, js, b.StreamName()))
@@ -105,7 +105,7 @@ func TestMirrorAfterCloseIsDropped(t *testing.T) {
 	t.Parallel()
 	b, _ := testBridge(t, serverURL(t), nil)
 	require.NoError(t, b.Close())
-	b.Mirror(event("evt_late"))
+	b.Mirror(context.Background(), event("evt_late"))
 	require.EqualValues(t, 1, b.Dropped())
 	require.NoError(t, b.Close(), "Close is idempotent")
 }
@@ -114,7 +114,7 @@ func TestCloseDrainsTheQueue(t *testing.T) {
 	t.Parallel()
 	b, js := testBridge(t, serverURL(t), nil)
 	for i := range 200 {
-		b.Mirror(event("evt_" + strconv.Itoa(i)))
+		b.Mirror(context.Background(), event("evt_"+strconv.Itoa(i)))
 	}
 	require.NoError(t, b.Close())
 	require.EqualValues(t, 200, b.Mirrored()+b.Dropped())
@@ -129,7 +129,7 @@ func TestMirrorQueuesThroughAnOutageAndDropsPastTheBound(t *testing.T) {
 	p.Cut()
 	require.Eventually(t, func() bool { return !b.Connection().Connected }, waitFor, 5*time.Millisecond)
 	for i := range 6 {
-		b.Mirror(event("evt_" + strconv.Itoa(i)))
+		b.Mirror(context.Background(), event("evt_"+strconv.Itoa(i)))
 	}
 	// One event is with the publisher, two wait in the queue: at least three are dropped, at once.
 	require.GreaterOrEqual(t, b.Dropped(), int64(3))
@@ -196,11 +196,11 @@ func TestSubscribeReceivesMirroredEventsAndAcks(t *testing.T) {
 		Handler: r.handle, FetchWait: 200 * time.Millisecond})
 	require.NoError(t, err)
 	require.Equal(t, StatusActive, sub.Status())
-	b.Mirror(event("evt_1"))
+	b.Mirror(context.Background(), event("evt_1"))
 	other := event("evt_2")
 	other.TenantID = "globex"
-	b.Mirror(other) // outside the filter
-	b.Mirror(event("evt_3"))
+	b.Mirror(context.Background(), other) // outside the filter
+	b.Mirror(context.Background(), event("evt_3"))
 	require.Eventually(t, func() bool { return sub.Stats().Acked == 2 }, waitFor, 5*time.Millisecond)
 	msgs := r.got()
 	require.Len(t, msgs, 2)
@@ -230,7 +230,7 @@ func TestSubscribeRedeliversOnErrorThenSucceeds(t *testing.T) {
 	sub, err := b.Subscribe(context.Background(), SubscriptionSpec{Name: "retry", Subject: b.Prefix() + ".>",
 		Handler: r.handle, FetchWait: 200 * time.Millisecond})
 	require.NoError(t, err)
-	b.Mirror(event("evt_1"))
+	b.Mirror(context.Background(), event("evt_1"))
 	require.Eventually(t, func() bool { return sub.Stats().Acked == 1 }, waitFor, 5*time.Millisecond)
 	msgs := r.got()
 	require.Len(t, msgs, 2)
@@ -247,7 +247,7 @@ func TestSubscribeTerminatesAfterMaxDeliverAndDegrades(t *testing.T) {
 	sub, err := b.Subscribe(context.Background(), SubscriptionSpec{Name: "poison", Subject: b.Prefix() + ".>",
 		Handler: r.handle, MaxDeliver: 3, DegradedThreshold: 3, DegradedWindow: time.Minute, FetchWait: 200 * time.Millisecond})
 	require.NoError(t, err)
-	b.Mirror(event("evt_poison"))
+	b.Mirror(context.Background(), event("evt_poison"))
 	require.Eventually(t, func() bool { return sub.Stats().Terminated == 1 }, waitFor, 5*time.Millisecond)
 	require.Equal(t, SubscriptionStats{Delivered: 3, Failed: 2, Terminated: 1, Redelivered: 2}, sub.Stats())
 	require.Equal(t, StatusDegraded, sub.Status(), "failures within the window")
@@ -256,7 +256,7 @@ func TestSubscribeTerminatesAfterMaxDeliverAndDegrades(t *testing.T) {
 	r.mu.Lock()
 	r.fail = nil
 	r.mu.Unlock()
-	b.Mirror(event("evt_fine"))
+	b.Mirror(context.Background(), event("evt_fine"))
 	require.Eventually(t, func() bool { return sub.Stats().Acked == 1 }, waitFor, 5*time.Millisecond)
 	msgs := r.got()
 	require.Len(t, msgs, 4)
@@ -357,7 +357,7 @@ func TestPauseTakesNoNewDeliveriesAndResumeDoes(t *testing.T) {
 	require.NoError(t, err)
 	sub.Pause()
 	require.Equal(t, StatusPaused, sub.Status())
-	b.Mirror(event("evt_1"))
+	b.Mirror(context.Background(), event("evt_1"))
 	require.Eventually(t, func() bool { return b.Mirrored() == 1 }, waitFor, 5*time.Millisecond)
 	require.Never(t, func() bool { return r.count() > 0 }, 500*time.Millisecond, 10*time.Millisecond,
 		"a paused subscription takes nothing (five pull periods)")
@@ -379,7 +379,7 @@ func TestStopWaitsForTheRunningHandler(t *testing.T) {
 			return nil
 		}})
 	require.NoError(t, err)
-	b.Mirror(event("evt_1"))
+	b.Mirror(context.Background(), event("evt_1"))
 	<-started
 	stopped := make(chan struct{})
 	go func() { sub.Stop(); close(stopped) }()
@@ -420,7 +420,7 @@ func TestDisconnectionRefusesNewDeliveriesAndInFlightFinishes(t *testing.T) {
 		}})
 	require.NoError(t, err)
 	handledCount := func() int { mu.Lock(); defer mu.Unlock(); return len(handled) }
-	b.Mirror(event("evt_1"))
+	b.Mirror(context.Background(), event("evt_1"))
 	<-first // the first delivery is in flight
 
 	p.Cut()
@@ -481,7 +481,7 @@ func TestADeletedConsumerDegradesAndIsRecreated(t *testing.T) {
 		_, err := js.Consumer(ctx, b.StreamName(), "gone")
 		return err == nil
 	}, waitFor, 10*time.Millisecond, "the subscription re-created its consumer")
-	b.Mirror(event("evt_after"))
+	b.Mirror(context.Background(), event("evt_after"))
 	require.Eventually(t, func() bool { return sub.Stats().Acked == 1 }, waitFor, 5*time.Millisecond)
 }
 
@@ -496,7 +496,7 @@ func TestCloseWhileDisconnectedGivesUpAfterTheDrainTimeout(t *testing.T) {
 	p.Cut()
 	require.Eventually(t, func() bool { return !b.Connection().Connected }, waitFor, 5*time.Millisecond)
 	for i := range 3 {
-		b.Mirror(event("evt_" + strconv.Itoa(i)))
+		b.Mirror(context.Background(), event("evt_"+strconv.Itoa(i)))
 	}
 	start := time.Now()
 	require.NoError(t, b.Close())

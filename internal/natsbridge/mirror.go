@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/larkrun/lark/internal/events"
+	"github.com/larkrun/lark/internal/tracing"
 )
 
 // Header names of a mirrored event (besides nats.MsgIdHdr, "Nats-Msg-Id" = "<tenant>:<event id>").
@@ -20,10 +21,21 @@ const (
 	HeaderTenantID  = "Lark-Tenant-Id"
 	HeaderEventID   = "Lark-Event-Id"
 	HeaderEventType = "Lark-Event-Type"
+	// HeaderTraceParent and HeaderTraceState carry the W3C trace context of the request or attempt
+	// that published the event, when it had one.
+	HeaderTraceParent = "traceparent"
+	HeaderTraceState  = "tracestate"
 )
 
 // dropWarnEvery spaces the warnings about dropped events; drops in between are logged at debug.
 const dropWarnEvery = 10 * time.Second
+
+// queued is an event waiting to be mirrored, with the W3C trace context of the transaction that
+// stored it.
+type queued struct {
+	ev                      events.Event
+	traceparent, tracestate string
+}
 
 // mirror is the bounded queue of events to publish and its publisher goroutine.
 type mirror struct {
@@ -32,7 +44,7 @@ type mirror struct {
 	// mu orders Mirror's enqueue against stop, so that no event is queued after the final count.
 	mu      sync.RWMutex
 	stopped bool
-	q       chan events.Event
+	q       chan queued
 
 	quit   chan struct{}      // closed by stop: drain what is queued
 	done   chan struct{}      // closed when the publisher has returned
@@ -47,7 +59,7 @@ type mirror struct {
 
 func (m *mirror) start(b *Bridge) {
 	m.b = b
-	m.q = make(chan events.Event, b.cfg.QueueSize)
+	m.q = make(chan queued, b.cfg.QueueSize)
 	m.quit = make(chan struct{})
 	m.done = make(chan struct{})
 	m.ctx, m.cancel = context.WithCancel(context.Background())
@@ -55,10 +67,13 @@ func (m *mirror) start(b *Bridge) {
 }
 
 // Mirror queues ev, whose transaction has committed, for publishing to its subject (EventSubject
-// under the bridge's prefix). It never blocks: when the queue is full or the bridge is closed the
-// event is dropped, counted and logged. The database stays the source of truth; mirroring is at
-// least once within the stream's duplicate window and best effort beyond it.
-func (b *Bridge) Mirror(ev events.Event) {
+// under the bridge's prefix). The message carries the W3C trace context of ctx's span (its
+// traceparent and tracestate headers), so that a consumer continues the trace of the request or
+// attempt that published the event; ctx is read for nothing else. It never blocks: when the queue
+// is full or the bridge is closed the event is dropped, counted and logged. The database stays the
+// source of truth; mirroring is at least once within the stream's duplicate window and best effort
+// beyond it.
+func (b *Bridge) Mirror(ctx context.Context, ev events.Event) {
 	m := &b.mirror
 	m.mu.RLock()
 	defer m.mu.RUnlock()
@@ -66,8 +81,10 @@ func (b *Bridge) Mirror(ev events.Event) {
 		m.drop(ev, "bridge closed")
 		return
 	}
+	q := queued{ev: ev}
+	q.traceparent, q.tracestate = tracing.Carry(ctx)
 	select {
-	case m.q <- ev:
+	case m.q <- q:
 	default:
 		m.drop(ev, "queue full")
 	}
@@ -125,8 +142,8 @@ func (m *mirror) run() {
 	defer close(m.done)
 	for {
 		select {
-		case ev := <-m.q:
-			m.publish(ev)
+		case q := <-m.q:
+			m.publish(q)
 		case <-m.quit:
 			m.drain()
 			return
@@ -138,20 +155,21 @@ func (m *mirror) run() {
 func (m *mirror) drain() {
 	for {
 		select {
-		case ev := <-m.q:
+		case q := <-m.q:
 			if m.ctx.Err() != nil {
-				m.drop(ev, "close: drain timeout")
+				m.drop(q.ev, "close: drain timeout")
 				continue
 			}
-			m.publish(ev)
+			m.publish(q)
 		default:
 			return
 		}
 	}
 }
 
-// message builds the NATS message of ev.
-func (m *mirror) message(ev events.Event) (*nats.Msg, error) {
+// message builds the NATS message of q.
+func (m *mirror) message(q queued) (*nats.Msg, error) {
+	ev := q.ev
 	subject, err := EventSubject(m.b.cfg.SubjectPrefix, ev.TenantID, ev.TypeID)
 	if err != nil {
 		return nil, err
@@ -169,6 +187,12 @@ func (m *mirror) message(ev events.Event) (*nats.Msg, error) {
 	msg.Header.Set(HeaderTenantID, ev.TenantID)
 	msg.Header.Set(HeaderEventID, ev.ID)
 	msg.Header.Set(HeaderEventType, ev.TypeID)
+	if q.traceparent != "" {
+		msg.Header.Set(HeaderTraceParent, q.traceparent)
+		if q.tracestate != "" {
+			msg.Header.Set(HeaderTraceState, q.tracestate)
+		}
+	}
 	// The server's max_payload counts the header block too: "NATS/1.0\r\n", "Key: value\r\n"
 	// lines and a closing "\r\n".
 	size := len(body) + len("NATS/1.0\r\n\r\n")
@@ -183,10 +207,11 @@ func (m *mirror) message(ev events.Event) (*nats.Msg, error) {
 	return msg, nil
 }
 
-// publish publishes ev until the stream acknowledges it: while disconnected it waits for the
+// publish publishes q's event until the stream acknowledges it: while disconnected it waits for the
 // connection; while connected it tries PublishAttempts times with backoff, then drops it.
-func (m *mirror) publish(ev events.Event) {
-	msg, err := m.message(ev)
+func (m *mirror) publish(q queued) {
+	ev := q.ev
+	msg, err := m.message(q)
 	if err != nil {
 		m.drop(ev, err.Error())
 		return
