@@ -147,12 +147,19 @@ func (u *upstream) seen() []string {
 	return append([]string(nil), u.traceparents...)
 }
 
-// tracedEnv is a server exporting its spans over OTLP/HTTP to rc (the production exporter).
-func tracedEnv(t *testing.T, rc *otlpReceiver) (*env, *tracing.Tracing) {
+// exportingTo is tracing exporting over OTLP/HTTP to rc (the production exporter).
+func exportingTo(t *testing.T, rc *otlpReceiver) *tracing.Tracing {
 	t.Helper()
 	tr, err := tracing.New(context.Background(), tracing.Config{Endpoint: rc.URL, Getenv: func(string) string { return "" }})
 	require.NoError(t, err)
 	require.True(t, tr.Enabled())
+	return tr
+}
+
+// tracedEnv is a server exporting its spans over OTLP/HTTP to rc.
+func tracedEnv(t *testing.T, rc *otlpReceiver) (*env, *tracing.Tracing) {
+	t.Helper()
+	tr := exportingTo(t, rc)
 	e := newEnv(t, func(c *server.Config) {
 		c.UnsafeEgressAllowLoopback = true
 		c.Telemetry.Tracing = tr
@@ -365,8 +372,7 @@ def main(ctx, input):
 // attempt is its child.
 func TestTraceOfAScheduleRun(t *testing.T) {
 	rc := newOTLPReceiver(t)
-	tr, err := tracing.New(context.Background(), tracing.Config{Endpoint: rc.URL, Getenv: func(string) string { return "" }})
-	require.NoError(t, err)
+	tr := exportingTo(t, rc)
 	s := newSchEnv(t, time.Date(2026, 11, 24, 9, 59, 30, 0, time.UTC), func(c *server.Config) { c.Telemetry.Tracing = tr })
 	s.create(t, obj{"schedule_id": "traced", "expression": obj{"kind": "cron", "value": "0 10 * * *"}, "input_overrides": obj{"invoice_id": "t"}})
 	s.advanceTo(t, "2026-11-24T10:00:00Z")
@@ -415,14 +421,13 @@ func TestTraceOfAScheduleRun(t *testing.T) {
 // root span, and its invocation is created in that span's trace.
 func TestTraceOfABackfillPartition(t *testing.T) {
 	rc := newOTLPReceiver(t)
-	tr, err := tracing.New(context.Background(), tracing.Config{Endpoint: rc.URL, Getenv: func(string) string { return "" }})
-	require.NoError(t, err)
+	tr := exportingTo(t, rc)
 	s := newSchEnv(t, time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC), func(c *server.Config) { c.Telemetry.Tracing = tr })
 	s.create(t, obj{"schedule_id": "nightly", "expression": obj{"kind": "cron", "value": "0 2 * * *"}, "input_overrides": obj{"invoice_id": "n"}})
 	b := s.expect(t, http.StatusCreated, http.MethodPost, bfPath, s.adm, obj{"schedule_id": "nightly",
 		"start": "2026-03-27T00:00:00Z", "end": "2026-03-29T00:00:00Z", "params": obj{"amount": 5}}).Body
 	id := b["backfill_id"].(string)
-	_, err = s.srv.Schedules.DriveBackfills(context.Background())
+	_, err := s.srv.Schedules.DriveBackfills(context.Background())
 	require.NoError(t, err)
 	parts := s.partitions(t, id, nil)
 	require.Len(t, parts, 2)
@@ -450,8 +455,7 @@ func TestTraceOfABackfillPartition(t *testing.T) {
 // trigger.flush root span; a batch filled by a publish continues that request's trace.
 func TestTraceOfABatchFlush(t *testing.T) {
 	rc := newOTLPReceiver(t)
-	tr, err := tracing.New(context.Background(), tracing.Config{Endpoint: rc.URL, Getenv: func(string) string { return "" }})
-	require.NoError(t, err)
+	tr := exportingTo(t, rc)
 	clk := clock.NewFake(time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC))
 	e := newEnv(t, func(c *server.Config) { c.Clock = clk; c.Telemetry.Tracing = tr })
 	adm := invTenant(t, e, "acme")

@@ -176,16 +176,7 @@ func readConsumptions(ctx context.Context, q Querier, tenantID, id string) ([]in
 	if err != nil {
 		return nil, fmt.Errorf("event consumptions of %s: %w", id, err)
 	}
-	defer rows.Close()
-	var out []int64
-	for rows.Next() {
-		var seq int64
-		if err := rows.Scan(&seq); err != nil {
-			return nil, err
-		}
-		out = append(out, seq)
-	}
-	return out, rows.Err()
+	return scanColumn[int64](rows)
 }
 
 // LockInvocation implements store.ProjectionTx: the row stays locked (Dialect.ForUpdate) until the
@@ -234,16 +225,7 @@ func (t *Tx) UsageInvocations(tenantID string, from, to time.Time) ([]string, er
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		out = append(out, id)
-	}
-	return out, rows.Err()
+	return scanColumn[string](rows)
 }
 
 // sumInts is the comma-separated SUMs of the integer columns cols.

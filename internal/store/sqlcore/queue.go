@@ -79,11 +79,12 @@ func scanRunnable(rows *sql.Rows) ([]store.Runnable, error) {
 	return out, rows.Err()
 }
 
-func scanStrings(rows *sql.Rows) ([]string, error) {
+// scanColumn reads the single column of every row and closes rows.
+func scanColumn[T any](rows *sql.Rows) ([]T, error) {
 	defer rows.Close()
-	var out []string
+	var out []T
 	for rows.Next() {
-		var v string
+		var v T
 		if err := rows.Scan(&v); err != nil {
 			return nil, err
 		}
@@ -108,7 +109,7 @@ func (t *Tx) DueTenants(after string, now time.Time, limit int) ([]string, error
 	if err != nil {
 		return nil, err
 	}
-	return scanStrings(rows)
+	return scanColumn[string](rows)
 }
 
 // DueEntrypoints implements store.Tx (a skip-scan over the queue's index on tenant_id,
@@ -125,7 +126,7 @@ func (t *Tx) DueEntrypoints(tenantID string, now time.Time) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return scanStrings(rows)
+	return scanColumn[string](rows)
 }
 
 // DueWork implements store.Tx (Dialect.DueWork). The rows it returns stay locked until the
