@@ -482,6 +482,7 @@ func TestTraceOfABatchFlush(t *testing.T) {
 	require.Empty(t, flush.ParentSpanId, "a root span")
 	require.Equal(t, "acme", attr(flush, "lark.tenant_id"))
 	require.Equal(t, "batch", attr(flush, "lark.trigger_id"))
+	require.Equal(t, "1", attr(flush, "lark.invocations_started"))
 	due := invGet(t, e, adm, invID(started[1]))["observability"].(obj)
 	require.Equal(t, hexID(flush.TraceId), due["trace_id"], "the due batch is in the flush's trace")
 	require.Equal(t, hexID(flush.SpanId), due["span_id"])

@@ -58,6 +58,7 @@ const (
 	AttrBackfill    = attribute.Key("lark.backfill_id")
 	AttrTrigger     = attribute.Key("lark.trigger_id")
 	AttrDelivery    = attribute.Key("lark.delivery_id")
+	AttrStarted     = attribute.Key("lark.invocations_started")
 	// AttrMessagingDestination is the NATS subject a message arrived on (OpenTelemetry's messaging
 	// conventions).
 	AttrMessagingDestination = attribute.Key("messaging.destination.name")

@@ -287,6 +287,8 @@ func (s *Service) FlushDue(ctx context.Context) (int, error) {
 			})
 			if err != nil {
 				span.SetStatus(codes.Error, "not flushed")
+			} else {
+				span.SetAttributes(tracing.AttrStarted.Int(n)) // 0: another node flushed it first
 			}
 			span.End()
 			if err != nil {
