@@ -227,7 +227,7 @@ func (f *Feed) apply(c change) {
 // acknowledged: redelivering it would not change the answer. Other failures are redelivered.
 func (f *Feed) handler(tenantID, triggerID, typeID string) func(ctx context.Context, m natsbridge.Message) error {
 	return func(ctx context.Context, m natsbridge.Message) error {
-		ctx = tracing.Continue(ctx, header(m.Header, "traceparent"), header(m.Header, "tracestate"))
+		ctx = tracing.Continue(ctx, header(m.Header, natsbridge.HeaderTraceParent), header(m.Header, natsbridge.HeaderTraceState))
 		ctx, span := f.tracer.Start(ctx, SpanReceive, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(
 			tracing.AttrTenant.String(tenantID), tracing.AttrTrigger.String(triggerID), tracing.AttrMessagingSystem.String("nats"),
 			tracing.AttrMessagingDestination.String(m.Subject), tracing.AttrDelivery.String(m.DeliveryID())))
