@@ -229,6 +229,12 @@ func Consumed(events []invocation.Event) []int64 {
 			out = append(out, seq)
 		}
 	}
+	return ascendingSet(out)
+}
+
+// ascendingSet is seqs sorted, each once, in a slice of its own.
+func ascendingSet(seqs []int64) []int64 {
+	out := slices.Clone(seqs)
 	slices.Sort(out)
 	return slices.Compact(out)
 }
@@ -293,11 +299,7 @@ func (f *Fold) Apply(e invocation.Event) error {
 }
 
 // Consumed lists the seqs of the published events the folded events consumed (see Consumed).
-func (f *Fold) Consumed() []int64 {
-	out := slices.Clone(f.consumed)
-	slices.Sort(out)
-	return slices.Compact(out)
-}
+func (f *Fold) Consumed() []int64 { return ascendingSet(f.consumed) }
 
 // mergeInto adds the fold's usage to m.
 func (f *Fold) mergeInto(m map[usageKey]*invocation.Usage) {
