@@ -76,6 +76,9 @@ type flags struct {
 	maxInFlight                 int
 	maxPayloadBytes             int
 	cpuSlots                    int
+	memoryLimitMB               int64
+	executionMemoryMB           int64
+	tenantExecutionMemoryMB     int64
 	cpuNice                     int
 	pgMaxConns                  int32
 	pgWriters                   int
@@ -139,6 +142,12 @@ func (f *flags) bind(c *cobra.Command) {
 		"requests one tenant may have in flight at once (over it → 429 rate_limited)")
 	c.Flags().IntVar(&f.cpuSlots, "cpu-slots", 0,
 		"Starlark executions interpreting at once, shared fairly between tenants (0: the cores less one, at least 1; -1: no sharing) (env LARK_CPU_SLOTS)")
+	c.Flags().Int64Var(&f.memoryLimitMB, "memory-limit-mb", 0,
+		"the process's memory limit in MiB: Go's soft memory limit stays under it and execution memory is budgeted from it (0: GOMEMLIMIT if set, else 3/4 of the cgroup's or the machine's memory) (env LARK_MEMORY_LIMIT_MB)")
+	c.Flags().Int64Var(&f.executionMemoryMB, "execution-memory-mb", 0,
+		"memory all running executions may reserve at once, in MiB (0: half the memory limit) (env LARK_EXECUTION_MEMORY_MB)")
+	c.Flags().Int64Var(&f.tenantExecutionMemoryMB, "tenant-execution-memory-mb", 0,
+		"memory one tenant's running executions may reserve at once, in MiB (0: 256 per CPU slot) (env LARK_TENANT_EXECUTION_MEMORY_MB)")
 	c.Flags().IntVar(&f.cpuNice, "cpu-nice", cpushare.DefaultNice,
 		"nice value (1-19) of the threads interpreting user code, below the API and the database; 0 keeps the server's priority (env LARK_CPU_NICE)")
 	c.Flags().IntVar(&f.maxPayloadBytes, "max-payload-bytes", invoke.DefaultMaxPayloadBytes,
@@ -175,6 +184,7 @@ func (f *flags) config(admin string, log *slog.Logger) (server.Config, error) {
 		DrainTimeout: f.drainTimeout, ReadHeaderTimeout: f.readHeaderTimeout, ReadTimeout: f.readTimeout,
 		WriteTimeout: f.writeTimeout, IdleTimeout: f.idleTimeout, MaxHeaderBytes: f.maxHeaderBytes, MaxInFlight: f.maxInFlight,
 		MaxPayloadBytes: f.maxPayloadBytes, CPUSlots: f.cpuSlots, CPUNice: f.cpuNice,
+		MemoryLimit: f.memoryLimitMB << 20, ExecutionMemory: f.executionMemoryMB << 20, TenantExecutionMemory: f.tenantExecutionMemoryMB << 20,
 		RemoteWorkers: f.remoteWorkers, HeartbeatInterval: f.heartbeatInterval, HeartbeatTimeout: f.heartbeatTimeout,
 		NodeID: f.nodeID, LeaderTTL: f.leaderTTL, LeaderRenew: f.leaderRenew,
 		Telemetry: server.Telemetry{OTLPEndpoint: f.otlpEndpoint, AccessLogOff: !f.accessLog, LogLevel: f.logLevelVar}}
@@ -240,6 +250,9 @@ var typedEnv = []struct{ flag, env string }{
 	{"max-payload-bytes", "LARK_MAX_PAYLOAD_BYTES"},
 	{"cpu-slots", "LARK_CPU_SLOTS"},
 	{"cpu-nice", "LARK_CPU_NICE"},
+	{"memory-limit-mb", "LARK_MEMORY_LIMIT_MB"},
+	{"execution-memory-mb", "LARK_EXECUTION_MEMORY_MB"},
+	{"tenant-execution-memory-mb", "LARK_TENANT_EXECUTION_MEMORY_MB"},
 	{"access-log", "LARK_ACCESS_LOG"},
 }
 
@@ -262,6 +275,9 @@ func (f *flags) check(c *cobra.Command) error {
 	}
 	if f.cpuSlots < -1 {
 		return fmt.Errorf("--cpu-slots must be -1, 0 or positive, got %d", f.cpuSlots)
+	}
+	if f.memoryLimitMB < 0 || f.executionMemoryMB < 0 || f.tenantExecutionMemoryMB < 0 {
+		return fmt.Errorf("--memory-limit-mb, --execution-memory-mb and --tenant-execution-memory-mb must be 0 or positive")
 	}
 	if f.cpuNice < 0 || f.cpuNice > 19 {
 		return fmt.Errorf("--cpu-nice must be 0 to 19, got %d", f.cpuNice)

@@ -44,6 +44,9 @@ type Attempt struct {
 	Invocation invocation.Record
 	Lease      Lease
 	Entrypoint entrypoint.Entrypoint
+	// Due is when the work became runnable (created, due for a retry or a timer, or its previous
+	// runner's lease expired): its queue wait runs from there to the start of its execution.
+	Due time.Time
 }
 
 // LeaseOwner is the lease owner of the engine attempt rec is at, run by the process node:

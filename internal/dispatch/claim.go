@@ -57,6 +57,10 @@ type ClaimConfig struct {
 	LeaseGrace time.Duration
 	// Fairness keeps the deficit round-robin state between claims (default fairness.New()).
 	Fairness *fairness.Scheduler
+	// Room, if set, is how many more attempts of a tenant this process should claim now, at most
+	// max (admission.Gate.Room): a tenant whose executions cannot start here soon keeps its work
+	// queued in the store, where it stays visible as queued and another node may take it.
+	Room func(tenantID string, max int) int
 	// ExpiredEvery is how often, at most, a claim looks for work whose lease expired (default 1 s;
 	// negative: every claim). A lease expires LeaseGrace after its attempt's timeout, so the wait
 	// this adds to a reclaim is small beside it, and the claims in between skip a read.
@@ -123,7 +127,7 @@ func (c *StoreClaimer) Claim(ctx context.Context, limit int) ([]attempt.Attempt,
 			}
 			expired = len(rs)
 		}
-		q := &claimQueue{cat: c.cfg.Catalog, tx: tx, now: now, limit: limit - len(rs), tenants: map[string]*tenantQueue{}}
+		q := &claimQueue{cat: c.cfg.Catalog, room: c.cfg.Room, tx: tx, now: now, limit: limit - len(rs), tenants: map[string]*tenantQueue{}}
 		if _, err := c.cfg.Fairness.Claim(q, q.limit); err != nil {
 			return err
 		}
@@ -203,7 +207,7 @@ func (c *StoreClaimer) claimOne(tx store.Tx, r store.Runnable, rec invocation.Re
 		return a, false, err
 	}
 	return attempt.Attempt{Kind: attempt.KindRun, Invocation: next,
-		Lease: attempt.Lease{Owner: attempt.LeaseOwner(c.cfg.Node, next), ExpiresAt: until}, Entrypoint: ep}, true, nil
+		Lease: attempt.Lease{Owner: attempt.LeaseOwner(c.cfg.Node, next), ExpiresAt: until}, Entrypoint: ep, Due: r.Due}, true, nil
 }
 
 // begin starts an attempt of queued (or orphaned, or suspended) work inside tx: the started event

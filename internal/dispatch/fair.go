@@ -13,6 +13,7 @@ import (
 // version's traits.limits.max_concurrent. Items it takes are collected in picks.
 type claimQueue struct {
 	cat     Catalog
+	room    func(tenantID string, max int) int // ClaimConfig.Room (nil: no bound)
 	tx      store.Tx
 	now     time.Time
 	limit   int
@@ -114,6 +115,12 @@ func (q *claimQueue) load(tenantID string) (*tenantQueue, error) {
 	}
 	tq := &tenantQueue{headroom: -1, perRef: map[string]int64{}, taken: map[string]bool{}}
 	q.tenants[tenantID] = tq
+	if q.room != nil {
+		// What this process can start of the tenant's work soon (admission); the rest stays queued.
+		if tq.headroom = int64(max(q.room(tenantID, q.limit), 0)); tq.headroom == 0 {
+			return tq, nil
+		}
+	}
 	p, err := q.cat.Policy(q.tx, tenantID, q.now)
 	if err != nil {
 		return nil, err
@@ -136,7 +143,9 @@ func (q *claimQueue) load(tenantID string) (*tenantQueue, error) {
 		for _, n := range running {
 			total += n
 		}
-		tq.headroom = max(*quota-total, 0)
+		if left := max(*quota-total, 0); tq.headroom < 0 || left < tq.headroom {
+			tq.headroom = left
+		}
 		if tq.headroom == 0 {
 			return tq, nil
 		}

@@ -85,6 +85,10 @@ type Metrics struct {
 	// EgressBytes counts the request and response bodies of the execution's r_http_* calls that got
 	// a response (Lark's addition to 000's metrics).
 	EgressBytes *int64 `json:"egress_bytes"`
+	// QueueWaitMS is how long the attempt waited between becoming runnable (created, due for a retry
+	// or resumed) and the start of its execution: in the queue, then for admission (Lark's addition;
+	// docs/api.md, "Busy servers").
+	QueueWaitMS *int64 `json:"queue_wait_ms,omitempty"`
 }
 
 // Record is the projection of an invocation's event log (000's InvocationRecord plus bookkeeping).

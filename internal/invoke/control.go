@@ -128,7 +128,7 @@ func (s *Service) startChild(ctx context.Context, parent invocation.Record, req 
 		ctx, cancel = context.WithTimeout(ctx, req.Timeout)
 		defer cancel()
 	}
-	return s.execute(ctx, created, e, d)
+	return s.execute(ctx, created, e, d, time.Time{})
 }
 
 // childRefused is the error result of an r_invoke_v1 call refused by a rate limit or a quota: the
@@ -438,7 +438,7 @@ func (s *Service) Run(ctx context.Context, a attempt.Attempt) {
 		// Its writes outlast a database outage of up to the lease's grace: an attempt that finished
 		// while the database was away is recorded when it is back, not run again after its lease.
 		wctx := store.OutlastOutages(ctx, s.cfg.LeaseGrace)
-		if _, err := s.execute(wctx, rec, a.Entrypoint, d); err != nil {
+		if _, err := s.execute(wctx, rec, a.Entrypoint, d, a.Due); err != nil {
 			s.cfg.Logger.ErrorContext(ctx, "invocation attempt not recorded", "invocation_id", rec.ID, "tenant_id", rec.TenantID, "err", err)
 		}
 	default:

@@ -26,39 +26,41 @@ import (
 
 // execute runs one started attempt of rec and records its outcome. It is used by sync invocations,
 // by the dispatcher for queued work, and for r_invoke_v1 children.
-func (s *Service) execute(ctx context.Context, rec invocation.Record, e entrypoint.Entrypoint, d definition) (invocation.Record, error) {
-	s.dequeued(rec)
+func (s *Service) execute(ctx context.Context, rec invocation.Record, e entrypoint.Entrypoint, d definition, due time.Time) (invocation.Record, error) {
 	if e.Kind == entrypoint.KindWorkflow {
+		s.dequeued(rec, time.Time{}, nil)
 		return s.executeWorkflow(ctx, rec, e, d)
 	}
-	a := s.runFunction(ctx, rec, e, d, nil)
+	a := s.runFunction(ctx, rec, e, d, nil, due)
+	s.dequeued(rec, due, a.Outcome.Metrics.QueueWaitMS)
 	return s.complete(context.WithoutCancel(ctx), rec, d, a.Timeline, a.Outcome, nil)
 }
 
 // attempt is the run stage's view of an attempt of rec (e's version, parsed as d): data only.
 // input is rec's params decoded, when the caller has them (nil: they are decoded by the run).
-func (s *Service) attempt(rec invocation.Record, e entrypoint.Entrypoint, d definition, input any) run.Attempt {
+func (s *Service) attempt(rec invocation.Record, e entrypoint.Entrypoint, d definition, input any, due time.Time) run.Attempt {
 	returns, rerr := s.returnsSchema(d)
 	return run.Attempt{Record: rec, Input: input, ProgramKey: e.ID, Source: d.Implementation.Code.Source,
-		Limits: d.limits(s.cfg.MaxPayloadBytes), Retry: retryOf(rec, d), Returns: returns, ReturnsErr: rerr}
+		Limits: d.limits(s.cfg.MaxPayloadBytes), Retry: retryOf(rec, d), Returns: returns, ReturnsErr: rerr, Due: due}
 }
 
-// runFunction runs one attempt of a function (rec as started) through the run stage, cancelable
-// by cancel while it runs. It writes nothing.
-func (s *Service) runFunction(ctx context.Context, rec invocation.Record, e entrypoint.Entrypoint, d definition, input any) run.Result {
+// runFunction runs one attempt of a function (rec as started, runnable since due) through the run
+// stage, cancelable by cancel while it runs. Its timeout starts when the run stage admits it, not
+// here. It writes nothing.
+func (s *Service) runFunction(ctx context.Context, rec invocation.Record, e entrypoint.Entrypoint, d definition, input any, due time.Time) run.Result {
 	if d.workerDefinition() != "" {
-		a := s.attempt(rec, e, d, input)
+		a := s.attempt(rec, e, d, input, due)
 		o := outcome.Decide(rec, a.Retry, nil, workerOnly(e.GTSID), true, s.cfg.Clock.Now())
 		o.Metrics = run.Metrics(0, sandbox.Result{}, a.Limits.MemoryMB, 0)
 		return run.Result{Outcome: o}
 	}
 	log := obs.Logger(ctx).With("tenant_id", rec.TenantID, "invocation_id", rec.ID, "correlation_id", rec.CorrelationID)
 	ctx, span := s.startAttempt(ctx, rec)
-	runCtx, cancel := context.WithTimeout(ctx, d.timeout())
+	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s.track(rec.ID, cancel)
 	defer s.untrack(rec.ID)
-	res := s.runner.Function(runCtx, s.attempt(rec, e, d, input), &host{s: s, rec: rec, log: log, spanCtx: ctx})
+	res := s.runner.Function(runCtx, s.attempt(rec, e, d, input, due), &host{s: s, rec: rec, log: log, spanCtx: ctx})
 	if span.IsRecording() {
 		span.SetAttributes(tracing.AttrStatus.String(res.Outcome.Kind.String()))
 		endSpan(span, res.Outcome.Err)

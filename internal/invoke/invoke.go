@@ -24,6 +24,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/larkrun/lark/internal/admission"
 	"github.com/larkrun/lark/internal/attempt"
 	"github.com/larkrun/lark/internal/auth"
 	"github.com/larkrun/lark/internal/clock"
@@ -114,6 +115,11 @@ type Config struct {
 	// CPU shares the CPU between the tenants' executions (cpushare.Scheduler); nil runs them
 	// unscheduled, each competing for the Go scheduler alone.
 	CPU sandbox.CPUScheduler
+	// Gate admits executions when they can run well (admission: runnable executions per tenant,
+	// memory); nil starts them at once. Their timeouts start once admitted. A sync call waits for
+	// admission before anything is written, at most its timeout, and is refused with 503 (and
+	// Retry-After) when it cannot be admitted in that time.
+	Gate *admission.Gate
 	// Pricing prices executions and invocations (nil: everything costs 0). Each execution's cost is
 	// recorded in the event that closes it, each invocation's price in its created event.
 	Pricing *cost.Pricing
@@ -237,7 +243,7 @@ func NewService(cfg Config) *Service {
 	_, nop := cfg.Observer.(NopObserver)
 	s := &Service{cfg: cfg, running: map[string]context.CancelFunc{}, workflows: map[string]*sandbox.Program{},
 		live: map[string]*liveRun{}, closing: make(chan struct{}), noObserver: nop, tracer: tracer, traced: traced,
-		runner: &run.Runner{Programs: cfg.Programs, CPU: cfg.CPU, Schemas: cfg.Schemas, Clock: cfg.Clock}}
+		runner: &run.Runner{Programs: cfg.Programs, CPU: cfg.CPU, Gate: cfg.Gate, Schemas: cfg.Schemas, Clock: cfg.Clock}}
 	s.publisher = cfg.Publisher
 	if s.publisher == nil {
 		s.publisher = waitPublisher{s}
@@ -495,6 +501,28 @@ func parseDefinition(e entrypoint.Entrypoint) (definition, error) {
 		d.Traits.Limits.CPU = 0.2
 	}
 	return d, nil
+}
+
+// admitSync waits until a sync call of d may start (Config.Gate), at most d's timeout. A call that
+// cannot start in that time is refused with 503 and a Retry-After: nothing was written, and the
+// same request may be sent again.
+func (s *Service) admitSync(ctx context.Context, tenantID string, d definition) (*admission.Ticket, error) {
+	if s.cfg.Gate == nil {
+		return nil, nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, d.timeout())
+	defer cancel()
+	t, err := s.cfg.Gate.Enter(wctx, tenantID, d.Traits.Limits.MemoryMB<<20)
+	if err == nil {
+		return t, nil
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err() // the caller went away
+	}
+	s.cfg.Logger.WarnContext(ctx, "sync call refused: not admitted within its timeout", "tenant_id", tenantID, "timeout", d.timeout())
+	pe := problem.New(problem.TypeUnavailable, "the runtime is busy: this sync call could not start within its timeout (%v); nothing was started, retry later or invoke it async", d.timeout())
+	pe.RetryAfter = 1
+	return nil, pe
 }
 
 func (d definition) timeout() time.Duration {
@@ -779,6 +807,16 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 	if err != nil {
 		return out, err
 	}
+	// A sync call starts only when it can run: it waits for admission before anything is written.
+	if mode == string(invocation.ModeSync) {
+		t, err := s.admitSync(ctx, sc.TenantID, d)
+		if err != nil {
+			permit.Release()
+			return out, err
+		}
+		defer t.Leave()
+		ctx = admission.Admitted(ctx, t)
+	}
 	rec := invocation.Record{ID: s.cfg.IDs.New("inv"), TenantID: sc.TenantID, EntrypointRef: e.ID, EntrypointID: e.GTSID,
 		EntrypointVersion: e.Version, SubjectID: sc.SubjectID, Mode: invocation.Mode(mode), Params: canon,
 		CorrelationID: correlation, Metrics: invocation.Metrics{MemoryLimitMB: i64(memLimit)}, Attempt: 1,
@@ -885,7 +923,7 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 	if e.Kind == entrypoint.KindWorkflow {
 		return s.runWorkflowSync(ctx, newClaim(created), e, d, now)
 	}
-	final, err := s.execute(context.WithoutCancel(ctx), created, e, d)
+	final, err := s.execute(context.WithoutCancel(ctx), created, e, d, time.Time{})
 	if err != nil {
 		return out, problem.Internal(err)
 	}

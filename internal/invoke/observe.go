@@ -68,11 +68,22 @@ func (s *Service) noting(fn func(store.Tx) error) func(store.Tx) error {
 	return func(tx store.Tx) error { return fn(&notingTx{Tx: tx, s: s}) }
 }
 
-// dequeued reports the start of a queued invocation's first attempt (rec as its claim left it).
-func (s *Service) dequeued(rec invocation.Record) {
-	if rec.Mode == invocation.ModeAsync && rec.Attempt == 1 && rec.EngineAttempt == 1 && rec.StartedAt != nil {
-		s.cfg.Observer.Dequeued(rec, rec.StartedAt.Sub(rec.CreatedAt))
+// dequeued reports the start of a queued invocation's first attempt (rec as its claim left it):
+// its queue wait up to the start of its execution when the run measured it (waitMS), otherwise
+// from its creation (or due, when the claim knew it) to its claim.
+func (s *Service) dequeued(rec invocation.Record, due time.Time, waitMS *int64) {
+	if rec.Mode != invocation.ModeAsync || rec.Attempt != 1 || rec.EngineAttempt != 1 || rec.StartedAt == nil {
+		return
 	}
+	if waitMS != nil {
+		s.cfg.Observer.Dequeued(rec, time.Duration(*waitMS)*time.Millisecond)
+		return
+	}
+	from := rec.CreatedAt
+	if !due.IsZero() {
+		from = due
+	}
+	s.cfg.Observer.Dequeued(rec, max(rec.StartedAt.Sub(from), 0))
 }
 
 // notingTx is a store.Tx that notes the invocations a transaction creates, the last state of each

@@ -45,7 +45,7 @@ type Remote interface {
 // was cleared and is recorded as late_result.
 func (s *Service) runRemote(ctx context.Context, a attempt.Attempt, d definition) {
 	rec := a.Invocation
-	s.dequeued(rec)
+	s.dequeued(rec, a.Due, nil)
 	ctx, span := s.startAttempt(ctx, rec) // the worker records no spans of its own (yet)
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -56,7 +56,7 @@ func (s *Service) runRemote(ctx context.Context, a attempt.Attempt, d definition
 	if p, err := s.policy(ctx, rec.TenantID); err != nil {
 		s.cfg.Logger.ErrorContext(ctx, "remote attempt not handed out: tenant policy unreadable", "invocation_id", rec.ID, "tenant_id", rec.TenantID, "err", err)
 	} else {
-		res, ok = s.cfg.Remote.Run(runCtx, RemoteAttempt{Attempt: a, Run: s.attempt(rec, a.Entrypoint, d, nil), Returns: d.Schema.Returns,
+		res, ok = s.cfg.Remote.Run(runCtx, RemoteAttempt{Attempt: a, Run: s.attempt(rec, a.Entrypoint, d, nil, a.Due), Returns: d.Schema.Returns,
 			DefinitionID: d.workerDefinition(), AllowedOutboundDomains: p.Policies.AllowedOutboundDomains})
 	}
 	if !ok {

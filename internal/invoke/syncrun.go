@@ -66,7 +66,7 @@ func (s *Service) runSync(ctx context.Context, rec invocation.Record, input any,
 	p := &pendingStart{start: start, lease: lease, done: make(chan error, 1)}
 	go func() { p.done <- s.update(ctx, p.write) }()
 
-	a := s.runFunction(ctx, started, e, d, input)
+	a := s.runFunction(ctx, started, e, d, input, time.Time{})
 
 	closing, next, oerr := s.closingEvents(started, a.Timeline, a.Outcome, s.cfg.Clock.Now())
 	p.mu.Lock()

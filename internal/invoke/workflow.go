@@ -219,7 +219,7 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 				return !errors.Is(runCtx.Err(), context.Canceled) && (exited || !retryOf(rec, d).ShouldRetry(rec.Attempt, e))
 			},
 			Request: sandbox.Request{
-				Program: prog, Input: input, Host: h, CPU: s.cfg.CPU,
+				Program: prog, Input: input, Host: h, CPU: s.cfg.CPU, Gate: s.cfg.Gate,
 				Info: sandbox.Info{InvocationID: rec.ID, TenantID: rec.TenantID, EntrypointID: rec.EntrypointID,
 					CorrelationID: rec.CorrelationID, Attempt: rec.Attempt, Generation: generation},
 				Limits: sandbox.Limits{Timeout: timeout, CPU: d.Traits.Limits.CPU, MemoryMB: int(d.Traits.Limits.MemoryMB),
@@ -254,7 +254,7 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 		}
 	}
 	if rerr == nil && park == nil {
-		output, rerr = s.runner.CheckOutput(s.attempt(rec, e, d, nil), res.Output)
+		output, rerr = s.runner.CheckOutput(s.attempt(rec, e, d, nil, time.Time{}), res.Output)
 	}
 	if rerr != nil && (res.Exited || !retryOf(rec, d).ShouldRetry(rec.Attempt, rerr)) {
 		// The workflow ends unsuccessfully for good (r_exit: a retry would replay the journal to the
@@ -658,7 +658,7 @@ func (s *Service) compensateCanceled(ctx context.Context, rec invocation.Record,
 		h.add(invocation.EventLog, map[string]any{"message": "step compensations skipped: " + perr.Message})
 	default:
 		_, rerr := sandbox.RunWorkflow(ctx, sandbox.WorkflowRequest{Journal: wj.Entries, Now: s.cfg.Clock.Now(), CancelAtEnd: true, OnCompensation: h.compensation,
-			Request: sandbox.Request{Program: prog, Input: input, Host: h, CPU: s.cfg.CPU,
+			Request: sandbox.Request{Program: prog, Input: input, Host: h, CPU: s.cfg.CPU, Gate: s.cfg.Gate,
 				Info: sandbox.Info{InvocationID: rec.ID, TenantID: rec.TenantID, EntrypointID: rec.EntrypointID,
 					CorrelationID: rec.CorrelationID, Attempt: rec.Attempt, Generation: wj.Generation},
 				Limits: d.limits(s.cfg.MaxPayloadBytes)}})

@@ -16,6 +16,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/larkrun/lark/internal/admission"
 	"github.com/larkrun/lark/internal/clock"
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/outcome"
@@ -39,6 +40,9 @@ type Attempt struct {
 	// the stored schema does not compile: a result is then refused with it.
 	Returns    *jsonschema.Schema
 	ReturnsErr error
+	// Due is when the attempt became runnable (its creation, retry time or resumption); zero: when
+	// Function is called. Its queue wait runs from there to the execution's start.
+	Due time.Time
 }
 
 // Host is the sandbox's window on the world for one attempt, as the caller builds it (egress with
@@ -66,6 +70,9 @@ type Runner struct {
 	Programs *sandbox.Cache
 	// CPU shares the CPU between tenants' executions (nil: unscheduled).
 	CPU sandbox.CPUScheduler
+	// Gate admits executions when they can run well (nil: at once); an attempt's timeout starts
+	// once it is admitted.
+	Gate *admission.Gate
 	// Schemas validates results against returns schemas.
 	Schemas *schema.Registry
 	// Clock decides when a retry is due.
@@ -75,7 +82,7 @@ type Runner struct {
 // Function runs one attempt of a function. It never fails: what went wrong is the outcome.
 func (r *Runner) Function(ctx context.Context, a Attempt, h Host) Result {
 	rec := a.Record
-	start := time.Now()
+	start, begin := time.Now(), r.Clock.Now()
 	input := a.Input
 	if input == nil {
 		if err := invocation.DecodeJSON(rec.Params, &input); err != nil { // validated at the start: not expected
@@ -93,12 +100,13 @@ func (r *Runner) Function(ctx context.Context, a Attempt, h Host) Result {
 			rerr = &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "non_retryable", Message: "compile: " + cerr.Error()}
 		}
 	} else {
-		res, rerr = sandbox.Run(ctx, sandbox.Request{Program: prog, Input: input, Host: h, CPU: r.CPU,
+		res, rerr = sandbox.Run(ctx, sandbox.Request{Program: prog, Input: input, Host: h, CPU: r.CPU, Gate: r.Gate,
 			Info: sandbox.Info{InvocationID: rec.ID, TenantID: rec.TenantID, EntrypointID: rec.EntrypointID,
 				CorrelationID: rec.CorrelationID, Attempt: rec.Attempt},
 			Limits: a.Limits})
 	}
-	metrics := Metrics(time.Since(start), res, a.Limits.MemoryMB, h.TakeEgress())
+	metrics := Metrics(time.Since(start)-res.Waited, res, a.Limits.MemoryMB, h.TakeEgress())
+	metrics.QueueWaitMS = i64(QueueWait(a.Due, begin, res.Waited).Milliseconds())
 	var output json.RawMessage
 	if rerr == nil {
 		output, rerr = r.CheckOutput(a, res.Output)
@@ -177,3 +185,12 @@ func Metrics(elapsed time.Duration, res sandbox.Result, memoryMB int, egress int
 }
 
 func i64(v int64) *int64 { return &v }
+
+// QueueWait is an attempt's wait from due (zero: none) to the start of its execution: until it was
+// handed to the run stage at begin, and then for admission.
+func QueueWait(due, begin time.Time, admission time.Duration) time.Duration {
+	if due.IsZero() || begin.Before(due) {
+		return admission
+	}
+	return begin.Sub(due) + admission
+}

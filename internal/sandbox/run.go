@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/larkrun/lark/internal/admission"
 	"github.com/larkrun/lark/third_party/go.starlark.net/starlark"
 	"github.com/larkrun/lark/third_party/go.starlark.net/syntax"
 )
@@ -159,6 +160,11 @@ type Request struct {
 	// slot of CPU (for Info.TenantID), yields it every CPUQuantum steps, and gives it back while it
 	// waits on the host. Nil runs unscheduled.
 	CPU CPUScheduler
+	// Gate, if set, admits the execution before it starts (admission: runnable executions per
+	// tenant, memory); its timeout and CPU budget start once admitted, and its accounted
+	// allocations are reserved as they grow. A ticket the caller took already (admission.Admitted
+	// in ctx) is used instead of entering the gate. Nil starts at once.
+	Gate *admission.Gate
 }
 
 // CPUScheduler shares the CPU between executions (package cpushare implements it).
@@ -188,8 +194,10 @@ type Result struct {
 	CPUTime time.Duration
 	// MaxMemoryBytes is the peak of the accounted allocations (see Limits).
 	MaxMemoryBytes int64
-	// Duration is the wall-clock time of Run.
+	// Duration is the wall-clock time of Run from the execution's admission.
 	Duration time.Duration
+	// Waited is how long the execution waited to be admitted (Request.Gate).
+	Waited time.Duration
 	// Emits are the events a function emitted with r_emit_v1, in order (a workflow's go with its
 	// journal entries instead: JournalEntry.Emits). Run returns them whatever the outcome: the
 	// caller publishes them only with a successful attempt's outcome.
@@ -277,6 +285,9 @@ type run struct {
 	cpu       CPUScheduler
 	holding   bool
 	stepLimit uint64
+	// ticket is the execution's admission (nil: not admitted through a gate): it stops counting as
+	// runnable while the execution waits, and reserves memory as its allocations grow.
+	ticket *admission.Ticket
 }
 
 // acquireCPU takes a CPU slot before the execution interprets; false if the execution ended
@@ -303,6 +314,8 @@ func (r *run) releaseCPU() {
 // blocking runs wait (which blocks on the host or another goroutine) without holding a CPU slot,
 // and takes one again afterwards; the error is the execution's end if it ended meanwhile.
 func (r *run) blocking(wait func()) error {
+	r.ticket.Block()
+	defer r.ticket.Unblock()
 	if r.cpu == nil || !r.holding {
 		wait()
 		return nil
@@ -329,7 +342,26 @@ func (r *run) onSteps(thread *starlark.Thread) {
 			return
 		}
 	}
+	if !r.reserveMemory() {
+		return
+	}
 	r.setStepLimit(r.stepLimit)
+}
+
+// reserveMemory grows the execution's memory reservation to its accounted allocations, waiting
+// without its CPU slot when the gate's budgets are spent; false if the execution ended meanwhile
+// (it is halted).
+func (r *run) reserveMemory() bool {
+	total := r.thread.AllocBytes()
+	if r.ticket.TryGrow(total) {
+		return true
+	}
+	var gerr error
+	if err := r.blocking(func() { gerr = r.ticket.Grow(r.ctx, total) }); err != nil || gerr != nil {
+		r.halt(r.ctxError())
+		return false
+	}
+	return true
 }
 
 // setStepLimit sets the CPU budget's end and arms the thread for the next yield (every CPUQuantum
@@ -408,9 +440,19 @@ func runProgram(ctx context.Context, req Request, wf *workflowState) (res Result
 		return res, newError(ErrValidation, CategoryNonRetryable, "no host")
 	}
 
-	runCtx := newRunContext(ctx, limits.Timeout)
+	ticket, own, rerr := admit(ctx, req, limits)
+	if rerr != nil {
+		return res, rerr
+	}
+	if own {
+		defer ticket.Leave()
+	}
+	res.Waited = ticket.Waited()
+	start = time.Now() // the timeout, the CPU budget and the duration start once admitted
+	runCtx := newRunContext(admission.Inside(ctx), limits.Timeout)
 	defer runCtx.stop()
 	r := newRun(runCtx, req, limits)
+	r.ticket = ticket
 	r.wf = wf
 	r.clock = runCtx
 	thread := r.thread
@@ -441,6 +483,23 @@ func runProgram(ctx context.Context, req Request, wf *workflowState) (res Result
 	}
 	res.Output = out
 	return res, nil
+}
+
+// admit takes the execution's place (Request.Gate): the ticket the caller took for it, or one the
+// gate gives once the execution may start. A ctx that ends first is the execution's end.
+// own says the execution took it from the gate itself, and gives it back when it ends.
+func admit(ctx context.Context, req Request, limits Limits) (t *admission.Ticket, own bool, rerr *Error) {
+	if t := admission.Take(ctx); t != nil {
+		return t, false, nil
+	}
+	t, err := req.Gate.Enter(ctx, req.Info.TenantID, int64(limits.MemoryMB)<<20)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return nil, false, newError(ErrTimeout, CategoryTimeout, "not started before its deadline: the runtime was busy")
+		}
+		return nil, false, newError(ErrCanceled, CategoryCanceled, "canceled before it started")
+	}
+	return t, true, nil
 }
 
 // newRun returns the state and thread of an execution under runCtx, with

@@ -7,15 +7,18 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"time"
 
+	"github.com/larkrun/lark/internal/admission"
 	"github.com/larkrun/lark/internal/api"
 	"github.com/larkrun/lark/internal/clock"
 	"github.com/larkrun/lark/internal/console"
@@ -29,6 +32,7 @@ import (
 	"github.com/larkrun/lark/internal/keyring"
 	"github.com/larkrun/lark/internal/leader"
 	"github.com/larkrun/lark/internal/loops"
+	"github.com/larkrun/lark/internal/memlimit"
 	"github.com/larkrun/lark/internal/metrics"
 	"github.com/larkrun/lark/internal/natsbridge"
 	"github.com/larkrun/lark/internal/natsfeed"
@@ -153,6 +157,14 @@ type Config struct {
 	// alone. Where the process may lower a priority but not restore it, each execution runs on a
 	// thread of its own; where it may not lower one, the server logs why and runs without.
 	CPUNice int
+	// MemoryLimit is the process's memory limit in bytes (--memory-limit): Go's soft memory limit
+	// never exceeds it, and execution memory is budgeted from it. 0: GOMEMLIMIT when set, else
+	// memlimit.DefaultFraction of the cgroup's limit or of the machine's memory.
+	MemoryLimit int64
+	// ExecutionMemory bounds the memory all running executions may reserve, in bytes
+	// (--execution-memory; default: half of MemoryLimit). TenantExecutionMemory bounds one tenant's
+	// share (default: 256 MiB per CPU slot, at most ExecutionMemory). docs/deployment.md, "Sizing".
+	ExecutionMemory, TenantExecutionMemory int64
 	// NATS configures the optional NATS JetStream bridge (natsbridge: events mirrored to subjects,
 	// triggers fed by subjects); an empty URL leaves it off.
 	NATS natsbridge.Config
@@ -224,7 +236,10 @@ type Server struct {
 	// Workers is the remote worker service (nil without Config.WorkerKeys).
 	Workers *workers.Service
 	// Claims is the claim stage that feeds the dispatcher (tests claim through it directly).
-	Claims   *dispatch.StoreClaimer
+	Claims *dispatch.StoreClaimer
+	// Gate admits executions (runnable per tenant, memory); memory keeps Go's soft memory limit.
+	Gate     *admission.Gate
+	memory   *memlimit.Tracker
 	dispatch *dispatch.Dispatcher
 	// Schedules manages and fires schedules; Serve runs its firing loop (tests call FireDue).
 	Schedules *scheduler.Service
@@ -354,10 +369,12 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			HeartbeatTimeout: cfg.HeartbeatTimeout, Runner: &run.Runner{Schemas: schemas, Clock: c}, Clock: c, Logger: cfg.Logger, Secrets: s.Secrets})
 		remote = s.Workers
 	}
-	s.Invoke = invoke.NewService(invoke.Config{Remote: remote, Store: st, Schemas: schemas, Programs: sandbox.NewCache(1024), Secrets: s.Secrets,
+	cpu := cpuScheduler(cfg.CPUSlots, cfg.CPUNice, cfg.Logger)
+	s.memory, s.Gate = admissionOf(cfg, cpu, func() { s.dispatch.Wake() })
+	s.Invoke = invoke.NewService(invoke.Config{Remote: remote, Gate: s.Gate, Store: st, Schemas: schemas, Programs: sandbox.NewCache(1024), Secrets: s.Secrets,
 		Egress: egress.New(egress.Options{AllowLoopback: cfg.UnsafeEgressAllowLoopback, Transport: cfg.EgressTransport}), Clock: c, IDs: ids, Logger: cfg.Logger,
 		Node: cfg.NodeID, Pricing: cfg.Pricing, Observer: s.Metrics, Tracing: s.Tracing, MaxPayloadBytes: cfg.MaxPayloadBytes, Sleep: cfg.Sleep,
-		CPU: cpuScheduler(cfg.CPUSlots, cfg.CPUNice, cfg.Logger), SyncPoll: cfg.SyncPoll, LeaseGrace: cfg.LeaseGrace})
+		CPU: cpu, SyncPoll: cfg.SyncPoll, LeaseGrace: cfg.LeaseGrace})
 	if s.Workers != nil {
 		for _, col := range s.Workers.Collectors() {
 			if err := s.Metrics.Registry().Register(col); err != nil {
@@ -366,7 +383,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			}
 		}
 	}
-	s.Claims = dispatch.NewStoreClaimer(s.Invoke.ClaimConfig())
+	claims := s.Invoke.ClaimConfig()
+	claims.Room = s.Gate.Room
+	s.Claims = dispatch.NewStoreClaimer(claims)
 	s.dispatch = dispatch.New(s.Claims, s.Invoke, dispatch.Options{Slots: cfg.Workers, Poll: cfg.DispatchPoll, Clock: c, Logger: cfg.Logger})
 	s.Invoke.SetWake(s.dispatch.Wake)
 	if st.Exclusive() {
@@ -545,6 +564,7 @@ func (s *Server) PerNode() loops.Group {
 	return loops.Group{Logger: s.log, Loops: []loops.Loop{
 		{Name: "wake-ups", Run: s.RunWakeups},
 		{Name: "trigger-metrics", Run: s.Triggers.RunMetrics},
+		{Name: "memory-limit", Run: s.memory.Run},
 	}}
 }
 
@@ -601,6 +621,44 @@ func storeName(s string) string {
 // baseProcs is the Go scheduler's processors as the process started (GOMAXPROCS: the cores, or
 // the container's CPU limit), before cpuScheduler adds the CPU slots to them.
 var baseProcs = runtime.GOMAXPROCS(0)
+
+// admissionOf is the admission gate of cfg's execution limits (per tenant: twice the CPU slots
+// runnable at once; memory budgets from MemoryLimit) and the tracker that keeps Go's soft memory
+// limit with it. onRoom wakes the dispatcher.
+func admissionOf(cfg Config, cpu sandbox.CPUScheduler, onRoom func()) (*memlimit.Tracker, *admission.Gate) {
+	limit := cfg.MemoryLimit
+	if limit <= 0 {
+		if set := debug.SetMemoryLimit(-1); set != math.MaxInt64 {
+			limit = set // GOMEMLIMIT
+		} else {
+			d, _ := memlimit.Detect()
+			limit = memlimit.Default(d)
+		}
+	}
+	tracker := memlimit.New(memlimit.Options{Limit: limit})
+	slots := cfg.CPUSlots
+	if slots <= 0 {
+		slots = DefaultCPUSlots()
+	}
+	execMem := cfg.ExecutionMemory
+	if execMem <= 0 {
+		execMem = limit / 2
+	}
+	tenantMem := cfg.TenantExecutionMemory
+	if tenantMem <= 0 {
+		tenantMem = min(int64(slots)*DefaultTenantMemoryPerSlot, execMem)
+	}
+	runnable := 2 * slots
+	if cpu == nil {
+		runnable = 0 // unscheduled executions: no CPU to share, no runnable bound
+	}
+	return tracker, admission.New(admission.Options{Runnable: runnable, Memory: execMem, TenantMemory: tenantMem,
+		OnRoom: onRoom, OnReserved: tracker.Reserved})
+}
+
+// DefaultTenantMemoryPerSlot is one tenant's execution memory per CPU slot by default: what a
+// tenant can use well at once is bounded by the CPU it can get.
+const DefaultTenantMemoryPerSlot = 256 << 20
 
 // DefaultCPUSlots is the default Config.CPUSlots: the cores less one (at least one), so that a core
 // stays for HTTP, the database and the Go runtime when executions are CPU-bound (a busy process
