@@ -88,7 +88,7 @@ type Metrics struct {
 	// QueueWaitMS is how long the attempt waited between becoming runnable (created, due for a retry
 	// or resumed) and the start of its execution: in the queue, then for admission (Lark's addition;
 	// docs/api.md, "Busy servers").
-	QueueWaitMS *int64 `json:"queue_wait_ms,omitempty"`
+	QueueWaitMS *int64 `json:"queue_wait_ms"`
 }
 
 // Record is the projection of an invocation's event log (000's InvocationRecord plus bookkeeping).

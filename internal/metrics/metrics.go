@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/larkrun/lark/internal/admission"
 	"github.com/larkrun/lark/internal/clock"
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/store"
@@ -43,6 +44,8 @@ type Options struct {
 	Source Source
 	// Slots reports the dispatcher's busy and total execution slots at scrape time (nil: none).
 	Slots func() (busy, total int)
+	// Admission reports the admission gate's figures at scrape time (nil: no admission gauges).
+	Admission func() admission.Stats
 	// MaxLabelSets caps the distinct (tenant, entrypoint) — or (tenant, quota), or tenant — label
 	// sets of each family (default DefaultMaxLabelSets).
 	MaxLabelSets int
@@ -106,7 +109,7 @@ func New(o Options) *Metrics {
 		func(t, e string) prometheus.Observer { return duration.WithLabelValues(t, e) })
 
 	queueWait := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "lark_invocation_queue_wait_seconds",
-		Help: "Time a queued invocation waited from its creation to the start of its first attempt.", Buckets: QueueWaitBuckets},
+		Help: "Time a queued invocation waited from its creation to the start of its first attempt's execution: in the queue, then for admission.", Buckets: QueueWaitBuckets},
 		[]string{"tenant"})
 	m.queueWait = newCapped(o.MaxLabelSets, m.dropped.WithLabelValues("lark_invocation_queue_wait_seconds"),
 		func(t, _ string) prometheus.Observer { return queueWait.WithLabelValues(t) })
@@ -133,6 +136,9 @@ func New(o Options) *Metrics {
 	m.reg.MustRegister(started, finished, duration, queueWait, rateLimited, quota, m.maintenance,
 		newLoadCollector(m), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reg.MustRegister(m.newOps()...)
+	if o.Admission != nil {
+		m.reg.MustRegister(newAdmissionCollector(o.Admission))
+	}
 	return m
 }
 

@@ -346,7 +346,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.Metrics = metrics.New(metrics.Options{Source: st, Clock: c, Logger: cfg.Logger, MaxLabelSets: cfg.MetricsMaxLabelSets,
-		Slots: func() (int, int) { return s.dispatch.Slots() }})
+		Slots: func() (int, int) { return s.dispatch.Slots() }, Admission: func() admission.Stats { return s.Gate.Stats() }})
 	s.Registry.SetQuotaObserver(s.Metrics)
 	s.Secrets = secrets.New(st, secrets.Options{Keyring: cfg.Keyring, Clock: c, IDs: ids, Logger: cfg.Logger})
 	if cfg.Keyring == nil {

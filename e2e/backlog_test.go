@@ -1,0 +1,150 @@
+package e2e
+
+// Busy is normal: a backlog of CPU-bound work completes instead of timing out in the queue, the
+// work that cannot start yet stays visibly queued, and a sync call that cannot start within its
+// timeout is refused with 503 and Retry-After instead of failing.
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// cpuBoundSrc spins for input.n loop iterations (about 0.3 s of CPU for n = 1,000,000 here).
+const cpuBoundSrc = "def main(ctx, input):\n  x = 0\n  for i in range(input.n):\n    x += i\n  return {\"x\": x}\n"
+
+// calibrate returns the loop count that takes about want of CPU in one sync call of id.
+func calibrate(t *testing.T, p *larkProc, token, id string, want time.Duration) int {
+	t.Helper()
+	n := 200000
+	for range 6 {
+		rec := record(t, p.invoke(t, token, id, "sync", map[string]any{"n": n}), http.StatusOK)
+		require.Equal(t, "succeeded", rec.Status, "calibration call: %+v", rec.Error)
+		ms := *rec.Observability.Metrics.DurationMS
+		if ms >= 20 {
+			return int(float64(n) * float64(want.Milliseconds()) / float64(ms))
+		}
+		n *= 4
+	}
+	t.Fatal("the calibration loop never took 20 ms")
+	return 0
+}
+
+func TestCPUBoundBacklogCompletes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a backlog of CPU-bound work: about a minute; skipped with -short")
+	}
+	t.Parallel()
+	p := startLark(t, t.TempDir())
+	id := p.register(t, p.Token, fnSpec{id: fnPrefix + "vendor.app.backlog.spin.v1~", src: cpuBoundSrc,
+		limits: map[string]any{"timeout_seconds": 10, "cpu": 1.0}, retry: 3})
+	n := calibrate(t, p, p.Token, id, 300*time.Millisecond)
+	count := 200
+	if v, err := strconv.Atoi(os.Getenv("LARK_E2E_BACKLOG")); err == nil && v > 0 {
+		count = v // LARK_E2E_BACKLOG=400 runs the issue's larger backlog
+	}
+	accepted := make([]string, count)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range 8 { // within the tenant's in-flight cap
+		wg.Go(func() {
+			for i := range next {
+				if r := p.invoke(t, p.Token, id, "async", map[string]any{"n": n}); r.Status == http.StatusAccepted {
+					accepted[i] = record(t, r, http.StatusAccepted).ID
+				}
+			}
+		})
+	}
+	for i := range accepted {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for i, a := range accepted {
+		require.NotEmpty(t, a, "start %d was not accepted", i)
+	}
+	since := time.Now()
+	// While the backlog drains, what cannot start yet waits queued: only a few run at once.
+	counts := statusCounts(t, p)
+	require.LessOrEqual(t, counts["running"], 16, "running at once while %d wait: %v", count, counts)
+	require.Greater(t, counts["queued"], count/2, "the backlog waits queued: %v", counts)
+
+	type rec struct {
+		ID     string `json:"invocation_id"`
+		Status string `json:"status"`
+		Error  *struct {
+			TypeID string `json:"error_type_id"`
+		} `json:"error"`
+		Observability struct {
+			Metrics struct {
+				QueueWaitMS *int64 `json:"queue_wait_ms"`
+				DurationMS  *int64 `json:"duration_ms"`
+			} `json:"metrics"`
+		} `json:"observability"`
+	}
+	byID := waitAllTerminal[rec](t, p, accepted, since, 5*time.Minute, nil)
+	var longestWait int64
+	for _, id := range accepted {
+		r := byID[id]
+		require.Equal(t, "succeeded", r.Status, "invocation %s: %+v", id, r.Error)
+		require.NotNil(t, r.Observability.Metrics.QueueWaitMS, "queue wait recorded for %s", id)
+		require.Less(t, *r.Observability.Metrics.DurationMS, int64(10000), "run time excludes the queue wait")
+		longestWait = max(longestWait, *r.Observability.Metrics.QueueWaitMS)
+	}
+	require.Greater(t, longestWait, int64(10000), "the last of the backlog waited longer than a timeout, queued, and still succeeded")
+	t.Logf("%d CPU-bound invocations (n=%d) drained in %v; the longest queue wait %d ms", count, n, time.Since(since), longestWait)
+}
+
+// statusCounts counts the tenant's invocations by status.
+func statusCounts(t *testing.T, p *larkProc) map[string]int {
+	t.Helper()
+	counts := map[string]int{}
+	for _, raw := range p.listAll(apiBase+"/invocations", p.Token) {
+		var head struct {
+			Status string `json:"status"`
+		}
+		require.NoError(t, json.Unmarshal(raw, &head))
+		counts[head.Status]++
+	}
+	return counts
+}
+
+func TestSyncCallsThatCannotStartAreRefused(t *testing.T) {
+	t.Parallel()
+	p := startLark(t, t.TempDir())
+	id := p.register(t, p.Token, fnSpec{id: fnPrefix + "vendor.app.backlog.syncspin.v1~", src: cpuBoundSrc,
+		limits: map[string]any{"timeout_seconds": 1, "cpu": 1.0}})
+	n := calibrate(t, p, p.Token, id, 150*time.Millisecond)
+	const callers = 12 // within the tenant's in-flight cap
+	answers := make([]response, callers)
+	var wg sync.WaitGroup
+	for i := range answers {
+		wg.Go(func() { answers[i] = p.invoke(t, p.Token, id, "sync", map[string]any{"n": n}) })
+	}
+	wg.Wait()
+	refused := 0
+	for _, r := range answers {
+		switch r.Status {
+		case http.StatusOK:
+			rec := record(t, r, http.StatusOK)
+			require.Equal(t, "succeeded", rec.Status, "an admitted call runs to its end: %+v", rec.Error)
+		case http.StatusServiceUnavailable:
+			pd := requireProblem(t, r, http.StatusServiceUnavailable)
+			require.Equal(t, "gts://"+errType("unavailable"), pd.Type, "%s", r)
+			require.NotEmpty(t, r.Header.Get("Retry-After"), "a refused sync call says when to retry")
+			refused++
+		default:
+			t.Fatalf("a sync call answered %s", r)
+		}
+	}
+	require.Positive(t, refused, "%d sync calls of 150 ms of CPU with a 1 s timeout at once: some cannot start in time", callers)
+	counts := statusCounts(t, p)
+	require.Equal(t, callers-refused+1, counts["succeeded"], "a refused call left nothing behind: %v", counts)
+	require.Len(t, counts, 1, "no failed or timed-out invocation: %v", counts)
+}
