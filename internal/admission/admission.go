@@ -44,9 +44,11 @@ type Options struct {
 	// OnRoom is called (without the gate's lock) when a tenant whose claims Room held back has
 	// room again: the dispatcher's Wake. It must not block.
 	OnRoom func()
-	// OnReserved is called (under the gate's lock: it must be cheap) with the bytes reserved in
-	// total after each change (memlimit.Dynamic follows it).
-	OnReserved func(total int64)
+	// OnReserved is called (under the gate's lock: it must be cheap) after each change with the
+	// bytes the admitted executions reserve beyond their Initial reservations: the memory of
+	// executions that grew (memlimit.Tracker follows it). Small executions' initial reservations
+	// are left out: what they hold is small, and many of them at once are ordinary load.
+	OnReserved func(grown int64)
 }
 
 // DefaultInitial is Options.Initial's default.
@@ -59,6 +61,7 @@ type Gate struct {
 	tenants  map[string]*tenantState
 	ring     []string  // tenants with waiting executions, in round-robin order
 	reserved int64     // bytes reserved by all admitted executions
+	grown    int64     // of which beyond their initial reservations
 	seq      uint64    // admission order (the oldest execution of a tenant may always grow)
 	heldBack bool      // Room refused a tenant since the last OnRoom
 	growers  []*Ticket // admitted executions waiting for memory, oldest request first
@@ -95,6 +98,7 @@ type Ticket struct {
 	tenant   string
 	limit    int64 // the execution's own memory limit (its reservation never passes it)
 	want     int64 // the reservation asked for while waiting
+	initial  int64 // the reservation it was admitted with
 	reserved int64
 	seq      uint64
 	blocked  bool
@@ -205,7 +209,8 @@ func (g *Gate) admit(ts *tenantState, t *Ticket) {
 	ts.runnable++
 	ts.admitted[t] = struct{}{}
 	t.reserved = t.want
-	g.reserve(ts, t.want)
+	t.initial = t.want
+	g.reserve(ts, t.want, 0)
 	now := time.Now()
 	switch s := now.Sub(ts.rateAt); {
 	case s >= 2*time.Second:
@@ -216,13 +221,14 @@ func (g *Gate) admit(ts *tenantState, t *Ticket) {
 	ts.rate[1]++
 }
 
-// reserve adds n bytes (negative: gives them back) to a tenant's and the gate's reservations.
-// g.mu is held.
-func (g *Gate) reserve(ts *tenantState, n int64) {
+// reserve adds n bytes (negative: gives them back), grown of them beyond initial reservations, to
+// a tenant's and the gate's reservations. g.mu is held.
+func (g *Gate) reserve(ts *tenantState, n, grown int64) {
 	ts.reserved += n
 	g.reserved += n
-	if g.o.OnReserved != nil {
-		g.o.OnReserved(g.reserved)
+	g.grown += grown
+	if g.o.OnReserved != nil && grown != 0 {
+		g.o.OnReserved(g.grown)
 	}
 }
 
@@ -282,7 +288,7 @@ func (g *Gate) release(ts *tenantState, t *Ticket) {
 		ts.runnable--
 	}
 	delete(ts.admitted, t)
-	g.reserve(ts, -t.reserved)
+	g.reserve(ts, -t.reserved, -(t.reserved - t.initial))
 	t.reserved = 0
 	if len(ts.admitted) == 0 && len(ts.queue) == 0 && ts.growing == 0 && time.Since(ts.rateAt) > 2*time.Second {
 		delete(g.tenants, t.tenant)
@@ -334,9 +340,15 @@ func (t *Ticket) Unblock() {
 	g.mu.Unlock()
 }
 
-// growStep rounds reservations up, so that an execution growing steadily asks the gate again only
-// every few MiB.
+// growStep rounds small reservations up, so that an execution growing steadily asks the gate
+// again only every few MiB.
 const growStep = 4 << 20
+
+// BigAt is the accounted allocation past which an execution reserves its whole memory limit at
+// once: what it may use, as admission counts it. A big execution then asks the gate once, and
+// Go's soft memory limit (memlimit.Tracker) moves once, instead of at every few MiB (each move
+// of a tight limit is a collection).
+const BigAt = 16 << 20
 
 // Grow reserves memory for an execution whose accounted allocations reached total bytes. It
 // returns at once when the reservation covers total, or more fits; otherwise it waits until
@@ -386,9 +398,12 @@ func (t *Ticket) TryGrow(total int64) bool {
 }
 
 // grown is the reservation an execution at total bytes asks for: total rounded up to growStep,
-// never beyond its limit.
+// or past BigAt its whole limit.
 func (t *Ticket) grown(total int64) int64 {
 	n := (total + growStep - 1) / growStep * growStep
+	if total > BigAt {
+		n = t.limit
+	}
 	return max(min(n, t.limit), total)
 }
 
@@ -403,7 +418,7 @@ func (g *Gate) tryGrow(t *Ticket, total int64) bool {
 	if !g.memoryFits(ts, t, want-t.reserved) {
 		return false
 	}
-	g.reserve(ts, want-t.reserved)
+	g.reserve(ts, want-t.reserved, want-t.reserved)
 	t.reserved = want
 	return true
 }

@@ -658,7 +658,7 @@ func admissionOf(cfg Config, cpu sandbox.CPUScheduler, onRoom func()) (*memlimit
 
 // DefaultTenantMemoryPerSlot is one tenant's execution memory per CPU slot by default: what a
 // tenant can use well at once is bounded by the CPU it can get.
-const DefaultTenantMemoryPerSlot = 256 << 20
+const DefaultTenantMemoryPerSlot = 192 << 20
 
 // DefaultCPUSlots is the default Config.CPUSlots: the cores less one (at least one), so that a core
 // stays for HTTP, the database and the Go runtime when executions are CPU-bound (a busy process

@@ -1,0 +1,57 @@
+package sandbox
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/larkrun/lark/internal/admission"
+)
+
+// churn allocates 40 strings of 1 MiB and holds them.
+var churn = fn("  held = []", "  for i in range(40):", "    held.append(\"x\" * 1048576)", "  return len(held)")
+
+func TestExecutionReservesWhatItAllocates(t *testing.T) {
+	t.Parallel()
+	var peak int64
+	g := admission.New(admission.Options{Memory: 1 << 30, OnReserved: func(total int64) { peak = max(peak, total) }})
+	prog, err := Compile("t.star", churn)
+	require.NoError(t, err)
+	_, rerr := Run(context.Background(), Request{Program: prog, Info: testInfo, Host: &fakeHost{}, CPU: &recordingCPU{}, Gate: g,
+		Limits: Limits{MemoryMB: 128}})
+	require.Nil(t, rerr)
+	require.GreaterOrEqual(t, peak, int64(40<<20), "the reservation grew with the allocations")
+	require.LessOrEqual(t, peak, int64(128<<20), "never past the execution's memory_mb")
+	require.Equal(t, admission.Stats{}, g.Stats(), "all given back at the end")
+}
+
+func TestExecutionPausesForMemoryAndItsTimeoutStartsAtAdmission(t *testing.T) {
+	t.Parallel()
+	g := admission.New(admission.Options{Memory: 1 << 30, TenantMemory: 16 << 20, Runnable: 1})
+	holder, err := g.Enter(context.Background(), testInfo.TenantID, 64<<20)
+	require.NoError(t, err)
+	prog, err := Compile("t.star", churn)
+	require.NoError(t, err)
+	done := make(chan *Error, 1)
+	var res Result
+	go func() {
+		var rerr *Error
+		res, rerr = Run(context.Background(), Request{Program: prog, Info: testInfo, Host: &fakeHost{}, CPU: &recordingCPU{}, Gate: g,
+			Limits: Limits{MemoryMB: 128, Timeout: time.Second}})
+		done <- rerr
+	}()
+	// The tenant's one runnable place is taken: the execution waits to start, its timeout not running.
+	time.Sleep(1500 * time.Millisecond)
+	select {
+	case rerr := <-done:
+		t.Fatalf("the execution ran while the tenant's place was taken: %v", rerr)
+	default:
+	}
+	require.Equal(t, 1, g.Stats().Waiting)
+	holder.Leave()
+	require.Nil(t, <-done, "admitted after a wait longer than its timeout, it still has its whole timeout")
+	require.GreaterOrEqual(t, res.Waited, time.Second)
+	require.Less(t, res.Duration, time.Second)
+}
