@@ -104,9 +104,8 @@ func TestPostgresPartition(t *testing.T) {
 		_, _ = w.Write([]byte(`{"ok":true}` + "\n"))
 	}))
 	t.Cleanup(upstream.Close)
-	// Default store bounds; a short lease grace so that an attempt whose outcome could not be
-	// written during the partition runs again soon after it.
-	p := startLark(t, t.TempDir(), "--store", u.String(), "--unsafe-egress-allow-loopback", "--workers", "8", "--lease-grace", "5s")
+	// The default bounds: --pg-client-timeout, --pg-tcp-timeout, --store-write-wait, --lease-grace.
+	p := startLark(t, t.TempDir(), "--store", u.String(), "--unsafe-egress-allow-loopback", "--workers", "8")
 	for _, fn := range [][2]string{{partitionAsyncFn, "async"}, {partitionSyncFn, "sync"}} {
 		requireJSON(t, p.do(http.MethodPost, apiBase+"/entrypoints", p.Token, partitionFunction(fn[0], fn[1], upstream.URL)), http.StatusCreated, nil)
 		requireJSON(t, p.do(http.MethodPost, apiBase+"/entrypoints/"+fn[0]+":status", p.Token, []byte(`{"action":"activate"}`)), http.StatusOK, nil)

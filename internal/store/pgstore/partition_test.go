@@ -17,8 +17,9 @@ import (
 // TestPartitionFailsFast: with PostgreSQL behind a partition (connections open, nothing answered),
 // reads and writes under way and new ones fail with store.ErrUnavailable within the client
 // timeout's bound instead of waiting for the partition to end; the LISTEN connection notices the
-// silence and fails too; once the partition heals, reads, writes and a new LISTEN work again
-// without a restart.
+// silence and fails too; a write made to outlast outages goes on retrying through it; once the
+// partition heals, that write is applied, and reads, writes and a new LISTEN work again without a
+// restart.
 func TestPartitionFailsFast(t *testing.T) {
 	t.Parallel()
 	u, err := url.Parse(pgtest.Schema(t))
@@ -59,6 +60,8 @@ func TestPartitionFailsFast(t *testing.T) {
 		func() error { return s.Update(ctx, put("during2")) },
 		read, read,
 	}
+	outlasted := make(chan error, 1)
+	go func() { outlasted <- s.Update(store.OutlastOutages(ctx, time.Minute), put("outlasted")) }()
 	answers := make(chan answer, len(ops))
 	for _, op := range ops {
 		go func() {
@@ -92,6 +95,18 @@ func TestPartitionFailsFast(t *testing.T) {
 	px.Restore()
 	require.Eventually(t, func() bool { return s.Update(ctx, put("after")) == nil && read() == nil }, 30*time.Second, 50*time.Millisecond,
 		"writes and reads work again once the partition heals")
+	select {
+	case err := <-outlasted:
+		require.NoError(t, err, "a write made to outlast outages outlasts the partition")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the outlasting write did not complete after the partition healed")
+	}
+	require.NoError(t, s.Update(ctx, func(tx store.Tx) error {
+		got, err := tx.IdempotencyKey(store.IdempotencyKeyQuery{TenantID: "acme", Scope: "s", Key: "outlasted", Now: t0})
+		require.NoError(t, err)
+		require.Equal(t, "inv_outlasted", got.InvocationID)
+		return nil
+	}))
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	got := make(chan string, 1)

@@ -253,8 +253,9 @@ func open(ctx context.Context, pool *pgxpool.Pool, o Options) (*Store, error) {
 // safe to run again after a failed run, which store.Tx already demands (a failed run's writes are
 // rolled back, and its AfterCommit hooks never run).
 //
-// A write made with store.OutlastOutages that could not reach the database goes on being retried
-// (backoff at most the policy's Max) for its duration after the first such failure. Any other
+// A write made with store.OutlastOutages that could not reach the database (refused, lost, or past
+// its client-side deadline before its COMMIT was sent) goes on being retried (backoff at most the
+// policy's Max) for its duration after the first such failure. Any other
 // write starts no new run once Options.ClientTimeout has passed since its first: a request's
 // answer stays bounded while the database does not answer.
 func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
@@ -267,7 +268,7 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 		if !retryable(err) {
 			return unavailable(err)
 		}
-		if persist && connLost(err) {
+		if persist && isConnError(err) {
 			if until.IsZero() {
 				until = time.Now().Add(outlast)
 			}
