@@ -23,8 +23,13 @@
 // locked row; Append reads the projection FOR UPDATE, so its lease and last_seq checks see another
 // process's committed write to that invocation, and Tx.Secret reads the secret FOR UPDATE (a
 // secret's update carries no revision). A closure that fails
-// with a serialization failure (40001), a deadlock (40P01) or a connection error raised before
-// anything was sent is run again, in a new batch, with backoff (see retryable).
+// with a serialization failure (40001), a deadlock (40P01) or a connection error raised before its
+// COMMIT was sent is run again, in a new batch, with backoff (see retryable).
+//
+// Every operation on a connection is bounded on this side (Options.ClientTimeout), and the
+// connections use TCP keepalives and TCP_USER_TIMEOUT (Options.TCPTimeout): a database that stops
+// answering fails requests with store.ErrUnavailable within a bound instead of holding them for
+// as long as a network partition lasts (deadline.go).
 //
 // Reads go straight to the pool, outside any transaction; TenantLoads reads in one read-only
 // transaction (one snapshot).
