@@ -485,22 +485,19 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 // Ping implements store.Store: the database answers and no migration is pending, within
 // Options.ClientTimeout.
 func (s *Store) Ping(ctx context.Context) error {
-	if s.timeouts.client > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, s.timeouts.client)
-		defer cancel()
-	}
-	if err := s.pool.Ping(ctx); err != nil {
-		return err
-	}
-	pending, err := s.prov.HasPending(ctx)
-	if err != nil {
-		return err
-	}
-	if pending {
-		return errors.New("migrations pending")
-	}
-	return nil
+	return s.within(ctx, func(ctx context.Context) error {
+		if err := s.pool.Ping(ctx); err != nil {
+			return err
+		}
+		pending, err := s.prov.HasPending(ctx)
+		if err != nil {
+			return err
+		}
+		if pending {
+			return errors.New("migrations pending")
+		}
+		return nil
+	})
 }
 
 // Close finishes queued writes and closes the pool.

@@ -40,26 +40,6 @@ import (
 // it in the same batch is not run. Only a connection lost while the COMMIT's batch was in flight
 // leaves the outcome unknown, as a lost COMMIT always does: that is the commit's error.
 
-// Close gives the connection back to the pool and ends its operation's contexts.
-func (c *pconn) Close() error {
-	defer c.dl.release()
-	return c.Conn.Close()
-}
-
-// ResetSession starts a new operation on a connection database/sql uses again.
-func (c *pconn) ResetSession(ctx context.Context) error {
-	c.dl.arm(c.timeout)
-	return c.Conn.ResetSession(c.dl.bound(ctx))
-}
-
-// Ping is stdlib's, within the operation's deadline.
-func (c *pconn) Ping(ctx context.Context) error { return c.Conn.Ping(c.dl.bound(ctx)) }
-
-// PrepareContext is stdlib's, within the operation's deadline.
-func (c *pconn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
-	return c.Conn.PrepareContext(c.dl.bound(ctx), query)
-}
-
 // pipeKey marks the context of a pipelined transaction.
 type pipeKey struct{}
 
@@ -107,6 +87,26 @@ type pconn struct {
 	pending []*deferred
 	// failed is the first error a flush met: the transaction is doomed to replay.
 	failed error
+}
+
+// Close gives the connection back to the pool and ends its operation's contexts.
+func (c *pconn) Close() error {
+	defer c.dl.release()
+	return c.Conn.Close()
+}
+
+// ResetSession starts a new operation on a connection database/sql uses again.
+func (c *pconn) ResetSession(ctx context.Context) error {
+	c.dl.arm(c.timeout)
+	return c.Conn.ResetSession(c.dl.bound(ctx))
+}
+
+// Ping is stdlib's, within the operation's deadline.
+func (c *pconn) Ping(ctx context.Context) error { return c.Conn.Ping(c.dl.bound(ctx)) }
+
+// PrepareContext is stdlib's, within the operation's deadline.
+func (c *pconn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
+	return c.Conn.PrepareContext(c.dl.bound(ctx), query)
 }
 
 // deferred is a statement waiting for the next flush, and then its outcome.
