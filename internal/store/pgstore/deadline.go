@@ -108,6 +108,9 @@ type deadline struct {
 	mu sync.Mutex
 	// cancels end the contexts made for the operation's calls once it is over (Close, ResetSession).
 	cancels []context.CancelFunc
+	// background is the bounded context.Background() of the operation, made once: a transaction's
+	// statements run with it (the committer's), many per batch.
+	background context.Context
 }
 
 // arm starts a new operation bounded by d from now (d <= 0: none), ending the previous one's contexts.
@@ -132,8 +135,15 @@ func (b *deadline) bound(ctx context.Context) context.Context {
 	if d, ok := ctx.Deadline(); ok && !d.After(b.at) {
 		return ctx
 	}
+	isBackground := ctx == bg
+	if isBackground && b.background != nil {
+		return b.background
+	}
 	ctx, cancel := context.WithDeadline(ctx, b.at)
 	b.cancels = append(b.cancels, cancel)
+	if isBackground {
+		b.background = ctx
+	}
 	return ctx
 }
 
@@ -141,7 +151,7 @@ func (b *deadline) bound(ctx context.Context) context.Context {
 func (b *deadline) release() {
 	b.mu.Lock()
 	cancels := b.cancels
-	b.cancels = nil
+	b.cancels, b.background = nil, nil
 	b.mu.Unlock()
 	for _, c := range cancels {
 		c()

@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -40,4 +41,31 @@ func TestApplyTimeouts(t *testing.T) {
 	for _, k := range []string{"tcp_user_timeout", "tcp_keepalives_idle", "idle_in_transaction_session_timeout"} {
 		require.NotContains(t, cfg.ConnConfig.RuntimeParams, k)
 	}
+}
+
+// TestDeadline: an operation's contexts end at its deadline, or earlier when the caller's does,
+// and are ended when the operation is over; without a bound the caller's context is used as it is.
+func TestDeadline(t *testing.T) {
+	t.Parallel()
+	var d deadline
+	d.arm(time.Hour)
+	ctx := d.bound(context.Background())
+	at, ok := ctx.Deadline()
+	require.True(t, ok)
+	require.WithinDuration(t, time.Now().Add(time.Hour), at, time.Minute)
+	require.Equal(t, ctx, d.bound(context.Background()), "one bounded background per operation")
+	sooner, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	require.Equal(t, sooner, d.bound(sooner), "a caller's earlier deadline stays")
+	later, cancelLater := context.WithTimeout(context.Background(), 2*time.Hour)
+	defer cancelLater()
+	bounded := d.bound(later)
+	at, _ = bounded.Deadline()
+	require.WithinDuration(t, time.Now().Add(time.Hour), at, time.Minute, "a caller's later deadline is brought in")
+
+	d.release()
+	require.ErrorIs(t, ctx.Err(), context.Canceled, "the operation is over")
+	require.ErrorIs(t, bounded.Err(), context.Canceled)
+	d.arm(0)
+	require.Equal(t, later, d.bound(later), "no bound: the caller's context")
 }
