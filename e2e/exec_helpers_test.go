@@ -8,6 +8,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"time"
 )
 
 // poolClient is a keep-alive client that keeps up to n idle connections to one host (the default
@@ -21,7 +22,12 @@ func poolClient(n int) *http.Client {
 // try sends one request like do, but returns transport errors instead of failing the test, so it
 // may run on any goroutine and against a server that is dying.
 func (p *larkProc) try(c *http.Client, method, path, token string, body []byte) (response, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), httpTimeout)
+	return p.tryWithin(c, httpTimeout, method, path, token, body)
+}
+
+// tryWithin is try with a bound of its own for the whole exchange.
+func (p *larkProc) tryWithin(c *http.Client, d time.Duration, method, path, token string, body []byte) (response, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	var rd io.Reader
 	if body != nil {

@@ -109,7 +109,9 @@ func runProjections(ctx context.Context, out, errOut io.Writer, f projectionFlag
 			return fmt.Errorf("--data: %w", err) // never create an empty store to verify
 		}
 	}
-	st, err := server.OpenStore(ctx, server.Config{DataDir: f.data, Store: f.store})
+	// An operator's run, not a request: no client-side bound on its reads and rebuilds (a page of
+	// 10,000 may take longer than a request's; the server's statement timeout still applies).
+	st, err := server.OpenStore(ctx, server.Config{DataDir: f.data, Store: f.store, PGClientTimeout: -1})
 	if err != nil {
 		if f.store == "sqlite" {
 			return fmt.Errorf("%w (the SQLite store is offline-only: stop lark serve first)", err)

@@ -83,6 +83,8 @@ type flags struct {
 	pgMaxConns                  int32
 	pgWriters                   int
 	pgStatementTimeout          time.Duration
+	pgClientTimeout             time.Duration
+	pgTCPTimeout                time.Duration
 	storeWriteWait              time.Duration
 	leaseGrace                  time.Duration
 	nats                        string
@@ -111,6 +113,10 @@ func (f *flags) bind(c *cobra.Command) {
 		"PostgreSQL store: group committers, each writing on a connection of its own from the pool (the dispatcher's claims and outcomes spread over them, other writes use the first)")
 	c.Flags().DurationVar(&f.pgStatementTimeout, "pg-statement-timeout", pgstore.DefaultStatementTimeout,
 		"PostgreSQL store: longest a statement may run before the server cancels it (a statement_timeout in the URL wins)")
+	c.Flags().DurationVar(&f.pgClientTimeout, "pg-client-timeout", pgstore.DefaultClientTimeout,
+		"PostgreSQL store: longest Lark waits on its side for one operation (a connection, a read, a transaction) before giving up on the connection; bounds a request's 503 when the database stops answering (a network partition); negative: no bound")
+	c.Flags().DurationVar(&f.pgTCPTimeout, "pg-tcp-timeout", pgstore.DefaultTCPTimeout,
+		"PostgreSQL store: how long a connection's peer may stay silent before the connection is ended (TCP keepalives, and TCP_USER_TIMEOUT on Linux, on both ends); negative: the operating system's defaults")
 	c.Flags().DurationVar(&f.storeWriteWait, "store-write-wait", store.DefaultWriteWait,
 		"longest a write waits for the store's writer to start it before the API answers 503 with Retry-After")
 	c.Flags().DurationVar(&f.leaseGrace, "lease-grace", 30*time.Second,
@@ -178,7 +184,7 @@ func (f *flags) bind(c *cobra.Command) {
 // bad one stops the start).
 func (f *flags) config(admin string, log *slog.Logger) (server.Config, error) {
 	cfg := server.Config{Addr: f.addr, DataDir: f.data, Store: f.store, NoMigrate: f.noMigrate, SQLiteSynchronous: f.sqliteSynchronous,
-		PGMaxConns: f.pgMaxConns, PGStatementTimeout: f.pgStatementTimeout, PGWriters: f.pgWriters, StoreWriteWait: f.storeWriteWait, LeaseGrace: f.leaseGrace, AdminToken: admin, MaxBody: f.maxBody, Logger: log,
+		PGMaxConns: f.pgMaxConns, PGStatementTimeout: f.pgStatementTimeout, PGWriters: f.pgWriters, PGClientTimeout: f.pgClientTimeout, PGTCPTimeout: f.pgTCPTimeout, StoreWriteWait: f.storeWriteWait, LeaseGrace: f.leaseGrace, AdminToken: admin, MaxBody: f.maxBody, Logger: log,
 		Workers: f.workers, UnsafeEgressAllowLoopback: f.egressLoopback, RetentionInterval: f.retention,
 		MetricsPublic: f.metricsPublic, MetricsMaxLabelSets: f.metricsMaxLabelSets,
 		DrainTimeout: f.drainTimeout, ReadHeaderTimeout: f.readHeaderTimeout, ReadTimeout: f.readTimeout,

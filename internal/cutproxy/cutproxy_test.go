@@ -11,12 +11,11 @@ import (
 	"github.com/larkrun/lark/internal/cutproxy"
 )
 
-// TestCutAndRestore: the proxy forwards to its target; Cut ends the open connection and refuses
-// new ones; Restore accepts again on the same address.
-func TestCutAndRestore(t *testing.T) {
+// echoServer answers each line with itself; it is closed when t ends.
+func echoServer(t *testing.T) string {
 	echo, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	defer echo.Close()
+	t.Cleanup(func() { echo.Close() })
 	go func() {
 		for {
 			c, err := echo.Accept()
@@ -38,16 +37,26 @@ func TestCutAndRestore(t *testing.T) {
 			}()
 		}
 	}()
-	p := cutproxy.New(t, echo.Addr().String())
-	roundTrip := func(c net.Conn, msg string) (string, error) {
-		if err := c.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
-			return "", err
-		}
-		if _, err := c.Write([]byte(msg + "\n")); err != nil {
-			return "", err
-		}
-		return bufio.NewReader(c).ReadString('\n')
+	return echo.Addr().String()
+}
+
+// roundTrip sends msg as a line on c and reads the answer, within wait.
+func roundTrip(c net.Conn, msg string, wait time.Duration) (string, error) {
+	if err := c.SetDeadline(time.Now().Add(wait)); err != nil {
+		return "", err
 	}
+	if _, err := c.Write([]byte(msg + "\n")); err != nil {
+		return "", err
+	}
+	return bufio.NewReader(c).ReadString('\n')
+}
+
+// TestCutAndRestore: the proxy forwards to its target; Cut ends the open connection and refuses
+// new ones; Restore accepts again on the same address.
+func TestCutAndRestore(t *testing.T) {
+	t.Parallel()
+	p := cutproxy.New(t, echoServer(t))
+	roundTrip := func(c net.Conn, msg string) (string, error) { return roundTrip(c, msg, 10*time.Second) }
 
 	c, err := net.Dial("tcp", p.Addr())
 	require.NoError(t, err)
@@ -69,4 +78,43 @@ func TestCutAndRestore(t *testing.T) {
 	got, err = roundTrip(c2, "back")
 	require.NoError(t, err)
 	require.Equal(t, "back\n", got)
+}
+
+// TestBlackholeAndRestore: while blackholed, the open connection stays open but nothing comes
+// back, and a new connection is accepted but answers nothing; after Restore both carry traffic
+// again, the open one delivering what was sent meanwhile.
+func TestBlackholeAndRestore(t *testing.T) {
+	t.Parallel()
+	p := cutproxy.New(t, echoServer(t))
+	c, err := net.Dial("tcp", p.Addr())
+	require.NoError(t, err)
+	defer c.Close()
+	got, err := roundTrip(c, "hello", 10*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, "hello\n", got)
+
+	p.Blackhole()
+	_, err = roundTrip(c, "held", 300*time.Millisecond)
+	var ne net.Error
+	require.ErrorAs(t, err, &ne, "no answer: the read times out")
+	require.True(t, ne.Timeout(), "the connection is not closed, it only stays silent: %v", err)
+	c2, err := net.Dial("tcp", p.Addr())
+	require.NoError(t, err, "new connections are accepted")
+	defer c2.Close()
+	_, err = roundTrip(c2, "new", 300*time.Millisecond)
+	require.ErrorAs(t, err, &ne)
+	require.True(t, ne.Timeout(), "a new connection answers nothing either: %v", err)
+
+	p.Restore()
+	require.NoError(t, c.SetDeadline(time.Now().Add(10*time.Second)))
+	got, err = bufio.NewReader(c).ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "held\n", got, "what was sent during the blackhole is delivered after it")
+	require.NoError(t, c2.SetDeadline(time.Now().Add(10*time.Second)))
+	got, err = bufio.NewReader(c2).ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "new\n", got)
+	got, err = roundTrip(c, "after", 10*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, "after\n", got)
 }

@@ -77,6 +77,12 @@ type Config struct {
 	PGMaxConns         int32
 	PGStatementTimeout time.Duration
 	PGWriters          int
+	// PGClientTimeout bounds, on Lark's side, each operation of the PostgreSQL store on a connection
+	// (default pgstore.DefaultClientTimeout; negative: none), and PGTCPTimeout how long a
+	// connection's peer may stay silent (default pgstore.DefaultTCPTimeout): they bound a request
+	// during a network partition (docs/deployment.md, "Failure modes").
+	PGClientTimeout time.Duration
+	PGTCPTimeout    time.Duration
 	// StoreWriteWait bounds how long a request's write waits for the store's writer to start it
 	// (default store.DefaultWriteWait; negative: no bound); past it the API answers 503 with
 	// Retry-After (docs/deployment.md, "Failure modes"). The engine's own writes are not bounded.
@@ -280,7 +286,7 @@ func OpenStore(ctx context.Context, cfg Config) (store.Store, error) {
 		return st, err
 	case pgstore.IsURL(cfg.Store):
 		st, err := pgstore.Open(ctx, cfg.Store, pgstore.Options{MaxConns: cfg.PGMaxConns, StatementTimeout: cfg.PGStatementTimeout,
-			Writers: cfg.PGWriters, NoMigrate: cfg.NoMigrate})
+			Writers: cfg.PGWriters, NoMigrate: cfg.NoMigrate, ClientTimeout: cfg.PGClientTimeout, TCPTimeout: cfg.PGTCPTimeout})
 		if err != nil {
 			return nil, fmt.Errorf("--store: PostgreSQL: %w", err)
 		}

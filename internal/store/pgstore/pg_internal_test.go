@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"testing"
 	"time"
@@ -220,6 +221,11 @@ func TestRetryable(t *testing.T) {
 		{pg("08006"), true},
 		{fmt.Errorf("commit: %w", pg("57P01")), false}, // the commit may have applied
 		{fmt.Errorf("commit: %w", pg("08006")), false},
+		// A connection lost, or past its deadline, before the COMMIT was sent: nothing was applied.
+		{fmt.Errorf("rollback to savepoint: %w", context.DeadlineExceeded), true},
+		{fmt.Errorf("read: %w", io.ErrUnexpectedEOF), true},
+		{fmt.Errorf("commit: %w", context.DeadlineExceeded), false}, // in doubt
+		{fmt.Errorf("commit: %w", io.EOF), false},
 	} {
 		require.Equal(t, c.want, retryable(c.err), "%v", c.err)
 	}

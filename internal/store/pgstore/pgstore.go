@@ -23,8 +23,13 @@
 // locked row; Append reads the projection FOR UPDATE, so its lease and last_seq checks see another
 // process's committed write to that invocation, and Tx.Secret reads the secret FOR UPDATE (a
 // secret's update carries no revision). A closure that fails
-// with a serialization failure (40001), a deadlock (40P01) or a connection error raised before
-// anything was sent is run again, in a new batch, with backoff (see retryable).
+// with a serialization failure (40001), a deadlock (40P01) or a connection error raised before its
+// COMMIT was sent is run again, in a new batch, with backoff (see retryable).
+//
+// Every operation on a connection is bounded on this side (Options.ClientTimeout), and the
+// connections use TCP keepalives and TCP_USER_TIMEOUT (Options.TCPTimeout): a database that stops
+// answering fails requests with store.ErrUnavailable within a bound instead of holding them for
+// as long as a network partition lasts (deadline.go).
 //
 // Reads go straight to the pool, outside any transaction; TenantLoads reads in one read-only
 // transaction (one snapshot).
@@ -81,6 +86,8 @@ type Store struct {
 	wakeChannel string
 	// vacuum keeps invocation_queue's dead entries few (queue.go); nil when Options.QueueVacuum < 0.
 	vacuum *queueVacuum
+	// timeouts are Options.ClientTimeout and TCPTimeout resolved (deadline.go).
+	timeouts timeouts
 }
 
 var _ store.Store = (*Store)(nil)
@@ -113,6 +120,17 @@ type Options struct {
 	// QueueVacuum is how often the store vacuums the table of queued invocations (queueVacuum;
 	// default DefaultQueueVacuum; negative: never, autovacuum alone).
 	QueueVacuum time.Duration
+	// ClientTimeout bounds, on this side, each operation on a connection: taking it from the pool
+	// (or opening it), a read with its rows, a transaction from BEGIN to COMMIT (a group-commit
+	// batch). Past it the connection is closed and the operation fails with store.ErrUnavailable.
+	// It is what bounds a request while the database does not answer at all (a network partition),
+	// where StatementTimeout cannot act (default DefaultClientTimeout; negative: none). See
+	// deadline.go.
+	ClientTimeout time.Duration
+	// TCPTimeout is how long a connection's peer may stay silent before the kernel ends it:
+	// keepalive probes, and TCP_USER_TIMEOUT on Linux, on Lark's end and (as session settings) on
+	// the server's (default DefaultTCPTimeout; negative: the operating system's defaults).
+	TCPTimeout time.Duration
 }
 
 // RetryPolicy says how often, and after what waits, a write that failed with a retryable error is
@@ -179,6 +197,7 @@ func connect(ctx context.Context, url string, o Options) (*pgxpool.Pool, error) 
 	if _, set := rp["application_name"]; !set {
 		rp["application_name"] = "lark"
 	}
+	applyTimeouts(cfg, timeoutsOf(o))
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
@@ -195,14 +214,15 @@ func open(ctx context.Context, pool *pgxpool.Pool, o Options) (*Store, error) {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	// database/sql over the pool, through pconn (pipeline.go); the pool manages idle connections.
-	db := sql.OpenDB(pipeConnector{stdlib.GetPoolConnector(pool)})
+	t := timeoutsOf(o)
+	db := sql.OpenDB(pipeConnector{base: stdlib.GetPoolConnector(pool), timeout: t.client})
 	db.SetMaxIdleConns(0)
 	prov, err := newProvider(db, where)
 	if err != nil {
 		return nil, errors.Join(err, db.Close())
 	}
 	s := &Store{pool: pool, db: db, r: rebound{db}, prov: prov, retry: o.Retry, wakeChannel: wakeChannel(where),
-		usageShard: int16(mrand.IntN(64))}
+		usageShard: int16(mrand.IntN(64)), timeouts: t}
 	s.Reader = sqlcore.Reader{Q: s.r, D: dialect{}}
 	if s.retry.Attempts <= 0 {
 		s.retry = DefaultRetry
@@ -238,10 +258,14 @@ func open(ctx context.Context, pool *pgxpool.Pool, o Options) (*Store, error) {
 // safe to run again after a failed run, which store.Tx already demands (a failed run's writes are
 // rolled back, and its AfterCommit hooks never run).
 //
-// A write made with store.OutlastOutages that could not reach the database goes on being retried
-// (backoff at most the policy's Max) for its duration after the first such failure.
+// A write made with store.OutlastOutages that could not reach the database (refused, lost, or past
+// its client-side deadline before its COMMIT was sent) goes on being retried (backoff at most the
+// policy's Max) for its duration after the first such failure. Any other
+// write starts no new run once Options.ClientTimeout has passed since its first: a request's
+// answer stays bounded while the database does not answer.
 func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	outlast, persist := store.OutagesOutlasted(ctx)
+	began := time.Now()
 	var until time.Time
 	var err error
 	for attempt := 1; ; attempt++ {
@@ -249,14 +273,14 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 		if !retryable(err) {
 			return unavailable(err)
 		}
-		if persist && connLost(err) {
+		if persist && isConnError(err) {
 			if until.IsZero() {
 				until = time.Now().Add(outlast)
 			}
 			if time.Now().After(until) {
 				return unavailable(err)
 			}
-		} else if attempt >= s.retry.Attempts {
+		} else if attempt >= s.retry.Attempts || (s.timeouts.client > 0 && time.Since(began) >= s.timeouts.client) {
 			return unavailable(err)
 		}
 		s.retries.Add(1)
@@ -386,7 +410,8 @@ func (s *Store) backoff(ctx context.Context, attempt int) error {
 // (40001) or a deadlock (40P01), after which PostgreSQL rolled the work back; a connection the server
 // ended or refused (class 08, or 57P01-57P03: an administrator's pg_terminate_backend, a shutdown or
 // a restart) before the commit, which ended the transaction with nothing applied; or a connection
-// error that happened before anything was sent (pgconn.SafeToRetry) or while connecting. A failed
+// error that happened while connecting, before anything was sent (pgconn.SafeToRetry), or before the
+// COMMIT was sent (a connection lost or past its client-side deadline mid-transaction). A failed
 // commit (the committer's "commit: " errors) is retried only for 40001 and 40P01: a connection lost
 // during a commit leaves unknown whether it applied.
 func retryable(err error) bool {
@@ -411,7 +436,9 @@ func retryable(err error) bool {
 	if errors.As(err, &connErr) {
 		return true
 	}
-	return pgconn.SafeToRetry(err)
+	// The connection was lost, or its operation passed its deadline (the database does not
+	// answer), before the COMMIT was sent: the transaction was never committed.
+	return pgconn.SafeToRetry(err) || isConnError(err)
 }
 
 // commitFailed starts the committer's error for a failed COMMIT (groupcommit).
@@ -455,19 +482,22 @@ func (s *Store) CommitHistograms() (size, latency groupcommit.Histogram) {
 // locks, LISTEN/NOTIFY, tests).
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
-// Ping implements store.Store: the database answers and no migration is pending.
+// Ping implements store.Store: the database answers and no migration is pending, within
+// Options.ClientTimeout.
 func (s *Store) Ping(ctx context.Context) error {
-	if err := s.pool.Ping(ctx); err != nil {
-		return err
-	}
-	pending, err := s.prov.HasPending(ctx)
-	if err != nil {
-		return err
-	}
-	if pending {
-		return errors.New("migrations pending")
-	}
-	return nil
+	return s.within(ctx, func(ctx context.Context) error {
+		if err := s.pool.Ping(ctx); err != nil {
+			return err
+		}
+		pending, err := s.prov.HasPending(ctx)
+		if err != nil {
+			return err
+		}
+		if pending {
+			return errors.New("migrations pending")
+		}
+		return nil
+	})
 }
 
 // Close finishes queued writes and closes the pool.

@@ -46,25 +46,39 @@ type pipeKey struct{}
 // pipelineCtx is the committer's groupcommit.Options.Pipeline.
 var pipelineCtx = context.WithValue(context.Background(), pipeKey{}, true)
 
-// pipeConnector makes pconns over stdlib's pool connector.
-type pipeConnector struct{ base driver.Connector }
+// pipeConnector makes pconns over stdlib's pool connector, each bounded by timeout (0: none) from
+// when it is asked for (see deadline.go).
+type pipeConnector struct {
+	base    driver.Connector
+	timeout time.Duration
+}
 
 func (c pipeConnector) Connect(ctx context.Context) (driver.Conn, error) {
-	dc, err := c.base.Connect(ctx)
+	p := &pconn{timeout: c.timeout}
+	p.dl.arm(c.timeout)
+	dc, err := c.base.Connect(p.dl.bound(ctx))
 	if err != nil {
+		p.dl.release()
 		return nil, err
 	}
-	if sc, ok := dc.(*stdlib.Conn); ok {
-		return &pconn{Conn: sc}, nil
+	sc, ok := dc.(*stdlib.Conn)
+	if !ok {
+		p.dl.release()
+		return dc, nil
 	}
-	return dc, nil
+	p.Conn = sc
+	return p, nil
 }
 
 func (c pipeConnector) Driver() driver.Driver { return c.base.Driver() }
 
-// pconn is stdlib's connection, plus pipelined transactions. Outside one it is stdlib's.
+// pconn is stdlib's connection, plus pipelined transactions (outside one it is stdlib's), and the
+// client-side deadline of the operation it serves: every call on it is bounded by dl.
 type pconn struct {
 	*stdlib.Conn
+	// timeout bounds each operation on the connection (0: none); dl is the current one's deadline.
+	timeout time.Duration
+	dl      deadline
 	// pipe is set while a pipelined transaction is open.
 	pipe bool
 	// begun says the transaction's BEGIN was sent.
@@ -73,6 +87,26 @@ type pconn struct {
 	pending []*deferred
 	// failed is the first error a flush met: the transaction is doomed to replay.
 	failed error
+}
+
+// Close gives the connection back to the pool and ends its operation's contexts.
+func (c *pconn) Close() error {
+	defer c.dl.release()
+	return c.Conn.Close()
+}
+
+// ResetSession starts a new operation on a connection database/sql uses again.
+func (c *pconn) ResetSession(ctx context.Context) error {
+	c.dl.arm(c.timeout)
+	return c.Conn.ResetSession(c.dl.bound(ctx))
+}
+
+// Ping is stdlib's, within the operation's deadline.
+func (c *pconn) Ping(ctx context.Context) error { return c.Conn.Ping(c.dl.bound(ctx)) }
+
+// PrepareContext is stdlib's, within the operation's deadline.
+func (c *pconn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
+	return c.Conn.PrepareContext(c.dl.bound(ctx), query)
 }
 
 // deferred is a statement waiting for the next flush, and then its outcome.
@@ -119,7 +153,7 @@ func plainInsert(q string) (string, bool) {
 // BeginTx begins a pipelined transaction for pipelineCtx (its BEGIN deferred), else stdlib's.
 func (c *pconn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
 	if ctx.Value(pipeKey{}) == nil || opts.ReadOnly || opts.Isolation != driver.IsolationLevel(0) {
-		return c.Conn.BeginTx(ctx, opts)
+		return c.Conn.BeginTx(c.dl.bound(ctx), opts) // stdlib's COMMIT and ROLLBACK use this context too
 	}
 	if c.Conn.Conn().IsClosed() {
 		return nil, driver.ErrBadConn
@@ -150,7 +184,7 @@ func namedArgs(argsV []driver.NamedValue) []any {
 // ExecContext defers the statement in a pipelined transaction.
 func (c *pconn) ExecContext(ctx context.Context, query string, argsV []driver.NamedValue) (driver.Result, error) {
 	if !c.pipe {
-		return c.Conn.ExecContext(ctx, query, argsV)
+		return c.Conn.ExecContext(c.dl.bound(ctx), query, argsV)
 	}
 	if c.failed != nil {
 		return nil, c.failed
@@ -166,7 +200,7 @@ func (c *pconn) ExecContext(ctx context.Context, query string, argsV []driver.Na
 // transaction.
 func (c *pconn) QueryContext(ctx context.Context, query string, argsV []driver.NamedValue) (driver.Rows, error) {
 	if !c.pipe {
-		return c.Conn.QueryContext(ctx, query, argsV)
+		return c.Conn.QueryContext(c.dl.bound(ctx), query, argsV)
 	}
 	if c.failed != nil {
 		return nil, c.failed
@@ -177,6 +211,7 @@ func (c *pconn) QueryContext(ctx context.Context, query string, argsV []driver.N
 // flush sends the pending statements, and the query when withQuery, as one batch, and records
 // their outcomes; the first error (or unmet expectation) fails the transaction.
 func (c *pconn) flush(ctx context.Context, query string, args []any, withQuery bool) (driver.Rows, error) {
+	ctx = c.dl.bound(ctx)
 	pend := c.pending
 	c.pending = nil
 	if len(pend) == 0 && !withQuery {
@@ -268,12 +303,20 @@ func isConnError(err error) bool {
 // replay rolls the failed transaction back and reports ErrReplay. It is called only where
 // nothing of the transaction can have been applied (no COMMIT was sent, or a statement before it
 // failed): when the rollback fails too, the connection is closed, which ends the transaction.
+//
+// A transaction that failed because its connection did (lost, or past its deadline: the database
+// does not answer) is not replayed: running it again would wait for the database again, doubling
+// the time its callers wait for their 503. Its error is returned as it is.
 func (c *pconn) replay() error {
 	cause := c.failed
 	if err := c.rollback(); err != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_ = c.Conn.Conn().Close(ctx) // the connection is broken already; closing it is what matters
+		_ = c.Conn.Conn().Close(c.dl.bound(ctx)) // the connection is broken already; closing it is what matters
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(cause, &pgErr) && isConnError(cause) {
+		return cause
 	}
 	return fmt.Errorf("%w: %w", groupcommit.ErrReplay, cause)
 }
@@ -286,7 +329,7 @@ func (c *pconn) rollback() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err := c.Conn.Conn().Exec(ctx, "rollback")
+	_, err := c.Conn.Conn().Exec(c.dl.bound(ctx), "rollback")
 	return err
 }
 
