@@ -314,7 +314,9 @@ func (t *Ticket) Leave() {
 }
 
 // Block says the execution waits on the host: it stops counting as runnable, and another may be
-// admitted in its place.
+// admitted in its place. An execution that has not grown gives its initial reservation back
+// while it waits (what it holds is small), so that executions waiting on I/O, or live workflows
+// parked on a timer, never fill their tenant's memory share.
 func (t *Ticket) Block() {
 	if t == nil || t.blocked {
 		return
@@ -322,13 +324,19 @@ func (t *Ticket) Block() {
 	g := t.g
 	g.mu.Lock()
 	t.blocked = true
-	g.tenant(t.tenant).runnable--
+	ts := g.tenant(t.tenant)
+	ts.runnable--
+	if t.reserved == t.initial {
+		g.reserve(ts, -t.initial, 0)
+		t.reserved = 0
+	}
 	g.admitWaiting()
 	g.mu.Unlock()
 }
 
 // Unblock says the execution can use the CPU again. It never waits: the execution was admitted
-// already, and the CPU scheduler shares the slots.
+// already (its initial reservation, if it gave it back, is taken again even past a budget), and
+// the CPU scheduler shares the slots.
 func (t *Ticket) Unblock() {
 	if t == nil || !t.blocked {
 		return
@@ -336,7 +344,12 @@ func (t *Ticket) Unblock() {
 	g := t.g
 	g.mu.Lock()
 	t.blocked = false
-	g.tenant(t.tenant).runnable++
+	ts := g.tenant(t.tenant)
+	ts.runnable++
+	if t.reserved == 0 {
+		g.reserve(ts, t.initial, 0)
+		t.reserved = t.initial
+	}
 	g.mu.Unlock()
 }
 

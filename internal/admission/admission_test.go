@@ -70,6 +70,7 @@ func TestBlockedExecutionsDoNotCount(t *testing.T) {
 	a1.Block() // a1 waits on an HTTP answer: it uses no CPU
 	second := admitted(a2)
 	require.NotNil(t, second, "an execution waiting on the host leaves its place to the next")
+	require.Equal(t, int64(1<<20), g.Stats().Reserved, "a small execution that waits holds no reservation (only the second one's)")
 	a1.Unblock() // back without waiting: it was admitted already
 	a1.Leave()
 	second.Leave()
