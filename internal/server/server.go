@@ -105,6 +105,8 @@ type Config struct {
 	MaxHeaderBytes int
 	// MaxInFlight caps one tenant's requests in flight at once (default api.DefaultMaxInFlight).
 	MaxInFlight int
+	// MaxPageBytes is the byte budget of a list page (default store.DefaultPageBytes; api.Config).
+	MaxPageBytes int
 	// Workers bounds concurrent async executions in this process (default 64).
 	Workers int
 	// RemoteWorkers sends async function attempts to remote workers (lark worker) instead of
@@ -424,7 +426,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		TrustedProxies: cfg.TrustedProxies, StoreWriteWait: cfg.StoreWriteWait, Events: s.Events, Triggers: s.Triggers, Audit: st, Ready: st,
 		IDs: ids, Logger: cfg.Logger, MaxBody: cfg.MaxBody, Metrics: s.Metrics.Handler(), MetricsPublic: cfg.MetricsPublic,
 		MaxInFlight: cfg.MaxInFlight, WriteTimeout: cfg.WriteTimeout, Workers: s.Workers, WorkerKeys: cfg.WorkerKeys, WorkerClock: c,
-		Tracing: s.Tracing, HTTPMetrics: s.Metrics, AccessLogOff: cfg.Telemetry.AccessLogOff, LogLevel: cfg.Telemetry.LogLevel}).Handler()
+		Tracing: s.Tracing, HTTPMetrics: s.Metrics, AccessLogOff: cfg.Telemetry.AccessLogOff, LogLevel: cfg.Telemetry.LogLevel,
+		MaxPageBytes: cfg.MaxPageBytes}).Handler()
 	// The web console (docs/console.md) at /console; everything else is the API.
 	if s.handler, err = console.Wrap(apiHandler); err != nil {
 		st.Close()

@@ -50,6 +50,7 @@ func (s *Reader) Events(ctx context.Context, q store.EventLogQuery) ([]invocatio
 	}
 	defer rows.Close()
 	var out []invocation.Event
+	used, full := 0, false // the data bytes read; whether q.MaxBytes ended the page
 	for rows.Next() {
 		e := invocation.Event{InvocationID: invocationID}
 		var data sql.NullString
@@ -57,6 +58,11 @@ func (s *Reader) Events(ctx context.Context, q store.EventLogQuery) ([]invocatio
 		if err := rows.Scan(&e.Seq, &e.Type, &data, &e.IdempotencyKey, &e.EngineAttempt, &e.LogicalAttempt, &at); err != nil {
 			return nil, err
 		}
+		if n := len(data.String); q.MaxBytes > 0 && len(out) > 0 && used+n > q.MaxBytes {
+			full = true // this event starts the next page
+			break
+		}
+		used += len(data.String)
 		if data.Valid {
 			e.Data = json.RawMessage(data.String)
 		}
@@ -77,7 +83,7 @@ func (s *Reader) Events(ctx context.Context, q store.EventLogQuery) ([]invocatio
 	if n := len(out); n > 0 {
 		last = out[n-1].Seq
 	}
-	if len(out) < limit && last < rec.LastSeq {
+	if !full && len(out) < limit && last < rec.LastSeq {
 		return nil, &store.GapError{InvocationID: invocationID, Missing: last + 1}
 	}
 	return out, nil

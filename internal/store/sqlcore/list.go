@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -35,15 +36,62 @@ type ListSpec[T any] struct {
 	Nullable map[string]bool
 }
 
-// extraScanner scans a row into the item's destinations followed by extra ones.
-type extraScanner struct {
+// pageScanner scans a row into the item's destinations followed by the order columns, and keeps
+// the page's byte budget: it measures the text and blob columns it scanned and refuses (errPageFull,
+// before the item is decoded) a row that would take a non-empty page over budget.
+type pageScanner struct {
 	rows  *sql.Rows
 	extra []any
+	// used is the bytes of the rows taken so far; budget the page's limit (0: none).
+	used, budget int
+	// taken is the number of rows taken so far; full is set when a row was refused.
+	taken int
+	full  bool
 }
 
+// errPageFull is what pageScanner.Scan answers for a row the byte budget leaves to the next page.
+var errPageFull = errors.New("the page's byte budget is spent")
+
 // Scan implements Scanner.
-func (e extraScanner) Scan(dest ...any) error {
-	return e.rows.Scan(append(dest, e.extra...)...)
+func (p *pageScanner) Scan(dest ...any) error {
+	if err := p.rows.Scan(append(dest, p.extra...)...); err != nil {
+		return err
+	}
+	n := ScannedBytes(dest...)
+	if p.budget > 0 && p.taken > 0 && p.used+n > p.budget {
+		p.full = true
+		return errPageFull
+	}
+	p.used += n
+	return nil
+}
+
+// ScannedBytes is the size of the text and blob values scanned into dest: what a row costs a
+// page's byte budget (numbers and times are not counted; they are small and fixed).
+func ScannedBytes(dest ...any) int {
+	n := 0
+	for _, d := range dest {
+		switch v := d.(type) {
+		case *string:
+			n += len(*v)
+		case *[]byte:
+			n += len(*v)
+		case *json.RawMessage:
+			n += len(*v)
+		case *sql.RawBytes:
+			n += len(*v)
+		case *sql.NullString:
+			n += len(v.String)
+		case *any:
+			switch x := (*v).(type) {
+			case string:
+				n += len(x)
+			case []byte:
+				n += len(x)
+			}
+		}
+	}
+	return n
 }
 
 // cursor is the opaque page token: the sort key of the boundary row, the direction and a hash of the
@@ -82,30 +130,57 @@ func decodeCursor(s string) (cursor, error) {
 
 // ListPage reads one page of spec's rows that match lq, with keyset pagination: the page's cursors
 // hold the sort key of its boundary rows and a hash of the filter and order, so that a cursor of
-// another query is refused (store.ErrBadCursor).
+// another query is refused (store.ErrBadCursor). Rows are read one at a time and the page ends at
+// lq.Limit items or at its byte budget (store.ListQuery.MaxBytes), whichever comes first.
 func ListPage[T any](ctx context.Context, q Querier, spec ListSpec[T], lq store.ListQuery) (store.Page[T], error) {
 	var page store.Page[T]
-	limit := lq.Limit
-	if limit <= 0 {
-		limit = store.DefaultLimit
+	lp, err := planList(spec, lq)
+	if err != nil {
+		return page, err
 	}
-	if limit > store.MaxLimit {
-		limit = store.MaxLimit
+	rows, err := q.QueryContext(ctx, lp.query, Args(lp.args)...)
+	if err != nil {
+		return page, fmt.Errorf("list %s: %w", spec.From, err)
+	}
+	defer rows.Close()
+	items, keys, extra, err := readPage(rows, spec.Scan, len(lp.cols), lp.limit, store.PageBytes(lq.MaxBytes))
+	if err != nil {
+		return page, err
+	}
+	page.Items = items
+	return page, setCursors(lp, &page, keys, extra, lq.Cursor != "")
+}
+
+// listPlan is a list query as SQL, with what the page's cursors are made of.
+type listPlan struct {
+	query string
+	args  []any
+	cols  []string // the order columns, the unique id last
+	limit int
+	hash  string
+	cur   cursor // the cursor the page starts from (zero: the first page)
+}
+
+// planList compiles lq against spec: scope, filter, order and the keyset of lq's cursor. The query
+// asks for one row more than the page's limit, to learn whether more follow.
+func planList[T any](spec ListSpec[T], lq store.ListQuery) (listPlan, error) {
+	lp := listPlan{limit: min(lq.Limit, store.MaxLimit)}
+	if lp.limit <= 0 {
+		lp.limit = store.DefaultLimit
 	}
 	where := []string{}
-	var qargs []any
 	if spec.Scope != "" {
 		where = append(where, spec.Scope)
-		qargs = append(qargs, spec.ScopeArgs...)
+		lp.args = append(lp.args, spec.ScopeArgs...)
 	}
 	if lq.Filter != nil {
 		w, a, err := odata.Compile(lq.Filter, spec.Fields)
 		if err != nil {
-			return page, &store.QueryError{Err: err}
+			return lp, &store.QueryError{Err: err}
 		}
 		if w != "" {
 			where = append(where, w)
-			qargs = append(qargs, a...)
+			lp.args = append(lp.args, a...)
 		}
 	}
 	order := lq.OrderBy
@@ -113,121 +188,133 @@ func ListPage[T any](ctx context.Context, q Querier, spec ListSpec[T], lq store.
 		order = spec.DefaultOrder
 	}
 	if err := odata.CheckOrderBy(order, spec.Fields); err != nil {
-		return page, &store.QueryError{Err: err}
+		return lp, &store.QueryError{Err: err}
 	}
-	cols := make([]string, 0, len(order)+1)
 	desc := make([]bool, 0, len(order)+1)
 	for _, o := range order {
 		col := spec.Fields[o.Field].Column
 		if spec.Nullable[o.Field] {
 			col = "coalesce(" + col + ", '')"
 		}
-		cols = append(cols, col)
+		lp.cols = append(lp.cols, col)
 		desc = append(desc, o.Desc)
 	}
-	cols = append(cols, "id")
+	lp.cols = append(lp.cols, "id")
 	desc = append(desc, false)
-	hash := queryHash(lq, order)
-	var cur cursor
+	lp.hash = queryHash(lq, order)
 	if lq.Cursor != "" {
 		var err error
-		if cur, err = decodeCursor(lq.Cursor); err != nil {
-			return page, err
+		if lp.cur, err = decodeCursor(lq.Cursor); err != nil {
+			return lp, err
 		}
-		if cur.Query != hash || len(cur.Values) != len(cols) {
-			return page, &store.QueryError{Err: fmt.Errorf("cursor does not belong to this query: %w", store.ErrBadCursor)}
+		if lp.cur.Query != lp.hash || len(lp.cur.Values) != len(lp.cols) {
+			return lp, &store.QueryError{Err: fmt.Errorf("cursor does not belong to this query: %w", store.ErrBadCursor)}
 		}
-		w, a := keyset(cols, desc, cur.Values, cur.Prev)
+		w, a := keyset(lp.cols, desc, lp.cur.Values, lp.cur.Prev)
 		where = append(where, w)
-		qargs = append(qargs, a...)
+		lp.args = append(lp.args, a...)
 	}
+	lp.query = lp.sql(spec.Cols, spec.From, where, desc)
+	return lp, nil
+}
+
+// sql is the statement of the plan: spec's columns and the order columns, the conditions, the
+// order (reversed for a prev cursor) and the limit.
+func (lp listPlan) sql(selected, from string, where []string, desc []bool) string {
 	var sb strings.Builder
 	sb.WriteString("SELECT ")
-	sb.WriteString(spec.Cols)
-	for _, c := range cols {
+	sb.WriteString(selected)
+	for _, c := range lp.cols {
 		sb.WriteString(", ")
 		sb.WriteString(c)
 	}
 	sb.WriteString(" FROM ")
-	sb.WriteString(spec.From)
+	sb.WriteString(from)
 	if len(where) > 0 {
 		sb.WriteString(" WHERE ")
 		sb.WriteString(strings.Join(where, " AND "))
 	}
 	sb.WriteString(" ORDER BY ")
-	for i, c := range cols {
+	for i, c := range lp.cols {
 		if i > 0 {
 			sb.WriteString(", ")
 		}
 		sb.WriteString(c)
-		if desc[i] != cur.Prev {
+		if desc[i] != lp.cur.Prev {
 			sb.WriteString(" DESC")
 		}
 	}
-	fmt.Fprintf(&sb, " LIMIT %d", limit+1)
-	rows, err := q.QueryContext(ctx, sb.String(), Args(qargs)...)
-	if err != nil {
-		return page, fmt.Errorf("list %s: %w", spec.From, err)
-	}
-	defer rows.Close()
-	var keys [][]any
+	fmt.Fprintf(&sb, " LIMIT %d", lp.limit+1)
+	return sb.String()
+}
+
+// readPage reads the rows of a page one at a time: up to limit items, and no more than budget
+// bytes of them (pageScanner) except for the first. extra reports that rows were left for the
+// next page; keys are the items' order-column values, as stored.
+func readPage[T any](rows *sql.Rows, scan func(Scanner) (T, error), ncols, limit, budget int) (items []T, keys [][]any, extra bool, err error) {
+	ps := &pageScanner{rows: rows, budget: budget}
 	for rows.Next() {
-		key := make([]any, len(cols))
-		dest := make([]any, len(cols))
-		for i := range key {
-			dest[i] = &key[i]
+		if len(items) == limit {
+			return items, keys, true, nil // the row beyond the limit: more follow
 		}
-		item, err := spec.Scan(extraScanner{rows: rows, extra: dest})
+		key := make([]any, ncols)
+		ps.extra = make([]any, ncols)
+		for i := range key {
+			ps.extra[i] = &key[i]
+		}
+		item, err := scan(ps)
+		if ps.full {
+			return items, keys, true, nil // over the byte budget: this row starts the next page
+		}
 		if err != nil {
-			return page, err
+			return nil, nil, false, err
 		}
 		for i, v := range key {
 			if b, ok := v.([]byte); ok {
 				key[i] = string(b)
 			}
 		}
-		page.Items = append(page.Items, item)
+		ps.taken++
+		items = append(items, item)
 		keys = append(keys, key)
 	}
-	if err := rows.Err(); err != nil {
-		return page, err
+	return items, keys, false, rows.Err()
+}
+
+// cursors puts the page's items in order and sets its cursors: extra says that rows beyond the
+// page were left (in the direction it was read), resumed that it was read from a cursor.
+func setCursors[T any](lp listPlan, page *store.Page[T], keys [][]any, extra, resumed bool) error {
+	mark := func(i int, prev bool) (string, error) {
+		return encodeCursor(cursor{Values: keys[i], Prev: prev, Query: lp.hash})
 	}
-	extra := len(page.Items) > limit
-	if extra {
-		page.Items = page.Items[:limit]
-		keys = keys[:limit]
-	}
-	keyOf := func(i int) []any { return keys[i] }
-	if cur.Prev {
-		for i, j := 0, len(page.Items)-1; i < j; i, j = i+1, j-1 {
+	n := len(page.Items)
+	var err error
+	if lp.cur.Prev {
+		// Read backwards from the cursor: put the items in the query's order.
+		for i, j := 0, n-1; i < j; i, j = i+1, j-1 {
 			page.Items[i], page.Items[j] = page.Items[j], page.Items[i]
 			keys[i], keys[j] = keys[j], keys[i]
 		}
-		page.HasMore = len(page.Items) > 0
-		if len(page.Items) > 0 {
-			if page.NextCursor, err = encodeCursor(cursor{Values: keyOf(len(page.Items) - 1), Query: hash}); err != nil {
-				return page, err
-			}
-			if extra {
-				if page.PrevCursor, err = encodeCursor(cursor{Values: keyOf(0), Prev: true, Query: hash}); err != nil {
-					return page, err
-				}
-			}
+		page.HasMore = n > 0
+		if n == 0 {
+			return nil
 		}
-		return page, nil
+		if page.NextCursor, err = mark(n-1, false); err != nil || !extra {
+			return err
+		}
+		page.PrevCursor, err = mark(0, true)
+		return err
 	}
 	page.HasMore = extra
 	if extra {
-		if page.NextCursor, err = encodeCursor(cursor{Values: keyOf(len(page.Items) - 1), Query: hash}); err != nil {
-			return page, err
+		if page.NextCursor, err = mark(n-1, false); err != nil {
+			return err
 		}
 	}
-	if lq.Cursor != "" && len(page.Items) > 0 {
-		if page.PrevCursor, err = encodeCursor(cursor{Values: keyOf(0), Prev: true, Query: hash}); err != nil {
-			return page, err
-		}
+	if resumed && n > 0 {
+		page.PrevCursor, err = mark(0, true)
 	}
-	return page, nil
+	return err
 }
 
 // keyset builds the "after this row" predicate for a multi-column order:
