@@ -88,11 +88,26 @@ func TestListPageByteBudget(t *testing.T) {
 	// 10 × 20 KB three to a page, and the big one alone: at least five pages, none over 3 items.
 	require.GreaterOrEqual(t, len(pages), 5, "the byte budget ends the pages early")
 
-	// prev_cursor of the last page gives the page before it back, whole.
+	// prev_cursor of the last page gives the page before it back, whole; walking back from the
+	// last page reaches every invocation exactly once too, in the same order.
 	last := pages[len(pages)-1]
 	prev := last.Body["page_info"].(obj)["prev_cursor"].(string)
 	back := e.expect(t, http.StatusOK, http.MethodGet, invPath+"?"+url.Values{"limit": {"200"}, "cursor": {prev}}.Encode(), adm, nil)
 	require.Equal(t, ids2(pages[len(pages)-2].items()), ids2(back.items()))
+	var forward, backward []string
+	for _, p := range pages {
+		forward = append(forward, ids2(p.items())...)
+	}
+	p := last
+	for range 100 {
+		backward = append(ids2(p.items()), backward...)
+		prev, _ := p.Body["page_info"].(obj)["prev_cursor"].(string)
+		if prev == "" {
+			break
+		}
+		p = e.expect(t, http.StatusOK, http.MethodGet, invPath+"?"+url.Values{"limit": {"200"}, "cursor": {prev}}.Encode(), adm, nil)
+	}
+	require.Equal(t, forward, backward)
 }
 
 // ids2 is the invocation_id of each item.

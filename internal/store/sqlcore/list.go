@@ -9,7 +9,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/larkrun/lark/internal/odata"
 	"github.com/larkrun/lark/internal/store"
@@ -132,45 +135,61 @@ func decodeCursor(s string) (cursor, error) {
 // hold the sort key of its boundary rows and a hash of the filter and order, so that a cursor of
 // another query is refused (store.ErrBadCursor). Rows are read one at a time and the page ends at
 // lq.Limit items or at its byte budget (store.ListQuery.MaxBytes), whichever comes first.
+//
+// A page of large rows is read in chunks, each continuing after the last row read, sized by the
+// bytes of the rows seen so far (this page's, or the last page's of the same table): a driver that
+// reads a statement's rows to their end when it is closed early (pgx does) then reads about one
+// row past the budget, not every row up to the limit. A page of small rows is one statement.
 func ListPage[T any](ctx context.Context, q Querier, spec ListSpec[T], lq store.ListQuery) (store.Page[T], error) {
 	var page store.Page[T]
 	lp, err := planList(spec, lq)
 	if err != nil {
 		return page, err
 	}
-	rows, err := q.QueryContext(ctx, lp.query, Args(lp.args)...)
-	if err != nil {
-		return page, fmt.Errorf("list %s: %w", spec.From, err)
+	pr := &pageReader[T]{scan: spec.Scan, ncols: len(lp.cols), limit: lp.limit,
+		ps: pageScanner{budget: store.PageBytes(lq.MaxBytes)}}
+	after := lp.cur.Values // nil on a first page
+	for {
+		n := pr.chunk(spec.From)
+		query, args := lp.statement(after, n)
+		rows, err := q.QueryContext(ctx, query, Args(args)...)
+		if err != nil {
+			return page, fmt.Errorf("list %s: %w", spec.From, err)
+		}
+		got, err := pr.read(rows)
+		if err != nil {
+			return page, err
+		}
+		if pr.ended || got < n {
+			break // the page is full, or no rows follow
+		}
+		after = pr.keys[len(pr.keys)-1]
 	}
-	defer rows.Close()
-	items, keys, extra, err := readPage(rows, spec.Scan, len(lp.cols), lp.limit, store.PageBytes(lq.MaxBytes))
-	if err != nil {
-		return page, err
-	}
-	page.Items = items
-	return page, setCursors(lp, &page, keys, extra, lq.Cursor != "")
+	rowBytes.note(spec.From, pr.ps.used, pr.ps.taken)
+	page.Items = pr.items
+	return page, setCursors(lp, &page, pr.keys, pr.extra, lq.Cursor != "")
 }
 
 // listPlan is a list query as SQL, with what the page's cursors are made of.
 type listPlan struct {
-	query string
-	args  []any
-	cols  []string // the order columns, the unique id last
-	limit int
-	hash  string
-	cur   cursor // the cursor the page starts from (zero: the first page)
+	selected, from string
+	where          []string // scope and filter
+	args           []any
+	cols           []string // the order columns, the unique id last
+	desc           []bool
+	limit          int
+	hash           string
+	cur            cursor // the cursor the page starts from (zero: the first page)
 }
 
-// planList compiles lq against spec: scope, filter, order and the keyset of lq's cursor. The query
-// asks for one row more than the page's limit, to learn whether more follow.
+// planList compiles lq against spec: scope, filter, order and lq's cursor.
 func planList[T any](spec ListSpec[T], lq store.ListQuery) (listPlan, error) {
-	lp := listPlan{limit: min(lq.Limit, store.MaxLimit)}
+	lp := listPlan{selected: spec.Cols, from: spec.From, limit: min(lq.Limit, store.MaxLimit)}
 	if lp.limit <= 0 {
 		lp.limit = store.DefaultLimit
 	}
-	where := []string{}
 	if spec.Scope != "" {
-		where = append(where, spec.Scope)
+		lp.where = append(lp.where, spec.Scope)
 		lp.args = append(lp.args, spec.ScopeArgs...)
 	}
 	if lq.Filter != nil {
@@ -179,7 +198,7 @@ func planList[T any](spec ListSpec[T], lq store.ListQuery) (listPlan, error) {
 			return lp, &store.QueryError{Err: err}
 		}
 		if w != "" {
-			where = append(where, w)
+			lp.where = append(lp.where, w)
 			lp.args = append(lp.args, a...)
 		}
 	}
@@ -190,17 +209,16 @@ func planList[T any](spec ListSpec[T], lq store.ListQuery) (listPlan, error) {
 	if err := odata.CheckOrderBy(order, spec.Fields); err != nil {
 		return lp, &store.QueryError{Err: err}
 	}
-	desc := make([]bool, 0, len(order)+1)
 	for _, o := range order {
 		col := spec.Fields[o.Field].Column
 		if spec.Nullable[o.Field] {
 			col = "coalesce(" + col + ", '')"
 		}
 		lp.cols = append(lp.cols, col)
-		desc = append(desc, o.Desc)
+		lp.desc = append(lp.desc, o.Desc)
 	}
 	lp.cols = append(lp.cols, "id")
-	desc = append(desc, false)
+	lp.desc = append(lp.desc, false)
 	lp.hash = queryHash(lq, order)
 	if lq.Cursor != "" {
 		var err error
@@ -210,26 +228,28 @@ func planList[T any](spec ListSpec[T], lq store.ListQuery) (listPlan, error) {
 		if lp.cur.Query != lp.hash || len(lp.cur.Values) != len(lp.cols) {
 			return lp, &store.QueryError{Err: fmt.Errorf("cursor does not belong to this query: %w", store.ErrBadCursor)}
 		}
-		w, a := keyset(lp.cols, desc, lp.cur.Values, lp.cur.Prev)
-		where = append(where, w)
-		lp.args = append(lp.args, a...)
 	}
-	lp.query = lp.sql(spec.Cols, spec.From, where, desc)
 	return lp, nil
 }
 
-// sql is the statement of the plan: spec's columns and the order columns, the conditions, the
-// order (reversed for a prev cursor) and the limit.
-func (lp listPlan) sql(selected, from string, where []string, desc []bool) string {
+// statement is the plan's SELECT of at most n rows after the row whose order columns hold after
+// (nil: from the start), in the page's direction (reversed for a prev cursor).
+func (lp listPlan) statement(after []any, n int) (string, []any) {
+	where, args := lp.where, lp.args
+	if after != nil {
+		w, a := keyset(lp.cols, lp.desc, after, lp.cur.Prev)
+		where = append(slices.Clip(where), w)
+		args = append(slices.Clip(args), a...)
+	}
 	var sb strings.Builder
 	sb.WriteString("SELECT ")
-	sb.WriteString(selected)
+	sb.WriteString(lp.selected)
 	for _, c := range lp.cols {
 		sb.WriteString(", ")
 		sb.WriteString(c)
 	}
 	sb.WriteString(" FROM ")
-	sb.WriteString(from)
+	sb.WriteString(lp.from)
 	if len(where) > 0 {
 		sb.WriteString(" WHERE ")
 		sb.WriteString(strings.Join(where, " AND "))
@@ -240,45 +260,96 @@ func (lp listPlan) sql(selected, from string, where []string, desc []bool) strin
 			sb.WriteString(", ")
 		}
 		sb.WriteString(c)
-		if desc[i] != lp.cur.Prev {
+		if lp.desc[i] != lp.cur.Prev {
 			sb.WriteString(" DESC")
 		}
 	}
-	fmt.Fprintf(&sb, " LIMIT %d", lp.limit+1)
-	return sb.String()
+	fmt.Fprintf(&sb, " LIMIT %d", n)
+	return sb.String(), args
 }
 
-// readPage reads the rows of a page one at a time: up to limit items, and no more than budget
-// bytes of them (pageScanner) except for the first. extra reports that rows were left for the
-// next page; keys are the items' order-column values, as stored.
-func readPage[T any](rows *sql.Rows, scan func(Scanner) (T, error), ncols, limit, budget int) (items []T, keys [][]any, extra bool, err error) {
-	ps := &pageScanner{rows: rows, budget: budget}
+// pageReader reads a page's rows, over one statement or several: up to limit items, and no more
+// than the budget's bytes of them (pageScanner) except for the first.
+type pageReader[T any] struct {
+	scan         func(Scanner) (T, error)
+	ncols, limit int
+	ps           pageScanner
+	items        []T
+	keys         [][]any // the items' order-column values, as stored
+	// ended is set once the page is complete; extra when rows were left for the next page.
+	ended, extra bool
+}
+
+// chunk is how many rows the next statement asks for: the rest of the limit and the row after it,
+// or, once rows are known to be large, about as many as the rest of the budget holds and one more.
+func (pr *pageReader[T]) chunk(from string) int {
+	rest := pr.limit + 1 - len(pr.items)
+	avg := rowBytes.get(from)
+	if pr.ps.taken > 0 {
+		avg = pr.ps.used / pr.ps.taken
+	}
+	if avg <= 0 || pr.ps.budget <= 0 {
+		return rest
+	}
+	return min(rest, max(2, (pr.ps.budget-pr.ps.used)/avg+2))
+}
+
+// read reads one statement's rows into the page and closes them; got is how many it returned.
+func (pr *pageReader[T]) read(rows *sql.Rows) (got int, err error) {
+	defer rows.Close()
+	pr.ps.rows = rows
 	for rows.Next() {
-		if len(items) == limit {
-			return items, keys, true, nil // the row beyond the limit: more follow
+		got++
+		if len(pr.items) == pr.limit {
+			pr.ended, pr.extra = true, true // the row beyond the limit: more follow
+			return got, nil
 		}
-		key := make([]any, ncols)
-		ps.extra = make([]any, ncols)
+		key := make([]any, pr.ncols)
+		pr.ps.extra = make([]any, pr.ncols)
 		for i := range key {
-			ps.extra[i] = &key[i]
+			pr.ps.extra[i] = &key[i]
 		}
-		item, err := scan(ps)
-		if ps.full {
-			return items, keys, true, nil // over the byte budget: this row starts the next page
+		item, err := pr.scan(&pr.ps)
+		if pr.ps.full {
+			pr.ended, pr.extra = true, true // over the byte budget: this row starts the next page
+			return got, nil
 		}
 		if err != nil {
-			return nil, nil, false, err
+			return got, err
 		}
 		for i, v := range key {
 			if b, ok := v.([]byte); ok {
 				key[i] = string(b)
 			}
 		}
-		ps.taken++
-		items = append(items, item)
-		keys = append(keys, key)
+		pr.ps.taken++
+		pr.items = append(pr.items, item)
+		pr.keys = append(pr.keys, key)
 	}
-	return items, keys, false, rows.Err()
+	return got, rows.Err()
+}
+
+// rowSizes remembers the average stored size of the rows of each table's last page, so that the
+// next page's first statement does not ask for many more rows than its budget holds.
+type rowSizes struct{ m sync.Map } // table → *atomic.Int64
+
+var rowBytes rowSizes
+
+// get is the average size of the rows of from's last page (0: none read yet).
+func (r *rowSizes) get(from string) int {
+	if v, ok := r.m.Load(from); ok {
+		return int(v.(*atomic.Int64).Load())
+	}
+	return 0
+}
+
+// note records the average size of a page's rows: used bytes over taken rows.
+func (r *rowSizes) note(from string, used, taken int) {
+	if taken == 0 {
+		return
+	}
+	v, _ := r.m.LoadOrStore(from, new(atomic.Int64))
+	v.(*atomic.Int64).Store(int64(used / taken))
 }
 
 // cursors puts the page's items in order and sets its cursors: extra says that rows beyond the
