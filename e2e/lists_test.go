@@ -41,7 +41,10 @@ func TestNonReadingListViewers(t *testing.T) {
 		t.Skip("non-reading list viewers: stores 60 MB of results; skipped with -short")
 	}
 	t.Parallel()
-	p := startLark(t, t.TempDir())
+	// A write timeout of 3 s ends the answers the viewers do not read; 25 requests in flight leave
+	// room for the viewers and one call, not for ten more while the viewers' answers are pending.
+	const writeTimeout = 3 * time.Second
+	p := startLark(t, t.TempDir(), "--write-timeout", writeTimeout.String(), "--max-in-flight", "25")
 	p.tenant(t, "viewers", nil)
 	tok := p.token(t, "viewers", "vera", "developer")
 	big := p.register(t, tok, fnSpec{id: fnPrefix + "vendor.app.viewers.big.v1~",
@@ -161,6 +164,38 @@ func TestNonReadingListViewers(t *testing.T) {
 		base/1024, peak/1024, (peak-base)/1024, slowest)
 	require.Less(t, peak-base, int64(300*1024), "RSS growth with %d non-reading viewers", viewers)
 	require.Less(t, slowest, time.Second, "a sync call while %d viewers hold their pages unread", viewers)
+
+	// The write timeout ends the unread answers: their requests stop counting against the tenant's
+	// requests in flight, and ten at once are served while the viewers are still connected.
+	small10 := apiBase + "/invocations?limit=1&%24filter=" + url.QueryEscape("status eq 'queued'")
+	var refused []int
+	for deadline := time.Now().Add(writeTimeout + 10*time.Second); ; {
+		statuses := make([]int, 10)
+		var burst sync.WaitGroup
+		for i := range statuses {
+			burst.Add(1)
+			go func() {
+				defer burst.Done()
+				if r, err := p.try(httpClient, http.MethodGet, small10, tok, nil); err == nil {
+					statuses[i] = r.Status
+				}
+			}()
+		}
+		burst.Wait()
+		n429 := 0
+		for _, st := range statuses {
+			if st == http.StatusTooManyRequests {
+				n429++
+			}
+		}
+		refused = append(refused, n429)
+		if n429 == 0 {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the viewers' requests still count as in flight after the write timeout: %v", refused)
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("requests refused (429) of bursts of ten while the viewers' answers were pending: %v", refused)
 	for _, c := range conns {
 		require.NoError(t, c.Close())
 	}

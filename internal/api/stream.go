@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -46,20 +47,24 @@ func writePage[V any](s *Server, w http.ResponseWriter, r *http.Request, items [
 		return // the client is gone or the write timeout passed
 	}
 	var zero V
+	enc := json.NewEncoder(w) // encodes each item in a pooled buffer and writes it from there
 	for i := range items {
-		b, err := json.Marshal(items[i])
-		if err != nil {
-			obs.Logger(r.Context()).ErrorContext(r.Context(), "encoding a list item; answer aborted", "err", err)
-			panic(http.ErrAbortHandler)
-		}
-		items[i] = zero
 		if i > 0 {
 			if _, err := w.Write([]byte{','}); err != nil {
 				return
 			}
 		}
-		if _, err := w.Write(b); err != nil {
-			return
+		err := enc.Encode(items[i])
+		items[i] = zero
+		var te *json.UnsupportedTypeError
+		var ve *json.UnsupportedValueError
+		var me *json.MarshalerError
+		switch {
+		case errors.As(err, &te) || errors.As(err, &ve) || errors.As(err, &me):
+			obs.Logger(r.Context()).ErrorContext(r.Context(), "encoding a list item; answer aborted", "err", err)
+			panic(http.ErrAbortHandler)
+		case err != nil:
+			return // the client is gone or the write timeout passed
 		}
 	}
 	_, _ = w.Write(append(append([]byte(`],"page_info":`), tail...), "}\n"...))

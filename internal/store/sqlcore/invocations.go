@@ -448,8 +448,14 @@ func (t *Tx) Invocation(tenantID, invocationID string) (invocation.Record, error
 // DecodeRecord is the projection stored as the record JSON and its hot columns: last_seq and
 // updated_at are the columns' (the stores' advanceRecord moves only those), the rest is the JSON's.
 func DecodeRecord(doc string, last int64, updated string) (invocation.Record, error) {
+	return decodeRecord([]byte(doc), last, updated)
+}
+
+// decodeRecord is DecodeRecord of a document read as bytes (a list page's: no copy of a large
+// document made only to decode it).
+func decodeRecord(doc []byte, last int64, updated string) (invocation.Record, error) {
 	var r invocation.Record
-	if err := json.Unmarshal([]byte(doc), &r); err != nil {
+	if err := json.Unmarshal(doc, &r); err != nil {
 		return r, err
 	}
 	at, err := ParseTS(updated)

@@ -60,7 +60,7 @@ func (p *pageScanner) Scan(dest ...any) error {
 	if err := p.rows.Scan(append(dest, p.extra...)...); err != nil {
 		return err
 	}
-	n := ScannedBytes(dest...)
+	n := scannedBytes(dest...)
 	if p.budget > 0 && p.taken > 0 && p.used+n > p.budget {
 		p.full = true
 		return errPageFull
@@ -69,9 +69,9 @@ func (p *pageScanner) Scan(dest ...any) error {
 	return nil
 }
 
-// ScannedBytes is the size of the text and blob values scanned into dest: what a row costs a
+// scannedBytes is the size of the text and blob values scanned into dest: what a row costs a
 // page's byte budget (numbers and times are not counted; they are small and fixed).
-func ScannedBytes(dest ...any) int {
+func scannedBytes(dest ...any) int {
 	n := 0
 	for _, d := range dest {
 		switch v := d.(type) {
