@@ -1148,8 +1148,9 @@ func (s *Service) TimelinePage(ctx context.Context, sc auth.SecurityContext, id 
 }
 
 // timelineEvents reads the events of seqs from..to for a timeline page, within the page's byte
-// budget (maxBytes, store.ListQuery.MaxBytes): a page read forwards ends where the budget does; a page before a prev cursor
-// must end at to, so its start moves forwards until the budget reaches to.
+// budget (maxBytes, store.ListQuery.MaxBytes): a page read forwards ends where the budget does; a
+// page before a prev cursor must end at to, so its start moves forwards until the budget reaches
+// to (each read holds at most one budget; a walk back over large entries reads them again).
 func (s *Service) timelineEvents(ctx context.Context, tenantID, id string, from, to int64, maxBytes int, prev bool) ([]invocation.Event, error) {
 	for {
 		evs, err := s.cfg.Store.Events(ctx, store.EventLogQuery{TenantID: tenantID, InvocationID: id, AfterSeq: from - 1,
