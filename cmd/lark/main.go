@@ -74,6 +74,7 @@ type flags struct {
 	idleTimeout                 time.Duration
 	maxHeaderBytes              int
 	maxInFlight                 int
+	maxPageBytes                int
 	maxPayloadBytes             int
 	cpuSlots                    int
 	memoryLimitMB               int64
@@ -146,6 +147,8 @@ func (f *flags) bind(c *cobra.Command) {
 	c.Flags().IntVar(&f.maxHeaderBytes, "max-header-bytes", server.DefaultMaxHeaderBytes, "maximum size of a request's headers (larger → 431)")
 	c.Flags().IntVar(&f.maxInFlight, "max-in-flight", api.DefaultMaxInFlight,
 		"requests one tenant may have in flight at once (over it → 429 rate_limited)")
+	c.Flags().IntVar(&f.maxPageBytes, "max-page-bytes", store.DefaultPageBytes,
+		"byte budget of a list page: a page ends before the item that would take it over (at least one item), with a cursor to continue")
 	c.Flags().IntVar(&f.cpuSlots, "cpu-slots", 0,
 		"Starlark executions interpreting at once, shared fairly between tenants (0: the cores less one, at least 1; -1: no sharing) (env LARK_CPU_SLOTS)")
 	c.Flags().Int64Var(&f.memoryLimitMB, "memory-limit-mb", 0,
@@ -153,7 +156,7 @@ func (f *flags) bind(c *cobra.Command) {
 	c.Flags().Int64Var(&f.executionMemoryMB, "execution-memory-mb", 0,
 		"memory all running executions may reserve at once, in MiB (0: half the memory limit) (env LARK_EXECUTION_MEMORY_MB)")
 	c.Flags().Int64Var(&f.tenantExecutionMemoryMB, "tenant-execution-memory-mb", 0,
-		"memory one tenant's running executions may reserve at once, in MiB (0: 256 per CPU slot) (env LARK_TENANT_EXECUTION_MEMORY_MB)")
+		"memory one tenant's running executions may reserve at once, in MiB (0: 192 per CPU slot) (env LARK_TENANT_EXECUTION_MEMORY_MB)")
 	c.Flags().IntVar(&f.cpuNice, "cpu-nice", cpushare.DefaultNice,
 		"nice value (1-19) of the threads interpreting user code, below the API and the database; 0 keeps the server's priority (env LARK_CPU_NICE)")
 	c.Flags().IntVar(&f.maxPayloadBytes, "max-payload-bytes", invoke.DefaultMaxPayloadBytes,
@@ -194,6 +197,7 @@ func (f *flags) config(admin string, log *slog.Logger) (server.Config, error) {
 		RemoteWorkers: f.remoteWorkers, HeartbeatInterval: f.heartbeatInterval, HeartbeatTimeout: f.heartbeatTimeout,
 		NodeID: f.nodeID, LeaderTTL: f.leaderTTL, LeaderRenew: f.leaderRenew,
 		Telemetry: server.Telemetry{OTLPEndpoint: f.otlpEndpoint, AccessLogOff: !f.accessLog, LogLevel: f.logLevelVar}}
+	cfg.MaxPageBytes = f.maxPageBytes
 	keys := f.workerKeys
 	if v := os.Getenv("LARK_WORKER_KEYS"); len(keys) == 0 && v != "" {
 		keys = strings.Split(v, ",")
@@ -308,6 +312,9 @@ func (f *flags) check(c *cobra.Command) error {
 	}
 	if f.maxInFlight < 1 {
 		return fmt.Errorf("--max-in-flight must be at least 1, got %d", f.maxInFlight)
+	}
+	if f.maxPageBytes < 1 {
+		return fmt.Errorf("--max-page-bytes must be at least 1, got %d", f.maxPageBytes)
 	}
 	if err := checkNATSURL(f.nats); err != nil {
 		return fmt.Errorf("--nats: %w", err)

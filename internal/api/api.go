@@ -94,6 +94,10 @@ type Config struct {
 	// invocation route lifts the deadline while the call runs and sets it again to this long
 	// before writing the answer.
 	WriteTimeout time.Duration
+	// MaxPageBytes is the byte budget of a list page (default store.DefaultPageBytes): the store
+	// ends a page before the item that would take it over (store.ListQuery.MaxBytes), and the
+	// answer is written item by item, so a request holds at most about this much of a page.
+	MaxPageBytes int
 	// Tracing starts the requests' spans (nil: off; requests still get trace ids). HTTPMetrics
 	// hears of every finished request (nil: none). AccessLogOff writes the access log lines at debug
 	// instead of info. LogLevel, when set, is the level GET and PUT /admin/log-level read and change.
@@ -131,6 +135,7 @@ func New(cfg Config) *Server {
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = DefaultWriteTimeout
 	}
+	cfg.MaxPageBytes = store.PageBytes(cfg.MaxPageBytes)
 	return &Server{cfg: cfg, log: cfg.Logger, inflight: &inFlight{max: cfg.MaxInFlight, n: map[string]int{}},
 		workerNonces: workerproto.NewNonceCache(0)}
 }

@@ -329,9 +329,10 @@ func onlyParams(r *http.Request, allowed ...string) error {
 
 var listParams = []string{"limit", "cursor", "$filter", "$orderby"}
 
-// listQuery parses limit, cursor, $filter and $orderby (plus any extra parameters the endpoint takes).
-func listQuery(r *http.Request, extra ...string) (store.ListQuery, error) {
-	q := store.ListQuery{Limit: store.DefaultLimit}
+// listQuery parses limit, cursor, $filter and $orderby (plus any extra parameters the endpoint
+// takes); the page's byte budget is Config.MaxPageBytes.
+func (s *Server) listQuery(r *http.Request, extra ...string) (store.ListQuery, error) {
+	q := store.ListQuery{Limit: store.DefaultLimit, MaxBytes: s.cfg.MaxPageBytes}
 	v := r.URL.Query()
 	if err := onlyParams(r, append(slices.Clone(listParams), extra...)...); err != nil {
 		return q, err
@@ -354,12 +355,7 @@ func listQuery(r *http.Request, extra ...string) (store.ListQuery, error) {
 	return q, nil
 }
 
-// listResponse is 000's list shape.
-type listResponse struct {
-	Items    any      `json:"items"`
-	PageInfo pageInfo `json:"page_info"`
-}
-
+// pageInfo is 000's page_info of a list answer.
 type pageInfo struct {
 	NextCursor *string `json:"next_cursor"`
 	PrevCursor *string `json:"prev_cursor"`
@@ -367,14 +363,15 @@ type pageInfo struct {
 	Limit      int     `json:"limit"`
 }
 
-func pageOf[T any](p store.Page[T], limit int, items any) listResponse {
+// infoOf is the page_info of p, read with limit.
+func infoOf[T any](p store.Page[T], limit int) pageInfo {
 	opt := func(s string) *string {
 		if s == "" {
 			return nil
 		}
 		return &s
 	}
-	return listResponse{Items: items, PageInfo: pageInfo{NextCursor: opt(p.NextCursor), PrevCursor: opt(p.PrevCursor), HasMore: p.HasMore, Limit: limit}}
+	return pageInfo{NextCursor: opt(p.NextCursor), PrevCursor: opt(p.PrevCursor), HasMore: p.HasMore, Limit: limit}
 }
 
 func boolParam(r *http.Request, name string) (bool, error) {
@@ -390,10 +387,11 @@ func boolParam(r *http.Request, name string) (bool, error) {
 }
 
 // servePage answers a list request: it parses the list parameters (plus extra ones), fetches the
-// page and writes 000's list envelope with each item rendered by view (an empty page is []).
+// page and writes 000's list envelope with each item rendered by view (an empty page is []),
+// streamed item by item (writePage).
 func servePage[T, V any](s *Server, w http.ResponseWriter, r *http.Request, fetch func(store.ListQuery) (store.Page[T], error),
 	view func(T) (V, error), extra ...string) {
-	q, err := listQuery(r, extra...)
+	q, err := s.listQuery(r, extra...)
 	if err != nil {
 		s.problem(w, r, err)
 		return
@@ -412,7 +410,8 @@ func servePage[T, V any](s *Server, w http.ResponseWriter, r *http.Request, fetc
 		}
 		items = append(items, v)
 	}
-	s.writeJSON(w, r, http.StatusOK, pageOf(page, q.Limit, items))
+	clear(page.Items) // the views hold what is written; each is dropped once written
+	writePage(s, w, r, items, infoOf(page, q.Limit))
 }
 
 // asIs is the view of items the API shows as they are.

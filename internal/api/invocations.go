@@ -66,22 +66,14 @@ func (s *Server) listInvocations(w http.ResponseWriter, r *http.Request) {
 		func(rec invocation.Record) (RecordView, error) { return View(rec), nil })
 }
 
-// timelineResponse is 000's list envelope of timeline entries, plus the invocation's id and its
-// current status.
-type timelineResponse struct {
-	InvocationID string            `json:"invocation_id"`
-	Status       invocation.Status `json:"status"`
-	listResponse
-}
-
 // invocationTimeline answers GET /invocations/{id}/timeline: a page of the entries in seq order
-// (limit, cursor; no $filter or $orderby).
+// (limit, cursor; no $filter or $orderby), with the invocation's id and its current status.
 func (s *Server) invocationTimeline(w http.ResponseWriter, r *http.Request) {
 	if err := onlyParams(r, "limit", "cursor"); err != nil {
 		s.problem(w, r, err)
 		return
 	}
-	q, err := listQuery(r)
+	q, err := s.listQuery(r)
 	if err != nil {
 		s.problem(w, r, err)
 		return
@@ -92,8 +84,9 @@ func (s *Server) invocationTimeline(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	items := timelineAfter(page.StatusBefore, page.Items)
-	s.writeJSON(w, r, http.StatusOK, timelineResponse{InvocationID: rec.ID, Status: rec.Status,
-		listResponse: pageOf(page.Page, q.Limit, items)})
+	clear(page.Items)
+	writePage(s, w, r, items, infoOf(page.Page, q.Limit),
+		member{"invocation_id", rec.ID}, member{"status", rec.Status})
 }
 
 type controlRequest struct {

@@ -170,7 +170,7 @@ func (s *Server) triggerSchedule(w http.ResponseWriter, r *http.Request) {
 // page_info) plus schedule_id and next_runs. Filters: 002's status (comma-separated), since, until,
 // and $filter on status, kind and scheduled_at; newest instant first unless $orderby says otherwise.
 func (s *Server) scheduleHistory(w http.ResponseWriter, r *http.Request) {
-	q, err := listQuery(r, "status", "since", "until", "next_runs")
+	q, err := s.listQuery(r, "status", "since", "until", "next_runs")
 	if err != nil {
 		s.problem(w, r, err)
 		return
@@ -211,6 +211,5 @@ func (s *Server) scheduleHistory(w http.ResponseWriter, r *http.Request) {
 	if items == nil {
 		items = []scheduler.RunView{}
 	}
-	page := pageOf(h.Page, q.Limit, items)
-	s.writeJSON(w, r, http.StatusOK, map[string]any{"schedule_id": id, "items": page.Items, "next_runs": next, "page_info": page.PageInfo})
+	writePage(s, w, r, items, infoOf(h.Page, q.Limit), member{"schedule_id", id}, member{"next_runs", next})
 }

@@ -1132,7 +1132,8 @@ func (c timelineCursor) encode() string {
 
 // TimelinePage returns one page of an invocation's log for its timeline (GET
 // /invocations/{id}/timeline, rendered by the API): up to q.Limit entries in seq order, from the start, after the seq of a next cursor, or ending
-// before that of a prev cursor. q.Filter and q.OrderBy are not supported (the caller refuses them).
+// before that of a prev cursor, and no more data bytes than q.MaxBytes (store.PageBytes) unless one
+// entry alone is bigger. q.Filter and q.OrderBy are not supported (the caller refuses them).
 func (s *Service) TimelinePage(ctx context.Context, sc auth.SecurityContext, id string, q store.ListQuery) (invocation.Record, LogPage, error) {
 	var page LogPage
 	rec, err := s.Get(ctx, sc, id)
@@ -1141,13 +1142,14 @@ func (s *Service) TimelinePage(ctx context.Context, sc auth.SecurityContext, id 
 	}
 	limit := int64(min(max(q.Limit, 1), store.MaxLimit))
 	from, to := int64(1), limit // the page's seq range
+	prev := false               // the page ends before a prev cursor
 	if q.Cursor != "" {
 		var c timelineCursor
 		b, err := base64.RawURLEncoding.DecodeString(q.Cursor)
 		if err != nil || json.Unmarshal(b, &c) != nil || c.Seq < 0 || (c.Prev && c.Seq < 1) {
 			return rec, page, &store.QueryError{Err: fmt.Errorf("cursor: %w", store.ErrBadCursor)}
 		}
-		if c.Prev {
+		if prev = c.Prev; prev {
 			from, to = max(c.Seq-limit, 1), c.Seq-1
 		} else {
 			from, to = c.Seq+1, c.Seq+limit
@@ -1158,11 +1160,14 @@ func (s *Service) TimelinePage(ctx context.Context, sc auth.SecurityContext, id 
 	if from > to {
 		return rec, page, nil
 	}
-	status, err := s.cfg.Store.StatusAt(ctx, sc.TenantID, id, from-1)
+	evs, err := s.timelineEvents(ctx, sc.TenantID, id, from, to, q.MaxBytes, prev)
 	if err != nil {
 		return rec, page, problem.Internal(err)
 	}
-	evs, err := s.cfg.Store.Events(ctx, store.EventLogQuery{TenantID: sc.TenantID, InvocationID: id, AfterSeq: from - 1, Limit: int(to - from + 1)})
+	if len(evs) > 0 {
+		from = evs[0].Seq
+	}
+	status, err := s.cfg.Store.StatusAt(ctx, sc.TenantID, id, from-1)
 	if err != nil {
 		return rec, page, problem.Internal(err)
 	}
@@ -1178,6 +1183,21 @@ func (s *Service) TimelinePage(ctx context.Context, sc auth.SecurityContext, id 
 		}
 	}
 	return rec, page, nil
+}
+
+// timelineEvents reads the events of seqs from..to for a timeline page, within the page's byte
+// budget (maxBytes, store.ListQuery.MaxBytes): a page read forwards ends where the budget does; a
+// page before a prev cursor must end at to, so its start moves forwards until the budget reaches
+// to (each read holds at most one budget; a walk back over large entries reads them again).
+func (s *Service) timelineEvents(ctx context.Context, tenantID, id string, from, to int64, maxBytes int, prev bool) ([]invocation.Event, error) {
+	for {
+		evs, err := s.cfg.Store.Events(ctx, store.EventLogQuery{TenantID: tenantID, InvocationID: id, AfterSeq: from - 1,
+			Limit: int(to - from + 1), MaxBytes: store.PageBytes(maxBytes)})
+		if err != nil || !prev || len(evs) == 0 || evs[len(evs)-1].Seq >= to {
+			return evs, err
+		}
+		from = evs[len(evs)-1].Seq + 1
+	}
 }
 
 // LogPage is one page of an invocation's event log for its timeline: the events and the status the

@@ -115,6 +115,8 @@ type Config struct {
 	MaxHeaderBytes int
 	// MaxInFlight caps one tenant's requests in flight at once (default api.DefaultMaxInFlight).
 	MaxInFlight int
+	// MaxPageBytes is the byte budget of a list page (default store.DefaultPageBytes; api.Config).
+	MaxPageBytes int
 	// Workers bounds concurrent async executions in this process (default 64).
 	Workers int
 	// RemoteWorkers sends async function attempts to remote workers (lark worker) instead of
@@ -169,7 +171,7 @@ type Config struct {
 	MemoryLimit int64
 	// ExecutionMemory bounds the memory all running executions may reserve, in bytes
 	// (--execution-memory; default: half of MemoryLimit). TenantExecutionMemory bounds one tenant's
-	// share (default: 256 MiB per CPU slot, at most ExecutionMemory). docs/deployment.md, "Sizing".
+	// share (default: DefaultTenantMemoryPerSlot per CPU slot, at most ExecutionMemory). docs/deployment.md, "Sizing".
 	ExecutionMemory, TenantExecutionMemory int64
 	// NATS configures the optional NATS JetStream bridge (natsbridge: events mirrored to subjects,
 	// triggers fed by subjects); an empty URL leaves it off.
@@ -449,7 +451,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		TrustedProxies: cfg.TrustedProxies, StoreWriteWait: cfg.StoreWriteWait, Events: s.Events, Triggers: s.Triggers, Audit: st, Ready: st,
 		IDs: ids, Logger: cfg.Logger, MaxBody: cfg.MaxBody, Metrics: s.Metrics.Handler(), MetricsPublic: cfg.MetricsPublic,
 		MaxInFlight: cfg.MaxInFlight, WriteTimeout: cfg.WriteTimeout, Workers: s.Workers, WorkerKeys: cfg.WorkerKeys, WorkerClock: c,
-		Tracing: s.Tracing, HTTPMetrics: s.Metrics, AccessLogOff: cfg.Telemetry.AccessLogOff, LogLevel: cfg.Telemetry.LogLevel}).Handler()
+		Tracing: s.Tracing, HTTPMetrics: s.Metrics, AccessLogOff: cfg.Telemetry.AccessLogOff, LogLevel: cfg.Telemetry.LogLevel,
+		MaxPageBytes: cfg.MaxPageBytes}).Handler()
 	// The web console (docs/console.md) at /console; everything else is the API.
 	if s.handler, err = console.Wrap(apiHandler); err != nil {
 		st.Close()

@@ -66,6 +66,17 @@ const (
 	MaxLimit     = 200
 )
 
+// DefaultPageBytes is the default byte budget of a list page (ListQuery.MaxBytes): 4 MiB.
+const DefaultPageBytes = 4 << 20
+
+// PageBytes is the byte budget of a page: maxBytes, or DefaultPageBytes when it is not positive.
+func PageBytes(maxBytes int) int {
+	if maxBytes <= 0 {
+		return DefaultPageBytes
+	}
+	return maxBytes
+}
+
 // ListQuery is a parsed list request.
 // OrderBy may name several sortable fields, each with its own direction; the store appends the
 // unique id as the final key, so a keyset cursor is exact across pages.
@@ -74,6 +85,13 @@ type ListQuery struct {
 	OrderBy []odata.OrderItem
 	Limit   int
 	Cursor  string
+	// MaxBytes is the page's byte budget (0: DefaultPageBytes). Rows are read one at a time and
+	// the page ends before the first row whose stored bytes (the text and blob columns it reads,
+	// payloads included) would take the page over the budget; the first row is always taken, so
+	// an item bigger than the budget comes alone. A page cut short says HasMore, with a cursor
+	// that continues after its last item, so a non-reading or slow client holds at most one
+	// budget of items however large limit is.
+	MaxBytes int
 }
 
 // Page is one page of a list.
@@ -421,6 +439,10 @@ type EventLogQuery struct {
 	AfterSeq int64
 	// Limit bounds the events returned.
 	Limit int
+	// MaxBytes, when positive, bounds the events' data bytes as ListQuery.MaxBytes does a page:
+	// reading stops before the first event that would take them over it (the first is always
+	// returned). 0 reads up to Limit whatever their size.
+	MaxBytes int
 }
 
 // AppendRequest is one Tx.Append: events for an invocation's log, with the options that qualify

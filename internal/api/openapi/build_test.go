@@ -497,7 +497,10 @@ func pathParamDesc(name string) string {
 // parameters are the shared list parameters (docs/api.md §3).
 func parameters() schema {
 	return schema{
-		"limit": query("limit", fmt.Sprintf("Page size (default %d).", store.DefaultLimit),
+		"limit": query("limit", fmt.Sprintf("Largest number of items in a page (default %d). A page also ends before "+
+			"the item that would take its stored bytes over the byte budget (default %d MiB, --max-page-bytes), "+
+			"always holding at least one item; it then says has_more with a next_cursor that continues after its "+
+			"last item (docs/api.md, \"Page byte budget\").", store.DefaultLimit, store.DefaultPageBytes>>20),
 			schema{"type": "integer", "minimum": 1, "maximum": store.MaxLimit}),
 		"cursor": query("cursor", "The next_cursor (or prev_cursor) of the previous page; opaque.",
 			schema{"type": "string"}),

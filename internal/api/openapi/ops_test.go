@@ -43,7 +43,10 @@ func manual(s schema) {
 	s["PageInfo"] = schema{
 		"additionalProperties": false,
 		"type":                 "object",
-		"required":             []any{"next_cursor", "prev_cursor", "has_more", "limit"},
+		"description": "Where the page ends. has_more is true, with a next_cursor, when items follow: because " +
+			"the page holds limit items, or because the next item would take it over the page's byte budget " +
+			"(a page may then hold fewer than limit items; follow next_cursor until has_more is false).",
+		"required": []any{"next_cursor", "prev_cursor", "has_more", "limit"},
 		"properties": schema{
 			"next_cursor": nstr, "prev_cursor": nstr,
 			"has_more": schema{"type": "boolean"}, "limit": schema{"type": "integer"},

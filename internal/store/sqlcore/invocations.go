@@ -33,54 +33,104 @@ func readRecord(ctx context.Context, q Querier, tenantID, id string) (invocation
 // projection's updated_at is an event's at, so both are cut the same way before they are applied.
 func storedTime(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
 
-// Events implements store.Reader.
+// Events implements store.Reader. With q.MaxBytes, the log is read in chunks sized as ListPage's
+// are, so that a driver that reads a statement to its end on close reads about one event past the
+// budget, not the whole limit.
 func (s *Reader) Events(ctx context.Context, q store.EventLogQuery) ([]invocation.Event, error) {
-	tenantID, invocationID, afterSeq, limit := q.TenantID, q.InvocationID, q.AfterSeq, q.Limit
-	rec, err := readRecord(ctx, s.Q, tenantID, invocationID)
+	rec, err := readRecord(ctx, s.Q, q.TenantID, q.InvocationID)
 	if err != nil {
 		return nil, err
 	}
+	limit := q.Limit
 	if limit <= 0 {
 		limit = 1000
 	}
-	rows, err := s.Q.QueryContext(ctx, `SELECT seq, type, data, idempotency_key, engine_attempt, logical_attempt, at
-		FROM invocation_events WHERE invocation_id = ? AND seq > ? ORDER BY seq LIMIT ?`, invocationID, afterSeq, limit)
+	lr := logReader{id: q.InvocationID, budget: q.MaxBytes}
+	for after := q.AfterSeq; ; after = lr.out[len(lr.out)-1].Seq {
+		n := lr.chunk(limit)
+		got, err := lr.read(ctx, s.Q, after, n)
+		if err != nil {
+			return nil, err
+		}
+		if lr.full || got < n || len(lr.out) >= limit {
+			break
+		}
+	}
+	if lr.budget > 0 {
+		rowBytes.note(eventsTable, lr.used, len(lr.out))
+	}
+	out := lr.out
+	if missing := invocation.CheckGaps(q.AfterSeq, out); missing != 0 {
+		return nil, &store.GapError{InvocationID: q.InvocationID, Missing: missing}
+	}
+	// A short page must reach the projection's high-water mark: a lost tail is a gap too. The record
+	// was read first, so concurrent appends can only put the log ahead of it, never behind.
+	last := q.AfterSeq
+	if n := len(out); n > 0 {
+		last = out[n-1].Seq
+	}
+	if !lr.full && len(out) < limit && last < rec.LastSeq {
+		return nil, &store.GapError{InvocationID: q.InvocationID, Missing: last + 1}
+	}
+	return out, nil
+}
+
+// eventsTable names the event log in rowBytes.
+const eventsTable = "invocation_events"
+
+// logReader reads an invocation's events, over one statement or several, within a byte budget of
+// their data (0: none) that the first event may exceed alone.
+type logReader struct {
+	id     string
+	budget int
+	out    []invocation.Event
+	used   int  // the data bytes of out
+	full   bool // the budget ended the read: the next event starts the next page
+}
+
+// chunk is how many events the next statement asks for (see pageReader.chunk).
+func (lr *logReader) chunk(limit int) int {
+	rest := limit - len(lr.out)
+	avg := rowBytes.get(eventsTable)
+	if len(lr.out) > 0 {
+		avg = lr.used / len(lr.out)
+	}
+	if lr.budget <= 0 || avg <= 0 {
+		return rest
+	}
+	return min(rest, max(2, (lr.budget-lr.used)/avg+2))
+}
+
+// read appends up to n events after seq after; got is how many rows the statement returned.
+func (lr *logReader) read(ctx context.Context, q Querier, after int64, n int) (got int, err error) {
+	rows, err := q.QueryContext(ctx, `SELECT seq, type, data, idempotency_key, engine_attempt, logical_attempt, at
+		FROM invocation_events WHERE invocation_id = ? AND seq > ? ORDER BY seq LIMIT ?`, lr.id, after, n)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	defer rows.Close()
-	var out []invocation.Event
 	for rows.Next() {
-		e := invocation.Event{InvocationID: invocationID}
+		got++
+		e := invocation.Event{InvocationID: lr.id}
 		var data sql.NullString
 		var at string
 		if err := rows.Scan(&e.Seq, &e.Type, &data, &e.IdempotencyKey, &e.EngineAttempt, &e.LogicalAttempt, &at); err != nil {
-			return nil, err
+			return got, err
 		}
+		if size := len(data.String); lr.budget > 0 && len(lr.out) > 0 && lr.used+size > lr.budget {
+			lr.full = true
+			return got, nil
+		}
+		lr.used += len(data.String)
 		if data.Valid {
 			e.Data = json.RawMessage(data.String)
 		}
 		if e.At, err = ParseTS(at); err != nil {
-			return nil, err
+			return got, err
 		}
-		out = append(out, e)
+		lr.out = append(lr.out, e)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	if missing := invocation.CheckGaps(afterSeq, out); missing != 0 {
-		return nil, &store.GapError{InvocationID: invocationID, Missing: missing}
-	}
-	// A short page must reach the projection's high-water mark: a lost tail is a gap too. The record
-	// was read first, so concurrent appends can only put the log ahead of it, never behind.
-	last := afterSeq
-	if n := len(out); n > 0 {
-		last = out[n-1].Seq
-	}
-	if len(out) < limit && last < rec.LastSeq {
-		return nil, &store.GapError{InvocationID: invocationID, Missing: last + 1}
-	}
-	return out, nil
+	return got, rows.Err()
 }
 
 // StatusAt implements store.Reader.
@@ -398,8 +448,14 @@ func (t *Tx) Invocation(tenantID, invocationID string) (invocation.Record, error
 // DecodeRecord is the projection stored as the record JSON and its hot columns: last_seq and
 // updated_at are the columns' (the stores' advanceRecord moves only those), the rest is the JSON's.
 func DecodeRecord(doc string, last int64, updated string) (invocation.Record, error) {
+	return decodeRecord([]byte(doc), last, updated)
+}
+
+// decodeRecord is DecodeRecord of a document read as bytes (a list page's: no copy of a large
+// document made only to decode it).
+func decodeRecord(doc []byte, last int64, updated string) (invocation.Record, error) {
 	var r invocation.Record
-	if err := json.Unmarshal([]byte(doc), &r); err != nil {
+	if err := json.Unmarshal(doc, &r); err != nil {
 		return r, err
 	}
 	at, err := ParseTS(updated)

@@ -7,8 +7,12 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/larkrun/lark/internal/odata"
 	"github.com/larkrun/lark/internal/store"
@@ -35,15 +39,62 @@ type ListSpec[T any] struct {
 	Nullable map[string]bool
 }
 
-// extraScanner scans a row into the item's destinations followed by extra ones.
-type extraScanner struct {
+// pageScanner scans a row into the item's destinations followed by the order columns, and keeps
+// the page's byte budget: it measures the text and blob columns it scanned and refuses (errPageFull,
+// before the item is decoded) a row that would take a non-empty page over budget.
+type pageScanner struct {
 	rows  *sql.Rows
 	extra []any
+	// used is the bytes of the rows taken so far; budget the page's limit (0: none).
+	used, budget int
+	// taken is the number of rows taken so far; full is set when a row was refused.
+	taken int
+	full  bool
 }
 
+// errPageFull is what pageScanner.Scan answers for a row the byte budget leaves to the next page.
+var errPageFull = errors.New("the page's byte budget is spent")
+
 // Scan implements Scanner.
-func (e extraScanner) Scan(dest ...any) error {
-	return e.rows.Scan(append(dest, e.extra...)...)
+func (p *pageScanner) Scan(dest ...any) error {
+	if err := p.rows.Scan(append(dest, p.extra...)...); err != nil {
+		return err
+	}
+	n := scannedBytes(dest...)
+	if p.budget > 0 && p.taken > 0 && p.used+n > p.budget {
+		p.full = true
+		return errPageFull
+	}
+	p.used += n
+	return nil
+}
+
+// scannedBytes is the size of the text and blob values scanned into dest: what a row costs a
+// page's byte budget (numbers and times are not counted; they are small and fixed).
+func scannedBytes(dest ...any) int {
+	n := 0
+	for _, d := range dest {
+		switch v := d.(type) {
+		case *string:
+			n += len(*v)
+		case *[]byte:
+			n += len(*v)
+		case *json.RawMessage:
+			n += len(*v)
+		case *sql.RawBytes:
+			n += len(*v)
+		case *sql.NullString:
+			n += len(v.String)
+		case *any:
+			switch x := (*v).(type) {
+			case string:
+				n += len(x)
+			case []byte:
+				n += len(x)
+			}
+		}
+	}
+	return n
 }
 
 // cursor is the opaque page token: the sort key of the boundary row, the direction and a hash of the
@@ -82,30 +133,73 @@ func decodeCursor(s string) (cursor, error) {
 
 // ListPage reads one page of spec's rows that match lq, with keyset pagination: the page's cursors
 // hold the sort key of its boundary rows and a hash of the filter and order, so that a cursor of
-// another query is refused (store.ErrBadCursor).
+// another query is refused (store.ErrBadCursor). Rows are read one at a time and the page ends at
+// lq.Limit items or at its byte budget (store.ListQuery.MaxBytes), whichever comes first.
+//
+// A page of large rows is read in chunks, each continuing after the last row read, sized by the
+// bytes of the rows seen so far (this page's, or the last page's of the same table): a driver that
+// reads a statement's rows to their end when it is closed early (pgx does) then reads about one
+// row past the budget, not every row up to the limit. A page of small rows is one statement.
 func ListPage[T any](ctx context.Context, q Querier, spec ListSpec[T], lq store.ListQuery) (store.Page[T], error) {
 	var page store.Page[T]
-	limit := lq.Limit
-	if limit <= 0 {
-		limit = store.DefaultLimit
+	lp, err := planList(spec, lq)
+	if err != nil {
+		return page, err
 	}
-	if limit > store.MaxLimit {
-		limit = store.MaxLimit
+	pr := &pageReader[T]{scan: spec.Scan, ncols: len(lp.cols), limit: lp.limit,
+		ps: pageScanner{budget: store.PageBytes(lq.MaxBytes)}}
+	after := lp.cur.Values // nil on a first page
+	for {
+		n := pr.chunk(spec.From)
+		query, args := lp.statement(after, n)
+		rows, err := q.QueryContext(ctx, query, Args(args)...)
+		if err != nil {
+			return page, fmt.Errorf("list %s: %w", spec.From, err)
+		}
+		got, err := pr.read(rows)
+		if err != nil {
+			return page, err
+		}
+		if pr.ended || got < n {
+			break // the page is full, or no rows follow
+		}
+		after = pr.keys[len(pr.keys)-1]
 	}
-	where := []string{}
-	var qargs []any
+	rowBytes.note(spec.From, pr.ps.used, pr.ps.taken)
+	page.Items = pr.items
+	return page, setCursors(lp, &page, pr.keys, pr.extra, lq.Cursor != "")
+}
+
+// listPlan is a list query as SQL, with what the page's cursors are made of.
+type listPlan struct {
+	selected, from string
+	where          []string // scope and filter
+	args           []any
+	cols           []string // the order columns, the unique id last
+	desc           []bool
+	limit          int
+	hash           string
+	cur            cursor // the cursor the page starts from (zero: the first page)
+}
+
+// planList compiles lq against spec: scope, filter, order and lq's cursor.
+func planList[T any](spec ListSpec[T], lq store.ListQuery) (listPlan, error) {
+	lp := listPlan{selected: spec.Cols, from: spec.From, limit: min(lq.Limit, store.MaxLimit)}
+	if lp.limit <= 0 {
+		lp.limit = store.DefaultLimit
+	}
 	if spec.Scope != "" {
-		where = append(where, spec.Scope)
-		qargs = append(qargs, spec.ScopeArgs...)
+		lp.where = append(lp.where, spec.Scope)
+		lp.args = append(lp.args, spec.ScopeArgs...)
 	}
 	if lq.Filter != nil {
 		w, a, err := odata.Compile(lq.Filter, spec.Fields)
 		if err != nil {
-			return page, &store.QueryError{Err: err}
+			return lp, &store.QueryError{Err: err}
 		}
 		if w != "" {
-			where = append(where, w)
-			qargs = append(qargs, a...)
+			lp.where = append(lp.where, w)
+			lp.args = append(lp.args, a...)
 		}
 	}
 	order := lq.OrderBy
@@ -113,121 +207,185 @@ func ListPage[T any](ctx context.Context, q Querier, spec ListSpec[T], lq store.
 		order = spec.DefaultOrder
 	}
 	if err := odata.CheckOrderBy(order, spec.Fields); err != nil {
-		return page, &store.QueryError{Err: err}
+		return lp, &store.QueryError{Err: err}
 	}
-	cols := make([]string, 0, len(order)+1)
-	desc := make([]bool, 0, len(order)+1)
 	for _, o := range order {
 		col := spec.Fields[o.Field].Column
 		if spec.Nullable[o.Field] {
 			col = "coalesce(" + col + ", '')"
 		}
-		cols = append(cols, col)
-		desc = append(desc, o.Desc)
+		lp.cols = append(lp.cols, col)
+		lp.desc = append(lp.desc, o.Desc)
 	}
-	cols = append(cols, "id")
-	desc = append(desc, false)
-	hash := queryHash(lq, order)
-	var cur cursor
+	lp.cols = append(lp.cols, "id")
+	lp.desc = append(lp.desc, false)
+	lp.hash = queryHash(lq, order)
 	if lq.Cursor != "" {
 		var err error
-		if cur, err = decodeCursor(lq.Cursor); err != nil {
-			return page, err
+		if lp.cur, err = decodeCursor(lq.Cursor); err != nil {
+			return lp, err
 		}
-		if cur.Query != hash || len(cur.Values) != len(cols) {
-			return page, &store.QueryError{Err: fmt.Errorf("cursor does not belong to this query: %w", store.ErrBadCursor)}
+		if lp.cur.Query != lp.hash || len(lp.cur.Values) != len(lp.cols) {
+			return lp, &store.QueryError{Err: fmt.Errorf("cursor does not belong to this query: %w", store.ErrBadCursor)}
 		}
-		w, a := keyset(cols, desc, cur.Values, cur.Prev)
-		where = append(where, w)
-		qargs = append(qargs, a...)
+	}
+	return lp, nil
+}
+
+// statement is the plan's SELECT of at most n rows after the row whose order columns hold after
+// (nil: from the start), in the page's direction (reversed for a prev cursor).
+func (lp listPlan) statement(after []any, n int) (string, []any) {
+	where, args := lp.where, lp.args
+	if after != nil {
+		w, a := keyset(lp.cols, lp.desc, after, lp.cur.Prev)
+		where = append(slices.Clip(where), w)
+		args = append(slices.Clip(args), a...)
 	}
 	var sb strings.Builder
 	sb.WriteString("SELECT ")
-	sb.WriteString(spec.Cols)
-	for _, c := range cols {
+	sb.WriteString(lp.selected)
+	for _, c := range lp.cols {
 		sb.WriteString(", ")
 		sb.WriteString(c)
 	}
 	sb.WriteString(" FROM ")
-	sb.WriteString(spec.From)
+	sb.WriteString(lp.from)
 	if len(where) > 0 {
 		sb.WriteString(" WHERE ")
 		sb.WriteString(strings.Join(where, " AND "))
 	}
 	sb.WriteString(" ORDER BY ")
-	for i, c := range cols {
+	for i, c := range lp.cols {
 		if i > 0 {
 			sb.WriteString(", ")
 		}
 		sb.WriteString(c)
-		if desc[i] != cur.Prev {
+		if lp.desc[i] != lp.cur.Prev {
 			sb.WriteString(" DESC")
 		}
 	}
-	fmt.Fprintf(&sb, " LIMIT %d", limit+1)
-	rows, err := q.QueryContext(ctx, sb.String(), Args(qargs)...)
-	if err != nil {
-		return page, fmt.Errorf("list %s: %w", spec.From, err)
+	fmt.Fprintf(&sb, " LIMIT %d", n)
+	return sb.String(), args
+}
+
+// pageReader reads a page's rows, over one statement or several: up to limit items, and no more
+// than the budget's bytes of them (pageScanner) except for the first.
+type pageReader[T any] struct {
+	scan         func(Scanner) (T, error)
+	ncols, limit int
+	ps           pageScanner
+	items        []T
+	keys         [][]any // the items' order-column values, as stored
+	// ended is set once the page is complete; extra when rows were left for the next page.
+	ended, extra bool
+}
+
+// chunk is how many rows the next statement asks for: the rest of the limit and the row after it,
+// or, once rows are known to be large, about as many as the rest of the budget holds and one more.
+func (pr *pageReader[T]) chunk(from string) int {
+	rest := pr.limit + 1 - len(pr.items)
+	avg := rowBytes.get(from)
+	if pr.ps.taken > 0 {
+		avg = pr.ps.used / pr.ps.taken
 	}
+	if avg <= 0 || pr.ps.budget <= 0 {
+		return rest
+	}
+	return min(rest, max(2, (pr.ps.budget-pr.ps.used)/avg+2))
+}
+
+// read reads one statement's rows into the page and closes them; got is how many it returned.
+func (pr *pageReader[T]) read(rows *sql.Rows) (got int, err error) {
 	defer rows.Close()
-	var keys [][]any
+	pr.ps.rows = rows
 	for rows.Next() {
-		key := make([]any, len(cols))
-		dest := make([]any, len(cols))
-		for i := range key {
-			dest[i] = &key[i]
+		got++
+		if len(pr.items) == pr.limit {
+			pr.ended, pr.extra = true, true // the row beyond the limit: more follow
+			return got, nil
 		}
-		item, err := spec.Scan(extraScanner{rows: rows, extra: dest})
+		key := make([]any, pr.ncols)
+		pr.ps.extra = make([]any, pr.ncols)
+		for i := range key {
+			pr.ps.extra[i] = &key[i]
+		}
+		item, err := pr.scan(&pr.ps)
+		if pr.ps.full {
+			pr.ended, pr.extra = true, true // over the byte budget: this row starts the next page
+			return got, nil
+		}
 		if err != nil {
-			return page, err
+			return got, err
 		}
 		for i, v := range key {
 			if b, ok := v.([]byte); ok {
 				key[i] = string(b)
 			}
 		}
-		page.Items = append(page.Items, item)
-		keys = append(keys, key)
+		pr.ps.taken++
+		pr.items = append(pr.items, item)
+		pr.keys = append(pr.keys, key)
 	}
-	if err := rows.Err(); err != nil {
-		return page, err
+	return got, rows.Err()
+}
+
+// rowSizes remembers the average stored size of the rows of each table's last page, so that the
+// next page's first statement does not ask for many more rows than its budget holds.
+type rowSizes struct{ m sync.Map } // table → *atomic.Int64
+
+var rowBytes rowSizes
+
+// get is the average size of the rows of from's last page (0: none read yet).
+func (r *rowSizes) get(from string) int {
+	if v, ok := r.m.Load(from); ok {
+		return int(v.(*atomic.Int64).Load())
 	}
-	extra := len(page.Items) > limit
-	if extra {
-		page.Items = page.Items[:limit]
-		keys = keys[:limit]
+	return 0
+}
+
+// note records the average size of a page's rows: used bytes over taken rows.
+func (r *rowSizes) note(from string, used, taken int) {
+	if taken == 0 {
+		return
 	}
-	keyOf := func(i int) []any { return keys[i] }
-	if cur.Prev {
-		for i, j := 0, len(page.Items)-1; i < j; i, j = i+1, j-1 {
+	v, _ := r.m.LoadOrStore(from, new(atomic.Int64))
+	v.(*atomic.Int64).Store(int64(used / taken))
+}
+
+// cursors puts the page's items in order and sets its cursors: extra says that rows beyond the
+// page were left (in the direction it was read), resumed that it was read from a cursor.
+func setCursors[T any](lp listPlan, page *store.Page[T], keys [][]any, extra, resumed bool) error {
+	mark := func(i int, prev bool) (string, error) {
+		return encodeCursor(cursor{Values: keys[i], Prev: prev, Query: lp.hash})
+	}
+	n := len(page.Items)
+	var err error
+	if lp.cur.Prev {
+		// Read backwards from the cursor: put the items in the query's order.
+		for i, j := 0, n-1; i < j; i, j = i+1, j-1 {
 			page.Items[i], page.Items[j] = page.Items[j], page.Items[i]
 			keys[i], keys[j] = keys[j], keys[i]
 		}
-		page.HasMore = len(page.Items) > 0
-		if len(page.Items) > 0 {
-			if page.NextCursor, err = encodeCursor(cursor{Values: keyOf(len(page.Items) - 1), Query: hash}); err != nil {
-				return page, err
-			}
-			if extra {
-				if page.PrevCursor, err = encodeCursor(cursor{Values: keyOf(0), Prev: true, Query: hash}); err != nil {
-					return page, err
-				}
-			}
+		page.HasMore = n > 0
+		if n == 0 {
+			return nil
 		}
-		return page, nil
+		if page.NextCursor, err = mark(n-1, false); err != nil || !extra {
+			return err
+		}
+		page.PrevCursor, err = mark(0, true)
+		return err
 	}
 	page.HasMore = extra
 	if extra {
-		if page.NextCursor, err = encodeCursor(cursor{Values: keyOf(len(page.Items) - 1), Query: hash}); err != nil {
-			return page, err
+		if page.NextCursor, err = mark(n-1, false); err != nil {
+			return err
 		}
 	}
-	if lq.Cursor != "" && len(page.Items) > 0 {
-		if page.PrevCursor, err = encodeCursor(cursor{Values: keyOf(0), Prev: true, Query: hash}); err != nil {
-			return page, err
-		}
+	if resumed && n > 0 {
+		page.PrevCursor, err = mark(0, true)
 	}
-	return page, nil
+	return err
 }
 
 // keyset builds the "after this row" predicate for a multi-column order:

@@ -307,12 +307,13 @@ func (s *Reader) ListInvocations(ctx context.Context, v invocation.Viewer, q sto
 		From: "invocations", Cols: "record, last_seq, updated_at", Fields: invocationFields, Scope: scope, ScopeArgs: args,
 		DefaultOrder: []odata.OrderItem{{Field: "created_at", Desc: true}},
 		Scan: func(r Scanner) (invocation.Record, error) {
-			var doc, updated string
+			var doc []byte
+			var updated string
 			var last int64
 			if err := r.Scan(&doc, &last, &updated); err != nil {
 				return invocation.Record{}, err
 			}
-			return DecodeRecord(doc, last, updated)
+			return decodeRecord(doc, last, updated)
 		},
 	}, q)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -129,4 +130,77 @@ func testEventWaits(t *testing.T, s store.Store) {
 		require.Len(t, ws, 1)
 		return nil
 	})
+}
+
+// testListByteBudget: a page ends before the item that would take it over ListQuery.MaxBytes, an
+// item bigger than the budget comes alone, and the cursors still reach every item exactly once,
+// forwards and backwards (ListPage's chunked reads included: the sizes vary along the list).
+func testListByteBudget(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	const budget = 4096
+	sizes := []int{100, 100, 1500, 1500, 1500, 1500, 9000, 100, 100, 100, 100, 100, 100, 2000, 2000, 2000, 100}
+	update(t, s, func(tx store.Tx) error {
+		for i, n := range sizes {
+			e := newEvent("acme", fmt.Sprintf("evt_%02d", i), t0.Add(time.Duration(i)*time.Second))
+			e.Payload = json.RawMessage(`{"pad":"` + strings.Repeat("p", n) + `"}`)
+			_, _, err := tx.InsertEvent(e)
+			require.NoError(t, err)
+		}
+		return nil
+	})
+	all, err := s.ListEvents(ctx, "acme", store.ListQuery{Limit: 200, MaxBytes: 1 << 30})
+	require.NoError(t, err)
+	require.Len(t, all.Items, len(sizes))
+	require.False(t, all.HasMore)
+
+	var pages [][]events.Event
+	q := store.ListQuery{Limit: 200, MaxBytes: budget}
+	var prevCursor string
+	for {
+		require.Less(t, len(pages), 100, "pagination does not end")
+		page, err := s.ListEvents(ctx, "acme", q)
+		require.NoError(t, err)
+		require.NotEmpty(t, page.Items)
+		total := 0
+		for _, e := range page.Items {
+			total += len(e.Payload)
+		}
+		if len(page.Items) > 1 {
+			require.LessOrEqual(t, total, budget, "a page of %d items holds %d payload bytes", len(page.Items), total)
+		}
+		pages = append(pages, page.Items)
+		prevCursor = page.PrevCursor
+		require.Equal(t, page.HasMore, page.NextCursor != "")
+		if !page.HasMore {
+			break
+		}
+		q.Cursor = page.NextCursor
+	}
+	var forward []string
+	for _, p := range pages {
+		forward = append(forward, eventIDs(p)...)
+		if len(p) == 1 {
+			continue
+		}
+		for _, e := range p {
+			require.Less(t, len(e.Payload), budget, "an item bigger than the budget comes alone")
+		}
+	}
+	require.Equal(t, eventIDs(all.Items), forward, "every item exactly once, in order")
+	require.Greater(t, len(pages), 4, "the budget ends pages early")
+
+	backward := eventIDs(pages[len(pages)-1])
+	for cursor := prevCursor; cursor != ""; {
+		page, err := s.ListEvents(ctx, "acme", store.ListQuery{Limit: 200, MaxBytes: budget, Cursor: cursor})
+		require.NoError(t, err)
+		require.NotEmpty(t, page.Items)
+		backward = append(eventIDs(page.Items), backward...)
+		cursor = page.PrevCursor
+	}
+	require.Equal(t, forward, backward, "walking back with prev_cursor reaches every item exactly once")
+
+	few, err := s.ListEvents(ctx, "acme", store.ListQuery{Limit: 3, MaxBytes: 1 << 30})
+	require.NoError(t, err)
+	require.Len(t, few.Items, 3, "limit still bounds the count")
+	require.True(t, few.HasMore)
 }

@@ -59,6 +59,7 @@ func Run(t *testing.T, f Factory) {
 		"StartAndConditionalAppend": testStartAndConditionalAppend,
 		"InformationalAppend":       testInformationalAppend,
 		"Events":                    testEvents,
+		"ListByteBudget":            testListByteBudget,
 		"EventWaits":                testEventWaits,
 		"UsageAggregates":           testUsageAggregates,
 		"CountTenantEntrypoints":    testCountTenantEntrypoints,
