@@ -41,8 +41,13 @@ func (s *Service) execute(ctx context.Context, rec invocation.Record, e entrypoi
 func (s *Service) attempt(rec invocation.Record, e entrypoint.Entrypoint, d definition, input any, due time.Time) run.Attempt {
 	returns, rerr := s.returnsSchema(d)
 	return run.Attempt{Record: rec, Input: input, ProgramKey: e.ID, Source: d.Implementation.Code.Source,
-		Limits: d.limits(s.cfg.MaxPayloadBytes), Retry: retryOf(rec, d), Returns: returns, ReturnsErr: rerr, Due: due}
+		Limits: d.limits(s.cfg.MaxPayloadBytes), Retry: retryOf(rec, d), Returns: returns, ReturnsErr: rerr, Due: due,
+		AdmitWithin: s.admitWithin()}
 }
+
+// admitWithin bounds an execution's wait for admission: half the lease grace, so that a claimed
+// attempt starts, and ends within its timeout, before its lease (timeout + grace) runs out.
+func (s *Service) admitWithin() time.Duration { return s.cfg.LeaseGrace / 2 }
 
 // runFunction runs one attempt of a function (rec as started, runnable since due) through the run
 // stage, cancelable by cancel while it runs. Its timeout starts when the run stage admits it, not

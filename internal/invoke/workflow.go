@@ -219,7 +219,7 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 				return !errors.Is(runCtx.Err(), context.Canceled) && (exited || !retryOf(rec, d).ShouldRetry(rec.Attempt, e))
 			},
 			Request: sandbox.Request{
-				Program: prog, Input: input, Host: h, CPU: s.cfg.CPU, Gate: s.cfg.Gate,
+				Program: prog, Input: input, Host: h, CPU: s.cfg.CPU, Gate: s.cfg.Gate, AdmitWithin: s.admitWithin(),
 				Info: sandbox.Info{InvocationID: rec.ID, TenantID: rec.TenantID, EntrypointID: rec.EntrypointID,
 					CorrelationID: rec.CorrelationID, Attempt: rec.Attempt, Generation: generation},
 				Limits: sandbox.Limits{Timeout: timeout, CPU: d.Traits.Limits.CPU, MemoryMB: int(d.Traits.Limits.MemoryMB),
@@ -658,7 +658,7 @@ func (s *Service) compensateCanceled(ctx context.Context, rec invocation.Record,
 		h.add(invocation.EventLog, map[string]any{"message": "step compensations skipped: " + perr.Message})
 	default:
 		_, rerr := sandbox.RunWorkflow(ctx, sandbox.WorkflowRequest{Journal: wj.Entries, Now: s.cfg.Clock.Now(), CancelAtEnd: true, OnCompensation: h.compensation,
-			Request: sandbox.Request{Program: prog, Input: input, Host: h, CPU: s.cfg.CPU, Gate: s.cfg.Gate,
+			Request: sandbox.Request{Program: prog, Input: input, Host: h, CPU: s.cfg.CPU, Gate: s.cfg.Gate, AdmitWithin: s.admitWithin(),
 				Info: sandbox.Info{InvocationID: rec.ID, TenantID: rec.TenantID, EntrypointID: rec.EntrypointID,
 					CorrelationID: rec.CorrelationID, Attempt: rec.Attempt, Generation: wj.Generation},
 				Limits: d.limits(s.cfg.MaxPayloadBytes)}})

@@ -43,6 +43,8 @@ type Attempt struct {
 	// Due is when the attempt became runnable (its creation, retry time or resumption); zero: when
 	// Function is called. Its queue wait runs from there to the execution's start.
 	Due time.Time
+	// AdmitWithin bounds the execution's wait for admission (sandbox.Request.AdmitWithin; 0: none).
+	AdmitWithin time.Duration
 }
 
 // Host is the sandbox's window on the world for one attempt, as the caller builds it (egress with
@@ -100,7 +102,7 @@ func (r *Runner) Function(ctx context.Context, a Attempt, h Host) Result {
 			rerr = &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "non_retryable", Message: "compile: " + cerr.Error()}
 		}
 	} else {
-		res, rerr = sandbox.Run(ctx, sandbox.Request{Program: prog, Input: input, Host: h, CPU: r.CPU, Gate: r.Gate,
+		res, rerr = sandbox.Run(ctx, sandbox.Request{Program: prog, Input: input, Host: h, CPU: r.CPU, Gate: r.Gate, AdmitWithin: a.AdmitWithin,
 			Info: sandbox.Info{InvocationID: rec.ID, TenantID: rec.TenantID, EntrypointID: rec.EntrypointID,
 				CorrelationID: rec.CorrelationID, Attempt: rec.Attempt},
 			Limits: a.Limits})

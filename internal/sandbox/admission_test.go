@@ -55,3 +55,20 @@ func TestExecutionPausesForMemoryAndItsTimeoutStartsAtAdmission(t *testing.T) {
 	require.GreaterOrEqual(t, res.Waited, time.Second)
 	require.Less(t, res.Duration, time.Second)
 }
+
+func TestAnExecutionNotAdmittedInTimeEndsWithoutRunning(t *testing.T) {
+	t.Parallel()
+	g := admission.New(admission.Options{Runnable: 1})
+	holder, err := g.Enter(context.Background(), testInfo.TenantID, 1<<20)
+	require.NoError(t, err)
+	defer holder.Leave()
+	h := &fakeHost{}
+	prog, err := Compile("t.star", fn("  ctx.log(\"ran\")", "  return 1"))
+	require.NoError(t, err)
+	res, rerr := Run(context.Background(), Request{Program: prog, Info: testInfo, Host: h, Gate: g, AdmitWithin: 50 * time.Millisecond})
+	require.NotNil(t, rerr)
+	require.Equal(t, ErrTimeout, rerr.TypeID)
+	require.Contains(t, rerr.Message, "not started")
+	require.Zero(t, res.Steps, "nothing ran")
+	require.Equal(t, 0, g.Stats().Waiting)
+}

@@ -165,6 +165,10 @@ type Request struct {
 	// allocations are reserved as they grow. A ticket the caller took already (admission.Admitted
 	// in ctx) is used instead of entering the gate. Nil starts at once.
 	Gate *admission.Gate
+	// AdmitWithin, if positive, bounds the wait for admission: an execution not admitted in that
+	// time ends with ErrTimeout without running (a claimed attempt must start well within its
+	// lease, or another node could take it over while it waits).
+	AdmitWithin time.Duration
 }
 
 // CPUScheduler shares the CPU between executions (package cpushare implements it).
@@ -491,6 +495,11 @@ func runProgram(ctx context.Context, req Request, wf *workflowState) (res Result
 func admit(ctx context.Context, req Request, limits Limits) (t *admission.Ticket, own bool, rerr *Error) {
 	if t := admission.Take(ctx); t != nil {
 		return t, false, nil
+	}
+	if req.AdmitWithin > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, req.AdmitWithin)
+		defer cancel()
 	}
 	t, err := req.Gate.Enter(ctx, req.Info.TenantID, int64(limits.MemoryMB)<<20)
 	if err != nil {
