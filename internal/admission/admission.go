@@ -295,13 +295,18 @@ func (g *Gate) release(ts *tenantState, t *Ticket) {
 	}
 }
 
-// Leave gives the ticket's place and memory back and admits the next waiting executions.
+// Leave gives the ticket's place and memory back and admits the next waiting executions. Later
+// calls do nothing.
 func (t *Ticket) Leave() {
-	if t == nil || t.left {
+	if t == nil {
 		return
 	}
 	g := t.g
 	g.mu.Lock()
+	if t.left {
+		g.mu.Unlock()
+		return
+	}
 	t.left = true
 	g.release(g.tenant(t.tenant), t)
 	g.admitWaiting()
@@ -516,7 +521,8 @@ type holder struct {
 
 // Admitted returns ctx carrying t, which the caller was admitted with for the execution it is about
 // to start (a sync call admitted before its start is written): that execution takes it (Take)
-// instead of entering the gate. The caller keeps the ticket's Leave.
+// instead of entering the gate, and leaves it when it ends; the caller leaves it too, in case no
+// execution took it (Leave is idempotent).
 func Admitted(ctx context.Context, t *Ticket) context.Context {
 	return context.WithValue(ctx, admittedKey, &holder{t: t})
 }

@@ -72,3 +72,17 @@ func TestAnExecutionNotAdmittedInTimeEndsWithoutRunning(t *testing.T) {
 	require.Zero(t, res.Steps, "nothing ran")
 	require.Equal(t, 0, g.Stats().Waiting)
 }
+
+func TestACallersTicketIsGivenBackWhenTheExecutionEnds(t *testing.T) {
+	t.Parallel()
+	g := admission.New(admission.Options{Runnable: 1})
+	ticket, err := g.Enter(context.Background(), testInfo.TenantID, 1<<20) // a sync call, admitted before its start is written
+	require.NoError(t, err)
+	prog, err := Compile("t.star", fn("  return 1"))
+	require.NoError(t, err)
+	_, rerr := Run(admission.Admitted(context.Background(), ticket), Request{Program: prog, Info: testInfo, Host: &fakeHost{}, Gate: g})
+	require.Nil(t, rerr)
+	require.Equal(t, 0, g.Stats().Admitted, "the place is free once the execution ends, while the caller still writes its outcome")
+	ticket.Leave() // the caller's own Leave afterwards does nothing more
+	require.Equal(t, admission.Stats{}, g.Stats())
+}

@@ -491,10 +491,11 @@ func runProgram(ctx context.Context, req Request, wf *workflowState) (res Result
 
 // admit takes the execution's place (Request.Gate): the ticket the caller took for it, or one the
 // gate gives once the execution may start. A ctx that ends first is the execution's end.
-// own says the execution took it from the gate itself, and gives it back when it ends.
+// own says the execution gives it back when it ends (always, today: the gate's and the caller's
+// alike, so that a sync call's place is free while its outcome is written).
 func admit(ctx context.Context, req Request, limits Limits) (t *admission.Ticket, own bool, rerr *Error) {
 	if t := admission.Take(ctx); t != nil {
-		return t, false, nil
+		return t, true, nil // the caller's: this execution leaves it when it ends (Leave is idempotent)
 	}
 	if req.AdmitWithin > 0 {
 		var cancel context.CancelFunc
