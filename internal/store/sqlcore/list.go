@@ -33,6 +33,10 @@ type ListSpec[T any] struct {
 	// Nullable names the sortable fields whose column may be NULL: they are ordered and compared
 	// as coalesce(column, ''), so that NULL sorts first and a keyset comparison never meets NULL.
 	Nullable map[string]bool
+	// Split names the filterable fields, in order of preference, whose "in" lists (or "or"s of
+	// "eq") are read one value at a time and merged (splitIn): each has an index on (scope, field,
+	// default order).
+	Split []string
 }
 
 // extraScanner scans a row into the item's destinations followed by extra ones.
@@ -92,22 +96,6 @@ func ListPage[T any](ctx context.Context, q Querier, spec ListSpec[T], lq store.
 	if limit > store.MaxLimit {
 		limit = store.MaxLimit
 	}
-	where := []string{}
-	var qargs []any
-	if spec.Scope != "" {
-		where = append(where, spec.Scope)
-		qargs = append(qargs, spec.ScopeArgs...)
-	}
-	if lq.Filter != nil {
-		w, a, err := odata.Compile(lq.Filter, spec.Fields)
-		if err != nil {
-			return page, &store.QueryError{Err: err}
-		}
-		if w != "" {
-			where = append(where, w)
-			qargs = append(qargs, a...)
-		}
-	}
 	order := lq.OrderBy
 	if len(order) == 0 {
 		order = spec.DefaultOrder
@@ -137,35 +125,12 @@ func ListPage[T any](ctx context.Context, q Querier, spec ListSpec[T], lq store.
 		if cur.Query != hash || len(cur.Values) != len(cols) {
 			return page, &store.QueryError{Err: fmt.Errorf("cursor does not belong to this query: %w", store.ErrBadCursor)}
 		}
-		w, a := keyset(cols, desc, cur.Values, cur.Prev)
-		where = append(where, w)
-		qargs = append(qargs, a...)
 	}
-	var sb strings.Builder
-	sb.WriteString("SELECT ")
-	sb.WriteString(spec.Cols)
-	for _, c := range cols {
-		sb.WriteString(", ")
-		sb.WriteString(c)
+	query, qargs, err := pageQuery(spec, lq.Filter, keysetOf{cols: cols, desc: desc, cur: cur, resume: lq.Cursor != ""}, limit)
+	if err != nil {
+		return page, err
 	}
-	sb.WriteString(" FROM ")
-	sb.WriteString(spec.From)
-	if len(where) > 0 {
-		sb.WriteString(" WHERE ")
-		sb.WriteString(strings.Join(where, " AND "))
-	}
-	sb.WriteString(" ORDER BY ")
-	for i, c := range cols {
-		if i > 0 {
-			sb.WriteString(", ")
-		}
-		sb.WriteString(c)
-		if desc[i] != cur.Prev {
-			sb.WriteString(" DESC")
-		}
-	}
-	fmt.Fprintf(&sb, " LIMIT %d", limit+1)
-	rows, err := q.QueryContext(ctx, sb.String(), Args(qargs)...)
+	rows, err := q.QueryContext(ctx, query, Args(qargs)...)
 	if err != nil {
 		return page, fmt.Errorf("list %s: %w", spec.From, err)
 	}
@@ -233,9 +198,18 @@ func ListPage[T any](ctx context.Context, q Querier, spec ListSpec[T], lq store.
 // keyset builds the "after this row" predicate for a multi-column order:
 // (c1 > v1) OR (c1 = v1 AND c2 > v2) OR ..., with > and < chosen per column direction and flipped
 // when paging backwards. Every sortable column is NOT NULL, so plain comparisons are exact.
+// It starts with c1 >= v1 (implied by the rest): PostgreSQL's planner makes an index bound of that
+// term but not of the OR, so a page far into a list starts where the previous one ended instead of
+// walking the index from the list's first row.
 func keyset(cols []string, desc []bool, vals []any, prev bool) (string, []any) {
 	var terms []string
 	var a []any
+	lead := ">="
+	if desc[0] != prev {
+		lead = "<="
+	}
+	bound := cols[0] + " " + lead + " ? AND "
+	a = append(a, vals[0])
 	for i := range cols {
 		var conj []string
 		for j := 0; j < i; j++ {
@@ -250,5 +224,5 @@ func keyset(cols []string, desc []bool, vals []any, prev bool) (string, []any) {
 		a = append(a, vals[i])
 		terms = append(terms, "("+strings.Join(conj, " AND ")+")")
 	}
-	return "(" + strings.Join(terms, " OR ") + ")", a
+	return "(" + bound + "(" + strings.Join(terms, " OR ") + "))", a
 }
