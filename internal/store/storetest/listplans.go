@@ -75,7 +75,6 @@ func ListPlans() []ListPlan {
 		// check fails).
 		statusRef = "invocations_tenant_status_ref"
 		ep        = "invocations_tenant_entrypoint_created"
-		epStatus  = "invocations_tenant_entrypoint_status_created"
 	)
 	inv := func(name string, v invocation.Viewer, filter, orderBy string, split bool, idx ...string) ListPlan {
 		return ListPlan{Name: "invocations " + name, Table: "invocations", Indexes: idx, Split: split,
@@ -96,8 +95,8 @@ func ListPlans() []ListPlan {
 		inv("status in, visibility", dev, "status in ('succeeded', 'failed')", "", true, status, statusRef),
 		inv("entrypoint_id eq", admin, "entrypoint_id eq "+ep0, "", false, ep),
 		inv("entrypoint_id in", admin, "entrypoint_id in ("+ep0+", "+ep1+")", "", true, ep),
-		inv("entrypoint_id eq and status eq", admin, "entrypoint_id eq "+ep0+" and status eq 'failed'", "", false, epStatus),
-		inv("entrypoint_id eq and status in", admin, "entrypoint_id eq "+ep0+" and status in ('failed', 'running')", "", true, epStatus, statusRef),
+		inv("entrypoint_id eq and status eq", admin, "entrypoint_id eq "+ep0+" and status eq 'failed'", "", false, ep, status, statusRef),
+		inv("entrypoint_id eq and status in", admin, "entrypoint_id eq "+ep0+" and status in ('failed', 'running')", "", true, ep, status, statusRef),
 		inv("mode eq", admin, "mode eq 'sync'", "", false, "invocations_tenant_mode_created"),
 		inv("correlation_id eq", admin, "correlation_id eq 'corr_scale_7'", "", false, "invocations_tenant_correlation_created"),
 	}
