@@ -96,6 +96,11 @@ func ListPage[T any](ctx context.Context, q Querier, spec ListSpec[T], lq store.
 	if limit > store.MaxLimit {
 		limit = store.MaxLimit
 	}
+	if lq.Filter != nil { // a bad filter is reported before a bad order or cursor
+		if _, _, err := odata.Compile(lq.Filter, spec.Fields); err != nil {
+			return page, &store.QueryError{Err: err}
+		}
+	}
 	order := lq.OrderBy
 	if len(order) == 0 {
 		order = spec.DefaultOrder
