@@ -96,7 +96,7 @@ func scaleQueries(end time.Time) []scaleQuery {
 		f("entrypoint_id in (20%)", "entrypoint_id in ("+ep0+", "+ep1+")", ""),
 		f("entrypoint_id eq and status eq", "entrypoint_id eq "+ep0+" and status eq 'failed'", ""),
 		f("mode eq sync (20%)", "mode eq 'sync'", ""),
-		f("correlation_id eq (one)", "correlation_id eq 'corr_scale_1234'", ""),
+		f("correlation_id eq (one)", "correlation_id eq 'corr_scale_7'", ""),
 		dev,
 	}
 }
