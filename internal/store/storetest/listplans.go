@@ -105,8 +105,8 @@ func ListPlans() []ListPlan {
 
 // otherListPlans are the other large lists' documented queries.
 func otherListPlans() []ListPlan {
-	list := func(name, table, filter, orderBy string, idx string, call func(context.Context, *sqlcore.Reader, store.ListQuery) error) ListPlan {
-		return ListPlan{Name: name, Table: table, Indexes: []string{idx}, List: func(ctx context.Context, r *sqlcore.Reader) error {
+	list := func(name, table, filter, orderBy string, idx string, call func(context.Context, *sqlcore.Reader, store.ListQuery) error, more ...string) ListPlan {
+		return ListPlan{Name: name, Table: table, Indexes: append([]string{idx}, more...), List: func(ctx context.Context, r *sqlcore.Reader) error {
 			q, err := listQuery(filter, orderBy)
 			if err != nil {
 				return err
@@ -131,11 +131,22 @@ func otherListPlans() []ListPlan {
 		return err
 	}
 	return []ListPlan{
-		list("audit default order", "audit_events", "", "", "audit_events_tenant_at", audit),
+		// A tenant's events in order: its own index, or every tenant's in order when the tenant
+		// holds most of them (the planner's choice; either reads about a page).
+		list("audit default order", "audit_events", "", "", "audit_events_tenant_at", audit, "audit_events_at"),
 		list("audit correlation_id eq", "audit_events", "correlation_id eq 'corr_1'", "", "audit_events_tenant_correlation", audit),
 		list("audit resource", "audit_events", "resource_type eq 'entrypoint' and resource_id eq 'ep_1'", "", "audit_events_tenant_resource", audit),
 		list("audit actor_id eq", "audit_events", "actor_id eq 'operator'", "timestamp desc", "audit_events_tenant_actor", audit),
 		list("audit type eq", "audit_events", "type eq 'x'", "", "audit_events_tenant_type", audit),
+		list("audit, the operator's view", "audit_events", "", "timestamp desc", "audit_events_at", func(ctx context.Context, r *sqlcore.Reader, q store.ListQuery) error {
+			_, err := r.ListAudit(ctx, "", q)
+			return err
+		}),
+		list("audit, the operator's view, a time range", "audit_events", "timestamp ge 2026-01-01T00:00:00Z and timestamp lt 2026-01-02T00:00:00Z", "",
+			"audit_events_at", func(ctx context.Context, r *sqlcore.Reader, q store.ListQuery) error {
+				_, err := r.ListAudit(ctx, "", q)
+				return err
+			}),
 		list("schedule history default order", "schedule_runs", "", "", "schedule_runs_history", runs),
 		list("schedule history kind eq", "schedule_runs", "kind eq 'manual'", "", "schedule_runs_kind", runs),
 		list("backfill partitions default order", "backfill_partitions", "", "", "backfill_partitions_scheduled", parts),
@@ -170,6 +181,8 @@ func CheckSQLitePlan(p ListPlan, queries []Explained) string {
 		for _, line := range q.Plan {
 			f := strings.Fields(line)
 			switch {
+			case len(f) >= 2 && f[0] == "SCAN" && usesIndex(line, p.Indexes) && !strings.Contains(q.Query, " WHERE "):
+				used = true // no condition at all: an ordered walk of the index, which the LIMIT stops
 			case len(f) >= 2 && f[0] == "SCAN" && !strings.HasPrefix(f[1], "lark_b") && !strings.HasPrefix(f[1], "("):
 				return "scans " + f[1] + " whole: " + line
 			case strings.HasPrefix(line, "USE TEMP B-TREE FOR ORDER BY") && !p.Split:
@@ -238,6 +251,7 @@ func planRows(node string) int {
 }
 
 func usesIndex(line string, indexes []string) bool {
+	line += " "
 	for _, idx := range indexes {
 		if strings.Contains(line, "INDEX "+idx+" ") || strings.Contains(line, "using "+idx+" ") ||
 			strings.Contains(line, "Index Scan on "+idx+" ") ||
