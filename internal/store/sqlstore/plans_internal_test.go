@@ -86,3 +86,25 @@ func checkPlans(t *testing.T, s *Store, state string) {
 		}
 	}
 }
+
+// Opening a store gathers the statistics of a table that grew since they were last gathered (the
+// server's start after an upgrade or a bulk load).
+func TestOpenRefreshesStatistics(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "lark.db")
+	s, err := OpenSQLite(ctx, path, Options{})
+	require.NoError(t, err)
+	total := scalefill.Total(10_000)
+	_, err = s.w.ExecContext(ctx, scalefill.SQLite.Insert(storetest.PlanTenant, total, time.Now()), 0, total)
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+
+	s, err = OpenSQLite(ctx, path, Options{})
+	require.NoError(t, err)
+	defer s.Close()
+	var rows int64
+	require.NoError(t, s.w.QueryRowContext(ctx, `SELECT CAST(stat AS INTEGER) FROM sqlite_stat1
+		WHERE idx = 'invocations_tenant_status_created'`).Scan(&rows))
+	require.Equal(t, int64(total), rows, "the statistics count the rows written since the last open")
+}
