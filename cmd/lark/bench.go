@@ -97,6 +97,8 @@ See docs/benchmarks.md.`),
 	fl.IntVar(&o.Cron10kFires, "cron-fires", 0, "instants the cron10k scenario measures (default 2)")
 	fl.IntVar(&o.EventsN, "events-n", 0, "events the events scenario publishes (default 20000; small: 1000)")
 	fl.IntVar(&o.EventsTriggers, "events-triggers", 0, "triggers with CEL filters of the events scenario (default 100)")
+	fl.IntVar(&o.ScaleN, "scale-n", 0, "finished invocations the scale scenario fills its store with, measured at a tenth and at all of them (default 1000000; small: 20000)")
+	fl.IntVar(&o.ScaleCalls, "scale-calls", 0, "GET /invocations per documented filter and store size in the scale scenario (default 100; small: 20)")
 	fl.StringVar(&o.Store, "store", "sqlite", "store of the server under test: sqlite, or a postgres:// URL")
 	fl.StringVar(&o.ProfileDir, "profile-dir", "", "write a CPU profile of each server child to DIR/<scenario>.pprof")
 	fl.StringVar(&o.SQLiteSynchronous, "sqlite-synchronous", "full",

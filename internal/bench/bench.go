@@ -22,11 +22,11 @@ import (
 // Scenario names, in the order they run.
 var (
 	// Available scenarios.
-	Available = []string{"sync", "async", "coldstart", "workflow10", "sleepers", "cron10k", "events"}
+	Available = []string{"sync", "async", "coldstart", "workflow10", "sleepers", "cron10k", "events", "scale"}
 	// Pending scenarios and the features they wait for.
 	Pending = map[string]string{}
 	// All is every scenario name in table order.
-	All = []string{"sync", "async", "coldstart", "workflow10", "sleepers", "cron10k", "events", "heartbeat"}
+	All = []string{"sync", "async", "coldstart", "workflow10", "sleepers", "cron10k", "events", "heartbeat", "scale"}
 )
 
 // Goals from the issue.
@@ -88,6 +88,10 @@ type Options struct {
 	// EventsN events are published to EventsTriggers triggers with CEL filters.
 	EventsN        int `json:"events_n"`
 	EventsTriggers int `json:"events_triggers"`
+	// ScaleN finished invocations of the bench tenant fill the scale scenario's store (and a tenth
+	// as many in two other tenants); ScaleCalls GETs measure each filter.
+	ScaleN     int `json:"scale_n"`
+	ScaleCalls int `json:"scale_calls"`
 	// ServerArgs are extra flags for `lark serve` (e.g. --workers 128).
 	ServerArgs []string `json:"server_args,omitempty"`
 
@@ -112,7 +116,7 @@ const (
 var Presets = map[string]Options{
 	ScaleSmall: {Duration: time.Second, AsyncN: 2000, ColdStartN: 50, Workflow10N: 200, Workflow10Serial: 20,
 		SleepersN: 500, SleepersSleep: 3 * time.Second, Cron10kN: 200, Cron10kExpr: "*/2 * * * * *", Cron10kFires: 2,
-		EventsN: 1000},
+		EventsN: 1000, ScaleN: 20_000, ScaleCalls: 20},
 	ScaleFull: {SleepersN: 100_000},
 }
 
@@ -155,6 +159,8 @@ func (o *Options) preset() {
 	setInt(&o.Cron10kFires, p.Cron10kFires)
 	setInt(&o.EventsN, p.EventsN)
 	setInt(&o.EventsTriggers, p.EventsTriggers)
+	setInt(&o.ScaleN, p.ScaleN)
+	setInt(&o.ScaleCalls, p.ScaleCalls)
 	if o.Cron10kExpr == "" {
 		o.Cron10kExpr = p.Cron10kExpr
 	}
@@ -229,6 +235,12 @@ func (o *Options) Defaults() {
 	}
 	if o.EventsTriggers <= 0 {
 		o.EventsTriggers = 100
+	}
+	if o.ScaleN <= 0 {
+		o.ScaleN = 1_000_000
+	}
+	if o.ScaleCalls <= 0 {
+		o.ScaleCalls = 100
 	}
 	o.SleepersSleepS = o.SleepersSleep.Seconds()
 	o.DurationS, o.WarmupS = o.Duration.Seconds(), o.Warmup.Seconds()
@@ -315,6 +327,8 @@ func Run(ctx context.Context, bin string, o Options, log io.Writer) (*Report, er
 			s = r.Events(ctx)
 		case "heartbeat":
 			s = r.Heartbeats(ctx)
+		case "scale":
+			s = r.Scale(ctx)
 		default:
 			s = Scenario{Name: name, Status: StatusNotAvailable, Note: Pending[name], Result: ResultNA}
 		}
@@ -362,6 +376,9 @@ type lark struct {
 	// PostgreSQL's counters before the server started.
 	pg  *pgSchema
 	pg0 pgCounters
+	// args and env are the child's, for restart.
+	args, env []string
+	conns     int
 }
 
 // startLark starts `lark serve` on a fresh data directory with a random operator token,
@@ -400,14 +417,12 @@ func (r *Runner) startLark(ctx context.Context, scenario string, conns int, extr
 		args = append(args, "--cpuprofile", l.profile, "--memprofile", strings.TrimSuffix(l.profile, ".pprof")+".allocs.pprof")
 	}
 	args = append(append(args, extra...), r.Opts.ServerArgs...)
-	child, err := StartChild("lark serve ("+scenario+")", r.Bin, args, childEnv("LARK_ADMIN_TOKEN="+operator), startTimeout)
-	if err != nil {
+	l.args, l.env, l.conns = args, childEnv("LARK_ADMIN_TOKEN="+operator), conns
+	if err := r.serve(l, scenario); err != nil {
 		l.dropSchema()
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	l.Child = child
-	l.api = &API{URL: "http://" + child.Addr, Client: NewHTTPClient(conns)}
 	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if l.token, err = l.api.Provision(pctx, operator); err != nil {
@@ -415,6 +430,17 @@ func (r *Runner) startLark(ctx context.Context, scenario string, conns int, extr
 		return nil, err
 	}
 	return l, nil
+}
+
+// serve starts l's child (again, after stop: on the same data directory and store).
+func (r *Runner) serve(l *lark, scenario string) error {
+	child, err := StartChild("lark serve ("+scenario+")", r.Bin, l.args, l.env, startTimeout)
+	if err != nil {
+		return err
+	}
+	l.Child = child
+	l.api = &API{URL: "http://" + child.Addr, Client: NewHTTPClient(l.conns)}
+	return nil
 }
 
 // stop stops the child and returns its usage; the data directory stays until discard.

@@ -170,6 +170,8 @@ func TestBenchCommand(t *testing.T) {
 	require.InDelta(t, ev.Throughput/ev.Baseline.Throughput, ev.Ratio, 1e-9)
 	require.Contains(t, stdout, "| events | ")
 
+	checkScale(t, bin, dir)
+
 	// A scenario that errors makes the command fail, after writing the table and the JSON file.
 	out := filepath.Join(dir, "failed.json")
 	cmd := exec.Command(bin, "bench", "--scenarios", "coldstart", "--store", "postgres://nobody@127.0.0.1:1/none", "--out", out)
@@ -232,6 +234,8 @@ func TestBenchCommandPostgres(t *testing.T) {
 	require.Zero(t, hb.Heartbeats.ServerCountedWrites)
 	require.Less(t, hb.Heartbeats.RowsPerHeartbeat, 0.5, "a heartbeat writes no row")
 
+	checkScale(t, bin, dir, "--store", base)
+
 	// Every scenario's database (or schema) is gone.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -243,4 +247,35 @@ func TestBenchCommandPostgres(t *testing.T) {
 	require.Zero(t, left, "schemas left behind")
 	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM pg_database WHERE datname LIKE 'lark_bench_%'`).Scan(&left))
 	require.Zero(t, left, "databases left behind")
+}
+
+// checkScale runs the scale scenario small: both stages filled and every filter measured, the
+// selective ones answering nothing and the others a page.
+func checkScale(t *testing.T, bin, dir string, args ...string) {
+	t.Helper()
+	stdout, rep := runBench(t, bin, dir, append([]string{"--scenarios", "scale", "--scale-n", "5000", "--scale-calls", "5"}, args...)...)
+	require.Len(t, rep.Scenarios, 1)
+	sc := rep.Scenarios[0]
+	require.Equal(t, bench.StatusOK, sc.Status, sc.Error)
+	require.NotNil(t, sc.Scale)
+	require.Len(t, sc.Scale.Stages, 2)
+	require.Equal(t, []int{500, 5000}, []int{sc.Scale.Stages[0].N, sc.Scale.Stages[1].N})
+	for _, st := range sc.Scale.Stages {
+		require.Positive(t, st.Fill.Rows)
+		require.Positive(t, st.Fill.Bytes)
+		require.NotEmpty(t, st.Filters)
+		for _, f := range st.Filters {
+			require.EqualValues(t, 5, f.Latency.Count, f.Name)
+			switch {
+			case strings.Contains(f.Name, "(none)"):
+				require.Zero(t, f.Items, f.Name)
+			case strings.Contains(f.Name, "(one)"):
+				require.Equal(t, 1, f.Items, f.Name)
+			case st.N == 5000:
+				require.Positive(t, f.Items, f.Name)
+			}
+		}
+	}
+	require.Len(t, sc.Goals, 2)
+	require.Contains(t, stdout, "| scale | ")
 }

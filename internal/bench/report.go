@@ -80,7 +80,9 @@ type Scenario struct {
 	Events     *EventsDetail     `json:"events,omitempty"`
 	// Heartbeats is the heartbeat scenario's breakdown.
 	Heartbeats *HeartbeatDetail `json:"heartbeats,omitempty"`
-	Profile    string           `json:"cpu_profile,omitempty"`
+	// Scale is the scale scenario's breakdown.
+	Scale   *ScaleDetail `json:"scale,omitempty"`
+	Profile string       `json:"cpu_profile,omitempty"`
 	// StoreWrites is what PostgreSQL counted (async, workflow10 on a PostgreSQL store).
 	StoreWrites *StoreWrites `json:"store_writes,omitempty"`
 }
@@ -431,7 +433,7 @@ func details(s Scenario) []string {
 			e.N, e.Triggers, e.Clients, rate(e.AcceptRate, "events/s"), e.AcceptS, e.Triggered, e.DeliverS, rate(e.DeliverRate, "events/s"),
 			e.CELMicrosPerEvent, e.CELNanosPerFilter))
 	}
-	return out
+	return append(out, scaleDetails(s.Scale)...)
 }
 
 // commitsScope says what a StoreWrites' commit count covers.

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,6 +36,10 @@ type ListSpec[T any] struct {
 	// Nullable names the sortable fields whose column may be NULL: they are ordered and compared
 	// as coalesce(column, ''), so that NULL sorts first and a keyset comparison never meets NULL.
 	Nullable map[string]bool
+	// Split names the filterable fields, in order of preference, whose "in" lists (or "or"s of
+	// "eq") are read one value at a time and merged (splitIn): each has an index on (scope, field,
+	// default order).
+	Split []string
 }
 
 // pageScanner scans a row into the item's destinations followed by the order columns, and keeps
@@ -151,7 +154,11 @@ func ListPage[T any](ctx context.Context, q Querier, spec ListSpec[T], lq store.
 	after := lp.cur.Values // nil on a first page
 	for {
 		n := pr.chunk(spec.From)
-		query, args := lp.statement(after, n)
+		ks := keysetOf{cols: lp.cols, desc: lp.desc, cur: cursor{Values: after, Prev: lp.cur.Prev}, resume: after != nil}
+		query, args, err := pageQuery(spec, lq.Filter, ks, n-1) // n-1 and the row after it
+		if err != nil {
+			return page, err
+		}
 		rows, err := q.QueryContext(ctx, query, Args(args)...)
 		if err != nil {
 			return page, fmt.Errorf("list %s: %w", spec.From, err)
@@ -170,36 +177,26 @@ func ListPage[T any](ctx context.Context, q Querier, spec ListSpec[T], lq store.
 	return page, setCursors(lp, &page, pr.keys, pr.extra, lq.Cursor != "")
 }
 
-// listPlan is a list query as SQL, with what the page's cursors are made of.
+// listPlan is a list query's order and limit, with what the page's cursors are made of (its
+// statements are pageQuery's).
 type listPlan struct {
-	selected, from string
-	where          []string // scope and filter
-	args           []any
-	cols           []string // the order columns, the unique id last
-	desc           []bool
-	limit          int
-	hash           string
-	cur            cursor // the cursor the page starts from (zero: the first page)
+	cols  []string // the order columns, the unique id last
+	desc  []bool
+	limit int
+	hash  string
+	cur   cursor // the cursor the page starts from (zero: the first page)
 }
 
-// planList compiles lq against spec: scope, filter, order and lq's cursor.
+// planList checks lq against spec (a bad filter is reported before a bad order or cursor) and
+// compiles its order and cursor.
 func planList[T any](spec ListSpec[T], lq store.ListQuery) (listPlan, error) {
-	lp := listPlan{selected: spec.Cols, from: spec.From, limit: min(lq.Limit, store.MaxLimit)}
+	lp := listPlan{limit: min(lq.Limit, store.MaxLimit)}
 	if lp.limit <= 0 {
 		lp.limit = store.DefaultLimit
 	}
-	if spec.Scope != "" {
-		lp.where = append(lp.where, spec.Scope)
-		lp.args = append(lp.args, spec.ScopeArgs...)
-	}
 	if lq.Filter != nil {
-		w, a, err := odata.Compile(lq.Filter, spec.Fields)
-		if err != nil {
+		if _, _, err := odata.Compile(lq.Filter, spec.Fields); err != nil {
 			return lp, &store.QueryError{Err: err}
-		}
-		if w != "" {
-			lp.where = append(lp.where, w)
-			lp.args = append(lp.args, a...)
 		}
 	}
 	order := lq.OrderBy
@@ -230,42 +227,6 @@ func planList[T any](spec ListSpec[T], lq store.ListQuery) (listPlan, error) {
 		}
 	}
 	return lp, nil
-}
-
-// statement is the plan's SELECT of at most n rows after the row whose order columns hold after
-// (nil: from the start), in the page's direction (reversed for a prev cursor).
-func (lp listPlan) statement(after []any, n int) (string, []any) {
-	where, args := lp.where, lp.args
-	if after != nil {
-		w, a := keyset(lp.cols, lp.desc, after, lp.cur.Prev)
-		where = append(slices.Clip(where), w)
-		args = append(slices.Clip(args), a...)
-	}
-	var sb strings.Builder
-	sb.WriteString("SELECT ")
-	sb.WriteString(lp.selected)
-	for _, c := range lp.cols {
-		sb.WriteString(", ")
-		sb.WriteString(c)
-	}
-	sb.WriteString(" FROM ")
-	sb.WriteString(lp.from)
-	if len(where) > 0 {
-		sb.WriteString(" WHERE ")
-		sb.WriteString(strings.Join(where, " AND "))
-	}
-	sb.WriteString(" ORDER BY ")
-	for i, c := range lp.cols {
-		if i > 0 {
-			sb.WriteString(", ")
-		}
-		sb.WriteString(c)
-		if lp.desc[i] != lp.cur.Prev {
-			sb.WriteString(" DESC")
-		}
-	}
-	fmt.Fprintf(&sb, " LIMIT %d", n)
-	return sb.String(), args
 }
 
 // pageReader reads a page's rows, over one statement or several: up to limit items, and no more
@@ -391,9 +352,18 @@ func setCursors[T any](lp listPlan, page *store.Page[T], keys [][]any, extra, re
 // keyset builds the "after this row" predicate for a multi-column order:
 // (c1 > v1) OR (c1 = v1 AND c2 > v2) OR ..., with > and < chosen per column direction and flipped
 // when paging backwards. Every sortable column is NOT NULL, so plain comparisons are exact.
+// It starts with c1 >= v1 (implied by the rest): PostgreSQL's planner makes an index bound of that
+// term but not of the OR, so a page far into a list starts where the previous one ended instead of
+// walking the index from the list's first row.
 func keyset(cols []string, desc []bool, vals []any, prev bool) (string, []any) {
 	var terms []string
 	var a []any
+	lead := ">="
+	if desc[0] != prev {
+		lead = "<="
+	}
+	bound := cols[0] + " " + lead + " ? AND "
+	a = append(a, vals[0])
 	for i := range cols {
 		var conj []string
 		for j := 0; j < i; j++ {
@@ -408,5 +378,5 @@ func keyset(cols []string, desc []bool, vals []any, prev bool) (string, []any) {
 		a = append(a, vals[i])
 		terms = append(terms, "("+strings.Join(conj, " AND ")+")")
 	}
-	return "(" + strings.Join(terms, " OR ") + ")", a
+	return "(" + bound + "(" + strings.Join(terms, " OR ") + "))", a
 }

@@ -291,6 +291,10 @@ var invocationFields = odata.Schema{
 	"created_at":     {Column: "created_at", Type: odata.Time, Filter: true, Sort: true},
 }
 
+// invocationSplit are the invocation fields with an index on (tenant_id, field, created_at, id)
+// (migration 00016): an "in" list on one of them is read one value at a time (ListSpec.Split).
+var invocationSplit = []string{"status", "entrypoint_id", "mode", "correlation_id"}
+
 // invocationScope encodes invocation.Record.VisibleTo as SQL.
 func invocationScope(v invocation.Viewer) (string, []any) {
 	if v.All {
@@ -305,7 +309,7 @@ func (s *Reader) ListInvocations(ctx context.Context, v invocation.Viewer, q sto
 	scope, args := invocationScope(v)
 	return ListPage(ctx, s.Q, ListSpec[invocation.Record]{
 		From: "invocations", Cols: "record, last_seq, updated_at", Fields: invocationFields, Scope: scope, ScopeArgs: args,
-		DefaultOrder: []odata.OrderItem{{Field: "created_at", Desc: true}},
+		DefaultOrder: []odata.OrderItem{{Field: "created_at", Desc: true}}, Split: invocationSplit,
 		Scan: func(r Scanner) (invocation.Record, error) {
 			var doc []byte
 			var updated string

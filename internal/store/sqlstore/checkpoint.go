@@ -19,6 +19,9 @@ import (
 // almost every frame by then, which leaves the writer little to do. A passive checkpoint alone
 // could not bound the WAL under continuous writes: it never catches up with a writer that keeps
 // appending.
+//
+// The loop also keeps the planner's statistics (optimize) at most every optimizeEvery, after a
+// checkpoint: a store that is not written to keeps the statistics it has.
 type checkpointer struct {
 	db     *sql.DB
 	nudge  chan struct{}
@@ -26,6 +29,9 @@ type checkpointer struct {
 	done   sync.WaitGroup
 	runs   atomic.Uint64
 	failed atomic.Uint64
+	// optimized is when optimize last ran (the loop's own); optimizeFailed counts its failures.
+	optimized      time.Time
+	optimizeFailed atomic.Uint64
 }
 
 // checkpointEvery is the shortest time between two background checkpoints: each ends with an
@@ -33,7 +39,7 @@ type checkpointer struct {
 const checkpointEvery = 20 * time.Millisecond
 
 func newCheckpointer(db *sql.DB) *checkpointer {
-	c := &checkpointer{db: db, nudge: make(chan struct{}, 1), stop: make(chan struct{})}
+	c := &checkpointer{db: db, nudge: make(chan struct{}, 1), stop: make(chan struct{}), optimized: time.Now()}
 	c.done.Add(1)
 	go c.loop()
 	return c
@@ -61,6 +67,12 @@ func (c *checkpointer) loop() {
 			c.failed.Add(1)
 		} else {
 			c.runs.Add(1)
+		}
+		if time.Since(c.optimized) >= optimizeEvery {
+			c.optimized = time.Now()
+			if err := optimize(context.Background(), c.db); err != nil {
+				c.optimizeFailed.Add(1)
+			}
 		}
 		select {
 		case <-c.stop:

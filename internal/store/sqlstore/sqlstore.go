@@ -151,6 +151,10 @@ func openSQLite(ctx context.Context, path string, o Options) (*Store, error) {
 		w.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
+	if err := optimize(ctx, w); err != nil { // the planner's statistics (optimize.go)
+		w.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
 	r, err := sql.Open("sqlite", base+"&_pragma=query_only(1)")
 	if err != nil {
 		w.Close()

@@ -56,6 +56,7 @@ func Run(t *testing.T, f Factory) {
 		"ResponseCache":             testResponseCache,
 		"ListInvocations":           testListInvocations,
 		"ListInvocationsVisibility": testListInvocationsVisibility,
+		"ListInvocationsSplit":      testListInvocationsSplit,
 		"StartAndConditionalAppend": testStartAndConditionalAppend,
 		"InformationalAppend":       testInformationalAppend,
 		"Events":                    testEvents,
