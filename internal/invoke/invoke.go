@@ -503,26 +503,27 @@ func parseDefinition(e entrypoint.Entrypoint) (definition, error) {
 	return d, nil
 }
 
-// admitSync waits until a sync call of d may start (Config.Gate), at most d's timeout. A call that
-// cannot start in that time is refused with 503 and a Retry-After: nothing was written, and the
-// same request may be sent again.
-func (s *Service) admitSync(ctx context.Context, tenantID string, d definition) (*admission.Ticket, error) {
-	if s.cfg.Gate == nil {
-		return nil, nil
+// admitSync waits until a call of d in mode may start, when it is a sync call (Config.Gate), at
+// most d's timeout, and returns ctx carrying the ticket for its execution and the ticket's Leave.
+// A call that cannot start in that time is refused with 503 and a Retry-After: nothing was
+// written, and the same request may be sent again.
+func (s *Service) admitSync(ctx context.Context, mode, tenantID string, d definition) (context.Context, func(), error) {
+	if s.cfg.Gate == nil || mode != string(invocation.ModeSync) {
+		return ctx, func() {}, nil
 	}
 	wctx, cancel := context.WithTimeout(ctx, d.timeout())
 	defer cancel()
 	t, err := s.cfg.Gate.Enter(wctx, tenantID, d.Traits.Limits.MemoryMB<<20)
 	if err == nil {
-		return t, nil
+		return admission.Admitted(ctx, t), t.Leave, nil
 	}
 	if ctx.Err() != nil {
-		return nil, ctx.Err() // the caller went away
+		return ctx, nil, ctx.Err() // the caller went away
 	}
 	s.cfg.Logger.WarnContext(ctx, "sync call refused: not admitted within its timeout", "tenant_id", tenantID, "timeout", d.timeout())
 	pe := problem.New(problem.TypeUnavailable, "the runtime is busy: this sync call could not start within its timeout (%v); nothing was started, retry later or invoke it async", d.timeout())
 	pe.RetryAfter = 1
-	return nil, pe
+	return ctx, nil, pe
 }
 
 func (d definition) timeout() time.Duration {
@@ -808,15 +809,12 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 		return out, err
 	}
 	// A sync call starts only when it can run: it waits for admission before anything is written.
-	if mode == string(invocation.ModeSync) {
-		t, err := s.admitSync(ctx, sc.TenantID, d)
-		if err != nil {
-			permit.Release()
-			return out, err
-		}
-		defer t.Leave()
-		ctx = admission.Admitted(ctx, t)
+	ctx, leave, err := s.admitSync(ctx, mode, sc.TenantID, d)
+	if err != nil {
+		permit.Release()
+		return out, err
 	}
+	defer leave()
 	rec := invocation.Record{ID: s.cfg.IDs.New("inv"), TenantID: sc.TenantID, EntrypointRef: e.ID, EntrypointID: e.GTSID,
 		EntrypointVersion: e.Version, SubjectID: sc.SubjectID, Mode: invocation.Mode(mode), Params: canon,
 		CorrelationID: correlation, Metrics: invocation.Metrics{MemoryLimitMB: i64(memLimit)}, Attempt: 1,
