@@ -6,6 +6,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"math"
 	"net/http"
 	"os"
 	"strconv"
@@ -26,9 +27,13 @@ func calibrate(t *testing.T, p *larkProc, token, id string, want time.Duration) 
 	t.Helper()
 	n := 200000
 	for range 6 {
-		rec := record(t, p.invoke(t, token, id, "sync", map[string]any{"n": n}), http.StatusOK)
-		require.Equal(t, "succeeded", rec.Status, "calibration call: %+v", rec.Error)
-		ms := *rec.Observability.Metrics.DurationMS
+		// The quickest of three calls: a busy machine makes a call slower, never quicker.
+		ms := int64(math.MaxInt64)
+		for range 3 {
+			rec := record(t, p.invoke(t, token, id, "sync", map[string]any{"n": n}), http.StatusOK)
+			require.Equal(t, "succeeded", rec.Status, "calibration call: %+v", rec.Error)
+			ms = min(ms, *rec.Observability.Metrics.DurationMS)
+		}
 		if ms >= 20 {
 			return int(float64(n) * float64(want.Milliseconds()) / float64(ms))
 		}
@@ -149,10 +154,14 @@ func statusCounts(t *testing.T, p *larkProc) map[string]int {
 func TestSyncCallsThatCannotStartAreRefused(t *testing.T) {
 	t.Parallel()
 	p := startLark(t, t.TempDir())
+	// Two run at once per tenant (on a 2-core machine), each at half a CPU slot: a call of 0.5 s of
+	// CPU takes about 1 s, so of ten at once the first two end in about 1 s, the next two start
+	// then and end at about 2 s, and the others cannot start within the 2 s timeout.
 	id := p.register(t, p.Token, fnSpec{id: fnPrefix + "vendor.app.backlog.syncspin.v1~", src: cpuBoundSrc,
-		limits: map[string]any{"timeout_seconds": 1, "cpu": 1.0}})
-	n := calibrate(t, p, p.Token, id, 150*time.Millisecond)
-	const callers = 12 // within the tenant's in-flight cap
+		limits: map[string]any{"timeout_seconds": 2, "cpu": 1.0}})
+	n := calibrate(t, p, p.Token, id, 500*time.Millisecond)
+	before := statusCounts(t, p)["succeeded"] // the calibration calls
+	const callers = 10 // within the tenant's in-flight cap
 	answers := make([]response, callers)
 	var wg sync.WaitGroup
 	for i := range answers {
@@ -174,8 +183,8 @@ func TestSyncCallsThatCannotStartAreRefused(t *testing.T) {
 			t.Fatalf("a sync call answered %s", r)
 		}
 	}
-	require.Positive(t, refused, "%d sync calls of 150 ms of CPU with a 1 s timeout at once: some cannot start in time", callers)
+	require.Positive(t, refused, "%d sync calls of 0.5 s of CPU with a 2 s timeout at once: some cannot start in time", callers)
 	counts := statusCounts(t, p)
-	require.Equal(t, callers-refused+1, counts["succeeded"], "a refused call left nothing behind: %v", counts)
+	require.Equal(t, before+callers-refused, counts["succeeded"], "a refused call left nothing behind: %v", counts)
 	require.Len(t, counts, 1, "no failed or timed-out invocation: %v", counts)
 }
