@@ -12,6 +12,7 @@ import (
 	"github.com/larkrun/lark/internal/auth"
 	"github.com/larkrun/lark/internal/obs"
 	"github.com/larkrun/lark/internal/problem"
+	"github.com/larkrun/lark/internal/store"
 )
 
 // DefaultMaxInFlight is the default cap on one tenant's requests in flight at once.
@@ -52,7 +53,8 @@ func (f *inFlight) release(key string) {
 
 // limitInFlight (after authenticate) caps the requests one tenant has in flight at once (the
 // platform operator's token counts as one tenant): over Config.MaxInFlight answers 429
-// rate_limited with Retry-After: 1, before the body is read.
+// rate_limited with Retry-After: 1, before the body is read. The request's writes are queued
+// with its tenant's and weighed by its body (store.WithWriteWeight).
 func (s *Server) limitInFlight(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sc := security(r)
@@ -67,8 +69,17 @@ func (s *Server) limitInFlight(next http.Handler) http.Handler {
 			return
 		}
 		defer s.inflight.release(key)
-		next.ServeHTTP(w, r)
+		next.ServeHTTP(w, r.WithContext(store.WithWriteWeight(r.Context(), key, s.bodyWeight(r))))
 	})
+}
+
+// bodyWeight is what r's writes weigh for the store's writer: its body's declared length, or
+// Config.MaxBody when the length is not declared (a chunked body may be that long).
+func (s *Server) bodyWeight(r *http.Request) int64 {
+	if r.ContentLength < 0 {
+		return s.cfg.MaxBody
+	}
+	return r.ContentLength
 }
 
 // need (after authenticate) answers 403 to a caller without role before the handler reads the
