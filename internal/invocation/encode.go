@@ -40,3 +40,26 @@ func EncodeRecord(r Record) ([]byte, error) {
 	}
 	return append(out, doc[i+len(paramsMember):]...), nil
 }
+
+// EncodeOutcome is json.Marshal(o), a terminal event's Data, without re-encoding the result (see
+// EncodeRecord): the result is checked (json.Valid, one pass without copying, where json.Marshal
+// compacts it into a new buffer) and copied as it is. A result that is not JSON is an error, as
+// with json.Marshal.
+func EncodeOutcome(o Outcome) ([]byte, error) {
+	result := o.Result
+	o.Result = nil
+	rest, err := json.Marshal(o)
+	if err != nil || len(result) == 0 {
+		return rest, err
+	}
+	if !json.Valid(result) {
+		return nil, errors.New("encode outcome: the result is not JSON")
+	}
+	out := make([]byte, 0, len(rest)+len(result)+len(`{"result":,`))
+	out = append(out, `{"result":`...)
+	out = append(out, result...)
+	if len(rest) > 2 { // more members than {}
+		out = append(out, ',')
+	}
+	return append(out, rest[1:]...), nil
+}

@@ -63,3 +63,27 @@ func TestApplyWithDecodedOutcome(t *testing.T) {
 	require.True(t, okOutcome)
 	require.Equal(t, xData, xOutcome)
 }
+
+// TestEncodeOutcomeIsMarshal: EncodeOutcome writes what json.Marshal writes when the result is
+// compact, and copies a result that is not as it is.
+func TestEncodeOutcomeIsMarshal(t *testing.T) {
+	t.Parallel()
+	ms := int64(3)
+	for name, o := range map[string]Outcome{
+		"result and metrics": {Result: json.RawMessage(`{"r":[1,2]}`), Metrics: &Metrics{DurationMS: &ms}, Cost: 0.25},
+		"result only":        {Result: json.RawMessage(`"x"`)},
+		"error":              {Error: &Error{Message: "boom"}, Metrics: &Metrics{DurationMS: &ms}},
+		"nothing":            {},
+	} {
+		t.Run(name, func(t *testing.T) {
+			want, err := json.Marshal(o)
+			require.NoError(t, err)
+			got, err := EncodeOutcome(o)
+			require.NoError(t, err)
+			require.Equal(t, string(want), string(got))
+		})
+	}
+	got, err := EncodeOutcome(Outcome{Result: json.RawMessage(`{ "r" : 1 }`)})
+	require.NoError(t, err)
+	require.Equal(t, `{"result":{ "r" : 1 }}`, string(got))
+}

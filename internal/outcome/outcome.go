@@ -102,7 +102,13 @@ func (o Outcome) Events(rec invocation.Record, timeline []invocation.Event, now 
 	}
 	var err error
 	ev := func(t invocation.EventType, step string, data any) invocation.Event {
-		b, merr := json.Marshal(data)
+		var b []byte
+		var merr error
+		if out, ok := data.(invocation.Outcome); ok {
+			b, merr = invocation.EncodeOutcome(out) // the result copied, not re-scanned
+		} else {
+			b, merr = json.Marshal(data)
+		}
 		if merr != nil && err == nil {
 			err = fmt.Errorf("%s event: %w", t, merr)
 		}
