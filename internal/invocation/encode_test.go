@@ -87,3 +87,19 @@ func TestEncodeOutcomeIsMarshal(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, `{"result":{ "r" : 1 }}`, string(got))
 }
+
+// TestEncodeRecordCopiesPayloads: params and result are copied as they are (json.Marshal would
+// have re-scanned and compacted them), and the record decodes back.
+func TestEncodeRecordCopiesPayloads(t *testing.T) {
+	t.Parallel()
+	r := Record{ID: "inv_1", TenantID: "t", Mode: ModeSync, CreatedAt: t0,
+		Params: json.RawMessage(`{ "p" : 1 }`), Result: json.RawMessage(`[ 1, 2 ]`)}
+	got, err := EncodeRecord(r)
+	require.NoError(t, err)
+	require.Contains(t, string(got), `"params":{ "p" : 1 },"result":[ 1, 2 ],`)
+	var back Record
+	require.NoError(t, json.Unmarshal(got, &back))
+	require.JSONEq(t, `{"p":1}`, string(back.Params))
+	require.JSONEq(t, `[1,2]`, string(back.Result))
+	require.Equal(t, "inv_1", back.ID)
+}
