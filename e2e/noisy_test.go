@@ -78,7 +78,7 @@ var hostileLoads = []hostileLoad{
 
 // payloadsGoal is the ratio the big-payload load is held to for now, over a quiet p99 counted as at
 // least payloadsQuietFloor: B's loud p99 was 0.99-1.73 s before the writer took tenants in turn
-// and stopped re-scanning payloads, 105-200 ms since. On an idle machine the quiet p99 is about
+// and stopped re-scanning payloads, 0.1-0.33 s since. On an idle machine the quiet p99 is about
 // 2 ms, which would make a 100 ms wait read as 50x, and a busy one's 20-40 ms as 3-5x: the floor
 // keeps the check about the wait.
 const (
