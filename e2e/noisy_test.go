@@ -4,7 +4,10 @@ package e2e
 // B's small sync calls keep their latency, and the server's memory stays bounded.
 
 import (
+	"bytes"
+	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -51,26 +54,211 @@ func p99(ds []time.Duration) time.Duration {
 	return s[(len(s)*99)/100]
 }
 
+// hostileLoad is a load of tenant A's that runs for the whole loud measurement, from threads
+// goroutines that call again as soon as an answer comes back.
+type hostileLoad struct {
+	name, src, mode string
+	threads         int
+	params          func() any
+	ok              int // the status that counts as served (429 is counted apart)
+	// goal is the most B's p99 may be, over its quiet p99, while this load runs (3x unless said).
+	goal float64
+}
+
+// hostileLoads are tenant A's loads.
+var hostileLoads = []hostileLoad{
+	// Big payloads: 900 KB of params in, 1.8 MB of result out, every call. Not yet within 3x: see
+	// docs/security.md ("Noisy neighbours: bytes").
+	{"payloads", "def main(ctx, input):\n  return {\"r\": input.p + input.p}\n", "sync", 3,
+		func() any { return map[string]any{"p": strings.Repeat("x", 900_000)} }, http.StatusOK, payloadsGoal},
+	// An async flood: starts as fast as four clients can send them.
+	{"asyncflood", "def main(ctx, input):\n  return {\"n\": input.n + 1}\n", "async", 4,
+		func() any { return map[string]any{"n": 1} }, http.StatusAccepted, 3},
+}
+
+// payloadsGoal is the ratio the big-payload load is held to for now, over a quiet p99 counted as at
+// least payloadsQuietFloor: B's loud p99 was 0.99-1.73 s before the writer took tenants in turn
+// and stopped re-scanning payloads, 0.1-0.33 s since. On an idle machine the quiet p99 is about
+// 2 ms, which would make a 100 ms wait read as 50x, and a busy one's 20-40 ms as 3-5x: the floor
+// keeps the check about the wait.
+const (
+	payloadsGoal       = 40
+	payloadsQuietFloor = 10 * time.Millisecond
+)
+
+// loadCounts tallies a hostile load's answers.
+type loadCounts struct {
+	mu                  sync.Mutex
+	served, limited, no int
+	firstErr            string
+}
+
+func (c *loadCounts) add(status, ok int, err error, body []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case err == nil && status == ok:
+		c.served++
+	case err == nil && status == http.StatusTooManyRequests:
+		c.limited++
+	default:
+		c.no++
+		if c.firstErr == "" {
+			c.firstErr = fmt.Sprintf("%d %v %.300s", status, err, body)
+		}
+	}
+}
+
+// noisyTenants sets up tenant A (hostile) and B (victim) and registers the selected hostile
+// programs and loads, and B's small function.
+func noisyTenants(t *testing.T, p *larkProc, selected func(name string) bool) (a, b string, programs, loads []string, small string) {
+	p.tenant(t, "hostile", nil)
+	p.tenant(t, "victim", nil)
+	a = p.token(t, "hostile", "mallory", "developer")
+	b = p.token(t, "victim", "bob", "developer")
+	p.register(t, a, fnSpec{id: fnPrefix + "vendor.app.hostile.child.v1~", src: "def main(ctx, input):\n  return {}\n"})
+	for _, h := range hostilePrograms {
+		if selected(h.name) {
+			programs = append(programs, p.register(t, a, fnSpec{id: fnPrefix + "vendor.app.hostile." + h.name + ".v1~", src: h.src, limits: h.limits}))
+		}
+	}
+	for _, l := range hostileLoads {
+		if selected(l.name) {
+			loads = append(loads, p.register(t, a, fnSpec{id: fnPrefix + "vendor.app.hostile." + l.name + ".v1~", src: l.src}))
+		} else {
+			loads = append(loads, "")
+		}
+	}
+	small = p.register(t, b, fnSpec{id: fnPrefix + "vendor.app.victim.small.v1~", src: "def main(ctx, input):\n  return {\"sum\": input.a + input.b}\n"})
+	return a, b, programs, loads, small
+}
+
+// runLoads starts tenant A's selected loads (ids[i] "" skips hostileLoads[i]) and returns a stop
+// that ends them, waits for their goroutines, and returns their tallies.
+func runLoads(p *larkProc, token string, ids []string) (stop func() []*loadCounts) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	counts := make([]*loadCounts, len(hostileLoads))
+	for i, l := range hostileLoads {
+		counts[i] = &loadCounts{}
+		if ids[i] == "" {
+			continue
+		}
+		body := mustJSON(p.t, map[string]any{"entrypoint_id": ids[i], "mode": l.mode, "params": l.params()})
+		for range l.threads {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for ctx.Err() == nil {
+					status, out, err := send(ctx, p, token, body)
+					if ctx.Err() != nil {
+						return
+					}
+					counts[i].add(status, l.ok, err, out)
+				}
+			}()
+		}
+	}
+	return func() []*loadCounts {
+		cancel()
+		wg.Wait()
+		return counts
+	}
+}
+
+// send posts an invocation start from a load goroutine (no require: it runs off the test
+// goroutine), reads the whole answer as a client would, and returns its status and first bytes.
+func send(ctx context.Context, p *larkProc, token string, body []byte) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.URL+apiBase+"/invocations", bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := httpClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer res.Body.Close()
+	out, err := io.ReadAll(res.Body)
+	return res.StatusCode, out[:min(len(out), 1024)], err
+}
+
+// startPrograms starts each of tenant A's hostile programs twice, async, and returns their ids.
+func startPrograms(t *testing.T, p *larkProc, token string, programs []string) []string {
+	answers := make([]response, 2*len(programs))
+	var wg sync.WaitGroup
+	for i := range answers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			answers[i] = p.invoke(t, token, programs[i%len(programs)], "async", nil)
+		}()
+	}
+	wg.Wait()
+	started := make([]string, len(answers))
+	for i, r := range answers {
+		started[i] = record(t, r, http.StatusAccepted).ID
+	}
+	return started
+}
+
+// checkLoads asserts that each load that ran was served (some calls answered as asked, none
+// failed but by 429) and logs its tallies.
+func checkLoads(t *testing.T, ids []string, counts []*loadCounts) {
+	for i, c := range counts {
+		if ids[i] == "" {
+			continue
+		}
+		t.Logf("  %s: %d served, %d answered 429", hostileLoads[i].name, c.served, c.limited)
+		require.Zero(t, c.no, "%s: calls that failed otherwise than 429 (first: %s)", hostileLoads[i].name, c.firstErr)
+		require.Positive(t, c.served, "%s: no call served", hostileLoads[i].name)
+	}
+}
+
+// TestNoisyNeighbour runs tenant A's hostile programs (result bomb, CPU loop, log flood, fan-out)
+// at once. The environment variable LARK_E2E_HOSTILE_ONLY=<name> runs one kind alone instead
+// (payloads and asyncflood included), to see what each costs the neighbour, and
+// LARK_E2E_HOSTILE_ONLY=all runs every kind at once, the loads included.
 func TestNoisyNeighbour(t *testing.T) {
+	only := os.Getenv("LARK_E2E_HOSTILE_ONLY")
+	noisyNeighbour(t, func(name string) bool {
+		switch only {
+		case "":
+			return !slices.ContainsFunc(hostileLoads, func(l hostileLoad) bool { return l.name == name })
+		case "all":
+			return true
+		}
+		return name == only
+	})
+}
+
+// TestNoisyNeighbourAsyncFlood runs tenant A's async flood alone, held to 3x.
+func TestNoisyNeighbourAsyncFlood(t *testing.T) {
+	if os.Getenv("LARK_E2E_HOSTILE_ONLY") != "" {
+		t.Skip("LARK_E2E_HOSTILE_ONLY selects the kinds TestNoisyNeighbour runs")
+	}
+	noisyNeighbour(t, func(name string) bool { return name == "asyncflood" })
+}
+
+// TestNoisyNeighbourBigPayloads runs tenant A's big payloads alone, held to their own goal (not
+// yet 3x: docs/security.md, "Noisy neighbours: bytes").
+func TestNoisyNeighbourBigPayloads(t *testing.T) {
+	if os.Getenv("LARK_E2E_HOSTILE_ONLY") != "" {
+		t.Skip("LARK_E2E_HOSTILE_ONLY selects the kinds TestNoisyNeighbour runs")
+	}
+	noisyNeighbour(t, func(name string) bool { return name == "payloads" })
+}
+
+// noisyNeighbour measures tenant B's small sync calls quiet, then while tenant A runs the selected
+// hostile programs and loads, and asserts B's p99 within the goal of the selected kinds and the
+// server's RSS growth under 300 MiB.
+func noisyNeighbour(t *testing.T, selected func(name string) bool) {
 	if testing.Short() {
 		t.Skip("noisy neighbour: runs hostile code for several seconds; skipped with -short")
 	}
 	p := startLark(t, t.TempDir())
-	p.tenant(t, "hostile", nil)
-	p.tenant(t, "victim", nil)
-	a := p.token(t, "hostile", "mallory", "developer")
-	b := p.token(t, "victim", "bob", "developer")
-	p.register(t, a, fnSpec{id: fnPrefix + "vendor.app.hostile.child.v1~", src: "def main(ctx, input):\n  return {}\n"})
-	var hostile []string
-	for _, h := range hostilePrograms {
-		// LARK_E2E_HOSTILE_ONLY=<name> runs one kind alone, to see what each costs the neighbour.
-		if only := os.Getenv("LARK_E2E_HOSTILE_ONLY"); only != "" && only != h.name {
-			continue
-		}
-		hostile = append(hostile, p.register(t, a, fnSpec{id: fnPrefix + "vendor.app.hostile." + h.name + ".v1~", src: h.src, limits: h.limits}))
-	}
-	small := p.register(t, b, fnSpec{id: fnPrefix + "vendor.app.victim.small.v1~", src: "def main(ctx, input):\n  return {\"sum\": input.a + input.b}\n"})
-
+	a, b, programs, loads, small := noisyTenants(t, p, selected)
 	call := func() time.Duration {
 		start := time.Now()
 		r := p.invoke(t, b, small, "sync", map[string]any{"a": 1, "b": 2})
@@ -79,7 +267,17 @@ func TestNoisyNeighbour(t *testing.T) {
 		require.Equal(t, "succeeded", rec.Status, "%s", r)
 		return d
 	}
-	const n = 1000
+	// 1,000 calls each side; 300 with big payloads, where B's calls are slower (the run stays
+	// within a minute or two).
+	n, goal := 1000, 3.0
+	for i, id := range loads {
+		if id != "" {
+			goal = max(goal, hostileLoads[i].goal)
+			if hostileLoads[i].name == "payloads" {
+				n = 300
+			}
+		}
+	}
 	for range 20 {
 		call() // warm up
 	}
@@ -97,40 +295,37 @@ func TestNoisyNeighbour(t *testing.T) {
 	// VM's burst in the loud window is enough to cross 3x once in a while): the check is made up to
 	// three times, each with quiet and loud measured afresh, and holds if one of them meets it. A
 	// real loss of isolation misses it every time (22.8x before the CPU was shared, 4-5x before
-	// user code interpreted at a lower OS priority).
+	// user code interpreted at a lower OS priority, 91x before big payloads were weighed by bytes).
 	const attempts = 3
 	var ratios []string
 	for attempt := 1; ; attempt++ {
 		qp := measure(nil)
 		baseRSS := rssKB(p.cmd.Process.Pid)
-		answers := make([]response, 2*len(hostile))
-		var wg sync.WaitGroup
-		for i := range answers {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				answers[i] = p.invoke(t, a, hostile[i%len(hostile)], "async", nil)
-			}()
+		var started []string
+		if len(programs) > 0 {
+			started = startPrograms(t, p, a, programs)
 		}
-		wg.Wait()
-		started := make([]string, len(answers))
-		for i, r := range answers {
-			started[i] = record(t, r, http.StatusAccepted).ID
-		}
+		stop := runLoads(p, a, loads)
 		var peakRSS int64
 		lp := measure(&peakRSS)
-		ratio := float64(lp) / float64(qp)
+		counts := stop()
+		base := qp
+		if goal > 3 {
+			base = max(qp, payloadsQuietFloor)
+		}
+		ratio := float64(lp) / float64(base)
 		ratios = append(ratios, fmt.Sprintf("%.1fx", ratio))
-		t.Logf("attempt %d: tenant B sync p99: quiet %v, with tenant A's 8 hostile invocations %v (%.1fx); RSS %d MiB before, peak %d MiB",
+		t.Logf("attempt %d: tenant B sync p99: quiet %v, with tenant A's hostile load %v (%.1fx); RSS %d MiB before, peak %d MiB",
 			attempt, qp, lp, ratio, baseRSS/1024, peakRSS/1024)
+		checkLoads(t, loads, counts)
 		if peakRSS > 0 {
-			require.Less(t, peakRSS, int64(512*1024), "server RSS under 512 MiB (measured: about 50 MiB)")
+			require.Less(t, peakRSS-baseRSS, int64(300*1024), "server RSS growth under 300 MiB")
 		}
 		// Measured 1.8-2.3x on a 2-core machine (docs/security.md, "Noisy neighbours").
-		if lp <= 3*qp {
+		if ratio <= goal {
 			return
 		}
-		require.Less(t, attempt, attempts, "tenant B's p99 within 3x of its quiet p99 in one of %d measurements: %v", attempts, ratios)
+		require.Less(t, attempt, attempts, "tenant B's p99 within %.0fx of its quiet p99 in one of %d measurements: %v", goal, attempts, ratios)
 		// The next quiet measurement starts once tenant A's invocations are over.
 		for _, id := range started {
 			waitTerminal(t, p, a, id)

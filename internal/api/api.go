@@ -90,6 +90,11 @@ type Config struct {
 	// MaxInFlight caps one tenant's requests in flight at once (default DefaultMaxInFlight); over
 	// it a request answers 429 rate_limited before its body is read.
 	MaxInFlight int
+	// MaxInFlightBytes caps the request bodies one tenant has in flight at once, by their declared
+	// length (MaxBody for a body of undeclared length; default DefaultMaxInFlightBytes, negative: no
+	// cap); over it a request answers 429 rate_limited before its body is read, unless it is the
+	// tenant's only body in flight.
+	MaxInFlightBytes int64
 	// WriteTimeout is the http.Server's WriteTimeout (default DefaultWriteTimeout): the sync
 	// invocation route lifts the deadline while the call runs and sets it again to this long
 	// before writing the answer.
@@ -136,7 +141,11 @@ func New(cfg Config) *Server {
 		cfg.WriteTimeout = DefaultWriteTimeout
 	}
 	cfg.MaxPageBytes = store.PageBytes(cfg.MaxPageBytes)
-	return &Server{cfg: cfg, log: cfg.Logger, inflight: &inFlight{max: cfg.MaxInFlight, n: map[string]int{}},
+	if cfg.MaxInFlightBytes == 0 {
+		cfg.MaxInFlightBytes = DefaultMaxInFlightBytes
+	}
+	return &Server{cfg: cfg, log: cfg.Logger, inflight: &inFlight{max: cfg.MaxInFlight, maxBytes: cfg.MaxInFlightBytes,
+		n: map[string]int{}, bytes: map[string]int64{}},
 		workerNonces: workerproto.NewNonceCache(0)}
 }
 

@@ -12,10 +12,15 @@ import (
 	"github.com/larkrun/lark/internal/auth"
 	"github.com/larkrun/lark/internal/obs"
 	"github.com/larkrun/lark/internal/problem"
+	"github.com/larkrun/lark/internal/store"
 )
 
 // DefaultMaxInFlight is the default cap on one tenant's requests in flight at once.
 const DefaultMaxInFlight = 64
+
+// DefaultMaxInFlightBytes is the default cap on the request bodies one tenant has in flight at
+// once, by their declared length: 16 MiB, sixteen bodies of the default --max-body.
+const DefaultMaxInFlightBytes = 16 << 20
 
 // DefaultWriteTimeout is the default time the server gives a handler to answer, counted from the
 // end of the request's headers; the sync invocation route lifts it while the call runs.
@@ -24,35 +29,52 @@ const DefaultWriteTimeout = 60 * time.Second
 // operatorKey is the in-flight key of the platform operator's token (it has no tenant).
 const operatorKey = "\x00operator"
 
-// inFlight counts the requests in flight per tenant.
+// inFlight counts the requests, and the bytes of their bodies, in flight per tenant.
 type inFlight struct {
-	mu  sync.Mutex
-	max int
-	n   map[string]int
+	mu       sync.Mutex
+	max      int
+	maxBytes int64 // <= 0: no cap
+	n        map[string]int
+	bytes    map[string]int64
 }
 
-// acquire takes a slot for key; false when key already has max requests in flight.
-func (f *inFlight) acquire(key string) bool {
+// acquire takes a slot and bytes for key; it refuses (and says which cap) when key already has
+// max requests in flight, or when bytes would take key's bodies in flight past maxBytes (a request
+// with no other body in flight is admitted whatever its size: --max-body bounds it).
+func (f *inFlight) acquire(key string, bytes int64) (ok, overBytes bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.n[key] >= f.max {
-		return false
+		return false, false
+	}
+	if held := f.bytes[key]; f.maxBytes > 0 && bytes > 0 && held > 0 && held+bytes > f.maxBytes {
+		return false, true
 	}
 	f.n[key]++
-	return true
+	if bytes > 0 {
+		f.bytes[key] += bytes
+	}
+	return true, false
 }
 
-func (f *inFlight) release(key string) {
+func (f *inFlight) release(key string, bytes int64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.n[key]--; f.n[key] <= 0 {
 		delete(f.n, key)
 	}
+	if bytes > 0 {
+		if f.bytes[key] -= bytes; f.bytes[key] <= 0 {
+			delete(f.bytes, key)
+		}
+	}
 }
 
 // limitInFlight (after authenticate) caps the requests one tenant has in flight at once (the
-// platform operator's token counts as one tenant): over Config.MaxInFlight answers 429
-// rate_limited with Retry-After: 1, before the body is read.
+// platform operator's token counts as one tenant), and the bytes of their bodies: over
+// Config.MaxInFlight, or Config.MaxInFlightBytes, it answers 429 rate_limited with Retry-After: 1,
+// before the body is read. The request's writes are queued with its tenant's and weighed by its
+// body (store.WithWriteWeight).
 func (s *Server) limitInFlight(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sc := security(r)
@@ -60,15 +82,28 @@ func (s *Server) limitInFlight(next http.Handler) http.Handler {
 		if sc.Operator {
 			key = operatorKey
 		}
-		if !s.inflight.acquire(key) {
+		weight := s.bodyWeight(r)
+		if ok, overBytes := s.inflight.acquire(key, weight); !ok {
 			pe := problem.New(problem.TypeRateLimited, "too many requests in flight for this tenant (at most %d at once)", s.cfg.MaxInFlight)
+			if overBytes {
+				pe = problem.New(problem.TypeRateLimited, "too many request bytes in flight for this tenant (at most %d at once)", s.cfg.MaxInFlightBytes)
+			}
 			pe.RetryAfter = 1
 			s.problem(w, r, pe)
 			return
 		}
-		defer s.inflight.release(key)
-		next.ServeHTTP(w, r)
+		defer s.inflight.release(key, weight)
+		next.ServeHTTP(w, r.WithContext(store.WithWriteWeight(r.Context(), key, weight)))
 	})
+}
+
+// bodyWeight is what r's writes weigh for the store's writer: its body's declared length, or
+// Config.MaxBody when the length is not declared (a chunked body may be that long).
+func (s *Server) bodyWeight(r *http.Request) int64 {
+	if r.ContentLength < 0 {
+		return s.cfg.MaxBody
+	}
+	return r.ContentLength
 }
 
 // need (after authenticate) answers 403 to a caller without role before the handler reads the

@@ -26,7 +26,7 @@ const problemJSON = "application/problem+json"
 // writeJSON writes v as JSON with status; a value that cannot be encoded is logged and answered
 // with a 500 problem document instead.
 func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
-	b, err := json.Marshal(v)
+	b, err := encodeBody(v)
 	if err != nil {
 		s.problem(w, r, problem.Internal(fmt.Errorf("encoding the response: %w", err)))
 		return

@@ -213,3 +213,44 @@ func TestBearerSchemeIsCaseInsensitive(t *testing.T) {
 		require.Equal(t, http.StatusUnauthorized, r.Status, "%q: %s", h, r)
 	}
 }
+
+// TestInFlightBytesCapPerTenant: a tenant's request bodies in flight are capped by their declared
+// length: one body holding most of the budget leaves room for small requests and none for another
+// large one (429 before its body is read), another tenant is not affected, and the bytes come back
+// when the request ends.
+func TestInFlightBytesCapPerTenant(t *testing.T) {
+	e := newServedEnv(t, func(c *server.Config) { c.MaxInFlightBytes = 1500; c.ReadTimeout = time.Minute })
+	tok := invTenant(t, e, "acme")
+	other := invTenant(t, e, "globex")
+	// A whole body of 1,000 bytes: answered at once (it starts nothing) when admitted.
+	full := `{"p":"` + strings.Repeat("x", 992) + `"}`
+	status := func(token string) (int, obj) {
+		c := openRequest(t, e, http.MethodPost, invPath, token, len(full), full)
+		res, doc := c.answer(5 * time.Second)
+		require.NoError(t, c.conn.Close())
+		return res.StatusCode, doc
+	}
+	held := openRequest(t, e, http.MethodPost, invPath, tok, 1000, `{`) // never finishes its body
+	deadline := time.Now().Add(10 * time.Second)
+	code, doc := status(tok)
+	for code != http.StatusTooManyRequests && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond) // the held request's headers had not arrived yet
+		code, doc = status(tok)
+	}
+	require.Equal(t, http.StatusTooManyRequests, code, "%v", doc)
+	require.Contains(t, fmt.Sprint(doc["detail"]), "request bytes in flight")
+	// Small requests still pass, and so does another tenant's large one.
+	r := e.do(t, http.MethodGet, invPath, tok, nil)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r)
+	code, doc = status(other)
+	require.NotEqual(t, http.StatusTooManyRequests, code, "%v", doc)
+	// The bytes come back when the held request ends.
+	require.NoError(t, held.conn.Close())
+	deadline = time.Now().Add(10 * time.Second)
+	code, doc = status(tok)
+	for code == http.StatusTooManyRequests && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+		code, doc = status(tok)
+	}
+	require.NotEqual(t, http.StatusTooManyRequests, code, "%v", doc)
+}

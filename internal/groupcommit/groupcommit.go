@@ -1,9 +1,11 @@
 // Package groupcommit batches concurrent writes into shared transactions.
 //
 // Each caller hands Do a closure; a single goroutine gathers every closure waiting at that moment
-// (up to MaxBatch), runs each inside its own SAVEPOINT of one transaction, commits once, and only
-// then answers each caller. A closure that fails is rolled back to its savepoint without touching
-// the others. Under load, one fsync serves a whole batch, so throughput is set by CPU rather than by
+// (up to MaxBatch closures and MaxBatchBytes of their weights), runs each inside its own SAVEPOINT
+// of one transaction, commits once, and only then answers each caller. Waiting closures are taken
+// lane by lane (a lane is a tenant, WithWeight), round robin, so one tenant's many or large writes
+// delay another's small one by about one batch, not by their number. A closure that fails is
+// rolled back to its savepoint without touching the others. Under load, one fsync serves a whole batch, so throughput is set by CPU rather than by
 // disk flushes; with a single caller there is no added wait, because nothing is held back for a
 // batch to fill.
 package groupcommit
@@ -36,6 +38,9 @@ var ErrBusy = errors.New("groupcommit: the writer did not take the write within 
 type Options struct {
 	// MaxBatch bounds the closures per transaction (default 256).
 	MaxBatch int
+	// MaxBatchBytes bounds the sum of the weights (WithWeight) of a transaction's closures
+	// (default DefaultMaxBatchBytes); a batch's first closure is taken whatever it weighs.
+	MaxBatchBytes int64
 	// Queue is the channel capacity (default 4*MaxBatch).
 	Queue int
 	// AfterBatch, if set, runs on the committer goroutine after each batch, while the committer holds
@@ -69,6 +74,8 @@ type Committer struct {
 	db      *sql.DB
 	after   func()
 	max     int
+	maxB    int64
+	queue   int
 	maxWait time.Duration
 	ops     chan *op
 	mu      sync.RWMutex
@@ -89,10 +96,12 @@ type Committer struct {
 }
 
 type op struct {
-	enq  bool // queued by Enqueue
-	ctx  context.Context
-	fn   func(*sql.Tx) error
-	errc chan error
+	enq   bool // queued by Enqueue
+	lane  string
+	bytes int64 // the weight of the write (WithWeight)
+	ctx   context.Context
+	fn    func(*sql.Tx) error
+	errc  chan error
 	// state is opQueued until the committer starts fn (opTaken) or Do gives up on it (opAbandoned).
 	state atomic.Int32
 }
@@ -112,7 +121,10 @@ func New(db *sql.DB, o Options) *Committer {
 	if o.Queue <= 0 {
 		o.Queue = 4 * o.MaxBatch
 	}
-	c := &Committer{db: db, after: o.AfterBatch, max: o.MaxBatch, maxWait: o.MaxWait, ops: make(chan *op, o.Queue), done: make(chan struct{}), stats: newBatchStats(), pipe: o.Pipeline,
+	if o.MaxBatchBytes <= 0 {
+		o.MaxBatchBytes = DefaultMaxBatchBytes
+	}
+	c := &Committer{db: db, after: o.AfterBatch, max: o.MaxBatch, maxB: o.MaxBatchBytes, queue: o.Queue, maxWait: o.MaxWait, ops: make(chan *op, o.Queue), done: make(chan struct{}), stats: newBatchStats(), pipe: o.Pipeline,
 		begin: o.BeginBatch, before: o.BeforeCommit}
 	go c.loop()
 	return c
@@ -145,6 +157,7 @@ func (c *Committer) Do(ctx context.Context, fn func(*sql.Tx) error) error {
 	}
 	o := opPool.Get().(*op)
 	o.ctx, o.fn = ctx, fn
+	o.lane, o.bytes = weightOf(ctx)
 	o.state.Store(opQueued)
 	var bound <-chan time.Time
 	if d := c.maxWaitOf(ctx); d > 0 {
@@ -191,15 +204,17 @@ func (c *Committer) Do(ctx context.Context, fn func(*sql.Tx) error) error {
 	return err
 }
 
-// Enqueue queues fn behind every closure queued before it (Do's or Enqueue's) and returns at once;
-// wait returns fn's error or the commit's, as Do would, and must be called exactly once. A caller
-// that enqueues several closures in turn has them applied in that order, in one batch or in
+// Enqueue queues fn behind every closure queued before it in its lane (Do's or Enqueue's; a
+// caller's writes share a lane, since they share its context's weight: WithWeight) and returns at
+// once; wait returns fn's error or the commit's, as Do would, and must be called exactly once. A
+// caller that enqueues several closures in turn has them applied in that order, in one batch or in
 // consecutive ones, without waiting for each.
 func (c *Committer) Enqueue(ctx context.Context, fn func(*sql.Tx) error) (wait func() error) {
 	if err := ctx.Err(); err != nil {
 		return func() error { return err }
 	}
 	o := &op{enq: true, ctx: ctx, fn: fn, errc: make(chan error, 1)}
+	o.lane, o.bytes = weightOf(ctx)
 	c.mu.RLock()
 	if c.closed {
 		c.mu.RUnlock()
@@ -251,25 +266,45 @@ func (c *Committer) Close() error {
 func (c *Committer) loop() {
 	defer close(c.done)
 	batch := make([]*op, 0, c.max)
-	for first := range c.ops {
-		batch = append(batch[:0], first)
-	fill:
-		for len(batch) < c.max {
-			select {
-			case o, ok := <-c.ops:
-				if !ok {
-					break fill
-				}
-				batch = append(batch, o)
-			default:
-				break fill
+	var waiting lanes
+	open := true
+	for {
+		if waiting.len() == 0 {
+			if !open {
+				return
 			}
+			first, ok := <-c.ops
+			if !ok {
+				return
+			}
+			waiting.push(first)
 		}
+		open = c.drain(&waiting, open)
+		batch = waiting.take(batch, c.max, c.maxB)
 		c.run(batch)
+		clear(batch)
 		if c.after != nil {
 			c.after()
 		}
 	}
+}
+
+// drain moves the closures waiting on the channel into waiting, without blocking, until waiting
+// holds Queue of them (so a full channel still holds callers back); it reports whether the channel
+// is still open.
+func (c *Committer) drain(waiting *lanes, open bool) bool {
+	for open && waiting.len() < c.queue {
+		select {
+		case o, ok := <-c.ops:
+			if !ok {
+				return false
+			}
+			waiting.push(o)
+		default:
+			return true
+		}
+	}
+	return open
 }
 
 func (c *Committer) run(batch []*op) {

@@ -281,6 +281,11 @@ type Event struct {
 	// Initial, on a created event, is the record its Data encodes, when the caller has it at hand:
 	// Apply then skips decoding Data (a hot-path saving; Data stays the durable source of truth).
 	Initial *Record `json:"-"`
+	// Outcome, on a succeeded, failed or canceled event, is the Outcome its Data encodes, when the
+	// caller has it at hand: Apply and ExecutionOf then skip decoding Data, which carries the
+	// result (up to the payload limit, a few MB) and would otherwise be scanned twice more on the
+	// store's writer.
+	Outcome *Outcome `json:"-"`
 }
 
 // Outcome is the Data of a terminal event.
@@ -458,10 +463,12 @@ func Apply(r Record, e Event) (Record, error) {
 	}
 	if len(e.Data) > 0 && (e.Type == EventSucceeded || e.Type == EventFailed || e.Type == EventCanceled) {
 		var o Outcome
-		if err := json.Unmarshal(e.Data, &o); err != nil {
+		if e.Outcome != nil {
+			o = *e.Outcome
+		} else if err := json.Unmarshal(e.Data, &o); err != nil {
 			return r, fmt.Errorf("%s event data: %w", e.Type, err)
 		}
-		if o.Result != nil {
+		if len(o.Result) > 0 {
 			next.Result = o.Result
 		}
 		if o.Error != nil {

@@ -38,6 +38,12 @@ func ExecutionOf(e Event) (Execution, bool) {
 	if !closesExecution(e.Type) || len(e.Data) == 0 {
 		return Execution{}, false
 	}
+	if o := e.Outcome; o != nil {
+		if o.Metrics == nil {
+			return Execution{}, false
+		}
+		return Execution{Metrics: *o.Metrics, Cost: o.Cost}, true
+	}
 	var x struct {
 		Metrics *Metrics `json:"metrics"`
 		Cost    float64  `json:"cost"`

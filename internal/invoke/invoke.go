@@ -1059,7 +1059,7 @@ func (s *Service) createdEvent(rec invocation.Record, now time.Time) ([]invocati
 		// attempt of it continues (tracing.Parent), retries and restarts included.
 		rec.TraceID, rec.SpanID = traceIDs("")
 	}
-	data, err := json.Marshal(rec)
+	data, err := invocation.EncodeRecord(rec) // json.Marshal(rec), without re-scanning the params
 	if err != nil {
 		return nil, err
 	}

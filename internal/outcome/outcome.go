@@ -102,7 +102,13 @@ func (o Outcome) Events(rec invocation.Record, timeline []invocation.Event, now 
 	}
 	var err error
 	ev := func(t invocation.EventType, step string, data any) invocation.Event {
-		b, merr := json.Marshal(data)
+		var b []byte
+		var merr error
+		if out, ok := data.(invocation.Outcome); ok {
+			b, merr = invocation.EncodeOutcome(out) // the result copied, not re-scanned
+		} else {
+			b, merr = json.Marshal(data)
+		}
 		if merr != nil && err == nil {
 			err = fmt.Errorf("%s event: %w", t, merr)
 		}
@@ -118,7 +124,8 @@ func (o Outcome) Events(rec invocation.Record, timeline []invocation.Event, now 
 			spent(map[string]any{"reason": o.Reason, "until": o.Until})))
 	case Succeeded:
 		metrics := o.Metrics
-		events = append(events, ev(invocation.EventSucceeded, "", invocation.Outcome{Result: o.Output, Metrics: &metrics, Cost: o.Cost}))
+		out := invocation.Outcome{Result: o.Output, Metrics: &metrics, Cost: o.Cost}
+		events = append(events, decoded(ev(invocation.EventSucceeded, "", out), out))
 	case RetryScheduled:
 		at := o.RetryAt
 		available = &at
@@ -126,7 +133,8 @@ func (o Outcome) Events(rec invocation.Record, timeline []invocation.Event, now 
 			"delay_ms": o.Delay.Milliseconds(), "next_attempt": rec.Attempt + 1, "available_at": at})))
 	case Failed:
 		metrics := o.Metrics
-		failed := ev(invocation.EventFailed, "", invocation.Outcome{Error: ErrorOf(o.Err), Metrics: &metrics, Cost: o.Cost})
+		out := invocation.Outcome{Error: ErrorOf(o.Err), Metrics: &metrics, Cost: o.Cost}
+		failed := decoded(ev(invocation.EventFailed, "", out), out)
 		if o.Handler != nil {
 			events = append(events, failed, ev(invocation.EventCompensationStarted, "",
 				map[string]any{"trigger": "failure", "handler_invocation_id": o.Handler.InvocationID, "handler": o.Handler.EntrypointID}))
@@ -137,6 +145,13 @@ func (o Outcome) Events(rec invocation.Record, timeline []invocation.Event, now 
 		return nil, nil, fmt.Errorf("outcome of kind %v", o.Kind)
 	}
 	return events, available, err
+}
+
+// decoded is e with the Outcome its Data encodes at hand (invocation.Event.Outcome), so that the
+// store's writer does not decode a large result again.
+func decoded(e invocation.Event, o invocation.Outcome) invocation.Event {
+	e.Outcome = &o
+	return e
 }
 
 // RetryPolicy is an entrypoint's traits.retry.

@@ -117,6 +117,9 @@ type Config struct {
 	MaxInFlight int
 	// MaxPageBytes is the byte budget of a list page (default store.DefaultPageBytes; api.Config).
 	MaxPageBytes int
+	// MaxInFlightBytes caps the request bodies one tenant has in flight at once (default
+	// api.DefaultMaxInFlightBytes; negative: no cap; see api.Config.MaxInFlightBytes).
+	MaxInFlightBytes int64
 	// Workers bounds concurrent async executions in this process (default 64).
 	Workers int
 	// RemoteWorkers sends async function attempts to remote workers (lark worker) instead of
@@ -450,7 +453,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Usage: usage.NewService(st, s.Tenants, c, cfg.Pricing.Currency()), Schedules: s.Schedules, Secrets: s.Secrets, Webhooks: s.Webhooks,
 		TrustedProxies: cfg.TrustedProxies, StoreWriteWait: cfg.StoreWriteWait, Events: s.Events, Triggers: s.Triggers, Audit: st, Ready: st,
 		IDs: ids, Logger: cfg.Logger, MaxBody: cfg.MaxBody, Metrics: s.Metrics.Handler(), MetricsPublic: cfg.MetricsPublic,
-		MaxInFlight: cfg.MaxInFlight, WriteTimeout: cfg.WriteTimeout, Workers: s.Workers, WorkerKeys: cfg.WorkerKeys, WorkerClock: c,
+		MaxInFlight: cfg.MaxInFlight, MaxInFlightBytes: cfg.MaxInFlightBytes, WriteTimeout: cfg.WriteTimeout, Workers: s.Workers, WorkerKeys: cfg.WorkerKeys, WorkerClock: c,
 		Tracing: s.Tracing, HTTPMetrics: s.Metrics, AccessLogOff: cfg.Telemetry.AccessLogOff, LogLevel: cfg.Telemetry.LogLevel,
 		MaxPageBytes: cfg.MaxPageBytes}).Handler()
 	// The web console (docs/console.md) at /console; everything else is the API.

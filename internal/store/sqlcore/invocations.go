@@ -211,7 +211,7 @@ func (t *Tx) checkPrecondition(invocationID, tenantID string, pre *precondition)
 }
 
 func (t *Tx) writeRecord(r invocation.Record, insert bool, sched *store.Scheduling, pre *precondition) error {
-	doc, err := json.Marshal(r)
+	doc, err := invocation.EncodeRecord(r)
 	if err != nil {
 		return err
 	}

@@ -96,3 +96,35 @@ func TestNoMigrate(t *testing.T) {
 	_, err = sqlstore.SchemaStatus(ctx, filepath.Join(t.TempDir(), "missing.db"))
 	require.ErrorContains(t, err, "no database at")
 }
+
+// TestEventLogIsARowidTable: the event log's rows, which carry params and results of up to a few
+// MB, live in a rowid table, its key in an index of its own: in a WITHOUT ROWID table SQLite reads
+// a row that overflows its page whole at every key comparison, on the one writer. Events written
+// before migration 17 are kept.
+func TestEventLogIsARowidTable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := atVersion(t, 16)
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=foreign_keys(1)")
+	require.NoError(t, err)
+	defer db.Close()
+	_, err = db.Exec(`INSERT INTO invocations (id, tenant_id, entrypoint_ref, entrypoint_id, status, mode, correlation_id, last_seq, record, created_at, updated_at)
+		VALUES ('inv_1', 't', 'ep_1', 'ep', 'queued', 'async', 'c', 1, '{}', '2026-01-01', '2026-01-01')`)
+	require.NoError(t, err)
+	_, err = db.Exec(`INSERT INTO invocation_events (invocation_id, seq, type, data, idempotency_key, engine_attempt, logical_attempt, at)
+		VALUES ('inv_1', 1, 'created', '{}', 'k1', 0, 1, '2026-01-01')`)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+
+	s, err := sqlstore.OpenSQLite(ctx, path, sqlstore.Options{})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	db, err = sql.Open("sqlite", "file:"+path)
+	require.NoError(t, err)
+	var ddl string
+	require.NoError(t, db.QueryRow(`SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'invocation_events'`).Scan(&ddl))
+	require.NotContains(t, ddl, "WITHOUT ROWID")
+	var n int
+	require.NoError(t, db.QueryRow(`SELECT count(*) FROM invocation_events WHERE invocation_id = 'inv_1' AND idempotency_key = 'k1'`).Scan(&n))
+	require.Equal(t, 1, n, "the events written before the migration are kept")
+}

@@ -1,0 +1,105 @@
+package invocation
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestEncodeRecordIsMarshal: EncodeRecord writes what json.Marshal writes, byte for byte, when the
+// params and result are compact; members around them that look like them are left alone.
+func TestEncodeRecordIsMarshal(t *testing.T) {
+	t.Parallel()
+	ms := int64(7)
+	base := Record{ID: "inv_1", TenantID: `te"params":null`, EntrypointID: "ep", Status: StatusSucceeded, Mode: ModeSync,
+		CorrelationID: "c", CreatedAt: t0, Metrics: Metrics{DurationMS: &ms},
+		Error: &Error{Message: "m", Details: json.RawMessage(`{"params":null,"result":1}`)}}
+	for name, pr := range map[string][2]json.RawMessage{
+		"both":      {json.RawMessage(`{"p":"` + strings.Repeat("x", 1000) + `"}`), json.RawMessage(`{"r":[1,2,{"s":"\"params\":null"}]}`)},
+		"no result": {json.RawMessage(`[1,2]`), nil},
+		"no params": {nil, json.RawMessage(`"r"`)},
+		"neither":   {nil, nil},
+		"empty":     {json.RawMessage{}, json.RawMessage{}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := base
+			r.Params, r.Result = pr[0], pr[1]
+			got, err := EncodeRecord(r)
+			require.NoError(t, err)
+			if len(r.Params) == 0 {
+				r.Params = nil // json.Marshal refuses an empty, non-nil RawMessage
+			}
+			want, err := json.Marshal(r)
+			require.NoError(t, err)
+			require.Equal(t, string(want), string(got))
+		})
+	}
+}
+
+// TestApplyWithDecodedOutcome: a terminal event whose Outcome is at hand applies as its Data
+// decoded would, and counts the same execution.
+func TestApplyWithDecodedOutcome(t *testing.T) {
+	t.Parallel()
+	ms := int64(12)
+	out := Outcome{Result: json.RawMessage(`{"r":"big"}`), Metrics: &Metrics{DurationMS: &ms}, Cost: 0.5}
+	data, err := json.Marshal(out)
+	require.NoError(t, err)
+	r, err := Apply(Record{}, created("inv_1"))
+	require.NoError(t, err)
+	r, err = Apply(r, Event{Seq: 2, Type: EventStarted, At: t0})
+	require.NoError(t, err)
+	done := Event{Seq: 3, Type: EventSucceeded, Data: data, At: t0}
+	fromData, err := Apply(r, done)
+	require.NoError(t, err)
+	xData, okData := ExecutionOf(done)
+	done.Outcome = &out
+	fromOutcome, err := Apply(r, done)
+	require.NoError(t, err)
+	require.Equal(t, fromData, fromOutcome)
+	xOutcome, okOutcome := ExecutionOf(done)
+	require.True(t, okData)
+	require.True(t, okOutcome)
+	require.Equal(t, xData, xOutcome)
+}
+
+// TestEncodeOutcomeIsMarshal: EncodeOutcome writes what json.Marshal writes when the result is
+// compact, and copies a result that is not as it is.
+func TestEncodeOutcomeIsMarshal(t *testing.T) {
+	t.Parallel()
+	ms := int64(3)
+	for name, o := range map[string]Outcome{
+		"result and metrics": {Result: json.RawMessage(`{"r":[1,2]}`), Metrics: &Metrics{DurationMS: &ms}, Cost: 0.25},
+		"result only":        {Result: json.RawMessage(`"x"`)},
+		"error":              {Error: &Error{Message: "boom"}, Metrics: &Metrics{DurationMS: &ms}},
+		"nothing":            {},
+	} {
+		t.Run(name, func(t *testing.T) {
+			want, err := json.Marshal(o)
+			require.NoError(t, err)
+			got, err := EncodeOutcome(o)
+			require.NoError(t, err)
+			require.Equal(t, string(want), string(got))
+		})
+	}
+	got, err := EncodeOutcome(Outcome{Result: json.RawMessage(`{ "r" : 1 }`)})
+	require.NoError(t, err)
+	require.Equal(t, `{"result":{ "r" : 1 }}`, string(got))
+}
+
+// TestEncodeRecordCopiesPayloads: params and result are copied as they are (json.Marshal would
+// have re-scanned and compacted them), and the record decodes back.
+func TestEncodeRecordCopiesPayloads(t *testing.T) {
+	t.Parallel()
+	r := Record{ID: "inv_1", TenantID: "t", Mode: ModeSync, CreatedAt: t0,
+		Params: json.RawMessage(`{ "p" : 1 }`), Result: json.RawMessage(`[ 1, 2 ]`)}
+	got, err := EncodeRecord(r)
+	require.NoError(t, err)
+	require.Contains(t, string(got), `"params":{ "p" : 1 },"result":[ 1, 2 ],`)
+	var back Record
+	require.NoError(t, json.Unmarshal(got, &back))
+	require.JSONEq(t, `{"p":1}`, string(back.Params))
+	require.JSONEq(t, `[1,2]`, string(back.Result))
+	require.Equal(t, "inv_1", back.ID)
+}
