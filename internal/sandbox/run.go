@@ -462,13 +462,7 @@ func runProgram(ctx context.Context, req Request, wf *workflowState) (res Result
 	thread := r.thread
 
 	stopAfter := context.AfterFunc(runCtx, func() { r.halt(r.ctxError()) })
-	var out any
-	if r.acquireCPU() {
-		out, rerr = r.execute(req.Program, req.Input)
-		r.releaseCPU()
-	} else {
-		rerr = r.ctxError()
-	}
+	out, rerr := r.execute(req.Program, req.Input)
 	stopAfter()
 	runCtx.stop()
 	r.sched.drain(hostDrainGrace)
@@ -566,11 +560,14 @@ func (r *run) halt(e *Error) {
 	}
 }
 
-// execute runs the top level and main, and converts the result. It
-// recovers panics.
+// execute converts the input, runs the program's main on the thread holding a CPU slot, and
+// converts its result. The conversions, Go code bounded by the payload limits, run without the
+// slot: a tenant's large params and results (a few MB take tens of milliseconds to convert) never
+// hold the interpreter from another tenant's executions.
 func (r *run) execute(prog *Program, input any) (out any, rerr *Error) {
 	defer func() {
 		if p := recover(); p != nil {
+			r.releaseCPU()
 			out, rerr = nil, internalError("recovered panic")
 		}
 	}()
@@ -588,45 +585,65 @@ func (r *run) execute(prog *Program, input any) (out any, rerr *Error) {
 		}
 		return nil, newError(ErrValidation, CategoryNonRetryable, "input: %v", err)
 	}
+	if !r.acquireCPU() {
+		return nil, r.ctxError()
+	}
+	v, returnedAt, rerr := r.callMain(prog, in)
+	r.releaseCPU()
+	if rerr != nil {
+		return nil, rerr
+	}
+	out, err = toGo(thread, v, "the result")
+	if err != nil {
+		return nil, r.resultError(err, returnedAt)
+	}
+	return out, nil
+}
+
+// callMain runs the program's top level and main(ctx, in), and waits for the helpers it started;
+// returnedAt is where main returned.
+func (r *run) callMain(prog *Program, in starlark.Value) (v starlark.Value, returnedAt syntax.Position, rerr *Error) {
+	thread := r.thread
 	env := predeclared()
 	if r.wf != nil {
 		env = workflowPredeclared()
 	}
 	globals, err := prog.prog.Init(thread, env)
 	if err != nil {
-		return nil, r.failure(err)
+		return nil, returnedAt, r.failure(err)
 	}
 	main, ok := globals["main"].(*starlark.Function)
 	if !ok || main.NumParams() != 2 || main.HasVarargs() || main.HasKwargs() {
-		return nil, newError(ErrValidation, CategoryNonRetryable, "main must be a function main(ctx, input)")
+		return nil, returnedAt, newError(ErrValidation, CategoryNonRetryable, "main must be a function main(ctx, input)")
 	}
-	v, err := starlark.Call(thread, main, starlark.Tuple{&contextValue{info: r.info}, in}, nil)
+	v, err = starlark.Call(thread, main, starlark.Tuple{&contextValue{info: r.info}, in}, nil)
 	if err != nil {
-		return nil, r.failure(err)
+		return nil, returnedAt, r.failure(err)
 	}
-	returnedAt := thread.LastReturnPosition()
+	returnedAt = thread.LastReturnPosition()
 	if err := r.sched.settle(); err != nil {
-		return nil, r.failure(err)
+		return nil, returnedAt, r.failure(err)
 	}
-	out, err = toGo(thread, v, "the result")
-	if err != nil {
-		if e := r.stop.Load(); e != nil {
-			return nil, e.clone().addPosition(nil, returnedAt)
-		}
-		if isAllocError(err) {
-			return nil, r.memoryError(err).addPosition(nil, returnedAt)
-		}
-		if isPayloadError(err) {
-			return nil, payloadError(err).addPosition(nil, returnedAt)
-		}
-		e := newError(ErrRuntime, CategoryRetryable, "main returned a value that cannot be converted to JSON: %v", err)
-		var cerr *convertError
-		if errors.As(err, &cerr) {
-			e.withDetail("path", cerr.Path())
-		}
-		return nil, e.addPosition(nil, returnedAt)
+	return v, returnedAt, nil
+}
+
+// resultError is the error of a main result that did not convert to JSON.
+func (r *run) resultError(err error, returnedAt syntax.Position) *Error {
+	if e := r.stop.Load(); e != nil {
+		return e.clone().addPosition(nil, returnedAt)
 	}
-	return out, nil
+	if isAllocError(err) {
+		return r.memoryError(err).addPosition(nil, returnedAt)
+	}
+	if isPayloadError(err) {
+		return payloadError(err).addPosition(nil, returnedAt)
+	}
+	e := newError(ErrRuntime, CategoryRetryable, "main returned a value that cannot be converted to JSON: %v", err)
+	var cerr *convertError
+	if errors.As(err, &cerr) {
+		e.withDetail("path", cerr.Path())
+	}
+	return e.addPosition(nil, returnedAt)
 }
 
 // failure maps the error of an evaluation to the execution's error.
