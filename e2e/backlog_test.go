@@ -161,7 +161,7 @@ func TestSyncCallsThatCannotStartAreRefused(t *testing.T) {
 		limits: map[string]any{"timeout_seconds": 2, "cpu": 1.0}})
 	n := calibrate(t, p, p.Token, id, 500*time.Millisecond)
 	before := statusCounts(t, p)["succeeded"] // the calibration calls
-	const callers = 10 // within the tenant's in-flight cap
+	const callers = 10                        // within the tenant's in-flight cap
 	answers := make([]response, callers)
 	var wg sync.WaitGroup
 	for i := range answers {
