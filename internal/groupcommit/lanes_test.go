@@ -58,6 +58,17 @@ func queueBehindHold(t *testing.T, c *groupcommit.Committer, tr *trace, writes [
 	}
 }
 
+// requireTrace waits (at most waitTimeout) until tr reads want: a batch's writes are acknowledged
+// when it commits, and its AfterBatch mark follows on the committer goroutine.
+func requireTrace(t *testing.T, tr *trace, want string) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for tr.String() != want && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	require.Equal(t, want, tr.String())
+}
+
 // TestLargeWritesCommitAloneAndAnotherLaneGoesNext: tenant a's five 900 KB writes are queued before
 // tenant b's small one; b's write runs right after a's first, in a batch of its own, instead of
 // after all five in a batch with them.
@@ -71,7 +82,7 @@ func TestLargeWritesCommitAloneAndAnotherLaneGoesNext(t *testing.T) {
 	}
 	writes = append(writes, [3]any{"b", "b", 200})
 	queueBehindHold(t, c, tr, writes)
-	require.Equal(t, "| a0 | b | a1 | a2 | a3 | a4 |", tr.String())
+	requireTrace(t, tr, "| a0 | b | a1 | a2 | a3 | a4 |")
 }
 
 // TestLanesTakeTurnsWithinABatch: tenant a's ten small writes are queued before tenant b's two;
@@ -86,7 +97,7 @@ func TestLanesTakeTurnsWithinABatch(t *testing.T) {
 	}
 	writes = append(writes, [3]any{"b0", "b", 100}, [3]any{"b1", "b", 100})
 	queueBehindHold(t, c, tr, writes)
-	require.Equal(t, "| a0 b0 a1 b1 | a2 a3 a4 a5 | a6 a7 a8 a9 |", tr.String())
+	requireTrace(t, tr, "| a0 b0 a1 b1 | a2 a3 a4 a5 | a6 a7 a8 a9 |")
 }
 
 // TestMaxBatchBytesBoundsBatches: small writes of one lane fill a batch up to MaxBatchBytes of
@@ -100,5 +111,5 @@ func TestMaxBatchBytesBoundsBatches(t *testing.T) {
 		writes = append(writes, [3]any{fmt.Sprint("a", i), "a", 4_000})
 	}
 	queueBehindHold(t, c, tr, writes)
-	require.Equal(t, "| a0 a1 | a2 a3 | a4 a5 | a6 |", tr.String())
+	requireTrace(t, tr, "| a0 a1 | a2 a3 | a4 a5 | a6 |")
 }
