@@ -206,6 +206,11 @@ func oldestOf(ts *tenantState, t *Ticket) bool {
 func (g *Gate) admit(ts *tenantState, t *Ticket) {
 	g.seq++
 	t.seq = g.seq
+	defer func() {
+		if g.seq%4096 == 0 {
+			g.sweep() // after t is counted: its own tenant stays
+		}
+	}()
 	ts.runnable++
 	ts.admitted[t] = struct{}{}
 	t.reserved = t.want
@@ -278,6 +283,16 @@ func (g *Gate) admitWaiting() {
 			if len(ts.queue) > 0 {
 				g.ring = append(g.ring, id) // its next one waits for the other tenants' turn
 			}
+		}
+	}
+}
+
+// sweep forgets the tenants with nothing admitted or waiting whose admission rate is stale, so
+// that the gate's memory follows the tenants active in the last seconds. g.mu is held.
+func (g *Gate) sweep() {
+	for id, ts := range g.tenants {
+		if len(ts.admitted) == 0 && len(ts.queue) == 0 && ts.growing == 0 && time.Since(ts.rateAt) > 2*time.Second {
+			delete(g.tenants, id)
 		}
 	}
 }

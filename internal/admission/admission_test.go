@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -202,4 +203,27 @@ func TestRoomFollowsWhatCanStart(t *testing.T) {
 	require.Greater(t, g.Room("a", 64), 2, "a tenant whose executions start quickly gets claimed in batches")
 	var nilGate *Gate
 	require.Equal(t, 64, nilGate.Room("a", 64))
+}
+
+func TestIdleTenantsAreForgotten(t *testing.T) {
+	t.Parallel()
+	g := New(Options{Runnable: 2})
+	ctx := context.Background()
+	for i := range 4096 {
+		tk, err := g.Enter(ctx, fmt.Sprint("t", i), 1<<20)
+		require.NoError(t, err)
+		tk.Leave()
+		if i == 0 {
+			g.mu.Lock()
+			g.tenants["t0"].rateAt = time.Now().Add(-time.Minute) // idle for a minute
+			g.mu.Unlock()
+		}
+	}
+	g.mu.Lock()
+	_, kept := g.tenants["t0"]
+	n := len(g.tenants)
+	g.mu.Unlock()
+	require.False(t, kept, "a tenant idle for a minute is forgotten")
+	require.Positive(t, n, "tenants active in the last seconds are kept (their admission rates)")
+	require.Equal(t, Stats{}, g.Stats())
 }
