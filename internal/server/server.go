@@ -395,7 +395,11 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		}
 	}
 	claims := s.Invoke.ClaimConfig()
-	claims.Room = s.Gate.Room
+	if !cfg.RemoteWorkers {
+		// Local executions: claim what this process can start soon. Functions sent to remote
+		// workers are bounded by the workers' own concurrency and leases instead.
+		claims.Room = s.Gate.Room
+	}
 	s.Claims = dispatch.NewStoreClaimer(claims)
 	s.dispatch = dispatch.New(s.Claims, s.Invoke, dispatch.Options{Slots: cfg.Workers, Poll: cfg.DispatchPoll, Clock: c, Logger: cfg.Logger})
 	s.Invoke.SetWake(s.dispatch.Wake)
