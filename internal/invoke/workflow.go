@@ -275,8 +275,9 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 		}
 		park.clearWaits = true
 	}
-	metrics := run.Metrics(elapsed, res.Result, int(d.Traits.Limits.MemoryMB), h.TakeEgress())
+	metrics := run.Metrics(elapsed-res.Waited, res.Result, int(d.Traits.Limits.MemoryMB), h.TakeEgress())
 	metrics.StepCount = i64(int64(len(res.Completed)))
+	metrics.QueueWaitMS = i64(res.Waited.Milliseconds()) // the activation's wait for admission
 	timeline := h.Drain()
 	var ferr error
 	if park == nil && h.enqueued() {
