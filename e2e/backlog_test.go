@@ -6,11 +6,14 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -153,38 +156,48 @@ func statusCounts(t *testing.T, p *larkProc) map[string]int {
 
 func TestSyncCallsThatCannotStartAreRefused(t *testing.T) {
 	t.Parallel()
-	p := startLark(t, t.TempDir())
-	// Two run at once per tenant (on a 2-core machine), each at half a CPU slot: a call of 0.5 s of
-	// CPU takes about 1 s, so of ten at once the first two end in about 1 s, the next two start
-	// then and end at about 2 s, and the others cannot start within the 2 s timeout.
-	id := p.register(t, p.Token, fnSpec{id: fnPrefix + "vendor.app.backlog.syncspin.v1~", src: cpuBoundSrc,
-		limits: map[string]any{"timeout_seconds": 2, "cpu": 1.0}})
-	n := calibrate(t, p, p.Token, id, 500*time.Millisecond)
-	before := statusCounts(t, p)["succeeded"] // the calibration calls
-	const callers = 10                        // within the tenant's in-flight cap
-	answers := make([]response, callers)
-	var wg sync.WaitGroup
-	for i := range answers {
-		wg.Go(func() { answers[i] = p.invoke(t, p.Token, id, "sync", map[string]any{"n": n}) })
-	}
-	wg.Wait()
-	refused := 0
-	for _, r := range answers {
-		switch r.Status {
-		case http.StatusOK:
-			rec := record(t, r, http.StatusOK)
-			require.Equal(t, "succeeded", rec.Status, "an admitted call runs to its end: %+v", rec.Error)
-		case http.StatusServiceUnavailable:
-			pd := requireProblem(t, r, http.StatusServiceUnavailable)
-			require.Equal(t, "gts://"+errType("unavailable"), pd.Type, "%s", r)
-			require.NotEmpty(t, r.Header.Get("Retry-After"), "a refused sync call says when to retry")
-			refused++
-		default:
-			t.Fatalf("a sync call answered %s", r)
+	release := make(chan struct{})
+	var arrived atomic.Int32
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived.Add(1)
+		select {
+		case <-release:
+		case <-r.Context().Done():
 		}
+		fmt.Fprint(w, `{"ok":true}`)
+	}))
+	t.Cleanup(upstream.Close)
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unblock)
+	// A tenant share of 64 MiB: the holder, past 16 MiB of allocations, reserves its whole
+	// memory_mb (64) and keeps it while it waits on the upstream; nothing else of the tenant fits.
+	p := startLark(t, t.TempDir(), "--unsafe-egress-allow-loopback", "--tenant-execution-memory-mb", "64")
+	holder := p.register(t, p.Token, fnSpec{id: fnPrefix + "vendor.app.backlog.holder.v1~", src: fmt.Sprintf(
+		"def main(ctx, input):\n  held = [\"x\" * 1048576 for i in range(20)]\n  r = r_await(r_http_get_v1(%q, timeout_ms=20000))\n  return {\"n\": len(held), \"status\": r.response.status_code}\n",
+		upstream.URL), limits: map[string]any{"memory_mb": 64, "timeout_seconds": 30}})
+	small := p.register(t, p.Token, fnSpec{id: fnPrefix + "vendor.app.backlog.small.v1~",
+		src: "def main(ctx, input):\n  return {\"ok\": True}\n", limits: map[string]any{"timeout_seconds": 1}})
+	body := mustJSON(t, map[string]any{"entrypoint_id": holder, "mode": "sync", "params": map[string]any{}})
+	held := make(chan response, 1)
+	go func() { held <- p.do(http.MethodPost, apiBase+"/invocations", p.Token, body) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for arrived.Load() == 0 {
+		require.True(t, time.Now().Before(deadline), "the holder never called its upstream")
+		time.Sleep(5 * time.Millisecond)
 	}
-	require.Positive(t, refused, "%d sync calls of 0.5 s of CPU with a 2 s timeout at once: some cannot start in time", callers)
+
+	start := time.Now()
+	r := p.invoke(t, p.Token, small, "sync", nil)
+	pd := requireProblem(t, r, http.StatusServiceUnavailable)
+	require.Equal(t, "gts://"+errType("unavailable"), pd.Type, "%s", r)
+	require.NotEmpty(t, r.Header.Get("Retry-After"), "a refused sync call says when to retry")
+	require.GreaterOrEqual(t, time.Since(start), time.Second, "it waited its whole timeout for a place")
+
+	unblock()
+	require.Equal(t, "succeeded", record(t, <-held, http.StatusOK).Status, "the admitted call runs to its end")
+	require.Equal(t, "succeeded", record(t, p.invoke(t, p.Token, small, "sync", nil), http.StatusOK).Status,
+		"once the memory is given back, the same call starts")
 	counts := statusCounts(t, p)
-	require.Equal(t, before+callers-refused, counts["succeeded"], "a refused call left nothing behind: %v", counts)
-	require.Len(t, counts, 1, "no failed or timed-out invocation: %v", counts)
+	require.Equal(t, map[string]int{"succeeded": 2}, counts, "the refused call left nothing behind")
 }
