@@ -394,15 +394,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			}
 		}
 	}
-	claims := s.Invoke.ClaimConfig()
-	if !cfg.RemoteWorkers {
-		// Local executions: claim what this process can start soon. Functions sent to remote
-		// workers are bounded by the workers' own concurrency and leases instead.
-		claims.Room = s.Gate.Room
-	}
-	s.Claims = dispatch.NewStoreClaimer(claims)
-	s.dispatch = dispatch.New(s.Claims, s.Invoke, dispatch.Options{Slots: cfg.Workers, Poll: cfg.DispatchPoll, Clock: c, Logger: cfg.Logger})
-	s.Invoke.SetWake(s.dispatch.Wake)
+	s.wireDispatch(cfg, c)
 	if st.Exclusive() {
 		if _, err := s.Invoke.RecoverLeases(ctx); err != nil {
 			st.Close()
@@ -637,6 +629,19 @@ func storeName(s string) string {
 // baseProcs is the Go scheduler's processors as the process started (GOMAXPROCS: the cores, or
 // the container's CPU limit), before cpuScheduler adds the CPU slots to them.
 var baseProcs = runtime.GOMAXPROCS(0)
+
+// wireDispatch builds the claim stage and the dispatcher over s.Invoke. With local executions the
+// claim takes what this process can start soon (s.Gate.Room); functions sent to remote workers are
+// bounded by the workers' own concurrency and leases instead.
+func (s *Server) wireDispatch(cfg Config, c clock.Clock) {
+	claims := s.Invoke.ClaimConfig()
+	if !cfg.RemoteWorkers {
+		claims.Room = s.Gate.Room
+	}
+	s.Claims = dispatch.NewStoreClaimer(claims)
+	s.dispatch = dispatch.New(s.Claims, s.Invoke, dispatch.Options{Slots: cfg.Workers, Poll: cfg.DispatchPoll, Clock: c, Logger: cfg.Logger})
+	s.Invoke.SetWake(s.dispatch.Wake)
+}
 
 // admissionOf is the admission gate of cfg's execution limits (per tenant: twice the CPU slots
 // runnable at once; memory budgets from MemoryLimit) and the tracker that keeps Go's soft memory
