@@ -46,6 +46,10 @@ func (dialect) JSONField(col, field string) string {
 	return "lark_json_field(" + col + ", '" + field + "')"
 }
 
+// Pack implements sqlcore.Dialect: PostgreSQL compresses large values itself (TOAST) and has
+// concurrent writers, so documents are stored as text.
+func (dialect) Pack(doc []byte) string { return string(doc) }
+
 // ForUpdateSkipLocked implements sqlcore.Dialect: a claimer in another process skips the rows
 // rather than waiting or taking them too.
 func (dialect) ForUpdateSkipLocked() string { return "\n\t\tFOR UPDATE SKIP LOCKED" }

@@ -117,6 +117,9 @@ func (lr *logReader) read(ctx context.Context, q Querier, after int64, n int) (g
 		if err := rows.Scan(&e.Seq, &e.Type, &data, &e.IdempotencyKey, &e.EngineAttempt, &e.LogicalAttempt, &at); err != nil {
 			return got, err
 		}
+		if data.String, err = unpackString(data.String); err != nil {
+			return got, err
+		}
 		if size := len(data.String); lr.budget > 0 && len(lr.out) > 0 && lr.used+size > lr.budget {
 			lr.full = true
 			return got, nil
@@ -225,7 +228,7 @@ func (t *Tx) writeRecord(r invocation.Record, insert bool, sched *store.Scheduli
 			subject_id, entrypoint_owner)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			r.ID, r.TenantID, r.EntrypointRef, r.EntrypointID, string(r.Status), string(r.Mode), r.CorrelationID,
-			r.LastSeq, string(doc), TS(r.CreatedAt), TS(r.UpdatedAt), TSPtr(s.AvailableAt), nullable(s.LeaseOwner), TSPtr(s.LeaseExpiresAt),
+			r.LastSeq, t.D.Pack(doc), TS(r.CreatedAt), TS(r.UpdatedAt), TSPtr(s.AvailableAt), nullable(s.LeaseOwner), TSPtr(s.LeaseExpiresAt),
 			r.SubjectID, r.EntrypointOwner)
 		if dup {
 			return fmt.Errorf("invocation %s: %w", r.ID, store.ErrConflict)
@@ -235,11 +238,11 @@ func (t *Tx) writeRecord(r invocation.Record, insert bool, sched *store.Scheduli
 	if sched != nil {
 		return t.execUpdate(`UPDATE invocations SET status = ?, last_seq = ?, record = ?, updated_at = ?,
 			available_at = ?, lease_owner = ?, lease_expires_at = ? WHERE id = ?`,
-			[]any{string(r.Status), r.LastSeq, string(doc), TS(r.UpdatedAt), TSPtr(sched.AvailableAt), nullable(sched.LeaseOwner),
+			[]any{string(r.Status), r.LastSeq, t.D.Pack(doc), TS(r.UpdatedAt), TSPtr(sched.AvailableAt), nullable(sched.LeaseOwner),
 				TSPtr(sched.LeaseExpiresAt), r.ID}, pre)
 	}
 	return t.execUpdate(`UPDATE invocations SET status = ?, last_seq = ?, record = ?, updated_at = ? WHERE id = ?`,
-		[]any{string(r.Status), r.LastSeq, string(doc), TS(r.UpdatedAt), r.ID}, pre)
+		[]any{string(r.Status), r.LastSeq, t.D.Pack(doc), TS(r.UpdatedAt), r.ID}, pre)
 }
 
 func nullable(s string) any {
@@ -455,6 +458,10 @@ func DecodeRecord(doc string, last int64, updated string) (invocation.Record, er
 // document made only to decode it).
 func decodeRecord(doc []byte, last int64, updated string) (invocation.Record, error) {
 	var r invocation.Record
+	doc, err := Unpack(doc)
+	if err != nil {
+		return r, err
+	}
 	if err := json.Unmarshal(doc, &r); err != nil {
 		return r, err
 	}

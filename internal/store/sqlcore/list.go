@@ -72,28 +72,29 @@ func (p *pageScanner) Scan(dest ...any) error {
 	return nil
 }
 
-// scannedBytes is the size of the text and blob values scanned into dest: what a row costs a
-// page's byte budget (numbers and times are not counted; they are small and fixed).
+// scannedBytes is the size of the text and blob values scanned into dest, a packed document's
+// unpacked (UnpackedLen): what a row costs a page's byte budget (numbers and times are not
+// counted; they are small and fixed).
 func scannedBytes(dest ...any) int {
 	n := 0
 	for _, d := range dest {
 		switch v := d.(type) {
 		case *string:
-			n += len(*v)
+			n += UnpackedLen(*v)
 		case *[]byte:
-			n += len(*v)
+			n += UnpackedLen(*v)
 		case *json.RawMessage:
 			n += len(*v)
 		case *sql.RawBytes:
-			n += len(*v)
+			n += UnpackedLen([]byte(*v))
 		case *sql.NullString:
-			n += len(v.String)
+			n += UnpackedLen(v.String)
 		case *any:
 			switch x := (*v).(type) {
 			case string:
-				n += len(x)
+				n += UnpackedLen(x)
 			case []byte:
-				n += len(x)
+				n += UnpackedLen(x)
 			}
 		}
 	}

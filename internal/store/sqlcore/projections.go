@@ -26,6 +26,10 @@ func ScanStoredInvocation(sc interface{ Scan(...any) error }) (store.StoredInvoc
 		&si.SubjectID, &si.EntrypointOwner, &si.LastSeq, &created, &updated); err != nil {
 		return si, err
 	}
+	doc, err := unpackString(doc)
+	if err != nil {
+		return si, err
+	}
 	si.Record, si.Status, si.Mode = json.RawMessage(doc), invocation.Status(status), invocation.Mode(mode)
 	// A column that does not parse is reported by the verifier as a difference, not as a failed read.
 	if t, err := ParseTS(created); err == nil {
@@ -122,6 +126,9 @@ func ReadLog(ctx context.Context, q Querier, invocationID string, afterSeq int64
 		if err := rows.Scan(&e.Seq, &e.Type, &data, &e.IdempotencyKey, &e.EngineAttempt, &e.LogicalAttempt, &at); err != nil {
 			return nil, err
 		}
+		if data.String, err = unpackString(data.String); err != nil {
+			return nil, fmt.Errorf("invocation %s event %d: %w", invocationID, e.Seq, err)
+		}
 		if data.Valid {
 			e.Data = json.RawMessage(data.String)
 		}
@@ -204,7 +211,7 @@ func (t *Tx) RewriteInvocation(r invocation.Record) error {
 	res, err := t.Q.ExecContext(bg, `UPDATE invocations SET status = ?, last_seq = ?, record = ?, updated_at = ?, created_at = ?,
 		entrypoint_ref = ?, entrypoint_id = ?, mode = ?, correlation_id = ?, subject_id = ?, entrypoint_owner = ?
 		WHERE id = ? AND tenant_id = ?`,
-		string(r.Status), r.LastSeq, string(doc), TS(r.UpdatedAt), TS(r.CreatedAt), r.EntrypointRef, r.EntrypointID,
+		string(r.Status), r.LastSeq, t.D.Pack(doc), TS(r.UpdatedAt), TS(r.CreatedAt), r.EntrypointRef, r.EntrypointID,
 		string(r.Mode), r.CorrelationID, r.SubjectID, r.EntrypointOwner, r.ID, r.TenantID)
 	if err != nil {
 		return fmt.Errorf("rewrite invocation %s: %w", r.ID, err)

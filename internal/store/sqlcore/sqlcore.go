@@ -87,6 +87,10 @@ type Dialect interface {
 	// bound to the placeholders ph" (a comma-separated list of ?). A row whose column is not a
 	// JSON array matches nothing rather than failing the statement.
 	JSONArrayContains(col, ph string) string
+	// Pack is a record or event document as the database stores it: compressed from PackAt bytes
+	// on where the store packs (SQLite, see Pack), the text itself otherwise. Every read unpacks
+	// (Unpack), so a store may start packing with documents written before.
+	Pack(doc []byte) string
 	// JSONField is a top-level field (as text) of the JSON document in column col, NULL when the
 	// database cannot parse the document: one such row must never fail a whole statement.
 	JSONField(col, field string) string

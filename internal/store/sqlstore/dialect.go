@@ -2,6 +2,9 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql/driver"
+
+	"modernc.org/sqlite"
 
 	"github.com/larkrun/lark/internal/store/sqlcore"
 )
@@ -42,9 +45,29 @@ func (dialect) IndexedBy(index string) string { return " INDEXED BY " + index }
 
 // JSONField implements sqlcore.Dialect: NULL when SQLite's JSON functions cannot parse the
 // document (malformed, or nested deeper than they go). Records stored since
-// invocation.MaxJSONDepth are always parseable; older ones may not be.
+// invocation.MaxJSONDepth are always parseable; older ones may not be. A packed document (
+// sqlcore.Pack, text that starts with '~') is read by lark_json_field, which unpacks it.
 func (dialect) JSONField(col, field string) string {
-	return "(CASE WHEN json_valid(" + col + ") THEN json_extract(" + col + ", '$." + field + "') END)"
+	return "(CASE WHEN substr(" + col + ", 1, 1) = '~' THEN lark_json_field(" + col + ", '" + field + "') WHEN json_valid(" + col +
+		") THEN json_extract(" + col + ", '$." + field + "') END)"
+}
+
+// Pack implements sqlcore.Dialect: SQLite's one writer stores large documents packed.
+func (dialect) Pack(doc []byte) string { return sqlcore.Pack(doc) }
+
+// The SQL function lark_json_field(doc, field) is sqlcore.JSONFieldOf: JSONField's reader of
+// packed documents.
+func init() {
+	sqlite.MustRegisterDeterministicScalarFunction("lark_json_field", 2, func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
+		field, _ := args[1].(string)
+		switch v := args[0].(type) {
+		case []byte:
+			return sqlcore.JSONFieldOf(v, field), nil
+		case string:
+			return sqlcore.JSONFieldOf([]byte(v), field), nil
+		}
+		return nil, nil
+	})
 }
 
 // ForUpdateSkipLocked implements sqlcore.Dialect: SQLite's single writer needs no row lock.

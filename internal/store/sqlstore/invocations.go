@@ -6,19 +6,20 @@ import (
 
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/store"
+	"github.com/larkrun/lark/internal/store/sqlcore"
 )
 
 // The invocations' reads and writes are in sqlcore; the event insert differs (sqlcore.Writes).
 
 // InsertInvocationEvent implements sqlcore.Writes: it inserts e unless its idempotency key is
-// already in the log, and reports whether it did.
+// already in the log, and reports whether it did. Large data is stored packed (sqlcore.Pack).
 func (t *tx) InsertInvocationEvent(e invocation.Event) (bool, error) {
 	if e.IdempotencyKey == "" {
 		return false, errors.New("invocation event: idempotency key required")
 	}
 	var data any
 	if len(e.Data) > 0 {
-		data = string(e.Data)
+		data = sqlcore.Pack(e.Data)
 	}
 	res, err := t.t.ExecContext(bg, `INSERT INTO invocation_events (invocation_id, seq, type, data, idempotency_key,
 		engine_attempt, logical_attempt, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
