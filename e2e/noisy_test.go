@@ -61,30 +61,30 @@ type hostileLoad struct {
 	threads         int
 	params          func() any
 	ok              int // the status that counts as served (429 is counted apart)
-	// goal is the most B's p99 may be, over its quiet p99, while this load runs (3x unless said).
-	goal float64
+	// goal is the most B's p99 may be, over its quiet p99, while this load runs (3x unless said),
+	// with the quiet p99 counted as at least quietFloor.
+	goal       float64
+	quietFloor time.Duration
 }
 
 // hostileLoads are tenant A's loads.
 var hostileLoads = []hostileLoad{
-	// Big payloads: 900 KB of params in, 1.8 MB of result out, every call. Not yet within 3x: see
-	// docs/security.md ("Noisy neighbours: bytes").
+	// Big payloads: 900 KB of params in, 1.8 MB of result out, every call (held to 3x of a quiet
+	// p99 of at least 10 ms: busyQuietFloor).
 	{"payloads", "def main(ctx, input):\n  return {\"r\": input.p + input.p}\n", "sync", 3,
-		func() any { return map[string]any{"p": strings.Repeat("x", 900_000)} }, http.StatusOK, payloadsGoal},
+		func() any { return map[string]any{"p": strings.Repeat("x", 900_000)} }, http.StatusOK, 3, busyQuietFloor},
 	// An async flood: starts as fast as four clients can send them.
 	{"asyncflood", "def main(ctx, input):\n  return {\"n\": input.n + 1}\n", "async", 4,
-		func() any { return map[string]any{"n": 1} }, http.StatusAccepted, 3},
+		func() any { return map[string]any{"n": 1} }, http.StatusAccepted, 3, 0},
 }
 
-// payloadsGoal is the ratio the big-payload load is held to for now, over a quiet p99 counted as at
-// least payloadsQuietFloor: B's loud p99 was 0.99-1.73 s before the writer took tenants in turn
-// and stopped re-scanning payloads, 0.1-0.33 s since. On an idle machine the quiet p99 is about
-// 2 ms, which would make a 100 ms wait read as 50x, and a busy one's 20-40 ms as 3-5x: the floor
-// keeps the check about the wait.
-const (
-	payloadsGoal       = 40
-	payloadsQuietFloor = 10 * time.Millisecond
-)
+// busyQuietFloor is the least the quiet p99 counts as under loads that keep both cores busy with
+// the server's own work (big payloads, memory churn), not with user code: on an idle
+// 2-core machine the quiet p99 is about 2 ms, less than one slice of the kernel's scheduler, and
+// B's calls wait for that slice whenever tenant A's bulky work holds both cores. B's loud p99 was 0.99-1.73 s before the writer took tenants in turn, 0.1-0.33 s
+// before documents were packed and bulky requests went through their tenant's lane, 7-17 ms
+// since (docs/security.md, "Noisy neighbours: bytes").
+const busyQuietFloor = 10 * time.Millisecond
 
 // loadCounts tallies a hostile load's answers.
 type loadCounts struct {
@@ -203,16 +203,20 @@ func startPrograms(t *testing.T, p *larkProc, token string, programs []string) [
 	return started
 }
 
-// checkLoads asserts that each load that ran was served (some calls answered as asked, none
-// failed but by 429) and logs its tallies.
-func checkLoads(t *testing.T, ids []string, counts []*loadCounts) {
+// checkLoads asserts that no call of a load that ran failed but by 429, and that each was served
+// (some calls answered as asked) unless tenant A's hostile programs ran too: then its calls may all
+// be queued behind A's own CPU-bound programs (a tenant's runnable bound), which is A's to bear.
+// It logs the tallies.
+func checkLoads(t *testing.T, ids []string, counts []*loadCounts, withPrograms bool) {
 	for i, c := range counts {
 		if ids[i] == "" {
 			continue
 		}
 		t.Logf("  %s: %d served, %d answered 429", hostileLoads[i].name, c.served, c.limited)
 		require.Zero(t, c.no, "%s: calls that failed otherwise than 429 (first: %s)", hostileLoads[i].name, c.firstErr)
-		require.Positive(t, c.served, "%s: no call served", hostileLoads[i].name)
+		if !withPrograms {
+			require.Positive(t, c.served, "%s: no call served", hostileLoads[i].name)
+		}
 	}
 }
 
@@ -241,8 +245,7 @@ func TestNoisyNeighbourAsyncFlood(t *testing.T) {
 	noisyNeighbour(t, func(name string) bool { return name == "asyncflood" })
 }
 
-// TestNoisyNeighbourBigPayloads runs tenant A's big payloads alone, held to their own goal (not
-// yet 3x: docs/security.md, "Noisy neighbours: bytes").
+// TestNoisyNeighbourBigPayloads runs tenant A's big payloads alone, held to 3x (busyQuietFloor).
 func TestNoisyNeighbourBigPayloads(t *testing.T) {
 	if os.Getenv("LARK_E2E_HOSTILE_ONLY") != "" {
 		t.Skip("LARK_E2E_HOSTILE_ONLY selects the kinds TestNoisyNeighbour runs")
@@ -269,10 +272,10 @@ func noisyNeighbour(t *testing.T, selected func(name string) bool) {
 	}
 	// 1,000 calls each side; 300 with big payloads, where B's calls are slower (the run stays
 	// within a minute or two).
-	n, goal := 1000, 3.0
+	n, goal, floor := 1000, 3.0, time.Duration(0)
 	for i, id := range loads {
 		if id != "" {
-			goal = max(goal, hostileLoads[i].goal)
+			goal, floor = max(goal, hostileLoads[i].goal), max(floor, hostileLoads[i].quietFloor)
 			if hostileLoads[i].name == "payloads" {
 				n = 300
 			}
@@ -281,9 +284,13 @@ func noisyNeighbour(t *testing.T, selected func(name string) bool) {
 	for range 20 {
 		call() // warm up
 	}
+	// The loud measurement lasts at least loudFor as well as n calls, so that each of tenant A's
+	// loads gets calls through (big payloads queue behind A's own CPU loops when all run at once).
+	const loudFor = 3 * time.Second
 	measure := func(rss *int64) time.Duration {
 		ds := make([]time.Duration, 0, n)
-		for range n {
+		began := time.Now()
+		for len(ds) < n || (rss != nil && time.Since(began) < loudFor) {
 			ds = append(ds, call())
 			if rss != nil {
 				*rss = max(*rss, rssKB(p.cmd.Process.Pid))
@@ -309,15 +316,12 @@ func noisyNeighbour(t *testing.T, selected func(name string) bool) {
 		var peakRSS int64
 		lp := measure(&peakRSS)
 		counts := stop()
-		base := qp
-		if goal > 3 {
-			base = max(qp, payloadsQuietFloor)
-		}
+		base := max(qp, floor)
 		ratio := float64(lp) / float64(base)
 		ratios = append(ratios, fmt.Sprintf("%.1fx", ratio))
 		t.Logf("attempt %d: tenant B sync p99: quiet %v, with tenant A's hostile load %v (%.1fx); RSS %d MiB before, peak %d MiB",
 			attempt, qp, lp, ratio, baseRSS/1024, peakRSS/1024)
-		checkLoads(t, loads, counts)
+		checkLoads(t, loads, counts, len(programs) > 0)
 		if peakRSS > 0 {
 			require.Less(t, peakRSS-baseRSS, int64(300*1024), "server RSS growth under 300 MiB")
 		}

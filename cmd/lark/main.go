@@ -55,7 +55,7 @@ type flags struct {
 	addr, data, store, logLevel string
 	sqliteSynchronous           string
 	maxBody                     int64
-	maxInFlightBytes            int64
+	maxInFlightBytes, bulkBytes int64
 	workers                     int
 	remoteWorkers               bool
 	workerKeys                  []string
@@ -152,6 +152,8 @@ func (f *flags) bind(c *cobra.Command) {
 		"byte budget of a list page: a page ends before the item that would take it over (at least one item), with a cursor to continue")
 	c.Flags().Int64Var(&f.maxInFlightBytes, "max-in-flight-bytes", api.DefaultMaxInFlightBytes,
 		"bytes of request bodies one tenant may have in flight at once, by declared length (over it → 429 rate_limited; a tenant's only request is always admitted; -1: no cap)")
+	c.Flags().Int64Var(&f.bulkBytes, "bulk-bytes", api.DefaultBulkBytes,
+		"declared body length past which a request is bulky: a tenant's bulky requests are read, checked and answered one at a time, so one tenant's large payloads occupy one core at most (-1: off)")
 	c.Flags().IntVar(&f.cpuSlots, "cpu-slots", 0,
 		"Starlark executions interpreting at once, shared fairly between tenants (0: the cores less one, at least 1; -1: no sharing) (env LARK_CPU_SLOTS)")
 	c.Flags().Int64Var(&f.memoryLimitMB, "memory-limit-mb", 0,
@@ -194,7 +196,7 @@ func (f *flags) config(admin string, log *slog.Logger) (server.Config, error) {
 		Workers: f.workers, UnsafeEgressAllowLoopback: f.egressLoopback, RetentionInterval: f.retention,
 		MetricsPublic: f.metricsPublic, MetricsMaxLabelSets: f.metricsMaxLabelSets,
 		DrainTimeout: f.drainTimeout, ReadHeaderTimeout: f.readHeaderTimeout, ReadTimeout: f.readTimeout,
-		WriteTimeout: f.writeTimeout, IdleTimeout: f.idleTimeout, MaxHeaderBytes: f.maxHeaderBytes, MaxInFlight: f.maxInFlight, MaxInFlightBytes: f.maxInFlightBytes,
+		WriteTimeout: f.writeTimeout, IdleTimeout: f.idleTimeout, MaxHeaderBytes: f.maxHeaderBytes, MaxInFlight: f.maxInFlight, MaxInFlightBytes: f.maxInFlightBytes, BulkBytes: f.bulkBytes,
 		MaxPayloadBytes: f.maxPayloadBytes, CPUSlots: f.cpuSlots, CPUNice: f.cpuNice,
 		MemoryLimit: f.memoryLimitMB << 20, ExecutionMemory: f.executionMemoryMB << 20, TenantExecutionMemory: f.tenantExecutionMemoryMB << 20,
 		RemoteWorkers: f.remoteWorkers, HeartbeatInterval: f.heartbeatInterval, HeartbeatTimeout: f.heartbeatTimeout,

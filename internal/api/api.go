@@ -17,6 +17,7 @@ import (
 
 	"github.com/larkrun/lark/internal/api/openapi"
 	"github.com/larkrun/lark/internal/auth"
+	"github.com/larkrun/lark/internal/bulklane"
 	"github.com/larkrun/lark/internal/clock"
 	"github.com/larkrun/lark/internal/eventbus"
 	"github.com/larkrun/lark/internal/idgen"
@@ -95,6 +96,15 @@ type Config struct {
 	// cap); over it a request answers 429 rate_limited before its body is read, unless it is the
 	// tenant's only body in flight.
 	MaxInFlightBytes int64
+	// BulkBytes is the declared body length past which a request is bulky (a body of undeclared
+	// length is too): a tenant's bulky requests are served one at a time (bulklane), so that its
+	// JSON work occupies one core at most (default DefaultBulkBytes; negative: no lanes).
+	// BulkWait bounds a bulky request's wait for its lane (default DefaultBulkWait); past it the
+	// request answers 429 rate_limited with Retry-After.
+	BulkBytes int64
+	BulkWait  time.Duration
+	// Bulk are the lanes bulky requests go through (nil: lanes of the server's own).
+	Bulk *bulklane.Lanes
 	// WriteTimeout is the http.Server's WriteTimeout (default DefaultWriteTimeout): the sync
 	// invocation route lifts the deadline while the call runs and sets it again to this long
 	// before writing the answer.
@@ -118,6 +128,7 @@ type Server struct {
 	workerNonces *workerproto.NonceCache
 	log          *slog.Logger
 	inflight     *inFlight
+	bulk         *bulklane.Lanes
 }
 
 // New returns a Server.
@@ -144,7 +155,16 @@ func New(cfg Config) *Server {
 	if cfg.MaxInFlightBytes == 0 {
 		cfg.MaxInFlightBytes = DefaultMaxInFlightBytes
 	}
-	return &Server{cfg: cfg, log: cfg.Logger, inflight: &inFlight{max: cfg.MaxInFlight, maxBytes: cfg.MaxInFlightBytes,
+	if cfg.BulkBytes == 0 {
+		cfg.BulkBytes = DefaultBulkBytes
+	}
+	if cfg.BulkWait <= 0 {
+		cfg.BulkWait = DefaultBulkWait
+	}
+	if cfg.Bulk == nil {
+		cfg.Bulk = bulklane.New()
+	}
+	return &Server{cfg: cfg, log: cfg.Logger, bulk: cfg.Bulk, inflight: &inFlight{max: cfg.MaxInFlight, maxBytes: cfg.MaxInFlightBytes,
 		n: map[string]int{}, bytes: map[string]int64{}},
 		workerNonces: workerproto.NewNonceCache(0)}
 }
@@ -188,9 +208,10 @@ func (s *Server) Handler() http.Handler {
 		}
 	}
 	r.Route(BasePath, func(r chi.Router) {
-		// Authentication, the in-flight cap and the role each route needs all run before a handler
-		// reads the body: a caller that may not write cannot make the server wait for one.
-		r.Use(s.limitBody, s.authenticate, s.limitInFlight)
+		// Authentication, the in-flight cap, the bulk lane and the role each route needs all run
+		// before a handler reads the body: a caller that may not write cannot make the server wait
+		// for one.
+		r.Use(s.limitBody, s.authenticate, s.limitInFlight, s.bulkLane)
 		developer := func(what string) chi.Router { return r.With(s.need(auth.RoleDeveloper, what)) }
 		operator := func(what string) chi.Router { return r.With(s.need(auth.RoleOperator, what)) }
 		r.With(s.need(auth.RoleAdmin, "issuing tokens")).Post("/tokens", s.createToken)

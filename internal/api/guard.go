@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"net"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/larkrun/lark/internal/auth"
+	"github.com/larkrun/lark/internal/bulklane"
 	"github.com/larkrun/lark/internal/obs"
 	"github.com/larkrun/lark/internal/problem"
 	"github.com/larkrun/lark/internal/store"
@@ -25,6 +27,12 @@ const DefaultMaxInFlightBytes = 16 << 20
 // DefaultWriteTimeout is the default time the server gives a handler to answer, counted from the
 // end of the request's headers; the sync invocation route lifts it while the call runs.
 const DefaultWriteTimeout = 60 * time.Second
+
+// DefaultBulkBytes is the default Config.BulkBytes: bodies over 64 KiB are bulky.
+const DefaultBulkBytes = 64 << 10
+
+// DefaultBulkWait is the default Config.BulkWait.
+const DefaultBulkWait = 30 * time.Second
 
 // operatorKey is the in-flight key of the platform operator's token (it has no tenant).
 const operatorKey = "\x00operator"
@@ -156,4 +164,38 @@ func (s *Server) deadline(r *http.Request, err error) {
 	if err != nil && !errors.Is(err, http.ErrNotSupported) && !errors.Is(err, net.ErrClosed) {
 		obs.Logger(r.Context()).WarnContext(r.Context(), "setting a connection deadline", "err", err)
 	}
+}
+
+// bulkLane (after limitInFlight) serves a tenant's bulky requests (Config.BulkBytes) one at a
+// time, in arrival order, before their bodies are read: however many large bodies one tenant
+// sends at once, checking, decoding and encoding them occupies one core, and the other tenants'
+// requests never wait for them. A request that cannot enter within Config.BulkWait answers 429
+// rate_limited with Retry-After: 1. The hold travels in the request's context: an invocation
+// start gives the lane up while its call is admitted and runs (bulklane.Pause).
+func (s *Server) bulkLane(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.cfg.BulkBytes < 0 || (r.ContentLength >= 0 && r.ContentLength <= s.cfg.BulkBytes) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		sc := security(r)
+		key := sc.TenantID
+		if sc.Operator {
+			key = operatorKey
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.BulkWait)
+		h, err := s.bulk.Enter(ctx, key)
+		cancel()
+		if err != nil {
+			if r.Context().Err() != nil {
+				return // the client went away
+			}
+			pe := problem.New(problem.TypeRateLimited, "too many large requests queued for this tenant: none could start within %v", s.cfg.BulkWait)
+			pe.RetryAfter = 1
+			s.problem(w, r, pe)
+			return
+		}
+		defer h.Leave()
+		next.ServeHTTP(w, r.WithContext(bulklane.With(r.Context(), h)))
+	})
 }

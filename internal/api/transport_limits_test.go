@@ -254,3 +254,35 @@ func TestInFlightBytesCapPerTenant(t *testing.T) {
 	}
 	require.NotEqual(t, http.StatusTooManyRequests, code, "%v", doc)
 }
+
+// TestBulkyRequestsOneAtATimePerTenant: a tenant's request with a body over BulkBytes waits for
+// its tenant's bulky request in progress, and answers 429 rate_limited with Retry-After once it
+// has waited BulkWait; the tenant's small requests and another tenant's bulky ones do not wait.
+func TestBulkyRequestsOneAtATimePerTenant(t *testing.T) {
+	e := newServedEnv(t, func(c *server.Config) {
+		c.BulkBytes, c.BulkWait, c.ReadTimeout = 1000, 300*time.Millisecond, time.Minute
+	})
+	tok := invTenant(t, e, "acme")
+	other := invTenant(t, e, "globex")
+	bulky := `{"p":"` + strings.Repeat("x", 1992) + `"}`
+	openRequest(t, e, http.MethodPost, invPath, tok, 5000, `{`) // in acme's lane, its body never finishes
+	deadline := time.Now().Add(10 * time.Second)
+	var res *http.Response
+	var doc obj
+	for {
+		c := openRequest(t, e, http.MethodPost, invPath, tok, len(bulky), bulky)
+		res, doc = c.answer(5 * time.Second)
+		if res.StatusCode == http.StatusTooManyRequests || time.Now().After(deadline) {
+			break // else the held request's headers had not arrived yet
+		}
+	}
+	require.Equal(t, http.StatusTooManyRequests, res.StatusCode, "%v", doc)
+	require.Contains(t, doc["type"], "rate_limited")
+	require.Contains(t, doc["detail"], "large requests")
+	require.Equal(t, "1", res.Header.Get("Retry-After"))
+	// Small requests of acme's and globex's bulky one are served meanwhile.
+	e.expect(t, http.StatusOK, http.MethodGet, invPath, tok, nil)
+	c := openRequest(t, e, http.MethodPost, invPath, other, len(bulky), bulky)
+	res, doc = c.answer(5 * time.Second)
+	require.NotEqual(t, http.StatusTooManyRequests, res.StatusCode, "%v", doc)
+}

@@ -27,6 +27,7 @@ import (
 	"github.com/larkrun/lark/internal/admission"
 	"github.com/larkrun/lark/internal/attempt"
 	"github.com/larkrun/lark/internal/auth"
+	"github.com/larkrun/lark/internal/bulklane"
 	"github.com/larkrun/lark/internal/clock"
 	"github.com/larkrun/lark/internal/cost"
 	"github.com/larkrun/lark/internal/egress"
@@ -808,6 +809,9 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 	if err != nil {
 		return out, err
 	}
+	// The request's bulk lane (a large body) is given up while the call is admitted, written and
+	// run, and taken again for its answer: the call's execution has a CPU share of its own.
+	defer bulklane.Pause(ctx)()
 	// A sync call starts only when it can run: it waits for admission before anything is written.
 	ctx, leave, err := s.admitSync(ctx, mode, sc.TenantID, d)
 	if err != nil {

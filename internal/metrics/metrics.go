@@ -46,6 +46,8 @@ type Options struct {
 	Slots func() (busy, total int)
 	// Admission reports the admission gate's figures at scrape time (nil: no admission gauges).
 	Admission func() admission.Stats
+	// BulkWaiting reports the bulky requests waiting for their tenant's lane (nil: no gauge).
+	BulkWaiting func() int64
 	// MaxLabelSets caps the distinct (tenant, entrypoint) — or (tenant, quota), or tenant — label
 	// sets of each family (default DefaultMaxLabelSets).
 	MaxLabelSets int
@@ -138,6 +140,11 @@ func New(o Options) *Metrics {
 	m.reg.MustRegister(m.newOps()...)
 	if o.Admission != nil {
 		m.reg.MustRegister(newAdmissionCollector(o.Admission))
+	}
+	if o.BulkWaiting != nil {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "lark_bulk_requests_waiting",
+			Help: "Requests with large bodies waiting for their tenant's bulk lane (a tenant's large requests are served one at a time)."},
+			func() float64 { return float64(o.BulkWaiting()) }))
 	}
 	return m
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/larkrun/lark/internal/admission"
 	"github.com/larkrun/lark/internal/api"
+	"github.com/larkrun/lark/internal/bulklane"
 	"github.com/larkrun/lark/internal/clock"
 	"github.com/larkrun/lark/internal/console"
 	"github.com/larkrun/lark/internal/cost"
@@ -120,6 +121,10 @@ type Config struct {
 	// MaxInFlightBytes caps the request bodies one tenant has in flight at once (default
 	// api.DefaultMaxInFlightBytes; negative: no cap; see api.Config.MaxInFlightBytes).
 	MaxInFlightBytes int64
+	// BulkBytes and BulkWait are api.Config's: bodies over BulkBytes are served one at a time per
+	// tenant, each waiting at most BulkWait for its turn (0: the defaults).
+	BulkBytes int64
+	BulkWait  time.Duration
 	// Workers bounds concurrent async executions in this process (default 64).
 	Workers int
 	// RemoteWorkers sends async function attempts to remote workers (lark worker) instead of
@@ -356,8 +361,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		st.Close()
 		return nil, err
 	}
+	bulk := bulklane.New()
 	s.Metrics = metrics.New(metrics.Options{Source: st, Clock: c, Logger: cfg.Logger, MaxLabelSets: cfg.MetricsMaxLabelSets,
-		Slots: func() (int, int) { return s.dispatch.Slots() }, Admission: func() admission.Stats { return s.Gate.Stats() }})
+		Slots: func() (int, int) { return s.dispatch.Slots() }, Admission: func() admission.Stats { return s.Gate.Stats() },
+		BulkWaiting: bulk.Waiting})
 	s.Registry.SetQuotaObserver(s.Metrics)
 	s.Secrets = secrets.New(st, secrets.Options{Keyring: cfg.Keyring, Clock: c, IDs: ids, Logger: cfg.Logger})
 	if cfg.Keyring == nil {
@@ -449,7 +456,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Usage: usage.NewService(st, s.Tenants, c, cfg.Pricing.Currency()), Schedules: s.Schedules, Secrets: s.Secrets, Webhooks: s.Webhooks,
 		TrustedProxies: cfg.TrustedProxies, StoreWriteWait: cfg.StoreWriteWait, Events: s.Events, Triggers: s.Triggers, Audit: st, Ready: st,
 		IDs: ids, Logger: cfg.Logger, MaxBody: cfg.MaxBody, Metrics: s.Metrics.Handler(), MetricsPublic: cfg.MetricsPublic,
-		MaxInFlight: cfg.MaxInFlight, MaxInFlightBytes: cfg.MaxInFlightBytes, WriteTimeout: cfg.WriteTimeout, Workers: s.Workers, WorkerKeys: cfg.WorkerKeys, WorkerClock: c,
+		MaxInFlight: cfg.MaxInFlight, MaxInFlightBytes: cfg.MaxInFlightBytes,
+		BulkBytes: cfg.BulkBytes, BulkWait: cfg.BulkWait, Bulk: bulk, WriteTimeout: cfg.WriteTimeout, Workers: s.Workers, WorkerKeys: cfg.WorkerKeys, WorkerClock: c,
 		Tracing: s.Tracing, HTTPMetrics: s.Metrics, AccessLogOff: cfg.Telemetry.AccessLogOff, LogLevel: cfg.Telemetry.LogLevel,
 		MaxPageBytes: cfg.MaxPageBytes}).Handler()
 	// The web console (docs/console.md) at /console; everything else is the API.
