@@ -606,9 +606,9 @@ type RetentionTx interface {
 	PurgeAudit(tenantID string, before time.Time, limit int) (int64, error)
 }
 
-// HistorySize is one measurement of a finished invocation's history: the bytes of its stored
-// record plus, for each event row, its type, data, idempotency key and timestamp (the payload, not
-// the pages and indexes around it).
+// HistorySize is one measurement of a finished invocation's history: the bytes of its record plus,
+// for each event row, its type, data, idempotency key and timestamp, documents counted as written
+// (a store that packs them counts them unpacked): the payload, not the pages and indexes around it.
 type HistorySize struct {
 	InvocationID string
 	// LastSeq is the log position measured; RecordHistory stores the measurement only if the

@@ -50,6 +50,9 @@ func (dialect) JSONField(col, field string) string {
 // concurrent writers, so documents are stored as text.
 func (dialect) Pack(doc []byte) string { return string(doc) }
 
+// DocLen implements sqlcore.Dialect: the text's length (a TOASTed value's uncompressed length).
+func (dialect) DocLen(col string) string { return "octet_length(" + col + ")" }
+
 // ForUpdateSkipLocked implements sqlcore.Dialect: a claimer in another process skips the rows
 // rather than waiting or taking them too.
 func (dialect) ForUpdateSkipLocked() string { return "\n\t\tFOR UPDATE SKIP LOCKED" }

@@ -44,8 +44,11 @@ const (
     AND history_seq IS NOT NULL`
 )
 
-// eventBytes is the measured size of an invocation_events row (see store.HistorySize).
-const eventBytes = "octet_length(type) + coalesce(octet_length(data), 0) + octet_length(idempotency_key) + octet_length(at)"
+// eventBytes is the measured size of an invocation_events row (see store.HistorySize), its data
+// counted unpacked (Dialect.DocLen).
+func eventBytes(d Dialect) string {
+	return "octet_length(type) + coalesce(" + d.DocLen("data") + ", 0) + octet_length(idempotency_key) + octet_length(at)"
+}
 
 // errNoFinishedAt: a finished invocation's record has no readable finished_at.
 var errNoFinishedAt = errors.New("no finished_at")
@@ -92,7 +95,7 @@ func (s *Reader) TenantHistoryBytes(ctx context.Context, tenantID string) (int64
 // (Dialect.IndexedBy): without statistics SQLite may prefer an index on (tenant_id, status, ...),
 // which would walk every finished invocation of the tenant instead of the backlog.
 func (s *Reader) MeasureHistory(ctx context.Context, tenantID string, limit int) ([]store.HistorySize, error) {
-	rows, err := s.Q.QueryContext(ctx, `SELECT id, last_seq, octet_length(record),
+	rows, err := s.Q.QueryContext(ctx, `SELECT id, last_seq, `+s.D.DocLen("record")+`,
 		`+s.D.JSONField("record", "finished_at")+`, updated_at
 		FROM invocations`+s.D.IndexedBy("invocations_unmeasured")+`
 		WHERE tenant_id = ? AND `+unmeasured+` LIMIT ?`, tenantID, limit)
@@ -129,7 +132,7 @@ func (s *Reader) MeasureHistory(ctx context.Context, tenantID string, limit int)
 	}
 	for i := range out {
 		var events int64
-		err := s.Q.QueryRowContext(ctx, "SELECT coalesce("+s.D.SumInt(eventBytes)+", 0) FROM invocation_events WHERE invocation_id = ? AND seq <= ?",
+		err := s.Q.QueryRowContext(ctx, "SELECT coalesce("+s.D.SumInt(eventBytes(s.D))+", 0) FROM invocation_events WHERE invocation_id = ? AND seq <= ?",
 			out[i].InvocationID, out[i].LastSeq).Scan(&events)
 		if err != nil {
 			return nil, err

@@ -91,6 +91,10 @@ type Dialect interface {
 	// on where the store packs (SQLite, see Pack), the text itself otherwise. Every read unpacks
 	// (Unpack), so a store may start packing with documents written before.
 	Pack(doc []byte) string
+	// DocLen is the length in bytes of the document in column col as it was written, unpacked (a
+	// packed one's is read from its header): what the history measurements count, the same
+	// whether a store packs or not.
+	DocLen(col string) string
 	// JSONField is a top-level field (as text) of the JSON document in column col, NULL when the
 	// database cannot parse the document: one such row must never fail a whole statement.
 	JSONField(col, field string) string

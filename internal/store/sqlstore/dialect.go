@@ -55,9 +55,23 @@ func (dialect) JSONField(col, field string) string {
 // Pack implements sqlcore.Dialect: SQLite's one writer stores large documents packed.
 func (dialect) Pack(doc []byte) string { return sqlcore.Pack(doc) }
 
-// The SQL function lark_json_field(doc, field) is sqlcore.JSONFieldOf: JSONField's reader of
-// packed documents.
+// DocLen implements sqlcore.Dialect: a packed document's length is lark_doc_len's.
+func (dialect) DocLen(col string) string {
+	return "(CASE WHEN substr(" + col + ", 1, 1) = '~' THEN lark_doc_len(" + col + ") ELSE octet_length(" + col + ") END)"
+}
+
+// The SQL functions lark_json_field(doc, field) and lark_doc_len(doc) are sqlcore.JSONFieldOf and
+// sqlcore.UnpackedLen: JSONField's and DocLen's readers of packed documents.
 func init() {
+	sqlite.MustRegisterDeterministicScalarFunction("lark_doc_len", 1, func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
+		switch v := args[0].(type) {
+		case string:
+			return int64(sqlcore.UnpackedLen(v)), nil
+		case []byte:
+			return int64(sqlcore.UnpackedLen(v)), nil
+		}
+		return nil, nil
+	})
 	sqlite.MustRegisterDeterministicScalarFunction("lark_json_field", 2, func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
 		field, _ := args[1].(string)
 		switch v := args[0].(type) {

@@ -83,5 +83,8 @@ func TestLargeDocumentsArePacked(t *testing.T) {
 	require.NoError(t, raw.QueryRow(`SELECT lark_json_field(record, 'parent_id'), lark_json_field(record, 'compensation_for') FROM invocations WHERE id = ?`,
 		rec.ID).Scan(&parent, &missing))
 	require.Equal(t, "inv_parent", parent.String)
+	var docLen int
+	require.NoError(t, raw.QueryRow(`SELECT lark_doc_len(record) FROM invocations WHERE id = ?`, rec.ID).Scan(&docLen))
+	require.Greater(t, docLen, len(params)+len(result), "the history measurements count a packed record unpacked")
 	require.False(t, missing.Valid, "an absent member is NULL")
 }
