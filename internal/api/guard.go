@@ -37,6 +37,15 @@ const DefaultBulkWait = 30 * time.Second
 // operatorKey is the in-flight key of the platform operator's token (it has no tenant).
 const operatorKey = "\x00operator"
 
+// tenantKey is whom a request's in-flight counts and bulk lane belong to: its tenant, or the
+// platform operator's token as a tenant of its own.
+func tenantKey(sc auth.SecurityContext) string {
+	if sc.Operator {
+		return operatorKey
+	}
+	return sc.TenantID
+}
+
 // inFlight counts the requests, and the bytes of their bodies, in flight per tenant.
 type inFlight struct {
 	mu       sync.Mutex
@@ -85,11 +94,7 @@ func (f *inFlight) release(key string, bytes int64) {
 // body (store.WithWriteWeight).
 func (s *Server) limitInFlight(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sc := security(r)
-		key := sc.TenantID
-		if sc.Operator {
-			key = operatorKey
-		}
+		key := tenantKey(security(r))
 		weight := s.bodyWeight(r)
 		if ok, overBytes := s.inflight.acquire(key, weight); !ok {
 			pe := problem.New(problem.TypeRateLimited, "too many requests in flight for this tenant (at most %d at once)", s.cfg.MaxInFlight)
@@ -178,13 +183,8 @@ func (s *Server) bulkLane(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		sc := security(r)
-		key := sc.TenantID
-		if sc.Operator {
-			key = operatorKey
-		}
 		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.BulkWait)
-		h, err := s.bulk.Enter(ctx, key)
+		h, err := s.bulk.Enter(ctx, tenantKey(security(r)))
 		cancel()
 		if err != nil {
 			if r.Context().Err() != nil {
