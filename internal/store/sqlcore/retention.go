@@ -179,7 +179,9 @@ func (t *Tx) RecordHistory(tenantID string, sizes []store.HistorySize) (int, err
 	return n, t.addHistoryBytes(tenantID, delta)
 }
 
-// PurgeHistory implements store.Tx.
+// PurgeHistory implements store.Tx. A batch finishes a hidden invocation of an earlier batch if
+// there is one; otherwise it reads the tenant's total, lists the candidates and purges them within
+// the batch's budget.
 func (t *Tx) PurgeHistory(tenantID string, p store.HistoryPurge) (store.HistoryPurged, error) {
 	var out store.HistoryPurged
 	budget := int64(max(p.MaxRows, 1))
@@ -196,7 +198,39 @@ func (t *Tx) PurgeHistory(tenantID string, p store.HistoryPurge) (store.HistoryP
 	if err := t.Q.QueryRowContext(bg, "SELECT bytes FROM tenant_history WHERE tenant_id = ?", tenantID).Scan(&total); err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return out, err
 	}
-	overCap := func() bool { return p.CapBytes > 0 && total > p.CapBytes }
+	before := TS(p.FinishedBefore)
+	if purgeOverCap(p, total) {
+		before = "~" // after every timestamp: any age
+	}
+	cands, err := t.purgeCandidates(tenantID, before, budget)
+	if err != nil {
+		return out, err
+	}
+	out, err = t.purgeBatch(tenantID, p, cands, budget, total)
+	if err != nil {
+		return out, err
+	}
+	return out, t.addHistoryBytes(tenantID, -out.Bytes)
+}
+
+// purgeOverCap reports whether a tenant whose history totals total bytes is over the purge's size
+// cap (never, without a cap).
+func purgeOverCap(p store.HistoryPurge, total int64) bool {
+	return p.CapBytes > 0 && total > p.CapBytes
+}
+
+// purgeCandidate is an invocation PurgeHistory may delete: the rows it takes (its row and its event
+// rows), its measured history bytes and when it finished (stored timestamp text).
+type purgeCandidate struct {
+	id         string
+	rows       int64
+	bytes      int64
+	finishedAt string
+}
+
+// purgeCandidates lists up to budget of the tenant's purge candidates that finished before before
+// (stored timestamp text; "~" for any age), oldest first.
+func (t *Tx) purgeCandidates(tenantID, before string, budget int64) ([]purgeCandidate, error) {
 	// Candidates: measured finished invocations, oldest first; a finished child or compensation
 	// handler whose workflow is still in flight is skipped (the workflow reads it). One that finished
 	// again since it was measured waits for its new measurement.
@@ -206,40 +240,39 @@ func (t *Tx) PurgeHistory(tenantID string, p store.HistoryPurge) (store.HistoryP
 		AND NOT EXISTS (SELECT 1 FROM invocations w WHERE w.id IN (` + t.D.JSONField("c.record", "parent_id") + `, ` + t.D.JSONField("c.record", "compensation_for") + `)
 			AND w.tenant_id = c.tenant_id AND w.status IN ` + InFlightStatuses + `)
 		ORDER BY c.history_finished_at LIMIT ?`
-	before := TS(p.FinishedBefore)
-	if overCap() {
-		before = "~" // after every timestamp: any age
-	}
-	type candidate struct {
-		id         string
-		rows       int64
-		bytes      int64
-		finishedAt string
-	}
-	var cands []candidate
+	var cands []purgeCandidate
 	rows, err := t.Q.QueryContext(bg, q, tenantID, before, budget)
 	if err != nil {
-		return out, err
+		return nil, err
 	}
 	for rows.Next() {
-		var c candidate
+		var c purgeCandidate
 		var last int64
 		if err := rows.Scan(&c.id, &last, &c.bytes, &c.finishedAt); err != nil {
 			rows.Close()
-			return out, err
+			return nil, err
 		}
 		c.rows = 1 + last // the row and its events (seqs 1..last_seq, without gaps)
 		cands = append(cands, c)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return out, err
+		return nil, err
 	}
+	return cands, nil
+}
+
+// purgeBatch deletes the candidates in order while they are older than the purge's cutoff or the
+// tenant (whose history totals total bytes) is over its cap, within budget rows. A candidate larger
+// than a whole batch, met first, is hidden and its newest events deleted. It does not move the
+// tenant's total (PurgeHistory does, by the bytes purged).
+func (t *Tx) purgeBatch(tenantID string, p store.HistoryPurge, cands []purgeCandidate, budget, total int64) (store.HistoryPurged, error) {
+	var out store.HistoryPurged
 	cutoff := TS(p.FinishedBefore)
 	// The candidate list itself stops at the bound: if every candidate goes, there may be more.
 	out.More = int64(len(cands)) == budget
 	for _, c := range cands {
-		if c.finishedAt >= cutoff && !overCap() {
+		if c.finishedAt >= cutoff && !purgeOverCap(p, total) {
 			out.More = false // young enough, and the tenant is within its cap
 			break
 		}
@@ -269,7 +302,7 @@ func (t *Tx) PurgeHistory(tenantID string, p store.HistoryPurge) (store.HistoryP
 		out.Bytes += c.bytes
 		total -= c.bytes
 	}
-	return out, t.addHistoryBytes(tenantID, -out.Bytes)
+	return out, nil
 }
 
 // detach removes what points at an invocation (event waits, idempotency keys, response-cache
