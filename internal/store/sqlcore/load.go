@@ -39,8 +39,31 @@ const (
 // transaction (a consistent snapshot). queueQuery, run with queueArgs, counts each tenant's ready
 // and delayed invocations at now (rows of tenant_id, ready, delayed).
 func TenantLoads(ctx context.Context, q Querier, now time.Time, queueQuery string, queueArgs ...any) ([]store.TenantLoad, error) {
+	out, err := loadTenants(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("tenant loads: %w", err)
+	}
+	into := loadIndex(out)
+	n := TS(now)
+	err = loadQueue(ctx, q, into, queueQuery, queueArgs)
+	if err == nil {
+		err = loadLeases(ctx, q, into, n)
+	}
+	if err == nil {
+		err = loadInFlight(ctx, q, into)
+	}
+	if err == nil {
+		err = loadDefinitions(ctx, q, into)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tenant loads: %w", err)
+	}
+	return out, nil
+}
+
+// loadTenants reads every tenant's policy: one load per tenant, in tenant order, with its quotas.
+func loadTenants(ctx context.Context, q Querier) ([]store.TenantLoad, error) {
 	var out []store.TenantLoad
-	byTenant := map[string]*store.TenantLoad{}
 	err := eachRow(ctx, q, loadTenantsQuery, nil, func(r *sql.Rows) error {
 		var id, doc string
 		if err := r.Scan(&id, &doc); err != nil {
@@ -53,22 +76,31 @@ func TenantLoads(ctx context.Context, q Querier, now time.Time, queueQuery strin
 		out = append(out, store.TenantLoad{TenantID: id, Quotas: p.Quotas})
 		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("tenant loads: %w", err)
+	return out, err
+}
+
+// loadInto finds the load a count of a tenant lands in.
+type loadInto func(tenantID string) *store.TenantLoad
+
+// loadIndex indexes the loads by tenant. Each count lands in the load of its tenant. Work of a
+// tenant without a policy cannot exist (starting work needs an enabled tenant); such rows would be
+// skipped (counted into a load that is thrown away).
+func loadIndex(loads []store.TenantLoad) loadInto {
+	byTenant := map[string]*store.TenantLoad{}
+	for i := range loads {
+		byTenant[loads[i].TenantID] = &loads[i]
 	}
-	for i := range out {
-		byTenant[out[i].TenantID] = &out[i]
-	}
-	n := TS(now)
-	// Each count lands in the load of its tenant. Work of a tenant without a policy cannot exist
-	// (starting work needs an enabled tenant); such rows would be skipped.
-	into := func(id string) *store.TenantLoad {
+	return func(id string) *store.TenantLoad {
 		if l := byTenant[id]; l != nil {
 			return l
 		}
 		return &store.TenantLoad{}
 	}
-	err = eachRow(ctx, q, queueQuery, queueArgs, func(r *sql.Rows) error {
+}
+
+// loadQueue counts each tenant's ready and delayed invocations with the store's queueQuery.
+func loadQueue(ctx context.Context, q Querier, into loadInto, queueQuery string, queueArgs []any) error {
+	return eachRow(ctx, q, queueQuery, queueArgs, func(r *sql.Rows) error {
 		var id string
 		var ready, delayed int64
 		if err := r.Scan(&id, &ready, &delayed); err != nil {
@@ -78,50 +110,53 @@ func TenantLoads(ctx context.Context, q Querier, now time.Time, queueQuery strin
 		l.Ready, l.Delayed = ready, delayed
 		return nil
 	})
-	if err == nil {
-		err = eachRow(ctx, q, LoadLeasesQuery, []any{n}, func(r *sql.Rows) error {
-			var id string
-			var c int64
-			if err := r.Scan(&id, &c); err != nil {
-				return err
-			}
-			into(id).LeaseExpired = c
+}
+
+// loadLeases counts each tenant's leases expired at now (stored timestamp text).
+func loadLeases(ctx context.Context, q Querier, into loadInto, now string) error {
+	return eachRow(ctx, q, LoadLeasesQuery, []any{now}, func(r *sql.Rows) error {
+		var id string
+		var c int64
+		if err := r.Scan(&id, &c); err != nil {
+			return err
+		}
+		into(id).LeaseExpired = c
+		return nil
+	})
+}
+
+// loadInFlight counts each tenant's invocations in each in-flight status (a status without any is
+// left out of the load's map).
+func loadInFlight(ctx context.Context, q Querier, into loadInto) error {
+	return eachRow(ctx, q, LoadInFlightQuery, nil, func(r *sql.Rows) error {
+		var id, st string
+		var c int64
+		if err := r.Scan(&id, &st, &c); err != nil {
+			return err
+		}
+		if c == 0 {
 			return nil
-		})
-	}
-	if err == nil {
-		err = eachRow(ctx, q, LoadInFlightQuery, nil, func(r *sql.Rows) error {
-			var id, st string
-			var c int64
-			if err := r.Scan(&id, &st, &c); err != nil {
-				return err
-			}
-			if c == 0 {
-				return nil
-			}
-			l := into(id)
-			if l.InFlight == nil {
-				l.InFlight = make(map[invocation.Status]int64, 4)
-			}
-			l.InFlight[invocation.Status(st)] = c
-			return nil
-		})
-	}
-	if err == nil {
-		err = eachRow(ctx, q, loadDefinitionsQuery, nil, func(r *sql.Rows) error {
-			var id string
-			var c int64
-			if err := r.Scan(&id, &c); err != nil {
-				return err
-			}
-			into(id).Definitions = c
-			return nil
-		})
-	}
-	if err != nil {
-		return nil, fmt.Errorf("tenant loads: %w", err)
-	}
-	return out, nil
+		}
+		l := into(id)
+		if l.InFlight == nil {
+			l.InFlight = make(map[invocation.Status]int64, 4)
+		}
+		l.InFlight[invocation.Status(st)] = c
+		return nil
+	})
+}
+
+// loadDefinitions counts each tenant's definitions that are not archived.
+func loadDefinitions(ctx context.Context, q Querier, into loadInto) error {
+	return eachRow(ctx, q, loadDefinitionsQuery, nil, func(r *sql.Rows) error {
+		var id string
+		var c int64
+		if err := r.Scan(&id, &c); err != nil {
+			return err
+		}
+		into(id).Definitions = c
+		return nil
+	})
 }
 
 // eachRow runs query on q and calls fn for every row.
