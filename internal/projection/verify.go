@@ -208,9 +208,39 @@ func (w *walker) emit(d Diff) error {
 }
 
 // invocation compares one invocation's projection with its log and adds its usage to the tenant's.
+// A difference seen outside a transaction is confirmed under the row lock (confirmInvocation).
 func (w *walker) invocation(ctx context.Context, si store.StoredInvocation) error {
 	w.sum.Invocations++
-	f := Fold{From: w.from, To: w.to}
+	f, replay, err := w.foldLog(ctx, si)
+	if err != nil {
+		return err
+	}
+	if replay != nil {
+		return w.cannotReplay(si, "", replay.Error())
+	}
+	if f.Record.LastSeq == 0 {
+		return w.cannotReplay(si, "", "the log is empty")
+	}
+	if err := shorterLog(si, f.Record); err != nil {
+		return w.cannotReplay(si, fmt.Sprintf("last_seq %d", si.LastSeq), err.Error())
+	}
+	f.mergeInto(w.usage)
+	consumed, err := w.st.EventConsumptions(ctx, si.TenantID, si.ID)
+	if err != nil {
+		return err
+	}
+	if len(CompareInvocation(si, withOwner(f.Record, si.EntrypointOwner))) == 0 &&
+		len(CompareConsumptions(si.TenantID, si.ID, consumed, f.Consumed())) == 0 {
+		return nil
+	}
+	return w.confirmInvocation(ctx, si)
+}
+
+// foldLog reads an invocation's log page by page and folds it over the tenant's usage window.
+// replay is why the log cannot be replayed (a gap, an event that does not apply); err is any other
+// failure.
+func (w *walker) foldLog(ctx context.Context, si store.StoredInvocation) (f *Fold, replay, err error) {
+	f = &Fold{From: w.from, To: w.to}
 	var after int64
 	for {
 		events, err := w.st.InvocationLog(ctx, store.EventLogQuery{TenantID: si.TenantID, InvocationID: si.ID, AfterSeq: after, Limit: w.o.PageSize})
@@ -225,44 +255,34 @@ func (w *walker) invocation(ctx context.Context, si store.StoredInvocation) erro
 			var gap *store.GapError
 			var ae *applyError
 			if !errors.As(err, &gap) && !errors.As(err, &ae) {
-				return err
+				return nil, nil, err
 			}
-			w.sum.Unreplayable++
-			w.unreplayable = true
-			return w.emit(Diff{Kind: KindInvocation, TenantID: si.TenantID, InvocationID: si.ID, Field: "log",
-				Stored: "", Recomputed: "cannot replay: " + err.Error()})
+			return nil, err, nil
 		}
 		if len(events) < w.o.PageSize {
-			break
+			return f, nil, nil
 		}
 		after = events[len(events)-1].Seq
 	}
-	if f.Record.LastSeq == 0 {
-		w.sum.Unreplayable++
-		w.unreplayable = true
-		return w.emit(Diff{Kind: KindInvocation, TenantID: si.TenantID, InvocationID: si.ID, Field: "log",
-			Stored: "", Recomputed: "cannot replay: the log is empty"})
-	}
-	if err := shorterLog(si, f.Record); err != nil {
-		w.sum.Unreplayable++
-		w.unreplayable = true
-		return w.emit(Diff{Kind: KindInvocation, TenantID: si.TenantID, InvocationID: si.ID, Field: "log",
-			Stored: fmt.Sprintf("last_seq %d", si.LastSeq), Recomputed: "cannot replay: " + err.Error()})
-	}
-	f.mergeInto(w.usage)
-	consumed, err := w.st.EventConsumptions(ctx, si.TenantID, si.ID)
-	if err != nil {
-		return err
-	}
-	if len(CompareInvocation(si, withOwner(f.Record, si.EntrypointOwner))) == 0 &&
-		len(CompareConsumptions(si.TenantID, si.ID, consumed, f.Consumed())) == 0 {
-		return nil
-	}
+}
+
+// cannotReplay counts an invocation whose log cannot be replayed, marks its tenant's usage as not
+// recomputable and reports it (field "log"; reason says why, stored what the projection holds).
+func (w *walker) cannotReplay(si store.StoredInvocation, stored, reason string) error {
+	w.sum.Unreplayable++
+	w.unreplayable = true
+	return w.emit(Diff{Kind: KindInvocation, TenantID: si.TenantID, InvocationID: si.ID, Field: "log",
+		Stored: stored, Recomputed: "cannot replay: " + reason})
+}
+
+// confirmInvocation compares the invocation again inside one transaction, rewrites it there when
+// rebuilding, and reports what still differs.
+func (w *walker) confirmInvocation(ctx context.Context, si store.StoredInvocation) error {
 	// The projection and the log were read at different moments: confirm under the row lock, where
 	// no append can come between the two reads (and rewrite there when rebuilding).
 	var diffs []Diff
 	var replay error
-	err = w.st.Update(ctx, func(tx store.Tx) error {
+	err := w.st.Update(ctx, func(tx store.Tx) error {
 		var err error
 		diffs, replay, err = checkInvocation(tx, si.TenantID, si.ID, w.rebuild)
 		return err
@@ -274,10 +294,7 @@ func (w *walker) invocation(ctx context.Context, si store.StoredInvocation) erro
 		return fmt.Errorf("invocation %s: %w", si.ID, err)
 	}
 	if replay != nil {
-		w.sum.Unreplayable++
-		w.unreplayable = true
-		return w.emit(Diff{Kind: KindInvocation, TenantID: si.TenantID, InvocationID: si.ID, Field: "log",
-			Stored: "", Recomputed: "cannot replay: " + replay.Error()})
+		return w.cannotReplay(si, "", replay.Error())
 	}
 	for _, d := range diffs {
 		if err := w.emit(d); err != nil {
@@ -290,23 +307,55 @@ func (w *walker) invocation(ctx context.Context, si store.StoredInvocation) erro
 	return nil
 }
 
-// endTenant compares the tenant's recomputed usage with the stored aggregates of its window.
+// endTenant compares the tenant's recomputed usage with the stored aggregates of its window:
+// differences first seen without a lock are confirmed hour by hour (confirmUsageHours), unless one
+// of the tenant's logs could not be replayed.
 func (w *walker) endTenant(ctx context.Context) error {
+	stored, err := w.storedUsage(ctx)
+	if err != nil {
+		return err
+	}
+	fast, hours := w.diffUsage(stored, usageKeys(stored, w.usage))
+	if w.unreplayable {
+		// One of the tenant's logs cannot be replayed: its share is unknown, so the differences
+		// are reported as they are and nothing is rewritten.
+		if w.rebuild && len(hours) > 0 {
+			w.sum.SkippedUsageTenants = append(w.sum.SkippedUsageTenants, w.tenant)
+		}
+		for _, d := range fast {
+			if err := w.emit(d); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return w.confirmUsageHours(ctx, hours)
+}
+
+// storedUsage reads the tenant's stored hourly aggregates of its usage window (none for an empty
+// window).
+func (w *walker) storedUsage(ctx context.Context) (map[usageKey]invocation.Usage, error) {
 	stored := map[usageKey]invocation.Usage{}
 	if w.from.Before(w.to) {
 		rows, err := w.st.UsageHistory(ctx, w.tenant, store.UsageQuery{From: w.from, To: w.to, Width: time.Hour})
 		if err != nil {
-			return fmt.Errorf("usage of tenant %s: %w", w.tenant, err)
+			return nil, fmt.Errorf("usage of tenant %s: %w", w.tenant, err)
 		}
 		for _, r := range rows {
 			stored[usageKey{hour: r.Start.Unix(), entrypointID: r.EntrypointID}] = r.Usage
 		}
 	}
-	keys := make([]usageKey, 0, len(stored)+len(w.usage))
+	return stored, nil
+}
+
+// usageKeys lists the keys of the stored and the recomputed aggregates, once each, in order of hour
+// and then entrypoint.
+func usageKeys(stored map[usageKey]invocation.Usage, recomputed map[usageKey]*invocation.Usage) []usageKey {
+	keys := make([]usageKey, 0, len(stored)+len(recomputed))
 	for k := range stored {
 		keys = append(keys, k)
 	}
-	for k := range w.usage {
+	for k := range recomputed {
 		if _, ok := stored[k]; !ok {
 			keys = append(keys, k)
 		}
@@ -323,8 +372,12 @@ func (w *walker) endTenant(ctx context.Context) error {
 		}
 		return 0
 	})
-	var hours []int64
-	var fast []Diff
+	return keys
+}
+
+// diffUsage compares the stored and the recomputed aggregate of each key, counting the rows
+// compared. It returns the differences and the hours that have any, ascending.
+func (w *walker) diffUsage(stored map[usageKey]invocation.Usage, keys []usageKey) (fast []Diff, hours []int64) {
 	for _, k := range keys {
 		w.sum.UsageRows++
 		var rec invocation.Usage
@@ -337,19 +390,12 @@ func (w *walker) endTenant(ctx context.Context) error {
 			hours = append(hours, k.hour)
 		}
 	}
-	if w.unreplayable {
-		// One of the tenant's logs cannot be replayed: its share is unknown, so the differences
-		// are reported as they are and nothing is rewritten.
-		if w.rebuild && len(hours) > 0 {
-			w.sum.SkippedUsageTenants = append(w.sum.SkippedUsageTenants, w.tenant)
-		}
-		for _, d := range fast {
-			if err := w.emit(d); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
+	return fast, hours
+}
+
+// confirmUsageHours checks each differing hour again in its own transaction, rewrites it there when
+// rebuilding, and reports what still differs.
+func (w *walker) confirmUsageHours(ctx context.Context, hours []int64) error {
 	// Confirm each differing hour with the aggregates locked (appends to it wait), where the logs and
 	// the aggregates are read at one moment, and rewrite it there when rebuilding.
 	for _, h := range hours {
