@@ -377,26 +377,54 @@ func Apply(r Record, e Event) (Record, error) {
 		return r, fmt.Errorf("invocation %s: event seq %d does not follow %d", r.ID, e.Seq, r.LastSeq)
 	}
 	if e.Type == EventCreated {
-		if r.LastSeq != 0 {
-			return r, &TransitionError{From: r.Status, Event: e.Type}
-		}
-		var init Record
-		if e.Initial != nil {
-			init = *e.Initial
-		} else if err := json.Unmarshal(e.Data, &init); err != nil {
-			return r, fmt.Errorf("created event data: %w", err)
-		}
-		init.Status = StatusQueued
-		init.LastSeq = e.Seq
-		init.UpdatedAt = e.At
-		if init.Attempt == 0 {
-			init.Attempt = 1
-		}
-		return init, nil
+		return applyCreated(r, e)
 	}
 	if r.LastSeq == 0 {
 		return r, fmt.Errorf("invocation %s: first event must be %q, got %q", r.ID, EventCreated, e.Type)
 	}
+	next := applyEvery(r, e)
+	se, changes := statusEvents[e.Type]
+	if !changes {
+		return next, nil
+	}
+	if !slices.Contains(se.from, r.Status) {
+		return r, &TransitionError{From: r.Status, Event: e.Type}
+	}
+	next = applyTransition(next, e, se.to)
+	next, err := applyOutcome(next, e)
+	if err != nil {
+		return r, err
+	}
+	return next, nil
+}
+
+// applyCreated starts the record from a created event, the first of every log: the record its
+// data encodes (e.Initial when the caller has it at hand), queued, on its first attempt. It
+// returns r unchanged, with an error, when r already has events or the data does not decode.
+func applyCreated(r Record, e Event) (Record, error) {
+	if r.LastSeq != 0 {
+		return r, &TransitionError{From: r.Status, Event: e.Type}
+	}
+	var init Record
+	if e.Initial != nil {
+		init = *e.Initial
+	} else if err := json.Unmarshal(e.Data, &init); err != nil {
+		return r, fmt.Errorf("created event data: %w", err)
+	}
+	init.Status = StatusQueued
+	init.LastSeq = e.Seq
+	init.UpdatedAt = e.At
+	if init.Attempt == 0 {
+		init.Attempt = 1
+	}
+	return init, nil
+}
+
+// applyEvery applies what every event after the created one does, whether or not it changes the
+// status: it advances LastSeq and UpdatedAt and the engine attempt, starts a new generation of
+// the journal on continued_as_new, records the wake reason of a suspended workflow's first
+// resolution, and adds the cost of an execution that closes without an outcome.
+func applyEvery(r Record, e Event) Record {
 	next := r
 	next.LastSeq = e.Seq
 	next.UpdatedAt = e.At
@@ -418,21 +446,14 @@ func Apply(r Record, e Event) (Record, error) {
 			next.Cost += x.Cost
 		}
 	}
-	se, changes := statusEvents[e.Type]
-	if !changes {
-		return next, nil
-	}
-	allowed := false
-	for _, f := range se.from {
-		if f == r.Status {
-			allowed = true
-			break
-		}
-	}
-	if !allowed {
-		return r, &TransitionError{From: r.Status, Event: e.Type}
-	}
-	next.Status = se.to
+	return next
+}
+
+// applyTransition moves next, already through applyEvery, to status to (a transition statusEvents
+// allows) and sets the fields the transition carries: the start, suspension and finish times,
+// the wake reason of a suspension, and the attempt a requeue or retry begins.
+func applyTransition(next Record, e Event, to Status) Record {
+	next.Status = to
 	at := e.At
 	switch e.Type {
 	case EventStarted:
@@ -443,13 +464,7 @@ func Apply(r Record, e Event) (Record, error) {
 		next.SuspendedAt, next.Wake = nil, ""
 	case EventSuspended:
 		next.SuspendedAt = &at
-		var d struct {
-			Reason string `json:"reason"`
-		}
-		if len(e.Data) > 0 && json.Unmarshal(e.Data, &d) != nil {
-			d.Reason = ""
-		}
-		next.Wake = WakeOf(d.Reason)
+		next.Wake = WakeOf(suspendReason(e))
 	case EventRequeued:
 		next.Attempt++
 		next.EngineAttempt = 0
@@ -458,27 +473,47 @@ func Apply(r Record, e Event) (Record, error) {
 		next.Attempt++
 		next.EngineAttempt = 0
 	}
-	if se.to == StatusSucceeded || se.to == StatusFailed || se.to == StatusCanceled {
+	if to == StatusSucceeded || to == StatusFailed || to == StatusCanceled {
 		next.FinishedAt = &at
 	}
-	if len(e.Data) > 0 && (e.Type == EventSucceeded || e.Type == EventFailed || e.Type == EventCanceled) {
-		var o Outcome
-		if e.Outcome != nil {
-			o = *e.Outcome
-		} else if err := json.Unmarshal(e.Data, &o); err != nil {
-			return r, fmt.Errorf("%s event data: %w", e.Type, err)
-		}
-		if len(o.Result) > 0 {
-			next.Result = o.Result
-		}
-		if o.Error != nil {
-			next.Error = o.Error
-		}
-		if o.Metrics != nil {
-			next.Metrics = *o.Metrics
-		}
-		next.Cost += o.Cost
+	return next
+}
+
+// suspendReason is the reason a suspended event's data gives, "" when it gives none or does not
+// decode.
+func suspendReason(e Event) string {
+	var d struct {
+		Reason string `json:"reason"`
 	}
+	if len(e.Data) > 0 && json.Unmarshal(e.Data, &d) != nil {
+		d.Reason = ""
+	}
+	return d.Reason
+}
+
+// applyOutcome copies the outcome of a succeeded, failed or canceled event with data (e.Outcome
+// when the caller has it at hand) into next: its result, error and metrics when given, and its
+// cost. Other events leave next as it is.
+func applyOutcome(next Record, e Event) (Record, error) {
+	if len(e.Data) == 0 || (e.Type != EventSucceeded && e.Type != EventFailed && e.Type != EventCanceled) {
+		return next, nil
+	}
+	var o Outcome
+	if e.Outcome != nil {
+		o = *e.Outcome
+	} else if err := json.Unmarshal(e.Data, &o); err != nil {
+		return next, fmt.Errorf("%s event data: %w", e.Type, err)
+	}
+	if len(o.Result) > 0 {
+		next.Result = o.Result
+	}
+	if o.Error != nil {
+		next.Error = o.Error
+	}
+	if o.Metrics != nil {
+		next.Metrics = *o.Metrics
+	}
+	next.Cost += o.Cost
 	return next, nil
 }
 

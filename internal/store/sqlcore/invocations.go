@@ -300,12 +300,37 @@ func (t *Tx) StartInvocation(events []invocation.Event, sched store.Scheduling) 
 // Expect's last_seq check hold across processes as they do in one.
 func (t *Tx) Append(req store.AppendRequest) (invocation.Record, []invocation.Event, error) {
 	tenantID, invocationID, events, opt := req.TenantID, req.InvocationID, req.Events, req.AppendOptions
+	r, pre, err := t.lockProjection(tenantID, invocationID, opt, len(events) > 0)
+	if err != nil {
+		return r, nil, err
+	}
+	var usage UsageDelta
+	r, appended, advances, err := t.foldEvents(r, invocationID, events, &usage)
+	if err != nil {
+		return r, nil, err
+	}
+	err = t.storeProjection(r, tenantID, invocationID, len(appended) > 0, advances, opt.Schedule, pre)
+	if err == nil {
+		err = t.W.WriteUsage(&usage)
+	}
+	if err != nil {
+		return r, nil, err
+	}
+	return r, appended, nil
+}
+
+// lockProjection is Append's read of the projection the events are folded into, locking its row.
+// It is the caller's Expect when the stored last_seq matches it, or, in an optimistic transaction,
+// Expect taken as current with the precondition that makes the projection's update conditional on
+// it; otherwise the stored record. It then checks the lease RequireLease names, unless the
+// precondition carries it.
+func (t *Tx) lockProjection(tenantID, invocationID string, opt store.AppendOptions, hasEvents bool) (invocation.Record, *precondition, error) {
 	var doc string
 	var owner sql.NullString
 	var r invocation.Record
 	fresh := false
 	var pre *precondition
-	if x := opt.Expect; x != nil && x.ID == invocationID && x.TenantID == tenantID && t.Optimistic && len(events) > 0 {
+	if x := opt.Expect; x != nil && x.ID == invocationID && x.TenantID == tenantID && t.Optimistic && hasEvents {
 		// The caller's projection is taken as current, and the projection's update below is made
 		// conditional on it (and on the lease): a transaction where it was not is replayed.
 		r, fresh = *x, true
@@ -337,8 +362,16 @@ func (t *Tx) Append(req store.AppendRequest) (invocation.Record, []invocation.Ev
 	if pre == nil && opt.RequireLease != "" && owner.String != opt.RequireLease {
 		return r, nil, fmt.Errorf("invocation %s: %w", invocationID, store.ErrLeaseLost)
 	}
+	return r, pre, nil
+}
+
+// foldEvents is Append's fold: it numbers and stamps each event, applies it to r and logs it,
+// adding what it uses to usage. It returns the projection after the events, the events appended
+// (replays already in the log are skipped), and whether every appended event changed nothing but
+// last_seq and updated_at (invocation.OnlyAdvances). On an error it returns the projection as
+// folded so far.
+func (t *Tx) foldEvents(r invocation.Record, invocationID string, events []invocation.Event, usage *UsageDelta) (invocation.Record, []invocation.Event, bool, error) {
 	var appended []invocation.Event
-	var usage UsageDelta
 	advances := true // every appended event changes nothing but last_seq and updated_at
 	for _, e := range events {
 		e.InvocationID = invocationID
@@ -355,16 +388,14 @@ func (t *Tx) Append(req store.AppendRequest) (invocation.Record, []invocation.Ev
 			// A replayed event may no longer apply (started, when already running): if its key is in
 			// the log it is a no-op, as 003 §1.3 requires; only then is it an error. The probe runs on
 			// this rare path only.
-			var one int
-			if perr := t.Q.QueryRowContext(bg, "SELECT 1 FROM invocation_events WHERE invocation_id = ? AND idempotency_key = ?",
-				invocationID, e.IdempotencyKey).Scan(&one); perr == nil {
+			if t.eventLogged(invocationID, e.IdempotencyKey) {
 				continue
 			}
-			return r, nil, err
+			return r, nil, false, err
 		}
 		inserted, err := t.W.InsertInvocationEvent(e)
 		if err != nil {
-			return r, nil, err
+			return r, nil, false, err
 		}
 		if !inserted {
 			continue // already in the log (003 §1.3): a no-op
@@ -374,22 +405,31 @@ func (t *Tx) Append(req store.AppendRequest) (invocation.Record, []invocation.Ev
 		r = next
 		appended = append(appended, e)
 	}
-	var err error
+	return r, appended, advances, nil
+}
+
+// eventLogged reports whether the invocation's log holds an event with the idempotency key key.
+func (t *Tx) eventLogged(invocationID, key string) bool {
+	var one int
+	err := t.Q.QueryRowContext(bg, "SELECT 1 FROM invocation_events WHERE invocation_id = ? AND idempotency_key = ?",
+		invocationID, key).Scan(&one)
+	return err == nil
+}
+
+// storeProjection is Append's write of the projection r: only last_seq and updated_at when every
+// appended event just advanced them and the queue state is not replaced, the whole record when
+// events were appended or a schedule given, and otherwise (nothing to write) the optimistic
+// precondition's check alone.
+func (t *Tx) storeProjection(r invocation.Record, tenantID, invocationID string, appended, advances bool, sched *store.Scheduling, pre *precondition) error {
 	switch {
-	case len(appended) > 0 && advances && opt.Schedule == nil:
-		err = t.advanceRecord(r, pre)
-	case len(appended) > 0 || opt.Schedule != nil:
-		err = t.writeRecord(r, false, opt.Schedule, pre)
+	case appended && advances && sched == nil:
+		return t.advanceRecord(r, pre)
+	case appended || sched != nil:
+		return t.writeRecord(r, false, sched, pre)
 	case pre != nil:
-		err = t.checkPrecondition(invocationID, tenantID, pre)
+		return t.checkPrecondition(invocationID, tenantID, pre)
 	}
-	if err == nil {
-		err = t.W.WriteUsage(&usage)
-	}
-	if err != nil {
-		return r, nil, err
-	}
-	return r, appended, nil
+	return nil
 }
 
 // advanceRecord stores r after appends that moved only its last_seq and updated_at
