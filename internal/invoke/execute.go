@@ -163,10 +163,6 @@ func (s *Service) untrack(id string) {
 
 func errorsAs(err error, target any) bool { return errors.As(err, target) }
 
-// complete records an attempt's outcome in one transaction: the attempt's timeline entries, then
-// succeeded, a scheduled retry, or failed followed by dead_lettered (functions have no compensation).
-// If this process no longer holds the attempt's lease (it was canceled, or the lease expired and the
-// work moved), the outcome is recorded as late_result and not applied.
 // parking is how a workflow run that parked is suspended: until a time (a durable timer, or now to
 // replay at once), or until a child invocation, created in the same transaction, ends.
 type parking struct {
@@ -196,6 +192,10 @@ func (p *parking) suspends() bool {
 	return p != nil && p.handler == nil && (p.until != nil || p.child != nil || p.wait != nil)
 }
 
+// complete records an attempt's outcome in one transaction: the attempt's timeline entries, then
+// succeeded, a scheduled retry, or failed followed by dead_lettered (functions have no compensation).
+// If this process no longer holds the attempt's lease (it was canceled, or the lease expired and the
+// work moved), the outcome is recorded as late_result and not applied.
 // A workflow that parks passes park: it becomes suspended, holding no goroutine; the queue wakes it
 // at park.until, or the child's completion does. o is what the attempt came to (s.decide for a
 // workflow run, the run stage's decision for a function).
@@ -256,88 +256,118 @@ func informational(timeline []invocation.Event, park *parking) []invocation.Even
 	return out
 }
 
+// completeWith records o in one transaction (complete, completeAfter): the closing write of rec's
+// attempt (completeRequest), then either a late_result when the lease was lost (completeLate) or
+// the writes that go with the applied outcome (completeFollowUps). after, when set, is the host
+// whose queued journal writes the outcome follows.
 func (s *Service) completeWith(ctx context.Context, rec invocation.Record, d definition, timeline []invocation.Event,
 	o outcome.Outcome, park *parking, after *host) (invocation.Record, error) {
 	owner := s.leaseOwner(rec)
 	// The execution's cost, at the prices of this moment, goes into the event that closes it
 	// (invocation.Execution): whatever that event is, and even when the outcome is not applied.
 	price := s.cfg.Pricing.For(rec.TenantID).Execution(o.Metrics)
-	spent := func(data map[string]any) map[string]any {
-		data["metrics"], data["cost"] = o.Metrics, price
-		return data
-	}
 	var final invocation.Record
 	err := s.update(ctx, func(tx store.Tx) error {
 		now := s.cfg.Clock.Now()
-		events, next, err := s.closingEvents(rec, timeline, o, now)
+		req, err := s.completeRequest(rec, timeline, o, owner, after, now)
 		if err != nil {
 			return err
 		}
-		opt := store.AppendOptions{RequireLease: owner, Schedule: &next, Expect: &rec}
-		if after != nil {
-			if err := after.expectChain(&opt); err != nil {
-				return err
-			}
-		}
-		final, _, err = tx.Append(store.AppendRequest{TenantID: rec.TenantID, InvocationID: rec.ID, Events: events, AppendOptions: opt})
+		final, _, err = tx.Append(req)
 		if after != nil && err != nil {
 			return err // the caller completes again, as usual
 		}
 		if errors.Is(err, store.ErrLeaseLost) {
 			// Canceled meanwhile, or the lease expired and the work moved: record, never apply.
-			data, err := json.Marshal(spent(map[string]any{"succeeded": o.Err == nil, "engine_attempt": rec.EngineAttempt}))
-			if err != nil {
-				return err
-			}
-			// Only informational entries survive: a run that lost its lease must never write journal
-			// entries (another runner may be replaying those positions), nor step retries.
-			late := append(informational(timeline, park), invocation.Event{Type: invocation.EventLateResult, Data: data, At: now,
-				EngineAttempt: rec.EngineAttempt, LogicalAttempt: rec.Attempt,
-				IdempotencyKey: eventKey(rec.ID, fmt.Sprintf("late-%d", rec.EngineAttempt), rec.Attempt, invocation.EventLateResult)})
-			final, _, err = tx.Append(store.AppendRequest{TenantID: rec.TenantID, InvocationID: rec.ID, Events: late})
+			final, err = completeLate(tx, rec, timeline, o, park, price, now)
 			return err
 		}
 		if err != nil {
 			return err
 		}
-		if park != nil && park.handler != nil && final.Status == invocation.StatusCompensating {
-			if _, err := s.create(tx, *park.handler, false, park.handlerD, now); err != nil {
-				return err
-			}
-		}
-		if rec.CompensationFor != "" && final.Status.Terminal() {
-			if err := s.resolveCompensation(tx, final, now); err != nil {
-				return err
-			}
-		}
-		if park != nil && park.child != nil {
-			if _, err := s.create(tx, *park.child, false, park.childD, now); err != nil {
-				return err
-			}
-		}
-		if park != nil && park.wait != nil && final.Status == invocation.StatusSuspended {
-			if err := s.registerWait(tx, final, *park.wait, now); err != nil {
-				return err
-			}
-		} else if park != nil && park.clearWaits {
-			if err := tx.DeleteEventWaits(rec.TenantID, rec.ID); err != nil {
-				return err
-			}
-		}
-		if rec.ParentSeq != nil && final.Status.Terminal() {
-			if err := s.resolveParent(tx, final, now); err != nil {
-				return err
-			}
-		}
-		if o.Err == nil && rec.CacheKey != "" && d.Traits.Caching.MaxAgeSeconds > 0 {
-			return tx.PutCachedInvocation(store.CacheEntry{Key: rec.CacheKey, TenantID: rec.TenantID, InvocationID: rec.ID, ExpiresAt: now.Add(time.Duration(d.Traits.Caching.MaxAgeSeconds) * time.Second)})
-		}
-		return nil
+		return s.completeFollowUps(tx, rec, final, d, o, park, now)
 	})
 	if err != nil {
 		return rec, fmt.Errorf("complete %s: %w", rec.ID, err)
 	}
 	return final, nil
+}
+
+// completeRequest is the closing write of rec's attempt: its timeline entries and the events of
+// o, under this process's lease (owner) and expecting rec as it was, or, after queued journal
+// writes (after), exactly the projection the last of them leaves.
+func (s *Service) completeRequest(rec invocation.Record, timeline []invocation.Event, o outcome.Outcome, owner string,
+	after *host, now time.Time) (store.AppendRequest, error) {
+	events, next, err := s.closingEvents(rec, timeline, o, now)
+	if err != nil {
+		return store.AppendRequest{}, err
+	}
+	opt := store.AppendOptions{RequireLease: owner, Schedule: &next, Expect: &rec}
+	if after != nil {
+		if err := after.expectChain(&opt); err != nil {
+			return store.AppendRequest{}, err
+		}
+	}
+	return store.AppendRequest{TenantID: rec.TenantID, InvocationID: rec.ID, Events: events, AppendOptions: opt}, nil
+}
+
+// completeLate records the outcome of an attempt that lost its lease without applying it: the
+// informational entries of its timeline and a late_result carrying its metrics and cost (price).
+func completeLate(tx store.Tx, rec invocation.Record, timeline []invocation.Event, o outcome.Outcome, park *parking,
+	price float64, now time.Time) (invocation.Record, error) {
+	data, err := json.Marshal(map[string]any{"succeeded": o.Err == nil, "engine_attempt": rec.EngineAttempt,
+		"metrics": o.Metrics, "cost": price})
+	if err != nil {
+		return invocation.Record{}, err
+	}
+	// Only informational entries survive: a run that lost its lease must never write journal
+	// entries (another runner may be replaying those positions), nor step retries.
+	late := append(informational(timeline, park), invocation.Event{Type: invocation.EventLateResult, Data: data, At: now,
+		EngineAttempt: rec.EngineAttempt, LogicalAttempt: rec.Attempt,
+		IdempotencyKey: eventKey(rec.ID, fmt.Sprintf("late-%d", rec.EngineAttempt), rec.Attempt, invocation.EventLateResult)})
+	final, _, err := tx.Append(store.AppendRequest{TenantID: rec.TenantID, InvocationID: rec.ID, Events: late})
+	return final, err
+}
+
+// completeFollowUps are the writes that go with an applied outcome (final, the record it left), in
+// the same transaction: a failed workflow's compensation handler, the resolution of the workflow a
+// finished handler compensated, a parked child, the event wait registered or cleared, the parent's
+// resolution, and the response cache entry.
+func (s *Service) completeFollowUps(tx store.Tx, rec, final invocation.Record, d definition, o outcome.Outcome,
+	park *parking, now time.Time) error {
+	if park != nil && park.handler != nil && final.Status == invocation.StatusCompensating {
+		if _, err := s.create(tx, *park.handler, false, park.handlerD, now); err != nil {
+			return err
+		}
+	}
+	if rec.CompensationFor != "" && final.Status.Terminal() {
+		if err := s.resolveCompensation(tx, final, now); err != nil {
+			return err
+		}
+	}
+	if park != nil && park.child != nil {
+		if _, err := s.create(tx, *park.child, false, park.childD, now); err != nil {
+			return err
+		}
+	}
+	if park != nil && park.wait != nil && final.Status == invocation.StatusSuspended {
+		if err := s.registerWait(tx, final, *park.wait, now); err != nil {
+			return err
+		}
+	} else if park != nil && park.clearWaits {
+		if err := tx.DeleteEventWaits(rec.TenantID, rec.ID); err != nil {
+			return err
+		}
+	}
+	if rec.ParentSeq != nil && final.Status.Terminal() {
+		if err := s.resolveParent(tx, final, now); err != nil {
+			return err
+		}
+	}
+	if o.Err == nil && rec.CacheKey != "" && d.Traits.Caching.MaxAgeSeconds > 0 {
+		return tx.PutCachedInvocation(store.CacheEntry{Key: rec.CacheKey, TenantID: rec.TenantID, InvocationID: rec.ID, ExpiresAt: now.Add(time.Duration(d.Traits.Caching.MaxAgeSeconds) * time.Second)})
+	}
+	return nil
 }
 
 // host is the sandbox's window on the world for one attempt: egress with the tenant's allowlist,

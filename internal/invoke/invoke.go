@@ -721,35 +721,9 @@ func eventKey(id, step string, attempt int, t invocation.EventType) string {
 // returns, async ones are queued.
 func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartRequest, opt StartOptions) (Started, error) {
 	var out Started
-	if !sc.Has(auth.RoleOperator) {
-		return out, problem.Forbidden("invoking entrypoints needs the operator role")
-	}
-	if sc.Operator {
-		return out, problem.Forbidden("the platform operator has no tenant to invoke in; use a tenant token")
-	}
-	// 1. Entrypoint exists; 2. it is callable.
-	e, err := s.resolve(ctx, viewer(sc), req.EntrypointID)
+	e, d, mode, err := s.startTarget(ctx, sc, req)
 	if err != nil {
 		return out, err
-	}
-	d, err := s.definition(e)
-	if err != nil {
-		return out, problem.Internal(err)
-	}
-	if d.Traits.Entrypoint != nil && !*d.Traits.Entrypoint {
-		return out, problem.Forbidden("entrypoint %s is internal (traits.entrypoint: false): it can only be called from other entrypoints with r_invoke_v1", e.GTSID)
-	}
-	mode := req.Mode
-	if mode == "" {
-		mode = d.Traits.Invocation.Default
-	}
-	supported := false
-	for _, m := range d.Traits.Invocation.Supported {
-		supported = supported || m == mode
-	}
-	if !supported {
-		return out, problem.Validation("mode not supported", []problem.Issue{{Path: "$.mode", Code: "INVALID_VALUE",
-			Message: fmt.Sprintf("mode %q is not in traits.invocation.supported %v", mode, d.Traits.Invocation.Supported)}})
 	}
 	// 3. Params match the schema.
 	params, canon, err := s.validateParams(d, req.Params)
@@ -761,47 +735,21 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 		return out, problem.Internal(err)
 	}
 	now := s.cfg.Clock.Now()
-	correlation := opt.CorrelationID
-	if correlation == "" {
-		correlation = obs.CorrelationID(ctx)
+	correlation := s.startCorrelation(ctx, opt)
+	if err := s.startQuota(ctx, sc.TenantID, policy); err != nil {
+		return out, err
 	}
-	if correlation == "" {
-		correlation = s.cfg.IDs.New("corr")
-	}
-	// 4. Tenant quota: at capacity when as many invocations run as max_concurrent_executions allows.
-	if max := policy.Quotas.MaxConcurrentExecutions; max != nil {
-		n, err := s.cfg.Store.CountTenantRunning(ctx, sc.TenantID)
-		if err != nil {
-			return out, problem.Internal(err)
-		}
-		if n >= *max {
-			s.cfg.Observer.QuotaExceeded(sc.TenantID, quotaConcurrent)
-			return out, quotaExceeded(sc.TenantID, *max)
-		}
-	}
-	memLimit := d.Traits.Limits.MemoryMB
 	if req.DryRun {
-		// 000: a synthetic record; nothing persisted or executed; no cache, quota use or key effects.
-		rec := invocation.Record{ID: "dryrun_" + strings.TrimPrefix(s.cfg.IDs.New("x"), "x_"), TenantID: sc.TenantID,
-			EntrypointID: req.EntrypointID, EntrypointVersion: e.Version, Status: invocation.StatusQueued,
-			Mode: invocation.Mode(mode), Params: canon, CorrelationID: correlation, CreatedAt: now,
-			Metrics: invocation.Metrics{MemoryLimitMB: i64(memLimit)}}
-		out.Record, out.DryRun = rec, true
+		out.Record, out.DryRun = s.startDryRun(sc.TenantID, req, e, d, mode, canon, correlation, now), true
 		return out, nil
 	}
 	// The request an Idempotency-Key stands for: the entrypoint id as given, the mode and the
 	// canonical params (schema defaults applied).
 	reqHash := hashOf(req.EntrypointID, mode, string(canon))
-	// Response cache (000): Idempotency-Key + is_idempotent + max_age_seconds > 0, for this request only.
-	ckey := ""
-	if opt.IdempotencyKey != "" && d.Traits.IsIdempotent && d.Traits.Caching.MaxAgeSeconds > 0 {
-		ckey = cacheKey(sc, e, opt.IdempotencyKey, reqHash)
-		if ten, id, err := s.cfg.Store.CachedInvocation(ctx, ckey, now); err == nil && ten == sc.TenantID {
-			if rec, err := s.cfg.Store.Invocation(ctx, ten, id); err == nil && rec.Status == invocation.StatusSucceeded {
-				out.Record, out.Cached = rec, true
-				return out, nil
-			}
-		}
+	ckey, cached, hit := s.startCached(ctx, sc, e, d, opt.IdempotencyKey, reqHash, now)
+	if hit {
+		out.Record, out.Cached = cached, true
+		return out, nil
 	}
 	// Rate limit (000): after dry-run and cache hits, which do not count; a refused request creates
 	// nothing; the permit of a request that turns out to replay an Idempotency-Key is given back.
@@ -821,96 +769,243 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 	defer leave()
 	rec := invocation.Record{ID: s.cfg.IDs.New("inv"), TenantID: sc.TenantID, EntrypointRef: e.ID, EntrypointID: e.GTSID,
 		EntrypointVersion: e.Version, SubjectID: sc.SubjectID, Mode: invocation.Mode(mode), Params: canon,
-		CorrelationID: correlation, Metrics: invocation.Metrics{MemoryLimitMB: i64(memLimit)}, Attempt: 1,
+		CorrelationID: correlation, Metrics: invocation.Metrics{MemoryLimitMB: i64(d.Traits.Limits.MemoryMB)}, Attempt: 1,
 		CreatedAt: now, CacheKey: ckey, EntrypointOwner: entrypointOwner(e)}
 	rec.TraceID, rec.SpanID = recordIDs(ctx, opt.TraceParent)
 	// A plain sync call (no Idempotency-Key, no concurrency quota) has nothing to check in its start's
 	// transaction, so it runs while its start is written: a function's outcome usually joins that
 	// write (runSync); a workflow's first journal write and side effect wait for it (enqueueJournal).
 	plain := mode == string(invocation.ModeSync) && opt.IdempotencyKey == "" && policy.Quotas.MaxConcurrentExecutions == nil
-	if plain && e.Kind != entrypoint.KindWorkflow {
-		final, err := s.runSync(context.WithoutCancel(ctx), rec, params, e, d, now)
-		if err != nil {
-			permit.Release()
-			return out, problem.Internal(err)
-		}
-		out.Record = final
-		return out, nil
-	}
 	if plain {
+		return s.startPlain(ctx, rec, params, e, d, now, permit)
+	}
+	v, err := s.startAccept(ctx, sc, opt.IdempotencyKey, policy, rec, d, reqHash, now, permit)
+	if err != nil {
+		return out, err
+	}
+	return s.startAccepted(ctx, sc.TenantID, mode, v, e, d, now)
+}
+
+// startTarget is Start's first phase: the caller may invoke (a tenant operator), the entrypoint
+// exists and is callable from outside, and the mode asked for (or the entrypoint's default) is one
+// it supports. It returns the entrypoint, its definition and the mode.
+func (s *Service) startTarget(ctx context.Context, sc auth.SecurityContext, req StartRequest) (entrypoint.Entrypoint, definition, string, error) {
+	if !sc.Has(auth.RoleOperator) {
+		return entrypoint.Entrypoint{}, definition{}, "", problem.Forbidden("invoking entrypoints needs the operator role")
+	}
+	if sc.Operator {
+		return entrypoint.Entrypoint{}, definition{}, "", problem.Forbidden("the platform operator has no tenant to invoke in; use a tenant token")
+	}
+	// 1. Entrypoint exists; 2. it is callable.
+	e, err := s.resolve(ctx, viewer(sc), req.EntrypointID)
+	if err != nil {
+		return e, definition{}, "", err
+	}
+	d, err := s.definition(e)
+	if err != nil {
+		return e, d, "", problem.Internal(err)
+	}
+	if d.Traits.Entrypoint != nil && !*d.Traits.Entrypoint {
+		return e, d, "", problem.Forbidden("entrypoint %s is internal (traits.entrypoint: false): it can only be called from other entrypoints with r_invoke_v1", e.GTSID)
+	}
+	mode := req.Mode
+	if mode == "" {
+		mode = d.Traits.Invocation.Default
+	}
+	supported := false
+	for _, m := range d.Traits.Invocation.Supported {
+		supported = supported || m == mode
+	}
+	if !supported {
+		return e, d, mode, problem.Validation("mode not supported", []problem.Issue{{Path: "$.mode", Code: "INVALID_VALUE",
+			Message: fmt.Sprintf("mode %q is not in traits.invocation.supported %v", mode, d.Traits.Invocation.Supported)}})
+	}
+	return e, d, mode, nil
+}
+
+// startCorrelation is a start's correlation id: the caller's (the request header), else the
+// request context's, else a new one.
+func (s *Service) startCorrelation(ctx context.Context, opt StartOptions) string {
+	correlation := opt.CorrelationID
+	if correlation == "" {
+		correlation = obs.CorrelationID(ctx)
+	}
+	if correlation == "" {
+		correlation = s.cfg.IDs.New("corr")
+	}
+	return correlation
+}
+
+// startQuota is Start's early check of the tenant's concurrency quota, before anything is written
+// (the start's transaction checks it again when it writes).
+func (s *Service) startQuota(ctx context.Context, tenantID string, policy tenant.Policy) error {
+	// 4. Tenant quota: at capacity when as many invocations run as max_concurrent_executions allows.
+	if max := policy.Quotas.MaxConcurrentExecutions; max != nil {
+		n, err := s.cfg.Store.CountTenantRunning(ctx, tenantID)
+		if err != nil {
+			return problem.Internal(err)
+		}
+		if n >= *max {
+			s.cfg.Observer.QuotaExceeded(tenantID, quotaConcurrent)
+			return quotaExceeded(tenantID, *max)
+		}
+	}
+	return nil
+}
+
+// startDryRun is the record a dry-run start answers with.
+func (s *Service) startDryRun(tenantID string, req StartRequest, e entrypoint.Entrypoint, d definition, mode string,
+	canon json.RawMessage, correlation string, now time.Time) invocation.Record {
+	// 000: a synthetic record; nothing persisted or executed; no cache, quota use or key effects.
+	return invocation.Record{ID: "dryrun_" + strings.TrimPrefix(s.cfg.IDs.New("x"), "x_"), TenantID: tenantID,
+		EntrypointID: req.EntrypointID, EntrypointVersion: e.Version, Status: invocation.StatusQueued,
+		Mode: invocation.Mode(mode), Params: canon, CorrelationID: correlation, CreatedAt: now,
+		Metrics: invocation.Metrics{MemoryLimitMB: i64(d.Traits.Limits.MemoryMB)}}
+}
+
+// startCached looks a start up in the response cache. It returns the cache key the new invocation
+// carries ("" when the request is not cacheable) and, on a hit, the cached succeeded invocation.
+func (s *Service) startCached(ctx context.Context, sc auth.SecurityContext, e entrypoint.Entrypoint, d definition,
+	idempotencyKey, reqHash string, now time.Time) (string, invocation.Record, bool) {
+	// Response cache (000): Idempotency-Key + is_idempotent + max_age_seconds > 0, for this request only.
+	ckey := ""
+	if idempotencyKey != "" && d.Traits.IsIdempotent && d.Traits.Caching.MaxAgeSeconds > 0 {
+		ckey = cacheKey(sc, e, idempotencyKey, reqHash)
+		if ten, id, err := s.cfg.Store.CachedInvocation(ctx, ckey, now); err == nil && ten == sc.TenantID {
+			if rec, err := s.cfg.Store.Invocation(ctx, ten, id); err == nil && rec.Status == invocation.StatusSucceeded {
+				return ckey, rec, true
+			}
+		}
+	}
+	return ckey, invocation.Record{}, false
+}
+
+// startPlain runs a plain sync call while its start is written: a workflow's through
+// startWorkflowSync, a function's through runSync.
+func (s *Service) startPlain(ctx context.Context, rec invocation.Record, params any, e entrypoint.Entrypoint, d definition,
+	now time.Time, permit ratelimit.Decision) (Started, error) {
+	if e.Kind == entrypoint.KindWorkflow {
 		return s.startWorkflowSync(ctx, rec, e, d, now, permit)
 	}
+	var out Started
+	final, err := s.runSync(context.WithoutCancel(ctx), rec, params, e, d, now)
+	if err != nil {
+		permit.Release()
+		return out, problem.Internal(err)
+	}
+	out.Record = final
+	return out, nil
+}
+
+// startVerdict is what a start's transaction came to: the invocation it created, or the earlier
+// invocation its Idempotency-Key replays, or the refusal (a key reused for a different request, the
+// concurrency quota) that undid its writes.
+type startVerdict struct {
+	created   invocation.Record
+	replayOf  string
+	refused   error
+	overQuota bool
+}
+
+// startKey is a start's Idempotency-Key ("" for none): the key as given, the scope it is kept in,
+// the hash of the request it stands for, and how long it is kept.
+type startKey struct {
+	key, scope, reqHash string
+	window              time.Duration
+}
+
+// startAccept writes a start that has something to check in its transaction (an Idempotency-Key,
+// the concurrency quota, or an async call) and reports what it came to. The rate-limit permit is
+// given back when nothing new was accepted; a refusal is returned as is, a failure as internal.
+func (s *Service) startAccept(ctx context.Context, sc auth.SecurityContext, idempotencyKey string, policy tenant.Policy,
+	rec invocation.Record, d definition, reqHash string, now time.Time, permit ratelimit.Decision) (startVerdict, error) {
 	window := time.Duration(policy.Idempotency.DeduplicationWindowSeconds) * time.Second
 	if window <= 0 {
 		window = 24 * time.Hour
 	}
 	// Keys are scoped to the caller (tenant and subject), as API idempotency keys usually are: one
 	// user's key never replays another user's invocation.
-	keyScope := "invoke:" + sc.SubjectID
-	var replayOf string
-	var perr error
-	var overQuota bool
-	var created invocation.Record
+	k := startKey{key: idempotencyKey, scope: "invoke:" + sc.SubjectID, reqHash: reqHash, window: window}
+	var v startVerdict
 	accept := func(tx store.Tx) error {
-		replayOf, perr, overQuota = "", nil, false
-		if opt.IdempotencyKey != "" {
-			prev, err := tx.IdempotencyKey(store.IdempotencyKeyQuery{TenantID: sc.TenantID, Scope: keyScope, Key: opt.IdempotencyKey, Now: now})
-			if err == nil {
-				if prev.RequestHash != reqHash {
-					perr = problem.Validation("Idempotency-Key reused with a different request", []problem.Issue{{Path: "$", Code: "IDEMPOTENCY_KEY_REUSED",
-						Message: "this Idempotency-Key was used for a different request within the deduplication window"}})
-					return perr
-				}
-				replayOf = prev.InvocationID
-				return nil
-			}
-			if !errors.Is(err, store.ErrNotFound) {
-				return err
-			}
-		}
-		if max := policy.Quotas.MaxConcurrentExecutions; max != nil {
-			n, err := tx.CountTenantRunning(sc.TenantID)
-			if err != nil {
-				return err
-			}
-			if n >= *max {
-				perr, overQuota = quotaExceeded(sc.TenantID, *max), true
-				return perr
-			}
-		}
 		var err error
-		if created, err = s.create(tx, rec, mode == string(invocation.ModeSync), d, now); err != nil {
-			return err
-		}
-		if opt.IdempotencyKey != "" {
-			return tx.PutIdempotencyKey(store.IdempotencyRecord{TenantID: sc.TenantID, Scope: keyScope, Key: opt.IdempotencyKey,
-				RequestHash: reqHash, InvocationID: rec.ID, CreatedAt: now, ExpiresAt: now.Add(window)})
-		}
-		return nil
+		v, err = s.startAcceptTx(tx, k, policy.Quotas.MaxConcurrentExecutions, rec, d, now)
+		return err
 	}
 	// A key another request committed after this one read it (on another node, or on another
 	// writer connection) refuses the put and undoes this request's writes; the second try reads
 	// that request's key and replays its invocation or refuses a different request.
+	var err error
 	for try := 1; ; try++ {
 		err = s.update(ctx, accept)
-		if !errors.Is(err, store.ErrConflict) || opt.IdempotencyKey == "" || try == 3 {
+		if !errors.Is(err, store.ErrConflict) || idempotencyKey == "" || try == 3 {
 			break
 		}
 	}
-	if perr != nil || err != nil || replayOf != "" {
+	if v.refused != nil || err != nil || v.replayOf != "" {
 		permit.Release()
 	}
-	if overQuota {
+	if v.overQuota {
 		s.cfg.Observer.QuotaExceeded(sc.TenantID, quotaConcurrent)
 	}
-	if perr != nil {
-		return out, perr
+	if v.refused != nil {
+		return v, v.refused
 	}
 	if err != nil {
-		return out, problem.Internal(err)
+		return v, problem.Internal(err)
 	}
-	if replayOf != "" {
-		prev, err := s.cfg.Store.Invocation(ctx, sc.TenantID, replayOf)
+	return v, nil
+}
+
+// startAcceptTx is one try of a start's transaction: the Idempotency-Key replays an earlier
+// identical request (or refuses a different one), the concurrency quota refuses, or the invocation
+// is created (started at once when sync) and its key recorded. A refusal is also returned as the
+// error, so that the transaction writes nothing.
+func (s *Service) startAcceptTx(tx store.Tx, k startKey, quota *int64, rec invocation.Record, d definition, now time.Time) (startVerdict, error) {
+	var v startVerdict
+	if k.key != "" {
+		prev, err := tx.IdempotencyKey(store.IdempotencyKeyQuery{TenantID: rec.TenantID, Scope: k.scope, Key: k.key, Now: now})
+		if err == nil {
+			if prev.RequestHash != k.reqHash {
+				v.refused = problem.Validation("Idempotency-Key reused with a different request", []problem.Issue{{Path: "$", Code: "IDEMPOTENCY_KEY_REUSED",
+					Message: "this Idempotency-Key was used for a different request within the deduplication window"}})
+				return v, v.refused
+			}
+			v.replayOf = prev.InvocationID
+			return v, nil
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			return v, err
+		}
+	}
+	if quota != nil {
+		n, err := tx.CountTenantRunning(rec.TenantID)
+		if err != nil {
+			return v, err
+		}
+		if n >= *quota {
+			v.refused, v.overQuota = quotaExceeded(rec.TenantID, *quota), true
+			return v, v.refused
+		}
+	}
+	var err error
+	if v.created, err = s.create(tx, rec, rec.Mode == invocation.ModeSync, d, now); err != nil {
+		return v, err
+	}
+	if k.key != "" {
+		return v, tx.PutIdempotencyKey(store.IdempotencyRecord{TenantID: rec.TenantID, Scope: k.scope, Key: k.key,
+			RequestHash: k.reqHash, InvocationID: rec.ID, CreatedAt: now, ExpiresAt: now.Add(k.window)})
+	}
+	return v, nil
+}
+
+// startAccepted is Start's last phase after its transaction: a replay answers with the earlier
+// invocation, an async call is queued, and a sync call runs now.
+func (s *Service) startAccepted(ctx context.Context, tenantID, mode string, v startVerdict, e entrypoint.Entrypoint, d definition,
+	now time.Time) (Started, error) {
+	var out Started
+	if v.replayOf != "" {
+		prev, err := s.cfg.Store.Invocation(ctx, tenantID, v.replayOf)
 		if err != nil {
 			return out, problem.Internal(err)
 		}
@@ -918,14 +1013,14 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 		return out, nil
 	}
 	if mode == string(invocation.ModeAsync) {
-		out.Record, out.Queued = created, true
+		out.Record, out.Queued = v.created, true
 		return out, nil
 	}
 	// Sync: run now, on this request's goroutine. The caller going away does not cancel accepted work.
 	if e.Kind == entrypoint.KindWorkflow {
-		return s.runWorkflowSync(ctx, newClaim(created), e, d, now)
+		return s.runWorkflowSync(ctx, newClaim(v.created), e, d, now)
 	}
-	final, err := s.execute(context.WithoutCancel(ctx), created, e, d, time.Time{})
+	final, err := s.execute(context.WithoutCancel(ctx), v.created, e, d, time.Time{})
 	if err != nil {
 		return out, problem.Internal(err)
 	}
