@@ -104,12 +104,52 @@ func backfillAs(b schedule.Backfill) auth.SecurityContext {
 // CreateBackfill validates spec, computes every instant of [start, end) and stores the backfill
 // with one pending partition per instant (201). Its chunks start on the driver's next pass.
 func (s *Service) CreateBackfill(ctx context.Context, sc auth.SecurityContext, spec BackfillSpec) (schedule.Backfill, error) {
-	var b schedule.Backfill
 	if err := canWrite(sc); err != nil {
+		return schedule.Backfill{}, err
+	}
+	b, err := s.newBackfill(sc, spec)
+	if err != nil {
 		return b, err
 	}
+	if err := s.resolveTarget(ctx, sc.TenantID, spec, &b); err != nil {
+		return b, err
+	}
+	times, err := cron.Parse(b.Step.Kind, b.Step.Value, b.Step.Timezone, b.Start)
+	var ce *cron.Error
+	if errors.As(err, &ce) {
+		return b, invalid("$.step."+strings.TrimPrefix(ce.Field, "expression."), "INVALID_VALUE", "step: %s", ce.Reason)
+	} else if err != nil {
+		return b, problem.Internal(err)
+	}
+	if err := configure(&b.Config, spec); err != nil {
+		return b, err
+	}
+	parts, err := backfillPartitions(times, b)
+	if err != nil {
+		return b, err
+	}
+	// The entrypoint must be callable as the backfill will call it, with valid params.
+	first, err := instantParams(b.Params, parts[0].ScheduledAt)
+	if err != nil {
+		return b, problem.Internal(err)
+	}
+	if _, err := s.inv.Plan(ctx, invoke.SystemStart{As: backfillAs(b), EntrypointID: b.EntrypointID, Params: first}); err != nil {
+		return b, err
+	}
+	b.Progress = schedule.Progress{Total: len(parts), Pending: len(parts)}
+	b.Chunks = schedule.Chunks{Total: parts[len(parts)-1].Chunk + 1}
+	if err := s.insertBackfill(ctx, sc, &b, parts); err != nil {
+		return b, err
+	}
+	s.Wake()
+	return b, nil
+}
+
+// newBackfill is the running backfill spec asks for, created now by sc, with its id (checked, or
+// a new one) and its range [start, end) checked; what it runs is resolved later.
+func (s *Service) newBackfill(sc auth.SecurityContext, spec BackfillSpec) (schedule.Backfill, error) {
 	now := s.o.Clock.Now()
-	b = schedule.Backfill{ID: spec.BackfillID, TenantID: sc.TenantID, CreatedBy: sc.SubjectID, CreatedAt: now, UpdatedAt: now,
+	b := schedule.Backfill{ID: spec.BackfillID, TenantID: sc.TenantID, CreatedBy: sc.SubjectID, CreatedAt: now, UpdatedAt: now,
 		State: schedule.BackfillRunning, StartedAt: &now}
 	if b.ID == "" {
 		b.ID = s.o.IDs.New("bf")
@@ -126,91 +166,99 @@ func (s *Service) CreateBackfill(ctx context.Context, sc auth.SecurityContext, s
 	if !b.End.After(b.Start) {
 		return b, invalid("$.end", "INVALID_VALUE", "end must be after start")
 	}
+	return b, nil
+}
+
+// resolveTarget sets what b runs: the entrypoint, the step and the params of the schedule
+// spec names (its input overrides under spec's params) or of spec itself; a step in spec
+// overrides the schedule's.
+func (s *Service) resolveTarget(ctx context.Context, tenantID string, spec BackfillSpec, b *schedule.Backfill) error {
 	params := spec.Params
 	if len(params) == 0 || string(params) == "null" {
 		params = json.RawMessage(`{}`)
 	}
 	var obj map[string]json.RawMessage
 	if json.Unmarshal(params, &obj) != nil || obj == nil {
-		return b, invalid("$.params", "SCHEMA_MISMATCH", "params must be a JSON object")
+		return invalid("$.params", "SCHEMA_MISMATCH", "params must be a JSON object")
 	}
 	switch {
 	case spec.ScheduleID != "":
-		sch, err := s.store.Schedule(ctx, sc.TenantID, spec.ScheduleID)
+		sch, err := s.store.Schedule(ctx, tenantID, spec.ScheduleID)
 		if err != nil {
-			return b, storeErr(spec.ScheduleID, err)
+			return storeErr(spec.ScheduleID, err)
 		}
 		b.ScheduleID, b.EntrypointID = sch.ID, sch.EntrypointID
 		b.Step = schedule.Step{Expression: sch.Expression, Timezone: sch.Timezone}
 		if params, err = mergeObjects(sch.InputOverrides, params); err != nil {
-			return b, problem.Internal(err)
+			return problem.Internal(err)
 		}
 	default:
 		b.EntrypointID = spec.EntrypointID
 		if len(spec.Step) == 0 {
-			return b, invalid("$.step", "MISSING_FIELD", `step is required with entrypoint_id: an ISO 8601 interval such as "P1D", or a cron expression object`)
+			return invalid("$.step", "MISSING_FIELD", `step is required with entrypoint_id: an ISO 8601 interval such as "P1D", or a cron expression object`)
 		}
 	}
 	if len(spec.Step) > 0 {
 		st, err := parseStep(spec.Step)
 		if err != nil {
-			return b, err
+			return err
 		}
 		b.Step = st
 	}
 	b.Params = params
-	times, err := cron.Parse(b.Step.Kind, b.Step.Value, b.Step.Timezone, b.Start)
-	var ce *cron.Error
-	if errors.As(err, &ce) {
-		return b, invalid("$.step."+strings.TrimPrefix(ce.Field, "expression."), "INVALID_VALUE", "step: %s", ce.Reason)
-	} else if err != nil {
-		return b, problem.Internal(err)
+	return nil
+}
+
+// configure sets c from spec's chunk size, concurrency and failure policy (defaults where spec
+// leaves them out), checking their ranges.
+func configure(c *schedule.BackfillConfig, spec BackfillSpec) error {
+	var err error
+	if c.ChunkSize, err = intIn(spec.ChunkSize, schedule.DefaultChunkSize, 1, schedule.MaxChunkSize, "$.chunk_size"); err != nil {
+		return err
 	}
-	if b.Config.ChunkSize, err = intIn(spec.ChunkSize, schedule.DefaultChunkSize, 1, schedule.MaxChunkSize, "$.chunk_size"); err != nil {
-		return b, err
+	if c.MaxConcurrentRuns, err = intIn(spec.MaxConcurrentRuns, schedule.DefaultBackfillRuns, 1, schedule.MaxBackfillRunsLimit, "$.max_concurrent_runs"); err != nil {
+		return err
 	}
-	if b.Config.MaxConcurrentRuns, err = intIn(spec.MaxConcurrentRuns, schedule.DefaultBackfillRuns, 1, schedule.MaxBackfillRunsLimit, "$.max_concurrent_runs"); err != nil {
-		return b, err
+	c.StopOnFailure = spec.StopOnFailure
+	if c.FailureThreshold, err = parseThreshold(spec.FailureThreshold); err != nil {
+		return err
 	}
-	b.Config.StopOnFailure = spec.StopOnFailure
-	if b.Config.FailureThreshold, err = parseThreshold(spec.FailureThreshold); err != nil {
-		return b, err
-	}
+	return nil
+}
+
+// backfillPartitions is one pending partition per instant of times in b's range [start, end), in chunks
+// of b's chunk size: at least one, at most schedule.MaxBackfillPartitions.
+func backfillPartitions(times cron.Schedule, b schedule.Backfill) ([]schedule.Partition, error) {
 	var parts []schedule.Partition
 	for t := times.Next(b.Start.Add(-time.Nanosecond)); !t.IsZero() && t.Before(b.End); t = times.Next(t) {
 		if len(parts) == schedule.MaxBackfillPartitions {
-			return b, invalid("$.end", "INVALID_VALUE", "the range has more than %d instants; split it into several backfills", schedule.MaxBackfillPartitions)
+			return nil, invalid("$.end", "INVALID_VALUE", "the range has more than %d instants; split it into several backfills", schedule.MaxBackfillPartitions)
 		}
 		parts = append(parts, schedule.Partition{ID: fmt.Sprintf("p%06d", len(parts)), Seq: len(parts), ScheduledAt: t,
 			Chunk: len(parts) / b.Config.ChunkSize, State: schedule.PartitionPending})
 	}
 	if len(parts) == 0 {
-		return b, invalid("$.end", "INVALID_VALUE", "the range [start, end) holds no instant of the step")
+		return nil, invalid("$.end", "INVALID_VALUE", "the range [start, end) holds no instant of the step")
 	}
-	// The entrypoint must be callable as the backfill will call it, with valid params.
-	first, err := instantParams(b.Params, parts[0].ScheduledAt)
-	if err != nil {
-		return b, problem.Internal(err)
-	}
-	if _, err := s.inv.Plan(ctx, invoke.SystemStart{As: backfillAs(b), EntrypointID: b.EntrypointID, Params: first}); err != nil {
-		return b, err
-	}
-	b.Progress = schedule.Progress{Total: len(parts), Pending: len(parts)}
-	b.Chunks = schedule.Chunks{Total: parts[len(parts)-1].Chunk + 1}
-	err = s.store.Update(ctx, func(tx store.Tx) error {
-		if err := tx.InsertBackfill(&b, parts); err != nil {
+	return parts, nil
+}
+
+// insertBackfill stores b with its partitions and the audit event of its creation, in one
+// transaction. A backfill with b's id already is 409.
+func (s *Service) insertBackfill(ctx context.Context, sc auth.SecurityContext, b *schedule.Backfill, parts []schedule.Partition) error {
+	err := s.store.Update(ctx, func(tx store.Tx) error {
+		if err := tx.InsertBackfill(b, parts); err != nil {
 			return err
 		}
-		return s.writeBackfillAudit(ctx, tx, sc, b, audit.BackfillCreated, map[string]any{"partitions": len(parts)})
+		return s.writeBackfillAudit(ctx, tx, sc, *b, audit.BackfillCreated, map[string]any{"partitions": len(parts)})
 	})
 	switch {
 	case errors.Is(err, store.ErrConflict):
-		return b, problem.Conflict("backfill_exists", "a backfill with id %s already exists", b.ID).With("backfill_id", b.ID)
+		return problem.Conflict("backfill_exists", "a backfill with id %s already exists", b.ID).With("backfill_id", b.ID)
 	case err != nil:
-		return b, problem.Internal(err)
+		return problem.Internal(err)
 	}
-	s.Wake()
-	return b, nil
+	return nil
 }
 
 // writeBackfillAudit records an audit event of backfill b in tx.
@@ -282,57 +330,14 @@ func (s *Service) ControlBackfill(ctx context.Context, sc auth.SecurityContext, 
 			return err
 		}
 		now := s.o.Clock.Now()
-		conflict := func() error {
-			perr = problem.Conflict("invalid_transition", "cannot %s a backfill that is %s", action, b.State).
-				With("current_status", b.State).With("action", action)
+		typ, c, p, err := s.transition(tx, &b, action, now)
+		cancel = c
+		if p != nil {
+			perr = p
 			return perr
 		}
-		var typ string
-		switch action {
-		case BackfillPause:
-			if b.State != schedule.BackfillRunning {
-				return conflict()
-			}
-			b.State, typ = schedule.BackfillPaused, audit.BackfillPaused
-		case BackfillResume:
-			if b.State != schedule.BackfillPaused {
-				return conflict()
-			}
-			b.State, typ = schedule.BackfillRunning, audit.BackfillResumed
-		case BackfillCancel:
-			if b.State != schedule.BackfillRunning && b.State != schedule.BackfillPaused {
-				return conflict()
-			}
-			if _, err := tx.SetPartitions(store.PartitionMove{TenantID: b.TenantID, BackfillID: b.ID, From: schedule.PartitionPending, To: schedule.PartitionSkipped}); err != nil {
-				return err
-			}
-			if cancel, err = tx.SetPartitions(store.PartitionMove{TenantID: b.TenantID, BackfillID: b.ID, From: schedule.PartitionRunning, To: schedule.PartitionSkipped}); err != nil {
-				return err
-			}
-			b.State, b.CompletedAt, typ = schedule.BackfillCanceled, &now, audit.BackfillCanceled
-		case BackfillRetry:
-			if b.State == schedule.BackfillCanceled {
-				return conflict()
-			}
-			settled, _, err := tx.SettleBackfill(b.TenantID, b.ID)
-			if err != nil {
-				return err
-			}
-			if settled.Failed == 0 {
-				perr = problem.Conflict("nothing_to_retry", "backfill %s has no failed partitions", b.ID).With("current_status", b.State)
-				return perr
-			}
-			if _, err := tx.SetPartitions(store.PartitionMove{TenantID: b.TenantID, BackfillID: b.ID, From: schedule.PartitionFailed, To: schedule.PartitionPending}); err != nil {
-				return err
-			}
-			if b.State != schedule.BackfillPaused {
-				b.State = schedule.BackfillRunning
-			}
-			b.FailureReason, b.CompletedAt, typ = "", nil, audit.BackfillRetried
-		default:
-			perr = problem.Validation("unknown action", []problem.Issue{{Path: "$", Code: "INVALID_VALUE",
-				Message: fmt.Sprintf("unknown backfill action %q: use pause, resume, cancel or retry", action)}})
-			return perr
+		if err != nil {
+			return err
 		}
 		if b.Progress, b.Chunks, err = tx.SettleBackfill(b.TenantID, b.ID); err != nil {
 			return err
@@ -350,6 +355,86 @@ func (s *Service) ControlBackfill(ctx context.Context, sc auth.SecurityContext, 
 	if err != nil {
 		return out, backfillErr(id, err)
 	}
+	s.cancelPartitionRuns(ctx, sc, id, cancel)
+	s.Wake()
+	return out, nil
+}
+
+// transition applies action to b in tx: it moves b to its new state (and its partitions, for
+// :cancel and :retry) and returns the audit event type, and for :cancel the invocations of the
+// partitions that were running, to cancel once tx commits. perr is the problem (409, or 400 for
+// an unknown action) when action does not apply to b; nothing was written then.
+func (s *Service) transition(tx store.Tx, b *schedule.Backfill, action string, now time.Time) (typ string, cancel []string, perr, err error) {
+	conflict := func() error {
+		return problem.Conflict("invalid_transition", "cannot %s a backfill that is %s", action, b.State).
+			With("current_status", b.State).With("action", action)
+	}
+	switch action {
+	case BackfillPause:
+		if b.State != schedule.BackfillRunning {
+			return "", nil, conflict(), nil
+		}
+		b.State, typ = schedule.BackfillPaused, audit.BackfillPaused
+	case BackfillResume:
+		if b.State != schedule.BackfillPaused {
+			return "", nil, conflict(), nil
+		}
+		b.State, typ = schedule.BackfillRunning, audit.BackfillResumed
+	case BackfillCancel:
+		if b.State != schedule.BackfillRunning && b.State != schedule.BackfillPaused {
+			return "", nil, conflict(), nil
+		}
+		if cancel, err = skipUnfinished(tx, *b); err != nil {
+			return "", cancel, nil, err
+		}
+		b.State, b.CompletedAt, typ = schedule.BackfillCanceled, &now, audit.BackfillCanceled
+	case BackfillRetry:
+		if b.State == schedule.BackfillCanceled {
+			return "", nil, conflict(), nil
+		}
+		if perr, err = retryFailed(tx, b); perr != nil || err != nil {
+			return "", nil, perr, err
+		}
+		typ = audit.BackfillRetried
+	default:
+		return "", nil, problem.Validation("unknown action", []problem.Issue{{Path: "$", Code: "INVALID_VALUE",
+			Message: fmt.Sprintf("unknown backfill action %q: use pause, resume, cancel or retry", action)}}), nil
+	}
+	return typ, cancel, nil, nil
+}
+
+// skipUnfinished skips b's pending and running partitions (for :cancel), and returns the
+// invocations of the running ones.
+func skipUnfinished(tx store.Tx, b schedule.Backfill) ([]string, error) {
+	if _, err := tx.SetPartitions(store.PartitionMove{TenantID: b.TenantID, BackfillID: b.ID, From: schedule.PartitionPending, To: schedule.PartitionSkipped}); err != nil {
+		return nil, err
+	}
+	return tx.SetPartitions(store.PartitionMove{TenantID: b.TenantID, BackfillID: b.ID, From: schedule.PartitionRunning, To: schedule.PartitionSkipped})
+}
+
+// retryFailed moves b's failed partitions back to pending (for :retry) and b back to running,
+// unless it is paused. perr (409): b has no failed partitions; nothing was written.
+func retryFailed(tx store.Tx, b *schedule.Backfill) (perr, err error) {
+	settled, _, err := tx.SettleBackfill(b.TenantID, b.ID)
+	if err != nil {
+		return nil, err
+	}
+	if settled.Failed == 0 {
+		return problem.Conflict("nothing_to_retry", "backfill %s has no failed partitions", b.ID).With("current_status", b.State), nil
+	}
+	if _, err := tx.SetPartitions(store.PartitionMove{TenantID: b.TenantID, BackfillID: b.ID, From: schedule.PartitionFailed, To: schedule.PartitionPending}); err != nil {
+		return nil, err
+	}
+	if b.State != schedule.BackfillPaused {
+		b.State = schedule.BackfillRunning
+	}
+	b.FailureReason, b.CompletedAt = "", nil
+	return nil, nil
+}
+
+// cancelPartitionRuns cancels, once :cancel committed, the invocations of the partitions that
+// were running; a cancel that fails is logged.
+func (s *Service) cancelPartitionRuns(ctx context.Context, sc auth.SecurityContext, id string, cancel []string) {
 	ctl := auth.SecurityContext{TenantID: sc.TenantID, SubjectID: sc.SubjectID, Roles: []auth.Role{auth.RoleAdmin}}
 	for _, inv := range cancel {
 		if _, _, err := s.inv.Control(ctx, ctl, inv, invoke.ActionCancel); err != nil {
@@ -357,8 +442,6 @@ func (s *Service) ControlBackfill(ctx context.Context, sc auth.SecurityContext, 
 				"invocation_id", inv, "err", err)
 		}
 	}
-	s.Wake()
-	return out, nil
 }
 
 // maxDriven bounds the backfills one driver pass looks at.
@@ -399,6 +482,41 @@ func (s *Service) DriveBackfills(ctx context.Context) (int, error) {
 // drive advances one backfill: a settling transaction, then (outside it) the pending chunks to
 // start and their plans, then a transaction that starts them if the backfill did not change.
 func (s *Service) drive(ctx context.Context, tenantID, id string) (int, error) {
+	b, free, err := s.settleBackfill(ctx, tenantID, id)
+	if err != nil || free <= 0 || b.State != schedule.BackfillRunning {
+		return 0, err
+	}
+	chunks, err := s.store.PendingChunks(ctx, tenantID, id, free)
+	if err != nil || len(chunks) == 0 {
+		return 0, err
+	}
+	// Plan every partition (each has its own params: the instant), each in a span of its own, the
+	// root of its invocation's trace (ended once the partitions are recorded, or not).
+	parts, plans, spans, err := s.planPartitions(ctx, b, chunks)
+	queued := false
+	defer func() {
+		for _, sp := range spans {
+			if !queued {
+				sp.SetStatus(codes.Error, "not queued")
+			}
+			sp.End()
+		}
+	}()
+	if err != nil {
+		return 0, err
+	}
+	n, err := s.startPartitions(ctx, b, parts, plans)
+	if err != nil {
+		return 0, err
+	}
+	queued = true
+	return n, nil
+}
+
+// settleBackfill is drive's settling transaction: it counts the backfill's partitions whose
+// invocations finished and ends it if it is done or failed past its threshold. It returns the
+// backfill and how many more chunks may start (running backfills only).
+func (s *Service) settleBackfill(ctx context.Context, tenantID, id string) (schedule.Backfill, int, error) {
 	var b schedule.Backfill
 	free := 0
 	err := s.store.Update(ctx, func(tx store.Tx) error {
@@ -418,56 +536,56 @@ func (s *Service) drive(ctx context.Context, tenantID, id string) (int, error) {
 			b.UpdatedAt = now
 			return tx.UpdateBackfill(&b)
 		}
-		p := b.Progress
-		switch {
-		case failedPast(b):
-			if _, err := tx.SetPartitions(store.PartitionMove{TenantID: tenantID, BackfillID: id, From: schedule.PartitionPending, To: schedule.PartitionSkipped}); err != nil {
-				return err
-			}
-			if b.Progress, b.Chunks, err = tx.SettleBackfill(tenantID, id); err != nil {
-				return err
-			}
-			b.State, b.CompletedAt = schedule.BackfillFailed, &now
-			b.FailureReason = fmt.Sprintf("%d of %d partitions failed (stop_on_failure %v, failure_threshold %s): the pending ones were skipped",
-				p.Failed, p.Total, b.Config.StopOnFailure, thresholdText(b.Config.FailureThreshold))
-		case p.Pending == 0 && p.Running == 0:
-			b.State, b.CompletedAt = schedule.BackfillSucceeded, &now
-			if p.Failed > 0 {
-				b.State = schedule.BackfillFailed
-				b.FailureReason = fmt.Sprintf("%d of %d partitions failed; :retry runs them again", p.Failed, p.Total)
-			}
-		default:
-			free = b.Config.MaxConcurrentRuns - b.Chunks.InFlight
+		if free, err = s.conclude(tx, &b, now); err != nil {
+			return err
 		}
 		b.UpdatedAt = now
 		return tx.UpdateBackfill(&b)
 	})
-	if err != nil || free <= 0 || b.State != schedule.BackfillRunning {
-		return 0, err
+	return b, free, err
+}
+
+// conclude ends the running, just settled backfill b when it failed past its threshold (its
+// pending partitions skipped) or has nothing left to run; otherwise it returns how many more
+// chunks may start.
+func (s *Service) conclude(tx store.Tx, b *schedule.Backfill, now time.Time) (int, error) {
+	p := b.Progress
+	switch {
+	case failedPast(*b):
+		if _, err := tx.SetPartitions(store.PartitionMove{TenantID: b.TenantID, BackfillID: b.ID, From: schedule.PartitionPending, To: schedule.PartitionSkipped}); err != nil {
+			return 0, err
+		}
+		var err error
+		if b.Progress, b.Chunks, err = tx.SettleBackfill(b.TenantID, b.ID); err != nil {
+			return 0, err
+		}
+		b.State, b.CompletedAt = schedule.BackfillFailed, &now
+		b.FailureReason = fmt.Sprintf("%d of %d partitions failed (stop_on_failure %v, failure_threshold %s): the pending ones were skipped",
+			p.Failed, p.Total, b.Config.StopOnFailure, thresholdText(b.Config.FailureThreshold))
+	case p.Pending == 0 && p.Running == 0:
+		b.State, b.CompletedAt = schedule.BackfillSucceeded, &now
+		if p.Failed > 0 {
+			b.State = schedule.BackfillFailed
+			b.FailureReason = fmt.Sprintf("%d of %d partitions failed; :retry runs them again", p.Failed, p.Total)
+		}
+	default:
+		return b.Config.MaxConcurrentRuns - b.Chunks.InFlight, nil
 	}
-	chunks, err := s.store.PendingChunks(ctx, tenantID, id, free)
-	if err != nil || len(chunks) == 0 {
-		return 0, err
-	}
-	// Plan every partition (each has its own params: the instant), each in a span of its own, the
-	// root of its invocation's trace (ended once the partitions are recorded, or not).
+	return 0, nil
+}
+
+// planPartitions plans the invocation of every partition of chunks, each with its instant in its
+// params and a new invocation id, in a span of its own (returned, to be ended by the caller, also
+// on failure). A partition that cannot be planned fails the backfill.
+func (s *Service) planPartitions(ctx context.Context, b schedule.Backfill, chunks map[int][]schedule.Partition) ([]schedule.Partition, map[string]invoke.Planned, []trace.Span, error) {
 	var parts []schedule.Partition
 	plans := map[string]invoke.Planned{}
 	var spans []trace.Span
-	queued := false
-	defer func() {
-		for _, sp := range spans {
-			if !queued {
-				sp.SetStatus(codes.Error, "not queued")
-			}
-			sp.End()
-		}
-	}()
 	for _, list := range chunks {
 		for _, p := range list {
 			params, err := instantParams(b.Params, p.ScheduledAt)
 			if err != nil {
-				return 0, err
+				return nil, nil, spans, err
 			}
 			p.InvocationID = s.inv.NewID()
 			pctx, span := s.o.Tracer.Start(ctx, SpanBackfill, trace.WithAttributes(tracing.AttrTenant.String(b.TenantID),
@@ -476,14 +594,22 @@ func (s *Service) drive(ctx context.Context, tenantID, id string) (int, error) {
 			spans = append(spans, span)
 			pl, err := s.inv.Plan(pctx, invoke.SystemStart{As: backfillAs(b), EntrypointID: b.EntrypointID, Params: params})
 			if err != nil {
-				return 0, s.failBackfill(ctx, b, fmt.Sprintf("partition %s cannot start: %v", p.ScheduledAt.Format(time.RFC3339), err))
+				return nil, nil, spans, s.failBackfill(ctx, b, fmt.Sprintf("partition %s cannot start: %v", p.ScheduledAt.Format(time.RFC3339), err))
 			}
 			plans[p.ID] = pl
 			parts = append(parts, p)
 		}
 	}
+	return parts, plans, spans, nil
+}
+
+// startPartitions is drive's starting transaction: unless b was paused, canceled or changed since
+// it settled (ErrStale), it marks parts running, queues their planned invocations and settles b
+// again. It returns the invocations queued.
+func (s *Service) startPartitions(ctx context.Context, b schedule.Backfill, parts []schedule.Partition, plans map[string]invoke.Planned) (int, error) {
+	tenantID, id := b.TenantID, b.ID
 	var created []invocation.Record
-	err = s.store.Update(ctx, func(tx store.Tx) error {
+	err := s.store.Update(ctx, func(tx store.Tx) error {
 		created = created[:0]
 		cur, err := tx.Backfill(tenantID, id)
 		if err != nil {
@@ -509,11 +635,7 @@ func (s *Service) drive(ctx context.Context, tenantID, id string) (int, error) {
 		cur.UpdatedAt = now
 		return tx.UpdateBackfill(&cur)
 	})
-	if err != nil {
-		return 0, err
-	}
-	queued = true
-	return len(created), nil
+	return len(created), err
 }
 
 // failBackfill ends a backfill whose partitions cannot start (its entrypoint went away).

@@ -186,6 +186,32 @@ type planned struct {
 // fire fires one batch of due schedules in one transaction, or one by one when the batch fails. It
 // returns the runs started and the keys (tenant/schedule id) of the schedules that failed.
 func (s *Service) fire(ctx context.Context, due []schedule.Schedule, now time.Time) (int, []string, error) {
+	jobs, bad, err := s.prepareJobs(ctx, due)
+	if err != nil {
+		return 0, bad, err
+	}
+	created, replaced, err := s.fireJobs(ctx, jobs, now)
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0, bad, err
+		}
+		if len(jobs) == 1 {
+			return 0, append(bad, s.failedSchedule(ctx, jobs[0].sch, err)), nil
+		}
+		// One schedule that cannot be fired must not hold back the others: fire them one by one,
+		// and log the ones that fail (they stay due, and are tried again on the next pass).
+		s.o.Logger.Error("firing a batch of schedules failed; firing them one by one", "err", err)
+		return s.fireOneByOne(ctx, jobs, now, bad)
+	}
+	s.reportLags(jobs)
+	s.afterFire(ctx, replaced)
+	return len(created), bad, nil
+}
+
+// prepareJobs reads, before the firing transaction, what firing each due schedule needs: its
+// timing, whether its tenant is enabled, and its plan (or why every instant is skipped). A schedule
+// whose tenant cannot be read gets no job: its key is returned among the failed ones.
+func (s *Service) prepareJobs(ctx context.Context, due []schedule.Schedule) ([]job, []string, error) {
 	var bad []string
 	enabled := map[string]bool{}
 	plans := map[planKey]planned{}
@@ -201,7 +227,7 @@ func (s *Service) fire(ctx context.Context, due []schedule.Schedule, now time.Ti
 			p, err := s.store.Tenant(ctx, sch.TenantID)
 			if err != nil && !errors.Is(err, store.ErrNotFound) {
 				if ctx.Err() != nil {
-					return 0, bad, err
+					return jobs, bad, err
 				}
 				bad = append(bad, s.failedSchedule(ctx, sch, fmt.Errorf("reading its tenant: %w", err)))
 				continue // this tenant's other schedules try again (and fail alike, or succeed)
@@ -214,70 +240,76 @@ func (s *Service) fire(ctx context.Context, due []schedule.Schedule, now time.Ti
 			jobs = append(jobs, j)
 			continue
 		}
-		// One plan per entrypoint, params and visibility: the system context of every schedule of a
-		// tenant resolves alike (it owns nothing), so only its subject differs.
-		as := runAs(sch)
-		k := planKey{sch.TenantID, sch.EntrypointID, as.SubjectID, string(sch.InputOverrides)}
-		if sch.ExecutionContext == schedule.ContextSystem {
-			k.subject = ""
-		}
-		pl, ok := plans[k]
-		if !ok {
-			pl.p, pl.err = s.plan(ctx, sch, nil, "")
-			plans[k] = pl
-		}
-		if pl.err != nil {
-			j.skip, j.skipMsg = schedule.SkipUnavailable, pl.err.Error()
-		}
-		j.plan = pl.p.As(as.SubjectID)
+		s.planJob(ctx, &j, plans)
 		jobs = append(jobs, j)
 	}
+	return jobs, bad, nil
+}
+
+// planJob sets the plan j runs as, from plans or planned now (and kept in plans); a schedule whose
+// entrypoint cannot be planned skips its instants as unavailable.
+func (s *Service) planJob(ctx context.Context, j *job, plans map[planKey]planned) {
+	sch := j.sch
+	// One plan per entrypoint, params and visibility: the system context of every schedule of a
+	// tenant resolves alike (it owns nothing), so only its subject differs.
+	as := runAs(sch)
+	k := planKey{sch.TenantID, sch.EntrypointID, as.SubjectID, string(sch.InputOverrides)}
+	if sch.ExecutionContext == schedule.ContextSystem {
+		k.subject = ""
+	}
+	pl, ok := plans[k]
+	if !ok {
+		pl.p, pl.err = s.plan(ctx, sch, nil, "")
+		plans[k] = pl
+	}
+	if pl.err != nil {
+		j.skip, j.skipMsg = schedule.SkipUnavailable, pl.err.Error()
+	}
+	j.plan = pl.p.As(as.SubjectID)
+}
+
+// fireJobs fires jobs in one transaction, and returns the invocations it created and the previous
+// runs to cancel once it committed. A job whose schedule changed or went away since it was read is
+// passed over (the next pass reads it again); any other failure rolls the whole transaction back.
+func (s *Service) fireJobs(ctx context.Context, jobs []job, now time.Time) ([]invocation.Record, []replacement, error) {
 	var created []invocation.Record
 	var replaced []replacement
-	fireAll := func(jobs []job) error {
-		return s.store.Update(ctx, func(tx store.Tx) error {
-			created, replaced = created[:0], replaced[:0]
-			for i := range jobs {
-				jobs[i].lags = jobs[i].lags[:0]
-				err := s.fireOne(tx, &jobs[i], now, &created, &replaced)
-				if errors.Is(err, store.ErrStale) || errors.Is(err, store.ErrNotFound) {
-					continue // changed or deleted since it was read: the next pass reads it again
-				}
-				if err != nil {
-					return fmt.Errorf("schedule %s/%s: %w", jobs[i].sch.TenantID, jobs[i].sch.ID, err)
-				}
-			}
-			return nil
-		})
-	}
-	if err := fireAll(jobs); err != nil {
-		if ctx.Err() != nil {
-			return 0, bad, err
-		}
-		if len(jobs) == 1 {
-			return 0, append(bad, s.failedSchedule(ctx, jobs[0].sch, err)), nil
-		}
-		// One schedule that cannot be fired must not hold back the others: fire them one by one,
-		// and log the ones that fail (they stay due, and are tried again on the next pass).
-		s.o.Logger.Error("firing a batch of schedules failed; firing them one by one", "err", err)
-		n := 0
+	err := s.store.Update(ctx, func(tx store.Tx) error {
+		created, replaced = created[:0], replaced[:0]
 		for i := range jobs {
-			if err := fireAll(jobs[i : i+1]); err != nil {
-				if ctx.Err() != nil {
-					return n, bad, err
-				}
-				bad = append(bad, s.failedSchedule(ctx, jobs[i].sch, err))
-				continue
+			jobs[i].lags = jobs[i].lags[:0]
+			err := s.fireOne(tx, &jobs[i], now, &created, &replaced)
+			if errors.Is(err, store.ErrStale) || errors.Is(err, store.ErrNotFound) {
+				continue // changed or deleted since it was read: the next pass reads it again
 			}
-			n += len(created)
-			s.reportLags(jobs[i : i+1])
-			s.afterFire(ctx, replaced)
+			if err != nil {
+				return fmt.Errorf("schedule %s/%s: %w", jobs[i].sch.TenantID, jobs[i].sch.ID, err)
+			}
 		}
-		return n, bad, nil
+		return nil
+	})
+	return created, replaced, err
+}
+
+// fireOneByOne fires jobs each in a transaction of its own, after their batch failed. A job that
+// fails is logged and counted, and its key added to bad; the others are fired (their lags reported,
+// the runs they replace canceled). It returns the runs started and bad.
+func (s *Service) fireOneByOne(ctx context.Context, jobs []job, now time.Time, bad []string) (int, []string, error) {
+	n := 0
+	for i := range jobs {
+		created, replaced, err := s.fireJobs(ctx, jobs[i:i+1], now)
+		if err != nil {
+			if ctx.Err() != nil {
+				return n, bad, err
+			}
+			bad = append(bad, s.failedSchedule(ctx, jobs[i].sch, err))
+			continue
+		}
+		n += len(created)
+		s.reportLags(jobs[i : i+1])
+		s.afterFire(ctx, replaced)
 	}
-	s.reportLags(jobs)
-	s.afterFire(ctx, replaced)
-	return len(created), bad, nil
+	return n, bad, nil
 }
 
 // afterFire cancels, once a firing transaction committed, the previous runs the replace policy
@@ -299,24 +331,69 @@ type replacement struct{ tenantID, scheduleID, invocationID string }
 // (and, by the missed policy, the missed ones), queues the invocations of the runs it starts, and
 // arms the next instant. ErrStale: the schedule changed since it was read; nothing was written.
 func (s *Service) fireOne(tx store.Tx, j *job, now time.Time, created *[]invocation.Record, replaced *[]replacement) error {
-	sch, err := tx.Schedule(j.sch.TenantID, j.sch.ID)
-	if err != nil {
+	sch, done, err := s.recheck(tx, j, now)
+	if err != nil || done {
 		return err
 	}
+	m, onTime, next := s.dueInstants(j, sch, now)
+
+	// Runs and invocations are recorded at the clock's time now, in the transaction (not at the
+	// start of the pass): their recorded_at - scheduled_at is the fire lag up to the commit.
+	f := &firing{tx: tx, j: j, sch: &sch, recorded: s.o.Clock.Now(), created: created}
+	if onTime, err = s.recordMissed(f, m, onTime); err != nil {
+		return err
+	}
+	if f.inFlight, err = lastInFlight(tx, sch); err != nil {
+		return err
+	}
+	// Catch-up runs go one after another: the oldest pending one starts when nothing is in flight.
+	if sch.PendingCatchUpRuns > 0 && j.skip == "" && !f.inFlight {
+		if err := s.startCatchUp(f); err != nil {
+			return err
+		}
+	}
+	if err := s.startOnTime(f, onTime, replaced); err != nil {
+		return err
+	}
+
+	// Arm the next instant.
+	sch.NextRunAt = nil
+	if !next.IsZero() {
+		sch.NextRunAt = &next
+	}
+	s.setDue(&sch, now)
+	sch.UpdatedAt = f.recorded
+	return tx.UpdateSchedule(&sch)
+}
+
+// recheck reads j's schedule again in the firing transaction. ErrStale: it changed since it was
+// read. done: there is nothing to fire (its timing is bad, it is not active, or its policy changed
+// since it was armed), and the schedule was stored disarmed or re-armed instead.
+func (s *Service) recheck(tx store.Tx, j *job, now time.Time) (sch schedule.Schedule, done bool, err error) {
+	sch, err = tx.Schedule(j.sch.TenantID, j.sch.ID)
+	if err != nil {
+		return sch, false, err
+	}
 	if sch.Revision != j.sch.Revision {
-		return store.ErrStale
+		return sch, false, store.ErrStale
 	}
 	if j.badTiming != nil || sch.Status != schedule.StatusActive || sch.NextRunAt == nil {
 		sch.DueAt = nil
-		return tx.UpdateSchedule(&sch)
+		return sch, true, tx.UpdateSchedule(&sch)
 	}
 	if sch.NextRunAt.After(now) && sch.PendingCatchUpRuns == 0 && sch.ConcurrencyPolicy != schedule.ConcurrencyAllow {
 		s.setDue(&sch, now) // its policy changed since it was armed: look again at its instant
-		return tx.UpdateSchedule(&sch)
+		return sch, true, tx.UpdateSchedule(&sch)
 	}
+	return sch, false, nil
+}
+
+// dueInstants is what sch has due at now: the instants an outage left (older than the grace), the
+// on-time ones, and next, the first instant this pass does not handle. It logs the missed instants
+// that were only counted.
+func (s *Service) dueInstants(j *job, sch schedule.Schedule, now time.Time) (m missed, onTime []time.Time, next time.Time) {
 	// The instants due: missed ones (older than the grace) and on-time ones.
 	cut := now.Add(-s.o.Grace)
-	var m missed
 	from := *sch.NextRunAt
 	if from.Before(cut) {
 		m = collect(j.times, from, cut, keepFor(sch.MissedPolicy, sch.MaxCatchUpRuns))
@@ -328,113 +405,150 @@ func (s *Service) fireOne(tx store.Tx, j *job, now time.Time, created *[]invocat
 	if sch.ConcurrencyPolicy == schedule.ConcurrencyAllow {
 		horizon = now.Add(s.o.Lookahead)
 	}
-	var onTime []time.Time
 	t := from
 	for ; !t.IsZero() && !t.After(horizon) && len(onTime) < maxOnTime; t = j.times.Next(t) {
 		onTime = append(onTime, t)
 	}
-	next := t // the first instant not handled by this pass
+	next = t // the first instant not handled by this pass
 	if m.dropped > 0 {
 		s.o.Logger.Warn("schedule missed more instants than it records", "tenant_id", sch.TenantID, "schedule_id", sch.ID,
 			"dropped", m.dropped, "missed_policy", sch.MissedPolicy)
 	}
+	return m, onTime, next
+}
 
-	// Runs and invocations are recorded at the clock's time now, in the transaction (not at the
-	// start of the pass): their recorded_at - scheduled_at is the fire lag up to the commit.
-	recorded := s.o.Clock.Now()
+// firing is one due schedule being fired in the firing transaction: what starting its runs reads
+// and updates (the schedule's last invocation and last run, whether a run is in flight, the
+// invocations created in the transaction and the job's fire lags).
+type firing struct {
+	tx       store.Tx
+	j        *job
+	sch      *schedule.Schedule
+	recorded time.Time // the clock's time in the transaction: every run and invocation is recorded at it
+	created  *[]invocation.Record
+	inFlight bool
+}
+
+// newRun is a run of f's schedule at instant at, recorded at f.recorded.
+func (s *Service) newRun(f *firing, at time.Time, kind schedule.RunKind, state schedule.RunState) schedule.Run {
+	return schedule.Run{ID: s.o.IDs.New("run"), TenantID: f.sch.TenantID, ScheduleID: f.sch.ID, ScheduledAt: at,
+		Kind: kind, State: state, RecordedAt: f.recorded}
+}
+
+// recordMissed records the runs of the instants an outage left: the ones m skips, and the catch-up
+// runs m keeps, pending (counted in the schedule's pending catch-up runs). A job whose every instant
+// is skipped records them all (at most schedule.MaxSkippedRecorded, on-time ones included) as
+// skipped for its reason instead. It returns the on-time instants left to fire: none for such a job.
+func (s *Service) recordMissed(f *firing, m missed, onTime []time.Time) ([]time.Time, error) {
+	j, sch := f.j, f.sch
 	var runs []schedule.Run
-	newRun := func(at time.Time, kind schedule.RunKind, state schedule.RunState) schedule.Run {
-		return schedule.Run{ID: s.o.IDs.New("run"), TenantID: sch.TenantID, ScheduleID: sch.ID, ScheduledAt: at,
-			Kind: kind, State: state, RecordedAt: recorded}
-	}
-	skip := func(at time.Time, kind schedule.RunKind, reason, msg, prev string) {
-		r := newRun(at, kind, schedule.RunSkipped)
-		r.SkipReason, r.Message, r.PreviousInvocationID = reason, msg, prev
+	skip := func(at time.Time, reason, msg string) {
+		r := s.newRun(f, at, schedule.KindScheduled, schedule.RunSkipped)
+		r.SkipReason, r.Message = reason, msg
 		runs = append(runs, r)
 	}
 	if j.skip != "" {
 		all := append(append(append([]time.Time(nil), m.skip...), m.run...), onTime...)
 		for _, at := range all[max(0, len(all)-schedule.MaxSkippedRecorded):] {
-			skip(at, schedule.KindScheduled, j.skip, j.skipMsg, "")
+			skip(at, j.skip, j.skipMsg)
 		}
 		s.o.Logger.Warn("schedule skipped its runs", "tenant_id", sch.TenantID, "schedule_id", sch.ID,
 			"skip_reason", j.skip, "instants", len(all), "detail", j.skipMsg)
 	} else {
 		for _, at := range m.skip {
-			skip(at, schedule.KindScheduled, schedule.SkipMissed, "", "")
+			skip(at, schedule.SkipMissed, "")
 		}
 		for _, at := range m.run {
-			runs = append(runs, newRun(at, schedule.KindCatchUp, schedule.RunPending))
+			runs = append(runs, s.newRun(f, at, schedule.KindCatchUp, schedule.RunPending))
 		}
 	}
 	for i := range runs {
-		if err := tx.InsertScheduleRun(runs[i]); err != nil && !errors.Is(err, store.ErrConflict) {
-			return err
+		if err := f.tx.InsertScheduleRun(runs[i]); err != nil && !errors.Is(err, store.ErrConflict) {
+			return onTime, err
 		}
 	}
 	if j.skip != "" {
-		onTime = nil
-	} else {
-		sch.PendingCatchUpRuns += len(m.run)
+		return nil, nil
 	}
+	sch.PendingCatchUpRuns += len(m.run)
+	return onTime, nil
+}
 
-	// What is in flight: the schedule's latest invocation, unless it finished.
-	inFlight := false
+// lastInFlight reports whether sch's latest invocation is in flight (not finished). It is looked up
+// only when it matters: catch-up runs are pending, or the schedule's runs may not overlap.
+func lastInFlight(tx store.Tx, sch schedule.Schedule) (bool, error) {
 	if sch.LastInvocationID != "" && (sch.PendingCatchUpRuns > 0 || sch.ConcurrencyPolicy != schedule.ConcurrencyAllow) {
 		rec, err := tx.Invocation(sch.TenantID, sch.LastInvocationID)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return err
+			return false, err
 		}
-		inFlight = err == nil && !rec.Status.Terminal()
+		return err == nil && !rec.Status.Terminal(), nil
 	}
-	// begin marks r started under a new invocation id; enqueue queues that invocation once r is
-	// recorded (so that an instant recorded already never queues a second invocation).
-	begin := func(r *schedule.Run) {
-		r.State, r.InvocationID, r.RecordedAt = schedule.RunStarted, s.inv.NewID(), recorded
+	return false, nil
+}
+
+// beginRun marks r started under a new invocation id; enqueueRun queues that invocation once r is
+// recorded (so that an instant recorded already never queues a second invocation).
+func (s *Service) beginRun(f *firing, r *schedule.Run) {
+	r.State, r.InvocationID, r.RecordedAt = schedule.RunStarted, s.inv.NewID(), f.recorded
+}
+
+// enqueueRun queues the invocation of the started run r, in a span of its own, and makes it f's
+// schedule's last invocation (and r's instant its last run, if later), in flight.
+func (s *Service) enqueueRun(f *firing, r schedule.Run) error {
+	sch := f.sch
+	// The run's span: its invocation is created in its trace (the attempts are its children).
+	ctx, span := s.o.Tracer.Start(f.tx.Context(), SpanFire, trace.WithAttributes(tracing.AttrTenant.String(sch.TenantID),
+		tracing.AttrSchedule.String(sch.ID), tracing.AttrScheduledAt.String(r.ScheduledAt.UTC().Format(time.RFC3339Nano)),
+		tracing.AttrInvocation.String(r.InvocationID)))
+	defer span.End()
+	rec, err := s.inv.EnqueueAt(f.tx, f.j.plan.InTrace(ctx), r.InvocationID, f.recorded, r.ScheduledAt)
+	if err != nil {
+		span.SetStatus(codes.Error, "not queued")
+		return err
 	}
-	enqueue := func(r schedule.Run) error {
-		// The run's span: its invocation is created in its trace (the attempts are its children).
-		ctx, span := s.o.Tracer.Start(tx.Context(), SpanFire, trace.WithAttributes(tracing.AttrTenant.String(sch.TenantID),
-			tracing.AttrSchedule.String(sch.ID), tracing.AttrScheduledAt.String(r.ScheduledAt.UTC().Format(time.RFC3339Nano)),
-			tracing.AttrInvocation.String(r.InvocationID)))
-		defer span.End()
-		rec, err := s.inv.EnqueueAt(tx, j.plan.InTrace(ctx), r.InvocationID, recorded, r.ScheduledAt)
-		if err != nil {
-			span.SetStatus(codes.Error, "not queued")
-			return err
-		}
-		*created = append(*created, rec)
-		j.lags = append(j.lags, recorded.Sub(r.ScheduledAt))
-		sch.LastInvocationID, inFlight = rec.ID, true
-		if sch.LastRunAt == nil || r.ScheduledAt.After(*sch.LastRunAt) {
-			at := r.ScheduledAt
-			sch.LastRunAt = &at
-		}
+	*f.created = append(*f.created, rec)
+	f.j.lags = append(f.j.lags, f.recorded.Sub(r.ScheduledAt))
+	sch.LastInvocationID, f.inFlight = rec.ID, true
+	if sch.LastRunAt == nil || r.ScheduledAt.After(*sch.LastRunAt) {
+		at := r.ScheduledAt
+		sch.LastRunAt = &at
+	}
+	return nil
+}
+
+// startCatchUp starts the oldest pending catch-up run of f's schedule, or, if none is left,
+// resets its count of pending catch-up runs.
+func (s *Service) startCatchUp(f *firing) error {
+	sch := f.sch
+	pending, err := f.tx.PendingRuns(sch.TenantID, sch.ID, 1)
+	if err != nil {
+		return err
+	}
+	if len(pending) == 0 {
+		sch.PendingCatchUpRuns = 0
 		return nil
 	}
-	// Catch-up runs go one after another: the oldest pending one starts when nothing is in flight.
-	if sch.PendingCatchUpRuns > 0 && j.skip == "" && !inFlight {
-		pending, err := tx.PendingRuns(sch.TenantID, sch.ID, 1)
-		if err != nil {
-			return err
-		}
-		if len(pending) == 0 {
-			sch.PendingCatchUpRuns = 0
-		} else {
-			r := pending[0]
-			begin(&r)
-			if err := tx.UpdateScheduleRun(r); err != nil {
-				return err
-			}
-			if err := enqueue(r); err != nil {
-				return err
-			}
-			sch.PendingCatchUpRuns--
-		}
+	r := pending[0]
+	s.beginRun(f, &r)
+	if err := f.tx.UpdateScheduleRun(r); err != nil {
+		return err
 	}
+	if err := s.enqueueRun(f, r); err != nil {
+		return err
+	}
+	sch.PendingCatchUpRuns--
+	return nil
+}
+
+// startOnTime records a run for each on-time instant and starts it, unless a run is in flight and
+// the concurrency policy forbids overlap (skipped) or replaces it (the previous run is added to
+// replaced, to be canceled once the transaction commits). An instant recorded already is passed.
+func (s *Service) startOnTime(f *firing, onTime []time.Time, replaced *[]replacement) error {
+	sch := f.sch
 	for _, at := range onTime {
-		r := newRun(at, schedule.KindScheduled, schedule.RunStarted)
-		if inFlight {
+		r := s.newRun(f, at, schedule.KindScheduled, schedule.RunStarted)
+		if f.inFlight {
 			switch sch.ConcurrencyPolicy {
 			case schedule.ConcurrencyForbid:
 				r.State, r.SkipReason, r.PreviousInvocationID = schedule.RunSkipped, schedule.SkipForbid, sch.LastInvocationID
@@ -443,9 +557,9 @@ func (s *Service) fireOne(tx store.Tx, j *job, now time.Time, created *[]invocat
 			}
 		}
 		if r.State == schedule.RunStarted {
-			begin(&r)
+			s.beginRun(f, &r)
 		}
-		err := tx.InsertScheduleRun(r)
+		err := f.tx.InsertScheduleRun(r)
 		if errors.Is(err, store.ErrConflict) {
 			continue // recorded already: an instant fires once
 		}
@@ -458,17 +572,9 @@ func (s *Service) fireOne(tx store.Tx, j *job, now time.Time, created *[]invocat
 		if r.PreviousInvocationID != "" {
 			*replaced = append(*replaced, replacement{sch.TenantID, sch.ID, r.PreviousInvocationID})
 		}
-		if err := enqueue(r); err != nil {
+		if err := s.enqueueRun(f, r); err != nil {
 			return err
 		}
 	}
-
-	// Arm the next instant.
-	sch.NextRunAt = nil
-	if !next.IsZero() {
-		sch.NextRunAt = &next
-	}
-	s.setDue(&sch, now)
-	sch.UpdatedAt = recorded
-	return tx.UpdateSchedule(&sch)
+	return nil
 }
