@@ -57,63 +57,119 @@ func (s *Service) activate(ctx context.Context, c claim, e entrypoint.Entrypoint
 // there is room, the execution stays live and a later claim of the invocation hands it over
 // (live.go), else the execution ends and a later activation replays.
 func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entrypoint.Entrypoint, d definition) {
-	rec := c.rec
-	open := true // the executor of claim c waits for this activation's outcome
-	yield := func(r invocation.Record, err error) {
-		if open {
-			c.reply <- activation{r, err}
-			open = false
-		}
-	}
+	x := &wfRun{s: s, ctx: ctx, lr: lr, e: e, d: d, c: c, open: true, rec: c.rec}
 	defer func() {
 		if p := recover(); p != nil {
-			s.cfg.Logger.ErrorContext(ctx, "workflow execution panicked", "invocation_id", rec.ID, "tenant_id", rec.TenantID, "panic", p)
-			yield(rec, fmt.Errorf("workflow execution panicked: %v", p))
+			s.cfg.Logger.ErrorContext(ctx, "workflow execution panicked", "invocation_id", x.rec.ID, "tenant_id", x.rec.TenantID, "panic", p)
+			x.wfYield(x.rec, fmt.Errorf("workflow execution panicked: %v", p))
 		}
 	}()
-	log := obs.Logger(ctx).With("tenant_id", rec.TenantID, "invocation_id", rec.ID, "correlation_id", rec.CorrelationID)
+	log := obs.Logger(ctx).With("tenant_id", x.rec.TenantID, "invocation_id", x.rec.ID, "correlation_id", x.rec.CorrelationID)
 	var logEvents []invocation.Event
-	if !journal.FirstActivation(rec) {
+	if !journal.FirstActivation(x.rec) {
 		var err error
-		if logEvents, err = s.journalEventsOf(ctx, rec); err != nil {
-			yield(rec, err)
+		if logEvents, err = s.journalEventsOf(ctx, x.rec); err != nil {
+			x.wfYield(x.rec, err)
 			return
 		}
 	}
 	wj, jerr := journal.Replay(logEvents)
-	entries, recorded, children := wj.Entries, wj.Recorded, wj.Children
-	h := &host{s: s, rec: rec, log: log, spanCtx: c.spanCtx}
-	defer h.endStep(nil)
-	if c.start != nil {
-		h.pending = append(h.pending, c.start)
-	}
-	now := s.cfg.Clock.Now()
-	waited := false
-	for i := range entries {
-		waited = waited || entries[i].Helper == "r_wait_event_v1"
-		resolveDue(h, &entries[i], now)
-	}
+	x.h = &host{s: s, rec: x.rec, log: log, spanCtx: c.spanCtx}
+	defer x.h.endStep(nil)
+	x.wfReplayed(wj, c.start)
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	s.track(rec.ID, cancel)
-	defer s.untrack(rec.ID)
-	start := time.Now()
-	// checkpointing.strategy (000): automatic — every journal entry is durable before the program
-	// continues (a crash repeats at most the step in flight); manual — entries become durable at each
-	// r_snapshot_v1 (a crash repeats the steps since the last snapshot); disabled — only when the run
-	// parks or ends (a crash starts the run over). Entries not yet written go with the outcome.
+	x.runCtx, x.cancel = runCtx, cancel
+	s.track(x.rec.ID, cancel)
+	defer s.untrack(x.rec.ID)
+	x.start = time.Now()
+	x.strategy = wfCheckpointStrategy(d)
+	res, rerr := x.wfGenerations(x.wfProgram(wj, jerr))
+	if !x.open {
+		return // the suspension was recorded, and the live wait ended without a handover
+	}
+	x.wfEnd(res, rerr)
+}
+
+// wfRun is the state of one workflow execution (runWorkflow), shared by its phases and by the
+// callbacks the sandbox calls as the program runs (wfWait, wfRecord, wfStepRetry, wfCompensate).
+// A live wait hands the execution the next claim of the invocation (wfHandover), so the claim, the
+// record and the activation's times change while it runs; the journal state changes as entries are
+// recorded and as the workflow continues as new.
+type wfRun struct {
+	s      *Service
+	ctx    context.Context
+	runCtx context.Context    // ctx, canceled by a cancel or suspend request (Service.track)
+	cancel context.CancelFunc // cancels runCtx
+	lr     *liveRun
+	e      entrypoint.Entrypoint
+	d      definition
+	h      *host
+
+	c     claim
+	open  bool // the executor of claim c waits for this activation's outcome
+	rec   invocation.Record
+	now   time.Time // the activation's clock time (timers and event timeouts are computed from it)
+	start time.Time // when the activation began (its timeout and duration run from it)
+
+	strategy     string // checkpointing.strategy (wfCheckpointStrategy)
+	entries      []sandbox.JournalEntry
+	recorded     map[int]time.Time
+	children     map[int]string
+	waited       bool               // the journal holds an r_wait_event_v1 entry
+	buffered     []invocation.Event // recorded journal events not yet written (wfRecord)
+	checkpointed int                // journal positions already durable (the checkpointed state)
+	journalBytes int                // the encoded size of the current journal
+	generation   int
+	unused       *parking // a parking made for a live wait that could not be kept (the run parks with it)
+}
+
+// wfYield reports the activation's outcome to the executor of the claim, once.
+func (x *wfRun) wfYield(r invocation.Record, err error) {
+	if x.open {
+		x.c.reply <- activation{r, err}
+		x.open = false
+	}
+}
+
+// wfReplayed takes the replayed journal wj as the execution's journal state, all of it durable.
+// start (claim.start) is the enqueued start the run's first write waits for. Pending entries whose
+// time has come are resolved now.
+func (x *wfRun) wfReplayed(wj journal.Journal, start func() error) {
+	x.entries, x.recorded, x.children = wj.Entries, wj.Recorded, wj.Children
+	if start != nil {
+		x.h.pending = append(x.h.pending, start)
+	}
+	x.now = x.s.cfg.Clock.Now()
+	for i := range x.entries {
+		x.waited = x.waited || x.entries[i].Helper == "r_wait_event_v1"
+		resolveDue(x.h, &x.entries[i], x.now)
+	}
+	x.checkpointed = len(x.entries)
+	x.journalBytes = wj.Bytes
+	x.generation = wj.Generation
+}
+
+// wfCheckpointStrategy is the workflow's checkpointing.strategy (000): automatic — every journal
+// entry is durable before the program continues (a crash repeats at most the step in flight);
+// manual — entries become durable at each r_snapshot_v1 (a crash repeats the steps since the last
+// snapshot); disabled — only when the run parks or ends (a crash starts the run over). Entries not
+// yet written go with the outcome.
+func wfCheckpointStrategy(d definition) string {
 	strategy := "automatic"
 	if d.Traits.Workflow != nil && d.Traits.Workflow.Checkpointing.Strategy != "" {
 		strategy = d.Traits.Workflow.Checkpointing.Strategy
 	}
-	var buffered []invocation.Event
-	checkpointed := len(entries) // journal positions already durable (the checkpointed state)
-	journalBytes := wj.Bytes     // the encoded size of the current journal
-	generation := wj.Generation
-	var res sandbox.WorkflowResult
+	return strategy
+}
+
+// wfProgram is what the run needs besides its journal: the compiled program and its input. A
+// journal (jerr: its replay failed), input or program that cannot be read is the run's error: the
+// program then does not run.
+func (x *wfRun) wfProgram(wj journal.Journal, jerr error) (*sandbox.Program, any, *sandbox.Error) {
 	var rerr *sandbox.Error
-	input, ierr := wj.InputOf(rec)
-	prog, perr := s.workflowProgram(e, d)
+	input, ierr := wj.InputOf(x.rec)
+	prog, perr := x.s.workflowProgram(x.e, x.d)
 	switch {
 	case jerr != nil || ierr != nil:
 		jerr = errors.Join(jerr, ierr)
@@ -121,180 +177,259 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 	case perr != nil:
 		rerr = perr
 	}
-	stepRetry := func(attempt int, e *sandbox.Error) (time.Duration, bool) {
-		if !retryOf(rec, d).ShouldRetry(attempt, e) {
-			return 0, false
+	return prog, input, rerr
+}
+
+// wfGenerations runs the program unless rerr is set: again with each new input while it continues
+// as new (r_continue_as_new_v1) and the activation is still reported to. It returns the last run's
+// result and what ended it.
+func (x *wfRun) wfGenerations(prog *sandbox.Program, input any, rerr *sandbox.Error) (sandbox.WorkflowResult, *sandbox.Error) {
+	var res sandbox.WorkflowResult
+	for rerr == nil {
+		timeout := x.d.timeout() - time.Since(x.start) // continuing as new does not renew the activation's time
+		if timeout <= 0 {
+			rerr = &sandbox.Error{TypeID: sandbox.ErrTimeout, Category: "timeout", Message: fmt.Sprintf("execution timed out after %v", x.d.timeout())}
+			break
 		}
-		return retryOf(rec, d).Delay(attempt), true
+		res, rerr = sandbox.RunWorkflow(x.runCtx, x.wfRequest(prog, input, timeout))
+		if rerr != nil || res.ContinueAsNew == nil || !x.open {
+			break
+		}
+		if rerr = x.wfContinueAsNew(res.ContinueAsNew.Input); rerr != nil {
+			break
+		}
+		input, res = res.ContinueAsNew.Input, sandbox.WorkflowResult{}
 	}
-	// wait keeps the execution live across a suspension (live.go): the suspension is recorded
-	// exactly as at the end of a run, this activation is reported, and the execution waits to be
-	// handed the next claim of the invocation.
-	var unused *parking // a parking made for a live wait that could not be kept (the run parks with it)
-	wait := func(p *sandbox.Park) (sandbox.Resolution, bool) {
-		if !s.liveEligible(p, now) {
-			return sandbox.Resolution{}, false
-		}
-		park, perr := s.parkingFor(ctx, rec, d, p, recorded, children, now, h)
-		switch {
-		case perr != nil:
-			return sandbox.Resolution{}, false // the end of the run reports it
-		case park.refused != nil:
-			return sandbox.Resolution{Result: park.refused, Now: now}, true // recorded with the next write
-		}
-		if !s.registerLive(rec.ID, lr) {
-			unused = park
-			return sandbox.Resolution{}, false
-		}
-		park.clearWaits = waited && park.wait == nil
-		h.prepend(buffered)
-		buffered = nil
-		metrics := run.Metrics(time.Since(start), sandbox.Result{}, int(d.Traits.Limits.MemoryMB), h.TakeEgress())
-		if err := h.flush(); err != nil {
-			// The run's journal writes did not all apply: it does not park; it ends with that error
-			// (below).
-			s.dropLive(rec.ID)
-			return sandbox.Resolution{}, false
-		}
-		final, err := s.complete(ctx, rec, d, h.Drain(), s.decide(rec, d, nil, nil, metrics, park), park)
-		if err != nil || final.Status != invocation.StatusSuspended {
-			s.dropLive(rec.ID)
-			yield(final, err)
-			return sandbox.Resolution{}, false // recorded (or lost the lease): nothing more to write
-		}
-		checkpointed = p.Seq + 1
-		s.untrack(rec.ID)
-		yield(final, nil)
-		next, ok := s.awaitHandover(lr, rec.ID)
-		if !ok {
-			return sandbox.Resolution{}, false
-		}
-		c, open, rec, now, start = next, true, next.rec, s.cfg.Clock.Now(), time.Now()
-		h.setRecord(rec)
-		h.setSpanContext(next.spanCtx)
-		s.track(rec.ID, cancel)
-		return s.resolutionAfter(ctx, h, p, final.LastSeq, now)
+	return res, rerr
+}
+
+// wfRequest is the sandbox request of one run of the program over the current journal, with the
+// execution's callbacks.
+func (x *wfRun) wfRequest(prog *sandbox.Program, input any, timeout time.Duration) sandbox.WorkflowRequest {
+	s, rec, d := x.s, x.rec, x.d
+	return sandbox.WorkflowRequest{Journal: x.entries, Now: x.now, StepRetry: x.wfStepRetry, CheckFilter: checkFilter,
+		StepStarted: x.h.stepStarted, Wait: x.wfWait, Record: x.wfRecord, OnCompensation: x.h.compensation,
+		Compensate: x.wfCompensate,
+		Request: sandbox.Request{
+			Program: prog, Input: input, Host: x.h, CPU: s.cfg.CPU, Gate: s.cfg.Gate, AdmitWithin: s.admitWithin(),
+			Info: sandbox.Info{InvocationID: rec.ID, TenantID: rec.TenantID, EntrypointID: rec.EntrypointID,
+				CorrelationID: rec.CorrelationID, Attempt: rec.Attempt, Generation: x.generation},
+			Limits: sandbox.Limits{Timeout: timeout, CPU: d.Traits.Limits.CPU, MemoryMB: int(d.Traits.Limits.MemoryMB),
+				MaxPayloadBytes: int64(s.cfg.MaxPayloadBytes)}}}
+}
+
+// wfStepRetry is the retry policy of the workflow's steps: the entrypoint's (retryOf).
+func (x *wfRun) wfStepRetry(attempt int, e *sandbox.Error) (time.Duration, bool) {
+	if !retryOf(x.rec, x.d).ShouldRetry(attempt, e) {
+		return 0, false
 	}
-	record := func(j sandbox.JournalEntry, retries []sandbox.StepRetryRecord) error {
-		if j.Seq >= s.cfg.MaxJournalEntries {
-			return journalFull(fmt.Sprintf("%d entries", s.cfg.MaxJournalEntries), j.Seq)
-		}
-		h.stepRecorded(j)
-		at := s.cfg.Clock.Now()
-		for _, r := range retries {
-			h.add(invocation.EventStepRetried, retryData(r))
-		}
-		recorded[j.Seq] = at
-		waited = waited || j.Helper == "r_wait_event_v1"
-		evs, err := journal.Events(rec, generation, at, j, h.Drain())
-		if err != nil {
+	return retryOf(x.rec, x.d).Delay(attempt), true
+}
+
+// wfCompensate decides whether a failed run calls the compensate_fns. A run stopped by cancel or
+// suspend (or shutdown) does not compensate: a canceled workflow is compensated once, by
+// compensateCanceled. An attempt that the retry policy tries again has not ended: its completed
+// steps are replayed by the next attempt, and nothing is compensated (STARLARK_RUNTIME.md,
+// Compensation).
+func (x *wfRun) wfCompensate(e *sandbox.Error, exited bool) bool {
+	return !errors.Is(x.runCtx.Err(), context.Canceled) && (exited || !retryOf(x.rec, x.d).ShouldRetry(x.rec.Attempt, e))
+}
+
+// wfRecord records journal entry j with the step retries reported since the last one, within the
+// journal's limits (Config.MaxJournalEntries and MaxJournalBytes), and writes the entries recorded
+// so far where the checkpointing strategy says (enqueueJournal); the others stay buffered.
+func (x *wfRun) wfRecord(j sandbox.JournalEntry, retries []sandbox.StepRetryRecord) error {
+	s, h := x.s, x.h
+	if j.Seq >= s.cfg.MaxJournalEntries {
+		return journalFull(fmt.Sprintf("%d entries", s.cfg.MaxJournalEntries), j.Seq)
+	}
+	h.stepRecorded(j)
+	at := s.cfg.Clock.Now()
+	for _, r := range retries {
+		h.add(invocation.EventStepRetried, retryData(r))
+	}
+	x.recorded[j.Seq] = at
+	x.waited = x.waited || j.Helper == "r_wait_event_v1"
+	evs, err := journal.Events(x.rec, x.generation, at, j, h.Drain())
+	if err != nil {
+		return err
+	}
+	if x.journalBytes += len(evs[len(evs)-1].Data); x.journalBytes > s.cfg.MaxJournalBytes {
+		h.prepend(withoutEmits(evs[:len(evs)-1])) // the attempt's timeline entries stay; the entry (and its events) is not recorded
+		return journalFull(sizeOf(s.cfg.MaxJournalBytes), j.Seq)
+	}
+	x.buffered = append(x.buffered, evs...)
+	if x.strategy == "automatic" || (x.strategy == "manual" && j.Helper == "r_snapshot_v1") {
+		if err := s.enqueueJournal(x.ctx, h, x.buffered); err != nil {
 			return err
 		}
-		if journalBytes += len(evs[len(evs)-1].Data); journalBytes > s.cfg.MaxJournalBytes {
-			h.prepend(withoutEmits(evs[:len(evs)-1])) // the attempt's timeline entries stay; the entry (and its events) is not recorded
-			return journalFull(sizeOf(s.cfg.MaxJournalBytes), j.Seq)
-		}
-		buffered = append(buffered, evs...)
-		if strategy == "automatic" || (strategy == "manual" && j.Helper == "r_snapshot_v1") {
-			if err := s.enqueueJournal(ctx, h, buffered); err != nil {
-				return err
-			}
-			buffered, checkpointed = nil, j.Seq+1
-		}
-		return nil
+		x.buffered, x.checkpointed = nil, j.Seq+1
 	}
-	for rerr == nil {
-		timeout := d.timeout() - time.Since(start) // continuing as new does not renew the activation's time
-		if timeout <= 0 {
-			rerr = &sandbox.Error{TypeID: sandbox.ErrTimeout, Category: "timeout", Message: fmt.Sprintf("execution timed out after %v", d.timeout())}
-			break
-		}
-		res, rerr = sandbox.RunWorkflow(runCtx, sandbox.WorkflowRequest{Journal: entries, Now: now, StepRetry: stepRetry, CheckFilter: checkFilter,
-			StepStarted: h.stepStarted, Wait: wait, Record: record, OnCompensation: h.compensation,
-			// A run stopped by cancel or suspend (or shutdown) does not compensate: a canceled workflow
-			// is compensated once, by compensateCanceled.
-			// An attempt that the retry policy tries again has not ended: its completed steps are replayed
-			// by the next attempt, and nothing is compensated (STARLARK_RUNTIME.md, Compensation).
-			Compensate: func(e *sandbox.Error, exited bool) bool {
-				return !errors.Is(runCtx.Err(), context.Canceled) && (exited || !retryOf(rec, d).ShouldRetry(rec.Attempt, e))
-			},
-			Request: sandbox.Request{
-				Program: prog, Input: input, Host: h, CPU: s.cfg.CPU, Gate: s.cfg.Gate, AdmitWithin: s.admitWithin(),
-				Info: sandbox.Info{InvocationID: rec.ID, TenantID: rec.TenantID, EntrypointID: rec.EntrypointID,
-					CorrelationID: rec.CorrelationID, Attempt: rec.Attempt, Generation: generation},
-				Limits: sandbox.Limits{Timeout: timeout, CPU: d.Traits.Limits.CPU, MemoryMB: int(d.Traits.Limits.MemoryMB),
-					MaxPayloadBytes: int64(s.cfg.MaxPayloadBytes)}}})
-		if rerr != nil || res.ContinueAsNew == nil || !open {
-			break
-		}
-		// r_continue_as_new_v1: the journal so far, then the rotation, are made durable; the next
-		// generation starts at once in this execution, with an empty journal.
-		generation++
-		continued, cerr := journal.Continued(rec, generation, s.cfg.Clock.Now(), res.ContinueAsNew.Input, h.Drain())
-		buffered = append(buffered, continued...)
-		if err := errors.Join(cerr, h.flush(), s.persistJournal(ctx, h, buffered)); err != nil {
-			rerr = &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "retryable", Message: "journal: " + err.Error()}
-			break
-		}
-		entries, recorded, children, buffered, input, res = nil, map[int]time.Time{}, map[int]string{}, nil, res.ContinueAsNew.Input, sandbox.WorkflowResult{}
-		checkpointed, journalBytes, now = 0, 0, s.cfg.Clock.Now()
+	return nil
+}
+
+// wfWait keeps the execution live across a suspension (live.go): the suspension is recorded
+// exactly as at the end of a run, this activation is reported, and the execution waits to be
+// handed the next claim of the invocation. false: the run parks as usual, and ends.
+func (x *wfRun) wfWait(p *sandbox.Park) (sandbox.Resolution, bool) {
+	s := x.s
+	if !s.liveEligible(p, x.now) {
+		return sandbox.Resolution{}, false
 	}
-	if !open {
-		return // the suspension was recorded, and the live wait ended without a handover
+	park, perr := s.parkingFor(x.ctx, x.rec, x.d, p, x.recorded, x.children, x.now, x.h)
+	switch {
+	case perr != nil:
+		return sandbox.Resolution{}, false // the end of the run reports it
+	case park.refused != nil:
+		return sandbox.Resolution{Result: park.refused, Now: x.now}, true // recorded with the next write
 	}
-	elapsed := time.Since(start)
+	if !s.registerLive(x.rec.ID, x.lr) {
+		x.unused = park
+		return sandbox.Resolution{}, false
+	}
+	park.clearWaits = x.waited && park.wait == nil
+	final, ok := x.wfParkLive(park)
+	if !ok {
+		return sandbox.Resolution{}, false
+	}
+	x.checkpointed = p.Seq + 1
+	s.untrack(x.rec.ID)
+	x.wfYield(final, nil)
+	return x.wfHandover(p, final.LastSeq)
+}
+
+// wfParkLive records a live wait's suspension park, with the buffered journal entries ahead of it,
+// as the end of a run records one. It returns the suspended record, or false when the run does not
+// stay live: its journal writes failed, or it recorded something else (or lost the lease).
+func (x *wfRun) wfParkLive(park *parking) (invocation.Record, bool) {
+	s, h := x.s, x.h
+	h.prepend(x.buffered)
+	x.buffered = nil
+	metrics := run.Metrics(time.Since(x.start), sandbox.Result{}, int(x.d.Traits.Limits.MemoryMB), h.TakeEgress())
+	if err := h.flush(); err != nil {
+		// The run's journal writes did not all apply: it does not park; it ends with that error
+		// (wfComplete).
+		s.dropLive(x.rec.ID)
+		return invocation.Record{}, false
+	}
+	final, err := s.complete(x.ctx, x.rec, x.d, h.Drain(), s.decide(x.rec, x.d, nil, nil, metrics, park), park)
+	if err != nil || final.Status != invocation.StatusSuspended {
+		s.dropLive(x.rec.ID)
+		x.wfYield(final, err)
+		return invocation.Record{}, false // recorded (or lost the lease): nothing more to write
+	}
+	return final, true
+}
+
+// wfHandover waits for the next claim of the invocation and goes on with it as the activation
+// (its record, times and span): the wait at p resolves from what was recorded after afterSeq.
+// false when the live wait ended without a handover.
+func (x *wfRun) wfHandover(p *sandbox.Park, afterSeq int64) (sandbox.Resolution, bool) {
+	s := x.s
+	next, ok := s.awaitHandover(x.lr, x.rec.ID)
+	if !ok {
+		return sandbox.Resolution{}, false
+	}
+	x.c, x.open, x.rec, x.now, x.start = next, true, next.rec, s.cfg.Clock.Now(), time.Now()
+	x.h.setRecord(x.rec)
+	x.h.setSpanContext(next.spanCtx)
+	s.track(x.rec.ID, x.cancel)
+	return s.resolutionAfter(x.ctx, x.h, p, afterSeq, x.now)
+}
+
+// wfContinueAsNew makes the journal so far, then the rotation (r_continue_as_new_v1), durable; the
+// next generation then starts at once in this execution, with an empty journal.
+func (x *wfRun) wfContinueAsNew(input any) *sandbox.Error {
+	s, h := x.s, x.h
+	x.generation++
+	continued, cerr := journal.Continued(x.rec, x.generation, s.cfg.Clock.Now(), input, h.Drain())
+	x.buffered = append(x.buffered, continued...)
+	if err := errors.Join(cerr, h.flush(), s.persistJournal(x.ctx, h, x.buffered)); err != nil {
+		return &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "retryable", Message: "journal: " + err.Error()}
+	}
+	x.entries, x.recorded, x.children, x.buffered = nil, map[int]time.Time{}, map[int]string{}, nil
+	x.checkpointed, x.journalBytes, x.now = 0, 0, s.cfg.Clock.Now()
+	return nil
+}
+
+// wfEnd ends the activation with the program's result res or error rerr: it settles how the run
+// ends (wfSettle), measures it, and records and reports the outcome (wfComplete).
+func (x *wfRun) wfEnd(res sandbox.WorkflowResult, rerr *sandbox.Error) {
+	elapsed := time.Since(x.start)
 	// Entries the run made durable as it went are in the log already; buffered ones go with the
 	// outcome, ahead of the timeline entries collected since.
-	h.prepend(buffered)
+	x.h.prepend(x.buffered)
+	output, park, rerr := x.wfSettle(res, rerr)
+	metrics := run.Metrics(elapsed-res.Waited, res.Result, int(x.d.Traits.Limits.MemoryMB), x.h.TakeEgress())
+	metrics.StepCount = i64(int64(len(res.Completed)))
+	metrics.QueueWaitMS = i64(res.Waited.Milliseconds()) // the activation's wait for admission
+	x.wfComplete(x.h.Drain(), output, rerr, metrics, park)
+}
+
+// wfSettle is how the run ends: parked (the parking for res.Park), with its checked output, or
+// with an error — final, with the on_failure handler's turn next, when no retry follows. Event waits
+// the workflow no longer has are cleared with the outcome.
+func (x *wfRun) wfSettle(res sandbox.WorkflowResult, rerr *sandbox.Error) (json.RawMessage, *parking, *sandbox.Error) {
+	s, rec, d := x.s, x.rec, x.d
 	var output json.RawMessage
 	var park *parking
 	if rerr == nil && res.Park != nil {
-		if park = unused; park == nil {
-			park, rerr = s.parkingFor(ctx, rec, d, res.Park, recorded, children, now, h)
+		if park = x.unused; park == nil {
+			park, rerr = s.parkingFor(x.ctx, rec, d, res.Park, x.recorded, x.children, x.now, x.h)
 		}
 	}
 	if rerr == nil && park == nil {
-		output, rerr = s.runner.CheckOutput(s.attempt(rec, e, d, nil, time.Time{}), res.Output)
+		output, rerr = s.runner.CheckOutput(s.attempt(rec, x.e, d, nil, time.Time{}), res.Output)
 	}
 	if rerr != nil && (res.Exited || !retryOf(rec, d).ShouldRetry(rec.Attempt, rerr)) {
-		// The workflow ends unsuccessfully for good (r_exit: a retry would replay the journal to the
-		// same r_exit), and so does its on_failure handler's turn.
-		if d.Traits.Workflow != nil && d.Traits.Workflow.Compensation.OnFailure != nil {
-			all := append(entries, res.New...)
-			park = s.failureHandler(ctx, rec, *d.Traits.Workflow.Compensation.OnFailure, rerr, all, all[:min(checkpointed, len(all))], h)
-		}
-		if park == nil {
-			park = &parking{}
-		}
-		park.final = true
+		park = x.wfFailed(res, rerr, park)
 	}
-	if waited && (park == nil || park.wait == nil) {
+	if x.waited && (park == nil || park.wait == nil) {
 		// The workflow no longer waits for an event: its registered waits go with this outcome.
 		if park == nil {
 			park = &parking{}
 		}
 		park.clearWaits = true
 	}
-	metrics := run.Metrics(elapsed-res.Waited, res.Result, int(d.Traits.Limits.MemoryMB), h.TakeEgress())
-	metrics.StepCount = i64(int64(len(res.Completed)))
-	metrics.QueueWaitMS = i64(res.Waited.Milliseconds()) // the activation's wait for admission
-	timeline := h.Drain()
+	return output, park, rerr
+}
+
+// wfFailed marks the parking of a workflow that ends unsuccessfully for good (r_exit: a retry would
+// replay the journal to the same r_exit) as final, and so does its on_failure handler's turn: the
+// handler, if the workflow has one, is prepared (failureHandler).
+func (x *wfRun) wfFailed(res sandbox.WorkflowResult, rerr *sandbox.Error, park *parking) *parking {
+	d := x.d
+	if d.Traits.Workflow != nil && d.Traits.Workflow.Compensation.OnFailure != nil {
+		all := append(x.entries, res.New...)
+		park = x.s.failureHandler(x.ctx, x.rec, *d.Traits.Workflow.Compensation.OnFailure, rerr, all, all[:min(x.checkpointed, len(all))], x.h)
+	}
+	if park == nil {
+		park = &parking{}
+	}
+	park.final = true
+	return park
+}
+
+// wfComplete records the run's outcome (timeline, then what it came to) once its journal writes
+// have applied, and reports it; if they did not, the run ends with that failure instead.
+func (x *wfRun) wfComplete(timeline []invocation.Event, output json.RawMessage, rerr *sandbox.Error, metrics invocation.Metrics, park *parking) {
+	s, rec, d, h := x.s, x.rec, x.d, x.h
 	var ferr error
 	if park == nil && h.enqueued() {
 		// A plain outcome (no park, no handler, no waits to clear) goes to the writer right behind the
 		// run's journal writes, expecting exactly what they leave (completeAfter): one commit for the
 		// last steps and the outcome, rather than one for each in turn.
-		final, err := s.completeAfter(ctx, rec, d, timeline, s.decide(rec, d, output, rerr, metrics, nil), h)
+		final, err := s.completeAfter(x.ctx, rec, d, timeline, s.decide(rec, d, output, rerr, metrics, nil), h)
 		if ferr = h.flush(); ferr == nil {
 			if err != nil {
 				// Not the journal: something else wrote meanwhile (a cancel, say). Complete as usual.
-				final, err = s.complete(ctx, rec, d, timeline, s.decide(rec, d, output, rerr, metrics, park), park)
+				final, err = s.complete(x.ctx, rec, d, timeline, s.decide(rec, d, output, rerr, metrics, park), park)
 			}
-			yield(final, err)
+			x.wfYield(final, err)
 			return
 		}
 	} else if ferr = h.flush(); ferr == nil {
-		yield(s.complete(ctx, rec, d, timeline, s.decide(rec, d, output, rerr, metrics, park), park))
+		x.wfYield(s.complete(x.ctx, rec, d, timeline, s.decide(rec, d, output, rerr, metrics, park), park))
 		return
 	}
 	// Journal writes the run enqueued did not apply (its lease was lost, or the store failed): it ends
@@ -303,7 +438,7 @@ func (s *Service) runWorkflow(ctx context.Context, lr *liveRun, c claim, e entry
 	if rerr == nil {
 		rerr = &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "retryable", Message: "journal: " + ferr.Error()}
 	}
-	yield(s.complete(ctx, rec, d, informational(timeline, park), s.decide(rec, d, nil, rerr, metrics, nil), nil))
+	x.wfYield(s.complete(x.ctx, rec, d, informational(timeline, park), s.decide(rec, d, nil, rerr, metrics, nil), nil))
 }
 
 // journalFull is the error of a journal entry beyond Config.MaxJournalEntries or MaxJournalBytes.
