@@ -348,15 +348,55 @@ func parseSource(s string) (netip.Prefix, error) {
 	return netip.PrefixFrom(a, a.BitLen()), nil
 }
 
-// checkAuth validates an authentication block and fills in its defaults.
-func checkAuth(a webhook.Authentication) (webhook.Authentication, error) {
-	const p = "$.authentication."
-	bad := func(field, format string, args ...any) error {
-		return invalid(p+field, "INVALID_VALUE", format, args...)
+// authPath is the path of the authentication block in a trigger's body.
+const authPath = "$.authentication."
+
+// badAuth is an INVALID_VALUE issue on one field of the authentication block.
+func badAuth(field, format string, args ...any) error {
+	return invalid(authPath+field, "INVALID_VALUE", format, args...)
+}
+
+// onlyFor refuses the first of fields that is set: none of them applies to authentication type typ.
+func onlyFor(typ string, fields map[string]bool) error {
+	for f, set := range fields {
+		if set {
+			return badAuth(f, "%s does not apply to authentication type %s", f, typ)
+		}
 	}
+	return nil
+}
+
+// checkAuth validates an authentication block and fills in its defaults: first what every type
+// shares (header names, signature prefix), then the fields of its type.
+func checkAuth(a webhook.Authentication) (webhook.Authentication, error) {
+	if err := checkAuthHeaders(&a); err != nil {
+		return a, err
+	}
+	var err error
+	switch a.Type {
+	case webhook.AuthNone, webhook.AuthBearer:
+		err = onlyFor(string(a.Type), map[string]bool{"format": a.Format != "", "header": a.Header != "", "query_param": a.QueryParam != "",
+			"signature_prefix": a.SignaturePrefix != "", "signature_encoding": a.SignatureEncoding != "", "timestamp_header": a.TimestampHeader != "",
+			"timestamp_tolerance_seconds": a.TimestampToleranceSeconds != 0, "username": a.Username != ""})
+	case webhook.AuthBasic:
+		err = checkBasicAuth(&a)
+	case webhook.AuthAPIKey:
+		err = checkAPIKeyAuth(&a)
+	case webhook.AuthHMACSHA256, webhook.AuthHMACSHA1:
+		err = checkHMACAuth(&a)
+	case "":
+		err = invalid(authPath+"type", "MISSING_FIELD", "authentication.type is required: none, hmac_sha256, hmac_sha1, basic, bearer or api_key")
+	default:
+		err = badAuth("type", "authentication.type must be one of none, hmac_sha256, hmac_sha1, basic, bearer, api_key")
+	}
+	return a, err
+}
+
+// checkAuthHeaders checks the header names (and canonicalizes them) and the signature prefix.
+func checkAuthHeaders(a *webhook.Authentication) error {
 	for field, h := range map[string]string{"header": a.Header, "timestamp_header": a.TimestampHeader} {
 		if h != "" && !headerPattern.MatchString(h) {
-			return a, bad(field, "%q is not a header name", h)
+			return badAuth(field, "%q is not a header name", h)
 		}
 	}
 	if a.Header != "" {
@@ -366,111 +406,116 @@ func checkAuth(a webhook.Authentication) (webhook.Authentication, error) {
 		a.TimestampHeader = textproto.CanonicalMIMEHeaderKey(a.TimestampHeader)
 	}
 	if len(a.SignaturePrefix) > 32 || strings.ContainsAny(a.SignaturePrefix, "\r\n") {
-		return a, bad("signature_prefix", "signature_prefix must be at most 32 characters on one line")
+		return badAuth("signature_prefix", "signature_prefix must be at most 32 characters on one line")
 	}
-	onlyFor := func(typ string, fields map[string]bool) error {
-		for f, set := range fields {
-			if set {
-				return bad(f, "%s does not apply to authentication type %s", f, typ)
-			}
+	return nil
+}
+
+// checkBasicAuth checks a basic block: only a username applies (default "webhook").
+func checkBasicAuth(a *webhook.Authentication) error {
+	if err := onlyFor("basic", map[string]bool{"format": a.Format != "", "header": a.Header != "", "query_param": a.QueryParam != "",
+		"signature_prefix": a.SignaturePrefix != "", "signature_encoding": a.SignatureEncoding != "", "timestamp_header": a.TimestampHeader != "",
+		"timestamp_tolerance_seconds": a.TimestampToleranceSeconds != 0}); err != nil {
+		return err
+	}
+	if a.Username == "" {
+		a.Username = "webhook"
+	}
+	if len(a.Username) > 128 || strings.ContainsAny(a.Username, ":\r\n") {
+		return badAuth("username", "username must be at most 128 characters without ':'")
+	}
+	return nil
+}
+
+// checkAPIKeyAuth checks an api_key block: a header or a query parameter, not both (default the
+// X-API-Key header).
+func checkAPIKeyAuth(a *webhook.Authentication) error {
+	if err := onlyFor("api_key", map[string]bool{"format": a.Format != "", "signature_prefix": a.SignaturePrefix != "",
+		"signature_encoding": a.SignatureEncoding != "", "timestamp_header": a.TimestampHeader != "",
+		"timestamp_tolerance_seconds": a.TimestampToleranceSeconds != 0, "username": a.Username != ""}); err != nil {
+		return err
+	}
+	if a.Header != "" && a.QueryParam != "" {
+		return badAuth("query_param", "an api key is sent in a header or in a query parameter, not both")
+	}
+	if a.QueryParam != "" && !paramPattern.MatchString(a.QueryParam) {
+		return badAuth("query_param", "query_param must be 1-64 letters, digits, '_', '.' or '-'")
+	}
+	if a.Header == "" && a.QueryParam == "" {
+		a.Header = DefaultAPIKeyHeader
+	}
+	return nil
+}
+
+// checkHMACAuth checks an hmac block: its format (default generic) and what the format fixes, then
+// the timestamp tolerance.
+func checkHMACAuth(a *webhook.Authentication) error {
+	if err := onlyFor(string(a.Type), map[string]bool{"query_param": a.QueryParam != "", "username": a.Username != ""}); err != nil {
+		return err
+	}
+	f, err := oneOf("authentication.format", a.Format, webhook.FormatGeneric, webhook.FormatGitHub, webhook.FormatStripe, webhook.FormatSlack)
+	if err != nil {
+		return err
+	}
+	a.Format = f
+	if err := checkHMACFormat(a); err != nil {
+		return err
+	}
+	return checkTolerance(a)
+}
+
+// checkHMACFormat applies the preset of a.Format (github, stripe, slack: header, prefix and
+// timestamp header are fixed) or checks the generic format's header and encoding.
+func checkHMACFormat(a *webhook.Authentication) error {
+	f := a.Format
+	preset := func(header, prefix, ts string) error {
+		if (a.Header != "" && a.Header != header) || (a.SignaturePrefix != "" && a.SignaturePrefix != prefix) ||
+			(a.TimestampHeader != "" && a.TimestampHeader != ts) || a.SignatureEncoding != "" {
+			return badAuth("format", "format %s fixes the signature header (%s); leave header, signature_prefix, signature_encoding and timestamp_header out, or use format generic", f, header)
+		}
+		a.Header, a.SignaturePrefix, a.TimestampHeader = header, prefix, ts
+		return nil
+	}
+	switch f {
+	case webhook.FormatGitHub:
+		if a.Type == webhook.AuthHMACSHA1 {
+			return preset(HeaderGitHub1, "sha1=", "")
+		}
+		return preset(HeaderGitHub256, "sha256=", "")
+	case webhook.FormatStripe, webhook.FormatSlack:
+		if a.Type != webhook.AuthHMACSHA256 {
+			return badAuth("format", "format %s signs with hmac_sha256", f)
+		}
+		if f == webhook.FormatStripe {
+			return preset(HeaderStripe, "", "")
+		}
+		return preset(HeaderSlack, "v0=", HeaderSlackTimestamp)
+	default:
+		if a.Header == "" {
+			return invalid(authPath+"header", "MISSING_FIELD", "format generic needs the header that carries the signature")
+		}
+		if a.SignatureEncoding != "" && a.SignatureEncoding != "hex" && a.SignatureEncoding != EncodingBase64 {
+			return badAuth("signature_encoding", "signature_encoding must be hex or base64")
 		}
 		return nil
 	}
-	switch a.Type {
-	case webhook.AuthNone, webhook.AuthBearer:
-		if err := onlyFor(string(a.Type), map[string]bool{"format": a.Format != "", "header": a.Header != "", "query_param": a.QueryParam != "",
-			"signature_prefix": a.SignaturePrefix != "", "signature_encoding": a.SignatureEncoding != "", "timestamp_header": a.TimestampHeader != "",
-			"timestamp_tolerance_seconds": a.TimestampToleranceSeconds != 0, "username": a.Username != ""}); err != nil {
-			return a, err
-		}
-	case webhook.AuthBasic:
-		if err := onlyFor("basic", map[string]bool{"format": a.Format != "", "header": a.Header != "", "query_param": a.QueryParam != "",
-			"signature_prefix": a.SignaturePrefix != "", "signature_encoding": a.SignatureEncoding != "", "timestamp_header": a.TimestampHeader != "",
-			"timestamp_tolerance_seconds": a.TimestampToleranceSeconds != 0}); err != nil {
-			return a, err
-		}
-		if a.Username == "" {
-			a.Username = "webhook"
-		}
-		if len(a.Username) > 128 || strings.ContainsAny(a.Username, ":\r\n") {
-			return a, bad("username", "username must be at most 128 characters without ':'")
-		}
-	case webhook.AuthAPIKey:
-		if err := onlyFor("api_key", map[string]bool{"format": a.Format != "", "signature_prefix": a.SignaturePrefix != "",
-			"signature_encoding": a.SignatureEncoding != "", "timestamp_header": a.TimestampHeader != "",
-			"timestamp_tolerance_seconds": a.TimestampToleranceSeconds != 0, "username": a.Username != ""}); err != nil {
-			return a, err
-		}
-		if a.Header != "" && a.QueryParam != "" {
-			return a, bad("query_param", "an api key is sent in a header or in a query parameter, not both")
-		}
-		if a.QueryParam != "" && !paramPattern.MatchString(a.QueryParam) {
-			return a, bad("query_param", "query_param must be 1-64 letters, digits, '_', '.' or '-'")
-		}
-		if a.Header == "" && a.QueryParam == "" {
-			a.Header = DefaultAPIKeyHeader
-		}
-	case webhook.AuthHMACSHA256, webhook.AuthHMACSHA1:
-		if err := onlyFor(string(a.Type), map[string]bool{"query_param": a.QueryParam != "", "username": a.Username != ""}); err != nil {
-			return a, err
-		}
-		f, err := oneOf("authentication.format", a.Format, webhook.FormatGeneric, webhook.FormatGitHub, webhook.FormatStripe, webhook.FormatSlack)
-		if err != nil {
-			return a, err
-		}
-		a.Format = f
-		preset := func(header, prefix, ts string) error {
-			if (a.Header != "" && a.Header != header) || (a.SignaturePrefix != "" && a.SignaturePrefix != prefix) ||
-				(a.TimestampHeader != "" && a.TimestampHeader != ts) || a.SignatureEncoding != "" {
-				return bad("format", "format %s fixes the signature header (%s); leave header, signature_prefix, signature_encoding and timestamp_header out, or use format generic", f, header)
-			}
-			a.Header, a.SignaturePrefix, a.TimestampHeader = header, prefix, ts
-			return nil
-		}
-		switch f {
-		case webhook.FormatGitHub:
-			if a.Type == webhook.AuthHMACSHA1 {
-				err = preset(HeaderGitHub1, "sha1=", "")
-			} else {
-				err = preset(HeaderGitHub256, "sha256=", "")
-			}
-		case webhook.FormatStripe, webhook.FormatSlack:
-			if a.Type != webhook.AuthHMACSHA256 {
-				return a, bad("format", "format %s signs with hmac_sha256", f)
-			}
-			if f == webhook.FormatStripe {
-				err = preset(HeaderStripe, "", "")
-			} else {
-				err = preset(HeaderSlack, "v0=", HeaderSlackTimestamp)
-			}
-		default:
-			if a.Header == "" {
-				return a, invalid(p+"header", "MISSING_FIELD", "format generic needs the header that carries the signature")
-			}
-			if a.SignatureEncoding != "" && a.SignatureEncoding != "hex" && a.SignatureEncoding != EncodingBase64 {
-				return a, bad("signature_encoding", "signature_encoding must be hex or base64")
-			}
-		}
-		if err != nil {
-			return a, err
-		}
-		if a.TimestampToleranceSeconds != 0 && !a.Signed() {
-			return a, bad("timestamp_tolerance_seconds", "timestamp_tolerance_seconds applies only to formats that sign a timestamp (stripe, slack, generic with timestamp_header)")
-		}
-		if a.Signed() {
-			if a.TimestampToleranceSeconds == 0 {
-				a.TimestampToleranceSeconds = DefaultToleranceSeconds
-			}
-			if a.TimestampToleranceSeconds < 1 || a.TimestampToleranceSeconds > MaxToleranceSeconds {
-				return a, bad("timestamp_tolerance_seconds", "timestamp_tolerance_seconds must be 1 to %d", MaxToleranceSeconds)
-			}
-		}
-	case "":
-		return a, invalid(p+"type", "MISSING_FIELD", "authentication.type is required: none, hmac_sha256, hmac_sha1, basic, bearer or api_key")
-	default:
-		return a, bad("type", "authentication.type must be one of none, hmac_sha256, hmac_sha1, basic, bearer, api_key")
+}
+
+// checkTolerance checks the timestamp tolerance: only for formats that sign a timestamp, where it
+// defaults to DefaultToleranceSeconds.
+func checkTolerance(a *webhook.Authentication) error {
+	if a.TimestampToleranceSeconds != 0 && !a.Signed() {
+		return badAuth("timestamp_tolerance_seconds", "timestamp_tolerance_seconds applies only to formats that sign a timestamp (stripe, slack, generic with timestamp_header)")
 	}
-	return a, nil
+	if a.Signed() {
+		if a.TimestampToleranceSeconds == 0 {
+			a.TimestampToleranceSeconds = DefaultToleranceSeconds
+		}
+		if a.TimestampToleranceSeconds < 1 || a.TimestampToleranceSeconds > MaxToleranceSeconds {
+			return badAuth("timestamp_tolerance_seconds", "timestamp_tolerance_seconds must be 1 to %d", MaxToleranceSeconds)
+		}
+	}
+	return nil
 }
 
 // newSecret returns a fresh secret: 32 random bytes, URL-safe base64, prefixed whsec_.
