@@ -227,23 +227,15 @@ func authHeaders(a webhook.Authentication) []string {
 	return out
 }
 
-// build validates spec onto base (id, tenant, creation, secret state).
+// build validates spec onto base (id, tenant, creation, secret state), one group of settings
+// after the other in the order of the resource.
 func (s *Service) build(spec Spec, base webhook.Trigger) (webhook.Trigger, error) {
 	out := base
-	if spec.EntrypointID == "" {
-		return out, invalid("$.entrypoint_id", "MISSING_FIELD", "entrypoint_id is required")
+	entrypointID, name, err := checkNaming(spec, out.ID)
+	if err != nil {
+		return out, err
 	}
-	if len(spec.EntrypointID) > 1024 {
-		return out, invalid("$.entrypoint_id", "INVALID_VALUE", "entrypoint_id must be at most 1024 characters")
-	}
-	out.EntrypointID = spec.EntrypointID
-	out.Name = spec.Name
-	if out.Name == "" {
-		out.Name = out.ID
-	}
-	if len(out.Name) > 256 {
-		return out, invalid("$.name", "INVALID_VALUE", "name must be at most 256 characters")
-	}
+	out.EntrypointID, out.Name = entrypointID, name
 	if spec.Authentication == nil {
 		return out, invalid("$.authentication", "MISSING_FIELD", `authentication is required: {"type": "none"|"hmac_sha256"|"hmac_sha1"|"basic"|"bearer"|"api_key", ...}`)
 	}
@@ -252,69 +244,20 @@ func (s *Service) build(spec Spec, base webhook.Trigger) (webhook.Trigger, error
 		return out, err
 	}
 	out.Authentication = a
-	if len(spec.AllowedSources) > MaxAllowedSources {
-		return out, invalid("$.allowed_sources", "INVALID_VALUE", "allowed_sources holds at most %d CIDRs", MaxAllowedSources)
+	if out.AllowedSources, err = checkSources(spec.AllowedSources); err != nil {
+		return out, err
 	}
-	out.AllowedSources = []string{}
-	for i, src := range spec.AllowedSources {
-		p, err := parseSource(src)
-		if err != nil {
-			return out, invalid(fmt.Sprintf("$.allowed_sources[%d]", i), "INVALID_VALUE", "%q is not a CIDR (e.g. 192.30.252.0/22) or an IP address", src)
-		}
-		out.AllowedSources = append(out.AllowedSources, p.String())
+	if out.PayloadSchema, err = s.checkPayloadSchema(spec.PayloadSchema); err != nil {
+		return out, err
 	}
-	out.PayloadSchema = nil
-	if len(spec.PayloadSchema) > 0 && string(spec.PayloadSchema) != "null" {
-		if s.o.Schemas == nil {
-			return out, problem.Internal(errors.New("webhooks: no schema registry"))
-		}
-		if _, issues := s.o.Schemas.CompileUserSchema("$.payload_schema", spec.PayloadSchema); len(issues) > 0 {
-			return out, problem.Validation("payload_schema is not a usable JSON Schema", schemaIssues(issues))
-		}
-		out.PayloadSchema = spec.PayloadSchema
+	if out.MaxBodyBytes, err = checkMaxBodyBytes(spec.MaxBodyBytes); err != nil {
+		return out, err
 	}
-	out.MaxBodyBytes = DefaultMaxBodyBytes
-	if spec.MaxBodyBytes != nil {
-		if *spec.MaxBodyBytes < 1 || *spec.MaxBodyBytes > MaxBodyBytes {
-			return out, invalid("$.max_body_bytes", "INVALID_VALUE", "max_body_bytes must be 1 to %d", MaxBodyBytes)
-		}
-		out.MaxBodyBytes = *spec.MaxBodyBytes
+	if out.RateLimit, err = checkRateLimit(spec.RateLimit); err != nil {
+		return out, err
 	}
-	out.RateLimit = webhook.RateLimit{MaxRequestsPerSecond: DefaultRatePerSecond, BurstSize: DefaultBurst}
-	if rl := spec.RateLimit; rl != nil {
-		if rl.MaxRequestsPerSecond <= 0 || rl.MaxRequestsPerSecond > 1000 {
-			return out, invalid("$.rate_limit.max_requests_per_second", "INVALID_VALUE", "max_requests_per_second must be more than 0 and at most 1000")
-		}
-		if rl.BurstSize == 0 {
-			rl.BurstSize = DefaultBurst
-		}
-		if rl.BurstSize < 1 || rl.BurstSize > 10000 {
-			return out, invalid("$.rate_limit.burst_size", "INVALID_VALUE", "burst_size must be 1 to 10000")
-		}
-		if rl.MaxRequestsPerMinute < 0 || rl.MaxRequestsPerMinute > 1_000_000 {
-			return out, invalid("$.rate_limit.max_requests_per_minute", "INVALID_VALUE", "max_requests_per_minute must be 0 (no limit) to 1000000")
-		}
-		out.RateLimit = *rl
-	}
-	fwd := spec.ForwardHeaders
-	if fwd == nil {
-		fwd = DefaultForwardHeaders
-	}
-	if len(fwd) > MaxForwardHeaders {
-		return out, invalid("$.forward_headers", "INVALID_VALUE", "forward_headers names at most %d headers", MaxForwardHeaders)
-	}
-	out.ForwardHeaders = []string{}
-	for i, h := range fwd {
-		if !headerPattern.MatchString(h) {
-			return out, invalid(fmt.Sprintf("$.forward_headers[%d]", i), "INVALID_VALUE", "%q is not a header name", h)
-		}
-		h = textproto.CanonicalMIMEHeaderKey(h)
-		if slices.Contains(authHeaders(a), h) {
-			return out, invalid(fmt.Sprintf("$.forward_headers[%d]", i), "INVALID_VALUE", "%s carries credentials and is never forwarded", h)
-		}
-		if !slices.Contains(out.ForwardHeaders, h) {
-			out.ForwardHeaders = append(out.ForwardHeaders, h)
-		}
+	if out.ForwardHeaders, err = checkForwardHeaders(spec.ForwardHeaders, a); err != nil {
+		return out, err
 	}
 	if out.ExecutionContext, err = oneOf("execution_context", spec.ExecutionContext, ContextSystem, ContextAPIClient, ContextUser); err != nil {
 		return out, err
@@ -324,6 +267,115 @@ func (s *Service) build(spec Spec, base webhook.Trigger) (webhook.Trigger, error
 		return out, err
 	}
 	out.Status = webhook.Status(st)
+	return out, nil
+}
+
+// checkNaming checks the entrypoint (required, at most 1024 characters) and the name (default: the
+// trigger's id, at most 256 characters).
+func checkNaming(spec Spec, id string) (entrypointID, name string, err error) {
+	if spec.EntrypointID == "" {
+		return "", "", invalid("$.entrypoint_id", "MISSING_FIELD", "entrypoint_id is required")
+	}
+	if len(spec.EntrypointID) > 1024 {
+		return "", "", invalid("$.entrypoint_id", "INVALID_VALUE", "entrypoint_id must be at most 1024 characters")
+	}
+	name = spec.Name
+	if name == "" {
+		name = id
+	}
+	if len(name) > 256 {
+		return "", "", invalid("$.name", "INVALID_VALUE", "name must be at most 256 characters")
+	}
+	return spec.EntrypointID, name, nil
+}
+
+// checkSources reads allowed_sources (at most MaxAllowedSources) into masked CIDRs; none is an
+// empty list.
+func checkSources(srcs []string) ([]string, error) {
+	if len(srcs) > MaxAllowedSources {
+		return nil, invalid("$.allowed_sources", "INVALID_VALUE", "allowed_sources holds at most %d CIDRs", MaxAllowedSources)
+	}
+	out := []string{}
+	for i, src := range srcs {
+		p, err := parseSource(src)
+		if err != nil {
+			return nil, invalid(fmt.Sprintf("$.allowed_sources[%d]", i), "INVALID_VALUE", "%q is not a CIDR (e.g. 192.30.252.0/22) or an IP address", src)
+		}
+		out = append(out, p.String())
+	}
+	return out, nil
+}
+
+// checkPayloadSchema compiles a payload_schema under the user-schema limits; absent or null is
+// none (nil).
+func (s *Service) checkPayloadSchema(raw json.RawMessage) (json.RawMessage, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	if s.o.Schemas == nil {
+		return nil, problem.Internal(errors.New("webhooks: no schema registry"))
+	}
+	if _, issues := s.o.Schemas.CompileUserSchema("$.payload_schema", raw); len(issues) > 0 {
+		return nil, problem.Validation("payload_schema is not a usable JSON Schema", schemaIssues(issues))
+	}
+	return raw, nil
+}
+
+// checkMaxBodyBytes checks max_body_bytes (1 to MaxBodyBytes, default DefaultMaxBodyBytes).
+func checkMaxBodyBytes(n *int64) (int64, error) {
+	if n == nil {
+		return DefaultMaxBodyBytes, nil
+	}
+	if *n < 1 || *n > MaxBodyBytes {
+		return DefaultMaxBodyBytes, invalid("$.max_body_bytes", "INVALID_VALUE", "max_body_bytes must be 1 to %d", MaxBodyBytes)
+	}
+	return *n, nil
+}
+
+// checkRateLimit checks rate_limit, filling in a zero burst_size (in rl itself) with DefaultBurst;
+// absent, the defaults apply.
+func checkRateLimit(rl *webhook.RateLimit) (webhook.RateLimit, error) {
+	def := webhook.RateLimit{MaxRequestsPerSecond: DefaultRatePerSecond, BurstSize: DefaultBurst}
+	if rl == nil {
+		return def, nil
+	}
+	if rl.MaxRequestsPerSecond <= 0 || rl.MaxRequestsPerSecond > 1000 {
+		return def, invalid("$.rate_limit.max_requests_per_second", "INVALID_VALUE", "max_requests_per_second must be more than 0 and at most 1000")
+	}
+	if rl.BurstSize == 0 {
+		rl.BurstSize = DefaultBurst
+	}
+	if rl.BurstSize < 1 || rl.BurstSize > 10000 {
+		return def, invalid("$.rate_limit.burst_size", "INVALID_VALUE", "burst_size must be 1 to 10000")
+	}
+	if rl.MaxRequestsPerMinute < 0 || rl.MaxRequestsPerMinute > 1_000_000 {
+		return def, invalid("$.rate_limit.max_requests_per_minute", "INVALID_VALUE", "max_requests_per_minute must be 0 (no limit) to 1000000")
+	}
+	return *rl, nil
+}
+
+// checkForwardHeaders checks forward_headers (DefaultForwardHeaders when absent): header names,
+// canonicalized, without duplicates, none of those a's authentication reads.
+func checkForwardHeaders(fwd []string, a webhook.Authentication) ([]string, error) {
+	if fwd == nil {
+		fwd = DefaultForwardHeaders
+	}
+	if len(fwd) > MaxForwardHeaders {
+		return nil, invalid("$.forward_headers", "INVALID_VALUE", "forward_headers names at most %d headers", MaxForwardHeaders)
+	}
+	out := []string{}
+	for i, h := range fwd {
+		if !headerPattern.MatchString(h) {
+			return nil, invalid(fmt.Sprintf("$.forward_headers[%d]", i), "INVALID_VALUE", "%q is not a header name", h)
+		}
+		h = textproto.CanonicalMIMEHeaderKey(h)
+		if slices.Contains(authHeaders(a), h) {
+			return nil, invalid(fmt.Sprintf("$.forward_headers[%d]", i), "INVALID_VALUE", "%s carries credentials and is never forwarded", h)
+		}
+		if !slices.Contains(out, h) {
+			out = append(out, h)
+		}
+	}
 	return out, nil
 }
 
