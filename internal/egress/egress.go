@@ -207,18 +207,38 @@ func (c *Client) Do(ctx context.Context, req Request) (Response, error) {
 	if err := ctx.Err(); err != nil {
 		return Response{}, ctxError(err, normalizeHost(u.Hostname()))
 	}
-	var sh *secretHeaders
 
-	timeout := req.Timeout
-	if timeout == 0 {
-		timeout = c.opts.DefaultTimeout
-	}
-	if timeout > c.opts.MaxTimeout {
-		timeout = c.opts.MaxTimeout
-	}
+	timeout := c.timeoutFor(req.Timeout)
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
+	out, err := c.follow(ctx, rctx, req, u, hdr, timeout, &sec)
+	if err != nil {
+		return Response{}, err
+	}
+	out.Duration = time.Since(start)
+	return out, nil
+}
+
+// timeoutFor is the bound of one exchange: t, Options.DefaultTimeout when t is 0, at most
+// Options.MaxTimeout.
+func (c *Client) timeoutFor(t time.Duration) time.Duration {
+	if t == 0 {
+		t = c.opts.DefaultTimeout
+	}
+	if t > c.opts.MaxTimeout {
+		t = c.opts.MaxTimeout
+	}
+	return t
+}
+
+// follow makes the request from u (prepared by prepare), hop by hop, until an answer that is not
+// a redirect, and reads it. Every hop is checked (checkTarget) before it is made; secrets are
+// opened after the first hop's check, and scrubbed from the answer. rctx bounds the exchange
+// (timeout); ctx is the caller's.
+func (c *Client) follow(ctx, rctx context.Context, req Request, u *url.URL, hdr http.Header, timeout time.Duration, sec *secrets) (Response, error) {
+	var sh *secretHeaders
+	var err error
 	method := req.Method
 	body := req.Body
 	origin := originOf(u)
@@ -229,73 +249,109 @@ func (c *Client) Do(ctx context.Context, req Request) (Response, error) {
 		}
 		if hop == 0 {
 			// Secrets are opened only for a request that may be made at all.
-			if sh, err = resolveSecrets(ctx, hdr, req.Secrets, host, &sec); err != nil {
+			if sh, err = resolveSecrets(ctx, hdr, req.Secrets, host, sec); err != nil {
 				return Response{}, err
 			}
 		}
-		var rd io.Reader = http.NoBody
-		if method == http.MethodPost {
-			rd = bytes.NewReader(body)
-		}
-		hreq, err := http.NewRequestWithContext(rctx, method, u.String(), rd)
+		hreq, err := hopRequest(ctx, rctx, method, u, body, hdr, sh, host, hop)
 		if err != nil {
-			return Response{}, &Error{Kind: KindBadRequest, Host: host, Msg: "cannot build request"}
-		}
-		// Re-check what net/http will actually use, in case re-serialization changed anything.
-		if normalizeHost(hreq.URL.Hostname()) != host || hreq.URL.User != nil {
-			return Response{}, &Error{Kind: KindBadRequest, Host: host, Msg: "URL does not round-trip"}
-		}
-		hreq.Header = hdr.Clone()
-		if err := sh.substitute(hdr, hreq.Header, host, hop); err != nil {
 			return Response{}, err
 		}
-		// The W3C trace context of the calling span (the r_http_* call's), replacing any the
-		// caller set: the service called continues the invocation's trace.
-		tracing.Inject(ctx, hreq.Header)
 
 		resp, err := c.hc.Do(hreq)
 		if err != nil {
-			return Response{}, c.classify(ctx, rctx, err, host, timeout, &sec)
+			return Response{}, c.classify(ctx, rctx, err, host, timeout, sec)
 		}
 		loc := resp.Header.Get("Location")
 		if !isRedirect(resp.StatusCode) || loc == "" {
-			out, err := c.readResponse(ctx, rctx, resp, host, timeout, &sec)
+			out, err := c.readResponse(ctx, rctx, resp, host, timeout, sec)
 			if err != nil {
 				return Response{}, err
 			}
 			sh.scrub(&out)
-			out.Duration = time.Since(start)
 			return out, nil
 		}
 
 		// A redirect: release the connection, then validate the next hop.
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, redirectDrainBytes))
-		_ = resp.Body.Close()
-		if hop >= c.opts.MaxRedirects {
-			return Response{}, &Error{Kind: KindTransport, Host: host,
-				Msg: fmt.Sprintf("stopped after %d redirects", c.opts.MaxRedirects)}
-		}
-		next, err := u.Parse(loc)
+		next, err := c.nextHop(resp, u, loc, host, hop, sec)
 		if err != nil {
-			return Response{}, &Error{Kind: KindTransport, Host: host, Msg: "redirect with an invalid Location"}
+			return Response{}, err
 		}
-		next.Fragment, next.RawFragment = "", ""
-		addURLSecrets(&sec, next)
-		if o := originOf(next); o != origin {
-			hdr.Del("Authorization")
-			hdr.Del("Cookie")
-			origin = o // once stripped, credentials stay stripped for the rest of the chain
-		}
-		switch resp.StatusCode {
-		case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther:
-			if method == http.MethodPost {
-				method = http.MethodGet
-				body = nil
-				hdr.Del("Content-Type")
-			}
-		}
+		origin = dropCredentials(hdr, next, origin)
+		method, body = redirectMethod(resp.StatusCode, method, body, hdr)
 		u = next
 	}
+}
+
+// hopRequest builds one hop's request: the body for a POST, the URL re-checked as net/http will
+// send it, the headers with the secrets this host may receive substituted (sh, see substitute)
+// and the caller's trace context.
+func hopRequest(ctx, rctx context.Context, method string, u *url.URL, body []byte, hdr http.Header, sh *secretHeaders, host string, hop int) (*http.Request, error) {
+	var rd io.Reader = http.NoBody
+	if method == http.MethodPost {
+		rd = bytes.NewReader(body)
+	}
+	hreq, err := http.NewRequestWithContext(rctx, method, u.String(), rd)
+	if err != nil {
+		return nil, &Error{Kind: KindBadRequest, Host: host, Msg: "cannot build request"}
+	}
+	// Re-check what net/http will actually use, in case re-serialization changed anything.
+	if normalizeHost(hreq.URL.Hostname()) != host || hreq.URL.User != nil {
+		return nil, &Error{Kind: KindBadRequest, Host: host, Msg: "URL does not round-trip"}
+	}
+	hreq.Header = hdr.Clone()
+	if err := sh.substitute(hdr, hreq.Header, host, hop); err != nil {
+		return nil, err
+	}
+	// The W3C trace context of the calling span (the r_http_* call's), replacing any the
+	// caller set: the service called continues the invocation's trace.
+	tracing.Inject(ctx, hreq.Header)
+	return hreq, nil
+}
+
+// nextHop releases a redirect's connection (its body drained up to redirectDrainBytes) and
+// returns the URL it points to, without fragment, its secrets noted in sec. A redirect beyond
+// Options.MaxRedirects or with an invalid Location is an error; the caller checks the URL itself
+// (checkTarget) before the hop is made.
+func (c *Client) nextHop(resp *http.Response, u *url.URL, loc, host string, hop int, sec *secrets) (*url.URL, error) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, redirectDrainBytes))
+	_ = resp.Body.Close()
+	if hop >= c.opts.MaxRedirects {
+		return nil, &Error{Kind: KindTransport, Host: host,
+			Msg: fmt.Sprintf("stopped after %d redirects", c.opts.MaxRedirects)}
+	}
+	next, err := u.Parse(loc)
+	if err != nil {
+		return nil, &Error{Kind: KindTransport, Host: host, Msg: "redirect with an invalid Location"}
+	}
+	next.Fragment, next.RawFragment = "", ""
+	addURLSecrets(sec, next)
+	return next, nil
+}
+
+// dropCredentials deletes Authorization and Cookie from hdr when next leaves origin, and returns
+// the origin the rest of the chain is compared with.
+func dropCredentials(hdr http.Header, next *url.URL, origin string) string {
+	if o := originOf(next); o != origin {
+		hdr.Del("Authorization")
+		hdr.Del("Cookie")
+		origin = o // once stripped, credentials stay stripped for the rest of the chain
+	}
+	return origin
+}
+
+// redirectMethod is the method and body of the hop after a redirect with status: 301, 302 and
+// 303 turn a POST into a GET without body (Content-Type deleted from hdr); the rest keep both.
+func redirectMethod(status int, method string, body []byte, hdr http.Header) (string, []byte) {
+	switch status {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther:
+		if method == http.MethodPost {
+			method = http.MethodGet
+			body = nil
+			hdr.Del("Content-Type")
+		}
+	}
+	return method, body
 }
 
 // prepare validates req and returns the parsed URL and the header set.

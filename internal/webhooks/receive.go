@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net/http"
 	"net/netip"
@@ -98,34 +99,84 @@ func (s *Service) Receive(ctx context.Context, req Request) (Accepted, error) {
 	return acc, nil
 }
 
+// receive runs the checks of a delivery after the trigger was found (see Receive), in order, and
+// queues its invocation. d collects what the delivery record says (body size and hash, idempotency
+// key); a refusal says why the delivery was refused.
 func (s *Service) receive(ctx context.Context, w webhook.Trigger, req Request, d *webhook.Delivery, now time.Time) (Accepted, *refusal) {
 	log := obs.Logger(ctx).With("tenant_id", w.TenantID, "webhook_trigger_id", w.ID, "delivery_id", d.ID)
 	if !allowed(w.AllowedSources, req.Client) {
 		return Accepted{}, &refusal{problem.Forbidden("the sender's address is not in the webhook trigger's allowed_sources"), webhook.OutcomeForbidden, "source " + req.Client.String() + " not allowed"}
 	}
-	tooLarge := func() *refusal {
-		return &refusal{problem.New(problem.TypePayloadTooLarge, "the body exceeds this webhook trigger's limit of %d bytes", w.MaxBodyBytes).With("max_body_bytes", w.MaxBodyBytes),
-			webhook.OutcomeTooLarge, ""}
+	body, ref := readBody(w, req, d)
+	if ref != nil {
+		return Accepted{}, ref
 	}
+	v, ref := s.authenticate(ctx, log, w, req, body, now)
+	if ref != nil {
+		return Accepted{}, ref
+	}
+	idem, ref := idempotencyKey(req.Header, d)
+	if ref != nil {
+		return Accepted{}, ref
+	}
+	seen, ref := s.checkSeen(ctx, w, idem, v.ReplayKey, now)
+	if ref != nil {
+		return Accepted{}, ref
+	}
+	if seen != nil {
+		return s.redeliver(ctx, w, *d, *seen)
+	}
+	if ref := s.rateLimit(w, now); ref != nil {
+		return Accepted{}, ref
+	}
+	planned, ref := s.plan(ctx, w, req, d.ID, body)
+	if ref != nil {
+		return Accepted{}, ref
+	}
+	out, again, ref := s.commit(ctx, w, *d, idem, v, planned, now)
+	if ref != nil {
+		return Accepted{}, ref
+	}
+	if again != nil {
+		return s.redeliver(ctx, w, *d, *again)
+	}
+	log.DebugContext(ctx, "webhook delivery accepted", "invocation_id", out.InvocationID, "body_bytes", d.BodyBytes)
+	return out, nil
+}
+
+// tooLarge refuses a body over the trigger's max_body_bytes.
+func tooLarge(w webhook.Trigger) *refusal {
+	return &refusal{problem.New(problem.TypePayloadTooLarge, "the body exceeds this webhook trigger's limit of %d bytes", w.MaxBodyBytes).With("max_body_bytes", w.MaxBodyBytes),
+		webhook.OutcomeTooLarge, ""}
+}
+
+// readBody reads the body, at most max_body_bytes (a larger announced length is refused before
+// reading), and records its size and hash in d.
+func readBody(w webhook.Trigger, req Request, d *webhook.Delivery) ([]byte, *refusal) {
 	if req.ContentLength > w.MaxBodyBytes {
 		d.BodyBytes = req.ContentLength
-		return Accepted{}, tooLarge()
+		return nil, tooLarge(w)
 	}
 	body, err := io.ReadAll(io.LimitReader(req.Body, w.MaxBodyBytes+1))
 	d.BodyBytes = int64(len(body))
 	var mbe *http.MaxBytesError
 	if int64(len(body)) > w.MaxBodyBytes || errors.As(err, &mbe) {
-		return Accepted{}, tooLarge()
+		return nil, tooLarge(w)
 	}
 	if err != nil {
-		return Accepted{}, &refusal{problem.BadRequest("reading the body: %v", err), webhook.OutcomeFailed, "body not read"}
+		return nil, &refusal{problem.BadRequest("reading the body: %v", err), webhook.OutcomeFailed, "body not read"}
 	}
 	d.BodySHA256 = hashHex(body)
+	return body, nil
+}
 
+// authenticate opens the trigger's secrets valid now, verifies the delivery against them and
+// clears them.
+func (s *Service) authenticate(ctx context.Context, log *slog.Logger, w webhook.Trigger, req Request, body []byte, now time.Time) (Verified, *refusal) {
 	secrets, err := s.secrets(ctx, w, now)
 	if err != nil {
 		log.ErrorContext(ctx, "webhook: opening the trigger's secret failed", "err", err)
-		return Accepted{}, &refusal{err, webhook.OutcomeFailed, "secret unavailable"}
+		return Verified{}, &refusal{err, webhook.OutcomeFailed, "secret unavailable"}
 	}
 	v, err := Verify(w.Authentication, secrets, Message{Header: req.Header, Query: req.Query, Body: body}, now)
 	clear2(secrets)
@@ -135,55 +186,76 @@ func (s *Service) receive(ctx context.Context, w webhook.Trigger, req Request, d
 		if errors.As(err, &ae) {
 			reason = ae.Reason
 		}
-		return Accepted{}, &refusal{problem.Unauthorized("the webhook delivery failed authentication: %s", reason), webhook.OutcomeUnauthorized, reason}
+		return Verified{}, &refusal{problem.Unauthorized("the webhook delivery failed authentication: %s", reason), webhook.OutcomeUnauthorized, reason}
 	}
+	return v, nil
+}
 
-	idem := ""
-	for _, h := range IdempotencyHeaders {
-		if k := req.Header.Get(h); k != "" {
+// idempotencyKey is the hash of the first idempotency header present (see IdempotencyHeaders),
+// "" when there is none; the key itself is recorded in d.
+func idempotencyKey(h http.Header, d *webhook.Delivery) (string, *refusal) {
+	for _, name := range IdempotencyHeaders {
+		if k := h.Get(name); k != "" {
 			if len(k) > maxIdempotencyKey {
-				return Accepted{}, &refusal{problem.BadRequest("header %s: at most %d characters", h, maxIdempotencyKey), webhook.OutcomeFailed, "idempotency key too long"}
+				return "", &refusal{problem.BadRequest("header %s: at most %d characters", name, maxIdempotencyKey), webhook.OutcomeFailed, "idempotency key too long"}
 			}
-			idem = hashHex([]byte(k))
 			d.IdempotencyKey = k
-			break
+			return hashHex([]byte(k)), nil
 		}
 	}
+	return "", nil
+}
+
+// replayed refuses a signed request that was already accepted.
+func replayed() *refusal {
+	return &refusal{problem.Unauthorized("the webhook delivery failed authentication: this signed request was already accepted (replay)"), webhook.OutcomeReplayed, "signature already used"}
+}
+
+// checkSeen looks up the idempotency key (seen: the earlier delivery, to answer with) and then
+// the signature (seen: a replay, refused), each only when there is one.
+func (s *Service) checkSeen(ctx context.Context, w webhook.Trigger, idem, replayKey string, now time.Time) (*webhook.Seen, *refusal) {
 	if idem != "" {
 		if seen, err := s.store.WebhookSeenAt(ctx, w.TenantID, w.ID, webhook.KindIdempotency, idem, now); err == nil {
-			return s.redeliver(ctx, w, *d, seen)
+			return &seen, nil
 		} else if !errors.Is(err, store.ErrNotFound) {
-			return Accepted{}, &refusal{problem.Internal(err), webhook.OutcomeFailed, "store"}
+			return nil, &refusal{problem.Internal(err), webhook.OutcomeFailed, "store"}
 		}
 	}
-	replayed := func() *refusal {
-		return &refusal{problem.Unauthorized("the webhook delivery failed authentication: this signed request was already accepted (replay)"), webhook.OutcomeReplayed, "signature already used"}
-	}
-	if v.ReplayKey != "" {
-		if _, err := s.store.WebhookSeenAt(ctx, w.TenantID, w.ID, webhook.KindSignature, v.ReplayKey, now); err == nil {
-			return Accepted{}, replayed()
+	if replayKey != "" {
+		if _, err := s.store.WebhookSeenAt(ctx, w.TenantID, w.ID, webhook.KindSignature, replayKey, now); err == nil {
+			return nil, replayed()
 		} else if !errors.Is(err, store.ErrNotFound) {
-			return Accepted{}, &refusal{problem.Internal(err), webhook.OutcomeFailed, "store"}
+			return nil, &refusal{problem.Internal(err), webhook.OutcomeFailed, "store"}
 		}
 	}
+	return nil, nil
+}
 
+// rateLimit takes a token of the trigger's rate limit: 429 with Retry-After (at least 1 s) when
+// there is none.
+func (s *Service) rateLimit(w webhook.Trigger, now time.Time) *refusal {
 	if dec := s.limiter.Allow(w.TenantID+"\x00"+w.ID, rateConfig(w.RateLimit), now); !dec.Allowed {
 		pe := problem.New(problem.TypeRateLimited, "webhook trigger %s accepts at most %g deliveries per second (burst %d); retry later", w.ID, w.RateLimit.MaxRequestsPerSecond, w.RateLimit.BurstSize)
 		pe.RetryAfter = int(math.Ceil(dec.RetryAfter.Seconds()))
 		if pe.RetryAfter < 1 {
 			pe.RetryAfter = 1
 		}
-		return Accepted{}, &refusal{pe, webhook.OutcomeRateLimited, ""}
+		return &refusal{pe, webhook.OutcomeRateLimited, ""}
 	}
+	return nil
+}
 
+// plan checks the payload, builds the entrypoint's params (body, forwarded headers, query, trigger
+// and delivery ids) and plans the start.
+func (s *Service) plan(ctx context.Context, w webhook.Trigger, req Request, deliveryID string, body []byte) (invoke.Planned, *refusal) {
 	payload, err := s.payload(w, body)
 	if err != nil {
-		return Accepted{}, &refusal{err, webhook.OutcomeInvalid, "payload does not match payload_schema"}
+		return invoke.Planned{}, &refusal{err, webhook.OutcomeInvalid, "payload does not match payload_schema"}
 	}
 	params, err := json.Marshal(map[string]any{"body": payload, "headers": forwarded(w, req.Header), "query": query(w, req.Query),
-		"webhook_trigger_id": w.ID, "delivery_id": d.ID})
+		"webhook_trigger_id": w.ID, "delivery_id": deliveryID})
 	if err != nil {
-		return Accepted{}, &refusal{problem.Internal(err), webhook.OutcomeFailed, "params"}
+		return invoke.Planned{}, &refusal{problem.Internal(err), webhook.OutcomeFailed, "params"}
 	}
 	planned, err := s.inv.Plan(ctx, invoke.SystemStart{As: runAs(w), EntrypointID: w.EntrypointID, Params: params, CorrelationID: obs.CorrelationID(ctx)})
 	if err != nil {
@@ -194,13 +266,17 @@ func (s *Service) receive(ctx context.Context, w webhook.Trigger, req Request, d
 			// start its work now (the tenant sees why in the deliveries).
 			err = problem.Conflict("entrypoint_unavailable", "this webhook trigger cannot start its entrypoint now")
 		}
-		return Accepted{}, &refusal{err, webhook.OutcomeFailed, reason}
+		return invoke.Planned{}, &refusal{err, webhook.OutcomeFailed, reason}
 	}
+	return planned, nil
+}
 
-	var out Accepted
-	var again *webhook.Seen
+// commit queues the invocation in the transaction that records the delivery: the idempotency key
+// looked up again (again: the earlier delivery, nothing written), the signature remembered (a
+// conflict is a replay), the invocation enqueued, the key remembered, the delivery recorded.
+func (s *Service) commit(ctx context.Context, w webhook.Trigger, d webhook.Delivery, idem string, v Verified, planned invoke.Planned, now time.Time) (out Accepted, again *webhook.Seen, ref *refusal) {
 	var replay bool
-	err = s.store.Update(ctx, func(tx store.Tx) error {
+	err := s.store.Update(ctx, func(tx store.Tx) error {
 		if idem != "" {
 			if seen, err := tx.WebhookSeen(w.TenantID, w.ID, webhook.KindIdempotency, idem, now); err == nil {
 				again = &seen
@@ -211,12 +287,7 @@ func (s *Service) receive(ctx context.Context, w webhook.Trigger, req Request, d
 		}
 		id := s.inv.NewID()
 		if v.ReplayKey != "" {
-			until := now.Add(UnsignedReplayWindow)
-			if v.SignedAt != nil {
-				until = v.SignedAt.Add(time.Duration(toleranceOf(w.Authentication))*time.Second + time.Second)
-			}
-			err := tx.RememberWebhook(webhook.Seen{TenantID: w.TenantID, TriggerID: w.ID, Kind: webhook.KindSignature, Key: v.ReplayKey,
-				InvocationID: id, DeliveryID: d.ID, ExpiresAt: until}, now)
+			err := rememberSignature(tx, w, d.ID, v, id, now)
 			if errors.Is(err, store.ErrConflict) {
 				replay = true
 				return err
@@ -235,22 +306,30 @@ func (s *Service) receive(ctx context.Context, w webhook.Trigger, req Request, d
 				return err
 			}
 		}
-		rd := *d
+		rd := d
 		rd.StatusCode, rd.Outcome, rd.InvocationID = http.StatusAccepted, webhook.OutcomeAccepted, rec.ID
 		out = Accepted{InvocationID: rec.ID, DeliveryID: d.ID}
 		return tx.RecordWebhookDelivery(rd, webhook.MaxDeliveries)
 	})
 	switch {
 	case replay:
-		return Accepted{}, replayed()
+		return Accepted{}, nil, replayed()
 	case err != nil:
 		pe := problem.From(err)
-		return Accepted{}, &refusal{pe, webhook.OutcomeFailed, "not recorded"}
-	case again != nil:
-		return s.redeliver(ctx, w, *d, *again)
+		return Accepted{}, nil, &refusal{pe, webhook.OutcomeFailed, "not recorded"}
 	}
-	log.DebugContext(ctx, "webhook delivery accepted", "invocation_id", out.InvocationID, "body_bytes", d.BodyBytes)
-	return out, nil
+	return out, again, nil
+}
+
+// rememberSignature remembers a signed request's replay key inside tx, until its signed timestamp
+// leaves the tolerance (plus a second) or, unsigned, for UnsignedReplayWindow.
+func rememberSignature(tx store.Tx, w webhook.Trigger, deliveryID string, v Verified, invocationID string, now time.Time) error {
+	until := now.Add(UnsignedReplayWindow)
+	if v.SignedAt != nil {
+		until = v.SignedAt.Add(time.Duration(toleranceOf(w.Authentication))*time.Second + time.Second)
+	}
+	return tx.RememberWebhook(webhook.Seen{TenantID: w.TenantID, TriggerID: w.ID, Kind: webhook.KindSignature, Key: v.ReplayKey,
+		InvocationID: invocationID, DeliveryID: deliveryID, ExpiresAt: until}, now)
 }
 
 // redeliver answers a delivery whose idempotency key was seen: the first invocation, recorded as a

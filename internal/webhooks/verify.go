@@ -188,90 +188,116 @@ func toleranceOf(a webhook.Authentication) int {
 // maxSignatures bounds the signatures one header may offer (stripe sends one per secret).
 const maxSignatures = 8
 
+// parseSignature reads the signature a delivery offers, in the header layout of the trigger's
+// format, with the message it signs and the signed timestamp when there is one.
 func parseSignature(a webhook.Authentication, m Message) (signed, error) {
 	switch a.Format {
 	case webhook.FormatGitHub:
-		header, prefix := HeaderGitHub256, "sha256="
-		if a.Type == webhook.AuthHMACSHA1 {
-			header, prefix = HeaderGitHub1, "sha1="
-		}
-		v, ok := strings.CutPrefix(m.Header.Get(header), prefix)
-		if !ok {
-			return signed{}, authErr("missing signature header " + header)
-		}
-		b, err := hex.DecodeString(v)
-		if err != nil {
-			return signed{}, authErr("malformed signature")
-		}
-		return signed{payload: m.Body, macs: [][]byte{b}}, nil
+		return githubSignature(a, m)
 	case webhook.FormatStripe:
-		h := m.Header.Get(HeaderStripe)
-		if h == "" {
-			return signed{}, authErr("missing signature header " + HeaderStripe)
-		}
-		var ts string
-		var macs [][]byte
-		for _, part := range strings.Split(h, ",") {
-			k, v, _ := strings.Cut(strings.TrimSpace(part), "=")
-			switch k {
-			case "t":
-				ts = v
-			case "v1":
-				if b, err := hex.DecodeString(v); err == nil && len(macs) < maxSignatures {
-					macs = append(macs, b)
-				}
-			}
-		}
-		at, err := unixTime(ts)
-		if err != nil || len(macs) == 0 {
-			return signed{}, authErr("malformed signature")
-		}
-		return signed{payload: append([]byte(ts+"."), m.Body...), macs: macs, at: &at}, nil
+		return stripeSignature(m)
 	case webhook.FormatSlack:
-		v, ok := strings.CutPrefix(m.Header.Get(HeaderSlack), "v0=")
-		if !ok {
-			return signed{}, authErr("missing signature header " + HeaderSlack)
+		return slackSignature(m)
+	default: // generic
+		return genericSignature(a, m)
+	}
+}
+
+// githubSignature reads X-Hub-Signature-256 (sha256=) or, for hmac_sha1, X-Hub-Signature (sha1=):
+// a hex MAC of the body.
+func githubSignature(a webhook.Authentication, m Message) (signed, error) {
+	header, prefix := HeaderGitHub256, "sha256="
+	if a.Type == webhook.AuthHMACSHA1 {
+		header, prefix = HeaderGitHub1, "sha1="
+	}
+	v, ok := strings.CutPrefix(m.Header.Get(header), prefix)
+	if !ok {
+		return signed{}, authErr("missing signature header " + header)
+	}
+	b, err := hex.DecodeString(v)
+	if err != nil {
+		return signed{}, authErr("malformed signature")
+	}
+	return signed{payload: m.Body, macs: [][]byte{b}}, nil
+}
+
+// stripeSignature reads Stripe-Signature: t=<unix>,v1=<hex>[,v1=...] (at most maxSignatures MACs
+// kept), signing "<t>.<body>".
+func stripeSignature(m Message) (signed, error) {
+	h := m.Header.Get(HeaderStripe)
+	if h == "" {
+		return signed{}, authErr("missing signature header " + HeaderStripe)
+	}
+	var ts string
+	var macs [][]byte
+	for _, part := range strings.Split(h, ",") {
+		k, v, _ := strings.Cut(strings.TrimSpace(part), "=")
+		switch k {
+		case "t":
+			ts = v
+		case "v1":
+			if b, err := hex.DecodeString(v); err == nil && len(macs) < maxSignatures {
+				macs = append(macs, b)
+			}
 		}
-		ts := m.Header.Get(HeaderSlackTimestamp)
+	}
+	at, err := unixTime(ts)
+	if err != nil || len(macs) == 0 {
+		return signed{}, authErr("malformed signature")
+	}
+	return signed{payload: append([]byte(ts+"."), m.Body...), macs: macs, at: &at}, nil
+}
+
+// slackSignature reads X-Slack-Signature (v0=<hex>) and X-Slack-Request-Timestamp, signing
+// "v0:<timestamp>:<body>".
+func slackSignature(m Message) (signed, error) {
+	v, ok := strings.CutPrefix(m.Header.Get(HeaderSlack), "v0=")
+	if !ok {
+		return signed{}, authErr("missing signature header " + HeaderSlack)
+	}
+	ts := m.Header.Get(HeaderSlackTimestamp)
+	at, err := unixTime(ts)
+	if err != nil {
+		return signed{}, authErr("missing or malformed timestamp header " + HeaderSlackTimestamp)
+	}
+	b, err := hex.DecodeString(v)
+	if err != nil {
+		return signed{}, authErr("malformed signature")
+	}
+	return signed{payload: append([]byte("v0:"+ts+":"), m.Body...), macs: [][]byte{b}, at: &at}, nil
+}
+
+// genericSignature reads the configured header (after its signature_prefix, hex or base64),
+// signing the body or, with a timestamp header, "<timestamp>.<body>".
+func genericSignature(a webhook.Authentication, m Message) (signed, error) {
+	v := m.Header.Get(a.Header)
+	if v == "" {
+		return signed{}, authErr("missing signature header " + a.Header)
+	}
+	v, ok := strings.CutPrefix(v, a.SignaturePrefix)
+	if !ok {
+		return signed{}, authErr("malformed signature")
+	}
+	var b []byte
+	var err error
+	if a.SignatureEncoding == EncodingBase64 {
+		b, err = base64.StdEncoding.DecodeString(v)
+	} else {
+		b, err = hex.DecodeString(v)
+	}
+	if err != nil {
+		return signed{}, authErr("malformed signature")
+	}
+	s := signed{payload: m.Body, macs: [][]byte{b}}
+	if a.TimestampHeader != "" {
+		ts := m.Header.Get(a.TimestampHeader)
 		at, err := unixTime(ts)
 		if err != nil {
-			return signed{}, authErr("missing or malformed timestamp header " + HeaderSlackTimestamp)
+			return signed{}, authErr("missing or malformed timestamp header " + a.TimestampHeader)
 		}
-		b, err := hex.DecodeString(v)
-		if err != nil {
-			return signed{}, authErr("malformed signature")
-		}
-		return signed{payload: append([]byte("v0:"+ts+":"), m.Body...), macs: [][]byte{b}, at: &at}, nil
-	default: // generic
-		v := m.Header.Get(a.Header)
-		if v == "" {
-			return signed{}, authErr("missing signature header " + a.Header)
-		}
-		v, ok := strings.CutPrefix(v, a.SignaturePrefix)
-		if !ok {
-			return signed{}, authErr("malformed signature")
-		}
-		var b []byte
-		var err error
-		if a.SignatureEncoding == EncodingBase64 {
-			b, err = base64.StdEncoding.DecodeString(v)
-		} else {
-			b, err = hex.DecodeString(v)
-		}
-		if err != nil {
-			return signed{}, authErr("malformed signature")
-		}
-		s := signed{payload: m.Body, macs: [][]byte{b}}
-		if a.TimestampHeader != "" {
-			ts := m.Header.Get(a.TimestampHeader)
-			at, err := unixTime(ts)
-			if err != nil {
-				return signed{}, authErr("missing or malformed timestamp header " + a.TimestampHeader)
-			}
-			s.payload, s.at = append([]byte(ts+"."), m.Body...), &at
-		}
-		return s, nil
+		s.payload, s.at = append([]byte(ts+"."), m.Body...), &at
 	}
+	return s, nil
 }
 
 func unixTime(s string) (time.Time, error) {

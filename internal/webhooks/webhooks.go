@@ -227,23 +227,15 @@ func authHeaders(a webhook.Authentication) []string {
 	return out
 }
 
-// build validates spec onto base (id, tenant, creation, secret state).
+// build validates spec onto base (id, tenant, creation, secret state), one group of settings
+// after the other in the order of the resource.
 func (s *Service) build(spec Spec, base webhook.Trigger) (webhook.Trigger, error) {
 	out := base
-	if spec.EntrypointID == "" {
-		return out, invalid("$.entrypoint_id", "MISSING_FIELD", "entrypoint_id is required")
+	entrypointID, name, err := checkNaming(spec, out.ID)
+	if err != nil {
+		return out, err
 	}
-	if len(spec.EntrypointID) > 1024 {
-		return out, invalid("$.entrypoint_id", "INVALID_VALUE", "entrypoint_id must be at most 1024 characters")
-	}
-	out.EntrypointID = spec.EntrypointID
-	out.Name = spec.Name
-	if out.Name == "" {
-		out.Name = out.ID
-	}
-	if len(out.Name) > 256 {
-		return out, invalid("$.name", "INVALID_VALUE", "name must be at most 256 characters")
-	}
+	out.EntrypointID, out.Name = entrypointID, name
 	if spec.Authentication == nil {
 		return out, invalid("$.authentication", "MISSING_FIELD", `authentication is required: {"type": "none"|"hmac_sha256"|"hmac_sha1"|"basic"|"bearer"|"api_key", ...}`)
 	}
@@ -252,69 +244,20 @@ func (s *Service) build(spec Spec, base webhook.Trigger) (webhook.Trigger, error
 		return out, err
 	}
 	out.Authentication = a
-	if len(spec.AllowedSources) > MaxAllowedSources {
-		return out, invalid("$.allowed_sources", "INVALID_VALUE", "allowed_sources holds at most %d CIDRs", MaxAllowedSources)
+	if out.AllowedSources, err = checkSources(spec.AllowedSources); err != nil {
+		return out, err
 	}
-	out.AllowedSources = []string{}
-	for i, src := range spec.AllowedSources {
-		p, err := parseSource(src)
-		if err != nil {
-			return out, invalid(fmt.Sprintf("$.allowed_sources[%d]", i), "INVALID_VALUE", "%q is not a CIDR (e.g. 192.30.252.0/22) or an IP address", src)
-		}
-		out.AllowedSources = append(out.AllowedSources, p.String())
+	if out.PayloadSchema, err = s.checkPayloadSchema(spec.PayloadSchema); err != nil {
+		return out, err
 	}
-	out.PayloadSchema = nil
-	if len(spec.PayloadSchema) > 0 && string(spec.PayloadSchema) != "null" {
-		if s.o.Schemas == nil {
-			return out, problem.Internal(errors.New("webhooks: no schema registry"))
-		}
-		if _, issues := s.o.Schemas.CompileUserSchema("$.payload_schema", spec.PayloadSchema); len(issues) > 0 {
-			return out, problem.Validation("payload_schema is not a usable JSON Schema", schemaIssues(issues))
-		}
-		out.PayloadSchema = spec.PayloadSchema
+	if out.MaxBodyBytes, err = checkMaxBodyBytes(spec.MaxBodyBytes); err != nil {
+		return out, err
 	}
-	out.MaxBodyBytes = DefaultMaxBodyBytes
-	if spec.MaxBodyBytes != nil {
-		if *spec.MaxBodyBytes < 1 || *spec.MaxBodyBytes > MaxBodyBytes {
-			return out, invalid("$.max_body_bytes", "INVALID_VALUE", "max_body_bytes must be 1 to %d", MaxBodyBytes)
-		}
-		out.MaxBodyBytes = *spec.MaxBodyBytes
+	if out.RateLimit, err = checkRateLimit(spec.RateLimit); err != nil {
+		return out, err
 	}
-	out.RateLimit = webhook.RateLimit{MaxRequestsPerSecond: DefaultRatePerSecond, BurstSize: DefaultBurst}
-	if rl := spec.RateLimit; rl != nil {
-		if rl.MaxRequestsPerSecond <= 0 || rl.MaxRequestsPerSecond > 1000 {
-			return out, invalid("$.rate_limit.max_requests_per_second", "INVALID_VALUE", "max_requests_per_second must be more than 0 and at most 1000")
-		}
-		if rl.BurstSize == 0 {
-			rl.BurstSize = DefaultBurst
-		}
-		if rl.BurstSize < 1 || rl.BurstSize > 10000 {
-			return out, invalid("$.rate_limit.burst_size", "INVALID_VALUE", "burst_size must be 1 to 10000")
-		}
-		if rl.MaxRequestsPerMinute < 0 || rl.MaxRequestsPerMinute > 1_000_000 {
-			return out, invalid("$.rate_limit.max_requests_per_minute", "INVALID_VALUE", "max_requests_per_minute must be 0 (no limit) to 1000000")
-		}
-		out.RateLimit = *rl
-	}
-	fwd := spec.ForwardHeaders
-	if fwd == nil {
-		fwd = DefaultForwardHeaders
-	}
-	if len(fwd) > MaxForwardHeaders {
-		return out, invalid("$.forward_headers", "INVALID_VALUE", "forward_headers names at most %d headers", MaxForwardHeaders)
-	}
-	out.ForwardHeaders = []string{}
-	for i, h := range fwd {
-		if !headerPattern.MatchString(h) {
-			return out, invalid(fmt.Sprintf("$.forward_headers[%d]", i), "INVALID_VALUE", "%q is not a header name", h)
-		}
-		h = textproto.CanonicalMIMEHeaderKey(h)
-		if slices.Contains(authHeaders(a), h) {
-			return out, invalid(fmt.Sprintf("$.forward_headers[%d]", i), "INVALID_VALUE", "%s carries credentials and is never forwarded", h)
-		}
-		if !slices.Contains(out.ForwardHeaders, h) {
-			out.ForwardHeaders = append(out.ForwardHeaders, h)
-		}
+	if out.ForwardHeaders, err = checkForwardHeaders(spec.ForwardHeaders, a); err != nil {
+		return out, err
 	}
 	if out.ExecutionContext, err = oneOf("execution_context", spec.ExecutionContext, ContextSystem, ContextAPIClient, ContextUser); err != nil {
 		return out, err
@@ -324,6 +267,115 @@ func (s *Service) build(spec Spec, base webhook.Trigger) (webhook.Trigger, error
 		return out, err
 	}
 	out.Status = webhook.Status(st)
+	return out, nil
+}
+
+// checkNaming checks the entrypoint (required, at most 1024 characters) and the name (default: the
+// trigger's id, at most 256 characters).
+func checkNaming(spec Spec, id string) (entrypointID, name string, err error) {
+	if spec.EntrypointID == "" {
+		return "", "", invalid("$.entrypoint_id", "MISSING_FIELD", "entrypoint_id is required")
+	}
+	if len(spec.EntrypointID) > 1024 {
+		return "", "", invalid("$.entrypoint_id", "INVALID_VALUE", "entrypoint_id must be at most 1024 characters")
+	}
+	name = spec.Name
+	if name == "" {
+		name = id
+	}
+	if len(name) > 256 {
+		return "", "", invalid("$.name", "INVALID_VALUE", "name must be at most 256 characters")
+	}
+	return spec.EntrypointID, name, nil
+}
+
+// checkSources reads allowed_sources (at most MaxAllowedSources) into masked CIDRs; none is an
+// empty list.
+func checkSources(srcs []string) ([]string, error) {
+	if len(srcs) > MaxAllowedSources {
+		return nil, invalid("$.allowed_sources", "INVALID_VALUE", "allowed_sources holds at most %d CIDRs", MaxAllowedSources)
+	}
+	out := []string{}
+	for i, src := range srcs {
+		p, err := parseSource(src)
+		if err != nil {
+			return nil, invalid(fmt.Sprintf("$.allowed_sources[%d]", i), "INVALID_VALUE", "%q is not a CIDR (e.g. 192.30.252.0/22) or an IP address", src)
+		}
+		out = append(out, p.String())
+	}
+	return out, nil
+}
+
+// checkPayloadSchema compiles a payload_schema under the user-schema limits; absent or null is
+// none (nil).
+func (s *Service) checkPayloadSchema(raw json.RawMessage) (json.RawMessage, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	if s.o.Schemas == nil {
+		return nil, problem.Internal(errors.New("webhooks: no schema registry"))
+	}
+	if _, issues := s.o.Schemas.CompileUserSchema("$.payload_schema", raw); len(issues) > 0 {
+		return nil, problem.Validation("payload_schema is not a usable JSON Schema", schemaIssues(issues))
+	}
+	return raw, nil
+}
+
+// checkMaxBodyBytes checks max_body_bytes (1 to MaxBodyBytes, default DefaultMaxBodyBytes).
+func checkMaxBodyBytes(n *int64) (int64, error) {
+	if n == nil {
+		return DefaultMaxBodyBytes, nil
+	}
+	if *n < 1 || *n > MaxBodyBytes {
+		return DefaultMaxBodyBytes, invalid("$.max_body_bytes", "INVALID_VALUE", "max_body_bytes must be 1 to %d", MaxBodyBytes)
+	}
+	return *n, nil
+}
+
+// checkRateLimit checks rate_limit, filling in a zero burst_size (in rl itself) with DefaultBurst;
+// absent, the defaults apply.
+func checkRateLimit(rl *webhook.RateLimit) (webhook.RateLimit, error) {
+	def := webhook.RateLimit{MaxRequestsPerSecond: DefaultRatePerSecond, BurstSize: DefaultBurst}
+	if rl == nil {
+		return def, nil
+	}
+	if rl.MaxRequestsPerSecond <= 0 || rl.MaxRequestsPerSecond > 1000 {
+		return def, invalid("$.rate_limit.max_requests_per_second", "INVALID_VALUE", "max_requests_per_second must be more than 0 and at most 1000")
+	}
+	if rl.BurstSize == 0 {
+		rl.BurstSize = DefaultBurst
+	}
+	if rl.BurstSize < 1 || rl.BurstSize > 10000 {
+		return def, invalid("$.rate_limit.burst_size", "INVALID_VALUE", "burst_size must be 1 to 10000")
+	}
+	if rl.MaxRequestsPerMinute < 0 || rl.MaxRequestsPerMinute > 1_000_000 {
+		return def, invalid("$.rate_limit.max_requests_per_minute", "INVALID_VALUE", "max_requests_per_minute must be 0 (no limit) to 1000000")
+	}
+	return *rl, nil
+}
+
+// checkForwardHeaders checks forward_headers (DefaultForwardHeaders when absent): header names,
+// canonicalized, without duplicates, none of those a's authentication reads.
+func checkForwardHeaders(fwd []string, a webhook.Authentication) ([]string, error) {
+	if fwd == nil {
+		fwd = DefaultForwardHeaders
+	}
+	if len(fwd) > MaxForwardHeaders {
+		return nil, invalid("$.forward_headers", "INVALID_VALUE", "forward_headers names at most %d headers", MaxForwardHeaders)
+	}
+	out := []string{}
+	for i, h := range fwd {
+		if !headerPattern.MatchString(h) {
+			return nil, invalid(fmt.Sprintf("$.forward_headers[%d]", i), "INVALID_VALUE", "%q is not a header name", h)
+		}
+		h = textproto.CanonicalMIMEHeaderKey(h)
+		if slices.Contains(authHeaders(a), h) {
+			return nil, invalid(fmt.Sprintf("$.forward_headers[%d]", i), "INVALID_VALUE", "%s carries credentials and is never forwarded", h)
+		}
+		if !slices.Contains(out, h) {
+			out = append(out, h)
+		}
+	}
 	return out, nil
 }
 
@@ -348,15 +400,55 @@ func parseSource(s string) (netip.Prefix, error) {
 	return netip.PrefixFrom(a, a.BitLen()), nil
 }
 
-// checkAuth validates an authentication block and fills in its defaults.
-func checkAuth(a webhook.Authentication) (webhook.Authentication, error) {
-	const p = "$.authentication."
-	bad := func(field, format string, args ...any) error {
-		return invalid(p+field, "INVALID_VALUE", format, args...)
+// authPath is the path of the authentication block in a trigger's body.
+const authPath = "$.authentication."
+
+// badAuth is an INVALID_VALUE issue on one field of the authentication block.
+func badAuth(field, format string, args ...any) error {
+	return invalid(authPath+field, "INVALID_VALUE", format, args...)
+}
+
+// onlyFor refuses the first of fields that is set: none of them applies to authentication type typ.
+func onlyFor(typ string, fields map[string]bool) error {
+	for f, set := range fields {
+		if set {
+			return badAuth(f, "%s does not apply to authentication type %s", f, typ)
+		}
 	}
+	return nil
+}
+
+// checkAuth validates an authentication block and fills in its defaults: first what every type
+// shares (header names, signature prefix), then the fields of its type.
+func checkAuth(a webhook.Authentication) (webhook.Authentication, error) {
+	if err := checkAuthHeaders(&a); err != nil {
+		return a, err
+	}
+	var err error
+	switch a.Type {
+	case webhook.AuthNone, webhook.AuthBearer:
+		err = onlyFor(string(a.Type), map[string]bool{"format": a.Format != "", "header": a.Header != "", "query_param": a.QueryParam != "",
+			"signature_prefix": a.SignaturePrefix != "", "signature_encoding": a.SignatureEncoding != "", "timestamp_header": a.TimestampHeader != "",
+			"timestamp_tolerance_seconds": a.TimestampToleranceSeconds != 0, "username": a.Username != ""})
+	case webhook.AuthBasic:
+		err = checkBasicAuth(&a)
+	case webhook.AuthAPIKey:
+		err = checkAPIKeyAuth(&a)
+	case webhook.AuthHMACSHA256, webhook.AuthHMACSHA1:
+		err = checkHMACAuth(&a)
+	case "":
+		err = invalid(authPath+"type", "MISSING_FIELD", "authentication.type is required: none, hmac_sha256, hmac_sha1, basic, bearer or api_key")
+	default:
+		err = badAuth("type", "authentication.type must be one of none, hmac_sha256, hmac_sha1, basic, bearer, api_key")
+	}
+	return a, err
+}
+
+// checkAuthHeaders checks the header names (and canonicalizes them) and the signature prefix.
+func checkAuthHeaders(a *webhook.Authentication) error {
 	for field, h := range map[string]string{"header": a.Header, "timestamp_header": a.TimestampHeader} {
 		if h != "" && !headerPattern.MatchString(h) {
-			return a, bad(field, "%q is not a header name", h)
+			return badAuth(field, "%q is not a header name", h)
 		}
 	}
 	if a.Header != "" {
@@ -366,111 +458,116 @@ func checkAuth(a webhook.Authentication) (webhook.Authentication, error) {
 		a.TimestampHeader = textproto.CanonicalMIMEHeaderKey(a.TimestampHeader)
 	}
 	if len(a.SignaturePrefix) > 32 || strings.ContainsAny(a.SignaturePrefix, "\r\n") {
-		return a, bad("signature_prefix", "signature_prefix must be at most 32 characters on one line")
+		return badAuth("signature_prefix", "signature_prefix must be at most 32 characters on one line")
 	}
-	onlyFor := func(typ string, fields map[string]bool) error {
-		for f, set := range fields {
-			if set {
-				return bad(f, "%s does not apply to authentication type %s", f, typ)
-			}
+	return nil
+}
+
+// checkBasicAuth checks a basic block: only a username applies (default "webhook").
+func checkBasicAuth(a *webhook.Authentication) error {
+	if err := onlyFor("basic", map[string]bool{"format": a.Format != "", "header": a.Header != "", "query_param": a.QueryParam != "",
+		"signature_prefix": a.SignaturePrefix != "", "signature_encoding": a.SignatureEncoding != "", "timestamp_header": a.TimestampHeader != "",
+		"timestamp_tolerance_seconds": a.TimestampToleranceSeconds != 0}); err != nil {
+		return err
+	}
+	if a.Username == "" {
+		a.Username = "webhook"
+	}
+	if len(a.Username) > 128 || strings.ContainsAny(a.Username, ":\r\n") {
+		return badAuth("username", "username must be at most 128 characters without ':'")
+	}
+	return nil
+}
+
+// checkAPIKeyAuth checks an api_key block: a header or a query parameter, not both (default the
+// X-API-Key header).
+func checkAPIKeyAuth(a *webhook.Authentication) error {
+	if err := onlyFor("api_key", map[string]bool{"format": a.Format != "", "signature_prefix": a.SignaturePrefix != "",
+		"signature_encoding": a.SignatureEncoding != "", "timestamp_header": a.TimestampHeader != "",
+		"timestamp_tolerance_seconds": a.TimestampToleranceSeconds != 0, "username": a.Username != ""}); err != nil {
+		return err
+	}
+	if a.Header != "" && a.QueryParam != "" {
+		return badAuth("query_param", "an api key is sent in a header or in a query parameter, not both")
+	}
+	if a.QueryParam != "" && !paramPattern.MatchString(a.QueryParam) {
+		return badAuth("query_param", "query_param must be 1-64 letters, digits, '_', '.' or '-'")
+	}
+	if a.Header == "" && a.QueryParam == "" {
+		a.Header = DefaultAPIKeyHeader
+	}
+	return nil
+}
+
+// checkHMACAuth checks an hmac block: its format (default generic) and what the format fixes, then
+// the timestamp tolerance.
+func checkHMACAuth(a *webhook.Authentication) error {
+	if err := onlyFor(string(a.Type), map[string]bool{"query_param": a.QueryParam != "", "username": a.Username != ""}); err != nil {
+		return err
+	}
+	f, err := oneOf("authentication.format", a.Format, webhook.FormatGeneric, webhook.FormatGitHub, webhook.FormatStripe, webhook.FormatSlack)
+	if err != nil {
+		return err
+	}
+	a.Format = f
+	if err := checkHMACFormat(a); err != nil {
+		return err
+	}
+	return checkTolerance(a)
+}
+
+// checkHMACFormat applies the preset of a.Format (github, stripe, slack: header, prefix and
+// timestamp header are fixed) or checks the generic format's header and encoding.
+func checkHMACFormat(a *webhook.Authentication) error {
+	f := a.Format
+	preset := func(header, prefix, ts string) error {
+		if (a.Header != "" && a.Header != header) || (a.SignaturePrefix != "" && a.SignaturePrefix != prefix) ||
+			(a.TimestampHeader != "" && a.TimestampHeader != ts) || a.SignatureEncoding != "" {
+			return badAuth("format", "format %s fixes the signature header (%s); leave header, signature_prefix, signature_encoding and timestamp_header out, or use format generic", f, header)
+		}
+		a.Header, a.SignaturePrefix, a.TimestampHeader = header, prefix, ts
+		return nil
+	}
+	switch f {
+	case webhook.FormatGitHub:
+		if a.Type == webhook.AuthHMACSHA1 {
+			return preset(HeaderGitHub1, "sha1=", "")
+		}
+		return preset(HeaderGitHub256, "sha256=", "")
+	case webhook.FormatStripe, webhook.FormatSlack:
+		if a.Type != webhook.AuthHMACSHA256 {
+			return badAuth("format", "format %s signs with hmac_sha256", f)
+		}
+		if f == webhook.FormatStripe {
+			return preset(HeaderStripe, "", "")
+		}
+		return preset(HeaderSlack, "v0=", HeaderSlackTimestamp)
+	default:
+		if a.Header == "" {
+			return invalid(authPath+"header", "MISSING_FIELD", "format generic needs the header that carries the signature")
+		}
+		if a.SignatureEncoding != "" && a.SignatureEncoding != "hex" && a.SignatureEncoding != EncodingBase64 {
+			return badAuth("signature_encoding", "signature_encoding must be hex or base64")
 		}
 		return nil
 	}
-	switch a.Type {
-	case webhook.AuthNone, webhook.AuthBearer:
-		if err := onlyFor(string(a.Type), map[string]bool{"format": a.Format != "", "header": a.Header != "", "query_param": a.QueryParam != "",
-			"signature_prefix": a.SignaturePrefix != "", "signature_encoding": a.SignatureEncoding != "", "timestamp_header": a.TimestampHeader != "",
-			"timestamp_tolerance_seconds": a.TimestampToleranceSeconds != 0, "username": a.Username != ""}); err != nil {
-			return a, err
-		}
-	case webhook.AuthBasic:
-		if err := onlyFor("basic", map[string]bool{"format": a.Format != "", "header": a.Header != "", "query_param": a.QueryParam != "",
-			"signature_prefix": a.SignaturePrefix != "", "signature_encoding": a.SignatureEncoding != "", "timestamp_header": a.TimestampHeader != "",
-			"timestamp_tolerance_seconds": a.TimestampToleranceSeconds != 0}); err != nil {
-			return a, err
-		}
-		if a.Username == "" {
-			a.Username = "webhook"
-		}
-		if len(a.Username) > 128 || strings.ContainsAny(a.Username, ":\r\n") {
-			return a, bad("username", "username must be at most 128 characters without ':'")
-		}
-	case webhook.AuthAPIKey:
-		if err := onlyFor("api_key", map[string]bool{"format": a.Format != "", "signature_prefix": a.SignaturePrefix != "",
-			"signature_encoding": a.SignatureEncoding != "", "timestamp_header": a.TimestampHeader != "",
-			"timestamp_tolerance_seconds": a.TimestampToleranceSeconds != 0, "username": a.Username != ""}); err != nil {
-			return a, err
-		}
-		if a.Header != "" && a.QueryParam != "" {
-			return a, bad("query_param", "an api key is sent in a header or in a query parameter, not both")
-		}
-		if a.QueryParam != "" && !paramPattern.MatchString(a.QueryParam) {
-			return a, bad("query_param", "query_param must be 1-64 letters, digits, '_', '.' or '-'")
-		}
-		if a.Header == "" && a.QueryParam == "" {
-			a.Header = DefaultAPIKeyHeader
-		}
-	case webhook.AuthHMACSHA256, webhook.AuthHMACSHA1:
-		if err := onlyFor(string(a.Type), map[string]bool{"query_param": a.QueryParam != "", "username": a.Username != ""}); err != nil {
-			return a, err
-		}
-		f, err := oneOf("authentication.format", a.Format, webhook.FormatGeneric, webhook.FormatGitHub, webhook.FormatStripe, webhook.FormatSlack)
-		if err != nil {
-			return a, err
-		}
-		a.Format = f
-		preset := func(header, prefix, ts string) error {
-			if (a.Header != "" && a.Header != header) || (a.SignaturePrefix != "" && a.SignaturePrefix != prefix) ||
-				(a.TimestampHeader != "" && a.TimestampHeader != ts) || a.SignatureEncoding != "" {
-				return bad("format", "format %s fixes the signature header (%s); leave header, signature_prefix, signature_encoding and timestamp_header out, or use format generic", f, header)
-			}
-			a.Header, a.SignaturePrefix, a.TimestampHeader = header, prefix, ts
-			return nil
-		}
-		switch f {
-		case webhook.FormatGitHub:
-			if a.Type == webhook.AuthHMACSHA1 {
-				err = preset(HeaderGitHub1, "sha1=", "")
-			} else {
-				err = preset(HeaderGitHub256, "sha256=", "")
-			}
-		case webhook.FormatStripe, webhook.FormatSlack:
-			if a.Type != webhook.AuthHMACSHA256 {
-				return a, bad("format", "format %s signs with hmac_sha256", f)
-			}
-			if f == webhook.FormatStripe {
-				err = preset(HeaderStripe, "", "")
-			} else {
-				err = preset(HeaderSlack, "v0=", HeaderSlackTimestamp)
-			}
-		default:
-			if a.Header == "" {
-				return a, invalid(p+"header", "MISSING_FIELD", "format generic needs the header that carries the signature")
-			}
-			if a.SignatureEncoding != "" && a.SignatureEncoding != "hex" && a.SignatureEncoding != EncodingBase64 {
-				return a, bad("signature_encoding", "signature_encoding must be hex or base64")
-			}
-		}
-		if err != nil {
-			return a, err
-		}
-		if a.TimestampToleranceSeconds != 0 && !a.Signed() {
-			return a, bad("timestamp_tolerance_seconds", "timestamp_tolerance_seconds applies only to formats that sign a timestamp (stripe, slack, generic with timestamp_header)")
-		}
-		if a.Signed() {
-			if a.TimestampToleranceSeconds == 0 {
-				a.TimestampToleranceSeconds = DefaultToleranceSeconds
-			}
-			if a.TimestampToleranceSeconds < 1 || a.TimestampToleranceSeconds > MaxToleranceSeconds {
-				return a, bad("timestamp_tolerance_seconds", "timestamp_tolerance_seconds must be 1 to %d", MaxToleranceSeconds)
-			}
-		}
-	case "":
-		return a, invalid(p+"type", "MISSING_FIELD", "authentication.type is required: none, hmac_sha256, hmac_sha1, basic, bearer or api_key")
-	default:
-		return a, bad("type", "authentication.type must be one of none, hmac_sha256, hmac_sha1, basic, bearer, api_key")
+}
+
+// checkTolerance checks the timestamp tolerance: only for formats that sign a timestamp, where it
+// defaults to DefaultToleranceSeconds.
+func checkTolerance(a *webhook.Authentication) error {
+	if a.TimestampToleranceSeconds != 0 && !a.Signed() {
+		return badAuth("timestamp_tolerance_seconds", "timestamp_tolerance_seconds applies only to formats that sign a timestamp (stripe, slack, generic with timestamp_header)")
 	}
-	return a, nil
+	if a.Signed() {
+		if a.TimestampToleranceSeconds == 0 {
+			a.TimestampToleranceSeconds = DefaultToleranceSeconds
+		}
+		if a.TimestampToleranceSeconds < 1 || a.TimestampToleranceSeconds > MaxToleranceSeconds {
+			return badAuth("timestamp_tolerance_seconds", "timestamp_tolerance_seconds must be 1 to %d", MaxToleranceSeconds)
+		}
+	}
+	return nil
 }
 
 // newSecret returns a fresh secret: 32 random bytes, URL-safe base64, prefixed whsec_.

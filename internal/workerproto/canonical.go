@@ -50,6 +50,8 @@ func Marshal(v any) ([]byte, error) {
 	return Canonical(b)
 }
 
+// canonValue reads one JSON value from dec and writes its canonical form to buf: an object or an
+// array through canonObject or canonArray (one level deeper), a scalar as itself.
 func canonValue(dec *json.Decoder, buf *bytes.Buffer, depth int) error {
 	if depth > MaxDepth {
 		return fmt.Errorf("%w: nested deeper than %d", ErrNotCanonicalizable, MaxDepth)
@@ -62,56 +64,9 @@ func canonValue(dec *json.Decoder, buf *bytes.Buffer, depth int) error {
 	case json.Delim:
 		switch t {
 		case '{':
-			type member struct {
-				key string
-				val []byte
-			}
-			var ms []member
-			seen := map[string]bool{}
-			for dec.More() {
-				kt, err := dec.Token()
-				if err != nil {
-					return fmt.Errorf("%w: %v", ErrNotCanonicalizable, err)
-				}
-				k, _ := kt.(string)
-				if seen[k] {
-					return fmt.Errorf("%w: repeated key %q", ErrNotCanonicalizable, k)
-				}
-				seen[k] = true
-				var vb bytes.Buffer
-				if err := canonValue(dec, &vb, depth+1); err != nil {
-					return err
-				}
-				ms = append(ms, member{k, vb.Bytes()})
-			}
-			if _, err := dec.Token(); err != nil {
-				return fmt.Errorf("%w: %v", ErrNotCanonicalizable, err)
-			}
-			sort.Slice(ms, func(i, j int) bool { return ms[i].key < ms[j].key })
-			buf.WriteByte('{')
-			for i, m := range ms {
-				if i > 0 {
-					buf.WriteByte(',')
-				}
-				writeString(buf, m.key)
-				buf.WriteByte(':')
-				buf.Write(m.val)
-			}
-			buf.WriteByte('}')
+			return canonObject(dec, buf, depth)
 		case '[':
-			buf.WriteByte('[')
-			for i := 0; dec.More(); i++ {
-				if i > 0 {
-					buf.WriteByte(',')
-				}
-				if err := canonValue(dec, buf, depth+1); err != nil {
-					return err
-				}
-			}
-			if _, err := dec.Token(); err != nil {
-				return fmt.Errorf("%w: %v", ErrNotCanonicalizable, err)
-			}
-			buf.WriteByte(']')
+			return canonArray(dec, buf, depth)
 		default:
 			return fmt.Errorf("%w: unexpected %v", ErrNotCanonicalizable, t)
 		}
@@ -130,6 +85,79 @@ func canonValue(dec *json.Decoder, buf *bytes.Buffer, depth int) error {
 	default:
 		return fmt.Errorf("%w: unexpected token %v", ErrNotCanonicalizable, tok)
 	}
+	return nil
+}
+
+// member is one object member: its key and its value already in canonical form.
+type member struct {
+	key string
+	val []byte
+}
+
+// canonObject reads the members of an object whose '{' was read (through its '}') and writes the
+// object with its members sorted by key.
+func canonObject(dec *json.Decoder, buf *bytes.Buffer, depth int) error {
+	ms, err := canonMembers(dec, depth)
+	if err != nil {
+		return err
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].key < ms[j].key })
+	buf.WriteByte('{')
+	for i, m := range ms {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		writeString(buf, m.key)
+		buf.WriteByte(':')
+		buf.Write(m.val)
+	}
+	buf.WriteByte('}')
+	return nil
+}
+
+// canonMembers reads an object's members in their order, each value canonicalized one level
+// deeper, and consumes the closing '}'. A repeated key is refused.
+func canonMembers(dec *json.Decoder, depth int) ([]member, error) {
+	var ms []member
+	seen := map[string]bool{}
+	for dec.More() {
+		kt, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrNotCanonicalizable, err)
+		}
+		k, _ := kt.(string)
+		if seen[k] {
+			return nil, fmt.Errorf("%w: repeated key %q", ErrNotCanonicalizable, k)
+		}
+		seen[k] = true
+		var vb bytes.Buffer
+		if err := canonValue(dec, &vb, depth+1); err != nil {
+			return nil, err
+		}
+		ms = append(ms, member{k, vb.Bytes()})
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNotCanonicalizable, err)
+	}
+	return ms, nil
+}
+
+// canonArray writes the elements of an array whose '[' was read, each canonicalized one level
+// deeper in their order, and consumes the closing ']'.
+func canonArray(dec *json.Decoder, buf *bytes.Buffer, depth int) error {
+	buf.WriteByte('[')
+	for i := 0; dec.More(); i++ {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		if err := canonValue(dec, buf, depth+1); err != nil {
+			return err
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return fmt.Errorf("%w: %v", ErrNotCanonicalizable, err)
+	}
+	buf.WriteByte(']')
 	return nil
 }
 
