@@ -99,104 +99,126 @@ func timelineAfter(status invocation.Status, events []invocation.Event) []Timeli
 		if st, ok := invocation.StatusAfter(e.Type); ok {
 			status = st
 		}
-		t := TimelineEvent{Seq: e.Seq, At: e.At, EventType: string(e.Type), Status: status, Details: e.Data, Attempt: e.LogicalAttempt}
-		if m, ok := timelineTypes[e.Type]; ok {
-			t.EventType = m
-		}
-		switch e.Type {
-		case invocation.EventJournal:
-			// Steps show as 000's step events; other journaled calls (timers, clock, snapshots) as journal.
-			var j struct {
-				Helper string          `json:"helper"`
-				Key    string          `json:"key"`
-				Result json.RawMessage `json:"result"`
-			}
-			if json.Unmarshal(e.Data, &j) != nil {
-				break // not an entry this renderer knows: shown as the raw journal entry
-			}
-			if j.Helper == "r_run_step_v1" || j.Helper == "r_step_v1" {
-				var res struct {
-					OK bool `json:"ok"`
-				}
-				t.EventType = "step_completed"
-				if json.Unmarshal(j.Result, &res) != nil || !res.OK {
-					t.EventType = "step_failed"
-				}
-				name := j.Key
-				t.StepName = &name
-			} else if j.Helper == "r_snapshot_v1" {
-				t.EventType = "checkpoint_created"
-			}
-		case invocation.EventJournalResolved:
-			// An event delivered to r_wait_event_v1 is 000's signal_received.
-			var r struct {
-				EventID string `json:"event_id"`
-			}
-			if json.Unmarshal(e.Data, &r) == nil && r.EventID != "" {
-				t.EventType = "signal_received"
-			}
-		case invocation.EventStepRetried, invocation.EventStepStarted:
-			var r struct {
-				Step string `json:"step"`
-			}
-			if json.Unmarshal(e.Data, &r) == nil && r.Step != "" {
-				name := r.Step
-				t.StepName = &name
-			}
-		case invocation.EventEmitted:
-			// The event's id and type, never its payload (up to a payload limit; read it with GET /events/{id}).
-			var em invocation.Emitted
-			if json.Unmarshal(e.Data, &em) == nil {
-				d := map[string]any{"event_id": em.EventID, "event_type_id": em.EventTypeID, "payload_bytes": len(em.Payload)}
-				if em.Seq != nil {
-					d["seq"] = *em.Seq
-				}
-				if em.Step != "" {
-					d["step"] = em.Step
-					t.StepName = &em.Step
-				}
-				if b, err := json.Marshal(d); err == nil {
-					t.Details = b
-				}
-			} else {
-				t.Details = nil
-			}
-		case invocation.EventStepCompensating:
-			var c struct {
-				Step string `json:"step"`
-			}
-			t.EventType = "compensation_started"
-			if json.Unmarshal(e.Data, &c) == nil {
-				t.StepName = &c.Step
-			}
-		case invocation.EventStepCompensated:
-			var c struct {
-				Step string `json:"step"`
-				OK   bool   `json:"ok"`
-			}
-			t.EventType = "compensation_failed"
-			if json.Unmarshal(e.Data, &c) == nil {
-				if c.OK {
-					t.EventType = "compensation_completed"
-				}
-				t.StepName = &c.Step
-			}
-		}
-		if e.Type == invocation.EventCreated {
-			t.Details = nil // the created event carries the whole initial record; the record endpoint shows it
-		}
-		var d struct {
-			Message    *string `json:"message"`
-			DurationMS *int64  `json:"duration_ms"`
-		}
-		if len(t.Details) > 0 {
-			if json.Unmarshal(t.Details, &d) == nil {
-				t.Message, t.DurationMS = d.Message, d.DurationMS
-			}
-		} else {
-			t.Details = json.RawMessage("{}")
-		}
-		out = append(out, t)
+		out = append(out, timelineEvent(status, e))
 	}
 	return out
+}
+
+// timelineEvent renders one event, status being the invocation's status after it: the event type
+// as 000 names it, the step it concerns, and the message and duration its details carry.
+func timelineEvent(status invocation.Status, e invocation.Event) TimelineEvent {
+	t := TimelineEvent{Seq: e.Seq, At: e.At, EventType: string(e.Type), Status: status, Details: e.Data, Attempt: e.LogicalAttempt}
+	if m, ok := timelineTypes[e.Type]; ok {
+		t.EventType = m
+	}
+	describeEvent(&t, e)
+	if e.Type == invocation.EventCreated {
+		t.Details = nil // the created event carries the whole initial record; the record endpoint shows it
+	}
+	var d struct {
+		Message    *string `json:"message"`
+		DurationMS *int64  `json:"duration_ms"`
+	}
+	if len(t.Details) > 0 {
+		if json.Unmarshal(t.Details, &d) == nil {
+			t.Message, t.DurationMS = d.Message, d.DurationMS
+		}
+	} else {
+		t.Details = json.RawMessage("{}")
+	}
+	return t
+}
+
+// describeEvent sets t's event type, step name and details from the data of the event types
+// that carry them; other events keep what timelineEvent set.
+func describeEvent(t *TimelineEvent, e invocation.Event) {
+	switch e.Type {
+	case invocation.EventJournal:
+		describeJournal(t, e.Data)
+	case invocation.EventJournalResolved:
+		// An event delivered to r_wait_event_v1 is 000's signal_received.
+		var r struct {
+			EventID string `json:"event_id"`
+		}
+		if json.Unmarshal(e.Data, &r) == nil && r.EventID != "" {
+			t.EventType = "signal_received"
+		}
+	case invocation.EventStepRetried, invocation.EventStepStarted:
+		var r struct {
+			Step string `json:"step"`
+		}
+		if json.Unmarshal(e.Data, &r) == nil && r.Step != "" {
+			name := r.Step
+			t.StepName = &name
+		}
+	case invocation.EventEmitted:
+		describeEmitted(t, e.Data)
+	case invocation.EventStepCompensating:
+		var c struct {
+			Step string `json:"step"`
+		}
+		t.EventType = "compensation_started"
+		if json.Unmarshal(e.Data, &c) == nil {
+			t.StepName = &c.Step
+		}
+	case invocation.EventStepCompensated:
+		var c struct {
+			Step string `json:"step"`
+			OK   bool   `json:"ok"`
+		}
+		t.EventType = "compensation_failed"
+		if json.Unmarshal(e.Data, &c) == nil {
+			if c.OK {
+				t.EventType = "compensation_completed"
+			}
+			t.StepName = &c.Step
+		}
+	}
+}
+
+// describeJournal renders a journal entry: steps show as 000's step events; other journaled
+// calls (timers, clock, snapshots) as journal.
+func describeJournal(t *TimelineEvent, data json.RawMessage) {
+	var j struct {
+		Helper string          `json:"helper"`
+		Key    string          `json:"key"`
+		Result json.RawMessage `json:"result"`
+	}
+	if json.Unmarshal(data, &j) != nil {
+		return // not an entry this renderer knows: shown as the raw journal entry
+	}
+	if j.Helper == "r_run_step_v1" || j.Helper == "r_step_v1" {
+		var res struct {
+			OK bool `json:"ok"`
+		}
+		t.EventType = "step_completed"
+		if json.Unmarshal(j.Result, &res) != nil || !res.OK {
+			t.EventType = "step_failed"
+		}
+		name := j.Key
+		t.StepName = &name
+	} else if j.Helper == "r_snapshot_v1" {
+		t.EventType = "checkpoint_created"
+	}
+}
+
+// describeEmitted replaces an emitted event's details with the event's id and type, never its
+// payload (up to a payload limit; read it with GET /events/{id}).
+func describeEmitted(t *TimelineEvent, data json.RawMessage) {
+	var em invocation.Emitted
+	if json.Unmarshal(data, &em) != nil {
+		t.Details = nil
+		return
+	}
+	d := map[string]any{"event_id": em.EventID, "event_type_id": em.EventTypeID, "payload_bytes": len(em.Payload)}
+	if em.Seq != nil {
+		d["seq"] = *em.Seq
+	}
+	if em.Step != "" {
+		d["step"] = em.Step
+		t.StepName = &em.Step
+	}
+	if b, err := json.Marshal(d); err == nil {
+		t.Details = b
+	}
 }

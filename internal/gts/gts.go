@@ -253,15 +253,8 @@ type scanState struct {
 // is the byte offset of the problem. scan never allocates unless dst needs to
 // grow.
 func scan(s string, partial bool, dst *[]Segment) (st scanState, off int, msg string) {
-	if len(s) > MaxLength {
-		return st, MaxLength, msgTooLong
-	}
-	if !strings.HasPrefix(s, idPrefix) {
-		n := 0
-		for n < len(s) && n < len(idPrefix) && s[n] == idPrefix[n] {
-			n++
-		}
-		return st, n, msgPrefix
+	if off, msg = scanPrefix(s); msg != "" {
+		return st, off, msg
 	}
 	i := len(idPrefix)
 	for {
@@ -277,96 +270,29 @@ func scan(s string, partial bool, dst *[]Segment) (st scanState, off int, msg st
 		}
 		var seg Segment
 		var typeStart int
-		for t := range 4 {
-			start := i
-			i, msg = scanToken(s, i)
-			if msg != "" {
-				return st, i, msg
-			}
-			tok := s[start:i]
-			if strings.Trim(tok, "_") == "" && (t != 2 || len(tok) != 1) {
-				return st, start, msgPlaceholder
-			}
-			switch t {
-			case 0:
-				if tok == "gts" {
-					return st, start, msgPrefixTwice
-				}
-				seg.Vendor = tok
-			case 1:
-				seg.Package = tok
-			case 2:
-				seg.Namespace = tok
-			case 3:
-				seg.Type = tok
-				typeStart = start
-			}
-			if i == len(s) || s[i] != '.' {
-				// s[i] is '~' (scanToken stops only at '.', '~' or the end).
-				switch {
-				case looksLikeVersion(tok):
-					return st, start, msgTooFewTokens
-				case t < 3:
-					return st, i, msgIncomplete
-				default:
-					return st, i, msgMissingVersion
-				}
-			}
-			i++ // '.'
-			if i == len(s) && partial {
-				return st, 0, ""
-			}
+		if i, typeStart, msg = scanNames(s, i, partial, &seg); msg != "" {
+			return st, i, msg
 		}
 		// The version.
 		if i == len(s) {
+			if partial {
+				return st, 0, "" // the input ended after "type."
+			}
 			return st, i, msgMissingVersion
 		}
 		if c := s[i]; c != 'v' {
-			switch {
-			case isDigit(c) && looksLikeVersion(seg.Type):
-				return st, typeStart, msgTooFewTokens
-			case isLower(c) || c == '_':
-				return st, i, msgTooManyTokens
-			case isUpper(c):
-				return st, i, msgUppercase
-			case c == '*':
-				return st, i, msgStar
-			case c == '~':
-				return st, i, msgMissingVersion
-			default:
-				return st, i, msgExpectVersion
-			}
-		}
-		famEnd := i - 1
-		i++ // 'v'
-		seg.Major, i, off, msg = scanNumber(s, i)
-		if msg != "" {
+			off, msg = versionStartError(c, i, seg.Type, typeStart)
 			return st, off, msg
 		}
-		majEnd := i
-		if i < len(s) && s[i] == '.' {
-			i++
-			if i == len(s) && partial {
-				st.minorEnd = true
-				return st, 0, ""
-			}
-			seg.Minor, i, off, msg = scanNumber(s, i)
-			if msg != "" {
-				return st, off, msg
-			}
-			seg.HasMinor = true
+		famEnd := i - 1
+		var majEnd int
+		var minorEnd bool
+		if i, majEnd, minorEnd, msg = scanVersion(s, i+1, partial, &seg); msg != "" {
+			return st, i, msg
 		}
-		if i < len(s) && s[i] != '~' {
-			switch c := s[i]; {
-			case c == '.':
-				return st, i, msgVersionParts
-			case c == '*':
-				return st, i, msgStar
-			case isUpper(c):
-				return st, i, msgUppercase
-			default:
-				return st, i, msgAfterVersion
-			}
+		if minorEnd {
+			st.minorEnd = true
+			return st, 0, ""
 		}
 		st.nseg++
 		st.famEnd, st.majEnd, st.hasMinor = famEnd, majEnd, seg.HasMinor
@@ -381,6 +307,130 @@ func scan(s string, partial bool, dst *[]Segment) (st scanState, off int, msg st
 			return st, 0, "" // type identifier
 		}
 	}
+}
+
+// scanPrefix checks the length limit and the "gts." prefix. On failure it
+// returns the offset of the problem (for a wrong prefix, how far s matched it)
+// and a message.
+func scanPrefix(s string) (off int, msg string) {
+	if len(s) > MaxLength {
+		return MaxLength, msgTooLong
+	}
+	if !strings.HasPrefix(s, idPrefix) {
+		n := 0
+		for n < len(s) && n < len(idPrefix) && s[n] == idPrefix[n] {
+			n++
+		}
+		return n, msgPrefix
+	}
+	return 0, ""
+}
+
+// scanNames scans the four name tokens of the segment starting at i into seg,
+// each followed by a '.'. It returns the offset just past the last '.' and the
+// offset of the type token. In partial mode it stops early, returning len(s),
+// when the input ends after a '.'. On failure it returns the offset of the
+// problem and a message.
+func scanNames(s string, i int, partial bool, seg *Segment) (end, typeStart int, msg string) {
+	for t := range 4 {
+		start := i
+		i, msg = scanToken(s, i)
+		if msg != "" {
+			return i, 0, msg
+		}
+		tok := s[start:i]
+		if strings.Trim(tok, "_") == "" && (t != 2 || len(tok) != 1) {
+			return start, 0, msgPlaceholder
+		}
+		switch t {
+		case 0:
+			if tok == "gts" {
+				return start, 0, msgPrefixTwice
+			}
+			seg.Vendor = tok
+		case 1:
+			seg.Package = tok
+		case 2:
+			seg.Namespace = tok
+		case 3:
+			seg.Type = tok
+			typeStart = start
+		}
+		if i == len(s) || s[i] != '.' {
+			// s[i] is '~' (scanToken stops only at '.', '~' or the end).
+			switch {
+			case looksLikeVersion(tok):
+				return start, 0, msgTooFewTokens
+			case t < 3:
+				return i, 0, msgIncomplete
+			default:
+				return i, 0, msgMissingVersion
+			}
+		}
+		i++ // '.'
+		if i == len(s) && partial {
+			return i, typeStart, ""
+		}
+	}
+	return i, typeStart, ""
+}
+
+// versionStartError explains why c, at offset i where a segment's version
+// should start, is not its 'v': most likely a name token too few (a type token
+// typ at typeStart that looks like a version) or too many.
+func versionStartError(c byte, i int, typ string, typeStart int) (off int, msg string) {
+	switch {
+	case isDigit(c) && looksLikeVersion(typ):
+		return typeStart, msgTooFewTokens
+	case isLower(c) || c == '_':
+		return i, msgTooManyTokens
+	case isUpper(c):
+		return i, msgUppercase
+	case c == '*':
+		return i, msgStar
+	case c == '~':
+		return i, msgMissingVersion
+	default:
+		return i, msgExpectVersion
+	}
+}
+
+// scanVersion scans "MAJOR[.MINOR]" starting at i, just past the 'v', into
+// seg. It returns the offset just past the version (the end of s or a '~') and
+// the offset just past MAJOR. In partial mode, input ending right after
+// "vMAJOR." is valid and reported with minorEnd. On failure it returns the
+// offset of the problem and a message.
+func scanVersion(s string, i int, partial bool, seg *Segment) (end, majEnd int, minorEnd bool, msg string) {
+	var off int
+	seg.Major, i, off, msg = scanNumber(s, i)
+	if msg != "" {
+		return off, 0, false, msg
+	}
+	majEnd = i
+	if i < len(s) && s[i] == '.' {
+		i++
+		if i == len(s) && partial {
+			return i, majEnd, true, ""
+		}
+		seg.Minor, i, off, msg = scanNumber(s, i)
+		if msg != "" {
+			return off, 0, false, msg
+		}
+		seg.HasMinor = true
+	}
+	if i < len(s) && s[i] != '~' {
+		switch c := s[i]; {
+		case c == '.':
+			return i, 0, false, msgVersionParts
+		case c == '*':
+			return i, 0, false, msgStar
+		case isUpper(c):
+			return i, 0, false, msgUppercase
+		default:
+			return i, 0, false, msgAfterVersion
+		}
+	}
+	return i, majEnd, false, ""
 }
 
 // scanToken scans a name token starting at i and returns the offset just past

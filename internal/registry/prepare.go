@@ -57,8 +57,53 @@ func (s *Service) prepare(ctx context.Context, sc auth.SecurityContext, body map
 	if existing != nil {
 		tenantID = existing.TenantID
 	}
+	id, idStr, kind := checkIdentity(doc, existing, r)
 
-	// Identity: the GTS id and the kind it implies.
+	wantStatus := entrypoint.StatusDraft
+	if existing != nil {
+		wantStatus = existing.Status
+	}
+	owner := s.owner(sc, tenantID, doc, existing, r)
+	shared, _ := doc["shared"].(bool)
+	if shared && owner.OwnerType != entrypoint.OwnerUser {
+		r.fail(CodeOwnership, "$.shared", "shared applies to user-owned entrypoints only; tenant and system entrypoints are already visible")
+	}
+	seg := id.Last()
+	version := checkVersion(doc, seg, r)
+
+	// Tenant policy: defaults for limits, allowed adapters, per-execution quotas.
+	policy, err := s.policy(ctx, tenantID)
+	if err != nil {
+		return c, err
+	}
+	applyLimitDefaults(doc, policy)
+
+	// Structural validation against the GTS schema of the kind, with server fields filled.
+	doc["tenant_id"], doc["status"], doc["version"] = tenantID, string(wantStatus), version
+	doc["owner"] = map[string]any{"owner_type": string(owner.OwnerType), "id": owner.ID, "tenant_id": owner.TenantID}
+	adapter, err := s.checkDefinition(ctx, sc, doc, kind, policy, r)
+	if err != nil {
+		return c, err
+	}
+	r.finish()
+	if !r.Valid {
+		return c, nil
+	}
+
+	title, tags, defJSON, err := storedDefinition(doc)
+	if err != nil {
+		return c, err
+	}
+	c.ep = entrypoint.Entrypoint{GTSID: idStr, Family: id.Family(), Major: seg.Major, Minor: seg.Minor, HasMinor: seg.HasMinor,
+		Kind: kind, TenantID: tenantID, Owner: owner, Shared: shared, Status: wantStatus, Version: version, Title: title,
+		Tags: tags, Adapter: adapter, Definition: defJSON}
+	return c, nil
+}
+
+// checkIdentity reads the GTS id (a replacement without one keeps the draft's) and the kind it
+// implies, recording them in r.Info when they are valid. It returns the parsed id, the id as
+// given and the kind (a function unless the id names a workflow).
+func checkIdentity(doc map[string]any, existing *entrypoint.Entrypoint, r *Report) (gts.ID, string, entrypoint.Kind) {
 	var id gts.ID
 	kind := entrypoint.KindFunction
 	rawID, hasID := doc["entrypoint_id"]
@@ -87,19 +132,13 @@ func (s *Service) prepare(ctx context.Context, sc auth.SecurityContext, body map
 			r.fail(CodeReadOnly, "$.entrypoint_id", "entrypoint_id cannot change; register a new version instead")
 		}
 	}
+	return id, idStr, kind
+}
 
-	wantStatus := entrypoint.StatusDraft
-	if existing != nil {
-		wantStatus = existing.Status
-	}
-	owner := s.owner(sc, tenantID, doc, existing, r)
-	shared, _ := doc["shared"].(bool)
-	if shared && owner.OwnerType != entrypoint.OwnerUser {
-		r.fail(CodeOwnership, "$.shared", "shared applies to user-owned entrypoints only; tenant and system entrypoints are already visible")
-	}
-
-	// Version: MAJOR.MINOR must match the GTS id; the patch level is free.
-	seg := id.Last()
+// checkVersion returns the version to store: the body's version if it is valid, else
+// MAJOR.MINOR.0 of the GTS id's last segment seg. MAJOR.MINOR must match the GTS id (checked only
+// when the id itself was valid); the patch level is free.
+func checkVersion(doc map[string]any, seg gts.Segment, r *Report) string {
 	version := fmt.Sprintf("%d.%d.0", seg.Major, seg.Minor)
 	if v, ok := doc["version"]; ok {
 		vs, _ := v.(string)
@@ -113,20 +152,17 @@ func (s *Service) prepare(ctx context.Context, sc auth.SecurityContext, body map
 			version = vs
 		}
 	}
+	return version
+}
 
-	// Tenant policy: defaults for limits, allowed adapters, per-execution quotas.
-	policy, err := s.policy(ctx, tenantID)
-	if err != nil {
-		return c, err
-	}
-	applyLimitDefaults(doc, policy)
-
-	// Structural validation against the GTS schema of the kind, with server fields filled.
-	doc["tenant_id"], doc["status"], doc["version"] = tenantID, string(wantStatus), version
-	doc["owner"] = map[string]any{"owner_type": string(owner.OwnerType), "id": owner.ID, "tenant_id": owner.TenantID}
+// checkDefinition validates the filled-in doc against the GTS schema of kind and the tenant
+// policy (adapter, quotas), runs the Starlark static checks and, for workflows, checks the
+// compensation handlers. Findings go to r; the error is only for a failure to check. It returns
+// the implementation's adapter.
+func (s *Service) checkDefinition(ctx context.Context, sc auth.SecurityContext, doc map[string]any, kind entrypoint.Kind, policy tenant.Policy, r *Report) (string, error) {
 	issues, err := s.schemas.ValidateEntrypointContext(ctx, string(kind), doc)
 	if err != nil {
-		return c, err // the request ended while a schema was compiling
+		return "", err // the request ended while a schema was compiling
 	}
 	r.addSchemaIssues(issues)
 	traits, _ := doc["traits"].(map[string]any)
@@ -139,34 +175,43 @@ func (s *Service) prepare(ctx context.Context, sc auth.SecurityContext, body map
 		r.fail(CodePolicy, "$.implementation.adapter", "the tenant policy does not allow adapter "+adapter)
 	}
 	s.checkQuotas(traits, policy, r)
-
-	// Starlark static checks.
-	if code, ok := impl["code"].(map[string]any); ok && adapter == schema.StarlarkAdapter {
-		if src, ok := code["source"].(string); ok {
-			rep := sandbox.CheckWith("main.star", src, sandbox.CheckOptions{Workflow: kind == entrypoint.KindWorkflow, Filter: compileFilter})
-			for _, d := range rep.Errors {
-				r.Errors = append(r.Errors, diag(d))
-			}
-			for _, d := range rep.Warnings {
-				r.Warnings = append(r.Warnings, diag(d))
-			}
-			r.Info.DetectedFeatures = rep.Features
-			r.Info.UsesWorkflowPrimitives = rep.UsesWorkflowPrimitives
-		}
-	}
+	checkStarlark(impl, adapter, kind, r)
 	if kind == entrypoint.KindWorkflow {
 		if err := s.checkCompensation(ctx, sc, traits, r); err != nil {
-			return c, err
+			return adapter, err
 		}
 	}
-	r.finish()
-	if !r.Valid {
-		return c, nil
-	}
+	return adapter, nil
+}
 
+// checkStarlark runs the Starlark static checks on inline source of the Starlark adapter,
+// adding its errors and warnings to r and the features it detected to r.Info.
+func checkStarlark(impl map[string]any, adapter string, kind entrypoint.Kind, r *Report) {
+	code, ok := impl["code"].(map[string]any)
+	if !ok || adapter != schema.StarlarkAdapter {
+		return
+	}
+	src, ok := code["source"].(string)
+	if !ok {
+		return
+	}
+	rep := sandbox.CheckWith("main.star", src, sandbox.CheckOptions{Workflow: kind == entrypoint.KindWorkflow, Filter: compileFilter})
+	for _, d := range rep.Errors {
+		r.Errors = append(r.Errors, diag(d))
+	}
+	for _, d := range rep.Warnings {
+		r.Warnings = append(r.Warnings, diag(d))
+	}
+	r.Info.DetectedFeatures = rep.Features
+	r.Info.UsesWorkflowPrimitives = rep.UsesWorkflowPrimitives
+}
+
+// storedDefinition turns a valid doc into what is stored: the schema defaults applied, the title
+// and tags for the entrypoint's columns, and the definition JSON without the server's fields.
+func storedDefinition(doc map[string]any) (title string, tags []string, defJSON []byte, err error) {
 	applySchemaDefaults(doc)
-	title, _ := doc["title"].(string)
-	tags := stringList(doc["tags"])
+	title, _ = doc["title"].(string)
+	tags = stringList(doc["tags"])
 	def := map[string]any{}
 	for k, v := range doc {
 		def[k] = v
@@ -174,14 +219,11 @@ func (s *Service) prepare(ctx context.Context, sc auth.SecurityContext, body map
 	for _, f := range serverFields {
 		delete(def, f)
 	}
-	defJSON, err := json.Marshal(def)
+	defJSON, err = json.Marshal(def)
 	if err != nil {
-		return c, err
+		return "", nil, nil, err
 	}
-	c.ep = entrypoint.Entrypoint{GTSID: idStr, Family: id.Family(), Major: seg.Major, Minor: seg.Minor, HasMinor: seg.HasMinor,
-		Kind: kind, TenantID: tenantID, Owner: owner, Shared: shared, Status: wantStatus, Version: version, Title: title,
-		Tags: tags, Adapter: adapter, Definition: defJSON}
-	return c, nil
+	return title, tags, defJSON, nil
 }
 
 func diag(d sandbox.Diagnostic) Finding {

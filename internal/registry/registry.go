@@ -301,6 +301,39 @@ var statusAudit = map[entrypoint.Action]string{
 // ChangeStatus applies a status action exactly as 000's transition table allows; any other
 // transition answers 409.
 func (s *Service) ChangeStatus(ctx context.Context, sc auth.SecurityContext, id string, req StatusRequest) (entrypoint.Entrypoint, error) {
+	if err := validateStatusRequest(req); err != nil {
+		return entrypoint.Entrypoint{}, err
+	}
+	e, err := s.editable(ctx, sc, id)
+	if err != nil {
+		return e, err
+	}
+	to, err := entrypoint.Transition(e.Status, req.Action)
+	if err != nil {
+		return e, invalidTransition(e, req.Action)
+	}
+	if req.Action == entrypoint.ActionActivate {
+		if err := s.checkActivation(ctx, sc, e); err != nil {
+			return e, err
+		}
+	}
+	next := applyStatus(e, to, req, s.clock.Now())
+	err = s.save(ctx, sc, &next, e.Revision, statusAudit[req.Action], func(cur entrypoint.Entrypoint) error {
+		if cur.Status != e.Status {
+			return invalidTransition(cur, req.Action)
+		}
+		return nil
+	}, map[string]any{"from": e.Status, "to": to})
+	if err != nil {
+		return e, err
+	}
+	return next, nil
+}
+
+// validateStatusRequest checks the request on its own, before any entrypoint is read: the
+// optional members go with their action, a successor is an entrypoint's GTS id, and the action is
+// known. All findings are collected into one validation problem; nil means the request is sound.
+func validateStatusRequest(req StatusRequest) error {
 	var issues []problem.Issue
 	if req.ReleaseNotes != nil && req.Action != entrypoint.ActionActivate {
 		issues = append(issues, problem.Issue{Path: "$.release_notes", Code: "INVALID_VALUE", Message: "release_notes goes with the activate action"})
@@ -319,33 +352,35 @@ func (s *Service) ChangeStatus(ctx context.Context, sc auth.SecurityContext, id 
 		issues = append(issues, problem.Issue{Path: "$.action", Code: "INVALID_VALUE", Message: fmt.Sprintf("unknown action %q: use activate, deprecate, disable, enable or archive", req.Action)})
 	}
 	if len(issues) > 0 {
-		return entrypoint.Entrypoint{}, problem.Validation("invalid status request", issues)
+		return problem.Validation("invalid status request", issues)
 	}
-	e, err := s.editable(ctx, sc, id)
+	return nil
+}
+
+// checkActivation enforces what activation needs beyond the transition table: the tenant's
+// publish-approval policy, and a definition that still validates today (prepare runs again
+// against the current policy and handlers).
+func (s *Service) checkActivation(ctx context.Context, sc auth.SecurityContext, e entrypoint.Entrypoint) error {
+	policy, err := s.policy(ctx, e.TenantID)
 	if err != nil {
-		return e, err
+		return problem.Internal(err)
 	}
-	to, err := entrypoint.Transition(e.Status, req.Action)
+	if policy.Policies.RequireApprovalForPublish && !sc.Has(auth.RoleAdmin) {
+		return problem.Forbidden("tenant %s requires approval to publish: activation needs the admin role", e.TenantID)
+	}
+	c, err := s.prepare(ctx, sc, bodyOf(e), &e)
 	if err != nil {
-		return e, invalidTransition(e, req.Action)
+		return problem.Internal(err)
 	}
-	if req.Action == entrypoint.ActionActivate {
-		policy, err := s.policy(ctx, e.TenantID)
-		if err != nil {
-			return e, problem.Internal(err)
-		}
-		if policy.Policies.RequireApprovalForPublish && !sc.Has(auth.RoleAdmin) {
-			return e, problem.Forbidden("tenant %s requires approval to publish: activation needs the admin role", e.TenantID)
-		}
-		c, err := s.prepare(ctx, sc, bodyOf(e), &e)
-		if err != nil {
-			return e, problem.Internal(err)
-		}
-		if !c.report.Valid {
-			return e, c.report.problem("the entrypoint cannot be activated: its definition is no longer valid")
-		}
+	if !c.report.Valid {
+		return c.report.problem("the entrypoint cannot be activated: its definition is no longer valid")
 	}
-	now := s.clock.Now()
+	return nil
+}
+
+// applyStatus returns e moved to status to at now, with the timestamps and details the action
+// records (release notes, the deprecation, disabled/archived times).
+func applyStatus(e entrypoint.Entrypoint, to entrypoint.Status, req StatusRequest, now time.Time) entrypoint.Entrypoint {
 	next := e
 	next.Status, next.UpdatedAt = to, now
 	switch req.Action {
@@ -374,16 +409,7 @@ func (s *Service) ChangeStatus(ctx context.Context, sc auth.SecurityContext, id 
 	case entrypoint.ActionArchive:
 		next.ArchivedAt = &now
 	}
-	err = s.save(ctx, sc, &next, e.Revision, statusAudit[req.Action], func(cur entrypoint.Entrypoint) error {
-		if cur.Status != e.Status {
-			return invalidTransition(cur, req.Action)
-		}
-		return nil
-	}, map[string]any{"from": e.Status, "to": to})
-	if err != nil {
-		return e, err
-	}
-	return next, nil
+	return next
 }
 
 func invalidTransition(e entrypoint.Entrypoint, a entrypoint.Action) *problem.Error {

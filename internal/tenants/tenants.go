@@ -257,15 +257,36 @@ var patchable = map[string]bool{"quotas": true, "retention": true, "policies": t
 
 // applyPatch merges body into p (RFC 7396), maps 001's names onto 000's and validates the result.
 func applyPatch(p tenant.Policy, body []byte) (tenant.Policy, error) {
+	patch, err := decodePatch(body)
+	if err != nil {
+		return p, err
+	}
+	issues := unknownMembers(patch)
+	issues = append(issues, renameAliases(patch)...)
+	issues = append(issues, unknownSectionKeys(patch)...)
+	if len(issues) > 0 {
+		return p, problem.Validation("invalid tenant policy", issues)
+	}
+	return mergePolicy(p, patch)
+}
+
+// decodePatch decodes the body as a JSON object (numbers kept as json.Number) and drops the
+// read-only members a patch may carry.
+func decodePatch(body []byte) (map[string]any, error) {
 	var patch map[string]any
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	if err := dec.Decode(&patch); err != nil || patch == nil {
-		return p, problem.BadRequest("the body must be a JSON object")
+		return nil, problem.BadRequest("the body must be a JSON object")
 	}
 	for _, k := range patchReadOnly {
 		delete(patch, k)
 	}
+	return patch, nil
+}
+
+// unknownMembers reports the top-level members of patch that are not patchable.
+func unknownMembers(patch map[string]any) []problem.Issue {
 	var issues []problem.Issue
 	for k := range patch {
 		if !patchable[k] {
@@ -273,6 +294,15 @@ func applyPatch(p tenant.Policy, body []byte) (tenant.Policy, error) {
 				Message: fmt.Sprintf("'%s' cannot be set here (allowed: quotas, governance/policies, retention, idempotency, defaults, fairness)", k)})
 		}
 	}
+	return issues
+}
+
+// renameAliases rewrites 001's names in patch to 000's, in place: short runtime names, governance
+// as policies, quotas.max_memory_mb_per_execution, and quotas.execution_history_retention_days
+// (which moves to retention.execution_history_days). It reports an alias given alongside its
+// 000 name.
+func renameAliases(patch map[string]any) []problem.Issue {
+	var issues []problem.Issue
 	if q, ok := patch["quotas"].(map[string]any); ok {
 		for alias, name := range map[string]string{"max_memory_mb_per_execution": "max_memory_per_execution_mb"} {
 			if _, a := q[alias]; a {
@@ -309,6 +339,13 @@ func applyPatch(p tenant.Policy, body []byte) (tenant.Policy, error) {
 			delete(q, "execution_history_retention_days")
 		}
 	}
+	return issues
+}
+
+// unknownSectionKeys reports the members of each (renamed) policy section that the section does
+// not accept.
+func unknownSectionKeys(patch map[string]any) []problem.Issue {
+	var issues []problem.Issue
 	for section, allowed := range sectionKeys {
 		m, ok := patch[section].(map[string]any)
 		if !ok {
@@ -320,9 +357,12 @@ func applyPatch(p tenant.Policy, body []byte) (tenant.Policy, error) {
 			}
 		}
 	}
-	if len(issues) > 0 {
-		return p, problem.Validation("invalid tenant policy", issues)
-	}
+	return issues
+}
+
+// mergePolicy applies the checked patch to p as an RFC 7396 merge on p's JSON form, decodes the
+// result strictly and validates it. On failure it returns p unchanged with the problem.
+func mergePolicy(p tenant.Policy, patch map[string]any) (tenant.Policy, error) {
 	cur, err := json.Marshal(p)
 	if err != nil {
 		return p, problem.Internal(err)

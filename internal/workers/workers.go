@@ -154,6 +154,15 @@ const StopGrace = 3 * time.Second
 // at once and one a worker runs after StopGrace: the drain does not wait for results that could
 // no longer reach this node, and the lease brings the attempt back elsewhere.
 func (s *Service) Run(ctx context.Context, ra invoke.RemoteAttempt) (run.Result, bool) {
+	t := newTask(ctx, ra)
+	s.enqueue(t)
+	defer s.forget(t)
+	return s.await(ctx, t)
+}
+
+// newTask builds the task for an attempt: the wire form a worker polls, with the trace context
+// of ctx, the record and the retry policy.
+func newTask(ctx context.Context, ra invoke.RemoteAttempt) *task {
 	rec := ra.Attempt.Invocation
 	t := &task{id: newID(), ra: ra, done: make(chan run.Result, 1), beat: make(chan struct{}, 1)}
 	lim := ra.Run.Limits
@@ -174,14 +183,24 @@ func (s *Service) Run(ctx context.Context, ra invoke.RemoteAttempt) (run.Result,
 	if b, err := json.Marshal(ra.Run.Retry); err == nil {
 		t.wire.Retry = b
 	}
+	return t
+}
+
+// enqueue registers t and queues it for the workers, waking the polls that wait.
+func (s *Service) enqueue(t *task) {
 	s.mu.Lock()
 	s.tasks[t.id] = t
 	s.queue = append(s.queue, t)
 	close(s.ready)
 	s.ready = make(chan struct{})
 	s.mu.Unlock()
-	defer s.forget(t)
+}
 
+// await waits for the result of the queued task t and gives up (ok=false) as Run describes: when
+// the node stops (at once if no worker took t, else after StopGrace), when ctx ends before a
+// worker took t, and when alive finds the attempt lost. It checks alive on every wake-up.
+func (s *Service) await(ctx context.Context, t *task) (run.Result, bool) {
+	rec := t.ra.Attempt.Invocation
 	log := s.cfg.Logger.With("tenant_id", rec.TenantID, "invocation_id", rec.ID, "task_id", t.id)
 	tick := time.NewTicker(min(s.cfg.HeartbeatInterval, time.Second))
 	defer tick.Stop()
@@ -196,13 +215,7 @@ func (s *Service) Run(ctx context.Context, ra invoke.RemoteAttempt) (run.Result,
 			// The node stops: a task no worker took is left to the lease; one a worker runs gets
 			// a short grace for its result, which can still arrive while the API drains.
 			stopping = nil
-			s.mu.Lock()
-			unassigned := t.worker == ""
-			if unassigned {
-				s.dequeue(t)
-			}
-			s.mu.Unlock()
-			if unassigned {
+			if s.dequeueUnassigned(t) {
 				return run.Result{}, false
 			}
 			grace := time.NewTimer(StopGrace)
@@ -213,32 +226,59 @@ func (s *Service) Run(ctx context.Context, ra invoke.RemoteAttempt) (run.Result,
 			return run.Result{}, false
 		case <-done:
 			done = nil
-			s.mu.Lock()
-			t.canceled = true
-			unassigned := t.worker == ""
-			s.mu.Unlock()
-			if unassigned {
+			if s.markCanceled(t) {
 				return run.Result{}, false // nothing ran; the cancel already ended the invocation
 			}
 		case <-t.beat:
 		case <-tick.C:
 		}
-		now := s.cfg.Clock.Now()
-		s.mu.Lock()
-		worker, last := t.worker, t.lastBeat
-		if worker == "" && ra.Attempt.Lease.ExpiresAt.Sub(now) < lim.Timeout {
-			s.dequeue(t)
-			s.mu.Unlock()
-			log.Warn("workers: no worker took the attempt in time; its lease runs out and it is reclaimed")
-			return run.Result{}, false
-		}
-		s.mu.Unlock()
-		if worker != "" && now.Sub(last) > s.cfg.HeartbeatTimeout {
-			s.stats.lost.Add(1)
-			log.Warn("workers: worker stopped heartbeating; its attempt's lease runs out and it is reclaimed", "worker_id", worker)
+		if !s.alive(t, log) {
 			return run.Result{}, false
 		}
 	}
+}
+
+// dequeueUnassigned reports whether no worker has taken t, removing it from the queue if so.
+func (s *Service) dequeueUnassigned(t *task) bool {
+	s.mu.Lock()
+	unassigned := t.worker == ""
+	if unassigned {
+		s.dequeue(t)
+	}
+	s.mu.Unlock()
+	return unassigned
+}
+
+// markCanceled marks t canceled for its worker's next heartbeat answer and reports whether no
+// worker has taken it.
+func (s *Service) markCanceled(t *task) bool {
+	s.mu.Lock()
+	t.canceled = true
+	unassigned := t.worker == ""
+	s.mu.Unlock()
+	return unassigned
+}
+
+// alive reports whether t can still produce a result. It is lost (logged, and false) when no
+// worker took it and its lease would no longer cover its timeout (it is dequeued), or when its
+// worker stopped heartbeating (counted in the lost stat).
+func (s *Service) alive(t *task, log *slog.Logger) bool {
+	now := s.cfg.Clock.Now()
+	s.mu.Lock()
+	worker, last := t.worker, t.lastBeat
+	if worker == "" && t.ra.Attempt.Lease.ExpiresAt.Sub(now) < t.ra.Run.Limits.Timeout {
+		s.dequeue(t)
+		s.mu.Unlock()
+		log.Warn("workers: no worker took the attempt in time; its lease runs out and it is reclaimed")
+		return false
+	}
+	s.mu.Unlock()
+	if worker != "" && now.Sub(last) > s.cfg.HeartbeatTimeout {
+		s.stats.lost.Add(1)
+		log.Warn("workers: worker stopped heartbeating; its attempt's lease runs out and it is reclaimed", "worker_id", worker)
+		return false
+	}
+	return true
 }
 
 func (s *Service) forget(t *task) {
