@@ -101,8 +101,61 @@ type flags struct {
 	logLevelVar                 *slog.LevelVar
 }
 
+// bind defines the serve flags on c, group by group (pflag lists them sorted by name).
 func (f *flags) bind(c *cobra.Command) {
+	f.bindServerFlags(c)
+	f.bindLimitFlags(c)
+	f.bindStoreFlags(c)
+	f.bindExecutionFlags(c)
+	f.bindTelemetryFlags(c)
+}
+
+// bindServerFlags defines the HTTP server's flags: the listen address, the request size and time
+// limits, the drain on shutdown and the trusted proxies.
+func (f *flags) bindServerFlags(c *cobra.Command) {
 	c.Flags().StringVar(&f.addr, "addr", env("LARK_ADDR", "127.0.0.1:8080"), "listen address (env LARK_ADDR)")
+	c.Flags().Int64Var(&f.maxBody, "max-body", 1<<20, "maximum request body in bytes")
+	c.Flags().DurationVar(&f.drainTimeout, "drain-timeout", server.DefaultDrainTimeout,
+		"on SIGTERM/SIGINT, how long in-flight requests may take to finish; past it they are cut off and the exit code is 1")
+	c.Flags().DurationVar(&f.readHeaderTimeout, "read-header-timeout", server.DefaultReadHeaderTimeout, "time to read a request's headers")
+	c.Flags().DurationVar(&f.readTimeout, "read-timeout", server.DefaultReadTimeout, "time to read a whole request, body included")
+	c.Flags().DurationVar(&f.writeTimeout, "write-timeout", api.DefaultWriteTimeout,
+		"time to answer a request from the end of its headers (a sync invocation is exempt while it runs)")
+	c.Flags().DurationVar(&f.idleTimeout, "idle-timeout", server.DefaultIdleTimeout, "time a keep-alive connection may wait for its next request")
+	c.Flags().IntVar(&f.maxHeaderBytes, "max-header-bytes", server.DefaultMaxHeaderBytes, "maximum size of a request's headers (larger → 431)")
+	c.Flags().StringVar(&f.trustedProxies, "trusted-proxies", env("LARK_TRUSTED_PROXIES", ""),
+		"comma-separated CIDRs of reverse proxies whose X-Forwarded-For the webhook receiver believes; unset: the TCP peer is the sender (env LARK_TRUSTED_PROXIES)")
+}
+
+// bindLimitFlags defines the flags that bound what tenants use: requests and bodies in flight,
+// bulky requests, list pages, payloads, CPU slots and execution memory.
+func (f *flags) bindLimitFlags(c *cobra.Command) {
+	c.Flags().IntVar(&f.maxInFlight, "max-in-flight", api.DefaultMaxInFlight,
+		"requests one tenant may have in flight at once (over it → 429 rate_limited)")
+	c.Flags().Int64Var(&f.maxInFlightBytes, "max-in-flight-bytes", api.DefaultMaxInFlightBytes,
+		"bytes of request bodies one tenant may have in flight at once, by declared length (over it → 429 rate_limited; a tenant's only request is always admitted; -1: no cap)")
+	c.Flags().Int64Var(&f.bulkBytes, "bulk-bytes", api.DefaultBulkBytes,
+		"declared body length past which a request is bulky: a tenant's bulky requests are read, checked and answered one at a time, so one tenant's large payloads occupy one core at most (-1: off)")
+	c.Flags().IntVar(&f.maxPageBytes, "max-page-bytes", store.DefaultPageBytes,
+		"byte budget of a list page: a page ends before the item that would take it over (at least one item), with a cursor to continue")
+	c.Flags().IntVar(&f.maxPayloadBytes, "max-payload-bytes", invoke.DefaultMaxPayloadBytes,
+		"largest params, result, workflow step input or output, helper argument and event payload, in bytes of JSON (env LARK_MAX_PAYLOAD_BYTES)")
+	c.Flags().IntVar(&f.cpuSlots, "cpu-slots", 0,
+		"Starlark executions interpreting at once, shared fairly between tenants (0: the cores less one, at least 1; -1: no sharing) (env LARK_CPU_SLOTS)")
+	c.Flags().IntVar(&f.cpuNice, "cpu-nice", cpushare.DefaultNice,
+		"nice value (1-19) of the threads interpreting user code, below the API and the database; 0 keeps the server's priority (env LARK_CPU_NICE)")
+	c.Flags().Int64Var(&f.memoryLimitMB, "memory-limit-mb", 0,
+		"the process's memory limit in MiB: Go's soft memory limit stays under it and execution memory is budgeted from it (0: GOMEMLIMIT if set, else 3/4 of the cgroup's or the machine's memory) (env LARK_MEMORY_LIMIT_MB)")
+	c.Flags().Int64Var(&f.executionMemoryMB, "execution-memory-mb", 0,
+		"memory all running executions may reserve at once, in MiB (0: half the memory limit) (env LARK_EXECUTION_MEMORY_MB)")
+	c.Flags().Int64Var(&f.tenantExecutionMemoryMB, "tenant-execution-memory-mb", 0,
+		"memory one tenant's running executions may reserve at once, in MiB (0: 192 per CPU slot) (env LARK_TENANT_EXECUTION_MEMORY_MB)")
+}
+
+// bindStoreFlags defines the store's flags: which store, its migration, SQLite's durability, the
+// PostgreSQL pool and timeouts, write waits, leases, retention, and the node's place among the
+// nodes sharing a PostgreSQL store.
+func (f *flags) bindStoreFlags(c *cobra.Command) {
 	c.Flags().StringVar(&f.data, "data", env("LARK_DATA", "./lark-data"), "data directory; the SQLite database lives inside (env LARK_DATA)")
 	c.Flags().StringVar(&f.store, "store", env("LARK_STORE", "sqlite"), "store: sqlite, or a postgres:// URL (env LARK_STORE)")
 	c.Flags().BoolVar(&f.noMigrate, "no-migrate", false,
@@ -123,65 +176,44 @@ func (f *flags) bind(c *cobra.Command) {
 		"longest a write waits for the store's writer to start it before the API answers 503 with Retry-After")
 	c.Flags().DurationVar(&f.leaseGrace, "lease-grace", 30*time.Second,
 		"how long an attempt's lease outlives its timeout: the work of a node that died mid-attempt, or could not write the outcome, is run again that long after the attempt's timeout")
-	c.Flags().StringVar(&f.logLevel, "log-level", env("LARK_LOG_LEVEL", "info"), "debug, info, warn or error (env LARK_LOG_LEVEL)")
-	c.Flags().Int64Var(&f.maxBody, "max-body", 1<<20, "maximum request body in bytes")
-	c.Flags().IntVar(&f.workers, "workers", 64, "concurrent async executions in this process")
-	c.Flags().BoolVar(&f.remoteWorkers, "remote-workers", false, "run async function attempts in remote workers (lark worker) instead of here; needs --worker-key")
-	c.Flags().StringArrayVar(&f.workerKeys, "worker-key", nil, "a worker key id:secret (secret at least 16 bytes) accepted on the worker routes; repeat during a rotation, the first one signs (env LARK_WORKER_KEYS, comma-separated)")
-	c.Flags().DurationVar(&f.heartbeatInterval, "worker-heartbeat-interval", 30*time.Second, "how often remote workers heartbeat")
-	c.Flags().DurationVar(&f.heartbeatTimeout, "worker-heartbeat-timeout", 5*time.Minute, "how long without a heartbeat before a remote worker's tasks are given up and their leases left to expire")
-	c.Flags().StringVar(&f.pricing, "pricing", env("LARK_PRICING", ""), "JSON pricing file for cost attribution; unset prices everything at 0 (env LARK_PRICING)")
 	c.Flags().DurationVar(&f.retention, "retention-interval", retention.DefaultInterval, "time between two passes of the retention job (purges history and audit events past each tenant's retention)")
-	c.Flags().BoolVar(&f.egressLoopback, "unsafe-egress-allow-loopback", false, "TEST ONLY: let user code reach loopback addresses")
-	_ = c.Flags().MarkHidden("unsafe-egress-allow-loopback")
-	c.Flags().BoolVar(&f.metricsPublic, "metrics-public", false,
-		"serve GET /metrics without authentication (it names every tenant; default: the operator's token only) (env LARK_METRICS_PUBLIC)")
-	c.Flags().IntVar(&f.metricsMaxLabelSets, "metrics-max-label-sets", metrics.DefaultMaxLabelSets,
-		"label sets each metric family keeps before folding new ones into __other__ (env LARK_METRICS_MAX_LABEL_SETS)")
-	c.Flags().DurationVar(&f.drainTimeout, "drain-timeout", server.DefaultDrainTimeout,
-		"on SIGTERM/SIGINT, how long in-flight requests may take to finish; past it they are cut off and the exit code is 1")
-	c.Flags().DurationVar(&f.readHeaderTimeout, "read-header-timeout", server.DefaultReadHeaderTimeout, "time to read a request's headers")
-	c.Flags().DurationVar(&f.readTimeout, "read-timeout", server.DefaultReadTimeout, "time to read a whole request, body included")
-	c.Flags().DurationVar(&f.writeTimeout, "write-timeout", api.DefaultWriteTimeout,
-		"time to answer a request from the end of its headers (a sync invocation is exempt while it runs)")
-	c.Flags().DurationVar(&f.idleTimeout, "idle-timeout", server.DefaultIdleTimeout, "time a keep-alive connection may wait for its next request")
-	c.Flags().IntVar(&f.maxHeaderBytes, "max-header-bytes", server.DefaultMaxHeaderBytes, "maximum size of a request's headers (larger → 431)")
-	c.Flags().IntVar(&f.maxInFlight, "max-in-flight", api.DefaultMaxInFlight,
-		"requests one tenant may have in flight at once (over it → 429 rate_limited)")
-	c.Flags().IntVar(&f.maxPageBytes, "max-page-bytes", store.DefaultPageBytes,
-		"byte budget of a list page: a page ends before the item that would take it over (at least one item), with a cursor to continue")
-	c.Flags().Int64Var(&f.maxInFlightBytes, "max-in-flight-bytes", api.DefaultMaxInFlightBytes,
-		"bytes of request bodies one tenant may have in flight at once, by declared length (over it → 429 rate_limited; a tenant's only request is always admitted; -1: no cap)")
-	c.Flags().Int64Var(&f.bulkBytes, "bulk-bytes", api.DefaultBulkBytes,
-		"declared body length past which a request is bulky: a tenant's bulky requests are read, checked and answered one at a time, so one tenant's large payloads occupy one core at most (-1: off)")
-	c.Flags().IntVar(&f.cpuSlots, "cpu-slots", 0,
-		"Starlark executions interpreting at once, shared fairly between tenants (0: the cores less one, at least 1; -1: no sharing) (env LARK_CPU_SLOTS)")
-	c.Flags().Int64Var(&f.memoryLimitMB, "memory-limit-mb", 0,
-		"the process's memory limit in MiB: Go's soft memory limit stays under it and execution memory is budgeted from it (0: GOMEMLIMIT if set, else 3/4 of the cgroup's or the machine's memory) (env LARK_MEMORY_LIMIT_MB)")
-	c.Flags().Int64Var(&f.executionMemoryMB, "execution-memory-mb", 0,
-		"memory all running executions may reserve at once, in MiB (0: half the memory limit) (env LARK_EXECUTION_MEMORY_MB)")
-	c.Flags().Int64Var(&f.tenantExecutionMemoryMB, "tenant-execution-memory-mb", 0,
-		"memory one tenant's running executions may reserve at once, in MiB (0: 192 per CPU slot) (env LARK_TENANT_EXECUTION_MEMORY_MB)")
-	c.Flags().IntVar(&f.cpuNice, "cpu-nice", cpushare.DefaultNice,
-		"nice value (1-19) of the threads interpreting user code, below the API and the database; 0 keeps the server's priority (env LARK_CPU_NICE)")
-	c.Flags().IntVar(&f.maxPayloadBytes, "max-payload-bytes", invoke.DefaultMaxPayloadBytes,
-		"largest params, result, workflow step input or output, helper argument and event payload, in bytes of JSON (env LARK_MAX_PAYLOAD_BYTES)")
-	c.Flags().StringVar(&f.nats, "nats", env("LARK_NATS_URL", ""),
-		"NATS server URL (nats://host:4222; a comma-separated list for a cluster) of the JetStream bridge: events mirrored to subjects, triggers fed by subjects; empty: off (env LARK_NATS_URL)")
-	c.Flags().StringVar(&f.masterKeyFile, "master-key-file", env("LARK_MASTER_KEY_FILE", ""),
-		"file holding the master key that seals tenant secrets (base64 32-byte keys, comma-separated, the first sealing); "+
-			"or set the key itself in LARK_MASTER_KEY; without either, secrets are disabled (env LARK_MASTER_KEY_FILE)")
-	c.Flags().StringVar(&f.trustedProxies, "trusted-proxies", env("LARK_TRUSTED_PROXIES", ""),
-		"comma-separated CIDRs of reverse proxies whose X-Forwarded-For the webhook receiver believes; unset: the TCP peer is the sender (env LARK_TRUSTED_PROXIES)")
 	c.Flags().StringVar(&f.nodeID, "node-id", env("LARK_NODE_ID", ""),
 		"this node's name among the lark serve processes sharing a PostgreSQL store (default: host, pid and a random suffix) (env LARK_NODE_ID)")
 	c.Flags().DurationVar(&f.leaderTTL, "leader-ttl", leader.DefaultTTL,
 		"PostgreSQL store: how long a leader lease claim holds; a dead leader is replaced within leader-ttl + leader-renew")
 	c.Flags().DurationVar(&f.leaderRenew, "leader-renew", leader.DefaultRenew,
 		"PostgreSQL store: time between two leader lease claims (at most leader-ttl/3)")
+}
+
+// bindExecutionFlags defines the flags of running user code and what it reaches: local and remote
+// workers, pricing, egress, the NATS bridge and the master key of secrets.
+func (f *flags) bindExecutionFlags(c *cobra.Command) {
+	c.Flags().IntVar(&f.workers, "workers", 64, "concurrent async executions in this process")
+	c.Flags().BoolVar(&f.remoteWorkers, "remote-workers", false, "run async function attempts in remote workers (lark worker) instead of here; needs --worker-key")
+	c.Flags().StringArrayVar(&f.workerKeys, "worker-key", nil, "a worker key id:secret (secret at least 16 bytes) accepted on the worker routes; repeat during a rotation, the first one signs (env LARK_WORKER_KEYS, comma-separated)")
+	c.Flags().DurationVar(&f.heartbeatInterval, "worker-heartbeat-interval", 30*time.Second, "how often remote workers heartbeat")
+	c.Flags().DurationVar(&f.heartbeatTimeout, "worker-heartbeat-timeout", 5*time.Minute, "how long without a heartbeat before a remote worker's tasks are given up and their leases left to expire")
+	c.Flags().StringVar(&f.pricing, "pricing", env("LARK_PRICING", ""), "JSON pricing file for cost attribution; unset prices everything at 0 (env LARK_PRICING)")
+	c.Flags().BoolVar(&f.egressLoopback, "unsafe-egress-allow-loopback", false, "TEST ONLY: let user code reach loopback addresses")
+	_ = c.Flags().MarkHidden("unsafe-egress-allow-loopback")
+	c.Flags().StringVar(&f.nats, "nats", env("LARK_NATS_URL", ""),
+		"NATS server URL (nats://host:4222; a comma-separated list for a cluster) of the JetStream bridge: events mirrored to subjects, triggers fed by subjects; empty: off (env LARK_NATS_URL)")
+	c.Flags().StringVar(&f.masterKeyFile, "master-key-file", env("LARK_MASTER_KEY_FILE", ""),
+		"file holding the master key that seals tenant secrets (base64 32-byte keys, comma-separated, the first sealing); "+
+			"or set the key itself in LARK_MASTER_KEY; without either, secrets are disabled (env LARK_MASTER_KEY_FILE)")
+}
+
+// bindTelemetryFlags defines the flags of what the server tells about itself: the log level, the
+// access log, the metrics, trace export and the profiles lark bench takes.
+func (f *flags) bindTelemetryFlags(c *cobra.Command) {
+	c.Flags().StringVar(&f.logLevel, "log-level", env("LARK_LOG_LEVEL", "info"), "debug, info, warn or error (env LARK_LOG_LEVEL)")
+	c.Flags().BoolVar(&f.accessLog, "access-log", true, "write one info line per HTTP request (false: at debug level) (env LARK_ACCESS_LOG)")
+	c.Flags().BoolVar(&f.metricsPublic, "metrics-public", false,
+		"serve GET /metrics without authentication (it names every tenant; default: the operator's token only) (env LARK_METRICS_PUBLIC)")
+	c.Flags().IntVar(&f.metricsMaxLabelSets, "metrics-max-label-sets", metrics.DefaultMaxLabelSets,
+		"label sets each metric family keeps before folding new ones into __other__ (env LARK_METRICS_MAX_LABEL_SETS)")
 	c.Flags().StringVar(&f.otlpEndpoint, "otlp-endpoint", env("LARK_OTLP_ENDPOINT", ""),
 		"export traces over OTLP/HTTP to this collector URL, e.g. http://collector:4318 (env LARK_OTLP_ENDPOINT; the standard OTEL_EXPORTER_OTLP_* variables work too); unset: tracing off")
-	c.Flags().BoolVar(&f.accessLog, "access-log", true, "write one info line per HTTP request (false: at debug level) (env LARK_ACCESS_LOG)")
 	c.Flags().StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (for lark bench)")
 	_ = c.Flags().MarkHidden("cpuprofile")
 	c.Flags().StringVar(&f.memProfile, "memprofile", "", "write an allocation profile of the whole run to this file at exit (for lark bench)")

@@ -169,10 +169,20 @@ func New(cfg Config) *Server {
 		workerNonces: workerproto.NewNonceCache(0)}
 }
 
-// Handler returns the root handler.
+// Handler returns the root handler: the middleware every request goes through, the answers to
+// unknown routes and methods, the routes outside the base path, and the base path's routes.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
 	r.Use(s.telemetry, s.recoverer, s.correlate, middleware.GetHead)
+	s.fallbacks(r)
+	s.rootRoutes(r)
+	r.Route(BasePath, s.baseRoutes)
+	return r
+}
+
+// fallbacks answers the requests r routes nowhere: 404 for an unknown path, 405 (with Allow) for
+// a known path and an unsupported method.
+func (s *Server) fallbacks(r chi.Router) {
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, notFound(r))
 	})
@@ -190,6 +200,11 @@ func (s *Server) Handler() http.Handler {
 		w.Header().Set("Allow", strings.Join(allowed, ", "))
 		s.problem(w, req, methodNotAllowed(req))
 	})
+}
+
+// rootRoutes mounts the routes outside the authenticated base path: the probes, the OpenAPI
+// document, the webhook receiver, the worker group and the metrics.
+func (s *Server) rootRoutes(r chi.Router) {
 	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		s.writeJSON(w, r, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -207,58 +222,81 @@ func (s *Server) Handler() http.Handler {
 			r.With(s.authenticate, s.operatorOnly).Method(http.MethodGet, "/metrics", s.cfg.Metrics)
 		}
 	}
-	r.Route(BasePath, func(r chi.Router) {
-		// Authentication, the in-flight cap, the bulk lane and the role each route needs all run
-		// before a handler reads the body: a caller that may not write cannot make the server wait
-		// for one.
-		r.Use(s.limitBody, s.authenticate, s.limitInFlight, s.bulkLane)
-		developer := func(what string) chi.Router { return r.With(s.need(auth.RoleDeveloper, what)) }
-		operator := func(what string) chi.Router { return r.With(s.need(auth.RoleOperator, what)) }
-		r.With(s.need(auth.RoleAdmin, "issuing tokens")).Post("/tokens", s.createToken)
-		r.Get("/tokens", s.listTokens)
-		r.Get("/whoami", s.whoami)
-		r.Delete("/tokens/{token_id}", s.revokeToken)
+}
 
-		r.With(s.tenantAdmin).Post("/tenants/{tenant_id}/serverless-runtime:enable", s.enableTenant)
-		r.With(s.tenantAdmin).Post("/tenants/{tenant_id}/serverless-runtime:disable", s.disableTenant)
-		r.Get("/tenants/{tenant_id}/serverless-runtime", s.getTenant)
-		r.With(s.tenantAdmin).Patch("/tenants/{tenant_id}/serverless-runtime", s.patchTenant)
-		r.Get("/tenants/{tenant_id}/runtime-policy", s.getTenant)
-		r.With(s.tenantAdmin).Put("/tenants/{tenant_id}/runtime-policy", s.putTenantPolicy)
-		r.Get("/tenants/{tenant_id}/usage", s.tenantUsage)
-		r.Get("/tenants/{tenant_id}/usage/history", s.tenantUsageHistory)
+// baseRoutes mounts the authenticated routes under BasePath, resource by resource, behind the
+// group's middleware.
+func (s *Server) baseRoutes(r chi.Router) {
+	// Authentication, the in-flight cap, the bulk lane and the role each route needs all run
+	// before a handler reads the body: a caller that may not write cannot make the server wait
+	// for one.
+	r.Use(s.limitBody, s.authenticate, s.limitInFlight, s.bulkLane)
+	s.tokenRoutes(r)
+	s.tenantRoutes(r)
+	s.entrypointRoutes(r)
+	s.invocationRoutes(r)
+	s.eventRoutes(r)
+	r.Get("/audit-events", s.listAudit)
+	s.logLevelRoutes(r)
 
-		developer("registering entrypoints").Post("/entrypoints", s.registerEntrypoint)
-		developer("validating entrypoints").Post("/entrypoints:validate", s.validateEntrypoint)
-		r.Get("/entrypoints", s.listEntrypoints)
-		r.Get("/entrypoints/{id:[^:/]+}", s.getEntrypoint)
-		developer("changing entrypoints").Put("/entrypoints/{id:[^:/]+}", s.updateEntrypoint)
-		r.Delete("/entrypoints/{id:[^:/]+}", s.deleteEntrypoint)
-		developer("changing entrypoints").Post("/entrypoints/{id:[^:/]+}:status", s.entrypointStatus)
-		r.Post("/entrypoints/{id:[^:/]+}:validate", s.validateExisting)
-		r.Get("/entrypoints/{id:[^:/]+}/versions", s.entrypointVersions)
+	s.scheduleRoutes(r)
+	s.backfillRoutes(r)
+	s.secretRoutes(r)
+	s.webhookRoutes(r)
+	s.eventTypeRoutes(r)
+	s.triggerRoutes(r)
+}
 
-		operator("invoking entrypoints").Post("/invocations", s.startInvocation)
-		r.Get("/invocations", s.listInvocations)
-		r.Get("/invocations/{id:[^:/]+}", s.getInvocation)
-		r.Get("/invocations/{id:[^:/]+}/timeline", s.invocationTimeline)
-		operator("controlling invocations").Post("/invocations/{id:[^:/]+}:control", s.controlInvocation)
+// tokenRoutes mounts the token routes: issuing (admins only), listing, whoami and revoking.
+func (s *Server) tokenRoutes(r chi.Router) {
+	r.With(s.need(auth.RoleAdmin, "issuing tokens")).Post("/tokens", s.createToken)
+	r.Get("/tokens", s.listTokens)
+	r.Get("/whoami", s.whoami)
+	r.Delete("/tokens/{token_id}", s.revokeToken)
+}
 
-		operator("publishing events").Post("/events", s.publishEvent)
-		r.Get("/events", s.listEvents)
-		r.Get("/events/{id:[^:/]+}", s.getEvent)
+// tenantRoutes mounts a tenant's runtime routes: enabling, its settings and policy (changed by
+// tenant admins), and its usage.
+func (s *Server) tenantRoutes(r chi.Router) {
+	r.With(s.tenantAdmin).Post("/tenants/{tenant_id}/serverless-runtime:enable", s.enableTenant)
+	r.With(s.tenantAdmin).Post("/tenants/{tenant_id}/serverless-runtime:disable", s.disableTenant)
+	r.Get("/tenants/{tenant_id}/serverless-runtime", s.getTenant)
+	r.With(s.tenantAdmin).Patch("/tenants/{tenant_id}/serverless-runtime", s.patchTenant)
+	r.Get("/tenants/{tenant_id}/runtime-policy", s.getTenant)
+	r.With(s.tenantAdmin).Put("/tenants/{tenant_id}/runtime-policy", s.putTenantPolicy)
+	r.Get("/tenants/{tenant_id}/usage", s.tenantUsage)
+	r.Get("/tenants/{tenant_id}/usage/history", s.tenantUsageHistory)
+}
 
-		r.Get("/audit-events", s.listAudit)
-		s.logLevelRoutes(r)
+// entrypointRoutes mounts the entrypoint routes; the writes need a developer.
+func (s *Server) entrypointRoutes(r chi.Router) {
+	developer := func(what string) chi.Router { return r.With(s.need(auth.RoleDeveloper, what)) }
+	developer("registering entrypoints").Post("/entrypoints", s.registerEntrypoint)
+	developer("validating entrypoints").Post("/entrypoints:validate", s.validateEntrypoint)
+	r.Get("/entrypoints", s.listEntrypoints)
+	r.Get("/entrypoints/{id:[^:/]+}", s.getEntrypoint)
+	developer("changing entrypoints").Put("/entrypoints/{id:[^:/]+}", s.updateEntrypoint)
+	r.Delete("/entrypoints/{id:[^:/]+}", s.deleteEntrypoint)
+	developer("changing entrypoints").Post("/entrypoints/{id:[^:/]+}:status", s.entrypointStatus)
+	r.Post("/entrypoints/{id:[^:/]+}:validate", s.validateExisting)
+	r.Get("/entrypoints/{id:[^:/]+}/versions", s.entrypointVersions)
+}
 
-		s.scheduleRoutes(r)
-		s.backfillRoutes(r)
-		s.secretRoutes(r)
-		s.webhookRoutes(r)
-		s.eventTypeRoutes(r)
-		s.triggerRoutes(r)
-	})
-	return r
+// invocationRoutes mounts the invocation routes; starting and controlling need an operator.
+func (s *Server) invocationRoutes(r chi.Router) {
+	operator := func(what string) chi.Router { return r.With(s.need(auth.RoleOperator, what)) }
+	operator("invoking entrypoints").Post("/invocations", s.startInvocation)
+	r.Get("/invocations", s.listInvocations)
+	r.Get("/invocations/{id:[^:/]+}", s.getInvocation)
+	r.Get("/invocations/{id:[^:/]+}/timeline", s.invocationTimeline)
+	operator("controlling invocations").Post("/invocations/{id:[^:/]+}:control", s.controlInvocation)
+}
+
+// eventRoutes mounts the event routes; publishing needs an operator.
+func (s *Server) eventRoutes(r chi.Router) {
+	r.With(s.need(auth.RoleOperator, "publishing events")).Post("/events", s.publishEvent)
+	r.Get("/events", s.listEvents)
+	r.Get("/events/{id:[^:/]+}", s.getEvent)
 }
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {

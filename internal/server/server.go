@@ -329,7 +329,8 @@ func warnOpenDataDir(cfg Config) {
 	}
 }
 
-// New opens the store and builds every service.
+// New opens the store and builds every service. When a step after the store opened fails, New
+// closes the store and returns that step's error.
 func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -339,9 +340,21 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	schemas, err := schema.New()
+	s, err := buildServer(ctx, cfg, st)
 	if err != nil {
 		st.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// buildServer builds every service over the open store st, phase by phase: the schemas, the
+// clock and the node's name, the services that need only the store, the tracing, the execution
+// path, the event-driven services, retention, the cluster wiring and the HTTP handler. On an error
+// the caller closes st.
+func buildServer(ctx context.Context, cfg Config, st store.Store) (*Server, error) {
+	schemas, err := schema.New()
+	if err != nil {
 		return nil, fmt.Errorf("built-in schemas: %w", err)
 	}
 	var c clock.Clock = clock.Real{}
@@ -358,27 +371,83 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Registry: registry.NewService(st, schemas, c, ids),
 	}
 	if s.Tracing, err = newTracing(ctx, cfg); err != nil {
-		st.Close()
 		return nil, err
 	}
 	bulk := bulklane.New()
-	s.Metrics = metrics.New(metrics.Options{Source: st, Clock: c, Logger: cfg.Logger, MaxLabelSets: cfg.MetricsMaxLabelSets,
+	if err := s.wireExecution(ctx, schemas, c, ids, bulk); err != nil {
+		return nil, err
+	}
+	if err := s.wireEvents(ctx, schemas, c, ids); err != nil {
+		return nil, err
+	}
+	s.Retention = retention.New(st, retention.Options{Interval: cfg.RetentionInterval, Clock: c, Logger: cfg.Logger,
+		Failed: s.Metrics.MaintenanceFailure, Passed: s.Metrics.RetentionPassed})
+	s.wireCluster(c)
+	apiHandler := s.apiHandler(c, ids, bulk)
+	// The web console (docs/console.md) at /console; everything else is the API.
+	if s.handler, err = console.Wrap(apiHandler); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// wireExecution builds the execution path in dependency order: the metrics (fed by the bulk lanes
+// bulk), the secrets, the remote workers, the invocation service and its admission, the worker
+// metrics, the dispatcher, and, on an exclusive store, the recovery of the leases a previous run
+// left.
+func (s *Server) wireExecution(ctx context.Context, schemas *schema.Registry, c clock.Clock, ids idgen.Generator, bulk *bulklane.Lanes) error {
+	s.wireMetrics(c, bulk)
+	if err := s.wireSecrets(ctx, c, ids); err != nil {
+		return err
+	}
+	remote, err := s.wireWorkers(schemas, c)
+	if err != nil {
+		return err
+	}
+	s.wireInvoke(schemas, c, ids, remote)
+	if err := s.registerWorkerMetrics(); err != nil {
+		return err
+	}
+	s.wireDispatch(s.cfg, c)
+	if s.Store.Exclusive() {
+		if _, err := s.Invoke.RecoverLeases(ctx); err != nil {
+			return fmt.Errorf("recover leases: %w", err)
+		}
+	}
+	return nil
+}
+
+// wireMetrics builds the metrics: over the store, the dispatcher's slots, the admission gate's
+// stats and the requests waiting in the bulk lanes bulk (the dispatcher and the gate are built
+// later; the metrics read them when scraped). The registry reports its quota checks to them.
+func (s *Server) wireMetrics(c clock.Clock, bulk *bulklane.Lanes) {
+	s.Metrics = metrics.New(metrics.Options{Source: s.Store, Clock: c, Logger: s.cfg.Logger, MaxLabelSets: s.cfg.MetricsMaxLabelSets,
 		Slots: func() (int, int) { return s.dispatch.Slots() }, Admission: func() admission.Stats { return s.Gate.Stats() },
 		BulkWaiting: bulk.Waiting})
 	s.Registry.SetQuotaObserver(s.Metrics)
-	s.Secrets = secrets.New(st, secrets.Options{Keyring: cfg.Keyring, Clock: c, IDs: ids, Logger: cfg.Logger})
-	if cfg.Keyring == nil {
-		cfg.Logger.Warn("no master key (LARK_MASTER_KEY or --master-key-file): tenant secrets are disabled; the /secrets routes answer 503")
+}
+
+// wireSecrets builds the secrets service and, with a master key, rewraps the values sealed under
+// an older key; without one it warns that secrets are disabled.
+func (s *Server) wireSecrets(ctx context.Context, c clock.Clock, ids idgen.Generator) error {
+	s.Secrets = secrets.New(s.Store, secrets.Options{Keyring: s.cfg.Keyring, Clock: c, IDs: ids, Logger: s.cfg.Logger})
+	if s.cfg.Keyring == nil {
+		s.cfg.Logger.Warn("no master key (LARK_MASTER_KEY or --master-key-file): tenant secrets are disabled; the /secrets routes answer 503")
 	} else if _, err := s.Secrets.Rewrap(ctx); err != nil {
-		st.Close()
-		return nil, fmt.Errorf("secrets: master key rotation: %w", err)
+		return fmt.Errorf("secrets: master key rotation: %w", err)
 	}
+	return nil
+}
+
+// wireWorkers checks the remote worker settings and, with a worker keyset, builds the remote
+// worker service; it returns the remote the invocation service sends attempts to (nil without
+// one).
+func (s *Server) wireWorkers(schemas *schema.Registry, c clock.Clock) (invoke.Remote, error) {
+	cfg := &s.cfg
 	if cfg.RemoteWorkers && cfg.WorkerKeys == nil {
-		st.Close()
 		return nil, fmt.Errorf("--remote-workers needs a worker key (--worker-key)")
 	}
 	if cfg.HeartbeatInterval > 0 && cfg.HeartbeatTimeout > 0 && cfg.HeartbeatInterval >= cfg.HeartbeatTimeout {
-		st.Close()
 		return nil, fmt.Errorf("--worker-heartbeat-interval (%v) must be shorter than --worker-heartbeat-timeout (%v)", cfg.HeartbeatInterval, cfg.HeartbeatTimeout)
 	}
 	var remote invoke.Remote
@@ -387,44 +456,49 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			HeartbeatTimeout: cfg.HeartbeatTimeout, Runner: &run.Runner{Schemas: schemas, Clock: c}, Clock: c, Logger: cfg.Logger, Secrets: s.Secrets})
 		remote = s.Workers
 	}
+	return remote, nil
+}
+
+// wireInvoke builds the CPU scheduler, the admission gate (which wakes the dispatcher when room
+// frees up) with its memory tracker, and the invocation service over them.
+func (s *Server) wireInvoke(schemas *schema.Registry, c clock.Clock, ids idgen.Generator, remote invoke.Remote) {
+	cfg := &s.cfg
 	cpu := cpuScheduler(cfg.CPUSlots, cfg.CPUNice, cfg.Logger)
-	s.memory, s.Gate = admissionOf(cfg, cpu, func() { s.dispatch.Wake() })
-	s.Invoke = invoke.NewService(invoke.Config{Remote: remote, Gate: s.Gate, Store: st, Schemas: schemas, Programs: sandbox.NewCache(1024), Secrets: s.Secrets,
+	s.memory, s.Gate = admissionOf(*cfg, cpu, func() { s.dispatch.Wake() })
+	s.Invoke = invoke.NewService(invoke.Config{Remote: remote, Gate: s.Gate, Store: s.Store, Schemas: schemas, Programs: sandbox.NewCache(1024), Secrets: s.Secrets,
 		Egress: egress.New(egress.Options{AllowLoopback: cfg.UnsafeEgressAllowLoopback, Transport: cfg.EgressTransport}), Clock: c, IDs: ids, Logger: cfg.Logger,
 		Node: cfg.NodeID, Pricing: cfg.Pricing, Observer: s.Metrics, Tracing: s.Tracing, MaxPayloadBytes: cfg.MaxPayloadBytes, Sleep: cfg.Sleep,
 		CPU: cpu, SyncPoll: cfg.SyncPoll, LeaseGrace: cfg.LeaseGrace})
+}
+
+// registerWorkerMetrics registers the remote worker service's collectors with the metrics (none
+// without the service).
+func (s *Server) registerWorkerMetrics() error {
 	if s.Workers != nil {
 		for _, col := range s.Workers.Collectors() {
 			if err := s.Metrics.Registry().Register(col); err != nil {
-				st.Close()
-				return nil, fmt.Errorf("worker metrics: %w", err)
+				return fmt.Errorf("worker metrics: %w", err)
 			}
 		}
 	}
-	s.wireDispatch(cfg, c)
-	if st.Exclusive() {
-		if _, err := s.Invoke.RecoverLeases(ctx); err != nil {
-			st.Close()
-			return nil, fmt.Errorf("recover leases: %w", err)
-		}
-	}
-	s.Schedules = scheduler.New(st, s.Invoke, scheduler.Options{Clock: c, IDs: ids, Logger: cfg.Logger,
+	return nil
+}
+
+// wireEvents builds the event-driven services over the invocation service: the scheduler, the
+// NATS bridge and feed (with Config.NATS), the triggers, the events service and the webhooks, and
+// connects them to each other.
+func (s *Server) wireEvents(ctx context.Context, schemas *schema.Registry, c clock.Clock, ids idgen.Generator) error {
+	cfg := &s.cfg
+	s.Schedules = scheduler.New(s.Store, s.Invoke, scheduler.Options{Clock: c, IDs: ids, Logger: cfg.Logger,
 		Failed: s.Metrics.MaintenanceFailure, FireLag: s.Metrics.FireLag, Tracer: s.Tracing.Tracer()})
-	var feeds triggers.Feeds
-	if cfg.NATS.URL != "" {
-		ncfg := cfg.NATS
-		ncfg.Clock, ncfg.Logger = c, cfg.Logger
-		if s.bridge, err = natsbridge.Open(ctx, ncfg); err != nil {
-			st.Close()
-			return nil, fmt.Errorf("--nats: %w", err)
-		}
-		s.feed = natsfeed.New(s.bridge, nil, cfg.Logger, s.Tracing.Tracer())
-		feeds = s.feed
+	feeds, err := s.openNATS(ctx, c)
+	if err != nil {
+		return err
 	}
-	s.Triggers = triggers.New(st, s.Invoke, triggers.Options{Clock: c, IDs: ids, Logger: cfg.Logger, Failed: s.Metrics.MaintenanceFailure,
+	s.Triggers = triggers.New(s.Store, s.Invoke, triggers.Options{Clock: c, IDs: ids, Logger: cfg.Logger, Failed: s.Metrics.MaintenanceFailure,
 		Feeds: feeds, Tracer: s.Tracing.Tracer()})
 	s.Invoke.SetEndHook(s.Triggers)
-	s.Events = eventbus.New(eventbus.Config{Store: st, Schemas: schemas, Waits: s.Invoke, Clock: c, IDs: ids, Logger: cfg.Logger,
+	s.Events = eventbus.New(eventbus.Config{Store: s.Store, Schemas: schemas, Waits: s.Invoke, Clock: c, IDs: ids, Logger: cfg.Logger,
 		MaxPayloadBytes: cfg.MaxPayloadBytes})
 	s.Events.Subscribe(s.Triggers)
 	s.Invoke.SetPublisher(s.Events) // r_emit_v1's events go through the events service: waits and triggers
@@ -432,18 +506,46 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		s.Events.SetMirror(s.bridge.Mirror)
 		s.feed.SetPublisher(s.Events)
 	}
-	s.Webhooks = webhooks.New(st, s.Invoke, webhooks.Options{Clock: c, IDs: ids, Logger: cfg.Logger, Keyring: cfg.Keyring, Schemas: schemas})
-	if n, err := webhooks.RewrapSecrets(ctx, st, cfg.Keyring); err != nil {
-		st.Close()
-		return nil, fmt.Errorf("rewrap webhook secrets under the current master key: %w", err)
+	return s.wireWebhooks(ctx, schemas, c, ids)
+}
+
+// openNATS opens the NATS bridge and its trigger feed when Config.NATS names a server; it returns
+// the feeds the triggers subscribe through (nil without NATS).
+func (s *Server) openNATS(ctx context.Context, c clock.Clock) (triggers.Feeds, error) {
+	var feeds triggers.Feeds
+	if s.cfg.NATS.URL != "" {
+		ncfg := s.cfg.NATS
+		ncfg.Clock, ncfg.Logger = c, s.cfg.Logger
+		var err error
+		if s.bridge, err = natsbridge.Open(ctx, ncfg); err != nil {
+			return nil, fmt.Errorf("--nats: %w", err)
+		}
+		s.feed = natsfeed.New(s.bridge, nil, s.cfg.Logger, s.Tracing.Tracer())
+		feeds = s.feed
+	}
+	return feeds, nil
+}
+
+// wireWebhooks builds the webhook service and rewraps the stored webhook secrets under the
+// current master key.
+func (s *Server) wireWebhooks(ctx context.Context, schemas *schema.Registry, c clock.Clock, ids idgen.Generator) error {
+	cfg := &s.cfg
+	s.Webhooks = webhooks.New(s.Store, s.Invoke, webhooks.Options{Clock: c, IDs: ids, Logger: cfg.Logger, Keyring: cfg.Keyring, Schemas: schemas})
+	if n, err := webhooks.RewrapSecrets(ctx, s.Store, cfg.Keyring); err != nil {
+		return fmt.Errorf("rewrap webhook secrets under the current master key: %w", err)
 	} else if n > 0 {
 		cfg.Logger.Info("webhook secrets rewrapped under the current master key", "count", n)
 	}
-	s.Retention = retention.New(st, retention.Options{Interval: cfg.RetentionInterval, Clock: c, Logger: cfg.Logger,
-		Failed: s.Metrics.MaintenanceFailure, Passed: s.Metrics.RetentionPassed})
-	if !st.Exclusive() {
-		s.Leader = leader.New(st, leader.Options{Holder: cfg.NodeID, TTL: cfg.LeaderTTL, Renew: cfg.LeaderRenew, Clock: c, Logger: cfg.Logger})
-		if t, ok := st.(wakeup.Transport); ok {
+	return nil
+}
+
+// wireCluster, on a shared store, builds the leader election and, when the store carries
+// wake-ups, the hub that passes them between nodes; the services announce their work through it.
+func (s *Server) wireCluster(c clock.Clock) {
+	cfg := &s.cfg
+	if !s.Store.Exclusive() {
+		s.Leader = leader.New(s.Store, leader.Options{Holder: cfg.NodeID, TTL: cfg.LeaderTTL, Renew: cfg.LeaderRenew, Clock: c, Logger: cfg.Logger})
+		if t, ok := s.Store.(wakeup.Transport); ok {
 			s.hub = wakeup.New(t, wakeup.Options{Node: cfg.NodeID, Logger: cfg.Logger,
 				Local: []func(){s.dispatch.Wake, s.Schedules.WakeLocal, s.Triggers.WakeLocal}, Finished: s.Invoke.WakeFinished})
 			s.Invoke.SetAnnounce(s.hub.Announce)
@@ -452,7 +554,14 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			s.Triggers.SetAnnounce(s.hub.Announce)
 		}
 	}
-	apiHandler := api.New(api.Config{Tokens: s.Tokens, Tenants: s.Tenants, Registry: s.Registry, Invoke: s.Invoke,
+}
+
+// apiHandler builds the API server over the services and returns its handler; bulk are the bulk
+// lanes its requests go through (the metrics count their waiting requests).
+func (s *Server) apiHandler(c clock.Clock, ids idgen.Generator, bulk *bulklane.Lanes) http.Handler {
+	cfg := &s.cfg
+	st := s.Store
+	return api.New(api.Config{Tokens: s.Tokens, Tenants: s.Tenants, Registry: s.Registry, Invoke: s.Invoke,
 		Usage: usage.NewService(st, s.Tenants, c, cfg.Pricing.Currency()), Schedules: s.Schedules, Secrets: s.Secrets, Webhooks: s.Webhooks,
 		TrustedProxies: cfg.TrustedProxies, StoreWriteWait: cfg.StoreWriteWait, Events: s.Events, Triggers: s.Triggers, Audit: st, Ready: st,
 		IDs: ids, Logger: cfg.Logger, MaxBody: cfg.MaxBody, Metrics: s.Metrics.Handler(), MetricsPublic: cfg.MetricsPublic,
@@ -460,12 +569,6 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		BulkBytes: cfg.BulkBytes, BulkWait: cfg.BulkWait, Bulk: bulk, WriteTimeout: cfg.WriteTimeout, Workers: s.Workers, WorkerKeys: cfg.WorkerKeys, WorkerClock: c,
 		Tracing: s.Tracing, HTTPMetrics: s.Metrics, AccessLogOff: cfg.Telemetry.AccessLogOff, LogLevel: cfg.Telemetry.LogLevel,
 		MaxPageBytes: cfg.MaxPageBytes}).Handler()
-	// The web console (docs/console.md) at /console; everything else is the API.
-	if s.handler, err = console.Wrap(apiHandler); err != nil {
-		st.Close()
-		return nil, err
-	}
-	return s, nil
 }
 
 // Handler is the HTTP handler (for tests that serve it themselves).
