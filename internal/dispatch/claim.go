@@ -42,10 +42,18 @@ type Catalog interface {
 	Version(tx store.Tx, ref string) (entrypoint.Entrypoint, Limits, error)
 }
 
+// Store is the store methods the claim stage uses (store.Store has them all): the queue's next due
+// time, and Update for its claims and purges.
+type Store interface {
+	store.QueueReader
+	// Update runs fn in a group-committed transaction (store.Store.Update).
+	Update(ctx context.Context, fn func(store.Tx) error) error
+}
+
 // ClaimConfig configures a StoreClaimer.
 type ClaimConfig struct {
 	// Store holds the queue and the leases.
-	Store store.Store
+	Store Store
 	// Catalog supplies tenants' policies and entrypoint versions.
 	Catalog Catalog
 	// Clock tells the time of claims, leases and purges (default clock.Real).

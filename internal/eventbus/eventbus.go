@@ -50,9 +50,19 @@ type Subscriber interface {
 	Match(tx store.Tx, ev events.Event, now time.Time, prepared any) (int, error)
 }
 
+// Store is the store methods the bus uses (store.Store has them all): the event and event type
+// reads, the tenant's policy, and Update for publishes and event type writes.
+type Store interface {
+	store.TenantReader
+	store.EventReader
+	store.EventTypeReader
+	// Update runs fn in a group-committed transaction (store.Store.Update).
+	Update(ctx context.Context, fn func(store.Tx) error) error
+}
+
 // Config wires a Bus.
 type Config struct {
-	Store   store.Store
+	Store   Store
 	Schemas *schema.Registry
 	Waits   Waits
 	Clock   clock.Clock

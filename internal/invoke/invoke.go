@@ -30,6 +30,7 @@ import (
 	"github.com/larkrun/lark/internal/bulklane"
 	"github.com/larkrun/lark/internal/clock"
 	"github.com/larkrun/lark/internal/cost"
+	"github.com/larkrun/lark/internal/dispatch"
 	"github.com/larkrun/lark/internal/egress"
 	"github.com/larkrun/lark/internal/entrypoint"
 	"github.com/larkrun/lark/internal/gts"
@@ -47,9 +48,30 @@ import (
 	"github.com/larkrun/lark/internal/tracing"
 )
 
+// Store is the store methods the invocation service uses (store.Store has them all): those of the
+// claim stage it configures (dispatch.Store), the invocation, catalog, tenant and response-cache
+// reads, the catalog generation its caches key on, and Enqueue for its queued writes.
+type Store interface {
+	dispatch.Store
+	store.TenantReader
+	store.IdempotencyReader
+	Invocation(ctx context.Context, tenantID, id string) (invocation.Record, error)
+	Events(ctx context.Context, q store.EventLogQuery) ([]invocation.Event, error)
+	StatusAt(ctx context.Context, tenantID, invocationID string, seq int64) (invocation.Status, error)
+	ListInvocations(ctx context.Context, v invocation.Viewer, q store.ListQuery) (store.Page[invocation.Record], error)
+	CountTenantRunning(ctx context.Context, tenantID string) (int64, error)
+	Entrypoint(ctx context.Context, v entrypoint.Viewer, id string) (entrypoint.Entrypoint, error)
+	EntrypointVersions(ctx context.Context, v entrypoint.Viewer, family string) ([]entrypoint.Entrypoint, error)
+	LatestActive(ctx context.Context, v entrypoint.Viewer, family string, major int) (entrypoint.Entrypoint, error)
+	// CatalogGeneration moves after every committed catalog write (store.Store.CatalogGeneration).
+	CatalogGeneration() uint64
+	// Enqueue queues fn like Update and returns at once (store.Store.Enqueue).
+	Enqueue(ctx context.Context, fn func(store.Tx) error) (wait func() error)
+}
+
 // Config wires a Service.
 type Config struct {
-	Store    store.Store
+	Store    Store
 	Schemas  *schema.Registry
 	Programs *sandbox.Cache
 	Egress   *egress.Client

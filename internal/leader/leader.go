@@ -67,9 +67,16 @@ type Direct interface {
 	ReleaseLeaderLeaseNow(ctx context.Context, name, holder string, now time.Time) error
 }
 
+// Store is the store methods the elector uses (store.Store has them all): Update, to claim and
+// release its lease (a store that is also a Direct claims outside its write queue).
+type Store interface {
+	// Update runs fn in a group-committed transaction (store.Store.Update).
+	Update(ctx context.Context, fn func(store.Tx) error) error
+}
+
 // Elector campaigns for one lease on behalf of this node.
 type Elector struct {
-	st store.Store
+	st Store
 	o  Options
 
 	mu sync.Mutex
@@ -80,7 +87,7 @@ type Elector struct {
 }
 
 // New returns an elector for st.
-func New(st store.Store, o Options) *Elector {
+func New(st Store, o Options) *Elector {
 	if o.Name == "" {
 		o.Name = DefaultName
 	}

@@ -23,9 +23,21 @@ import (
 	"github.com/larkrun/lark/internal/store"
 )
 
+// Store is the store methods the registry uses (store.Store has them all): the entrypoint catalog's
+// reads, the tenant's policy (its quotas), and Update for registrations and their audit events.
+type Store interface {
+	store.TenantReader
+	Entrypoint(ctx context.Context, v entrypoint.Viewer, id string) (entrypoint.Entrypoint, error)
+	ListEntrypoints(ctx context.Context, v entrypoint.Viewer, q store.ListQuery) (store.Page[entrypoint.Entrypoint], error)
+	EntrypointVersions(ctx context.Context, v entrypoint.Viewer, family string) ([]entrypoint.Entrypoint, error)
+	LatestActive(ctx context.Context, v entrypoint.Viewer, family string, major int) (entrypoint.Entrypoint, error)
+	// Update runs fn in a group-committed transaction (store.Store.Update).
+	Update(ctx context.Context, fn func(store.Tx) error) error
+}
+
 // Service implements the registry use cases.
 type Service struct {
-	store   store.Store
+	store   Store
 	schemas *schema.Registry
 	clock   clock.Clock
 	ids     idgen.Generator
@@ -33,7 +45,7 @@ type Service struct {
 }
 
 // NewService returns a registry Service.
-func NewService(s store.Store, schemas *schema.Registry, c clock.Clock, ids idgen.Generator) *Service {
+func NewService(s Store, schemas *schema.Registry, c clock.Clock, ids idgen.Generator) *Service {
 	return &Service{store: s, schemas: schemas, clock: c, ids: ids}
 }
 

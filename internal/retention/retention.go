@@ -69,14 +69,22 @@ type Options struct {
 	Passed func(ok bool, total Purged)
 }
 
+// Store is the store methods the retention job uses (store.Store has them all): the retention
+// reads, and Update for its measurements and purges.
+type Store interface {
+	store.RetentionReader
+	// Update runs fn in a group-committed transaction (store.Store.Update).
+	Update(ctx context.Context, fn func(store.Tx) error) error
+}
+
 // Job is the retention maintenance job.
 type Job struct {
-	st store.Store
+	st Store
 	o  Options
 }
 
 // New returns a Job over st.
-func New(st store.Store, o Options) *Job {
+func New(st Store, o Options) *Job {
 	if o.Interval <= 0 {
 		o.Interval = DefaultInterval
 	}

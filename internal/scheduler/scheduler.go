@@ -88,16 +88,31 @@ const (
 	JobBackfill  = "backfill"
 )
 
+// Store is the store methods the scheduler uses (store.Store has them all): the schedule and
+// backfill reads, the tenant's policy, the invocation a run started, and Update for its writes.
+type Store interface {
+	store.TenantReader
+	store.BackfillReader
+	Schedule(ctx context.Context, tenantID, id string) (schedule.Schedule, error)
+	ListSchedules(ctx context.Context, tenantID string, q store.ListQuery) (store.Page[schedule.Schedule], error)
+	ScheduleRuns(ctx context.Context, tenantID, scheduleID string, q store.ListQuery) (store.Page[schedule.Run], error)
+	DueSchedules(ctx context.Context, now time.Time, limit int) ([]schedule.Schedule, error)
+	NextScheduleDue(ctx context.Context) (*time.Time, error)
+	Invocation(ctx context.Context, tenantID, id string) (invocation.Record, error)
+	// Update runs fn in a group-committed transaction (store.Store.Update).
+	Update(ctx context.Context, fn func(store.Tx) error) error
+}
+
 // Service implements the schedule use cases and the firing loop.
 type Service struct {
-	store store.Store
+	store Store
 	inv   Invoker
 	o     Options
 	wake  chan struct{}
 }
 
 // New returns a Service.
-func New(st store.Store, inv Invoker, o Options) *Service {
+func New(st Store, inv Invoker, o Options) *Service {
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
 	}

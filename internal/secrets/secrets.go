@@ -80,9 +80,17 @@ type Options struct {
 	RewrapBatch int
 }
 
+// Store is the store methods the secrets service uses (store.Store has them all): the secret reads,
+// and Update for its writes and their audit events.
+type Store interface {
+	store.SecretReader
+	// Update runs fn in a group-committed transaction (store.Store.Update).
+	Update(ctx context.Context, fn func(store.Tx) error) error
+}
+
 // Service implements the secret use cases.
 type Service struct {
-	store store.Store
+	store Store
 	o     Options
 
 	mu      sync.Mutex
@@ -90,7 +98,7 @@ type Service struct {
 }
 
 // New returns a Service.
-func New(st store.Store, o Options) *Service {
+func New(st Store, o Options) *Service {
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
 	}

@@ -26,9 +26,17 @@ import (
 	"github.com/larkrun/lark/internal/tenant"
 )
 
+// Store is the store methods the tenants service uses (store.Store has them all): it reads tenant
+// policies, and writes them with their audit events in Update.
+type Store interface {
+	store.TenantReader
+	// Update runs fn in a group-committed transaction (store.Store.Update).
+	Update(ctx context.Context, fn func(store.Tx) error) error
+}
+
 // Service manages tenant policies.
 type Service struct {
-	store store.Store
+	store Store
 	clock clock.Clock
 	ids   idgen.Generator
 
@@ -48,7 +56,7 @@ func (s *Service) forget(tenantID string) {
 }
 
 // NewService returns a Service.
-func NewService(s store.Store, c clock.Clock, ids idgen.Generator) *Service {
+func NewService(s Store, c clock.Clock, ids idgen.Generator) *Service {
 	return &Service{store: s, clock: c, ids: ids}
 }
 

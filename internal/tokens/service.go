@@ -17,9 +17,17 @@ import (
 	"github.com/larkrun/lark/internal/store"
 )
 
+// Store is the store methods the tokens service uses (store.Store has them all): it reads API
+// tokens, and writes them with their audit events in Update.
+type Store interface {
+	store.TokenReader
+	// Update runs fn in a group-committed transaction (store.Store.Update).
+	Update(ctx context.Context, fn func(store.Tx) error) error
+}
+
 // Service authenticates bearer tokens and manages API tokens.
 type Service struct {
-	store      store.Store
+	store      Store
 	clock      clock.Clock
 	ids        idgen.Generator
 	adminToken string
@@ -73,7 +81,7 @@ func (c *authCache) dropToken(id string) {
 
 // NewService returns a Service. adminToken is the platform operator's secret (LARK_ADMIN_TOKEN);
 // empty disables operator access. validTenant checks tenant ids for new tokens.
-func NewService(s store.Store, c clock.Clock, ids idgen.Generator, adminToken string, validTenant func(string) bool) *Service {
+func NewService(s Store, c clock.Clock, ids idgen.Generator, adminToken string, validTenant func(string) bool) *Service {
 	return &Service{store: s, clock: c, ids: ids, adminToken: adminToken, validID: validTenant}
 }
 

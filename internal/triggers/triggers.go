@@ -88,9 +88,26 @@ const SpanFlush = "trigger.flush"
 // JobTriggers is the job name of Options.Failed.
 const JobTriggers = "triggers"
 
+// Store is the store methods the triggers service uses (store.Store has them all): the trigger
+// reads, the tenant's policy, Update for its writes, and Exclusive, which decides whether the
+// active triggers may be cached in this process.
+type Store interface {
+	store.TenantReader
+	Trigger(ctx context.Context, tenantID, id string) (trigger.Trigger, error)
+	ListTriggers(ctx context.Context, tenantID string, q store.ListQuery) (store.Page[trigger.Trigger], error)
+	DueBatches(ctx context.Context, now time.Time, limit int) ([]trigger.Trigger, error)
+	NextBatchDue(ctx context.Context) (*time.Time, error)
+	DeadLetters(ctx context.Context, tenantID, triggerID string, q store.ListQuery) (store.Page[trigger.DeadLetter], error)
+	TriggerMetrics(ctx context.Context, tenantID, triggerID string, since time.Time) ([]trigger.Hourly, error)
+	// Exclusive reports whether this process is the database's only user (store.Store.Exclusive).
+	Exclusive() bool
+	// Update runs fn in a group-committed transaction (store.Store.Update).
+	Update(ctx context.Context, fn func(store.Tx) error) error
+}
+
 // Service implements the trigger use cases, matching and the batch flusher.
 type Service struct {
-	store store.Store
+	store Store
 	inv   Invoker
 	o     Options
 	wake  chan struct{}
@@ -101,7 +118,7 @@ type Service struct {
 }
 
 // New returns a Service.
-func New(st store.Store, inv Invoker, o Options) *Service {
+func New(st Store, inv Invoker, o Options) *Service {
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
 	}

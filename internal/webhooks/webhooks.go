@@ -95,9 +95,22 @@ type Options struct {
 	Schemas *schema.Registry
 }
 
+// Store is the store methods the webhooks service uses (store.Store has them all): the webhook
+// reads, the tenant's policy, and Update for its writes.
+type Store interface {
+	store.TenantReader
+	WebhookTrigger(ctx context.Context, tenantID, id string) (webhook.Trigger, error)
+	ListWebhookTriggers(ctx context.Context, tenantID string, q store.ListQuery) (store.Page[webhook.Trigger], error)
+	WebhookSecrets(ctx context.Context, tenantID, triggerID string) ([]webhook.Secret, error)
+	WebhookDeliveries(ctx context.Context, tenantID, triggerID string, q store.ListQuery) (store.Page[webhook.Delivery], error)
+	WebhookSeenAt(ctx context.Context, tenantID, triggerID, kind, key string, now time.Time) (webhook.Seen, error)
+	// Update runs fn in a group-committed transaction (store.Store.Update).
+	Update(ctx context.Context, fn func(store.Tx) error) error
+}
+
 // Service implements the webhook trigger use cases and the receiver.
 type Service struct {
-	store   store.Store
+	store   Store
 	inv     Invoker
 	o       Options
 	limiter *ratelimit.TokenBucket
@@ -107,7 +120,7 @@ type Service struct {
 }
 
 // New returns a Service.
-func New(st store.Store, inv Invoker, o Options) *Service {
+func New(st Store, inv Invoker, o Options) *Service {
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
 	}
