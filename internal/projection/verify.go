@@ -9,6 +9,7 @@ import (
 
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/store"
+	"github.com/larkrun/lark/internal/tenant"
 )
 
 // Options select what Verify and Rebuild look at.
@@ -43,6 +44,19 @@ type Summary struct {
 	SkippedUsageTenants []string
 }
 
+// Store is the store methods Verify and Rebuild use (store.Store has them all): the stored
+// projections and logs, the tenants' policies (their retention windows), the usage aggregates, the
+// projection lock, and Update for Rebuild's rewrites.
+type Store interface {
+	store.ProjectionReader
+	store.ProjectionLocker
+	store.TenantReader
+	store.UsageReader
+	AllTenants(ctx context.Context) ([]tenant.Policy, error)
+	// Update runs fn in a group-committed transaction (store.Store.Update).
+	Update(ctx context.Context, fn func(store.Tx) error) error
+}
+
 // Verify recomputes every selected projection from its event log and calls report with each
 // difference, in order of tenant, then invocation id, then usage hour and entrypoint. It changes
 // nothing. report's error stops the run.
@@ -52,7 +66,7 @@ type Summary struct {
 // older invocations with their logs but not the aggregates they added to, so older hours cannot be
 // recomputed. A tenant whose history the size cap (quotas.max_execution_history_mb) purged has the
 // same gap inside its window: verify such a tenant with a Since after the purged history.
-func Verify(ctx context.Context, st store.Store, o Options, report func(Diff) error) (Summary, error) {
+func Verify(ctx context.Context, st Store, o Options, report func(Diff) error) (Summary, error) {
 	w := walker{st: st, o: o.normal(), report: report}
 	err := w.run(ctx)
 	return w.sum, err
@@ -63,7 +77,7 @@ func Verify(ctx context.Context, st store.Store, o Options, report func(Diff) er
 // hour of usage aggregates with the aggregates locked against other writers. Projections whose
 // log cannot be replayed are left as they are. It takes the store's projection lock for the run
 // (store.ProjectionLocker), so two rebuilds never overlap.
-func Rebuild(ctx context.Context, st store.Store, o Options, report func(Diff) error) (Summary, error) {
+func Rebuild(ctx context.Context, st Store, o Options, report func(Diff) error) (Summary, error) {
 	release, err := st.LockProjections(ctx)
 	if err != nil {
 		return Summary{}, err
@@ -91,7 +105,7 @@ func (o Options) normal() Options {
 
 // walker is one run over the invocations, tenant by tenant.
 type walker struct {
-	st      store.Store
+	st      Store
 	o       Options
 	report  func(Diff) error
 	rebuild bool

@@ -1141,11 +1141,19 @@ func (s *Service) Deliveries(ctx context.Context, sc auth.SecurityContext, id st
 	return page, nil
 }
 
+// RewrapStore is the store methods RewrapSecrets uses (store.Store has them all): the walk over
+// every tenant's webhook secrets, and Update for each rewrap.
+type RewrapStore interface {
+	WebhookSecretsAfter(ctx context.Context, after store.WebhookSecretKey, limit int) ([]webhook.Secret, error)
+	// Update runs fn in a group-committed transaction (store.Store.Update).
+	Update(ctx context.Context, fn func(store.Tx) error) error
+}
+
 // RewrapSecrets re-seals every webhook secret not sealed under kr's current master key (the step
 // of a master-key rotation: configure "NEW,OLD", rewrap, then drop OLD). It walks the secrets in
 // batches and returns how many it rewrapped; a secret changed meanwhile is left to its writer
 // (which sealed it under the current key anyway).
-func RewrapSecrets(ctx context.Context, st store.Store, kr *keyring.Keyring) (int, error) {
+func RewrapSecrets(ctx context.Context, st RewrapStore, kr *keyring.Keyring) (int, error) {
 	if kr == nil {
 		return 0, nil
 	}
