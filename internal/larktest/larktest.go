@@ -118,7 +118,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		}
 		var files []*testFile
 		for _, path := range byDir[dir] {
-			f, err := loadTestFile(path, dir)
+			f, err := loadTestFile(path)
 			if err != nil {
 				return res, &UsageError{err}
 			}
@@ -191,7 +191,7 @@ func predeclared() starlark.StringDict {
 
 // loadTestFile executes a test file's top level and collects its test_* functions, in the order
 // they are defined.
-func loadTestFile(path, dir string) (*testFile, error) {
+func loadTestFile(path string) (*testFile, error) {
 	src, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
