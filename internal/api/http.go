@@ -99,7 +99,7 @@ func badHeader(name, want string) error {
 }
 
 // respond writes v with status, or err as a problem document when err is not nil.
-func (s *Server) respond(w http.ResponseWriter, r *http.Request, status int, v any, err error) {
+func (s *Server) respond(w http.ResponseWriter, r *http.Request, status int, v any, err error) { //nolint:unparam // 38 handlers name the status they answer; every one is 200 today
 	if err != nil {
 		s.problem(w, r, err)
 		return
@@ -120,7 +120,7 @@ func (s *Server) recoverer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
 			if v := recover(); v != nil {
-				if v == http.ErrAbortHandler {
+				if v == http.ErrAbortHandler { //nolint:errorlint // a recovered panic value, compared as net/http does
 					panic(v)
 				}
 				obs.Logger(r.Context()).ErrorContext(r.Context(), "handler panicked", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))

@@ -187,7 +187,8 @@ func describeJournal(t *TimelineEvent, data json.RawMessage) {
 	if json.Unmarshal(data, &j) != nil {
 		return // not an entry this renderer knows: shown as the raw journal entry
 	}
-	if j.Helper == "r_run_step_v1" || j.Helper == "r_step_v1" {
+	switch j.Helper {
+	case "r_run_step_v1", "r_step_v1":
 		var res struct {
 			OK bool `json:"ok"`
 		}
@@ -197,7 +198,7 @@ func describeJournal(t *TimelineEvent, data json.RawMessage) {
 		}
 		name := j.Key
 		t.StepName = &name
-	} else if j.Helper == "r_snapshot_v1" {
+	case "r_snapshot_v1":
 		t.EventType = "checkpoint_created"
 	}
 }

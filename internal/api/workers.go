@@ -77,8 +77,8 @@ func workerBody(r *http.Request, v any) error {
 	return nil
 }
 
-// signed answers v as a signed envelope.
-func (s *Server) signed(w http.ResponseWriter, r *http.Request, status int, v any) {
+// signed answers v as a signed envelope, with 200 OK.
+func (s *Server) signed(w http.ResponseWriter, r *http.Request, v any) {
 	env, err := s.cfg.WorkerKeys.Sign(v, s.workerNow(), workerEnvelopeTTL)
 	if err != nil {
 		s.problem(w, r, problem.Internal(err))
@@ -90,7 +90,7 @@ func (s *Server) signed(w http.ResponseWriter, r *http.Request, status int, v an
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
+	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(append(b, '\n'))
 }
 
@@ -109,7 +109,7 @@ func (s *Server) workerPoll(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, err)
 		return
 	}
-	s.signed(w, r, http.StatusOK, reply)
+	s.signed(w, r, reply)
 }
 
 func (s *Server) workerHeartbeat(w http.ResponseWriter, r *http.Request) {
@@ -123,7 +123,7 @@ func (s *Server) workerHeartbeat(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, err)
 		return
 	}
-	s.signed(w, r, http.StatusOK, reply)
+	s.signed(w, r, reply)
 }
 
 func (s *Server) workerResult(w http.ResponseWriter, r *http.Request) {
@@ -136,7 +136,7 @@ func (s *Server) workerResult(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, err)
 		return
 	}
-	s.signed(w, r, http.StatusOK, map[string]any{"accepted": true})
+	s.signed(w, r, map[string]any{"accepted": true})
 }
 
 func (s *Server) workerSecret(w http.ResponseWriter, r *http.Request) {
@@ -150,5 +150,5 @@ func (s *Server) workerSecret(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, err)
 		return
 	}
-	s.signed(w, r, http.StatusOK, reply)
+	s.signed(w, r, reply)
 }

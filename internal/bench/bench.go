@@ -446,14 +446,14 @@ func (r *Runner) serve(l *lark, scenario string) error {
 // stop stops the child and returns its usage; the data directory stays until discard.
 func (l *lark) stop() (Usage, error) {
 	l.api.Client.CloseIdleConnections()
-	return l.Child.Stop(stopTimeout)
+	return l.Stop(stopTimeout)
 }
 
 // discard kills the child if it still runs and removes its data directory and its PostgreSQL
 // schema.
 func (l *lark) discard() {
 	l.api.Client.CloseIdleConnections()
-	l.Child.Kill()
+	l.Kill()
 	os.RemoveAll(l.dataDir)
 	l.dropSchema()
 }

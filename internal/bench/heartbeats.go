@@ -175,7 +175,7 @@ func (r *Runner) heartbeatPhase(ctx context.Context, name string, interval time.
 		return out, fmt.Errorf("the worker held %d tasks, not %d", n, HeartbeatTasks)
 	}
 	if bad, err := r.notSucceeded(ctx, l); err != nil || len(bad) > 0 {
-		return out, fmt.Errorf("invocations that did not succeed: %v %v", bad, err)
+		return out, fmt.Errorf("invocations that did not succeed: %v %v", bad, err) //nolint:errorlint // err may be nil (bad is not empty): %w would print %!w(<nil>)
 	}
 	counters, err := l.metrics(ctx, "lark_worker_heartbeats_total", "lark_worker_heartbeat_tasks_total", "lark_worker_heartbeat_writes_total")
 	if err != nil {

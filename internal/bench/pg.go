@@ -54,7 +54,7 @@ func newPGSchema(ctx context.Context, base, scenario string) (*pgSchema, error) 
 		q.Del("search_path")
 	} else {
 		if err := s.exec(ctx, "CREATE SCHEMA "+pgx.Identifier{name}.Sanitize()); err != nil {
-			return nil, fmt.Errorf("PostgreSQL: create database %s: %v; create schema: %w", name, dbErr, err)
+			return nil, fmt.Errorf("PostgreSQL: create database %s: %w; create schema: %w", name, dbErr, err)
 		}
 		s.schema = name
 		q.Set("search_path", name)

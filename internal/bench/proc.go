@@ -130,7 +130,7 @@ func StartChild(name, bin string, args, env []string, startTimeout time.Duration
 	case c.Addr = <-c.stderr.addr:
 		return c, nil
 	case <-c.done:
-		return nil, fmt.Errorf("%s exited before announcing its address (%v):\n%s", name, c.waitErr, c.stderr)
+		return nil, fmt.Errorf("%s exited before announcing its address (%v):\n%s", name, c.waitErr, c.stderr) //nolint:errorlint // waitErr is nil after a clean exit: %w would print %!w(<nil>)
 	case <-timer.C:
 		c.Kill()
 		return nil, fmt.Errorf("%s did not announce its address within %v:\n%s", name, startTimeout, c.stderr)
@@ -149,7 +149,7 @@ func (c *Child) Stderr() string { return c.stderr.String() }
 func (c *Child) Stop(timeout time.Duration) (Usage, error) {
 	select {
 	case <-c.done:
-		return c.usage(), fmt.Errorf("%s exited before it was stopped (%v):\n%s", c.Name, c.waitErr, c.stderr)
+		return c.usage(), fmt.Errorf("%s exited before it was stopped (%v):\n%s", c.Name, c.waitErr, c.stderr) //nolint:errorlint // waitErr is nil after a clean exit: %w would print %!w(<nil>)
 	default:
 	}
 	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
@@ -164,7 +164,7 @@ func (c *Child) Stop(timeout time.Duration) (Usage, error) {
 		return c.usage(), fmt.Errorf("%s did not exit within %v of SIGTERM; killed:\n%s", c.Name, timeout, c.stderr)
 	}
 	if c.waitErr != nil {
-		return c.usage(), fmt.Errorf("%s: %v:\n%s", c.Name, c.waitErr, c.stderr)
+		return c.usage(), fmt.Errorf("%s: %w:\n%s", c.Name, c.waitErr, c.stderr)
 	}
 	return c.usage(), nil
 }

@@ -103,7 +103,7 @@ func RawLifecycles(ctx context.Context, path, synchronous string, n, batch int) 
 ) STRICT`); err != nil {
 		return res, err
 	}
-	defer db.ExecContext(context.Background(), `DROP TABLE IF EXISTS `+rawTable)
+	defer db.ExecContext(context.Background(), `DROP TABLE IF EXISTS `+rawTable) //nolint:errcheck // best-effort cleanup of the scratch table
 	if _, err := db.ExecContext(ctx, `CREATE INDEX `+rawTable+`_tenant_status ON `+rawTable+` (tenant_id, status)`); err != nil {
 		return res, err
 	}

@@ -205,7 +205,7 @@ func plan(ctx context.Context, cl *larkclient.Client, m manifest.Resource) (*ste
 	case manifest.KindEntrypoint:
 		return planEntrypoint(ctx, cl, m)
 	case manifest.KindSchedule:
-		return planKeyed(ctx, m, "schedule_id", func() (string, json.RawMessage, error) {
+		return planKeyed(m, "schedule_id", func() (string, json.RawMessage, error) {
 			if id := str(m.Body["schedule_id"]); id != "" {
 				s, err := cl.GetSchedule(ctx, id)
 				if err != nil {
@@ -220,7 +220,7 @@ func plan(ctx context.Context, cl *larkclient.Client, m manifest.Resource) (*ste
 			return p.Items[0].ScheduleID, p.Items[0].JSON, nil
 		})
 	case manifest.KindTrigger:
-		return planKeyed(ctx, m, "trigger_id", func() (string, json.RawMessage, error) {
+		return planKeyed(m, "trigger_id", func() (string, json.RawMessage, error) {
 			t, err := cl.GetTrigger(ctx, m.Key())
 			if err != nil {
 				return "", nil, err
@@ -228,7 +228,7 @@ func plan(ctx context.Context, cl *larkclient.Client, m manifest.Resource) (*ste
 			return t.TriggerID, t.JSON, nil
 		})
 	default:
-		return planKeyed(ctx, m, "webhook_trigger_id", func() (string, json.RawMessage, error) {
+		return planKeyed(m, "webhook_trigger_id", func() (string, json.RawMessage, error) {
 			if id := str(m.Body["webhook_trigger_id"]); id != "" {
 				w, err := cl.GetWebhook(ctx, id)
 				if err != nil {
@@ -256,7 +256,7 @@ func quote(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'
 
 // planKeyed plans a schedule, trigger or webhook: create when find finds nothing, update when
 // the server's differs from the manifest, else unchanged.
-func planKeyed(ctx context.Context, m manifest.Resource, idField string, find func() (string, json.RawMessage, error)) (*step, error) {
+func planKeyed(m manifest.Resource, idField string, find func() (string, json.RawMessage, error)) (*step, error) {
 	id, cur, err := find()
 	var p *larkclient.Problem
 	if errors.As(err, &p) && p.NotFound() {

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"regexp"
@@ -296,10 +295,4 @@ func resolveEntrypoint(ctx context.Context, cl *larkclient.Client, ref string) (
 	})
 	best := cands[0].ep
 	return &best, nil
-}
-
-// notFound reports whether err is a 404 problem.
-func notFound(err error) bool {
-	var p *larkclient.Problem
-	return errors.As(err, &p) && p.NotFound()
 }

@@ -20,6 +20,7 @@ import (
 	"container/list"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -366,7 +367,8 @@ func numberValue(n json.Number) (any, error) {
 	if err != nil {
 		// ParseFloat returns ±Inf with a range error for huge exponents;
 		// anything else is not a number.
-		if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
+		var ne *strconv.NumError
+		if errors.As(err, &ne) && errors.Is(ne.Err, strconv.ErrRange) {
 			return f, nil
 		}
 		return nil, fmt.Errorf("invalid number %q", s)

@@ -49,9 +49,6 @@ func (s *Service) watchFinish(id string) (<-chan struct{}, func()) {
 	}
 }
 
-// waiting reports whether any wait is registered.
-func (s *Service) waiting() bool { return s.finish.n.Load() > 0 }
-
 // finished wakes the waits for invocation id (after a commit left it in a terminal status).
 func (s *Service) finished(id string) {
 	w := &s.finish

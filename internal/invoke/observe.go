@@ -104,7 +104,7 @@ type notingTx struct {
 func (n *notingTx) hook() {
 	if !n.hooked {
 		n.hooked = true
-		n.Tx.AfterCommit(n.report)
+		n.AfterCommit(n.report)
 	}
 }
 

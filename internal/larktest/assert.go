@@ -1,6 +1,7 @@
 package larktest
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -137,8 +138,10 @@ func assertFails(thread *starlark.Thread, b *starlark.Builtin, args starlark.Tup
 
 // errText is an error's message without the Starlark backtrace.
 func errText(err error) string {
-	if ee, ok := err.(*starlark.EvalError); ok {
-		if f, ok := ee.Unwrap().(*failure); ok {
+	var ee *starlark.EvalError
+	if errors.As(err, &ee) {
+		var f *failure
+		if errors.As(ee.Unwrap(), &f) {
 			return f.Msg
 		}
 		return ee.Msg

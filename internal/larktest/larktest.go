@@ -17,9 +17,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/larkrun/lark/third_party/go.starlark.net/lib/json"
 	"github.com/larkrun/lark/third_party/go.starlark.net/lib/math"
 	"github.com/larkrun/lark/third_party/go.starlark.net/starlark"
-	"github.com/larkrun/lark/third_party/go.starlark.net/starlarkjson"
 	"github.com/larkrun/lark/third_party/go.starlark.net/starlarkstruct"
 	"github.com/larkrun/lark/third_party/go.starlark.net/syntax"
 
@@ -118,7 +118,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		}
 		var files []*testFile
 		for _, path := range byDir[dir] {
-			f, err := loadTestFile(path, dir)
+			f, err := loadTestFile(path)
 			if err != nil {
 				return res, &UsageError{err}
 			}
@@ -184,14 +184,14 @@ func findTests(root string) (map[string][]string, error) {
 func predeclared() starlark.StringDict {
 	p := assertions()
 	p["struct"] = starlark.NewBuiltin("struct", starlarkstruct.Make)
-	p["json"] = starlarkjson.Module
+	p["json"] = json.Module
 	p["math"] = math.Module
 	return p
 }
 
 // loadTestFile executes a test file's top level and collects its test_* functions, in the order
 // they are defined.
-func loadTestFile(path, dir string) (*testFile, error) {
+func loadTestFile(path string) (*testFile, error) {
 	src, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -296,7 +296,8 @@ func callTest(thread *starlark.Thread, fn *starlark.Function, t *tester) (err er
 func describe(err error, path string) (syntax.Position, string) {
 	var ee *starlark.EvalError
 	if errors.As(err, &ee) {
-		if f, ok := ee.Unwrap().(*failure); ok {
+		var f *failure
+		if errors.As(ee.Unwrap(), &f) {
 			return f.Pos, fmt.Sprintf("%s:%d: %s", filepath.Base(f.Pos.Filename()), f.Pos.Line, f.Msg)
 		}
 		var pos syntax.Position

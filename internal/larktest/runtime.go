@@ -195,8 +195,9 @@ func (rt *runtime) call(ctx context.Context, method, path string, body any, hdr 
 	return rec.Code, out, nil
 }
 
-func (rt *runtime) api(ctx context.Context, method, path string, body any) (map[string]any, error) {
-	_, out, err := rt.call(ctx, method, apiBase+path, body, nil, false)
+// api POSTs body to the API's path and returns the answer's document.
+func (rt *runtime) api(ctx context.Context, path string, body any) (map[string]any, error) {
+	_, out, err := rt.call(ctx, http.MethodPost, apiBase+path, body, nil, false)
 	return out, err
 }
 
@@ -206,12 +207,12 @@ func (rt *runtime) deploy(ctx context.Context, set manifest.Set) error {
 	eps := append([]manifest.Resource(nil), set.Entrypoints...)
 	sort.SliceStable(eps, func(i, j int) bool { return !isWorkflow(eps[i]) && isWorkflow(eps[j]) })
 	for _, r := range eps {
-		out, err := rt.api(ctx, http.MethodPost, "/entrypoints", r.Body)
+		out, err := rt.api(ctx, "/entrypoints", r.Body)
 		if err != nil {
 			return refused(r, "register", err)
 		}
 		id, _ := out["id"].(string)
-		if _, err := rt.api(ctx, http.MethodPost, "/entrypoints/"+url.PathEscape(id)+":status", map[string]any{"action": "activate"}); err != nil {
+		if _, err := rt.api(ctx, "/entrypoints/"+url.PathEscape(id)+":status", map[string]any{"action": "activate"}); err != nil {
 			return fmt.Errorf("%s: activate: %w", r.File, err)
 		}
 		gid := r.ID()
@@ -224,7 +225,7 @@ func (rt *runtime) deploy(ctx context.Context, set manifest.Set) error {
 		path string
 	}{{set.Schedules, "/schedules"}, {set.Triggers, "/triggers"}, {set.Webhooks, "/webhook-triggers"}} {
 		for _, r := range group.list {
-			out, err := rt.api(ctx, http.MethodPost, group.path, r.Body)
+			out, err := rt.api(ctx, group.path, r.Body)
 			if err != nil {
 				return refused(r, "create", err)
 			}
@@ -259,8 +260,8 @@ func refused(r manifest.Resource, what string, err error) error {
 		path, _ := is["path"].(string)
 		msg, _ := is["message"].(string)
 		code, _ := is["code"].(string)
-		line, _ := jsonInt(is["line"])
-		col, _ := jsonInt(is["column"])
+		line := jsonInt(is["line"])
+		col := jsonInt(is["column"])
 		where := r.File
 		switch {
 		case path == "$.implementation.code.source" && r.SourceFile != "" && line > 0:
@@ -280,13 +281,14 @@ func refused(r manifest.Resource, what string, err error) error {
 	return errors.New(b.String())
 }
 
-func jsonInt(v any) (int, bool) {
+// jsonInt is v as an int (0 when v is not a JSON number).
+func jsonInt(v any) int {
 	n, ok := v.(json.Number)
 	if !ok {
-		return 0, false
+		return 0
 	}
-	i, err := n.Int64()
-	return int(i), err == nil
+	i, _ := n.Int64()
+	return int(i)
 }
 
 // keepWebhook records a created webhook trigger's authentication and secret: the one the

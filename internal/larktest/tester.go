@@ -100,7 +100,7 @@ func (t *tester) invoke(thread *starlark.Thread, b *starlark.Builtin, args starl
 	if p == nil {
 		p = map[string]any{}
 	}
-	out, err := t.rt.api(t.ctx, http.MethodPost, "/invocations", map[string]any{"entrypoint_id": gid, "params": p, "mode": mode})
+	out, err := t.rt.api(t.ctx, "/invocations", map[string]any{"entrypoint_id": gid, "params": p, "mode": mode})
 	if err != nil {
 		return nil, fail(thread, b, err)
 	}
@@ -280,7 +280,7 @@ func (t *tester) cancel(thread *starlark.Thread, b *starlark.Builtin, args starl
 	if err != nil {
 		return nil, fail(thread, b, err)
 	}
-	if _, err := t.rt.api(t.ctx, http.MethodPost, "/invocations/"+url.PathEscape(id)+":control", map[string]any{"action": "cancel"}); err != nil {
+	if _, err := t.rt.api(t.ctx, "/invocations/"+url.PathEscape(id)+":control", map[string]any{"action": "cancel"}); err != nil {
 		return nil, fail(thread, b, err)
 	}
 	if err := t.runAll(); err != nil {
@@ -366,7 +366,7 @@ func (t *tester) secret(thread *starlark.Thread, b *starlark.Builtin, args starl
 	if err != nil {
 		return nil, fail(thread, b, err)
 	}
-	if _, err := t.rt.api(t.ctx, http.MethodPost, "/secrets", map[string]any{"name": name, "value": value, "allowed_hosts": h}); err != nil {
+	if _, err := t.rt.api(t.ctx, "/secrets", map[string]any{"name": name, "value": value, "allowed_hosts": h}); err != nil {
 		return nil, fail(thread, b, err)
 	}
 	return starlark.None, nil
@@ -479,7 +479,7 @@ func (t *tester) sendEvent(thread *starlark.Thread, b *starlark.Builtin, args st
 			body[k] = v
 		}
 	}
-	out, err := t.rt.api(t.ctx, http.MethodPost, "/events", body)
+	out, err := t.rt.api(t.ctx, "/events", body)
 	if err != nil {
 		return nil, fail(thread, b, err)
 	}
@@ -594,7 +594,7 @@ func (t *tester) triggerSchedule(thread *starlark.Thread, b *starlark.Builtin, a
 		}
 		body["params_override"] = v
 	}
-	out, err := t.rt.api(t.ctx, http.MethodPost, "/schedules/"+url.PathEscape(id)+":trigger", body)
+	out, err := t.rt.api(t.ctx, "/schedules/"+url.PathEscape(id)+":trigger", body)
 	if err != nil {
 		return nil, fail(thread, b, err)
 	}

@@ -378,10 +378,3 @@ func (b *Bridge) Close() error {
 	b.nc.Close()
 	return nil
 }
-
-// isClosed reports whether Close has begun.
-func (b *Bridge) isClosed() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.closed
-}

@@ -80,7 +80,7 @@ func toStarlarkDepth(thread *starlark.Thread, v any, depth int) (starlark.Value,
 		dec.UseNumber()
 		var x any
 		if err := dec.Decode(&x); err != nil {
-			return nil, fmt.Errorf("invalid JSON: %v", err)
+			return nil, fmt.Errorf("invalid JSON: %w", err)
 		}
 		return toStarlarkDepth(thread, x, depth)
 	case float64:

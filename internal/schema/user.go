@@ -302,7 +302,7 @@ func normalize(v any) (any, error) {
 	}
 	data, err := json.Marshal(v)
 	if err != nil {
-		return nil, fmt.Errorf("value is not representable as JSON: %v", err)
+		return nil, fmt.Errorf("value is not representable as JSON: %w", err)
 	}
 	return decodeJSON(data)
 }
@@ -310,7 +310,7 @@ func normalize(v any) (any, error) {
 func decodeRaw(data []byte) (any, error) {
 	v, err := decodeJSON(data)
 	if err != nil {
-		return nil, fmt.Errorf("invalid JSON: %v", err)
+		return nil, fmt.Errorf("invalid JSON: %w", err)
 	}
 	return v, nil
 }
@@ -417,7 +417,8 @@ func (c *schemaCache) put(key string, e cacheEntry) {
 	}
 }
 
-func (c *schemaCache) len() int {
+// len is the number of cached schemas (read by the tests).
+func (c *schemaCache) len() int { //nolint:unused // only the tests read it (run.tests is false)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.ll.Len()

@@ -58,7 +58,7 @@ func canonValue(dec *json.Decoder, buf *bytes.Buffer, depth int) error {
 	}
 	tok, err := dec.Token()
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrNotCanonicalizable, err)
+		return fmt.Errorf("%w: %w", ErrNotCanonicalizable, err)
 	}
 	switch t := tok.(type) {
 	case json.Delim:
@@ -123,7 +123,7 @@ func canonMembers(dec *json.Decoder, depth int) ([]member, error) {
 	for dec.More() {
 		kt, err := dec.Token()
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrNotCanonicalizable, err)
+			return nil, fmt.Errorf("%w: %w", ErrNotCanonicalizable, err)
 		}
 		k, _ := kt.(string)
 		if seen[k] {
@@ -137,7 +137,7 @@ func canonMembers(dec *json.Decoder, depth int) ([]member, error) {
 		ms = append(ms, member{k, vb.Bytes()})
 	}
 	if _, err := dec.Token(); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrNotCanonicalizable, err)
+		return nil, fmt.Errorf("%w: %w", ErrNotCanonicalizable, err)
 	}
 	return ms, nil
 }
@@ -155,7 +155,7 @@ func canonArray(dec *json.Decoder, buf *bytes.Buffer, depth int) error {
 		}
 	}
 	if _, err := dec.Token(); err != nil {
-		return fmt.Errorf("%w: %v", ErrNotCanonicalizable, err)
+		return fmt.Errorf("%w: %w", ErrNotCanonicalizable, err)
 	}
 	buf.WriteByte(']')
 	return nil
@@ -167,6 +167,6 @@ func writeString(buf *bytes.Buffer, s string) {
 	var sb strings.Builder
 	enc := json.NewEncoder(&sb)
 	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s) // a string always encodes
+	_ = enc.Encode(s) //nolint:errchkjson // a string always encodes
 	buf.WriteString(strings.TrimSuffix(sb.String(), "\n"))
 }

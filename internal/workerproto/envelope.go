@@ -124,7 +124,7 @@ func (ks *Keyset) Verify(e Envelope, now time.Time, nonces *NonceCache) error {
 	}
 	in, err := SigningInput(e)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrMalformed, err)
+		return fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
 	if !hmac.Equal([]byte(mac(secret, in)), []byte(e.Sig)) {
 		return ErrBadSignature

@@ -583,9 +583,8 @@ func committed(err error, after []func()) {
 var bg = context.Background()
 
 // The stored forms of times (sqlcore.TimeFormat).
-func ts(t time.Time) string               { return sqlcore.TS(t) }
-func tsPtr(t *time.Time) any              { return sqlcore.TSPtr(t) }
-func parseTS(s string) (time.Time, error) { return sqlcore.ParseTS(s) }
+func ts(t time.Time) string  { return sqlcore.TS(t) }
+func tsPtr(t *time.Time) any { return sqlcore.TSPtr(t) }
 
 // conflicted reports whether an INSERT ... ON CONFLICT DO NOTHING met an existing row. PostgreSQL
 // aborts a transaction at its first error, so an insert that may meet a unique constraint never

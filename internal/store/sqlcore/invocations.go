@@ -481,8 +481,6 @@ func (t *Tx) Invocations(rs []store.Runnable) ([]invocation.Record, error) {
 	return out, nil
 }
 
-func jsonUnmarshal(doc string, v any) error { return json.Unmarshal([]byte(doc), v) }
-
 // Invocation implements store.Tx.
 func (t *Tx) Invocation(tenantID, invocationID string) (invocation.Record, error) {
 	return readRecord(bg, t.Q, tenantID, invocationID)

@@ -113,7 +113,7 @@ func (s *Reader) MeasureHistory(ctx context.Context, tenantID string, limit int)
 		}
 		// A terminal record always has finished_at; one the database cannot parse, or a finished_at that is
 		// not a time, is measured as finished at its last update rather than failing the batch.
-		var perr error = errNoFinishedAt
+		perr := errNoFinishedAt
 		if finished.Valid {
 			h.FinishedAt, perr = time.Parse(time.RFC3339Nano, finished.String)
 		}

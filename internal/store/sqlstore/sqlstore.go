@@ -312,9 +312,8 @@ func committed(err error, after []func()) {
 var bg = context.Background()
 
 // The stored forms of times (sqlcore.TimeFormat).
-func ts(t time.Time) string               { return sqlcore.TS(t) }
-func tsPtr(t *time.Time) any              { return sqlcore.TSPtr(t) }
-func parseTS(s string) (time.Time, error) { return sqlcore.ParseTS(s) }
+func ts(t time.Time) string  { return sqlcore.TS(t) }
+func tsPtr(t *time.Time) any { return sqlcore.TSPtr(t) }
 
 func isUnique(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed")
