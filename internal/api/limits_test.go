@@ -82,6 +82,7 @@ func TestLimitsResultBomb(t *testing.T) {
 }
 
 func TestLimitsLogFlood(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	adm := invTenant(t, e, "acme")
 	id := e.registerActive(t, adm, invFn(t, "limits.chatty.v1~", `
@@ -134,6 +135,7 @@ def main(ctx, input):
 }
 
 func TestLimitsJSONEncodeBomb(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	adm := invTenant(t, e, "acme")
 	id := e.registerActive(t, adm, invFn(t, "limits.encode.v1~",
