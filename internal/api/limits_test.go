@@ -19,6 +19,8 @@ import (
 // metricsOf returns an invocation record's metrics.
 func metricsOf(rec obj) obj { return rec["observability"].(obj)["metrics"].(obj) }
 
+// TestLimitsResultBomb stays serial: it samples the heap of the whole process, which tests running
+// beside it would grow.
 func TestLimitsResultBomb(t *testing.T) {
 	const bomb = "def main(ctx, input):\n  return {\"r\": [\"x\" * 1000000] * 200}\n"
 	limits := set("traits.limits", obj{"timeout_seconds": 10, "memory_mb": 16, "cpu": 1.0, "max_concurrent": 10})

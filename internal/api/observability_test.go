@@ -210,7 +210,8 @@ func TestOperationalMetrics(t *testing.T) {
 }
 
 // TestTracingOffByDefault: without an endpoint there is no exporter; requests still get trace ids
-// (a caller's traceparent is kept) and records carry them.
+// (a caller's traceparent is kept) and records carry them. It stays serial: t.Setenv (the
+// environment is the process's) forbids t.Parallel.
 func TestTracingOffByDefault(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
 	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")

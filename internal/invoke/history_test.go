@@ -241,7 +241,8 @@ def main(ctx, input):
 
 // TestWorkflowTenThousandSteps: a workflow of 10,000 steps that waits on a timer after every 1,000
 // completes without being replayed (its execution stays live across the timers), each step
-// journaled once, and the heap it holds stays bounded (sampled while it runs).
+// journaled once, and the heap it holds stays bounded (sampled while it runs). It stays serial:
+// the sample is the heap of the whole process, which tests running beside it would grow.
 func TestWorkflowTenThousandSteps(t *testing.T) {
 	e := newEnv(t)
 	e.workflow("long", `
