@@ -114,6 +114,7 @@ def main(ctx, input):
 }
 
 func TestADRWorkflow(t *testing.T) {
+	t.Parallel()
 	clk := clock.NewFake(time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC))
 	e := newEnv(t, func(c *server.Config) { c.UnsafeEgressAllowLoopback = true; c.Clock = clk })
 	invDispatcher(t, e)

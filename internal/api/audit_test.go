@@ -161,6 +161,7 @@ func (a *auditLog) noSecrets() {
 }
 
 func TestAuditLog(t *testing.T) {
+	t.Parallel()
 	clk := clock.NewFake(time.Date(2026, 6, 1, 8, 0, 0, 0, time.UTC))
 	e := newEnv(t, func(c *server.Config) { c.Clock = clk })
 	a := &auditLog{t: t, e: e, clk: clk, seen: map[string]bool{}, secrets: []string{operator}}

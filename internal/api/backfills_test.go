@@ -81,6 +81,7 @@ func runningChunks(t *testing.T, s *schEnv, id string) map[float64]bool {
 }
 
 func TestBackfill365DailyPartitions(t *testing.T) {
+	t.Parallel()
 	s := newSchEnv(t, time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC))
 	s.registerActive(t, s.adm, partitionFn(t, ".0", false))
 	invDispatcher(t, s.env)
@@ -162,6 +163,7 @@ func TestBackfill365DailyPartitions(t *testing.T) {
 }
 
 func TestBackfillAPI(t *testing.T) {
+	t.Parallel()
 	s := newSchEnv(t, time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC))
 	other := invTenant(t, s.env, "globex")
 	s.create(t, obj{"schedule_id": "nightly", "timezone": "Europe/Berlin", "expression": obj{"kind": "cron", "value": "0 2 * * *"},
@@ -243,6 +245,7 @@ func TestBackfillAPI(t *testing.T) {
 
 // TestBackfillSurvivesRestart: a backfill in flight when the server stops continues on a new one.
 func TestBackfillSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	clk := clock.NewFake(time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC))
 	dir, st := t.TempDir(), testStore(t)
 	start := func() *schEnv {

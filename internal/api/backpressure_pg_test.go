@@ -24,6 +24,7 @@ import (
 // never another error; once it is restored new requests are accepted again without a restart,
 // and every invocation accepted (202) before, during or after the cut completes.
 func TestPostgresCutAnswers503AndRecovers(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("cuts PostgreSQL under load for a few seconds")
 	}

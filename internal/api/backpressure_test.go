@@ -20,6 +20,7 @@ import (
 // accepted. On SQLite the bound is the writer (one connection) being held; on PostgreSQL the
 // committer's batch.
 func TestStoreWriteWaitAnswers503(t *testing.T) {
+	t.Parallel()
 	const bound = 300 * time.Millisecond
 	e, sink, _ := loggedEnv(t, func(c *server.Config) { c.StoreWriteWait = bound })
 	adm := e.tenant(t, "acme")

@@ -36,6 +36,7 @@ func parallel(t *testing.T, n int, f func(i int) *resp) map[int]int {
 // TestConcurrency covers races between requests: duplicate registrations, the definitions quota and
 // status changes must each be decided exactly once.
 func TestConcurrency(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	adm := e.tenant(t, "acme")
 	const n = 12

@@ -21,6 +21,7 @@ func idOf(ep obj) string { return ep["id"].(string) }
 // TestEntrypoints covers the registry's success paths: register, read (by opaque and GTS id, with
 // and without source), update a draft, validate, versions and major-version resolution.
 func TestEntrypoints(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	adm := e.tenant(t, "acme")
 	dev := e.token(t, "acme", "dana", "developer")
@@ -194,6 +195,7 @@ func TestEntrypoints(t *testing.T) {
 // TestEntrypointValidation covers registration-time validation: 422 with every issue, and the same
 // findings from :validate as a 200 report.
 func TestEntrypointValidation(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	adm := e.tenant(t, "acme")
 	e.enable(t, "globex", nil)
@@ -343,6 +345,7 @@ func TestEntrypointValidation(t *testing.T) {
 // TestEntrypointStatus covers 000's status machine exhaustively, the status request body rules,
 // immutability of non-drafts and workflow compensation handler checks.
 func TestEntrypointStatus(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	adm := e.tenant(t, "acme")
 
@@ -514,6 +517,7 @@ func TestEntrypointStatus(t *testing.T) {
 // TestEntrypointDelete covers DELETE: hard delete of drafts, archive of the rest, and the in-flight
 // guard with ?force=true.
 func TestEntrypointDelete(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	adm := e.tenant(t, "acme")
 
@@ -566,6 +570,7 @@ func TestEntrypointDelete(t *testing.T) {
 // TestVisibility covers tenant isolation (404, never 403), user-owned private and shared
 // entrypoints, and system entrypoints registered by the operator.
 func TestVisibility(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	acme := e.tenant(t, "acme")
 	globex := e.tenant(t, "globex")
@@ -719,6 +724,7 @@ func TestVisibility(t *testing.T) {
 
 // TestLists covers list pagination, list parameter errors, filters and ordering.
 func TestLists(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	adm := e.tenant(t, "acme")
 	dev := e.token(t, "acme", "dana", "developer")

@@ -55,6 +55,7 @@ def main(ctx, input):
 }
 
 func TestEventsAPI(t *testing.T) {
+	t.Parallel()
 	clk := clock.NewFake(time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC))
 	e := newEnv(t, func(c *server.Config) { c.UnsafeEgressAllowLoopback = true; c.Clock = clk })
 	invDispatcher(t, e)
@@ -229,6 +230,7 @@ def main(ctx, input):
 // invocation was created, even before the workflow reached the wait, and never one an earlier wait
 // of the same invocation took.
 func TestEventsBeforeTheWait(t *testing.T) {
+	t.Parallel()
 	clk := clock.NewFake(time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC))
 	e := newEnv(t, func(c *server.Config) { c.UnsafeEgressAllowLoopback = true; c.Clock = clk })
 	invDispatcher(t, e)
@@ -356,6 +358,7 @@ def main(ctx, input):
 // server on the same data directory wakes it when the (injected) clock reaches the due time, not
 // before.
 func TestSleepSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	clk := clock.NewFake(time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC))
 	dir, st := t.TempDir(), testStore(t)
 	start := func() (*env, func()) {

@@ -23,6 +23,7 @@ func countOf(t *testing.T, e *env, adm, entrypointID string) int {
 // execution) started, and a clear non-retryable error result for every other call; the parent
 // itself ends normally (it is not failed or hung by the refusals).
 func TestChildBudget(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	adm := invTenant(t, e, "acme")
 	leaf := e.registerActive(t, adm, invFn(t, "fanout.leaf.v1~", leafSrc, del("traits.rate_limit")))
@@ -74,6 +75,7 @@ def main(ctx, input):
 // so a tenant at max_concurrent_executions cannot exceed it through children: the call fails with
 // a quota_exceeded error result and no child is started.
 func TestChildrenCountAgainstConcurrency(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	adm := invTenant(t, e, "acme")
 	leaf := e.registerActive(t, adm, invFn(t, "quota.leaf.v1~", leafSrc, del("traits.rate_limit")))
@@ -105,6 +107,7 @@ def main(ctx, input):
 
 // TestChildRateLimit: a child's entrypoint rate limit applies to r_invoke_v1 as to the API.
 func TestChildRateLimit(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	adm := invTenant(t, e, "acme")
 	leaf := e.registerActive(t, adm, invFn(t, "rl.leaf.v1~", leafSrc,
@@ -128,6 +131,7 @@ def main(ctx, input):
 // TestChildNesting: r_invoke_v1 nesting stops at 8 levels below the invocation started through the
 // API, for function children and for workflow children alike.
 func TestChildNesting(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	adm := invTenant(t, e, "acme")
 	invDispatcher(t, e)

@@ -42,6 +42,7 @@ func hostileBodies() []bodyCase {
 }
 
 func TestHostileBodiesRefusedEverywhere(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	tok := e.tenant(t, "acme")
 	targets := []struct {
@@ -73,6 +74,7 @@ func TestHostileBodiesRefusedEverywhere(t *testing.T) {
 }
 
 func TestDepthLimitIsInclusive(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.tenant(t, "acme")
 	// MaxJSONDepth levels in all (the top-level object included) pass the gate: the answer is the
@@ -86,6 +88,7 @@ func TestDepthLimitIsInclusive(t *testing.T) {
 }
 
 func TestValidEscapedReplacementCharacterIsKept(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.tenant(t, "acme")
 	// U+FFFD written literally or as an escape is a valid character, not an encoding error.
@@ -96,6 +99,7 @@ func TestValidEscapedReplacementCharacterIsKept(t *testing.T) {
 // TestAuditPoisonedRowStillRenders: a row whose details are not JSON (written before the writer
 // validated) is rendered as a JSON string; the rest of the page is unaffected.
 func TestAuditPoisonedRowStillRenders(t *testing.T) {
+	t.Parallel()
 	sqliteOnly(t)
 	dir := t.TempDir()
 	e := newEnv(t, func(c *server.Config) { c.DataDir = dir })
@@ -120,6 +124,7 @@ func TestAuditPoisonedRowStillRenders(t *testing.T) {
 // TestUsageHistoryFarEnd: an end whose bucket ends past the year 9999 is a 422 naming $.end, not a
 // 500 (the range is bounded before anything is read or rendered).
 func TestUsageHistoryFarEnd(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	tok := e.tenant(t, "acme")
 	for _, q := range []string{"end=9999-12-31T23:59:59Z", "granularity=weekly&end=9999-12-30T00:00:00Z", "granularity=hourly&end=9999-12-31T23:00:01Z"} {

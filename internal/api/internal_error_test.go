@@ -16,6 +16,7 @@ import (
 // TestUnencodableAnswerIsAProblem: a response value that cannot be encoded answers a 500 problem
 // document (not net/http's plain text), and the log line carries the cause and correlation id.
 func TestUnencodableAnswerIsAProblem(t *testing.T) {
+	t.Parallel()
 	var logs bytes.Buffer
 	s := New(Config{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	h := s.telemetry(s.correlate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

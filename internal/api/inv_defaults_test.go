@@ -25,6 +25,7 @@ var echoParams = obj{"type": "object", "required": []any{"x"}, "properties": obj
 }}
 
 func TestParamsDefaultsApplyEverywhere(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	invDispatcher(t, e)
 	adm := invTenant(t, e, "acme")

@@ -12,6 +12,7 @@ import (
 )
 
 func TestIdempotencyKeyBindsTheRequest(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	adm := invTenant(t, e, "acme")
 	src := "def main(ctx, input):\n  return {\"x\": input.x, \"inv\": ctx.invocation_id}\n"

@@ -70,6 +70,7 @@ func awaitListed(t *testing.T, e *env, tok, epID, status string) obj {
 }
 
 func TestSyncWorkflowWaitsForTheEnd(t *testing.T) {
+	t.Parallel()
 	clk := clock.NewFake(time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC))
 	e := newEnv(t, func(c *server.Config) { c.Clock = clk })
 	invDispatcher(t, e)

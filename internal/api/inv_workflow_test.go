@@ -30,6 +30,7 @@ func wfBody(t testing.TB, name, src string, mods ...func(obj)) obj {
 var wfTerminal = []string{"succeeded", "failed", "dead_lettered", "canceled", "compensated"}
 
 func TestWorkflowsAPI(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, func(c *server.Config) { c.UnsafeEgressAllowLoopback = true })
 	invDispatcher(t, e)
 	adm := invTenant(t, e, "acme")

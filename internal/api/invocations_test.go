@@ -300,6 +300,7 @@ func (h *heapSampler) finish() (heapGrowth, sysGrowth int64) {
 }
 
 func TestInvocations(t *testing.T) {
+	t.Parallel()
 	t.Run("calculate_tax sync and async", func(t *testing.T) {
 		e := newEnv(t)
 		invDispatcher(t, e)
@@ -508,49 +509,6 @@ func TestInvocations(t *testing.T) {
 			// The same 503 with the default exit_on_http_error fails the invocation.
 			rec = invSync(t, e, adm, composeStrict, obj{"customer_id": "cust_Zq9"}, nil)
 			require.Equal(t, invErr("http"), invErrorOf(t, rec)["error_type_id"], "%v", rec)
-		})
-	})
-
-	t.Run("limits", func(t *testing.T) {
-		e := newEnv(t)
-		adm := invTenant(t, e, "acme")
-
-		t.Run("busy loop ends at the cpu or time limit", func(t *testing.T) {
-			id := e.registerActive(t, adm, invFn(t, "limits.spin.v1~", "def main(ctx, input):\n  while True:\n    pass\n",
-				set("traits.limits", obj{"timeout_seconds": 2, "memory_mb": 128, "cpu": 0.1, "max_concurrent": 10})))["entrypoint_id"].(string)
-			start := time.Now()
-			rec := invSync(t, e, adm, id, obj{}, nil)
-			took := time.Since(start)
-			require.Less(t, took, 4*time.Second, "the 2 s limit plus 2 s slack")
-			require.Contains(t, []string{"failed", "dead_lettered"}, rec["status"], "%v", rec)
-			er := invErrorOf(t, rec)
-			require.Contains(t, []string{invErr("cpu_limit"), invErr("timeout")}, er["error_type_id"], "%v", er)
-			require.Contains(t, []string{"resource_limit", "timeout"}, er["category"], "%v", er)
-			require.EqualValues(t, 1, rec["attempt"], "limit errors are not retried")
-		})
-
-		t.Run("memory hogs end at the memory limit without growing the heap", func(t *testing.T) {
-			big := e.registerActive(t, adm, invFn(t, "limits.gigabyte.v1~",
-				"def main(ctx, input):\n  s = \"x\" * (1 << 30)\n  return {\"n\": len(s)}\n"))["entrypoint_id"].(string)
-			doubling := e.registerActive(t, adm, invFn(t, "limits.doubling.v1~",
-				"def main(ctx, input):\n  s = \"x\"\n  while True:\n    s = s + s\n  return {}\n"))["entrypoint_id"].(string)
-			listy := e.registerActive(t, adm, invFn(t, "limits.lists.v1~",
-				"def main(ctx, input):\n  l = [0]\n  for i in range(100):\n    l = l + l\n  return {\"n\": len(l)}\n"))["entrypoint_id"].(string)
-
-			h := startHeapSampler()
-			for _, id := range []string{big, doubling, listy} {
-				rec := invSync(t, e, adm, id, obj{}, nil)
-				require.Contains(t, []string{"failed", "dead_lettered"}, rec["status"], "%s: %v", id, rec)
-				er := invErrorOf(t, rec)
-				require.Equal(t, invErr("memory_limit"), er["error_type_id"], "%s: %v", id, er)
-				require.Equal(t, "resource_limit", er["category"], "%v", er)
-				m := rec["observability"].(obj)["metrics"].(obj)
-				require.EqualValues(t, 128, m["memory_limit_mb"])
-			}
-			heapGrowth, sysGrowth := h.finish()
-			t.Logf("peak heap growth %d MiB, Sys growth %d MiB", heapGrowth>>20, sysGrowth>>20)
-			require.Less(t, heapGrowth, int64(300<<20), "peak HeapAlloc grew by %d MiB", heapGrowth>>20)
-			require.Less(t, sysGrowth, int64(300<<20), "Sys grew by %d MiB", sysGrowth>>20)
 		})
 	})
 
@@ -1262,5 +1220,50 @@ func TestInvocations(t *testing.T) {
 		e.expectProblem(t, http.StatusBadRequest, "bad_request", http.MethodPost, invPath+"?mode=sync", adm,
 			obj{"entrypoint_id": taxV1, "mode": "sync", "params": params})
 		require.Empty(t, invList(t, e, adm, query("limit", "100")), "no refused request created an invocation")
+	})
+}
+
+// TestInvocationLimits: CPU, time and memory limits end an execution. It stays serial: its memory
+// check samples the heap of the whole process, which tests running beside it would grow.
+func TestInvocationLimits(t *testing.T) {
+	e := newEnv(t)
+	adm := invTenant(t, e, "acme")
+
+	t.Run("busy loop ends at the cpu or time limit", func(t *testing.T) {
+		id := e.registerActive(t, adm, invFn(t, "limits.spin.v1~", "def main(ctx, input):\n  while True:\n    pass\n",
+			set("traits.limits", obj{"timeout_seconds": 2, "memory_mb": 128, "cpu": 0.1, "max_concurrent": 10})))["entrypoint_id"].(string)
+		start := time.Now()
+		rec := invSync(t, e, adm, id, obj{}, nil)
+		took := time.Since(start)
+		require.Less(t, took, 4*time.Second, "the 2 s limit plus 2 s slack")
+		require.Contains(t, []string{"failed", "dead_lettered"}, rec["status"], "%v", rec)
+		er := invErrorOf(t, rec)
+		require.Contains(t, []string{invErr("cpu_limit"), invErr("timeout")}, er["error_type_id"], "%v", er)
+		require.Contains(t, []string{"resource_limit", "timeout"}, er["category"], "%v", er)
+		require.EqualValues(t, 1, rec["attempt"], "limit errors are not retried")
+	})
+
+	t.Run("memory hogs end at the memory limit without growing the heap", func(t *testing.T) {
+		big := e.registerActive(t, adm, invFn(t, "limits.gigabyte.v1~",
+			"def main(ctx, input):\n  s = \"x\" * (1 << 30)\n  return {\"n\": len(s)}\n"))["entrypoint_id"].(string)
+		doubling := e.registerActive(t, adm, invFn(t, "limits.doubling.v1~",
+			"def main(ctx, input):\n  s = \"x\"\n  while True:\n    s = s + s\n  return {}\n"))["entrypoint_id"].(string)
+		listy := e.registerActive(t, adm, invFn(t, "limits.lists.v1~",
+			"def main(ctx, input):\n  l = [0]\n  for i in range(100):\n    l = l + l\n  return {\"n\": len(l)}\n"))["entrypoint_id"].(string)
+
+		h := startHeapSampler()
+		for _, id := range []string{big, doubling, listy} {
+			rec := invSync(t, e, adm, id, obj{}, nil)
+			require.Contains(t, []string{"failed", "dead_lettered"}, rec["status"], "%s: %v", id, rec)
+			er := invErrorOf(t, rec)
+			require.Equal(t, invErr("memory_limit"), er["error_type_id"], "%s: %v", id, er)
+			require.Equal(t, "resource_limit", er["category"], "%v", er)
+			m := rec["observability"].(obj)["metrics"].(obj)
+			require.EqualValues(t, 128, m["memory_limit_mb"])
+		}
+		heapGrowth, sysGrowth := h.finish()
+		t.Logf("peak heap growth %d MiB, Sys growth %d MiB", heapGrowth>>20, sysGrowth>>20)
+		require.Less(t, heapGrowth, int64(300<<20), "peak HeapAlloc grew by %d MiB", heapGrowth>>20)
+		require.Less(t, sysGrowth, int64(300<<20), "Sys grew by %d MiB", sysGrowth>>20)
 	})
 }

@@ -19,6 +19,8 @@ import (
 // metricsOf returns an invocation record's metrics.
 func metricsOf(rec obj) obj { return rec["observability"].(obj)["metrics"].(obj) }
 
+// TestLimitsResultBomb stays serial: it samples the heap of the whole process, which tests running
+// beside it would grow.
 func TestLimitsResultBomb(t *testing.T) {
 	const bomb = "def main(ctx, input):\n  return {\"r\": [\"x\" * 1000000] * 200}\n"
 	limits := set("traits.limits", obj{"timeout_seconds": 10, "memory_mb": 16, "cpu": 1.0, "max_concurrent": 10})
@@ -81,6 +83,8 @@ func TestLimitsResultBomb(t *testing.T) {
 	})
 }
 
+// TestLimitsLogFlood stays serial: its function logs 100,000 entries of 100 KB, CPU-bound for
+// seconds under -race within a 10 s timeout, which tests running beside it made it miss.
 func TestLimitsLogFlood(t *testing.T) {
 	e := newEnv(t)
 	adm := invTenant(t, e, "acme")
@@ -133,6 +137,7 @@ def main(ctx, input):
 	require.Less(t, len(got.Raw), 64<<10, "the stored error is small")
 }
 
+// TestLimitsJSONEncodeBomb stays serial: it bounds the wall time of a CPU-bound execution.
 func TestLimitsJSONEncodeBomb(t *testing.T) {
 	e := newEnv(t)
 	adm := invTenant(t, e, "acme")

@@ -109,6 +109,7 @@ func (s scrape) series(name, label string) []string {
 }
 
 func TestMetrics(t *testing.T) {
+	t.Parallel()
 	clk := clock.NewFake(time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC))
 	e := newEnv(t, func(c *server.Config) { c.Clock = clk })
 	acme := invTenant(t, e, "acme")
@@ -213,6 +214,7 @@ func TestMetrics(t *testing.T) {
 // TestMetricsLabelCap: past --metrics-max-label-sets label sets, a family records new ones under
 // __other__ and lark_metrics_labels_dropped_total rises; gauges fold the tenants past the cap.
 func TestMetricsLabelCap(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, func(c *server.Config) { c.MetricsMaxLabelSets = 2 })
 	acme := invTenant(t, e, "acme")
 	invTenant(t, e, "globex")
@@ -239,6 +241,7 @@ func TestMetricsLabelCap(t *testing.T) {
 
 // TestMetricsPublic: with --metrics-public, /metrics answers without a token.
 func TestMetricsPublic(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, func(c *server.Config) { c.MetricsPublic = true })
 	s := e.scrapeMetrics(t, "")
 	require.NotNil(t, s["lark_dispatcher_slots"])

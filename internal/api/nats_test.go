@@ -22,6 +22,7 @@ import (
 
 // TestNATSSubjectNeedsTheBridge: a trigger fed by a subject is refused by a server without --nats.
 func TestNATSSubjectNeedsTheBridge(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	adm := invTenant(t, e, "acme")
 	ep := e.registerActive(t, adm, echoFn(t, "orders.from_nats.v1~"))["entrypoint_id"].(string)
@@ -36,6 +37,7 @@ func TestNATSSubjectNeedsTheBridge(t *testing.T) {
 // durable consumer goes with it; events published through the API are mirrored to their subject,
 // and events that came from NATS are not mirrored back.
 func TestNATSBridge(t *testing.T) {
+	t.Parallel()
 	url := os.Getenv("LARK_TEST_NATS_URL")
 	if url == "" {
 		t.Skip("LARK_TEST_NATS_URL is not set: no NATS server with JetStream to test against (CI sets nats://127.0.0.1:4222)")

@@ -65,6 +65,7 @@ var hex32 = regexp.MustCompile(`^[0-9a-f]{32}$`)
 // the status, the correlation and trace ids and, once authentication found them, the tenant and
 // subject; never the query string. --access-log=false moves the lines to debug.
 func TestAccessLog(t *testing.T) {
+	t.Parallel()
 	e, sink, _ := loggedEnv(t)
 	adm := e.tenant(t, "acme")
 	r := e.send(t, request{method: http.MethodGet, path: epPath("ep_missing") + "?include_source=true", token: adm,
@@ -106,6 +107,7 @@ func TestAccessLog(t *testing.T) {
 // /admin/log-level; a lower level shows lines at once (here the access log's debug lines); a
 // tenant cannot; a bad level is 422.
 func TestLogLevelAtRunTime(t *testing.T) {
+	t.Parallel()
 	e, sink, level := loggedEnv(t, func(c *server.Config) { c.Telemetry.AccessLogOff = true })
 	adm := e.tenant(t, "acme")
 	require.Equal(t, obj{"level": "info"}, e.expect(t, http.StatusOK, http.MethodGet, base+"/admin/log-level", operator, nil).Body)
@@ -133,6 +135,7 @@ func TestLogLevelAtRunTime(t *testing.T) {
 // TestRunLogLines: a finished invocation writes one info line "run finished", a dead-lettered one a
 // warn line "run dead-lettered", each with tenant, entrypoint, invocation, correlation and trace ids.
 func TestRunLogLines(t *testing.T) {
+	t.Parallel()
 	e, sink, _ := loggedEnv(t)
 	adm := invTenant(t, e, "acme")
 	e.registerActive(t, adm, invFn(t, "logs.ok.v1~", "def main(ctx, input):\n  return {}\n"))
@@ -165,6 +168,7 @@ func TestRunLogLines(t *testing.T) {
 // TestOperationalMetrics: /metrics shows the HTTP, group-commit, fire-lag, retention and build
 // families; HTTP requests are labelled by route template, never by raw path or id.
 func TestOperationalMetrics(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	adm := e.tenant(t, "acme")
 	e.expect(t, http.StatusOK, http.MethodGet, base+"/entrypoints", adm, nil)
@@ -206,7 +210,8 @@ func TestOperationalMetrics(t *testing.T) {
 }
 
 // TestTracingOffByDefault: without an endpoint there is no exporter; requests still get trace ids
-// (a caller's traceparent is kept) and records carry them.
+// (a caller's traceparent is kept) and records carry them. It stays serial: t.Setenv (the
+// environment is the process's) forbids t.Parallel.
 func TestTracingOffByDefault(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
 	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")

@@ -98,6 +98,7 @@ func unexercised() []string {
 // TestOpenAPIRoutes: every route of the router (chi.Walk) is an operation of the document, and
 // every operation a route.
 func TestOpenAPIRoutes(t *testing.T) {
+	t.Parallel()
 	ks, err := workerproto.ParseKeys([]string{"k:0123456789abcdef"})
 	require.NoError(t, err)
 	h := api.New(api.Config{Metrics: http.NotFoundHandler(), Workers: workers.New(workers.Config{}), WorkerKeys: ks}).Handler()
@@ -132,6 +133,7 @@ func TestOpenAPIRoutes(t *testing.T) {
 
 // TestOpenAPIDocumentServed: the document is public JSON at the base path.
 func TestOpenAPIDocumentServed(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	r := e.expect(t, http.StatusOK, http.MethodGet, base+"/openapi.json", "", nil)
 	require.Equal(t, "application/json", r.Header.Get("Content-Type"))

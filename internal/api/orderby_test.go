@@ -30,6 +30,7 @@ func invPages(t *testing.T, e *env, tok string, q url.Values) []obj {
 }
 
 func TestOrderbySeveralFieldsPaginates(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t) // dispatcher not running: async work stays queued
 	adm := invTenant(t, e, "acme")
 	e.registerActive(t, adm, fn(t, taxV1))
@@ -128,6 +129,7 @@ func schPages(t *testing.T, e *env, tok string, q url.Values) []string {
 }
 
 func TestOrderbySchedulesNextRunAt(t *testing.T) {
+	t.Parallel()
 	s := newSchEnv(t, time.Date(2026, 11, 24, 9, 50, 0, 0, time.UTC))
 	cron := func(id, status, expr string) {
 		s.create(t, obj{"schedule_id": id, "status": status, "expression": obj{"kind": "cron", "value": expr},

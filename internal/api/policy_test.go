@@ -12,6 +12,7 @@ func policyPath(id string) string { return base + "/tenants/" + id + "/runtime-p
 // TestRuntimePolicy covers 000's Tenant Runtime Policy API: GET for the tenant's admin and the
 // operator, PUT (a whole policy; the operator only), validation, and that a PUT is enforced.
 func TestRuntimePolicy(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	full := func(id string, enabled bool) obj {
 		return obj{"tenant_id": id, "enabled": enabled,

@@ -15,6 +15,7 @@ const privacySrc = "def main(ctx, input):\n  if input.get(\"fail\"):\n    fail(\
 // timeline, every control action); the tenant admin sees and controls all of them; invocations of
 // a shared entrypoint are visible to the subject that started them and to the owner.
 func TestInvocationPrivacy(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	adm := invTenant(t, e, "acme")
 	alice := e.token(t, "acme", "alice", "developer")
@@ -116,6 +117,7 @@ func TestInvocationPrivacy(t *testing.T) {
 // know it exists) and 403 otherwise, for trigger, patch, put, pause, resume and delete; the tenant
 // admin may do everything.
 func TestSchedulePrivacy(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	adm := invTenant(t, e, "acme")
 	alice := e.token(t, "acme", "alice", "developer")

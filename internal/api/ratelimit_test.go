@@ -15,6 +15,7 @@ import (
 )
 
 func TestRateLimits(t *testing.T) {
+	t.Parallel()
 	clk := clock.NewFake(time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC))
 	e := newEnv(t, func(c *server.Config) { c.Clock = clk })
 	acme := invTenant(t, e, "acme")

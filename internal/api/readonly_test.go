@@ -39,6 +39,7 @@ func withMembers(body obj, extra obj) obj {
 // TestReadOnlyMembersEntrypoints: members an entrypoint renders but no request sets are accepted
 // and ignored on register, PUT and :validate; other unknown members are all reported.
 func TestReadOnlyMembersEntrypoints(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	adm := invTenant(t, e, "acme")
 	body := withMembers(fn(t, taxV1), obj{"id": "ep_forged", "kind": "workflow", "status": "active", "tenant_id": "globex",
@@ -76,6 +77,7 @@ func TestReadOnlyMembersEntrypoints(t *testing.T) {
 // TestReadOnlyMembersSchedules: POST, PUT and PATCH of a schedule ignore its read-only members
 // and report every unknown one.
 func TestReadOnlyMembersSchedules(t *testing.T) {
+	t.Parallel()
 	s := newSchEnv(t, time.Date(2026, 11, 24, 9, 50, 0, 0, time.UTC))
 	ro := obj{"tenant_id": "globex", "next_run_at": "2020-01-01T00:00:00Z", "last_run_at": nil, "last_invocation_id": "inv_x",
 		"pending_catch_up_runs": 7, "created_by": "mallory", "paused_at": nil, "created_at": "2020-01-01T00:00:00Z",
@@ -106,6 +108,7 @@ func TestReadOnlyMembersSchedules(t *testing.T) {
 // TestReadOnlyMembersTenantPolicy: PATCH, :enable and PUT ignore the policy's read-only members;
 // unknown members are all reported.
 func TestReadOnlyMembersTenantPolicy(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.enable(t, "acme", nil)
 	got := e.expect(t, http.StatusOK, http.MethodGet, tenantPath("acme"), operator, nil).Body
@@ -140,6 +143,7 @@ func TestReadOnlyMembersTenantPolicy(t *testing.T) {
 // TestReadOnlyMembersBackfills: a backfill body ignores the backfill's read-only members and
 // reports every unknown one.
 func TestReadOnlyMembersBackfills(t *testing.T) {
+	t.Parallel()
 	s := newSchEnv(t, time.Date(2026, 11, 24, 9, 50, 0, 0, time.UTC))
 	s.registerActive(t, s.adm, partitionFn(t, "", true))
 	body := obj{"backfill_id": "ro", "entrypoint_id": partMajor, "start": "2025-01-01T00:00:00Z", "end": "2025-01-03T00:00:00Z",
@@ -160,6 +164,7 @@ func TestReadOnlyMembersBackfills(t *testing.T) {
 // TestReadOnlyMembersTokens: a token request ignores the token's read-only members and reports
 // every unknown one.
 func TestReadOnlyMembersTokens(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.enable(t, "acme", nil)
 	body := obj{"tenant_id": "acme", "subject_id": "carol", "roles": []string{"viewer"}}
@@ -178,6 +183,7 @@ func TestReadOnlyMembersTokens(t *testing.T) {
 // TestReadOnlyMembersInvocationsAndEvents: a start request ignores the invocation record's
 // read-only members and a publish request the event's; unknown members are all reported.
 func TestReadOnlyMembersInvocationsAndEvents(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	adm := invTenant(t, e, "acme")
 	e.registerActive(t, adm, fn(t, taxV1))

@@ -85,6 +85,7 @@ func documentedRoutes(t *testing.T) []string {
 // TestRoutesDocumented compares the routes the real router serves (chi.Walk) with the route table
 // of docs/api.md, both ways.
 func TestRoutesDocumented(t *testing.T) {
+	t.Parallel()
 	ks, err := workerproto.ParseKeys([]string{"k:0123456789abcdef"})
 	if err != nil {
 		t.Fatal(err)

@@ -86,6 +86,7 @@ func (s *schEnv) history(t *testing.T, id string, q url.Values) ([]obj, []string
 func taxOverrides(amount float64) obj { return obj{"invoice_id": "sch", "amount": amount} }
 
 func TestSchedulesAPI(t *testing.T) {
+	t.Parallel()
 	s := newSchEnv(t, time.Date(2026, 11, 24, 9, 59, 30, 0, time.UTC))
 	viewer := s.token(t, "acme", "val", "viewer")
 	other := invTenant(t, s.env, "globex")
@@ -211,6 +212,7 @@ func toNumbers(v any) any {
 }
 
 func TestScheduleFiringAndHistory(t *testing.T) {
+	t.Parallel()
 	s := newSchEnv(t, time.Date(2026, 11, 24, 9, 59, 30, 0, time.UTC))
 	sch := s.create(t, obj{"schedule_id": "q", "expression": obj{"kind": "cron", "value": "*/15 * * * *"}, "input_overrides": obj{"invoice_id": "q"},
 		"concurrency_policy": "forbid"})
@@ -284,6 +286,7 @@ func TestScheduleFiringAndHistory(t *testing.T) {
 }
 
 func TestScheduleMissedPolicies(t *testing.T) {
+	t.Parallel()
 	// The server is "down" from 10:00 to 12:00:10: FireDue is not called. Instants 10:15 … 11:45 are
 	// missed (older than the 1 min grace); 12:00 is on time.
 	for _, tc := range []struct {
@@ -323,6 +326,7 @@ func TestScheduleMissedPolicies(t *testing.T) {
 }
 
 func TestScheduleCatchUpRunsOneAfterAnother(t *testing.T) {
+	t.Parallel()
 	s := newSchEnv(t, time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC))
 	s.create(t, obj{"schedule_id": "c", "expression": obj{"kind": "cron", "value": "0 * * * *"}, "input_overrides": obj{"invoice_id": "c"},
 		"missed_policy": "catch_up", "max_catch_up_runs": 3})
@@ -353,6 +357,7 @@ func TestScheduleCatchUpRunsOneAfterAnother(t *testing.T) {
 }
 
 func TestSchedulePauseResume(t *testing.T) {
+	t.Parallel()
 	for _, catchUp := range []bool{false, true} {
 		t.Run("catch_up_missed="+map[bool]string{false: "false", true: "true"}[catchUp], func(t *testing.T) {
 			s := newSchEnv(t, time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC))
@@ -386,6 +391,7 @@ func TestSchedulePauseResume(t *testing.T) {
 // TestScheduleExactlyOnceAcrossRestart: a server fires, stops, and a new one on the same data
 // directory at the same instant fires nothing again; the next instant fires once.
 func TestScheduleExactlyOnceAcrossRestart(t *testing.T) {
+	t.Parallel()
 	clk := clock.NewFake(time.Date(2026, 11, 24, 9, 59, 0, 0, time.UTC))
 	dir, st := t.TempDir(), testStore(t)
 	start := func() *schEnv {
@@ -420,6 +426,7 @@ func TestScheduleExactlyOnceAcrossRestart(t *testing.T) {
 }
 
 func TestScheduleDSTInstants(t *testing.T) {
+	t.Parallel()
 	// Spring forward in New York (2026-03-08, 02:00 → 03:00): a daily 02:30 runs once, at 03:00 EDT.
 	s := newSchEnv(t, time.Date(2026, 3, 7, 12, 0, 0, 0, time.UTC))
 	sch := s.create(t, obj{"schedule_id": "ny", "timezone": "America/New_York", "expression": obj{"kind": "cron", "value": "30 2 * * *"},
@@ -432,6 +439,7 @@ func TestScheduleDSTInstants(t *testing.T) {
 }
 
 func TestScheduleSkipsWhenEntrypointUnavailable(t *testing.T) {
+	t.Parallel()
 	s := newSchEnv(t, time.Date(2026, 11, 24, 9, 59, 0, 0, time.UTC))
 	s.create(t, obj{"schedule_id": "u", "expression": obj{"kind": "cron", "value": "0 * * * *"}, "input_overrides": obj{"invoice_id": "u"}})
 	s.status(t, s.adm, taxV1, "disable")
@@ -447,6 +455,7 @@ func TestScheduleSkipsWhenEntrypointUnavailable(t *testing.T) {
 // TestScheduleRunsQueuedAhead: an allow schedule's runs are recorded up to 5 s ahead of their
 // instant, runnable only from the instant on; a pause (or a change, or a deletion) withdraws them.
 func TestScheduleRunsQueuedAhead(t *testing.T) {
+	t.Parallel()
 	s := newSchEnv(t, time.Date(2026, 11, 24, 9, 59, 58, 0, time.UTC))
 	s.create(t, obj{"schedule_id": "sec", "expression": obj{"kind": "cron", "value": "*/2 * * * * *"}, "input_overrides": obj{"invoice_id": "s"}})
 	s.create(t, obj{"schedule_id": "fb", "expression": obj{"kind": "cron", "value": "*/2 * * * * *"}, "input_overrides": obj{"invoice_id": "f"},
@@ -499,6 +508,7 @@ func TestScheduleRunsQueuedAhead(t *testing.T) {
 }
 
 func TestScheduleSkipsWhileTenantDisabled(t *testing.T) {
+	t.Parallel()
 	s := newSchEnv(t, time.Date(2026, 11, 24, 9, 59, 0, 0, time.UTC))
 	s.create(t, obj{"schedule_id": "d", "expression": obj{"kind": "cron", "value": "0 * * * *"}, "input_overrides": obj{"invoice_id": "d"},
 		"missed_policy": "catch_up", "concurrency_policy": "forbid"})

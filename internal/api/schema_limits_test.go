@@ -24,6 +24,7 @@ func nestedAllOfObj(t *testing.T, n int) obj {
 // reported by :validate with SCHEMA_TOO_COMPLEX at the first subschema too deep, quickly; one at the
 // limit registers.
 func TestSchemaTooComplex(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	adm := e.tenant(t, "acme")
 	over := fn(t, taxV1, set("schema.params", nestedAllOfObj(t, schema.MaxUserSchemaDepth+1)))

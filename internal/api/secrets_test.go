@@ -40,6 +40,7 @@ func secretsEnv(t testing.TB, mod ...func(*server.Config)) *env {
 }
 
 func TestSecretsCRUD(t *testing.T) {
+	t.Parallel()
 	e := secretsEnv(t)
 	adm := e.tenant(t, "acme")
 	dev := e.token(t, "acme", "dana", "developer")
@@ -143,6 +144,7 @@ func names(items []obj) []string {
 }
 
 func TestSecretsValidation(t *testing.T) {
+	t.Parallel()
 	e := secretsEnv(t)
 	adm := e.tenant(t, "acme")
 	ok := func(mods ...func(obj)) obj {
@@ -195,6 +197,7 @@ func manyHosts(n int) []any {
 }
 
 func TestSecretsPerTenantBound(t *testing.T) {
+	t.Parallel()
 	e := secretsEnv(t)
 	adm := e.tenant(t, "acme")
 	for i := 0; i < secrets.DefaultMaxSecrets; i++ {
@@ -211,6 +214,7 @@ func TestSecretsPerTenantBound(t *testing.T) {
 }
 
 func TestSecretsWithoutMasterKey(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t) // no Keyring
 	adm := e.tenant(t, "acme")
 	for _, rq := range []struct {
@@ -253,6 +257,7 @@ func (s *syncBuffer) String() string {
 // answers, invocation records, timelines, audit events, logs, errors, and the raw bytes of the
 // SQLite database and its WAL. The value must be found only where it was sent: at the upstream.
 func TestSecretNeverLeaks(t *testing.T) {
+	t.Parallel()
 	const value = "LEAKCANARY-7f3a9c1e5b2d4068"
 	var received []string
 	var recvMu sync.Mutex

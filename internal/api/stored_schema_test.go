@@ -16,6 +16,7 @@ import (
 // schema over them, answers 409 schema_not_compilable when started (register a new version with a
 // smaller schema), never 500.
 func TestStoredSchemaOverTheLimits(t *testing.T) {
+	t.Parallel()
 	sqliteOnly(t)
 	dir := t.TempDir()
 	e := newEnv(t, func(c *server.Config) { c.DataDir = dir })

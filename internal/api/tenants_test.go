@@ -23,6 +23,7 @@ func decode(t testing.TB, s string) obj {
 // TestTenants covers tenant enablement and policy (001 folded into 000's TenantRuntimePolicy) and
 // the quotas and governance it enforces at registration.
 func TestTenants(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 
 	enable001 := func(t *testing.T, id string) (obj, string) {

@@ -37,6 +37,7 @@ func requireInOrder(t testing.TB, items []obj, first int, raw []byte) {
 }
 
 func TestTimelinePages(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	adm := invTenant(t, e, "acme")
 	fn := e.registerActive(t, adm, invFn(t, "misc.chatty.v1~", `
@@ -104,6 +105,7 @@ def main(ctx, input):
 // TestTimelineAtNeverGoesBackwards: entries a run collected before it was canceled are written after
 // the canceled entry (as it ends); they are logged at or after it, not at the time they were collected.
 func TestTimelineAtNeverGoesBackwards(t *testing.T) {
+	t.Parallel()
 	clk := clock.NewFake(time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC))
 	e := newEnv(t, func(c *server.Config) { c.UnsafeEgressAllowLoopback = true; c.Clock = clk })
 	invDispatcher(t, e)
@@ -161,6 +163,7 @@ func newBlockingUpstream(t testing.TB, arrived chan<- struct{}, release <-chan s
 
 // TestTimelineResumeReasons: each resumed entry of a workflow carries why it resumed.
 func TestTimelineResumeReasons(t *testing.T) {
+	t.Parallel()
 	clk := clock.NewFake(time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC))
 	e := newEnv(t, func(c *server.Config) { c.Clock = clk })
 	invDispatcher(t, e)

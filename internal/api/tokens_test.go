@@ -12,6 +12,7 @@ import (
 // TestAuth covers authentication: bearer tokens, revocation, expiry, the operator token and tenant
 // enablement gating every tenant token.
 func TestAuth(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	adm := e.tenant(t, "acme")
 	list := base + "/entrypoints"
@@ -122,6 +123,7 @@ func TestAuth(t *testing.T) {
 // TestRoles covers the role ladder viewer < operator < developer < admin and tenant scoping of tokens
 // and tenant policies.
 func TestRoles(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	adm := e.tenant(t, "acme")
 	otherAdm := e.tenant(t, "globex")

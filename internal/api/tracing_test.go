@@ -172,6 +172,7 @@ func tracedEnv(t *testing.T, rc *otlpReceiver) (*env, *tracing.Tracing) {
 // upstream the steps call receives a traceparent of that trace naming the r_http span; the record's
 // trace_id is the caller's. Attributes carry ids, never params or URLs.
 func TestTraceOfASyncWorkflow(t *testing.T) {
+	t.Parallel()
 	rc := newOTLPReceiver(t)
 	up := newUpstream(t)
 	e, tr := tracedEnv(t, rc)
@@ -257,6 +258,7 @@ def main(ctx, input):
 // wait as an attribute); an r_invoke_v1 child's attempt is a child of the call's span, and its
 // r_http call carries the same trace to the upstream.
 func TestTraceOfAnAsyncInvocationAndItsChild(t *testing.T) {
+	t.Parallel()
 	rc := newOTLPReceiver(t)
 	up := newUpstream(t)
 	e, tr := tracedEnv(t, rc)
@@ -313,6 +315,7 @@ def main(ctx, input):
 // worker.execute span, child of the server's invocation.attempt span, and an r_http span under it;
 // the upstream receives a traceparent naming the worker's r_http span. Attributes carry ids only.
 func TestTraceOfARemoteAttempt(t *testing.T) {
+	t.Parallel()
 	rc := newOTLPReceiver(t)
 	up := newUpstream(t)
 	tr, err := tracing.New(context.Background(), tracing.Config{Endpoint: rc.URL, Getenv: func(string) string { return "" }})
@@ -371,6 +374,7 @@ def main(ctx, input):
 // its invocation is created in that span's trace: the record names the span, and the run's
 // attempt is its child.
 func TestTraceOfAScheduleRun(t *testing.T) {
+	t.Parallel()
 	rc := newOTLPReceiver(t)
 	tr := exportingTo(t, rc)
 	s := newSchEnv(t, time.Date(2026, 11, 24, 9, 59, 30, 0, time.UTC), func(c *server.Config) { c.Telemetry.Tracing = tr })
@@ -420,6 +424,7 @@ func TestTraceOfAScheduleRun(t *testing.T) {
 // TestTraceOfABackfillPartition: each partition the backfill driver starts is a backfill.partition
 // root span, and its invocation is created in that span's trace.
 func TestTraceOfABackfillPartition(t *testing.T) {
+	t.Parallel()
 	rc := newOTLPReceiver(t)
 	tr := exportingTo(t, rc)
 	s := newSchEnv(t, time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC), func(c *server.Config) { c.Telemetry.Tracing = tr })
@@ -454,6 +459,7 @@ func TestTraceOfABackfillPartition(t *testing.T) {
 // TestTraceOfABatchFlush: a batch the flusher starts when it falls due is created in the trace of a
 // trigger.flush root span; a batch filled by a publish continues that request's trace.
 func TestTraceOfABatchFlush(t *testing.T) {
+	t.Parallel()
 	rc := newOTLPReceiver(t)
 	tr := exportingTo(t, rc)
 	clk := clock.NewFake(time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC))
@@ -491,6 +497,7 @@ func TestTraceOfABatchFlush(t *testing.T) {
 // TestTraceOfAnOnCancelHandler: a workflow's on_cancel handler, started by a cancel request of
 // another trace, is in the workflow's trace, under the span that created the workflow.
 func TestTraceOfAnOnCancelHandler(t *testing.T) {
+	t.Parallel()
 	rc := newOTLPReceiver(t)
 	e, _ := tracedEnv(t, rc)
 	invDispatcher(t, e)

@@ -87,6 +87,7 @@ func (c *rawConn) closed(bound time.Duration) {
 }
 
 func TestSlowBodyIsCutOffAtTheReadTimeout(t *testing.T) {
+	t.Parallel()
 	const readTimeout = 300 * time.Millisecond
 	e := newServedEnv(t, func(c *server.Config) { c.ReadTimeout = readTimeout })
 	tok := invTenant(t, e, "acme")
@@ -100,6 +101,7 @@ func TestSlowBodyIsCutOffAtTheReadTimeout(t *testing.T) {
 }
 
 func TestRoleIsCheckedBeforeTheBodyIsRead(t *testing.T) {
+	t.Parallel()
 	// The read timeout is long: an answer well before it proves the body was never waited for.
 	e := newServedEnv(t, func(c *server.Config) { c.ReadTimeout = time.Minute })
 	e.tenant(t, "acme")
@@ -132,6 +134,7 @@ func TestRoleIsCheckedBeforeTheBodyIsRead(t *testing.T) {
 }
 
 func TestInFlightCapPerTenant(t *testing.T) {
+	t.Parallel()
 	e := newServedEnv(t, func(c *server.Config) { c.MaxInFlight = 2; c.ReadTimeout = time.Minute })
 	tok := invTenant(t, e, "acme")
 	other := invTenant(t, e, "globex")
@@ -176,6 +179,7 @@ func TestInFlightCapPerTenant(t *testing.T) {
 }
 
 func TestSyncCallOutlivesTheWriteTimeout(t *testing.T) {
+	t.Parallel()
 	const writeTimeout = 300 * time.Millisecond
 	e := newServedEnv(t, func(c *server.Config) { c.WriteTimeout = writeTimeout; c.ReadTimeout = writeTimeout })
 	invDispatcher(t, e)
@@ -202,6 +206,7 @@ def main(ctx, input):
 
 // TestBearerSchemeIsCaseInsensitive: RFC 9110 §11.1, the auth scheme is case-insensitive.
 func TestBearerSchemeIsCaseInsensitive(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	tok := e.tenant(t, "acme")
 	for _, h := range []string{"bearer " + tok, "BEARER " + tok, "BeArEr  " + tok} {
@@ -219,6 +224,7 @@ func TestBearerSchemeIsCaseInsensitive(t *testing.T) {
 // large one (429 before its body is read), another tenant is not affected, and the bytes come back
 // when the request ends.
 func TestInFlightBytesCapPerTenant(t *testing.T) {
+	t.Parallel()
 	e := newServedEnv(t, func(c *server.Config) { c.MaxInFlightBytes = 1500; c.ReadTimeout = time.Minute })
 	tok := invTenant(t, e, "acme")
 	other := invTenant(t, e, "globex")
@@ -259,6 +265,7 @@ func TestInFlightBytesCapPerTenant(t *testing.T) {
 // its tenant's bulky request in progress, and answers 429 rate_limited with Retry-After once it
 // has waited BulkWait; the tenant's small requests and another tenant's bulky ones do not wait.
 func TestBulkyRequestsOneAtATimePerTenant(t *testing.T) {
+	t.Parallel()
 	e := newServedEnv(t, func(c *server.Config) {
 		c.BulkBytes, c.BulkWait, c.ReadTimeout = 1000, 300*time.Millisecond, time.Minute
 	})

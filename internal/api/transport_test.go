@@ -14,6 +14,7 @@ import (
 // TestTransport covers HTTP-level behaviour: malformed bodies, the body limit, unknown routes and
 // methods, correlation ids and the health endpoints.
 func TestTransport(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.probesUnknownRoutes() // unknown routes and methods, on purpose
 	adm := e.tenant(t, "acme")
@@ -164,6 +165,7 @@ func TestTransport(t *testing.T) {
 
 // TestAudit covers GET /audit-events: registry changes are recorded and each tenant reads only its own.
 func TestAudit(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	acme := e.tenant(t, "acme")
 	globex := e.tenant(t, "globex")

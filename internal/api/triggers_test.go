@@ -81,6 +81,7 @@ func auditTypes(t testing.TB, e *env, tok string) []string {
 }
 
 func TestEventTypesAPI(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	adm := invTenant(t, e, "acme")
 	other := invTenant(t, e, "globex")
@@ -156,6 +157,7 @@ func TestEventTypesAPI(t *testing.T) {
 }
 
 func TestTriggersCRUD(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	adm := invTenant(t, e, "acme")
 	other := invTenant(t, e, "globex")
@@ -271,6 +273,7 @@ func TestTriggersCRUD(t *testing.T) {
 }
 
 func TestTriggerMatching(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	invDispatcher(t, e)
 	adm := invTenant(t, e, "acme")
@@ -367,6 +370,7 @@ func batchEvents(t testing.TB, e *env, tok, ep string) [][]string {
 }
 
 func TestTriggerBatching(t *testing.T) {
+	t.Parallel()
 	dir, st := t.TempDir(), testStore(t)
 	clk := clock.NewFake(time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC))
 	start := func() *env {
@@ -427,6 +431,7 @@ func TestTriggerBatching(t *testing.T) {
 }
 
 func TestTriggerDeadLetters(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	invDispatcher(t, e)
 	adm := invTenant(t, e, "acme")
@@ -523,6 +528,7 @@ func TestTriggerDeadLetters(t *testing.T) {
 // TestTriggerBatchFlood: events published concurrently into a batching trigger reach its
 // entrypoint in batches of at most max_size, each event exactly once.
 func TestTriggerBatchFlood(t *testing.T) {
+	t.Parallel()
 	clk := clock.NewFake(time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC))
 	e := newEnv(t, func(c *server.Config) { c.Clock = clk })
 	adm := invTenant(t, e, "acme")
@@ -583,6 +589,7 @@ func TestTriggerBatchFlood(t *testing.T) {
 // TestTriggerFlusherLoop: the flusher loop (run by lark serve) flushes a batch once its
 // max_wait_ms has passed on the injected clock and the loop is woken.
 func TestTriggerFlusherLoop(t *testing.T) {
+	t.Parallel()
 	clk := clock.NewFake(time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC))
 	e := newEnv(t, func(c *server.Config) { c.Clock = clk })
 	ctx, cancel := context.WithCancel(context.Background())
@@ -610,6 +617,7 @@ func TestTriggerFlusherLoop(t *testing.T) {
 // the emitting attempt), and an emit its tenant would refuse (the payload fails the registered
 // type's schema) fails at the call, with the path, and publishes nothing.
 func TestEmittedEventsStartTriggersAndAreChecked(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	invDispatcher(t, e)
 	adm := invTenant(t, e, "acme")
@@ -642,6 +650,7 @@ func TestEmittedEventsStartTriggersAndAreChecked(t *testing.T) {
 // TestTriggerMetricsBufferedCounts: the received and filtered-out counts of publishes are written
 // in batches (FlushMetrics); a read sees them before and after the write, never twice.
 func TestTriggerMetricsBufferedCounts(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	adm := invTenant(t, e, "acme")
 	ep := e.registerActive(t, adm, echoFn(t, "orders.counted.v1~"))["entrypoint_id"].(string)
@@ -672,6 +681,7 @@ func TestTriggerMetricsBufferedCounts(t *testing.T) {
 // the invocations it starts (and their redrives); the event is dead-lettered once those retries
 // are spent. A trigger without one leaves the entrypoint's.
 func TestTriggerRetryPolicyApplies(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	invDispatcher(t, e)
 	adm := invTenant(t, e, "acme")

@@ -81,6 +81,7 @@ func executions(t *testing.T, e *env, tok, id string) (metrics []obj, costs []fl
 }
 
 func TestUsage(t *testing.T) {
+	t.Parallel()
 	clk := clock.NewFake(time.Date(2026, 11, 21, 9, 10, 0, 0, time.UTC)) // a Saturday; its ISO week starts on Monday the 16th
 	pricing, err := cost.Parse([]byte(usagePricing))
 	require.NoError(t, err)

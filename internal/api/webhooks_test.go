@@ -109,6 +109,7 @@ func slack(secret, body string, at time.Time) map[string]string {
 }
 
 func TestWebhookGitHubDelivery(t *testing.T) {
+	t.Parallel()
 	w := newWhkEnv(t)
 	invDispatcher(t, w.env)
 	created := w.create(t, obj{"webhook_trigger_id": "gh-push", "authentication": obj{"type": "hmac_sha256", "format": "github"},
@@ -193,6 +194,7 @@ func hexSHA(s string) string {
 }
 
 func TestWebhookTimestampedSignatures(t *testing.T) {
+	t.Parallel()
 	w := newWhkEnv(t)
 	st := w.create(t, obj{"webhook_trigger_id": "stripe", "authentication": obj{"type": "hmac_sha256", "format": "stripe"}, "forward_headers": []any{}})
 	sl := w.create(t, obj{"webhook_trigger_id": "slack", "authentication": obj{"type": "hmac_sha256", "format": "slack", "timestamp_tolerance_seconds": 60}})
@@ -239,6 +241,7 @@ func TestWebhookTimestampedSignatures(t *testing.T) {
 }
 
 func TestWebhookSchemes(t *testing.T) {
+	t.Parallel()
 	w := newWhkEnv(t)
 	sha1Hook := w.create(t, obj{"webhook_trigger_id": "gh1", "authentication": obj{"type": "hmac_sha1", "format": "github"}})
 	basic := w.create(t, obj{"webhook_trigger_id": "basic", "authentication": obj{"type": "basic", "username": "sender"}})
@@ -281,6 +284,7 @@ func TestWebhookSchemes(t *testing.T) {
 }
 
 func TestWebhookRegenerateOverlap(t *testing.T) {
+	t.Parallel()
 	w := newWhkEnv(t)
 	old := w.create(t, obj{"webhook_trigger_id": "rot", "authentication": obj{"type": "bearer"}})["secret"].(string)
 	bearer := func(s string) map[string]string { return map[string]string{"Authorization": "Bearer " + s} }
@@ -314,6 +318,7 @@ func TestWebhookRegenerateOverlap(t *testing.T) {
 }
 
 func TestWebhookNotFoundIsIndistinguishable(t *testing.T) {
+	t.Parallel()
 	w := newWhkEnv(t)
 	w.create(t, obj{"webhook_trigger_id": "hook", "authentication": obj{"type": "none"}})
 	w.create(t, obj{"webhook_trigger_id": "off", "authentication": obj{"type": "none"}, "status": "disabled"})
@@ -352,6 +357,7 @@ func TestWebhookNotFoundIsIndistinguishable(t *testing.T) {
 }
 
 func TestWebhookAllowedSources(t *testing.T) {
+	t.Parallel()
 	w := newWhkEnv(t, func(c *server.Config) { c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")} })
 	w.create(t, obj{"webhook_trigger_id": "gh", "authentication": obj{"type": "none"}, "allowed_sources": []any{"192.30.252.0/22"}})
 	r := w.deliver(t, "acme", "gh", "{}", nil)
@@ -372,6 +378,7 @@ func TestWebhookAllowedSources(t *testing.T) {
 }
 
 func TestWebhookAllowedSourcesPeerOnly(t *testing.T) {
+	t.Parallel()
 	w := newWhkEnv(t)
 	w.create(t, obj{"webhook_trigger_id": "gh", "authentication": obj{"type": "none"}, "allowed_sources": []any{"192.30.252.0/22"}})
 	require.Equal(t, http.StatusForbidden, w.deliver(t, "acme", "gh", "{}", map[string]string{"X-Forwarded-For": "192.30.252.7"}).Status,
@@ -379,6 +386,7 @@ func TestWebhookAllowedSourcesPeerOnly(t *testing.T) {
 }
 
 func TestWebhookLimits(t *testing.T) {
+	t.Parallel()
 	w := newWhkEnv(t)
 	w.create(t, obj{"webhook_trigger_id": "small", "authentication": obj{"type": "none"}, "max_body_bytes": 100,
 		"rate_limit": obj{"max_requests_per_second": 1, "burst_size": 2}})
@@ -433,6 +441,7 @@ func TestWebhookLimits(t *testing.T) {
 }
 
 func TestWebhookPayloadSchema(t *testing.T) {
+	t.Parallel()
 	w := newWhkEnv(t)
 	w.create(t, obj{"webhook_trigger_id": "typed", "authentication": obj{"type": "none"},
 		"payload_schema": obj{"type": "object", "required": []any{"action"}, "properties": obj{"action": obj{"type": "string"}}}})
@@ -457,6 +466,7 @@ func TestWebhookPayloadSchema(t *testing.T) {
 }
 
 func TestWebhookWithoutMasterKey(t *testing.T) {
+	t.Parallel()
 	w := newWhkEnv(t, func(c *server.Config) { c.Keyring = nil })
 	r := w.expectProblem(t, http.StatusServiceUnavailable, "unavailable", http.MethodPost, whkPath, w.adm,
 		obj{"entrypoint_id": hookFn, "authentication": obj{"type": "hmac_sha256", "format": "github"}})
@@ -466,6 +476,7 @@ func TestWebhookWithoutMasterKey(t *testing.T) {
 }
 
 func TestWebhookCRUD(t *testing.T) {
+	t.Parallel()
 	w := newWhkEnv(t)
 	w.enable(t, "acme", obj{"quotas": obj{"max_triggers": 3}})
 	viewer := w.token(t, "acme", "vic", "viewer")
@@ -572,6 +583,7 @@ func TestWebhookCRUD(t *testing.T) {
 // TestWebhookSecretNeverLeaks drives every operation that touches secrets, then looks for them in
 // every GET answer, the audit log, the server's log and the database files.
 func TestWebhookSecretNeverLeaks(t *testing.T) {
+	t.Parallel()
 	w := newWhkEnv(t)
 	var secrets []string
 	for _, a := range []obj{{"type": "hmac_sha256", "format": "github"}, {"type": "basic"}, {"type": "bearer"}, {"type": "api_key", "query_param": "k"}} {
@@ -626,6 +638,7 @@ func TestWebhookSecretNeverLeaks(t *testing.T) {
 // TestWebhookReplayRace sends the same signed request many times at once: exactly one is accepted
 // (the replay memory is written in the delivery's transaction, not only checked before it).
 func TestWebhookReplayRace(t *testing.T) {
+	t.Parallel()
 	w := newWhkEnv(t)
 	st := w.create(t, obj{"webhook_trigger_id": "stripe", "authentication": obj{"type": "hmac_sha256", "format": "stripe"},
 		"rate_limit": obj{"max_requests_per_second": 1000, "burst_size": 1000}})
@@ -654,6 +667,7 @@ func TestWebhookReplayRace(t *testing.T) {
 
 // TestWebhookReplayAcrossRestart: the replay memory and the idempotency keys are durable.
 func TestWebhookReplayAcrossRestart(t *testing.T) {
+	t.Parallel()
 	dir, st := t.TempDir(), testStore(t)
 	clk := clock.NewFake(time.Date(2026, 1, 27, 10, 0, 0, 0, time.UTC))
 	setting, err := keyring.Generate()
@@ -693,6 +707,7 @@ func TestWebhookReplayAcrossRestart(t *testing.T) {
 // TestWebhookMasterKeyRotation: secrets sealed under an old master key are rewrapped at start when
 // the new key comes first ("NEW,OLD"), so a server with only the new key still opens them.
 func TestWebhookMasterKeyRotation(t *testing.T) {
+	t.Parallel()
 	dir, st := t.TempDir(), testStore(t)
 	clk := clock.NewFake(time.Date(2026, 1, 27, 10, 0, 0, 0, time.UTC))
 	oldKey, err := keyring.Generate()
@@ -742,6 +757,7 @@ func TestWebhookMasterKeyRotation(t *testing.T) {
 // POST /events and completes it. A forged signature, a replayed request and a source outside the
 // CIDR start nothing.
 func TestWebhookStartsWorkflowThatWaitsForApproval(t *testing.T) {
+	t.Parallel()
 	w := newWhkEnv(t, func(c *server.Config) { c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")} })
 	invDispatcher(t, w.env)
 	wf := w.registerActive(t, w.adm, wfBody(t, "pr_approval.v1~", fmt.Sprintf(`
@@ -782,6 +798,7 @@ def main(ctx, input):
 // exist for the tenant's other developers; one on a tenant entrypoint is visible to them but only its
 // creator or an admin may change it; a system trigger cannot name a private entrypoint.
 func TestWebhookPrivacy(t *testing.T) {
+	t.Parallel()
 	w := newWhkEnv(t)
 	alice := w.token(t, "acme", "alice", "developer")
 	bob := w.token(t, "acme", "bob", "developer")
@@ -834,6 +851,7 @@ func TestWebhookPrivacy(t *testing.T) {
 // TestWebhookReceiverOtherMethods: the receiver answers other methods with 405 and Allow: POST,
 // never the bearer-token routes' 401.
 func TestWebhookReceiverOtherMethods(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for _, m := range []string{http.MethodGet, http.MethodPut, http.MethodDelete, http.MethodPatch, http.MethodOptions} {
 		r := e.send(t, request{method: m, path: base + "/webhooks/acme/anything"})

@@ -9,6 +9,7 @@ import (
 // TestWhoami: every token reads who it is, whatever its role; the platform operator has no tenant;
 // no token is 401.
 func TestWhoami(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.tenant(t, "acme")
 	viewer := e.token(t, "acme", "vera", "viewer")

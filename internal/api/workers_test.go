@@ -67,6 +67,7 @@ func workerPostRaw(t testing.TB, e *env, ks *workerproto.Keyset, path string, en
 }
 
 func TestWorkerEnvelopesRefused(t *testing.T) {
+	t.Parallel()
 	e, ks := workerEnv(t)
 	poll := workerproto.PollRequest{WorkerID: "w1", MaxTasks: 1, Starlark: true}
 	// Not an envelope, a forged signature, an unknown key, an expired envelope, a replay: 401 problems.
@@ -104,6 +105,7 @@ func TestWorkerEnvelopesRefused(t *testing.T) {
 }
 
 func TestWorkerRoundTrip(t *testing.T) {
+	t.Parallel()
 	e, ks := workerEnv(t)
 	adm := invTenant(t, e, "t-workers")
 	ep := e.registerActive(t, adm, invFn(t, "remote.double.v1~", `
@@ -133,6 +135,7 @@ def main(ctx, input):
 }
 
 func TestWorkerCancelAndLateResult(t *testing.T) {
+	t.Parallel()
 	e, ks := workerEnv(t)
 	adm := invTenant(t, e, "t-workers")
 	ep := e.registerActive(t, adm, invFn(t, "remote.slow.v1~", "def main(ctx, input):\n    return {}\n"))
@@ -175,6 +178,7 @@ func TestWorkerCancelAndLateResult(t *testing.T) {
 }
 
 func TestWorkerHeartbeatsDoNotWrite(t *testing.T) {
+	t.Parallel()
 	e, ks := workerEnv(t)
 	adm := invTenant(t, e, "t-workers")
 	ep := e.registerActive(t, adm, invFn(t, "remote.beat.v1~", "def main(ctx, input):\n    return {}\n"))
@@ -217,6 +221,7 @@ func TestWorkerHeartbeatsDoNotWrite(t *testing.T) {
 }
 
 func TestWorkerLostIsReclaimed(t *testing.T) {
+	t.Parallel()
 	e, ks := workerEnv(t, func(c *server.Config) { c.HeartbeatTimeout = 300 * time.Millisecond })
 	adm := invTenant(t, e, "t-workers")
 	ep := e.registerActive(t, adm, invFn(t, "remote.lost.v1~", "def main(ctx, input):\n    return {\"ok\": True}\n"))
@@ -246,6 +251,7 @@ func TestWorkerLostIsReclaimed(t *testing.T) {
 }
 
 func TestWorkerShutdownReportsInterrupted(t *testing.T) {
+	t.Parallel()
 	e, ks := workerEnv(t)
 	adm := invTenant(t, e, "t-workers")
 	ep := e.registerActive(t, adm, invFn(t, "remote.spin.v1~", "def main(ctx, input):\n    while True:\n        pass\n",
@@ -275,6 +281,7 @@ func TestWorkerShutdownReportsInterrupted(t *testing.T) {
 }
 
 func TestWorkerProvidedImplementation(t *testing.T) {
+	t.Parallel()
 	e, ks := workerEnv(t)
 	adm := invTenant(t, e, "t-workers")
 	ep := e.registerActive(t, adm, invFn(t, "remote.provided.v1~", "",
@@ -317,6 +324,7 @@ func TestWorkerProvidedImplementation(t *testing.T) {
 // TestWorkerClientStopsCanceled: a real worker stops a running program when its invocation is
 // canceled (the heartbeat answer), and its result is recorded as a late result.
 func TestWorkerClientStopsCanceled(t *testing.T) {
+	t.Parallel()
 	e, ks := workerEnv(t)
 	adm := invTenant(t, e, "t-workers")
 	ep := e.registerActive(t, adm, invFn(t, "remote.forever.v1~", "def main(ctx, input):\n    while True:\n        pass\n"))
@@ -344,6 +352,7 @@ func TestWorkerClientStopsCanceled(t *testing.T) {
 // the response hold the redaction mark, never the value), and the calls are on the timeline and in
 // the egress metric.
 func TestWorkerOutboundHTTPAndSecrets(t *testing.T) {
+	t.Parallel()
 	const value = "WORKERCANARY-5c81e0d2a7"
 	var got []string
 	var mu sync.Mutex
@@ -414,6 +423,7 @@ func mustJSONString(t *testing.T, v any) string {
 // attempts each of them claimed, sends each result to the server that handed the task out, and is
 // not held up by a server it cannot reach.
 func TestWorkerPollsEveryServer(t *testing.T) {
+	t.Parallel()
 	e1, ks := workerEnv(t)
 	e2, _ := workerEnv(t)
 	down := httptest.NewServer(http.NotFoundHandler())

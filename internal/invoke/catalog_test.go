@@ -56,6 +56,7 @@ func problemType(err error) string {
 // status change made through the registry applies to the very next Start (the clock never moves
 // here, so the 1 s bound plays no part).
 func TestResolveCacheFollowsStatusChanges(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	major := fnPrefix + "cached.v1~"
@@ -117,6 +118,7 @@ func TestResolveCacheFollowsStatusChanges(t *testing.T) {
 // TestPolicyCacheFollowsPatches: a tenant policy PATCH applies to the next Start and the next
 // claim, with the clock standing still.
 func TestPolicyCacheFollowsPatches(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	ep := e.fn("quota", taxSource, nil)
@@ -154,6 +156,7 @@ func TestPolicyCacheFollowsPatches(t *testing.T) {
 // TestCatalogCacheHits: repeated Starts read the entrypoint and the policy once; a write to the
 // catalog or the 1 s bound reads them again.
 func TestCatalogCacheHits(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ep := e.fn("hits", taxSource, nil)
 	cs := &countingStore{Store: e.store}

@@ -36,6 +36,7 @@ func childrenOf(t *testing.T, e *env, id string) int {
 // the process's MaxSyncChildren is 1 (retryable: capacity frees up); with the invocation's
 // MaxChildrenInFlight at 1 it waits for the first child to end (TestChildInFlightWaits).
 func TestChildInFlightBudget(t *testing.T) {
+	t.Parallel()
 	testChildInFlight(t, func(c *invoke.Config) { c.MaxSyncChildren = 1 }, "retryable", "runs 1 child invocations already")
 }
 
@@ -43,6 +44,7 @@ func TestChildInFlightBudget(t *testing.T) {
 // another, and all succeed. Each child's request waits (up to 300 ms) for a second one to arrive at
 // the upstream: with two children in flight it would.
 func TestChildInFlightWaits(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.reconfigure(func(c *invoke.Config) { c.MaxChildrenInFlight = 1 })
 	var inFlight, most atomic.Int32
@@ -135,6 +137,7 @@ def main(ctx, input):
 // TestWorkflowChildBudget: a workflow's durable children count against MaxChildren over its
 // journal: the calls over it resolve to a non-retryable error result, and the workflow goes on.
 func TestWorkflowChildBudget(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.reconfigure(func(c *invoke.Config) { c.MaxChildren = 3 })
 	e.fn("leaf", "def main(ctx, input):\n  return {\"n\": input.n}\n", func(b map[string]any) {

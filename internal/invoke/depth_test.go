@@ -17,6 +17,7 @@ import (
 // naming the path (they would be stored in the invocation record), and nothing is created; params
 // at the limit run.
 func TestParamsDepthBounded(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.fn("echo", "def main(ctx, input):\n  return {\"ok\": True}\n", nil)
 	id := fnPrefix + "echo.v1~"
@@ -41,6 +42,7 @@ func TestParamsDepthBounded(t *testing.T) {
 // TestResultDepthBounded: a result nested deeper than the limit fails the invocation instead of
 // being stored.
 func TestResultDepthBounded(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.fn("deep", "def main(ctx, input):\n  v = 1\n  for i in range(1000): v = [v]\n  return v\n", nil)
 	st, err := e.start(bob, invoke.StartRequest{EntrypointID: fnPrefix + "deep.v1~"}, invoke.StartOptions{})

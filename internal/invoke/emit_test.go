@@ -43,6 +43,7 @@ func (e *env) timelineOf(id string) []api.TimelineEvent {
 }
 
 func TestEmitFunctionPublishesWithItsOutcome(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.fn("ship", `
 def main(ctx, input):
@@ -80,6 +81,7 @@ def main(ctx, input):
 }
 
 func TestEmitFailedAttemptPublishesNothing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	retryingFn(e, "flaky_ship", `
 def main(ctx, input):
@@ -105,6 +107,7 @@ def main(ctx, input):
 // recorded as late_result and its events are not published; the runner that holds the lease
 // publishes them, once.
 func TestEmitLateResultPublishesNothing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.fn("late_ship", `
 def main(ctx, input):
@@ -143,6 +146,7 @@ def main(ctx, input):
 `
 
 func TestEmittedEventsReachWaitingWorkflows(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.workflow("await_shipment", waiter)
 	e.fn("ship_now", `
@@ -202,6 +206,7 @@ def main(ctx, input):
 // TestEmitWorkflowReplayPublishesOnce: a workflow that emits, suspends and resumes replays its
 // journal without publishing again; each emit is one row of the events table.
 func TestEmitWorkflowReplayPublishesOnce(t *testing.T) {
+	t.Parallel()
 	for _, strategy := range []string{"automatic", "disabled"} {
 		t.Run(strategy, func(t *testing.T) {
 			e := newEnv(t)
@@ -266,6 +271,7 @@ func (p *spyPublisher) PublishTx(tx store.Tx, ev events.Event, now time.Time) (e
 }
 
 func TestEmitGoesThroughConfiguredPublisher(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	spy := &spyPublisher{}
 	e.reconfigure(func(c *invoke.Config) { c.Publisher = spy })
@@ -283,6 +289,7 @@ def main(ctx, input):
 // TestEmitWorkflowRetryReplaysWithoutPublishing: a workflow attempt that fails after a step emitted
 // is retried; the next attempt replays the step from the journal and publishes nothing again.
 func TestEmitWorkflowRetryReplaysWithoutPublishing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.workflow("emit_retry", `
 def pack(ctx, x):
@@ -317,6 +324,7 @@ def main(ctx, input):
 
 // TestEmitAcrossContinueAsNew: each generation's positions give emits ids of their own.
 func TestEmitAcrossContinueAsNew(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.workflow("emit_generations", `
 def main(ctx, input):

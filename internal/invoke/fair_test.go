@@ -81,6 +81,7 @@ func (e *env) bulkQueue(ep entrypoint.Entrypoint, tenantOf func(i int) string, n
 // (100,000 / 16 rounds ≈ 62 s). Under the race detector the flood is 10,000 (writing 100,000 rows
 // there takes four minutes): still seven times what the test's 100 rounds can run.
 func TestFairDispatchFlood(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("queues 100,000 invocations")
 	}
@@ -131,6 +132,7 @@ func TestFairDispatchFlood(t *testing.T) {
 
 // TestFairDispatchWeights: an operator-set weight gives a backlogged tenant that share of claims.
 func TestFairDispatchWeights(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	gold := e.tenantDev("gold", `{"fairness":{"weight":3}}`)
 	std := e.tenantDev("std", `{}`)
@@ -155,6 +157,7 @@ func TestFairDispatchWeights(t *testing.T) {
 // TestClaimConcurrencyLimits: max_concurrent_executions and traits.limits.max_concurrent hold queued
 // work at claim time; a start at capacity is refused with 429 quota_exceeded.
 func TestClaimConcurrencyLimits(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	sc := e.tenantDev("capped", `{"quotas":{"max_concurrent_executions":3}}`)
 	e.fnAs(sc, "one_at_a_time", noopSource, func(b map[string]any) {

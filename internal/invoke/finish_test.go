@@ -60,6 +60,7 @@ func (e *env) outcome(ch <-chan startOutcome) invoke.Started {
 // woken by the commit of the terminal status — with no Observer, and with a store poll too slow to
 // be what wakes it — and a cancel while it waits ends the wait with the canceled record.
 func TestSyncWorkflowIsWokenByItsEnd(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.reconfigure(func(c *invoke.Config) { c.SyncPoll = time.Hour })
 	e.workflow("sync_timer", `

@@ -64,6 +64,7 @@ def main(ctx, input):
 // (same step names, distinct idempotency keys), the record counts the generations, and the timeline
 // shows each rotation. Live (the new generation starts in the same execution) and replayed alike.
 func TestWorkflowContinueAsNew(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		liveWait time.Duration
@@ -110,6 +111,7 @@ func TestWorkflowContinueAsNew(t *testing.T) {
 // bytes fails the workflow with a non-retryable error saying to continue as new (its completed
 // steps compensated); the same work split with r_continue_as_new_v1 completes under the same limit.
 func TestWorkflowJournalLimits(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.reconfigure(func(c *invoke.Config) { c.MaxJournalEntries, c.MaxJournalBytes = 10, 16<<10 })
 	e.workflow("unbounded", `
@@ -176,6 +178,7 @@ def main(ctx, input):
 // r_snapshot_v1 and its label — not the steps after it; {} when the workflow failed before its
 // first checkpoint.
 func TestWorkflowStateSnapshot(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.fn("inspect", `
 def main(ctx, input):
@@ -238,7 +241,8 @@ def main(ctx, input):
 
 // TestWorkflowTenThousandSteps: a workflow of 10,000 steps that waits on a timer after every 1,000
 // completes without being replayed (its execution stays live across the timers), each step
-// journaled once, and the heap it holds stays bounded (sampled while it runs).
+// journaled once, and the heap it holds stays bounded (sampled while it runs). It stays serial:
+// the sample is the heap of the whole process, which tests running beside it would grow.
 func TestWorkflowTenThousandSteps(t *testing.T) {
 	e := newEnv(t)
 	e.workflow("long", `
@@ -306,6 +310,7 @@ def main(ctx, input):
 // child that ended while the parent was not suspended hands over its outcome when the parent parks
 // again. r_await_all takes the mixed promises of a workflow (a timer and a child).
 func TestWorkflowResumeWhileChildRuns(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.fn("slow_double", "def main(ctx, input):\n    return {\"n\": input.n * 2}\n", func(b map[string]any) {
 		b["traits"].(map[string]any)["invocation"] = map[string]any{"supported": []any{"sync", "async"}, "default": "async"}

@@ -162,6 +162,7 @@ func (e *env) timelineTypes(id string) []string {
 const taxSource = "def main(ctx, input):\n  return {\"tax\": input.amount * 0.1, \"total\": input.amount * 1.1}\n"
 
 func TestSyncCalculateTax(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.fn("calculate_tax", taxSource, func(b map[string]any) {
 		b["schema"] = map[string]any{"params": map[string]any{"type": "object", "required": []any{"amount"},
@@ -191,6 +192,7 @@ func TestSyncCalculateTax(t *testing.T) {
 }
 
 func TestReturnsMismatchIsValidationError(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.fn("bad_return", "def main(ctx, input):\n  return {\"tax\": \"ten\"}\n", func(b map[string]any) {
 		b["schema"] = map[string]any{"params": map[string]any{"type": "object"},
@@ -204,6 +206,7 @@ func TestReturnsMismatchIsValidationError(t *testing.T) {
 }
 
 func TestAsyncRunsThroughTheQueue(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.fn("calculate_tax", taxSource, nil)
 	st, err := e.start(bob, invoke.StartRequest{EntrypointID: fnPrefix + "calculate_tax.v1~", Mode: "async", Params: json.RawMessage(`{"amount": 5}`)}, invoke.StartOptions{})
@@ -227,6 +230,7 @@ func retryingFn(e *env, name, source string, retry map[string]any) {
 // TestRetriesWithBackoff: a retryable failure is retried after capped exponential backoff, each retry
 // on the timeline, then failed and dead-lettered; retry (redrive) queues a new logical attempt.
 func TestRetriesWithBackoff(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	retryingFn(e, "flaky", "def main(ctx, input):\n  fail(\"boom on attempt %d\" % ctx.attempt)\n",
 		map[string]any{"max_attempts": 3, "initial_delay_ms": 1000, "max_delay_ms": 1500, "backoff_multiplier": 2.0})
@@ -263,6 +267,7 @@ func TestRetriesWithBackoff(t *testing.T) {
 
 // TestRetryPrecedence: only retryable categories whose type is not listed in non_retryable_errors are retried.
 func TestRetryPrecedence(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, source string
 		nonRetryable []any
@@ -293,6 +298,7 @@ func TestRetryPrecedence(t *testing.T) {
 }
 
 func TestIdempotencyKey(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.fn("calculate_tax", taxSource, nil)
 	req := invoke.StartRequest{EntrypointID: fnPrefix + "calculate_tax.v1~", Mode: "async", Params: json.RawMessage(`{"amount": 1}`)}
@@ -335,6 +341,7 @@ func TestIdempotencyKey(t *testing.T) {
 }
 
 func TestResponseCache(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.fn("cached", "def main(ctx, input):\n  return {\"n\": r_rand_v1()}\n", func(b map[string]any) {
 		tr := b["traits"].(map[string]any)
@@ -372,6 +379,7 @@ func TestResponseCache(t *testing.T) {
 }
 
 func TestDryRun(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.fn("calculate_tax", taxSource, func(b map[string]any) {
 		b["schema"] = map[string]any{"params": map[string]any{"type": "object", "required": []any{"amount"}}}
@@ -412,6 +420,7 @@ func TestDryRun(t *testing.T) {
 }
 
 func TestCancelAndStateMachine(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.fn("calculate_tax", taxSource, nil)
 	st, err := e.start(bob, invoke.StartRequest{EntrypointID: fnPrefix + "calculate_tax.v1~", Mode: "async", Params: json.RawMessage(`{"amount": 1}`)}, invoke.StartOptions{})
@@ -435,6 +444,7 @@ func TestCancelAndStateMachine(t *testing.T) {
 
 // TestVersionPinning: an invocation keeps the exact version it started with (BR-030).
 func TestVersionPinning(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	v1 := e.fn("pinned", "def main(ctx, input):\n  return {\"v\": 1}\n", func(b map[string]any) {
 		b["traits"].(map[string]any)["invocation"] = map[string]any{"supported": []any{"async"}, "default": "async"}
@@ -460,6 +470,7 @@ func TestVersionPinning(t *testing.T) {
 // TestLeaseRecovery: work claimed by a runner that died is reclaimed after its lease; the dead
 // runner's late result is recorded but not applied.
 func TestLeaseRecovery(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.fn("calculate_tax", taxSource, func(b map[string]any) {
 		b["traits"].(map[string]any)["limits"] = map[string]any{"timeout_seconds": 2}
@@ -498,6 +509,7 @@ func TestLeaseRecovery(t *testing.T) {
 }
 
 func TestChildInvocation(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.fn("inner", "def main(ctx, input):\n  return {\"doubled\": input.n * 2}\n", func(b map[string]any) {
 		b["traits"].(map[string]any)["entrypoint"] = false
@@ -527,6 +539,7 @@ func TestChildInvocation(t *testing.T) {
 // TestRecoverLeases: a process that is its database's only user reclaims at start-up the work a
 // stopped process held, without waiting for the leases (timeout + 30 s) to run out.
 func TestRecoverLeases(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.fn("calculate_tax", taxSource, nil)
 	st, err := e.start(dev, invoke.StartRequest{EntrypointID: fnPrefix + "calculate_tax.v1~", Mode: "async", Params: json.RawMessage(`{"amount": 10}`)}, invoke.StartOptions{})

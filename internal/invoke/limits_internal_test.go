@@ -16,6 +16,7 @@ import (
 // An attempt keeps at most maxLogEntries log entries and maxLogBytes of them, each at most
 // maxLogEntryBytes; the rest are dropped and counted in one marker entry.
 func TestHostLogCaps(t *testing.T) {
+	t.Parallel()
 	c := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	h := &host{s: &Service{cfg: Config{Clock: c}}, rec: invocation.Record{ID: "inv-1", Attempt: 1}}
 	big := strings.Repeat("L", 100000)

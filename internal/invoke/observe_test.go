@@ -55,6 +55,7 @@ func (r *recorder) take() []string {
 // compensated workflow is reported when its compensation ends, not when it failed), of queued work
 // starting and of refused starts; never of writes that were rolled back.
 func TestObserver(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	rec := &recorder{}
 	e.reconfigure(func(c *invoke.Config) { c.Observer = rec })
@@ -155,6 +156,7 @@ func TestObserver(t *testing.T) {
 // TestObserverCompensation: a workflow that fails with an on_failure handler is not finished while
 // compensating; it finishes compensated when the handler (itself created and finished) ends.
 func TestObserverCompensation(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	rec := &recorder{}
 	e.reconfigure(func(c *invoke.Config) { c.Observer = rec })
@@ -214,6 +216,7 @@ func (f *failingCommits) Update(ctx context.Context, fn func(store.Tx) error) er
 // TestObserverIgnoresRolledBackWrites: what a transaction created or ended is reported only once it
 // committed.
 func TestObserverIgnoresRolledBackWrites(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	rec := &recorder{}
 	fc := &failingCommits{Store: e.store}

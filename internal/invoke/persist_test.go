@@ -72,6 +72,7 @@ func (t spyTx) Append(req store.AppendRequest) (invocation.Record, []invocation.
 // and decoding the record. A first write that something else got ahead of falls back to the stored
 // projection, and the chain goes on from what it left.
 func TestJournalWritesExpectTheirProjection(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	spy := &journalSpy{Store: e.store, interpose: 1}
 	e.svc.Close()
@@ -115,6 +116,7 @@ def main(ctx, input):
 // write of the chain; the run ends with a retryable journal error instead of leaving a hole in its
 // journal, and the retry replays the durable steps and records the rest once.
 func TestChainedJournalWriteAfterAConflict(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	spy := &journalSpy{Store: e.store, interpose: 3}
 	e.svc.Close()

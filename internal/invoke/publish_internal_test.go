@@ -22,6 +22,7 @@ import (
 // appends nothing and publishes nothing; another entry carrying an event id already published (the
 // same emit recorded again) leaves one row; a write that rolls back publishes nothing.
 func TestEmittedWriteRepeatedPublishesOnce(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, err := sqlstore.OpenSQLite(ctx, filepath.Join(t.TempDir(), "p.db"), sqlstore.Options{})
 	require.NoError(t, err)

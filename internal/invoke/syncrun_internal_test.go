@@ -17,6 +17,7 @@ import (
 // A sync call's start and outcome are one write when the outcome is attached before the committer
 // takes the start; otherwise the start is written alone (running, leased) and the outcome follows.
 func TestPendingStartWrite(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, err := sqlstore.OpenSQLite(ctx, filepath.Join(t.TempDir(), "s.db"), sqlstore.Options{})
 	require.NoError(t, err)

@@ -69,6 +69,7 @@ func (e *env) workflow(name, source string, mutate ...func(map[string]any)) {
 // TestWorkflowStepsAndDurableSleep: completed steps are journaled and never re-run on replay; a
 // sleep suspends the workflow (no goroutine held) and the queue wakes it on time.
 func TestWorkflowStepsAndDurableSleep(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	c, url := newCounter(t)
 	src := `
@@ -116,6 +117,7 @@ def main(ctx, input):
 // TestWorkflowCompensation: when a step fails, the compensations of completed steps run in reverse
 // completion order, each on the timeline, and the invocation fails.
 func TestWorkflowCompensation(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	c, url := newCounter(t)
 	src := `
@@ -161,6 +163,7 @@ def main(ctx, input):
 // TestWorkflowSuspendResume: suspend stops a running workflow (its in-flight outcome is recorded,
 // not applied); resume replays it, repeating only the step that was in flight; other states answer 409.
 func TestWorkflowSuspendResume(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	var mu sync.Mutex
 	hits := map[string]int{}
@@ -261,6 +264,7 @@ def main(ctx, input):
 // linked async invocation) ends; its outcome resumes the parent. A call that cannot start resolves as
 // an error result instead of failing the workflow.
 func TestWorkflowAwaitsChild(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.fn("double", "def main(ctx, input):\n  return {\"doubled\": input.n * 2}\n", func(b map[string]any) {
 		b["traits"].(map[string]any)["invocation"] = map[string]any{"supported": []any{"async", "sync"}, "default": "async"}
@@ -311,6 +315,7 @@ def main(ctx, input):
 // fails finally goes failed → compensating, its on_failure handler runs with a CompensationContext
 // (validated against the built-in schema by the handler's params), then compensated.
 func TestWorkflowOnFailureCompensation(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.fn("rollback_order", `
 def main(ctx, input):
@@ -385,6 +390,7 @@ def main(ctx, input):
 // TestWorkflowOnCancelCompensation: canceling a workflow with on_cancel moves it to compensating in
 // the same transaction; the handler gets trigger "cancellation" and the completed steps.
 func TestWorkflowOnCancelCompensation(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.fn("undo_order", `
 def main(ctx, input):
@@ -434,6 +440,7 @@ def main(ctx, input):
 // TestWorkflowMaxSuspension: a workflow suspended longer than max_suspension_days fails with the
 // timeout error (000: suspended → failed on suspension timeout).
 func TestWorkflowMaxSuspension(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.fn("long_wait", "def main(ctx, input):\n    r_sleep(2 * 24 * 3600 * 1000)\n    return {}\n", func(b map[string]any) {
 		b["entrypoint_id"] = wfPrefix + "long_wait.v1~"
@@ -462,6 +469,7 @@ func TestWorkflowMaxSuspension(t *testing.T) {
 // the same attempt), each retry a step_retried timeline entry; the step sees its attempt and a
 // stable 003 idempotency key. Live (the execution waits in memory) and replayed alike.
 func TestWorkflowStepRetries(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		liveWait time.Duration
@@ -559,6 +567,7 @@ def main(ctx, input):
 // takes the lease away like a crash) depends on checkpointing.strategy: automatic — all of them;
 // manual — those before the last r_snapshot_v1; disabled — none (the run starts over).
 func TestWorkflowCheckpointing(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		strategy string
 		want     map[string]int
@@ -640,6 +649,7 @@ def main(ctx, input):
 // timer) and from running (the canceled run does not compensate; the compensation run does, and it
 // never re-runs a step). Suspending a running workflow compensates nothing.
 func TestWorkflowCancelCompensates(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	var mu sync.Mutex
 	var calls []string
@@ -750,6 +760,7 @@ def main(ctx, input):
 // waits runs once (one "main started" log). With live waits off, each activation replays (three).
 // Either way the suspensions are durable and the result is the same.
 func TestWorkflowStaysLive(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		liveWait time.Duration

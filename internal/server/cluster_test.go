@@ -23,6 +23,7 @@ import (
 // singletons); when it shuts down it releases the lease and the other leads within a renewal
 // period or two. On SQLite a server has no election: it always runs its singletons.
 func TestOneLeaderAmongNodes(t *testing.T) {
+	t.Parallel()
 	url := pgtest.Schema(t)
 	type node struct {
 		srv  *Server
@@ -84,6 +85,7 @@ func TestOneLeaderAmongNodes(t *testing.T) {
 
 // TestSQLiteAlwaysLeads: on the embedded store there is no election.
 func TestSQLiteAlwaysLeads(t *testing.T) {
+	t.Parallel()
 	srv, err := New(context.Background(), Config{Addr: "127.0.0.1:0", DataDir: t.TempDir()})
 	require.NoError(t, err)
 	defer srv.Close()
@@ -144,6 +146,7 @@ func startTwoNodes(ctx context.Context, t *testing.T, a, b Config) twoNodes {
 // TestWakeUpCrossesNodes: an invocation started through node A, whose dispatcher does not run, is
 // run by node B at once, though B's dispatcher polls only once a minute: A's commit notified B.
 func TestWakeUpCrossesNodes(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	n := startTwoNodes(ctx, t, Config{}, Config{DispatchPoll: time.Minute})
@@ -170,6 +173,7 @@ func TestWakeUpCrossesNodes(t *testing.T) {
 // request answers at once, though A reads the store for it only once a minute: B's commit
 // notified A.
 func TestSyncWorkflowEndCrossesNodes(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	call := startTwoNodes(ctx, t, Config{SyncPoll: time.Minute}, Config{}).call
@@ -193,6 +197,7 @@ func TestSyncWorkflowEndCrossesNodes(t *testing.T) {
 // reads the key, finds none and inserts its own; the second put finds the first's committed key,
 // its writes are undone and it replays the first's invocation.)
 func TestIdempotencyKeyAcrossNodes(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	n := startTwoNodes(ctx, t, Config{}, Config{})

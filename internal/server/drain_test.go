@@ -101,6 +101,7 @@ func result(t *testing.T, done <-chan error, bound time.Duration) error {
 // TestCleanDrainReturnsNil: a request in flight at SIGTERM that ends within the drain timeout is
 // answered, and Serve returns nil (lark exits 0).
 func TestCleanDrainReturnsNil(t *testing.T) {
+	t.Parallel()
 	addr, tok, stop, done := serving(t, func(c *Config) { c.DrainTimeout = 30 * time.Second; c.ReadTimeout = time.Minute; c.MaxInFlight = 1 })
 	conn := halfRequest(t, addr, tok)
 	awaitInFlight(t, addr, tok, &conn)
@@ -119,6 +120,7 @@ func TestCleanDrainReturnsNil(t *testing.T) {
 // TestDrainTimeoutIsAnError: a request still in flight at the drain timeout is cut off and Serve
 // returns ErrDrainTimeout (lark exits 1).
 func TestDrainTimeoutIsAnError(t *testing.T) {
+	t.Parallel()
 	const drain = 200 * time.Millisecond
 	addr, tok, stop, done := serving(t, func(c *Config) { c.DrainTimeout = drain; c.ReadTimeout = time.Minute; c.MaxInFlight = 1 })
 	conn := halfRequest(t, addr, tok)

@@ -29,6 +29,7 @@ func modes(t *testing.T, dir string) map[string]fs.FileMode {
 // TestDataFilesArePrivate: the database, its -wal and -shm files, the lock file and the dev
 // credentials are 0600, under any umask; files left 0644 by an older version are tightened.
 func TestDataFilesArePrivate(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "data")
 	var logs bytes.Buffer

@@ -18,6 +18,7 @@ import (
 )
 
 func TestLoadMasterKey(t *testing.T) {
+	t.Parallel()
 	k1, err := keyring.Generate()
 	require.NoError(t, err)
 	k2, err := keyring.Generate()
@@ -51,6 +52,7 @@ func TestLoadMasterKey(t *testing.T) {
 }
 
 func TestDevMasterKeyFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path, err := server.LoadOrCreateDevMasterKey(dir)
 	require.NoError(t, err)
@@ -73,6 +75,7 @@ func TestDevMasterKeyFile(t *testing.T) {
 // TestRotationAtStart: a server started with "NEW,OLD" rewraps what was sealed under OLD before it
 // serves, and logs the counts; after that NEW alone opens everything.
 func TestRotationAtStart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	oldKey, err := keyring.Generate()
 	require.NoError(t, err)

@@ -21,6 +21,7 @@ import (
 // TestServeAndShutdown: the server answers, and cancelling its context stops it cleanly and closes
 // the store.
 func TestServeAndShutdown(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	dir := t.TempDir()
@@ -56,6 +57,7 @@ func TestServeAndShutdown(t *testing.T) {
 // TestServeRunsRetention: Serve runs the retention job every RetentionInterval, judging age on the
 // injected clock: once the clock is past a tenant's audit_log_days, its audit events go.
 func TestServeRunsRetention(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	clk := clock.NewFake(time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC))
@@ -90,6 +92,7 @@ func TestServeRunsRetention(t *testing.T) {
 }
 
 func TestRejectsUnknownStore(t *testing.T) {
+	t.Parallel()
 	_, err := New(context.Background(), Config{DataDir: t.TempDir(), Store: "mysql://x"})
 	require.ErrorContains(t, err, "--store")
 	// A postgres:// URL opens the PostgreSQL store: one nobody listens at fails the start clearly.
@@ -99,6 +102,7 @@ func TestRejectsUnknownStore(t *testing.T) {
 
 // TestPostgresStore: --store postgres://... opens the PostgreSQL store, migrated and answering.
 func TestPostgresStore(t *testing.T) {
+	t.Parallel()
 	st, err := OpenStore(context.Background(), Config{Store: pgtest.Schema(t), PGMaxConns: 3, PGStatementTimeout: 5 * time.Second})
 	require.NoError(t, err)
 	defer st.Close()
@@ -110,6 +114,7 @@ func TestPostgresStore(t *testing.T) {
 // TestSQLiteSynchronous: Config.SQLiteSynchronous reaches the store's writer connection (PRAGMA
 // synchronous reads 1 for NORMAL, 2 for FULL), FULL by default; any other value stops the start.
 func TestSQLiteSynchronous(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for setting, want := range map[string]int{"": 2, "full": 2, "FULL": 2, "normal": 1, "Normal": 1} {
 		srv, err := New(ctx, Config{Addr: "127.0.0.1:0", DataDir: t.TempDir(), SQLiteSynchronous: setting})

@@ -12,6 +12,7 @@ import (
 
 // The checkpointer copies committed frames after the writer's batches, without errors.
 func TestCheckpointerRunsAfterBatches(t *testing.T) {
+	t.Parallel()
 	s, err := OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "lark.db"), Options{})
 	require.NoError(t, err)
 	defer s.Close()

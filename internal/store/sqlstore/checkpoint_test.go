@@ -18,6 +18,8 @@ import (
 // The WAL restarts from its beginning under continuous writes, with the background checkpointer
 // copying frames beside the writer: 50 writers appending without pause leave a WAL file of a few
 // automatic-checkpoint intervals (1,000 pages each), not one that grows with everything written.
+// It stays serial: the bound holds when the checkpointer keeps up, which tests running beside it
+// would make a question of scheduling.
 func TestWALStaysBoundedUnderContinuousWrites(t *testing.T) {
 	if testing.Short() {
 		t.Skip("writes about 60 MB of WAL frames; skipped with -short")

@@ -108,6 +108,7 @@ func readSnapshot(t *testing.T, s store.Store) snapshot {
 
 // (a) Everything written through a Store survives Close and reopening the same file, identical.
 func TestReopenPreservesData(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "data", "lark.db")
 	s := openAt(t, path)
@@ -221,6 +222,7 @@ func TestReopenPreservesData(t *testing.T) {
 
 // (b) A hole in the stored event log is reported as a *store.GapError, never skipped over.
 func TestEventsReportGap(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "lark.db")
 	s := openAt(t, path)
@@ -264,6 +266,7 @@ func TestEventsReportGap(t *testing.T) {
 // (c) Opening an already-migrated database applies nothing, keeps the data and pings clean —
 // sequentially and with two stores open on the same file at once.
 func TestMigrationsIdempotent(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "lark.db")
 	s := openAt(t, path)
@@ -308,6 +311,7 @@ func TestMigrationsIdempotent(t *testing.T) {
 }
 
 func TestEventsReportsLostTail(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "tail.db")
 	s, err := sqlstore.OpenSQLite(ctx, path, sqlstore.Options{})

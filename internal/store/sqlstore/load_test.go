@@ -15,6 +15,7 @@ import (
 // index over all of it): their cost follows the queue, the leases, the tenants and the work in
 // flight, not the history kept.
 func TestTenantLoadsUseIndexes(t *testing.T) {
+	t.Parallel()
 	s, err := OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "lark.db"), Options{})
 	require.NoError(t, err)
 	defer s.Close()

@@ -19,6 +19,7 @@ import (
 // TestMalformedTagsRowDoesNotFailLists: an entrypoint row whose tags SQLite's JSON functions cannot
 // parse (written around the API) matches no tags filter, and the list still answers the others.
 func TestMalformedTagsRowDoesNotFailLists(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "lark.db")
 	s, err := sqlstore.OpenSQLite(ctx, path, sqlstore.Options{})

@@ -15,6 +15,7 @@ import (
 // TestAuditAppendOnly: the database itself refuses to change an audit event (the trigger of
 // migration 00006); the retention purge deletes old ones.
 func TestAuditAppendOnly(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, err := OpenSQLite(ctx, filepath.Join(t.TempDir(), "lark.db"), Options{})
 	require.NoError(t, err)

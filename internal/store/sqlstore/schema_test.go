@@ -31,6 +31,7 @@ func atVersion(t *testing.T, version int64) string {
 // TestRefusesNewerSchema: a database a newer binary migrated (a version this one does not know)
 // is refused at open, with or without migrations, naming both versions; status reports it.
 func TestRefusesNewerSchema(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), sqlstore.DefaultFile)
 	s, err := sqlstore.OpenSQLite(ctx, path, sqlstore.Options{})
@@ -65,6 +66,7 @@ func TestRefusesNewerSchema(t *testing.T) {
 // run `lark migrate up`; MigrateUp brings it to the latest version (refused while a store has it
 // open), after which NoMigrate opens it.
 func TestNoMigrate(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := atVersion(t, 7)
 	_, err := sqlstore.OpenSQLite(ctx, path, sqlstore.Options{NoMigrate: true})

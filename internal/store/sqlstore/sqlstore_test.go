@@ -24,12 +24,14 @@ func openTemp(t testing.TB) *sqlstore.Store {
 }
 
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	storetest.Run(t, func(t *testing.T) store.Store { return openTemp(t) })
 }
 
 // TestOneProcessPerFile: the embedded database is locked while open, so a second store on the same
 // file fails clearly, and closing the first releases it.
 func TestOneProcessPerFile(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "lark.db")
 	first, err := sqlstore.OpenSQLite(context.Background(), path, sqlstore.Options{})
 	require.NoError(t, err)
@@ -45,6 +47,7 @@ func TestOneProcessPerFile(t *testing.T) {
 // TestListOrderNullable: schedules without a next instant (NULL next_run_at) sort first and page
 // with a keyset cursor like any other value.
 func TestListOrderNullable(t *testing.T) {
+	t.Parallel()
 	s := openTemp(t)
 	defer s.Close()
 	ctx := context.Background()
