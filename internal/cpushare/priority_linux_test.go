@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"runtime"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -99,13 +99,14 @@ func TestOneWayWithoutTheRightToRestore(t *testing.T) {
 			}
 		})
 		// Reuse is opportunistic: a Do that comes while the worker has not yet gone back to wait
-		// for jobs starts another worker. Within a few Do calls the first worker takes one.
-		for range 100 {
+		// for jobs starts another worker. Within a few Do calls the first worker takes one; on a
+		// loaded machine its thread, at nice 19, may wait a while for a core to get back to its
+		// wait, so the tries go on for up to ten seconds, a millisecond apart.
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 			s.Do(func() { second, tid2 = mustNice(), syscall.Gettid() })
 			if tid2 == tid1 || second != 19 {
 				break
 			}
-			runtime.Gosched()
 		}
 		caller := mustNice()
 		var panicked any
