@@ -73,13 +73,16 @@ var hostileLoads = []hostileLoad{
 	// p99 of at least 10 ms: busyQuietFloor).
 	{"payloads", "def main(ctx, input):\n  return {\"r\": input.p + input.p}\n", "sync", 3,
 		func() any { return map[string]any{"p": strings.Repeat("x", 900_000)} }, http.StatusOK, 3, busyQuietFloor},
-	// An async flood: starts as fast as four clients can send them.
+	// An async flood: starts as fast as four clients can send them. It too keeps both cores busy
+	// with the server's own work (requests, the writer, tiny runs), so the same floor applies: a
+	// CI run on a loaded machine measured quiet p99s near 3 ms and loud ones of 9-10 ms three times
+	// in a row, where an idle run gives 3.0-3.1x.
 	{"asyncflood", "def main(ctx, input):\n  return {\"n\": input.n + 1}\n", "async", 4,
-		func() any { return map[string]any{"n": 1} }, http.StatusAccepted, 3, 0},
+		func() any { return map[string]any{"n": 1} }, http.StatusAccepted, 3, busyQuietFloor},
 }
 
 // busyQuietFloor is the least the quiet p99 counts as under loads that keep both cores busy with
-// the server's own work (big payloads, memory churn), not with user code: on an idle
+// the server's own work (big payloads, an async flood, memory churn), not with user code: on an idle
 // 2-core machine the quiet p99 is about 2 ms, less than one slice of the kernel's scheduler, and
 // B's calls wait for that slice whenever tenant A's bulky work holds both cores. B's loud p99 was 0.99-1.73 s before the writer took tenants in turn, 0.1-0.33 s
 // before documents were packed and bulky requests went through their tenant's lane, 7-17 ms
