@@ -192,7 +192,7 @@ func TestMetrics(t *testing.T) {
 
 	t.Run("claimed work finishes: queue wait observed on the injected clock", func(t *testing.T) {
 		for _, a := range claimed {
-			e.srv.Invoke.Run(context.Background(), a)
+			e.srv.Invoke.Runner().Run(context.Background(), a)
 		}
 		deadline := time.Now().Add(30 * time.Second)
 		for {

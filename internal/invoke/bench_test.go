@@ -273,6 +273,8 @@ type benchRig struct {
 	store *sqlstore.Store
 	reg   *registry.Service
 	svc   *invoke.Service
+	// wake is the dispatcher's wake-up, once a benchmark builds one (the service's Config.Wake).
+	wake atomic.Pointer[func()]
 }
 
 func newBenchRig(b *testing.B) *benchRig {
@@ -286,9 +288,14 @@ func newBenchRig(b *testing.B) *benchRig {
 	_, err = tenants.NewService(st, c, ids).Enable(context.Background(), operatorSC, "acme",
 		[]byte(`{"governance":{"allowed_outbound_domains":["*"]}}`))
 	require.NoError(b, err)
-	return &benchRig{store: st, reg: registry.NewService(st, schemas, c, ids),
-		svc: invoke.NewService(invoke.Config{Store: st, Schemas: schemas, Programs: sandbox.NewCache(1024),
-			Egress: egress.New(egress.Options{}), Clock: c, IDs: ids})}
+	r := &benchRig{store: st, reg: registry.NewService(st, schemas, c, ids)}
+	r.svc = invoke.NewService(invoke.Config{Store: st, Schemas: schemas, Programs: sandbox.NewCache(1024),
+		Egress: egress.New(egress.Options{}), Clock: c, IDs: ids, Wake: func() {
+			if w := r.wake.Load(); w != nil {
+				(*w)()
+			}
+		}})
+	return r
 }
 
 // benchFunction is a registration body like invoke_test's e.fn: a tenant-owned function, sync and async,
@@ -413,8 +420,9 @@ func BenchmarkAsyncBurnDown(b *testing.B) {
 	require.NoError(b, err)
 	require.Equal(b, int64(n), inFlight, "all queued")
 
-	d := dispatch.New(dispatch.NewStoreClaimer(r.svc.ClaimConfig()), r.svc, dispatch.Options{Slots: burnDownSlots})
-	r.svc.SetWake(d.Wake)
+	d := dispatch.New(dispatch.NewStoreClaimer(r.svc.ClaimConfig()), r.svc.Runner(), dispatch.Options{Slots: burnDownSlots})
+	wake := d.Wake
+	r.wake.Store(&wake)
 	dctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	b.ResetTimer()

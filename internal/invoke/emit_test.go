@@ -129,9 +129,9 @@ def main(ctx, input):
 	claimedB, err := e.claimerOf(b).Claim(context.Background(), 1)
 	require.NoError(t, err)
 	require.Len(t, claimedB, 1)
-	e.svc.Run(context.Background(), claimed[0]) // the old runner finishes late, before the new one
+	e.svc.Runner().Run(context.Background(), claimed[0]) // the old runner finishes late, before the new one
 	require.Empty(t, e.publishedEvents(), "an outcome that is not applied publishes nothing")
-	b.Run(context.Background(), claimedB[0])
+	b.Runner().Run(context.Background(), claimedB[0])
 	require.Equal(t, []string{"created", "started", "reclaimed", "late_result", "event_emitted", "succeeded"}, e.timelineTypes(st.Record.ID))
 	evs := e.publishedEvents()
 	require.Len(t, evs, 1)

@@ -110,7 +110,7 @@ func TestFairDispatchFlood(t *testing.T) {
 		claimed := e.claim(slots)
 		require.Len(t, claimed, slots, "the flood fills every slot the quiet tenant leaves")
 		for _, a := range claimed {
-			e.svc.Run(context.Background(), a)
+			e.svc.Runner().Run(context.Background(), a)
 		}
 		floodRan += slots - perRound
 		e.clock.Advance(10 * time.Millisecond)
@@ -144,7 +144,7 @@ func TestFairDispatchWeights(t *testing.T) {
 	}
 	for range 25 {
 		for _, a := range e.claim(4) {
-			e.svc.Run(context.Background(), a)
+			e.svc.Runner().Run(context.Background(), a)
 		}
 	}
 	g, err := e.store.CountTenantInFlight(context.Background(), "gold")
@@ -202,13 +202,13 @@ func TestClaimConcurrencyLimits(t *testing.T) {
 
 	// Each finished attempt frees a slot for the next queued one, oldest first, within the limits.
 	for _, a := range first {
-		e.svc.Run(context.Background(), a)
+		e.svc.Runner().Run(context.Background(), a)
 	}
 	second := e.claim(10)
 	require.Len(t, second, 2, "one_at_a_time (1 at a time) and the last other")
 	require.Equal(t, 1, oneRunning())
 	for _, a := range second {
-		e.svc.Run(context.Background(), a)
+		e.svc.Runner().Run(context.Background(), a)
 	}
 	require.Len(t, e.claim(10), 1, "the last one_at_a_time")
 	require.Empty(t, e.claim(10))

@@ -328,7 +328,7 @@ def main(ctx, input):
 		claimed, err := e.claimerOf(e.svc).Claim(context.Background(), 1)
 		require.NoError(t, err)
 		require.Len(t, claimed, 1)
-		e.svc.Run(context.Background(), claimed[0])
+		e.svc.Runner().Run(context.Background(), claimed[0])
 	}
 	claimOne()
 	e.clock.Advance(10 * time.Millisecond)

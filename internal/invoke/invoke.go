@@ -7,7 +7,6 @@ package invoke
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -15,56 +14,51 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/larkrun/lark/internal/admission"
-	"github.com/larkrun/lark/internal/attempt"
 	"github.com/larkrun/lark/internal/auth"
 	"github.com/larkrun/lark/internal/bulklane"
+	"github.com/larkrun/lark/internal/catalog"
 	"github.com/larkrun/lark/internal/clock"
+	"github.com/larkrun/lark/internal/complete"
 	"github.com/larkrun/lark/internal/cost"
 	"github.com/larkrun/lark/internal/dispatch"
 	"github.com/larkrun/lark/internal/egress"
 	"github.com/larkrun/lark/internal/entrypoint"
-	"github.com/larkrun/lark/internal/gts"
+	"github.com/larkrun/lark/internal/execution"
+	"github.com/larkrun/lark/internal/host"
 	"github.com/larkrun/lark/internal/idgen"
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/obs"
-	"github.com/larkrun/lark/internal/outcome"
 	"github.com/larkrun/lark/internal/problem"
 	"github.com/larkrun/lark/internal/ratelimit"
 	"github.com/larkrun/lark/internal/run"
 	"github.com/larkrun/lark/internal/sandbox"
 	"github.com/larkrun/lark/internal/schema"
+	"github.com/larkrun/lark/internal/spawn"
 	"github.com/larkrun/lark/internal/store"
 	"github.com/larkrun/lark/internal/tenant"
 	"github.com/larkrun/lark/internal/tracing"
+	"github.com/larkrun/lark/internal/waits"
+	"github.com/larkrun/lark/internal/workflow"
+	"github.com/larkrun/lark/internal/writer"
 )
 
-// Store is the store methods the invocation service uses (store.Store has them all): those of the
-// claim stage it configures (dispatch.Store), the invocation, catalog, tenant and response-cache
-// reads, the catalog generation its caches key on, and Enqueue for its queued writes.
+// Store is the store methods the invocation service and the stages it builds use (store.Store has
+// them all): those of the claim stage it configures (dispatch.Store), the catalog's, the writer's,
+// the workflow engine's, and the invocation, log, list and response-cache reads of its own.
 type Store interface {
 	dispatch.Store
-	store.TenantReader
+	catalog.Store
 	store.IdempotencyReader
 	Invocation(ctx context.Context, tenantID, id string) (invocation.Record, error)
 	Events(ctx context.Context, q store.EventLogQuery) ([]invocation.Event, error)
 	StatusAt(ctx context.Context, tenantID, invocationID string, seq int64) (invocation.Status, error)
 	ListInvocations(ctx context.Context, v invocation.Viewer, q store.ListQuery) (store.Page[invocation.Record], error)
 	CountTenantRunning(ctx context.Context, tenantID string) (int64, error)
-	Entrypoint(ctx context.Context, v entrypoint.Viewer, id string) (entrypoint.Entrypoint, error)
-	EntrypointVersions(ctx context.Context, v entrypoint.Viewer, family string) ([]entrypoint.Entrypoint, error)
-	LatestActive(ctx context.Context, v entrypoint.Viewer, family string, major int) (entrypoint.Entrypoint, error)
-	// CatalogGeneration moves after every committed catalog write (store.Store.CatalogGeneration).
-	CatalogGeneration() uint64
 	// Enqueue queues fn like Update and returns at once (store.Store.Enqueue).
 	Enqueue(ctx context.Context, fn func(store.Tx) error) (wait func() error)
 }
@@ -77,7 +71,7 @@ type Config struct {
 	Egress   *egress.Client
 	// Secrets resolves the {{secret:NAME}} references of outbound request headers, per tenant
 	// (internal/secrets); nil refuses requests that have any.
-	Secrets SecretSource
+	Secrets host.SecretSource
 	Clock   clock.Clock
 	IDs     idgen.Generator
 	Logger  *slog.Logger
@@ -85,10 +79,10 @@ type Config struct {
 	Node string
 	// Remote, when set, runs the function attempts it takes (Remote.Takes) in remote workers;
 	// the dispatcher's claims and the completion stay here.
-	Remote Remote
+	Remote execution.Remote
 	// LeaseGrace is added to an attempt's timeout to form its lease (default 30 s).
 	LeaseGrace time.Duration
-	// Wake is called when new work is queued (the dispatcher's wake-up).
+	// Wake is called when new work is queued (the dispatcher's wake-up); it must not block.
 	Wake func()
 	// Announce, when set, is called too when a committed write queued work, to wake the other nodes
 	// sharing the store (internal/wakeup); it must not block. Freed slots wake this node only.
@@ -97,6 +91,10 @@ type Config struct {
 	// this process committed after the transaction that started it (a sync workflow's later
 	// activation), so that the node whose request waits for it is woken (wakeup.Hub.Finished).
 	AnnounceFinished func(id string)
+	// EndHook, when set, hears of every invocation a write leaves in a terminal status, inside that
+	// write's transaction (writer.EndHook): the event triggers service records there the outcome of
+	// the invocations its triggers started.
+	EndHook writer.EndHook
 	// RateLimiters are the RateLimiter plugins by strategy (default: ratelimit.Default()).
 	RateLimiters *ratelimit.Registry
 	// MaxDepth bounds r_invoke_v1 nesting (default 8): an invocation started through the API (or a
@@ -147,8 +145,8 @@ type Config struct {
 	// recorded in the event that closes it, each invocation's price in its created event.
 	Pricing *cost.Pricing
 	// Observer hears of invocations created, dequeued and finished, and of starts refused by a rate
-	// limit or a quota (default: NopObserver).
-	Observer Observer
+	// limit or a quota (default: writer.NopObserver).
+	Observer writer.Observer
 	// SyncPoll is how often a sync invocation of a workflow that waits for its end reads the store,
 	// for an end this process was not told of (default 1 s). Ends committed here wake it at once.
 	SyncPoll time.Duration
@@ -156,69 +154,67 @@ type Config struct {
 	// real timer). `lark test` advances its fake clock with it instead of waiting.
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Publisher publishes the events code emits with r_emit_v1, in the transaction that records
-	// what emitted them (nil: the default, which stores the event and resolves the waits of
-	// suspended workflows, as Publish does; the server may give an event bus that also matches
-	// triggers).
-	Publisher EventPublisher
+	// what emitted them (nil: waits.Publisher, which stores the event and resolves the waits of
+	// suspended workflows; the server gives the event bus, which also matches triggers).
+	Publisher writer.Publisher
 	// Tracing starts the spans of attempts, workflow steps, r_http_* calls and r_invoke_v1 children
 	// (nil: off; records still carry trace ids).
 	Tracing *tracing.Tracing
 }
 
-// SecretSource gives the egress layer one tenant's secrets (secrets.Service implements it). The
-// sandbox never sees a value: the egress layer substitutes it after the sandbox.
-type SecretSource interface {
-	ForTenant(tenantID, invocationID string) egress.SecretResolver
-}
-
 // DefaultMaxPayloadBytes is the default Config.MaxPayloadBytes: 2 MiB, as Temporal's payload limit.
 const DefaultMaxPayloadBytes = sandbox.DefaultMaxPayloadBytes
 
-// tooLarge is the 413 problem of a payload over its limit.
-func tooLarge(what string, size, limit int) *problem.Error {
-	return problem.New(problem.TypePayloadTooLarge, "%s: %d bytes, more than the limit of %d bytes", what, size, limit).
-		With("limit_bytes", limit)
-}
-
-// Service implements the invocation use cases.
+// Service implements the invocation use cases: starts and control. It builds the stages below it
+// (catalog, writer, spawn, completion, execution with the workflow engine) from its Config.
 type Service struct {
 	cfg       Config
-	defs      definitionCache
-	mu        sync.Mutex
-	running   map[string]context.CancelFunc // invocations executing in this process
-	workflows map[string]*sandbox.Program   // compiled workflows by version
-	runner    *run.Runner                   // the run stage of function attempts
-	live      map[string]*liveRun           // suspended workflow executions waiting in memory
-	closing   chan struct{}                 // closed by Close
+	catalog   *catalog.Catalog
+	writer    *writer.Writer
+	spawn     *spawn.Spawner
+	completer *complete.Completer
+	exec      *execution.Executor
+	closing   chan struct{} // closed by Close
 	closeOnce sync.Once
-	// syncChildren counts the sync r_invoke_v1 children running in this process (MaxSyncChildren).
-	syncChildren atomic.Int64
-	policies     policyCache  // tenants' policies (catalog.go)
-	resolved     resolveCache // resolve's answers (catalog.go)
-	// noObserver: Config.Observer is the no-op one, so writes skip noting what they change unless
-	// a sync invocation waits for an end (finish).
-	noObserver bool
-	finish     finishWaiters  // sync invocations of workflows waiting for their end (finish.go)
-	publisher  EventPublisher // Config.Publisher (SetPublisher), or waitPublisher
-	endHook    EndHook        // hears of ended invocations inside their transaction (SetEndHook)
-	tracer     trace.Tracer   // Config.Tracing's tracer (no-op when off)
-	traced     bool           // Config.Tracing records spans
 }
 
 // Defaults of Config's child budget (docs/starlark.md, "Child invocations").
 const (
 	DefaultMaxChildren         = 100
 	DefaultMaxChildrenInFlight = 4
-	DefaultMaxSyncChildren     = 256
+	DefaultMaxSyncChildren     = execution.DefaultMaxSyncChildren
 )
 
 // NewService returns a Service.
 func NewService(cfg Config) *Service {
+	cfg = withDefaults(cfg)
+	s := &Service{cfg: cfg, closing: make(chan struct{})}
+	s.catalog = catalog.New(catalog.Config{Store: cfg.Store, Schemas: cfg.Schemas, Clock: cfg.Clock, MaxPayloadBytes: cfg.MaxPayloadBytes})
+	s.writer = writer.New(writer.Config{Store: cfg.Store, Clock: cfg.Clock, Logger: cfg.Logger, Observer: cfg.Observer, Wake: cfg.Wake,
+		Announce: cfg.Announce, AnnounceFinished: cfg.AnnounceFinished, EndHook: cfg.EndHook, Publisher: cfg.Publisher, SyncPoll: cfg.SyncPoll})
+	s.spawn = spawn.New(spawn.Config{Catalog: s.catalog, Clock: cfg.Clock, IDs: cfg.IDs, Node: cfg.Node, LeaseGrace: cfg.LeaseGrace,
+		Pricing: cfg.Pricing, RateLimiters: cfg.RateLimiters, Observer: s.writer.Observer(), MaxDepth: cfg.MaxDepth})
+	s.completer = complete.New(complete.Config{Writer: s.writer, Spawn: s.spawn, Pricing: cfg.Pricing, Clock: cfg.Clock})
+	publisher := cfg.Publisher
+	if publisher == nil {
+		publisher = waits.Publisher{}
+	}
+	s.exec = execution.New(execution.Config{Store: cfg.Store, Catalog: s.catalog, Writer: s.writer, Spawn: s.spawn, Completer: s.completer,
+		Runner: &run.Runner{Programs: cfg.Programs, CPU: cfg.CPU, Gate: cfg.Gate, Schemas: cfg.Schemas, Clock: cfg.Clock},
+		Host: host.Env{Clock: cfg.Clock, Egress: cfg.Egress, Secrets: cfg.Secrets, Catalog: s.catalog, Writer: s.writer, Spawn: s.spawn,
+			Publisher: publisher, Sleep: cfg.Sleep, MaxChildren: cfg.MaxChildren, MaxChildrenInFlight: cfg.MaxChildrenInFlight},
+		Tracing: cfg.Tracing,
+		Workflow: workflow.Config{Store: cfg.Store, CPU: cfg.CPU, Gate: cfg.Gate, LiveWait: cfg.LiveWait, MaxLive: cfg.MaxLive,
+			MaxJournalEntries: cfg.MaxJournalEntries, MaxJournalBytes: cfg.MaxJournalBytes, MaxChildren: cfg.MaxChildren,
+			MaxPayloadBytes: cfg.MaxPayloadBytes},
+		Remote: cfg.Remote, Clock: cfg.Clock, Logger: cfg.Logger, LeaseGrace: cfg.LeaseGrace, MaxSyncChildren: cfg.MaxSyncChildren})
+	return s
+}
+
+// withDefaults is cfg with the defaults of the settings the service reads itself.
+func withDefaults(cfg Config) Config {
 	if cfg.LeaseGrace <= 0 {
 		cfg.LeaseGrace = 30 * time.Second
-	}
-	if cfg.MaxDepth <= 0 {
-		cfg.MaxDepth = 8
 	}
 	if cfg.MaxChildren <= 0 {
 		cfg.MaxChildren = DefaultMaxChildren
@@ -226,93 +222,48 @@ func NewService(cfg Config) *Service {
 	if cfg.MaxChildrenInFlight <= 0 {
 		cfg.MaxChildrenInFlight = DefaultMaxChildrenInFlight
 	}
-	if cfg.MaxSyncChildren <= 0 {
-		cfg.MaxSyncChildren = DefaultMaxSyncChildren
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
-	}
-	if cfg.RateLimiters == nil {
-		cfg.RateLimiters = ratelimit.Default()
-	}
-	if cfg.Wake == nil {
-		cfg.Wake = func() {}
 	}
 	if cfg.Node == "" {
 		cfg.Node = cfg.IDs.New("node")
 	}
-	tracer, traced := cfg.Tracing.Tracer(), cfg.Tracing.Enabled()
-	if cfg.LiveWait == 0 {
-		cfg.LiveWait = time.Minute
-	}
-	if cfg.MaxJournalEntries <= 0 {
-		cfg.MaxJournalEntries = 100_000
-	}
-	if cfg.MaxJournalBytes <= 0 {
-		cfg.MaxJournalBytes = 64 << 20
-	}
 	if cfg.MaxPayloadBytes <= 0 {
 		cfg.MaxPayloadBytes = DefaultMaxPayloadBytes
 	}
-	if cfg.MaxLive <= 0 {
-		cfg.MaxLive = 1000
-	}
-	if cfg.Observer == nil {
-		cfg.Observer = NopObserver{}
-	}
-	if cfg.SyncPoll <= 0 {
-		cfg.SyncPoll = time.Second
-	}
-	_, nop := cfg.Observer.(NopObserver)
-	s := &Service{cfg: cfg, running: map[string]context.CancelFunc{}, workflows: map[string]*sandbox.Program{},
-		live: map[string]*liveRun{}, closing: make(chan struct{}), noObserver: nop, tracer: tracer, traced: traced,
-		runner: &run.Runner{Programs: cfg.Programs, CPU: cfg.CPU, Gate: cfg.Gate, Schemas: cfg.Schemas, Clock: cfg.Clock}}
-	s.publisher = cfg.Publisher
-	if s.publisher == nil {
-		s.publisher = waitPublisher{s}
-	}
-	return s
+	return cfg
 }
 
 // Close ends the workflow executions waiting in memory (their invocations are suspended, durably;
-// the next activation replays). Call it before closing the store.
-func (s *Service) Close() { s.closeOnce.Do(func() { close(s.closing) }) }
-
-// SetWake sets the dispatcher wake-up (the dispatcher is built after the service).
-func (s *Service) SetWake(f func()) { s.cfg.Wake = f }
-
-// SetAnnounce sets Config.Announce (the server builds the wake-up hub after the service).
-func (s *Service) SetAnnounce(f func()) { s.cfg.Announce = f }
-
-// SetAnnounceFinished sets Config.AnnounceFinished.
-func (s *Service) SetAnnounceFinished(f func(id string)) { s.cfg.AnnounceFinished = f }
+// the next activation replays) and the sync requests waiting for workflows' ends. Call it before
+// closing the store.
+func (s *Service) Close() {
+	s.closeOnce.Do(func() {
+		close(s.closing)
+		s.exec.Close()
+	})
+}
 
 // WakeFinished wakes this process's sync requests waiting for the invocations ids, whose end
 // another node committed (wakeup.Options.Finished).
 func (s *Service) WakeFinished(ids []string) {
 	for _, id := range ids {
-		s.finished(id)
+		s.writer.Finished(id)
 	}
 }
 
-// EndHook hears of every invocation a write of invoke's leaves in a terminal status, inside that
-// write's transaction (before it commits): the event triggers service records there the outcome of
-// the invocations its triggers started (dead letters, metrics). An error fails the write. It must
-// be quick and cheap for the invocations it does not care about.
-type EndHook interface {
-	InvocationEnded(tx store.Tx, rec invocation.Record) error
+// ClaimConfig is the configuration of the claim stage that feeds the Runner (dispatch.NewStoreClaimer):
+// its store and clock, the catalog's answers (tenants' policies, parsed definitions), and the node
+// and lease grace its leases are taken under, which Run's completions check.
+func (s *Service) ClaimConfig() dispatch.ClaimConfig {
+	return dispatch.ClaimConfig{Store: s.cfg.Store, Catalog: s.catalog.ForClaims(), Clock: s.cfg.Clock, Node: s.cfg.Node,
+		LeaseGrace: s.cfg.LeaseGrace}
 }
 
-// SetEndHook sets the EndHook (while wiring, before the service runs anything).
-func (s *Service) SetEndHook(h EndHook) { s.endHook = h }
-
-// SetPublisher sets the EventPublisher of r_emit_v1's events after construction (the events
-// service is built on top of this one); call it before the service runs work.
-func (s *Service) SetPublisher(p EventPublisher) {
-	if p != nil {
-		s.publisher = p
-	}
-}
+// Runner is the dispatcher's runner (dispatch.Runner): the executor this service runs sync calls
+// with, so that both share the executions running here (cancel) and the live workflows. At
+// start-up on an exclusive store, its RecoverLeases reclaims what a previous process held.
+func (s *Service) Runner() *execution.Executor { return s.exec }
 
 // StartRequest is the body of POST /invocations.
 type StartRequest struct {
@@ -353,188 +304,15 @@ func viewer(sc auth.SecurityContext) entrypoint.Viewer {
 	return entrypoint.Viewer{TenantID: sc.TenantID, SubjectID: sc.SubjectID, Operator: sc.Operator}
 }
 
-// definition is the part of a stored entrypoint definition execution needs.
-type definition struct {
-	Schema struct {
-		Params  json.RawMessage `json:"params"`
-		Returns json.RawMessage `json:"returns"`
-	} `json:"schema"`
-	Traits struct {
-		Invocation struct {
-			Supported []string `json:"supported"`
-			Default   string   `json:"default"`
-		} `json:"invocation"`
-		IsIdempotent bool `json:"is_idempotent"`
-		Caching      struct {
-			MaxAgeSeconds int64 `json:"max_age_seconds"`
-		} `json:"caching"`
-		Limits struct {
-			TimeoutSeconds int64   `json:"timeout_seconds"`
-			MemoryMB       int64   `json:"memory_mb"`
-			CPU            float64 `json:"cpu"`
-			MaxConcurrent  int64   `json:"max_concurrent"`
-		} `json:"limits"`
-		Retry      outcome.RetryPolicy `json:"retry"`
-		Entrypoint *bool               `json:"entrypoint"`
-		RateLimit  *struct {
-			Strategy string          `json:"strategy"`
-			Config   json.RawMessage `json:"config"`
-		} `json:"rate_limit"`
-		Workflow *struct {
-			MaxSuspensionDays int `json:"max_suspension_days"`
-			Checkpointing     struct {
-				Strategy string `json:"strategy"`
-			} `json:"checkpointing"`
-			Compensation struct {
-				OnFailure *string `json:"on_failure"`
-				OnCancel  *string `json:"on_cancel"`
-			} `json:"compensation"`
-		} `json:"workflow"`
-	} `json:"traits"`
-	Implementation struct {
-		Adapter string `json:"adapter"`
-		Kind    string `json:"kind"`
-		Code    struct {
-			Source string `json:"source"`
-		} `json:"code"`
-		AdapterRef struct {
-			DefinitionID string `json:"definition_id"`
-		} `json:"adapter_ref"`
-	} `json:"implementation"`
-	schemas *compiledSchemas // shared by copies of one parsed definition
-}
-
-// compiledSchemas holds a definition's params and returns schemas, compiled once on first use.
-type compiledSchemas struct {
-	params, returns       sync.Once
-	paramsS, returnsS     *jsonschema.Schema
-	paramsErr, returnsErr error
-	defaults              sync.Once     // the defaults the params schema declares (params.go)
-	defaultsN             *defaultsNode // nil: none
-	defaultsErr           error
-}
-
-func (s *Service) compileStored(path string, raw json.RawMessage) (*jsonschema.Schema, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil, nil
-	}
-	var sch any
-	if err := invocation.DecodeJSON(raw, &sch); err != nil {
-		return nil, err
-	}
-	compiled, issues := s.cfg.Schemas.CompileUserSchema(path, sch)
-	if len(issues) > 0 {
-		return nil, &storedSchemaError{path: path, issues: issues}
-	}
-	return compiled, nil
-}
-
-// storedSchemaError is a stored schema that no longer compiles: one registered before today's
-// limits (docs/security.md) and over them. Starting the entrypoint answers 409 (register a new
-// version), not 500.
-type storedSchemaError struct {
-	path   string
-	issues []schema.Issue
-}
-
-func (e *storedSchemaError) Error() string {
-	return fmt.Sprintf("stored schema at %s does not compile: %v", e.path, e.issues)
-}
-
-func (s *Service) paramsSchema(d definition) (*jsonschema.Schema, error) {
-	if d.schemas == nil {
-		return s.compileStored("$.schema.params", d.Schema.Params)
-	}
-	d.schemas.params.Do(func() { d.schemas.paramsS, d.schemas.paramsErr = s.compileStored("$.schema.params", d.Schema.Params) })
-	return d.schemas.paramsS, d.schemas.paramsErr
-}
-
-func (s *Service) returnsSchema(d definition) (*jsonschema.Schema, error) {
-	if d.schemas == nil {
-		return s.compileStored("$.schema.returns", d.Schema.Returns)
-	}
-	d.schemas.returns.Do(func() {
-		d.schemas.returnsS, d.schemas.returnsErr = s.compileStored("$.schema.returns", d.Schema.Returns)
-	})
-	return d.schemas.returnsS, d.schemas.returnsErr
-}
-
-// definitionCache keeps parsed definitions (and their compiled schemas) by entrypoint version.
-// Only non-draft versions are ever invoked, and those are immutable (PUT changes drafts only), so
-// an entry can never be stale; the bound only limits memory.
-type definitionCache struct {
-	mu sync.RWMutex
-	m  map[string]cachedEntrypoint
-}
-
-type cachedEntrypoint struct {
-	e entrypoint.Entrypoint
-	d definition
-}
-
-const definitionCacheMax = 4096
-
-// definition parses e's definition, from the cache when e is not a draft.
-func (s *Service) definition(e entrypoint.Entrypoint) (definition, error) {
-	if e.Status != entrypoint.StatusDraft {
-		s.defs.mu.RLock()
-		c, ok := s.defs.m[e.ID]
-		s.defs.mu.RUnlock()
-		if ok {
-			return c.d, nil
-		}
-	}
-	d, err := parseDefinition(e)
-	if err != nil {
-		return d, err
-	}
-	d.schemas = &compiledSchemas{}
-	if e.Status != entrypoint.StatusDraft {
-		s.defs.mu.Lock()
-		if s.defs.m == nil || len(s.defs.m) >= definitionCacheMax {
-			s.defs.m = map[string]cachedEntrypoint{}
-		}
-		s.defs.m[e.ID] = cachedEntrypoint{e: e, d: d}
-		s.defs.mu.Unlock()
-	}
-	return d, nil
-}
-
-// cachedByRef returns a version seen before (its definition is immutable; its status may have
-// changed since, which pinned invocations ignore).
-func (s *Service) cachedByRef(ref string) (entrypoint.Entrypoint, definition, bool) {
-	s.defs.mu.RLock()
-	defer s.defs.mu.RUnlock()
-	c, ok := s.defs.m[ref]
-	return c.e, c.d, ok
-}
-
-func parseDefinition(e entrypoint.Entrypoint) (definition, error) {
-	var d definition
-	if err := json.Unmarshal(e.Definition, &d); err != nil {
-		return d, fmt.Errorf("entrypoint %s definition: %w", e.ID, err)
-	}
-	if d.Traits.Limits.TimeoutSeconds <= 0 {
-		d.Traits.Limits.TimeoutSeconds = 30
-	}
-	if d.Traits.Limits.MemoryMB <= 0 {
-		d.Traits.Limits.MemoryMB = 128
-	}
-	if d.Traits.Limits.CPU <= 0 {
-		d.Traits.Limits.CPU = 0.2
-	}
-	return d, nil
-}
-
 // admitSync waits until a call of d in mode may start, when it is a sync call (Config.Gate), at
 // most d's timeout, and returns ctx carrying the ticket for its execution and the ticket's Leave.
 // A call that cannot start in that time is refused with 503 and a Retry-After: nothing was
 // written, and the same request may be sent again.
-func (s *Service) admitSync(ctx context.Context, mode, tenantID string, d definition) (context.Context, func(), error) {
+func (s *Service) admitSync(ctx context.Context, mode, tenantID string, d catalog.Definition) (context.Context, func(), error) {
 	if s.cfg.Gate == nil || mode != string(invocation.ModeSync) {
 		return ctx, func() {}, nil
 	}
-	wctx, cancel := context.WithTimeout(ctx, d.timeout())
+	wctx, cancel := context.WithTimeout(ctx, d.Timeout())
 	defer cancel()
 	t, err := s.cfg.Gate.Enter(wctx, tenantID, d.Traits.Limits.MemoryMB<<20)
 	if err == nil {
@@ -543,154 +321,10 @@ func (s *Service) admitSync(ctx context.Context, mode, tenantID string, d defini
 	if ctx.Err() != nil {
 		return ctx, nil, ctx.Err() // the caller went away
 	}
-	s.cfg.Logger.WarnContext(ctx, "sync call refused: not admitted within its timeout", "tenant_id", tenantID, "timeout", d.timeout())
-	pe := problem.New(problem.TypeUnavailable, "the runtime is busy: this sync call could not start within its timeout (%v); nothing was started, retry later or invoke it async", d.timeout())
+	s.cfg.Logger.WarnContext(ctx, "sync call refused: not admitted within its timeout", "tenant_id", tenantID, "timeout", d.Timeout())
+	pe := problem.New(problem.TypeUnavailable, "the runtime is busy: this sync call could not start within its timeout (%v); nothing was started, retry later or invoke it async", d.Timeout())
 	pe.RetryAfter = 1
 	return ctx, nil, pe
-}
-
-func (d definition) timeout() time.Duration {
-	return time.Duration(d.Traits.Limits.TimeoutSeconds) * time.Second
-}
-
-// limits are the sandbox limits of an execution of the version, with the payload bound maxPayload.
-func (d definition) limits(maxPayload int) sandbox.Limits {
-	return sandbox.Limits{Timeout: d.timeout(), CPU: d.Traits.Limits.CPU, MemoryMB: int(d.Traits.Limits.MemoryMB),
-		MaxPayloadBytes: int64(maxPayload)}
-}
-
-// resolve finds the entrypoint an invocation names: an exact GTS id (or opaque id) pins that
-// version; a major-only id resolves to the latest active minor of the major (falling back to the
-// latest deprecated one, which is still callable). 404 when nothing is visible, 409 not_active when
-// it exists but is not callable. Answers are cached (catalog.go).
-func (s *Service) resolve(ctx context.Context, v entrypoint.Viewer, id string) (entrypoint.Entrypoint, error) {
-	if id == "" {
-		return entrypoint.Entrypoint{}, problem.Validation("entrypoint_id is required", []problem.Issue{{Path: "$.entrypoint_id", Code: "MISSING_FIELD", Message: "entrypoint_id is required"}})
-	}
-	k, gen, now := resolveKey{v: v, id: id}, s.cfg.Store.CatalogGeneration(), s.cfg.Clock.Now()
-	if e, ok := s.resolved.get(k, gen, now); ok {
-		return e, nil
-	}
-	e, err := s.resolveStored(ctx, v, id)
-	if err == nil {
-		s.resolved.put(k, e, gen, now)
-	}
-	return e, err
-}
-
-// resolveStored is resolve reading the store.
-func (s *Service) resolveStored(ctx context.Context, v entrypoint.Viewer, id string) (entrypoint.Entrypoint, error) {
-	gid, perr := gts.Parse(id)
-	if perr == nil && gid.MajorOnly() {
-		e, err := s.cfg.Store.LatestActive(ctx, v, gid.Family(), gid.Last().Major)
-		if err == nil {
-			return e, nil
-		}
-		if !errors.Is(err, store.ErrNotFound) {
-			return e, problem.Internal(err)
-		}
-		versions, err := s.cfg.Store.EntrypointVersions(ctx, v, gid.Family())
-		if err != nil {
-			return e, problem.Internal(err)
-		}
-		var best *entrypoint.Entrypoint
-		found := false
-		for i := range versions {
-			if versions[i].Major != gid.Last().Major {
-				continue
-			}
-			found = true
-			if versions[i].Status == entrypoint.StatusDeprecated {
-				best = &versions[i]
-			}
-		}
-		if best != nil {
-			return *best, nil
-		}
-		if found {
-			return e, problem.New(problem.TypeNotActive, "entrypoint %s has no active version", id)
-		}
-		return e, problem.NotFound("entrypoint %s not found", id)
-	}
-	e, err := s.cfg.Store.Entrypoint(ctx, v, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return e, problem.NotFound("entrypoint %s not found", id)
-	}
-	if err != nil {
-		return e, problem.Internal(err)
-	}
-	if !e.Status.Callable() {
-		return e, problem.New(problem.TypeNotActive, "entrypoint %s is %s; only active or deprecated entrypoints can be invoked", id, e.Status).With("current_status", e.Status)
-	}
-	return e, nil
-}
-
-// policy returns the tenant's policy (defaults when it has none, e.g. the platform), cached
-// (catalog.go).
-func (s *Service) policy(ctx context.Context, tenantID string) (tenant.Policy, error) {
-	now := s.cfg.Clock.Now()
-	return s.policies.get(tenantID, s.cfg.Store.CatalogGeneration(), now, func() (tenant.Policy, error) {
-		p, err := s.cfg.Store.Tenant(ctx, tenantID)
-		if errors.Is(err, store.ErrNotFound) {
-			return tenant.New(tenantID, now), nil
-		}
-		return p, err
-	})
-}
-
-// validateParams fills in the `default`s schema.params declares (params.go) and checks the params
-// against it; absent params are {}. It returns the params and their canonical JSON, defaults
-// applied, which is what every invocation records and runs with.
-func (s *Service) validateParams(d definition, raw json.RawMessage) (any, json.RawMessage, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		raw = json.RawMessage("{}")
-	}
-	if len(raw) > s.cfg.MaxPayloadBytes {
-		return nil, nil, tooLarge("params", len(raw), s.cfg.MaxPayloadBytes)
-	}
-	var params any
-	if err := invocation.DecodeJSON(raw, &params); err != nil {
-		return nil, nil, problem.BadRequest("params: malformed JSON")
-	}
-	if _, ok := params.(map[string]any); !ok {
-		return nil, nil, problem.Validation("params must be a JSON object", []problem.Issue{{Path: "$.params", Code: "SCHEMA_MISMATCH", Message: "params must be a JSON object"}})
-	}
-	if path, deep := invocation.TooDeep("$.params", params); deep {
-		msg := fmt.Sprintf("params are nested more than %d levels deep", invocation.MaxJSONDepth)
-		return nil, nil, problem.Validation(msg, []problem.Issue{{Path: path, Code: "TOO_DEEP", Message: msg}})
-	}
-	defaults, err := s.paramsDefaults(d)
-	if err != nil {
-		return nil, nil, problem.Internal(err)
-	}
-	if err := defaults.apply(params); err != nil {
-		return nil, nil, problem.Internal(err)
-	}
-	compiled, err := s.paramsSchema(d)
-	if se, ok := errors.AsType[*storedSchemaError](err); ok {
-		return nil, nil, problem.Conflict("schema_not_compilable", "the entrypoint's %s no longer passes the schema limits (%v): register a new version with a smaller schema", se.path, se.issues[0].Message)
-	}
-	if err != nil {
-		return nil, nil, problem.Internal(err)
-	}
-	if compiled != nil {
-		if issues := s.cfg.Schemas.ValidateValue(compiled, "$.params", params); len(issues) > 0 {
-			return nil, nil, problem.Validation("params do not match the entrypoint's schema", schemaIssues(issues))
-		}
-	}
-	canon, err := json.Marshal(params)
-	if err != nil {
-		return nil, nil, problem.Internal(err)
-	}
-	return params, canon, nil
-}
-
-func schemaIssues(in []schema.Issue) []problem.Issue {
-	out := make([]problem.Issue, 0, len(in))
-	for _, is := range in {
-		out = append(out, problem.Issue{Path: is.Path, Message: is.Message, Code: strings.ToUpper(is.Code)})
-	}
-	return out
 }
 
 func hashOf(parts ...string) string {
@@ -715,29 +349,6 @@ func cacheKey(sc auth.SecurityContext, e entrypoint.Entrypoint, key, reqHash str
 	return hashOf(sc.TenantID, scope, e.GTSID, e.Version, key, reqHash)
 }
 
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-// traceIDs returns the trace and a new span id, continuing a W3C traceparent when given.
-func traceIDs(traceparent string) (string, string) {
-	parts := strings.Split(traceparent, "-")
-	if len(parts) == 4 && len(parts[1]) == 32 && parts[1] != strings.Repeat("0", 32) {
-		if _, err := hex.DecodeString(parts[1]); err == nil {
-			return parts[1], randomHex(8)
-		}
-	}
-	return randomHex(16), randomHex(8)
-}
-
-func i64(v int64) *int64 { return &v }
-
-func eventKey(id, step string, attempt int, t invocation.EventType) string {
-	return invocation.IdempotencyKey(id, step, attempt, t, "")
-}
-
 // Start accepts an invocation (POST /invocations): validation, dry-run, response cache,
 // Idempotency-Key deduplication, quota, then a durable record; sync invocations run before it
 // returns, async ones are queued.
@@ -748,11 +359,11 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 		return out, err
 	}
 	// 3. Params match the schema.
-	params, canon, err := s.validateParams(d, req.Params)
+	params, canon, err := s.catalog.ValidateParams(d, req.Params)
 	if err != nil {
 		return out, err
 	}
-	policy, err := s.policy(ctx, sc.TenantID)
+	policy, err := s.catalog.Policy(ctx, sc.TenantID)
 	if err != nil {
 		return out, problem.Internal(err)
 	}
@@ -775,7 +386,7 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 	}
 	// Rate limit (000): after dry-run and cache hits, which do not count; a refused request creates
 	// nothing; the permit of a request that turns out to replay an Idempotency-Key is given back.
-	permit, err := s.rateLimit(sc.TenantID, e.GTSID, d, now)
+	permit, err := s.spawn.RateLimit(sc.TenantID, e.GTSID, d, now)
 	if err != nil {
 		return out, err
 	}
@@ -789,11 +400,9 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 		return out, err
 	}
 	defer leave()
-	rec := invocation.Record{ID: s.cfg.IDs.New("inv"), TenantID: sc.TenantID, EntrypointRef: e.ID, EntrypointID: e.GTSID,
-		EntrypointVersion: e.Version, SubjectID: sc.SubjectID, Mode: invocation.Mode(mode), Params: canon,
-		CorrelationID: correlation, Metrics: invocation.Metrics{MemoryLimitMB: i64(d.Traits.Limits.MemoryMB)}, Attempt: 1,
-		CreatedAt: now, CacheKey: ckey, EntrypointOwner: entrypointOwner(e)}
-	rec.TraceID, rec.SpanID = recordIDs(ctx, opt.TraceParent)
+	rec := s.spawn.NewRecord(e, d, sc.TenantID, sc.SubjectID, invocation.Mode(mode), canon, now)
+	rec.CorrelationID, rec.CacheKey = correlation, ckey
+	rec.TraceID, rec.SpanID = spawn.RecordIDs(ctx, opt.TraceParent)
 	// A plain sync call (no Idempotency-Key, no concurrency quota) has nothing to check in its start's
 	// transaction, so it runs while its start is written: a function's outcome usually joins that
 	// write (runSync); a workflow's first journal write and side effect wait for it (enqueueJournal).
@@ -811,19 +420,19 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 // startTarget is Start's first phase: the caller may invoke (a tenant operator), the entrypoint
 // exists and is callable from outside, and the mode asked for (or the entrypoint's default) is one
 // it supports. It returns the entrypoint, its definition and the mode.
-func (s *Service) startTarget(ctx context.Context, sc auth.SecurityContext, req StartRequest) (entrypoint.Entrypoint, definition, string, error) {
+func (s *Service) startTarget(ctx context.Context, sc auth.SecurityContext, req StartRequest) (entrypoint.Entrypoint, catalog.Definition, string, error) {
 	if !sc.Has(auth.RoleOperator) {
-		return entrypoint.Entrypoint{}, definition{}, "", problem.Forbidden("invoking entrypoints needs the operator role")
+		return entrypoint.Entrypoint{}, catalog.Definition{}, "", problem.Forbidden("invoking entrypoints needs the operator role")
 	}
 	if sc.Operator {
-		return entrypoint.Entrypoint{}, definition{}, "", problem.Forbidden("the platform operator has no tenant to invoke in; use a tenant token")
+		return entrypoint.Entrypoint{}, catalog.Definition{}, "", problem.Forbidden("the platform operator has no tenant to invoke in; use a tenant token")
 	}
 	// 1. Entrypoint exists; 2. it is callable.
-	e, err := s.resolve(ctx, viewer(sc), req.EntrypointID)
+	e, err := s.catalog.Resolve(ctx, viewer(sc), req.EntrypointID)
 	if err != nil {
-		return e, definition{}, "", err
+		return e, catalog.Definition{}, "", err
 	}
-	d, err := s.definition(e)
+	d, err := s.catalog.Definition(e)
 	if err != nil {
 		return e, d, "", problem.Internal(err)
 	}
@@ -868,26 +477,26 @@ func (s *Service) startQuota(ctx context.Context, tenantID string, policy tenant
 			return problem.Internal(err)
 		}
 		if n >= *max {
-			s.cfg.Observer.QuotaExceeded(tenantID, quotaConcurrent)
-			return quotaExceeded(tenantID, *max)
+			s.writer.Observer().QuotaExceeded(tenantID, spawn.QuotaConcurrent)
+			return spawn.QuotaExceeded(tenantID, *max)
 		}
 	}
 	return nil
 }
 
 // startDryRun is the record a dry-run start answers with.
-func (s *Service) startDryRun(tenantID string, req StartRequest, e entrypoint.Entrypoint, d definition, mode string,
+func (s *Service) startDryRun(tenantID string, req StartRequest, e entrypoint.Entrypoint, d catalog.Definition, mode string,
 	canon json.RawMessage, correlation string, now time.Time) invocation.Record {
 	// 000: a synthetic record; nothing persisted or executed; no cache, quota use or key effects.
 	return invocation.Record{ID: "dryrun_" + strings.TrimPrefix(s.cfg.IDs.New("x"), "x_"), TenantID: tenantID,
 		EntrypointID: req.EntrypointID, EntrypointVersion: e.Version, Status: invocation.StatusQueued,
 		Mode: invocation.Mode(mode), Params: canon, CorrelationID: correlation, CreatedAt: now,
-		Metrics: invocation.Metrics{MemoryLimitMB: i64(d.Traits.Limits.MemoryMB)}}
+		Metrics: invocation.Metrics{MemoryLimitMB: &d.Traits.Limits.MemoryMB}}
 }
 
 // startCached looks a start up in the response cache. It returns the cache key the new invocation
 // carries ("" when the request is not cacheable) and, on a hit, the cached succeeded invocation.
-func (s *Service) startCached(ctx context.Context, sc auth.SecurityContext, e entrypoint.Entrypoint, d definition,
+func (s *Service) startCached(ctx context.Context, sc auth.SecurityContext, e entrypoint.Entrypoint, d catalog.Definition,
 	idempotencyKey, reqHash string, now time.Time) (string, invocation.Record, bool) {
 	// Response cache (000): Idempotency-Key + is_idempotent + max_age_seconds > 0, for this request only.
 	ckey := ""
@@ -904,7 +513,7 @@ func (s *Service) startCached(ctx context.Context, sc auth.SecurityContext, e en
 
 // startPlain runs a plain sync call while its start is written: a workflow's through
 // startWorkflowSync, a function's through runSync.
-func (s *Service) startPlain(ctx context.Context, rec invocation.Record, params any, e entrypoint.Entrypoint, d definition,
+func (s *Service) startPlain(ctx context.Context, rec invocation.Record, params any, e entrypoint.Entrypoint, d catalog.Definition,
 	now time.Time, permit ratelimit.Decision) (Started, error) {
 	if e.Kind == entrypoint.KindWorkflow {
 		return s.startWorkflowSync(ctx, rec, e, d, now, permit)
@@ -940,7 +549,7 @@ type startKey struct {
 // the concurrency quota, or an async call) and reports what it came to. The rate-limit permit is
 // given back when nothing new was accepted; a refusal is returned as is, a failure as internal.
 func (s *Service) startAccept(ctx context.Context, sc auth.SecurityContext, idempotencyKey string, policy tenant.Policy,
-	rec invocation.Record, d definition, reqHash string, now time.Time, permit ratelimit.Decision) (startVerdict, error) {
+	rec invocation.Record, d catalog.Definition, reqHash string, now time.Time, permit ratelimit.Decision) (startVerdict, error) {
 	window := time.Duration(policy.Idempotency.DeduplicationWindowSeconds) * time.Second
 	if window <= 0 {
 		window = 24 * time.Hour
@@ -959,7 +568,7 @@ func (s *Service) startAccept(ctx context.Context, sc auth.SecurityContext, idem
 	// that request's key and replays its invocation or refuses a different request.
 	var err error
 	for try := 1; ; try++ {
-		err = s.update(ctx, accept)
+		err = s.writer.Update(ctx, accept)
 		if !errors.Is(err, store.ErrConflict) || idempotencyKey == "" || try == 3 {
 			break
 		}
@@ -968,7 +577,7 @@ func (s *Service) startAccept(ctx context.Context, sc auth.SecurityContext, idem
 		permit.Release()
 	}
 	if v.overQuota {
-		s.cfg.Observer.QuotaExceeded(sc.TenantID, quotaConcurrent)
+		s.writer.Observer().QuotaExceeded(sc.TenantID, spawn.QuotaConcurrent)
 	}
 	if v.refused != nil {
 		return v, v.refused
@@ -983,7 +592,7 @@ func (s *Service) startAccept(ctx context.Context, sc auth.SecurityContext, idem
 // identical request (or refuses a different one), the concurrency quota refuses, or the invocation
 // is created (started at once when sync) and its key recorded. A refusal is also returned as the
 // error, so that the transaction writes nothing.
-func (s *Service) startAcceptTx(tx store.Tx, k startKey, quota *int64, rec invocation.Record, d definition, now time.Time) (startVerdict, error) {
+func (s *Service) startAcceptTx(tx store.Tx, k startKey, quota *int64, rec invocation.Record, d catalog.Definition, now time.Time) (startVerdict, error) {
 	var v startVerdict
 	if k.key != "" {
 		prev, err := tx.IdempotencyKey(store.IdempotencyKeyQuery{TenantID: rec.TenantID, Scope: k.scope, Key: k.key, Now: now})
@@ -1006,12 +615,12 @@ func (s *Service) startAcceptTx(tx store.Tx, k startKey, quota *int64, rec invoc
 			return v, err
 		}
 		if n >= *quota {
-			v.refused, v.overQuota = quotaExceeded(rec.TenantID, *quota), true
+			v.refused, v.overQuota = spawn.QuotaExceeded(rec.TenantID, *quota), true
 			return v, v.refused
 		}
 	}
 	var err error
-	if v.created, err = s.create(tx, rec, rec.Mode == invocation.ModeSync, d, now); err != nil {
+	if v.created, err = s.spawn.Create(tx, rec, rec.Mode == invocation.ModeSync, d, now); err != nil {
 		return v, err
 	}
 	if k.key != "" {
@@ -1023,7 +632,7 @@ func (s *Service) startAcceptTx(tx store.Tx, k startKey, quota *int64, rec invoc
 
 // startAccepted is Start's last phase after its transaction: a replay answers with the earlier
 // invocation, an async call is queued, and a sync call runs now.
-func (s *Service) startAccepted(ctx context.Context, tenantID, mode string, v startVerdict, e entrypoint.Entrypoint, d definition,
+func (s *Service) startAccepted(ctx context.Context, tenantID, mode string, v startVerdict, e entrypoint.Entrypoint, d catalog.Definition,
 	now time.Time) (Started, error) {
 	var out Started
 	if v.replayOf != "" {
@@ -1040,9 +649,9 @@ func (s *Service) startAccepted(ctx context.Context, tenantID, mode string, v st
 	}
 	// Sync: run now, on this request's goroutine. The caller going away does not cancel accepted work.
 	if e.Kind == entrypoint.KindWorkflow {
-		return s.runWorkflowSync(ctx, newClaim(v.created), e, d, now)
+		return s.runWorkflowSync(ctx, workflow.NewClaim(v.created), e, d, now)
 	}
-	final, err := s.execute(context.WithoutCancel(ctx), v.created, e, d, time.Time{})
+	final, err := s.exec.Execute(context.WithoutCancel(ctx), v.created, e, d, time.Time{})
 	if err != nil {
 		return out, problem.Internal(err)
 	}
@@ -1053,21 +662,20 @@ func (s *Service) startAccepted(ctx context.Context, tenantID, mode string, v st
 // startWorkflowSync starts a plain sync call of a workflow: its start (created, started, the lease)
 // is enqueued, not awaited, and the first activation runs at once with the record the start leaves
 // (runWorkflowSync).
-func (s *Service) startWorkflowSync(ctx context.Context, rec invocation.Record, e entrypoint.Entrypoint, d definition, now time.Time,
+func (s *Service) startWorkflowSync(ctx context.Context, rec invocation.Record, e entrypoint.Entrypoint, d catalog.Definition, now time.Time,
 	permit ratelimit.Decision) (Started, error) {
-	events, lease, err := s.startEvents(rec, d, now)
+	events, lease, err := s.spawn.StartEvents(rec, d, now)
 	if err == nil {
-		rec, err = startedRecord(events)
+		rec, err = spawn.StartedRecord(events)
 	}
 	if err != nil {
 		permit.Release()
 		return Started{}, problem.Internal(err)
 	}
-	c := newClaim(rec)
-	c.start = s.enqueue(context.WithoutCancel(ctx), func(tx store.Tx) error {
+	c := workflow.NewClaim(rec).After(s.writer.Enqueue(context.WithoutCancel(ctx), func(tx store.Tx) error {
 		_, err := tx.StartInvocation(events, lease)
 		return err
-	})
+	}))
 	out, err := s.runWorkflowSync(ctx, c, e, d, now)
 	if err != nil {
 		permit.Release()
@@ -1079,17 +687,17 @@ func (s *Service) startWorkflowSync(ctx context.Context, rec invocation.Record, 
 // goroutine and, when it did not end (it suspended on a timer, an event or a child, or scheduled a
 // retry), waits for its end up to timeout_seconds after the start, holding no slot or sandbox. The
 // wait is registered before the workflow runs.
-func (s *Service) runWorkflowSync(ctx context.Context, c claim, e entrypoint.Entrypoint, d definition, now time.Time) (Started, error) {
+func (s *Service) runWorkflowSync(ctx context.Context, c workflow.Claim, e entrypoint.Entrypoint, d catalog.Definition, now time.Time) (Started, error) {
 	var out Started
-	woken, stop := s.watchFinish(c.rec.ID)
+	woken, stop := s.writer.WatchFinish(c.Invocation().ID)
 	defer stop()
-	final, err := s.activate(context.WithoutCancel(ctx), c, e, d)
+	final, err := s.exec.Workflows().Activate(context.WithoutCancel(ctx), c, e, d)
 	if err != nil {
 		return out, problem.Internal(err)
 	}
 	out.Record = final
 	if !final.Status.Terminal() {
-		rec, done, err := s.awaitFinish(ctx, final, now.Add(d.timeout()), woken)
+		rec, done, err := s.writer.AwaitFinish(ctx, s.closing, final, now.Add(d.Timeout()), woken)
 		if err != nil {
 			return out, problem.Internal(err)
 		}
@@ -1097,100 +705,6 @@ func (s *Service) runWorkflowSync(ctx context.Context, c claim, e entrypoint.Ent
 	}
 	return out, nil
 }
-
-// rateLimit applies the entrypoint's traits.rate_limit through its strategy's plugin, per tenant
-// and entrypoint: refused → 429 rate_limited with Retry-After (whole seconds, at least 1).
-func (s *Service) rateLimit(tenantID, entrypointID string, d definition, now time.Time) (ratelimit.Decision, error) {
-	rl := d.Traits.RateLimit
-	if rl == nil || rl.Strategy == "" {
-		return ratelimit.Decision{Allowed: true}, nil
-	}
-	p, ok := s.cfg.RateLimiters.Lookup(rl.Strategy)
-	if !ok {
-		return ratelimit.Decision{}, problem.Internal(fmt.Errorf("no rate limiter plugin handles strategy %s", rl.Strategy))
-	}
-	dec := p.Allow(tenantID+"|"+entrypointID, rl.Config, now)
-	if dec.Allowed {
-		return dec, nil
-	}
-	s.cfg.Observer.RateLimited(tenantID, entrypointID)
-	secs := int(math.Ceil(dec.RetryAfter.Seconds()))
-	secs = max(secs, 1)
-	pe := problem.New(problem.TypeRateLimited, "Entrypoint rate limit exceeded for tenant %s. Retry after %d seconds.", tenantID, secs)
-	pe.RetryAfter = secs
-	return dec, pe
-}
-
-// quotaConcurrent names the max_concurrent_executions quota (the problem's quota member, and the
-// Observer's quota).
-const quotaConcurrent = "max_concurrent_executions"
-
-func quotaExceeded(tenantID string, max int64) *problem.Error {
-	pe := problem.New(problem.TypeQuotaExceeded, "tenant %s has %d executions running, its max_concurrent_executions quota", tenantID, max).
-		With("quota", quotaConcurrent)
-	pe.RetryAfter = 1
-	return pe
-}
-
-// create writes a new invocation inside tx in one insert: the created event, then either queued
-// work (async) or a started attempt leased to this process (sync).
-func (s *Service) create(tx store.Tx, rec invocation.Record, runNow bool, d definition, now time.Time) (invocation.Record, error) {
-	if !runNow {
-		return s.createAt(tx, rec, now, now)
-	}
-	events, sched, err := s.startEvents(rec, d, now)
-	if err != nil {
-		return rec, err
-	}
-	return tx.StartInvocation(events, sched)
-}
-
-// startEvents are the events of a new invocation whose first attempt starts at once (created,
-// started) and the lease of this process that goes with them, outliving the attempt's timeout.
-func (s *Service) startEvents(rec invocation.Record, d definition, now time.Time) ([]invocation.Event, store.Scheduling, error) {
-	events, err := s.createdEvent(rec, now)
-	if err != nil {
-		return nil, store.Scheduling{}, err
-	}
-	events = append(events, invocation.Event{InvocationID: rec.ID, Type: invocation.EventStarted, EngineAttempt: 1, LogicalAttempt: 1,
-		At: now, IdempotencyKey: eventKey(rec.ID, "", 1, invocation.EventStarted)})
-	until := now.Add(d.timeout() + s.cfg.LeaseGrace)
-	started := rec
-	started.EngineAttempt = 1
-	return events, store.Scheduling{LeaseOwner: s.leaseOwner(started), LeaseExpiresAt: &until}, nil
-}
-
-// createAt writes a new invocation inside tx as queued work that becomes runnable at `at`.
-func (s *Service) createAt(tx store.Tx, rec invocation.Record, now, at time.Time) (invocation.Record, error) {
-	events, err := s.createdEvent(rec, now)
-	if err != nil {
-		return rec, err
-	}
-	return tx.StartInvocation(events, store.Scheduling{AvailableAt: &at})
-}
-
-// createdEvent is a new invocation's first event, carrying its initial record and price.
-func (s *Service) createdEvent(rec invocation.Record, now time.Time) ([]invocation.Event, error) {
-	rec.Cost = s.cfg.Pricing.For(rec.TenantID).PerInvocation // charged once, carried by the created event
-	if rec.Via != invocation.ViaTrigger {
-		rec.Via = invocation.ViaOther
-	}
-	if rec.TraceID == "" {
-		// Started by a schedule, a trigger, a webhook or a handler: a trace of its own, which every
-		// attempt of it continues (tracing.Parent), retries and restarts included.
-		rec.TraceID, rec.SpanID = traceIDs("")
-	}
-	data, err := invocation.EncodeRecord(rec) // json.Marshal(rec), without re-scanning the params
-	if err != nil {
-		return nil, err
-	}
-	return []invocation.Event{{InvocationID: rec.ID, Type: invocation.EventCreated, Data: data, Initial: &rec,
-		IdempotencyKey: eventKey(rec.ID, "", 1, invocation.EventCreated), LogicalAttempt: 1, At: now}}, nil
-}
-
-// leaseOwner identifies this process's run of one engine attempt (attempt.LeaseOwner, as the
-// claim names it).
-func (s *Service) leaseOwner(r invocation.Record) string { return attempt.LeaseOwner(s.cfg.Node, r) }
 
 // Get returns an invocation of the caller's tenant.
 func (s *Service) Get(ctx context.Context, sc auth.SecurityContext, id string) (invocation.Record, error) {
@@ -1209,15 +723,6 @@ func (s *Service) Get(ctx context.Context, sc auth.SecurityContext, id string) (
 // operator see all of the tenant's invocations; everyone else what invocation.Record.VisibleTo allows.
 func InvocationViewer(sc auth.SecurityContext) invocation.Viewer {
 	return invocation.Viewer{TenantID: sc.TenantID, SubjectID: sc.SubjectID, All: sc.Operator || sc.Has(auth.RoleAdmin)}
-}
-
-// entrypointOwner is what an invocation of e records as its EntrypointOwner: the owning subject of a
-// user-owned entrypoint, "" otherwise.
-func entrypointOwner(e entrypoint.Entrypoint) string {
-	if e.Owner.OwnerType == entrypoint.OwnerUser {
-		return e.Owner.ID
-	}
-	return ""
 }
 
 // List lists the caller's tenant's invocations that the caller may see.
@@ -1328,21 +833,5 @@ type LogPage struct {
 
 // allEvents reads an invocation's whole log, in pages.
 func (s *Service) allEvents(ctx context.Context, tenantID, id string) ([]invocation.Event, error) {
-	return s.eventsAfter(ctx, tenantID, id, 0)
-}
-
-// eventsAfter reads an invocation's events with a seq above after, in order.
-func (s *Service) eventsAfter(ctx context.Context, tenantID, id string, after int64) ([]invocation.Event, error) {
-	var all []invocation.Event
-	for {
-		evs, err := s.cfg.Store.Events(ctx, store.EventLogQuery{TenantID: tenantID, InvocationID: id, AfterSeq: after, Limit: 1000})
-		if err != nil {
-			return nil, err
-		}
-		all = append(all, evs...)
-		if len(evs) < 1000 {
-			return all, nil
-		}
-		after = evs[len(evs)-1].Seq
-	}
+	return store.EventsAfter(ctx, s.cfg.Store, tenantID, id, 0)
 }

@@ -143,7 +143,7 @@ func (e *env) Drain() int {
 			return n
 		}
 		for _, a := range claimed {
-			e.svc.Run(context.Background(), a)
+			e.svc.Runner().Run(context.Background(), a)
 			n++
 		}
 	}
@@ -499,8 +499,8 @@ func TestLeaseRecovery(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, claimedB, 1, "expired lease: reclaimed")
 	require.Equal(t, "node-b/1/2", claimedB[0].Lease.Owner, "the next engine attempt, leased to the reclaiming process")
-	b.Run(context.Background(), claimedB[0])
-	e.svc.Run(context.Background(), claimed[0]) // the old runner wakes up and finishes late
+	b.Runner().Run(context.Background(), claimedB[0])
+	e.svc.Runner().Run(context.Background(), claimed[0]) // the old runner wakes up and finishes late
 	r, _ := e.svc.Get(context.Background(), bob, st.Record.ID)
 	require.Equal(t, invocation.StatusSucceeded, r.Status)
 	require.Equal(t, 1, r.Attempt, "the logical attempt is unchanged by a re-dispatch")
@@ -548,12 +548,12 @@ func TestRecoverLeases(t *testing.T) {
 	require.Empty(t, e.claim(4), "the lease holds")
 
 	e.reconfigure(func(c *invoke.Config) { c.Node = "node-b" }) // the restarted process
-	n, err := e.svc.RecoverLeases(context.Background())
+	n, err := e.svc.Runner().RecoverLeases(context.Background())
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n)
 	claimed := e.claim(4)
 	require.Len(t, claimed, 1, "reclaimed at once")
-	e.svc.Run(context.Background(), claimed[0])
+	e.svc.Runner().Run(context.Background(), claimed[0])
 	rec, err := e.svc.Get(context.Background(), dev, st.Record.ID)
 	require.NoError(t, err)
 	require.Equal(t, invocation.StatusSucceeded, rec.Status)

@@ -148,7 +148,7 @@ func TestObserver(t *testing.T) {
 		_, err = e.start(bob, invoke.StartRequest{EntrypointID: fnPrefix + "ok.v1~", Mode: "async"}, invoke.StartOptions{})
 		require.Error(t, err)
 		require.Equal(t, []string{"quota_exceeded acme max_concurrent_executions"}, rec.take())
-		e.svc.Run(context.Background(), claimed[0])
+		e.svc.Runner().Run(context.Background(), claimed[0])
 		rec.take()
 	})
 }

@@ -6,8 +6,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/larkrun/lark/internal/catalog"
 	"github.com/larkrun/lark/internal/entrypoint"
 	"github.com/larkrun/lark/internal/invocation"
+	"github.com/larkrun/lark/internal/spawn"
 	"github.com/larkrun/lark/internal/store"
 )
 
@@ -54,21 +56,21 @@ func (p *pendingStart) write(tx store.Tx) error {
 // any HTTP call) and can retry; a crash after it leaves a running invocation whose lease expires
 // and which is then reclaimed and run again, as for every started attempt. A long call is visible
 // (GET, list, cancel) once its start is durable, within one group commit.
-func (s *Service) runSync(ctx context.Context, rec invocation.Record, input any, e entrypoint.Entrypoint, d definition, now time.Time) (invocation.Record, error) {
-	start, lease, err := s.startEvents(rec, d, now)
+func (s *Service) runSync(ctx context.Context, rec invocation.Record, input any, e entrypoint.Entrypoint, d catalog.Definition, now time.Time) (invocation.Record, error) {
+	start, lease, err := s.spawn.StartEvents(rec, d, now)
 	if err != nil {
 		return rec, err
 	}
-	started, err := startedRecord(start)
+	started, err := spawn.StartedRecord(start)
 	if err != nil {
 		return rec, err
 	}
 	p := &pendingStart{start: start, lease: lease, done: make(chan error, 1)}
-	go func() { p.done <- s.update(ctx, p.write) }()
+	go func() { p.done <- s.writer.Update(ctx, p.write) }()
 
-	a := s.runFunction(ctx, started, e, d, input, time.Time{})
+	a := s.exec.RunFunction(ctx, started, e, d, input, time.Time{})
 
-	closing, next, oerr := s.closingEvents(started, a.Timeline, a.Outcome, s.cfg.Clock.Now())
+	closing, next, oerr := s.completer.Closing(started, a.Timeline, a.Outcome, s.cfg.Clock.Now())
 	p.mu.Lock()
 	if !p.taken && oerr == nil {
 		p.close, p.next = closing, next
@@ -79,24 +81,9 @@ func (s *Service) runSync(ctx context.Context, rec invocation.Record, input any,
 		return p.final, nil
 	}
 	p.mu.Unlock()
-	final, err := s.complete(ctx, started, d, a.Timeline, a.Outcome, nil)
+	final, err := s.completer.Complete(ctx, started, d, a.Timeline, a.Outcome, nil)
 	if serr := <-p.done; serr != nil && err == nil {
 		err = serr
 	}
 	return final, err
-}
-
-// startedRecord is the record a new invocation's first events leave (StartInvocation's fold),
-// which its first attempt runs with before the write is durable.
-func startedRecord(events []invocation.Event) (invocation.Record, error) {
-	var r invocation.Record
-	for i := range events {
-		ev := events[i]
-		ev.Seq = int64(i + 1)
-		var err error
-		if r, err = invocation.Apply(r, ev); err != nil {
-			return r, err
-		}
-	}
-	return r, nil
 }

@@ -8,8 +8,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/larkrun/lark/internal/catalog"
 	"github.com/larkrun/lark/internal/clock"
+	"github.com/larkrun/lark/internal/idgen"
 	"github.com/larkrun/lark/internal/invocation"
+	"github.com/larkrun/lark/internal/outcome"
 	"github.com/larkrun/lark/internal/store"
 	"github.com/larkrun/lark/internal/store/sqlstore"
 )
@@ -23,14 +26,15 @@ func TestPendingStartWrite(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
 	c := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	s := &Service{cfg: Config{Clock: c, Node: "n"}}
-	d := definition{}
+	s := NewService(Config{Store: st, Clock: c, Node: "n", IDs: idgen.UUIDv7{}})
+	t.Cleanup(s.Close)
+	d := catalog.Definition{}
 	d.Traits.Limits.TimeoutSeconds = 30
 	now := c.Now()
 	pending := func(id string) (*pendingStart, invocation.Record) {
 		rec := invocation.Record{ID: id, TenantID: "acme", EntrypointID: "fn", Mode: invocation.ModeSync, Params: []byte(`{}`),
 			Attempt: 1, CreatedAt: now}
-		start, lease, err := s.startEvents(rec, d, now)
+		start, lease, err := s.spawn.StartEvents(rec, d, now)
 		require.NoError(t, err)
 		started, err := invocation.Rebuild([]invocation.Event{withSeq(start[0], 1), withSeq(start[1], 2)})
 		require.NoError(t, err)
@@ -49,7 +53,7 @@ func TestPendingStartWrite(t *testing.T) {
 	// Merged: one write, the whole log, the final record and no lease.
 	p, started := pending("inv-merged")
 	var oerr error
-	p.close, p.next, oerr = s.closingEvents(started, nil, s.decide(started, d, []byte(`{"ok":true}`), nil, invocation.Metrics{}, nil), now)
+	p.close, p.next, oerr = s.completer.Closing(started, nil, outcome.Decide(started, d.RetryOf(started), []byte(`{"ok":true}`), nil, false, now), now)
 	require.NoError(t, oerr)
 	require.NoError(t, st.Update(ctx, p.write))
 	require.Equal(t, invocation.StatusSucceeded, p.final.Status)
@@ -76,10 +80,10 @@ func TestPendingStartWrite(t *testing.T) {
 	due, err = st.NextDue(ctx, now)
 	require.NoError(t, err)
 	require.NotNil(t, due, "the running call's lease expires, so a crash is reclaimed")
-	events, next, err := s.closingEvents(started, nil, s.decide(started, d, []byte(`{"ok":true}`), nil, invocation.Metrics{}, nil), now)
+	events, next, err := s.completer.Closing(started, nil, outcome.Decide(started, d.RetryOf(started), []byte(`{"ok":true}`), nil, false, now), now)
 	require.NoError(t, err)
 	require.NoError(t, st.Update(ctx, func(tx store.Tx) error {
-		_, _, err := tx.Append(store.AppendRequest{TenantID: "acme", InvocationID: "inv-split", Events: events, AppendOptions: store.AppendOptions{RequireLease: s.leaseOwner(started), Schedule: &next, Expect: &started}})
+		_, _, err := tx.Append(store.AppendRequest{TenantID: "acme", InvocationID: "inv-split", Events: events, AppendOptions: store.AppendOptions{RequireLease: s.spawn.LeaseOwner(started), Schedule: &next, Expect: &started}})
 		return err
 	}))
 	require.Equal(t, []invocation.EventType{invocation.EventCreated, invocation.EventStarted, invocation.EventSucceeded}, types("inv-split"))

@@ -63,24 +63,23 @@ func (p Planned) As(subjectID string) Planned {
 // validates the params. Its errors are problem documents (403, 404, 409 not_active, 422). The run
 // is asynchronous whatever traits.invocation says: nobody waits on it.
 func (s *Service) Plan(ctx context.Context, st SystemStart) (Planned, error) {
-	e, err := s.resolve(ctx, viewer(st.As), st.EntrypointID)
+	e, err := s.catalog.Resolve(ctx, viewer(st.As), st.EntrypointID)
 	if err != nil {
 		return Planned{}, err
 	}
-	d, err := s.definition(e)
+	d, err := s.catalog.Definition(e)
 	if err != nil {
 		return Planned{}, problem.Internal(err)
 	}
 	if d.Traits.Entrypoint != nil && !*d.Traits.Entrypoint {
 		return Planned{}, problem.Forbidden("entrypoint %s is internal (traits.entrypoint: false): only other entrypoints can call it, with r_invoke_v1", e.GTSID)
 	}
-	_, canon, err := s.validateParams(d, st.Params)
+	_, canon, err := s.catalog.ValidateParams(d, st.Params)
 	if err != nil {
 		return Planned{}, err
 	}
-	rec := invocation.Record{TenantID: st.As.TenantID, EntrypointRef: e.ID, EntrypointID: e.GTSID,
-		EntrypointVersion: e.Version, SubjectID: st.As.SubjectID, EntrypointOwner: entrypointOwner(e), Mode: invocation.ModeAsync, Params: canon,
-		CorrelationID: st.CorrelationID, Metrics: invocation.Metrics{MemoryLimitMB: i64(d.Traits.Limits.MemoryMB)}, Attempt: 1}
+	rec := s.spawn.NewRecord(e, d, st.As.TenantID, st.As.SubjectID, invocation.ModeAsync, canon, time.Time{})
+	rec.ID, rec.CorrelationID = "", st.CorrelationID // both set by EnqueueAt
 	if st.Trigger {
 		rec.Via = invocation.ViaTrigger
 	}
@@ -101,7 +100,7 @@ func (s *Service) Plan(ctx context.Context, st SystemStart) (Planned, error) {
 // CanSee reports whether sc may see the entrypoint id (entrypoint.Entrypoint.VisibleTo, as
 // resolved for an invocation: a major-only id names its latest active minor).
 func (s *Service) CanSee(ctx context.Context, sc auth.SecurityContext, id string) (bool, error) {
-	_, err := s.resolve(ctx, viewer(sc), id)
+	_, err := s.catalog.Resolve(ctx, viewer(sc), id)
 	if err == nil {
 		return true, nil
 	}
@@ -138,5 +137,5 @@ func (s *Service) EnqueueAt(tx store.Tx, p Planned, id string, now, at time.Time
 	if at.Before(now) {
 		at = now
 	}
-	return s.createAt(&notingTx{Tx: tx, s: s}, rec, now, at)
+	return s.spawn.CreateAt(s.writer.Tx(tx), rec, now, at)
 }

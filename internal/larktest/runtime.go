@@ -394,7 +394,7 @@ func (rt *runtime) settle(ctx context.Context) error {
 			return fmt.Errorf("claim: %w", err)
 		}
 		for _, a := range claimed {
-			rt.srv.Invoke.Run(ctx, a)
+			rt.srv.Invoke.Runner().Run(ctx, a)
 		}
 		if fired == 0 && flushed == 0 && len(claimed) == 0 {
 			return nil

@@ -28,7 +28,9 @@ import (
 	"github.com/larkrun/lark/internal/dispatch"
 	"github.com/larkrun/lark/internal/egress"
 	"github.com/larkrun/lark/internal/eventbus"
+	"github.com/larkrun/lark/internal/execution"
 	"github.com/larkrun/lark/internal/idgen"
+	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/invoke"
 	"github.com/larkrun/lark/internal/keyring"
 	"github.com/larkrun/lark/internal/leader"
@@ -53,10 +55,12 @@ import (
 	"github.com/larkrun/lark/internal/tracing"
 	"github.com/larkrun/lark/internal/triggers"
 	"github.com/larkrun/lark/internal/usage"
+	"github.com/larkrun/lark/internal/waits"
 	"github.com/larkrun/lark/internal/wakeup"
 	"github.com/larkrun/lark/internal/webhooks"
 	"github.com/larkrun/lark/internal/workerproto"
 	"github.com/larkrun/lark/internal/workers"
+	"github.com/larkrun/lark/internal/writer"
 )
 
 // Config is what `lark serve` is configured with.
@@ -410,7 +414,7 @@ func (s *Server) wireExecution(ctx context.Context, schemas *schema.Registry, c 
 	}
 	s.wireDispatch(s.cfg, c)
 	if s.Store.Exclusive() {
-		if _, err := s.Invoke.RecoverLeases(ctx); err != nil {
+		if _, err := s.Invoke.Runner().RecoverLeases(ctx); err != nil {
 			return fmt.Errorf("recover leases: %w", err)
 		}
 	}
@@ -442,7 +446,7 @@ func (s *Server) wireSecrets(ctx context.Context, c clock.Clock, ids idgen.Gener
 // wireWorkers checks the remote worker settings and, with a worker keyset, builds the remote
 // worker service; it returns the remote the invocation service sends attempts to (nil without
 // one).
-func (s *Server) wireWorkers(schemas *schema.Registry, c clock.Clock) (invoke.Remote, error) {
+func (s *Server) wireWorkers(schemas *schema.Registry, c clock.Clock) (execution.Remote, error) {
 	cfg := &s.cfg
 	if cfg.RemoteWorkers && cfg.WorkerKeys == nil {
 		return nil, fmt.Errorf("--remote-workers needs a worker key (--worker-key)")
@@ -450,7 +454,7 @@ func (s *Server) wireWorkers(schemas *schema.Registry, c clock.Clock) (invoke.Re
 	if cfg.HeartbeatInterval > 0 && cfg.HeartbeatTimeout > 0 && cfg.HeartbeatInterval >= cfg.HeartbeatTimeout {
 		return nil, fmt.Errorf("--worker-heartbeat-interval (%v) must be shorter than --worker-heartbeat-timeout (%v)", cfg.HeartbeatInterval, cfg.HeartbeatTimeout)
 	}
-	var remote invoke.Remote
+	var remote execution.Remote
 	if cfg.WorkerKeys != nil {
 		s.Workers = workers.New(workers.Config{Functions: cfg.RemoteWorkers, HeartbeatInterval: cfg.HeartbeatInterval,
 			HeartbeatTimeout: cfg.HeartbeatTimeout, Runner: &run.Runner{Schemas: schemas, Clock: c}, Clock: c, Logger: cfg.Logger, Secrets: s.Secrets})
@@ -459,16 +463,53 @@ func (s *Server) wireWorkers(schemas *schema.Registry, c clock.Clock) (invoke.Re
 	return remote, nil
 }
 
+// wakeQueued wakes this node's dispatcher and the other nodes' (through the cluster's hub, when
+// there is one) after a write that queued work.
+func (s *Server) wakeQueued() {
+	s.dispatch.Wake()
+	s.announce()
+}
+
+// announce wakes the other nodes' dispatchers, when the store is shared and carries wake-ups.
+func (s *Server) announce() {
+	if s.hub != nil {
+		s.hub.Announce()
+	}
+}
+
+// announceFinished tells the other nodes that sync invocation id ended (wakeup.Hub.Finished).
+func (s *Server) announceFinished(id string) {
+	if s.hub != nil {
+		s.hub.Finished(id)
+	}
+}
+
+// invocationEnded records, in the transaction that ended rec, what the triggers keep of the
+// invocations they started (triggers.Service.InvocationEnded).
+func (s *Server) invocationEnded(tx store.Tx, rec invocation.Record) error {
+	if s.Triggers == nil {
+		return nil // nothing has ended before the triggers exist
+	}
+	return s.Triggers.InvocationEnded(tx, rec)
+}
+
 // wireInvoke builds the CPU scheduler, the admission gate (which wakes the dispatcher when room
-// frees up) with its memory tracker, and the invocation service over them.
-func (s *Server) wireInvoke(schemas *schema.Registry, c clock.Clock, ids idgen.Generator, remote invoke.Remote) {
+// frees up) with its memory tracker, the events service, and the invocation service over them.
+// The services built later that the invocation service tells of its writes (the dispatcher, the
+// cluster's wake-up hub, the triggers) are reached through the Server's fields at call time.
+func (s *Server) wireInvoke(schemas *schema.Registry, c clock.Clock, ids idgen.Generator, remote execution.Remote) {
 	cfg := &s.cfg
 	cpu := cpuScheduler(cfg.CPUSlots, cfg.CPUNice, cfg.Logger)
 	s.memory, s.Gate = admissionOf(*cfg, cpu, func() { s.dispatch.Wake() })
+	// The events service delivers events to waiting workflows and, through its subscribers (the
+	// triggers, wired later), starts invocations; r_emit_v1's events go through it.
+	s.Events = eventbus.New(eventbus.Config{Store: s.Store, Schemas: schemas, Waits: waits.Delivery{Wake: s.wakeQueued}, Clock: c, IDs: ids,
+		Logger: cfg.Logger, MaxPayloadBytes: cfg.MaxPayloadBytes})
 	s.Invoke = invoke.NewService(invoke.Config{Remote: remote, Gate: s.Gate, Store: s.Store, Schemas: schemas, Programs: sandbox.NewCache(1024), Secrets: s.Secrets,
 		Egress: egress.New(egress.Options{AllowLoopback: cfg.UnsafeEgressAllowLoopback, Transport: cfg.EgressTransport}), Clock: c, IDs: ids, Logger: cfg.Logger,
 		Node: cfg.NodeID, Pricing: cfg.Pricing, Observer: s.Metrics, Tracing: s.Tracing, MaxPayloadBytes: cfg.MaxPayloadBytes, Sleep: cfg.Sleep,
-		CPU: cpu, SyncPoll: cfg.SyncPoll, LeaseGrace: cfg.LeaseGrace})
+		CPU: cpu, SyncPoll: cfg.SyncPoll, LeaseGrace: cfg.LeaseGrace, Publisher: s.Events,
+		Wake: func() { s.dispatch.Wake() }, Announce: s.announce, AnnounceFinished: s.announceFinished, EndHook: writer.EndHookFunc(s.invocationEnded)})
 }
 
 // registerWorkerMetrics registers the remote worker service's collectors with the metrics (none
@@ -485,8 +526,8 @@ func (s *Server) registerWorkerMetrics() error {
 }
 
 // wireEvents builds the event-driven services over the invocation service: the scheduler, the
-// NATS bridge and feed (with Config.NATS), the triggers, the events service and the webhooks, and
-// connects them to each other.
+// NATS bridge and feed (with Config.NATS), the triggers and the webhooks, and connects them to
+// each other and to the events service.
 func (s *Server) wireEvents(ctx context.Context, schemas *schema.Registry, c clock.Clock, ids idgen.Generator) error {
 	cfg := &s.cfg
 	s.Schedules = scheduler.New(s.Store, s.Invoke, scheduler.Options{Clock: c, IDs: ids, Logger: cfg.Logger,
@@ -497,11 +538,7 @@ func (s *Server) wireEvents(ctx context.Context, schemas *schema.Registry, c clo
 	}
 	s.Triggers = triggers.New(s.Store, s.Invoke, triggers.Options{Clock: c, IDs: ids, Logger: cfg.Logger, Failed: s.Metrics.MaintenanceFailure,
 		Feeds: feeds, Tracer: s.Tracing.Tracer()})
-	s.Invoke.SetEndHook(s.Triggers)
-	s.Events = eventbus.New(eventbus.Config{Store: s.Store, Schemas: schemas, Waits: s.Invoke, Clock: c, IDs: ids, Logger: cfg.Logger,
-		MaxPayloadBytes: cfg.MaxPayloadBytes})
 	s.Events.Subscribe(s.Triggers)
-	s.Invoke.SetPublisher(s.Events) // r_emit_v1's events go through the events service: waits and triggers
 	if s.bridge != nil {
 		s.Events.SetMirror(s.bridge.Mirror)
 		s.feed.SetPublisher(s.Events)
@@ -548,8 +585,6 @@ func (s *Server) wireCluster(c clock.Clock) {
 		if t, ok := s.Store.(wakeup.Transport); ok {
 			s.hub = wakeup.New(t, wakeup.Options{Node: cfg.NodeID, Logger: cfg.Logger,
 				Local: []func(){s.dispatch.Wake, s.Schedules.WakeLocal, s.Triggers.WakeLocal}, Finished: s.Invoke.WakeFinished})
-			s.Invoke.SetAnnounce(s.hub.Announce)
-			s.Invoke.SetAnnounceFinished(s.hub.Finished)
 			s.Schedules.SetAnnounce(s.hub.Announce)
 			s.Triggers.SetAnnounce(s.hub.Announce)
 		}
@@ -750,8 +785,7 @@ func (s *Server) wireDispatch(cfg Config, c clock.Clock) {
 		claims.Room = s.Gate.Room
 	}
 	s.Claims = dispatch.NewStoreClaimer(claims)
-	s.dispatch = dispatch.New(s.Claims, s.Invoke, dispatch.Options{Slots: cfg.Workers, Poll: cfg.DispatchPoll, Clock: c, Logger: cfg.Logger})
-	s.Invoke.SetWake(s.dispatch.Wake)
+	s.dispatch = dispatch.New(s.Claims, s.Invoke.Runner(), dispatch.Options{Slots: cfg.Workers, Poll: cfg.DispatchPoll, Clock: c, Logger: cfg.Logger})
 }
 
 // admissionOf is the admission gate of cfg's execution limits (per tenant: twice the CPU slots

@@ -19,18 +19,19 @@ import (
 	"github.com/larkrun/lark/internal/store"
 	"github.com/larkrun/lark/internal/tracing"
 	"github.com/larkrun/lark/internal/trigger"
+	"github.com/larkrun/lark/internal/waits"
 )
 
 // Params of a trigger's invocation. Unbatched: {"event": E}; batched: {"events": [E, ...]} in
-// arrival order, where E is the event as r_wait_event_v1 returns it (invoke.EventValue: event_id,
+// arrival order, where E is the event as r_wait_event_v1 returns it (waits.EventValue: event_id,
 // event_type_id, payload, received_at, and source, subject, time when set).
 func eventParams(evs []events.Event, batched bool) (json.RawMessage, error) {
 	if !batched {
-		return json.Marshal(map[string]any{"event": invoke.EventValue(evs[0])})
+		return json.Marshal(map[string]any{"event": waits.EventValue(evs[0])})
 	}
 	list := make([]any, len(evs))
 	for i := range evs {
-		list[i] = invoke.EventValue(evs[i])
+		list[i] = waits.EventValue(evs[i])
 	}
 	return json.Marshal(map[string]any{"events": list})
 }

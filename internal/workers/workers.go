@@ -1,5 +1,5 @@
 // Package workers is the server side of remote workers: it takes the function attempts the
-// dispatcher claims (invoke.Remote), hands them to workers that long-poll for work, keeps their
+// dispatcher claims (execution.Remote), hands them to workers that long-poll for work, keeps their
 // heartbeats in memory, passes cancellations back in the heartbeat answers, and turns a worker's
 // result into the run stage's result for invoke's completion (with the lease check).
 //
@@ -29,8 +29,8 @@ import (
 	"github.com/larkrun/lark/internal/clock"
 	"github.com/larkrun/lark/internal/egress"
 	"github.com/larkrun/lark/internal/entrypoint"
+	"github.com/larkrun/lark/internal/execution"
 	"github.com/larkrun/lark/internal/invocation"
-	"github.com/larkrun/lark/internal/invoke"
 	"github.com/larkrun/lark/internal/outcome"
 	"github.com/larkrun/lark/internal/problem"
 	"github.com/larkrun/lark/internal/run"
@@ -94,7 +94,7 @@ type Service struct {
 
 type task struct {
 	id       string
-	ra       invoke.RemoteAttempt
+	ra       execution.RemoteAttempt
 	wire     workerproto.Task
 	worker   string
 	lastBeat time.Time
@@ -146,14 +146,14 @@ func newID() string {
 // result before it is left to its lease.
 const StopGrace = 3 * time.Second
 
-// Run queues a claimed attempt for the workers and waits for its result (invoke.Remote). An
+// Run queues a claimed attempt for the workers and waits for its result (execution.Remote). An
 // attempt no worker took before its lease would no longer cover its timeout, or whose worker
 // stopped heartbeating, answers ok=false. When ctx ends (the invocation was canceled) the task is
 // marked canceled for its worker's next heartbeat answer and the result is still awaited, to be
 // recorded as a late result. When the node stops (Close), a task no worker took answers ok=false
 // at once and one a worker runs after StopGrace: the drain does not wait for results that could
 // no longer reach this node, and the lease brings the attempt back elsewhere.
-func (s *Service) Run(ctx context.Context, ra invoke.RemoteAttempt) (run.Result, bool) {
+func (s *Service) Run(ctx context.Context, ra execution.RemoteAttempt) (run.Result, bool) {
 	t := newTask(ctx, ra)
 	s.enqueue(t)
 	defer s.forget(t)
@@ -162,7 +162,7 @@ func (s *Service) Run(ctx context.Context, ra invoke.RemoteAttempt) (run.Result,
 
 // newTask builds the task for an attempt: the wire form a worker polls, with the trace context
 // of ctx, the record and the retry policy.
-func newTask(ctx context.Context, ra invoke.RemoteAttempt) *task {
+func newTask(ctx context.Context, ra execution.RemoteAttempt) *task {
 	rec := ra.Attempt.Invocation
 	t := &task{id: newID(), ra: ra, done: make(chan run.Result, 1), beat: make(chan struct{}, 1)}
 	lim := ra.Run.Limits

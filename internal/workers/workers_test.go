@@ -12,8 +12,8 @@ import (
 	"github.com/larkrun/lark/internal/attempt"
 	"github.com/larkrun/lark/internal/clock"
 	"github.com/larkrun/lark/internal/entrypoint"
+	"github.com/larkrun/lark/internal/execution"
 	"github.com/larkrun/lark/internal/invocation"
-	"github.com/larkrun/lark/internal/invoke"
 	"github.com/larkrun/lark/internal/outcome"
 	"github.com/larkrun/lark/internal/problem"
 	"github.com/larkrun/lark/internal/run"
@@ -21,9 +21,9 @@ import (
 	"github.com/larkrun/lark/internal/workerproto"
 )
 
-func remoteAttempt(id, definition string, expires time.Time) invoke.RemoteAttempt {
+func remoteAttempt(id, definition string, expires time.Time) execution.RemoteAttempt {
 	rec := invocation.Record{ID: id, TenantID: "t1", EntrypointID: "ep", Attempt: 1, EngineAttempt: 1, Params: json.RawMessage(`{}`)}
-	return invoke.RemoteAttempt{Attempt: attempt.Attempt{Kind: attempt.KindRun, Invocation: rec, Lease: attempt.Lease{Owner: "node/1/1", ExpiresAt: expires}},
+	return execution.RemoteAttempt{Attempt: attempt.Attempt{Kind: attempt.KindRun, Invocation: rec, Lease: attempt.Lease{Owner: "node/1/1", ExpiresAt: expires}},
 		Run: run.Attempt{Record: rec, Source: "def main(ctx, input):\n    return {}\n", Limits: sandbox.Limits{Timeout: time.Second},
 			Retry: outcome.RetryPolicy{MaxAttempts: 3}}, DefinitionID: definition}
 }
@@ -34,7 +34,7 @@ func newService(t *testing.T) *Service {
 }
 
 // start runs ra through s in the background; the result arrives on the returned channel.
-func start(s *Service, ra invoke.RemoteAttempt) <-chan run.Result {
+func start(s *Service, ra execution.RemoteAttempt) <-chan run.Result {
 	out := make(chan run.Result, 1)
 	go func() {
 		res, ok := s.Run(context.Background(), ra)

@@ -1,8 +1,7 @@
-package invoke
+package host
 
 import (
 	"context"
-	"log/slog"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -21,41 +20,31 @@ const (
 	spanChild   = "r_invoke_v1"
 )
 
-// recordIDs are the trace and span ids a new invocation record carries: those of ctx's span (the
-// API request's, or the r_invoke_v1 call's for a child) when it has one, else a new trace (or the
-// trace of a W3C traceparent) with a new span id.
-func recordIDs(ctx context.Context, traceparent string) (string, string) {
-	if t, sp := tracing.IDs(ctx); t != "" {
-		return t, sp
-	}
-	return traceIDs(traceparent)
-}
-
-// recordAttrs are the attributes every span of rec's work carries: ids only, never params,
+// RecordAttrs are the attributes every span of rec's work carries: ids only, never params,
 // results or payloads.
-func recordAttrs(rec invocation.Record) []attribute.KeyValue {
+func RecordAttrs(rec invocation.Record) []attribute.KeyValue {
 	return []attribute.KeyValue{tracing.AttrTenant.String(rec.TenantID), tracing.AttrEntrypoint.String(rec.EntrypointID),
 		tracing.AttrInvocation.String(rec.ID), tracing.AttrAttempt.Int(rec.Attempt)}
 }
 
-// startAttempt starts the span of one attempt (a function attempt, a workflow activation) of rec.
+// StartAttempt starts the span of one attempt (a function attempt, a workflow activation) of rec.
 // Its parent is ctx's span (the sync request, the parent's r_invoke_v1 call) or, for work claimed
 // from the queue, the span context stored on the record: the trace survives the queue and restarts
 // as a new span in the same trace.
-func (s *Service) startAttempt(ctx context.Context, rec invocation.Record) (context.Context, trace.Span) {
+func (e *Env) StartAttempt(ctx context.Context, rec invocation.Record) (context.Context, trace.Span) {
 	ctx = tracing.Parent(ctx, rec.TraceID, rec.SpanID)
-	if !s.traced {
+	if !e.traced {
 		return ctx, trace.SpanFromContext(ctx)
 	}
-	attrs := recordAttrs(rec)
+	attrs := RecordAttrs(rec)
 	if rec.StartedAt != nil && rec.Mode == invocation.ModeAsync && rec.Attempt == 1 && rec.EngineAttempt == 1 {
 		attrs = append(attrs, tracing.AttrQueueWaitMS.Int64(max(rec.StartedAt.Sub(rec.CreatedAt), 0).Milliseconds()))
 	}
-	return s.tracer.Start(ctx, spanAttempt, trace.WithAttributes(attrs...))
+	return e.tracer.Start(ctx, spanAttempt, trace.WithAttributes(attrs...))
 }
 
-// endSpan ends span with the outcome of what it covered (err: a sandbox error, or nil).
-func endSpan(span trace.Span, err *sandbox.Error) {
+// EndSpan ends span with the outcome of what it covered (err: a sandbox error, or nil).
+func EndSpan(span trace.Span, err *sandbox.Error) {
 	if !span.IsRecording() {
 		return
 	}
@@ -65,8 +54,8 @@ func endSpan(span trace.Span, err *sandbox.Error) {
 	span.End()
 }
 
-// endAttempt ends an attempt's span with the status the attempt left.
-func endAttempt(span trace.Span, status invocation.Status, err error) {
+// EndAttempt ends an attempt's span with the status the attempt left.
+func EndAttempt(span trace.Span, status invocation.Status, err error) {
 	if !span.IsRecording() {
 		return
 	}
@@ -86,44 +75,44 @@ type stepSpan struct {
 }
 
 // startStep opens the span of a step attempt, a child of the activation's span.
-func (h *host) startStep(step string, attempt int) {
-	if !h.s.traced {
+func (h *Host) startStep(step string, attempt int) {
+	if !h.env.traced {
 		return
 	}
-	h.endStep(nil)
+	h.EndStep(nil)
 	h.mu.Lock()
 	parent, rec := h.spanCtx, h.rec
 	h.mu.Unlock()
 	if parent == nil {
 		return
 	}
-	attrs := append(recordAttrs(rec), tracing.AttrStep.String(step), tracing.AttrStepAttempt.Int(attempt))
-	ctx, span := h.s.tracer.Start(parent, spanStep, trace.WithAttributes(attrs...))
+	attrs := append(RecordAttrs(rec), tracing.AttrStep.String(step), tracing.AttrStepAttempt.Int(attempt))
+	ctx, span := h.env.tracer.Start(parent, spanStep, trace.WithAttributes(attrs...))
 	h.mu.Lock()
 	h.step = &stepSpan{name: step, ctx: ctx, span: span}
 	h.mu.Unlock()
 }
 
-// setSpanContext sets the span context of the activation a live execution was handed over.
-func (h *host) setSpanContext(ctx context.Context) {
+// SetSpanContext sets the span context of the activation a live execution was handed over.
+func (h *Host) SetSpanContext(ctx context.Context) {
 	h.mu.Lock()
 	h.spanCtx = ctx
 	h.mu.Unlock()
 }
 
-// endStep closes the open step span, if any.
-func (h *host) endStep(err *sandbox.Error) {
+// EndStep closes the open step span, if any.
+func (h *Host) EndStep(err *sandbox.Error) {
 	h.mu.Lock()
 	st := h.step
 	h.step = nil
 	h.mu.Unlock()
 	if st != nil {
-		endSpan(st.span, err)
+		EndSpan(st.span, err)
 	}
 }
 
-// stepRecorded closes the open step span when j records that step's outcome or retry.
-func (h *host) stepRecorded(j sandbox.JournalEntry) {
+// StepRecorded closes the open step span when j records that step's outcome or retry.
+func (h *Host) StepRecorded(j sandbox.JournalEntry) {
 	h.mu.Lock()
 	st := h.step
 	h.mu.Unlock()
@@ -141,11 +130,11 @@ func (h *host) stepRecorded(j sandbox.JournalEntry) {
 	} else if r, ok := j.Result.(map[string]any); ok && r["ok"] == false {
 		serr = &sandbox.Error{TypeID: "step_failed"}
 	}
-	h.endStep(serr)
+	h.EndStep(serr)
 }
 
 // spanParent is the context a helper call's span starts under: the open step's, else ctx.
-func (h *host) spanParent(ctx context.Context) context.Context {
+func (h *Host) spanParent(ctx context.Context) context.Context {
 	h.mu.Lock()
 	st, parent := h.step, h.spanCtx
 	h.mu.Unlock()
@@ -160,49 +149,26 @@ func (h *host) spanParent(ctx context.Context) context.Context {
 
 // startHTTP starts the span of an r_http_* call made by this attempt (run.HTTPSpan), under the
 // open step's span or the attempt's.
-func (h *host) startHTTP(ctx context.Context, req sandbox.HTTPRequest) (context.Context, trace.Span) {
-	if !h.s.traced {
+func (h *Host) startHTTP(ctx context.Context, req sandbox.HTTPRequest) (context.Context, trace.Span) {
+	if !h.env.traced {
 		return ctx, trace.SpanFromContext(ctx)
 	}
 	h.mu.Lock()
 	rec := h.rec
 	h.mu.Unlock()
-	return run.HTTPSpan(h.spanParent(ctx), h.s.tracer, req, recordAttrs(rec)...)
+	return run.HTTPSpan(h.spanParent(ctx), h.env.tracer, req, RecordAttrs(rec)...)
 }
 
 // startCall starts the span of an r_invoke_v1 call made by this attempt; the
 // returned context keeps ctx's deadline and cancellation and carries the span (whose traceparent
 // the egress layer sends, and which a child invocation continues).
-func (h *host) startCall(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
-	if !h.s.traced {
+func (h *Host) startCall(ctx context.Context, name string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	if !h.env.traced {
 		return ctx, trace.SpanFromContext(ctx)
 	}
 	h.mu.Lock()
 	rec := h.rec
 	h.mu.Unlock()
-	return h.s.tracer.Start(h.spanParent(ctx), name, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(append(recordAttrs(rec), attrs...)...))
-}
-
-// logEnded writes the log line of an invocation that reached a terminal status: info, warn when
-// it was dead-lettered.
-func (s *Service) logEnded(rec invocation.Record) {
-	level, msg := slog.LevelInfo, "run finished"
-	if rec.Status == invocation.StatusDeadLettered {
-		level, msg = slog.LevelWarn, "run dead-lettered"
-	}
-	ctx := context.Background()
-	if !s.cfg.Logger.Enabled(ctx, level) {
-		return
-	}
-	attrs := []slog.Attr{slog.String("tenant_id", rec.TenantID), slog.String("entrypoint_id", rec.EntrypointID),
-		slog.String("invocation_id", rec.ID), slog.String("status", string(rec.Status)), slog.Int("attempt", rec.Attempt),
-		slog.String("correlation_id", rec.CorrelationID), slog.String("trace_id", rec.TraceID)}
-	if rec.StartedAt != nil {
-		attrs = append(attrs, slog.Int64("duration_ms", max(rec.UpdatedAt.Sub(*rec.StartedAt), 0).Milliseconds()))
-	}
-	if rec.Error != nil {
-		attrs = append(attrs, slog.String("error_type", rec.Error.TypeID))
-	}
-	s.cfg.Logger.LogAttrs(ctx, level, msg, attrs...)
+	return h.env.tracer.Start(h.spanParent(ctx), name, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(append(RecordAttrs(rec), attrs...)...))
 }

@@ -1,4 +1,4 @@
-package invoke
+package catalog
 
 import (
 	"encoding/json"
@@ -121,7 +121,7 @@ func (n *defaultsNode) apply(v any) error {
 }
 
 // paramsDefaults returns the defaults of d's params schema, parsed once per definition.
-func (s *Service) paramsDefaults(d definition) (*defaultsNode, error) {
+func (c *Catalog) paramsDefaults(d Definition) (*defaultsNode, error) {
 	if d.schemas == nil {
 		return parseDefaults(d.Schema.Params)
 	}

@@ -1,4 +1,4 @@
-package invoke
+package host
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 func TestHostLogCaps(t *testing.T) {
 	t.Parallel()
 	c := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	h := &host{s: &Service{cfg: Config{Clock: c}}, rec: invocation.Record{ID: "inv-1", Attempt: 1}}
+	h := (&Env{Clock: c}).New(context.Background(), invocation.Record{ID: "inv-1", Attempt: 1})
 	big := strings.Repeat("L", 100000)
 	for range 100000 {
 		h.Log(context.Background(), big, map[string]any{"f": big})
@@ -40,7 +40,7 @@ func TestHostLogCaps(t *testing.T) {
 	require.Empty(t, h.Drain(), "one marker")
 
 	// Many small entries stop at maxLogEntries.
-	h = &host{s: &Service{cfg: Config{Clock: c}}, rec: invocation.Record{ID: "inv-2", Attempt: 1}}
+	h = (&Env{Clock: c}).New(context.Background(), invocation.Record{ID: "inv-2", Attempt: 1})
 	for range 5000 {
 		h.Log(context.Background(), "x", nil)
 	}

@@ -1,4 +1,4 @@
-package invoke
+package writer_test
 
 import (
 	"context"
@@ -10,11 +10,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/larkrun/lark/internal/clock"
-	"github.com/larkrun/lark/internal/idgen"
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/store"
 	"github.com/larkrun/lark/internal/store/sqlstore"
 	"github.com/larkrun/lark/internal/store/storetest"
+	"github.com/larkrun/lark/internal/writer"
 )
 
 // TestEmittedWriteRepeatedPublishesOnce: the outbox's "never twice". A write of event_emitted
@@ -28,8 +28,7 @@ func TestEmittedWriteRepeatedPublishesOnce(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
 	c := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	s := NewService(Config{Store: st, Clock: c, IDs: idgen.UUIDv7{}, Node: "n"})
-	t.Cleanup(s.Close)
+	s := writer.New(writer.Config{Store: st, Clock: c})
 
 	rec := invocation.Record{ID: "inv-1", TenantID: "acme", EntrypointRef: "ep", EntrypointID: "fn", SubjectID: "bob",
 		Mode: invocation.ModeAsync, Params: json.RawMessage(`{}`), CorrelationID: "corr-1", CreatedAt: c.Now(), Attempt: 1}
@@ -47,7 +46,7 @@ func TestEmittedWriteRepeatedPublishesOnce(t *testing.T) {
 	}
 	write := func(evs []invocation.Event, fail error) ([]invocation.Event, error) {
 		var appended []invocation.Event
-		err := s.update(ctx, func(tx store.Tx) error {
+		err := s.Update(ctx, func(tx store.Tx) error {
 			var err error
 			if _, appended, err = tx.Append(store.AppendRequest{TenantID: "acme", InvocationID: rec.ID, Events: evs}); err != nil {
 				return err

@@ -1,18 +1,10 @@
-package invoke
-
-// Live workflow executions. A workflow that suspends (a timer, an event, a child invocation) is
-// always suspended durably — the same transaction as at the end of a run — so a crash or restart
-// loses nothing: the next activation replays the journal. But while the invocation stays on this
-// process and the wait is short, the execution itself stays in memory: its goroutine blocks, holding
-// no dispatcher slot, until the dispatcher claims the invocation again (the timer is due, the event
-// arrived, the child ended) and hands the claim over; the program then continues where it stopped,
-// without a replay. The wait gives up (and the execution ends) after Config.LiveWait, when
-// Config.MaxLive executions already wait, on cancel, and on Close.
+package workflow
 
 import (
 	"context"
 	"time"
 
+	"github.com/larkrun/lark/internal/host"
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/sandbox"
 	"github.com/larkrun/lark/internal/store"
@@ -20,13 +12,13 @@ import (
 
 // liveRun is one workflow execution, live across its activations.
 type liveRun struct {
-	handover chan claim    // the next claim of the invocation, to the waiting execution
+	handover chan Claim    // the next Claim of the invocation, to the waiting execution
 	drop     chan struct{} // closed when the wait must end without a handover
 }
 
-// claim is one activation of a workflow: the claimed record (its lease) and where the executor
+// Claim is one activation of a workflow: the claimed record (its lease) and where the executor
 // that claimed it waits for the outcome.
-type claim struct {
+type Claim struct {
 	rec   invocation.Record
 	reply chan activation
 	// start, when set, waits for the invocation's start, enqueued and not yet awaited (a sync call's
@@ -43,14 +35,25 @@ type activation struct {
 }
 
 func newLiveRun() *liveRun {
-	return &liveRun{handover: make(chan claim, 1), drop: make(chan struct{})}
+	return &liveRun{handover: make(chan Claim, 1), drop: make(chan struct{})}
 }
 
-func newClaim(rec invocation.Record) claim { return claim{rec: rec, reply: make(chan activation, 1)} }
+// NewClaim is the claim of an activation of rec, leased to this process.
+func NewClaim(rec invocation.Record) Claim { return Claim{rec: rec, reply: make(chan activation, 1)} }
+
+// After is c with its first journal write and side effect waiting for start (a sync call's start,
+// enqueued and not yet awaited).
+func (c Claim) After(start func() error) Claim {
+	c.start = start
+	return c
+}
+
+// Invocation is the claimed record.
+func (c Claim) Invocation() invocation.Record { return c.rec }
 
 // liveEligible reports whether a wait may be spent in memory: a timer due within LiveWait, an
 // event, or a child.
-func (s *Service) liveEligible(p *sandbox.Park, now time.Time) bool {
+func (s *Engine) liveEligible(p *sandbox.Park, now time.Time) bool {
 	if s.cfg.LiveWait < 0 {
 		return false
 	}
@@ -59,7 +62,7 @@ func (s *Service) liveEligible(p *sandbox.Park, now time.Time) bool {
 
 // registerLive records that the execution of invocation id waits in memory; false when MaxLive
 // executions already do.
-func (s *Service) registerLive(id string, lr *liveRun) bool {
+func (s *Engine) registerLive(id string, lr *liveRun) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.live) >= s.cfg.MaxLive {
@@ -70,7 +73,7 @@ func (s *Service) registerLive(id string, lr *liveRun) bool {
 }
 
 // takeLive removes and returns the live execution of invocation id, if one waits.
-func (s *Service) takeLive(id string) *liveRun {
+func (s *Engine) takeLive(id string) *liveRun {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	lr := s.live[id]
@@ -78,24 +81,24 @@ func (s *Service) takeLive(id string) *liveRun {
 	return lr
 }
 
-// dropLive ends the wait of invocation id's live execution, if one waits (cancel, a failed
+// DropLive ends the wait of invocation id's live execution, if one waits (cancel, a failed
 // suspension): it ends without writing anything.
-func (s *Service) dropLive(id string) {
+func (s *Engine) DropLive(id string) {
 	if lr := s.takeLive(id); lr != nil {
 		close(lr.drop)
 	}
 }
 
-// awaitHandover waits for the next claim of invocation id. It gives up after LiveWait, on drop and
-// on Close — unless a claim took the execution first, whose handover it then receives.
-func (s *Service) awaitHandover(lr *liveRun, id string) (claim, bool) {
+// awaitHandover waits for the next Claim of invocation id. It gives up after LiveWait, on drop and
+// on Close — unless a Claim took the execution first, whose handover it then receives.
+func (s *Engine) awaitHandover(lr *liveRun, id string) (Claim, bool) {
 	t := time.NewTimer(s.cfg.LiveWait)
 	defer t.Stop()
 	select {
 	case next := <-lr.handover:
 		return next, true
 	case <-lr.drop:
-		return claim{}, false
+		return Claim{}, false
 	case <-t.C:
 	case <-s.closing:
 	}
@@ -103,14 +106,14 @@ func (s *Service) awaitHandover(lr *liveRun, id string) (claim, bool) {
 	if s.live[id] == lr {
 		delete(s.live, id)
 		s.mu.Unlock()
-		return claim{}, false
+		return Claim{}, false
 	}
 	s.mu.Unlock()
-	select { // a claim took it: its handover is on the way
+	select { // a Claim took it: its handover is on the way
 	case next := <-lr.handover:
 		return next, true
 	case <-lr.drop:
-		return claim{}, false
+		return Claim{}, false
 	}
 }
 
@@ -118,8 +121,9 @@ func (s *Service) awaitHandover(lr *liveRun, id string) (claim, bool) {
 // a journal_resolved for its entry (an event, a child's outcome), or, at its time, a due timer or
 // an expired event wait (resolved here, recorded with the next write). Not resolved (the workflow
 // was resumed before its time): the execution parks again.
-func (s *Service) resolutionAfter(ctx context.Context, h *host, p *sandbox.Park, afterSeq int64, now time.Time) (sandbox.Resolution, bool) {
-	evs, err := s.cfg.Store.Events(ctx, store.EventLogQuery{TenantID: h.rec.TenantID, InvocationID: h.rec.ID, AfterSeq: afterSeq, Limit: 0})
+func (s *Engine) resolutionAfter(ctx context.Context, h *host.Host, p *sandbox.Park, afterSeq int64, now time.Time) (sandbox.Resolution, bool) {
+	rec, _ := h.Written()
+	evs, err := s.cfg.Store.Events(ctx, store.EventLogQuery{TenantID: rec.TenantID, InvocationID: rec.ID, AfterSeq: afterSeq, Limit: 0})
 	if err != nil {
 		return sandbox.Resolution{}, false
 	}
@@ -149,30 +153,4 @@ func (s *Service) resolutionAfter(ctx context.Context, h *host, p *sandbox.Park,
 		return sandbox.Resolution{Result: j.Result, Now: now}, true
 	}
 	return sandbox.Resolution{}, false
-}
-
-// setRecord points the host at the record of a new activation (its lease and engine attempt).
-func (h *host) setRecord(r invocation.Record) {
-	h.mu.Lock()
-	h.rec = r
-	h.durable = invocation.Record{}
-	h.mu.Unlock()
-}
-
-// written returns the activation's record and the projection its last journal write left (the
-// claim's record before the first).
-func (h *host) written() (rec, durable invocation.Record) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.durable.ID == "" {
-		return h.rec, h.rec
-	}
-	return h.rec, h.durable
-}
-
-// wrote remembers the projection a journal write committed.
-func (h *host) wrote(r invocation.Record) {
-	h.mu.Lock()
-	h.durable = r
-	h.mu.Unlock()
 }

@@ -1,4 +1,8 @@
-package invoke
+// Package waits keeps workflows' waits for events (r_wait_event_v1): a wait is registered as its
+// workflow suspends, an event published later resolves the waits it matches (and queues their
+// workflows to resume), and a wait registered after its event was stored is resolved at once by it.
+// Everything happens inside the caller's transaction, through the store only.
+package waits
 
 import (
 	"encoding/json"
@@ -17,17 +21,14 @@ import (
 // maxEventScan bounds how many stored events one wait examines when it is registered.
 const maxEventScan = 1000
 
-// DeliverToWaits resolves, inside tx, the suspended workflows waiting for ev whose filter matches
+// Deliver resolves, inside tx, the suspended workflows waiting for ev whose filter matches
 // (r_wait_event_v1), and returns how many it resolved: each waiting journal entry is resolved with
 // the event and the workflow is queued to resume. The events service (internal/eventbus) calls it
 // in the transaction that stores the event. Waits of ended
 // workflows are removed; a waiting workflow that is not suspended at this moment (it is replaying)
-// finds the event itself when it parks again (see registerWait). An invocation's waits are taken
+// finds the event itself when it parks again (see Register). An invocation's waits are taken
 // in the order they were registered, and the event resolves at most one of them.
-func (s *Service) DeliverToWaits(tx store.Tx, ev events.Event, now time.Time) (int, error) {
-	if _, ok := tx.(*notingTx); !ok {
-		tx = &notingTx{Tx: tx, s: s} // the resumed workflows wake the dispatcher once tx commits
-	}
+func Deliver(tx store.Tx, ev events.Event, now time.Time) (int, error) {
 	waits, err := tx.EventWaits(ev.TenantID, ev.TypeID)
 	if err != nil {
 		return 0, err
@@ -53,7 +54,7 @@ func (s *Service) DeliverToWaits(tx store.Tx, ev events.Event, now time.Time) (i
 		if rec.Status != invocation.StatusSuspended {
 			continue
 		}
-		resolved, err := s.resolveWait(tx, rec, w.Seq, ev, now)
+		resolved, err := resolve(tx, rec, w.Seq, ev, now)
 		if err != nil {
 			return n, err
 		}
@@ -64,12 +65,12 @@ func (s *Service) DeliverToWaits(tx store.Tx, ev events.Event, now time.Time) (i
 	return n, nil
 }
 
-// registerWait records a workflow's wait as it suspends, in the completion transaction, in place
+// Register records a workflow's wait as it suspends, in the completion transaction, in place
 // of any wait the workflow registered before. The wait is satisfied at once by the earliest stored
 // event of its type that matches its filter, was received since the invocation was created
 // (w.Since) and has not satisfied an earlier wait of the invocation: events published before the
 // workflow reached the wait are not lost.
-func (s *Service) registerWait(tx store.Tx, rec invocation.Record, w events.Wait, now time.Time) error {
+func Register(tx store.Tx, rec invocation.Record, w events.Wait, now time.Time) error {
 	if err := tx.DeleteEventWaits(w.TenantID, w.InvocationID); err != nil {
 		return err
 	}
@@ -84,7 +85,7 @@ func (s *Service) registerWait(tx store.Tx, rec invocation.Record, w events.Wait
 		}
 		for _, ev := range evs {
 			if newMatcher(ev).Matches(w.Filter) {
-				_, err := s.resolveWait(tx, rec, w.Seq, ev, now)
+				_, err := resolve(tx, rec, w.Seq, ev, now)
 				return err
 			}
 		}
@@ -95,11 +96,11 @@ func (s *Service) registerWait(tx store.Tx, rec invocation.Record, w events.Wait
 	}
 }
 
-// resolveWait completes the pending journal entry seq of a suspended workflow with ev, records that
+// resolve completes the pending journal entry seq of a suspended workflow with ev, records that
 // the invocation consumed ev, queues the workflow to resume now and removes its waits. The
 // resolution carries the event's id and arrival seq (event_seq). It reports false, and changes
 // nothing, when the invocation has consumed ev already. The timeline shows it as signal_received.
-func (s *Service) resolveWait(tx store.Tx, rec invocation.Record, seq int, ev events.Event, now time.Time) (bool, error) {
+func resolve(tx store.Tx, rec invocation.Record, seq int, ev events.Event, now time.Time) (bool, error) {
 	fresh, err := tx.ConsumeEvent(rec.TenantID, rec.ID, ev.Seq)
 	if err != nil || !fresh {
 		return false, err
@@ -110,7 +111,7 @@ func (s *Service) resolveWait(tx store.Tx, rec invocation.Record, seq int, ev ev
 		return false, err
 	}
 	e := invocation.Event{Type: invocation.EventJournalResolved, Data: data, At: now, LogicalAttempt: rec.Attempt,
-		IdempotencyKey: eventKey(rec.ID, "wait-"+strings.TrimPrefix(journal.Key(rec.Generation, seq), "journal-"), rec.Attempt, invocation.EventJournalResolved)}
+		IdempotencyKey: invocation.IdempotencyKey(rec.ID, "wait-"+strings.TrimPrefix(journal.Key(rec.Generation, seq), "journal-"), rec.Attempt, invocation.EventJournalResolved, "")}
 	if _, _, err := tx.Append(store.AppendRequest{TenantID: rec.TenantID, InvocationID: rec.ID, Events: []invocation.Event{e}, AppendOptions: store.AppendOptions{Schedule: &store.Scheduling{AvailableAt: &now}}}); err != nil {
 		return false, err
 	}
@@ -142,8 +143,40 @@ func newMatcher(ev events.Event) *eventfilter.Matcher {
 	return eventfilter.NewMatcher(eventfilter.Event{ID: ev.ID, TypeID: ev.TypeID, Source: ev.Source, Subject: ev.Subject}, ev.Payload)
 }
 
-// checkFilter is the sandbox's compile check of an r_wait_event_v1 filter.
-func checkFilter(expr string) error {
+// CheckFilter is the sandbox's compile check of an r_wait_event_v1 filter.
+func CheckFilter(expr string) error {
 	_, err := eventfilter.Cached(expr)
 	return err
+}
+
+// Publisher is the plain publication of an event inside the caller's transaction: store it, then
+// deliver it to the workflows waiting for it (Deliver). It is the writer's default publisher of the
+// events code emits, when no event bus is configured.
+type Publisher struct{}
+
+// PublishTx stores ev (a repeated id returns the stored event and inserted false, and delivers
+// nothing) and delivers it.
+func (Publisher) PublishTx(tx store.Tx, ev events.Event, now time.Time) (events.Event, bool, error) {
+	stored, inserted, err := tx.InsertEvent(ev)
+	if err != nil || !inserted {
+		return stored, inserted, err
+	}
+	if _, err := Deliver(tx, stored, now); err != nil {
+		return stored, inserted, err
+	}
+	return stored, true, nil
+}
+
+// Delivery delivers events to waits for a service that publishes in its own transactions (the
+// event bus): Wake, when set, is called once such a transaction commits having resumed a workflow
+// (the dispatcher's wake-up, and the other nodes').
+type Delivery struct{ Wake func() }
+
+// DeliverToWaits is Deliver, with the wake-up.
+func (d Delivery) DeliverToWaits(tx store.Tx, ev events.Event, now time.Time) (int, error) {
+	n, err := Deliver(tx, ev, now)
+	if n > 0 && err == nil && d.Wake != nil {
+		tx.AfterCommit(d.Wake)
+	}
+	return n, err
 }

@@ -1,4 +1,4 @@
-package invoke
+package execution
 
 import (
 	"context"
@@ -7,7 +7,9 @@ import (
 	"fmt"
 
 	"github.com/larkrun/lark/internal/attempt"
+	"github.com/larkrun/lark/internal/catalog"
 	"github.com/larkrun/lark/internal/entrypoint"
+	"github.com/larkrun/lark/internal/host"
 	"github.com/larkrun/lark/internal/run"
 	"github.com/larkrun/lark/internal/sandbox"
 	"github.com/larkrun/lark/internal/store"
@@ -43,62 +45,52 @@ type Remote interface {
 // lease check, like a local one. Cancellation (Cancel) cancels ctx, which the remote side passes
 // on to the worker in its next heartbeat answer; the worker's result then arrives after the lease
 // was cleared and is recorded as late_result.
-func (s *Service) runRemote(ctx context.Context, a attempt.Attempt, d definition) {
+func (x *Executor) runRemote(ctx context.Context, a attempt.Attempt, d catalog.Definition) {
 	rec := a.Invocation
-	s.dequeued(rec, a.Due, nil)
-	ctx, span := s.startAttempt(ctx, rec) // the worker records no spans of its own (yet)
+	x.writer.Dequeued(rec, a.Due, nil)
+	ctx, span := x.env.StartAttempt(ctx, rec) // the worker records no spans of its own (yet)
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	s.track(rec.ID, cancel)
-	defer s.untrack(rec.ID)
+	x.running.Track(rec.ID, cancel)
+	defer x.running.Untrack(rec.ID)
 	ok := false
 	var res run.Result
-	if p, err := s.policy(ctx, rec.TenantID); err != nil {
-		s.cfg.Logger.ErrorContext(ctx, "remote attempt not handed out: tenant policy unreadable", "invocation_id", rec.ID, "tenant_id", rec.TenantID, "err", err)
+	if p, err := x.catalog.Policy(ctx, rec.TenantID); err != nil {
+		x.logger.ErrorContext(ctx, "remote attempt not handed out: tenant policy unreadable", "invocation_id", rec.ID, "tenant_id", rec.TenantID, "err", err)
 	} else {
-		res, ok = s.cfg.Remote.Run(runCtx, RemoteAttempt{Attempt: a, Run: s.attempt(rec, a.Entrypoint, d, nil, a.Due), Returns: d.Schema.Returns,
-			DefinitionID: d.workerDefinition(), AllowedOutboundDomains: p.Policies.AllowedOutboundDomains})
+		res, ok = x.remote.Run(runCtx, RemoteAttempt{Attempt: a, Run: x.catalog.RunAttempt(rec, a.Entrypoint, d, nil, a.Due, x.admitWithin), Returns: d.Schema.Returns,
+			DefinitionID: d.WorkerDefinition(), AllowedOutboundDomains: p.Policies.AllowedOutboundDomains})
 	}
 	if !ok {
-		endAttempt(span, rec.Status, errors.New("remote attempt lost"))
-		if err := s.endLease(context.WithoutCancel(ctx), rec.TenantID, rec.ID, a.Lease.Owner); err != nil {
-			s.cfg.Logger.ErrorContext(ctx, "lease of a lost remote attempt not ended; it runs out", "invocation_id", rec.ID, "tenant_id", rec.TenantID, "err", err)
+		host.EndAttempt(span, rec.Status, errors.New("remote attempt lost"))
+		if err := x.endLease(context.WithoutCancel(ctx), rec.TenantID, rec.ID, a.Lease.Owner); err != nil {
+			x.logger.ErrorContext(ctx, "lease of a lost remote attempt not ended; it runs out", "invocation_id", rec.ID, "tenant_id", rec.TenantID, "err", err)
 		}
 		return
 	}
-	final, err := s.complete(context.WithoutCancel(ctx), rec, d, res.Timeline, res.Outcome, nil)
+	final, err := x.completer.Complete(context.WithoutCancel(ctx), rec, d, res.Timeline, res.Outcome, nil)
 	if err != nil {
-		s.cfg.Logger.ErrorContext(ctx, "remote attempt not recorded", "invocation_id", rec.ID, "tenant_id", rec.TenantID, "err", err)
+		x.logger.ErrorContext(ctx, "remote attempt not recorded", "invocation_id", rec.ID, "tenant_id", rec.TenantID, "err", err)
 	}
-	endAttempt(span, final.Status, err)
+	host.EndAttempt(span, final.Status, err)
 }
 
 // endLease ends the lease owner holds on an invocation (its expiry becomes now), if it still holds
 // it, so that the next claim reclaims the work.
-func (s *Service) endLease(ctx context.Context, tenantID, id, owner string) error {
-	return s.cfg.Store.Update(ctx, func(tx store.Tx) error {
+func (x *Executor) endLease(ctx context.Context, tenantID, id, owner string) error {
+	return x.store.Update(ctx, func(tx store.Tx) error {
 		sch, err := tx.Scheduling(tenantID, id)
 		if err != nil || sch.LeaseOwner != owner {
 			return err
 		}
-		now := s.cfg.Clock.Now()
+		now := x.clock.Now()
 		sch.LeaseExpiresAt = &now
 		if err := tx.SetScheduling(tenantID, id, sch); err != nil {
 			return err
 		}
-		if s.cfg.Wake != nil {
-			tx.AfterCommit(s.cfg.Wake)
-		}
+		tx.AfterCommit(x.writer.Wake)
 		return nil
 	})
-}
-
-// workerDefinition is the definition_id of a worker-provided implementation ("" for Starlark).
-func (d definition) workerDefinition() string {
-	if d.Implementation.Kind != "adapter_ref" {
-		return ""
-	}
-	return d.Implementation.AdapterRef.DefinitionID
 }
 
 // workerOnly is the error of an attempt of a worker-provided implementation that this server
