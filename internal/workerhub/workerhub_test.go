@@ -1,4 +1,4 @@
-package workers
+package workerhub
 
 import (
 	"context"
