@@ -38,9 +38,9 @@ func (s *Service) execute(ctx context.Context, rec invocation.Record, e entrypoi
 
 // attempt is the run stage's view of an attempt of rec (e's version, parsed as d): data only.
 // input is rec's params decoded, when the caller has them (nil: they are decoded by the run).
-func (s *Service) attempt(rec invocation.Record, e entrypoint.Entrypoint, d definition, input any, due time.Time) run.Attempt {
+func (s *Service) attempt(rec invocation.Record, e entrypoint.Entrypoint, d definition, input any, due time.Time) run.Job {
 	returns, rerr := s.returnsSchema(d)
-	return run.Attempt{Record: rec, Input: input, ProgramKey: e.ID, Source: d.Implementation.Code.Source,
+	return run.Job{Record: rec, Input: input, ProgramKey: e.ID, Source: d.Implementation.Code.Source,
 		Limits: d.limits(s.cfg.MaxPayloadBytes), Retry: retryOf(rec, d), Returns: returns, ReturnsErr: rerr, Due: due,
 		AdmitWithin: s.admitWithin()}
 }

@@ -18,7 +18,7 @@ import (
 // returns schema, for a worker to check against.
 type RemoteAttempt struct {
 	Attempt attempt.Attempt
-	Run     run.Attempt
+	Run     run.Job
 	Returns json.RawMessage
 	// DefinitionID, for a worker-provided implementation (implementation.kind adapter_ref), is its
 	// adapter_ref.definition_id: only a worker that serves it may run the attempt.
