@@ -20,6 +20,7 @@ import (
 	"github.com/larkrun/lark/internal/bulklane"
 	"github.com/larkrun/lark/internal/clock"
 	"github.com/larkrun/lark/internal/eventbus"
+	"github.com/larkrun/lark/internal/eventtrigger"
 	"github.com/larkrun/lark/internal/idgen"
 	"github.com/larkrun/lark/internal/invoke"
 	"github.com/larkrun/lark/internal/problem"
@@ -27,14 +28,13 @@ import (
 	"github.com/larkrun/lark/internal/scheduler"
 	"github.com/larkrun/lark/internal/secrets"
 	"github.com/larkrun/lark/internal/store"
-	"github.com/larkrun/lark/internal/tenants"
+	"github.com/larkrun/lark/internal/tenancy"
 	"github.com/larkrun/lark/internal/tokens"
 	"github.com/larkrun/lark/internal/tracing"
-	"github.com/larkrun/lark/internal/triggers"
 	"github.com/larkrun/lark/internal/usage"
-	"github.com/larkrun/lark/internal/webhooks"
+	"github.com/larkrun/lark/internal/webhookrecv"
+	"github.com/larkrun/lark/internal/workerhub"
 	"github.com/larkrun/lark/internal/workerproto"
-	"github.com/larkrun/lark/internal/workers"
 )
 
 // BasePath prefixes every API route.
@@ -51,7 +51,7 @@ type Pinger interface {
 // Config wires the API to its services.
 type Config struct {
 	Tokens   *tokens.Service
-	Tenants  *tenants.Service
+	Tenants  *tenancy.Service
 	Registry *registry.Service
 	Invoke   *invoke.Service
 	Usage    *usage.Service
@@ -61,18 +61,18 @@ type Config struct {
 	Secrets *secrets.Service
 	// Webhooks serves the Webhook Trigger API and the public receiver (nil: 503 on the API, 404
 	// on the receiver).
-	Webhooks *webhooks.Service
+	Webhooks *webhookrecv.Service
 	// TrustedProxies are the proxies whose X-Forwarded-For the webhook receiver believes; from any
 	// other peer, the TCP peer address is the sender's (allowed_sources).
 	TrustedProxies []netip.Prefix
 	// Events serves the events API (publishing, event types).
 	Events *eventbus.Bus
 	// Triggers serves the Trigger API.
-	Triggers *triggers.Service
-	// Workers serves the worker route group (docs/workers.md), authenticated by envelopes signed
+	Triggers *eventtrigger.Service
+	// WorkerHub serves the worker route group (docs/workers.md), authenticated by envelopes signed
 	// with a key of WorkerKeys (both nil: the group is not mounted). WorkerClock checks envelope
 	// expiry (nil: the real clock).
-	Workers     *workers.Service
+	WorkerHub   *workerhub.Service
 	WorkerKeys  *workerproto.Keyset
 	WorkerClock clock.Clock
 	Audit       AuditLister

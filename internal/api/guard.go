@@ -135,7 +135,7 @@ func (s *Server) need(role auth.Role, what string) func(http.Handler) http.Handl
 
 // tenantAdmin (after authenticate) admits the platform operator to the tenant-changing routes
 // before their body is read: a tenant token gets 404 for another tenant (no existence leak) and
-// 403 for its own, as the tenants service answers.
+// 403 for its own, as the tenancy service answers.
 func (s *Server) tenantAdmin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sc := security(r)

@@ -20,8 +20,8 @@ import (
 
 	"github.com/larkrun/lark/internal/api"
 	"github.com/larkrun/lark/internal/api/apispec"
+	"github.com/larkrun/lark/internal/workerhub"
 	"github.com/larkrun/lark/internal/workerproto"
-	"github.com/larkrun/lark/internal/workers"
 )
 
 // exercised counts, across the package's tests, the document's operations the suite made.
@@ -101,7 +101,7 @@ func TestOpenAPIRoutes(t *testing.T) {
 	t.Parallel()
 	ks, err := workerproto.ParseKeys([]string{"k:0123456789abcdef"})
 	require.NoError(t, err)
-	h := api.New(api.Config{Metrics: http.NotFoundHandler(), Workers: workers.New(workers.Config{}), WorkerKeys: ks}).Handler()
+	h := api.New(api.Config{Metrics: http.NotFoundHandler(), WorkerHub: workerhub.New(workerhub.Config{}), WorkerKeys: ks}).Handler()
 	mux, ok := h.(chi.Routes)
 	require.True(t, ok, "Handler() is a %T, not a chi router", h)
 	var served []string

@@ -12,8 +12,8 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/larkrun/lark/internal/api"
+	"github.com/larkrun/lark/internal/workerhub"
 	"github.com/larkrun/lark/internal/workerproto"
-	"github.com/larkrun/lark/internal/workers"
 )
 
 // docRouteRow is one row of the route table at the top of docs/api.md:
@@ -91,7 +91,7 @@ func TestRoutesDocumented(t *testing.T) {
 		t.Fatal(err)
 	}
 	// With a worker service, so that the worker route group is mounted too.
-	h := api.New(api.Config{Metrics: http.NotFoundHandler(), Workers: workers.New(workers.Config{}), WorkerKeys: ks}).Handler()
+	h := api.New(api.Config{Metrics: http.NotFoundHandler(), WorkerHub: workerhub.New(workerhub.Config{}), WorkerKeys: ks}).Handler()
 	mux, ok := h.(chi.Routes)
 	if !ok {
 		t.Fatalf("Handler() is a %T, not a chi router", h)

@@ -6,9 +6,9 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/larkrun/lark/internal/auth"
+	"github.com/larkrun/lark/internal/eventtrigger"
 	"github.com/larkrun/lark/internal/store"
 	"github.com/larkrun/lark/internal/trigger"
-	"github.com/larkrun/lark/internal/triggers"
 )
 
 // triggerRoutes mounts the Trigger API (000 + 002's event trigger management).
@@ -34,7 +34,7 @@ func (s *Server) createTrigger(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, err)
 		return
 	}
-	var spec triggers.Spec
+	var spec eventtrigger.Spec
 	if err := decodeResource(r, &spec, trigger.Trigger{}, false); err != nil {
 		s.problem(w, r, err)
 		return
@@ -68,7 +68,7 @@ func (s *Server) replaceTrigger(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, err)
 		return
 	}
-	var spec triggers.Spec
+	var spec eventtrigger.Spec
 	if err := decodeResource(r, &spec, trigger.Trigger{}, false); err != nil {
 		s.problem(w, r, err)
 		return
@@ -88,7 +88,7 @@ func (s *Server) patchTrigger(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	t, err := s.cfg.Triggers.Patch(r.Context(), security(r), chi.URLParam(r, "id"), patch,
-		func(b []byte, spec *triggers.Spec) error { return decodeBody(b, spec, trigger.Trigger{}) })
+		func(b []byte, spec *eventtrigger.Spec) error { return decodeBody(b, spec, trigger.Trigger{}) })
 	s.respond(w, r, http.StatusOK, t, err)
 }
 

@@ -14,8 +14,8 @@ import (
 	"github.com/larkrun/lark/internal/eventbus"
 	"github.com/larkrun/lark/internal/eventfilter"
 	"github.com/larkrun/lark/internal/events"
+	"github.com/larkrun/lark/internal/eventtrigger"
 	"github.com/larkrun/lark/internal/store"
-	"github.com/larkrun/lark/internal/triggers"
 )
 
 // BenchmarkPublishTriggers publishes events from parallel publishers into a tenant with 100 event
@@ -38,7 +38,7 @@ func BenchmarkPublishTriggers(b *testing.B) {
 			filters := make([]string, c.triggers)
 			for i := range c.triggers {
 				filters[i] = fmt.Sprintf("payload.shard == %d && payload.total >= 0", i)
-				_, err := e.srv.Triggers.Create(ctx, sc, triggers.Spec{TriggerID: fmt.Sprintf("t%03d", i), EventTypeID: orderType,
+				_, err := e.srv.Triggers.Create(ctx, sc, eventtrigger.Spec{TriggerID: fmt.Sprintf("t%03d", i), EventTypeID: orderType,
 					EntrypointID: ep, EventFilterQuery: filters[i]})
 				require.NoError(b, err)
 			}

@@ -12,7 +12,7 @@ import (
 	"github.com/larkrun/lark/internal/problem"
 	"github.com/larkrun/lark/internal/store"
 	"github.com/larkrun/lark/internal/webhook"
-	"github.com/larkrun/lark/internal/webhooks"
+	"github.com/larkrun/lark/internal/webhookrecv"
 )
 
 // webhookRoutes mounts the Webhook Trigger API (002) under the authenticated base path.
@@ -60,8 +60,8 @@ func (s *Server) createWebhook(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, err)
 		return
 	}
-	var spec webhooks.Spec
-	if err := decodeResource(r, &spec, webhooks.View{}, false); err != nil {
+	var spec webhookrecv.Spec
+	if err := decodeResource(r, &spec, webhookrecv.View{}, false); err != nil {
 		s.problem(w, r, err)
 		return
 	}
@@ -80,7 +80,7 @@ func (s *Server) listWebhooks(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, s.webhooksOff())
 		return
 	}
-	servePage(s, w, r, func(q store.ListQuery) (store.Page[webhooks.View], error) {
+	servePage(s, w, r, func(q store.ListQuery) (store.Page[webhookrecv.View], error) {
 		return s.cfg.Webhooks.List(r.Context(), security(r), q)
 	}, asIs)
 }
@@ -107,8 +107,8 @@ func (s *Server) replaceWebhook(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, err)
 		return
 	}
-	var spec webhooks.Spec
-	if err := decodeResource(r, &spec, webhooks.View{}, false); err != nil {
+	var spec webhookrecv.Spec
+	if err := decodeResource(r, &spec, webhookrecv.View{}, false); err != nil {
 		s.problem(w, r, err)
 		return
 	}
@@ -132,7 +132,7 @@ func (s *Server) patchWebhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v, err := s.cfg.Webhooks.Patch(r.Context(), security(r), chi.URLParam(r, "id"), patch,
-		func(b []byte, spec *webhooks.Spec) error { return decodeBody(b, spec, webhooks.View{}) })
+		func(b []byte, spec *webhookrecv.Spec) error { return decodeBody(b, spec, webhookrecv.View{}) })
 	w.Header().Set("Cache-Control", "no-store")
 	s.respond(w, r, http.StatusOK, v, err)
 }
@@ -174,7 +174,7 @@ func (s *Server) regenerateWebhookSecret(w http.ResponseWriter, r *http.Request)
 		s.problem(w, r, err)
 		return
 	}
-	var req webhooks.Regenerate
+	var req webhookrecv.Regenerate
 	if err := decodeStruct(r, &req, true); err != nil {
 		s.problem(w, r, err)
 		return
@@ -194,15 +194,15 @@ func (s *Server) webhookDeliveries(w http.ResponseWriter, r *http.Request) {
 	}, asIs)
 }
 
-// limitWebhookBody bounds a delivery's body at webhooks.MaxBodyBytes (413 before reading a
+// limitWebhookBody bounds a delivery's body at webhookrecv.MaxBodyBytes (413 before reading a
 // larger announced one).
 func (s *Server) limitWebhookBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength > webhooks.MaxBodyBytes {
-			s.problem(w, r, problem.New(problem.TypePayloadTooLarge, "the request body exceeds %d bytes", webhooks.MaxBodyBytes))
+		if r.ContentLength > webhookrecv.MaxBodyBytes {
+			s.problem(w, r, problem.New(problem.TypePayloadTooLarge, "the request body exceeds %d bytes", webhookrecv.MaxBodyBytes))
 			return
 		}
-		r.Body = &trackedBody{ReadCloser: http.MaxBytesReader(w, r.Body, webhooks.MaxBodyBytes), empty: r.ContentLength == 0}
+		r.Body = &trackedBody{ReadCloser: http.MaxBytesReader(w, r.Body, webhookrecv.MaxBodyBytes), empty: r.ContentLength == 0}
 		next.ServeHTTP(w, r)
 	})
 }
@@ -213,7 +213,7 @@ func (s *Server) receiveWebhook(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, problem.NotFound("no webhook trigger at this address"))
 		return
 	}
-	out, err := s.cfg.Webhooks.Receive(r.Context(), webhooks.Request{
+	out, err := s.cfg.Webhooks.Receive(r.Context(), webhookrecv.Request{
 		TenantID: chi.URLParam(r, "tenant_id"), TriggerID: chi.URLParam(r, "trigger_id"),
 		Client: clientAddr(r, s.cfg.TrustedProxies), Header: r.Header, Query: r.URL.Query(),
 		Body: r.Body, ContentLength: r.ContentLength,

@@ -23,7 +23,7 @@ type workerBodyKey struct{}
 // authenticated by the signed envelope every request is (verifyEnvelope), answered with signed
 // envelopes. Without a worker service or keyset the routes answer 404.
 func (s *Server) workerRoutes(r chi.Router) {
-	if s.cfg.Workers == nil || s.cfg.WorkerKeys == nil {
+	if s.cfg.WorkerHub == nil || s.cfg.WorkerKeys == nil {
 		return
 	}
 	g := r.With(s.verifyEnvelope)
@@ -104,7 +104,7 @@ func (s *Server) workerPoll(w http.ResponseWriter, r *http.Request) {
 		// The long poll may outlast the server's write timeout.
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(time.Duration(req.WaitMS)*time.Millisecond + s.cfg.WriteTimeout))
 	}
-	reply, err := s.cfg.Workers.Poll(r.Context(), req)
+	reply, err := s.cfg.WorkerHub.Poll(r.Context(), req)
 	if err != nil {
 		s.problem(w, r, err)
 		return
@@ -118,7 +118,7 @@ func (s *Server) workerHeartbeat(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, err)
 		return
 	}
-	reply, err := s.cfg.Workers.Heartbeat(hb)
+	reply, err := s.cfg.WorkerHub.Heartbeat(hb)
 	if err != nil {
 		s.problem(w, r, err)
 		return
@@ -132,7 +132,7 @@ func (s *Server) workerResult(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, err)
 		return
 	}
-	if err := s.cfg.Workers.Result(chi.URLParam(r, "task_id"), res); err != nil {
+	if err := s.cfg.WorkerHub.Result(chi.URLParam(r, "task_id"), res); err != nil {
 		s.problem(w, r, err)
 		return
 	}
@@ -145,7 +145,7 @@ func (s *Server) workerSecret(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, err)
 		return
 	}
-	reply, err := s.cfg.Workers.Secret(r.Context(), chi.URLParam(r, "task_id"), req)
+	reply, err := s.cfg.WorkerHub.Secret(r.Context(), chi.URLParam(r, "task_id"), req)
 	if err != nil {
 		s.problem(w, r, err)
 		return

@@ -194,14 +194,14 @@ func TestWorkerHeartbeatsDoNotWrite(t *testing.T) {
 			tasks = append(tasks, tk.ID)
 		}
 	}
-	before := e.srv.Workers.Stats()
+	before := e.srv.WorkerHub.Stats()
 	const n = 50
 	for range n {
 		var hb workerproto.HeartbeatReply
 		workerPost(t, e, ks, workerproto.PathHeartbeat, workerproto.Heartbeat{WorkerID: "w-beat", Tasks: tasks}, &hb)
 		require.Empty(t, hb.Unknown)
 	}
-	after := e.srv.Workers.Stats()
+	after := e.srv.WorkerHub.Stats()
 	require.Equal(t, int64(n), after.Heartbeats-before.Heartbeats)
 	require.Equal(t, int64(n*m), after.HeartbeatTasks-before.HeartbeatTasks)
 	require.Less(t, after.HeartbeatWrites-before.HeartbeatWrites, int64(n*m), "heartbeats are kept in memory")
@@ -243,7 +243,7 @@ func TestWorkerLostIsReclaimed(t *testing.T) {
 	require.Equal(t, "succeeded", rec["status"], "%v", rec)
 	items, raw := invTimeline(t, e, adm, inv)
 	require.GreaterOrEqual(t, invIndex(items, "reclaimed", 0), 0, "%s", raw)
-	require.GreaterOrEqual(t, e.srv.Workers.Stats().Lost, int64(1))
+	require.GreaterOrEqual(t, e.srv.WorkerHub.Stats().Lost, int64(1))
 	// The dead worker's result, if it ever came, is refused: its task is gone.
 	r := workerPost(t, e, ks, reply.Tasks[0].ResultPath, workerproto.Result{TaskID: reply.Tasks[0].ID, WorkerID: "w-dead",
 		LeaseOwner: reply.Tasks[0].LeaseOwner, Output: json.RawMessage(`{}`)}, nil)
@@ -264,7 +264,7 @@ func TestWorkerShutdownReportsInterrupted(t *testing.T) {
 			PollWait: 200 * time.Millisecond}).Run(ctx)
 	}()
 	invWait(t, e, adm, inv, "running")
-	require.Eventually(t, func() bool { return e.srv.Workers.Stats().Heartbeats > 0 }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return e.srv.WorkerHub.Stats().Heartbeats > 0 }, 10*time.Second, 10*time.Millisecond)
 	cancel() // what SIGTERM does in lark worker
 	select {
 	case err := <-done:
@@ -336,7 +336,7 @@ func TestWorkerClientStopsCanceled(t *testing.T) {
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	inv := invID(invAsync(t, e, adm, ep["entrypoint_id"].(string), obj{}, nil))
-	require.Eventually(t, func() bool { return e.srv.Workers.Stats().HeartbeatTasks > 0 }, 10*time.Second, 5*time.Millisecond,
+	require.Eventually(t, func() bool { return e.srv.WorkerHub.Stats().HeartbeatTasks > 0 }, 10*time.Second, 5*time.Millisecond,
 		"the worker runs the task")
 	require.Equal(t, http.StatusOK, invControl(t, e, adm, inv, "cancel").Status)
 	require.Eventually(t, func() bool {

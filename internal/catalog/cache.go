@@ -18,7 +18,7 @@ import (
 // write is tagged with the older generation and never used. Writes by other processes sharing the
 // database are not seen by the generation: entries also expire after catalogCacheTTL, the bound
 // those already have on authentication and tenants' enabled flags (tokens.AuthCacheTTL,
-// tenants.EnabledCacheTTL).
+// tenancy.EnabledCacheTTL).
 //
 // Only successes are cached: a 404 or 409 not_active is read again on every request.
 

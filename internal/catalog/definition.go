@@ -236,9 +236,9 @@ func (d Definition) RetryOf(rec invocation.Record) outcome.RetryPolicy {
 // input is rec's params decoded, when the caller has them (nil: they are decoded by the run);
 // admitWithin bounds its wait for admission.
 func (c *Catalog) RunAttempt(rec invocation.Record, e entrypoint.Entrypoint, d Definition, input any, due time.Time,
-	admitWithin time.Duration) run.Attempt {
+	admitWithin time.Duration) run.Job {
 	returns, rerr := c.ReturnsSchema(d)
-	return run.Attempt{Record: rec, Input: input, ProgramKey: e.ID, Source: d.Implementation.Code.Source,
+	return run.Job{Record: rec, Input: input, ProgramKey: e.ID, Source: d.Implementation.Code.Source,
 		Limits: d.Limits(c.maxPayload), Retry: d.RetryOf(rec), Returns: returns, ReturnsErr: rerr, Due: due,
 		AdmitWithin: admitWithin}
 }

@@ -64,7 +64,7 @@ type ClaimConfig struct {
 	// LeaseGrace is how long a lease outlives its attempt's timeout (default 30 s).
 	LeaseGrace time.Duration
 	// Fairness keeps the deficit round-robin state between claims (default fairness.New()).
-	Fairness *fairness.Scheduler
+	Fairness *fairness.DRR
 	// Room, if set, is how many more attempts of a tenant this process should claim now, at most
 	// max (admission.Gate.Room): a tenant whose executions cannot start here soon keeps its work
 	// queued in the store, where it stays visible as queued and another node may take it.

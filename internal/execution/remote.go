@@ -20,7 +20,7 @@ import (
 // returns schema, for a worker to check against.
 type RemoteAttempt struct {
 	Attempt attempt.Attempt
-	Run     run.Attempt
+	Run     run.Job
 	Returns json.RawMessage
 	// DefinitionID, for a worker-provided implementation (implementation.kind adapter_ref), is its
 	// adapter_ref.definition_id: only a worker that serves it may run the attempt.
@@ -30,7 +30,7 @@ type RemoteAttempt struct {
 	AllowedOutboundDomains []string
 }
 
-// Remote runs claimed function attempts in remote workers (package workers). Takes reports
+// Remote runs claimed function attempts in remote workers (package workerhub). Takes reports
 // whether an attempt of a Starlark function goes to a worker (a worker-provided implementation
 // always does); Run hands it over and waits for what it came to. Run
 // answers ok=false when no result will come (the worker was lost, or no worker took the attempt

@@ -25,7 +25,7 @@ type Queue interface {
 	Take(tenantID string, n int) (int, error)
 }
 
-// MinWeight is the smallest weight Schedule honours; smaller weights count as MinWeight. It bounds
+// MinWeight is the smallest weight Claim honours; smaller weights count as MinWeight. It bounds
 // how many passes over the ring a claim may make before a light tenant's deficit reaches one item.
 const MinWeight = 0.1
 
@@ -33,9 +33,9 @@ const MinWeight = 0.1
 // earn one item.
 var maxPasses = int(math.Ceil(1/MinWeight)) + 1
 
-// Scheduler keeps the round-robin state between claims. Its methods are safe for concurrent use;
-// claims are serialized.
-type Scheduler struct {
+// DRR is the deficit round-robin over tenants: it keeps the ring's cursor and each tenant's deficit
+// between claims. Its methods are safe for concurrent use; claims are serialized.
+type DRR struct {
 	mu      sync.Mutex
 	deficit map[string]float64
 	// cursor is the tenant visited last; open is set when its turn was cut short by the claim limit
@@ -44,15 +44,15 @@ type Scheduler struct {
 	open   bool
 }
 
-// New returns a Scheduler.
-func New() *Scheduler { return &Scheduler{deficit: map[string]float64{}} }
+// New returns a DRR with no deficits, starting at the first tenant.
+func New() *DRR { return &DRR{deficit: map[string]float64{}} }
 
 // ringPage is how many tenants one Tenants call fetches.
 const ringPage = 64
 
 // Claim takes up to limit items from q, tenant by tenant in deficit round-robin order, and returns how
 // many it took. It returns fewer than limit only when no tenant may take more.
-func (s *Scheduler) Claim(q Queue, limit int) (int, error) {
+func (s *DRR) Claim(q Queue, limit int) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := claim{s: s, q: q, limit: limit, done: map[string]bool{}}
@@ -105,7 +105,7 @@ func (s *Scheduler) Claim(q Queue, limit int) (int, error) {
 
 // claim is the state of one Claim call.
 type claim struct {
-	s     *Scheduler
+	s     *DRR
 	q     Queue
 	limit int
 	taken int

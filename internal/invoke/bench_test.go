@@ -49,7 +49,7 @@ import (
 	"github.com/larkrun/lark/internal/server"
 	"github.com/larkrun/lark/internal/store"
 	"github.com/larkrun/lark/internal/store/sqlstore"
-	"github.com/larkrun/lark/internal/tenants"
+	"github.com/larkrun/lark/internal/tenancy"
 	"github.com/larkrun/lark/internal/tokens"
 )
 
@@ -285,7 +285,7 @@ func newBenchRig(b *testing.B) *benchRig {
 	schemas, err := schema.New()
 	require.NoError(b, err)
 	c, ids := clock.Real{}, idgen.UUIDv7{}
-	_, err = tenants.NewService(st, c, ids).Enable(context.Background(), operatorSC, "acme",
+	_, err = tenancy.NewService(st, c, ids).Enable(context.Background(), operatorSC, "acme",
 		[]byte(`{"governance":{"allowed_outbound_domains":["*"]}}`))
 	require.NoError(b, err)
 	r := &benchRig{store: st, reg: registry.NewService(st, schemas, c, ids)}

@@ -28,7 +28,7 @@ import (
 	"github.com/larkrun/lark/internal/schema"
 	"github.com/larkrun/lark/internal/store"
 	"github.com/larkrun/lark/internal/store/sqlstore"
-	"github.com/larkrun/lark/internal/tenants"
+	"github.com/larkrun/lark/internal/tenancy"
 )
 
 const fnPrefix = "gts.x.core.serverless.entrypoint.v1~x.core.serverless.function.v1~vendor.app.billing."
@@ -38,7 +38,7 @@ type env struct {
 	store store.Store
 	clock *clock.Fake
 	reg   *registry.Service
-	ten   *tenants.Service
+	ten   *tenancy.Service
 	svc   *invoke.Service
 	cfg   invoke.Config
 	// claimers are the claim stages feeding each service the test made (one per service, as in a
@@ -75,7 +75,7 @@ func newEnv(t testing.TB) *env {
 	require.NoError(t, err)
 	c := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	ids := idgen.UUIDv7{}
-	e := &env{t: t, store: st, clock: c, reg: registry.NewService(st, schemas, c, ids), ten: tenants.NewService(st, c, ids)}
+	e := &env{t: t, store: st, clock: c, reg: registry.NewService(st, schemas, c, ids), ten: tenancy.NewService(st, c, ids)}
 	e.cfg = invoke.Config{Store: st, Schemas: schemas, Programs: sandbox.NewCache(64), Egress: egress.New(egress.Options{AllowLoopback: true}),
 		Clock: c, IDs: ids, Node: "node-a"}
 	e.svc = invoke.NewService(e.cfg)

@@ -4,8 +4,8 @@
 //     running work) and the cross-node wake-up listener;
 //   - singletons run on one node of a cluster at a time, the leader (internal/leader): schedule
 //     firing and backfill driving (internal/scheduler), retention (internal/retention) and the
-//     trigger batch flusher (internal/triggers). Expired leases need no reaper of their own: the
-//     claim stage takes back work whose lease ran out on every node (dispatch).
+//     trigger batch flusher (internal/eventtrigger). Expired leases need no reaper of their own:
+//     the claim stage takes back work whose lease ran out on every node (dispatch).
 //
 // A loop is a function that runs until its context ends and then returns, promptly (at its next
 // batch, one transaction at most). Group starts a set of loops together and stops them together:

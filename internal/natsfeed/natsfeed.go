@@ -81,7 +81,7 @@ type change struct {
 	deleted bool
 }
 
-// SetPublisher sets the events service (built after the triggers service that reports to the
+// SetPublisher sets the events service (built after the event trigger service that reports to the
 // feed); call it before Start.
 func (f *Feed) SetPublisher(p Publisher) { f.pub = p }
 
@@ -150,7 +150,7 @@ func (f *Feed) run() {
 	}
 }
 
-// Changed implements triggers.Feeds: called after a trigger write commits. It never blocks the
+// Changed implements eventtrigger.Feeds: called after a trigger write commits. It never blocks the
 // caller (the store's writer): the change is applied by the feed's goroutine.
 func (f *Feed) Changed(t trigger.Trigger, deleted bool) {
 	select {
@@ -161,7 +161,7 @@ func (f *Feed) Changed(t trigger.Trigger, deleted bool) {
 	}
 }
 
-// Status implements triggers.Feeds.
+// Status implements eventtrigger.Feeds.
 func (f *Feed) Status(tenantID, triggerID string) (string, bool) {
 	f.mu.Lock()
 	fd, ok := f.subs[key{tenantID, triggerID}]

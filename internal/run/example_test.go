@@ -21,7 +21,7 @@ func Example() {
 		panic(err)
 	}
 	r := &run.Runner{Programs: sandbox.NewCache(16), Schemas: schemas, Clock: clock.Real{}}
-	a := run.Attempt{
+	a := run.Job{
 		Record:     invocation.Record{ID: "inv_1", TenantID: "acme", Attempt: 1, Params: json.RawMessage(`{"amount": 100}`)},
 		ProgramKey: "ep_tax_v1",
 		Source:     "def main(ctx, input):\n  return {\"tax\": input.amount * 0.1}\n",

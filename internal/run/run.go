@@ -24,8 +24,9 @@ import (
 	"github.com/larkrun/lark/internal/schema"
 )
 
-// Attempt is what the run stage needs of one claimed attempt of a function: data only.
-type Attempt struct {
+// Job is the run stage's input: what it needs of one claimed attempt of a function, data only
+// (the claim's whole hand-over, with its lease, is attempt.Attempt).
+type Job struct {
 	// Record is the invocation as the claim (or the sync start) left it.
 	Record invocation.Record
 	// Input is Record.Params decoded, when the caller has it (nil: decoded here).
@@ -82,7 +83,7 @@ type Runner struct {
 }
 
 // Function runs one attempt of a function. It never fails: what went wrong is the outcome.
-func (r *Runner) Function(ctx context.Context, a Attempt, h Host) Result {
+func (r *Runner) Function(ctx context.Context, a Job, h Host) Result {
 	rec := a.Record
 	start, begin := time.Now(), r.Clock.Now()
 	input := a.Input
@@ -119,7 +120,7 @@ func (r *Runner) Function(ctx context.Context, a Attempt, h Host) Result {
 // result decides the attempt's outcome. The events the program emitted (r_emit_v1) join the
 // timeline, as event_emitted entries that the completing write publishes, only when the attempt
 // succeeded: a failed attempt's events are dropped (a retry emits them again).
-func (r *Runner) result(a Attempt, h Host, output json.RawMessage, rerr *sandbox.Error, metrics invocation.Metrics, emits []sandbox.Emit) Result {
+func (r *Runner) result(a Job, h Host, output json.RawMessage, rerr *sandbox.Error, metrics invocation.Metrics, emits []sandbox.Emit) Result {
 	now := r.Clock.Now()
 	o := outcome.Decide(a.Record, a.Retry, output, rerr, false, now)
 	o.Metrics = metrics
@@ -148,7 +149,7 @@ func emitted(emits []sandbox.Emit) []invocation.Emitted {
 
 // CheckOutput encodes a program's result and checks it against the payload bound and the returns
 // schema of a.
-func (r *Runner) CheckOutput(a Attempt, out any) (json.RawMessage, *sandbox.Error) {
+func (r *Runner) CheckOutput(a Job, out any) (json.RawMessage, *sandbox.Error) {
 	b, err := json.Marshal(out)
 	if err != nil {
 		return nil, &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "non_retryable", Message: "result is not JSON: " + err.Error()}

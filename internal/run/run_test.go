@@ -60,8 +60,8 @@ func runner(t *testing.T) *run.Runner {
 	return &run.Runner{Programs: sandbox.NewCache(16), Schemas: schemas, Clock: clock.NewFake(t0)}
 }
 
-func attempt(key, src string) run.Attempt {
-	return run.Attempt{Record: invocation.Record{ID: "inv_" + key, TenantID: "acme", Attempt: 1, Params: json.RawMessage(`{"a": 2}`)},
+func attempt(key, src string) run.Job {
+	return run.Job{Record: invocation.Record{ID: "inv_" + key, TenantID: "acme", Attempt: 1, Params: json.RawMessage(`{"a": 2}`)},
 		ProgramKey: key, Source: src, Limits: sandbox.Limits{Timeout: 5 * time.Second, MemoryMB: 16, MaxPayloadBytes: 1 << 10},
 		Retry: outcome.RetryPolicy{MaxAttempts: 2, InitialDelayMS: 1000}}
 }

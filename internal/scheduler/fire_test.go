@@ -25,7 +25,7 @@ import (
 	"github.com/larkrun/lark/internal/schema"
 	"github.com/larkrun/lark/internal/store"
 	"github.com/larkrun/lark/internal/store/sqlstore"
-	"github.com/larkrun/lark/internal/tenants"
+	"github.com/larkrun/lark/internal/tenancy"
 )
 
 // fireEnv is one tenant with one active async function, a scheduler over a real store and invoke,
@@ -59,7 +59,7 @@ func newFireEnvOn(t *testing.T, st store.Store, o scheduler.Options) *fireEnv {
 		Egress: egress.New(egress.Options{}), Clock: clk, IDs: ids, Node: "n"})
 	t.Cleanup(inv.Close)
 	operator := auth.SecurityContext{SubjectID: "operator", Operator: true}
-	_, err = tenants.NewService(st, clk, ids).Enable(ctx, operator, "acme", nil)
+	_, err = tenancy.NewService(st, clk, ids).Enable(ctx, operator, "acme", nil)
 	require.NoError(t, err)
 	sc := auth.SecurityContext{TenantID: "acme", SubjectID: "alice", Roles: []auth.Role{auth.RoleDeveloper, auth.RoleOperator}}
 	var body map[string]any

@@ -27,8 +27,8 @@ import (
 	"github.com/larkrun/lark/internal/schema"
 	"github.com/larkrun/lark/internal/store"
 	"github.com/larkrun/lark/internal/store/sqlstore"
+	"github.com/larkrun/lark/internal/tenancy"
 	"github.com/larkrun/lark/internal/tenant"
-	"github.com/larkrun/lark/internal/tenants"
 )
 
 // tenantReadFails is a store whose read of one tenant's policy fails, as a row that no longer
@@ -94,7 +94,7 @@ func TestFailingScheduleDoesNotStopOthers(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	ids := idgen.UUIDv7{}
 	reg := registry.NewService(st, schemas, clk, ids)
-	ten := tenants.NewService(st, clk, ids)
+	ten := tenancy.NewService(st, clk, ids)
 	inv := invoke.NewService(invoke.Config{Store: st, Schemas: schemas, Programs: sandbox.NewCache(8),
 		Egress: egress.New(egress.Options{}), Clock: clk, IDs: ids, Node: "n"})
 	t.Cleanup(inv.Close)

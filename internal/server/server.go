@@ -28,6 +28,7 @@ import (
 	"github.com/larkrun/lark/internal/dispatch"
 	"github.com/larkrun/lark/internal/egress"
 	"github.com/larkrun/lark/internal/eventbus"
+	"github.com/larkrun/lark/internal/eventtrigger"
 	"github.com/larkrun/lark/internal/execution"
 	"github.com/larkrun/lark/internal/idgen"
 	"github.com/larkrun/lark/internal/invocation"
@@ -49,17 +50,16 @@ import (
 	"github.com/larkrun/lark/internal/store"
 	"github.com/larkrun/lark/internal/store/pgstore"
 	"github.com/larkrun/lark/internal/store/sqlstore"
+	"github.com/larkrun/lark/internal/tenancy"
 	"github.com/larkrun/lark/internal/tenant"
-	"github.com/larkrun/lark/internal/tenants"
 	"github.com/larkrun/lark/internal/tokens"
 	"github.com/larkrun/lark/internal/tracing"
-	"github.com/larkrun/lark/internal/triggers"
 	"github.com/larkrun/lark/internal/usage"
 	"github.com/larkrun/lark/internal/waits"
 	"github.com/larkrun/lark/internal/wakeup"
-	"github.com/larkrun/lark/internal/webhooks"
+	"github.com/larkrun/lark/internal/webhookrecv"
+	"github.com/larkrun/lark/internal/workerhub"
 	"github.com/larkrun/lark/internal/workerproto"
-	"github.com/larkrun/lark/internal/workers"
 	"github.com/larkrun/lark/internal/writer"
 )
 
@@ -248,13 +248,13 @@ func withDefaults(cfg Config) Config {
 type Server struct {
 	cfg      Config
 	Store    store.Store
-	Tenants  *tenants.Service
+	Tenants  *tenancy.Service
 	Tokens   *tokens.Service
 	Registry *registry.Service
 	Invoke   *invoke.Service
 	Metrics  *metrics.Metrics
-	// Workers is the remote worker service (nil without Config.WorkerKeys).
-	Workers *workers.Service
+	// WorkerHub is the remote worker service (nil without Config.WorkerKeys).
+	WorkerHub *workerhub.Service
 	// Claims is the claim stage that feeds the dispatcher (tests claim through it directly).
 	Claims *dispatch.StoreClaimer
 	// Gate admits executions (runnable per tenant, memory); memory keeps Go's soft memory limit.
@@ -264,11 +264,11 @@ type Server struct {
 	// Schedules manages and fires schedules; Serve runs its firing loop (tests call FireDue).
 	Schedules *scheduler.Service
 	// Webhooks manages webhook triggers and receives their deliveries.
-	Webhooks *webhooks.Service
+	Webhooks *webhookrecv.Service
 	// Events is the events service (publishing, event types).
 	Events *eventbus.Bus
 	// Triggers manages event triggers; Serve runs its batch flusher (tests call FlushDue).
-	Triggers *triggers.Service
+	Triggers *eventtrigger.Service
 	handler  http.Handler
 	log      *slog.Logger
 
@@ -370,7 +370,7 @@ func buildServer(ctx context.Context, cfg Config, st store.Store) (*Server, erro
 		cfg.NodeID = leader.NodeID()
 	}
 	s := &Server{cfg: cfg, Store: st, log: cfg.Logger,
-		Tenants:  tenants.NewService(st, c, ids),
+		Tenants:  tenancy.NewService(st, c, ids),
 		Tokens:   tokens.NewService(st, c, ids, cfg.AdminToken, tenant.ValidID),
 		Registry: registry.NewService(st, schemas, c, ids),
 	}
@@ -404,7 +404,7 @@ func (s *Server) wireExecution(ctx context.Context, schemas *schema.Registry, c 
 	if err := s.wireSecrets(ctx, c, ids); err != nil {
 		return err
 	}
-	remote, err := s.wireWorkers(schemas, c)
+	remote, err := s.wireWorkerHub(schemas, c)
 	if err != nil {
 		return err
 	}
@@ -443,10 +443,10 @@ func (s *Server) wireSecrets(ctx context.Context, c clock.Clock, ids idgen.Gener
 	return nil
 }
 
-// wireWorkers checks the remote worker settings and, with a worker keyset, builds the remote
+// wireWorkerHub checks the remote worker settings and, with a worker keyset, builds the remote
 // worker service; it returns the remote the invocation service sends attempts to (nil without
 // one).
-func (s *Server) wireWorkers(schemas *schema.Registry, c clock.Clock) (execution.Remote, error) {
+func (s *Server) wireWorkerHub(schemas *schema.Registry, c clock.Clock) (execution.Remote, error) {
 	cfg := &s.cfg
 	if cfg.RemoteWorkers && cfg.WorkerKeys == nil {
 		return nil, fmt.Errorf("--remote-workers needs a worker key (--worker-key)")
@@ -456,9 +456,9 @@ func (s *Server) wireWorkers(schemas *schema.Registry, c clock.Clock) (execution
 	}
 	var remote execution.Remote
 	if cfg.WorkerKeys != nil {
-		s.Workers = workers.New(workers.Config{Functions: cfg.RemoteWorkers, HeartbeatInterval: cfg.HeartbeatInterval,
+		s.WorkerHub = workerhub.New(workerhub.Config{Functions: cfg.RemoteWorkers, HeartbeatInterval: cfg.HeartbeatInterval,
 			HeartbeatTimeout: cfg.HeartbeatTimeout, Runner: &run.Runner{Schemas: schemas, Clock: c}, Clock: c, Logger: cfg.Logger, Secrets: s.Secrets})
-		remote = s.Workers
+		remote = s.WorkerHub
 	}
 	return remote, nil
 }
@@ -515,8 +515,8 @@ func (s *Server) wireInvoke(schemas *schema.Registry, c clock.Clock, ids idgen.G
 // registerWorkerMetrics registers the remote worker service's collectors with the metrics (none
 // without the service).
 func (s *Server) registerWorkerMetrics() error {
-	if s.Workers != nil {
-		for _, col := range s.Workers.Collectors() {
+	if s.WorkerHub != nil {
+		for _, col := range s.WorkerHub.Collectors() {
 			if err := s.Metrics.Registry().Register(col); err != nil {
 				return fmt.Errorf("worker metrics: %w", err)
 			}
@@ -536,7 +536,7 @@ func (s *Server) wireEvents(ctx context.Context, schemas *schema.Registry, c clo
 	if err != nil {
 		return err
 	}
-	s.Triggers = triggers.New(s.Store, s.Invoke, triggers.Options{Clock: c, IDs: ids, Logger: cfg.Logger, Failed: s.Metrics.MaintenanceFailure,
+	s.Triggers = eventtrigger.New(s.Store, s.Invoke, eventtrigger.Options{Clock: c, IDs: ids, Logger: cfg.Logger, Failed: s.Metrics.MaintenanceFailure,
 		Feeds: feeds, Tracer: s.Tracing.Tracer()})
 	s.Events.Subscribe(s.Triggers)
 	if s.bridge != nil {
@@ -548,8 +548,8 @@ func (s *Server) wireEvents(ctx context.Context, schemas *schema.Registry, c clo
 
 // openNATS opens the NATS bridge and its trigger feed when Config.NATS names a server; it returns
 // the feeds the triggers subscribe through (nil without NATS).
-func (s *Server) openNATS(ctx context.Context, c clock.Clock) (triggers.Feeds, error) {
-	var feeds triggers.Feeds
+func (s *Server) openNATS(ctx context.Context, c clock.Clock) (eventtrigger.Feeds, error) {
+	var feeds eventtrigger.Feeds
 	if s.cfg.NATS.URL != "" {
 		ncfg := s.cfg.NATS
 		ncfg.Clock, ncfg.Logger = c, s.cfg.Logger
@@ -567,8 +567,8 @@ func (s *Server) openNATS(ctx context.Context, c clock.Clock) (triggers.Feeds, e
 // current master key.
 func (s *Server) wireWebhooks(ctx context.Context, schemas *schema.Registry, c clock.Clock, ids idgen.Generator) error {
 	cfg := &s.cfg
-	s.Webhooks = webhooks.New(s.Store, s.Invoke, webhooks.Options{Clock: c, IDs: ids, Logger: cfg.Logger, Keyring: cfg.Keyring, Schemas: schemas})
-	if n, err := webhooks.RewrapSecrets(ctx, s.Store, cfg.Keyring); err != nil {
+	s.Webhooks = webhookrecv.New(s.Store, s.Invoke, webhookrecv.Options{Clock: c, IDs: ids, Logger: cfg.Logger, Keyring: cfg.Keyring, Schemas: schemas})
+	if n, err := webhookrecv.RewrapSecrets(ctx, s.Store, cfg.Keyring); err != nil {
 		return fmt.Errorf("rewrap webhook secrets under the current master key: %w", err)
 	} else if n > 0 {
 		cfg.Logger.Info("webhook secrets rewrapped under the current master key", "count", n)
@@ -601,7 +601,7 @@ func (s *Server) apiHandler(c clock.Clock, ids idgen.Generator, bulk *bulklane.L
 		TrustedProxies: cfg.TrustedProxies, StoreWriteWait: cfg.StoreWriteWait, Events: s.Events, Triggers: s.Triggers, Audit: st, Ready: st,
 		IDs: ids, Logger: cfg.Logger, MaxBody: cfg.MaxBody, Metrics: s.Metrics.Handler(), MetricsPublic: cfg.MetricsPublic,
 		MaxInFlight: cfg.MaxInFlight, MaxInFlightBytes: cfg.MaxInFlightBytes,
-		BulkBytes: cfg.BulkBytes, BulkWait: cfg.BulkWait, Bulk: bulk, WriteTimeout: cfg.WriteTimeout, Workers: s.Workers, WorkerKeys: cfg.WorkerKeys, WorkerClock: c,
+		BulkBytes: cfg.BulkBytes, BulkWait: cfg.BulkWait, Bulk: bulk, WriteTimeout: cfg.WriteTimeout, WorkerHub: s.WorkerHub, WorkerKeys: cfg.WorkerKeys, WorkerClock: c,
 		Tracing: s.Tracing, HTTPMetrics: s.Metrics, AccessLogOff: cfg.Telemetry.AccessLogOff, LogLevel: cfg.Telemetry.LogLevel,
 		MaxPageBytes: cfg.MaxPageBytes}).Handler()
 }
@@ -662,8 +662,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	// claiming work; what it runs goes on.
 	stopSingletons()
 	stopDispatch()
-	if s.Workers != nil {
-		s.Workers.Close() // long polls answer now instead of holding the drain
+	if s.WorkerHub != nil {
+		s.WorkerHub.Close() // long polls answer now instead of holding the drain
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.DrainTimeout)
 	defer cancel()

@@ -1,5 +1,5 @@
 // Package trigger holds the event trigger resource (000's Trigger with 002's event trigger fields
-// folded in), the event types tenants register, and what the triggers service records about the
+// folded in), the event types tenants register, and what package eventtrigger records about the
 // invocations a trigger starts: its dead letters and its metrics (types only).
 package trigger
 
@@ -100,7 +100,7 @@ type Trigger struct {
 	BatchDueAt *time.Time `json:"-"`
 }
 
-// Start is what the triggers service records about an invocation a trigger started: which
+// Start is what package eventtrigger records about an invocation a trigger started: which
 // trigger, which events (in arrival order) and when the first of them was received.
 type Start struct {
 	TenantID     string

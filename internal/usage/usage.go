@@ -32,7 +32,7 @@ type Store interface {
 	UsageHistory(ctx context.Context, tenantID string, q store.UsageQuery) ([]store.UsageRow, error)
 }
 
-// Policies authorizes a read of a tenant's governance data and returns its policy (tenants.Service):
+// Policies authorizes a read of a tenant's governance data and returns its policy (tenancy.Service):
 // the platform operator reads any tenant, a tenant admin its own; another tenant's, or one that was
 // never enabled, is 404.
 type Policies interface {

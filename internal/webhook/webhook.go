@@ -1,6 +1,6 @@
 // Package webhook defines webhook triggers (002's Webhook Triggers in 000's naming), their sealed
 // secrets, their deliveries and the replay memory of the receiver: pure types, no I/O. Package
-// webhooks manages them and receives deliveries.
+// webhookrecv manages them and receives deliveries.
 package webhook
 
 import (

@@ -462,7 +462,7 @@ func (c *Client) execute(ctx context.Context, server string, t workerproto.Task)
 		h.attrs = c.taskAttrs(t)
 	}
 	// The server checks the returns schema again when it decides the outcome; here only the bound.
-	r := c.runner.Function(ctx, run.Attempt{Record: rec, ProgramKey: t.EntrypointID, Source: t.Source, Limits: lim, Retry: retry}, h)
+	r := c.runner.Function(ctx, run.Job{Record: rec, ProgramKey: t.EntrypointID, Source: t.Source, Limits: lim, Retry: retry}, h)
 	m, err := json.Marshal(r.Outcome.Metrics)
 	if err != nil {
 		return nil, nil, nil, nil, err

@@ -27,6 +27,7 @@ import (
 	"github.com/larkrun/lark/internal/entrypoint"
 	"github.com/larkrun/lark/internal/eventbus"
 	"github.com/larkrun/lark/internal/events"
+	"github.com/larkrun/lark/internal/eventtrigger"
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/invoke"
 	"github.com/larkrun/lark/internal/registry"
@@ -37,10 +38,9 @@ import (
 	"github.com/larkrun/lark/internal/tenant"
 	"github.com/larkrun/lark/internal/tokens"
 	"github.com/larkrun/lark/internal/trigger"
-	"github.com/larkrun/lark/internal/triggers"
 	"github.com/larkrun/lark/internal/usage"
 	"github.com/larkrun/lark/internal/webhook"
-	"github.com/larkrun/lark/internal/webhooks"
+	"github.com/larkrun/lark/internal/webhookrecv"
 	"github.com/larkrun/lark/internal/workerproto"
 )
 
@@ -160,14 +160,14 @@ func build() ([]byte, error) {
 	component("Backfill", schedule.Backfill{})
 	component("Partition", schedule.Partition{})
 	component("Secret", secrets.Secret{})
-	component("WebhookTrigger", webhooks.View{})
-	component("WebhookDeleted", webhooks.Deleted{})
+	component("WebhookTrigger", webhookrecv.View{})
+	component("WebhookDeleted", webhookrecv.Deleted{})
 	component("WebhookDelivery", webhook.Delivery{})
-	component("WebhookAccepted", webhooks.Accepted{})
+	component("WebhookAccepted", webhookrecv.Accepted{})
 	component("Trigger", trigger.Trigger{})
 	component("DeadLetter", trigger.DeadLetter{})
-	component("Redriven", triggers.Redriven{})
-	component("TriggerMetrics", triggers.Metrics{})
+	component("Redriven", eventtrigger.Redriven{})
+	component("TriggerMetrics", eventtrigger.Metrics{})
 	component("UsageReport", usage.Report{})
 	component("UsageHistory", usage.History{})
 	component("AuditEvent", audit.Event{})
@@ -193,9 +193,9 @@ func build() ([]byte, error) {
 		"BackfillRequest":     scheduler.BackfillSpec{},
 		"SecretCreateRequest": secrets.Create{},
 		"SecretUpdateRequest": secrets.Update{},
-		"WebhookRequest":      webhooks.Spec{},
-		"RegenerateRequest":   webhooks.Regenerate{},
-		"TriggerRequest":      triggers.Spec{},
+		"WebhookRequest":      webhookrecv.Spec{},
+		"RegenerateRequest":   webhookrecv.Regenerate{},
+		"TriggerRequest":      eventtrigger.Spec{},
 		"ControlRequest": struct {
 			Action string `json:"action"`
 		}{},

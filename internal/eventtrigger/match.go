@@ -1,4 +1,4 @@
-package triggers
+package eventtrigger
 
 import (
 	"context"

@@ -1,14 +1,14 @@
-// Package triggers manages event triggers (000's Trigger API with 002's event trigger fields) and
-// starts their invocations: the events service (internal/eventbus) hands it every new event inside
-// the transaction that stores it (Match), and each active trigger of the tenant for that event type
-// whose filter matches plans and queues its invocation in that same transaction (or adds the event
-// to its durable pending batch, flushed when full or when its oldest event has waited max_wait_ms:
-// FlushDue, Run). Each event starts at most once per trigger (a unique row per trigger and first
+// Package eventtrigger starts invocations from events: it manages event triggers (000's Trigger API
+// with 002's event trigger fields; the types are package trigger) and matches events to them: the
+// events service (internal/eventbus) hands it every new event inside the transaction that stores
+// it (Match), and each active trigger of the tenant for that event type whose filter matches plans
+// and queues its invocation in that same transaction (or adds the event to its durable pending
+// batch, flushed when full or when its oldest event has waited max_wait_ms: FlushDue, Run). Each event starts at most once per trigger (a unique row per trigger and first
 // event). When an invocation a trigger started ends, invoke's EndHook (InvocationEnded) counts it
 // and, when it failed, writes a dead letter, in the transaction of the end. A sibling of
 // internal/scheduler: it reuses its seam (invoke.Plan, invoke.Enqueue inside the caller's
 // transaction).
-package triggers
+package eventtrigger
 
 import (
 	"context"
@@ -39,7 +39,7 @@ import (
 	"github.com/larkrun/lark/internal/trigger"
 )
 
-// Invoker is what the triggers service needs of invoke.Service.
+// Invoker is what the event trigger service needs of invoke.Service.
 type Invoker interface {
 	Plan(ctx context.Context, st invoke.SystemStart) (invoke.Planned, error)
 	NewID() string
@@ -50,7 +50,7 @@ type Invoker interface {
 	CanSee(ctx context.Context, sc auth.SecurityContext, entrypointID string) (bool, error)
 }
 
-// Feeds is what the triggers service needs of the bus bridge that feeds triggers from external
+// Feeds is what the event trigger service needs of the bus bridge that feeds triggers from external
 // subjects (natsfeed): to hear of committed trigger changes, and each fed trigger's connection.
 type Feeds interface {
 	// Changed is called after a trigger write commits (deleted: the trigger is gone).
@@ -88,7 +88,7 @@ const SpanFlush = "trigger.flush"
 // JobTriggers is the job name of Options.Failed.
 const JobTriggers = "triggers"
 
-// Store is the store methods the triggers service uses (store.Store has them all): the trigger
+// Store is the store methods the event trigger service uses (store.Store has them all): the trigger
 // reads, the tenant's policy, Update for its writes, and Exclusive, which decides whether the
 // active triggers may be cached in this process.
 type Store interface {

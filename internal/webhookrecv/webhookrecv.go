@@ -1,15 +1,16 @@
-// Package webhooks manages webhook triggers (002's Webhook Triggers under 000's naming) and
-// receives their deliveries. It is a sibling of package scheduler and uses the same seam: a
-// delivery that passes every check is planned through the Invoker and its invocation queued in
-// the same transaction as the delivery's record, so an accepted delivery and its invocation are
-// committed together or not at all.
+// Package webhookrecv is the webhook receiver: it receives deliveries at the addresses of webhook
+// triggers and starts their invocations, and manages those triggers (002's Webhook Triggers under
+// 000's naming; the types are package webhook). It is a sibling of package scheduler and uses the
+// same seam: a delivery that passes every check is planned through the Invoker and its invocation
+// queued in the same transaction as the delivery's record, so an accepted delivery and its
+// invocation are committed together or not at all.
 //
 // A trigger's secret is generated on the server (or given, for senders that generate their own),
 // shown once in the answer of the create or :regenerate-secret, and stored sealed by the keyring
 // (envelope encryption, AAD binding it to tenant, trigger and generation); it is never rendered
 // again, logged or audited. After :regenerate-secret the previous secret stays valid for a stated
 // overlap, on the injected clock.
-package webhooks
+package webhookrecv
 
 import (
 	"context"
@@ -95,7 +96,7 @@ type Options struct {
 	Schemas *schema.Registry
 }
 
-// Store is the store methods the webhooks service uses (store.Store has them all): the webhook
+// Store is the store methods the webhook receiver uses (store.Store has them all): the webhook
 // reads, the tenant's policy, and Update for its writes.
 type Store interface {
 	store.TenantReader

@@ -1,6 +1,7 @@
-// Package tenants enables, disables and configures tenants: it owns the TenantRuntimePolicy (000)
-// with 001's governance settings, and answers whether a tenant may use the runtime.
-package tenants
+// Package tenancy administers tenants: it enables, disables and configures them through their
+// TenantRuntimePolicy (000, with 001's governance settings; the types are package tenant) and
+// answers whether a tenant may use the runtime (RequireEnabled).
+package tenancy
 
 import (
 	"bytes"
@@ -26,7 +27,7 @@ import (
 	"github.com/larkrun/lark/internal/tenant"
 )
 
-// Store is the store methods the tenants service uses (store.Store has them all): it reads tenant
+// Store is the store methods the tenancy service uses (store.Store has them all): it reads tenant
 // policies, and writes them with their audit events in Update.
 type Store interface {
 	store.TenantReader

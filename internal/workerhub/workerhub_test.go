@@ -1,4 +1,4 @@
-package workers
+package workerhub
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 func remoteAttempt(id, definition string, expires time.Time) execution.RemoteAttempt {
 	rec := invocation.Record{ID: id, TenantID: "t1", EntrypointID: "ep", Attempt: 1, EngineAttempt: 1, Params: json.RawMessage(`{}`)}
 	return execution.RemoteAttempt{Attempt: attempt.Attempt{Kind: attempt.KindRun, Invocation: rec, Lease: attempt.Lease{Owner: "node/1/1", ExpiresAt: expires}},
-		Run: run.Attempt{Record: rec, Source: "def main(ctx, input):\n    return {}\n", Limits: sandbox.Limits{Timeout: time.Second},
+		Run: run.Job{Record: rec, Source: "def main(ctx, input):\n    return {}\n", Limits: sandbox.Limits{Timeout: time.Second},
 			Retry: outcome.RetryPolicy{MaxAttempts: 3}}, DefinitionID: definition}
 }
 

@@ -1,4 +1,4 @@
-// Package workers is the server side of remote workers: it takes the function attempts the
+// Package workerhub is the server side of remote workers: it takes the function attempts the
 // dispatcher claims (execution.Remote), hands them to workers that long-poll for work, keeps their
 // heartbeats in memory, passes cancellations back in the heartbeat answers, and turns a worker's
 // result into the run stage's result for invoke's completion (with the lease check).
@@ -9,7 +9,7 @@
 // worker needs no extension, and a worker that stops heartbeating past the heartbeat timeout is
 // dropped and its attempt's lease runs out and is reclaimed by the claim stage (retried or failed
 // under the retry policy) like a crashed node's.
-package workers
+package workerhub
 
 import (
 	"context"
