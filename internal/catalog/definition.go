@@ -232,10 +232,10 @@ func (d Definition) RetryOf(rec invocation.Record) outcome.RetryPolicy {
 	return p
 }
 
-// RunAttempt is the run stage's view of an attempt of rec (e's version, parsed as d): data only.
+// RunJob is the run stage's view of an attempt of rec (e's version, parsed as d): data only.
 // input is rec's params decoded, when the caller has them (nil: they are decoded by the run);
 // admitWithin bounds its wait for admission.
-func (c *Catalog) RunAttempt(rec invocation.Record, e entrypoint.Entrypoint, d Definition, input any, due time.Time,
+func (c *Catalog) RunJob(rec invocation.Record, e entrypoint.Entrypoint, d Definition, input any, due time.Time,
 	admitWithin time.Duration) run.Job {
 	returns, rerr := c.ReturnsSchema(d)
 	return run.Job{Record: rec, Input: input, ProgramKey: e.ID, Source: d.Implementation.Code.Source,

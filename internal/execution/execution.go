@@ -255,7 +255,7 @@ func (x *Executor) Execute(ctx context.Context, rec invocation.Record, e entrypo
 // here. It writes nothing.
 func (x *Executor) RunFunction(ctx context.Context, rec invocation.Record, e entrypoint.Entrypoint, d catalog.Definition, input any, due time.Time) run.Result {
 	if d.WorkerDefinition() != "" {
-		a := x.catalog.RunAttempt(rec, e, d, input, due, x.admitWithin)
+		a := x.catalog.RunJob(rec, e, d, input, due, x.admitWithin)
 		o := outcome.Decide(rec, a.Retry, nil, workerOnly(e.GTSID), true, x.clock.Now())
 		o.Metrics = run.Metrics(0, sandbox.Result{}, a.Limits.MemoryMB, 0)
 		return run.Result{Outcome: o}
@@ -265,7 +265,7 @@ func (x *Executor) RunFunction(ctx context.Context, rec invocation.Record, e ent
 	defer cancel()
 	x.running.Track(rec.ID, cancel)
 	defer x.running.Untrack(rec.ID)
-	res := x.runner.Function(runCtx, x.catalog.RunAttempt(rec, e, d, input, due, x.admitWithin), x.env.New(ctx, rec))
+	res := x.runner.Function(runCtx, x.catalog.RunJob(rec, e, d, input, due, x.admitWithin), x.env.New(ctx, rec))
 	if span.IsRecording() {
 		span.SetAttributes(tracing.AttrStatus.String(res.Outcome.Kind.String()))
 		host.EndSpan(span, res.Outcome.Err)

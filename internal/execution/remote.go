@@ -58,7 +58,7 @@ func (x *Executor) runRemote(ctx context.Context, a attempt.Attempt, d catalog.D
 	if p, err := x.catalog.Policy(ctx, rec.TenantID); err != nil {
 		x.logger.ErrorContext(ctx, "remote attempt not handed out: tenant policy unreadable", "invocation_id", rec.ID, "tenant_id", rec.TenantID, "err", err)
 	} else {
-		res, ok = x.remote.Run(runCtx, RemoteAttempt{Attempt: a, Run: x.catalog.RunAttempt(rec, a.Entrypoint, d, nil, a.Due, x.admitWithin), Returns: d.Schema.Returns,
+		res, ok = x.remote.Run(runCtx, RemoteAttempt{Attempt: a, Run: x.catalog.RunJob(rec, a.Entrypoint, d, nil, a.Due, x.admitWithin), Returns: d.Schema.Returns,
 			DefinitionID: d.WorkerDefinition(), AllowedOutboundDomains: p.Policies.AllowedOutboundDomains})
 	}
 	if !ok {

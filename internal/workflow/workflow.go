@@ -370,7 +370,7 @@ func (x *wfRun) wfSettle(res sandbox.WorkflowResult, rerr *sandbox.Error) (json.
 		}
 	}
 	if rerr == nil && park == nil {
-		output, rerr = s.cfg.Runner.CheckOutput(s.cfg.Catalog.RunAttempt(rec, x.e, d, nil, time.Time{}, s.cfg.AdmitWithin), res.Output)
+		output, rerr = s.cfg.Runner.CheckOutput(s.cfg.Catalog.RunJob(rec, x.e, d, nil, time.Time{}, s.cfg.AdmitWithin), res.Output)
 	}
 	if rerr != nil && (res.Exited || !d.RetryOf(rec).ShouldRetry(rec.Attempt, rerr)) {
 		park = x.wfFailed(res, rerr, park)
