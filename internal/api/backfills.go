@@ -54,7 +54,7 @@ func (s *Server) getBackfill(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	b, err := s.cfg.Schedules.GetBackfill(r.Context(), security(r), chi.URLParam(r, "id"))
-	s.respond(w, r, http.StatusOK, b, err)
+	s.respond(w, r, b, err)
 }
 
 func (s *Server) backfillPartitions(w http.ResponseWriter, r *http.Request) {
@@ -71,6 +71,6 @@ func (s *Server) controlBackfill(action string) http.HandlerFunc {
 			return
 		}
 		b, err := s.cfg.Schedules.ControlBackfill(r.Context(), security(r), chi.URLParam(r, "id"), action)
-		s.respond(w, r, http.StatusOK, b, err)
+		s.respond(w, r, b, err)
 	}
 }

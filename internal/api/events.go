@@ -45,7 +45,7 @@ func (s *Server) getEvent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	e, err := s.cfg.Events.GetEvent(r.Context(), security(r), chi.URLParam(r, "id"))
-	s.respond(w, r, http.StatusOK, e, err)
+	s.respond(w, r, e, err)
 }
 
 func (s *Server) listEvents(w http.ResponseWriter, r *http.Request) {
@@ -94,7 +94,7 @@ func (s *Server) getEventType(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	t, err := s.cfg.Events.GetType(r.Context(), security(r), chi.URLParam(r, "id"))
-	s.respond(w, r, http.StatusOK, t, err)
+	s.respond(w, r, t, err)
 }
 
 func (s *Server) deleteEventType(w http.ResponseWriter, r *http.Request) {

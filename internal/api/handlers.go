@@ -84,17 +84,17 @@ func (s *Server) enableTenant(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p, err := s.cfg.Tenants.Enable(r.Context(), security(r), chi.URLParam(r, "tenant_id"), body)
-	s.respond(w, r, http.StatusOK, p, err)
+	s.respond(w, r, p, err)
 }
 
 func (s *Server) disableTenant(w http.ResponseWriter, r *http.Request) {
 	p, err := s.cfg.Tenants.Disable(r.Context(), security(r), chi.URLParam(r, "tenant_id"))
-	s.respond(w, r, http.StatusOK, p, err)
+	s.respond(w, r, p, err)
 }
 
 func (s *Server) getTenant(w http.ResponseWriter, r *http.Request) {
 	p, err := s.cfg.Tenants.Policy(r.Context(), security(r), chi.URLParam(r, "tenant_id"))
-	s.respond(w, r, http.StatusOK, p, err)
+	s.respond(w, r, p, err)
 }
 
 func (s *Server) patchTenant(w http.ResponseWriter, r *http.Request) {
@@ -104,7 +104,7 @@ func (s *Server) patchTenant(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p, err := s.cfg.Tenants.Patch(r.Context(), security(r), chi.URLParam(r, "tenant_id"), body)
-	s.respond(w, r, http.StatusOK, p, err)
+	s.respond(w, r, p, err)
 }
 
 func (s *Server) putTenantPolicy(w http.ResponseWriter, r *http.Request) {
@@ -114,7 +114,7 @@ func (s *Server) putTenantPolicy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p, err := s.cfg.Tenants.Replace(r.Context(), security(r), chi.URLParam(r, "tenant_id"), body)
-	s.respond(w, r, http.StatusOK, p, err)
+	s.respond(w, r, p, err)
 }
 
 // --- entrypoints ---
@@ -152,7 +152,7 @@ func (s *Server) validateEntrypoint(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rep, err := s.cfg.Registry.Validate(r.Context(), security(r), body)
-	s.respond(w, r, http.StatusOK, rep, err)
+	s.respond(w, r, rep, err)
 }
 
 func (s *Server) validateExisting(w http.ResponseWriter, r *http.Request) {
@@ -165,7 +165,7 @@ func (s *Server) validateExisting(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rep, err := s.cfg.Registry.ValidateExisting(r.Context(), security(r), chi.URLParam(r, "id"))
-	s.respond(w, r, http.StatusOK, rep, err)
+	s.respond(w, r, rep, err)
 }
 
 func (s *Server) listEntrypoints(w http.ResponseWriter, r *http.Request) {
@@ -195,7 +195,7 @@ func (s *Server) getEntrypoint(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	b, err := registry.RenderJSON(e, src)
-	s.respond(w, r, http.StatusOK, b, err)
+	s.respond(w, r, b, err)
 }
 
 func (s *Server) updateEntrypoint(w http.ResponseWriter, r *http.Request) {

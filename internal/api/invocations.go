@@ -56,7 +56,7 @@ func (s *Server) getInvocation(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec, err := s.cfg.Invoke.Get(r.Context(), security(r), chi.URLParam(r, "id"))
-	s.respond(w, r, http.StatusOK, View(rec), err)
+	s.respond(w, r, View(rec), err)
 }
 
 func (s *Server) listInvocations(w http.ResponseWriter, r *http.Request) {

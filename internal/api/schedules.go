@@ -63,7 +63,7 @@ func (s *Server) getSchedule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sch, err := s.cfg.Schedules.Get(r.Context(), security(r), chi.URLParam(r, "id"))
-	s.respond(w, r, http.StatusOK, sch, err)
+	s.respond(w, r, sch, err)
 }
 
 func (s *Server) replaceSchedule(w http.ResponseWriter, r *http.Request) {
@@ -77,7 +77,7 @@ func (s *Server) replaceSchedule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sch, err := s.cfg.Schedules.Replace(r.Context(), security(r), chi.URLParam(r, "id"), spec)
-	s.respond(w, r, http.StatusOK, sch, err)
+	s.respond(w, r, sch, err)
 }
 
 func (s *Server) patchSchedule(w http.ResponseWriter, r *http.Request) {
@@ -92,7 +92,7 @@ func (s *Server) patchSchedule(w http.ResponseWriter, r *http.Request) {
 	}
 	sch, err := s.cfg.Schedules.Patch(r.Context(), security(r), chi.URLParam(r, "id"), patch,
 		func(b []byte, spec *scheduler.Spec) error { return decodeBody(b, spec, schedule.Schedule{}) })
-	s.respond(w, r, http.StatusOK, sch, err)
+	s.respond(w, r, sch, err)
 }
 
 func (s *Server) deleteSchedule(w http.ResponseWriter, r *http.Request) {
@@ -106,7 +106,7 @@ func (s *Server) deleteSchedule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out, err := s.cfg.Schedules.Delete(r.Context(), security(r), chi.URLParam(r, "id"), cancel)
-	s.respond(w, r, http.StatusOK, out, err)
+	s.respond(w, r, out, err)
 }
 
 // noBody checks an action that takes neither query parameters nor a body (an empty body, or an
@@ -125,7 +125,7 @@ func (s *Server) pauseSchedule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sch, err := s.cfg.Schedules.Pause(r.Context(), security(r), chi.URLParam(r, "id"))
-	s.respond(w, r, http.StatusOK, sch, err)
+	s.respond(w, r, sch, err)
 }
 
 func (s *Server) resumeSchedule(w http.ResponseWriter, r *http.Request) {
@@ -141,7 +141,7 @@ func (s *Server) resumeSchedule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out, err := s.cfg.Schedules.Resume(r.Context(), security(r), chi.URLParam(r, "id"), body.CatchUpMissed)
-	s.respond(w, r, http.StatusOK, out, err)
+	s.respond(w, r, out, err)
 }
 
 func (s *Server) triggerSchedule(w http.ResponseWriter, r *http.Request) {

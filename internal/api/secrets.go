@@ -76,7 +76,7 @@ func (s *Server) getSecret(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out, err := svc.Get(r.Context(), security(r), chi.URLParam(r, "name"))
-	s.respond(w, r, http.StatusOK, out, err)
+	s.respond(w, r, out, err)
 }
 
 func (s *Server) updateSecret(w http.ResponseWriter, r *http.Request) {
@@ -94,7 +94,7 @@ func (s *Server) updateSecret(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out, err := svc.Update(r.Context(), security(r), chi.URLParam(r, "name"), body)
-	s.respond(w, r, http.StatusOK, out, err)
+	s.respond(w, r, out, err)
 }
 
 func (s *Server) deleteSecret(w http.ResponseWriter, r *http.Request) {

@@ -60,7 +60,7 @@ func (s *Server) getTrigger(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	t, err := s.cfg.Triggers.Get(r.Context(), security(r), chi.URLParam(r, "id"))
-	s.respond(w, r, http.StatusOK, t, err)
+	s.respond(w, r, t, err)
 }
 
 func (s *Server) replaceTrigger(w http.ResponseWriter, r *http.Request) {
@@ -74,7 +74,7 @@ func (s *Server) replaceTrigger(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	t, err := s.cfg.Triggers.Replace(r.Context(), security(r), chi.URLParam(r, "id"), spec)
-	s.respond(w, r, http.StatusOK, t, err)
+	s.respond(w, r, t, err)
 }
 
 func (s *Server) patchTrigger(w http.ResponseWriter, r *http.Request) {
@@ -89,7 +89,7 @@ func (s *Server) patchTrigger(w http.ResponseWriter, r *http.Request) {
 	}
 	t, err := s.cfg.Triggers.Patch(r.Context(), security(r), chi.URLParam(r, "id"), patch,
 		func(b []byte, spec *eventtrigger.Spec) error { return decodeBody(b, spec, trigger.Trigger{}) })
-	s.respond(w, r, http.StatusOK, t, err)
+	s.respond(w, r, t, err)
 }
 
 func (s *Server) deleteTrigger(w http.ResponseWriter, r *http.Request) {
@@ -110,7 +110,7 @@ func (s *Server) enableTrigger(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	t, err := s.cfg.Triggers.Enable(r.Context(), security(r), chi.URLParam(r, "id"))
-	s.respond(w, r, http.StatusOK, t, err)
+	s.respond(w, r, t, err)
 }
 
 func (s *Server) disableTrigger(w http.ResponseWriter, r *http.Request) {
@@ -119,7 +119,7 @@ func (s *Server) disableTrigger(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	t, err := s.cfg.Triggers.Disable(r.Context(), security(r), chi.URLParam(r, "id"))
-	s.respond(w, r, http.StatusOK, t, err)
+	s.respond(w, r, t, err)
 }
 
 func (s *Server) triggerMetrics(w http.ResponseWriter, r *http.Request) {
@@ -128,7 +128,7 @@ func (s *Server) triggerMetrics(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m, err := s.cfg.Triggers.Metrics(r.Context(), security(r), chi.URLParam(r, "id"), r.URL.Query().Get("window"))
-	s.respond(w, r, http.StatusOK, m, err)
+	s.respond(w, r, m, err)
 }
 
 func (s *Server) listDeadLetters(w http.ResponseWriter, r *http.Request) {
@@ -143,7 +143,7 @@ func (s *Server) purgeDeadLetters(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	n, err := s.cfg.Triggers.Purge(r.Context(), security(r), chi.URLParam(r, "id"))
-	s.respond(w, r, http.StatusOK, map[string]int{"purged": n}, err)
+	s.respond(w, r, map[string]int{"purged": n}, err)
 }
 
 func (s *Server) redriveAll(w http.ResponseWriter, r *http.Request) {
@@ -152,7 +152,7 @@ func (s *Server) redriveAll(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out, err := s.cfg.Triggers.Redrive(r.Context(), security(r), chi.URLParam(r, "id"), nil)
-	s.respond(w, r, http.StatusOK, out, err)
+	s.respond(w, r, out, err)
 }
 
 func (s *Server) redriveOne(w http.ResponseWriter, r *http.Request) {
@@ -161,5 +161,5 @@ func (s *Server) redriveOne(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out, err := s.cfg.Triggers.Redrive(r.Context(), security(r), chi.URLParam(r, "id"), []string{chi.URLParam(r, "dl")})
-	s.respond(w, r, http.StatusOK, out, err)
+	s.respond(w, r, out, err)
 }

@@ -14,7 +14,7 @@ func (s *Server) tenantUsage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rep, err := s.cfg.Usage.Current(r.Context(), security(r), chi.URLParam(r, "tenant_id"))
-	s.respond(w, r, http.StatusOK, rep, err)
+	s.respond(w, r, rep, err)
 }
 
 func (s *Server) tenantUsageHistory(w http.ResponseWriter, r *http.Request) {
@@ -25,5 +25,5 @@ func (s *Server) tenantUsageHistory(w http.ResponseWriter, r *http.Request) {
 	v := r.URL.Query()
 	h, err := s.cfg.Usage.History(r.Context(), security(r), chi.URLParam(r, "tenant_id"),
 		usage.HistoryQuery{Granularity: v.Get("granularity"), Start: v.Get("start"), End: v.Get("end")})
-	s.respond(w, r, http.StatusOK, h, err)
+	s.respond(w, r, h, err)
 }

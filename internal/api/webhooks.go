@@ -95,7 +95,7 @@ func (s *Server) getWebhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v, err := s.cfg.Webhooks.Get(r.Context(), security(r), chi.URLParam(r, "id"))
-	s.respond(w, r, http.StatusOK, v, err)
+	s.respond(w, r, v, err)
 }
 
 func (s *Server) replaceWebhook(w http.ResponseWriter, r *http.Request) {
@@ -114,7 +114,7 @@ func (s *Server) replaceWebhook(w http.ResponseWriter, r *http.Request) {
 	}
 	v, err := s.cfg.Webhooks.Replace(r.Context(), security(r), chi.URLParam(r, "id"), spec)
 	w.Header().Set("Cache-Control", "no-store")
-	s.respond(w, r, http.StatusOK, v, err)
+	s.respond(w, r, v, err)
 }
 
 func (s *Server) patchWebhook(w http.ResponseWriter, r *http.Request) {
@@ -134,7 +134,7 @@ func (s *Server) patchWebhook(w http.ResponseWriter, r *http.Request) {
 	v, err := s.cfg.Webhooks.Patch(r.Context(), security(r), chi.URLParam(r, "id"), patch,
 		func(b []byte, spec *webhookrecv.Spec) error { return decodeBody(b, spec, webhookrecv.View{}) })
 	w.Header().Set("Cache-Control", "no-store")
-	s.respond(w, r, http.StatusOK, v, err)
+	s.respond(w, r, v, err)
 }
 
 func (s *Server) deleteWebhook(w http.ResponseWriter, r *http.Request) {
@@ -147,7 +147,7 @@ func (s *Server) deleteWebhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out, err := s.cfg.Webhooks.Delete(r.Context(), security(r), chi.URLParam(r, "id"))
-	s.respond(w, r, http.StatusOK, out, err)
+	s.respond(w, r, out, err)
 }
 
 func (s *Server) webhookStatus(status webhook.Status) http.HandlerFunc {
@@ -161,7 +161,7 @@ func (s *Server) webhookStatus(status webhook.Status) http.HandlerFunc {
 			return
 		}
 		v, err := s.cfg.Webhooks.SetStatus(r.Context(), security(r), chi.URLParam(r, "id"), status)
-		s.respond(w, r, http.StatusOK, v, err)
+		s.respond(w, r, v, err)
 	}
 }
 
@@ -181,7 +181,7 @@ func (s *Server) regenerateWebhookSecret(w http.ResponseWriter, r *http.Request)
 	}
 	v, err := s.cfg.Webhooks.RegenerateSecret(r.Context(), security(r), chi.URLParam(r, "id"), req)
 	w.Header().Set("Cache-Control", "no-store")
-	s.respond(w, r, http.StatusOK, v, err)
+	s.respond(w, r, v, err)
 }
 
 func (s *Server) webhookDeliveries(w http.ResponseWriter, r *http.Request) {
