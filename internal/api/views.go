@@ -115,6 +115,8 @@ func timelineEvent(status invocation.Status, e invocation.Event) TimelineEvent {
 	if e.Type == invocation.EventCreated {
 		t.Details = nil // the created event carries the whole initial record; the record endpoint shows it
 	}
+	// 000's message and duration_ms, read from whichever details carry them (a Log's message, an
+	// HTTPCall's or a StepCompensated's duration; a remote worker's entries as it wrote them).
 	var d struct {
 		Message    *string `json:"message"`
 		DurationMS *int64  `json:"duration_ms"`
@@ -134,40 +136,30 @@ func timelineEvent(status invocation.Status, e invocation.Event) TimelineEvent {
 func describeEvent(t *TimelineEvent, e invocation.Event) {
 	switch e.Type {
 	case invocation.EventJournal:
-		describeJournal(t, e.Data)
+		describeJournal(t, e)
 	case invocation.EventJournalResolved:
 		// An event delivered to r_wait_event_v1 is 000's signal_received.
-		var r struct {
-			EventID string `json:"event_id"`
-		}
-		if json.Unmarshal(e.Data, &r) == nil && r.EventID != "" {
+		if r, err := invocation.DecodeData[invocation.JournalResolved](e); err == nil && r.EventID != "" {
 			t.EventType = "signal_received"
 		}
-	case invocation.EventStepRetried, invocation.EventStepStarted:
-		var r struct {
-			Step string `json:"step"`
+	case invocation.EventStepStarted:
+		if r, err := invocation.DecodeData[invocation.StepStarted](e); err == nil && r.Step != "" {
+			t.StepName = &r.Step
 		}
-		if json.Unmarshal(e.Data, &r) == nil && r.Step != "" {
-			name := r.Step
-			t.StepName = &name
+	case invocation.EventStepRetried:
+		if r, err := invocation.DecodeData[invocation.StepRetried](e); err == nil && r.Step != "" {
+			t.StepName = &r.Step
 		}
 	case invocation.EventEmitted:
-		describeEmitted(t, e.Data)
+		describeEmitted(t, e)
 	case invocation.EventStepCompensating:
-		var c struct {
-			Step string `json:"step"`
-		}
 		t.EventType = "compensation_started"
-		if json.Unmarshal(e.Data, &c) == nil {
+		if c, err := invocation.DecodeData[invocation.StepCompensating](e); err == nil {
 			t.StepName = &c.Step
 		}
 	case invocation.EventStepCompensated:
-		var c struct {
-			Step string `json:"step"`
-			OK   bool   `json:"ok"`
-		}
 		t.EventType = "compensation_failed"
-		if json.Unmarshal(e.Data, &c) == nil {
+		if c, err := invocation.DecodeData[invocation.StepCompensated](e); err == nil {
 			if c.OK {
 				t.EventType = "compensation_completed"
 			}
@@ -178,23 +170,16 @@ func describeEvent(t *TimelineEvent, e invocation.Event) {
 
 // describeJournal renders a journal entry: steps show as 000's step events; other journaled
 // calls (timers, clock, snapshots) as journal.
-func describeJournal(t *TimelineEvent, data json.RawMessage) {
-	var j struct {
-		Helper string          `json:"helper"`
-		Key    string          `json:"key"`
-		Result json.RawMessage `json:"result"`
-	}
-	if json.Unmarshal(data, &j) != nil {
+func describeJournal(t *TimelineEvent, e invocation.Event) {
+	j, err := invocation.DecodeData[invocation.JournalEntry](e)
+	if err != nil {
 		return // not an entry this renderer knows: shown as the raw journal entry
 	}
 	switch j.Helper {
 	case "r_run_step_v1", "r_step_v1":
-		var res struct {
-			OK bool `json:"ok"`
-		}
-		t.EventType = "step_completed"
-		if json.Unmarshal(j.Result, &res) != nil || !res.OK {
-			t.EventType = "step_failed"
+		t.EventType = "step_failed"
+		if r, ok := j.Result.(map[string]any); ok && r["ok"] == true { // the step's struct(ok, value | error)
+			t.EventType = "step_completed"
 		}
 		name := j.Key
 		t.StepName = &name
@@ -205,21 +190,26 @@ func describeJournal(t *TimelineEvent, data json.RawMessage) {
 
 // describeEmitted replaces an emitted event's details with the event's id and type, never its
 // payload (up to a payload limit; read it with GET /events/{id}).
-func describeEmitted(t *TimelineEvent, data json.RawMessage) {
-	var em invocation.Emitted
-	if json.Unmarshal(data, &em) != nil {
+func describeEmitted(t *TimelineEvent, e invocation.Event) {
+	em, err := invocation.DecodeData[invocation.Emitted](e)
+	if err != nil {
 		t.Details = nil
 		return
 	}
-	d := map[string]any{"event_id": em.EventID, "event_type_id": em.EventTypeID, "payload_bytes": len(em.Payload)}
-	if em.Seq != nil {
-		d["seq"] = *em.Seq
-	}
+	d := emittedDetails{EventID: em.EventID, EventTypeID: em.EventTypeID, PayloadBytes: len(em.Payload), Seq: em.Seq, Step: em.Step}
 	if em.Step != "" {
-		d["step"] = em.Step
 		t.StepName = &em.Step
 	}
 	if b, err := json.Marshal(d); err == nil {
 		t.Details = b
 	}
+}
+
+// emittedDetails are the timeline details of an event_emitted event (describeEmitted).
+type emittedDetails struct {
+	EventID      string `json:"event_id"`
+	EventTypeID  string `json:"event_type_id"`
+	PayloadBytes int    `json:"payload_bytes"`
+	Seq          *int   `json:"seq,omitempty"`
+	Step         string `json:"step,omitempty"`
 }

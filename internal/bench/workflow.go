@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/larkrun/lark/internal/invocation"
 )
 
 // wfPrefix is the GTS prefix of workflow entrypoints.
@@ -426,12 +428,9 @@ func (r *Runner) waitNone(ctx context.Context, l *lark, filter string, every tim
 func SleepLag(timeline []byte) (due, finished time.Time, err error) {
 	var tl struct {
 		Items []struct {
-			At        time.Time `json:"at"`
-			EventType string    `json:"event_type"`
-			Details   struct {
-				Reason string    `json:"reason"`
-				Until  time.Time `json:"until"`
-			} `json:"details"`
+			At        time.Time       `json:"at"`
+			EventType string          `json:"event_type"`
+			Details   json.RawMessage `json:"details"`
 		} `json:"items"`
 	}
 	if err := json.Unmarshal(timeline, &tl); err != nil {
@@ -440,8 +439,12 @@ func SleepLag(timeline []byte) (due, finished time.Time, err error) {
 	for _, it := range tl.Items {
 		switch it.EventType {
 		case "suspended":
-			if due.IsZero() && !it.Details.Until.IsZero() {
-				due = it.Details.Until
+			var d invocation.Suspended // the event's Data (a suspend control action's reads as one without until)
+			if err := json.Unmarshal(it.Details, &d); err != nil {
+				return due, finished, fmt.Errorf("timeline: %w", err)
+			}
+			if due.IsZero() && d.Until != nil && !d.Until.IsZero() {
+				due = *d.Until
 			}
 		case "succeeded":
 			finished = it.At

@@ -2,7 +2,6 @@ package dispatch
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -225,27 +224,23 @@ func (c *StoreClaimer) begin(tx store.Tx, rec invocation.Record, until, now time
 	engine := rec.EngineAttempt + 1
 	ev := invocation.Event{Type: invocation.EventStarted, EngineAttempt: engine, LogicalAttempt: rec.Attempt, At: now,
 		IdempotencyKey: invocation.IdempotencyKey(rec.ID, "", rec.Attempt, invocation.EventStarted, "")}
-	if rec.Status == invocation.StatusSuspended {
-		ev.Type = invocation.EventResumed
+	var err error
+	switch rec.Status {
+	case invocation.StatusSuspended:
 		reason := rec.Wake
 		if reason == "" {
 			reason = invocation.ResumeTimer
 		}
-		data, err := json.Marshal(map[string]any{"reason": reason})
-		if err != nil {
-			return rec, err
-		}
-		ev.Data = data
+		ev.Type = invocation.EventResumed
 		ev.IdempotencyKey = invocation.IdempotencyKey(rec.ID, fmt.Sprintf("resume-%d", rec.LastSeq), rec.Attempt, invocation.EventResumed, "")
-	}
-	if rec.Status == invocation.StatusRunning {
-		data, err := json.Marshal(map[string]any{"reason": "lease expired", "engine_attempt": engine})
-		if err != nil {
-			return rec, err
-		}
+		ev, err = ev.WithData(invocation.Resumed{Reason: reason})
+	case invocation.StatusRunning:
 		ev.Type = invocation.EventReclaimed
-		ev.Data = data
 		ev.IdempotencyKey = invocation.IdempotencyKey(rec.ID, fmt.Sprintf("reclaim-%d", engine), rec.Attempt, invocation.EventReclaimed, "")
+		ev, err = ev.WithData(invocation.Reclaimed{EngineAttempt: engine, Reason: "lease expired"})
+	}
+	if err != nil {
+		return rec, err
 	}
 	next := rec
 	next.EngineAttempt = engine

@@ -45,12 +45,12 @@ func EmittedEvents(rec Record, position string, at time.Time, emits []Emitted) (
 	out := make([]Event, 0, len(emits))
 	for i, em := range emits {
 		em.EventID = EmitID(rec.ID, rec.Attempt, position, i)
-		b, err := json.Marshal(em)
+		e, err := Event{Type: EventEmitted, At: at, EngineAttempt: rec.EngineAttempt, LogicalAttempt: rec.Attempt,
+			IdempotencyKey: IdempotencyKey(rec.ID, fmt.Sprintf("emit/%s/%d", position, i), rec.Attempt, EventEmitted, "")}.WithData(em)
 		if err != nil {
 			return nil, fmt.Errorf("emitted event %d: %w", i, err)
 		}
-		out = append(out, Event{Type: EventEmitted, Data: b, At: at, EngineAttempt: rec.EngineAttempt, LogicalAttempt: rec.Attempt,
-			IdempotencyKey: IdempotencyKey(rec.ID, fmt.Sprintf("emit/%s/%d", position, i), rec.Attempt, EventEmitted, "")})
+		out = append(out, e)
 	}
 	return out, nil
 }

@@ -204,21 +204,20 @@ func WakeOf(reason string) string {
 // resolutionWake is the wake reason of e when it arrives while the workflow is suspended: a
 // journal_resolved carrying the event or the child that satisfied a wait, or a resume request.
 func resolutionWake(e Event) string {
-	var d struct {
-		EventID string `json:"event_id"`
-		Child   string `json:"child_invocation_id"`
-		Action  string `json:"action"`
-	}
-	if len(e.Data) == 0 || json.Unmarshal(e.Data, &d) != nil {
-		return ""
-	}
-	switch {
-	case e.Type == EventJournalResolved && d.EventID != "":
-		return ResumeEvent
-	case e.Type == EventJournalResolved && d.Child != "":
-		return ResumeChild
-	case e.Type == EventSignalReceived && d.Action == "resume":
-		return ResumeOperator
+	switch e.Type {
+	case EventJournalResolved:
+		r, err := DecodeData[JournalResolved](e)
+		switch {
+		case err != nil:
+		case r.EventID != "":
+			return ResumeEvent
+		case r.ChildInvocationID != "":
+			return ResumeChild
+		}
+	case EventSignalReceived:
+		if c, err := DecodeData[Control](e); err == nil && c.Action == "resume" {
+			return ResumeOperator
+		}
 	}
 	return ""
 }
@@ -232,38 +231,39 @@ func resolves(r Record, e Event) bool {
 type EventType string
 
 // Event types. Those marked with a status change move the record through 000's state machine;
-// the rest are informational (they land in the timeline only).
+// the rest are informational (they land in the timeline only). The payload type that is each
+// event's Data (see Payload) is named after the arrow; events without one carry no Data.
 const (
-	EventCreated               EventType = "created"                // (start) → queued; Data: the initial Record
+	EventCreated               EventType = "created"                // (start) → queued; Record
 	EventStarted               EventType = "started"                // queued → running
-	EventSucceeded             EventType = "succeeded"              // running → succeeded; Data: Outcome
-	EventFailed                EventType = "failed"                 // running|suspended → failed; Data: Outcome
-	EventCanceled              EventType = "canceled"               // queued|running|suspended → canceled
-	EventSuspended             EventType = "suspended"              // running → suspended
-	EventResumed               EventType = "resumed"                // suspended → running
-	EventRetryScheduled        EventType = "retry_scheduled"        // running → queued (automatic retry with backoff)
-	EventRequeued              EventType = "requeued"               // failed|dead_lettered → queued (retry control action or DLQ redrive; next logical attempt)
-	EventDeadLettered          EventType = "dead_lettered"          // failed|compensating → dead_lettered
-	EventCompensationStarted   EventType = "compensation_started"   // failed|canceled → compensating
-	EventCompensationCompleted EventType = "compensation_completed" // compensating → compensated
-	EventCompensationFailed    EventType = "compensation_failed"    // compensating → dead_lettered
-	EventStepStarted           EventType = "step_started"
-	EventStepCompleted         EventType = "step_completed"
-	EventStepFailed            EventType = "step_failed"
-	EventStepRetried           EventType = "step_retried"
-	EventSignalReceived        EventType = "signal_received"
-	EventCheckpointCreated     EventType = "checkpoint_created"
-	EventLog                   EventType = "log"               // ctx.log / print from user code
-	EventHTTPCall              EventType = "http_call"         // an outbound request: method, host, status, duration (never credentials)
-	EventChildInvoked          EventType = "child_invoked"     // r_invoke_v1 started a child invocation
-	EventReclaimed             EventType = "reclaimed"         // a runner's lease expired; the attempt is dispatched again (engine attempt +1)
-	EventLateResult            EventType = "late_result"       // a runner finished after losing its lease: recorded, never applied
-	EventJournal               EventType = "journal"           // a workflow helper call's recorded result (replay journal)
-	EventJournalResolved       EventType = "journal_resolved"  // a pending journal entry (a due timer) completed
-	EventStepCompensating      EventType = "step_compensating" // a workflow step's compensate_fn began (details: step, seq, fn)
-	EventStepCompensated       EventType = "step_compensated"  // a workflow step's compensate_fn ran (details: step, ok, error)
-	EventContinuedAsNew        EventType = "continued_as_new"  // a workflow started a fresh journal (r_continue_as_new_v1); Data: generation, input
-	EventEmitted               EventType = "event_emitted"     // r_emit_v1: the outbox record of an event; Data: Emitted (published by the write that appends it)
+	EventSucceeded             EventType = "succeeded"              // running → succeeded; Outcome
+	EventFailed                EventType = "failed"                 // running|suspended → failed; Outcome
+	EventCanceled              EventType = "canceled"               // queued|running|suspended → canceled; Control
+	EventSuspended             EventType = "suspended"              // running → suspended; Suspended, or Control
+	EventResumed               EventType = "resumed"                // suspended → running; Resumed
+	EventRetryScheduled        EventType = "retry_scheduled"        // running → queued (automatic retry with backoff); RetryScheduled
+	EventRequeued              EventType = "requeued"               // failed|dead_lettered → queued (retry control action or DLQ redrive; next logical attempt); Control
+	EventDeadLettered          EventType = "dead_lettered"          // failed|compensating → dead_lettered; DeadLettered
+	EventCompensationStarted   EventType = "compensation_started"   // failed|canceled → compensating; CompensationStarted
+	EventCompensationCompleted EventType = "compensation_completed" // compensating → compensated; CompensationEnded
+	EventCompensationFailed    EventType = "compensation_failed"    // compensating → dead_lettered; CompensationEnded
+	EventStepStarted           EventType = "step_started"           // StepStarted
+	EventStepCompleted         EventType = "step_completed"         // not written: the timeline's name for a step's journal entry
+	EventStepFailed            EventType = "step_failed"            // not written (likewise)
+	EventStepRetried           EventType = "step_retried"           // StepRetried
+	EventSignalReceived        EventType = "signal_received"        // a resume request; Control
+	EventCheckpointCreated     EventType = "checkpoint_created"     // not written: the timeline's name for an r_snapshot_v1 entry
+	EventLog                   EventType = "log"                    // ctx.log / print from user code; Log
+	EventHTTPCall              EventType = "http_call"              // an outbound request: method, host, status, duration (never credentials); HTTPCall
+	EventChildInvoked          EventType = "child_invoked"          // r_invoke_v1 started a child invocation; ChildInvoked
+	EventReclaimed             EventType = "reclaimed"              // a runner's lease expired; the attempt is dispatched again (engine attempt +1); Reclaimed
+	EventLateResult            EventType = "late_result"            // a runner finished after losing its lease: recorded, never applied; LateResult
+	EventJournal               EventType = "journal"                // a workflow helper call's recorded result (replay journal); JournalEntry
+	EventJournalResolved       EventType = "journal_resolved"       // a pending journal entry (a due timer, an event, a child) completed; JournalResolved
+	EventStepCompensating      EventType = "step_compensating"      // a workflow step's compensate_fn began; StepCompensating
+	EventStepCompensated       EventType = "step_compensated"       // a workflow step's compensate_fn ran; StepCompensated
+	EventContinuedAsNew        EventType = "continued_as_new"       // a workflow started a fresh journal (r_continue_as_new_v1); ContinuedAsNew
+	EventEmitted               EventType = "event_emitted"          // r_emit_v1: the outbox record of an event (published by the write that appends it); Emitted
 )
 
 // Event is one entry of an invocation's append-only log (003 §1.1). Seq is assigned by the store:
@@ -405,11 +405,9 @@ func applyCreated(r Record, e Event) (Record, error) {
 	if r.LastSeq != 0 {
 		return r, &TransitionError{From: r.Status, Event: e.Type}
 	}
-	var init Record
-	if e.Initial != nil {
-		init = *e.Initial
-	} else if err := json.Unmarshal(e.Data, &init); err != nil {
-		return r, fmt.Errorf("created event data: %w", err)
+	init, err := DecodeData[Record](e)
+	if err != nil {
+		return r, err
 	}
 	init.Status = StatusQueued
 	init.LastSeq = e.Seq
@@ -482,13 +480,11 @@ func applyTransition(next Record, e Event, to Status) Record {
 // suspendReason is the reason a suspended event's data gives, "" when it gives none or does not
 // decode.
 func suspendReason(e Event) string {
-	var d struct {
-		Reason string `json:"reason"`
+	s, err := DecodeData[Suspended](e)
+	if err != nil {
+		return ""
 	}
-	if len(e.Data) > 0 && json.Unmarshal(e.Data, &d) != nil {
-		d.Reason = ""
-	}
-	return d.Reason
+	return s.Reason
 }
 
 // applyOutcome copies the outcome of a succeeded, failed or canceled event with data (e.Outcome
@@ -498,11 +494,9 @@ func applyOutcome(next Record, e Event) (Record, error) {
 	if len(e.Data) == 0 || (e.Type != EventSucceeded && e.Type != EventFailed && e.Type != EventCanceled) {
 		return next, nil
 	}
-	var o Outcome
-	if e.Outcome != nil {
-		o = *e.Outcome
-	} else if err := json.Unmarshal(e.Data, &o); err != nil {
-		return next, fmt.Errorf("%s event data: %w", e.Type, err)
+	o, err := DecodeData[Outcome](e)
+	if err != nil {
+		return next, err
 	}
 	if len(o.Result) > 0 {
 		next.Result = o.Result

@@ -6,7 +6,6 @@
 package journal
 
 import (
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -14,25 +13,13 @@ import (
 	"github.com/larkrun/lark/internal/sandbox"
 )
 
-// Entry is the persisted form of a sandbox.JournalEntry: the Data of a journal event.
-type Entry struct {
-	Seq      int       `json:"seq"`
-	Helper   string    `json:"helper"`
-	Key      string    `json:"key,omitempty"`
-	ArgsHash string    `json:"args_hash"`
-	Input    any       `json:"input,omitempty"`
-	Until    time.Time `json:"until,omitzero"`
-	Result   any       `json:"result"`
-	Done     bool      `json:"done"`
+// EntryOf is the persisted form of e, the Data of its journal event.
+func EntryOf(e sandbox.JournalEntry) invocation.JournalEntry {
+	return invocation.JournalEntry{Seq: e.Seq, Helper: e.Helper, Key: e.Key, ArgsHash: e.ArgsHash, Input: e.Input, Until: e.Until, Result: e.Result, Done: e.Done}
 }
 
-// EntryOf is the persisted form of e.
-func EntryOf(e sandbox.JournalEntry) Entry {
-	return Entry{Seq: e.Seq, Helper: e.Helper, Key: e.Key, ArgsHash: e.ArgsHash, Input: e.Input, Until: e.Until, Result: e.Result, Done: e.Done}
-}
-
-// Sandbox is the entry as the sandbox replays it.
-func (j Entry) Sandbox() sandbox.JournalEntry {
+// SandboxEntry is the persisted entry j as the sandbox replays it.
+func SandboxEntry(j invocation.JournalEntry) sandbox.JournalEntry {
 	return sandbox.JournalEntry{Seq: j.Seq, Helper: j.Helper, Key: j.Key, ArgsHash: j.ArgsHash, Input: j.Input, Until: j.Until, Result: j.Result, Done: j.Done}
 }
 
@@ -63,49 +50,55 @@ func empty(generation int, input any) Journal {
 func Replay(events []invocation.Event) (Journal, error) {
 	j := empty(0, nil)
 	for _, ev := range events {
+		var err error
 		switch ev.Type {
 		case invocation.EventContinuedAsNew:
-			var c struct {
-				Generation int `json:"generation"`
-				Input      any `json:"input"`
-			}
-			if err := invocation.DecodeJSON(ev.Data, &c); err != nil {
+			var c invocation.ContinuedAsNew
+			if c, err = invocation.DecodeData[invocation.ContinuedAsNew](ev); err != nil {
 				return j, fmt.Errorf("continued_as_new event %d: %w", ev.Seq, err)
 			}
 			j = empty(c.Generation, c.Input)
 		case invocation.EventChildInvoked:
-			var c struct {
-				Seq   *int   `json:"seq"`
-				Child string `json:"child_invocation_id"`
-			}
 			// A child_invoked event without a seq is a function's child (informational only).
-			if invocation.DecodeJSON(ev.Data, &c) == nil && c.Seq != nil {
-				j.Children[*c.Seq] = c.Child
+			if c, err := invocation.DecodeData[invocation.ChildInvoked](ev); err == nil && c.Seq != nil {
+				j.Children[*c.Seq] = c.ChildInvocationID
 			}
 		case invocation.EventJournal:
-			var e Entry
-			if err := invocation.DecodeJSON(ev.Data, &e); err != nil {
-				return j, fmt.Errorf("journal event %d: %w", ev.Seq, err)
-			}
-			if e.Seq != len(j.Entries) {
-				return j, fmt.Errorf("journal event %d: entry %d out of order (expected %d)", ev.Seq, e.Seq, len(j.Entries))
-			}
-			j.Recorded[e.Seq] = ev.At
-			j.Bytes += len(ev.Data)
-			j.Entries = append(j.Entries, e.Sandbox())
+			err = j.record(ev)
 		case invocation.EventJournalResolved:
-			var r struct {
-				Seq    int `json:"seq"`
-				Result any `json:"result"`
-			}
-			if err := invocation.DecodeJSON(ev.Data, &r); err != nil || r.Seq < 0 || r.Seq >= len(j.Entries) {
-				return j, fmt.Errorf("journal_resolved event %d is invalid", ev.Seq)
-			}
-			j.Bytes += len(ev.Data)
-			j.Entries[r.Seq].Done, j.Entries[r.Seq].Result = true, r.Result
+			err = j.resolve(ev)
+		}
+		if err != nil {
+			return j, err
 		}
 	}
 	return j, nil
+}
+
+// record appends the entry of journal event ev, refusing one out of order.
+func (j *Journal) record(ev invocation.Event) error {
+	e, err := invocation.DecodeData[invocation.JournalEntry](ev)
+	if err != nil {
+		return fmt.Errorf("journal event %d: %w", ev.Seq, err)
+	}
+	if e.Seq != len(j.Entries) {
+		return fmt.Errorf("journal event %d: entry %d out of order (expected %d)", ev.Seq, e.Seq, len(j.Entries))
+	}
+	j.Recorded[e.Seq] = ev.At
+	j.Bytes += len(ev.Data)
+	j.Entries = append(j.Entries, SandboxEntry(e))
+	return nil
+}
+
+// resolve completes the pending entry journal_resolved event ev resolves.
+func (j *Journal) resolve(ev invocation.Event) error {
+	r, err := invocation.DecodeData[invocation.JournalResolved](ev)
+	if err != nil || r.Seq < 0 || r.Seq >= len(j.Entries) {
+		return fmt.Errorf("journal_resolved event %d is invalid", ev.Seq)
+	}
+	j.Bytes += len(ev.Data)
+	j.Entries[r.Seq].Done, j.Entries[r.Seq].Result = true, r.Result
+	return nil
 }
 
 // InputOf is the input of the journal's run of main: the invocation's params for the first
@@ -156,10 +149,6 @@ func eventKey(rec invocation.Record, step string, t invocation.EventType) string
 // idempotency key is its journal position (so writing it twice is a no-op). The entry is always
 // the last event.
 func Events(rec invocation.Record, generation int, now time.Time, e sandbox.JournalEntry, pending []invocation.Event) ([]invocation.Event, error) {
-	b, err := json.Marshal(EntryOf(e))
-	if err != nil {
-		return nil, fmt.Errorf("journal entry %d: %w", e.Seq, err)
-	}
 	if len(e.Emits) > 0 {
 		seq, step := e.Seq, ""
 		if e.Helper != "r_emit_v1" {
@@ -175,20 +164,24 @@ func Events(rec invocation.Record, generation int, now time.Time, e sandbox.Jour
 		}
 		pending = append(pending, evs...)
 	}
-	return append(pending, invocation.Event{Type: invocation.EventJournal, Data: b, At: now, EngineAttempt: rec.EngineAttempt,
-		LogicalAttempt: rec.Attempt, IdempotencyKey: eventKey(rec, Key(generation, e.Seq), invocation.EventJournal)}), nil
+	ev, err := invocation.Event{Type: invocation.EventJournal, At: now, EngineAttempt: rec.EngineAttempt,
+		LogicalAttempt: rec.Attempt, IdempotencyKey: eventKey(rec, Key(generation, e.Seq), invocation.EventJournal)}.WithData(EntryOf(e))
+	if err != nil {
+		return nil, fmt.Errorf("journal entry %d: %w", e.Seq, err)
+	}
+	return append(pending, ev), nil
 }
 
 // Continued is the log event of r_continue_as_new_v1 (after pending, the timeline entries
 // collected before it): it ends the current journal and carries the next generation's number and
 // input.
 func Continued(rec invocation.Record, generation int, at time.Time, input any, pending []invocation.Event) ([]invocation.Event, error) {
-	b, err := json.Marshal(map[string]any{"generation": generation, "input": input})
+	ev, err := invocation.Event{Type: invocation.EventContinuedAsNew, At: at, EngineAttempt: rec.EngineAttempt, LogicalAttempt: rec.Attempt,
+		IdempotencyKey: eventKey(rec, fmt.Sprintf("continue-%d", generation), invocation.EventContinuedAsNew)}.WithData(invocation.ContinuedAsNew{Generation: generation, Input: input})
 	if err != nil {
 		return nil, fmt.Errorf("continue-as-new input: %w", err)
 	}
-	return append(pending, invocation.Event{Type: invocation.EventContinuedAsNew, Data: b, At: at, EngineAttempt: rec.EngineAttempt,
-		LogicalAttempt: rec.Attempt, IdempotencyKey: eventKey(rec, fmt.Sprintf("continue-%d", generation), invocation.EventContinuedAsNew)}), nil
+	return append(pending, ev), nil
 }
 
 // StateSnapshot is 000's workflow_state_snapshot, "the last checkpointed workflow state": the

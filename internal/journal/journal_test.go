@@ -21,8 +21,8 @@ func TestReplayContinuedAsNew(t *testing.T) {
 		return invocation.Event{Seq: seq, Type: typ, Data: b, At: at.Add(time.Duration(seq) * time.Second)}
 	}
 	first := []invocation.Event{
-		ev(3, invocation.EventJournal, journal.Entry{Seq: 0, Helper: "r_run_step_v1", Key: "a", Result: map[string]any{"ok": true, "value": 1}, Done: true}),
-		ev(4, invocation.EventJournal, journal.Entry{Seq: 1, Helper: "r_sleep", Until: at}),
+		ev(3, invocation.EventJournal, invocation.JournalEntry{Seq: 0, Helper: "r_run_step_v1", Key: "a", Result: map[string]any{"ok": true, "value": 1}, Done: true}),
+		ev(4, invocation.EventJournal, invocation.JournalEntry{Seq: 1, Helper: "r_sleep", Until: at}),
 		ev(5, invocation.EventJournalResolved, map[string]any{"seq": 1, "result": nil}),
 	}
 	j, err := journal.Replay(first)
@@ -34,7 +34,7 @@ func TestReplayContinuedAsNew(t *testing.T) {
 
 	rotated := append(first,
 		ev(6, invocation.EventContinuedAsNew, map[string]any{"generation": 1, "input": map[string]any{"n": 2}}),
-		ev(7, invocation.EventJournal, journal.Entry{Seq: 0, Helper: "r_run_step_v1", Key: "a", Result: map[string]any{"ok": true, "value": 2}, Done: true}))
+		ev(7, invocation.EventJournal, invocation.JournalEntry{Seq: 0, Helper: "r_run_step_v1", Key: "a", Result: map[string]any{"ok": true, "value": 2}, Done: true}))
 	j, err = journal.Replay(rotated)
 	require.NoError(t, err)
 	require.Len(t, j.Entries, 1, "the current journal starts at the rotation")
@@ -65,7 +65,7 @@ func mustJSON(t *testing.T, v any) string {
 // that does not exist is an error, never a journal with a hole.
 func TestReplayRefusesWhatThisEngineDidNotWrite(t *testing.T) {
 	entry := func(seq int64, pos int) invocation.Event {
-		b, err := json.Marshal(journal.Entry{Seq: pos, Helper: "r_sleep"})
+		b, err := json.Marshal(invocation.JournalEntry{Seq: pos, Helper: "r_sleep"})
 		require.NoError(t, err)
 		return invocation.Event{Seq: seq, Type: invocation.EventJournal, Data: b}
 	}

@@ -543,12 +543,10 @@ func (rt *runtime) suspension(ctx context.Context, id string) (bool, *time.Time,
 		if evs[i].Type != invocation.EventSuspended {
 			continue
 		}
-		var d struct {
-			Reason string     `json:"reason"`
-			Until  *time.Time `json:"until"`
-		}
+		var d invocation.Suspended // a suspend control action's Control reads as one without a reason
 		if len(evs[i].Data) > 0 {
-			if err := json.Unmarshal(evs[i].Data, &d); err != nil {
+			var err error
+			if d, err = invocation.DecodeData[invocation.Suspended](evs[i]); err != nil {
 				return false, nil, err
 			}
 		}

@@ -96,62 +96,42 @@ func Decide(rec invocation.Record, policy RetryPolicy, output json.RawMessage, r
 // succeeded, retry_scheduled (at RetryAt), or failed followed by dead_lettered, or by
 // compensation_started when Handler is set. The closing event carries the metrics and cost.
 func (o Outcome) Events(rec invocation.Record, timeline []invocation.Event, now time.Time) ([]invocation.Event, *time.Time, error) {
-	spent := func(data map[string]any) map[string]any {
-		data["metrics"], data["cost"] = o.Metrics, o.Cost
-		return data
-	}
 	var err error
-	ev := func(t invocation.EventType, step string, data any) invocation.Event {
-		var b []byte
-		var merr error
-		if out, ok := data.(invocation.Outcome); ok {
-			b, merr = invocation.EncodeOutcome(out) // the result copied, not re-scanned
-		} else {
-			b, merr = json.Marshal(data)
+	ev := func(t invocation.EventType, step string, data invocation.Payload) invocation.Event {
+		e, derr := invocation.Event{Type: t, At: now, EngineAttempt: rec.EngineAttempt, LogicalAttempt: rec.Attempt,
+			IdempotencyKey: invocation.IdempotencyKey(rec.ID, step, rec.Attempt, t, "")}.WithData(data) // an Outcome's result copied, not re-scanned
+		if derr != nil && err == nil {
+			err = derr
 		}
-		if merr != nil && err == nil {
-			err = fmt.Errorf("%s event: %w", t, merr)
-		}
-		return invocation.Event{Type: t, Data: b, At: now, EngineAttempt: rec.EngineAttempt, LogicalAttempt: rec.Attempt,
-			IdempotencyKey: invocation.IdempotencyKey(rec.ID, step, rec.Attempt, t, "")}
+		return e
 	}
+	metrics := o.Metrics
 	events := timeline
 	var available *time.Time
 	switch o.Kind {
 	case Suspended:
 		available = o.Until
 		events = append(events, ev(invocation.EventSuspended, fmt.Sprintf("suspend-%d", rec.LastSeq),
-			spent(map[string]any{"reason": o.Reason, "until": o.Until})))
+			invocation.Suspended{Cost: o.Cost, Metrics: &metrics, Reason: o.Reason, Until: o.Until}))
 	case Succeeded:
-		metrics := o.Metrics
-		out := invocation.Outcome{Result: o.Output, Metrics: &metrics, Cost: o.Cost}
-		events = append(events, decoded(ev(invocation.EventSucceeded, "", out), out))
+		events = append(events, ev(invocation.EventSucceeded, "", invocation.Outcome{Result: o.Output, Metrics: &metrics, Cost: o.Cost}))
 	case RetryScheduled:
 		at := o.RetryAt
 		available = &at
-		events = append(events, ev(invocation.EventRetryScheduled, "", spent(map[string]any{"error": ErrorOf(o.Err),
-			"delay_ms": o.Delay.Milliseconds(), "next_attempt": rec.Attempt + 1, "available_at": at})))
+		events = append(events, ev(invocation.EventRetryScheduled, "", invocation.RetryScheduled{AvailableAt: at, Cost: o.Cost,
+			DelayMS: o.Delay.Milliseconds(), Error: ErrorOf(o.Err), Metrics: &metrics, NextAttempt: rec.Attempt + 1}))
 	case Failed:
-		metrics := o.Metrics
-		out := invocation.Outcome{Error: ErrorOf(o.Err), Metrics: &metrics, Cost: o.Cost}
-		failed := decoded(ev(invocation.EventFailed, "", out), out)
+		failed := ev(invocation.EventFailed, "", invocation.Outcome{Error: ErrorOf(o.Err), Metrics: &metrics, Cost: o.Cost})
 		if o.Handler != nil {
-			events = append(events, failed, ev(invocation.EventCompensationStarted, "",
-				map[string]any{"trigger": "failure", "handler_invocation_id": o.Handler.InvocationID, "handler": o.Handler.EntrypointID}))
+			events = append(events, failed, ev(invocation.EventCompensationStarted, "", invocation.CompensationStarted{
+				Handler: o.Handler.EntrypointID, HandlerInvocationID: o.Handler.InvocationID, Trigger: "failure"}))
 		} else {
-			events = append(events, failed, ev(invocation.EventDeadLettered, "", map[string]any{"reason": "no compensation configured"}))
+			events = append(events, failed, ev(invocation.EventDeadLettered, "", invocation.DeadLettered{Reason: "no compensation configured"}))
 		}
 	default:
 		return nil, nil, fmt.Errorf("outcome of kind %v", o.Kind)
 	}
 	return events, available, err
-}
-
-// decoded is e with the Outcome its Data encodes at hand (invocation.Event.Outcome), so that the
-// store's writer does not decode a large result again.
-func decoded(e invocation.Event, o invocation.Outcome) invocation.Event {
-	e.Outcome = &o
-	return e
 }
 
 // RetryPolicy is an entrypoint's traits.retry.

@@ -209,13 +209,11 @@ const FieldConsumptions = "event_consumptions"
 
 // consumedSeq is the seq of the published event e delivered to a wait, or 0 when e delivered none.
 func consumedSeq(e invocation.Event) int64 {
-	if e.Type != invocation.EventJournalResolved || len(e.Data) == 0 {
+	if e.Type != invocation.EventJournalResolved {
 		return 0
 	}
-	var d struct {
-		EventSeq int64 `json:"event_seq"`
-	}
-	if json.Unmarshal(e.Data, &d) != nil {
+	d, err := invocation.DecodeData[invocation.JournalResolved](e)
+	if err != nil {
 		return 0
 	}
 	return d.EventSeq

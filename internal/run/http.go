@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/larkrun/lark/internal/egress"
+	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/sandbox"
 	"github.com/larkrun/lark/internal/tracing"
 )
@@ -21,8 +22,11 @@ import (
 type HTTPCall struct {
 	// Response is the answer (any status); zero when Err is set.
 	Response sandbox.HTTPResponse
-	// Entry is the call's timeline entry (http_call): method, host, status or error kind and
-	// duration — never a URL's path or query, a header or a body.
+	// Data is the call's timeline entry, the Data of its http_call event: method, host, status or
+	// error kind and duration — never a URL's path or query, a header or a body.
+	Data invocation.HTTPCall
+	// Entry is Data as a map, for internal/invoke's host, which still records maps; it goes when
+	// that host records Data itself (issue 31).
 	Entry map[string]any
 	// EgressBytes are the request and response body sizes of a call that got a response, for the
 	// execution's egress metric; a call that failed counts nothing (whether its body left is
@@ -37,17 +41,29 @@ func DoHTTP(ctx context.Context, c *egress.Client, req sandbox.HTTPRequest, allo
 	start := time.Now()
 	resp, err := c.Do(ctx, egress.Request{Method: req.Method, URL: req.URL, Headers: req.Headers, Body: req.Body, Timeout: req.Timeout,
 		AllowedDomains: allowed, Secrets: sec})
-	entry := map[string]any{"method": req.Method, "host": hostOf(req.URL), "duration_ms": time.Since(start).Milliseconds()}
+	entry := invocation.HTTPCall{DurationMS: time.Since(start).Milliseconds(), Host: hostOf(req.URL), Method: req.Method}
 	if err != nil {
 		var ee *egress.Error
 		if errors.As(err, &ee) {
-			entry["error"] = string(ee.Kind)
+			entry.Error = string(ee.Kind)
 		}
-		return HTTPCall{Entry: entry, Err: TransportError(err)}
+		return HTTPCall{Data: entry, Entry: entryMap(entry), Err: TransportError(err)}
 	}
-	entry["status"] = resp.StatusCode
-	return HTTPCall{Response: sandbox.HTTPResponse{StatusCode: resp.StatusCode, Headers: resp.Headers, Body: resp.Body}, Entry: entry,
-		EgressBytes: len(req.Body) + len(resp.Body)}
+	entry.Status = resp.StatusCode
+	return HTTPCall{Response: sandbox.HTTPResponse{StatusCode: resp.StatusCode, Headers: resp.Headers, Body: resp.Body}, Data: entry,
+		Entry: entryMap(entry), EgressBytes: len(req.Body) + len(resp.Body)}
+}
+
+// entryMap is e as the map internal/invoke's host records: the same members, the same JSON.
+func entryMap(e invocation.HTTPCall) map[string]any {
+	m := map[string]any{"method": e.Method, "host": e.Host, "duration_ms": e.DurationMS}
+	if e.Error != "" {
+		m["error"] = e.Error
+	}
+	if e.Status != 0 {
+		m["status"] = e.Status
+	}
+	return m
 }
 
 // HTTPSpan starts the client span of an r_http_* call (docs/observability.md, "Traces") with
@@ -64,8 +80,8 @@ func (c HTTPCall) EndSpan(span trace.Span) {
 	if !span.IsRecording() {
 		return
 	}
-	if st, ok := c.Entry["status"].(int); ok {
-		span.SetAttributes(tracing.AttrHTTPStatus.Int(st))
+	if c.Data.Status != 0 {
+		span.SetAttributes(tracing.AttrHTTPStatus.Int(c.Data.Status))
 	}
 	if c.Err != nil {
 		span.SetStatus(codes.Error, c.Err.TypeID)

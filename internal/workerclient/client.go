@@ -541,7 +541,7 @@ func (h *host) HTTP(ctx context.Context, req sandbox.HTTPRequest) (sandbox.HTTPR
 	ctx, span := run.HTTPSpan(ctx, h.c.tracer, req, h.attrs...)
 	call := run.DoHTTP(ctx, h.c.cfg.Egress, req, h.task.AllowedOutboundDomains, secretResolver{h})
 	call.EndSpan(span)
-	h.add(invocation.EventHTTPCall, call.Entry)
+	h.add(invocation.EventHTTPCall, call.Data)
 	if call.Err != nil {
 		return sandbox.HTTPResponse{}, call.Err
 	}
@@ -577,25 +577,21 @@ func (h *host) Invoke(context.Context, sandbox.InvokeRequest) (sandbox.InvokeRes
 	return sandbox.InvokeResult{}, &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "non_retryable", Message: "r_invoke_v1: " + errNotOnWorker.Error()}
 }
 
-// add appends a timeline entry (at most 1000 of them).
-func (h *host) add(typ invocation.EventType, data map[string]any) {
-	b, err := json.Marshal(data)
+// add appends a timeline entry (at most 1000 of them) of type typ, with data as its Data.
+func (h *host) add(typ invocation.EventType, data invocation.Payload) {
+	e, err := invocation.Event{Type: typ, At: time.Now().UTC()}.WithData(data)
 	if err != nil {
-		return // the entries are maps of strings and numbers; nothing to record otherwise
+		return // the entries are strings and numbers; nothing to record otherwise
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.timeline) < 1000 {
-		h.timeline = append(h.timeline, invocation.Event{Type: typ, Data: b, At: time.Now().UTC()})
+		h.timeline = append(h.timeline, e)
 	}
 }
 
 func (h *host) Log(_ context.Context, msg string, fields map[string]any) {
-	d := map[string]any{"message": outcome.Cut(msg, sandbox.MaxLogEntryBytes)}
-	if len(fields) > 0 {
-		d["fields"] = fields
-	}
-	h.add(invocation.EventLog, d)
+	h.add(invocation.EventLog, invocation.Log{Message: outcome.Cut(msg, sandbox.MaxLogEntryBytes), Fields: fields})
 }
 
 func (h *host) Now() time.Time { return time.Now() }
