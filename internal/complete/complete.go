@@ -7,7 +7,6 @@ package complete
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -232,8 +231,9 @@ func (c *Completer) completeRequest(rec invocation.Record, timeline []invocation
 // informational entries of its timeline and a late_result carrying its metrics and cost (price).
 func completeLate(tx store.Tx, rec invocation.Record, timeline []invocation.Event, o outcome.Outcome, effects []Effect,
 	price float64, now time.Time) (invocation.Record, error) {
-	data, err := json.Marshal(map[string]any{"succeeded": o.Err == nil, "engine_attempt": rec.EngineAttempt,
-		"metrics": o.Metrics, "cost": price})
+	metrics := o.Metrics
+	data, err := invocation.EncodeData(invocation.LateResult{Succeeded: o.Err == nil, EngineAttempt: rec.EngineAttempt,
+		Metrics: &metrics, Cost: price})
 	if err != nil {
 		return invocation.Record{}, err
 	}
@@ -291,7 +291,7 @@ func resolveParent(tx store.Tx, child invocation.Record, now time.Time) error {
 	if err != nil || parent.Status != invocation.StatusSuspended {
 		return err
 	}
-	data, err := json.Marshal(map[string]any{"seq": *child.ParentSeq, "result": ChildResult(child), "child_invocation_id": child.ID})
+	data, err := invocation.EncodeData(invocation.JournalResolved{Seq: *child.ParentSeq, Result: ChildResult(child), ChildInvocationID: child.ID})
 	if err != nil {
 		return err
 	}
@@ -331,7 +331,7 @@ func resolveCompensation(tx store.Tx, handler invocation.Record, now time.Time) 
 	if handler.Status != invocation.StatusSucceeded {
 		t = invocation.EventCompensationFailed
 	}
-	data, err := json.Marshal(map[string]any{"handler_invocation_id": handler.ID, "handler_status": handler.Status})
+	data, err := invocation.EncodeData(invocation.CompensationEnded{HandlerInvocationID: handler.ID, HandlerStatus: handler.Status})
 	if err != nil {
 		return err
 	}

@@ -102,12 +102,12 @@ const (
 	maxLogBytes      = 1 << 20
 )
 
-func (h *Host) Add(t invocation.EventType, data map[string]any) {
+func (h *Host) Add(t invocation.EventType, data invocation.Payload) {
 	h.AddAt(time.Time{}, t, data)
 }
 
 // AddAt is Add with the entry's time (now if zero).
-func (h *Host) AddAt(at time.Time, t invocation.EventType, data map[string]any) {
+func (h *Host) AddAt(at time.Time, t invocation.EventType, data invocation.Payload) {
 	if at.IsZero() {
 		at = h.env.Clock.Now()
 	}
@@ -120,8 +120,8 @@ func (h *Host) AddAt(at time.Time, t invocation.EventType, data map[string]any) 
 }
 
 // appendLocked appends an entry; h.mu is held.
-func (h *Host) appendLocked(at time.Time, t invocation.EventType, data map[string]any) {
-	b, err := json.Marshal(data)
+func (h *Host) appendLocked(at time.Time, t invocation.EventType, data invocation.Payload) {
+	b, err := invocation.EncodeData(data)
 	if err != nil {
 		b = fmt.Appendf(nil, `{"error":%q}`, "entry not encodable: "+err.Error())
 	}
@@ -150,9 +150,9 @@ func (h *Host) Drain() []invocation.Event {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.dropped > 0 {
-		h.appendLocked(h.env.Clock.Now(), invocation.EventLog, map[string]any{
-			"message": fmt.Sprintf("%d log entries dropped", h.dropped), "dropped": h.dropped,
-			"reason": fmt.Sprintf("an attempt keeps at most %d log entries and %d bytes of them", maxLogEntries, maxLogBytes)})
+		h.appendLocked(h.env.Clock.Now(), invocation.EventLog, invocation.Log{
+			Message: fmt.Sprintf("%d log entries dropped", h.dropped), Dropped: h.dropped,
+			Reason: fmt.Sprintf("an attempt keeps at most %d log entries and %d bytes of them", maxLogEntries, maxLogBytes)})
 		h.dropped = 0
 	}
 	out := h.timeline
@@ -208,14 +208,11 @@ func (h *Host) Log(ctx context.Context, msg string, fields map[string]any) {
 	if full {
 		return
 	}
-	d := map[string]any{"message": msg}
-	if len(fields) > 0 {
-		d["fields"] = fields
-	}
-	b, err := json.Marshal(d)
+	d := invocation.Log{Message: msg, Fields: fields}
+	b, err := invocation.EncodeData(d)
 	if err != nil || len(b) > maxLogEntryBytes {
-		d = map[string]any{"message": outcome.Cut(msg, sandbox.MaxLogEntryBytes), "truncated": true}
-		if b, err = json.Marshal(d); err != nil {
+		d = invocation.Log{Message: outcome.Cut(msg, sandbox.MaxLogEntryBytes), Truncated: true}
+		if b, err = invocation.EncodeData(d); err != nil {
 			b = []byte(`{"message":"","truncated":true}`)
 		}
 	}
@@ -254,7 +251,7 @@ func (h *Host) HTTP(ctx context.Context, req sandbox.HTTPRequest) (sandbox.HTTPR
 	ctx, span := h.startHTTP(ctx, req)
 	call := run.DoHTTP(ctx, h.env.Egress, req, p.Policies.AllowedOutboundDomains, sec)
 	call.EndSpan(span)
-	h.Add(invocation.EventHTTPCall, call.Entry)
+	h.Add(invocation.EventHTTPCall, call.Data)
 	if call.Err != nil {
 		return sandbox.HTTPResponse{}, call.Err
 	}
@@ -284,7 +281,7 @@ func (h *Host) Invoke(ctx context.Context, req sandbox.InvokeRequest) (sandbox.I
 	if err != nil {
 		return sandbox.InvokeResult{}, err
 	}
-	h.Add(invocation.EventChildInvoked, map[string]any{"child_invocation_id": child.ID, "entrypoint_id": child.EntrypointID, "status": child.Status})
+	h.Add(invocation.EventChildInvoked, invocation.ChildInvoked{ChildInvocationID: child.ID, EntrypointID: child.EntrypointID, Status: child.Status})
 	if child.Status == invocation.StatusSucceeded {
 		var v any
 		dec := json.NewDecoder(strings.NewReader(string(child.Result)))
@@ -457,7 +454,7 @@ func (h *Host) PersistJournal(ctx context.Context, events []invocation.Event) er
 // added as the retry is recorded.
 func (h *Host) StepStarted(step string, attempt int) {
 	h.startStep(step, attempt)
-	h.Add(invocation.EventStepStarted, map[string]any{"step": step, "attempt": attempt})
+	h.Add(invocation.EventStepStarted, invocation.StepStarted{Step: step, Attempt: attempt})
 }
 
 // Compensation records a step compensation as it begins (step_compensating) and as it ends
@@ -465,16 +462,16 @@ func (h *Host) StepStarted(step string, attempt int) {
 // compensation_completed or compensation_failed, around what the compensation did.
 func (h *Host) Compensation(c sandbox.CompensationRecord, done bool) {
 	if !done {
-		h.AddAt(c.StartedAt, invocation.EventStepCompensating, map[string]any{"step": c.Step, "seq": c.Seq, "fn": c.Fn})
+		h.AddAt(c.StartedAt, invocation.EventStepCompensating, invocation.StepCompensating{Step: c.Step, Seq: c.Seq, Fn: c.Fn})
 		return
 	}
-	entry := map[string]any{"step": c.Step, "seq": c.Seq, "fn": c.Fn, "ok": c.OK, "duration_ms": c.EndedAt.Sub(c.StartedAt).Milliseconds()}
+	entry := invocation.StepCompensated{Step: c.Step, Seq: c.Seq, Fn: c.Fn, OK: c.OK, DurationMS: c.EndedAt.Sub(c.StartedAt).Milliseconds()}
 	if c.Error != nil {
-		entry["error"] = outcome.ErrorOf(c.Error)
+		entry.Error = outcome.ErrorOf(c.Error)
 	}
 	h.AddAt(c.EndedAt, invocation.EventStepCompensated, entry)
 }
 
-func RetryData(r sandbox.StepRetryRecord) map[string]any {
-	return map[string]any{"step": r.Step, "attempt": r.Attempt, "error": outcome.ErrorOf(r.Error), "delay_ms": r.Delay.Milliseconds()}
+func RetryData(r sandbox.StepRetryRecord) invocation.StepRetried {
+	return invocation.StepRetried{Step: r.Step, Attempt: r.Attempt, Error: outcome.ErrorOf(r.Error), DelayMS: r.Delay.Milliseconds()}
 }

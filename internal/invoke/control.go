@@ -2,7 +2,6 @@ package invoke
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -105,7 +104,7 @@ func (s *Service) cancel(ctx context.Context, cur invocation.Record) (invocation
 // startCompensation moves a canceled workflow to compensating and starts its handler (d: its
 // definition), inside the cancel's transaction.
 func (s *Service) startCompensation(tx store.Tx, cur, handler invocation.Record, d catalog.Definition, now time.Time) (invocation.Record, error) {
-	data, err := json.Marshal(map[string]any{"trigger": "cancellation", "handler_invocation_id": handler.ID, "handler": handler.EntrypointID})
+	data, err := invocation.EncodeData(invocation.CompensationStarted{Trigger: "cancellation", HandlerInvocationID: handler.ID, Handler: handler.EntrypointID})
 	if err != nil {
 		return cur, err
 	}
@@ -136,7 +135,7 @@ func (s *Service) resume(ctx context.Context, cur invocation.Record) (invocation
 				With("current_status", r.Status).With("action", ActionResume)
 			return perr
 		}
-		data, err := json.Marshal(map[string]any{"action": ActionResume})
+		data, err := invocation.EncodeData(invocation.Control{Action: string(ActionResume)})
 		if err != nil {
 			return err
 		}
@@ -162,7 +161,7 @@ func (s *Service) transition(ctx context.Context, cur invocation.Record, action 
 	var out invocation.Record
 	err := s.writer.Update(ctx, func(tx store.Tx) error {
 		now := s.cfg.Clock.Now()
-		data, err := json.Marshal(map[string]any{"action": action})
+		data, err := invocation.EncodeData(invocation.Control{Action: string(action)})
 		if err != nil {
 			return err
 		}

@@ -25,9 +25,6 @@ type HTTPCall struct {
 	// Data is the call's timeline entry, the Data of its http_call event: method, host, status or
 	// error kind and duration — never a URL's path or query, a header or a body.
 	Data invocation.HTTPCall
-	// Entry is Data as a map, for internal/invoke's host, which still records maps; it goes when
-	// that host records Data itself (issue 31).
-	Entry map[string]any
 	// EgressBytes are the request and response body sizes of a call that got a response, for the
 	// execution's egress metric; a call that failed counts nothing (whether its body left is
 	// unknown).
@@ -47,23 +44,11 @@ func DoHTTP(ctx context.Context, c *egress.Client, req sandbox.HTTPRequest, allo
 		if errors.As(err, &ee) {
 			entry.Error = string(ee.Kind)
 		}
-		return HTTPCall{Data: entry, Entry: entryMap(entry), Err: TransportError(err)}
+		return HTTPCall{Data: entry, Err: TransportError(err)}
 	}
 	entry.Status = resp.StatusCode
 	return HTTPCall{Response: sandbox.HTTPResponse{StatusCode: resp.StatusCode, Headers: resp.Headers, Body: resp.Body}, Data: entry,
-		Entry: entryMap(entry), EgressBytes: len(req.Body) + len(resp.Body)}
-}
-
-// entryMap is e as the map internal/invoke's host records: the same members, the same JSON.
-func entryMap(e invocation.HTTPCall) map[string]any {
-	m := map[string]any{"method": e.Method, "host": e.Host, "duration_ms": e.DurationMS}
-	if e.Error != "" {
-		m["error"] = e.Error
-	}
-	if e.Status != 0 {
-		m["status"] = e.Status
-	}
-	return m
+		EgressBytes: len(req.Body) + len(resp.Body)}
 }
 
 // HTTPSpan starts the client span of an r_http_* call (docs/observability.md, "Traces") with

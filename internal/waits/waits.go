@@ -5,7 +5,6 @@
 package waits
 
 import (
-	"encoding/json"
 	"errors"
 	"strings"
 	"time"
@@ -105,8 +104,8 @@ func resolve(tx store.Tx, rec invocation.Record, seq int, ev events.Event, now t
 	if err != nil || !fresh {
 		return false, err
 	}
-	data, err := json.Marshal(map[string]any{"seq": seq, "result": sandbox.OKResult(EventValue(ev)),
-		"event_id": ev.ID, "event_seq": ev.Seq, "event_type_id": ev.TypeID})
+	data, err := invocation.EncodeData(invocation.JournalResolved{Seq: seq, Result: sandbox.OKResult(EventValue(ev)),
+		EventID: ev.ID, EventSeq: ev.Seq, EventTypeID: ev.TypeID})
 	if err != nil {
 		return false, err
 	}

@@ -56,9 +56,9 @@ func (s *Engine) CompensateCanceled(ctx context.Context, rec invocation.Record, 
 	switch {
 	case jerr != nil || ierr != nil:
 		jerr = errors.Join(jerr, ierr)
-		h.Add(invocation.EventLog, map[string]any{"message": "step compensations skipped: workflow journal unreadable: " + jerr.Error()})
+		h.Add(invocation.EventLog, invocation.Log{Message: "step compensations skipped: workflow journal unreadable: " + jerr.Error()})
 	case perr != nil:
-		h.Add(invocation.EventLog, map[string]any{"message": "step compensations skipped: " + perr.Message})
+		h.Add(invocation.EventLog, invocation.Log{Message: "step compensations skipped: " + perr.Message})
 	default:
 		_, rerr := sandbox.RunWorkflow(ctx, sandbox.WorkflowRequest{Journal: wj.Entries, Now: s.cfg.Clock.Now(), CancelAtEnd: true, OnCompensation: h.Compensation,
 			Request: sandbox.Request{Program: prog, Input: input, Host: h, CPU: s.cfg.CPU, Gate: s.cfg.Gate, AdmitWithin: s.cfg.AdmitWithin,
@@ -66,7 +66,7 @@ func (s *Engine) CompensateCanceled(ctx context.Context, rec invocation.Record, 
 					CorrelationID: rec.CorrelationID, Attempt: rec.Attempt, Generation: wj.Generation},
 				Limits: d.Limits(s.cfg.MaxPayloadBytes)}})
 		if rerr != nil && rerr.TypeID != sandbox.ErrCanceled {
-			h.Add(invocation.EventLog, map[string]any{"message": "step compensations: the replay ended with " + rerr.Message})
+			h.Add(invocation.EventLog, invocation.Log{Message: "step compensations: the replay ended with " + rerr.Message})
 		}
 	}
 	owner := attempt.CompensationLease(s.cfg.Spawn.LeaseOwner(rec))

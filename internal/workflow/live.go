@@ -131,11 +131,7 @@ func (s *Engine) resolutionAfter(ctx context.Context, h *host.Host, p *sandbox.P
 		if ev.Type != invocation.EventJournalResolved {
 			continue
 		}
-		var r struct {
-			Seq    int `json:"seq"`
-			Result any `json:"result"`
-		}
-		if invocation.DecodeJSON(ev.Data, &r) == nil && r.Seq == p.Seq {
+		if r, err := invocation.DecodeData[invocation.JournalResolved](ev); err == nil && r.Seq == p.Seq {
 			return sandbox.Resolution{Result: r.Result, Now: now}, true
 		}
 	}

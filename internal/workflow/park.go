@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"time"
 
 	"github.com/larkrun/lark/internal/catalog"
@@ -28,10 +27,8 @@ import (
 func (s *Engine) parkingFor(ctx context.Context, rec invocation.Record, d catalog.Definition, p *sandbox.Park, recorded map[int]time.Time,
 	children map[int]string, now time.Time, h *host.Host) (*parking, *sandbox.Error) {
 	var park *parking
-	resolveNow := func(result any, reason string, extra map[string]any) *parking {
-		data := map[string]any{"seq": p.Seq, "result": result}
-		maps.Copy(data, extra)
-		h.Add(invocation.EventJournalResolved, data)
+	resolveNow := func(result any, reason, childID string) *parking {
+		h.Add(invocation.EventJournalResolved, invocation.JournalResolved{Seq: p.Seq, Result: result, ChildInvocationID: childID})
 		n := s.cfg.Clock.Now()
 		return &parking{until: &n, reason: reason, refused: result}
 	}
@@ -49,29 +46,29 @@ func (s *Engine) parkingFor(ctx context.Context, rec invocation.Record, d catalo
 				return nil, &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "retryable", Message: "r_invoke_v1: reading child " + id + ": " + err.Error()}
 			}
 			if child.Status.Terminal() {
-				return resolveNow(complete.ChildResult(child), "child ended", map[string]any{"child_invocation_id": child.ID}), nil
+				return resolveNow(complete.ChildResult(child), "child ended", child.ID), nil
 			}
 			park = &parking{child: true, reason: "child " + id}
 			break
 		}
 		if len(children) >= s.cfg.MaxChildren {
 			serr := host.ChildBudgetError("r_invoke_v1: workflow invocation %s has started %d child invocations, the most one journal may start; start fewer children, or continue as new (r_continue_as_new_v1)", rec.ID, s.cfg.MaxChildren)
-			return resolveNow(sandbox.ErrorResult(serr), "child refused", nil), nil
+			return resolveNow(sandbox.ErrorResult(serr), "child refused", ""), nil
 		}
 		child, ce, cd, serr := s.cfg.Spawn.PrepareChild(ctx, rec, p.ChildEntrypointID, p.ChildParams, invocation.ModeAsync)
 		if serr != nil {
 			// The call fails as a result, not as the workflow (no suspension limit applies).
-			return resolveNow(sandbox.ErrorResult(serr), "child refused", nil), nil
+			return resolveNow(sandbox.ErrorResult(serr), "child refused", ""), nil
 		}
 		// The child's rate limit applies at its start. It is queued work: the tenant's
 		// max_concurrent_executions applies when the dispatcher claims it, like any queued work.
 		if _, err := s.cfg.Spawn.RateLimit(rec.TenantID, ce.GTSID, cd, now); err != nil {
-			return resolveNow(sandbox.ErrorResult(spawn.ChildRefused(err)), "child refused", nil), nil
+			return resolveNow(sandbox.ErrorResult(spawn.ChildRefused(err)), "child refused", ""), nil
 		}
 		seq := p.Seq
 		child.ParentSeq = &seq
 		children[seq] = child.ID
-		h.Add(invocation.EventChildInvoked, map[string]any{"seq": seq, "child_invocation_id": child.ID, "entrypoint_id": child.EntrypointID})
+		h.Add(invocation.EventChildInvoked, invocation.ChildInvoked{Seq: &seq, ChildInvocationID: child.ID, EntrypointID: child.EntrypointID})
 		park = &parking{child: true, effects: []complete.Effect{complete.SpawnChild(child, cd)}, reason: "child " + child.ID}
 	case "event":
 		// Any event received since the invocation was created can satisfy the wait (registerWait).
@@ -109,7 +106,7 @@ func (s *Engine) failureHandler(ctx context.Context, rec invocation.Record, hand
 	cc["failed_step_error"] = map[string]any{"error_type": rerr.TypeID, "message": rerr.Message, "error_metadata": errMeta}
 	handler, _, hd, serr := s.cfg.Spawn.PrepareChild(ctx, rec, handlerID, cc, invocation.ModeAsync)
 	if serr != nil {
-		h.Add(invocation.EventLog, map[string]any{"message": "on_failure compensation could not start: " + serr.Message})
+		h.Add(invocation.EventLog, invocation.Log{Message: "on_failure compensation could not start: " + serr.Message})
 		return nil
 	}
 	handler.CompensationFor = rec.ID

@@ -457,11 +457,11 @@ func resolveDue(h *host.Host, j *sandbox.JournalEntry, now time.Time) bool {
 	switch {
 	case journal.IsTimer(j.Helper):
 		j.Done, j.Result = true, nil
-		h.Add(invocation.EventJournalResolved, map[string]any{"seq": j.Seq, "result": nil})
+		h.Add(invocation.EventJournalResolved, invocation.JournalResolved{Seq: j.Seq})
 	case j.Helper == "r_wait_event_v1":
 		j.Done, j.Result = true, sandbox.ErrorResult(&sandbox.Error{TypeID: sandbox.ErrTimeout, Category: "timeout",
 			Message: "r_wait_event_v1: no matching event arrived before the timeout", Details: map[string]any{"seq": j.Seq}})
-		h.Add(invocation.EventJournalResolved, map[string]any{"seq": j.Seq, "result": j.Result, "timeout": true})
+		h.Add(invocation.EventJournalResolved, invocation.JournalResolved{Seq: j.Seq, Result: j.Result, Timeout: true})
 	default:
 		return false
 	}

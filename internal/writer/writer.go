@@ -9,7 +9,6 @@ package writer
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -357,8 +356,8 @@ func (n *notingTx) publishEmitted(rec invocation.Record, evs []invocation.Event)
 		if e.Type != invocation.EventEmitted {
 			continue
 		}
-		var em invocation.Emitted
-		if err := json.Unmarshal(e.Data, &em); err != nil {
+		em, err := invocation.DecodeData[invocation.Emitted](e)
+		if err != nil {
 			return fmt.Errorf("event_emitted %d of %s: %w", e.Seq, rec.ID, err)
 		}
 		at := e.At
