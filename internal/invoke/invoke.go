@@ -471,17 +471,13 @@ func (s *Service) startCorrelation(ctx context.Context, opt StartOptions) string
 // (the start's transaction checks it again when it writes).
 func (s *Service) startQuota(ctx context.Context, tenantID string, policy tenant.Policy) error {
 	// 4. Tenant quota: at capacity when as many invocations run as max_concurrent_executions allows.
-	if max := policy.Quotas.MaxConcurrentExecutions; max != nil {
-		n, err := s.cfg.Store.CountTenantRunning(ctx, tenantID)
-		if err != nil {
-			return problem.Internal(err)
-		}
-		if n >= *max {
-			s.writer.Observer().QuotaExceeded(tenantID, spawn.QuotaConcurrent)
-			return spawn.QuotaExceeded(tenantID, *max)
-		}
+	err := s.spawn.CheckRunning(tenantID, policy.Quotas.MaxConcurrentExecutions, func() (int64, error) {
+		return s.cfg.Store.CountTenantRunning(ctx, tenantID)
+	})
+	if _, quota := errors.AsType[*problem.Error](err); err != nil && !quota {
+		return problem.Internal(err)
 	}
-	return nil
+	return err
 }
 
 // startDryRun is the record a dry-run start answers with.
@@ -532,10 +528,9 @@ func (s *Service) startPlain(ctx context.Context, rec invocation.Record, params 
 // invocation its Idempotency-Key replays, or the refusal (a key reused for a different request, the
 // concurrency quota) that undid its writes.
 type startVerdict struct {
-	created   invocation.Record
-	replayOf  string
-	refused   error
-	overQuota bool
+	created  invocation.Record
+	replayOf string
+	refused  error
 }
 
 // startKey is a start's Idempotency-Key ("" for none): the key as given, the scope it is kept in,
@@ -576,9 +571,6 @@ func (s *Service) startAccept(ctx context.Context, sc auth.SecurityContext, idem
 	if v.refused != nil || err != nil || v.replayOf != "" {
 		permit.Release()
 	}
-	if v.overQuota {
-		s.writer.Observer().QuotaExceeded(sc.TenantID, spawn.QuotaConcurrent)
-	}
 	if v.refused != nil {
 		return v, v.refused
 	}
@@ -609,17 +601,13 @@ func (s *Service) startAcceptTx(tx store.Tx, k startKey, quota *int64, rec invoc
 			return v, err
 		}
 	}
-	if quota != nil {
-		n, err := tx.CountTenantRunning(rec.TenantID)
-		if err != nil {
-			return v, err
-		}
-		if n >= *quota {
-			v.refused, v.overQuota = spawn.QuotaExceeded(rec.TenantID, *quota), true
-			return v, v.refused
-		}
+	err := s.spawn.CheckRunning(rec.TenantID, quota, func() (int64, error) { return tx.CountTenantRunning(rec.TenantID) })
+	if pe, ok := errors.AsType[*problem.Error](err); ok {
+		v.refused = pe
 	}
-	var err error
+	if err != nil {
+		return v, err
+	}
 	if v.created, err = s.spawn.Create(tx, rec, rec.Mode == invocation.ModeSync, d, now); err != nil {
 		return v, err
 	}
