@@ -1,11 +1,11 @@
 // Package attempt is the data a claim hands to a runner: one claimed attempt of an invocation, its
 // lease and the entrypoint version it is pinned to.
 //
-// It is a package of its own, below both the services that produce and run attempts (invoke) and
-// the loop that moves them (dispatch), so that neither imports the other: dispatch knows only
-// Attempt values, never the service that made them, and a remote worker can later receive the
-// same value over the wire without linking the dispatcher. It holds plain data only — no closures,
-// no handles on a store — so an Attempt can be copied, logged or encoded.
+// It is a package of its own, below both the runner that runs attempts (execution) and the package
+// that claims and moves them (dispatch), so that neither imports the other: dispatch knows only
+// Attempt values, never the runner that takes them, and a remote worker can later receive the same
+// value over the wire without linking the dispatcher. It holds plain data only — no closures, no
+// handles on a store — so an Attempt can be copied, logged or encoded.
 package attempt
 
 import (

@@ -7,7 +7,7 @@ import (
 )
 
 // Params defaults. Every invocation's params — API starts (sync, async and dry runs), schedule runs
-// and backfill partitions (Plan), and r_invoke_v1 children — go through validateParams, which first
+// and backfill partitions (Plan), and r_invoke_v1 children — go through ValidateParams, which first
 // fills in the JSON Schema `default`s that schema.params declares, so that the recorded params, the
 // program's input and the Idempotency-Key's request are the params with the defaults applied.
 //

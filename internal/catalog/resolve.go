@@ -16,10 +16,10 @@ import (
 	"github.com/larkrun/lark/internal/tenant"
 )
 
-// resolve finds the entrypoint an invocation names: an exact GTS id (or opaque id) pins that
+// Resolve finds the entrypoint an invocation names: an exact GTS id (or opaque id) pins that
 // version; a major-only id resolves to the latest active minor of the major (falling back to the
 // latest deprecated one, which is still callable). 404 when nothing is visible, 409 not_active when
-// it exists but is not callable. Answers are cached (catalog.go).
+// it exists but is not callable. Answers are cached (cache.go).
 func (c *Catalog) Resolve(ctx context.Context, v entrypoint.Viewer, id string) (entrypoint.Entrypoint, error) {
 	if id == "" {
 		return entrypoint.Entrypoint{}, problem.Validation("entrypoint_id is required", []problem.Issue{{Path: "$.entrypoint_id", Code: "MISSING_FIELD", Message: "entrypoint_id is required"}})
@@ -35,7 +35,7 @@ func (c *Catalog) Resolve(ctx context.Context, v entrypoint.Viewer, id string) (
 	return e, err
 }
 
-// resolveStored is resolve reading the store.
+// resolveStored is Resolve reading the store.
 func (c *Catalog) resolveStored(ctx context.Context, v entrypoint.Viewer, id string) (entrypoint.Entrypoint, error) {
 	gid, perr := gts.Parse(id)
 	if perr == nil && gid.MajorOnly() {
@@ -82,8 +82,8 @@ func (c *Catalog) resolveStored(ctx context.Context, v entrypoint.Viewer, id str
 	return e, nil
 }
 
-// policy returns the tenant's policy (defaults when it has none, e.g. the platform), cached
-// (catalog.go).
+// Policy returns the tenant's policy (defaults when it has none, e.g. the platform), cached
+// (cache.go).
 func (c *Catalog) Policy(ctx context.Context, tenantID string) (tenant.Policy, error) {
 	now := c.clock.Now()
 	return c.policies.get(tenantID, c.store.CatalogGeneration(), now, func() (tenant.Policy, error) {
@@ -95,7 +95,7 @@ func (c *Catalog) Policy(ctx context.Context, tenantID string) (tenant.Policy, e
 	})
 }
 
-// validateParams fills in the `default`s schema.params declares (params.go) and checks the params
+// ValidateParams fills in the `default`s schema.params declares (params.go) and checks the params
 // against it; absent params are {}. It returns the params and their canonical JSON, defaults
 // applied, which is what every invocation records and runs with.
 func (c *Catalog) ValidateParams(d Definition, raw json.RawMessage) (any, json.RawMessage, error) {

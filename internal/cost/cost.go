@@ -1,8 +1,8 @@
 // Package cost prices executions (004 §22 cost attribution). The operator configures prices per
 // CPU-second, per memory GB-second, per invocation and per egress byte, with per-tenant overrides;
-// the invoke layer prices each execution as it ends and records the amount in the event that closes
-// it, so the event log stays the source of truth: changing prices later never changes what past
-// work cost.
+// the completion stage (internal/complete) prices each execution as it ends and records the amount
+// in the event that closes it, so the event log stays the source of truth: changing prices later
+// never changes what past work cost.
 //
 // Amounts are float64 in the currency's main unit (e.g. 0.0000125 USD). Integer micro-units would
 // round the cost of a short execution to zero; float64 keeps about 15 significant digits, and sums

@@ -31,7 +31,7 @@ type Limits struct {
 var ErrVersionUnreadable = errors.New("entrypoint version unreadable")
 
 // Catalog is what a claim learns from the tenant and entrypoint catalog, inside its transaction
-// (invoke implements it with the caches it keeps for its own request paths, so a claim re-reads
+// (catalog.Catalog.ForClaims answers it from the caches the request paths use, so a claim re-reads
 // and re-parses nothing this process has seen).
 type Catalog interface {
 	// Policy is a tenant's policy (the default policy of a tenant never configured), read through tx.

@@ -7,8 +7,8 @@
 // The dispatcher is a stage between two others and knows neither: it moves attempt values from the
 // claim to the run. The claim stage is in this package too (StoreClaimer, claim.go): it reads the
 // store's queue and takes leases, learning what it must of tenants and entrypoint versions through
-// a Catalog, and never calls the service above it. The Runner is invoke.Service today; a remote
-// worker could be the Runner later.
+// a Catalog, and never calls the service above it. The Runner is execution.Executor
+// (invoke.Service.Runner), which may hand a function attempt on to a remote worker.
 package dispatch
 
 import (
@@ -32,9 +32,9 @@ type Claimer interface {
 	Purge(ctx context.Context) error
 }
 
-// Runner runs one claimed attempt to its end and records its outcome (invoke.Service). Errors are
-// its own to log: an attempt whose outcome is not recorded keeps its lease and is reclaimed once
-// the lease expires.
+// Runner runs one claimed attempt to its end and records its outcome (execution.Executor). Errors
+// are its own to log: an attempt whose outcome is not recorded keeps its lease and is reclaimed
+// once the lease expires.
 type Runner interface {
 	Run(ctx context.Context, a attempt.Attempt)
 }

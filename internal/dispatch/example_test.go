@@ -42,9 +42,9 @@ func (p *printer) Run(_ context.Context, a attempt.Attempt) {
 	}
 }
 
-// A Dispatcher moves attempts, plain data, from a Claimer to a Runner; in Lark both are
-// invoke.Service. One slot runs the attempts one after another, in claim order; Run returns once
-// its context ends and the running attempt has finished.
+// A Dispatcher moves attempts, plain data, from a Claimer to a Runner; in Lark those are
+// dispatch.StoreClaimer and execution.Executor. One slot runs the attempts one after another, in
+// claim order; Run returns once its context ends and the running attempt has finished.
 func Example() {
 	ctx, stop := context.WithCancel(context.Background())
 	q := &queue{pending: []attempt.Attempt{

@@ -1,9 +1,9 @@
 // Package eventbus is the events service: tenants publish events (POST /events) and code emits them
 // (r_emit_v1); each new event is stored, validated against its registered event type, delivered to
-// the workflows waiting for it (through invoke) and matched against the tenant's event triggers
-// (through its Subscribers), all in the transaction that stores it. It also keeps the registry of
-// event types (POST/GET/DELETE /event-types). It imports invoke for its types only; invoke never
-// imports it.
+// the workflows waiting for it (through Waits: waits.Delivery) and matched against the tenant's
+// event triggers (through its Subscribers), all in the transaction that stores it. It also keeps
+// the registry of event types (POST/GET/DELETE /event-types). It imports nothing of the invocation
+// engine, and the engine never imports it.
 package eventbus
 
 import (
@@ -32,7 +32,7 @@ import (
 	"github.com/larkrun/lark/internal/tenant"
 )
 
-// Waits delivers an event to the workflows waiting for it (invoke.Service.DeliverToWaits), inside
+// Waits delivers an event to the workflows waiting for it (waits.Delivery), inside
 // the transaction that stores it; it returns how many it resumed.
 type Waits interface {
 	DeliverToWaits(tx store.Tx, ev events.Event, now time.Time) (int, error)
@@ -327,9 +327,10 @@ func (b *Bus) validate(tx store.Tx, ev events.Event) error {
 		func() (tenant.Policy, error) { return tx.Tenant(ev.TenantID) })
 }
 
-// CheckEvent is validate through the read pool: what r_emit_v1 asks at the call (invoke's
-// EventPublisher), so that code learns of an event its tenant would refuse where it emits it,
-// rather than when the write that publishes it fails. The publishing transaction checks again.
+// CheckEvent is validate through the read pool: what r_emit_v1 asks at the call (the engine's
+// writer.Publisher, through host.Host.CheckEvent), so that code learns of an event its tenant would
+// refuse where it emits it, rather than when the write that publishes it fails. The publishing
+// transaction checks again.
 func (b *Bus) CheckEvent(ctx context.Context, ev events.Event) error {
 	return b.check(ev, func() (events.Type, error) {
 		et, err := b.cfg.Store.EventType(ctx, ev.TenantID, ev.TypeID)

@@ -4,7 +4,7 @@
 // it (Match), and each active trigger of the tenant for that event type whose filter matches plans
 // and queues its invocation in that same transaction (or adds the event to its durable pending
 // batch, flushed when full or when its oldest event has waited max_wait_ms: FlushDue, Run). Each event starts at most once per trigger (a unique row per trigger and first
-// event). When an invocation a trigger started ends, invoke's EndHook (InvocationEnded) counts it
+// event). When an invocation a trigger started ends, the engine's writer.EndHook (InvocationEnded) counts it
 // and, when it failed, writes a dead letter, in the transaction of the end. A sibling of
 // internal/scheduler: it reuses its seam (invoke.Plan, invoke.Enqueue inside the caller's
 // transaction).

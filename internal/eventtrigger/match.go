@@ -190,7 +190,7 @@ func (s *Service) unplanned(tx store.Tx, t trigger.Trigger, ids []string, params
 	return tx.AddTriggerMetrics(d)
 }
 
-// InvocationEnded implements invoke.EndHook: when an invocation a trigger started ends (once), it
+// InvocationEnded implements writer.EndHook: when an invocation a trigger started ends (once), it
 // counts it in the trigger's metrics with its latency (first event received → end), and when it
 // failed (failed, dead_lettered or compensated: after its retries) it writes a dead letter with
 // the error, in the transaction of the end. A canceled invocation counts as failed, without a

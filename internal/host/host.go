@@ -31,13 +31,13 @@ type Host struct {
 	timeline []invocation.Event
 	n        int
 	// logs and logBytes are the log entries kept in this attempt and their encoded size (capped at
-	// maxLogEntries and maxLogBytes); dropped counts those dropped beyond, reported by drain in
+	// maxLogEntries and maxLogBytes); dropped counts those dropped beyond, reported by Drain in
 	// one marker entry.
 	logs, logBytes, dropped int
-	egress                  int64 // body bytes of this execution's r_http_* calls (takeEgress)
+	egress                  int64 // body bytes of this execution's r_http_* calls (TakeEgress)
 	// keyPrefix keeps the idempotency keys of a compensation run's entries apart from the runs'.
 	keyPrefix string
-	// durable is the record as this activation last wrote it (persistJournal), or the zero Record
+	// durable is the record as this activation last wrote it (PersistJournal), or the zero Record
 	// before its first write (rec is then current): the Expect of the next journal write.
 	durable invocation.Record
 	// children counts the r_invoke_v1 children this execution started (or tried to)
@@ -45,7 +45,7 @@ type Host struct {
 	// (Config.MaxChildrenInFlight).
 	children   int
 	childSlots chan struct{}
-	// pending are the waits of the journal writes enqueued and not yet awaited (enqueueJournal);
+	// pending are the waits of the journal writes enqueued and not yet awaited (EnqueueJournal);
 	// flushErr is the first that failed (guarded by mu).
 	pending  []func() error
 	flushErr error
@@ -197,7 +197,7 @@ func (h *Host) Sleep(ctx context.Context, d time.Duration) error {
 
 // Log implements sandbox.Host: ctx.log lands in the timeline.
 // Entries are bounded: maxLogEntryBytes each (the message cut, the fields dropped beyond it), and
-// maxLogEntries / maxLogBytes per attempt, the rest dropped and counted (see drain).
+// maxLogEntries / maxLogBytes per attempt, the rest dropped and counted (see Drain).
 func (h *Host) Log(ctx context.Context, msg string, fields map[string]any) {
 	h.mu.Lock()
 	full := h.logs >= maxLogEntries || h.logBytes >= maxLogBytes
@@ -323,7 +323,7 @@ func (h *Host) wrote(r invocation.Record) {
 	h.mu.Unlock()
 }
 
-// eventChecker is what an EventPublisher may offer r_emit_v1 at the call: whether the tenant would
+// eventChecker is what a writer.Publisher may offer r_emit_v1 at the call: whether the tenant would
 // refuse the event (eventbus.Bus.CheckEvent).
 type eventChecker interface {
 	CheckEvent(ctx context.Context, ev events.Event) error

@@ -1,8 +1,11 @@
-// Package invoke runs entrypoints: it accepts invocations (sync, async, dry-run), deduplicates them
-// by Idempotency-Key, serves cached results, executes them in the Starlark sandbox, applies the retry
-// policy, and carries out control actions (cancel, retry, replay). Every state change is an event
-// appended to the invocation's log; the queue and leases live in the store (package dispatch runs the
-// claim loop).
+// Package invoke starts work and applies control actions: it accepts invocations (sync, async,
+// dry-run), deduplicates them by Idempotency-Key, serves cached results, plans and queues the
+// runtime's own starts (schedules, triggers, webhooks) in their callers' transactions, and carries
+// out control actions (cancel, retry, replay, suspend, resume). It builds the engine below it from
+// one Config (catalog, writer, spawn, complete, and execution with the workflow engine), which runs
+// what it starts: sync calls on the request, queued work through the dispatcher (package dispatch,
+// given Runner and ClaimConfig). Every state change is an event appended to the invocation's log;
+// the queue and leases live in the store.
 package invoke
 
 import (
@@ -405,7 +408,7 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 	rec.TraceID, rec.SpanID = spawn.RecordIDs(ctx, opt.TraceParent)
 	// A plain sync call (no Idempotency-Key, no concurrency quota) has nothing to check in its start's
 	// transaction, so it runs while its start is written: a function's outcome usually joins that
-	// write (runSync); a workflow's first journal write and side effect wait for it (enqueueJournal).
+	// write (runSync); a workflow's first journal write and side effect wait for it (EnqueueJournal).
 	plain := mode == string(invocation.ModeSync) && opt.IdempotencyKey == "" && policy.Quotas.MaxConcurrentExecutions == nil
 	if plain {
 		return s.startPlain(ctx, rec, params, e, d, now, permit)

@@ -17,7 +17,7 @@ import (
 	"github.com/larkrun/lark/internal/store"
 )
 
-// recorder is an invoke.Observer that writes down what it hears, one line per call.
+// recorder is a writer.Observer that writes down what it hears, one line per call.
 type recorder struct {
 	mu    sync.Mutex
 	lines []string

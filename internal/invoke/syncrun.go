@@ -41,9 +41,9 @@ func (p *pendingStart) write(tx store.Tx) error {
 	return err
 }
 
-// runSync runs the first attempt of a sync function call (no Idempotency-Key, no concurrency
-// quota: nothing in its start depends on what else is in the store) while its start is written,
-// and answers with its durable outcome. input is its params, decoded (validateParams).
+// runSync runs the first attempt of a sync function call (no Idempotency-Key, no concurrency quota:
+// nothing in its start depends on what else is in the store) while its start is written, and
+// answers with its durable outcome. input is its params, decoded (catalog.Catalog.ValidateParams).
 //
 // The start goes to the group committer without waiting for it. When the function ends before the
 // committer has taken the start, which under load is the rule, its outcome joins the same write:

@@ -26,8 +26,9 @@ type SystemStart struct {
 	// resolves the entrypoint (a user's private entrypoints are visible to that user only).
 	As           auth.SecurityContext
 	EntrypointID string
-	// Params are the caller's params (a JSON object; empty means {}). Plan fills in the defaults
-	// of the entrypoint's params schema, as every start does (validateParams), and validates them.
+	// Params are the caller's params (a JSON object; empty means {}). Plan fills in the defaults of
+	// the entrypoint's params schema, as every start does (catalog.Catalog.ValidateParams), and
+	// validates them.
 	Params        json.RawMessage
 	CorrelationID string
 	// Retry, when set, replaces the entrypoint's traits.retry for this invocation (a trigger's
@@ -84,12 +85,13 @@ func (s *Service) Plan(ctx context.Context, st SystemStart) (Planned, error) {
 		rec.Via = invocation.ViaTrigger
 	}
 	// Planned under a span (a webhook delivery's request, an event publication's, a schedule's
-	// manual run), the invocation continues that trace; a plan shared by a schedule's runs puts each
-	// in its own span (InTrace); otherwise (a backfill) createdEvent gives it a trace of its own.
+	// manual run), the invocation continues that trace; a plan shared by a schedule's runs puts
+	// each in its own span (InTrace); otherwise (a backfill) spawn's createdEvent gives it a trace
+	// of its own.
 	rec.TraceID, rec.SpanID = tracing.IDs(ctx)
 	if st.Retry != nil {
 		r := *st.Retry
-		r.NonRetryableErrors = nil // the entrypoint's apply (retryOf)
+		r.NonRetryableErrors = nil // the entrypoint's apply (catalog.Definition.RetryOf)
 		if rec.RetryPolicy, err = json.Marshal(r); err != nil {
 			return Planned{}, problem.Internal(err)
 		}

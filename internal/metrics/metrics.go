@@ -1,6 +1,6 @@
 // Package metrics is Lark's Prometheus surface (004 §9.1, with servo_* names mapped onto lark_*):
 // counters and histograms the invocation engine feeds as work is created, refused, dequeued and
-// finished (it implements invoke.Observer and registry.QuotaObserver); gauges read from the store
+// finished (it implements writer.Observer and registry.QuotaObserver); gauges read from the store
 // at scrape time (queue depth, in-flight work, quota use); the dispatcher's slots; and the Go
 // runtime and process collectors. Every family keyed by tenant holds a bounded number of label
 // sets (Options.MaxLabelSets): one tenant with thousands of entrypoints, or thousands of tenants,
@@ -168,17 +168,17 @@ func (m *Metrics) Handler() http.Handler {
 	}))
 }
 
-// Created implements invoke.Observer.
+// Created implements writer.Observer.
 func (m *Metrics) Created(rec invocation.Record) {
 	m.started.get(rec.TenantID, rec.EntrypointID).Inc()
 }
 
-// Dequeued implements invoke.Observer.
+// Dequeued implements writer.Observer.
 func (m *Metrics) Dequeued(rec invocation.Record, waited time.Duration) {
 	m.queueWait.get(rec.TenantID, "").Observe(max(waited, 0).Seconds())
 }
 
-// Finished implements invoke.Observer.
+// Finished implements writer.Observer.
 func (m *Metrics) Finished(rec invocation.Record) {
 	m.finished.get(rec.TenantID, rec.EntrypointID).inc(rec.Status)
 	if rec.StartedAt != nil {
@@ -186,12 +186,12 @@ func (m *Metrics) Finished(rec invocation.Record) {
 	}
 }
 
-// RateLimited implements invoke.Observer.
+// RateLimited implements writer.Observer.
 func (m *Metrics) RateLimited(tenantID, entrypointID string) {
 	m.rateLimited.get(tenantID, entrypointID).Inc()
 }
 
-// QuotaExceeded implements invoke.Observer and registry.QuotaObserver.
+// QuotaExceeded implements writer.Observer and registry.QuotaObserver.
 func (m *Metrics) QuotaExceeded(tenantID, quota string) {
 	m.quota.get(tenantID, quota).Inc()
 }

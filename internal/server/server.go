@@ -485,7 +485,7 @@ func (s *Server) announceFinished(id string) {
 }
 
 // invocationEnded records, in the transaction that ended rec, what the triggers keep of the
-// invocations they started (triggers.Service.InvocationEnded).
+// invocations they started (eventtrigger.Service.InvocationEnded).
 func (s *Server) invocationEnded(tx store.Tx, rec invocation.Record) error {
 	if s.Triggers == nil {
 		return nil // nothing has ended before the triggers exist

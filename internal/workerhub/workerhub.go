@@ -1,7 +1,7 @@
 // Package workerhub is the server side of remote workers: it takes the function attempts the
 // dispatcher claims (execution.Remote), hands them to workers that long-poll for work, keeps their
 // heartbeats in memory, passes cancellations back in the heartbeat answers, and turns a worker's
-// result into the run stage's result for invoke's completion (with the lease check).
+// result into the run stage's result for the completion (package complete, with the lease check).
 //
 // Claims, leases, fairness and limits stay where they are: the dispatcher's claim stage claims the
 // attempt under this node's lease and its slot stays busy while a worker runs it. Heartbeats never
@@ -390,7 +390,7 @@ func (s *Service) Heartbeat(hb workerproto.Heartbeat) (workerproto.HeartbeatRepl
 
 // Result takes a worker's result of task res.TaskID: the server decides the outcome from it (the
 // output checked against the payload bound and the returns schema, an error under the retry
-// policy), and invoke completes it with the lease check. A task the server no longer knows
+// policy), and execution completes it with the lease check. A task the server no longer knows
 // answers 404 (its attempt was given up; the lease moved or runs out).
 func (s *Service) Result(taskID string, res workerproto.Result) error {
 	s.mu.Lock()

@@ -5,7 +5,7 @@
 // handed the next activation without a replay (live.go). A canceled workflow's completed steps are
 // compensated by a replay that runs nothing new (compensate.go).
 //
-// The phases of an execution (engine.go's Activate, then workflow.go's wfRun) each read on one
+// The phases of an execution (workflow.go's Activate, then its wfRun) each read on one
 // screen: replay, program, generations, record, wait and park, settle, complete.
 package workflow
 

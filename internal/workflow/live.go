@@ -24,7 +24,7 @@ type Claim struct {
 	// start, when set, waits for the invocation's start, enqueued and not yet awaited (a sync call's
 	// first activation): the activation's first journal write and side effect wait for it too.
 	start func() error
-	// spanCtx carries the span of the activation (trace.go), for the live execution it is handed to.
+	// spanCtx carries the span of the activation (host's trace.go), for the live execution it is handed to.
 	spanCtx context.Context
 }
 

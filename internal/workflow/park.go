@@ -71,7 +71,7 @@ func (s *Engine) parkingFor(ctx context.Context, rec invocation.Record, d catalo
 		h.Add(invocation.EventChildInvoked, invocation.ChildInvoked{Seq: &seq, ChildInvocationID: child.ID, EntrypointID: child.EntrypointID})
 		park = &parking{child: true, effects: []complete.Effect{complete.SpawnChild(child, cd)}, reason: "child " + child.ID}
 	case "event":
-		// Any event received since the invocation was created can satisfy the wait (registerWait).
+		// Any event received since the invocation was created can satisfy the wait (waits.Register).
 		w := events.Wait{TenantID: rec.TenantID, InvocationID: rec.ID, Seq: p.Seq, TypeID: p.EventTypeID,
 			Filter: p.Filter, Since: rec.CreatedAt, TimeoutAt: p.TimeoutAt}
 		park = &parking{until: p.TimeoutAt, event: true, effects: []complete.Effect{complete.RegisterWait(w)}, reason: "event " + p.EventTypeID}

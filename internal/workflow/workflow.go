@@ -26,7 +26,7 @@ func (s *Engine) JournalEventsOf(ctx context.Context, rec invocation.Record) ([]
 	return store.EventsAfter(ctx, s.cfg.Store, rec.TenantID, rec.ID, max(rec.JournalFrom-1, 0))
 }
 
-// Activate runs claim c of a workflow (executeWorkflow).
+// Activate runs claim c of a workflow (runWorkflow).
 func (s *Engine) Activate(ctx context.Context, c Claim, e entrypoint.Entrypoint, d catalog.Definition) (invocation.Record, error) {
 	rec := c.rec
 	ctx, span := s.cfg.Host.StartAttempt(ctx, rec)
@@ -207,7 +207,7 @@ func (x *wfRun) wfRequest(prog *sandbox.Program, input any, timeout time.Duratio
 				MaxPayloadBytes: int64(s.cfg.MaxPayloadBytes)}}}
 }
 
-// wfStepRetry is the retry policy of the workflow's steps: the entrypoint's (retryOf).
+// wfStepRetry is the retry policy of the workflow's steps: the entrypoint's (catalog.Definition.RetryOf).
 func (x *wfRun) wfStepRetry(attempt int, e *sandbox.Error) (time.Duration, bool) {
 	if !x.d.RetryOf(x.rec).ShouldRetry(attempt, e) {
 		return 0, false
@@ -217,7 +217,7 @@ func (x *wfRun) wfStepRetry(attempt int, e *sandbox.Error) (time.Duration, bool)
 
 // wfCompensate decides whether a failed run calls the compensate_fns. A run stopped by cancel or
 // suspend (or shutdown) does not compensate: a canceled workflow is compensated once, by
-// compensateCanceled. An attempt that the retry policy tries again has not ended: its completed
+// CompensateCanceled. An attempt that the retry policy tries again has not ended: its completed
 // steps are replayed by the next attempt, and nothing is compensated (STARLARK_RUNTIME.md,
 // Compensation).
 func (x *wfRun) wfCompensate(e *sandbox.Error, exited bool) bool {
@@ -226,7 +226,7 @@ func (x *wfRun) wfCompensate(e *sandbox.Error, exited bool) bool {
 
 // wfRecord records journal entry j with the step retries reported since the last one, within the
 // journal's limits (Config.MaxJournalEntries and MaxJournalBytes), and writes the entries recorded
-// so far where the checkpointing strategy says (enqueueJournal); the others stay buffered.
+// so far where the checkpointing strategy says (host.Host.EnqueueJournal); the others stay buffered.
 func (x *wfRun) wfRecord(j sandbox.JournalEntry, retries []sandbox.StepRetryRecord) error {
 	s, h := x.s, x.h
 	if j.Seq >= s.cfg.MaxJournalEntries {
@@ -408,7 +408,7 @@ func (x *wfRun) wfComplete(timeline []invocation.Event, output json.RawMessage, 
 	var ferr error
 	if park == nil && h.Enqueued() {
 		// A plain outcome (no park, no handler, no waits to clear) goes to the writer right behind the
-		// run's journal writes, expecting exactly what they leave (completeAfter): one commit for the
+		// run's journal writes, expecting exactly what they leave (CompleteAfter): one commit for the
 		// last steps and the outcome, rather than one for each in turn.
 		final, err := s.cfg.Completer.CompleteAfter(x.ctx, rec, d, timeline, s.decide(rec, d, output, rerr, metrics, nil), h)
 		if ferr = h.Flush(); ferr == nil {

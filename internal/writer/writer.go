@@ -159,8 +159,8 @@ func (NopObserver) QuotaExceeded(string, string) {}
 // Update is Store.Update for every write of the engine's: fn writes through a notingTx, which hangs
 // the write's consequences on the transaction's AfterCommit hook (notingTx.report): the Observer
 // hears of the invocations fn created and of those it left in a terminal status, the waits for
-// those to end (finish.go) are woken, and so is the dispatcher when the write made work runnable or
-// freed a slot. A rolled-back write reports nothing. The writes are store.Optimistic: fn acts
+// those to end (WatchFinish) are woken, and so is the dispatcher when the write made work runnable
+// or freed a slot. A rolled-back write reports nothing. The writes are store.Optimistic: fn acts
 // outside its transaction only through those hooks.
 func (w *Writer) Update(ctx context.Context, fn func(store.Tx) error) error {
 	return w.store.Update(store.Optimistic(ctx), w.noting(fn))
@@ -303,7 +303,7 @@ func (n *notingTx) StartInvocation(events []invocation.Event, sc store.Schedulin
 		n.created = append(n.created, r)
 		n.hook()
 		n.scheduled(&sc)
-		if err := n.note(r, events); err != nil { // a sync call written whole (runSync) is created finished
+		if err := n.note(r, events); err != nil { // a sync call written whole (invoke's runSync) is created finished
 			return r, err
 		}
 		err = n.publishEmitted(r, events)
@@ -381,7 +381,7 @@ func (n *notingTx) publishEmitted(rec invocation.Record, evs []invocation.Event)
 type finishWaiters struct {
 	mu sync.Mutex
 	m  map[string]map[chan struct{}]struct{}
-	n  atomic.Int64 // how many waits there are (update notes changes only when some wait, or an Observer listens)
+	n  atomic.Int64 // how many waits there are (Update notes changes only when some wait, or an Observer listens)
 }
 
 // WatchFinish registers a wait for invocation id to end; the channel receives when a write of this

@@ -93,7 +93,7 @@ func BenchmarkAppendEvents(b *testing.B) {
 
 // BenchmarkWorkflowStep appends what a workflow step with checkpointing "automatic" writes: one
 // step_started and one journal event per op, in one Append that requires the run's lease and
-// passes the projection the previous write returned as Expect (as invoke's persistJournal does).
+// passes the projection the previous write returned as Expect (as host.Host.PersistJournal does).
 // Each writer drives its own invocation. Metric: steps/s.
 func BenchmarkWorkflowStep(b *testing.B) {
 	for _, w := range []int{1, 50} {
