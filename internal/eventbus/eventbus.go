@@ -71,6 +71,11 @@ type Config struct {
 	// MaxPayloadBytes bounds a published payload (default invoke.DefaultMaxPayloadBytes' value,
 	// 2 MiB): 413 over it.
 	MaxPayloadBytes int
+	// Mirror, when set, is handed every newly stored event once its transaction has committed
+	// (the NATS bridge's Mirror: it must not block), except events that came from the external bus
+	// themselves, with a context that carries only the span context of the publishing request or
+	// attempt.
+	Mirror func(context.Context, events.Event)
 }
 
 // Bus is the events service.
@@ -78,22 +83,12 @@ type Bus struct {
 	cfg    Config
 	mu     sync.RWMutex
 	subs   []Subscriber
-	mirror func(context.Context, events.Event) // SetMirror
+	mirror func(context.Context, events.Event) // Config.Mirror
 }
 
 // ExternalSourcePrefix starts the source of events that came in from an external bus (natsfeed:
 // "nats://<subject>"); they are not mirrored back out.
 const ExternalSourcePrefix = "nats://"
-
-// SetMirror sets a function handed every newly stored event once its transaction has committed
-// (the NATS bridge's Mirror: it must not block), except events that came from the external bus
-// themselves, with a context that carries only the span context of the publishing request or
-// attempt. Call it before publishing starts.
-func (b *Bus) SetMirror(f func(context.Context, events.Event)) {
-	b.mu.Lock()
-	b.mirror = f
-	b.mu.Unlock()
-}
 
 // PublishExternal publishes an event that arrived from an external bus for a tenant (ev's ID,
 // TenantID, TypeID, Payload, Source and ReceivedAt set): bounded like POST /events, then stored,
@@ -157,7 +152,7 @@ func New(cfg Config) *Bus {
 	if cfg.MaxPayloadBytes <= 0 {
 		cfg.MaxPayloadBytes = defaultMaxPayloadBytes
 	}
-	return &Bus{cfg: cfg}
+	return &Bus{cfg: cfg, mirror: cfg.Mirror}
 }
 
 // Subscribe adds a subscriber that sees every new event (call it while wiring, before serving).

@@ -147,9 +147,6 @@ func New(st Store, inv Invoker, o Options) *Service {
 	return s
 }
 
-// SetAnnounce sets Options.Announce (the server builds the wake-up hub after the service).
-func (s *Service) SetAnnounce(f func()) { s.o.Announce = f }
-
 // Wake makes the loop look for due work now, on this node and, with Options.Announce, on the
 // others (the leader's runs it). It never blocks.
 func (s *Service) Wake() {

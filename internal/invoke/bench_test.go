@@ -288,7 +288,7 @@ func newBenchRig(b *testing.B) *benchRig {
 	_, err = tenancy.NewService(st, c, ids).Enable(context.Background(), operatorSC, "acme",
 		[]byte(`{"governance":{"allowed_outbound_domains":["*"]}}`))
 	require.NoError(b, err)
-	r := &benchRig{store: st, reg: registry.NewService(st, schemas, c, ids)}
+	r := &benchRig{store: st, reg: registry.NewService(st, schemas, c, ids, nil)}
 	r.svc = invoke.NewService(invoke.Config{Store: st, Schemas: schemas, Programs: sandbox.NewCache(1024),
 		Egress: egress.New(egress.Options{}), Clock: c, IDs: ids, Wake: func() {
 			if w := r.wake.Load(); w != nil {

@@ -75,7 +75,7 @@ func newEnv(t testing.TB) *env {
 	require.NoError(t, err)
 	c := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	ids := idgen.UUIDv7{}
-	e := &env{t: t, store: st, clock: c, reg: registry.NewService(st, schemas, c, ids), ten: tenancy.NewService(st, c, ids)}
+	e := &env{t: t, store: st, clock: c, reg: registry.NewService(st, schemas, c, ids, nil), ten: tenancy.NewService(st, c, ids)}
 	e.cfg = invoke.Config{Store: st, Schemas: schemas, Programs: sandbox.NewCache(64), Egress: egress.New(egress.Options{AllowLoopback: true}),
 		Clock: c, IDs: ids, Node: "node-a"}
 	e.svc = invoke.NewService(e.cfg)

@@ -81,11 +81,7 @@ type change struct {
 	deleted bool
 }
 
-// SetPublisher sets the events service (built after the event trigger service that reports to the
-// feed); call it before Start.
-func (f *Feed) SetPublisher(p Publisher) { f.pub = p }
-
-// New returns a Feed publishing through pub (nil: SetPublisher later); Start runs it. Each message
+// New returns a Feed publishing through pub; Start runs it. Each message
 // is published in a nats.receive span of tracer (nil: no spans), which continues the W3C trace
 // context of the message's traceparent and tracestate headers when it has them: the invocations
 // its event starts are created in that trace.

@@ -44,9 +44,10 @@ type Service struct {
 	quotas  QuotaObserver
 }
 
-// NewService returns a registry Service.
-func NewService(s Store, schemas *schema.Registry, c clock.Clock, ids idgen.Generator) *Service {
-	return &Service{store: s, schemas: schemas, clock: c, ids: ids}
+// NewService returns a registry Service; quotas hears of registrations refused by a quota (nil:
+// nobody).
+func NewService(s Store, schemas *schema.Registry, c clock.Clock, ids idgen.Generator, quotas QuotaObserver) *Service {
+	return &Service{store: s, schemas: schemas, clock: c, ids: ids, quotas: quotas}
 }
 
 // QuotaObserver hears of registrations refused by a tenant quota (package metrics implements it).
@@ -54,9 +55,6 @@ type QuotaObserver interface {
 	// QuotaExceeded: tenantID's registration was refused by quota ("max_definitions").
 	QuotaExceeded(tenantID, quota string)
 }
-
-// SetQuotaObserver sets who hears of quota refusals (nobody by default). Call it before serving.
-func (s *Service) SetQuotaObserver(o QuotaObserver) { s.quotas = o }
 
 func viewer(sc auth.SecurityContext) entrypoint.Viewer {
 	return entrypoint.Viewer{TenantID: sc.TenantID, SubjectID: sc.SubjectID, Operator: sc.Operator}

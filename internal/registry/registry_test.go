@@ -33,7 +33,7 @@ func newService(t *testing.T) (*Service, store.Store) {
 	p.Enabled = true
 	p.Defaults = tenant.Defaults{TimeoutSeconds: 12, MemoryMB: 64, CPU: 0.3}
 	require.NoError(t, st.Update(context.Background(), func(tx store.Tx) error { return tx.PutTenant(p) }))
-	return NewService(st, reg, c, idgen.UUIDv7{}), st
+	return NewService(st, reg, c, idgen.UUIDv7{}, nil), st
 }
 
 var dev = auth.SecurityContext{TenantID: "acme", SubjectID: "alice", Roles: []auth.Role{auth.RoleDeveloper}}

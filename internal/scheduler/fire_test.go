@@ -70,7 +70,7 @@ func newFireEnvOn(t *testing.T, st store.Store, o scheduler.Options) *fireEnv {
 			"code": {"language": "starlark", "source": "def main(ctx, input):\n  return {}\n"}}}`))
 	dec.UseNumber()
 	require.NoError(t, dec.Decode(&body))
-	reg := registry.NewService(st, schemas, clk, ids)
+	reg := registry.NewService(st, schemas, clk, ids, nil)
 	ep, _, err := reg.Register(ctx, sc, body)
 	require.NoError(t, err, "%+v", problem.From(err).Issues)
 	_, err = reg.ChangeStatus(ctx, sc, ep.ID, registry.StatusRequest{Action: entrypoint.ActionActivate})

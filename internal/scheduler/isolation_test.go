@@ -93,7 +93,7 @@ func TestFailingScheduleDoesNotStopOthers(t *testing.T) {
 	require.NoError(t, err)
 	clk := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	ids := idgen.UUIDv7{}
-	reg := registry.NewService(st, schemas, clk, ids)
+	reg := registry.NewService(st, schemas, clk, ids, nil)
 	ten := tenancy.NewService(st, clk, ids)
 	inv := invoke.NewService(invoke.Config{Store: st, Schemas: schemas, Programs: sandbox.NewCache(8),
 		Egress: egress.New(egress.Options{}), Clock: clk, IDs: ids, Node: "n"})

@@ -28,6 +28,7 @@ import (
 	"github.com/larkrun/lark/internal/dispatch"
 	"github.com/larkrun/lark/internal/egress"
 	"github.com/larkrun/lark/internal/eventbus"
+	"github.com/larkrun/lark/internal/events"
 	"github.com/larkrun/lark/internal/eventtrigger"
 	"github.com/larkrun/lark/internal/execution"
 	"github.com/larkrun/lark/internal/idgen"
@@ -370,9 +371,8 @@ func buildServer(ctx context.Context, cfg Config, st store.Store) (*Server, erro
 		cfg.NodeID = leader.NodeID()
 	}
 	s := &Server{cfg: cfg, Store: st, log: cfg.Logger,
-		Tenants:  tenancy.NewService(st, c, ids),
-		Tokens:   tokens.NewService(st, c, ids, cfg.AdminToken, tenant.ValidID),
-		Registry: registry.NewService(st, schemas, c, ids),
+		Tenants: tenancy.NewService(st, c, ids),
+		Tokens:  tokens.NewService(st, c, ids, cfg.AdminToken, tenant.ValidID),
 	}
 	if s.Tracing, err = newTracing(ctx, cfg); err != nil {
 		return nil, err
@@ -401,11 +401,15 @@ func buildServer(ctx context.Context, cfg Config, st store.Store) (*Server, erro
 // left.
 func (s *Server) wireExecution(ctx context.Context, schemas *schema.Registry, c clock.Clock, ids idgen.Generator, bulk *bulklane.Lanes) error {
 	s.wireMetrics(c, bulk)
+	s.Registry = registry.NewService(s.Store, schemas, c, ids, s.Metrics)
 	if err := s.wireSecrets(ctx, c, ids); err != nil {
 		return err
 	}
 	remote, err := s.wireWorkerHub(schemas, c)
 	if err != nil {
+		return err
+	}
+	if err := s.openNATS(ctx, c); err != nil {
 		return err
 	}
 	s.wireInvoke(schemas, c, ids, remote)
@@ -428,7 +432,6 @@ func (s *Server) wireMetrics(c clock.Clock, bulk *bulklane.Lanes) {
 	s.Metrics = metrics.New(metrics.Options{Source: s.Store, Clock: c, Logger: s.cfg.Logger, MaxLabelSets: s.cfg.MetricsMaxLabelSets,
 		Slots: func() (int, int) { return s.dispatch.Slots() }, Admission: func() admission.Stats { return s.Gate.Stats() },
 		BulkWaiting: bulk.Waiting})
-	s.Registry.SetQuotaObserver(s.Metrics)
 }
 
 // wireSecrets builds the secrets service and, with a master key, rewraps the values sealed under
@@ -504,7 +507,7 @@ func (s *Server) wireInvoke(schemas *schema.Registry, c clock.Clock, ids idgen.G
 	// The events service delivers events to waiting workflows and, through its subscribers (the
 	// triggers, wired later), starts invocations; r_emit_v1's events go through it.
 	s.Events = eventbus.New(eventbus.Config{Store: s.Store, Schemas: schemas, Waits: waits.Delivery{Wake: s.wakeQueued}, Clock: c, IDs: ids,
-		Logger: cfg.Logger, MaxPayloadBytes: cfg.MaxPayloadBytes})
+		Logger: cfg.Logger, MaxPayloadBytes: cfg.MaxPayloadBytes, Mirror: s.mirror()})
 	s.Invoke = invoke.NewService(invoke.Config{Remote: remote, Gate: s.Gate, Store: s.Store, Schemas: schemas, Programs: sandbox.NewCache(1024), Secrets: s.Secrets,
 		Egress: egress.New(egress.Options{AllowLoopback: cfg.UnsafeEgressAllowLoopback, Transport: cfg.EgressTransport}), Clock: c, IDs: ids, Logger: cfg.Logger,
 		Node: cfg.NodeID, Pricing: cfg.Pricing, Observer: s.Metrics, Tracing: s.Tracing, MaxPayloadBytes: cfg.MaxPayloadBytes, Sleep: cfg.Sleep,
@@ -531,36 +534,44 @@ func (s *Server) registerWorkerMetrics() error {
 func (s *Server) wireEvents(ctx context.Context, schemas *schema.Registry, c clock.Clock, ids idgen.Generator) error {
 	cfg := &s.cfg
 	s.Schedules = scheduler.New(s.Store, s.Invoke, scheduler.Options{Clock: c, IDs: ids, Logger: cfg.Logger,
-		Failed: s.Metrics.MaintenanceFailure, FireLag: s.Metrics.FireLag, Tracer: s.Tracing.Tracer()})
-	feeds, err := s.openNATS(ctx, c)
-	if err != nil {
-		return err
-	}
+		Failed: s.Metrics.MaintenanceFailure, FireLag: s.Metrics.FireLag, Tracer: s.Tracing.Tracer(), Announce: s.announce})
 	s.Triggers = eventtrigger.New(s.Store, s.Invoke, eventtrigger.Options{Clock: c, IDs: ids, Logger: cfg.Logger, Failed: s.Metrics.MaintenanceFailure,
-		Feeds: feeds, Tracer: s.Tracing.Tracer()})
+		Feeds: s.natsFeeds(), Tracer: s.Tracing.Tracer(), Announce: s.announce})
 	s.Events.Subscribe(s.Triggers)
-	if s.bridge != nil {
-		s.Events.SetMirror(s.bridge.Mirror)
-		s.feed.SetPublisher(s.Events)
-	}
 	return s.wireWebhooks(ctx, schemas, c, ids)
 }
 
-// openNATS opens the NATS bridge and its trigger feed when Config.NATS names a server; it returns
-// the feeds the triggers subscribe through (nil without NATS).
-func (s *Server) openNATS(ctx context.Context, c clock.Clock) (eventtrigger.Feeds, error) {
-	var feeds eventtrigger.Feeds
-	if s.cfg.NATS.URL != "" {
-		ncfg := s.cfg.NATS
-		ncfg.Clock, ncfg.Logger = c, s.cfg.Logger
-		var err error
-		if s.bridge, err = natsbridge.Open(ctx, ncfg); err != nil {
-			return nil, fmt.Errorf("--nats: %w", err)
-		}
-		s.feed = natsfeed.New(s.bridge, nil, s.cfg.Logger, s.Tracing.Tracer())
-		feeds = s.feed
+// openNATS opens the NATS bridge when Config.NATS names a server (before the events service,
+// which mirrors committed events through it).
+func (s *Server) openNATS(ctx context.Context, c clock.Clock) error {
+	if s.cfg.NATS.URL == "" {
+		return nil
 	}
-	return feeds, nil
+	ncfg := s.cfg.NATS
+	ncfg.Clock, ncfg.Logger = c, s.cfg.Logger
+	var err error
+	if s.bridge, err = natsbridge.Open(ctx, ncfg); err != nil {
+		return fmt.Errorf("--nats: %w", err)
+	}
+	return nil
+}
+
+// natsFeeds is the trigger feed over the NATS bridge, publishing through the events service: the
+// feeds the triggers subscribe through (nil without NATS).
+func (s *Server) natsFeeds() eventtrigger.Feeds {
+	if s.bridge == nil {
+		return nil
+	}
+	s.feed = natsfeed.New(s.bridge, s.Events, s.cfg.Logger, s.Tracing.Tracer())
+	return s.feed
+}
+
+// mirror is the events service's mirror: the NATS bridge's, when there is one.
+func (s *Server) mirror() func(context.Context, events.Event) {
+	if s.bridge == nil {
+		return nil
+	}
+	return s.bridge.Mirror
 }
 
 // wireWebhooks builds the webhook service and rewraps the stored webhook secrets under the
@@ -585,8 +596,6 @@ func (s *Server) wireCluster(c clock.Clock) {
 		if t, ok := s.Store.(wakeup.Transport); ok {
 			s.hub = wakeup.New(t, wakeup.Options{Node: cfg.NodeID, Logger: cfg.Logger,
 				Local: []func(){s.dispatch.Wake, s.Schedules.WakeLocal, s.Triggers.WakeLocal}, Finished: s.Invoke.WakeFinished})
-			s.Schedules.SetAnnounce(s.hub.Announce)
-			s.Triggers.SetAnnounce(s.hub.Announce)
 		}
 	}
 }
