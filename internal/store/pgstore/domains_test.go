@@ -27,8 +27,9 @@ func newTrigger(id string) *trigger.Trigger {
 		Status: trigger.StatusActive, ExecutionContext: trigger.ContextSystem, CreatedAt: d0, UpdatedAt: d0}
 }
 
-func newStart(inv string, seq int64) trigger.Start {
-	return trigger.Start{TenantID: "acme", InvocationID: inv, TriggerID: "t1", EventSeqs: []int64{seq}, EventIDs: []string{"e"},
+// newStart is the start of invocation inv by trigger t1 from event 1.
+func newStart(inv string) trigger.Start {
+	return trigger.Start{TenantID: "acme", InvocationID: inv, TriggerID: "t1", EventSeqs: []int64{1}, EventIDs: []string{"e"},
 		Params: json.RawMessage(`{}`), ReceivedAt: d0, StartedAt: d0}
 }
 
@@ -56,8 +57,8 @@ func TestConflictsKeepTheTransaction(t *testing.T) {
 			return x.InsertEventType(events.Type{ID: "gts.x.acme.orders.created.v1~", TenantID: "acme", Scope: "tenant", CreatedAt: d0})
 		}},
 		{"trigger", func(x store.Tx) error { return x.InsertTrigger(newTrigger("t1")) }},
-		{"trigger start", func(x store.Tx) error { return x.InsertTriggerStart(newStart("inv1", 1)) }},
-		{"trigger start, same event", func(x store.Tx) error { return x.InsertTriggerStart(newStart("inv2", 1)) }},
+		{"trigger start", func(x store.Tx) error { return x.InsertTriggerStart(newStart("inv1")) }},
+		{"trigger start, same event", func(x store.Tx) error { return x.InsertTriggerStart(newStart("inv2")) }},
 		{"pending", func(x store.Tx) error { return x.AddPending("acme", "t1", ev) }},
 		{"dead letter", func(x store.Tx) error { return x.InsertDeadLetter(dl) }},
 		{"secret", func(x store.Tx) error { return x.InsertSecret(sec, ver) }},
@@ -77,16 +78,16 @@ func TestConflictsKeepTheTransaction(t *testing.T) {
 				return fmt.Errorf("%s: %w", in.name, err)
 			}
 			// The same insert again conflicts; the next statement still runs.
-			if err := in.do(x); !errors.Is(err, store.ErrConflict) {
-				return fmt.Errorf("%s again: got %v, want ErrConflict", in.name, err)
+			if err := wantConflict(in.do(x)); err != nil {
+				return fmt.Errorf("%s again: %w", in.name, err)
 			}
 			if err := x.AddTriggerMetrics(trigger.MetricsDelta{TenantID: "acme", TriggerID: "t1", Hour: d0,
 				Counters: trigger.Counters{Received: 1}, LatencyMS: -1}); err != nil {
 				return fmt.Errorf("a write after the conflict of %s: %w", in.name, err)
 			}
 		}
-		if err := inserts[3].do(x); !errors.Is(err, store.ErrConflict) {
-			return fmt.Errorf("another invocation for the same first event: got %v, want ErrConflict", err)
+		if err := wantConflict(inserts[3].do(x)); err != nil {
+			return fmt.Errorf("another invocation for the same first event: %w", err)
 		}
 		return nil
 	}))
@@ -162,8 +163,8 @@ func contend(t *testing.T, setup, hold, wait func(store.Tx) error) (store.Store,
 // trigger at once: the second waits for the first and gets ErrConflict (each event starts once).
 func TestTriggerStartAcrossProcesses(t *testing.T) {
 	_, err := contend(t, nil,
-		func(x store.Tx) error { return x.InsertTriggerStart(newStart("inv_b", 1)) },
-		func(x store.Tx) error { return x.InsertTriggerStart(newStart("inv_a", 1)) })
+		func(x store.Tx) error { return x.InsertTriggerStart(newStart("inv_b")) },
+		func(x store.Tx) error { return x.InsertTriggerStart(newStart("inv_a")) })
 	require.ErrorIs(t, err, store.ErrConflict)
 }
 
@@ -366,4 +367,16 @@ func TestSecretUpdateAcrossProcesses(t *testing.T) {
 	sealed, err := a.SealedSecret(context.Background(), "acme", "k")
 	require.NoError(t, err, "the latest version still has its value")
 	require.Equal(t, []byte{2}, sealed.Version.Sealed)
+}
+
+// wantConflict is nil if err is store.ErrConflict, else an error saying what came instead.
+func wantConflict(err error) error {
+	switch {
+	case errors.Is(err, store.ErrConflict):
+		return nil
+	case err == nil:
+		return errors.New("no error, want ErrConflict")
+	default:
+		return fmt.Errorf("%w, want ErrConflict", err)
+	}
 }
