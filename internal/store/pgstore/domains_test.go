@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -42,6 +43,7 @@ func newSeen(inv string) webhook.Seen {
 // ErrConflict and leaves the transaction usable (PostgreSQL would abort it at a failed statement):
 // the closure goes on writing after each conflict, and everything it wrote commits.
 func TestConflictsKeepTheTransaction(t *testing.T) {
+	t.Parallel()
 	s := openTemp(t, pgstore.Options{MaxConns: 2})
 	defer s.Close()
 	ctx := context.Background()
@@ -102,6 +104,9 @@ func TestConflictsKeepTheTransaction(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// contenders counts contend's calls.
+var contenders atomic.Int64
+
 // contend runs setup (when set), then hold in store b, keeps b's transaction open, runs wait in store
 // a, waits (with a deadline) until a's statement is blocked on b's uncommitted row, lets b commit,
 // and returns a's result and a (closed when t ends): two processes writing the same key at once.
@@ -109,7 +114,7 @@ func contend(t *testing.T, setup, hold, wait func(store.Tx) error) (store.Store,
 	t.Helper()
 	url := pgtest.Schema(t)
 	ctx := context.Background()
-	app := fmt.Sprintf("contend_%d", time.Now().UnixNano())
+	app := fmt.Sprintf("contend_%d_%d", time.Now().UnixNano(), contenders.Add(1)) // unique among parallel tests
 	a, err := pgstore.Open(ctx, url+"&application_name="+app, pgstore.Options{MaxConns: 3, Retry: pgstore.RetryPolicy{Attempts: 1}})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, a.Close()) })
@@ -162,6 +167,7 @@ func contend(t *testing.T, setup, hold, wait func(store.Tx) error) (store.Store,
 // TestTriggerStartAcrossProcesses: two processes starting an invocation for the same event of a
 // trigger at once: the second waits for the first and gets ErrConflict (each event starts once).
 func TestTriggerStartAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	_, err := contend(t, nil,
 		func(x store.Tx) error { return x.InsertTriggerStart(newStart("inv_b")) },
 		func(x store.Tx) error { return x.InsertTriggerStart(newStart("inv_a")) })
@@ -171,6 +177,7 @@ func TestTriggerStartAcrossProcesses(t *testing.T) {
 // TestRememberWebhookAcrossProcesses: the same signature delivered to two processes at once is
 // accepted by one only (the replay memory).
 func TestRememberWebhookAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	_, err := contend(t, nil,
 		func(x store.Tx) error { return x.RememberWebhook(newSeen("inv_b"), d0) },
 		func(x store.Tx) error { return x.RememberWebhook(newSeen("inv_a"), d0) })
@@ -180,6 +187,7 @@ func TestRememberWebhookAcrossProcesses(t *testing.T) {
 // TestTriggerMetricsAcrossProcesses: two processes counting into the same hourly row at once lose
 // no count and no latency observation.
 func TestTriggerMetricsAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	url := pgtest.Schema(t)
 	ctx := context.Background()
 	const perStore = 25
@@ -224,6 +232,7 @@ func TestTriggerMetricsAcrossProcesses(t *testing.T) {
 // (a delivery's status_code, whose cursor value comes back from JSON as a float), a computed one
 // (an event type's scope) and a generated id column (secrets).
 func TestNewListsPage(t *testing.T) {
+	t.Parallel()
 	s := openTemp(t, pgstore.Options{MaxConns: 2})
 	defer s.Close()
 	ctx := context.Background()
@@ -297,6 +306,7 @@ func TestNewListsPage(t *testing.T) {
 // TestTriggerMetricsSameRowTwice: one call with several deltas of the same hourly row (PostgreSQL
 // refuses an upsert that meets a row twice) adds them all up.
 func TestTriggerMetricsSameRowTwice(t *testing.T) {
+	t.Parallel()
 	s := openTemp(t, pgstore.Options{MaxConns: 2})
 	defer s.Close()
 	ctx := context.Background()
@@ -327,6 +337,7 @@ func TestTriggerMetricsSameRowTwice(t *testing.T) {
 // has no revision to check) in one process waits for another process's update in flight and then
 // reads its result, so neither update is lost and the version never goes back.
 func TestSecretUpdateAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	v := func(version int64) store.SecretVersion {
 		return store.SecretVersion{TenantID: "acme", Name: "k", Version: version, CreatedAt: d0, KeyID: "key1", Sealed: []byte{byte(version)}}
 	}
