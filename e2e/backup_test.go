@@ -127,7 +127,7 @@ func TestBackupWhileServing(t *testing.T) {
 						return
 					}
 					if err != nil || status != http.StatusCreated {
-						loadErr <- fmt.Errorf("create schedule: %d %s %v", status, body, err)
+						loadErr <- loadFailure("create schedule", status, body, err)
 						return
 					}
 					got.mu.Lock()
@@ -146,7 +146,7 @@ func TestBackupWhileServing(t *testing.T) {
 					err = json.Unmarshal(body, &rec)
 				}
 				if err != nil || status != http.StatusOK || rec.Record.ID == "" {
-					loadErr <- fmt.Errorf("invoke: %d %s %v", status, body, err)
+					loadErr <- loadFailure("invoke", status, body, err)
 					return
 				}
 				got.mu.Lock()
@@ -233,4 +233,12 @@ func TestBackupWhileServing(t *testing.T) {
 	out, code = runLark(t, "migrate", "status", "--data", dst)
 	require.NotZero(t, code)
 	require.Contains(t, out, "current version: 999")
+}
+
+// loadFailure is the error of a load request that failed (err) or was answered status and body.
+func loadFailure(what string, status int, body []byte, err error) error {
+	if err != nil {
+		return fmt.Errorf("%s: %d %s: %w", what, status, body, err)
+	}
+	return fmt.Errorf("%s: %d %s", what, status, body)
 }

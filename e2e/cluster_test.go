@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -90,7 +91,7 @@ func leaderLease(t *testing.T, conn *pgx.Conn) (holder string, term int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), httpTimeout)
 	defer cancel()
 	err := conn.QueryRow(ctx, `SELECT holder, term FROM leader_leases WHERE name = 'singletons'`).Scan(&holder, &term)
-	if err == pgx.ErrNoRows {
+	if errors.Is(err, pgx.ErrNoRows) {
 		return "", 0
 	}
 	require.NoError(t, err)
@@ -147,11 +148,11 @@ func TestClusterFailover(t *testing.T) {
 	defer conn.Close(ctx)
 
 	// Register the function, the workflow and the tick function, and the schedules.
-	requireJSON(t, p.do(http.MethodPost, apiBase+"/entrypoints", p.Token, crashFunction(upstream.URL+"/effects")), http.StatusCreated, nil)
+	requireJSON(t, p.do(http.MethodPost, apiBase+"/entrypoints", p.Token, crashFunction(t, upstream.URL+"/effects")), http.StatusCreated, nil)
 	// The workflow of TestCrashWorkflows with a longer timeout: three nodes, PostgreSQL and the test
 	// share the machine's cores, and a five-step run queued behind thousands may take over 5 s.
 	var wf map[string]any
-	require.NoError(t, json.Unmarshal(wfCrashWorkflow(upstream.URL+"/steps"), &wf))
+	require.NoError(t, json.Unmarshal(wfCrashWorkflow(t, upstream.URL+"/steps"), &wf))
 	wf["traits"].(map[string]any)["limits"] = map[string]any{"timeout_seconds": clusterWorkflowTimeout}
 	wfBody, err := json.Marshal(wf)
 	require.NoError(t, err)
@@ -178,7 +179,8 @@ func TestClusterFailover(t *testing.T) {
 		oldLeader, _ = leaderLease(t, conn)
 	}
 	var li int
-	fmt.Sscanf(oldLeader, "n%d", &li)
+	_, err = fmt.Sscanf(oldLeader, "n%d", &li)
+	require.NoError(t, err, "leader %q", oldLeader)
 	require.True(t, li >= 1 && li <= clusterNodes, "leader %q is not one of the nodes", oldLeader)
 	leaderNode := li - 1
 

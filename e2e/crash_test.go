@@ -71,11 +71,12 @@ func (c *postCounter) snapshot() (map[string]int, int, []string) {
 // crashFunction is the registration body: an async function with a 2 s timeout whose one side
 // effect is a POST of its invocation id to url. max_attempts 1, so that an upstream call repeated
 // for one invocation can only come from a re-dispatch after the crash.
-func crashFunction(url string) []byte {
+func crashFunction(t testing.TB, url string) []byte {
+	t.Helper()
 	src := fmt.Sprintf("def main(ctx, input):\n"+
 		"  r_await(r_http_post_v1(%q, {\"id\": ctx.invocation_id}, timeout_ms=1000))\n"+
 		"  return {\"ok\": True}\n", url)
-	b, _ := json.Marshal(map[string]any{
+	return mustJSON(t, map[string]any{
 		"entrypoint_id": crashFnID,
 		"title":         "Crash probe",
 		"description":   "Posts its invocation id to a counter once.",
@@ -89,7 +90,6 @@ func crashFunction(url string) []byte {
 		"implementation": map[string]any{"adapter": "gts.x.core.serverless.adapter.starlark.v1~", "kind": "code",
 			"code": map[string]any{"language": "starlark", "source": src}},
 	})
-	return b
 }
 
 type invocationItem struct {
@@ -122,7 +122,7 @@ func TestCrashAsyncInvocations(t *testing.T) {
 		ID     string `json:"id"`
 		Status string `json:"status"`
 	}
-	requireJSON(t, p.do(http.MethodPost, apiBase+"/entrypoints", p.Token, crashFunction(upstream.URL+"/effects")), http.StatusCreated, &ep)
+	requireJSON(t, p.do(http.MethodPost, apiBase+"/entrypoints", p.Token, crashFunction(t, upstream.URL+"/effects")), http.StatusCreated, &ep)
 	requireJSON(t, p.do(http.MethodPost, apiBase+"/entrypoints/"+crashFnID+":status", p.Token, []byte(`{"action":"activate"}`)), http.StatusOK, &ep)
 	require.Equal(t, "active", ep.Status)
 

@@ -25,15 +25,10 @@ func mustJSON(t testing.TB, v any) []byte {
 	return b
 }
 
-// tenant enables tenantID (egress to any public host) and returns a token of subject with roles.
-func (p *larkProc) tenant(t testing.TB, tenantID string, policy map[string]any) {
+// tenant enables tenantID, with egress to any public host.
+func (p *larkProc) tenant(t testing.TB, tenantID string) {
 	t.Helper()
-	if policy == nil {
-		policy = map[string]any{}
-	}
-	if _, ok := policy["governance"]; !ok {
-		policy["governance"] = map[string]any{"allowed_outbound_domains": []any{"*"}}
-	}
+	policy := map[string]any{"governance": map[string]any{"allowed_outbound_domains": []any{"*"}}}
 	r := p.do(http.MethodPost, apiBase+"/tenants/"+tenantID+"/serverless-runtime:enable", p.AdminToken, mustJSON(t, policy))
 	requireJSON(t, r, http.StatusOK, nil)
 }
@@ -52,12 +47,11 @@ func (p *larkProc) token(t testing.TB, tenantID, subject string, roles ...string
 
 // fnSpec is a function (or workflow) to register.
 type fnSpec struct {
-	id      string // full GTS id
-	src     string
-	limits  map[string]any
-	owner   string // owner_type: "tenant" (default) or "user"
-	retry   int    // max_attempts (default 1)
-	returns bool   // schema.returns: object
+	id     string // full GTS id
+	src    string
+	limits map[string]any
+	owner  string // owner_type: "tenant" (default) or "user"
+	retry  int    // max_attempts (default 1)
 }
 
 // register registers and activates spec with token and returns its GTS id.

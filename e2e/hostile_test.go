@@ -7,6 +7,7 @@ package e2e
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -59,8 +60,8 @@ func TestHostileTenant(t *testing.T) {
 		t.Skip("hostile tenant: runs bombs against the server; skipped with -short")
 	}
 	p := startLark(t, t.TempDir(), "--unsafe-egress-allow-loopback", "--read-timeout", "2s")
-	p.tenant(t, "mallory", nil)
-	p.tenant(t, "alice", nil)
+	p.tenant(t, "mallory")
+	p.tenant(t, "alice")
 	adm := p.token(t, "mallory", "mallory-admin", "admin")
 	viewer := p.token(t, "mallory", "mallory-viewer", "viewer")
 
@@ -157,7 +158,7 @@ func TestHostileTenant(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, conn.SetReadDeadline(time.Now().Add(20*time.Second)))
 			line, err := bufio.NewReader(conn).ReadString('\n')
-			if err != nil && err != io.EOF {
+			if err != nil && !errors.Is(err, io.EOF) {
 				return "error: " + err.Error(), time.Since(start)
 			}
 			return line, time.Since(start)

@@ -45,7 +45,7 @@ func TestNonReadingListViewers(t *testing.T) {
 	// room for the viewers and one call, not for ten more while the viewers' answers are pending.
 	const writeTimeout = 3 * time.Second
 	p := startLark(t, t.TempDir(), "--write-timeout", writeTimeout.String(), "--max-in-flight", "25")
-	p.tenant(t, "viewers", nil)
+	p.tenant(t, "viewers")
 	tok := p.token(t, "viewers", "vera", "developer")
 	big := p.register(t, tok, fnSpec{id: fnPrefix + "vendor.app.viewers.big.v1~",
 		src: "def main(ctx, input):\n  return {\"blob\": \"x\" * 2000000}\n"})

@@ -24,8 +24,8 @@ func TestMemoryChurnStaysBounded(t *testing.T) {
 	}
 	t.Parallel()
 	p := startLark(t, t.TempDir())
-	p.tenant(t, "churner", nil)
-	p.tenant(t, "bystander", nil)
+	p.tenant(t, "churner")
+	p.tenant(t, "bystander")
 	a := p.token(t, "churner", "mallory", "developer")
 	b := p.token(t, "bystander", "bob", "developer")
 	churn := p.register(t, a, fnSpec{id: fnPrefix + "vendor.app.churn.alloc.v1~", src: churnSrc,

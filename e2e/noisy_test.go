@@ -115,8 +115,8 @@ func (c *loadCounts) add(status, ok int, err error, body []byte) {
 // noisyTenants sets up tenant A (hostile) and B (victim) and registers the selected hostile
 // programs and loads, and B's small function.
 func noisyTenants(t *testing.T, p *larkProc, selected func(name string) bool) (a, b string, programs, loads []string, small string) {
-	p.tenant(t, "hostile", nil)
-	p.tenant(t, "victim", nil)
+	p.tenant(t, "hostile")
+	p.tenant(t, "victim")
 	a = p.token(t, "hostile", "mallory", "developer")
 	b = p.token(t, "victim", "bob", "developer")
 	p.register(t, a, fnSpec{id: fnPrefix + "vendor.app.hostile.child.v1~", src: "def main(ctx, input):\n  return {}\n"})

@@ -40,11 +40,12 @@ const (
 
 // partitionFunction registers id: a function that posts to url (an upstream that answers after
 // 200 ms, so that calls are in flight when the partition begins) and returns.
-func partitionFunction(id, mode, url string) []byte {
+func partitionFunction(t testing.TB, id, mode, url string) []byte {
+	t.Helper()
 	src := fmt.Sprintf("def main(ctx, input):\n"+
 		"  r_await(r_http_post_v1(%q, {\"id\": ctx.invocation_id}, timeout_ms=2000))\n"+
 		"  return {\"ok\": True}\n", url)
-	b, _ := json.Marshal(map[string]any{
+	return mustJSON(t, map[string]any{
 		"entrypoint_id": id, "title": "Partition probe", "owner": map[string]any{"owner_type": "tenant"},
 		"schema": map[string]any{"params": map[string]any{"type": "object"}},
 		"traits": map[string]any{
@@ -55,7 +56,6 @@ func partitionFunction(id, mode, url string) []byte {
 		"implementation": map[string]any{"adapter": "gts.x.core.serverless.adapter.starlark.v1~", "kind": "code",
 			"code": map[string]any{"language": "starlark", "source": src}},
 	})
-	return b
 }
 
 // partitionCall is one request the submitters made and what it answered.
@@ -107,7 +107,7 @@ func TestPostgresPartition(t *testing.T) {
 	// The default bounds: --pg-client-timeout, --pg-tcp-timeout, --store-write-wait, --lease-grace.
 	p := startLark(t, t.TempDir(), "--store", u.String(), "--unsafe-egress-allow-loopback", "--workers", "8")
 	for _, fn := range [][2]string{{partitionAsyncFn, "async"}, {partitionSyncFn, "sync"}} {
-		requireJSON(t, p.do(http.MethodPost, apiBase+"/entrypoints", p.Token, partitionFunction(fn[0], fn[1], upstream.URL)), http.StatusCreated, nil)
+		requireJSON(t, p.do(http.MethodPost, apiBase+"/entrypoints", p.Token, partitionFunction(t, fn[0], fn[1], upstream.URL)), http.StatusCreated, nil)
 		requireJSON(t, p.do(http.MethodPost, apiBase+"/entrypoints/"+fn[0]+":status", p.Token, []byte(`{"action":"activate"}`)), http.StatusOK, nil)
 	}
 

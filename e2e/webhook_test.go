@@ -23,13 +23,14 @@ const (
 
 // approvalWorkflow is a workflow started by a GitHub pull-request webhook: it waits for the
 // approval event of its pull request and returns what it saw.
-func approvalWorkflow() []byte {
+func approvalWorkflow(t testing.TB) []byte {
+	t.Helper()
 	src := fmt.Sprintf(`def main(ctx, input):
     pr = input["body"]["pull_request"]["number"]
     ev = r_await(r_wait_event_v1(%q, event_filter_query="payload.pr == " + str(pr), timeout_ms=600000))
     return {"pr": pr, "approved_by": ev.value["payload"]["by"], "github_event": input["headers"]["x-github-event"]}
 `, approvalEventType)
-	b, _ := json.Marshal(map[string]any{
+	return mustJSON(t, map[string]any{
 		"entrypoint_id": approvalWorkflowID, "title": "PR approval", "owner": map[string]any{"owner_type": "tenant"},
 		"schema": map[string]any{"params": map[string]any{"type": "object"}},
 		"traits": map[string]any{
@@ -42,7 +43,6 @@ func approvalWorkflow() []byte {
 		"implementation": map[string]any{"adapter": "gts.x.core.serverless.adapter.starlark.v1~", "kind": "code",
 			"code": map[string]any{"language": "starlark", "source": src}},
 	})
-	return b
 }
 
 // deliver posts body to a webhook receiver path with headers, as a sender would (no bearer token).
@@ -80,7 +80,7 @@ func TestWebhookStartsWorkflowThatWaitsForApproval(t *testing.T) {
 	}
 	// The loopback is a trusted proxy, so X-Forwarded-For stands for the sender's address.
 	p := startLark(t, t.TempDir(), "--trusted-proxies", "127.0.0.0/8")
-	requireJSON(t, p.do(http.MethodPost, apiBase+"/entrypoints", p.Token, approvalWorkflow()), http.StatusCreated, nil)
+	requireJSON(t, p.do(http.MethodPost, apiBase+"/entrypoints", p.Token, approvalWorkflow(t)), http.StatusCreated, nil)
 	requireJSON(t, p.do(http.MethodPost, apiBase+"/entrypoints/"+approvalWorkflowID+":status", p.Token, []byte(`{"action":"activate"}`)), http.StatusOK, nil)
 
 	var hook struct {

@@ -72,7 +72,8 @@ func (c *wfCounter) snapshot() (map[string]int, []string) {
 
 // wfCrashWorkflow is the registration body: an async workflow (max_attempts 1, 5 s runs) running
 // five steps, each of which POSTs "<invocation_id>/<step>" to url once.
-func wfCrashWorkflow(url string) []byte {
+func wfCrashWorkflow(t testing.TB, url string) []byte {
+	t.Helper()
 	var src strings.Builder
 	fmt.Fprintf(&src, "def step(ctx, input):\n"+
 		"  return r_await(r_http_post_v1(%q, {\"key\": ctx.invocation_id + \"/\" + input}, timeout_ms=3000)).response.status_code\n\n"+
@@ -81,7 +82,7 @@ func wfCrashWorkflow(url string) []byte {
 		fmt.Fprintf(&src, "  r_run_step_v1(\"s%d\", step, \"s%d\")\n", i, i)
 	}
 	src.WriteString("  return {\"ok\": True}\n")
-	b, _ := json.Marshal(map[string]any{
+	return mustJSON(t, map[string]any{
 		"entrypoint_id": wfCrashID,
 		"title":         "Workflow crash probe",
 		"description":   "Five steps, each posting its invocation id and step name to a counter.",
@@ -100,7 +101,6 @@ func wfCrashWorkflow(url string) []byte {
 		"implementation": map[string]any{"adapter": "gts.x.core.serverless.adapter.starlark.v1~", "kind": "code",
 			"code": map[string]any{"language": "starlark", "source": src.String()}},
 	})
-	return b
 }
 
 type wfCrashItem struct {
@@ -150,13 +150,12 @@ func TestCrashWorkflows(t *testing.T) {
 	data := t.TempDir()
 	flags := []string{"--unsafe-egress-allow-loopback", "--workers", wfCrashWorkers}
 	p := startLark(t, data, flags...)
-	started := time.Now()
 
 	var ep struct {
 		ID     string `json:"id"`
 		Status string `json:"status"`
 	}
-	requireJSON(t, p.do(http.MethodPost, apiBase+"/entrypoints", p.Token, wfCrashWorkflow(upstream.URL+"/effects")), http.StatusCreated, &ep)
+	requireJSON(t, p.do(http.MethodPost, apiBase+"/entrypoints", p.Token, wfCrashWorkflow(t, upstream.URL+"/effects")), http.StatusCreated, &ep)
 	requireJSON(t, p.do(http.MethodPost, apiBase+"/entrypoints/"+wfCrashID+":status", p.Token, []byte(`{"action":"activate"}`)), http.StatusOK, &ep)
 	require.Equal(t, "active", ep.Status)
 
@@ -217,7 +216,7 @@ func TestCrashWorkflows(t *testing.T) {
 	token := p.Token
 	var kills []wfKill
 	firstKill := time.Now()
-	started = time.Now() // the first cycle's random run time counts from the end of the submission
+	started := time.Now() // the first cycle's random run time counts from the end of the submission
 	for k := 0; k < wfCrashKills; k++ {
 		runFor := time.Duration(200+rng.IntN(601)) * time.Millisecond
 		callsAtStart := counter.calls.Load()

@@ -68,7 +68,7 @@ func TestPostgresCutAnswers503AndRecovers(t *testing.T) {
 			defer wg.Done()
 			for !stop.Load() {
 				i := n.Add(1)
-				b, _ := json.Marshal(obj{"entrypoint_id": taxV1, "mode": "async", "params": obj{"invoice_id": fmt.Sprint("inv_", i), "amount": 100}})
+				b := fmt.Appendf(nil, `{"entrypoint_id":%q,"mode":"async","params":{"invoice_id":"inv_%d","amount":100}}`, taxV1, i)
 				req, _ := http.NewRequest(http.MethodPost, e.ts.URL+invPath, bytes.NewReader(b))
 				req.Header.Set("Authorization", "Bearer "+adm)
 				req.Header.Set("Content-Type", "application/json")

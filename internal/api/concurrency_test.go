@@ -85,6 +85,6 @@ type recorder struct {
 }
 
 func (r *recorder) FailNow() {
-	r.TB.Fail()
+	r.Fail()
 	runtime.Goexit()
 }

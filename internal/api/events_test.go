@@ -61,7 +61,7 @@ func TestEventsAPI(t *testing.T) {
 	invDispatcher(t, e)
 	adm := invTenant(t, e, "acme")
 	other := invTenant(t, e, "globex")
-	released := newInvUpstream(t, 200, `{}`)
+	released := newInvUpstream(t, `{}`)
 	wf := e.registerActive(t, adm, wfBody(t, "reserve_inventory.v1~", reserveInventory(released.URL)))
 	wfID := wf["entrypoint_id"].(string)
 

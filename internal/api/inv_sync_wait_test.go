@@ -52,10 +52,11 @@ func notAnswered(t *testing.T, ch <-chan *resp) {
 	}
 }
 
-// awaitListed waits (at most 30 s) until the only invocation of entrypoint epID has the status and
-// returns it.
-func awaitListed(t *testing.T, e *env, tok, epID, status string) obj {
+// awaitSuspended waits (at most 30 s) until the only invocation of entrypoint epID is suspended
+// and returns it.
+func awaitSuspended(t *testing.T, e *env, tok, epID string) obj {
 	t.Helper()
+	const status = "suspended"
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		items := e.expect(t, http.StatusOK, http.MethodGet, invPath+"?"+query("$filter", "entrypoint_id eq '"+epID+"'").Encode(), tok, nil).items()
@@ -91,7 +92,7 @@ def main(ctx, input):
     return {"before": before, "after": r_now_v1()}
 `))["entrypoint_id"].(string)
 		call := syncCall(t, e, adm, id, obj{})
-		awaitListed(t, e, adm, id, "suspended")
+		awaitSuspended(t, e, adm, id)
 		notAnswered(t, call)
 		clk.Advance(2 * time.Second)
 		e.srv.Wake()
@@ -108,7 +109,7 @@ def main(ctx, input):
 		id := waitEvent("sync_wait_short.v1~", 1)
 		start := clk.Now()
 		call := syncCall(t, e, adm, id, obj{"order_id": "ORD-SHORT"})
-		suspended := awaitListed(t, e, adm, id, "suspended")
+		suspended := awaitSuspended(t, e, adm, id)
 		clk.Set(start.Add(time.Second)) // the deadline, on the injected clock
 		r := answer(t, call)
 		require.Equal(t, http.StatusAccepted, r.Status, "%s", r)
@@ -130,7 +131,7 @@ def main(ctx, input):
 	t.Run("an event published while the call waits: 200 succeeded", func(t *testing.T) {
 		id := waitEvent("sync_wait_event.v1~", 30)
 		call := syncCall(t, e, adm, id, obj{"order_id": "ORD-EV"})
-		awaitListed(t, e, adm, id, "suspended")
+		awaitSuspended(t, e, adm, id)
 		notAnswered(t, call)
 		p := publish(t, e, adm, http.StatusAccepted, obj{"event_type_id": paymentType, "payload": obj{"order_id": "ORD-EV", "payment_id": "PAY-1"}})
 		require.Equal(t, 1.0, p.Body["delivered"], "%s", p)

@@ -207,12 +207,16 @@ func invErrorOf(t testing.TB, rec obj) obj {
 	return e
 }
 
-func invJSON(v any) string {
-	b, _ := json.Marshal(v)
+// invJSON is v in JSON.
+func invJSON(t testing.TB, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
 	return string(b)
 }
 
-// invUpstream is an httptest upstream counting its hits; status and body are switchable.
+// invUpstream is an httptest upstream counting its hits; status (200 at first) and body are
+// switchable.
 type invUpstream struct {
 	*httptest.Server
 	hits   atomic.Int64
@@ -222,9 +226,9 @@ type invUpstream struct {
 	urls   []string
 }
 
-func newInvUpstream(t testing.TB, status int, body string) *invUpstream {
+func newInvUpstream(t testing.TB, body string) *invUpstream {
 	u := &invUpstream{}
-	u.status.Store(int64(status))
+	u.status.Store(http.StatusOK)
 	u.body.Store(body)
 	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		u.hits.Add(1)
@@ -429,8 +433,8 @@ func TestInvocations(t *testing.T) {
 	t.Run("compose_customer_profile against stub upstreams", func(t *testing.T) {
 		e := invEnvLoopback(t)
 		adm := invTenant(t, e, "acme")
-		profile := newInvUpstream(t, http.StatusOK, `{"name":"Ada"}`)
-		orders := newInvUpstream(t, http.StatusOK, `{"orders":[1,2]}`)
+		profile := newInvUpstream(t, `{"name":"Ada"}`)
+		orders := newInvUpstream(t, `{"orders":[1,2]}`)
 		register := func(name, exitOnOrders string) string {
 			body := invFn(t, name, fmt.Sprintf(composeProfile, profile.URL, orders.URL, exitOnOrders),
 				set("schema.params", obj{"type": "object", "properties": obj{"customer_id": obj{"type": "string"}}, "required": []any{"customer_id"}}))
@@ -445,7 +449,7 @@ func TestInvocations(t *testing.T) {
 			for _, s := range []string{"s3cret", "token=", "/customers/", "/by-customer/", "cust_Zq9"} {
 				require.NotContains(t, string(timeline), s, "timeline leaks %q: %s", s, timeline)
 			}
-			recJSON := invJSON(rec)
+			recJSON := invJSON(t, rec)
 			for _, s := range []string{"s3cret", "token=", "/customers/", "/by-customer/"} {
 				require.NotContains(t, recJSON, s, "record leaks %q: %s", s, recJSON)
 			}
@@ -515,7 +519,7 @@ func TestInvocations(t *testing.T) {
 	t.Run("egress refuses private addresses and unlisted domains", func(t *testing.T) {
 		e := newEnv(t) // no UnsafeEgressAllowLoopback
 		adm := invTenant(t, e, "acme")
-		local := newInvUpstream(t, http.StatusOK, `{}`)
+		local := newInvUpstream(t, `{}`)
 		fetch := e.registerActive(t, adm, invFn(t, "egress.fetch.v1~",
 			"def main(ctx, input):\n  r = r_await(r_http_get_v1(input.url, timeout_ms=2000))\n  return {\"status\": r.response.status_code}\n"))["entrypoint_id"].(string)
 
@@ -734,7 +738,7 @@ func TestInvocations(t *testing.T) {
 		adm := invTenant(t, e, "acme")
 		alice := e.token(t, "acme", "alice", "developer")
 		bob := e.token(t, "acme", "bob", "operator")
-		up := newInvUpstream(t, http.StatusOK, `{"v":1}`)
+		up := newInvUpstream(t, `{"v":1}`)
 		src := fmt.Sprintf("def main(ctx, input):\n  r = r_await(r_http_get_v1(%q, timeout_ms=2000))\n  return {\"v\": r.response.body[\"v\"], \"inv\": ctx.invocation_id}\n", up.URL+"/v")
 		cached := func(mods ...func(obj)) []func(obj) {
 			return append([]func(obj){set("traits.is_idempotent", true), set("traits.caching", obj{"max_age_seconds": 60})}, mods...)

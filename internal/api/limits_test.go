@@ -122,9 +122,9 @@ def main(ctx, input):
 	// 1 MiB of log entries (the timeline renders each entry's message twice: message and details).
 	require.Less(t, total, 3<<20, "the whole timeline is about 2 MiB")
 	require.NotEmpty(t, logs)
-	last := invJSON(logs[len(logs)-1])
+	last := invJSON(t, logs[len(logs)-1])
 	kept := len(logs) - 1
-	require.Contains(t, last, invJSON(100000-kept)+" log entries dropped", "one marker counts the dropped entries: %s", last)
+	require.Contains(t, last, invJSON(t, 100000-kept)+" log entries dropped", "one marker counts the dropped entries: %s", last)
 	require.Less(t, kept, 100, "1 MiB of 16 KiB entries")
 	first, _ := logs[0]["message"].(string)
 	require.LessOrEqual(t, len(first), 16<<10, "one entry's message is cut at 16 KiB")

@@ -159,7 +159,7 @@ func TestSchedulesAPI(t *testing.T) {
 	p := s.expect(t, http.StatusOK, http.MethodPatch, schPath+"/daily-tax", s.adm, obj{"expression": obj{"value": "0 3 * * MON-FRI"},
 		"input_overrides": obj{"amount": 20}}).Body
 	require.Equal(t, "2026-11-25T08:00:00Z", p["next_run_at"])
-	require.Equal(t, obj{"invoice_id": "sch", "amount": json.Number("20")}, toNumbers(p["input_overrides"]))
+	require.Equal(t, obj{"invoice_id": "sch", "amount": json.Number("20")}, toNumbers(t, p["input_overrides"]))
 	require.Equal(t, "Daily tax", p["name"], "untouched fields stay")
 	s.expectProblem(t, http.StatusUnprocessableEntity, "validation", http.MethodPatch, schPath+"/daily-tax", s.adm, obj{"schedule_id": "renamed"})
 	// PUT replaces: the GET body can be sent back; absent fields take their defaults.
@@ -202,12 +202,14 @@ func TestSchedulesAPI(t *testing.T) {
 }
 
 // toNumbers re-decodes v with json.Number numbers (the client decodes numbers as float64).
-func toNumbers(v any) any {
-	b, _ := json.Marshal(v)
+func toNumbers(t testing.TB, v any) any {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
 	var out any
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
-	_ = dec.Decode(&out)
+	require.NoError(t, dec.Decode(&out))
 	return out
 }
 

@@ -335,7 +335,7 @@ def main(ctx, input):
 		done <- workerclient.New(workerclient.Config{Server: e.ts.URL, Keys: ks, WorkerID: "w-traced", Starlark: true,
 			PollWait: 200 * time.Millisecond, Egress: egress.New(egress.Options{AllowLoopback: true}), TracerProvider: wtr.Provider()}).Run(ctx)
 	}()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
 
 	const traceID, callerSpan = "5bf92f3577b34da6a3ce929d0e0e4737", "10f067aa0ba902b8"
 	inv := invID(invAsync(t, e, adm, id, obj{"url": up.URL + "/x?secret=shh"},

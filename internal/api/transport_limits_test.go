@@ -62,10 +62,11 @@ func openRequest(t *testing.T, e *env, method, path, token string, bodyLen int, 
 	return &rawConn{t: t, conn: conn, rd: bufio.NewReader(conn)}
 }
 
-// answer reads the response, failing unless it arrives within bound; it returns the response and
+// answer reads the response, failing unless it arrives within 5 s; it returns the response and
 // its decoded problem document.
-func (c *rawConn) answer(bound time.Duration) (*http.Response, obj) {
+func (c *rawConn) answer() (*http.Response, obj) {
 	c.t.Helper()
+	const bound = 5 * time.Second
 	require.NoError(c.t, c.conn.SetReadDeadline(time.Now().Add(bound)))
 	res, err := http.ReadResponse(c.rd, nil)
 	require.NoError(c.t, err, "no answer within %v", bound)
@@ -93,7 +94,7 @@ func TestSlowBodyIsCutOffAtTheReadTimeout(t *testing.T) {
 	tok := invTenant(t, e, "acme")
 	start := time.Now()
 	c := openRequest(t, e, http.MethodPost, invPath, tok, 100, `{"entrypoint_id":`)
-	res, doc := c.answer(5 * time.Second)
+	res, doc := c.answer()
 	require.Equal(t, http.StatusBadRequest, res.StatusCode, "%v", doc)
 	require.Contains(t, doc["detail"], "read timeout", "%v", doc)
 	c.closed(5 * time.Second)
@@ -127,7 +128,7 @@ func TestRoleIsCheckedBeforeTheBodyIsRead(t *testing.T) {
 		{http.MethodPost, base + "/entrypoints", "not-a-token", http.StatusUnauthorized},
 	} {
 		c := openRequest(t, e, tc.method, tc.path, tc.token, 1000, `{"a":`)
-		res, doc := c.answer(5 * time.Second)
+		res, doc := c.answer()
 		require.Equal(t, tc.status, res.StatusCode, "%s %s: %v", tc.method, tc.path, doc)
 		c.closed(5 * time.Second)
 	}
@@ -191,7 +192,7 @@ def main(ctx, input):
 `, paymentType), set("traits.limits", obj{"timeout_seconds": 60, "memory_mb": 128, "cpu": 1.0, "max_concurrent": 100})))["entrypoint_id"].(string)
 	start := time.Now()
 	call := syncCall(t, e, adm, id, obj{})
-	awaitListed(t, e, adm, id, "suspended")
+	awaitSuspended(t, e, adm, id)
 	// Both connection deadlines of the call have passed before it can end.
 	for time.Since(start) < 3*writeTimeout {
 		time.Sleep(10 * time.Millisecond)
@@ -232,7 +233,7 @@ func TestInFlightBytesCapPerTenant(t *testing.T) {
 	full := `{"p":"` + strings.Repeat("x", 992) + `"}`
 	status := func(token string) (int, obj) {
 		c := openRequest(t, e, http.MethodPost, invPath, token, len(full), full)
-		res, doc := c.answer(5 * time.Second)
+		res, doc := c.answer()
 		require.NoError(t, c.conn.Close())
 		return res.StatusCode, doc
 	}
@@ -278,7 +279,7 @@ func TestBulkyRequestsOneAtATimePerTenant(t *testing.T) {
 	var doc obj
 	for {
 		c := openRequest(t, e, http.MethodPost, invPath, tok, len(bulky), bulky)
-		res, doc = c.answer(5 * time.Second)
+		res, doc = c.answer()
 		if res.StatusCode == http.StatusTooManyRequests || time.Now().After(deadline) {
 			break // else the held request's headers had not arrived yet
 		}
@@ -290,6 +291,6 @@ func TestBulkyRequestsOneAtATimePerTenant(t *testing.T) {
 	// Small requests of acme's and globex's bulky one are served meanwhile.
 	e.expect(t, http.StatusOK, http.MethodGet, invPath, tok, nil)
 	c := openRequest(t, e, http.MethodPost, invPath, other, len(bulky), bulky)
-	res, doc = c.answer(5 * time.Second)
+	res, doc = c.answer()
 	require.NotEqual(t, http.StatusTooManyRequests, res.StatusCode, "%v", doc)
 }

@@ -82,10 +82,10 @@ func (w *whkEnv) create(t *testing.T, body obj) obj {
 	return w.expect(t, http.StatusCreated, http.MethodPost, whkPath, w.adm, body).Body
 }
 
-// deliver posts body to the receiver of trigger id of tenant, with headers.
-func (w *whkEnv) deliver(t *testing.T, tenant, id, body string, hdr map[string]string) *resp {
+// deliver posts body to the receiver of tenant acme's trigger id, with headers.
+func (w *whkEnv) deliver(t *testing.T, id, body string, hdr map[string]string) *resp {
 	t.Helper()
-	return w.send(t, request{method: http.MethodPost, path: base + "/webhooks/" + tenant + "/" + id, body: body, header: hdr})
+	return w.send(t, request{method: http.MethodPost, path: base + "/webhooks/acme/" + id, body: body, header: hdr})
 }
 
 func macHex(h func() hash.Hash, key, msg string) string {
@@ -125,7 +125,7 @@ func TestWebhookGitHubDelivery(t *testing.T) {
 	hdr["X-GitHub-Delivery"] = "d-1"
 	const traceID = "6bf92f3577b34da6a3ce929d0e0e4738"
 	hdr["Traceparent"] = "00-" + traceID + "-20f067aa0ba902b9-01"
-	r := w.deliver(t, "acme", "gh-push", body, hdr)
+	r := w.deliver(t, "gh-push", body, hdr)
 	require.Equal(t, http.StatusAccepted, r.Status, "%s", r)
 	inv, _ := r.Body["invocation_id"].(string)
 	require.NotEmpty(t, inv)
@@ -148,24 +148,24 @@ func TestWebhookGitHubDelivery(t *testing.T) {
 	require.Equal(t, "refs/heads/main", at(at(done, "result"), "got")["ref"])
 
 	// A redelivery (same X-GitHub-Delivery) answers with the first invocation.
-	again := w.deliver(t, "acme", "gh-push", body, hdr)
+	again := w.deliver(t, "gh-push", body, hdr)
 	require.Equal(t, http.StatusAccepted, again.Status, "%s", again)
 	require.Equal(t, inv, again.Body["invocation_id"])
 	require.Equal(t, true, again.Body["redelivery"])
 
 	// The same signed request without an idempotency key is a replay: refused.
 	body2 := `{"ref":"refs/heads/dev"}`
-	require.Equal(t, http.StatusAccepted, w.deliver(t, "acme", "gh-push", body2, github(secret, body2)).Status)
-	replay := w.deliver(t, "acme", "gh-push", body2, github(secret, body2))
+	require.Equal(t, http.StatusAccepted, w.deliver(t, "gh-push", body2, github(secret, body2)).Status)
+	replay := w.deliver(t, "gh-push", body2, github(secret, body2))
 	require.Equal(t, http.StatusUnauthorized, replay.Status, "%s", replay)
 	require.Contains(t, replay.Body["detail"], "replay")
 
 	// A forged signature, a signature by another secret, no signature, a tampered body: 401.
 	forged := github("whsec_not-the-secret-at-all-0000000000000", body2)
-	require.Equal(t, http.StatusUnauthorized, w.deliver(t, "acme", "gh-push", body2, forged).Status)
-	require.Equal(t, http.StatusUnauthorized, w.deliver(t, "acme", "gh-push", body2, nil).Status)
-	require.Equal(t, http.StatusUnauthorized, w.deliver(t, "acme", "gh-push", body2+" ", github(secret, body2)).Status)
-	require.Equal(t, http.StatusUnauthorized, w.deliver(t, "acme", "gh-push", body2, map[string]string{"X-Hub-Signature-256": "sha256=zz"}).Status)
+	require.Equal(t, http.StatusUnauthorized, w.deliver(t, "gh-push", body2, forged).Status)
+	require.Equal(t, http.StatusUnauthorized, w.deliver(t, "gh-push", body2, nil).Status)
+	require.Equal(t, http.StatusUnauthorized, w.deliver(t, "gh-push", body2+" ", github(secret, body2)).Status)
+	require.Equal(t, http.StatusUnauthorized, w.deliver(t, "gh-push", body2, map[string]string{"X-Hub-Signature-256": "sha256=zz"}).Status)
 
 	// Deliveries: newest first, with status, outcome, size and hash, never the body.
 	d := w.expect(t, http.StatusOK, http.MethodGet, whkPath+"/gh-push/deliveries", w.adm, nil)
@@ -206,38 +206,38 @@ func TestWebhookTimestampedSignatures(t *testing.T) {
 
 	// Stripe: good, then the identical request replayed, then timestamps out of tolerance.
 	good := stripe(st["secret"].(string), body, now.Add(-10*time.Second))
-	require.Equal(t, http.StatusAccepted, w.deliver(t, "acme", "stripe", body, good).Status)
-	r := w.deliver(t, "acme", "stripe", body, good)
+	require.Equal(t, http.StatusAccepted, w.deliver(t, "stripe", body, good).Status)
+	r := w.deliver(t, "stripe", body, good)
 	require.Equal(t, http.StatusUnauthorized, r.Status, "an identical signed request is a replay: %s", r)
-	r = w.deliver(t, "acme", "stripe", body, stripe(st["secret"].(string), body, now.Add(-301*time.Second)))
+	r = w.deliver(t, "stripe", body, stripe(st["secret"].(string), body, now.Add(-301*time.Second)))
 	require.Equal(t, http.StatusUnauthorized, r.Status, "%s", r)
 	require.Contains(t, r.Body["detail"], "timestamp")
-	require.Equal(t, http.StatusUnauthorized, w.deliver(t, "acme", "stripe", body, stripe(st["secret"].(string), body, now.Add(301*time.Second))).Status)
+	require.Equal(t, http.StatusUnauthorized, w.deliver(t, "stripe", body, stripe(st["secret"].(string), body, now.Add(301*time.Second))).Status)
 	// A replayed timestamp with a recomputed signature by someone without the secret: 401.
-	require.Equal(t, http.StatusUnauthorized, w.deliver(t, "acme", "stripe", body, stripe("whsec_forged-forged-forged", body, now)).Status)
+	require.Equal(t, http.StatusUnauthorized, w.deliver(t, "stripe", body, stripe("whsec_forged-forged-forged", body, now)).Status)
 	// Stripe signs once per secret: any v1 may match.
 	two := stripe(st["secret"].(string), `{"n":2}`, now)
 	two["Stripe-Signature"] = strings.Replace(two["Stripe-Signature"], ",v1=", ",v1="+strings.Repeat("ab", 32)+",v1=", 1)
-	require.Equal(t, http.StatusAccepted, w.deliver(t, "acme", "stripe", `{"n":2}`, two).Status)
+	require.Equal(t, http.StatusAccepted, w.deliver(t, "stripe", `{"n":2}`, two).Status)
 
 	// Slack, with a 60 s tolerance.
-	require.Equal(t, http.StatusAccepted, w.deliver(t, "acme", "slack", body, slack(sl["secret"].(string), body, now)).Status)
-	require.Equal(t, http.StatusUnauthorized, w.deliver(t, "acme", "slack", body, slack(sl["secret"].(string), body, now.Add(-61*time.Second))).Status)
-	require.Equal(t, http.StatusUnauthorized, w.deliver(t, "acme", "slack", "x"+body, slack(sl["secret"].(string), body, now)).Status)
+	require.Equal(t, http.StatusAccepted, w.deliver(t, "slack", body, slack(sl["secret"].(string), body, now)).Status)
+	require.Equal(t, http.StatusUnauthorized, w.deliver(t, "slack", body, slack(sl["secret"].(string), body, now.Add(-61*time.Second))).Status)
+	require.Equal(t, http.StatusUnauthorized, w.deliver(t, "slack", "x"+body, slack(sl["secret"].(string), body, now)).Status)
 
 	// Generic: base64 signature over "<ts>.<body>".
 	ts := strconv.FormatInt(now.Unix(), 10)
 	m := hmac.New(sha256.New, []byte(gen["secret"].(string)))
 	m.Write([]byte(ts + "." + body))
 	sig := "sha256=" + base64.StdEncoding.EncodeToString(m.Sum(nil))
-	require.Equal(t, http.StatusAccepted, w.deliver(t, "acme", "gen", body, map[string]string{"X-Signature": sig, "X-Timestamp": ts}).Status)
-	require.Equal(t, http.StatusUnauthorized, w.deliver(t, "acme", "gen", body, map[string]string{"X-Signature": sig, "X-Timestamp": ts}).Status)
-	require.Equal(t, http.StatusUnauthorized, w.deliver(t, "acme", "gen", body, map[string]string{"X-Signature": sig}).Status)
+	require.Equal(t, http.StatusAccepted, w.deliver(t, "gen", body, map[string]string{"X-Signature": sig, "X-Timestamp": ts}).Status)
+	require.Equal(t, http.StatusUnauthorized, w.deliver(t, "gen", body, map[string]string{"X-Signature": sig, "X-Timestamp": ts}).Status)
+	require.Equal(t, http.StatusUnauthorized, w.deliver(t, "gen", body, map[string]string{"X-Signature": sig}).Status)
 
 	// After the tolerance has passed, the stripe request is refused for its timestamp (and its
 	// replay memory may go).
 	w.clk.Advance(10 * time.Minute)
-	require.Equal(t, http.StatusUnauthorized, w.deliver(t, "acme", "stripe", body, good).Status)
+	require.Equal(t, http.StatusUnauthorized, w.deliver(t, "stripe", body, good).Status)
 }
 
 func TestWebhookSchemes(t *testing.T) {
@@ -256,31 +256,31 @@ func TestWebhookSchemes(t *testing.T) {
 	body := `{"a":1}`
 
 	s1 := sha1Hook["secret"].(string)
-	ok(w.deliver(t, "acme", "gh1", body, map[string]string{"X-Hub-Signature": "sha1=" + macHex(sha1.New, s1, body)}))
-	no(w.deliver(t, "acme", "gh1", `{"a":2}`, map[string]string{"X-Hub-Signature": "sha1=" + macHex(sha1.New, "wrong", `{"a":2}`)}))
+	ok(w.deliver(t, "gh1", body, map[string]string{"X-Hub-Signature": "sha1=" + macHex(sha1.New, s1, body)}))
+	no(w.deliver(t, "gh1", `{"a":2}`, map[string]string{"X-Hub-Signature": "sha1=" + macHex(sha1.New, "wrong", `{"a":2}`)}))
 
 	basicAuth := func(u, p string) map[string]string {
 		return map[string]string{"Authorization": "Basic " + base64.StdEncoding.EncodeToString([]byte(u+":"+p))}
 	}
-	ok(w.deliver(t, "acme", "basic", body, basicAuth("sender", basic["secret"].(string))))
-	ok(w.deliver(t, "acme", "basic", body, basicAuth("sender", basic["secret"].(string))))
-	no(w.deliver(t, "acme", "basic", body, basicAuth("other", basic["secret"].(string))))
-	no(w.deliver(t, "acme", "basic", body, basicAuth("sender", "wrong")))
-	no(w.deliver(t, "acme", "basic", body, nil))
+	ok(w.deliver(t, "basic", body, basicAuth("sender", basic["secret"].(string))))
+	ok(w.deliver(t, "basic", body, basicAuth("sender", basic["secret"].(string))))
+	no(w.deliver(t, "basic", body, basicAuth("other", basic["secret"].(string))))
+	no(w.deliver(t, "basic", body, basicAuth("sender", "wrong")))
+	no(w.deliver(t, "basic", body, nil))
 
-	ok(w.deliver(t, "acme", "bearer", body, map[string]string{"Authorization": "Bearer " + bearer["secret"].(string)}))
-	no(w.deliver(t, "acme", "bearer", body, map[string]string{"Authorization": "Bearer " + bearer["secret"].(string) + "x"}))
-	no(w.deliver(t, "acme", "bearer", body, map[string]string{"Authorization": "Bearer " + w.adm}))
+	ok(w.deliver(t, "bearer", body, map[string]string{"Authorization": "Bearer " + bearer["secret"].(string)}))
+	no(w.deliver(t, "bearer", body, map[string]string{"Authorization": "Bearer " + bearer["secret"].(string) + "x"}))
+	no(w.deliver(t, "bearer", body, map[string]string{"Authorization": "Bearer " + w.adm}))
 
-	ok(w.deliver(t, "acme", "key-h", body, map[string]string{"X-Token": keyH["secret"].(string)}))
-	no(w.deliver(t, "acme", "key-h", body, map[string]string{"X-API-Key": keyH["secret"].(string)}))
+	ok(w.deliver(t, "key-h", body, map[string]string{"X-Token": keyH["secret"].(string)}))
+	no(w.deliver(t, "key-h", body, map[string]string{"X-API-Key": keyH["secret"].(string)}))
 	r := w.send(t, request{method: http.MethodPost, path: base + "/webhooks/acme/key-q?key=" + keyQ["secret"].(string) + "&event=x", body: body})
 	ok(r)
 	rec := w.expect(t, http.StatusOK, http.MethodGet, base+"/invocations/"+r.Body["invocation_id"].(string), w.adm, nil).Body
 	require.Equal(t, obj{"event": "x"}, at(rec, "params")["query"], "the api key is never passed on")
 	no(w.send(t, request{method: http.MethodPost, path: base + "/webhooks/acme/key-q?key=nope", body: body}))
 
-	ok(w.deliver(t, "acme", "open", "plain text", nil))
+	ok(w.deliver(t, "open", "plain text", nil))
 }
 
 func TestWebhookRegenerateOverlap(t *testing.T) {
@@ -296,20 +296,20 @@ func TestWebhookRegenerateOverlap(t *testing.T) {
 	require.EqualValues(t, 2, r.Body["secret_generation"])
 	require.Equal(t, w.clk.Now().Add(time.Hour).Format(time.RFC3339), r.Body["previous_secret_expires_at"])
 
-	require.Equal(t, http.StatusAccepted, w.deliver(t, "acme", "rot", "{}", bearer(old)).Status, "the old secret is valid during the overlap")
-	require.Equal(t, http.StatusAccepted, w.deliver(t, "acme", "rot", "{}", bearer(fresh)).Status)
+	require.Equal(t, http.StatusAccepted, w.deliver(t, "rot", "{}", bearer(old)).Status, "the old secret is valid during the overlap")
+	require.Equal(t, http.StatusAccepted, w.deliver(t, "rot", "{}", bearer(fresh)).Status)
 	w.clk.Advance(time.Hour - time.Second)
-	require.Equal(t, http.StatusAccepted, w.deliver(t, "acme", "rot", "{}", bearer(old)).Status)
+	require.Equal(t, http.StatusAccepted, w.deliver(t, "rot", "{}", bearer(old)).Status)
 	w.clk.Advance(time.Second)
-	require.Equal(t, http.StatusUnauthorized, w.deliver(t, "acme", "rot", "{}", bearer(old)).Status, "the overlap is over")
-	require.Equal(t, http.StatusAccepted, w.deliver(t, "acme", "rot", "{}", bearer(fresh)).Status)
+	require.Equal(t, http.StatusUnauthorized, w.deliver(t, "rot", "{}", bearer(old)).Status, "the overlap is over")
+	require.Equal(t, http.StatusAccepted, w.deliver(t, "rot", "{}", bearer(fresh)).Status)
 
 	// A secret the sender generated (Stripe does); overlap 0 ends the previous one at once.
 	given := "sk_sender_generated_0123456789"
 	r = w.expect(t, http.StatusOK, http.MethodPost, whkPath+"/rot:regenerate-secret", w.adm, obj{"overlap_seconds": 0, "secret": given})
 	require.Equal(t, given, r.Body["secret"])
-	require.Equal(t, http.StatusUnauthorized, w.deliver(t, "acme", "rot", "{}", bearer(fresh)).Status)
-	require.Equal(t, http.StatusAccepted, w.deliver(t, "acme", "rot", "{}", bearer(given)).Status)
+	require.Equal(t, http.StatusUnauthorized, w.deliver(t, "rot", "{}", bearer(fresh)).Status)
+	require.Equal(t, http.StatusAccepted, w.deliver(t, "rot", "{}", bearer(given)).Status)
 	w.expectProblem(t, http.StatusUnprocessableEntity, "validation", http.MethodPost, whkPath+"/rot:regenerate-secret", w.adm, obj{"secret": "short"})
 
 	// A trigger without authentication has no secret to regenerate.
@@ -351,20 +351,20 @@ func TestWebhookNotFoundIsIndistinguishable(t *testing.T) {
 
 	// :enable brings the disabled one back; :disable stops it again.
 	w.expect(t, http.StatusOK, http.MethodPost, whkPath+"/off:enable", w.adm, nil)
-	require.Equal(t, http.StatusAccepted, w.deliver(t, "acme", "off", "{}", nil).Status)
+	require.Equal(t, http.StatusAccepted, w.deliver(t, "off", "{}", nil).Status)
 	w.expect(t, http.StatusOK, http.MethodPost, whkPath+"/off:disable", w.adm, nil)
-	require.Equal(t, http.StatusNotFound, w.deliver(t, "acme", "off", "{}", nil).Status)
+	require.Equal(t, http.StatusNotFound, w.deliver(t, "off", "{}", nil).Status)
 }
 
 func TestWebhookAllowedSources(t *testing.T) {
 	t.Parallel()
 	w := newWhkEnv(t, func(c *server.Config) { c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")} })
 	w.create(t, obj{"webhook_trigger_id": "gh", "authentication": obj{"type": "none"}, "allowed_sources": []any{"192.30.252.0/22"}})
-	r := w.deliver(t, "acme", "gh", "{}", nil)
+	r := w.deliver(t, "gh", "{}", nil)
 	require.Equal(t, http.StatusForbidden, r.Status, "the peer 127.0.0.1 is outside the allowlist: %s", r)
-	require.Equal(t, http.StatusAccepted, w.deliver(t, "acme", "gh", "{}", map[string]string{"X-Forwarded-For": "192.30.252.7"}).Status,
+	require.Equal(t, http.StatusAccepted, w.deliver(t, "gh", "{}", map[string]string{"X-Forwarded-For": "192.30.252.7"}).Status,
 		"a trusted proxy's X-Forwarded-For names the sender")
-	require.Equal(t, http.StatusForbidden, w.deliver(t, "acme", "gh", "{}", map[string]string{"X-Forwarded-For": "192.30.252.7, 10.9.9.9"}).Status,
+	require.Equal(t, http.StatusForbidden, w.deliver(t, "gh", "{}", map[string]string{"X-Forwarded-For": "192.30.252.7, 10.9.9.9"}).Status,
 		"the right-most untrusted hop is the sender; what it claims further left is not believed")
 	d := w.expect(t, http.StatusOK, http.MethodGet, whkPath+"/gh/deliveries", w.adm, nil).items()
 	require.Equal(t, "source_not_allowed", d[0]["outcome"])
@@ -381,7 +381,7 @@ func TestWebhookAllowedSourcesPeerOnly(t *testing.T) {
 	t.Parallel()
 	w := newWhkEnv(t)
 	w.create(t, obj{"webhook_trigger_id": "gh", "authentication": obj{"type": "none"}, "allowed_sources": []any{"192.30.252.0/22"}})
-	require.Equal(t, http.StatusForbidden, w.deliver(t, "acme", "gh", "{}", map[string]string{"X-Forwarded-For": "192.30.252.7"}).Status,
+	require.Equal(t, http.StatusForbidden, w.deliver(t, "gh", "{}", map[string]string{"X-Forwarded-For": "192.30.252.7"}).Status,
 		"without trusted proxies, X-Forwarded-For is ignored")
 }
 
@@ -391,7 +391,7 @@ func TestWebhookLimits(t *testing.T) {
 	w.create(t, obj{"webhook_trigger_id": "small", "authentication": obj{"type": "none"}, "max_body_bytes": 100,
 		"rate_limit": obj{"max_requests_per_second": 1, "burst_size": 2}})
 
-	r := w.deliver(t, "acme", "small", `"`+strings.Repeat("x", 99)+`"`, nil)
+	r := w.deliver(t, "small", `"`+strings.Repeat("x", 99)+`"`, nil)
 	require.Equal(t, http.StatusRequestEntityTooLarge, r.Status, "%s", r)
 	// Without Content-Length (chunked), the limit holds too.
 	req, err := http.NewRequest(http.MethodPost, w.ts.URL+base+"/webhooks/acme/small", io.MultiReader(strings.NewReader(strings.Repeat("y", 150))))
@@ -401,20 +401,20 @@ func TestWebhookLimits(t *testing.T) {
 	res.Body.Close()
 	require.Equal(t, http.StatusRequestEntityTooLarge, res.StatusCode)
 	// Over the server's cap: refused before anything is read.
-	big := w.deliver(t, "acme", "small", strings.Repeat("z", 2<<20+1), nil)
+	big := w.deliver(t, "small", strings.Repeat("z", 2<<20+1), nil)
 	require.Equal(t, http.StatusRequestEntityTooLarge, big.Status)
 
-	require.Equal(t, http.StatusAccepted, w.deliver(t, "acme", "small", "{}", nil).Status)
-	require.Equal(t, http.StatusAccepted, w.deliver(t, "acme", "small", "{}", nil).Status)
-	r = w.deliver(t, "acme", "small", "{}", nil)
+	require.Equal(t, http.StatusAccepted, w.deliver(t, "small", "{}", nil).Status)
+	require.Equal(t, http.StatusAccepted, w.deliver(t, "small", "{}", nil).Status)
+	r = w.deliver(t, "small", "{}", nil)
 	require.Equal(t, http.StatusTooManyRequests, r.Status, "%s", r)
 	require.Equal(t, "rate_limited", problemKind(r))
 	require.Equal(t, "1", r.Header.Get("Retry-After"))
 	w.clk.Advance(time.Second)
-	require.Equal(t, http.StatusAccepted, w.deliver(t, "acme", "small", "{}", nil).Status)
+	require.Equal(t, http.StatusAccepted, w.deliver(t, "small", "{}", nil).Status)
 
 	// An idempotency key has a bound too.
-	r = w.deliver(t, "acme", "small", "{}", map[string]string{"Idempotency-Key": strings.Repeat("k", 257)})
+	r = w.deliver(t, "small", "{}", map[string]string{"Idempotency-Key": strings.Repeat("k", 257)})
 	require.Equal(t, http.StatusBadRequest, r.Status, "%s", r)
 
 	many := func(n int, f func(i int) string) []any {
@@ -445,11 +445,11 @@ func TestWebhookPayloadSchema(t *testing.T) {
 	w := newWhkEnv(t)
 	w.create(t, obj{"webhook_trigger_id": "typed", "authentication": obj{"type": "none"},
 		"payload_schema": obj{"type": "object", "required": []any{"action"}, "properties": obj{"action": obj{"type": "string"}}}})
-	require.Equal(t, http.StatusAccepted, w.deliver(t, "acme", "typed", `{"action":"opened"}`, nil).Status)
-	r := w.deliver(t, "acme", "typed", `{"action":3}`, nil)
+	require.Equal(t, http.StatusAccepted, w.deliver(t, "typed", `{"action":"opened"}`, nil).Status)
+	r := w.deliver(t, "typed", `{"action":3}`, nil)
 	require.Equal(t, http.StatusUnprocessableEntity, r.Status, "%s", r)
 	requireIssue(t, r, "$.body.action", "SCHEMA_MISMATCH")
-	r = w.deliver(t, "acme", "typed", `not json`, nil)
+	r = w.deliver(t, "typed", `not json`, nil)
 	require.Equal(t, http.StatusUnprocessableEntity, r.Status, "%s", r)
 	requireIssue(t, r, "$.body", "SCHEMA_MISMATCH")
 
@@ -472,7 +472,7 @@ func TestWebhookWithoutMasterKey(t *testing.T) {
 		obj{"entrypoint_id": hookFn, "authentication": obj{"type": "hmac_sha256", "format": "github"}})
 	require.Equal(t, "no_master_key", r.Body["reason"])
 	w.create(t, obj{"webhook_trigger_id": "open", "authentication": obj{"type": "none"}})
-	require.Equal(t, http.StatusAccepted, w.deliver(t, "acme", "open", "{}", nil).Status)
+	require.Equal(t, http.StatusAccepted, w.deliver(t, "open", "{}", nil).Status)
 }
 
 func TestWebhookCRUD(t *testing.T) {
@@ -523,7 +523,7 @@ func TestWebhookCRUD(t *testing.T) {
 	put["name"] = "ci-3"
 	p = w.expect(t, http.StatusOK, http.MethodPut, whkPath+"/"+id, dev, put)
 	require.Equal(t, "ci-3", p.Body["name"])
-	require.Equal(t, http.StatusAccepted, w.deliver(t, "acme", id, "{}", map[string]string{"Authorization": "Bearer " + secret}).Status)
+	require.Equal(t, http.StatusAccepted, w.deliver(t, id, "{}", map[string]string{"Authorization": "Bearer " + secret}).Status)
 	w.expectProblem(t, http.StatusUnprocessableEntity, "validation", http.MethodPatch, whkPath+"/"+id, dev, obj{"secret": "x-new-secret-0123456789"})
 	w.expectProblem(t, http.StatusUnprocessableEntity, "validation", http.MethodPatch, whkPath+"/"+id, dev, obj{"webhook_trigger_id": "other"})
 	// Switching from none to a scheme with a secret generates one (shown in that answer).
@@ -531,7 +531,7 @@ func TestWebhookCRUD(t *testing.T) {
 	require.NotContains(t, open, "secret")
 	p = w.expect(t, http.StatusOK, http.MethodPatch, whkPath+"/open", dev, obj{"authentication": obj{"type": "api_key"}})
 	require.NotEmpty(t, p.Body["secret"])
-	require.Equal(t, http.StatusAccepted, w.deliver(t, "acme", "open", "{}", map[string]string{"X-API-Key": p.Body["secret"].(string)}).Status)
+	require.Equal(t, http.StatusAccepted, w.deliver(t, "open", "{}", map[string]string{"X-API-Key": p.Body["secret"].(string)}).Status)
 
 	// The quota (max_triggers: webhook triggers count there).
 	w.create(t, obj{"webhook_trigger_id": "third", "authentication": obj{"type": "none"}})
@@ -561,7 +561,7 @@ func TestWebhookCRUD(t *testing.T) {
 	// Delete: the receiver then answers 404; the quota has room again.
 	d := w.expect(t, http.StatusOK, http.MethodDelete, whkPath+"/"+id, dev, nil)
 	require.Equal(t, id, d.Body["webhook_trigger_id"])
-	require.Equal(t, http.StatusNotFound, w.deliver(t, "acme", id, "{}", map[string]string{"Authorization": "Bearer " + secret}).Status)
+	require.Equal(t, http.StatusNotFound, w.deliver(t, id, "{}", map[string]string{"Authorization": "Bearer " + secret}).Status)
 	w.expectProblem(t, http.StatusNotFound, "not_found", http.MethodGet, whkPath+"/"+id, dev, nil)
 	w.create(t, obj{"webhook_trigger_id": "fourth", "authentication": obj{"type": "none"}})
 
@@ -596,8 +596,8 @@ func TestWebhookSecretNeverLeaks(t *testing.T) {
 			require.Equal(t, http.StatusAccepted, w.send(t, request{method: http.MethodPost, path: base + "/webhooks/acme/" + id + "?k=" + secrets[len(secrets)-1], body: "{}"}).Status)
 		}
 		if a["type"] == "bearer" {
-			require.Equal(t, http.StatusUnauthorized, w.deliver(t, "acme", id, "{}", map[string]string{"Authorization": "Bearer " + secrets[len(secrets)-1] + "x"}).Status)
-			require.Equal(t, http.StatusAccepted, w.deliver(t, "acme", id, "{}", map[string]string{"Authorization": "Bearer " + secrets[len(secrets)-1]}).Status)
+			require.Equal(t, http.StatusUnauthorized, w.deliver(t, id, "{}", map[string]string{"Authorization": "Bearer " + secrets[len(secrets)-1] + "x"}).Status)
+			require.Equal(t, http.StatusAccepted, w.deliver(t, id, "{}", map[string]string{"Authorization": "Bearer " + secrets[len(secrets)-1]}).Status)
 		}
 	}
 	var seen bytes.Buffer
@@ -651,7 +651,7 @@ func TestWebhookReplayRace(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			codes <- w.deliver(t, "acme", "stripe", body, h).Status
+			codes <- w.deliver(t, "stripe", body, h).Status
 		}()
 	}
 	wg.Wait()
@@ -776,12 +776,12 @@ def main(ctx, input):
 		return h
 	}
 
-	require.Equal(t, http.StatusUnauthorized, w.deliver(t, "acme", "gh-pr", body, from(github("whsec_forged-forged-forged-forged", body))).Status)
-	require.Equal(t, http.StatusForbidden, w.deliver(t, "acme", "gh-pr", body, github(secret, body)).Status, "from 127.0.0.1, outside the CIDR")
-	r := w.deliver(t, "acme", "gh-pr", body, from(github(secret, body)))
+	require.Equal(t, http.StatusUnauthorized, w.deliver(t, "gh-pr", body, from(github("whsec_forged-forged-forged-forged", body))).Status)
+	require.Equal(t, http.StatusForbidden, w.deliver(t, "gh-pr", body, github(secret, body)).Status, "from 127.0.0.1, outside the CIDR")
+	r := w.deliver(t, "gh-pr", body, from(github(secret, body)))
 	require.Equal(t, http.StatusAccepted, r.Status, "%s", r)
 	id := r.Body["invocation_id"].(string)
-	require.Equal(t, http.StatusUnauthorized, w.deliver(t, "acme", "gh-pr", body, from(github(secret, body))).Status, "the replay")
+	require.Equal(t, http.StatusUnauthorized, w.deliver(t, "gh-pr", body, from(github(secret, body))).Status, "the replay")
 
 	invWait(t, w.env, w.adm, id, "suspended")
 	p := publish(t, w.env, w.adm, http.StatusAccepted, obj{"event_id": "approve-42", "event_type_id": approvalType, "payload": obj{"pr": 42}})
@@ -841,7 +841,7 @@ func TestWebhookPrivacy(t *testing.T) {
 	w.expect(t, http.StatusOK, http.MethodPatch, whkPath+"/alice-team", w.adm, obj{"name": "the admin may"})
 
 	// The private trigger's deliveries run as alice, on her entrypoint.
-	r := w.deliver(t, "acme", "alice-private", "{}", nil)
+	r := w.deliver(t, "alice-private", "{}", nil)
 	require.Equal(t, http.StatusAccepted, r.Status, "%s", r)
 	rec := w.expect(t, http.StatusOK, http.MethodGet, base+"/invocations/"+r.Body["invocation_id"].(string), alice, nil).Body
 	require.Equal(t, privID, rec["entrypoint_id"])

@@ -120,7 +120,7 @@ def main(ctx, input):
 		done <- workerclient.New(workerclient.Config{Server: e.ts.URL, Keys: ks, WorkerID: "w-roundtrip", Starlark: true,
 			PollWait: 200 * time.Millisecond}).Run(ctx)
 	}()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
 	var ids []string
 	for n := range 5 {
 		ids = append(ids, invID(invAsync(t, e, adm, id, obj{"n": n}, nil)))
@@ -238,7 +238,7 @@ func TestWorkerLostIsReclaimed(t *testing.T) {
 		done <- workerclient.New(workerclient.Config{Server: e.ts.URL, Keys: ks, WorkerID: "w-live", Starlark: true,
 			PollWait: 200 * time.Millisecond}).Run(ctx)
 	}()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
 	rec := invWait(t, e, adm, inv, "succeeded", "failed")
 	require.Equal(t, "succeeded", rec["status"], "%v", rec)
 	items, raw := invTimeline(t, e, adm, inv)
@@ -334,7 +334,7 @@ func TestWorkerClientStopsCanceled(t *testing.T) {
 		done <- workerclient.New(workerclient.Config{Server: e.ts.URL, Keys: ks, WorkerID: "w-cancel", Starlark: true,
 			PollWait: 200 * time.Millisecond}).Run(ctx)
 	}()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
 	inv := invID(invAsync(t, e, adm, ep["entrypoint_id"].(string), obj{}, nil))
 	require.Eventually(t, func() bool { return e.srv.WorkerHub.Stats().HeartbeatTasks > 0 }, 10*time.Second, 5*time.Millisecond,
 		"the worker runs the task")
@@ -378,7 +378,7 @@ def main(ctx, input):
 		done <- workerclient.New(workerclient.Config{Server: e.ts.URL, Keys: ks, WorkerID: "w-egress", Starlark: true,
 			PollWait: 200 * time.Millisecond, Egress: egress.New(egress.Options{AllowLoopback: true})}).Run(ctx)
 	}()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
 
 	ok := invID(invAsync(t, e, adm, id, obj{"url": upstream.URL + "/x?q=1"}, nil))
 	rec := invWait(t, e, adm, ok, "succeeded", "failed")
@@ -446,7 +446,7 @@ func TestWorkerPollsEveryServer(t *testing.T) {
 		done <- workerclient.New(workerclient.Config{Servers: []string{down.URL, e1.ts.URL, e2.ts.URL}, Keys: ks, WorkerID: "w-multi",
 			Starlark: true, Concurrency: 3, PollWait: 200 * time.Millisecond}).Run(ctx)
 	}()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
 	for i, n := range nodes {
 		var ids []string
 		for k := range 4 {

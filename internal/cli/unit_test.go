@@ -157,7 +157,7 @@ func TestTail(t *testing.T) {
 		ids = append(ids, strings.Fields(r.stdout)[0])
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for !(strings.Contains(out.String(), ids[0]+"  succeeded") && strings.Contains(out.String(), ids[1]+"  succeeded")) {
+	for !strings.Contains(out.String(), ids[0]+"  succeeded") || !strings.Contains(out.String(), ids[1]+"  succeeded") {
 		require.True(t, time.Now().Before(deadline), "tail printed:\n%s%s", out.String(), errOut.String())
 		time.Sleep(10 * time.Millisecond)
 	}

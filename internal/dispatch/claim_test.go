@@ -112,9 +112,10 @@ func (e *claimEnv) claim(c *dispatch.StoreClaimer, limit int) []attempt.Attempt 
 	return as
 }
 
-func (e *claimEnv) events(tenantID, id string) []invocation.Event {
+// events is the event log of tenant acme's invocation id.
+func (e *claimEnv) events(id string) []invocation.Event {
 	e.t.Helper()
-	evs, err := e.store.Events(context.Background(), store.EventLogQuery{TenantID: tenantID, InvocationID: id, Limit: 100})
+	evs, err := e.store.Events(context.Background(), store.EventLogQuery{TenantID: "acme", InvocationID: id, Limit: 100})
 	require.NoError(e.t, err)
 	return evs
 }
@@ -143,7 +144,7 @@ func TestClaimLeasesQueuedWork(t *testing.T) {
 	require.Equal(t, 1, a.Invocation.EngineAttempt)
 	require.Equal(t, attempt.Lease{Owner: "node-a/1/1", ExpiresAt: now.Add(5*time.Second + 30*time.Second)}, a.Lease)
 	require.Equal(t, "ep-a", a.Entrypoint.ID)
-	evs := e.events("acme", ids[0])
+	evs := e.events(ids[0])
 	require.Len(t, evs, 2)
 	require.Equal(t, invocation.EventStarted, evs[1].Type)
 	require.Equal(t, invocation.IdempotencyKey(ids[0], "", 1, invocation.EventStarted, ""), evs[1].IdempotencyKey)
@@ -173,7 +174,7 @@ func TestClaimReclaimsExpiredLeases(t *testing.T) {
 	require.Equal(t, ids[0], as[0].Invocation.ID, "expired leases first")
 	require.Equal(t, "node-b/1/2", as[0].Lease.Owner)
 	require.Equal(t, 2, as[0].Invocation.EngineAttempt)
-	evs := e.events("acme", ids[0])
+	evs := e.events(ids[0])
 	last := evs[len(evs)-1]
 	require.Equal(t, invocation.EventReclaimed, last.Type)
 	require.Equal(t, invocation.IdempotencyKey(ids[0], "reclaim-2", 1, invocation.EventReclaimed, ""), last.IdempotencyKey)
@@ -277,13 +278,13 @@ func TestClaimCompensation(t *testing.T) {
 			AppendOptions: store.AppendOptions{Schedule: &store.Scheduling{AvailableAt: &now}, Expect: &rec}})
 		return err
 	}))
-	before := len(e.events("acme", ids[0]))
+	before := len(e.events(ids[0]))
 	as := e.claim(e.claimer("node-a"), 4)
 	require.Len(t, as, 1)
 	require.Equal(t, attempt.KindCompensate, as[0].Kind)
 	require.Equal(t, invocation.StatusCanceled, as[0].Invocation.Status)
 	require.Equal(t, "node-a/1/0/compensate", as[0].Lease.Owner)
-	require.Len(t, e.events("acme", ids[0]), before, "no event")
+	require.Len(t, e.events(ids[0]), before, "no event")
 }
 
 // TestClaimResumesSuspendedWork: a suspended workflow whose timer is due is claimed as the next
@@ -312,7 +313,7 @@ func TestClaimResumesSuspendedWork(t *testing.T) {
 	require.Len(t, as, 1)
 	require.Equal(t, invocation.StatusRunning, as[0].Invocation.Status)
 	require.Equal(t, "node-a/1/2", as[0].Lease.Owner)
-	evs := e.events("acme", ids[0])
+	evs := e.events(ids[0])
 	last := evs[len(evs)-1]
 	require.Equal(t, invocation.EventResumed, last.Type)
 	require.Equal(t, invocation.IdempotencyKey(ids[0], fmt.Sprintf("resume-%d", suspended.LastSeq), 1, invocation.EventResumed, ""), last.IdempotencyKey)

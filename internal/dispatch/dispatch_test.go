@@ -115,8 +115,8 @@ func eventually(t *testing.T, cond func() bool, what string) {
 	}
 }
 
-// start runs d until the test ends (or stop is called) and waits for Run to return.
-func start(t *testing.T, d *dispatch.Dispatcher) (stop func()) {
+// start runs d until the test ends and waits for Run to return.
+func start(t *testing.T, d *dispatch.Dispatcher) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -124,19 +124,14 @@ func start(t *testing.T, d *dispatch.Dispatcher) (stop func()) {
 		defer close(done)
 		d.Run(ctx)
 	}()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			select {
-			case <-done:
-			case <-time.After(waitTimeout):
-				t.Error("Run did not return after its context ended")
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(waitTimeout):
+			t.Error("Run did not return after its context ended")
+		}
+	})
 }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

@@ -56,7 +56,7 @@ func TestSecretSubstitutedOnlyForAllowedHost(t *testing.T) {
 	// Another host of the tenant's allowlist, not of the secret's: refused before any connection.
 	req.URL = fmt.Sprintf("http://other.example.com:%d/x", serverPort(srv))
 	_, err = c.Do(context.Background(), req)
-	e := requireKind(t, err, KindSecret)
+	e := kindError(t, err, KindSecret)
 	require.Contains(t, e.Error(), `secret "stripe_key" may not be sent to host other.example.com`)
 	require.Equal(t, "stripe_key", e.Secret)
 	require.NotContains(t, e.Error(), testValue)
@@ -66,7 +66,7 @@ func TestSecretSubstitutedOnlyForAllowedHost(t *testing.T) {
 	req.URL = fmt.Sprintf("http://api.example.com:%d/x", serverPort(srv))
 	req.Headers = map[string]string{"Authorization": "Bearer {{secret:nope}}"}
 	_, err = c.Do(context.Background(), req)
-	e = requireKind(t, err, KindSecret)
+	e = kindError(t, err, KindSecret)
 	require.Contains(t, e.Error(), `secret "nope" is not defined`)
 	require.Equal(t, "nope", e.Secret)
 	req.Secrets = nil
@@ -155,7 +155,7 @@ func TestSecretValueNeverInErrors(t *testing.T) {
 	_, err := c.Do(context.Background(), Request{Method: "GET", URL: fmt.Sprintf("http://api.example.com:%d/", serverPort(srv)),
 		Headers: map[string]string{"X-Key": "{{secret:k}}"}, AllowedDomains: []string{"api.example.com"},
 		Secrets: mapResolver{"k": {Value: "abcdefgh12345", AllowedHosts: []string{"api.example.com"}}}})
-	e := requireKind(t, err, KindForbiddenDomain)
+	e := kindError(t, err, KindForbiddenDomain)
 	require.NotContains(t, e.Error(), "abcdefgh12345")
 }
 

@@ -20,7 +20,9 @@ func Example() {
 	db, _ := sql.Open("sqlite", "file:"+filepath.Join(dir, "x.db")+"?_pragma=journal_mode(WAL)")
 	db.SetMaxOpenConns(1)
 	defer db.Close()
-	db.Exec("CREATE TABLE t (n INTEGER)")
+	if _, err := db.Exec("CREATE TABLE t (n INTEGER)"); err != nil {
+		panic(err)
+	}
 
 	c := groupcommit.New(db, groupcommit.Options{})
 	var wg sync.WaitGroup
@@ -37,12 +39,16 @@ func Example() {
 	wg.Wait()
 	// A failing write is rolled back on its own.
 	err := c.Do(context.Background(), func(tx *sql.Tx) error {
-		tx.Exec("INSERT INTO t VALUES (-1)")
+		if _, err := tx.Exec("INSERT INTO t VALUES (-1)"); err != nil {
+			return err
+		}
 		return fmt.Errorf("refused")
 	})
 	c.Close()
 	var n int
-	db.QueryRow("SELECT count(*) FROM t").Scan(&n)
+	if err := db.QueryRow("SELECT count(*) FROM t").Scan(&n); err != nil {
+		panic(err)
+	}
 	fmt.Println(n, err)
 	// Output: 10 refused
 }

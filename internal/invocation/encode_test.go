@@ -46,7 +46,7 @@ func TestApplyWithDecodedOutcome(t *testing.T) {
 	out := Outcome{Result: json.RawMessage(`{"r":"big"}`), Metrics: &Metrics{DurationMS: &ms}, Cost: 0.5}
 	data, err := json.Marshal(out)
 	require.NoError(t, err)
-	r, err := Apply(Record{}, created("inv_1"))
+	r, err := Apply(Record{}, created(t, "inv_1"))
 	require.NoError(t, err)
 	r, err = Apply(r, Event{Seq: 2, Type: EventStarted, At: t0})
 	require.NoError(t, err)

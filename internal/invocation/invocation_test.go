@@ -12,8 +12,10 @@ import (
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-func created(id string) Event {
-	data, _ := json.Marshal(Record{ID: id, TenantID: "acme", Mode: ModeAsync, CreatedAt: t0, CorrelationID: "c"})
+func created(t *testing.T, id string) Event {
+	t.Helper()
+	data, err := json.Marshal(Record{ID: id, TenantID: "acme", Mode: ModeAsync, CreatedAt: t0, CorrelationID: "c"})
+	require.NoError(t, err)
 	return Event{InvocationID: id, Seq: 1, Type: EventCreated, Data: data, IdempotencyKey: "k1", At: t0}
 }
 
@@ -48,7 +50,7 @@ func TestStateMachine(t *testing.T) {
 		StatusDeadLettered: {EventRequeued: StatusQueued},
 	}
 	for from, path := range reach {
-		r, err := Apply(Record{}, created("inv"))
+		r, err := Apply(Record{}, created(t, "inv"))
 		require.NoError(t, err)
 		for _, et := range path {
 			r, err = Apply(r, Event{Seq: r.LastSeq + 1, Type: et, At: t0})
@@ -73,13 +75,14 @@ func TestStateMachine(t *testing.T) {
 }
 
 func TestApplyOutcomeAndAttempts(t *testing.T) {
-	r, err := Apply(Record{}, created("inv"))
+	r, err := Apply(Record{}, created(t, "inv"))
 	require.NoError(t, err)
 	require.Equal(t, 1, r.Attempt)
 	r, err = Apply(r, Event{Seq: 2, Type: EventStarted, At: t0.Add(time.Millisecond)})
 	require.NoError(t, err)
 	require.Equal(t, t0.Add(time.Millisecond), *r.StartedAt)
-	out, _ := json.Marshal(Outcome{Error: &Error{TypeID: "gts.x", Message: "boom", Category: "retryable"}})
+	out, err := json.Marshal(Outcome{Error: &Error{TypeID: "gts.x", Message: "boom", Category: "retryable"}})
+	require.NoError(t, err)
 	r, err = Apply(r, Event{Seq: 3, Type: EventFailed, Data: out, At: t0.Add(2 * time.Millisecond)})
 	require.NoError(t, err)
 	require.Equal(t, "boom", r.Error.Message)
@@ -95,11 +98,11 @@ func TestApplyOutcomeAndAttempts(t *testing.T) {
 func TestApplyRejectsOutOfOrder(t *testing.T) {
 	_, err := Apply(Record{}, Event{Seq: 1, Type: EventStarted})
 	require.Error(t, err, "the first event must be created")
-	r, err := Apply(Record{}, created("inv"))
+	r, err := Apply(Record{}, created(t, "inv"))
 	require.NoError(t, err)
 	_, err = Apply(r, Event{Seq: 3, Type: EventStarted})
 	require.Error(t, err, "seq must be contiguous")
-	_, err = Apply(r, created("inv"))
+	_, err = Apply(r, created(t, "inv"))
 	require.Error(t, err, "created only once")
 }
 
@@ -118,7 +121,7 @@ func TestCheckGaps(t *testing.T) {
 }
 
 func TestRebuild(t *testing.T) {
-	events := []Event{created("inv"), {Seq: 2, Type: EventStarted, At: t0}, {Seq: 3, Type: EventLog, At: t0}, {Seq: 4, Type: EventCanceled, At: t0}}
+	events := []Event{created(t, "inv"), {Seq: 2, Type: EventStarted, At: t0}, {Seq: 3, Type: EventLog, At: t0}, {Seq: 4, Type: EventCanceled, At: t0}}
 	r, err := Rebuild(events)
 	require.NoError(t, err)
 	require.Equal(t, StatusCanceled, r.Status)
@@ -128,7 +131,7 @@ func TestRebuild(t *testing.T) {
 }
 
 func TestCreatedWithInitialEqualsDecoded(t *testing.T) {
-	ev := created("inv")
+	ev := created(t, "inv")
 	decoded, err := Apply(Record{}, ev)
 	require.NoError(t, err)
 	var init Record
@@ -140,7 +143,7 @@ func TestCreatedWithInitialEqualsDecoded(t *testing.T) {
 }
 
 func TestApplyContinuedAsNew(t *testing.T) {
-	r, err := Rebuild([]Event{created("inv"), {Seq: 2, Type: EventStarted, At: t0}, {Seq: 3, Type: EventJournal, At: t0}})
+	r, err := Rebuild([]Event{created(t, "inv"), {Seq: 2, Type: EventStarted, At: t0}, {Seq: 3, Type: EventJournal, At: t0}})
 	require.NoError(t, err)
 	require.Zero(t, r.JournalFrom)
 	r, err = Apply(r, Event{Seq: 4, Type: EventContinuedAsNew, At: t0})
@@ -158,7 +161,7 @@ func TestApplyContinuedAsNew(t *testing.T) {
 // promise stores rely on to write only those); it fails for every status change, for late_result
 // (it carries its execution's cost) and for an event of a newer engine attempt.
 func TestOnlyAdvances(t *testing.T) {
-	r, err := Apply(Record{}, created("inv"))
+	r, err := Apply(Record{}, created(t, "inv"))
 	require.NoError(t, err)
 	r, err = Apply(r, Event{Seq: 2, Type: EventStarted, EngineAttempt: 2, At: t0})
 	require.NoError(t, err)
@@ -214,7 +217,7 @@ func TestWake(t *testing.T) {
 		{"resumed clears it", []Event{suspended("timer"), ev(EventResumed, "")}, ""},
 	}
 	for _, c := range cases {
-		r, err := Apply(Record{}, created("inv"))
+		r, err := Apply(Record{}, created(t, "inv"))
 		require.NoError(t, err)
 		r, err = Apply(r, Event{Seq: 2, Type: EventStarted, At: t0})
 		require.NoError(t, err)

@@ -11,9 +11,11 @@ import (
 func i64p(v int64) *int64 { return &v }
 
 // closing is the Data of an execution's closing event with these metrics and cost.
-func closing(durationMS, billedMS, cpuMS, memMB, egress int64, cost float64) json.RawMessage {
-	b, _ := json.Marshal(map[string]any{"cost": cost, "metrics": Metrics{DurationMS: i64p(durationMS), BilledDurationMS: i64p(billedMS),
+func closing(t *testing.T, durationMS, billedMS, cpuMS, memMB, egress int64, cost float64) json.RawMessage {
+	t.Helper()
+	b, err := json.Marshal(map[string]any{"cost": cost, "metrics": Metrics{DurationMS: i64p(durationMS), BilledDurationMS: i64p(billedMS),
 		CPUTimeMS: i64p(cpuMS), MemoryLimitMB: i64p(memMB), EgressBytes: i64p(egress)}})
+	require.NoError(t, err)
 	return b
 }
 
@@ -26,7 +28,8 @@ type step struct {
 // record and the usage the events add up to (UsageOf of each).
 func fold(t *testing.T, price float64, steps ...step) (Record, Usage) {
 	t.Helper()
-	data, _ := json.Marshal(Record{ID: "inv", TenantID: "acme", EntrypointID: "ep", Mode: ModeAsync, CreatedAt: t0, Cost: price})
+	data, err := json.Marshal(Record{ID: "inv", TenantID: "acme", EntrypointID: "ep", Mode: ModeAsync, CreatedAt: t0, Cost: price})
+	require.NoError(t, err)
 	events := []Event{{Seq: 1, Type: EventCreated, Data: data, At: t0}}
 	for i, s := range steps {
 		events = append(events, Event{Seq: int64(i + 2), Type: s.t, Data: s.data, At: t0.Add(time.Duration(i+1) * time.Second)})
@@ -47,8 +50,8 @@ func fold(t *testing.T, price float64, steps ...step) (Record, Usage) {
 }
 
 func TestUsageOf(t *testing.T) {
-	a := closing(7, 8, 3, 128, 100, 0.5)
-	b := closing(20, 20, 10, 128, 0, 0.25)
+	a := closing(t, 7, 8, 3, 128, 100, 0.5)
+	b := closing(t, 20, 20, 10, 128, 0, 0.25)
 	log := step{EventLog, json.RawMessage(`{"message":"hi"}`)}
 	journal := step{EventJournal, json.RawMessage(`{"seq":0,"helper":"r_run_step_v1","result":{"ok":true}}`)}
 

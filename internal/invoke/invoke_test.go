@@ -117,7 +117,8 @@ func (e *env) fnAs(sc auth.SecurityContext, name, source string, mutate func(map
 		mutate(body)
 	}
 	var m map[string]any
-	b, _ := json.Marshal(body)
+	b, err := json.Marshal(body)
+	require.NoError(e.t, err)
 	dec := json.NewDecoder(strings.NewReader(string(b)))
 	dec.UseNumber()
 	require.NoError(e.t, dec.Decode(&m))

@@ -55,7 +55,7 @@ func (t spyTx) Append(req store.AppendRequest) (invocation.Record, []invocation.
 				return invocation.Record{}, nil, err
 			}
 		}
-		cur, err := t.Tx.Invocation(tenantID, id)
+		cur, err := t.Invocation(tenantID, id)
 		if err != nil {
 			return cur, nil, err
 		}

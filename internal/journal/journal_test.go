@@ -17,7 +17,8 @@ import (
 func TestReplayContinuedAsNew(t *testing.T) {
 	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	ev := func(seq int64, typ invocation.EventType, data any) invocation.Event {
-		b, _ := json.Marshal(data)
+		b, err := json.Marshal(data)
+		require.NoError(t, err)
 		return invocation.Event{Seq: seq, Type: typ, Data: b, At: at.Add(time.Duration(seq) * time.Second)}
 	}
 	first := []invocation.Event{

@@ -44,7 +44,10 @@ func ExampleApply() {
 	var target, patch any
 	_ = json.Unmarshal([]byte(`{"name":"nightly","expression":{"kind":"cron","value":"0 2 * * *"},"status":"paused"}`), &target)
 	_ = json.Unmarshal([]byte(`{"expression":{"value":"0 3 * * *"},"status":null}`), &patch)
-	out, _ := json.Marshal(mergepatch.Apply(target, patch))
+	out, err := json.Marshal(mergepatch.Apply(target, patch))
+	if err != nil {
+		panic(err)
+	}
 	fmt.Println(string(out))
 	// Output: {"expression":{"kind":"cron","value":"0 3 * * *"},"name":"nightly"}
 }

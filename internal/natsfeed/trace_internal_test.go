@@ -59,7 +59,7 @@ func TestMessageSpan(t *testing.T) {
 		require.Equal(t, trace.SpanKindConsumer, s.SpanKind())
 		attrs := map[attribute.Key]string{}
 		for _, kv := range s.Attributes() {
-			attrs[kv.Key] = kv.Value.Emit()
+			attrs[kv.Key] = kv.Value.String()
 		}
 		require.Equal(t, map[attribute.Key]string{"lark.tenant_id": "acme", "lark.trigger_id": "from-nats", "messaging.system": "nats",
 			"messaging.destination.name": "ext.orders", "lark.delivery_id": "EXT:7"}, attrs)

@@ -49,7 +49,7 @@ func drawLiteral(t *rapid.T) Literal {
 	case 5:
 		l = Literal{Kind: LitNull}
 	case 6:
-		var loc *time.Location = time.UTC
+		loc := time.UTC
 		if rapid.Bool().Draw(t, "offset?") {
 			loc = time.FixedZone("", 60*rapid.IntRange(-(23*60+59), 23*60+59).Draw(t, "offset"))
 		}

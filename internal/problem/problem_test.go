@@ -28,7 +28,8 @@ func TestDocument(t *testing.T) {
 func TestValidationIssues(t *testing.T) {
 	e := Validation("bad", []Issue{{Path: "$.a", Message: "m", Code: "X", Line: 2, Column: 3}})
 	require.Equal(t, http.StatusUnprocessableEntity, e.Status)
-	b, _ := json.Marshal(e.Doc("/", ""))
+	b, err := json.Marshal(e.Doc("/", ""))
+	require.NoError(t, err)
 	require.JSONEq(t, `{"type":"gts://`+TypeValidation+`","title":"Validation Error","status":422,"detail":"bad","instance":"/","code":"`+TypeValidation+`","errors":[{"path":"$.a","message":"m","code":"X","line":2,"column":3}]}`, string(b))
 }
 
@@ -37,7 +38,8 @@ func TestFromHidesInternalCauses(t *testing.T) {
 	e := From(fmt.Errorf("wrapped: %w", secret))
 	require.Equal(t, http.StatusInternalServerError, e.Status)
 	require.NotContains(t, e.Detail, "password")
-	b, _ := json.Marshal(e.Doc("/", ""))
+	b, err := json.Marshal(e.Doc("/", ""))
+	require.NoError(t, err)
 	require.NotContains(t, string(b), "password")
 	require.ErrorIs(t, e, secret, "the cause stays available for logs")
 	nf := NotFound("x")

@@ -282,6 +282,7 @@ func corrupt(t *testing.T, db *sql.DB, q func(string) string, f *fixture) []stri
 // stopped, and a running server's lock keeps the command out) repairs them and verify is then
 // clean.
 func TestVerifyRebuildSQLite(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	stop, f := newFixture(t, server.Config{DataDir: dir})
 	ctx := context.Background()
@@ -327,6 +328,7 @@ func TestVerifyRebuildSQLite(t *testing.T) {
 // TestVerifyRebuildPostgres: the same on PostgreSQL, online: the server keeps running (and serving)
 // while verify and rebuild run from another store handle on the same schema.
 func TestVerifyRebuildPostgres(t *testing.T) {
+	t.Parallel()
 	url := pgtest.Schema(t)
 	_, f := newFixture(t, server.Config{DataDir: t.TempDir(), Store: url})
 	ctx := context.Background()
@@ -376,6 +378,7 @@ func TestVerifyRebuildPostgres(t *testing.T) {
 // the same hour and entrypoint: the aggregates are locked while the hour is recomputed, so the
 // appends that commit before, during and after the rebuild are each counted once.
 func TestRebuildUnderLoadPostgres(t *testing.T) {
+	t.Parallel()
 	url := pgtest.Schema(t)
 	_, f := newFixture(t, server.Config{DataDir: t.TempDir(), Store: url})
 	ctx := context.Background()
@@ -422,6 +425,7 @@ func TestRebuildUnderLoadPostgres(t *testing.T) {
 // TestUnreplayableLog: a log with a hole is reported (field log) and left alone by rebuild, which
 // fails; the tenant's usage is not rewritten from a partial replay.
 func TestUnreplayableLog(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "lark.db")
@@ -473,6 +477,7 @@ func TestUnreplayableLog(t *testing.T) {
 // than the tenant's execution_history_days) is neither checked nor rewritten; --since narrows the
 // window further; a tenant with a policy and no invocation left still has its aggregates checked.
 func TestUsageWindow(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "lark.db")

@@ -33,6 +33,7 @@ func record() invocation.Record {
 // value); every damaged member and column is named with both values; a record that does not decode
 // is one difference.
 func TestCompareInvocation(t *testing.T) {
+	t.Parallel()
 	want := record()
 	si := storedOf(t, want)
 	require.Empty(t, projection.CompareInvocation(si, want))
@@ -64,6 +65,7 @@ func TestCompareInvocation(t *testing.T) {
 // TestExpectedKeepsMigratedOwner: an owner the log does not carry (set on the stored projection by
 // the migration that introduced it) is kept; one the log carries wins.
 func TestExpectedKeepsMigratedOwner(t *testing.T) {
+	t.Parallel()
 	r := record()
 	r.Status, r.Result, r.LastSeq = "", nil, 0
 	data, err := json.Marshal(r)
@@ -87,6 +89,7 @@ func TestExpectedKeepsMigratedOwner(t *testing.T) {
 // TestCompareUsage: each differing figure is one difference; costs compare with a relative
 // tolerance (float sums taken in another order).
 func TestCompareUsage(t *testing.T) {
+	t.Parallel()
 	h := at.Truncate(time.Hour)
 	a := invocation.Usage{Invocations: 3, Succeeded: 2, CPUTimeMS: 40, Cost: 0.1 + 0.2}
 	b := a

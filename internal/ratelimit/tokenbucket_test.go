@@ -13,8 +13,10 @@ import (
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-func cfg(rps float64, rpm int64, burst int64) json.RawMessage {
-	b, _ := json.Marshal(map[string]any{"max_requests_per_second": rps, "max_requests_per_minute": rpm, "burst_size": burst})
+func cfg(t *testing.T, rps float64, rpm int64, burst int64) json.RawMessage {
+	t.Helper()
+	b, err := json.Marshal(map[string]any{"max_requests_per_second": rps, "max_requests_per_minute": rpm, "burst_size": burst})
+	require.NoError(t, err)
 	return b
 }
 
@@ -31,7 +33,7 @@ func count(tb *TokenBucket, key string, c json.RawMessage, now time.Time, limit 
 
 func TestTokenBucketBurstThenSteadyRate(t *testing.T) {
 	tb := NewTokenBucket()
-	c := cfg(5, 0, 20)
+	c := cfg(t, 5, 0, 20)
 	n, wait := count(tb, "k", c, t0, 100)
 	require.Equal(t, 20, n, "a burst of burst_size passes at once")
 	require.Equal(t, 200*time.Millisecond, wait, "then one token every 1/5 s")
@@ -46,7 +48,7 @@ func TestTokenBucketBurstThenSteadyRate(t *testing.T) {
 
 func TestTokenBucketPerMinuteCap(t *testing.T) {
 	tb := NewTokenBucket()
-	c := cfg(10, 30, 10)
+	c := cfg(t, 10, 30, 10)
 	passed := 0
 	for ms := 0; ms < 60_000; ms += 100 {
 		if tb.Allow("k", c, t0.Add(time.Duration(ms)*time.Millisecond)).Allowed {
@@ -54,17 +56,17 @@ func TestTokenBucketPerMinuteCap(t *testing.T) {
 		}
 	}
 	require.InDelta(t, 30+29, passed, 1, "30 at once (the per-minute bucket), then 30 a minute — the per-second rate alone would allow 600")
-	d := tb.Allow("x", cfg(0, 2, 1), t0)
+	d := tb.Allow("x", cfg(t, 0, 2, 1), t0)
 	require.True(t, d.Allowed)
-	require.True(t, tb.Allow("x", cfg(0, 2, 1), t0).Allowed, "burst_size does not apply to the per-minute limit")
-	d = tb.Allow("x", cfg(0, 2, 1), t0)
+	require.True(t, tb.Allow("x", cfg(t, 0, 2, 1), t0).Allowed, "burst_size does not apply to the per-minute limit")
+	d = tb.Allow("x", cfg(t, 0, 2, 1), t0)
 	require.False(t, d.Allowed)
 	require.Equal(t, 30*time.Second, d.RetryAfter)
 }
 
 func TestTokenBucketKeysAreIndependent(t *testing.T) {
 	tb := NewTokenBucket()
-	c := cfg(1, 0, 3)
+	c := cfg(t, 1, 0, 3)
 	n, _ := count(tb, "acme/ep", c, t0, 10)
 	require.Equal(t, 3, n)
 	n, _ = count(tb, "globex/ep", c, t0, 10)
@@ -73,19 +75,19 @@ func TestTokenBucketKeysAreIndependent(t *testing.T) {
 
 func TestTokenBucketReleaseAndDisabled(t *testing.T) {
 	tb := NewTokenBucket()
-	c := cfg(1, 0, 1)
+	c := cfg(t, 1, 0, 1)
 	d := tb.Allow("k", c, t0)
 	require.True(t, d.Allowed)
 	require.False(t, tb.Allow("k", c, t0).Allowed)
 	d.Release()
 	require.True(t, tb.Allow("k", c, t0).Allowed, "a released permit can be taken again")
-	n, _ := count(tb, "k", cfg(0, 0, 1), t0, 1000)
+	n, _ := count(tb, "k", cfg(t, 0, 0, 1), t0, 1000)
 	require.Equal(t, 1000, n, "both limits 0: no rate limiting")
 }
 
 func TestTokenBucketDropsIdleKeys(t *testing.T) {
 	tb := NewTokenBucket()
-	c := cfg(100, 0, 1)
+	c := cfg(t, 100, 0, 1)
 	for i := 0; i < maxBuckets; i++ {
 		tb.Allow(fmt.Sprint(i), c, t0)
 	}

@@ -22,7 +22,7 @@ import (
 
 const calcID = "gts.x.core.serverless.entrypoint.v1~x.core.serverless.function.v1~vendor.app.billing.calculate_tax.v1~"
 
-func newService(t *testing.T) (*Service, store.Store) {
+func newService(t *testing.T) *Service {
 	st, err := sqlstore.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "r.db"), sqlstore.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
@@ -33,7 +33,7 @@ func newService(t *testing.T) (*Service, store.Store) {
 	p.Enabled = true
 	p.Defaults = tenant.Defaults{TimeoutSeconds: 12, MemoryMB: 64, CPU: 0.3}
 	require.NoError(t, st.Update(context.Background(), func(tx store.Tx) error { return tx.PutTenant(p) }))
-	return NewService(st, reg, c, idgen.UUIDv7{}, nil), st
+	return NewService(st, reg, c, idgen.UUIDv7{}, nil)
 }
 
 var dev = auth.SecurityContext{TenantID: "acme", SubjectID: "alice", Roles: []auth.Role{auth.RoleDeveloper}}
@@ -58,7 +58,7 @@ func body(t *testing.T, mutate func(map[string]any)) map[string]any {
 // TestDefaultsAreStored: the stored definition says what is enforced — tenant defaults for limits,
 // 000's schema defaults for the rest — and the version follows the GTS id.
 func TestDefaultsAreStored(t *testing.T) {
-	s, _ := newService(t)
+	s := newService(t)
 	e, _, err := s.Register(context.Background(), dev, body(t, nil))
 	require.NoError(t, err)
 	require.Equal(t, "1.0.0", e.Version)
@@ -79,7 +79,7 @@ func TestDefaultsAreStored(t *testing.T) {
 }
 
 func TestVersionMustMatchID(t *testing.T) {
-	s, _ := newService(t)
+	s := newService(t)
 	_, _, err := s.Register(context.Background(), dev, body(t, func(m map[string]any) { m["version"] = "2.0.0" }))
 	pe := problem.From(err)
 	require.Equal(t, 422, pe.Status)
@@ -92,7 +92,7 @@ func TestVersionMustMatchID(t *testing.T) {
 
 // TestRenderCacheFollowsRevisions: a rendered entrypoint is never served after a change.
 func TestRenderCacheFollowsRevisions(t *testing.T) {
-	s, _ := newService(t)
+	s := newService(t)
 	ctx := context.Background()
 	e, _, err := s.Register(ctx, dev, body(t, nil))
 	require.NoError(t, err)

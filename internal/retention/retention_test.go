@@ -159,9 +159,10 @@ func (f *fixture) eventIDs(tenantID string) []string {
 	return out
 }
 
-func (f *fixture) historyBytes(tenantID string) int64 {
+// historyBytes is tenant acme's history size.
+func (f *fixture) historyBytes() int64 {
 	f.t.Helper()
-	n, err := f.s.TenantHistoryBytes(context.Background(), tenantID)
+	n, err := f.s.TenantHistoryBytes(context.Background(), "acme")
 	require.NoError(f.t, err)
 	return n
 }
@@ -217,12 +218,12 @@ func TestRetentionByAge(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, res["acme"].Invocations)
 	require.Equal(t, 3, res["acme"].Measured, "the three finished invocations were measured")
-	require.Positive(t, f.historyBytes("acme"))
+	require.Positive(t, f.historyBytes())
 	require.NotContains(t, logs.String(), "retention: purged", "a pass that deletes nothing logs nothing at info")
 
 	// Day 8: day-0 history is past 7 days.
 	clk.Set(t0.Add(8 * day))
-	before := f.historyBytes("acme")
+	before := f.historyBytes()
 	res, err = job.RunOnce(context.Background())
 	require.NoError(t, err)
 	for _, ten := range []string{"acme", "globex"} {
@@ -236,8 +237,8 @@ func TestRetentionByAge(t *testing.T) {
 		require.EqualValues(t, 1, res[ten].Events)
 		require.Zero(t, res[ten].AuditEvents, "%s: the audit log has its own, longer window", ten)
 	}
-	require.Less(t, f.historyBytes("acme"), before)
-	require.Equal(t, f.historyBytes("acme"), res["acme"].HistoryBytes)
+	require.Less(t, f.historyBytes(), before)
+	require.Equal(t, f.historyBytes(), res["acme"].HistoryBytes)
 	require.Contains(t, logs.String(), `"msg":"retention: purged","tenant_id":"acme","invocations":1`)
 	require.Contains(t, logs.String(), `"tenant_id":"globex"`)
 
@@ -267,7 +268,7 @@ func TestRetentionByAge(t *testing.T) {
 	require.False(t, f.exists("acme", "inv_parent_acme"))
 	require.False(t, f.exists("acme", "inv_recent_acme"))
 	require.True(t, f.exists("acme", "inv_running_acme"), "in-flight work is never purged, however old")
-	require.Zero(t, f.historyBytes("acme"), "only in-flight work is left, and it is not counted")
+	require.Zero(t, f.historyBytes(), "only in-flight work is left, and it is not counted")
 }
 
 func TestRetentionSizeCap(t *testing.T) {
@@ -292,7 +293,7 @@ func TestRetentionSizeCap(t *testing.T) {
 		require.Equal(t, i >= 2, f.exists("acme", fmt.Sprintf("inv_%d", i)), "inv_%d: oldest first", i)
 	}
 	require.True(t, f.exists("acme", "inv_running"))
-	total := f.historyBytes("acme")
+	total := f.historyBytes()
 	require.LessOrEqual(t, total, int64(retention.MB))
 	require.Greater(t, total, int64(retention.MB)-300_000, "purging stops as soon as the tenant is under its cap")
 
@@ -302,7 +303,7 @@ func TestRetentionSizeCap(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 3, res["acme"].Invocations)
 	require.True(t, f.exists("acme", "inv_running"), "the newest finished history is kept while it fits")
-	require.LessOrEqual(t, f.historyBytes("acme"), int64(retention.MB))
+	require.LessOrEqual(t, f.historyBytes(), int64(retention.MB))
 }
 
 // failingStore makes every Update after the first n fail, as a process killed mid-pass would leave
@@ -342,7 +343,7 @@ func TestRetentionSurvivesRestart(t *testing.T) {
 		f.finished("acme", fmt.Sprintf("inv_new_%02d", i), t0.Add(10*day), 2, 50)
 	}
 	measure()
-	kept := f.historyBytes("acme")
+	kept := f.historyBytes()
 	require.Positive(t, kept)
 	// What will go: thirty small invocations, a large one (1 + 103 rows: more than a batch of 25),
 	// and 60 audit events, all from day 0.
@@ -358,7 +359,7 @@ func TestRetentionSurvivesRestart(t *testing.T) {
 		f.audit("acme", fmt.Sprintf("aud_%02d", i), t0.Add(time.Duration(i)*time.Second))
 	}
 	measure()
-	require.Greater(t, f.historyBytes("acme"), kept)
+	require.Greater(t, f.historyBytes(), kept)
 
 	// Day 8: two passes are killed, after one and after three committed batches.
 	opts := retention.Options{Clock: clock.NewFake(t0.Add(8 * day)), BatchRows: 25, Logger: slog.New(slog.DiscardHandler)}
@@ -367,7 +368,7 @@ func TestRetentionSurvivesRestart(t *testing.T) {
 		require.ErrorIs(t, err, errKilled, "the pass stops at the failed batch")
 	}
 	require.False(t, f.exists("acme", "inv_large"), "the large invocation is hidden from the first batch that reaches it")
-	require.Greater(t, f.historyBytes("acme"), kept, "the passes were cut short")
+	require.Greater(t, f.historyBytes(), kept, "the passes were cut short")
 	require.NoError(t, s.Close())
 
 	// The process restarts: the next pass carries on from where the last committed batch left it.
@@ -385,7 +386,7 @@ func TestRetentionSurvivesRestart(t *testing.T) {
 		require.True(t, strings.HasPrefix(r.ID, "inv_new_"), "only the new invocations are left: %s", r.ID)
 	}
 	require.Empty(t, f.auditIDs("acme"))
-	require.Equal(t, kept, f.historyBytes("acme"), "the running total matches what is left, byte for byte")
+	require.Equal(t, kept, f.historyBytes(), "the running total matches what is left, byte for byte")
 	res, err = retention.New(s, opts).RunOnce(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, retention.Purged{HistoryBytes: kept}, res["acme"], "a further pass has nothing to do")
@@ -413,7 +414,7 @@ func TestRunLoop(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}
-	waitFor("the first pass measures the finished invocation", func() bool { return f.historyBytes("acme") > 0 })
+	waitFor("the first pass measures the finished invocation", func() bool { return f.historyBytes() > 0 })
 	require.True(t, f.exists("acme", "inv_1"))
 	clk.Advance(8 * day)
 	waitFor("a later pass purges it once the clock says it is old", func() bool { return !f.exists("acme", "inv_1") })

@@ -35,7 +35,10 @@ func (h *logHost) Invoke(context.Context, sandbox.InvokeRequest) (sandbox.Invoke
 func (h *logHost) Log(_ context.Context, msg string, _ map[string]any) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	b, _ := json.Marshal(map[string]any{"message": msg})
+	b, err := json.Marshal(map[string]any{"message": msg})
+	if err != nil {
+		panic(err) // a Log has no error to return, and a string always encodes
+	}
 	h.timeline = append(h.timeline, invocation.Event{Type: invocation.EventLog, Data: b})
 }
 

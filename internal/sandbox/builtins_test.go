@@ -222,7 +222,8 @@ func TestHTTPTransportError(t *testing.T) {
 	require.Equal(t, ErrHTTPTransport, rerr.TypeID)
 	require.Equal(t, CategoryRetryable, rerr.Category)
 	require.Equal(t, "db.internal", rerr.Details["host"])
-	data, _ := json.Marshal(rerr)
+	data, err := json.Marshal(rerr)
+	require.NoError(t, err)
 	require.NotContains(t, string(data), "secret")
 
 	// A typed host error is kept.

@@ -48,7 +48,10 @@ def main(ctx, input):
 		fmt.Println(rerr)
 		return
 	}
-	out, _ := json.Marshal(res.Output)
+	out, err := json.Marshal(res.Output)
+	if err != nil {
+		panic(err)
+	}
 	fmt.Println(string(out))
 
 	// Exceeding a limit is a typed error.

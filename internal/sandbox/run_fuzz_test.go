@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -73,8 +74,8 @@ func FuzzRun(f *testing.F) {
 		}
 		prog, err := Compile("fuzz.star", src)
 		if err != nil {
-			e, ok := err.(*Error)
-			require.True(t, ok, "%T", err)
+			var e *Error
+			require.True(t, errors.As(err, &e), "%T", err)
 			require.Equal(t, ErrValidation, e.TypeID)
 			require.NotContains(t, e.Message, "internal")
 			return

@@ -80,7 +80,7 @@ func TestOneLeaderAmongNodes(t *testing.T) {
 		"the other node leads once the lease is released")
 	require.Less(t, time.Since(stopped), 3*time.Second, "took over before the TTL: the lease was released, not waited out")
 	other.stop()
-	<-other.done
+	require.NoError(t, <-other.done)
 }
 
 // TestSQLiteAlwaysLeads: on the embedded store there is no election.
@@ -122,7 +122,7 @@ func startTwoNodes(ctx context.Context, t *testing.T, a, b Config) twoNodes {
 	bctx, stopB := context.WithCancel(ctx)
 	bdone := make(chan error, 1)
 	go func() { bdone <- nb.Serve(bctx, ln) }()
-	t.Cleanup(func() { stopB(); <-bdone })
+	t.Cleanup(func() { stopB(); require.NoError(t, <-bdone) })
 	api := httptest.NewServer(na.Handler())
 	t.Cleanup(api.Close)
 	call := func(method, path, body string, want int) map[string]any {

@@ -28,7 +28,7 @@ func remoteAttempt(id, definition string, expires time.Time) execution.RemoteAtt
 			Retry: outcome.RetryPolicy{MaxAttempts: 3}}, DefinitionID: definition}
 }
 
-func newService(t *testing.T) *Service {
+func newService() *Service {
 	return New(Config{Functions: true, HeartbeatInterval: 10 * time.Millisecond, HeartbeatTimeout: time.Hour,
 		Runner: &run.Runner{Clock: clock.Real{}}})
 }
@@ -57,14 +57,14 @@ func poll(t *testing.T, s *Service, req workerproto.PollRequest) []workerproto.T
 }
 
 func TestTakes(t *testing.T) {
-	s := newService(t)
+	s := newService()
 	require.True(t, s.Takes(entrypoint.Entrypoint{Kind: entrypoint.KindFunction}))
 	require.False(t, s.Takes(entrypoint.Entrypoint{Kind: entrypoint.KindWorkflow}))
 	require.False(t, New(Config{}).Takes(entrypoint.Entrypoint{Kind: entrypoint.KindFunction}), "without Functions, none")
 }
 
 func TestPollRouting(t *testing.T) {
-	s := newService(t)
+	s := newService()
 	later := time.Now().Add(time.Hour)
 	star := start(s, remoteAttempt("inv_star", "", later))
 	ref := start(s, remoteAttempt("inv_ref", "billing.charge", later))
@@ -96,7 +96,7 @@ func TestPollRouting(t *testing.T) {
 }
 
 func TestBounds(t *testing.T) {
-	s := newService(t)
+	s := newService()
 	var pe *problem.Error
 	_, err := s.Poll(context.Background(), workerproto.PollRequest{WorkerID: "", MaxTasks: 1})
 	require.True(t, errors.As(err, &pe) && pe.Status == 422)
@@ -127,7 +127,8 @@ func TestBounds(t *testing.T) {
 		big[i] = map[string]any{"type": "log"}
 	}
 	bad = ok
-	bad.Timeline, _ = json.Marshal(big)
+	bad.Timeline, err = json.Marshal(big)
+	require.NoError(t, err)
 	require.True(t, errors.As(s.Result(id, bad), &pe) && pe.Status == 422)
 	bad = ok
 	bad.Output = json.RawMessage(`{`)
@@ -167,7 +168,7 @@ func TestLostWorker(t *testing.T) {
 }
 
 func TestNoWorkerInTime(t *testing.T) {
-	s := newService(t)
+	s := newService()
 	// The lease no longer covers the timeout: no worker may start it any more.
 	_, ok := s.Run(context.Background(), remoteAttempt("inv_late", "", time.Now().Add(500*time.Millisecond)))
 	require.False(t, ok)
@@ -175,7 +176,7 @@ func TestNoWorkerInTime(t *testing.T) {
 }
 
 func TestCloseEndsLongPolls(t *testing.T) {
-	s := newService(t)
+	s := newService()
 	got := make(chan []workerproto.Task, 1)
 	go func() {
 		reply, _ := s.Poll(context.Background(), workerproto.PollRequest{WorkerID: "w", MaxTasks: 1, WaitMS: workerproto.MaxWaitMS, Starlark: true})
@@ -195,7 +196,7 @@ func TestCloseEndsLongPolls(t *testing.T) {
 // given up at once, and one a worker runs after StopGrace, so the drain does not wait for results
 // that could no longer reach the node.
 func TestStopLeavesAttemptsToTheirLease(t *testing.T) {
-	s := newService(t)
+	s := newService()
 	taken := make(chan bool, 1)
 	go func() {
 		_, ok := s.Run(context.Background(), remoteAttempt("inv_taken", "", time.Now().Add(time.Hour)))

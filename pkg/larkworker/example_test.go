@@ -46,7 +46,9 @@ func Example() {
 	rec := exampleInvoke(base, admin, map[string]any{"amount": 42})
 	fmt.Println(rec["status"], rec["result"])
 	cancel()
-	<-done
+	if err := <-done; err != nil {
+		panic(err)
+	}
 	// Output: succeeded map[attempt:1 charged:42]
 }
 
@@ -113,7 +115,10 @@ func exampleInvoke(base, token string, params map[string]any) map[string]any {
 func call(base, token, path string, body any) map[string]any {
 	method, rd := http.MethodGet, io.Reader(nil)
 	if body != nil {
-		b, _ := json.Marshal(body)
+		b, err := json.Marshal(body)
+		if err != nil {
+			panic(err)
+		}
 		method, rd = http.MethodPost, bytes.NewReader(b)
 	}
 	req, err := http.NewRequest(method, base+"/api/serverless-runtime/v1"+path, rd)

@@ -19,6 +19,7 @@ import (
 // TestMigrateConcurrently: eight processes starting together on one schema migrate it once (goose runs
 // under a PostgreSQL advisory lock): both opens succeed, and each migration is recorded once.
 func TestMigrateConcurrently(t *testing.T) {
+	t.Parallel()
 	url := pgtest.Schema(t)
 	ctx := context.Background()
 	stores := make([]*pgstore.Store, 8)
@@ -92,6 +93,7 @@ func claim(s store.Store, owner string, at time.Time, limit int, hold func()) ([
 // for them nor takes them: it takes the rest; under concurrent claiming no invocation is ever
 // claimed twice and none is left behind.
 func TestClaimSkipsLocked(t *testing.T) {
+	t.Parallel()
 	url := pgtest.Schema(t)
 	ctx := context.Background()
 	a, err := pgstore.Open(ctx, url, pgstore.Options{MaxConns: 4})
@@ -202,6 +204,7 @@ func intersect(a, b []string) []string {
 // reclaim by another process still in flight waits for it and then fails with ErrLeaseLost; it
 // never appends on the strength of the lease it read before the reclaim committed.
 func TestLeaseCheckAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	url := pgtest.Schema(t)
 	ctx := context.Background()
 	a, err := pgstore.Open(ctx, url+"&application_name=lease_check_a", pgstore.Options{MaxConns: 3, Retry: pgstore.RetryPolicy{Attempts: 1}})

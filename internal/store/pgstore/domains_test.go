@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,8 +28,9 @@ func newTrigger(id string) *trigger.Trigger {
 		Status: trigger.StatusActive, ExecutionContext: trigger.ContextSystem, CreatedAt: d0, UpdatedAt: d0}
 }
 
-func newStart(inv string, seq int64) trigger.Start {
-	return trigger.Start{TenantID: "acme", InvocationID: inv, TriggerID: "t1", EventSeqs: []int64{seq}, EventIDs: []string{"e"},
+// newStart is the start of invocation inv by trigger t1 from event 1.
+func newStart(inv string) trigger.Start {
+	return trigger.Start{TenantID: "acme", InvocationID: inv, TriggerID: "t1", EventSeqs: []int64{1}, EventIDs: []string{"e"},
 		Params: json.RawMessage(`{}`), ReceivedAt: d0, StartedAt: d0}
 }
 
@@ -41,6 +43,7 @@ func newSeen(inv string) webhook.Seen {
 // ErrConflict and leaves the transaction usable (PostgreSQL would abort it at a failed statement):
 // the closure goes on writing after each conflict, and everything it wrote commits.
 func TestConflictsKeepTheTransaction(t *testing.T) {
+	t.Parallel()
 	s := openTemp(t, pgstore.Options{MaxConns: 2})
 	defer s.Close()
 	ctx := context.Background()
@@ -56,8 +59,8 @@ func TestConflictsKeepTheTransaction(t *testing.T) {
 			return x.InsertEventType(events.Type{ID: "gts.x.acme.orders.created.v1~", TenantID: "acme", Scope: "tenant", CreatedAt: d0})
 		}},
 		{"trigger", func(x store.Tx) error { return x.InsertTrigger(newTrigger("t1")) }},
-		{"trigger start", func(x store.Tx) error { return x.InsertTriggerStart(newStart("inv1", 1)) }},
-		{"trigger start, same event", func(x store.Tx) error { return x.InsertTriggerStart(newStart("inv2", 1)) }},
+		{"trigger start", func(x store.Tx) error { return x.InsertTriggerStart(newStart("inv1")) }},
+		{"trigger start, same event", func(x store.Tx) error { return x.InsertTriggerStart(newStart("inv2")) }},
 		{"pending", func(x store.Tx) error { return x.AddPending("acme", "t1", ev) }},
 		{"dead letter", func(x store.Tx) error { return x.InsertDeadLetter(dl) }},
 		{"secret", func(x store.Tx) error { return x.InsertSecret(sec, ver) }},
@@ -77,16 +80,16 @@ func TestConflictsKeepTheTransaction(t *testing.T) {
 				return fmt.Errorf("%s: %w", in.name, err)
 			}
 			// The same insert again conflicts; the next statement still runs.
-			if err := in.do(x); !errors.Is(err, store.ErrConflict) {
-				return fmt.Errorf("%s again: got %v, want ErrConflict", in.name, err)
+			if err := wantConflict(in.do(x)); err != nil {
+				return fmt.Errorf("%s again: %w", in.name, err)
 			}
 			if err := x.AddTriggerMetrics(trigger.MetricsDelta{TenantID: "acme", TriggerID: "t1", Hour: d0,
 				Counters: trigger.Counters{Received: 1}, LatencyMS: -1}); err != nil {
 				return fmt.Errorf("a write after the conflict of %s: %w", in.name, err)
 			}
 		}
-		if err := inserts[3].do(x); !errors.Is(err, store.ErrConflict) {
-			return fmt.Errorf("another invocation for the same first event: got %v, want ErrConflict", err)
+		if err := wantConflict(inserts[3].do(x)); err != nil {
+			return fmt.Errorf("another invocation for the same first event: %w", err)
 		}
 		return nil
 	}))
@@ -101,6 +104,9 @@ func TestConflictsKeepTheTransaction(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// contenders counts contend's calls.
+var contenders atomic.Int64
+
 // contend runs setup (when set), then hold in store b, keeps b's transaction open, runs wait in store
 // a, waits (with a deadline) until a's statement is blocked on b's uncommitted row, lets b commit,
 // and returns a's result and a (closed when t ends): two processes writing the same key at once.
@@ -108,7 +114,7 @@ func contend(t *testing.T, setup, hold, wait func(store.Tx) error) (store.Store,
 	t.Helper()
 	url := pgtest.Schema(t)
 	ctx := context.Background()
-	app := fmt.Sprintf("contend_%d", time.Now().UnixNano())
+	app := fmt.Sprintf("contend_%d_%d", time.Now().UnixNano(), contenders.Add(1)) // unique among parallel tests
 	a, err := pgstore.Open(ctx, url+"&application_name="+app, pgstore.Options{MaxConns: 3, Retry: pgstore.RetryPolicy{Attempts: 1}})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, a.Close()) })
@@ -161,15 +167,17 @@ func contend(t *testing.T, setup, hold, wait func(store.Tx) error) (store.Store,
 // TestTriggerStartAcrossProcesses: two processes starting an invocation for the same event of a
 // trigger at once: the second waits for the first and gets ErrConflict (each event starts once).
 func TestTriggerStartAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	_, err := contend(t, nil,
-		func(x store.Tx) error { return x.InsertTriggerStart(newStart("inv_b", 1)) },
-		func(x store.Tx) error { return x.InsertTriggerStart(newStart("inv_a", 1)) })
+		func(x store.Tx) error { return x.InsertTriggerStart(newStart("inv_b")) },
+		func(x store.Tx) error { return x.InsertTriggerStart(newStart("inv_a")) })
 	require.ErrorIs(t, err, store.ErrConflict)
 }
 
 // TestRememberWebhookAcrossProcesses: the same signature delivered to two processes at once is
 // accepted by one only (the replay memory).
 func TestRememberWebhookAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	_, err := contend(t, nil,
 		func(x store.Tx) error { return x.RememberWebhook(newSeen("inv_b"), d0) },
 		func(x store.Tx) error { return x.RememberWebhook(newSeen("inv_a"), d0) })
@@ -179,6 +187,7 @@ func TestRememberWebhookAcrossProcesses(t *testing.T) {
 // TestTriggerMetricsAcrossProcesses: two processes counting into the same hourly row at once lose
 // no count and no latency observation.
 func TestTriggerMetricsAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	url := pgtest.Schema(t)
 	ctx := context.Background()
 	const perStore = 25
@@ -223,6 +232,7 @@ func TestTriggerMetricsAcrossProcesses(t *testing.T) {
 // (a delivery's status_code, whose cursor value comes back from JSON as a float), a computed one
 // (an event type's scope) and a generated id column (secrets).
 func TestNewListsPage(t *testing.T) {
+	t.Parallel()
 	s := openTemp(t, pgstore.Options{MaxConns: 2})
 	defer s.Close()
 	ctx := context.Background()
@@ -296,6 +306,7 @@ func TestNewListsPage(t *testing.T) {
 // TestTriggerMetricsSameRowTwice: one call with several deltas of the same hourly row (PostgreSQL
 // refuses an upsert that meets a row twice) adds them all up.
 func TestTriggerMetricsSameRowTwice(t *testing.T) {
+	t.Parallel()
 	s := openTemp(t, pgstore.Options{MaxConns: 2})
 	defer s.Close()
 	ctx := context.Background()
@@ -326,6 +337,7 @@ func TestTriggerMetricsSameRowTwice(t *testing.T) {
 // has no revision to check) in one process waits for another process's update in flight and then
 // reads its result, so neither update is lost and the version never goes back.
 func TestSecretUpdateAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	v := func(version int64) store.SecretVersion {
 		return store.SecretVersion{TenantID: "acme", Name: "k", Version: version, CreatedAt: d0, KeyID: "key1", Sealed: []byte{byte(version)}}
 	}
@@ -366,4 +378,16 @@ func TestSecretUpdateAcrossProcesses(t *testing.T) {
 	sealed, err := a.SealedSecret(context.Background(), "acme", "k")
 	require.NoError(t, err, "the latest version still has its value")
 	require.Equal(t, []byte{2}, sealed.Version.Sealed)
+}
+
+// wantConflict is nil if err is store.ErrConflict, else an error saying what came instead.
+func wantConflict(err error) error {
+	switch {
+	case errors.Is(err, store.ErrConflict):
+		return nil
+	case err == nil:
+		return errors.New("no error, want ErrConflict")
+	default:
+		return fmt.Errorf("%w, want ErrConflict", err)
+	}
 }

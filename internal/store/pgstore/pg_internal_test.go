@@ -25,6 +25,7 @@ import (
 
 // TestRebind: ? and ?N become $N; quoted text keeps its question marks.
 func TestRebind(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"SELECT 1":                                  "SELECT 1",
 		"a = ? AND b = ?":                           "a = $1 AND b = $2",
@@ -47,6 +48,7 @@ func forceSerializationFailure(x store.Tx) error {
 // second run's write commits; its AfterCommit hooks run once, for the run that committed. A
 // closure failing with an ordinary error runs once.
 func TestRetrySerializationFailure(t *testing.T) {
+	t.Parallel()
 	s, err := Open(context.Background(), pgtest.Schema(t), Options{MaxConns: 3})
 	require.NoError(t, err)
 	defer s.Close()
@@ -103,6 +105,7 @@ func TestRetrySerializationFailure(t *testing.T) {
 
 // TestStatementTimeout: Options.StatementTimeout bounds every statement of the pool's connections.
 func TestStatementTimeout(t *testing.T) {
+	t.Parallel()
 	s, err := Open(context.Background(), pgtest.Schema(t), Options{MaxConns: 2, StatementTimeout: 100 * time.Millisecond})
 	require.NoError(t, err)
 	defer s.Close()
@@ -115,6 +118,7 @@ func TestStatementTimeout(t *testing.T) {
 // TestCursorNumbers: a keyset cursor carries numbers as JSON (float64 once decoded); they bind to
 // the integer columns they came from.
 func TestCursorNumbers(t *testing.T) {
+	t.Parallel()
 	s, err := Open(context.Background(), pgtest.Schema(t), Options{MaxConns: 2})
 	require.NoError(t, err)
 	defer s.Close()
@@ -126,6 +130,7 @@ func TestCursorNumbers(t *testing.T) {
 // TestRetryDeadlock: two processes' writes that lock two rows in opposite orders deadlock;
 // PostgreSQL aborts one (40P01), which is run again and commits: both writes apply.
 func TestRetryDeadlock(t *testing.T) {
+	t.Parallel()
 	url := pgtest.Schema(t)
 	ctx := context.Background()
 	// Unpipelined, so that each write's first row is locked before it waits for the other's (a
@@ -170,6 +175,7 @@ func TestRetryDeadlock(t *testing.T) {
 // TestReconnect: connections the server dropped (a restart, an administrator's
 // pg_terminate_backend) are replaced; the next write and read succeed.
 func TestReconnect(t *testing.T) {
+	t.Parallel()
 	url := pgtest.Schema(t)
 	ctx := context.Background()
 	s, err := Open(ctx, url, Options{MaxConns: 3})
@@ -204,6 +210,7 @@ func (s *Store) backendPIDs(ctx context.Context, t *testing.T) []int32 {
 
 // TestRetryable: which failures are run again.
 func TestRetryable(t *testing.T) {
+	t.Parallel()
 	pg := func(code string) error { return &pgconn.PgError{Code: code} }
 	for _, c := range []struct {
 		err  error
@@ -235,6 +242,7 @@ func TestRetryable(t *testing.T) {
 // is store.ErrConflict and leaves the transaction usable: a closure that handles it goes on and
 // commits. (PostgreSQL aborts a transaction at its first error, so conflicts must not be errors.)
 func TestConflictKeepsTransaction(t *testing.T) {
+	t.Parallel()
 	s, err := Open(context.Background(), pgtest.Schema(t), Options{MaxConns: 2})
 	require.NoError(t, err)
 	defer s.Close()
@@ -264,6 +272,7 @@ func TestConflictKeepsTransaction(t *testing.T) {
 // TestJSONVerbatim: stored JSON comes back byte for byte as it was written (text, not jsonb): numbers
 // are not reformatted (no float rounding, no exponent rewriting) and keys keep their order.
 func TestJSONVerbatim(t *testing.T) {
+	t.Parallel()
 	s, err := Open(context.Background(), pgtest.Schema(t), Options{MaxConns: 2})
 	require.NoError(t, err)
 	defer s.Close()
@@ -293,6 +302,7 @@ func TestJSONVerbatim(t *testing.T) {
 // TestPlainInsert: only a one-row INSERT … VALUES (…) ON CONFLICT DO NOTHING loses its clause when
 // it is expected to insert its row; anything else keeps the expectation's wrapper.
 func TestPlainInsert(t *testing.T) {
+	t.Parallel()
 	q, ok := plainInsert("INSERT INTO t (a, b) VALUES ($1, $2)\n\t\tON CONFLICT DO NOTHING")
 	require.True(t, ok)
 	require.Equal(t, "INSERT INTO t (a, b) VALUES ($1, $2)", q)
@@ -318,6 +328,7 @@ func TestPlainInsert(t *testing.T) {
 // by the trigger on every write that sets, moves or clears it (and on a delete), and the store
 // vacuums it on its own.
 func TestInvocationQueue(t *testing.T) {
+	t.Parallel()
 	s, err := Open(context.Background(), pgtest.Schema(t), Options{MaxConns: 3, QueueVacuum: 20 * time.Millisecond})
 	require.NoError(t, err)
 	defer s.Close()
@@ -376,6 +387,7 @@ func TestInvocationQueue(t *testing.T) {
 // TestInvocationQueueMigration: an invocation queued before migration 00005 is in the queue table
 // after it, and a claim finds it.
 func TestInvocationQueueMigration(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	url := pgtest.Schema(t)
 	db, err := sql.Open("pgx", url)

@@ -21,6 +21,7 @@ func openTemp(t testing.TB, o pgstore.Options) *pgstore.Store {
 }
 
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	pgtest.URL(t)
 	storetest.Run(t, func(t *testing.T) store.Store { return openTemp(t, pgstore.Options{MaxConns: 4}) })
 }

@@ -25,6 +25,7 @@ func started(id string) invocation.Event {
 // lease is another's) the batch is replayed without pipelining and the closure gets the exact
 // answer, and nothing of the wrong run is applied. Right assumptions cost no replay.
 func TestOptimisticWrites(t *testing.T) {
+	t.Parallel()
 	s := openTemp(t, pgstore.Options{MaxConns: 3})
 	defer s.Close()
 	ctx := context.Background()
@@ -110,6 +111,7 @@ func appendOptimistic(s store.Store, rec invocation.Record, o store.AppendOption
 // sees them exact, whether it runs in the same batch or a later one, and one that fails loses
 // none of them.
 func TestOptimisticUsage(t *testing.T) {
+	t.Parallel()
 	s := openTemp(t, pgstore.Options{MaxConns: 3, Writers: 1})
 	defer s.Close()
 	opt := store.Optimistic(context.Background())

@@ -33,6 +33,7 @@ func schemaName(t *testing.T, u string) string {
 // TestUpgradePostgres is TestUpgradeSQLite on PostgreSQL: each earlier version in a schema of its
 // own, filled from the reference schema's rows, upgraded by the current store.
 func TestUpgradePostgres(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	kr := testKeyring(t)
 	up := newUpstream(t)
@@ -160,6 +161,7 @@ func sameRowsPostgres(t *testing.T, refSchema, u string, tables map[string]bool)
 // on or off, naming both versions; with NoMigrate a schema behind the binary is refused until
 // MigrateUp brings it up.
 func TestPostgresRefusesNewerSchema(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	u := pgtest.Schema(t)
 	db, err := sql.Open("pgx", u)

@@ -47,6 +47,7 @@ func earlierVersions(t *testing.T, migrations []*goose.Source) []int64 {
 // store reads the invocations, their events, the schedule and the secret as the reference does,
 // and a server started on it serves them and runs new work.
 func TestUpgradeSQLite(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	kr := testKeyring(t)
 	up := newUpstream(t)
