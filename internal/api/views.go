@@ -152,6 +152,18 @@ func describeEvent(t *TimelineEvent, e invocation.Event) {
 		}
 	case invocation.EventEmitted:
 		describeEmitted(t, e)
+	case invocation.EventTaskQueued:
+		if r, err := invocation.DecodeData[invocation.TaskQueued](e); err == nil {
+			t.StepName = &r.TaskID
+		}
+	case invocation.EventTaskChildEnded:
+		if r, err := invocation.DecodeData[invocation.TaskChildEnded](e); err == nil {
+			t.StepName = &r.TaskID
+		}
+	case invocation.EventTaskSucceeded, invocation.EventTaskFailed, invocation.EventTaskSkipped, invocation.EventTaskCancelled:
+		if r, err := invocation.DecodeData[invocation.TaskEnded](e); err == nil {
+			t.StepName = &r.TaskID
+		}
 	case invocation.EventStepCompensating:
 		t.EventType = "compensation_started"
 		if c, err := invocation.DecodeData[invocation.StepCompensating](e); err == nil {

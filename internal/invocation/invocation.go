@@ -148,6 +148,12 @@ type Record struct {
 	// replaced by the first resolution that arrives while it is suspended (an event delivered to its
 	// wait, its child ending, an operator's resume), cleared when it resumes.
 	Wake string `json:"wake,omitempty"`
+	// DAGTask, on a child of a DAG run, is the id of the task it runs: its end is reported to the
+	// run (task_child_ended) whatever the run's status, not resolved into a journal.
+	DAGTask string `json:"dag_task,omitempty"`
+	// DAG, on a DAG run, is its plan's fingerprint and its tasks' counts, projected from its task
+	// events (dag.go).
+	DAG *DAGSummary `json:"dag,omitempty"`
 }
 
 // Viewer is who is looking at invocations: a subject of a tenant, and whether it sees all of the
@@ -433,6 +439,7 @@ func applyEvery(r Record, e Event) Record {
 		next.JournalFrom = e.Seq
 		next.Generation++
 	}
+	next = applyDAG(next, e)
 	if resolves(r, e) {
 		if w := resolutionWake(e); w != "" && r.Wake != ResumeEvent && r.Wake != ResumeChild && r.Wake != ResumeOperator {
 			next.Wake = w // the first resolution wins
