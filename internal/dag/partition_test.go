@@ -78,12 +78,12 @@ func TestKeys(t *testing.T) {
 		p        *dag.Partitioning
 		from, to string
 	}{
-		{static, "latam", "eu"},                   // backwards
-		{static, "eu", "mars"},                    // not declared
-		{daily, "2024-03-02", "2024-03-01"},       // backwards
-		{daily, "2023-12-31", "2024-01-02"},       // before the start
-		{utc, "2026-01-01T00", "2038-01-01T00"},   // more than MaxRangeKeys hours
-		{daily, "2024-01-01", "2400-01-01"},       // more than MaxRangeKeys days
+		{static, "latam", "eu"},                    // backwards
+		{static, "eu", "mars"},                     // not declared
+		{daily, "2024-03-02", "2024-03-01"},        // backwards
+		{daily, "2023-12-31", "2024-01-02"},        // before the start
+		{utc, "2026-01-01T00", "2038-01-01T00"},    // more than MaxRangeKeys hours
+		{daily, "2024-01-01", "2400-01-01"},        // more than MaxRangeKeys days
 		{hourly, "2026-03-29T02", "2026-03-29T03"}, // a key that does not exist
 	} {
 		_, err := c.p.Keys(c.from, c.to)
