@@ -68,6 +68,8 @@ type Definition struct {
 		AdapterRef struct {
 			DefinitionID string `json:"definition_id"`
 		} `json:"adapter_ref"`
+		// WorkflowSpec is a DAG's declaration (implementation.kind workflow_spec; internal/dag).
+		WorkflowSpec json.RawMessage `json:"workflow_spec"`
 	} `json:"implementation"`
 	schemas *compiledSchemas // shared by copies of one parsed definition
 }
@@ -209,6 +211,9 @@ func (d Definition) Limits(maxPayload int) sandbox.Limits {
 	return sandbox.Limits{Timeout: d.Timeout(), CPU: d.Traits.Limits.CPU, MemoryMB: int(d.Traits.Limits.MemoryMB),
 		MaxPayloadBytes: int64(maxPayload)}
 }
+
+// IsDAG reports whether the version is a DAG (implementation.kind workflow_spec).
+func (d Definition) IsDAG() bool { return d.Implementation.Kind == "workflow_spec" }
 
 // WorkerDefinition is the definition_id of a worker-provided implementation ("" for Starlark).
 func (d Definition) WorkerDefinition() string {

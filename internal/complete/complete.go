@@ -60,6 +60,7 @@ type Effect struct {
 	inv  invocation.Record // the child or the handler
 	def  catalog.Definition
 	wait events.Wait
+	seen int64
 }
 
 type effectKind int
@@ -69,6 +70,7 @@ const (
 	startHandler
 	registerWait
 	clearWaits
+	wakeIfNewer
 )
 
 // SpawnChild queues child, the r_invoke_v1 child a workflow parks on (d: its definition), with
@@ -91,6 +93,11 @@ func RegisterWait(w events.Wait) Effect { return Effect{kind: registerWait, wait
 // longer does), unless the outcome registers a new one.
 func ClearWaits() Effect { return Effect{kind: clearWaits} }
 
+// WakeIfNewer makes a suspended outcome runnable at once when events the run had not seen (seq
+// above seen) were appended to its log before this write: a DAG run's task that ended while the
+// run's activation was deciding (its task_child_ended found the run running, not suspended).
+func WakeIfNewer(seen int64) Effect { return Effect{kind: wakeIfNewer, seen: seen} }
+
 // Handler is the compensation handler effects start, if any.
 func Handler(effects []Effect) *invocation.Record {
 	for i := range effects {
@@ -102,7 +109,7 @@ func Handler(effects []Effect) *invocation.Record {
 }
 
 // apply makes effects' writes for an outcome that left rec as final.
-func (c *Completer) apply(tx store.Tx, rec, final invocation.Record, effects []Effect, now time.Time) error {
+func (c *Completer) apply(tx store.Tx, rec, final invocation.Record, before int64, effects []Effect, now time.Time) error {
 	registered := false
 	for _, e := range effects {
 		var err error
@@ -111,6 +118,8 @@ func (c *Completer) apply(tx store.Tx, rec, final invocation.Record, effects []E
 			_, err = c.spawn.Create(tx, e.inv, false, e.def, now)
 		case e.kind == registerWait && final.Status == invocation.StatusSuspended:
 			err, registered = waits.Register(tx, final, e.wait, now), true
+		case e.kind == wakeIfNewer && final.Status == invocation.StatusSuspended && before > e.seen:
+			err = tx.SetScheduling(final.TenantID, final.ID, store.Scheduling{AvailableAt: &now})
 		}
 		if err != nil {
 			return err
@@ -189,7 +198,8 @@ func (c *Completer) completeWith(ctx context.Context, rec invocation.Record, d c
 		if err != nil {
 			return err
 		}
-		final, _, err = tx.Append(req)
+		var appended []invocation.Event
+		final, appended, err = tx.Append(req)
 		if after != nil && err != nil {
 			return err // the caller completes again, as usual
 		}
@@ -201,7 +211,7 @@ func (c *Completer) completeWith(ctx context.Context, rec invocation.Record, d c
 		if err != nil {
 			return err
 		}
-		return c.followUps(tx, rec, final, d, o, effects, now)
+		return c.followUps(tx, rec, final, final.LastSeq-int64(len(appended)), d, o, effects, now)
 	})
 	if err != nil {
 		return rec, fmt.Errorf("complete %s: %w", rec.ID, err)
@@ -246,12 +256,12 @@ func completeLate(tx store.Tx, rec invocation.Record, timeline []invocation.Even
 	return final, err
 }
 
-// followUps are the writes that go with an applied outcome (final, the record it left), in the
-// same transaction: its effects, the writes that go with an ended invocation (Ended), and the
-// response cache entry.
-func (c *Completer) followUps(tx store.Tx, rec, final invocation.Record, d catalog.Definition, o outcome.Outcome,
+// followUps are the writes that go with an applied outcome (final, the record it left; before, its
+// last seq before the outcome's events), in the same transaction: its effects, the writes that go
+// with an ended invocation (Ended), and the response cache entry.
+func (c *Completer) followUps(tx store.Tx, rec, final invocation.Record, before int64, d catalog.Definition, o outcome.Outcome,
 	effects []Effect, now time.Time) error {
-	if err := c.apply(tx, rec, final, effects, now); err != nil {
+	if err := c.apply(tx, rec, final, before, effects, now); err != nil {
 		return err
 	}
 	if final.Status.Terminal() {
@@ -277,7 +287,36 @@ func Ended(tx store.Tx, rec invocation.Record, now time.Time) error {
 	if rec.CompensationFor != "" {
 		return resolveCompensation(tx, rec, now)
 	}
+	if rec.DAGTask != "" {
+		return notifyRun(tx, rec, now)
+	}
 	return nil
+}
+
+// notifyRun tells the DAG run that child (one of its tasks) ended: a task_child_ended event in the
+// child's closing transaction, which makes the run runnable when it is suspended. A run that is
+// running when it is told is woken by its own closing write (WakeIfNewer); a run that has ended
+// (canceled) is not told: a late result is never promoted.
+func notifyRun(tx store.Tx, child invocation.Record, now time.Time) error {
+	run, err := tx.Invocation(child.TenantID, child.ParentID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil || run.Status.Terminal() {
+		return err
+	}
+	ev, err := invocation.Event{Type: invocation.EventTaskChildEnded, At: now, LogicalAttempt: run.Attempt,
+		IdempotencyKey: invocation.IdempotencyKey(run.ID, fmt.Sprintf("task-%s-%d", child.ID, child.Attempt), run.Attempt, invocation.EventTaskChildEnded, "")}.
+		WithData(invocation.TaskChildEnded{TaskID: child.DAGTask, ChildInvocationID: child.ID, Status: child.Status})
+	if err != nil {
+		return err
+	}
+	req := store.AppendRequest{TenantID: run.TenantID, InvocationID: run.ID, Events: []invocation.Event{ev}}
+	if run.Status == invocation.StatusSuspended {
+		req.Schedule = &store.Scheduling{AvailableAt: &now}
+	}
+	_, _, err = tx.Append(req)
+	return err
 }
 
 // resolveParent completes the parent workflow's pending r_invoke_v1 entry with the child's outcome

@@ -18,6 +18,7 @@ import (
 	"github.com/larkrun/lark/internal/catalog"
 	"github.com/larkrun/lark/internal/clock"
 	"github.com/larkrun/lark/internal/complete"
+	"github.com/larkrun/lark/internal/dagrun"
 	"github.com/larkrun/lark/internal/entrypoint"
 	"github.com/larkrun/lark/internal/host"
 	"github.com/larkrun/lark/internal/invocation"
@@ -76,6 +77,7 @@ type Executor struct {
 	runner          *run.Runner
 	env             *host.Env
 	workflows       *workflow.Engine
+	dags            *dagrun.Engine
 	running         running.Set
 	remote          Remote
 	clock           clock.Clock
@@ -111,6 +113,8 @@ func New(cfg Config) *Executor {
 	wc.Catalog, wc.Spawn, wc.Completer, wc.Host, wc.Running = cfg.Catalog, cfg.Spawn, cfg.Completer, x.env, &x.running
 	wc.Runner, wc.Clock, wc.Logger, wc.AdmitWithin = cfg.Runner, cfg.Clock, cfg.Logger, x.admitWithin
 	x.workflows = workflow.New(wc)
+	x.dags = dagrun.New(dagrun.Config{Store: wc.Store, Catalog: cfg.Catalog, Spawn: cfg.Spawn, Completer: cfg.Completer,
+		Clock: cfg.Clock, Logger: cfg.Logger})
 	return x
 }
 
@@ -243,6 +247,9 @@ func (x *Executor) StartChild(ctx context.Context, parent invocation.Record, req
 func (x *Executor) Execute(ctx context.Context, rec invocation.Record, e entrypoint.Entrypoint, d catalog.Definition, due time.Time) (invocation.Record, error) {
 	if e.Kind == entrypoint.KindWorkflow {
 		x.writer.Dequeued(rec, time.Time{}, nil)
+		if d.IsDAG() {
+			return x.dags.Activate(ctx, rec, e, d)
+		}
 		return x.workflows.Activate(ctx, workflow.NewClaim(rec), e, d)
 	}
 	a := x.RunFunction(ctx, rec, e, d, nil, due)

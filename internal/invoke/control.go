@@ -10,6 +10,7 @@ import (
 	"github.com/larkrun/lark/internal/auth"
 	"github.com/larkrun/lark/internal/catalog"
 	"github.com/larkrun/lark/internal/complete"
+	"github.com/larkrun/lark/internal/dagrun"
 	"github.com/larkrun/lark/internal/entrypoint"
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/problem"
@@ -75,6 +76,9 @@ func (s *Service) Control(ctx context.Context, sc auth.SecurityContext, id strin
 // steps compensated by a run queued in the same transaction (execution's KindCompensate) and its
 // on_cancel handler started.
 func (s *Service) cancel(ctx context.Context, cur invocation.Record) (invocation.Record, error) {
+	if _, d, err := s.catalog.Lookup(ctx, cur.EntrypointRef); err == nil && d.IsDAG() {
+		return s.cancelDAG(ctx, cur)
+	}
 	var then func(store.Tx, invocation.Record, time.Time) (invocation.Record, error)
 	handler, hd, withHandler := s.exec.Workflows().CancelHandler(ctx, cur)
 	compensate := strings.Contains(cur.EntrypointID, "~x.core.serverless.workflow.") && (cur.Status != invocation.StatusQueued || cur.StartedAt != nil)
@@ -97,6 +101,31 @@ func (s *Service) cancel(ctx context.Context, cur invocation.Record) (invocation
 	if err == nil {
 		s.exec.Cancel(cur.ID)
 		s.exec.Workflows().DropLive(cur.ID)
+	}
+	return rec, err
+}
+
+// cancelDAG cancels DAG run cur (004 §19): in the cancel's transaction its tasks that have not
+// ended are cancelled and their children canceled; then the children running here are stopped.
+func (s *Service) cancelDAG(ctx context.Context, cur invocation.Record) (invocation.Record, error) {
+	events, err := store.EventsAfter(ctx, s.cfg.Store, cur.TenantID, cur.ID, 0)
+	if err != nil {
+		return cur, problem.Internal(err)
+	}
+	var children []string
+	rec, err := s.transition(ctx, cur, ActionCancel, invocation.EventCanceled, store.Scheduling{},
+		func(tx store.Tx, out invocation.Record, now time.Time) (invocation.Record, error) {
+			var err error
+			if children, err = dagrun.Cancel(tx, out, events, now); err != nil {
+				return out, err
+			}
+			return tx.Invocation(out.TenantID, out.ID)
+		})
+	if err == nil {
+		s.exec.Cancel(cur.ID)
+		for _, id := range children {
+			s.exec.Cancel(id)
+		}
 	}
 	return rec, err
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/larkrun/lark/internal/auth"
+	"github.com/larkrun/lark/internal/dagrun"
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/outcome"
 	"github.com/larkrun/lark/internal/problem"
@@ -140,4 +141,27 @@ func (s *Service) EnqueueAt(tx store.Tx, p Planned, id string, now, at time.Time
 		at = now
 	}
 	return s.spawn.CreateAt(s.writer.Tx(tx), rec, now, at)
+}
+
+// Tasks lists the tasks of DAG run id (GET /invocations/{id}/tasks): 404 when the caller may not
+// see it, 409 not_a_dag when it is not a DAG run.
+func (s *Service) Tasks(ctx context.Context, sc auth.SecurityContext, id string) ([]dagrun.TaskView, error) {
+	rec, err := s.Get(ctx, sc, id)
+	if err != nil {
+		return nil, err
+	}
+	if _, d, err := s.catalog.Lookup(ctx, rec.EntrypointRef); err != nil || !d.IsDAG() {
+		return nil, problem.Conflict("not_a_dag", "invocation %s is not a DAG run", id)
+	}
+	events, err := store.EventsAfter(ctx, s.cfg.Store, rec.TenantID, rec.ID, 0)
+	if err != nil {
+		return nil, problem.Internal(err)
+	}
+	run, err := dagrun.Replay(events, rec.Attempt)
+	if err != nil {
+		return nil, problem.Internal(err)
+	}
+	return run.Views(ctx, func(ctx context.Context, child string) (invocation.Record, error) {
+		return s.cfg.Store.Invocation(ctx, rec.TenantID, child)
+	}), nil
 }

@@ -71,6 +71,9 @@ type Outcome struct {
 	Reason string
 	// Handler, on Failed, is the on_failure compensation the invocation waits for.
 	Handler *Handler
+	// Final, on a failed outcome without a handler, ends the invocation failed rather than
+	// dead-lettered: a DAG run, whose failed tasks each ended on their own terms.
+	Final bool
 	// Metrics and Cost are the execution's, carried by the event that closes it.
 	Metrics invocation.Metrics
 	Cost    float64
@@ -125,6 +128,8 @@ func (o Outcome) Events(rec invocation.Record, timeline []invocation.Event, now 
 		if o.Handler != nil {
 			events = append(events, failed, ev(invocation.EventCompensationStarted, "", invocation.CompensationStarted{
 				Handler: o.Handler.EntrypointID, HandlerInvocationID: o.Handler.InvocationID, Trigger: "failure"}))
+		} else if o.Final {
+			events = append(events, failed)
 		} else {
 			events = append(events, failed, ev(invocation.EventDeadLettered, "", invocation.DeadLettered{Reason: "no compensation configured"}))
 		}

@@ -1,0 +1,375 @@
+// Package dagrun runs DAG runs: the invocations of entrypoints whose implementation is a
+// workflow_spec DAG (internal/dag). An activation reads the run's log (its plan and its tasks'
+// events), decides the tasks whose child invocation ended, queues the tasks whose upstream tasks
+// all succeeded (each a child invocation, through the same dispatcher as everything else) and
+// skips those with an upstream task that did not, then records all of it with the run's outcome
+// in one completion: suspended until a child ends, or ended when every task has. docs/dag.md.
+package dagrun
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/larkrun/lark/internal/catalog"
+	"github.com/larkrun/lark/internal/clock"
+	"github.com/larkrun/lark/internal/complete"
+	"github.com/larkrun/lark/internal/dag"
+	"github.com/larkrun/lark/internal/entrypoint"
+	"github.com/larkrun/lark/internal/invocation"
+	"github.com/larkrun/lark/internal/outcome"
+	"github.com/larkrun/lark/internal/sandbox"
+	"github.com/larkrun/lark/internal/spawn"
+	"github.com/larkrun/lark/internal/store"
+)
+
+// Store is the store methods the engine reads: the run's log and its children's records.
+type Store interface {
+	Invocation(ctx context.Context, tenantID, id string) (invocation.Record, error)
+	Events(ctx context.Context, q store.EventLogQuery) ([]invocation.Event, error)
+}
+
+// Config wires an Engine.
+type Config struct {
+	Store     Store
+	Catalog   *catalog.Catalog
+	Spawn     *spawn.Spawner
+	Completer *complete.Completer
+	Clock     clock.Clock
+	Logger    *slog.Logger
+}
+
+// Engine activates DAG runs.
+type Engine struct{ cfg Config }
+
+// New returns an Engine.
+func New(cfg Config) *Engine {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Engine{cfg: cfg}
+}
+
+// ErrTaskFailed is the error type of a run with a task that did not succeed.
+const ErrTaskFailed = "gts.x.core.serverless.err.v1~x.core.serverless.err.dag_task_failed.v1~"
+
+// Activate runs one activation of DAG run rec (e's version, parsed as d) and records it.
+func (g *Engine) Activate(ctx context.Context, rec invocation.Record, e entrypoint.Entrypoint, d catalog.Definition) (invocation.Record, error) {
+	evs, err := store.EventsAfter(ctx, g.cfg.Store, rec.TenantID, rec.ID, 0)
+	if err != nil {
+		return rec, err
+	}
+	run, err := Replay(evs, rec.Attempt)
+	a := &activation{g: g, ctx: ctx, rec: rec, run: run, now: g.cfg.Clock.Now(), outputs: map[string]json.RawMessage{}}
+	if err == nil && !run.Planned {
+		err = a.plan(d)
+	}
+	if err != nil {
+		return a.fail(d, err.Error())
+	}
+	a.settle()
+	a.advance()
+	return a.complete(d)
+}
+
+// activation is one activation's state: the run as read, and the events and effects it adds.
+type activation struct {
+	g       *Engine
+	ctx     context.Context
+	rec     invocation.Record
+	run     *Run
+	now     time.Time
+	events  []invocation.Event
+	effects []complete.Effect
+	outputs map[string]json.RawMessage // succeeded tasks' outputs, read as needed
+	err     error                      // the first event that could not be built
+}
+
+// add appends an event of the activation, keyed so that a repeated activation adds it once.
+func (a *activation) add(t invocation.EventType, key string, p invocation.Payload) invocation.Event {
+	e, err := invocation.Event{Type: t, At: a.now, EngineAttempt: a.rec.EngineAttempt, LogicalAttempt: a.rec.Attempt,
+		IdempotencyKey: invocation.IdempotencyKey(a.rec.ID, key, a.rec.Attempt, t, "")}.WithData(p)
+	if err != nil && a.err == nil {
+		a.err = err
+	}
+	a.events = append(a.events, e)
+	return e
+}
+
+// plan fixes the run's plan: the DAG of d for the run's partition key, each task's entrypoint
+// pinned to the version it resolves to now, as the run's subject sees them.
+func (a *activation) plan(d catalog.Definition) error {
+	ws, issues := dag.Decode(d.Implementation.WorkflowSpec, dag.BasicChecks)
+	if len(issues) > 0 {
+		return fmt.Errorf("the DAG does not validate: %s: %s", issues[0].Path, issues[0].Message)
+	}
+	var params struct {
+		PartitionKey string `json:"partition_key"`
+	}
+	if len(a.rec.Params) > 0 {
+		if err := json.Unmarshal(a.rec.Params, &params); err != nil {
+			return fmt.Errorf("params: %w", err)
+		}
+	}
+	v := entrypoint.Viewer{TenantID: a.rec.TenantID, SubjectID: a.rec.SubjectID}
+	p, err := dag.Plan(ws.Spec, params.PartitionKey, func(id string) (dag.Pinned, error) {
+		e, err := a.g.cfg.Catalog.Resolve(a.ctx, v, id)
+		return dag.Pinned{EntrypointID: e.GTSID, Ref: e.ID, Version: e.Version}, err
+	})
+	if err != nil {
+		return err
+	}
+	fp, err := p.Fingerprint()
+	if err != nil {
+		return err
+	}
+	raw, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	ev := a.add(invocation.EventDAGPlanned, "dag-planned", invocation.DAGPlanned{Fingerprint: fp, PartitionKey: p.PartitionKey,
+		Plan: raw, Tasks: len(p.Tasks)})
+	return a.run.apply(ev)
+}
+
+// settle decides the tasks whose child ended: succeeded with the child's result as its output,
+// or failed with the child's error.
+func (a *activation) settle() {
+	for _, t := range a.run.Tasks {
+		if t.Ended == nil {
+			continue
+		}
+		child, err := a.g.cfg.Store.Invocation(a.ctx, a.rec.TenantID, t.Child)
+		if err != nil {
+			a.endTask(t, invocation.EventTaskFailed, invocation.TaskEnded{Reason: "child unreadable: " + err.Error()})
+			continue
+		}
+		end := invocation.TaskEnded{ChildInvocationID: child.ID, Attempts: child.Attempt}
+		if child.Status != invocation.StatusSucceeded {
+			end.Error, end.Reason = child.Error, "child invocation "+string(child.Status)
+			a.endTask(t, invocation.EventTaskFailed, end)
+			continue
+		}
+		a.outputs[t.Planned.ID] = child.Result
+		a.endTask(t, invocation.EventTaskSucceeded, end)
+	}
+}
+
+// endTask records task t's end.
+func (a *activation) endTask(t *Task, typ invocation.EventType, end invocation.TaskEnded) {
+	end.TaskID = t.Planned.ID
+	if end.ChildInvocationID == "" {
+		end.ChildInvocationID = t.Child
+	}
+	ev := a.add(typ, "task-end-"+t.Planned.ID, end)
+	_ = a.run.apply(ev) // decoded from what was just encoded
+}
+
+// advance skips the pending tasks with an upstream task that did not succeed and queues those
+// whose upstream tasks all succeeded, in the plan's (topological) order, so that a skip reaches
+// every task downstream in one pass.
+func (a *activation) advance() {
+	for _, t := range a.run.Tasks {
+		if t.State != StatePending {
+			continue
+		}
+		ready, blocker := true, ""
+		for _, up := range t.Planned.DependsOn {
+			u := a.run.Task(up)
+			switch {
+			case u == nil || !u.Terminal():
+				ready = false
+			case u.State != StateSucceeded && blocker == "":
+				blocker = fmt.Sprintf("upstream task %s %s", up, lower(u.State))
+			}
+		}
+		switch {
+		case blocker != "":
+			a.endTask(t, invocation.EventTaskSkipped, invocation.TaskEnded{Reason: blocker})
+		case ready:
+			a.queue(t)
+		}
+	}
+}
+
+// queue creates task t's child invocation (with the run's outcome) and records task_queued, or
+// fails the task when its params cannot be rendered or its entrypoint no longer starts.
+func (a *activation) queue(t *Task) {
+	child, d, err := a.child(t)
+	if err != nil {
+		a.endTask(t, invocation.EventTaskFailed, invocation.TaskEnded{Reason: err.Error()})
+		return
+	}
+	ev := a.add(invocation.EventTaskQueued, "task-queued-"+t.Planned.ID, invocation.TaskQueued{TaskID: t.Planned.ID,
+		ChildInvocationID: child.ID, EntrypointID: child.EntrypointID, Params: child.Params})
+	_ = a.run.apply(ev)
+	a.effects = append(a.effects, complete.SpawnChild(child, d))
+}
+
+// child builds task t's child invocation: its pinned version, its params rendered over the
+// partition key and the upstream outputs and checked against the version's schema, and its retry
+// policy.
+func (a *activation) child(t *Task) (invocation.Record, catalog.Definition, error) {
+	pt := t.Planned
+	e, d, err := a.g.cfg.Catalog.Lookup(a.ctx, pt.EntrypointRef)
+	if err != nil {
+		return invocation.Record{}, d, fmt.Errorf("entrypoint %s: %w", pt.EntrypointID, err)
+	}
+	outputs, err := a.upstreamOutputs()
+	if err != nil {
+		return invocation.Record{}, d, err
+	}
+	params, err := dag.Render(pt.Params, a.run.Plan.PartitionKey, outputs)
+	if err != nil {
+		return invocation.Record{}, d, fmt.Errorf("params: %w", err)
+	}
+	_, canon, err := a.g.cfg.Catalog.ValidateParams(d, params)
+	if err != nil {
+		return invocation.Record{}, d, fmt.Errorf("params: %w", err)
+	}
+	rec := a.g.cfg.Spawn.NewRecord(e, d, a.rec.TenantID, a.rec.SubjectID, invocation.ModeAsync, canon, a.now)
+	rec.CorrelationID, rec.TraceID, rec.SpanID = a.rec.CorrelationID, a.rec.TraceID, a.rec.SpanID
+	rec.ParentID, rec.Depth, rec.DAGTask = a.rec.ID, a.rec.Depth+1, pt.ID
+	if pt.Retry != nil {
+		p := outcome.RetryPolicy{MaxAttempts: pt.Retry.MaxAttempts}
+		if rec.RetryPolicy, err = json.Marshal(p); err != nil {
+			return invocation.Record{}, d, err
+		}
+	}
+	return rec, d, nil
+}
+
+// upstreamOutputs are the outputs of the run's succeeded tasks, by task id (their children's
+// results).
+func (a *activation) upstreamOutputs() (map[string]json.RawMessage, error) {
+	for _, t := range a.run.Tasks {
+		if t.State != StateSucceeded || a.outputs[t.Planned.ID] != nil || t.End == nil || t.End.ChildInvocationID == "" {
+			continue
+		}
+		child, err := a.g.cfg.Store.Invocation(a.ctx, a.rec.TenantID, t.End.ChildInvocationID)
+		if err != nil {
+			return nil, fmt.Errorf("output of task %s: %w", t.Planned.ID, err)
+		}
+		a.outputs[t.Planned.ID] = child.Result
+	}
+	return a.outputs, nil
+}
+
+// complete records the activation: its events, then the run suspended (until a child ends) or
+// ended, succeeded when every task succeeded.
+func (a *activation) complete(d catalog.Definition) (invocation.Record, error) {
+	if a.err != nil {
+		return a.fail(d, a.err.Error())
+	}
+	var o outcome.Outcome
+	switch {
+	case !a.run.Done():
+		o = outcome.Outcome{Kind: outcome.Suspended, Reason: "tasks"}
+		a.effects = append(a.effects, complete.WakeIfNewer(a.run.LastSeq))
+	case a.run.count(StateSucceeded) == len(a.run.Tasks):
+		out, err := json.Marshal(a.summary())
+		if err != nil {
+			return a.fail(d, err.Error())
+		}
+		o = outcome.Outcome{Kind: outcome.Succeeded, Output: out}
+	default:
+		s := a.summary()
+		o = outcome.Outcome{Kind: outcome.Failed, Final: true, Err: &sandbox.Error{TypeID: ErrTaskFailed, Category: "non_retryable",
+			Message: fmt.Sprintf("%d of %d tasks did not succeed (%d failed, %d skipped, %d cancelled)",
+				len(a.run.Tasks)-s.Succeeded, len(a.run.Tasks), s.Failed, s.Skipped, s.Cancelled),
+			Details: map[string]any{"succeeded": s.Succeeded, "failed": s.Failed, "skipped": s.Skipped, "cancelled": s.Cancelled}}}
+	}
+	return a.g.cfg.Completer.Complete(a.ctx, a.rec, d, a.events, o, a.effects)
+}
+
+// fail ends the run failed for reason, before any task could run (an unreadable log, a plan that
+// cannot be made).
+func (a *activation) fail(d catalog.Definition, reason string) (invocation.Record, error) {
+	o := outcome.Outcome{Kind: outcome.Failed, Final: true, Err: &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "non_retryable",
+		Message: "dag run: " + reason}}
+	return a.g.cfg.Completer.Complete(a.ctx, a.rec, d, nil, o, nil)
+}
+
+// summary is the run's counts (the result of a run whose tasks all succeeded).
+func (a *activation) summary() invocation.DAGSummary {
+	return invocation.DAGSummary{Fingerprint: a.run.Fingerprint, PartitionKey: a.run.Plan.PartitionKey, Tasks: len(a.run.Tasks),
+		Succeeded: a.run.count(StateSucceeded), Failed: a.run.count(StateFailed), Skipped: a.run.count(StateSkipped),
+		Cancelled: a.run.count(StateCancelled)}
+}
+
+// count is how many tasks are in state.
+func (r *Run) count(state string) int {
+	n := 0
+	for _, t := range r.Tasks {
+		if t.State == state {
+			n++
+		}
+	}
+	return n
+}
+
+func lower(state string) string {
+	b := []byte(state)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// Cancel records, in the transaction that cancels run (already canceled: out), 004 §19's
+// cancellation of its tasks: every task that has not ended is cancelled, and the child of each
+// queued one is canceled too (its late result is never promoted: the run no longer hears of it).
+// It returns the children it canceled, whose executions running in this process the caller stops
+// once the transaction has committed. events is the run's log, read before the transaction.
+func Cancel(tx store.Tx, out invocation.Record, events []invocation.Event, now time.Time) ([]string, error) {
+	run, err := Replay(events, out.Attempt)
+	if err != nil || !run.Planned {
+		return nil, err
+	}
+	var evs []invocation.Event
+	var children []string
+	for _, t := range run.Tasks {
+		if t.Terminal() {
+			continue
+		}
+		e, err := invocation.Event{Type: invocation.EventTaskCancelled, At: now, LogicalAttempt: out.Attempt,
+			IdempotencyKey: invocation.IdempotencyKey(out.ID, "task-end-"+t.Planned.ID, out.Attempt, invocation.EventTaskCancelled, "")}.
+			WithData(invocation.TaskEnded{TaskID: t.Planned.ID, ChildInvocationID: t.Child, Reason: "the run was canceled"})
+		if err != nil {
+			return nil, err
+		}
+		evs = append(evs, e)
+		if t.Child != "" {
+			if err := cancelChild(tx, out.TenantID, t.Child, now); err != nil {
+				return nil, err
+			}
+			children = append(children, t.Child)
+		}
+	}
+	if len(evs) == 0 {
+		return nil, nil
+	}
+	_, _, err = tx.Append(store.AppendRequest{TenantID: out.TenantID, InvocationID: out.ID, Events: evs})
+	return children, err
+}
+
+// cancelChild cancels a task's child invocation unless it has ended.
+func cancelChild(tx store.Tx, tenantID, id string, now time.Time) error {
+	child, err := tx.Invocation(tenantID, id)
+	if err != nil || child.Status.Terminal() {
+		return err
+	}
+	e, err := invocation.Event{Type: invocation.EventCanceled, At: now, LogicalAttempt: child.Attempt,
+		IdempotencyKey: invocation.IdempotencyKey(child.ID, "control", child.Attempt, invocation.EventCanceled, "")}.
+		WithData(invocation.Control{Action: "cancel"})
+	if err != nil {
+		return err
+	}
+	_, _, err = tx.Append(store.AppendRequest{TenantID: tenantID, InvocationID: id, Events: []invocation.Event{e},
+		AppendOptions: store.AppendOptions{Schedule: &store.Scheduling{}}})
+	return err
+}

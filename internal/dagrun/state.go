@@ -1,0 +1,145 @@
+package dagrun
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/larkrun/lark/internal/dag"
+	"github.com/larkrun/lark/internal/invocation"
+)
+
+// Task states (004 §4). A task is pending until its upstream tasks have ended, queued (its child
+// invocation created; the child's own status says whether it waits, runs or waits for a retry)
+// until its child ends, then succeeded, failed, skipped (an upstream task did not succeed) or
+// cancelled (the run was canceled first).
+const (
+	StatePending   = "PENDING"
+	StateQueued    = "QUEUED"
+	StateSucceeded = "SUCCEEDED"
+	StateFailed    = "FAILED"
+	StateSkipped   = "SKIPPED"
+	StateCancelled = "CANCELLED"
+)
+
+// Task is one task of a run as its log tells it.
+type Task struct {
+	Planned dag.PlannedTask
+	State   string
+	// Child is the task's child invocation, once queued; Ended is its end as the run was told of
+	// it (task_child_ended), not yet decided.
+	Child string
+	Ended *invocation.TaskChildEnded
+	// End is the task's terminal event, once it ended, and the run's logical attempt it ended in.
+	End        *invocation.TaskEnded
+	endAttempt int
+}
+
+// Terminal reports whether the task has ended.
+func (t *Task) Terminal() bool {
+	switch t.State {
+	case StateSucceeded, StateFailed, StateSkipped, StateCancelled:
+		return true
+	}
+	return false
+}
+
+// Run is a DAG run's state: its plan and its tasks, in the plan's order.
+type Run struct {
+	Planned     bool
+	Plan        dag.RunPlan
+	Fingerprint string
+	Tasks       []*Task
+	byID        map[string]*Task
+	// LastSeq is the last event of the log the state was read from.
+	LastSeq int64
+}
+
+// Task returns the task id.
+func (r *Run) Task(id string) *Task { return r.byID[id] }
+
+// Replay rebuilds a run's state from its log, for the run's logical attempt: a run retried after
+// it failed (the retry control action) runs again the tasks that did not succeed, and keeps the
+// outputs of those that did.
+func Replay(events []invocation.Event, attempt int) (*Run, error) {
+	r := &Run{byID: map[string]*Task{}}
+	for _, e := range events {
+		r.LastSeq = e.Seq
+		if err := r.apply(e); err != nil {
+			return nil, fmt.Errorf("dag run event %d (%s): %w", e.Seq, e.Type, err)
+		}
+	}
+	for _, t := range r.Tasks {
+		if t.Terminal() && t.State != StateSucceeded && t.endAttempt < attempt {
+			t.State, t.Child, t.End = StatePending, "", nil
+		}
+	}
+	return r, nil
+}
+
+// apply folds one event into the state.
+func (r *Run) apply(e invocation.Event) error {
+	switch e.Type {
+	case invocation.EventDAGPlanned:
+		p, err := invocation.DecodeData[invocation.DAGPlanned](e)
+		if err != nil {
+			return err
+		}
+		return r.setPlan(p)
+	case invocation.EventTaskQueued:
+		q, err := invocation.DecodeData[invocation.TaskQueued](e)
+		if t := r.byID[q.TaskID]; err == nil && t != nil {
+			t.State, t.Child, t.Ended = StateQueued, q.ChildInvocationID, nil
+		}
+		return err
+	case invocation.EventTaskChildEnded:
+		c, err := invocation.DecodeData[invocation.TaskChildEnded](e)
+		if t := r.byID[c.TaskID]; err == nil && t != nil && t.State == StateQueued && t.Child == c.ChildInvocationID {
+			t.Ended = &c
+		}
+		return err
+	case invocation.EventTaskSucceeded, invocation.EventTaskFailed, invocation.EventTaskSkipped, invocation.EventTaskCancelled:
+		end, err := invocation.DecodeData[invocation.TaskEnded](e)
+		if t := r.byID[end.TaskID]; err == nil && t != nil {
+			t.State, t.End, t.Ended, t.endAttempt = endState(e.Type), &end, nil, e.LogicalAttempt
+		}
+		return err
+	}
+	return nil
+}
+
+func (r *Run) setPlan(p invocation.DAGPlanned) error {
+	if err := json.Unmarshal(p.Plan, &r.Plan); err != nil {
+		return err
+	}
+	r.Planned, r.Fingerprint = true, p.Fingerprint
+	r.Tasks = make([]*Task, 0, len(r.Plan.Tasks))
+	for _, pt := range r.Plan.Tasks {
+		t := &Task{Planned: pt, State: StatePending}
+		r.Tasks = append(r.Tasks, t)
+		r.byID[pt.ID] = t
+	}
+	return nil
+}
+
+// endState is the state a task's terminal event leaves it in.
+func endState(t invocation.EventType) string {
+	switch t {
+	case invocation.EventTaskSucceeded:
+		return StateSucceeded
+	case invocation.EventTaskFailed:
+		return StateFailed
+	case invocation.EventTaskSkipped:
+		return StateSkipped
+	}
+	return StateCancelled
+}
+
+// Done reports whether every task has ended.
+func (r *Run) Done() bool {
+	for _, t := range r.Tasks {
+		if !t.Terminal() {
+			return false
+		}
+	}
+	return true
+}
