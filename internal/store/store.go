@@ -125,6 +125,7 @@ type Reader interface {
 	EventTypeReader
 	TriggerReader
 	ProjectionReader
+	AssetReader
 }
 
 // TenantReader reads tenant policies.
@@ -292,6 +293,7 @@ type Tx interface {
 	TriggerTx
 	LeaderTx
 	ProjectionTx
+	AssetTx
 }
 
 // TenantTx reads and writes tenant policies inside a transaction.

@@ -1,6 +1,6 @@
 // Package sqlcore is the dialect-neutral SQL of both stores: the domain code (entrypoints,
 // tenants and tokens, invocations and their event logs, the queue, events, triggers, schedules,
-// backfills, webhooks, secrets, usage, retention, projections) that sqlstore (SQLite) and pgstore
+// backfills, webhooks, secrets, usage, retention, projections, assets) that sqlstore (SQLite) and pgstore
 // (PostgreSQL) would otherwise each carry a copy of, statement for statement.
 //
 // The stores stay siblings, not dialects of one store: each owns its connection handling, its

@@ -91,6 +91,12 @@ func Run(t *testing.T, f Factory) {
 		"ProjectionLock":            testProjectionLock,
 		"ProjectionConsumptions":    testProjectionConsumptions,
 		"InvocationsBatchRead":      testInvocationsBatchRead,
+		"Materializations":          testMaterializations,
+		"MaterializationStates":     testMaterializationStates,
+		"Promote":                   testPromote,
+		"PromoteConcurrent":         testPromoteConcurrent,
+		"AssetOutcomes":             testAssetOutcomes,
+		"AssetLists":                testAssetLists,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {
