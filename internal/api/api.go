@@ -279,6 +279,7 @@ func (s *Server) entrypointRoutes(r chi.Router) {
 	r.Delete("/entrypoints/{id:[^:/]+}", s.deleteEntrypoint)
 	developer("changing entrypoints").Post("/entrypoints/{id:[^:/]+}:status", s.entrypointStatus)
 	r.Post("/entrypoints/{id:[^:/]+}:validate", s.validateExisting)
+	developer("planning DAGs").Post("/entrypoints/{id:[^:/]+}:plan", s.planEntrypoint)
 	r.Get("/entrypoints/{id:[^:/]+}/versions", s.entrypointVersions)
 }
 

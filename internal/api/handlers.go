@@ -168,6 +168,21 @@ func (s *Server) validateExisting(w http.ResponseWriter, r *http.Request) {
 	s.respond(w, r, rep, err)
 }
 
+// planEntrypoint answers POST /entrypoints/{id}:plan: the plan of a DAG run for a partition key.
+func (s *Server) planEntrypoint(w http.ResponseWriter, r *http.Request) {
+	if err := onlyParams(r); err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	var req registry.PlanRequest
+	if err := decodeStruct(r, &req, true); err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	res, err := s.cfg.Registry.Plan(r.Context(), security(r), chi.URLParam(r, "id"), req)
+	s.respond(w, r, res, err)
+}
+
 func (s *Server) listEntrypoints(w http.ResponseWriter, r *http.Request) {
 	var src bool
 	servePage(s, w, r, func(q store.ListQuery) (store.Page[entrypoint.Entrypoint], error) {

@@ -7,7 +7,6 @@ import (
 	"math"
 	"sort"
 	"strconv"
-	"strings"
 )
 
 // walker reads a decoded JSON value (numbers as json.Number) into the spec's types, collecting an
@@ -172,7 +171,7 @@ func fmtNum(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 // child is path.key, or path["key"] when key is not a plain name.
 func child(path, key string) string {
 	for _, c := range key {
-		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+		if c == '-' || c > 0x7f || !isNameByte(byte(c)) {
 			return path + "[" + strconv.Quote(key) + "]"
 		}
 	}
@@ -202,13 +201,4 @@ func sortIssues(issues []Issue) []Issue {
 		return issues[i].Message < issues[j].Message
 	})
 	return issues
-}
-
-// quoteIDs quotes ids and joins them with ", ".
-func quoteIDs(ids []string) string {
-	q := make([]string, len(ids))
-	for i, id := range ids {
-		q[i] = strconv.Quote(id)
-	}
-	return strings.Join(q, ", ")
 }

@@ -17,7 +17,7 @@ const (
 
 // ErrPartitionKey marks a partition key that the partitioning does not have (or a key given to
 // an unpartitioned DAG, or none given to a partitioned one).
-var ErrPartitionKey = errors.New("dag: bad partition key")
+var ErrPartitionKey = errors.New("bad partition key")
 
 // partitioning reads spec.partitioning.
 func (w *walker) partitioning(v any, path string) *Partitioning {

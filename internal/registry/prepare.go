@@ -156,8 +156,8 @@ func checkVersion(doc map[string]any, seg gts.Segment, r *Report) string {
 }
 
 // checkDefinition validates the filled-in doc against the GTS schema of kind and the tenant
-// policy (adapter, quotas), runs the Starlark static checks and, for workflows, checks the
-// compensation handlers. Findings go to r; the error is only for a failure to check. It returns
+// policy (adapter, quotas), runs the Starlark static checks, checks a DAG's spec and task
+// entrypoints and, for workflows, checks the compensation handlers. Findings go to r; the error is only for a failure to check. It returns
 // the implementation's adapter.
 func (s *Service) checkDefinition(ctx context.Context, sc auth.SecurityContext, doc map[string]any, kind entrypoint.Kind, policy tenant.Policy, r *Report) (string, error) {
 	issues, err := s.schemas.ValidateEntrypointContext(ctx, string(kind), doc)
@@ -176,6 +176,11 @@ func (s *Service) checkDefinition(ctx context.Context, sc auth.SecurityContext, 
 	}
 	s.checkQuotas(traits, policy, r)
 	checkStarlark(impl, adapter, kind, r)
+	if adapter == schema.DAGAdapter && kind == entrypoint.KindWorkflow {
+		if err := s.checkDAG(ctx, sc, impl, r); err != nil {
+			return adapter, err
+		}
+	}
 	if kind == entrypoint.KindWorkflow {
 		if err := s.checkCompensation(ctx, sc, traits, r); err != nil {
 			return adapter, err

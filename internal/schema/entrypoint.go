@@ -46,7 +46,8 @@ var invocationModes = keySet("sync", "async")
 //     entrypoint_id (string) and shared (boolean), traits also allows entrypoint (boolean, 002);
 //   - traits.invocation.supported is non-empty without duplicates and contains the default;
 //   - implementation.adapter is one of [Registry.Adapters]; Starlark needs kind "code" and
-//     code.language "starlark";
+//     code.language "starlark"; the DAG adapter is for workflows and needs kind "workflow_spec"
+//     with format "dag";
 //   - traits.limits is validated against the adapter's limits type (base fields plus the adapter's
 //     own); with an unknown adapter only the base limits type applies;
 //   - traits.rate_limit.strategy is one of [Registry.RateLimitStrategies] and its config is
@@ -99,7 +100,7 @@ func (r *Registry) ValidateEntrypointContext(ctx context.Context, kind string, d
 	// 3. Invocation modes.
 	out = append(out, invocationIssues(doc)...)
 	// 4 and 5. Adapter, implementation and adapter limits.
-	out = append(out, r.adapterIssues(doc)...)
+	out = append(out, r.adapterIssues(kind, doc)...)
 	// 6. Rate limit strategy and config.
 	out = append(out, r.rateLimitIssues(doc)...)
 	// 7. IO schemas.
@@ -189,9 +190,9 @@ func invocationIssues(doc map[string]any) []Issue {
 	return out
 }
 
-// adapterIssues checks implementation.adapter, the adapter's implementation rules and
-// traits.limits against the adapter's limits type.
-func (r *Registry) adapterIssues(doc map[string]any) []Issue {
+// adapterIssues checks implementation.adapter (for an entrypoint of kind), the adapter's
+// implementation rules and traits.limits against the adapter's limits type.
+func (r *Registry) adapterIssues(kind string, doc map[string]any) []Issue {
 	impl, ok := doc["implementation"].(map[string]any)
 	if !ok {
 		return nil
@@ -206,6 +207,10 @@ func (r *Registry) adapterIssues(doc map[string]any) []Issue {
 			Message: fmt.Sprintf("unknown adapter %s; supported adapters: %s", quote(adapter), quoteList(r.Adapters()))}}
 	}
 	out := spec.check(impl)
+	if spec.only != "" && spec.only != kind {
+		out = append(out, Issue{Path: "$.implementation.adapter", Code: CodeInvalidValue,
+			Message: fmt.Sprintf("adapter %s is for %ss only; this GTS id names a %s", quote(adapter), spec.only, kind)})
+	}
 	limits, ok := getMap(doc, "traits", "limits")
 	if !ok {
 		return out
@@ -246,6 +251,22 @@ func checkWorkerImplementation(impl map[string]any) []Issue {
 	if id, _ := ref["definition_id"].(string); id == "" || len(id) > 256 {
 		return []Issue{{Path: "$.implementation.adapter_ref.definition_id", Code: CodeInvalidValue,
 			Message: "definition_id must be 1 to 256 bytes"}}
+	}
+	return nil
+}
+
+// checkDAGImplementation: the DAG adapter reads a workflow_spec of format "dag". The spec itself
+// (tasks, graph, templates, and the task entrypoints, which need the registry) is validated by the
+// registry through package dag.
+func checkDAGImplementation(impl map[string]any) []Issue {
+	if k, ok := impl["kind"].(string); ok && k != "workflow_spec" {
+		return []Issue{{Path: "$.implementation.kind", Code: CodeInvalidValue,
+			Message: fmt.Sprintf("the dag adapter requires kind 'workflow_spec', got %s", quote(k))}}
+	}
+	ws, _ := impl["workflow_spec"].(map[string]any)
+	if f, ok := ws["format"].(string); ok && f != "dag" {
+		return []Issue{{Path: "$.implementation.workflow_spec.format", Code: CodeInvalidValue,
+			Message: fmt.Sprintf("the dag adapter requires format 'dag', got %s", quote(f))}}
 	}
 	return nil
 }

@@ -41,6 +41,7 @@ const (
 	retryPolicyID        = "gts.x.core.serverless.retry_policy.v1~"
 	workflowTraitsID     = "gts.x.core.serverless.workflow_traits.v1~"
 	starlarkLimitsID     = "gts.x.core.serverless.limits.v1~x.core.serverless.adapter.starlark.limits.v1~"
+	dagLimitsID          = "gts.x.core.serverless.limits.v1~x.core.serverless.adapter.dag.limits.v1~"
 )
 
 // StarlarkAdapter is the GTS type id of the embedded Starlark adapter, the only adapter Lark can
@@ -52,16 +53,22 @@ const StarlarkAdapter = "gts.x.core.serverless.adapter.starlark.v1~"
 // adapter_ref.definition_id runs it. It takes the Starlark adapter's limits.
 const WorkerAdapter = "gts.x.core.serverless.adapter.worker.v1~"
 
+// DAGAdapter is the GTS type id of Lark's DAG adapter: a workflow declared as a graph of function
+// tasks (implementation.kind workflow_spec, workflow_spec.format "dag"; package dag, docs/dag.md)
+// rather than written as Starlark. Only workflows name it. It takes the base limits.
+const DAGAdapter = "gts.x.core.serverless.adapter.dag.v1~"
+
 // TokenBucketStrategy is the GTS type id of the built-in (system default) token bucket rate
 // limiter. Entrypoints name it in traits.rate_limit.strategy; its config is validated against the
 // built-in schema of the same id.
 const TokenBucketStrategy = "gts.x.core.serverless.rate_limit.v1~x.core.serverless.rate_limit.token_bucket.v1~"
 
-// adapterSpec describes an executable adapter: the GTS type of its limits and the checks it
-// imposes on implementation.
+// adapterSpec describes an executable adapter: the GTS type of its limits, the checks it
+// imposes on implementation and, when set, the one entrypoint kind that may name it.
 type adapterSpec struct {
 	limitsID string
 	check    func(impl map[string]any) []Issue
+	only     string // KindFunction or KindWorkflow; "": both
 }
 
 // Registry holds the built-in GTS schemas, compiled once, and a bounded cache of compiled user
@@ -139,6 +146,7 @@ func New() (*Registry, error) {
 	r.adapters = map[string]adapterSpec{
 		StarlarkAdapter: {limitsID: starlarkLimitsID, check: checkStarlarkImplementation},
 		WorkerAdapter:   {limitsID: starlarkLimitsID, check: checkWorkerImplementation},
+		DAGAdapter:      {limitsID: dagLimitsID, check: checkDAGImplementation, only: KindWorkflow},
 	}
 	r.limiters = map[string]string{TokenBucketStrategy: TokenBucketStrategy}
 	for _, a := range r.adapters {
@@ -180,7 +188,8 @@ func (r *Registry) Schema(gtsID string) (*jsonschema.Schema, error) {
 // Adapters returns the adapter GTS ids that entrypoints may name in implementation.adapter, sorted.
 // An adapter is listed only if Lark can execute it and knows its limits schema. Limits types of the
 // Lambda and Temporal adapters are built in as GTS types (000 defines them), but Lark cannot run
-// those adapters, so the result is [StarlarkAdapter] and [WorkerAdapter] (run by remote workers).
+// those adapters, so the result is [StarlarkAdapter], [WorkerAdapter] (run by remote workers) and
+// [DAGAdapter] (workflows declared as a graph of function tasks).
 func (r *Registry) Adapters() []string {
 	out := make([]string, 0, len(r.adapters))
 	for id := range r.adapters {

@@ -98,6 +98,7 @@ func TestNewBuiltins(t *testing.T) {
 		"gts.x.core.serverless.invocation.v1~",
 		"gts.x.core.serverless.io_schema.v1~",
 		"gts.x.core.serverless.limits.v1~",
+		"gts.x.core.serverless.limits.v1~x.core.serverless.adapter.dag.limits.v1~",
 		"gts.x.core.serverless.limits.v1~x.core.serverless.adapter.lambda.limits.v1~",
 		"gts.x.core.serverless.limits.v1~x.core.serverless.adapter.starlark.limits.v1~",
 		"gts.x.core.serverless.limits.v1~x.core.serverless.adapter.temporal.limits.v1~",
@@ -191,7 +192,7 @@ func TestBuiltinSchemasValidateSpecExamples(t *testing.T) {
 
 func TestAdaptersAndStrategies(t *testing.T) {
 	r := testRegistry(t)
-	require.Equal(t, []string{StarlarkAdapter, WorkerAdapter}, r.Adapters())
+	require.Equal(t, []string{DAGAdapter, StarlarkAdapter, WorkerAdapter}, r.Adapters())
 	require.Equal(t, []string{TokenBucketStrategy}, r.RateLimitStrategies())
 	for _, id := range r.RateLimitStrategies() {
 		_, err := r.Schema(id)
@@ -315,6 +316,34 @@ func TestValidateEntrypointRules(t *testing.T) {
 		{name: "starlark needs kind code", mutate: func(d map[string]any) {
 			d["implementation"] = map[string]any{"adapter": StarlarkAdapter, "kind": "adapter_ref",
 				"adapter_ref": map[string]any{"definition_id": "x"}}
+		}, want: []Issue{{Path: "$.implementation.kind", Code: CodeInvalidValue}}, message: "requires kind 'code'"},
+		{name: "dag workflow without code", kind: KindWorkflow, file: processOrderFile, mutate: func(d map[string]any) {
+			d["implementation"] = dagImplementation("dag")
+			del(d, "traits", "limits", "memory_mb")
+			del(d, "traits", "limits", "cpu")
+		}},
+		{name: "dag is for workflows", mutate: func(d map[string]any) {
+			d["implementation"] = dagImplementation("dag")
+			del(d, "traits", "limits", "memory_mb")
+			del(d, "traits", "limits", "cpu")
+		}, want: []Issue{{Path: "$.implementation.adapter", Code: CodeInvalidValue}}, message: "is for workflows only; this GTS id names a function"},
+		{name: "dag needs kind workflow_spec", kind: KindWorkflow, file: processOrderFile, mutate: func(d map[string]any) {
+			set(d, DAGAdapter, "implementation", "adapter")
+			del(d, "traits", "limits", "memory_mb")
+			del(d, "traits", "limits", "cpu")
+		}, want: []Issue{{Path: "$.implementation.kind", Code: CodeInvalidValue}}, message: "the dag adapter requires kind 'workflow_spec', got 'code'"},
+		{name: "dag needs format dag", kind: KindWorkflow, file: processOrderFile, mutate: func(d map[string]any) {
+			d["implementation"] = dagImplementation("serverless-workflow")
+			del(d, "traits", "limits", "memory_mb")
+			del(d, "traits", "limits", "cpu")
+		}, want: []Issue{{Path: "$.implementation.workflow_spec.format", Code: CodeInvalidValue}}, message: "requires format 'dag'"},
+		{name: "dag takes the base limits only", kind: KindWorkflow, file: processOrderFile, mutate: func(d map[string]any) {
+			d["implementation"] = dagImplementation("dag")
+			del(d, "traits", "limits", "cpu")
+		}, want: []Issue{{Path: "$.traits.limits.memory_mb", Code: CodeUnknownField}}, message: "not a limit of adapter"},
+		{name: "starlark needs kind code, not workflow_spec", kind: KindWorkflow, file: processOrderFile, mutate: func(d map[string]any) {
+			d["implementation"] = dagImplementation("dag")
+			set(d, StarlarkAdapter, "implementation", "adapter")
 		}, want: []Issue{{Path: "$.implementation.kind", Code: CodeInvalidValue}}, message: "requires kind 'code'"},
 		{name: "starlark needs language starlark", mutate: func(d map[string]any) { set(d, "wasm", "implementation", "code", "language") },
 			want: []Issue{{Path: "$.implementation.code.language", Code: CodeInvalidValue}}},
@@ -768,4 +797,10 @@ func BenchmarkValidateEntrypoint(b *testing.B) {
 			b.Fatal("unexpected issues")
 		}
 	}
+}
+
+// dagImplementation is a DAG implementation of one task (its spec is package dag's business).
+func dagImplementation(format string) map[string]any {
+	return map[string]any{"adapter": DAGAdapter, "kind": "workflow_spec", "workflow_spec": map[string]any{
+		"format": format, "spec": map[string]any{"tasks": []any{map[string]any{"id": "a", "entrypoint_id": "x"}}}}}
 }

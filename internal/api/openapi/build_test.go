@@ -149,6 +149,7 @@ func build() ([]byte, error) {
 	component("ValidationReport", registry.Report{})
 	component("Finding", registry.Finding{})
 	component("VersionSummary", registry.VersionSummary{})
+	component("DAGPlan", registry.PlanResult{})
 	component("Invocation", api.RecordView{})
 	component("InvocationResult", api.ResultView{})
 	component("TimelineEvent", api.TimelineEvent{})
@@ -186,6 +187,7 @@ func build() ([]byte, error) {
 		"CreateTokenRequest":  tokens.CreateTokenRequest{},
 		"TenantPolicyRequest": tenant.Policy{},
 		"StatusRequest":       registry.StatusRequest{},
+		"PlanRequest":         registry.PlanRequest{},
 		"StartRequest":        invoke.StartRequest{},
 		"PublishRequest":      eventbus.PublishRequest{},
 		"EventTypeRequest":    eventbus.TypeRequest{},
@@ -286,6 +288,7 @@ var componentDocs = map[string]string{
 	"Whoami":           "Who the bearer token authenticates as: tenant, subject, roles.",
 	"TenantPolicy":     "A tenant's runtime policy: enablement, quotas, retention, governance, defaults (§5).",
 	"ValidationReport": "001's validation report: valid, errors[], warnings[] and what the code uses.",
+	"DAGPlan":          "A DAG run's plan for a partition key and its fingerprint (docs/dag.md).",
 	"Finding":          "One validation finding, with its source location when it has one.",
 	"VersionSummary":   "One version of an entrypoint family.",
 	"Invocation":       "000's InvocationRecord.",

@@ -152,7 +152,7 @@ func definitionMembers() schema {
 		"shared":         schema{"type": "boolean", "description": "A user-owned entrypoint others in the tenant may invoke."},
 		"schema":         schema{"type": "object", "description": "params, returns and errors JSON Schemas."},
 		"traits":         schema{"type": "object", "description": "runtime, timeout_seconds, retry, …, and workflow for workflows."},
-		"implementation": schema{"type": "object", "description": "adapter and code (language, source)."},
+		"implementation": schema{"type": "object", "description": "adapter and code (language, source), adapter_ref (definition_id) or, for a DAG, workflow_spec (format dag, spec; docs/dag.md)."},
 	}
 }
 
@@ -238,6 +238,9 @@ func operations() []op {
 			ok: ok(ref("Entrypoint"))},
 		{method: post, path: p("/entrypoints/{id}:validate"), id: "validateExistingEntrypoint", tag: "Entrypoints",
 			summary: "Validate a registered version", ok: ok(ref("ValidationReport"))},
+		{method: post, path: p("/entrypoints/{id}:plan"), id: "planEntrypoint", tag: "Entrypoints",
+			summary: "Plan a DAG run for a partition key: tasks in order, pinned versions, fingerprint",
+			body:    ref("PlanRequest"), ok: ok(ref("DAGPlan"))},
 		{method: get, path: p("/entrypoints/{id}/versions"), id: "listEntrypointVersions", tag: "Entrypoints",
 			summary: "The versions of an entrypoint's family", ok: ok(ref("EntrypointVersions"))},
 
