@@ -66,6 +66,7 @@ type flags struct {
 	cpuProfile                  string
 	memProfile                  string
 	pricing                     string
+	blobStore                   string
 	metricsPublic               bool
 	metricsMaxLabelSets         int
 	drainTimeout                time.Duration
@@ -158,6 +159,9 @@ func (f *flags) bindLimitFlags(c *cobra.Command) {
 func (f *flags) bindStoreFlags(c *cobra.Command) {
 	c.Flags().StringVar(&f.data, "data", env("LARK_DATA", "./lark-data"), "data directory; the SQLite database lives inside (env LARK_DATA)")
 	c.Flags().StringVar(&f.store, "store", env("LARK_STORE", "sqlite"), "store: sqlite, or a postgres:// URL (env LARK_STORE)")
+	c.Flags().StringVar(&f.blobStore, "blob-store", env("LARK_BLOB_STORE", ""),
+		"where asset outputs are stored: a directory (file:///path), or s3://BUCKET/PREFIX?endpoint=HOST:PORT&region=R&secure=false with credentials in "+
+			"LARK_S3_ACCESS_KEY/LARK_S3_SECRET_KEY or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY; several nodes need S3 (default file://<data>/blobs) (env LARK_BLOB_STORE)")
 	c.Flags().BoolVar(&f.noMigrate, "no-migrate", false,
 		"do not apply pending schema migrations at start: a database behind this binary stops the start (run lark migrate up first); one newer always does")
 	c.Flags().StringVar(&f.sqliteSynchronous, "sqlite-synchronous", env("LARK_SQLITE_SYNCHRONOUS", "full"),
@@ -223,7 +227,7 @@ func (f *flags) bindTelemetryFlags(c *cobra.Command) {
 // config is the server configuration the flags describe (the pricing file is read here, so that a
 // bad one stops the start).
 func (f *flags) config(admin string, log *slog.Logger) (server.Config, error) {
-	cfg := server.Config{Addr: f.addr, DataDir: f.data, Store: f.store, NoMigrate: f.noMigrate, SQLiteSynchronous: f.sqliteSynchronous,
+	cfg := server.Config{Addr: f.addr, DataDir: f.data, Store: f.store, BlobStore: f.blobStore, NoMigrate: f.noMigrate, SQLiteSynchronous: f.sqliteSynchronous,
 		PGMaxConns: f.pgMaxConns, PGStatementTimeout: f.pgStatementTimeout, PGWriters: f.pgWriters, PGClientTimeout: f.pgClientTimeout, PGTCPTimeout: f.pgTCPTimeout, StoreWriteWait: f.storeWriteWait, LeaseGrace: f.leaseGrace, AdminToken: admin, MaxBody: f.maxBody, Logger: log,
 		Workers: f.workers, UnsafeEgressAllowLoopback: f.egressLoopback, RetentionInterval: f.retention,
 		MetricsPublic: f.metricsPublic, MetricsMaxLabelSets: f.metricsMaxLabelSets,

@@ -20,6 +20,7 @@ import (
 
 	"github.com/larkrun/lark/internal/admission"
 	"github.com/larkrun/lark/internal/api"
+	"github.com/larkrun/lark/internal/blob"
 	"github.com/larkrun/lark/internal/bulklane"
 	"github.com/larkrun/lark/internal/clock"
 	"github.com/larkrun/lark/internal/console"
@@ -72,6 +73,10 @@ type Config struct {
 	AdminToken string // the platform operator's bearer token; empty disables operator access
 	MaxBody    int64
 	Logger     *slog.Logger
+	// BlobStore is where asset outputs are written (blob.Open): a directory path or file:// URL, or
+	// an s3:// URL whose credentials come from the environment. Empty: DataDir/blobs. Several nodes
+	// need a shared one (S3); docs/deployment.md, "Blob store".
+	BlobStore string
 	// SQLiteSynchronous is the SQLite store's synchronous pragma, FULL (default) or NORMAL, in any
 	// case: NORMAL in WAL mode survives a process crash but may lose the last commits on power
 	// loss or an OS crash (docs/operations.md, "Data and durability").
@@ -287,6 +292,21 @@ type Server struct {
 	feed   *natsfeed.Feed
 	// Tracing is the process's tracer provider (off unless Config.Telemetry configures an endpoint).
 	Tracing *tracing.Tracing
+	// Blobs is the blob store of Config.BlobStore, opened at start (nothing writes to it yet).
+	Blobs blob.Store
+}
+
+// OpenBlobs opens the configured blob store: Config.BlobStore, or DataDir/blobs by default.
+func OpenBlobs(cfg Config) (blob.Store, error) {
+	url := cfg.BlobStore
+	if url == "" {
+		url = filepath.Join(cfg.DataDir, "blobs")
+	}
+	st, err := blob.Open(url, os.Getenv)
+	if err != nil {
+		return nil, fmt.Errorf("--blob-store: %w", err)
+	}
+	return st, nil
 }
 
 // OpenStore opens the configured store.
@@ -334,8 +354,8 @@ func warnOpenDataDir(cfg Config) {
 	}
 }
 
-// New opens the store and builds every service. When a step after the store opened fails, New
-// closes the store and returns that step's error.
+// New opens the store and the blob store and builds every service. When a step after the store
+// opened fails, New closes what it opened and returns that step's error.
 func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -345,11 +365,18 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := buildServer(ctx, cfg, st)
+	blobs, err := OpenBlobs(cfg)
 	if err != nil {
 		st.Close()
 		return nil, err
 	}
+	s, err := buildServer(ctx, cfg, st)
+	if err != nil {
+		st.Close()
+		_ = blobs.Close()
+		return nil, err
+	}
+	s.Blobs = blobs
 	return s, nil
 }
 
@@ -659,7 +686,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if err := s.StartNATSFeed(ctx); err != nil {
 		s.log.Error("natsfeed: subscribing the NATS-fed triggers", "err", err)
 	}
-	s.log.Info("lark serving", "addr", ln.Addr().String(), "store", storeName(s.cfg.Store))
+	s.log.Info("lark serving", "addr", ln.Addr().String(), "store", storeName(s.cfg.Store), "blob_store", fmt.Sprint(s.Blobs))
 	var serveErr error
 	select {
 	case <-ctx.Done():
@@ -691,7 +718,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.closeBridge()
 	s.Invoke.Close()
 	s.shutdownTracing()
-	closeErr := s.Store.Close()
+	closeErr := errors.Join(s.Store.Close(), s.Blobs.Close())
 	if errors.Is(serveErr, http.ErrServerClosed) {
 		serveErr = nil
 	}
@@ -768,7 +795,7 @@ func (s *Server) Close() error {
 	s.closeBridge()
 	s.Invoke.Close()
 	s.shutdownTracing()
-	return s.Store.Close()
+	return errors.Join(s.Store.Close(), s.Blobs.Close())
 }
 
 func storeName(s string) string {
