@@ -290,6 +290,7 @@ func (s *Server) invocationRoutes(r chi.Router) {
 	r.Get("/invocations", s.listInvocations)
 	r.Get("/invocations/{id:[^:/]+}", s.getInvocation)
 	r.Get("/invocations/{id:[^:/]+}/timeline", s.invocationTimeline)
+	r.Get("/invocations/{id:[^:/]+}/tasks", s.invocationTasks)
 	operator("controlling invocations").Post("/invocations/{id:[^:/]+}:control", s.controlInvocation)
 }
 

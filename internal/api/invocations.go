@@ -5,6 +5,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/larkrun/lark/internal/dagrun"
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/invoke"
 	"github.com/larkrun/lark/internal/store"
@@ -64,6 +65,24 @@ func (s *Server) listInvocations(w http.ResponseWriter, r *http.Request) {
 		return s.cfg.Invoke.List(r.Context(), security(r), q)
 	},
 		func(rec invocation.Record) (RecordView, error) { return View(rec), nil })
+}
+
+// TasksView is the answer of GET /invocations/{id}/tasks: a DAG run's tasks in plan order.
+type TasksView struct {
+	InvocationID string            `json:"invocation_id"`
+	Items        []dagrun.TaskView `json:"items"`
+}
+
+// invocationTasks answers GET /invocations/{id}/tasks (a DAG run's tasks; 409 not_a_dag for any
+// other invocation).
+func (s *Server) invocationTasks(w http.ResponseWriter, r *http.Request) {
+	if err := onlyParams(r); err != nil {
+		s.problem(w, r, err)
+		return
+	}
+	id := chi.URLParam(r, "id")
+	tasks, err := s.cfg.Invoke.Tasks(r.Context(), security(r), id)
+	s.respond(w, r, TasksView{InvocationID: id, Items: tasks}, err)
 }
 
 // invocationTimeline answers GET /invocations/{id}/timeline: a page of the entries in seq order

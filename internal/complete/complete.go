@@ -61,6 +61,7 @@ type Effect struct {
 	def  catalog.Definition
 	wait events.Wait
 	seen int64
+	fn   func(tx store.Tx, final invocation.Record) error
 }
 
 type effectKind int
@@ -71,6 +72,7 @@ const (
 	registerWait
 	clearWaits
 	wakeIfNewer
+	also
 )
 
 // SpawnChild queues child, the r_invoke_v1 child a workflow parks on (d: its definition), with
@@ -98,6 +100,10 @@ func ClearWaits() Effect { return Effect{kind: clearWaits} }
 // run's activation was deciding (its task_child_ended found the run running, not suspended).
 func WakeIfNewer(seen int64) Effect { return Effect{kind: wakeIfNewer, seen: seen} }
 
+// Also makes fn's writes with the outcome, when it applies (final: the record it left): a DAG
+// task's materialization promoted in the transaction that records the task's end.
+func Also(fn func(tx store.Tx, final invocation.Record) error) Effect { return Effect{kind: also, fn: fn} }
+
 // Handler is the compensation handler effects start, if any.
 func Handler(effects []Effect) *invocation.Record {
 	for i := range effects {
@@ -120,6 +126,8 @@ func (c *Completer) apply(tx store.Tx, rec, final invocation.Record, before int6
 			err, registered = waits.Register(tx, final, e.wait, now), true
 		case e.kind == wakeIfNewer && final.Status == invocation.StatusSuspended && before > e.seen:
 			err = tx.SetScheduling(final.TenantID, final.ID, store.Scheduling{AvailableAt: &now})
+		case e.kind == also:
+			err = e.fn(tx, final)
 		}
 		if err != nil {
 			return err

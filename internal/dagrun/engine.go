@@ -11,8 +11,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
+	"github.com/larkrun/lark/internal/asset"
+	"github.com/larkrun/lark/internal/blob"
 	"github.com/larkrun/lark/internal/catalog"
 	"github.com/larkrun/lark/internal/clock"
 	"github.com/larkrun/lark/internal/complete"
@@ -20,15 +23,18 @@ import (
 	"github.com/larkrun/lark/internal/entrypoint"
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/outcome"
+	"github.com/larkrun/lark/internal/quality"
 	"github.com/larkrun/lark/internal/sandbox"
 	"github.com/larkrun/lark/internal/spawn"
 	"github.com/larkrun/lark/internal/store"
 )
 
-// Store is the store methods the engine reads: the run's log and its children's records.
+// Store is the store methods the engine reads: the run's log, its children's records and the
+// latest materializations of its assets.
 type Store interface {
 	Invocation(ctx context.Context, tenantID, id string) (invocation.Record, error)
 	Events(ctx context.Context, q store.EventLogQuery) ([]invocation.Event, error)
+	LatestMaterialization(ctx context.Context, tenantID, assetKey, partitionKey string) (asset.Materialization, error)
 }
 
 // Config wires an Engine.
@@ -37,8 +43,10 @@ type Config struct {
 	Catalog   *catalog.Catalog
 	Spawn     *spawn.Spawner
 	Completer *complete.Completer
-	Clock     clock.Clock
-	Logger    *slog.Logger
+	// Blobs holds the tasks' outputs (the output commit protocol, output.go).
+	Blobs  blob.Store
+	Clock  clock.Clock
+	Logger *slog.Logger
 }
 
 // Engine activates DAG runs.
@@ -152,9 +160,37 @@ func (a *activation) settle() {
 			a.endTask(t, invocation.EventTaskFailed, end)
 			continue
 		}
-		a.outputs[t.Planned.ID] = child.Result
-		a.endTask(t, invocation.EventTaskSucceeded, end)
+		a.succeed(t, child, end)
 	}
+}
+
+// succeed decides task t, whose child succeeded: its post checks and their gating, and for an
+// asset the output's materialization, recorded with the task's end (promoted unless quarantined).
+// A blocking check fails the task.
+func (a *activation) succeed(t *Task, child invocation.Record, end invocation.TaskEnded) {
+	m, err := a.checkOutput(t, child.Result, child.Attempt)
+	if err != nil {
+		end.Reason = "output: " + err.Error()
+		a.endTask(t, invocation.EventTaskFailed, end)
+		return
+	}
+	if len(m.results) > 0 {
+		end.Checks, _ = json.Marshal(m.results) // results of strings, numbers and bools
+	}
+	end.GatingDecision = strings.ToLower(string(m.decision.Action))
+	if m.decision.Action == quality.Block {
+		end.Reason = m.decision.Reason
+		a.endTask(t, invocation.EventTaskFailed, end)
+		return
+	}
+	if m.mat != nil {
+		end.MaterializationID = m.mat.ID
+		a.effects = append(a.effects, complete.Also(a.record(m.mat, m)))
+	}
+	if m.mat == nil || m.mat.State != asset.StateQuarantined {
+		a.outputs[t.Planned.ID] = child.Result
+	}
+	a.endTask(t, invocation.EventTaskSucceeded, end)
 }
 
 // endTask records task t's end.
@@ -225,9 +261,12 @@ func (a *activation) child(t *Task) (invocation.Record, catalog.Definition, erro
 	if err != nil {
 		return invocation.Record{}, d, fmt.Errorf("params: %w", err)
 	}
-	_, canon, err := a.g.cfg.Catalog.ValidateParams(d, params)
+	input, canon, err := a.g.cfg.Catalog.ValidateParams(d, params)
 	if err != nil {
 		return invocation.Record{}, d, fmt.Errorf("params: %w", err)
+	}
+	if err := a.preChecks(pt, input); err != nil {
+		return invocation.Record{}, d, err
 	}
 	rec := a.g.cfg.Spawn.NewRecord(e, d, a.rec.TenantID, a.rec.SubjectID, invocation.ModeAsync, canon, a.now)
 	rec.CorrelationID, rec.TraceID, rec.SpanID = a.rec.CorrelationID, a.rec.TraceID, a.rec.SpanID
@@ -241,18 +280,34 @@ func (a *activation) child(t *Task) (invocation.Record, catalog.Definition, erro
 	return rec, d, nil
 }
 
-// upstreamOutputs are the outputs of the run's succeeded tasks, by task id (their children's
-// results).
+// upstreamOutputs are the outputs of the run's succeeded tasks, by task id: for a task that names
+// an asset, the latest promoted materialization of the asset for the run's partition (so a
+// quarantined output is never read: the previous good one is), else its child's result.
 func (a *activation) upstreamOutputs() (map[string]json.RawMessage, error) {
 	for _, t := range a.run.Tasks {
-		if t.State != StateSucceeded || a.outputs[t.Planned.ID] != nil || t.End == nil || t.End.ChildInvocationID == "" {
+		id := t.Planned.ID
+		if t.State != StateSucceeded || a.outputs[id] != nil {
+			continue
+		}
+		if t.Planned.AssetKey != "" {
+			out, ok, err := a.latestOutput(t.Planned.AssetKey)
+			if err != nil {
+				return nil, fmt.Errorf("output of task %s: %w", id, err)
+			}
+			if !ok {
+				return nil, fmt.Errorf("output of task %s: asset %s has no promoted materialization for this partition", id, t.Planned.AssetKey)
+			}
+			a.outputs[id] = out
+			continue
+		}
+		if t.End == nil || t.End.ChildInvocationID == "" {
 			continue
 		}
 		child, err := a.g.cfg.Store.Invocation(a.ctx, a.rec.TenantID, t.End.ChildInvocationID)
 		if err != nil {
-			return nil, fmt.Errorf("output of task %s: %w", t.Planned.ID, err)
+			return nil, fmt.Errorf("output of task %s: %w", id, err)
 		}
-		a.outputs[t.Planned.ID] = child.Result
+		a.outputs[id] = child.Result
 	}
 	return a.outputs, nil
 }
@@ -372,4 +427,18 @@ func cancelChild(tx store.Tx, tenantID, id string, now time.Time) error {
 	_, _, err = tx.Append(store.AppendRequest{TenantID: tenantID, InvocationID: id, Events: []invocation.Event{e},
 		AppendOptions: store.AppendOptions{Schedule: &store.Scheduling{}}})
 	return err
+}
+
+// preChecks runs task pt's pre checks on its input params: a blocking result fails the task
+// before its child is created.
+func (a *activation) preChecks(pt dag.PlannedTask, input any) error {
+	checks, err := parseChecks(pt.Checks)
+	if err != nil || len(checks) == 0 {
+		return err
+	}
+	results := quality.Runner{Clock: a.g.cfg.Clock}.Run(a.ctx, checks, quality.PhasePre, input, nil)
+	if d := quality.Gate(results, false); d.Action == quality.Block {
+		return fmt.Errorf("pre checks: %s", d.Reason)
+	}
+	return nil
 }

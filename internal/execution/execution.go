@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/larkrun/lark/internal/attempt"
+	"github.com/larkrun/lark/internal/blob"
 	"github.com/larkrun/lark/internal/catalog"
 	"github.com/larkrun/lark/internal/clock"
 	"github.com/larkrun/lark/internal/complete"
@@ -38,6 +39,7 @@ import (
 // lease recovery (everything else goes through the writer, the catalog and the workflow engine).
 type Store interface {
 	Update(ctx context.Context, fn func(store.Tx) error) error
+	dagrun.Store
 }
 
 // Config wires an Executor.
@@ -56,6 +58,8 @@ type Config struct {
 	// Workflow configures the workflow engine (its Store and limits); its Catalog, Spawn, Completer, Host,
 	// Running, Runner, Clock and Logger are the Executor's.
 	Workflow workflow.Config
+	// Blobs holds DAG tasks' outputs (dagrun's output commit protocol).
+	Blobs blob.Store
 	// Remote, when set, runs the function attempts it takes (Remote.Takes) in remote workers.
 	Remote Remote
 	Clock  clock.Clock
@@ -113,7 +117,7 @@ func New(cfg Config) *Executor {
 	wc.Catalog, wc.Spawn, wc.Completer, wc.Host, wc.Running = cfg.Catalog, cfg.Spawn, cfg.Completer, x.env, &x.running
 	wc.Runner, wc.Clock, wc.Logger, wc.AdmitWithin = cfg.Runner, cfg.Clock, cfg.Logger, x.admitWithin
 	x.workflows = workflow.New(wc)
-	x.dags = dagrun.New(dagrun.Config{Store: wc.Store, Catalog: cfg.Catalog, Spawn: cfg.Spawn, Completer: cfg.Completer,
+	x.dags = dagrun.New(dagrun.Config{Store: cfg.Store, Blobs: cfg.Blobs, Catalog: cfg.Catalog, Spawn: cfg.Spawn, Completer: cfg.Completer,
 		Clock: cfg.Clock, Logger: cfg.Logger})
 	return x
 }

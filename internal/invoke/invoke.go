@@ -22,7 +22,9 @@ import (
 	"time"
 
 	"github.com/larkrun/lark/internal/admission"
+	"github.com/larkrun/lark/internal/asset"
 	"github.com/larkrun/lark/internal/auth"
+	"github.com/larkrun/lark/internal/blob"
 	"github.com/larkrun/lark/internal/bulklane"
 	"github.com/larkrun/lark/internal/catalog"
 	"github.com/larkrun/lark/internal/clock"
@@ -62,6 +64,7 @@ type Store interface {
 	StatusAt(ctx context.Context, tenantID, invocationID string, seq int64) (invocation.Status, error)
 	ListInvocations(ctx context.Context, v invocation.Viewer, q store.ListQuery) (store.Page[invocation.Record], error)
 	CountTenantRunning(ctx context.Context, tenantID string) (int64, error)
+	LatestMaterialization(ctx context.Context, tenantID, assetKey, partitionKey string) (asset.Materialization, error)
 	// Enqueue queues fn like Update and returns at once (store.Store.Enqueue).
 	Enqueue(ctx context.Context, fn func(store.Tx) error) (wait func() error)
 }
@@ -163,6 +166,9 @@ type Config struct {
 	// Tracing starts the spans of attempts, workflow steps, r_http_* calls and r_invoke_v1 children
 	// (nil: off; records still carry trace ids).
 	Tracing *tracing.Tracing
+	// Blobs holds DAG tasks' outputs (docs/dag.md, "Outputs"); a DAG run with an asset task fails
+	// its task without one.
+	Blobs blob.Store
 }
 
 // DefaultMaxPayloadBytes is the default Config.MaxPayloadBytes: 2 MiB, as Temporal's payload limit.
@@ -210,7 +216,7 @@ func NewService(cfg Config) *Service {
 		Workflow: workflow.Config{Store: cfg.Store, CPU: cfg.CPU, Gate: cfg.Gate, LiveWait: cfg.LiveWait, MaxLive: cfg.MaxLive,
 			MaxJournalEntries: cfg.MaxJournalEntries, MaxJournalBytes: cfg.MaxJournalBytes, MaxChildren: cfg.MaxChildren,
 			MaxPayloadBytes: cfg.MaxPayloadBytes},
-		Remote: cfg.Remote, Clock: cfg.Clock, Logger: cfg.Logger, LeaseGrace: cfg.LeaseGrace, MaxSyncChildren: cfg.MaxSyncChildren})
+		Remote: cfg.Remote, Blobs: cfg.Blobs, Clock: cfg.Clock, Logger: cfg.Logger, LeaseGrace: cfg.LeaseGrace, MaxSyncChildren: cfg.MaxSyncChildren})
 	return s
 }
 
@@ -453,6 +459,10 @@ func (s *Service) startTarget(ctx context.Context, sc auth.SecurityContext, req 
 	if !supported {
 		return e, d, mode, problem.Validation("mode not supported", []problem.Issue{{Path: "$.mode", Code: "INVALID_VALUE",
 			Message: fmt.Sprintf("mode %q is not in traits.invocation.supported %v", mode, d.Traits.Invocation.Supported)}})
+	}
+	if d.IsDAG() && mode != string(invocation.ModeAsync) {
+		return e, d, mode, problem.Validation("mode not supported", []problem.Issue{{Path: "$.mode", Code: "INVALID_VALUE",
+			Message: "a DAG run is async: start it with mode \"async\" and follow its tasks (GET /invocations/{id}/tasks)"}})
 	}
 	return e, d, mode, nil
 }

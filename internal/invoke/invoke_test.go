@@ -15,6 +15,7 @@ import (
 	"github.com/larkrun/lark/internal/api"
 	"github.com/larkrun/lark/internal/attempt"
 	"github.com/larkrun/lark/internal/auth"
+	"github.com/larkrun/lark/internal/blob"
 	"github.com/larkrun/lark/internal/clock"
 	"github.com/larkrun/lark/internal/dispatch"
 	"github.com/larkrun/lark/internal/egress"
@@ -76,8 +77,11 @@ func newEnv(t testing.TB) *env {
 	c := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	ids := idgen.UUIDv7{}
 	e := &env{t: t, store: st, clock: c, reg: registry.NewService(st, schemas, c, ids, nil), ten: tenancy.NewService(st, c, ids)}
+	blobs, err := blob.OpenDir(t.TempDir())
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, blobs.Close()) })
 	e.cfg = invoke.Config{Store: st, Schemas: schemas, Programs: sandbox.NewCache(64), Egress: egress.New(egress.Options{AllowLoopback: true}),
-		Clock: c, IDs: ids, Node: "node-a"}
+		Clock: c, IDs: ids, Node: "node-a", Blobs: blobs}
 	e.svc = invoke.NewService(e.cfg)
 	t.Cleanup(func() { e.svc.Close() })
 	_, err = e.ten.Enable(context.Background(), operatorSC, "acme", []byte(`{"governance":{"allowed_outbound_domains":["*"]}}`))

@@ -11,6 +11,7 @@ import (
 	"github.com/larkrun/lark/internal/dag"
 	"github.com/larkrun/lark/internal/entrypoint"
 	"github.com/larkrun/lark/internal/problem"
+	"github.com/larkrun/lark/internal/quality"
 	"github.com/larkrun/lark/internal/schema"
 	"github.com/larkrun/lark/internal/store"
 )
@@ -22,9 +23,9 @@ const CodeTaskEntrypoint = "TASK_ENTRYPOINT"
 // errTaskEntrypoint marks a task entrypoint that cannot run (its message says why).
 var errTaskEntrypoint = errors.New("task entrypoint")
 
-// checkDAG validates a DAG workflow's implementation.workflow_spec (package dag; quality checks
-// need a string name and type until the quality framework validates them) and checks that each
-// task's entrypoint_id names a callable function the caller can see.
+// checkDAG validates a DAG workflow's implementation.workflow_spec (package dag, its quality checks
+// by package quality) and checks that each task's entrypoint_id names a callable function the
+// caller can see.
 func (s *Service) checkDAG(ctx context.Context, sc auth.SecurityContext, impl map[string]any, r *Report) error {
 	raw, ok := impl["workflow_spec"].(map[string]any)
 	if !ok || impl["kind"] != "workflow_spec" {
@@ -34,7 +35,7 @@ func (s *Service) checkDAG(ctx context.Context, sc auth.SecurityContext, impl ma
 	if err != nil {
 		return err
 	}
-	ws, issues := dag.Decode(b, dag.BasicChecks)
+	ws, issues := dag.Decode(b, qualityChecks)
 	for _, is := range issues {
 		r.fail(is.Code, is.Path, is.Message)
 	}
@@ -149,4 +150,13 @@ func storedSpec(e entrypoint.Entrypoint) (dag.Spec, error) {
 		return dag.Spec{}, problem.Conflict("invalid_dag", "the stored spec of %s no longer validates (%s at %s): register a new version", e.GTSID, issues[0].Message, issues[0].Path)
 	}
 	return ws.Spec, nil
+}
+
+// qualityChecks validates one quality check of a DAG task (quality.ValidateCheck), for dag.Decode.
+func qualityChecks(raw json.RawMessage, path string) []dag.Issue {
+	var out []dag.Issue
+	for _, is := range quality.ValidateCheck(raw, path) {
+		out = append(out, dag.Issue{Path: is.Path, Code: is.Code, Message: is.Message})
+	}
+	return out
 }

@@ -538,7 +538,7 @@ func (s *Server) wireInvoke(schemas *schema.Registry, c clock.Clock, ids idgen.G
 	s.Invoke = invoke.NewService(invoke.Config{Remote: remote, Gate: s.Gate, Store: s.Store, Schemas: schemas, Programs: sandbox.NewCache(1024), Secrets: s.Secrets,
 		Egress: egress.New(egress.Options{AllowLoopback: cfg.UnsafeEgressAllowLoopback, Transport: cfg.EgressTransport}), Clock: c, IDs: ids, Logger: cfg.Logger,
 		Node: cfg.NodeID, Pricing: cfg.Pricing, Observer: s.Metrics, Tracing: s.Tracing, MaxPayloadBytes: cfg.MaxPayloadBytes, Sleep: cfg.Sleep,
-		CPU: cpu, SyncPoll: cfg.SyncPoll, LeaseGrace: cfg.LeaseGrace, Publisher: s.Events,
+		CPU: cpu, SyncPoll: cfg.SyncPoll, LeaseGrace: cfg.LeaseGrace, Publisher: s.Events, Blobs: s.Blobs,
 		Wake: func() { s.dispatch.Wake() }, Announce: s.announce, AnnounceFinished: s.announceFinished, EndHook: writer.EndHookFunc(s.invocationEnded)})
 }
 

@@ -1,0 +1,120 @@
+package invoke_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/larkrun/lark/internal/dagrun"
+	"github.com/larkrun/lark/internal/invocation"
+	"github.com/larkrun/lark/internal/invoke"
+	"github.com/larkrun/lark/internal/schema"
+)
+
+// dagDef registers and activates DAG name over tasks (the spec's tasks array).
+func (e *env) dagDef(name string, spec map[string]any) {
+	e.t.Helper()
+	e.fn(name, "", func(b map[string]any) {
+		b["entrypoint_id"] = wfPrefix + name + ".v1~"
+		tr := b["traits"].(map[string]any)
+		tr["invocation"] = map[string]any{"supported": []any{"async"}, "default": "async"}
+		tr["workflow"] = map[string]any{"compensation": map[string]any{"on_failure": nil, "on_cancel": nil},
+			"checkpointing": map[string]any{"strategy": "automatic"}, "max_suspension_days": 30}
+		b["implementation"] = map[string]any{"adapter": schema.DAGAdapter, "kind": "workflow_spec",
+			"workflow_spec": map[string]any{"format": "dag", "spec": spec}}
+	})
+}
+
+// runDAG starts a run of DAG name with params and drains the queue until nothing is left.
+func (e *env) runDAG(name string, params string) invocation.Record {
+	e.t.Helper()
+	st, err := e.start(bob, invoke.StartRequest{EntrypointID: wfPrefix + name + ".v1~", Mode: "async", Params: json.RawMessage(params)}, invoke.StartOptions{})
+	require.NoError(e.t, err)
+	e.Drain()
+	rec, err := e.svc.Get(context.Background(), bob, st.Record.ID)
+	require.NoError(e.t, err)
+	return rec
+}
+
+// tasksOf is the run's tasks by id.
+func (e *env) tasksOf(id string) map[string]dagrun.TaskView {
+	e.t.Helper()
+	views, err := e.svc.Tasks(context.Background(), bob, id)
+	require.NoError(e.t, err)
+	out := map[string]dagrun.TaskView{}
+	for _, v := range views {
+		out[v.TaskID] = v
+	}
+	return out
+}
+
+// TestDAGDiamondWithAFailure: a → (b, c) → d with b failing: b fails, d is skipped, a and c
+// succeed, and the run fails with the counts on its record; c read a's output through a template.
+func TestDAGDiamondWithAFailure(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.fn("dag_a", "def main(ctx, input):\n  return {\"rows\": [1, 2, 3], \"day\": input.day}\n", nil)
+	e.fn("dag_b", "def main(ctx, input):\n  fail(\"boom\")\n", nil)
+	e.fn("dag_c", "def main(ctx, input):\n  return {\"n\": len(input.rows)}\n", nil)
+	e.fn("dag_d", "def main(ctx, input):\n  return {}\n", nil)
+	task := func(id, fn string, deps []any, params map[string]any) map[string]any {
+		t := map[string]any{"id": id, "entrypoint_id": fnPrefix + fn + ".v1~", "params": params}
+		if deps != nil {
+			t["depends_on"] = deps
+		}
+		return t
+	}
+	e.dagDef("diamond", map[string]any{
+		"partitioning": map[string]any{"type": "daily", "start": "2026-01-01", "timezone": "UTC"},
+		"tasks": []any{
+			task("a", "dag_a", nil, map[string]any{"day": "{{partition_key}}"}),
+			task("b", "dag_b", []any{"a"}, map[string]any{}),
+			task("c", "dag_c", []any{"a"}, map[string]any{"rows": "{{tasks.a.output.rows}}"}),
+			task("d", "dag_d", []any{"b", "c"}, map[string]any{}),
+		}})
+	rec := e.runDAG("diamond", `{"partition_key": "2026-02-03"}`)
+	require.Equal(t, invocation.StatusFailed, rec.Status, "%+v", rec)
+	require.NotNil(t, rec.DAG)
+	require.Equal(t, 4, rec.DAG.Tasks)
+	require.Equal(t, [3]int{2, 1, 1}, [3]int{rec.DAG.Succeeded, rec.DAG.Failed, rec.DAG.Skipped})
+	require.Len(t, rec.DAG.Fingerprint, 64)
+	tasks := e.tasksOf(rec.ID)
+	require.Equal(t, "SUCCEEDED", tasks["a"].State)
+	require.Equal(t, "FAILED", tasks["b"].State)
+	require.Equal(t, "SUCCEEDED", tasks["c"].State)
+	require.Equal(t, "SKIPPED", tasks["d"].State)
+	require.Contains(t, tasks["d"].Reason, "upstream task b failed")
+	c, err := e.svc.Get(context.Background(), bob, tasks["c"].InvocationID)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"n": 3}`, string(c.Result))
+	a, err := e.svc.Get(context.Background(), bob, tasks["a"].InvocationID)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"rows": [1, 2, 3], "day": "2026-02-03"}`, string(a.Result))
+	require.Equal(t, rec.ID, a.ParentID)
+	require.Equal(t, "a", a.DAGTask)
+}
+
+// TestDAGSucceedsWhenEveryTaskDoes: independent tasks are queued at once; the run succeeds with
+// its summary as its result.
+func TestDAGSucceedsWhenEveryTaskDoes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.fn("dag_ok", "def main(ctx, input):\n  return {\"ok\": True}\n", nil)
+	e.dagDef("wide", map[string]any{"tasks": []any{
+		map[string]any{"id": "x", "entrypoint_id": fnPrefix + "dag_ok.v1~"},
+		map[string]any{"id": "y", "entrypoint_id": fnPrefix + "dag_ok.v1~"},
+		map[string]any{"id": "z", "entrypoint_id": fnPrefix + "dag_ok.v1~", "depends_on": []any{"x", "y"}},
+	}})
+	rec := e.runDAG("wide", `{}`)
+	require.Equal(t, invocation.StatusSucceeded, rec.Status, "%+v", rec)
+	var sum invocation.DAGSummary
+	require.NoError(t, json.Unmarshal(rec.Result, &sum))
+	require.Equal(t, 3, sum.Succeeded)
+	require.Equal(t, rec.DAG.Fingerprint, sum.Fingerprint)
+	types := e.timelineTypes(rec.ID)
+	require.Contains(t, types, "dag_planned")
+	require.Contains(t, types, "task_queued")
+	require.Contains(t, types, "task_succeeded")
+}
