@@ -102,7 +102,9 @@ func WakeIfNewer(seen int64) Effect { return Effect{kind: wakeIfNewer, seen: see
 
 // Also makes fn's writes with the outcome, when it applies (final: the record it left): a DAG
 // task's materialization promoted in the transaction that records the task's end.
-func Also(fn func(tx store.Tx, final invocation.Record) error) Effect { return Effect{kind: also, fn: fn} }
+func Also(fn func(tx store.Tx, final invocation.Record) error) Effect {
+	return Effect{kind: also, fn: fn}
+}
 
 // Handler is the compensation handler effects start, if any.
 func Handler(effects []Effect) *invocation.Record {
