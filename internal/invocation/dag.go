@@ -79,6 +79,16 @@ func (TaskEnded) EventTypes() []EventType {
 	return []EventType{EventTaskSucceeded, EventTaskFailed, EventTaskSkipped, EventTaskCancelled}
 }
 
+// changesDAG reports whether events of type t change a DAG run's summary (so its record is
+// rewritten, not only advanced).
+func changesDAG(t EventType) bool {
+	switch t {
+	case EventDAGPlanned, EventTaskSucceeded, EventTaskFailed, EventTaskSkipped, EventTaskCancelled:
+		return true
+	}
+	return false
+}
+
 // applyDAG projects a DAG run's events onto its summary.
 func applyDAG(r Record, e Event) Record {
 	switch e.Type {

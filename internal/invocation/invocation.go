@@ -374,7 +374,7 @@ func ChangesStatus(t EventType) bool { _, ok := statusEvents[t]; return ok }
 // so an event type Apply gives a meaning of its own (as continued_as_new) must be excluded here.
 func OnlyAdvances(r Record, e Event) bool {
 	return e.Type != EventCreated && e.Type != EventContinuedAsNew && e.Type != EventLateResult && !ChangesStatus(e.Type) &&
-		e.EngineAttempt <= r.EngineAttempt && !resolves(r, e)
+		!changesDAG(e.Type) && e.EngineAttempt <= r.EngineAttempt && !resolves(r, e)
 }
 
 // Apply returns r with e applied. It never mutates r's referenced data. e.Seq must be r.LastSeq+1.

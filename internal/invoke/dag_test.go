@@ -7,10 +7,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/larkrun/lark/internal/asset"
 	"github.com/larkrun/lark/internal/dagrun"
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/invoke"
 	"github.com/larkrun/lark/internal/schema"
+	"github.com/larkrun/lark/internal/store"
 )
 
 // dagDef registers and activates DAG name over tasks (the spec's tasks array).
@@ -117,4 +119,112 @@ func TestDAGSucceedsWhenEveryTaskDoes(t *testing.T) {
 	require.Contains(t, types, "dag_planned")
 	require.Contains(t, types, "task_queued")
 	require.Contains(t, types, "task_succeeded")
+}
+
+// assetDAG registers source function versions and a DAG whose task "src" (an asset with a
+// CRITICAL row count check, quarantined when quarantine is true) feeds task "use".
+func (e *env) assetDAG(name string, quarantine bool) {
+	e.t.Helper()
+	e.fn(name+"_use", "def main(ctx, input):\n  return {\"n\": len(input.rows)}\n", nil)
+	e.dagDef(name, map[string]any{"tasks": []any{
+		map[string]any{"id": "src", "entrypoint_id": fnPrefix + name + "_src.v1~", "asset_key": "sales." + name,
+			"quarantine_enabled": quarantine,
+			"checks":             []any{map[string]any{"name": "has_rows", "type": "row_count", "path": "$.rows", "min": 1, "severity": "CRITICAL"}}},
+		map[string]any{"id": "use", "entrypoint_id": fnPrefix + name + "_use.v1~", "depends_on": []any{"src"},
+			"params": map[string]any{"rows": "{{tasks.src.output.rows}}"}},
+	}})
+}
+
+// srcVersion registers and activates minor version minor of name's source function returning rows.
+func (e *env) srcVersion(name string, minor int, rows string) {
+	e.t.Helper()
+	e.fn(name+"_src", "def main(ctx, input):\n  return {\"rows\": "+rows+"}\n", func(b map[string]any) {
+		b["entrypoint_id"] = fnPrefix + name + "_src.v1." + string(rune('0'+minor)) + "~"
+	})
+}
+
+// TestDAGQuarantineKeepsThePreviousOutput: a CRITICAL check with quarantine_enabled quarantines a
+// bad output: the task succeeds, the run carries the warning flag, the quarantined
+// materialization never becomes latest, and the dependent task reads the previous good one.
+func TestDAGQuarantineKeepsThePreviousOutput(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.srcVersion("q", 0, "[1, 2]")
+	e.assetDAG("q", true)
+	first := e.runDAG("q", `{}`)
+	require.Equal(t, invocation.StatusSucceeded, first.Status, "%+v", first)
+	require.False(t, first.DAG.Warning)
+	good, err := e.store.LatestMaterialization(context.Background(), "acme", "sales.q", "")
+	require.NoError(t, err)
+	require.Equal(t, asset.StatePromoted, good.State)
+	require.EqualValues(t, 2, good.RowCount)
+	require.Equal(t, first.ID, good.RunID)
+
+	e.srcVersion("q", 1, "[]") // the latest minor now returns no rows
+	second := e.runDAG("q", `{}`)
+	require.Equal(t, invocation.StatusSucceeded, second.Status, "%+v", second)
+	require.True(t, second.DAG.Warning)
+	tasks := e.tasksOf(second.ID)
+	require.Equal(t, "quarantine", tasks["src"].GatingDecision)
+	require.Contains(t, string(tasks["src"].Checks), `"passed":false`)
+	latest, err := e.store.LatestMaterialization(context.Background(), "acme", "sales.q", "")
+	require.NoError(t, err)
+	require.Equal(t, good.ID, latest.ID, "a quarantined output never becomes latest")
+	bad, err := e.store.Materialization(context.Background(), "acme", tasks["src"].MaterializationID)
+	require.NoError(t, err)
+	require.Equal(t, asset.StateQuarantined, bad.State)
+	use, err := e.svc.Get(context.Background(), bob, tasks["use"].InvocationID)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"n": 2}`, string(use.Result), "the dependent read the previous good output")
+}
+
+// TestDAGCriticalCheckBlocks: without quarantine a failed CRITICAL check fails the task and skips
+// its dependents; nothing is materialized.
+func TestDAGCriticalCheckBlocks(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.srcVersion("b", 0, "[]")
+	e.assetDAG("b", false)
+	rec := e.runDAG("b", `{}`)
+	require.Equal(t, invocation.StatusFailed, rec.Status)
+	tasks := e.tasksOf(rec.ID)
+	require.Equal(t, "FAILED", tasks["src"].State)
+	require.Equal(t, "block", tasks["src"].GatingDecision)
+	require.Equal(t, "SKIPPED", tasks["use"].State)
+	_, err := e.store.LatestMaterialization(context.Background(), "acme", "sales.b", "")
+	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+// TestDAGCancel: canceling a run cancels its queued tasks and their children at once; a child's
+// late end changes nothing.
+func TestDAGCancel(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.fn("dag_slow", "def main(ctx, input):\n  return {}\n", nil)
+	e.dagDef("cancel", map[string]any{"tasks": []any{
+		map[string]any{"id": "one", "entrypoint_id": fnPrefix + "dag_slow.v1~"},
+		map[string]any{"id": "two", "entrypoint_id": fnPrefix + "dag_slow.v1~", "depends_on": []any{"one"}},
+	}})
+	st, err := e.start(bob, invoke.StartRequest{EntrypointID: wfPrefix + "cancel.v1~", Mode: "async"}, invoke.StartOptions{})
+	require.NoError(t, err)
+	// One activation: the run plans and queues task one, then suspends.
+	claimed := e.claim(1)
+	require.Len(t, claimed, 1)
+	e.svc.Runner().Run(context.Background(), claimed[0])
+	one := e.tasksOf(st.Record.ID)["one"]
+	require.Equal(t, "QUEUED", one.State)
+	rec, _, err := e.svc.Control(context.Background(), bob, st.Record.ID, invoke.ActionCancel)
+	require.NoError(t, err)
+	require.Equal(t, invocation.StatusCanceled, rec.Status)
+	tasks := e.tasksOf(st.Record.ID)
+	require.Equal(t, "CANCELLED", tasks["one"].State)
+	require.Equal(t, "CANCELLED", tasks["two"].State)
+	child, err := e.svc.Get(context.Background(), bob, one.InvocationID)
+	require.NoError(t, err)
+	require.Equal(t, invocation.StatusCanceled, child.Status)
+	e.Drain()
+	after, err := e.svc.Get(context.Background(), bob, st.Record.ID)
+	require.NoError(t, err)
+	require.Equal(t, invocation.StatusCanceled, after.Status)
+	require.Equal(t, 2, after.DAG.Cancelled, "%+v %v", after.DAG, e.timelineTypes(after.ID))
 }
