@@ -47,6 +47,20 @@ type Config struct {
 	Blobs  blob.Store
 	Clock  clock.Clock
 	Logger *slog.Logger
+	// Observer hears of tasks ended, checks run and materializations recorded, once the
+	// activation that records them has committed (nil: nobody; package metrics implements it).
+	Observer Observer
+}
+
+// Observer hears what DAG activations recorded (lark_dag_* metrics).
+type Observer interface {
+	// TaskEnded: a task ended in state (succeeded, failed, skipped, cancelled), queued for that
+	// long before (0 for a task that was never queued).
+	TaskEnded(tenantID, state string, queued time.Duration)
+	// CheckRan: a quality check ran on a task's output (result: passed, failed, skipped).
+	CheckRan(tenantID, result string)
+	// Materialized: a materialization was recorded (state: promoted, quarantined).
+	Materialized(tenantID, state string)
 }
 
 // Engine activates DAG runs.
@@ -93,6 +107,7 @@ type activation struct {
 	effects []complete.Effect
 	outputs map[string]json.RawMessage // succeeded tasks' outputs, read as needed
 	err     error                      // the first event that could not be built
+	reports []func(Observer)           // told to the Observer once the activation is recorded
 }
 
 // add appends an event of the activation, keyed so that a repeated activation adds it once.
@@ -183,9 +198,22 @@ func (a *activation) succeed(t *Task, child invocation.Record, end invocation.Ta
 		a.endTask(t, invocation.EventTaskFailed, end)
 		return
 	}
+	tenantID := a.rec.TenantID
+	for _, r := range m.results {
+		result := map[bool]string{true: "passed", false: "failed"}[r.Passed]
+		if r.Skipped {
+			result = "skipped"
+		}
+		a.reports = append(a.reports, func(o Observer) { o.CheckRan(tenantID, result) })
+	}
 	if m.mat != nil {
 		end.MaterializationID = m.mat.ID
 		a.effects = append(a.effects, complete.Also(a.record(m.mat, m)))
+		state := string(asset.StateQuarantined)
+		if m.mat.State != asset.StateQuarantined {
+			state = string(asset.StatePromoted)
+		}
+		a.reports = append(a.reports, func(o Observer) { o.Materialized(tenantID, state) })
 	}
 	if m.mat == nil || m.mat.State != asset.StateQuarantined {
 		a.outputs[t.Planned.ID] = child.Result
@@ -200,6 +228,12 @@ func (a *activation) endTask(t *Task, typ invocation.EventType, end invocation.T
 		end.ChildInvocationID = t.Child
 	}
 	ev := a.add(typ, "task-end-"+t.Planned.ID, end)
+	var queued time.Duration
+	if !t.QueuedAt.IsZero() {
+		queued = a.now.Sub(t.QueuedAt)
+	}
+	state, tenantID := strings.ToLower(endState(typ)), a.rec.TenantID
+	a.reports = append(a.reports, func(o Observer) { o.TaskEnded(tenantID, state, queued) })
 	_ = a.run.apply(ev) // decoded from what was just encoded
 }
 
@@ -336,7 +370,13 @@ func (a *activation) complete(d catalog.Definition) (invocation.Record, error) {
 				len(a.run.Tasks)-s.Succeeded, len(a.run.Tasks), s.Failed, s.Skipped, s.Cancelled),
 			Details: map[string]any{"succeeded": s.Succeeded, "failed": s.Failed, "skipped": s.Skipped, "cancelled": s.Cancelled}}}
 	}
-	return a.g.cfg.Completer.Complete(a.ctx, a.rec, d, a.events, o, a.effects)
+	final, err := a.g.cfg.Completer.Complete(a.ctx, a.rec, d, a.events, o, a.effects)
+	if err == nil && a.g.cfg.Observer != nil && final.LastSeq > a.rec.LastSeq && final.Status != invocation.StatusRunning {
+		for _, r := range a.reports {
+			r(a.g.cfg.Observer)
+		}
+	}
+	return final, err
 }
 
 // fail ends the run failed for reason, before any task could run (an unreadable log, a plan that

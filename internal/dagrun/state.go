@@ -3,6 +3,7 @@ package dagrun
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/larkrun/lark/internal/dag"
 	"github.com/larkrun/lark/internal/invocation"
@@ -27,8 +28,9 @@ type Task struct {
 	State   string
 	// Child is the task's child invocation, once queued; Ended is its end as the run was told of
 	// it (task_child_ended), not yet decided.
-	Child string
-	Ended *invocation.TaskChildEnded
+	Child    string
+	QueuedAt time.Time
+	Ended    *invocation.TaskChildEnded
 	// End is the task's terminal event, once it ended, and the run's logical attempt it ended in.
 	End        *invocation.TaskEnded
 	endAttempt int
@@ -88,7 +90,7 @@ func (r *Run) apply(e invocation.Event) error {
 	case invocation.EventTaskQueued:
 		q, err := invocation.DecodeData[invocation.TaskQueued](e)
 		if t := r.byID[q.TaskID]; err == nil && t != nil {
-			t.State, t.Child, t.Ended = StateQueued, q.ChildInvocationID, nil
+			t.State, t.Child, t.Ended, t.QueuedAt = StateQueued, q.ChildInvocationID, nil, e.At
 		}
 		return err
 	case invocation.EventTaskChildEnded:

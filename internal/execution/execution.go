@@ -58,8 +58,10 @@ type Config struct {
 	// Workflow configures the workflow engine (its Store and limits); its Catalog, Spawn, Completer, Host,
 	// Running, Runner, Clock and Logger are the Executor's.
 	Workflow workflow.Config
-	// Blobs holds DAG tasks' outputs (dagrun's output commit protocol).
-	Blobs blob.Store
+	// Blobs holds DAG tasks' outputs (dagrun's output commit protocol); DAGObserver hears what DAG
+	// activations recorded (nil: nobody).
+	Blobs       blob.Store
+	DAGObserver dagrun.Observer
 	// Remote, when set, runs the function attempts it takes (Remote.Takes) in remote workers.
 	Remote Remote
 	Clock  clock.Clock
@@ -118,7 +120,7 @@ func New(cfg Config) *Executor {
 	wc.Runner, wc.Clock, wc.Logger, wc.AdmitWithin = cfg.Runner, cfg.Clock, cfg.Logger, x.admitWithin
 	x.workflows = workflow.New(wc)
 	x.dags = dagrun.New(dagrun.Config{Store: cfg.Store, Blobs: cfg.Blobs, Catalog: cfg.Catalog, Spawn: cfg.Spawn, Completer: cfg.Completer,
-		Clock: cfg.Clock, Logger: cfg.Logger})
+		Clock: cfg.Clock, Logger: cfg.Logger, Observer: cfg.DAGObserver})
 	return x
 }
 

@@ -30,6 +30,7 @@ import (
 	"github.com/larkrun/lark/internal/clock"
 	"github.com/larkrun/lark/internal/complete"
 	"github.com/larkrun/lark/internal/cost"
+	"github.com/larkrun/lark/internal/dagrun"
 	"github.com/larkrun/lark/internal/dispatch"
 	"github.com/larkrun/lark/internal/egress"
 	"github.com/larkrun/lark/internal/entrypoint"
@@ -216,8 +217,16 @@ func NewService(cfg Config) *Service {
 		Workflow: workflow.Config{Store: cfg.Store, CPU: cfg.CPU, Gate: cfg.Gate, LiveWait: cfg.LiveWait, MaxLive: cfg.MaxLive,
 			MaxJournalEntries: cfg.MaxJournalEntries, MaxJournalBytes: cfg.MaxJournalBytes, MaxChildren: cfg.MaxChildren,
 			MaxPayloadBytes: cfg.MaxPayloadBytes},
-		Remote: cfg.Remote, Blobs: cfg.Blobs, Clock: cfg.Clock, Logger: cfg.Logger, LeaseGrace: cfg.LeaseGrace, MaxSyncChildren: cfg.MaxSyncChildren})
+		Remote: cfg.Remote, Blobs: cfg.Blobs, DAGObserver: dagObserver(cfg.Observer), Clock: cfg.Clock, Logger: cfg.Logger, LeaseGrace: cfg.LeaseGrace, MaxSyncChildren: cfg.MaxSyncChildren})
 	return s
+}
+
+// dagObserver is o as the DAG engine's observer, when it is one (package metrics).
+func dagObserver(o writer.Observer) dagrun.Observer {
+	if d, ok := o.(dagrun.Observer); ok {
+		return d
+	}
+	return nil
 }
 
 // withDefaults is cfg with the defaults of the settings the service reads itself.

@@ -71,6 +71,7 @@ type Metrics struct {
 	quota       *capped[prometheus.Counter]
 	maintenance *prometheus.CounterVec
 	ops         *ops // ops.go
+	dag         *dagFamilies
 }
 
 // New builds the metric families and registers them with the Go and process collectors.
@@ -138,6 +139,7 @@ func New(o Options) *Metrics {
 	m.reg.MustRegister(started, finished, duration, queueWait, rateLimited, quota, m.maintenance,
 		newLoadCollector(m), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reg.MustRegister(m.newOps()...)
+	m.dag = m.newDAG()
 	if o.Admission != nil {
 		m.reg.MustRegister(newAdmissionCollector(o.Admission))
 	}

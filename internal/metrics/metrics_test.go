@@ -275,3 +275,29 @@ func TestMaintenanceFailures(t *testing.T) {
 		`lark_maintenance_failures_total{job="triggers"}`:  0,
 	}, got)
 }
+
+// TestDAGCounters: the DAG families count tasks by state (with their duration), check results and
+// materializations.
+func TestDAGCounters(t *testing.T) {
+	t.Parallel()
+	m := metrics.New(metrics.Options{})
+	m.TaskEnded("acme", "succeeded", 3*time.Second)
+	m.TaskEnded("acme", "skipped", 0)
+	m.CheckRan("acme", "passed")
+	m.CheckRan("acme", "failed")
+	m.Materialized("acme", "quarantined")
+	got := samples(t, m.Registry())
+	want := map[string]float64{
+		`lark_dag_tasks_total{state="succeeded",tenant="acme"}`:          1,
+		`lark_dag_tasks_total{state="skipped",tenant="acme"}`:            1,
+		`lark_dag_task_duration_seconds_count{tenant="acme"}`:            1,
+		`lark_dag_task_duration_seconds_sum{tenant="acme"}`:              3,
+		`lark_dag_checks_total{result="passed",tenant="acme"}`:           1,
+		`lark_dag_checks_total{result="failed",tenant="acme"}`:           1,
+		`lark_materializations_total{state="quarantined",tenant="acme"}`: 1,
+	}
+	for k, v := range want {
+		require.Contains(t, got, k)
+		require.Equal(t, v, got[k], k)
+	}
+}
