@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -175,4 +176,35 @@ func TestDAGRegisterAndPlan(t *testing.T) {
 	// :validate reports the same without registering.
 	r = e.expect(t, http.StatusOK, http.MethodPost, base+"/entrypoints:validate", adm, dagBody(t, "bad.v1~", cases[0].spec))
 	require.Equal(t, false, r.Body["valid"])
+}
+
+// TestDAGBackfill30Partitions: a backfill of a 3-task daily DAG over 30 days runs one DAG run per
+// partition, each planned for its day (partition_key from the instant), all succeeding.
+func TestDAGBackfill30Partitions(t *testing.T) {
+	t.Parallel()
+	s := newSchEnv(t, time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC))
+	src := s.registerActive(t, s.adm, invFn(t, "etl.bf_extract.v1~", "def main(ctx, input):\n    return {\"day\": input.day, \"rows\": [1, 2]}\n"))
+	sum := s.registerActive(t, s.adm, invFn(t, "etl.bf_sum.v1~", "def main(ctx, input):\n    return {\"n\": len(input.rows)}\n"))
+	daily := obj{"type": "daily", "start": "2026-01-01", "timezone": "UTC"}
+	body := dagBody(t, "bf.v1~", obj{"partitioning": daily, "tasks": []any{
+		dagTask("extract", src["entrypoint_id"].(string), obj{"params": obj{"day": "{{partition_key}}"}}),
+		dagTask("count", sum["entrypoint_id"].(string), obj{"depends_on": []any{"extract"}, "params": obj{"rows": "{{tasks.extract.output.rows}}"}}),
+		dagTask("again", sum["entrypoint_id"].(string), obj{"depends_on": []any{"extract"}, "params": obj{"rows": "{{tasks.extract.output.rows}}"}}),
+	}})
+	body["schema"] = obj{"params": obj{"type": "object"}}
+	dagEP := s.registerActive(t, s.adm, body)
+	invDispatcher(t, s.env)
+	b := s.expect(t, http.StatusCreated, http.MethodPost, bfPath, s.adm, obj{"backfill_id": "dag30", "entrypoint_id": dagEP["entrypoint_id"],
+		"start": "2026-02-01T00:00:00Z", "end": "2026-03-03T00:00:00Z", "step": "P1D", "chunk_size": 10, "max_concurrent_runs": 3}).Body
+	require.EqualValues(t, 30, b["progress"].(obj)["total"])
+	done := s.drive(t, "dag30", nil, "succeeded", "failed")
+	require.Equal(t, "succeeded", done["state"], "%v", done)
+	parts := s.partitions(t, "dag30", nil)
+	require.Len(t, parts, 30)
+	for i, p := range []obj{parts[0], parts[29]} {
+		inv := invGet(t, s.env, s.adm, p["invocation_id"].(string))
+		day := []string{"2026-02-01", "2026-03-02"}[i]
+		require.Equal(t, day, inv["params"].(obj)["partition_key"], "%v", inv)
+		require.Equal(t, "succeeded", inv["status"])
+	}
 }

@@ -187,3 +187,21 @@ func (p *Partitioning) walk(t time.Time, step time.Duration, last string) []stri
 		}
 	}
 }
+
+// KeyAt is the key of the daily or hourly partition at instant t, in p's time zone (a static
+// partitioning has no instants: an error).
+func (p *Partitioning) KeyAt(t time.Time) (string, error) {
+	if p.Type == Static {
+		return "", fmt.Errorf("%w: a static partitioning has no partition at an instant", ErrPartitionKey)
+	}
+	loc, err := cron.LoadLocation(p.Timezone)
+	if err != nil {
+		return "", err
+	}
+	layout := dailyLayout
+	if p.Type == Hourly {
+		layout = hourlyLayout
+	}
+	key := t.In(loc).Format(layout)
+	return key, p.ValidKey(key)
+}

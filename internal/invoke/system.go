@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/larkrun/lark/internal/auth"
+	"github.com/larkrun/lark/internal/catalog"
+	"github.com/larkrun/lark/internal/dag"
 	"github.com/larkrun/lark/internal/dagrun"
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/outcome"
@@ -76,7 +78,11 @@ func (s *Service) Plan(ctx context.Context, st SystemStart) (Planned, error) {
 	if d.Traits.Entrypoint != nil && !*d.Traits.Entrypoint {
 		return Planned{}, problem.Forbidden("entrypoint %s is internal (traits.entrypoint: false): only other entrypoints can call it, with r_invoke_v1", e.GTSID)
 	}
-	_, canon, err := s.catalog.ValidateParams(d, st.Params)
+	params, err := dagParams(d, st.Params)
+	if err != nil {
+		return Planned{}, err
+	}
+	_, canon, err := s.catalog.ValidateParams(d, params)
 	if err != nil {
 		return Planned{}, err
 	}
@@ -164,4 +170,35 @@ func (s *Service) Tasks(ctx context.Context, sc auth.SecurityContext, id string)
 	return run.Views(ctx, func(ctx context.Context, child string) (invocation.Record, error) {
 		return s.cfg.Store.Invocation(ctx, rec.TenantID, child)
 	}), nil
+}
+
+// dagParams are a DAG's params for a system start: a schedule's run or a backfill's partition
+// (params with scheduled_at and no partition_key) runs the partition of its instant, in the
+// DAG's partitioning (docs/dag.md, "Schedules and backfills"). Other params are left as they are.
+func dagParams(d catalog.Definition, params json.RawMessage) (json.RawMessage, error) {
+	if !d.IsDAG() || len(params) == 0 {
+		return params, nil
+	}
+	var p map[string]any
+	if json.Unmarshal(params, &p) != nil || p["partition_key"] != nil {
+		return params, nil
+	}
+	at, ok := p["scheduled_at"].(string)
+	if !ok {
+		return params, nil
+	}
+	ws, issues := dag.Decode(d.Implementation.WorkflowSpec, dag.BasicChecks)
+	if len(issues) > 0 || ws.Spec.Partitioning == nil {
+		return params, nil
+	}
+	t, err := time.Parse(time.RFC3339, at)
+	if err != nil {
+		return params, nil
+	}
+	key, err := ws.Spec.Partitioning.KeyAt(t)
+	if err != nil {
+		return nil, problem.Validation("no partition at this instant", []problem.Issue{{Path: "$.params.scheduled_at", Code: "INVALID_VALUE", Message: err.Error()}})
+	}
+	p["partition_key"] = key
+	return json.Marshal(p)
 }
