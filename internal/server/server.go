@@ -20,6 +20,7 @@ import (
 
 	"github.com/larkrun/lark/internal/admission"
 	"github.com/larkrun/lark/internal/api"
+	"github.com/larkrun/lark/internal/assetops"
 	"github.com/larkrun/lark/internal/blob"
 	"github.com/larkrun/lark/internal/bulklane"
 	"github.com/larkrun/lark/internal/clock"
@@ -293,7 +294,7 @@ type Server struct {
 	// Tracing is the process's tracer provider (off unless Config.Telemetry configures an endpoint).
 	Tracing *tracing.Tracing
 	// Blobs is the blob store of Config.BlobStore, opened at start: the DAG engine commits asset
-	// outputs to it.
+	// outputs to it, the Assets API reads (and, on a rejection, deletes) them.
 	Blobs blob.Store
 }
 
@@ -639,7 +640,7 @@ func (s *Server) apiHandler(c clock.Clock, ids idgen.Generator, bulk *bulklane.L
 		MaxInFlight: cfg.MaxInFlight, MaxInFlightBytes: cfg.MaxInFlightBytes,
 		BulkBytes: cfg.BulkBytes, BulkWait: cfg.BulkWait, Bulk: bulk, WriteTimeout: cfg.WriteTimeout, WorkerHub: s.WorkerHub, WorkerKeys: cfg.WorkerKeys, WorkerClock: c,
 		Tracing: s.Tracing, HTTPMetrics: s.Metrics, AccessLogOff: cfg.Telemetry.AccessLogOff, LogLevel: cfg.Telemetry.LogLevel,
-		MaxPageBytes: cfg.MaxPageBytes}).Handler()
+		MaxPageBytes: cfg.MaxPageBytes, Assets: assetops.New(st, s.Blobs, assetops.Options{Clock: c, IDs: ids, Logger: cfg.Logger})}).Handler()
 }
 
 // Handler is the HTTP handler (for tests that serve it themselves).
