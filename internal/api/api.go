@@ -16,6 +16,7 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/larkrun/lark/internal/api/openapi"
+	"github.com/larkrun/lark/internal/assetops"
 	"github.com/larkrun/lark/internal/auth"
 	"github.com/larkrun/lark/internal/bulklane"
 	"github.com/larkrun/lark/internal/clock"
@@ -59,6 +60,8 @@ type Config struct {
 	Schedules *scheduler.Service
 	// Secrets serves the Secrets API.
 	Secrets *secrets.Service
+	// Assets serves the Assets API (nil: its routes answer 503).
+	Assets *assetops.Service
 	// Webhooks serves the Webhook Trigger API and the public receiver (nil: 503 on the API, 404
 	// on the receiver).
 	Webhooks *webhookrecv.Service
@@ -245,6 +248,7 @@ func (s *Server) baseRoutes(r chi.Router) {
 	s.webhookRoutes(r)
 	s.eventTypeRoutes(r)
 	s.triggerRoutes(r)
+	s.assetRoutes(r)
 }
 
 // tokenRoutes mounts the token routes: issuing (admins only), listing, whoami and revoking.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -397,16 +398,22 @@ def main(ctx, input):
 		require.NotEmpty(t, rows["secret_versions"], "the sealed values were read")
 		return
 	}
-	files, err := filepath.Glob(filepath.Join(dataDir, "*"))
-	require.NoError(t, err)
-	require.NotEmpty(t, files)
+	// Every file of the data directory, in its folders too (the blob store's).
 	saw := map[string]bool{}
-	for _, f := range files {
+	err := filepath.WalkDir(dataDir, func(f string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
 		b, err := os.ReadFile(f)
-		require.NoError(t, err)
+		if err != nil {
+			return err
+		}
 		look(f, b)
 		saw[filepath.Base(f)] = len(b) > 0
-	}
+		return nil
+	})
+	require.NoError(t, err)
+	require.NotEmpty(t, saw)
 	require.True(t, saw["lark.db"] && saw["lark.db-wal"], "the database and its WAL were read: %v", saw)
 }
 

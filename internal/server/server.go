@@ -20,6 +20,7 @@ import (
 
 	"github.com/larkrun/lark/internal/admission"
 	"github.com/larkrun/lark/internal/api"
+	"github.com/larkrun/lark/internal/assetops"
 	"github.com/larkrun/lark/internal/blob"
 	"github.com/larkrun/lark/internal/bulklane"
 	"github.com/larkrun/lark/internal/clock"
@@ -292,7 +293,8 @@ type Server struct {
 	feed   *natsfeed.Feed
 	// Tracing is the process's tracer provider (off unless Config.Telemetry configures an endpoint).
 	Tracing *tracing.Tracing
-	// Blobs is the blob store of Config.BlobStore, opened at start (nothing writes to it yet).
+	// Blobs is the blob store of Config.BlobStore, opened at start: the DAG engine commits asset
+	// outputs to it, the Assets API reads (and, on a rejection, deletes) them.
 	Blobs blob.Store
 }
 
@@ -370,21 +372,20 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		st.Close()
 		return nil, err
 	}
-	s, err := buildServer(ctx, cfg, st)
+	s, err := buildServer(ctx, cfg, st, blobs)
 	if err != nil {
 		st.Close()
 		_ = blobs.Close()
 		return nil, err
 	}
-	s.Blobs = blobs
 	return s, nil
 }
 
 // buildServer builds every service over the open store st, phase by phase: the schemas, the
 // clock and the node's name, the services that need only the store, the tracing, the execution
 // path, the event-driven services, retention, the cluster wiring and the HTTP handler. On an error
-// the caller closes st.
-func buildServer(ctx context.Context, cfg Config, st store.Store) (*Server, error) {
+// the caller closes st and blobs.
+func buildServer(ctx context.Context, cfg Config, st store.Store, blobs blob.Store) (*Server, error) {
 	schemas, err := schema.New()
 	if err != nil {
 		return nil, fmt.Errorf("built-in schemas: %w", err)
@@ -397,7 +398,7 @@ func buildServer(ctx context.Context, cfg Config, st store.Store) (*Server, erro
 	if cfg.NodeID == "" {
 		cfg.NodeID = leader.NodeID()
 	}
-	s := &Server{cfg: cfg, Store: st, log: cfg.Logger,
+	s := &Server{cfg: cfg, Store: st, Blobs: blobs, log: cfg.Logger,
 		Tenants: tenancy.NewService(st, c, ids),
 		Tokens:  tokens.NewService(st, c, ids, cfg.AdminToken, tenant.ValidID),
 	}
@@ -639,7 +640,7 @@ func (s *Server) apiHandler(c clock.Clock, ids idgen.Generator, bulk *bulklane.L
 		MaxInFlight: cfg.MaxInFlight, MaxInFlightBytes: cfg.MaxInFlightBytes,
 		BulkBytes: cfg.BulkBytes, BulkWait: cfg.BulkWait, Bulk: bulk, WriteTimeout: cfg.WriteTimeout, WorkerHub: s.WorkerHub, WorkerKeys: cfg.WorkerKeys, WorkerClock: c,
 		Tracing: s.Tracing, HTTPMetrics: s.Metrics, AccessLogOff: cfg.Telemetry.AccessLogOff, LogLevel: cfg.Telemetry.LogLevel,
-		MaxPageBytes: cfg.MaxPageBytes}).Handler()
+		MaxPageBytes: cfg.MaxPageBytes, Assets: assetops.New(st, s.Blobs, assetops.Options{Clock: c, IDs: ids, Logger: cfg.Logger})}).Handler()
 }
 
 // Handler is the HTTP handler (for tests that serve it themselves).

@@ -22,6 +22,8 @@ import (
 	"github.com/larkrun/lark/internal/api"
 	"github.com/larkrun/lark/internal/api/apispec"
 	"github.com/larkrun/lark/internal/api/openapi"
+	"github.com/larkrun/lark/internal/asset"
+	"github.com/larkrun/lark/internal/assetops"
 	"github.com/larkrun/lark/internal/audit"
 	"github.com/larkrun/lark/internal/auth"
 	"github.com/larkrun/lark/internal/entrypoint"
@@ -172,6 +174,8 @@ func build() ([]byte, error) {
 	component("UsageReport", usage.Report{})
 	component("UsageHistory", usage.History{})
 	component("AuditEvent", audit.Event{})
+	component("Asset", asset.Asset{})
+	component("Materialization", asset.Materialization{})
 	component("WorkerEnvelope", workerproto.Envelope{})
 	for t, name := range comps {
 		schemas[name] = resp.of(t, 0)
@@ -208,6 +212,7 @@ func build() ([]byte, error) {
 			ParamsOverride json.RawMessage `json:"params_override"`
 		}{},
 		"WorkerEnvelopeRequest": workerproto.Envelope{},
+		"DecisionRequest":       assetops.Decision{},
 	}
 	for name, v := range requests {
 		schemas[name] = req.of(reflect.TypeOf(v), 0)
@@ -313,6 +318,8 @@ var componentDocs = map[string]string{
 	"UsageReport":      "A tenant's current usage against its quotas, and its cost.",
 	"UsageHistory":     "A tenant's usage and cost per bucket.",
 	"AuditEvent":       "One audit record (§9).",
+	"Asset":            "An asset: its latest promoted materialization and its health (docs/dag.md#assets).",
+	"Materialization":  "One task attempt's output of an asset for a partition, with its state, metadata and checks (docs/dag.md#assets).",
 	"WorkerEnvelope":   "A signed worker envelope: body is the message, sig an HMAC over it (docs/workers.md).",
 }
 
@@ -341,6 +348,12 @@ func enumValues() map[reflect.Type][]any {
 	add(schedule.StatusActive, schedule.StatusPaused, schedule.StatusDisabled)
 	add(trigger.StatusActive, trigger.StatusPaused, trigger.StatusDisabled)
 	add(webhook.StatusActive, webhook.StatusDisabled)
+	states := make([]any, 0, len(asset.States))
+	for _, st := range asset.States {
+		states = append(states, st)
+	}
+	add(states...)
+	add(asset.GatingAllow, asset.GatingAllowWithWarning, asset.GatingQuarantine, asset.GatingBlock)
 	return m
 }
 
@@ -493,6 +506,8 @@ func pathParamDesc(name string) string {
 		return "The resource's id (URL-escaped)."
 	case "tenant_id":
 		return "The tenant's id."
+	case "asset_key":
+		return "The asset's key (segments joined by dots: sales.clean)."
 	}
 	return "The " + strings.ReplaceAll(name, "_", " ") + "."
 }

@@ -378,6 +378,24 @@ func operations() []op {
 		{method: post, path: p("/triggers/{id}/dead-letters/{dead_letter_id}:redrive"), id: "redriveDeadLetter", tag: "Triggers",
 			summary: "Redrive one dead letter", ok: ok(ref("Redriven")), errs: []int{409}},
 
+		{method: get, path: p("/assets"), id: "listAssets", tag: "Assets", summary: "List assets with their health", params: listParams,
+			ok: ok(listOf("Asset"))},
+		{method: get, path: p("/assets/{asset_key}"), id: "getAsset", tag: "Assets", summary: "Read an asset", ok: ok(ref("Asset"))},
+		{method: get, path: p("/assets/{asset_key}/materializations"), id: "listMaterializations", tag: "Assets",
+			summary: "An asset's materializations, newest first",
+			params: append(append([]any(nil), listParams...), qstr("partition_key", "Only this partition's (the same as $filter=partition_key eq '…')."),
+				query("state", "Only those in this state (the same as $filter=state eq '…').", schema{"type": "string",
+					"enum": []any{"staged", "committed", "promoted", "quarantined", "rejected"}})),
+			ok: ok(listOf("Materialization"))},
+		{method: get, path: p("/assets/{asset_key}/materializations/{id}"), id: "getMaterialization", tag: "Assets",
+			summary: "Read a materialization with its metadata and checks", ok: ok(ref("Materialization"))},
+		{method: get, path: p("/assets/{asset_key}/materializations/{id}/data"), id: "getMaterializationData", tag: "Assets",
+			summary: "A materialization's data, as the task returned it", errs: []int{409},
+			desc: "Read from the blob store (at most 2 MiB); 404 once it is gone (a rejected materialization's).",
+			ok:   []answer{{status: 200, schema: anyValue(), desc: "The task's output (JSON)."}}},
+		materializationDecision("approve", "Approve a quarantined materialization: it is promoted, the latest of its partition"),
+		materializationDecision("reject", "Reject a quarantined materialization: it is discarded with its data"),
+
 		workerOp("/workers/poll", "workerPoll", "Poll for a task (long poll)"),
 		workerOp("/workers/heartbeat", "workerHeartbeat", "Extend a task's lease"),
 		workerOp("/workers/tasks/{task_id}/result", "workerResult", "Report a task's result"),
@@ -398,6 +416,14 @@ func operations() []op {
 func backfillAction(action string) op {
 	return op{method: post, path: "/api/serverless-runtime/v1/backfills/{id}:" + action, id: action + "Backfill", tag: "Backfills",
 		summary: action + " a backfill", ok: ok(ref("Backfill")), errs: []int{409}}
+}
+
+// materializationDecision is POST /assets/{asset_key}/materializations/{id}:<action>.
+func materializationDecision(action, summary string) op {
+	return op{method: post, path: "/api/serverless-runtime/v1/assets/{asset_key}/materializations/{id}:" + action,
+		id: action + "Materialization", tag: "Assets", summary: summary, body: ref("DecisionRequest"),
+		desc: "409 invalid_transition unless the materialization is quarantined. Audited with who and why.",
+		ok:   ok(ref("Materialization"))}
 }
 
 // receiverNotPost is a method the webhook receiver refuses with 405.
