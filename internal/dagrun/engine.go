@@ -172,6 +172,7 @@ func (a *activation) settle() {
 		end := invocation.TaskEnded{ChildInvocationID: child.ID, Attempts: child.Attempt}
 		if child.Status != invocation.StatusSucceeded {
 			end.Error, end.Reason = child.Error, "child invocation "+string(child.Status)
+			a.assetFailed(t, "")
 			a.endTask(t, invocation.EventTaskFailed, end)
 			continue
 		}
@@ -195,6 +196,7 @@ func (a *activation) succeed(t *Task, child invocation.Record, end invocation.Ta
 	end.GatingDecision = strings.ToLower(string(m.decision.Action))
 	if m.decision.Action == quality.Block {
 		end.Reason = m.decision.Reason
+		a.assetFailed(t, asset.GatingDecision(end.GatingDecision))
 		a.endTask(t, invocation.EventTaskFailed, end)
 		return
 	}
@@ -219,6 +221,24 @@ func (a *activation) succeed(t *Task, child invocation.Record, end invocation.Ta
 		a.outputs[t.Planned.ID] = child.Result
 	}
 	a.endTask(t, invocation.EventTaskSucceeded, end)
+}
+
+// assetFailed counts a failure in the health of task t's asset, if it names one, with the
+// task's end (its consecutive failures; the gating decision when checks blocked it).
+func (a *activation) assetFailed(t *Task, gating asset.GatingDecision) {
+	key := t.Planned.AssetKey
+	if key == "" {
+		return
+	}
+	o := store.AssetOutcome{TenantID: a.rec.TenantID, AssetKey: key, At: a.now, GatingDecision: gating}
+	if gating != "" {
+		failed := false
+		o.ChecksPassed = &failed
+	}
+	a.effects = append(a.effects, complete.Also(func(tx store.Tx, _ invocation.Record) error {
+		_, err := tx.RecordAssetOutcome(o)
+		return err
+	}))
 }
 
 // endTask records task t's end.

@@ -228,3 +228,17 @@ func TestDAGCancel(t *testing.T) {
 	require.Equal(t, invocation.StatusCanceled, after.Status)
 	require.Equal(t, 2, after.DAG.Cancelled, "%+v %v", after.DAG, e.timelineTypes(after.ID))
 }
+
+// TestDAGAssetHealth: a blocked asset task counts as a failure of its asset.
+func TestDAGAssetHealth(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.srcVersion("h", 0, "[]")
+	e.assetDAG("h", false)
+	e.runDAG("h", `{}`)
+	e.runDAG("h", `{}`)
+	a, err := e.store.Asset(context.Background(), "acme", "sales.h")
+	require.NoError(t, err)
+	require.Equal(t, 2, a.ConsecutiveFailures)
+	require.Equal(t, asset.GatingDecision("block"), a.LastGatingDecision)
+}

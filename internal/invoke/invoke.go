@@ -167,7 +167,7 @@ type Config struct {
 	// Tracing starts the spans of attempts, workflow steps, r_http_* calls and r_invoke_v1 children
 	// (nil: off; records still carry trace ids).
 	Tracing *tracing.Tracing
-	// Blobs holds DAG tasks' outputs (docs/dag.md, "Outputs"); a DAG run with an asset task fails
+	// Blobs holds DAG tasks' outputs (docs/dag.md, "Runs"); a DAG run with an asset task fails
 	// its task without one.
 	Blobs blob.Store
 }

@@ -156,7 +156,7 @@ func storedSpec(e entrypoint.Entrypoint) (dag.Spec, error) {
 func qualityChecks(raw json.RawMessage, path string) []dag.Issue {
 	var out []dag.Issue
 	for _, is := range quality.ValidateCheck(raw, path) {
-		out = append(out, dag.Issue{Path: is.Path, Code: is.Code, Message: is.Message})
+		out = append(out, dag.Issue{Path: is.Path, Code: strings.ToUpper(is.Code), Message: is.Message})
 	}
 	return out
 }

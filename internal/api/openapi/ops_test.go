@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"reflect"
 
+	"github.com/larkrun/lark/internal/dagrun"
 	"github.com/larkrun/lark/internal/entrypoint"
 	"github.com/larkrun/lark/internal/scheduler"
 )
@@ -117,6 +118,9 @@ func manual(s schema) {
 				"properties": schema{"scheduled_at": schema{"type": "string", "format": "date-time"}}}},
 			"page_info": ref("PageInfo")},
 	}
+	s["DAGTasks"] = schema{"type": "object", "additionalProperties": false, "required": []any{"invocation_id", "items"},
+		"properties": schema{"invocation_id": schema{"type": "string"},
+			"items": schema{"type": "array", "items": (&reflector{components: map[reflect.Type]string{}}).of(reflect.TypeFor[dagrun.TaskView](), 0)}}}
 	s["Timeline"] = schema{"allOf": []any{listOf("TimelineEvent"), schema{"type": "object",
 		"required":   []any{"invocation_id", "status"},
 		"properties": schema{"invocation_id": schema{"type": "string"}, "status": schema{"type": "string"}}}}}
@@ -262,6 +266,9 @@ func operations() []op {
 		{method: get, path: p("/invocations/{id}/timeline"), id: "getInvocationTimeline", tag: "Invocations",
 			summary: "An invocation's timeline, a page at a time", params: []any{pref("limit"), pref("cursor")},
 			ok: ok(ref("Timeline"))},
+		{method: get, path: p("/invocations/{id}/tasks"), id: "getInvocationTasks", tag: "Invocations",
+			summary: "A DAG run's tasks: state, child invocation, attempts, checks, gating, materialization (409 not_a_dag otherwise)",
+			ok:      ok(ref("DAGTasks")), errs: []int{409}},
 		{method: post, path: p("/invocations/{id}:control"), id: "controlInvocation", tag: "Invocations",
 			summary: "cancel, suspend, resume, retry or replay an invocation", body: ref("ControlRequest"), bodyRequired: true,
 			ok: []answer{status(200, ref("Invocation")), {status: 202, schema: ref("Invocation"), desc: "A new invocation (retry, replay); Location names it.", location: true}}},
