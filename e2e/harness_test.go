@@ -163,11 +163,17 @@ func larkEnv() []string {
 // goes to the test log if the test failed.
 func startLark(t testing.TB, dataDir string, extra ...string) *larkProc {
 	t.Helper()
+	return startLarkEnv(t, dataDir, nil, extra...)
+}
+
+// startLarkEnv is startLark with env added to the process's environment (e.g. LARK_FAILPOINT).
+func startLarkEnv(t testing.TB, dataDir string, env []string, extra ...string) *larkProc {
+	t.Helper()
 	require.NotEmpty(t, larkBin, "the lark binary was not built (TestMain)")
 	p := &larkProc{t: t, DataDir: dataDir,
 		stdout: &exportWriter{ready: make(chan struct{})}, stderr: &lockedBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(larkBin, append([]string{"dev", "--addr", "127.0.0.1:0", "--data", dataDir}, extra...)...)
-	p.cmd.Env = larkEnv()
+	p.cmd.Env = append(larkEnv(), env...)
 	p.cmd.Stdout = p.stdout
 	p.cmd.Stderr = p.stderr
 	p.cmd.WaitDelay = 5 * time.Second

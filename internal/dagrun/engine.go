@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/larkrun/lark/internal/complete"
 	"github.com/larkrun/lark/internal/dag"
 	"github.com/larkrun/lark/internal/entrypoint"
+	"github.com/larkrun/lark/internal/failpoint"
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/outcome"
 	"github.com/larkrun/lark/internal/quality"
@@ -191,7 +193,12 @@ func (a *activation) succeed(t *Task, child invocation.Record, end invocation.Ta
 		return
 	}
 	if len(m.results) > 0 {
-		end.Checks, _ = json.Marshal(m.results) // results of strings, numbers and bools
+		var err error
+		if end.Checks, err = json.Marshal(m.results); err != nil {
+			end.Reason = "checks: " + err.Error()
+			a.endTask(t, invocation.EventTaskFailed, end)
+			return
+		}
 	}
 	end.GatingDecision = strings.ToLower(string(m.decision.Action))
 	if m.decision.Action == quality.Block {
@@ -210,7 +217,7 @@ func (a *activation) succeed(t *Task, child invocation.Record, end invocation.Ta
 	}
 	if m.mat != nil {
 		end.MaterializationID = m.mat.ID
-		a.effects = append(a.effects, complete.Also(a.record(m.mat, m)))
+		a.effects = append(a.effects, complete.Also(a.record(m.mat)))
 		state := string(asset.StateQuarantined)
 		if m.mat.State != asset.StateQuarantined {
 			state = string(asset.StatePromoted)
@@ -390,7 +397,14 @@ func (a *activation) complete(d catalog.Definition) (invocation.Record, error) {
 				len(a.run.Tasks)-s.Succeeded, len(a.run.Tasks), s.Failed, s.Skipped, s.Cancelled),
 			Details: map[string]any{"succeeded": s.Succeeded, "failed": s.Failed, "skipped": s.Skipped, "cancelled": s.Cancelled}}}
 	}
+	promotes := slices.ContainsFunc(a.events, func(e invocation.Event) bool { return e.Type == invocation.EventTaskSucceeded })
+	if promotes {
+		failpoint.Hit("dag-before-promote") // outputs committed to the blob store, nothing recorded yet
+	}
 	final, err := a.g.cfg.Completer.Complete(a.ctx, a.rec, d, a.events, o, a.effects)
+	if promotes && err == nil {
+		failpoint.Hit("dag-after-promote") // the task's end and its promotion recorded
+	}
 	if err == nil && a.g.cfg.Observer != nil && final.LastSeq > a.rec.LastSeq && final.Status != invocation.StatusRunning {
 		for _, r := range a.reports {
 			r(a.g.cfg.Observer)

@@ -218,7 +218,7 @@ func ReadOutput(ctx context.Context, blobs blob.Store, key string) (json.RawMess
 
 // record returns the effect that stores a task's materialization with the task's end: promoted
 // (the latest of its asset and partition) unless quarantined, and the asset's health updated.
-func (a *activation) record(mat *asset.Materialization, m materialization) func(tx store.Tx, _ invocation.Record) error {
+func (a *activation) record(mat *asset.Materialization) func(tx store.Tx, _ invocation.Record) error {
 	return func(tx store.Tx, _ invocation.Record) error {
 		if _, err := tx.PutMaterialization(*mat); err != nil {
 			return err
