@@ -242,3 +242,23 @@ func TestDAGAssetHealth(t *testing.T) {
 	require.Equal(t, 2, a.ConsecutiveFailures)
 	require.Equal(t, asset.GatingDecision("block"), a.LastGatingDecision)
 }
+
+// TestDAGErrorCheckWarns: a failed ERROR check lets the task succeed and promote its output, with
+// the run's warning flag.
+func TestDAGErrorCheckWarns(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.fn("warn_src", "def main(ctx, input):\n  return {\"rows\": [1]}\n", nil)
+	e.dagDef("warn", map[string]any{"tasks": []any{
+		map[string]any{"id": "src", "entrypoint_id": fnPrefix + "warn_src.v1~", "asset_key": "sales.warn",
+			"checks": []any{map[string]any{"name": "many", "type": "row_count", "path": "$.rows", "min": 10, "severity": "ERROR"}}},
+	}})
+	rec := e.runDAG("warn", `{}`)
+	require.Equal(t, invocation.StatusSucceeded, rec.Status)
+	require.True(t, rec.DAG.Warning)
+	tasks := e.tasksOf(rec.ID)
+	require.Equal(t, "allow_with_warning", tasks["src"].GatingDecision)
+	m, err := e.store.LatestMaterialization(context.Background(), "acme", "sales.warn", "")
+	require.NoError(t, err)
+	require.Equal(t, tasks["src"].MaterializationID, m.ID)
+}
