@@ -207,4 +207,16 @@ func TestDAGBackfill30Partitions(t *testing.T) {
 		require.Equal(t, day, inv["params"].(obj)["partition_key"], "%v", inv)
 		require.Equal(t, "succeeded", inv["status"])
 	}
+	tasks := s.expect(t, http.StatusOK, http.MethodGet, base+"/invocations/"+parts[0]["invocation_id"].(string)+"/tasks", s.adm, nil).Body
+	items := tasks["items"].([]any)
+	require.Len(t, items, 3)
+	for _, it := range items {
+		task := it.(obj)
+		require.Equal(t, "SUCCEEDED", task["state"], "%v", task)
+		require.NotEmpty(t, task["invocation_id"])
+	}
+	require.Equal(t, "extract", items[0].(obj)["task_id"], "plan order")
+	child := items[0].(obj)["invocation_id"].(string)
+	p := s.expectProblem(t, http.StatusConflict, "conflict", http.MethodGet, base+"/invocations/"+child+"/tasks", s.adm, nil)
+	require.Equal(t, "not_a_dag", p.Body["reason"])
 }
