@@ -22,7 +22,7 @@ import (
 
 // exampleFolders are the deploy folders of examples/, each deployed and run by TestExamplesDeployAndRun.
 var exampleFolders = []string{"calculate_tax", "process_order", "customer_profile", "reserve_inventory",
-	"scheduled_report", "webhook_order"}
+	"scheduled_report", "webhook_order", "sales_dag"}
 
 // exampleTerminal are the statuses an invocation does not leave (workflows add compensated).
 var exampleTerminal = map[string]bool{"succeeded": true, "failed": true, "dead_lettered": true,
@@ -247,6 +247,18 @@ func TestExamplesDeployAndRun(t *testing.T) {
 		require.Equal(t, "42 orders, 1234.5 EUR", posts[0].Body["text"])
 		out = p.okCLI(t, "schedules", "history", "daily-sales-report")
 		require.Contains(t, out, "succeeded", out)
+	})
+
+	t.Run("sales_dag", func(t *testing.T) {
+		out := p.okCLI(t, "dag", "plan", "daily_sales", "--partition", "2026-03-02")
+		require.Contains(t, out, "fingerprint ", out)
+		out = p.okCLI(t, "invoke", "daily_sales", "-p", `{"partition_key": "2026-03-02"}`, "--follow")
+		require.Contains(t, out, "task_succeeded", out)
+		run := strings.Fields(lineWith(out, " succeeded in "))[0]
+		out = p.okCLI(t, "dag", "tasks", run)
+		require.Equal(t, 3, strings.Count(out, "SUCCEEDED"), out)
+		out = p.okCLI(t, "assets", "list")
+		require.Contains(t, out, "sales.daily_summary", out)
 	})
 
 	t.Run("webhook_order", func(t *testing.T) {

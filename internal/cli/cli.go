@@ -1,6 +1,6 @@
 // Package cli holds the client commands of the lark binary: login, deploy, validate, invoke,
-// invocations, schedules, backfill, events, triggers and tail. They talk to a Lark server through
-// pkg/larkclient; cmd/lark only adds them to its root command (docs/cli.md).
+// invocations, schedules, backfill, events, triggers, tail, dag and assets. They talk to a Lark
+// server through pkg/larkclient; cmd/lark only adds them to its root command (docs/cli.md).
 //
 // Exit codes: 0 success; 1 the operation failed (an invocation failed, validation problems);
 // 2 a usage error (bad flags, arguments or manifests that cannot be read); 3 an API or network
@@ -106,7 +106,7 @@ func Commands() []*cobra.Command {
 func commands(g *globals) []*cobra.Command {
 	cmds := []*cobra.Command{
 		loginCmd(g), deployCmd(g), validateCmd(g), invokeCmd(g), entrypointsCmd(g), invocationsCmd(g), schedulesCmd(g),
-		backfillCmd(g), eventsCmd(g), triggersCmd(g), tailCmd(g),
+		backfillCmd(g), eventsCmd(g), triggersCmd(g), tailCmd(g), dagCmd(g), assetsCmd(g),
 	}
 	for _, c := range cmds {
 		pf := c.PersistentFlags()

@@ -82,8 +82,8 @@ func serverValidate(ctx context.Context, cl *larkclient.Client, m manifest.Resou
 	}
 	var out manifest.Problems
 	for _, f := range rep.Errors {
-		if f.Code == "COMPENSATION_HANDLER" && mentionsAny(f.Message, deployed) {
-			continue // the handler is part of this deploy: it is created before this entrypoint
+		if (f.Code == "COMPENSATION_HANDLER" || f.Code == "TASK_ENTRYPOINT") && mentionsAny(f.Message, deployed) {
+			continue // the handler or task function is part of this deploy: it is created before this entrypoint
 		}
 		msg := f.Message
 		if f.Code != "" {

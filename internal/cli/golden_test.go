@@ -111,7 +111,8 @@ type normaliser struct {
 }
 
 var (
-	reID       = regexp.MustCompile(`\b(inv|run|evt|ep|bf|sch|trg|corr)_[0-9a-f]{32}\b`)
+	reID       = regexp.MustCompile(`\b(inv|run|evt|ep|bf|sch|trg|corr|mat)_[0-9a-f]{24,32}\b`)
+	reHash     = regexp.MustCompile(`\b[0-9a-f]{64}\b|\b[0-9a-f]{12}…`)
 	reDateTime = regexp.MustCompile(`\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(\.\d+)?Z?`)
 	reClock    = regexp.MustCompile(`\b\d{2}:\d{2}:\d{2}\.\d{3}\b`)
 	reDuration = regexp.MustCompile(`\b\d+(\.\d+)?(ms|µs|s)\b`)
@@ -132,6 +133,7 @@ func (n *normaliser) apply(s string) string {
 		n.ids[id] = v
 		return v
 	})
+	s = reHash.ReplaceAllString(s, "<HASH>")
 	s = reDateTime.ReplaceAllString(s, "<TIME>")
 	s = reClock.ReplaceAllString(s, "<CLOCK>")
 	s = reDuration.ReplaceAllString(s, "<DUR>")

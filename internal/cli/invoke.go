@@ -201,8 +201,16 @@ func sleep(ctx context.Context, d time.Duration) error {
 func timelineLine(e larkclient.TimelineEntry) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%4d  %s  %-20s %-10s", e.Seq, e.At.UTC().Format("15:04:05.000"), e.EventType, e.Status)
+	task := strings.HasPrefix(e.EventType, "task_")
 	if e.StepName != nil && *e.StepName != "" {
-		fmt.Fprintf(&b, " step=%s", *e.StepName)
+		if task {
+			fmt.Fprintf(&b, " task=%s", *e.StepName)
+		} else {
+			fmt.Fprintf(&b, " step=%s", *e.StepName)
+		}
+	}
+	if task || e.EventType == "dag_planned" {
+		b.WriteString(dagDetails(e.Details))
 	}
 	if e.DurationMS != nil {
 		fmt.Fprintf(&b, " (%dms)", *e.DurationMS)
@@ -211,6 +219,48 @@ func timelineLine(e larkclient.TimelineEntry) string {
 		fmt.Fprintf(&b, " %s", strings.ReplaceAll(*e.Message, "\n", " "))
 	}
 	return strings.TrimRight(b.String(), " ")
+}
+
+// dagDetails renders the details of a DAG run's events that a reader wants on the line: the
+// plan's partition and fingerprint, a task's child invocation, gating decision, materialization,
+// and why it failed or was skipped.
+func dagDetails(raw json.RawMessage) string {
+	var d struct {
+		PartitionKey string `json:"partition_key"`
+		Fingerprint  string `json:"fingerprint"`
+		Tasks        int    `json:"tasks"`
+		Child        string `json:"child_invocation_id"`
+		ChildStatus  string `json:"status"`
+		Gating       string `json:"gating_decision"`
+		Mat          string `json:"materialization_id"`
+		Reason       string `json:"reason"`
+		Error        *struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(raw, &d) != nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, kv := range [][2]string{{"partition", d.PartitionKey}, {"child", d.Child}, {"child_status", d.ChildStatus},
+		{"gating", d.Gating}, {"materialization", d.Mat}} {
+		if kv[1] != "" {
+			fmt.Fprintf(&b, " %s=%s", kv[0], kv[1])
+		}
+	}
+	if d.Tasks > 0 {
+		fmt.Fprintf(&b, " tasks=%d", d.Tasks)
+	}
+	if len(d.Fingerprint) >= 12 {
+		fmt.Fprintf(&b, " fingerprint=%s…", d.Fingerprint[:12])
+	}
+	switch {
+	case d.Reason != "":
+		fmt.Fprintf(&b, " %s", d.Reason)
+	case d.Error != nil && d.Error.Message != "":
+		fmt.Fprintf(&b, " %s", d.Error.Message)
+	}
+	return b.String()
 }
 
 var versionSuffix = regexp.MustCompile(`^(.*?)\.v(\d+)(?:\.(\d+))?$`)

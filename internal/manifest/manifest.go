@@ -10,6 +10,8 @@
 //     Starlark source may be left out: it is then read from implementation.code.file (relative to
 //     the manifest) or, with neither, from the .star file of the manifest's base name;
 //     implementation.adapter, implementation.kind and code.language default to Starlark's;
+//     an implementation of kind workflow_spec (a DAG) has no source: it is sent as written, its
+//     adapter defaulting to the DAG adapter for format "dag";
 //   - "kind: schedule", "kind: trigger", "kind: webhook": the create bodies of /schedules,
 //     /triggers and /webhook-triggers, plus kind;
 //   - *_test.star files are tests, never deployed.
@@ -46,6 +48,13 @@ const (
 	StarlarkAdapter  = "gts.x.core.serverless.adapter.starlark.v1~"
 	StarlarkKind     = "code"
 	StarlarkLanguage = "starlark"
+)
+
+// DAG defaults: an implementation of kind workflow_spec declares its workflow instead of carrying
+// code (docs/dag.md); without an adapter, a spec of format "dag" is for DAGAdapter.
+const (
+	WorkflowSpecKind = "workflow_spec"
+	DAGAdapter       = "gts.x.core.serverless.adapter.dag.v1~"
 )
 
 // Kinds of manifests.
@@ -150,8 +159,8 @@ func Load(dir string) (Set, error) {
 // MaxFolderDepth deep), for a deploy: each resource must carry what identifies it on later
 // deploys (Key). The resources that were read well come in deploy order: the entrypoints that
 // the folder's workflows name as compensation handlers first (a workflow's handler must exist
-// when it is registered), the other entrypoints, then schedules, triggers and webhook triggers;
-// files in name order. problems holds every problem found (unsorted); err is for a folder that
+// when it is registered), the other entrypoints, then the DAGs (their tasks' functions must
+// exist), then schedules, triggers and webhook triggers; files in name order. problems holds every problem found (unsorted); err is for a folder that
 // cannot be read at all.
 func LoadTree(dir string) (rs []Resource, problems Problems, err error) {
 	st, err := os.Stat(dir)
@@ -199,8 +208,11 @@ func LoadTree(dir string) (rs []Resource, problems Problems, err error) {
 		}
 	}
 	rank := func(r Resource) int {
-		n := map[string]int{KindEntrypoint: 1, KindSchedule: 2, KindTrigger: 3, KindWebhook: 4}[r.Kind]
-		if r.Kind == KindEntrypoint && handlers[r.Key()] {
+		n := map[string]int{KindEntrypoint: 1, KindSchedule: 3, KindTrigger: 4, KindWebhook: 5}[r.Kind]
+		switch {
+		case r.IsDAG():
+			n = 2 // after the functions its tasks run
+		case r.Kind == KindEntrypoint && handlers[r.Key()]:
 			n = 0
 		}
 		return n
@@ -321,6 +333,13 @@ func (r *Resource) prepareEntrypoint() Problems {
 	if p != nil {
 		return Problems{*p}
 	}
+	if impl["kind"] == WorkflowSpecKind {
+		// A declared workflow (a DAG) has no source: its implementation is sent as written.
+		if _, ok := impl["adapter"]; !ok && isDAGSpec(impl) {
+			impl["adapter"] = DAGAdapter
+		}
+		return nil
+	}
 	if _, ok := impl["adapter"]; !ok {
 		impl["adapter"] = StarlarkAdapter
 	}
@@ -383,6 +402,39 @@ func (r *Resource) prepareEntrypoint() Problems {
 	}
 	code["source"] = string(b)
 	return nil
+}
+
+// isDAGSpec reports whether an implementation's workflow_spec has format "dag".
+func isDAGSpec(impl map[string]any) bool {
+	ws, _ := impl["workflow_spec"].(map[string]any)
+	return ws["format"] == "dag"
+}
+
+// IsDAG reports whether an entrypoint manifest declares a workflow (implementation.kind
+// workflow_spec, such as a DAG) instead of carrying code.
+func (r Resource) IsDAG() bool {
+	impl, _ := r.Body["implementation"].(map[string]any)
+	return r.Kind == KindEntrypoint && impl["kind"] == WorkflowSpecKind
+}
+
+// TaskEntrypoints returns the entrypoint_id of each task of a DAG manifest's spec (none for
+// another manifest).
+func (r Resource) TaskEntrypoints() []string {
+	if !r.IsDAG() {
+		return nil
+	}
+	impl, _ := r.Body["implementation"].(map[string]any)
+	ws, _ := impl["workflow_spec"].(map[string]any)
+	spec, _ := ws["spec"].(map[string]any)
+	tasks, _ := spec["tasks"].([]any)
+	var out []string
+	for _, t := range tasks {
+		task, _ := t.(map[string]any)
+		if s := str(task["entrypoint_id"]); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // compensationHandlers returns the ids of traits.workflow.compensation.on_failure and on_cancel.
