@@ -152,7 +152,16 @@ func (c *Completer) apply(tx store.Tx, rec, final invocation.Record, before int6
 // o.Until, or its child's end or its event does.
 func (c *Completer) Complete(ctx context.Context, rec invocation.Record, d catalog.Definition, timeline []invocation.Event,
 	o outcome.Outcome, effects []Effect) (invocation.Record, error) {
-	return c.completeWith(ctx, rec, d, timeline, o, effects, nil)
+	return c.completeWith(ctx, rec, d, timeline, o, effects, nil, false)
+}
+
+// CompleteShared is Complete for an invocation that others append to while it runs (a DAG run:
+// its children's ends): the closing write folds its events into the stored projection, read under
+// the row's lock, rather than expecting rec (which an append since the claim made stale; on
+// PostgreSQL's optimistic writes the expectation would fail at every replay).
+func (c *Completer) CompleteShared(ctx context.Context, rec invocation.Record, d catalog.Definition, timeline []invocation.Event,
+	o outcome.Outcome, effects []Effect) (invocation.Record, error) {
+	return c.completeWith(ctx, rec, d, timeline, o, effects, nil, true)
 }
 
 // CompleteAfter is Complete for a workflow run whose journal writes are still on their way
@@ -162,7 +171,7 @@ func (c *Completer) Complete(ctx context.Context, rec invocation.Record, d catal
 // again, as usual, if this failed.
 func (c *Completer) CompleteAfter(ctx context.Context, rec invocation.Record, d catalog.Definition, timeline []invocation.Event,
 	o outcome.Outcome, chain Chain) (invocation.Record, error) {
-	return c.completeWith(ctx, rec, d, timeline, o, nil, chain)
+	return c.completeWith(ctx, rec, d, timeline, o, nil, chain, false)
 }
 
 // Closing prices o at the tenant's current prices and returns the events that close rec's attempt
@@ -196,7 +205,7 @@ func Informational(timeline []invocation.Event, effects []Effect) []invocation.E
 // the writes that go with the applied outcome (followUps). after, when set, is the chain of queued
 // journal writes the outcome follows.
 func (c *Completer) completeWith(ctx context.Context, rec invocation.Record, d catalog.Definition, timeline []invocation.Event,
-	o outcome.Outcome, effects []Effect, after Chain) (invocation.Record, error) {
+	o outcome.Outcome, effects []Effect, after Chain, shared bool) (invocation.Record, error) {
 	owner := c.spawn.LeaseOwner(rec)
 	// The execution's cost, at the prices of this moment, goes into the event that closes it
 	// (invocation.Execution): whatever that event is, and even when the outcome is not applied.
@@ -204,7 +213,7 @@ func (c *Completer) completeWith(ctx context.Context, rec invocation.Record, d c
 	var final invocation.Record
 	err := c.writer.Update(ctx, func(tx store.Tx) error {
 		now := c.clock.Now()
-		req, err := c.completeRequest(rec, timeline, o, owner, after, now)
+		req, err := c.completeRequest(rec, timeline, o, owner, after, shared, now)
 		if err != nil {
 			return err
 		}
@@ -233,12 +242,15 @@ func (c *Completer) completeWith(ctx context.Context, rec invocation.Record, d c
 // o, under this process's lease (owner) and expecting rec as it was, or, after queued journal
 // writes (after), exactly the projection the last of them leaves.
 func (c *Completer) completeRequest(rec invocation.Record, timeline []invocation.Event, o outcome.Outcome, owner string,
-	after Chain, now time.Time) (store.AppendRequest, error) {
+	after Chain, shared bool, now time.Time) (store.AppendRequest, error) {
 	events, next, err := c.Closing(rec, timeline, o, now)
 	if err != nil {
 		return store.AppendRequest{}, err
 	}
 	opt := store.AppendOptions{RequireLease: owner, Schedule: &next, Expect: &rec}
+	if shared {
+		opt.Expect = nil // others append to it while it runs: fold into the stored projection
+	}
 	if after != nil {
 		if err := after.ExpectChain(&opt); err != nil {
 			return store.AppendRequest{}, err

@@ -401,7 +401,7 @@ func (a *activation) complete(d catalog.Definition) (invocation.Record, error) {
 	if promotes {
 		failpoint.Hit("dag-before-promote") // outputs committed to the blob store, nothing recorded yet
 	}
-	final, err := a.g.cfg.Completer.Complete(a.ctx, a.rec, d, a.events, o, a.effects)
+	final, err := a.g.cfg.Completer.CompleteShared(a.ctx, a.rec, d, a.events, o, a.effects)
 	if promotes && err == nil {
 		failpoint.Hit("dag-after-promote") // the task's end and its promotion recorded
 	}
@@ -418,7 +418,7 @@ func (a *activation) complete(d catalog.Definition) (invocation.Record, error) {
 func (a *activation) fail(d catalog.Definition, reason string) (invocation.Record, error) {
 	o := outcome.Outcome{Kind: outcome.Failed, Final: true, Err: &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "non_retryable",
 		Message: "dag run: " + reason}}
-	return a.g.cfg.Completer.Complete(a.ctx, a.rec, d, nil, o, nil)
+	return a.g.cfg.Completer.CompleteShared(a.ctx, a.rec, d, nil, o, nil)
 }
 
 // summary is the run's counts (the result of a run whose tasks all succeeded).
