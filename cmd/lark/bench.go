@@ -19,7 +19,7 @@ import (
 func benchCmd() *cobra.Command {
 	var o bench.Options
 	var scenarios string
-	c := &cobra.Command{Use: "bench", Short: "Measure Lark (sync, async, coldstart, workflow10, sleepers, cron10k, events, heartbeat) against baselines run on this machine",
+	c := &cobra.Command{Use: "bench", Short: "Measure Lark (sync, async, coldstart, workflow10, dag, sleepers, cron10k, events, heartbeat, scale) against baselines run on this machine",
 		Long: strings.TrimSpace(`
 Runs the named scenarios, each against its own "lark serve" child process (this binary) on a fresh
 temporary data directory, and prints a Markdown table: throughput, p50/p99 latency, the server's
@@ -31,6 +31,8 @@ Every raw figure, the machine and the flags go to the JSON file (--out).
               vs raw inserts and updates of the same rows in the same SQLite file
   coldstart   register + activate + first sync result of a new function, sequentially
   workflow10  10-step workflows from 50 concurrent starters (steps/s), and one serially (p50)
+  dag         runs of a wide DAG (root, 50 tasks, join) and of a deep one (a chain of 20): tasks/s
+              and server CPU per task, vs as many plain async invocations of the same function
   sleepers    10k workflows sleeping (100k with --scale full): server RSS, and wake-up lag p99
   cron10k     10k schedules firing every minute: fire lag p99 and server CPU
   events      20k events published to 100 triggers with CEL filters: accepted and delivered
@@ -88,6 +90,9 @@ See docs/benchmarks.md.`),
 	fl.IntVar(&o.Workflow10N, "workflow10-n", 0, "async 10-step workflows of the workflow10 scenario (default 5000; small: 200)")
 	fl.IntVar(&o.Workflow10Clients, "workflow10-clients", 0, "concurrent starters of the workflow10 scenario (default 50)")
 	fl.IntVar(&o.Workflow10Serial, "workflow10-serial", 0, "sync 10-step workflows run one at a time by the workflow10 scenario (default 200; small: 20)")
+	fl.IntVar(&o.DAGWidth, "dag-width", 0, fmt.Sprintf("independent tasks between the root and the join of the dag scenario's wide DAG, at most %d (default %d)", bench.DAGMaxWidth, bench.DefaultDAGWidth))
+	fl.IntVar(&o.DAGDepth, "dag-depth", 0, fmt.Sprintf("tasks of the dag scenario's deep DAG, a chain, at most %d (default %d)", bench.DAGMaxTasks, bench.DefaultDAGDepth))
+	fl.IntVar(&o.DAGRuns, "dag-runs", 0, fmt.Sprintf("runs of each DAG of the dag scenario, started at once (default %d; small: 20)", bench.DefaultDAGRuns))
 	fl.IntVar(&o.SleepersN, "sleepers-n", 0, "sleeping workflows of the sleepers scenario (default 10000; small: 500; full: 100000)")
 	fl.DurationVar(&o.SleepersSleep, "sleepers-sleep", 0,
 		"each sleeper's r_sleep; all must be parked before the first is due (default 20s + 3ms per sleeper above 10000: 290s at 100000; small: 3s)")

@@ -22,11 +22,11 @@ import (
 // Scenario names, in the order they run.
 var (
 	// Available scenarios.
-	Available = []string{"sync", "async", "coldstart", "workflow10", "sleepers", "cron10k", "events", "scale"}
+	Available = []string{"sync", "async", "coldstart", "workflow10", "dag", "sleepers", "cron10k", "events", "scale"}
 	// Pending scenarios and the features they wait for.
 	Pending = map[string]string{}
 	// All is every scenario name in table order.
-	All = []string{"sync", "async", "coldstart", "workflow10", "sleepers", "cron10k", "events", "heartbeat", "scale"}
+	All = []string{"sync", "async", "coldstart", "workflow10", "dag", "sleepers", "cron10k", "events", "heartbeat", "scale"}
 )
 
 // Goals from the issue.
@@ -75,6 +75,11 @@ type Options struct {
 	Workflow10N       int `json:"workflow10_n"`
 	Workflow10Clients int `json:"workflow10_clients"`
 	Workflow10Serial  int `json:"workflow10_serial"`
+	// DAGRuns async runs of a wide DAG (a root, DAGWidth tasks, a join) and as many of a deep one
+	// (a chain of DAGDepth tasks), each shape after as many plain invocations as its runs have tasks.
+	DAGWidth int `json:"dag_width"`
+	DAGDepth int `json:"dag_depth"`
+	DAGRuns  int `json:"dag_runs"`
 	// SleepersN workflows sleeping SleepersSleep each; the lag comes from the timelines of
 	// SleepersLagSample of them, evenly spaced over the submission order (default
 	// DefaultSleepersLagSample: reading 100,000 timelines would take longer than the sleep).
@@ -115,7 +120,7 @@ const (
 // Presets are the sizes of each Scale; a field a preset leaves zero takes the default.
 var Presets = map[string]Options{
 	ScaleSmall: {Duration: time.Second, AsyncN: 2000, ColdStartN: 50, Workflow10N: 200, Workflow10Serial: 20,
-		SleepersN: 500, SleepersSleep: 3 * time.Second, Cron10kN: 200, Cron10kExpr: "*/2 * * * * *", Cron10kFires: 2,
+		DAGRuns: 20, SleepersN: 500, SleepersSleep: 3 * time.Second, Cron10kN: 200, Cron10kExpr: "*/2 * * * * *", Cron10kFires: 2,
 		EventsN: 1000, ScaleN: 20_000, ScaleCalls: 20},
 	ScaleFull: {SleepersN: 100_000},
 }
@@ -153,6 +158,9 @@ func (o *Options) preset() {
 	setInt(&o.Workflow10N, p.Workflow10N)
 	setInt(&o.Workflow10Clients, p.Workflow10Clients)
 	setInt(&o.Workflow10Serial, p.Workflow10Serial)
+	setInt(&o.DAGWidth, p.DAGWidth)
+	setInt(&o.DAGDepth, p.DAGDepth)
+	setInt(&o.DAGRuns, p.DAGRuns)
 	setInt(&o.SleepersN, p.SleepersN)
 	setDur(&o.SleepersSleep, p.SleepersSleep)
 	setInt(&o.Cron10kN, p.Cron10kN)
@@ -212,6 +220,7 @@ func (o *Options) Defaults() {
 	if o.Workflow10Serial <= 0 {
 		o.Workflow10Serial = 200
 	}
+	o.dagDefaults()
 	if o.SleepersN <= 0 {
 		o.SleepersN = 10_000
 	}
@@ -264,6 +273,12 @@ func (o *Options) Validate() error {
 		if !slices.Contains(All, s) {
 			return fmt.Errorf("--scenarios: unknown scenario %q (known: %s)", s, strings.Join(All, ", "))
 		}
+	}
+	if o.DAGWidth > DAGMaxWidth {
+		return fmt.Errorf("--dag-width: at most %d (the join depends on every middle task; docs/dag.md), got %d", DAGMaxWidth, o.DAGWidth)
+	}
+	if o.DAGDepth > DAGMaxTasks {
+		return fmt.Errorf("--dag-depth: at most %d (a DAG's tasks; docs/dag.md), got %d", DAGMaxTasks, o.DAGDepth)
 	}
 	if o.Store != "sqlite" && !isPostgres(o.Store) {
 		return fmt.Errorf("--store: want sqlite or a postgres:// URL, got %q", o.Store)
@@ -319,6 +334,8 @@ func Run(ctx context.Context, bin string, o Options, log io.Writer) (*Report, er
 			s = r.ColdStart(ctx)
 		case "workflow10":
 			s = r.Workflow10(ctx)
+		case "dag":
+			s = r.DAG(ctx)
 		case "sleepers":
 			s = r.Sleepers(ctx)
 		case "cron10k":

@@ -170,6 +170,7 @@ func TestBenchCommand(t *testing.T) {
 	require.InDelta(t, ev.Throughput/ev.Baseline.Throughput, ev.Ratio, 1e-9)
 	require.Contains(t, stdout, "| events | ")
 
+	checkDAG(t, bin, dir)
 	checkScale(t, bin, dir)
 
 	// A scenario that errors makes the command fail, after writing the table and the JSON file.
@@ -247,6 +248,42 @@ func TestBenchCommandPostgres(t *testing.T) {
 	require.Zero(t, left, "schemas left behind")
 	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM pg_database WHERE datname LIKE 'lark_bench_%'`).Scan(&left))
 	require.Zero(t, left, "databases left behind")
+}
+
+// checkDAG runs the dag scenario tiny: each shape's runs succeeded with all their tasks, and each is
+// compared with as many plain invocations.
+func checkDAG(t *testing.T, bin, dir string) {
+	t.Helper()
+	stdout, rep := runBench(t, bin, dir, "--scenarios", "dag", "--dag-width", "3", "--dag-depth", "4", "--dag-runs", "5")
+	require.Len(t, rep.Scenarios, 1)
+	s := rep.Scenarios[0]
+	require.Equal(t, bench.StatusOK, s.Status, s.Error)
+	require.Equal(t, [3]int{3, 4, 5}, [3]int{rep.Options.DAGWidth, rep.Options.DAGDepth, rep.Options.DAGRuns})
+	require.NotNil(t, s.DAG)
+	require.Len(t, s.DAG.Shapes, 2)
+	for i, want := range []struct {
+		name  string
+		tasks int
+	}{{"wide", 5}, {"deep", 4}} {
+		sh := s.DAG.Shapes[i]
+		require.Equal(t, want.name, sh.Name)
+		require.Equal(t, want.tasks, sh.TasksPerRun, sh.Name)
+		require.Equal(t, 5*want.tasks, sh.Tasks, sh.Name)
+		require.Equal(t, 5, sh.DAG.Starts, sh.Name)
+		require.Equal(t, sh.Tasks, sh.Baseline.Starts, "as many plain invocations as the runs have tasks")
+		require.NotNil(t, sh.DAG.RunDuration, sh.Name)
+		require.EqualValues(t, 5, sh.DAG.RunDuration.Count, "every run read back succeeded with all its tasks")
+		require.Positive(t, sh.DAG.TasksPerS, sh.Name)
+		require.Positive(t, sh.Baseline.TasksPerS, sh.Name)
+		require.InDelta(t, sh.Baseline.TasksPerS/sh.DAG.TasksPerS, sh.Overhead, 1e-9, sh.Name)
+	}
+	require.Positive(t, s.Throughput)
+	require.Positive(t, s.Baseline.Throughput)
+	require.InDelta(t, s.Throughput/s.Baseline.Throughput, s.Ratio, 1e-9)
+	require.Len(t, s.Goals, 2)
+	require.Contains(t, []string{bench.ResultPass, bench.ResultMiss}, s.Result)
+	require.Contains(t, stdout, "| dag | ")
+	require.Contains(t, stdout, "- dag deep (chain of 4, 4 tasks): 5 runs")
 }
 
 // checkScale runs the scale scenario small: both stages filled and every filter measured, the

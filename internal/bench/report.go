@@ -80,6 +80,8 @@ type Scenario struct {
 	Events     *EventsDetail     `json:"events,omitempty"`
 	// Heartbeats is the heartbeat scenario's breakdown.
 	Heartbeats *HeartbeatDetail `json:"heartbeats,omitempty"`
+	// DAG is the dag scenario's breakdown.
+	DAG *DAGDetail `json:"dag,omitempty"`
 	// Scale is the scale scenario's breakdown.
 	Scale   *ScaleDetail `json:"scale,omitempty"`
 	Profile string       `json:"cpu_profile,omitempty"`
@@ -433,6 +435,7 @@ func details(s Scenario) []string {
 			e.N, e.Triggers, e.Clients, rate(e.AcceptRate, "events/s"), e.AcceptS, e.Triggered, e.DeliverS, rate(e.DeliverRate, "events/s"),
 			e.CELMicrosPerEvent, e.CELNanosPerFilter))
 	}
+	out = append(out, dagDetails(s.DAG)...)
 	return append(out, scaleDetails(s.Scale)...)
 }
 

@@ -381,16 +381,7 @@ func (r *Runner) Sleepers(ctx context.Context) Scenario {
 
 // registerActivate registers and activates workflow id running source.
 func (r *Runner) registerActivate(ctx context.Context, l *lark, id, source string) error {
-	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	err := l.api.Register(sctx, l.token, WorkflowDefinition(id, source))
-	if err == nil {
-		err = l.api.Activate(sctx, l.token, id)
-	}
-	if err != nil {
-		return fmt.Errorf("register %s: %w", id, err)
-	}
-	return nil
+	return registerDefinition(ctx, l, id, WorkflowDefinition(id, source))
 }
 
 // notSucceeded lists up to 5 invocations of the bench tenant that did not succeed.
