@@ -61,6 +61,10 @@ func (a *assetEnv) run(t *testing.T, id, key string) obj {
 	rec := invAsync(t, a.e, a.adm, id, obj{"partition_key": key}, nil)
 	rec = invWait(t, a.e, a.adm, invID(rec), "succeeded", "failed", "canceled", "dead_lettered")
 	require.Equal(t, "succeeded", rec["status"], "%v", rec)
+	dag, _ := rec["dag"].(map[string]any)
+	require.Len(t, dag["fingerprint"], 64, "a DAG run's record carries its dag summary: %v", rec)
+	require.Equal(t, key, dag["partition_key"])
+	require.Equal(t, []any{1.0, 1.0}, []any{dag["tasks"], dag["succeeded"]})
 	items := a.list(t, a.viewer, url.Values{"$filter": {"run_id eq '" + invID(rec) + "'"}})
 	require.Len(t, items, 1)
 	return items[0]
