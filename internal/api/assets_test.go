@@ -61,8 +61,20 @@ func (a *assetEnv) run(t *testing.T, id, key string) obj {
 	rec := invAsync(t, a.e, a.adm, id, obj{"partition_key": key}, nil)
 	rec = invWait(t, a.e, a.adm, invID(rec), "succeeded", "failed", "canceled", "dead_lettered")
 	require.Equal(t, "succeeded", rec["status"], "%v", rec)
+	dag, _ := rec["dag"].(map[string]any)
+	require.Len(t, dag["fingerprint"], 64, "a DAG run's record carries its dag summary: %v", rec)
+	require.Equal(t, key, dag["partition_key"])
+	require.Equal(t, []any{1.0, 1.0}, []any{dag["tasks"], dag["succeeded"]})
 	items := a.list(t, a.viewer, url.Values{"$filter": {"run_id eq '" + invID(rec) + "'"}})
 	require.Len(t, items, 1)
+	// GET /invocations/{id}/tasks names the task's state, its child and the materialization.
+	tasks := a.e.expect(t, http.StatusOK, http.MethodGet, invPath+"/"+invID(rec)+"/tasks", a.viewer, nil)
+	require.Equal(t, invID(rec), tasks.Body["invocation_id"])
+	require.Len(t, tasks.items(), 1)
+	task := tasks.items()[0]
+	require.Equal(t, []any{"clean", "SUCCEEDED", assetKey, items[0]["materialization_id"], items[0]["gating_decision"]},
+		[]any{task["task_id"], task["state"], task["asset_key"], task["materialization_id"], task["gating_decision"]})
+	require.NotEmpty(t, task["invocation_id"])
 	return items[0]
 }
 

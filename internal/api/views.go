@@ -36,6 +36,9 @@ type RecordView struct {
 	// Cost is what the invocation has cost so far, in the operator's pricing currency (Lark's
 	// addition: the per-invocation price plus the cost of every execution, as recorded in its log).
 	Cost float64 `json:"cost"`
+	// DAG, on a DAG run only, is its plan's fingerprint, its partition and its tasks' counts
+	// (docs/dag.md, Runs).
+	DAG *invocation.DAGSummary `json:"dag,omitempty"`
 }
 
 func strPtr(s string) *string {
@@ -49,7 +52,7 @@ func strPtr(s string) *string {
 func View(r invocation.Record) RecordView {
 	v := RecordView{InvocationID: r.ID, EntrypointID: r.EntrypointID, EntrypointVersion: r.EntrypointVersion, TenantID: r.TenantID,
 		Status: r.Status, Mode: r.Mode, Params: r.Params, Result: r.Result, Error: r.Error, Attempt: r.Attempt,
-		ParentInvocationID: r.ParentID, ReplayOf: r.Replay, Cost: r.Cost}
+		ParentInvocationID: r.ParentID, ReplayOf: r.Replay, Cost: r.Cost, DAG: r.DAG}
 	if len(v.Params) == 0 {
 		v.Params = json.RawMessage("{}")
 	}

@@ -154,6 +154,7 @@ func TestConsolePageWeight(t *testing.T) {
 	l := sharedLark(t)
 	b.login(t, l)
 	epID := call(t, l.url, l.token, "GET", "/entrypoints/"+wfID, nil, 200)["id"].(string)
+	run := sharedDAGRun(t, l)
 	pages := []struct{ path, ready string }{
 		{"/console/login", "#token"},
 		{"/console/entrypoints", "table"},
@@ -166,6 +167,9 @@ func TestConsolePageWeight(t *testing.T) {
 		{"/console/backfills/nightly-2025", "#backfill progress"},
 		{"/console/triggers", "table"},
 		{"/console/usage", "svg.chart"},
+		{"/console/invocations/" + run, `svg.dag [data-task="report"]`},
+		{"/console/assets", "#asset-list table"},
+		{"/console/assets?asset=" + etlAsset, "#materializations table"},
 	}
 	for _, p := range pages {
 		b.do(t, "load "+p.path, chromedp.Navigate(l.url+p.path), chromedp.WaitVisible(chromedp.CSS(p.ready)))
@@ -177,7 +181,7 @@ func TestConsolePageWeight(t *testing.T) {
 		t.Logf("%s: %.1f KB transferred", p.path, weight/1024)
 		require.Less(t, weight, 200.0*1024, "%s transfers %.0f bytes", p.path, weight)
 		require.Greater(t, weight, 1000.0, "%s: no transfer measured", p.path)
-		b.screenshot(t, "page-"+strings.NewReplacer("/console/", "", "/", "-").Replace(p.path))
+		b.screenshot(t, "page-"+strings.NewReplacer("/console/", "", "/", "-", "?", "-", "=", "-").Replace(p.path))
 	}
 	// The source of the entrypoint is highlighted: the runtime helpers and keywords have their classes.
 	b.do(t, "entrypoint page", chromedp.Navigate(l.url+"/console/entrypoints/"+epID), chromedp.WaitVisible(chromedp.CSS("pre.code")))
@@ -190,7 +194,8 @@ func TestConsolePageWeight(t *testing.T) {
 }
 
 // TestConsoleModules runs the console's own modules in the browser on made-up data: the Gantt
-// model of a workflow still in flight and of a retried function, and the Starlark tokenizer.
+// model of a workflow still in flight and of a retried function, the DAG layout, and the Starlark
+// tokenizer.
 func TestConsoleModules(t *testing.T) {
 	b := newBrowser(t)
 	h, err := console.Wrap(http.NotFoundHandler())
@@ -250,6 +255,12 @@ func TestConsoleModules(t *testing.T) {
 		entry(5, "succeeded", "succeeded", "", "{}"),
 	}, ",") + "]"
 	require.Equal(t, []row{{Key: "invocation", Bars: []string{"run-ok"}, Marks: []string{"info", "retry", "info", "ok"}}}, rowsOf(retried))
+
+	// The DAG layout: layers by depends_on (a diamond and a lone task), a layer ordered towards its upstream rows.
+	var layers [][]string
+	require.NoError(t, json.Unmarshal([]byte(load("dag.js", `m.layout([{task_id: 'a'}, {task_id: 'z'}, {task_id: 'c', depends_on: ['z']},
+		{task_id: 'b', depends_on: ['a']}, {task_id: 'd', depends_on: ['b', 'c']}]).layers.map(l => l.map(t => t.task_id))`)), &layers))
+	require.Equal(t, [][]string{{"a", "z"}, {"b", "c"}, {"d"}}, layers)
 
 	var toks [][2]string
 	require.NoError(t, json.Unmarshal([]byte(load("highlight.js",

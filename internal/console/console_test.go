@@ -43,7 +43,7 @@ func body(t *testing.T, res *http.Response) string {
 func TestIndexForEveryAppPath(t *testing.T) {
 	h, err := New()
 	require.NoError(t, err)
-	for _, p := range []string{"/console", "/console/", "/console/invocations/inv_1", "/console/no/such/page?x=1"} {
+	for _, p := range []string{"/console", "/console/", "/console/invocations/inv_1", "/console/assets", "/console/assets?asset=sales.clean", "/console/no/such/page?x=1"} {
 		res := get(t, http.MethodGet, p, false)
 		require.Equal(t, 200, res.StatusCode, p)
 		require.Equal(t, "text/html; charset=utf-8", res.Header.Get("Content-Type"), p)

@@ -4,6 +4,7 @@
 import {api, and, quote, enc, TERMINAL} from './api.js';
 import {h, fill, time, dur, num, badge, shortGTS, table, dl, pre, field, select} from './dom.js';
 import {gantt} from './gantt.js';
+import {dagSection} from './dag.js';
 
 export const STATUSES = ['queued', 'running', 'suspended', 'succeeded', 'failed', 'canceled', 'compensating', 'compensated', 'dead_lettered'];
 
@@ -113,11 +114,12 @@ export async function invocationPage(ctx) {
   const head = h('div', {id: 'inv-head'});
   const controls = h('div', {class: 'actions', role: 'group', 'aria-label': 'Control actions'});
   const record = h('section', {'aria-labelledby': 'rec-h'});
+  const dag = h('section', {id: 'dag', 'aria-labelledby': 'dag-h', hidden: true});
   const chart = h('div', {id: 'gantt'});
   const detail = h('section', {id: 'entry-detail', class: 'panel', 'aria-live': 'polite', tabindex: -1, hidden: true});
   const steps = h('div', {id: 'steps'});
   const entries = h('div', {id: 'entries'});
-  fill(ctx.main, head, controls, record,
+  fill(ctx.main, head, controls, record, dag,
     h('section', {'aria-labelledby': 'tl-h'}, h('h2', {id: 'tl-h'}, 'Timeline'), chart, detail),
     h('section', {'aria-labelledby': 'steps-h'}, h('h2', {id: 'steps-h'}, 'Steps'), steps),
     h('details', {}, h('summary', {}, 'All timeline entries'), entries));
@@ -143,11 +145,19 @@ export async function invocationPage(ctx) {
   };
 
   const tl = new Timeline(id, ctx.signal);
-  let rec = null, wf = false, settled = 0, shown = '';
+  let rec = null, wf = false, settled = 0, shown = '', dagShown = '';
   const load = async () => {
     const [r, items] = await Promise.all([api('GET', `/invocations/${enc(id)}`, {signal: ctx.signal}), tl.refresh()]);
+    // A DAG run (its record has a dag member) also shows its tasks, re-drawn when one changes.
+    const tasks = r.dag ? (await api('GET', `/invocations/${enc(id)}/tasks`, {signal: ctx.signal})).items : null;
     if (!ctx.live()) return;
     rec = r;
+    const dagKey = tasks ? JSON.stringify([r.dag, tasks.map(t => [t.state, t.attempts, t.invocation_id, t.gating_decision])]) : '';
+    if (dagKey !== dagShown) {
+      dagShown = dagKey;
+      dag.hidden = !tasks;
+      fill(dag, tasks ? dagSection(r, tasks) : null);
+    }
     // Re-render only on a change, so that polling never takes the keyboard focus away.
     const key = `${r.status}:${r.attempt}:${items.length}:${items[items.length - 1]?.seq}`;
     if (key === shown) return;
@@ -156,7 +166,7 @@ export async function invocationPage(ctx) {
     const focused = document.activeElement?.dataset?.action;
     fill(head, 
       h('h1', {tabindex: -1}, 'Invocation ', h('span', {class: 'mono'}, r.invocation_id), ' ', badge(r.status)),
-      h('p', {}, wf ? 'Workflow ' : 'Function ',
+      h('p', {}, r.dag ? 'DAG run of ' : wf ? 'Workflow ' : 'Function ',
         h('a', {href: `/console/entrypoints/${enc(r.entrypoint_id)}`, class: 'mono', title: r.entrypoint_id}, shortGTS(r.entrypoint_id)),
         ` v${r.entrypoint_version || '?'}`));
     fill(controls, ACTIONS.map(([action, ok, label]) =>

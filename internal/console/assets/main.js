@@ -8,6 +8,7 @@ import {invocationsPage, invocationPage} from './invocations.js';
 import {schedulesPage, schedulePage, backfillsPage, backfillPage} from './schedules.js';
 import {triggersPage} from './triggers.js';
 import {usagePage} from './usage.js';
+import {assetsPage} from './assets.js';
 
 const ROOT = '/console';
 const main = document.getElementById('main');
@@ -28,6 +29,7 @@ const routes = [
   [/^\/backfills\/([^/]+)$/, backfillPage, {title: 'Backfill'}],
   [/^\/triggers$/, triggersPage, {title: 'Triggers'}],
   [/^\/usage$/, usagePage, {title: 'Usage'}],
+  [/^\/assets$/, assetsPage, {title: 'Assets'}],
 ];
 
 let current = null; // {controller, cleanups}
@@ -163,8 +165,9 @@ async function loginPage(ctx) {
 
 document.addEventListener('click', ev => {
   const a = ev.target.closest?.('a[href]');
-  if (!a || ev.defaultPrevented || ev.button !== 0 || ev.metaKey || ev.ctrlKey || ev.shiftKey || ev.altKey || a.target) return;
-  const url = new URL(a.href, location.href);
+  // getAttribute, not a.href and a.target: an SVG link (a DAG's task) has them as SVGAnimatedString.
+  if (!a || ev.defaultPrevented || ev.button !== 0 || ev.metaKey || ev.ctrlKey || ev.shiftKey || ev.altKey || a.getAttribute('target')) return;
+  const url = new URL(a.getAttribute('href'), location.href);
   if (url.origin !== location.origin || !(url.pathname === ROOT || url.pathname.startsWith(ROOT + '/'))) return;
   ev.preventDefault();
   navigate(url.pathname + url.search);
