@@ -192,7 +192,8 @@ func Informational(timeline []invocation.Event, effects []Effect) []invocation.E
 	for _, ev := range timeline {
 		switch {
 		case ev.Type == invocation.EventJournal, ev.Type == invocation.EventJournalResolved, ev.Type == invocation.EventStepRetried, ev.Type == invocation.EventEmitted,
-			ev.Type == invocation.EventStepCompensating, ev.Type == invocation.EventStepCompensated, parkedChild && ev.Type == invocation.EventChildInvoked:
+			ev.Type == invocation.EventStepCompensating, ev.Type == invocation.EventStepCompensated, parkedChild && ev.Type == invocation.EventChildInvoked,
+			invocation.IsDAGDecision(ev.Type):
 		default:
 			out = append(out, ev)
 		}
@@ -333,11 +334,7 @@ func notifyRun(tx store.Tx, child invocation.Record, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	req := store.AppendRequest{TenantID: run.TenantID, InvocationID: run.ID, Events: []invocation.Event{ev}}
-	if run.Status == invocation.StatusSuspended {
-		req.Schedule = &store.Scheduling{AvailableAt: &now}
-	}
-	_, _, err = tx.Append(req)
+	_, _, err = store.AppendWaking(tx, store.AppendRequest{TenantID: run.TenantID, InvocationID: run.ID, Events: []invocation.Event{ev}}, now)
 	return err
 }
 
@@ -358,7 +355,7 @@ func resolveParent(tx store.Tx, child invocation.Record, now time.Time) error {
 	}
 	ev := invocation.Event{Type: invocation.EventJournalResolved, Data: data, At: now, LogicalAttempt: parent.Attempt,
 		IdempotencyKey: invocation.IdempotencyKey(parent.ID, "child-"+child.ID, parent.Attempt, invocation.EventJournalResolved, "")}
-	_, _, err = tx.Append(store.AppendRequest{TenantID: parent.TenantID, InvocationID: parent.ID, Events: []invocation.Event{ev}, AppendOptions: store.AppendOptions{Schedule: &store.Scheduling{AvailableAt: &now}}})
+	_, _, err = store.AppendWaking(tx, store.AppendRequest{TenantID: parent.TenantID, InvocationID: parent.ID, Events: []invocation.Event{ev}}, now)
 	return err
 }
 

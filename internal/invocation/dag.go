@@ -79,6 +79,13 @@ func (TaskEnded) EventTypes() []EventType {
 	return []EventType{EventTaskSucceeded, EventTaskFailed, EventTaskSkipped, EventTaskCancelled}
 }
 
+// IsDAGDecision reports whether events of type t are a DAG activation's decisions (its plan,
+// queued tasks, tasks' ends): what a late result of an activation that lost its lease must not
+// record.
+func IsDAGDecision(t EventType) bool {
+	return t == EventTaskQueued || changesDAG(t)
+}
+
 // changesDAG reports whether events of type t change a DAG run's summary (so its record is
 // rewritten, not only advanced).
 func changesDAG(t EventType) bool {

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"time"
 
 	"github.com/larkrun/lark/internal/invocation"
 )
@@ -25,4 +26,17 @@ func EventsAfter(ctx context.Context, log EventLog, tenantID, id string, after i
 		}
 		after = evs[len(evs)-1].Seq
 	}
+}
+
+// AppendWaking appends req's events (req.Schedule must be nil) and then, when the invocation is
+// suspended once they are folded in (its status read by the append, under its row's lock), makes
+// it runnable at now: a resolution of what a suspended workflow or DAG run waits for. A status
+// read before the append may be stale on a store with concurrent writers (the invocation claimed
+// since); scheduling a running invocation would take its lease away.
+func AppendWaking(tx Tx, req AppendRequest, now time.Time) (invocation.Record, []invocation.Event, error) {
+	out, appended, err := tx.Append(req)
+	if err != nil || out.Status != invocation.StatusSuspended {
+		return out, appended, err
+	}
+	return out, appended, tx.SetScheduling(out.TenantID, out.ID, Scheduling{AvailableAt: &now})
 }

@@ -111,7 +111,7 @@ func resolve(tx store.Tx, rec invocation.Record, seq int, ev events.Event, now t
 	}
 	e := invocation.Event{Type: invocation.EventJournalResolved, Data: data, At: now, LogicalAttempt: rec.Attempt,
 		IdempotencyKey: invocation.IdempotencyKey(rec.ID, "wait-"+strings.TrimPrefix(journal.Key(rec.Generation, seq), "journal-"), rec.Attempt, invocation.EventJournalResolved, "")}
-	if _, _, err := tx.Append(store.AppendRequest{TenantID: rec.TenantID, InvocationID: rec.ID, Events: []invocation.Event{e}, AppendOptions: store.AppendOptions{Schedule: &store.Scheduling{AvailableAt: &now}}}); err != nil {
+	if _, _, err := store.AppendWaking(tx, store.AppendRequest{TenantID: rec.TenantID, InvocationID: rec.ID, Events: []invocation.Event{e}}, now); err != nil {
 		return false, err
 	}
 	return true, tx.DeleteEventWaits(rec.TenantID, rec.ID)
