@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -314,7 +315,7 @@ func (a *activation) child(t *Task) (invocation.Record, catalog.Definition, erro
 	if err != nil {
 		return invocation.Record{}, d, fmt.Errorf("entrypoint %s: %w", pt.EntrypointID, err)
 	}
-	outputs, err := a.upstreamOutputs()
+	outputs, err := a.upstreamOutputs(referenced(pt.Params))
 	if err != nil {
 		return invocation.Record{}, d, err
 	}
@@ -341,13 +342,25 @@ func (a *activation) child(t *Task) (invocation.Record, catalog.Definition, erro
 	return rec, d, nil
 }
 
-// upstreamOutputs are the outputs of the run's succeeded tasks, by task id: for a task that names
+// refPattern finds the task ids a params template reads outputs of ({{tasks.<id>.output…}}).
+var refPattern = regexp.MustCompile(`\{\{\s*tasks\.([A-Za-z0-9_-]+)\.output`)
+
+// referenced are the ids of the tasks whose outputs params reads (none: no output is read).
+func referenced(params json.RawMessage) map[string]bool {
+	m := map[string]bool{}
+	for _, sub := range refPattern.FindAllSubmatch(params, -1) {
+		m[string(sub[1])] = true
+	}
+	return m
+}
+
+// upstreamOutputs are the outputs of the run's succeeded tasks in want, by task id: for a task that names
 // an asset, the latest promoted materialization of the asset for the run's partition (so a
 // quarantined output is never read: the previous good one is), else its child's result.
-func (a *activation) upstreamOutputs() (map[string]json.RawMessage, error) {
+func (a *activation) upstreamOutputs(want map[string]bool) (map[string]json.RawMessage, error) {
 	for _, t := range a.run.Tasks {
 		id := t.Planned.ID
-		if t.State != StateSucceeded || a.outputs[id] != nil {
+		if t.State != StateSucceeded || a.outputs[id] != nil || !want[id] {
 			continue
 		}
 		if t.Planned.AssetKey != "" {

@@ -3,6 +3,7 @@ package dagrun
 import (
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/larkrun/lark/internal/dag"
@@ -110,9 +111,11 @@ func (r *Run) apply(e invocation.Event) error {
 }
 
 func (r *Run) setPlan(p invocation.DAGPlanned) error {
-	if err := json.Unmarshal(p.Plan, &r.Plan); err != nil {
+	plan, err := plans.get(p)
+	if err != nil {
 		return err
 	}
+	r.Plan = plan
 	r.Planned, r.Fingerprint = true, p.Fingerprint
 	r.Tasks = make([]*Task, 0, len(r.Plan.Tasks))
 	for _, pt := range r.Plan.Tasks {
@@ -144,4 +147,38 @@ func (r *Run) Done() bool {
 		}
 	}
 	return true
+}
+
+// plans keeps decoded plans by fingerprint: a plan is content-addressed (its fingerprint is the
+// SHA-256 of its canonical JSON), so every run of a DAG version for one partition shares one, and
+// an activation does not decode the plan again from its log.
+var plans = &planCache{m: map[string]dag.RunPlan{}}
+
+// planCacheMax bounds the plans kept (reaching it empties the cache).
+const planCacheMax = 1024
+
+type planCache struct {
+	mu sync.Mutex
+	m  map[string]dag.RunPlan
+}
+
+// get decodes p's plan, or returns the one decoded before under its fingerprint. The tasks are
+// shared read-only: the run's state copies each into its Task.
+func (c *planCache) get(p invocation.DAGPlanned) (dag.RunPlan, error) {
+	c.mu.Lock()
+	plan, ok := c.m[p.Fingerprint]
+	c.mu.Unlock()
+	if ok && p.Fingerprint != "" {
+		return plan, nil
+	}
+	if err := json.Unmarshal(p.Plan, &plan); err != nil {
+		return plan, err
+	}
+	c.mu.Lock()
+	if len(c.m) >= planCacheMax {
+		c.m = map[string]dag.RunPlan{}
+	}
+	c.m[p.Fingerprint] = plan
+	c.mu.Unlock()
+	return plan, nil
 }
