@@ -67,7 +67,10 @@ type Observer interface {
 }
 
 // Engine activates DAG runs.
-type Engine struct{ cfg Config }
+type Engine struct {
+	cfg  Config
+	runs runCache // runs' states as their last activation here read them (load)
+}
 
 // New returns an Engine.
 func New(cfg Config) *Engine {
@@ -82,11 +85,10 @@ const ErrTaskFailed = "gts.x.core.serverless.err.v1~x.core.serverless.err.dag_ta
 
 // Activate runs one activation of DAG run rec (e's version, parsed as d) and records it.
 func (g *Engine) Activate(ctx context.Context, rec invocation.Record, e entrypoint.Entrypoint, d catalog.Definition) (invocation.Record, error) {
-	evs, err := store.EventsAfter(ctx, g.cfg.Store, rec.TenantID, rec.ID, 0)
-	if err != nil {
-		return rec, err
+	run, err := g.load(ctx, rec)
+	if run == nil {
+		return rec, err // the log could not be read: the lease runs out and the run is claimed again
 	}
-	run, err := Replay(evs, rec.Attempt)
 	a := &activation{g: g, ctx: ctx, rec: rec, run: run, now: g.cfg.Clock.Now(), outputs: map[string]json.RawMessage{}}
 	if err == nil && !run.Planned {
 		err = a.plan(d)

@@ -1,6 +1,7 @@
 package dagrun
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"sync"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/larkrun/lark/internal/dag"
 	"github.com/larkrun/lark/internal/invocation"
+	"github.com/larkrun/lark/internal/store"
 )
 
 // Task states (004 §4). A task is pending until its upstream tasks have ended, queued (its child
@@ -181,4 +183,82 @@ func (c *planCache) get(p invocation.DAGPlanned) (dag.RunPlan, error) {
 	c.m[p.Fingerprint] = plan
 	c.mu.Unlock()
 	return plan, nil
+}
+
+// runCache keeps, per run, its state as the last activation in this process read it (up to that
+// activation's LastSeq), so that the next one reads and applies only the events after it: the
+// events its predecessor wrote and the children's ends since. Each activation gets a copy.
+type runCache struct {
+	mu sync.Mutex
+	m  map[string]cachedRun
+}
+
+type cachedRun struct {
+	run     *Run
+	attempt int
+}
+
+// runCacheMax bounds the runs kept (reaching it empties the cache).
+const runCacheMax = 4096
+
+// load is the state of run rec, from its log: the events after the state cached for it (of the same
+// logical attempt), else all of them. A nil Run means the log could not be read (err); a Run with
+// an error, a log that does not replay.
+func (g *Engine) load(ctx context.Context, rec invocation.Record) (*Run, error) {
+	c := &g.runs
+	c.mu.Lock()
+	cached, ok := c.m[rec.ID]
+	c.mu.Unlock()
+	if !ok || cached.attempt != rec.Attempt {
+		evs, err := store.EventsAfter(ctx, g.cfg.Store, rec.TenantID, rec.ID, 0)
+		if err != nil {
+			return nil, err
+		}
+		run, err := Replay(evs, rec.Attempt)
+		if err != nil {
+			return &Run{byID: map[string]*Task{}}, err
+		}
+		c.put(rec.ID, run, rec.Attempt)
+		return run.clone(), nil
+	}
+	evs, err := store.EventsAfter(ctx, g.cfg.Store, rec.TenantID, rec.ID, cached.run.LastSeq)
+	if err != nil {
+		return nil, err
+	}
+	run := cached.run.clone()
+	for _, e := range evs {
+		run.LastSeq = e.Seq
+		if err := run.apply(e); err != nil {
+			return &Run{byID: map[string]*Task{}}, fmt.Errorf("dag run event %d (%s): %w", e.Seq, e.Type, err)
+		}
+	}
+	c.put(rec.ID, run, rec.Attempt)
+	return run.clone(), nil
+}
+
+// put caches run (a copy the caller no longer changes).
+func (c *runCache) put(id string, run *Run, attempt int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= runCacheMax {
+		c.m = map[string]cachedRun{}
+	}
+	if run.Done() {
+		delete(c.m, id)
+		return
+	}
+	c.m[id] = cachedRun{run: run, attempt: attempt}
+}
+
+// clone copies r deeply enough for an activation to change its tasks' states.
+func (r *Run) clone() *Run {
+	out := *r
+	out.byID = make(map[string]*Task, len(r.Tasks))
+	out.Tasks = make([]*Task, len(r.Tasks))
+	for i, t := range r.Tasks {
+		c := *t
+		out.Tasks[i] = &c
+		out.byID[c.Planned.ID] = &c
+	}
+	return &out
 }
