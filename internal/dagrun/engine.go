@@ -282,7 +282,7 @@ func (a *activation) advance() {
 			case u == nil || !u.Terminal():
 				ready = false
 			case u.State != StateSucceeded && blocker == "":
-				blocker = fmt.Sprintf("upstream task %s %s", up, lower(u.State))
+				blocker = fmt.Sprintf("upstream task %s %s", up, strings.ToLower(u.State))
 			}
 		}
 		switch {
@@ -452,16 +452,6 @@ func (r *Run) count(state string) int {
 		}
 	}
 	return n
-}
-
-func lower(state string) string {
-	b := []byte(state)
-	for i, c := range b {
-		if c >= 'A' && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return string(b)
 }
 
 // Cancel records, in the transaction that cancels run (already canceled: out), 004 §19's
