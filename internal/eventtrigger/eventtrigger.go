@@ -30,6 +30,7 @@ import (
 	"github.com/larkrun/lark/internal/idgen"
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/invoke"
+	"github.com/larkrun/lark/internal/loops"
 	"github.com/larkrun/lark/internal/mergepatch"
 	"github.com/larkrun/lark/internal/obs"
 	"github.com/larkrun/lark/internal/outcome"
@@ -110,7 +111,7 @@ type Service struct {
 	store Store
 	inv   Invoker
 	o     Options
-	wake  chan struct{}
+	wake  loops.Bell
 	cache *activeCache // nil unless the store is exclusive
 	// metrics holds the received and filtered-out counts of committed publishes not yet written
 	// (FlushMetrics).
@@ -140,7 +141,7 @@ func New(st Store, inv Invoker, o Options) *Service {
 	if o.Tracer == nil {
 		o.Tracer = tracing.Off().Tracer()
 	}
-	s := &Service{store: st, inv: inv, o: o, wake: make(chan struct{}, 1)}
+	s := &Service{store: st, inv: inv, o: o, wake: loops.NewBell()}
 	if st.Exclusive() {
 		s.cache = &activeCache{m: map[[2]string]activeEntry{}}
 	}
@@ -158,12 +159,7 @@ func (s *Service) Wake() {
 
 // WakeLocal wakes this node's loop only (the wake-up hub calls it on another node's announcement).
 // It never blocks.
-func (s *Service) WakeLocal() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
-}
+func (s *Service) WakeLocal() { s.wake.Ring() }
 
 // Spec is the writable part of a trigger: the body of POST and PUT, and what PATCH merges into.
 // The read-only fields are accepted and ignored, so a GET body can be PUT back.

@@ -358,7 +358,7 @@ func (s *Service) Run(ctx context.Context) {
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
-		case <-s.wake:
+		case <-s.wake.C():
 		case <-t.C:
 		}
 		t.Stop()

@@ -53,3 +53,21 @@ func (g Group) Run(ctx context.Context) {
 	}
 	wg.Wait()
 }
+
+// Bell wakes a loop that otherwise sleeps until its next due time: rings coalesce (at most one
+// is pending) and never block. The zero Bell is not usable: make one with NewBell.
+type Bell struct{ c chan struct{} }
+
+// NewBell returns a Bell.
+func NewBell() Bell { return Bell{c: make(chan struct{}, 1)} }
+
+// Ring wakes the loop, now or at its next wait.
+func (b Bell) Ring() {
+	select {
+	case b.c <- struct{}{}:
+	default:
+	}
+}
+
+// C receives once per ring (rings before it is read count once).
+func (b Bell) C() <-chan struct{} { return b.c }

@@ -24,6 +24,7 @@ import (
 	"github.com/larkrun/lark/internal/idgen"
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/invoke"
+	"github.com/larkrun/lark/internal/loops"
 	"github.com/larkrun/lark/internal/mergepatch"
 	"github.com/larkrun/lark/internal/obs"
 	"github.com/larkrun/lark/internal/problem"
@@ -108,7 +109,7 @@ type Service struct {
 	store Store
 	inv   Invoker
 	o     Options
-	wake  chan struct{}
+	wake  loops.Bell
 }
 
 // New returns a Service.
@@ -141,7 +142,7 @@ func New(st Store, inv Invoker, o Options) *Service {
 	if o.Failed == nil {
 		o.Failed = func(string) {}
 	}
-	return &Service{store: st, inv: inv, o: o, wake: make(chan struct{}, 1)}
+	return &Service{store: st, inv: inv, o: o, wake: loops.NewBell()}
 }
 
 // Wake makes the loop look for due work now, on this node and, with Options.Announce, on the
@@ -155,12 +156,7 @@ func (s *Service) Wake() {
 
 // WakeLocal wakes this node's loop only (the wake-up hub calls it on another node's announcement).
 // It never blocks.
-func (s *Service) WakeLocal() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
-}
+func (s *Service) WakeLocal() { s.wake.Ring() }
 
 // Spec is the writable part of a schedule: the body of POST and PUT, and what PATCH merges into.
 // The read-only fields of the resource are accepted and ignored, so a GET body can be PUT back.
