@@ -187,8 +187,13 @@ func dagParams(d catalog.Definition, params json.RawMessage) (json.RawMessage, e
 	if !ok {
 		return params, nil
 	}
-	ws, issues := dag.Decode(d.Implementation.WorkflowSpec, dag.BasicChecks)
-	if len(issues) > 0 || ws.Spec.Partitioning == nil {
+	// Only the partitioning is read (the spec was validated at registration).
+	var ws struct {
+		Spec struct {
+			Partitioning *dag.Partitioning `json:"partitioning"`
+		} `json:"spec"`
+	}
+	if json.Unmarshal(d.Implementation.WorkflowSpec, &ws) != nil || ws.Spec.Partitioning == nil {
 		return params, nil
 	}
 	t, err := time.Parse(time.RFC3339, at)
