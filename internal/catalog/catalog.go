@@ -81,3 +81,16 @@ func (c *Catalog) Lookup(ctx context.Context, ref string) (entrypoint.Entrypoint
 	d, err := c.Definition(e)
 	return e, d, err
 }
+
+// LookupTx is Lookup inside a transaction (read with it when this process has not seen the version).
+func (c *Catalog) LookupTx(tx store.EntrypointTx, ref string) (entrypoint.Entrypoint, Definition, error) {
+	if e, d, ok := c.CachedByRef(ref); ok {
+		return e, d, nil
+	}
+	e, err := tx.EntrypointByRef(ref)
+	if err != nil {
+		return e, Definition{}, err
+	}
+	d, err := c.Definition(e)
+	return e, d, err
+}

@@ -32,6 +32,16 @@ type Config struct {
 	Spawn   *spawn.Spawner
 	Pricing *cost.Pricing
 	Clock   clock.Clock
+	// Runs decides a DAG task's end in its child's closing transaction when it can (nil: every
+	// end is told to the run, for its activation to decide).
+	Runs Runs
+}
+
+// Runs decides the end of a DAG run's task in the closing transaction of its child (internal/dagrun).
+type Runs interface {
+	// ChildEnded records child's task's end and its consequences, or reports false having written
+	// nothing (the run's activation then decides it).
+	ChildEnded(tx store.Tx, child invocation.Record, now time.Time) (bool, error)
 }
 
 // Completer records attempts' outcomes.
@@ -40,11 +50,12 @@ type Completer struct {
 	spawn   *spawn.Spawner
 	pricing *cost.Pricing
 	clock   clock.Clock
+	runs    Runs
 }
 
 // New returns a Completer.
 func New(cfg Config) *Completer {
-	return &Completer{writer: cfg.Writer, spawn: cfg.Spawn, pricing: cfg.Pricing, clock: cfg.Clock}
+	return &Completer{writer: cfg.Writer, spawn: cfg.Spawn, pricing: cfg.Pricing, clock: cfg.Clock, runs: cfg.Runs}
 }
 
 // Chain is the chain of journal writes an outcome is queued behind (host.Host): ExpectChain makes
@@ -288,7 +299,7 @@ func (c *Completer) followUps(tx store.Tx, rec, final invocation.Record, before 
 		return err
 	}
 	if final.Status.Terminal() {
-		if err := Ended(tx, final, now); err != nil {
+		if err := c.Ended(tx, final, now); err != nil {
 			return err
 		}
 	}
@@ -300,8 +311,8 @@ func (c *Completer) followUps(tx store.Tx, rec, final invocation.Record, before 
 
 // Ended is what goes with an invocation that ended (rec, terminal), in the transaction that ended
 // it: the resolution of the parent workflow that waits for it as a child, and of the workflow it
-// compensated as a handler.
-func Ended(tx store.Tx, rec invocation.Record, now time.Time) error {
+// compensated as a handler, and the DAG run it is a task of.
+func (c *Completer) Ended(tx store.Tx, rec invocation.Record, now time.Time) error {
 	if rec.ParentSeq != nil {
 		if err := resolveParent(tx, rec, now); err != nil {
 			return err
@@ -311,16 +322,22 @@ func Ended(tx store.Tx, rec invocation.Record, now time.Time) error {
 		return resolveCompensation(tx, rec, now)
 	}
 	if rec.DAGTask != "" {
-		return notifyRun(tx, rec, now)
+		return c.notifyRun(tx, rec, now)
 	}
 	return nil
 }
 
-// notifyRun tells the DAG run that child (one of its tasks) ended: a task_child_ended event in the
-// child's closing transaction, which makes the run runnable when it is suspended. A run that is
-// running when it is told is woken by its own closing write (WakeIfNewer); a run that has ended
-// (canceled) is not told: a late result is never promoted.
-func notifyRun(tx store.Tx, child invocation.Record, now time.Time) error {
+// notifyRun tells the DAG run that child (one of its tasks) ended, in the child's closing
+// transaction: the task's end decided there (Runs), or else a task_child_ended event, which makes
+// the run runnable when it is suspended. A run that is running when it is told is woken by its own
+// closing write (WakeIfNewer); a run that has ended (canceled) is not told: a late result is never
+// promoted.
+func (c *Completer) notifyRun(tx store.Tx, child invocation.Record, now time.Time) error {
+	if c.runs != nil {
+		if done, err := c.runs.ChildEnded(tx, child, now); done || err != nil {
+			return err
+		}
+	}
 	run, err := tx.Invocation(child.TenantID, child.ParentID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil

@@ -9,6 +9,7 @@ package dagrun
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"regexp"
@@ -40,12 +41,49 @@ type Store interface {
 	LatestMaterialization(ctx context.Context, tenantID, assetKey, partitionKey string) (asset.Materialization, error)
 }
 
+// reader is what an activation reads besides the run's log: its tasks' entrypoint versions, its
+// children's records and the latest materializations of its assets, from the store (an
+// activation) or inside a transaction (a child's closing one, ChildEnded).
+type reader interface {
+	Lookup(ref string) (entrypoint.Entrypoint, catalog.Definition, error)
+	Invocation(tenantID, id string) (invocation.Record, error)
+	LatestMaterialization(tenantID, assetKey, partitionKey string) (asset.Materialization, error)
+}
+
+// storeReader is a reader of the store, under ctx.
+type storeReader struct {
+	ctx context.Context
+	s   Store
+	cat *catalog.Catalog
+}
+
+func (r storeReader) Lookup(ref string) (entrypoint.Entrypoint, catalog.Definition, error) {
+	return r.cat.Lookup(r.ctx, ref)
+}
+
+func (r storeReader) Invocation(tenantID, id string) (invocation.Record, error) {
+	return r.s.Invocation(r.ctx, tenantID, id)
+}
+
+func (r storeReader) LatestMaterialization(tenantID, assetKey, partitionKey string) (asset.Materialization, error) {
+	return r.s.LatestMaterialization(r.ctx, tenantID, assetKey, partitionKey)
+}
+
+// txReader is a reader inside a transaction.
+type txReader struct {
+	store.Tx
+	cat *catalog.Catalog
+}
+
+func (r txReader) Lookup(ref string) (entrypoint.Entrypoint, catalog.Definition, error) {
+	return r.cat.LookupTx(r.Tx, ref)
+}
+
 // Config wires an Engine.
 type Config struct {
-	Store     Store
-	Catalog   *catalog.Catalog
-	Spawn     *spawn.Spawner
-	Completer *complete.Completer
+	Store   Store
+	Catalog *catalog.Catalog
+	Spawn   *spawn.Spawner
 	// Blobs holds the tasks' outputs (the output commit protocol, output.go).
 	Blobs  blob.Store
 	Clock  clock.Clock
@@ -83,36 +121,57 @@ func New(cfg Config) *Engine {
 // ErrTaskFailed is the error type of a run with a task that did not succeed.
 const ErrTaskFailed = "gts.x.core.serverless.err.v1~x.core.serverless.err.dag_task_failed.v1~"
 
-// Activate runs one activation of DAG run rec (e's version, parsed as d) and records it.
-func (g *Engine) Activate(ctx context.Context, rec invocation.Record, e entrypoint.Entrypoint, d catalog.Definition) (invocation.Record, error) {
-	run, err := g.load(ctx, rec)
+// Activate runs one activation of DAG run rec (e's version, parsed as d) and records it through c.
+func (g *Engine) Activate(ctx context.Context, c *complete.Completer, rec invocation.Record, e entrypoint.Entrypoint, d catalog.Definition) (invocation.Record, error) {
+	run, err := g.load(rec, func(after int64) ([]invocation.Event, error) {
+		return store.EventsAfter(ctx, g.cfg.Store, rec.TenantID, rec.ID, after)
+	})
 	if run == nil {
 		return rec, err // the log could not be read: the lease runs out and the run is claimed again
 	}
-	a := &activation{g: g, ctx: ctx, rec: rec, run: run, now: g.cfg.Clock.Now(), outputs: map[string]json.RawMessage{}}
+	if err == nil {
+		g.runs.put(rec.ID, run.clone(), rec.Attempt) // as read: committed
+	}
+	a := g.newActivation(ctx, storeReader{ctx, g.cfg.Store, g.cfg.Catalog}, rec, run, g.cfg.Clock.Now())
 	if err == nil && !run.Planned {
 		err = a.plan(d)
 	}
 	if err != nil {
-		return a.fail(d, err.Error())
+		return a.fail(c, d, err.Error())
 	}
 	a.settle()
 	a.advance()
-	return a.complete(d)
+	return a.complete(c, d)
+}
+
+// newActivation starts an activation of run (rec's state) at now, reading through read.
+func (g *Engine) newActivation(ctx context.Context, read reader, rec invocation.Record, run *Run, now time.Time) *activation {
+	return &activation{g: g, ctx: ctx, read: read, rec: rec, run: run, now: now, outputs: map[string]json.RawMessage{}}
 }
 
 // activation is one activation's state: the run as read, and the events and effects it adds.
 type activation struct {
 	g       *Engine
 	ctx     context.Context
+	read    reader
 	rec     invocation.Record
 	run     *Run
 	now     time.Time
 	events  []invocation.Event
 	effects []complete.Effect
+	spawned []spawned                  // the children of the tasks it queued
 	outputs map[string]json.RawMessage // succeeded tasks' outputs, read as needed
 	err     error                      // the first event that could not be built
 	reports []func(Observer)           // told to the Observer once the activation is recorded
+	// inTx is set for a decision made in a child's closing transaction (ChildEnded), which must
+	// not read the blob store nor run checks; deferred is then set when it had to.
+	inTx, deferred bool
+}
+
+// spawned is a task's child invocation and its entrypoint version's definition.
+type spawned struct {
+	rec invocation.Record
+	def catalog.Definition
 }
 
 // add appends an event of the activation, keyed so that a repeated activation adds it once.
@@ -169,20 +228,25 @@ func (a *activation) settle() {
 		if t.Ended == nil {
 			continue
 		}
-		child, err := a.g.cfg.Store.Invocation(a.ctx, a.rec.TenantID, t.Child)
+		child, err := a.read.Invocation(a.rec.TenantID, t.Child)
 		if err != nil {
 			a.endTask(t, invocation.EventTaskFailed, invocation.TaskEnded{Reason: "child unreadable: " + err.Error()})
 			continue
 		}
-		end := invocation.TaskEnded{ChildInvocationID: child.ID, Attempts: child.Attempt}
-		if child.Status != invocation.StatusSucceeded {
-			end.Error, end.Reason = child.Error, "child invocation "+string(child.Status)
-			a.assetFailed(t, "")
-			a.endTask(t, invocation.EventTaskFailed, end)
-			continue
-		}
-		a.succeed(t, child, end)
+		a.settleChild(t, child)
 	}
+}
+
+// settleChild decides task t, whose child ended (child: its record).
+func (a *activation) settleChild(t *Task, child invocation.Record) {
+	end := invocation.TaskEnded{ChildInvocationID: child.ID, Attempts: child.Attempt}
+	if child.Status != invocation.StatusSucceeded {
+		end.Error, end.Reason = child.Error, "child invocation "+string(child.Status)
+		a.assetFailed(t, "")
+		a.endTask(t, invocation.EventTaskFailed, end)
+		return
+	}
+	a.succeed(t, child, end)
 }
 
 // succeed decides task t, whose child succeeded: its post checks and their gating, and for an
@@ -305,7 +369,7 @@ func (a *activation) queue(t *Task) {
 	ev := a.add(invocation.EventTaskQueued, "task-queued-"+t.Planned.ID, invocation.TaskQueued{TaskID: t.Planned.ID,
 		ChildInvocationID: child.ID, EntrypointID: child.EntrypointID, Params: child.Params})
 	_ = a.run.apply(ev)
-	a.effects = append(a.effects, complete.SpawnChild(child, d))
+	a.spawned = append(a.spawned, spawned{rec: child, def: d})
 }
 
 // child builds task t's child invocation: its pinned version, its params rendered over the
@@ -313,7 +377,7 @@ func (a *activation) queue(t *Task) {
 // policy.
 func (a *activation) child(t *Task) (invocation.Record, catalog.Definition, error) {
 	pt := t.Planned
-	e, d, err := a.g.cfg.Catalog.Lookup(a.ctx, pt.EntrypointRef)
+	e, d, err := a.read.Lookup(pt.EntrypointRef)
 	if err != nil {
 		return invocation.Record{}, d, fmt.Errorf("entrypoint %s: %w", pt.EntrypointID, err)
 	}
@@ -343,6 +407,9 @@ func (a *activation) child(t *Task) (invocation.Record, catalog.Definition, erro
 	}
 	return rec, d, nil
 }
+
+// errDeferred stops a decision in a child's closing transaction that needs the run's activation.
+var errDeferred = errors.New("deferred to the run's activation")
 
 // refPattern finds the task ids a params template reads outputs of ({{tasks.<id>.output…}}).
 var refPattern = regexp.MustCompile(`\{\{\s*tasks\.([A-Za-z0-9_-]+)\.output`)
@@ -379,7 +446,7 @@ func (a *activation) upstreamOutputs(want map[string]bool) (map[string]json.RawM
 		if t.End == nil || t.End.ChildInvocationID == "" {
 			continue
 		}
-		child, err := a.g.cfg.Store.Invocation(a.ctx, a.rec.TenantID, t.End.ChildInvocationID)
+		child, err := a.read.Invocation(a.rec.TenantID, t.End.ChildInvocationID)
 		if err != nil {
 			return nil, fmt.Errorf("output of task %s: %w", id, err)
 		}
@@ -390,9 +457,12 @@ func (a *activation) upstreamOutputs(want map[string]bool) (map[string]json.RawM
 
 // complete records the activation: its events, then the run suspended (until a child ends) or
 // ended, succeeded when every task succeeded.
-func (a *activation) complete(d catalog.Definition) (invocation.Record, error) {
+func (a *activation) complete(c *complete.Completer, d catalog.Definition) (invocation.Record, error) {
 	if a.err != nil {
-		return a.fail(d, a.err.Error())
+		return a.fail(c, d, a.err.Error())
+	}
+	for _, s := range a.spawned {
+		a.effects = append(a.effects, complete.SpawnChild(s.rec, s.def))
 	}
 	var o outcome.Outcome
 	switch {
@@ -402,7 +472,7 @@ func (a *activation) complete(d catalog.Definition) (invocation.Record, error) {
 	case a.run.count(StateSucceeded) == len(a.run.Tasks):
 		out, err := json.Marshal(a.summary())
 		if err != nil {
-			return a.fail(d, err.Error())
+			return a.fail(c, d, err.Error())
 		}
 		o = outcome.Outcome{Kind: outcome.Succeeded, Output: out}
 	default:
@@ -416,24 +486,36 @@ func (a *activation) complete(d catalog.Definition) (invocation.Record, error) {
 	if promotes {
 		failpoint.Hit("dag-before-promote") // outputs committed to the blob store, nothing recorded yet
 	}
-	final, err := a.g.cfg.Completer.CompleteShared(a.ctx, a.rec, d, a.events, o, a.effects)
+	final, err := c.CompleteShared(a.ctx, a.rec, d, a.events, o, a.effects)
 	if promotes && err == nil {
 		failpoint.Hit("dag-after-promote") // the task's end and its promotion recorded
 	}
-	if err == nil && a.g.cfg.Observer != nil && final.LastSeq > a.rec.LastSeq && final.Status != invocation.StatusRunning {
-		for _, r := range a.reports {
-			r(a.g.cfg.Observer)
-		}
+	if err == nil && final.LastSeq > a.rec.LastSeq && final.Status != invocation.StatusRunning {
+		a.report()
+	}
+	if err == nil && final.Status.Terminal() {
+		a.g.runs.drop(a.rec.ID)
 	}
 	return final, err
 }
 
+// report tells the Observer what the activation recorded, once it is.
+func (a *activation) report() {
+	if a.g.cfg.Observer == nil {
+		return
+	}
+	for _, r := range a.reports {
+		r(a.g.cfg.Observer)
+	}
+}
+
 // fail ends the run failed for reason, before any task could run (an unreadable log, a plan that
 // cannot be made).
-func (a *activation) fail(d catalog.Definition, reason string) (invocation.Record, error) {
+func (a *activation) fail(c *complete.Completer, d catalog.Definition, reason string) (invocation.Record, error) {
 	o := outcome.Outcome{Kind: outcome.Failed, Final: true, Err: &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "non_retryable",
 		Message: "dag run: " + reason}}
-	return a.g.cfg.Completer.CompleteShared(a.ctx, a.rec, d, nil, o, nil)
+	a.g.runs.drop(a.rec.ID)
+	return c.CompleteShared(a.ctx, a.rec, d, nil, o, nil)
 }
 
 // summary is the run's counts (the result of a run whose tasks all succeeded).
@@ -514,6 +596,10 @@ func (a *activation) preChecks(pt dag.PlannedTask, input any) error {
 	checks, err := parseChecks(pt.Checks)
 	if err != nil || len(checks) == 0 {
 		return err
+	}
+	if a.inTx && slices.ContainsFunc(checks, func(c quality.Check) bool { return c.In(quality.PhasePre) }) {
+		a.deferred = true // checks run in the run's activation
+		return errDeferred
 	}
 	results := quality.Runner{Clock: a.g.cfg.Clock}.Run(a.ctx, checks, quality.PhasePre, input, nil)
 	if d := quality.Gate(results, false); d.Action == quality.Block {

@@ -51,6 +51,14 @@ type materialization struct {
 func (a *activation) checkOutput(t *Task, output json.RawMessage, attempt int) (materialization, error) {
 	pt := t.Planned
 	var m materialization
+	if len(pt.Checks) == 0 && pt.AssetKey == "" {
+		m.decision = quality.Gate(nil, false) // nothing to check nor to commit
+		return m, nil
+	}
+	if a.inTx {
+		a.deferred = true // checks and commits run in the run's activation
+		return m, nil
+	}
 	checks, err := parseChecks(pt.Checks)
 	if err != nil {
 		return m, err
@@ -195,7 +203,11 @@ func (a *activation) put(key string, b []byte) error {
 // latestOutput reads the output of the latest promoted materialization of assetKey for the run's
 // partition; ok is false when there is none.
 func (a *activation) latestOutput(assetKey string) (json.RawMessage, bool, error) {
-	m, err := a.g.cfg.Store.LatestMaterialization(a.ctx, a.rec.TenantID, assetKey, a.run.Plan.PartitionKey)
+	if a.inTx {
+		a.deferred = true // the blob store is read in the run's activation
+		return nil, false, nil
+	}
+	m, err := a.read.LatestMaterialization(a.rec.TenantID, assetKey, a.run.Plan.PartitionKey)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, false, nil
 	}

@@ -1,7 +1,6 @@
 package dagrun
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"sync"
@@ -9,7 +8,6 @@ import (
 
 	"github.com/larkrun/lark/internal/dag"
 	"github.com/larkrun/lark/internal/invocation"
-	"github.com/larkrun/lark/internal/store"
 )
 
 // Task states (004 §4). A task is pending until its upstream tasks have ended, queued (its child
@@ -67,11 +65,8 @@ func (r *Run) Task(id string) *Task { return r.byID[id] }
 // outputs of those that did.
 func Replay(events []invocation.Event, attempt int) (*Run, error) {
 	r := &Run{byID: map[string]*Task{}}
-	for _, e := range events {
-		r.LastSeq = e.Seq
-		if err := r.apply(e); err != nil {
-			return nil, fmt.Errorf("dag run event %d (%s): %w", e.Seq, e.Type, err)
-		}
+	if err := r.applyAll(events); err != nil {
+		return nil, err
 	}
 	for _, t := range r.Tasks {
 		if t.Terminal() && t.State != StateSucceeded && t.endAttempt < attempt {
@@ -185,32 +180,39 @@ func (c *planCache) get(p invocation.DAGPlanned) (dag.RunPlan, error) {
 	return plan, nil
 }
 
-// runCache keeps, per run, its state as the last activation in this process read it (up to that
-// activation's LastSeq), so that the next one reads and applies only the events after it: the
-// events its predecessor wrote and the children's ends since. Each activation gets a copy.
+// runCache keeps, per run, its state as this process last read or wrote it, so that the next
+// activation or child's end reads and applies only the events after it. Each user gets a copy.
 type runCache struct {
 	mu sync.Mutex
 	m  map[string]cachedRun
 }
 
 type cachedRun struct {
-	run     *Run
+	run     *Run // committed
 	attempt int
+	// tentative is a later state written by a transaction not yet known to have committed (a
+	// child's closing one, whose group commit also holds the closing ones of its siblings). It
+	// holds only while the log has, at its LastSeq, the event it appended last (key): a
+	// transaction rolled back leaves another event there, or none.
+	tentative *Run
+	key       string
 }
 
 // runCacheMax bounds the runs kept (reaching it empties the cache).
 const runCacheMax = 4096
 
-// load is the state of run rec, from its log: the events after the state cached for it (of the same
-// logical attempt), else all of them. A nil Run means the log could not be read (err); a Run with
-// an error, a log that does not replay.
-func (g *Engine) load(ctx context.Context, rec invocation.Record) (*Run, error) {
+// load is the state of run rec, from its log (read: the events after a seq): the events after the
+// state cached for it (of the same logical attempt), else all of them. A nil Run means the log
+// could not be read (err); a Run with an error, a log that does not replay. The caller owns the
+// Run; it caches a state only once it knows it committed (runCache.put), or tentatively, with the
+// key of its last event (runCache.tentative).
+func (g *Engine) load(rec invocation.Record, read func(after int64) ([]invocation.Event, error)) (*Run, error) {
 	c := &g.runs
 	c.mu.Lock()
 	cached, ok := c.m[rec.ID]
 	c.mu.Unlock()
 	if !ok || cached.attempt != rec.Attempt {
-		evs, err := store.EventsAfter(ctx, g.cfg.Store, rec.TenantID, rec.ID, 0)
+		evs, err := read(0)
 		if err != nil {
 			return nil, err
 		}
@@ -218,36 +220,81 @@ func (g *Engine) load(ctx context.Context, rec invocation.Record) (*Run, error) 
 		if err != nil {
 			return &Run{byID: map[string]*Task{}}, err
 		}
-		c.put(rec.ID, run, rec.Attempt)
-		return run.clone(), nil
+		return run, nil
 	}
-	evs, err := store.EventsAfter(ctx, g.cfg.Store, rec.TenantID, rec.ID, cached.run.LastSeq)
-	if err != nil {
-		return nil, err
-	}
-	run := cached.run.clone()
-	for _, e := range evs {
-		run.LastSeq = e.Seq
-		if err := run.apply(e); err != nil {
-			return &Run{byID: map[string]*Task{}}, fmt.Errorf("dag run event %d (%s): %w", e.Seq, e.Type, err)
+	base, after := cached.run, cached.run.LastSeq
+	var evs []invocation.Event
+	if t := cached.tentative; t != nil && rec.LastSeq >= t.LastSeq {
+		tail, err := read(t.LastSeq - 1)
+		if err != nil {
+			return nil, err
+		}
+		if len(tail) > 0 && tail[0].Seq == t.LastSeq && tail[0].IdempotencyKey == cached.key {
+			base, after, evs = t, t.LastSeq, tail[1:] // it committed, or commits with this transaction
 		}
 	}
-	c.put(rec.ID, run, rec.Attempt)
-	return run.clone(), nil
+	run := base.clone()
+	if evs == nil && after != rec.LastSeq {
+		var err error
+		if evs, err = read(after); err != nil {
+			return nil, err
+		}
+	}
+	if err := run.applyAll(evs); err != nil {
+		return &Run{byID: map[string]*Task{}}, err
+	}
+	return run, nil
 }
 
-// put caches run (a copy the caller no longer changes).
+// applyAll folds events that follow the state's LastSeq into it.
+func (r *Run) applyAll(evs []invocation.Event) error {
+	for _, e := range evs {
+		r.LastSeq = e.Seq
+		if err := r.apply(e); err != nil {
+			return fmt.Errorf("dag run event %d (%s): %w", e.Seq, e.Type, err)
+		}
+	}
+	return nil
+}
+
+// put caches run (a committed state, which the caller no longer changes), unless a later state of
+// the same attempt is cached; a tentative state no later than it is dropped.
 func (c *runCache) put(id string, run *Run, attempt int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil || len(c.m) >= runCacheMax {
 		c.m = map[string]cachedRun{}
 	}
-	if run.Done() {
-		delete(c.m, id)
+	e, ok := c.m[id]
+	if !ok || e.attempt != attempt {
+		c.m[id] = cachedRun{run: run, attempt: attempt}
 		return
 	}
-	c.m[id] = cachedRun{run: run, attempt: attempt}
+	if e.run.LastSeq < run.LastSeq {
+		e.run = run // the writes of one group commit finish in any order
+	}
+	if e.tentative != nil && e.tentative.LastSeq <= e.run.LastSeq {
+		e.tentative, e.key = nil, ""
+	}
+	c.m[id] = e
+}
+
+// tentative caches run, written by a transaction that has not committed, whose last event is keyed
+// key (at run.LastSeq), beside the committed state of the same attempt.
+func (c *runCache) tentative(id string, run *Run, attempt int, key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.m[id]; ok && e.attempt == attempt && e.run.LastSeq < run.LastSeq {
+		e.tentative, e.key = run, key
+		c.m[id] = e
+	}
+}
+
+// drop forgets run id (it ended).
+func (c *runCache) drop(id string) {
+	c.mu.Lock()
+	delete(c.m, id)
+	c.mu.Unlock()
 }
 
 // clone copies r deeply enough for an activation to change its tasks' states.

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/larkrun/lark/internal/attempt"
-	"github.com/larkrun/lark/internal/blob"
 	"github.com/larkrun/lark/internal/catalog"
 	"github.com/larkrun/lark/internal/clock"
 	"github.com/larkrun/lark/internal/complete"
@@ -58,10 +57,8 @@ type Config struct {
 	// Workflow configures the workflow engine (its Store and limits); its Catalog, Spawn, Completer, Host,
 	// Running, Runner, Clock and Logger are the Executor's.
 	Workflow workflow.Config
-	// Blobs holds DAG tasks' outputs (dagrun's output commit protocol); DAGObserver hears what DAG
-	// activations recorded (nil: nobody).
-	Blobs       blob.Store
-	DAGObserver dagrun.Observer
+	// DAGs activates DAG runs (the Completer decides their tasks' ends with it too).
+	DAGs *dagrun.Engine
 	// Remote, when set, runs the function attempts it takes (Remote.Takes) in remote workers.
 	Remote Remote
 	Clock  clock.Clock
@@ -119,8 +116,7 @@ func New(cfg Config) *Executor {
 	wc.Catalog, wc.Spawn, wc.Completer, wc.Host, wc.Running = cfg.Catalog, cfg.Spawn, cfg.Completer, x.env, &x.running
 	wc.Runner, wc.Clock, wc.Logger, wc.AdmitWithin = cfg.Runner, cfg.Clock, cfg.Logger, x.admitWithin
 	x.workflows = workflow.New(wc)
-	x.dags = dagrun.New(dagrun.Config{Store: cfg.Store, Blobs: cfg.Blobs, Catalog: cfg.Catalog, Spawn: cfg.Spawn, Completer: cfg.Completer,
-		Clock: cfg.Clock, Logger: cfg.Logger, Observer: cfg.DAGObserver})
+	x.dags = cfg.DAGs
 	return x
 }
 
@@ -254,7 +250,7 @@ func (x *Executor) Execute(ctx context.Context, rec invocation.Record, e entrypo
 	if e.Kind == entrypoint.KindWorkflow {
 		x.writer.Dequeued(rec, time.Time{}, nil)
 		if d.IsDAG() {
-			return x.dags.Activate(ctx, rec, e, d)
+			return x.dags.Activate(ctx, x.completer, rec, e, d)
 		}
 		return x.workflows.Activate(ctx, workflow.NewClaim(rec), e, d)
 	}

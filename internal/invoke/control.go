@@ -9,7 +9,6 @@ import (
 
 	"github.com/larkrun/lark/internal/auth"
 	"github.com/larkrun/lark/internal/catalog"
-	"github.com/larkrun/lark/internal/complete"
 	"github.com/larkrun/lark/internal/dagrun"
 	"github.com/larkrun/lark/internal/entrypoint"
 	"github.com/larkrun/lark/internal/invocation"
@@ -204,7 +203,7 @@ func (s *Service) transition(ctx context.Context, cur invocation.Record, action 
 			return &invocation.TransitionError{From: out.Status, Event: t}
 		}
 		if out.Status.Terminal() {
-			if err := complete.Ended(tx, out, now); err != nil {
+			if err := s.completer.Ended(tx, out, now); err != nil {
 				return err
 			}
 		}

@@ -262,3 +262,47 @@ func TestDAGErrorCheckWarns(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, tasks["src"].MaterializationID, m.ID)
 }
+
+// TestDAGChildEndsDecideTheirTasks: in a chain of tasks without checks or assets, each task's end
+// and the next task's queueing are written in the closing transaction of the task's child, so the
+// run is activated only to plan and to end (no task_child_ended for its activation to decide); a
+// task with checks is decided by the run's activation.
+func TestDAGChildEndsDecideTheirTasks(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.fn("dag_step", "def main(ctx, input):\n  return {\"rows\": [1, 2]}\n", nil)
+	task := func(id string, deps ...any) map[string]any {
+		t := map[string]any{"id": id, "entrypoint_id": fnPrefix + "dag_step.v1~"}
+		if len(deps) > 0 {
+			t["depends_on"] = deps
+		}
+		return t
+	}
+	checked := task("d", "c")
+	checked["checks"] = []any{map[string]any{"name": "rows", "type": "row_count", "path": "$.rows", "min": 5, "severity": "ERROR"}}
+	e.dagDef("chain", map[string]any{"tasks": []any{task("a"), task("b", "a"), task("c", "b")}})
+	e.dagDef("chain_checked", map[string]any{"tasks": []any{task("a"), task("b", "a"), task("c", "b"), checked}})
+
+	count := func(types []string, typ string) int {
+		n := 0
+		for _, ty := range types {
+			if ty == typ {
+				n++
+			}
+		}
+		return n
+	}
+	rec := e.runDAG("chain", `{}`)
+	require.Equal(t, invocation.StatusSucceeded, rec.Status, "%+v", rec)
+	types := e.timelineTypes(rec.ID)
+	require.Equal(t, 3, count(types, "task_succeeded"), "%v", types)
+	require.Zero(t, count(types, "task_child_ended"), "%v", types)
+	require.Equal(t, 2, count(types, "started")+count(types, "resumed"), "activations: %v", types)
+
+	rec = e.runDAG("chain_checked", `{}`)
+	require.Equal(t, invocation.StatusSucceeded, rec.Status, "%+v", rec)
+	types = e.timelineTypes(rec.ID)
+	require.Equal(t, 4, count(types, "task_succeeded"), "%v", types)
+	require.Equal(t, 1, count(types, "task_child_ended"), "the checked task's end: %v", types)
+	require.Equal(t, "allow_with_warning", e.tasksOf(rec.ID)["d"].GatingDecision)
+}

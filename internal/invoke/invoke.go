@@ -204,7 +204,9 @@ func NewService(cfg Config) *Service {
 		Announce: cfg.Announce, AnnounceFinished: cfg.AnnounceFinished, EndHook: cfg.EndHook, Publisher: cfg.Publisher, SyncPoll: cfg.SyncPoll})
 	s.spawn = spawn.New(spawn.Config{Catalog: s.catalog, Clock: cfg.Clock, IDs: cfg.IDs, Node: cfg.Node, LeaseGrace: cfg.LeaseGrace,
 		Pricing: cfg.Pricing, RateLimiters: cfg.RateLimiters, Observer: s.writer.Observer(), MaxDepth: cfg.MaxDepth})
-	s.completer = complete.New(complete.Config{Writer: s.writer, Spawn: s.spawn, Pricing: cfg.Pricing, Clock: cfg.Clock})
+	dags := dagrun.New(dagrun.Config{Store: cfg.Store, Blobs: cfg.Blobs, Catalog: s.catalog, Spawn: s.spawn, Clock: cfg.Clock,
+		Logger: cfg.Logger, Observer: dagObserver(cfg.Observer)})
+	s.completer = complete.New(complete.Config{Writer: s.writer, Spawn: s.spawn, Pricing: cfg.Pricing, Clock: cfg.Clock, Runs: dags})
 	publisher := cfg.Publisher
 	if publisher == nil {
 		publisher = waits.Publisher{}
@@ -217,7 +219,7 @@ func NewService(cfg Config) *Service {
 		Workflow: workflow.Config{Store: cfg.Store, CPU: cfg.CPU, Gate: cfg.Gate, LiveWait: cfg.LiveWait, MaxLive: cfg.MaxLive,
 			MaxJournalEntries: cfg.MaxJournalEntries, MaxJournalBytes: cfg.MaxJournalBytes, MaxChildren: cfg.MaxChildren,
 			MaxPayloadBytes: cfg.MaxPayloadBytes},
-		Remote: cfg.Remote, Blobs: cfg.Blobs, DAGObserver: dagObserver(cfg.Observer), Clock: cfg.Clock, Logger: cfg.Logger, LeaseGrace: cfg.LeaseGrace, MaxSyncChildren: cfg.MaxSyncChildren})
+		Remote: cfg.Remote, DAGs: dags, Clock: cfg.Clock, Logger: cfg.Logger, LeaseGrace: cfg.LeaseGrace, MaxSyncChildren: cfg.MaxSyncChildren})
 	return s
 }
 

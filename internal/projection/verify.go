@@ -461,7 +461,7 @@ func checkInvocation(tx store.Tx, tenantID, id string, fix bool) (diffs []Diff, 
 	if err != nil {
 		return nil, nil, err
 	}
-	events, err := tx.InvocationLog(id)
+	events, err := tx.InvocationLog(id, 0)
 	var gap *store.GapError
 	if errors.As(err, &gap) {
 		return nil, err, nil
@@ -510,7 +510,7 @@ func checkUsageHour(tx store.Tx, tenantID string, hour time.Time, fix bool) ([]D
 	}
 	agg := map[string]invocation.Usage{}
 	for _, id := range ids {
-		events, err := tx.InvocationLog(id)
+		events, err := tx.InvocationLog(id, 0)
 		if err != nil {
 			return nil, err
 		}

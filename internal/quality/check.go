@@ -126,6 +126,9 @@ type Check struct {
 	Source string `json:"source,omitempty"`
 }
 
+// In reports whether the check runs in phase p.
+func (c Check) In(p Phase) bool { return c.phase() == p }
+
 // phase is the check's phase, PhasePost when unset.
 func (c Check) phase() Phase {
 	if c.Phase == "" {

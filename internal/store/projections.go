@@ -37,9 +37,9 @@ type ProjectionTx interface {
 	// (PostgreSQL: SELECT ... FOR UPDATE; an Append to the invocation by another process waits, since
 	// it locks the row the same way). ErrNotFound when the invocation does not exist.
 	LockInvocation(tenantID, id string) (StoredInvocation, error)
-	// InvocationLog is the invocation's whole event log, read inside the transaction (see
-	// ProjectionReader.InvocationLog).
-	InvocationLog(id string) ([]invocation.Event, error)
+	// InvocationLog is the invocation's event log after the seq after (0: the whole log), read
+	// inside the transaction (see ProjectionReader.InvocationLog).
+	InvocationLog(id string, after int64) ([]invocation.Event, error)
 	// RewriteInvocation replaces the stored projection of r.ID (its record and every column derived
 	// from it: status, last_seq, updated_at, entrypoint ids, mode, correlation id, subject, owner,
 	// created_at) with r. The queue state and the retention job's columns are left alone.
@@ -111,4 +111,15 @@ type StoredInvocation struct {
 	// Cursor is the row's position in its tenant's list (StoredInvocationQuery.After): opaque, and
 	// valid whatever the row's columns hold.
 	Cursor string
+}
+
+// Decode is the record the row holds, as Reader.Invocation reads it: its JSON, with last_seq and
+// updated_at from their columns (an append that changes nothing else moves only those).
+func (s StoredInvocation) Decode() (invocation.Record, error) {
+	var r invocation.Record
+	if err := json.Unmarshal(s.Record, &r); err != nil {
+		return r, err
+	}
+	r.LastSeq, r.UpdatedAt = s.LastSeq, s.UpdatedAt
+	return r, nil
 }

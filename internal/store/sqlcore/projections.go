@@ -198,8 +198,8 @@ func (t *Tx) LockInvocation(tenantID, id string) (store.StoredInvocation, error)
 }
 
 // InvocationLog implements store.ProjectionTx.
-func (t *Tx) InvocationLog(id string) ([]invocation.Event, error) {
-	return ReadLog(bg, t.Q, id, 0, math.MaxInt32)
+func (t *Tx) InvocationLog(id string, after int64) ([]invocation.Event, error) {
+	return ReadLog(bg, t.Q, id, after, math.MaxInt32)
 }
 
 // RewriteInvocation implements store.ProjectionTx.
