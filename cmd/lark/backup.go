@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -25,7 +26,9 @@ func backupCmd() *cobra.Command {
 	c := &cobra.Command{Use: "backup --to FILE [--data DIR]",
 		Short: "Write a consistent backup of the SQLite store while a server may be serving it (docs/operations.md, Backup and restore)",
 		Long: `Write a consistent snapshot of the SQLite database in --data, taken while a server may be serving
-it, with the dev credentials if any and a manifest, to one gzipped tar file (mode 0600).
+it, with the dev credentials if any, the objects of the local blob store (--data/blobs: DAG asset
+outputs) and a manifest, to one gzipped tar file (mode 0600). A blob store elsewhere (S3, or another
+--blob-store directory) is not in it.
 
 The master key (LARK_MASTER_KEY, --master-key-file, or master.key in a dev data directory) is NOT in
 the backup: keep it apart, in your secret manager. Without it, the tenants' secrets in the backup
@@ -72,9 +75,15 @@ cannot be read.`,
 			}
 			w := c.OutOrStdout()
 			fmt.Fprintf(w, "backup of %s written to %s (schema version %d)\n", sf.data, to, res.Manifest.SchemaVersion)
+			var blobs, blobBytes int64
 			for _, f := range res.Manifest.Files {
+				if strings.HasPrefix(f.Name, backup.BlobsDir+"/") {
+					blobs, blobBytes = blobs+1, blobBytes+f.Size
+					continue
+				}
 				fmt.Fprintf(w, "  %s  %d bytes  sha256 %s\n", f.Name, f.Size, f.SHA256)
 			}
+			fmt.Fprintf(w, "  %s/  %d objects, %d bytes\n", backup.BlobsDir, blobs, blobBytes)
 			for _, p := range res.LeftOut {
 				fmt.Fprintf(c.ErrOrStderr(), "warning: %s is NOT in the backup: keep a copy of it apart; without it the secrets in the backup cannot be read\n", p)
 			}
@@ -94,7 +103,7 @@ func restoreCmd() *cobra.Command {
 	c := &cobra.Command{Use: "restore --from FILE --data DIR",
 		Short: "Restore a backup made by lark backup into a data directory (with no server running on it)",
 		Long: `Restore a backup made by lark backup into --data. The directory must be empty (or absent) unless
---force, which replaces its database and dev credentials and keeps its other files. Every file is
+--force, which replaces its database, dev credentials and blobs folder and keeps its other files. Every file is
 checked against the backup's manifest, the database with SQLite's integrity check and its schema
 version, before anything is replaced. The master key is not in the backup: give the server the key
 the data was sealed with (LARK_MASTER_KEY or --master-key-file, or copy master.key for lark dev).`,

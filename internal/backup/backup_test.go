@@ -11,12 +11,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/larkrun/lark/internal/backup"
+	"github.com/larkrun/lark/internal/blob"
 	"github.com/larkrun/lark/internal/store/sqlstore"
 )
 
@@ -242,4 +244,63 @@ func TestRestoreRefusesNewerSchema(t *testing.T) {
 	require.ErrorContains(t, err, "newer than this binary's version")
 	_, err = os.Stat(filepath.Join(dst, sqlstore.DefaultFile))
 	require.ErrorIs(t, err, os.ErrNotExist)
+}
+
+// writeBlob stores an object in the local blob store of data directory dir.
+func writeBlob(t *testing.T, dir, key, content string) {
+	t.Helper()
+	st, err := blob.OpenDir(filepath.Join(dir, backup.BlobsDir))
+	require.NoError(t, err)
+	defer st.Close()
+	require.NoError(t, st.Write(context.Background(), key, strings.NewReader(content), int64(len(content))))
+}
+
+// TestBlobsRoundTrip: the local blob store's objects are in the backup (its temporary files are
+// not) and a restore puts them in place; a forced restore replaces the target's blob store, so no
+// object of a later state outlives the database that named it; a manifest naming a file outside the
+// blob store is refused.
+func TestBlobsRoundTrip(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src := dataDir(t, "first")
+	key := "tenants/acme/assets/sales.clean/materializations/mat_1/data.json"
+	writeBlob(t, src, key, `{"rows": [1, 2]}`)
+	writeBlob(t, src, "tenants/acme/assets/sales.clean/materializations/mat_1/_commit.json", `{}`)
+	tmp := filepath.Join(src, backup.BlobsDir, "tenants", "acme", blob.TempPrefix+"x")
+	require.NoError(t, os.WriteFile(tmp, []byte("half"), 0o600))
+
+	var b bytes.Buffer
+	res, err := backup.Create(ctx, src, t.TempDir(), &b, time.Now())
+	require.NoError(t, err)
+	require.True(t, res.Manifest.Blobs)
+	var names []string
+	for _, f := range res.Manifest.Files {
+		names = append(names, f.Name)
+	}
+	require.Equal(t, []string{sqlstore.DefaultFile, backup.DevCredentialsFile,
+		"blobs/tenants/acme/assets/sales.clean/materializations/mat_1/_commit.json", "blobs/" + key}, names)
+
+	dst := filepath.Join(t.TempDir(), "d")
+	_, err = backup.Restore(ctx, bytes.NewReader(b.Bytes()), dst, false)
+	require.NoError(t, err)
+	got, err := os.ReadFile(filepath.Join(dst, backup.BlobsDir, filepath.FromSlash(key)))
+	require.NoError(t, err)
+	require.JSONEq(t, `{"rows": [1, 2]}`, string(got))
+
+	writeBlob(t, dst, "tenants/acme/later.json", `{}`)
+	_, err = backup.Restore(ctx, bytes.NewReader(b.Bytes()), dst, true)
+	require.NoError(t, err)
+	_, err = os.Stat(filepath.Join(dst, backup.BlobsDir, "tenants", "acme", "later.json"))
+	require.ErrorIs(t, err, os.ErrNotExist, "the restored blob store replaces the one there")
+	_, err = os.Stat(filepath.Join(dst, backup.BlobsDir, filepath.FromSlash(key)))
+	require.NoError(t, err)
+
+	escape := rewrite(t, b.Bytes(), func(h *tar.Header, c []byte) []byte {
+		if h.Name == backup.ManifestFile {
+			return bytes.ReplaceAll(c, []byte(`"blobs/`+key), []byte(`"blobs/../../escape`))
+		}
+		return c
+	})
+	_, err = backup.Restore(ctx, bytes.NewReader(escape), filepath.Join(t.TempDir(), "e"), false)
+	require.ErrorContains(t, err, "unexpected file")
 }

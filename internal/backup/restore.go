@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/larkrun/lark/internal/blob"
 	"github.com/larkrun/lark/internal/store/sqlstore"
 )
 
@@ -23,8 +24,9 @@ var ErrNotEmpty = errors.New("the target data directory is not empty (--force re
 
 // Restore puts the backup read from r in place in dataDir (created, mode 0700, when absent). It
 // refuses a directory that holds anything unless force; then it replaces the database (and its
-// WAL, which belongs to the old one) and the dev credentials when the backup has them, and leaves
-// the other files (the master key) alone. Before anything is replaced, every file must match the
+// WAL, which belongs to the old one), the dev credentials when the backup has them and the local
+// blob store when the backup holds one (Manifest.Blobs), and leaves the other files (the master
+// key) alone. Before anything is replaced, every file must match the
 // manifest, the database must pass SQLite's integrity check and its schema must be one this binary
 // may serve; the database's lock is held while the files move, so a server running on dataDir
 // fails the restore.
@@ -71,15 +73,52 @@ func Restore(ctx context.Context, r io.Reader, dataDir string, force bool) (m Ma
 		}
 	}
 	for _, f := range m.Files {
+		if isBlob(f.Name) {
+			continue
+		}
 		if err := os.Rename(filepath.Join(tmp, f.Name), filepath.Join(dataDir, f.Name)); err != nil {
 			return m, fmt.Errorf("restore: %w", err)
+		}
+	}
+	if m.Blobs {
+		if err := replaceBlobs(tmp, dataDir); err != nil {
+			return m, fmt.Errorf("restore: the blob store: %w", err)
 		}
 	}
 	return m, syncDir(dataDir)
 }
 
-// allowed are the files a backup may hold besides its manifest.
+// replaceBlobs puts the blob store restored under tmp in place of dataDir's (moved into tmp, which
+// the caller removes).
+func replaceBlobs(tmp, dataDir string) error {
+	restored, current := filepath.Join(tmp, BlobsDir), filepath.Join(dataDir, BlobsDir)
+	if err := os.MkdirAll(restored, 0o700); err != nil {
+		return err
+	}
+	old := filepath.Join(tmp, BlobsDir+".old")
+	moved := true
+	if err := os.Rename(current, old); errors.Is(err, os.ErrNotExist) {
+		moved = false
+	} else if err != nil {
+		return err
+	}
+	if err := os.Rename(restored, current); err != nil {
+		if moved {
+			err = errors.Join(err, os.Rename(old, current))
+		}
+		return err
+	}
+	return nil
+}
+
+// allowed are the files a backup may hold besides its manifest and its blobs.
 var allowed = map[string]bool{sqlstore.DefaultFile: true, DevCredentialsFile: true}
+
+// isBlob reports whether a backup's file name is an object of the local blob store (BlobsDir/key).
+func isBlob(name string) bool {
+	key, ok := strings.CutPrefix(name, BlobsDir+"/")
+	return ok && blob.ValidKey(key) == nil
+}
 
 // extract reads the archive into dir and checks every file against the manifest.
 func extract(r io.Reader, dir string) (Manifest, error) {
@@ -93,10 +132,10 @@ func extract(r io.Reader, dir string) (Manifest, error) {
 	if err != nil {
 		return m, fmt.Errorf("not a backup file: %w", err)
 	}
-	if h.Name != ManifestFile || h.Size > maxSmallFile {
+	if h.Name != ManifestFile || h.Size > maxManifest {
 		return m, fmt.Errorf("not a backup file: it does not start with its manifest")
 	}
-	mb, err := io.ReadAll(io.LimitReader(tr, maxSmallFile))
+	mb, err := io.ReadAll(io.LimitReader(tr, maxManifest))
 	if err != nil {
 		return m, err
 	}
@@ -108,7 +147,7 @@ func extract(r io.Reader, dir string) (Manifest, error) {
 	}
 	want := map[string]File{}
 	for _, f := range m.Files {
-		if !allowed[f.Name] {
+		if !allowed[f.Name] && (!m.Blobs || !isBlob(f.Name)) {
 			return m, fmt.Errorf("the manifest names an unexpected file %q", f.Name)
 		}
 		if f.Name == DevCredentialsFile && f.Size > maxSmallFile {
@@ -131,7 +170,7 @@ func extract(r io.Reader, dir string) (Manifest, error) {
 		if !ok || h.Typeflag != tar.TypeReg || h.Size != f.Size {
 			return m, fmt.Errorf("the backup holds %q (%d bytes), which its manifest does not describe", h.Name, h.Size)
 		}
-		if err := save(tr, filepath.Join(dir, f.Name), f); err != nil {
+		if err := save(tr, filepath.Join(dir, filepath.FromSlash(f.Name)), f); err != nil {
 			return m, err
 		}
 		delete(want, h.Name)
@@ -147,8 +186,12 @@ func extract(r io.Reader, dir string) (Manifest, error) {
 	return m, zr.Close()
 }
 
-// save writes f's content from r to path (mode 0600) and checks its size and digest.
+// save writes f's content from r to path (mode 0600, its folders 0700) and checks its size and
+// digest.
 func save(r io.Reader, path string, f File) (err error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
 	out, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return err
