@@ -5,11 +5,16 @@ package api_test
 // approves or rejects the quarantined ones.
 
 import (
+	"context"
 	"net/http"
 	"net/url"
+	"path"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/larkrun/lark/internal/blob"
 )
 
 const (
@@ -200,6 +205,17 @@ func (a *assetEnv) checkApprove(t *testing.T, good, q obj) {
 	require.Equal(t, "dora", r.Body["decided_by"])
 	require.Equal(t, "an empty day is fine", r.Body["reason"])
 	require.NotEmpty(t, r.Body["decided_at"])
+	// Its data was committed out of quarantine: under materializations/{id}/ with its commit marker
+	// naming the approver; the quarantined copy is gone; the data reads as before.
+	uri := r.Body["output_uri"].(string)
+	require.True(t, strings.HasSuffix(uri, "/materializations/"+q["materialization_id"].(string)+"/data.json"), uri)
+	marker, err := blob.ReadAll(context.Background(), e.srv.Blobs, path.Dir(uri)+"/_commit.json", 1<<16)
+	require.NoError(t, err)
+	require.Contains(t, string(marker), `"approved_by":"dora"`)
+	_, err = e.srv.Blobs.Stat(context.Background(), q["output_uri"].(string))
+	require.ErrorIs(t, err, blob.ErrNotFound)
+	data := e.expect(t, http.StatusOK, http.MethodGet, matPath(q)+"/data", a.viewer, nil)
+	require.Equal(t, []any{}, data.Body["rows"], "%s", data)
 	require.Equal(t, q["materialization_id"], a.asset(t)["latest_materialization_id"])
 	require.Equal(t, "promoted", e.expect(t, http.StatusOK, http.MethodGet, matPath(good), a.viewer, nil).Body["state"])
 	for _, m := range []obj{q, good} {

@@ -3,10 +3,12 @@ package assetops
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path"
 	"unicode/utf8"
 
 	"github.com/larkrun/lark/internal/asset"
+	"github.com/larkrun/lark/internal/assetblob"
 	"github.com/larkrun/lark/internal/audit"
 	"github.com/larkrun/lark/internal/auth"
 	"github.com/larkrun/lark/internal/obs"
@@ -14,13 +16,37 @@ import (
 	"github.com/larkrun/lark/internal/store"
 )
 
-// Approve promotes quarantined materialization id of asset key: it becomes the latest of its
-// (asset, partition), in place of the one before, and downstream tasks read it from then on.
-// Developer role; audited with who and why; 409 invalid_transition when it is not quarantined.
+// Approve promotes quarantined materialization id of asset key: its data is committed out of
+// quarantine (the commit protocol's last steps, assetblob.Commit: under materializations/{id}/
+// with its metadata and a commit marker naming who approved it), then, in one transaction with the
+// audit event, it becomes promoted with that data and the latest of its (asset, partition), in
+// place of the one before, and downstream tasks read it from then on; the quarantined copy is
+// deleted after. Developer role; 409 invalid_transition when it is not quarantined.
 func (s *Service) Approve(ctx context.Context, sc auth.SecurityContext, key, id string, d Decision) (asset.Materialization, error) {
-	return s.decide(ctx, sc, key, id, d, AuditApproved, func(tx store.Tx, m asset.Materialization) (asset.Materialization, error) {
-		return tx.Promote(store.Promotion{TenantID: m.TenantID, ID: m.ID, At: s.o.Clock.Now(), DecidedBy: sc.SubjectID, Reason: d.Reason})
+	q, err := s.Materialization(ctx, sc, key, id)
+	if err == nil {
+		err = canDecide(sc)
+	}
+	if err != nil {
+		return q, err
+	}
+	var uri string
+	var cerr error
+	if q.State == asset.StateQuarantined {
+		uri, cerr = assetblob.Commit(ctx, s.blobs, q.OutputURI, q, map[string]any{"approved_by": sc.SubjectID, "reason": d.Reason},
+			s.o.Clock.Now())
+	}
+	m, err := s.decide(ctx, sc, key, id, d, AuditApproved, func(tx store.Tx, m asset.Materialization) (asset.Materialization, error) {
+		if cerr != nil {
+			return m, fmt.Errorf("committing its data out of quarantine: %w", cerr)
+		}
+		return tx.Promote(store.Promotion{TenantID: m.TenantID, ID: m.ID, At: s.o.Clock.Now(), DecidedBy: sc.SubjectID,
+			Reason: d.Reason, OutputURI: uri})
 	})
+	if err == nil {
+		s.discard(ctx, q) // the quarantined copy: the data is committed now
+	}
+	return m, err
 }
 
 // Reject discards quarantined materialization id of asset key: it becomes rejected (never
@@ -38,13 +64,14 @@ func (s *Service) Reject(ctx context.Context, sc auth.SecurityContext, key, id s
 	return m, nil
 }
 
-// discard deletes a rejected materialization's data and the quarantine's reason beside it. The
-// rejection stands whatever happens here: a failure is logged, and the data is never served again.
+// discard deletes a quarantined materialization's data (m.OutputURI, in quarantine) and the
+// quarantine's reason beside it, once it is rejected or its data committed out of quarantine. The
+// decision stands whatever happens here: a failure is logged, and that copy is never served again.
 func (s *Service) discard(ctx context.Context, m asset.Materialization) {
 	if m.OutputURI == "" {
 		return
 	}
-	for _, k := range []string{m.OutputURI, path.Join(path.Dir(m.OutputURI), "_reason.json")} {
+	for _, k := range []string{m.OutputURI, path.Join(path.Dir(m.OutputURI), assetblob.ReasonFile)} {
 		if err := s.blobs.Delete(ctx, k); err != nil {
 			s.o.Logger.WarnContext(ctx, "deleting a rejected materialization's data", "tenant_id", m.TenantID,
 				"materialization_id", m.ID, "key", k, "err", err)

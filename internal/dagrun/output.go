@@ -12,9 +12,9 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/larkrun/lark/internal/asset"
+	"github.com/larkrun/lark/internal/assetblob"
 	"github.com/larkrun/lark/internal/blob"
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/quality"
@@ -103,11 +103,6 @@ func parseChecks(raw []json.RawMessage) ([]quality.Check, error) {
 	return checks, nil
 }
 
-// assetPrefix is the blob prefix of an asset of the run's tenant.
-func (a *activation) assetPrefix(key string) string {
-	return "tenants/" + url.PathEscape(a.rec.TenantID) + "/assets/" + url.PathEscape(key)
-}
-
 // commit stages task t's output and commits it (or quarantines it), returning the
 // materialization to record.
 func (a *activation) commit(t *Task, output json.RawMessage, attempt int, m materialization) (*asset.Materialization, error) {
@@ -130,68 +125,45 @@ func (a *activation) commit(t *Task, output json.RawMessage, attempt int, m mate
 		RunID: a.rec.ID, TaskID: pt.ID, Attempt: attempt, RowCount: rowCount(output), ByteSize: int64(len(output)),
 		SchemaHash: schemaHash(output), Checks: checks, ChecksPassed: passed, ChecksFailed: failed,
 		GatingDecision: asset.GatingDecision(strings.ToLower(string(m.decision.Action))), CreatedAt: a.now, UpdatedAt: a.now}
-	meta, err := json.Marshal(map[string]any{"row_count": mat.RowCount, "byte_size": mat.ByteSize, "schema_hash": mat.SchemaHash,
-		"created_at": a.now.UTC().Format(time.RFC3339Nano)})
+	meta, err := assetblob.Metadata(*mat)
 	if err != nil {
 		return nil, err
 	}
-	base := a.assetPrefix(pt.AssetKey)
+	base := assetblob.Prefix(a.rec.TenantID, pt.AssetKey)
 	staging := fmt.Sprintf("%s/staging/%s/%s/attempt=%d", base, a.rec.ID, url.PathEscape(pt.ID), attempt)
-	if err := a.put(staging+"/data.json", output); err != nil {
+	if err := a.put(staging+"/"+assetblob.DataFile, output); err != nil {
 		return nil, err
 	}
-	if err := a.put(staging+"/_metadata.json", meta); err != nil {
+	if err := a.put(staging+"/"+assetblob.MetadataFile, meta); err != nil {
 		return nil, err
 	}
 	if m.decision.Action == quality.Quarantine {
 		return mat, a.quarantine(mat, staging, fmt.Sprintf("%s/quarantine/%s/%s", base, a.rec.ID, url.PathEscape(pt.ID)), m.decision)
 	}
-	final := base + "/materializations/" + id
-	if err := a.promoteFiles(staging, final, mat, meta); err != nil {
+	uri, err := assetblob.Commit(a.ctx, a.g.cfg.Blobs, staging+"/"+assetblob.DataFile, *mat, nil, a.now)
+	if err != nil {
 		return nil, err
 	}
-	mat.State, mat.OutputURI = asset.StateCommitted, final+"/data.json"
+	for _, k := range []string{staging + "/" + assetblob.DataFile, staging + "/" + assetblob.MetadataFile} {
+		_ = a.g.cfg.Blobs.Delete(a.ctx, k) // the commit stands; a leftover staged copy is only clutter
+	}
+	mat.State, mat.OutputURI = asset.StateCommitted, uri
 	return mat, nil
-}
-
-// promoteFiles copies the staged output under final and writes its commit marker (once: a marker
-// already there was written by an earlier try of this very activation).
-func (a *activation) promoteFiles(staging, final string, mat *asset.Materialization, meta []byte) error {
-	blobs := a.g.cfg.Blobs
-	if err := blobs.Copy(a.ctx, staging+"/data.json", final+"/data.json"); err != nil {
-		return err
-	}
-	if err := a.put(final+"/_metadata.json", meta); err != nil {
-		return err
-	}
-	marker, err := json.Marshal(map[string]any{"materialization_id": mat.ID, "task_id": mat.TaskID, "run_id": mat.RunID,
-		"attempt": mat.Attempt, "committed_at": a.now.UTC().Format(time.RFC3339Nano), "metadata": json.RawMessage(meta)})
-	if err != nil {
-		return err
-	}
-	err = blobs.Create(a.ctx, final+"/_commit.json", bytes.NewReader(marker), int64(len(marker)))
-	if err != nil && !errors.Is(err, blob.ErrExists) {
-		return err
-	}
-	for _, k := range []string{staging + "/data.json", staging + "/_metadata.json"} {
-		_ = blobs.Delete(a.ctx, k) // the commit stands; a leftover staged copy is only clutter
-	}
-	return nil
 }
 
 // quarantine moves a staged output that the checks quarantined to its quarantine path, with why.
 func (a *activation) quarantine(mat *asset.Materialization, staging, path string, d quality.Decision) error {
-	if err := a.g.cfg.Blobs.Copy(a.ctx, staging+"/data.json", path+"/data.json"); err != nil {
+	if err := a.g.cfg.Blobs.Copy(a.ctx, staging+"/"+assetblob.DataFile, path+"/"+assetblob.DataFile); err != nil {
 		return err
 	}
 	reason, err := json.Marshal(map[string]any{"materialization_id": mat.ID, "reason": d.Reason, "checks": mat.Checks})
 	if err != nil {
 		return err
 	}
-	if err := a.put(path+"/_reason.json", reason); err != nil {
+	if err := a.put(path+"/"+assetblob.ReasonFile, reason); err != nil {
 		return err
 	}
-	mat.State, mat.OutputURI = asset.StateQuarantined, path+"/data.json"
+	mat.State, mat.OutputURI = asset.StateQuarantined, path+"/"+assetblob.DataFile
 	return nil
 }
 

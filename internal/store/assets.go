@@ -75,6 +75,9 @@ type Promotion struct {
 	// DecidedBy and Reason, when either is set, record the decision (an approval of a
 	// quarantined materialization), with At as its time.
 	DecidedBy, Reason string
+	// OutputURI, when set, is the materialization's data from now on (an approved one, committed
+	// out of quarantine).
+	OutputURI string
 }
 
 // AssetOutcome is one task outcome for an asset's health row (AssetTx.RecordAssetOutcome).

@@ -199,8 +199,9 @@ func (t *Tx) PutMaterialization(m asset.Materialization) (asset.Materialization,
 // move is one state change of a materialization (SetMaterializationState, Promote).
 type move struct {
 	store.MaterializationChange
-	// promote sets promoted_at.
-	promote bool
+	// promote sets promoted_at; outputURI, when set, replaces output_uri.
+	promote   bool
+	outputURI string
 }
 
 // moveState applies a move if the materialization is in a state it may make it from, and reads
@@ -217,6 +218,10 @@ func (t *Tx) moveState(mv move) (m asset.Materialization, moved bool, err error)
 	if mv.DecidedBy != "" || mv.Reason != "" {
 		set += ", decided_by = ?, decided_at = ?, reason = ?"
 		args = append(args, mv.DecidedBy, TS(mv.At), mv.Reason)
+	}
+	if mv.outputURI != "" {
+		set += ", output_uri = ?"
+		args = append(args, mv.outputURI)
 	}
 	args = append(args, mv.TenantID, mv.ID)
 	for _, f := range from {
@@ -259,7 +264,7 @@ func (t *Tx) SetMaterializationState(c store.MaterializationChange) (asset.Mater
 // nothing); the latest pointer is an upsert on its (tenant, asset, partition) key, so concurrent
 // promotions of two ids leave exactly one latest, the one committed last.
 func (t *Tx) Promote(p store.Promotion) (asset.Materialization, error) {
-	m, moved, err := t.moveState(move{promote: true, MaterializationChange: store.MaterializationChange{
+	m, moved, err := t.moveState(move{promote: true, outputURI: p.OutputURI, MaterializationChange: store.MaterializationChange{
 		TenantID: p.TenantID, ID: p.ID, To: asset.StatePromoted, At: p.At, DecidedBy: p.DecidedBy, Reason: p.Reason}})
 	if err != nil || !moved {
 		return m, err

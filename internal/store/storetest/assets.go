@@ -241,14 +241,17 @@ func testPromote(t *testing.T, s store.Store) {
 	requireLatest(t, s, "sales.clean", "2026-01-02", "mat_d")
 	requireLatest(t, s, "sales.clean", "2026-01-01", "mat_b")
 
-	// A quarantined one is promoted by an approval, which records the decision.
+	// A quarantined one is promoted by an approval, which records the decision and the data it
+	// committed out of quarantine.
 	q := newMaterialization("acme", "mat_q", "sales.clean", "2026-01-01", t0)
-	q.State, q.GatingDecision = asset.StateQuarantined, asset.GatingQuarantine
+	q.State, q.GatingDecision, q.OutputURI = asset.StateQuarantined, asset.GatingQuarantine, "quarantine/mat_q/data.json"
 	putMaterialization(t, s, q)
 	p5 := t0.Add(5 * time.Hour)
 	update(t, s, func(tx store.Tx) error {
-		got, err := tx.Promote(store.Promotion{TenantID: "acme", ID: "mat_q", At: p5, DecidedBy: "bob", Reason: "known outlier"})
+		got, err := tx.Promote(store.Promotion{TenantID: "acme", ID: "mat_q", At: p5, DecidedBy: "bob", Reason: "known outlier",
+			OutputURI: "materializations/mat_q/data.json"})
 		require.NoError(t, err)
+		require.Equal(t, "materializations/mat_q/data.json", got.OutputURI)
 		require.Equal(t, "bob", got.DecidedBy)
 		require.Equal(t, &p5, got.DecidedAt)
 		require.Equal(t, "known outlier", got.Reason)
