@@ -129,8 +129,12 @@ func (g *Engine) Activate(ctx context.Context, c *complete.Completer, rec invoca
 	if run == nil {
 		return rec, err // the log could not be read: the lease runs out and the run is claimed again
 	}
-	if err == nil {
-		g.runs.put(rec.ID, run.clone(), rec.Attempt) // as read: committed
+	if err == nil { // as read: committed
+		var at *invocation.Record
+		if run.LastSeq == rec.LastSeq {
+			at = &rec
+		}
+		g.runs.put(rec.ID, run.clone(), at, rec.Attempt)
 	}
 	a := g.newActivation(ctx, storeReader{ctx, g.cfg.Store, g.cfg.Catalog}, rec, run, g.cfg.Clock.Now())
 	if err == nil && !run.Planned {

@@ -20,17 +20,19 @@ import (
 // reads an asset's output. Otherwise handled is false and nothing was written: the caller tells
 // the run of the end (task_child_ended) for its activation to decide. docs/dag.md, "Runs".
 func (g *Engine) ChildEnded(tx store.Tx, child invocation.Record, now time.Time) (handled bool, err error) {
-	si, err := tx.LockInvocation(child.TenantID, child.ParentID)
-	if err != nil || si.Status != invocation.StatusSuspended {
+	head, err := tx.InvocationHead(child.TenantID, child.ParentID)
+	if err != nil || head.Status != invocation.StatusSuspended {
 		return false, nil // gone, running or ended: the caller's path reads it again and decides
 	}
-	rec, err := si.Decode()
-	if err != nil {
-		return false, err
-	}
-	run, err := g.load(rec, func(after int64) ([]invocation.Event, error) { return tx.InvocationLog(rec.ID, after) })
-	if run == nil {
-		return false, err
+	run, rec, ok := g.runs.at(child.ParentID, head)
+	if !ok {
+		if rec, err = tx.Invocation(child.TenantID, child.ParentID); err != nil {
+			return false, err
+		}
+		run, err = g.load(rec, func(after int64) ([]invocation.Event, error) { return tx.InvocationLog(rec.ID, after) })
+		if run == nil {
+			return false, err
+		}
 	}
 	t := run.taskOf(child.ID)
 	if err != nil || !run.Planned || t == nil || len(t.Planned.Checks) > 0 || t.Planned.AssetKey != "" {
@@ -49,7 +51,7 @@ func (g *Engine) ChildEnded(tx store.Tx, child invocation.Record, now time.Time)
 		}
 	}
 	req := store.AppendRequest{TenantID: rec.TenantID, InvocationID: rec.ID, Events: a.events,
-		AppendOptions: store.AppendOptions{Expect: &rec}} // read under the lock: current
+		AppendOptions: store.AppendOptions{Expect: &rec}} // current: the head was read under the lock
 	var final invocation.Record
 	var appended []invocation.Event
 	if run.Done() {
@@ -62,10 +64,13 @@ func (g *Engine) ChildEnded(tx store.Tx, child invocation.Record, now time.Time)
 	}
 	run.LastSeq = final.LastSeq
 	if n := len(appended); n > 0 && appended[n-1].Seq == final.LastSeq {
-		g.runs.tentative(rec.ID, run.clone(), rec.Attempt, appended[n-1].IdempotencyKey)
+		run.LastKey = appended[n-1].IdempotencyKey
+		g.runs.tentative(rec.ID, run.clone(), final, rec.Attempt)
+	} else {
+		run.LastKey = "" // unknown: at never matches it
 	}
 	tx.AfterCommit(func() {
-		g.runs.put(rec.ID, run, rec.Attempt)
+		g.runs.put(rec.ID, run, &final, rec.Attempt)
 		a.report()
 	})
 	return true, nil

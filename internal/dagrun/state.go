@@ -8,6 +8,7 @@ import (
 
 	"github.com/larkrun/lark/internal/dag"
 	"github.com/larkrun/lark/internal/invocation"
+	"github.com/larkrun/lark/internal/store"
 )
 
 // Task states (004 §4). A task is pending until its upstream tasks have ended, queued (its child
@@ -53,8 +54,9 @@ type Run struct {
 	Fingerprint string
 	Tasks       []*Task
 	byID        map[string]*Task
-	// LastSeq is the last event of the log the state was read from.
+	// LastSeq is the last event of the log the state was read from, LastKey its idempotency key.
 	LastSeq int64
+	LastKey string
 }
 
 // Task returns the task id.
@@ -181,31 +183,31 @@ func (c *planCache) get(p invocation.DAGPlanned) (dag.RunPlan, error) {
 }
 
 // runCache keeps, per run, its state as this process last read or wrote it, so that the next
-// activation or child's end reads and applies only the events after it. Each user gets a copy.
+// activation reads and applies only the events after it, and a child's end (ChildEnded) none at
+// all when the log's head is still where that state left it. Each user gets a copy.
 type runCache struct {
 	mu sync.Mutex
 	m  map[string]cachedRun
 }
 
+// cachedRun is a run's committed state and, perhaps, a later tentative one: written by a
+// transaction not yet known to have committed (a child's closing one, whose group commit holds its
+// siblings' too). A state carries the run's record at its LastSeq when it is known.
 type cachedRun struct {
-	run     *Run // committed
-	attempt int
-	// tentative is a later state written by a transaction not yet known to have committed (a
-	// child's closing one, whose group commit also holds the closing ones of its siblings). It
-	// holds only while the log has, at its LastSeq, the event it appended last (key): a
-	// transaction rolled back leaves another event there, or none.
+	attempt   int
+	run       *Run
+	rec       *invocation.Record
 	tentative *Run
-	key       string
+	trec      *invocation.Record
 }
 
 // runCacheMax bounds the runs kept (reaching it empties the cache).
 const runCacheMax = 4096
 
 // load is the state of run rec, from its log (read: the events after a seq): the events after the
-// state cached for it (of the same logical attempt), else all of them. A nil Run means the log
-// could not be read (err); a Run with an error, a log that does not replay. The caller owns the
-// Run; it caches a state only once it knows it committed (runCache.put), or tentatively, with the
-// key of its last event (runCache.tentative).
+// committed state cached for it (of the same logical attempt), else all of them. A nil Run means
+// the log could not be read (err); a Run with an error, a log that does not replay. The caller owns
+// the Run.
 func (g *Engine) load(rec invocation.Record, read func(after int64) ([]invocation.Event, error)) (*Run, error) {
 	c := &g.runs
 	c.mu.Lock()
@@ -222,23 +224,13 @@ func (g *Engine) load(rec invocation.Record, read func(after int64) ([]invocatio
 		}
 		return run, nil
 	}
-	base, after := cached.run, cached.run.LastSeq
-	var evs []invocation.Event
-	if t := cached.tentative; t != nil && rec.LastSeq >= t.LastSeq {
-		tail, err := read(t.LastSeq - 1)
-		if err != nil {
-			return nil, err
-		}
-		if len(tail) > 0 && tail[0].Seq == t.LastSeq && tail[0].IdempotencyKey == cached.key {
-			base, after, evs = t, t.LastSeq, tail[1:] // it committed, or commits with this transaction
-		}
+	run := cached.run.clone()
+	if run.LastSeq == rec.LastSeq {
+		return run, nil // nothing since
 	}
-	run := base.clone()
-	if evs == nil && after != rec.LastSeq {
-		var err error
-		if evs, err = read(after); err != nil {
-			return nil, err
-		}
+	evs, err := read(run.LastSeq)
+	if err != nil {
+		return nil, err
 	}
 	if err := run.applyAll(evs); err != nil {
 		return &Run{byID: map[string]*Task{}}, err
@@ -246,10 +238,27 @@ func (g *Engine) load(rec invocation.Record, read func(after int64) ([]invocatio
 	return run, nil
 }
 
+// at is a copy of run id's cached state whose log ends exactly at head (its last seq and the key
+// of its last event), with the run's record there; ok is false when none is.
+func (c *runCache) at(id string, head store.Head) (*Run, invocation.Record, bool) {
+	c.mu.Lock()
+	e, ok := c.m[id]
+	c.mu.Unlock()
+	for _, st := range []struct {
+		run *Run
+		rec *invocation.Record
+	}{{e.tentative, e.trec}, {e.run, e.rec}} {
+		if ok && st.run != nil && st.rec != nil && st.run.LastSeq == head.LastSeq && st.run.LastKey == head.LastKey {
+			return st.run.clone(), *st.rec, true
+		}
+	}
+	return nil, invocation.Record{}, false
+}
+
 // applyAll folds events that follow the state's LastSeq into it.
 func (r *Run) applyAll(evs []invocation.Event) error {
 	for _, e := range evs {
-		r.LastSeq = e.Seq
+		r.LastSeq, r.LastKey = e.Seq, e.IdempotencyKey
 		if err := r.apply(e); err != nil {
 			return fmt.Errorf("dag run event %d (%s): %w", e.Seq, e.Type, err)
 		}
@@ -257,9 +266,10 @@ func (r *Run) applyAll(evs []invocation.Event) error {
 	return nil
 }
 
-// put caches run (a committed state, which the caller no longer changes), unless a later state of
-// the same attempt is cached; a tentative state no later than it is dropped.
-func (c *runCache) put(id string, run *Run, attempt int) {
+// put caches run (a committed state, which the caller no longer changes; rec: the run's record at
+// its LastSeq, when known), unless a later state of the same attempt is cached; a tentative state
+// no later than it is dropped.
+func (c *runCache) put(id string, run *Run, rec *invocation.Record, attempt int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil || len(c.m) >= runCacheMax {
@@ -267,25 +277,26 @@ func (c *runCache) put(id string, run *Run, attempt int) {
 	}
 	e, ok := c.m[id]
 	if !ok || e.attempt != attempt {
-		c.m[id] = cachedRun{run: run, attempt: attempt}
+		c.m[id] = cachedRun{run: run, rec: rec, attempt: attempt}
 		return
 	}
 	if e.run.LastSeq < run.LastSeq {
-		e.run = run // the writes of one group commit finish in any order
+		e.run, e.rec = run, rec // the writes of one group commit finish in any order
 	}
 	if e.tentative != nil && e.tentative.LastSeq <= e.run.LastSeq {
-		e.tentative, e.key = nil, ""
+		e.tentative, e.trec = nil, nil
 	}
 	c.m[id] = e
 }
 
-// tentative caches run, written by a transaction that has not committed, whose last event is keyed
-// key (at run.LastSeq), beside the committed state of the same attempt.
-func (c *runCache) tentative(id string, run *Run, attempt int, key string) {
+// tentative caches run and its record rec, written by a transaction that has not committed,
+// beside the committed state of the same attempt (at uses it only while the log's head is where
+// it left it: a transaction rolled back leaves another head).
+func (c *runCache) tentative(id string, run *Run, rec invocation.Record, attempt int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.m[id]; ok && e.attempt == attempt && e.run.LastSeq < run.LastSeq {
-		e.tentative, e.key = run, key
+		e.tentative, e.trec = run, &rec
 		c.m[id] = e
 	}
 }

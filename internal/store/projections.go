@@ -112,14 +112,3 @@ type StoredInvocation struct {
 	// valid whatever the row's columns hold.
 	Cursor string
 }
-
-// Decode is the record the row holds, as Reader.Invocation reads it: its JSON, with last_seq and
-// updated_at from their columns (an append that changes nothing else moves only those).
-func (s StoredInvocation) Decode() (invocation.Record, error) {
-	var r invocation.Record
-	if err := json.Unmarshal(s.Record, &r); err != nil {
-		return r, err
-	}
-	r.LastSeq, r.UpdatedAt = s.LastSeq, s.UpdatedAt
-	return r, nil
-}

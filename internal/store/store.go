@@ -343,6 +343,11 @@ type AuditTx interface {
 type InvocationTx interface {
 	// Invocation reads an invocation's projection inside the transaction.
 	Invocation(tenantID, invocationID string) (invocation.Record, error)
+	// InvocationHead reads an invocation's status, last seq and the idempotency key of its last
+	// event, and locks its row until the transaction ends (PostgreSQL: FOR UPDATE, as Append
+	// does): a cheap check that a state read earlier is still current. ErrNotFound when the
+	// invocation does not exist.
+	InvocationHead(tenantID, invocationID string) (Head, error)
 	// Invocations reads the projections of the runnable items rs (their TenantID and InvocationID)
 	// in one statement, in rs's order; an item whose invocation does not exist has none (the
 	// result is then shorter, and each record names its invocation).
@@ -512,6 +517,14 @@ type AppendOptions struct {
 	// ErrConflict instead of reading the stored projection (a write that depends on an earlier one
 	// that did not apply).
 	ExpectOnly bool
+}
+
+// Head is the tip of an invocation's log (InvocationTx.InvocationHead).
+type Head struct {
+	Status  invocation.Status
+	LastSeq int64
+	// LastKey is the idempotency key of the event at LastSeq ("" when there is none).
+	LastKey string
 }
 
 // Runnable is a claimable queue entry.

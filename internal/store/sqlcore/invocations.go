@@ -481,6 +481,20 @@ func (t *Tx) Invocations(rs []store.Runnable) ([]invocation.Record, error) {
 	return out, nil
 }
 
+// InvocationHead implements store.Tx.
+func (t *Tx) InvocationHead(tenantID, invocationID string) (store.Head, error) {
+	var h store.Head
+	var status string
+	err := t.Q.QueryRowContext(bg, `SELECT status, last_seq, coalesce((SELECT idempotency_key FROM invocation_events
+		WHERE invocation_id = i.id AND seq = i.last_seq), '') FROM invocations i WHERE id = ? AND tenant_id = ?`+t.D.ForUpdate(),
+		invocationID, tenantID).Scan(&status, &h.LastSeq, &h.LastKey)
+	if err != nil {
+		return h, NotFound(err, "invocation")
+	}
+	h.Status = invocation.Status(status)
+	return h, nil
+}
+
 // Invocation implements store.Tx.
 func (t *Tx) Invocation(tenantID, invocationID string) (invocation.Record, error) {
 	return readRecord(bg, t.Q, tenantID, invocationID)

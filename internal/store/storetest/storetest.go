@@ -562,6 +562,15 @@ func testInvocationEventLog(t *testing.T, s store.Store) {
 	require.Equal(t, []int64{2, 3}, []int64{appended[0].Seq, appended[1].Seq})
 	require.Equal(t, invocation.StatusRunning, rec.Status)
 	require.Equal(t, t0.Add(time.Millisecond), *rec.StartedAt)
+	// The head is the tip of the log: status, last seq and the last event's key.
+	update(t, s, func(tx store.Tx) error {
+		h, err := tx.InvocationHead("acme", "inv_1")
+		require.NoError(t, err)
+		require.Equal(t, store.Head{Status: invocation.StatusRunning, LastSeq: 3, LastKey: appended[1].IdempotencyKey}, h)
+		_, err = tx.InvocationHead("other", "inv_1")
+		require.ErrorIs(t, err, store.ErrNotFound, "another tenant's invocation has no head")
+		return nil
+	})
 
 	// Re-appending an event with a known idempotency key is a no-op (003 §1.3).
 	update(t, s, func(tx store.Tx) error {
