@@ -50,9 +50,18 @@ func (o *Options) dagDefaults() {
 // baseline tasks/s ÷ DAG tasks/s ≤, for each shape (issue 32).
 const DAGOverheadGoal = 1.5
 
-// dagActive is the filter of the invocations a phase waits for: a DAG run waits suspended while
+// dagActive is the filter of the invocations that have not ended: a DAG run waits suspended while
 // its tasks run.
 const dagActive = "status in ('queued','running','suspended')"
+
+// startedActive is the filter a phase waits on: the invocations of the entrypoint it started
+// (entrypointID) that have not ended. A DAG run ends only once each of its tasks has, so the runs
+// are enough to wait for; polling them, not every task of the tenant, keeps the harness's own
+// requests from weighing on the DAG phase (each poll would otherwise walk back past the runs'
+// finished children to find the oldest run still suspended).
+func startedActive(entrypointID string) string {
+	return "entrypoint_id eq '" + entrypointID + "' and " + dagActive
+}
 
 // WideDAGTasks is the wide DAG's tasks: "root", then width tasks "t0"… that each depend on it, then
 // "join", which depends on all of them.
@@ -234,11 +243,11 @@ const (
 
 // dagWarmup runs the warm-up and waits until it has ended.
 func (r *Runner) dagWarmup(ctx context.Context, l *lark, shapes []dagShapeSpec) error {
-	if _, _, err := r.dagPhase(ctx, l, dagWarmupInvocations, noopAsyncRequest, dagWarmupInvocations); err != nil {
+	if _, _, err := r.dagPhase(ctx, l, NoopID, dagWarmupInvocations, noopAsyncRequest, dagWarmupInvocations); err != nil {
 		return err
 	}
 	for _, sp := range shapes {
-		if _, _, err := r.dagPhase(ctx, l, dagWarmupRuns, startRequest(sp.id, "async"), dagWarmupRuns*len(sp.tasks)); err != nil {
+		if _, _, err := r.dagPhase(ctx, l, sp.id, dagWarmupRuns, startRequest(sp.id, "async"), dagWarmupRuns*len(sp.tasks)); err != nil {
 			return fmt.Errorf("%s: %w", sp.name, err)
 		}
 	}
@@ -251,12 +260,12 @@ func (r *Runner) dagShape(ctx context.Context, l *lark, sp dagShapeSpec) (DAGSha
 	sh := DAGShape{Name: sp.name, Shape: sp.shape, TasksPerRun: len(sp.tasks), Runs: runs, Tasks: runs * len(sp.tasks)}
 	var err error
 	r.logf("dag: %s: baseline, %d plain async invocations", sp.name, sh.Tasks)
-	if sh.Baseline, _, err = r.dagPhase(ctx, l, sh.Tasks, noopAsyncRequest, sh.Tasks); err != nil {
+	if sh.Baseline, _, err = r.dagPhase(ctx, l, NoopID, sh.Tasks, noopAsyncRequest, sh.Tasks); err != nil {
 		return sh, fmt.Errorf("baseline: %w", err)
 	}
 	r.logf("dag: %s: %s, %s of server CPU per task", sp.name, rate(sh.Baseline.TasksPerS, "inv/s"), msCell(sh.Baseline.CPUPerTaskMs))
 	r.logf("dag: %s: %d runs of %d tasks", sp.name, runs, sh.TasksPerRun)
-	ph, ids, err := r.dagPhase(ctx, l, runs, startRequest(sp.id, "async"), sh.Tasks)
+	ph, ids, err := r.dagPhase(ctx, l, sp.id, runs, startRequest(sp.id, "async"), sh.Tasks)
 	sh.DAG = ph
 	if err != nil {
 		return sh, err
@@ -277,10 +286,10 @@ func (r *Runner) dagShape(ctx context.Context, l *lark, sp dagShapeSpec) (DAGSha
 	return sh, nil
 }
 
-// dagPhase starts n async invocations with body from the scenario's clients, waits until none of
-// the tenant's is queued, running or suspended, and measures the phase as tasks of work; it
+// dagPhase starts n async invocations of entrypointID with body from the scenario's clients, waits
+// until none of them is queued, running or suspended, and measures the phase as tasks of work; it
 // returns the ids started.
-func (r *Runner) dagPhase(ctx context.Context, l *lark, n int, body []byte, tasks int) (DAGPhase, []string, error) {
+func (r *Runner) dagPhase(ctx context.Context, l *lark, entrypointID string, n int, body []byte, tasks int) (DAGPhase, []string, error) {
 	ph := DAGPhase{Starts: n}
 	var mu sync.Mutex
 	ids := make([]string, 0, n)
@@ -304,7 +313,7 @@ func (r *Runner) dagPhase(ctx context.Context, l *lark, n int, body []byte, task
 	if res.Errors > 0 {
 		return ph, ids, fmt.Errorf("%d of %d starts failed, e.g. %s", res.Errors, n, strings.Join(res.ErrorSamples, "; "))
 	}
-	done, err := r.waitNone(ctx, l, dagActive, 20*time.Millisecond, first.Add(r.Opts.BurnDownMax))
+	done, err := r.waitNone(ctx, l, startedActive(entrypointID), 20*time.Millisecond, first.Add(r.Opts.BurnDownMax))
 	if err != nil {
 		return ph, ids, withUnfinished(ctx, l, err)
 	}

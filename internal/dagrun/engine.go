@@ -106,8 +106,9 @@ type Observer interface {
 
 // Engine activates DAG runs.
 type Engine struct {
-	cfg  Config
-	runs runCache // runs' states as their last activation here read them (load)
+	cfg   Config
+	runs  runCache // runs' states as this process last read or wrote them (load, ChildEnded)
+	memo  planMemo // plans made here, by DAG version, partition and subject
 }
 
 // New returns an Engine.
@@ -123,9 +124,12 @@ const ErrTaskFailed = "gts.x.core.serverless.err.v1~x.core.serverless.err.dag_ta
 
 // Activate runs one activation of DAG run rec (e's version, parsed as d) and records it through c.
 func (g *Engine) Activate(ctx context.Context, c *complete.Completer, rec invocation.Record, e entrypoint.Entrypoint, d catalog.Definition) (invocation.Record, error) {
-	run, err := g.load(rec, func(after int64) ([]invocation.Event, error) {
-		return store.EventsAfter(ctx, g.cfg.Store, rec.TenantID, rec.ID, after)
-	})
+	run, err := &Run{byID: map[string]*Task{}, LastSeq: rec.LastSeq}, error(nil) // not planned yet: nothing to read
+	if rec.DAG != nil {
+		run, err = g.load(rec, func(after int64) ([]invocation.Event, error) {
+			return store.EventsAfter(ctx, g.cfg.Store, rec.TenantID, rec.ID, after)
+		})
+	}
 	if run == nil {
 		return rec, err // the log could not be read: the lease runs out and the run is claimed again
 	}
@@ -138,7 +142,7 @@ func (g *Engine) Activate(ctx context.Context, c *complete.Completer, rec invoca
 	}
 	a := g.newActivation(ctx, storeReader{ctx, g.cfg.Store, g.cfg.Catalog}, rec, run, g.cfg.Clock.Now())
 	if err == nil && !run.Planned {
-		err = a.plan(d)
+		err = a.plan(e.ID, d)
 	}
 	if err != nil {
 		return a.fail(c, d, err.Error())
@@ -189,13 +193,11 @@ func (a *activation) add(t invocation.EventType, key string, p invocation.Payloa
 	return e
 }
 
-// plan fixes the run's plan: the DAG of d for the run's partition key, each task's entrypoint
-// pinned to the version it resolves to now, as the run's subject sees them.
-func (a *activation) plan(d catalog.Definition) error {
-	ws, issues := dag.Decode(d.Implementation.WorkflowSpec, dag.BasicChecks)
-	if len(issues) > 0 {
-		return fmt.Errorf("the DAG does not validate: %s: %s", issues[0].Path, issues[0].Message)
-	}
+// plan fixes the run's plan: the DAG of d (version ref) for the run's partition key, each task's
+// entrypoint pinned to the version it resolves to now, as the run's subject sees them. A plan made
+// before for the same version, partition and subject is reused when every task's entrypoint still
+// resolves to the same version (planMemo).
+func (a *activation) plan(ref string, d catalog.Definition) error {
 	var params struct {
 		PartitionKey string `json:"partition_key"`
 	}
@@ -205,23 +207,21 @@ func (a *activation) plan(d catalog.Definition) error {
 		}
 	}
 	v := entrypoint.Viewer{TenantID: a.rec.TenantID, SubjectID: a.rec.SubjectID}
-	p, err := dag.Plan(ws.Spec, params.PartitionKey, func(id string) (dag.Pinned, error) {
+	resolve := func(id string) (dag.Pinned, error) {
 		e, err := a.g.cfg.Catalog.Resolve(a.ctx, v, id)
 		return dag.Pinned{EntrypointID: e.GTSID, Ref: e.ID, Version: e.Version}, err
-	})
-	if err != nil {
-		return err
 	}
-	fp, err := p.Fingerprint()
-	if err != nil {
-		return err
+	key := planKey{ref: ref, partition: params.PartitionKey, tenant: v.TenantID, subject: v.SubjectID}
+	m, ok := a.g.memo.get(key, resolve)
+	if !ok {
+		var err error
+		if m, err = newPlanned(d, params.PartitionKey, resolve); err != nil {
+			return err
+		}
+		a.g.memo.put(key, m)
 	}
-	raw, err := json.Marshal(p)
-	if err != nil {
-		return err
-	}
-	ev := a.add(invocation.EventDAGPlanned, "dag-planned", invocation.DAGPlanned{Fingerprint: fp, PartitionKey: p.PartitionKey,
-		Plan: raw, Tasks: len(p.Tasks)})
+	ev := a.add(invocation.EventDAGPlanned, "dag-planned", invocation.DAGPlanned{Fingerprint: m.fingerprint,
+		PartitionKey: m.plan.PartitionKey, Plan: m.raw, Tasks: len(m.plan.Tasks)})
 	return a.run.apply(ev)
 }
 
