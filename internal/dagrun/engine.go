@@ -106,9 +106,9 @@ type Observer interface {
 
 // Engine activates DAG runs.
 type Engine struct {
-	cfg   Config
-	runs  runCache // runs' states as this process last read or wrote them (load, ChildEnded)
-	memo  planMemo // plans made here, by DAG version, partition and subject
+	cfg  Config
+	runs runCache // runs' states as this process last read or wrote them (load, ChildEnded)
+	memo planMemo // plans made here, by DAG version, partition and subject
 }
 
 // New returns an Engine.
