@@ -222,6 +222,9 @@ func (c *Completer) completeWith(ctx context.Context, rec invocation.Record, d c
 	// The execution's cost, at the prices of this moment, goes into the event that closes it
 	// (invocation.Execution): whatever that event is, and even when the outcome is not applied.
 	price := c.pricing.For(rec.TenantID).Execution(o.Metrics)
+	if rec.ParentID != "" || rec.CompensationFor != "" {
+		ctx = store.OneWriter(ctx) // its end locks its parent's row (Ended)
+	}
 	var final invocation.Record
 	err := c.writer.Update(ctx, func(tx store.Tx) error {
 		now := c.clock.Now()

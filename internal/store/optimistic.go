@@ -35,6 +35,15 @@ func AnyWriter(ctx context.Context) context.Context {
 	return context.WithValue(ctx, anyWriterKey{}, true)
 }
 
+// OneWriter returns ctx with AnyWriter undone: the writes made with it keep the order of a single
+// writer. A write that locks a row other writes of the process lock too, after rows of their own
+// (a child's closing write locks its parent: a DAG run or a workflow), uses it, so that two of
+// them never hold each other's rows from two writers at once (a deadlock PostgreSQL would break
+// only after deadlock_timeout).
+func OneWriter(ctx context.Context) context.Context {
+	return context.WithValue(ctx, anyWriterKey{}, false)
+}
+
 // IsAnyWriter reports whether ctx was made by AnyWriter.
 func IsAnyWriter(ctx context.Context) bool {
 	v, _ := ctx.Value(anyWriterKey{}).(bool)
