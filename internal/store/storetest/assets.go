@@ -241,26 +241,7 @@ func testPromote(t *testing.T, s store.Store) {
 	requireLatest(t, s, "sales.clean", "2026-01-02", "mat_d")
 	requireLatest(t, s, "sales.clean", "2026-01-01", "mat_b")
 
-	// A quarantined one is promoted by an approval, which records the decision and the data it
-	// committed out of quarantine.
-	q := newMaterialization("acme", "mat_q", "sales.clean", "2026-01-01", t0)
-	q.State, q.GatingDecision, q.OutputURI = asset.StateQuarantined, asset.GatingQuarantine, "quarantine/mat_q/data.json"
-	putMaterialization(t, s, q)
-	p5 := t0.Add(5 * time.Hour)
-	update(t, s, func(tx store.Tx) error {
-		got, err := tx.Promote(store.Promotion{TenantID: "acme", ID: "mat_q", At: p5, DecidedBy: "bob", Reason: "known outlier",
-			OutputURI: "materializations/mat_q/data.json"})
-		require.NoError(t, err)
-		require.Equal(t, "materializations/mat_q/data.json", got.OutputURI)
-		require.Equal(t, "bob", got.DecidedBy)
-		require.Equal(t, &p5, got.DecidedAt)
-		require.Equal(t, "known outlier", got.Reason)
-		latest, err := tx.LatestMaterialization("acme", "sales.clean", "2026-01-01")
-		require.NoError(t, err)
-		require.Equal(t, got, latest, "the transaction reads its own promotion")
-		return nil
-	})
-	requireLatest(t, s, "sales.clean", "2026-01-01", "mat_q")
+	approve(t, s)
 
 	// Staged and rejected ones are refused, and the latest stays.
 	putAt(t, s, "mat_staged", asset.StateStaged)
@@ -462,4 +443,28 @@ func mustFilter(t *testing.T, s string) odata.Expr {
 	f, err := odata.ParseFilter(s)
 	require.NoError(t, err)
 	return f
+}
+
+// approve: a quarantined materialization is promoted by an approval, which records the decision
+// and the data it committed out of quarantine.
+func approve(t *testing.T, s store.Store) {
+	q := newMaterialization("acme", "mat_q", "sales.clean", "2026-01-01", t0)
+	q.State, q.GatingDecision, q.OutputURI = asset.StateQuarantined, asset.GatingQuarantine, "quarantine/mat_q/data.json"
+	putMaterialization(t, s, q)
+	p5 := t0.Add(5 * time.Hour)
+	update(t, s, func(tx store.Tx) error {
+		got, err := tx.Promote(store.Promotion{TenantID: "acme", ID: "mat_q", At: p5, DecidedBy: "bob", Reason: "known outlier",
+			OutputURI: "materializations/mat_q/data.json"})
+		require.NoError(t, err)
+		require.Equal(t, "materializations/mat_q/data.json", got.OutputURI)
+		require.Equal(t, "bob", got.DecidedBy)
+		require.Equal(t, &p5, got.DecidedAt)
+		require.Equal(t, "known outlier", got.Reason)
+		latest, err := tx.LatestMaterialization("acme", "sales.clean", "2026-01-01")
+		require.NoError(t, err)
+		require.Equal(t, got, latest, "the transaction reads its own promotion")
+		return nil
+	})
+	requireLatest(t, s, "sales.clean", "2026-01-01", "mat_q")
+
 }

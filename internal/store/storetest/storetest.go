@@ -42,6 +42,7 @@ func Run(t *testing.T, f Factory) {
 		"EntrypointListPaging":      testEntrypointListPaging,
 		"EntrypointListErrors":      testEntrypointListErrors,
 		"InvocationEventLog":        testInvocationEventLog,
+		"InvocationHead":            testInvocationHead,
 		"InvocationIsolation":       testInvocationIsolation,
 		"InvocationInFlight":        testInvocationInFlight,
 		"TenantLoads":               testTenantLoads,
@@ -537,6 +538,32 @@ func ev(id string, typ invocation.EventType, step string, data string, at time.T
 	return e
 }
 
+// testInvocationHead: the head is the tip of the log (status, last seq and the last event's key),
+// read in a transaction; another tenant's invocation has none.
+func testInvocationHead(t *testing.T, s store.Store) {
+	update(t, s, func(tx store.Tx) error {
+		_, err := tx.StartInvocation([]invocation.Event{NewInvocationEvent("inv_h", "acme", "ep_1", t0)}, store.Scheduling{})
+		return err
+	})
+	var appended []invocation.Event
+	update(t, s, func(tx store.Tx) error {
+		var err error
+		_, appended, err = tx.Append(store.AppendRequest{TenantID: "acme", InvocationID: "inv_h", Events: []invocation.Event{
+			ev("inv_h", invocation.EventStarted, "", "", t0.Add(time.Millisecond)),
+			ev("inv_h", invocation.EventLog, "line1", `{"message":"hello"}`, t0.Add(2*time.Millisecond)),
+		}})
+		return err
+	})
+	update(t, s, func(tx store.Tx) error {
+		h, err := tx.InvocationHead("acme", "inv_h")
+		require.NoError(t, err)
+		require.Equal(t, store.Head{Status: invocation.StatusRunning, LastSeq: 3, LastKey: appended[1].IdempotencyKey}, h)
+		_, err = tx.InvocationHead("other", "inv_h")
+		require.ErrorIs(t, err, store.ErrNotFound, "another tenant's invocation has no head")
+		return nil
+	})
+}
+
 func testInvocationEventLog(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	var rec invocation.Record
@@ -562,15 +589,6 @@ func testInvocationEventLog(t *testing.T, s store.Store) {
 	require.Equal(t, []int64{2, 3}, []int64{appended[0].Seq, appended[1].Seq})
 	require.Equal(t, invocation.StatusRunning, rec.Status)
 	require.Equal(t, t0.Add(time.Millisecond), *rec.StartedAt)
-	// The head is the tip of the log: status, last seq and the last event's key.
-	update(t, s, func(tx store.Tx) error {
-		h, err := tx.InvocationHead("acme", "inv_1")
-		require.NoError(t, err)
-		require.Equal(t, store.Head{Status: invocation.StatusRunning, LastSeq: 3, LastKey: appended[1].IdempotencyKey}, h)
-		_, err = tx.InvocationHead("other", "inv_1")
-		require.ErrorIs(t, err, store.ErrNotFound, "another tenant's invocation has no head")
-		return nil
-	})
 
 	// Re-appending an event with a known idempotency key is a no-op (003 §1.3).
 	update(t, s, func(tx store.Tx) error {
