@@ -224,6 +224,7 @@ func (c *StoreClaimer) begin(tx store.Tx, rec invocation.Record, until, now time
 	engine := rec.EngineAttempt + 1
 	ev := invocation.Event{Type: invocation.EventStarted, EngineAttempt: engine, LogicalAttempt: rec.Attempt, At: now,
 		IdempotencyKey: invocation.IdempotencyKey(rec.ID, "", rec.Attempt, invocation.EventStarted, "")}
+	node := c.cfg.Node
 	var err error
 	switch rec.Status {
 	case invocation.StatusSuspended:
@@ -233,11 +234,13 @@ func (c *StoreClaimer) begin(tx store.Tx, rec invocation.Record, until, now time
 		}
 		ev.Type = invocation.EventResumed
 		ev.IdempotencyKey = invocation.IdempotencyKey(rec.ID, fmt.Sprintf("resume-%d", rec.LastSeq), rec.Attempt, invocation.EventResumed, "")
-		ev, err = ev.WithData(invocation.Resumed{Reason: reason})
+		ev, err = ev.WithData(invocation.Resumed{Reason: reason, Node: node})
 	case invocation.StatusRunning:
 		ev.Type = invocation.EventReclaimed
 		ev.IdempotencyKey = invocation.IdempotencyKey(rec.ID, fmt.Sprintf("reclaim-%d", engine), rec.Attempt, invocation.EventReclaimed, "")
-		ev, err = ev.WithData(invocation.Reclaimed{EngineAttempt: engine, Reason: "lease expired"})
+		ev, err = ev.WithData(invocation.Reclaimed{EngineAttempt: engine, Reason: "lease expired", Node: node})
+	default:
+		ev, err = ev.WithData(invocation.Started{Node: node})
 	}
 	if err != nil {
 		return rec, err

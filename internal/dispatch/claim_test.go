@@ -178,7 +178,7 @@ func TestClaimReclaimsExpiredLeases(t *testing.T) {
 	last := evs[len(evs)-1]
 	require.Equal(t, invocation.EventReclaimed, last.Type)
 	require.Equal(t, invocation.IdempotencyKey(ids[0], "reclaim-2", 1, invocation.EventReclaimed, ""), last.IdempotencyKey)
-	require.JSONEq(t, `{"reason":"lease expired","engine_attempt":2}`, string(last.Data))
+	require.JSONEq(t, `{"reason":"lease expired","engine_attempt":2,"node":"node-b"}`, string(last.Data), "the event names the node that took it")
 }
 
 // TestClaimLooksForExpiredLeasesEverySecond: a claim looks for expired leases at most once per
@@ -317,5 +317,5 @@ func TestClaimResumesSuspendedWork(t *testing.T) {
 	last := evs[len(evs)-1]
 	require.Equal(t, invocation.EventResumed, last.Type)
 	require.Equal(t, invocation.IdempotencyKey(ids[0], fmt.Sprintf("resume-%d", suspended.LastSeq), 1, invocation.EventResumed, ""), last.IdempotencyKey)
-	require.JSONEq(t, `{"reason":"timer"}`, string(last.Data))
+	require.JSONEq(t, `{"reason":"timer","node":"node-a"}`, string(last.Data), "the event names the node that took it")
 }

@@ -35,10 +35,13 @@ import (
 )
 
 // Store is the store methods the executor uses directly: the plain writes of lease ends and
-// lease recovery (everything else goes through the writer, the catalog and the workflow engine).
+// lease recovery, and the lease check of WatchLeases (everything else goes through the writer, the
+// catalog and the workflow engine).
 type Store interface {
 	Update(ctx context.Context, fn func(store.Tx) error) error
 	dagrun.Store
+	// LeaseOwners is store.QueueReader's (WatchLeases).
+	LeaseOwners(ctx context.Context, ids []string) (map[string]string, error)
 }
 
 // Config wires an Executor.
@@ -272,7 +275,7 @@ func (x *Executor) RunFunction(ctx context.Context, rec invocation.Record, e ent
 	ctx, span := x.env.StartAttempt(ctx, rec)
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	x.running.Track(rec.ID, cancel)
+	x.running.Track(rec.ID, x.spawn.LeaseOwner(rec), cancel)
 	defer x.running.Untrack(rec.ID)
 	res := x.runner.Function(runCtx, x.catalog.RunJob(rec, e, d, input, due, x.admitWithin), x.env.New(ctx, rec))
 	if span.IsRecording() {

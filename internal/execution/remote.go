@@ -51,7 +51,7 @@ func (x *Executor) runRemote(ctx context.Context, a attempt.Attempt, d catalog.D
 	ctx, span := x.env.StartAttempt(ctx, rec) // the worker records no spans of its own (yet)
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	x.running.Track(rec.ID, cancel)
+	x.running.Track(rec.ID, x.spawn.LeaseOwner(rec), cancel)
 	defer x.running.Untrack(rec.ID)
 	ok := false
 	var res run.Result

@@ -89,6 +89,9 @@ type Metrics struct {
 	// or resumed) and the start of its execution: in the queue, then for admission (Lark's addition;
 	// docs/api.md, "Busy servers").
 	QueueWaitMS *int64 `json:"queue_wait_ms"`
+	// Worker is the remote worker that ran the execution, when one did (Lark's addition;
+	// docs/workers.md).
+	Worker string `json:"worker,omitempty"`
 }
 
 // Record is the projection of an invocation's event log (000's InvocationRecord plus bookkeeping).
@@ -154,6 +157,9 @@ type Record struct {
 	// DAG, on a DAG run, is its plan's fingerprint and its tasks' counts, projected from its task
 	// events (dag.go).
 	DAG *DAGSummary `json:"dag,omitempty"`
+	// Node is the node that took its latest attempt (ran it, or handed it to a remote worker):
+	// from that attempt's started, resumed or reclaimed event.
+	Node string `json:"node,omitempty"`
 }
 
 // Viewer is who is looking at invocations: a subject of a tenant, and whether it sees all of the
@@ -439,6 +445,9 @@ func applyEvery(r Record, e Event) Record {
 		next.JournalFrom = e.Seq
 		next.Generation++
 	}
+	if e.Type == EventReclaimed {
+		next.Node = nodeOf(e)
+	}
 	next = applyDAG(next, e)
 	if resolves(r, e) {
 		if w := resolutionWake(e); w != "" && r.Wake != ResumeEvent && r.Wake != ResumeChild && r.Wake != ResumeOperator {
@@ -465,8 +474,10 @@ func applyTransition(next Record, e Event, to Status) Record {
 		if next.StartedAt == nil {
 			next.StartedAt = &at
 		}
+		next.Node = nodeOf(e)
 	case EventResumed:
 		next.SuspendedAt, next.Wake = nil, ""
+		next.Node = nodeOf(e)
 	case EventSuspended:
 		next.SuspendedAt = &at
 		next.Wake = WakeOf(suspendReason(e))
@@ -486,6 +497,20 @@ func applyTransition(next Record, e Event, to Status) Record {
 
 // suspendReason is the reason a suspended event's data gives, "" when it gives none or does not
 // decode.
+// nodeOf is the node a started, resumed or reclaimed event names ("" when it names none).
+func nodeOf(e Event) string {
+	if len(e.Data) == 0 {
+		return ""
+	}
+	var x struct {
+		Node string `json:"node"`
+	}
+	if json.Unmarshal(e.Data, &x) != nil {
+		return ""
+	}
+	return x.Node
+}
+
 func suspendReason(e Event) string {
 	s, err := DecodeData[Suspended](e)
 	if err != nil {

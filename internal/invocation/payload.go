@@ -125,10 +125,20 @@ type Suspended struct {
 func (Suspended) EventTypes() []EventType { return []EventType{EventSuspended} }
 
 // Resumed is the Data of a resumed event: why the suspended workflow runs again (one of the
-// Resume* constants).
+// Resume* constants), and the node that took the attempt.
 type Resumed struct {
 	Reason string `json:"reason"`
+	Node   string `json:"node,omitempty"`
 }
+
+// Started is the Data of a started event: the node that took the attempt (ran it, or handed it to
+// a remote worker).
+type Started struct {
+	Node string `json:"node,omitempty"`
+}
+
+// EventTypes implements Payload.
+func (Started) EventTypes() []EventType { return []EventType{EventStarted} }
 
 // EventTypes implements Payload.
 func (Resumed) EventTypes() []EventType { return []EventType{EventResumed} }
@@ -247,6 +257,7 @@ func (ChildInvoked) EventTypes() []EventType { return []EventType{EventChildInvo
 type Reclaimed struct {
 	EngineAttempt int    `json:"engine_attempt"`
 	Reason        string `json:"reason"`
+	Node          string `json:"node,omitempty"`
 }
 
 // EventTypes implements Payload.

@@ -60,7 +60,7 @@ func (s *Service) Control(ctx context.Context, sc auth.SecurityContext, id strin
 			// journal replays: completed steps are not repeated, the step in flight runs again.
 			rec, err = s.transition(ctx, cur, action, invocation.EventSuspended, store.Scheduling{}, nil)
 			if err == nil {
-				s.exec.Cancel(id)
+				s.stop(id)
 			}
 			return rec, false, err
 		}
@@ -98,7 +98,7 @@ func (s *Service) cancel(ctx context.Context, cur invocation.Record) (invocation
 	}
 	rec, err := s.transition(ctx, cur, ActionCancel, invocation.EventCanceled, store.Scheduling{}, then)
 	if err == nil {
-		s.exec.Cancel(cur.ID)
+		s.stop(cur.ID)
 		s.exec.Workflows().DropLive(cur.ID)
 	}
 	return rec, err
@@ -121,9 +121,9 @@ func (s *Service) cancelDAG(ctx context.Context, cur invocation.Record) (invocat
 			return tx.Invocation(out.TenantID, out.ID)
 		})
 	if err == nil {
-		s.exec.Cancel(cur.ID)
+		s.stop(cur.ID)
 		for _, id := range children {
-			s.exec.Cancel(id)
+			s.stop(id)
 		}
 	}
 	return rec, err
@@ -262,4 +262,22 @@ func (s *Service) replay(ctx context.Context, sc auth.SecurityContext, cur invoc
 		return cur, problem.Internal(err)
 	}
 	return created, nil
+}
+
+// stop stops the execution of invocation id wherever it runs, once a control action that ends its
+// lease has committed: here at once, on the other nodes through Config.AnnounceStop (and, should
+// that notification be lost, through their lease checks, execution.Executor.WatchLeases).
+func (s *Service) stop(id string) {
+	s.exec.Cancel(id)
+	if s.cfg.AnnounceStop != nil {
+		s.cfg.AnnounceStop(id)
+	}
+}
+
+// StopLocal stops the executions of ids running in this process: a control action taken on
+// another node (wakeup.Hub's stops).
+func (s *Service) StopLocal(ids []string) {
+	for _, id := range ids {
+		s.exec.Cancel(id)
+	}
 }

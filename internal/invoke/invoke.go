@@ -98,6 +98,10 @@ type Config struct {
 	// this process committed after the transaction that started it (a sync workflow's later
 	// activation), so that the node whose request waits for it is woken (wakeup.Hub.Finished).
 	AnnounceFinished func(id string)
+	// AnnounceStop, when set, is called with the id of an invocation whose execution a control
+	// action (cancel, suspend) stopped here, so that the other nodes stop theirs (wakeup.Hub.Stop):
+	// the attempt may run on any node, or in a worker another node handed it to.
+	AnnounceStop func(id string)
 	// EndHook, when set, hears of every invocation a write leaves in a terminal status, inside that
 	// write's transaction (writer.EndHook): the event triggers service records there the outcome of
 	// the invocations its triggers started.

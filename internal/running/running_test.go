@@ -10,7 +10,7 @@ import (
 func ExampleSet() {
 	var s running.Set
 	ctx, cancel := context.WithCancel(context.Background())
-	s.Track("inv_1", cancel)
+	s.Track("inv_1", "n1/1/1", cancel)
 	fmt.Println(s.Cancel("inv_1"), ctx.Err())
 	s.Untrack("inv_1")
 	fmt.Println(s.Cancel("inv_1"))

@@ -209,6 +209,10 @@ type Config struct {
 	// replaced within LeaderTTL + LeaderRenew. Both apply to a postgres:// Store only: on SQLite the
 	// single node always leads.
 	LeaderTTL, LeaderRenew time.Duration
+	// LeaseWatch is how often the node checks that the executions running on it still hold their
+	// leases, stopping those canceled, suspended or taken over elsewhere (default
+	// execution.DefaultLeaseWatch).
+	LeaseWatch time.Duration
 	// TrustedProxies are the proxies whose X-Forwarded-For the webhook receiver believes
 	// (--trusted-proxies); empty: the TCP peer is the sender.
 	TrustedProxies []netip.Prefix
@@ -508,6 +512,13 @@ func (s *Server) announce() {
 	}
 }
 
+// announceStop tells the other nodes to stop invocation id's execution (wakeup.Hub.Stop).
+func (s *Server) announceStop(id string) {
+	if s.hub != nil {
+		s.hub.Stop(id)
+	}
+}
+
 // announceFinished tells the other nodes that sync invocation id ended (wakeup.Hub.Finished).
 func (s *Server) announceFinished(id string) {
 	if s.hub != nil {
@@ -540,7 +551,7 @@ func (s *Server) wireInvoke(schemas *schema.Registry, c clock.Clock, ids idgen.G
 		Egress: egress.New(egress.Options{AllowLoopback: cfg.UnsafeEgressAllowLoopback, Transport: cfg.EgressTransport}), Clock: c, IDs: ids, Logger: cfg.Logger,
 		Node: cfg.NodeID, Pricing: cfg.Pricing, Observer: s.Metrics, Tracing: s.Tracing, MaxPayloadBytes: cfg.MaxPayloadBytes, Sleep: cfg.Sleep,
 		CPU: cpu, SyncPoll: cfg.SyncPoll, LeaseGrace: cfg.LeaseGrace, Publisher: s.Events, Blobs: s.Blobs,
-		Wake: func() { s.dispatch.Wake() }, Announce: s.announce, AnnounceFinished: s.announceFinished, EndHook: writer.EndHookFunc(s.invocationEnded)})
+		Wake: func() { s.dispatch.Wake() }, Announce: s.announce, AnnounceFinished: s.announceFinished, AnnounceStop: s.announceStop, EndHook: writer.EndHookFunc(s.invocationEnded)})
 }
 
 // registerWorkerMetrics registers the remote worker service's collectors with the metrics (none
@@ -623,7 +634,8 @@ func (s *Server) wireCluster(c clock.Clock) {
 		s.Leader = leader.New(s.Store, leader.Options{Holder: cfg.NodeID, TTL: cfg.LeaderTTL, Renew: cfg.LeaderRenew, Clock: c, Logger: cfg.Logger})
 		if t, ok := s.Store.(wakeup.Transport); ok {
 			s.hub = wakeup.New(t, wakeup.Options{Node: cfg.NodeID, Logger: cfg.Logger,
-				Local: []func(){s.dispatch.Wake, s.Schedules.WakeLocal, s.Triggers.WakeLocal}, Finished: s.Invoke.WakeFinished})
+				Local: []func(){s.dispatch.Wake, s.Schedules.WakeLocal, s.Triggers.WakeLocal}, Finished: s.Invoke.WakeFinished,
+				Stop: s.Invoke.StopLocal})
 		}
 	}
 }
@@ -750,10 +762,12 @@ func (s *Server) RunSingletons(ctx context.Context) {
 }
 
 // PerNode are the background loops besides the dispatcher that run on every node: the wake-up
-// hub (on a shared store) and the writing of the trigger metrics this node buffered.
+// hub (on a shared store), the lease check of the executions running here, and the writing of the
+// trigger metrics this node buffered.
 func (s *Server) PerNode() loops.Group {
 	return loops.Group{Logger: s.log, Loops: []loops.Loop{
 		{Name: "wake-ups", Run: s.RunWakeups},
+		{Name: "lease-watch", Run: func(ctx context.Context) { s.Invoke.Runner().WatchLeases(ctx, s.cfg.LeaseWatch) }},
 		{Name: "trigger-metrics", Run: s.Triggers.RunMetrics},
 		{Name: "memory-limit", Run: s.memory.Run},
 	}}

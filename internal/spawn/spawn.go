@@ -152,8 +152,12 @@ func (s *Spawner) StartEvents(rec invocation.Record, d catalog.Definition, now t
 	if err != nil {
 		return nil, store.Scheduling{}, err
 	}
-	events = append(events, invocation.Event{InvocationID: rec.ID, Type: invocation.EventStarted, EngineAttempt: 1, LogicalAttempt: 1,
-		At: now, IdempotencyKey: invocation.IdempotencyKey(rec.ID, "", 1, invocation.EventStarted, "")})
+	ev, err := invocation.Event{InvocationID: rec.ID, Type: invocation.EventStarted, EngineAttempt: 1, LogicalAttempt: 1,
+		At: now, IdempotencyKey: invocation.IdempotencyKey(rec.ID, "", 1, invocation.EventStarted, "")}.WithData(invocation.Started{Node: s.node})
+	if err != nil {
+		return nil, store.Scheduling{}, err
+	}
+	events = append(events, ev)
 	until := now.Add(d.Timeout() + s.leaseGrace)
 	started := rec
 	started.EngineAttempt = 1

@@ -186,6 +186,9 @@ type QueueReader interface {
 	// NextDue is the earliest time after after at which queued work becomes runnable or a lease
 	// expires; nil when nothing is scheduled later.
 	NextDue(ctx context.Context, after time.Time) (*time.Time, error)
+	// LeaseOwners reads the lease owner of each of the invocations ids ("" for one that holds no
+	// lease); an id that names no invocation is absent from the answer.
+	LeaseOwners(ctx context.Context, ids []string) (map[string]string, error)
 }
 
 // IdempotencyReader reads the response cache, which maps a request to the invocation that

@@ -15,7 +15,9 @@
 // Finished carries the ends of sync workflows across nodes the same way: a sync invocation of a
 // workflow waits on the node that took the request, while its later activations run wherever they
 // are claimed; the node that commits its end tells the others (Finished), so the waiting request
-// answers at once instead of at its next poll of the store.
+// answers at once instead of at its next poll of the store. Stop carries control actions the same
+// way: a cancel or suspend taken on one node stops the attempt on whichever node runs it (or hands
+// it to a worker); a lost notification is made up for by that node's lease check.
 //
 // On the embedded SQLite store there is one node and no Hub: the services wake their loops
 // directly.
@@ -36,8 +38,12 @@ const MaxPendingFinished = 4096
 // maxPayload bounds one notification's payload (PostgreSQL's limit is 8000 bytes).
 const maxPayload = 7000
 
-// finishedSep starts the list of ids of a Finished notification, after the node id.
-const finishedSep = "\nfinished:"
+// finishedSep and stopSep start the list of ids of a Finished or a Stop notification, after the
+// node id.
+const (
+	finishedSep = "\nfinished:"
+	stopSep     = "\nstop:"
+)
 
 // Transport sends and receives the notifications (pgstore.Store implements it).
 type Transport interface {
@@ -57,6 +63,9 @@ type Options struct {
 	// Finished, when set, is called with the invocation ids another node announced the end of
 	// (Hub.Finished); it must not block.
 	Finished func(ids []string)
+	// Stop, when set, is called with the invocation ids whose executions another node asked to
+	// stop (Hub.Stop); it must not block.
+	Stop func(ids []string)
 	// MinBackoff and MaxBackoff bound the wait before reconnecting a lost listener (defaults 100 ms,
 	// 10 s; doubling).
 	MinBackoff, MaxBackoff time.Duration
@@ -71,6 +80,7 @@ type Hub struct {
 	pending chan struct{}
 	mu      sync.Mutex
 	ended   []string // ids to send in Finished notifications
+	stopped []string // ids to send in Stop notifications
 }
 
 // New returns a hub over t.
@@ -108,6 +118,18 @@ func (h *Hub) Finished(id string) {
 	h.Announce()
 }
 
+// Stop tells the other nodes to stop the execution of invocation id, if one of them runs it (a
+// control action taken here). It never blocks; stops asked while one is being sent go in the next
+// notification.
+func (h *Hub) Stop(id string) {
+	h.mu.Lock()
+	if len(h.stopped) < MaxPendingFinished && !strings.ContainsAny(id, ",\n") {
+		h.stopped = append(h.stopped, id)
+	}
+	h.mu.Unlock()
+	h.Announce()
+}
+
 // Run sends the announcements and listens for the other nodes' until ctx ends.
 func (h *Hub) Run(ctx context.Context) {
 	done := make(chan struct{})
@@ -124,12 +146,18 @@ func (h *Hub) send(ctx context.Context) {
 		case <-h.pending:
 		}
 		h.mu.Lock()
-		ended := h.ended
-		h.ended = nil
+		ended, stopped := h.ended, h.stopped
+		h.ended, h.stopped = nil, nil
 		h.mu.Unlock()
-		payloads := []string{h.o.Node}
+		var payloads []string
+		if len(stopped) > 0 {
+			payloads = idPayloads(h.o.Node+stopSep, stopped)
+		}
 		if len(ended) > 0 {
-			payloads = finishedPayloads(h.o.Node, ended)
+			payloads = append(payloads, idPayloads(h.o.Node+finishedSep, ended)...)
+		}
+		if len(payloads) == 0 {
+			payloads = []string{h.o.Node}
 		}
 		for _, p := range payloads {
 			if err := h.t.Notify(ctx, p); err != nil && ctx.Err() == nil {
@@ -139,10 +167,10 @@ func (h *Hub) send(ctx context.Context) {
 	}
 }
 
-// finishedPayloads packs ids into notifications of at most maxPayload bytes: the node id, then
-// finishedSep and the ids comma-separated. Each also wakes the other nodes' loops, as an
+// idPayloads packs ids into notifications of at most maxPayload bytes: head (the node id and the
+// kind's separator), then the ids comma-separated. Each also wakes the other nodes' loops, as an
 // announcement does.
-func finishedPayloads(node string, ids []string) []string {
+func idPayloads(head string, ids []string) []string {
 	var out []string
 	var b strings.Builder
 	for _, id := range ids {
@@ -151,7 +179,7 @@ func finishedPayloads(node string, ids []string) []string {
 			b.Reset()
 		}
 		if b.Len() == 0 {
-			b.WriteString(node + finishedSep)
+			b.WriteString(head)
 		} else {
 			b.WriteByte(',')
 		}
@@ -168,16 +196,7 @@ func (h *Hub) listen(ctx context.Context) {
 			connected = true
 			backoff = h.o.MinBackoff
 			h.wakeLocal() // what was announced while not listening
-		}, func(payload string) {
-			node, ids, finished := strings.Cut(payload, finishedSep)
-			if node == h.o.Node {
-				return
-			}
-			h.wakeLocal()
-			if finished && h.o.Finished != nil && ids != "" {
-				h.o.Finished(strings.Split(ids, ","))
-			}
-		})
+		}, h.receive)
 		if ctx.Err() != nil {
 			return
 		}
@@ -189,6 +208,26 @@ func (h *Hub) listen(ctx context.Context) {
 		}
 		t.Stop()
 		backoff = min(backoff*2, h.o.MaxBackoff)
+	}
+}
+
+// receive handles another node's notification: it wakes the local loops, then passes on the ids
+// of a Finished or Stop notification.
+func (h *Hub) receive(payload string) {
+	node, rest, _ := strings.Cut(payload, "\n")
+	if node == h.o.Node {
+		return
+	}
+	h.wakeLocal()
+	kind, ids, _ := strings.Cut(rest, ":")
+	if ids == "" {
+		return
+	}
+	switch {
+	case kind == "finished" && h.o.Finished != nil:
+		h.o.Finished(strings.Split(ids, ","))
+	case kind == "stop" && h.o.Stop != nil:
+		h.o.Stop(strings.Split(ids, ","))
 	}
 }
 

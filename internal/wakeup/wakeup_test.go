@@ -140,3 +140,40 @@ func TestFinishedAcrossNodes(t *testing.T) {
 		require.LessOrEqual(t, len(p), 8000, "a notification within PostgreSQL's payload bound")
 	}
 }
+
+// TestStopAcrossNodes: a stop asked on node A reaches node B's Stop with its ids (and not A's own),
+// separately from the ends announced in the same moment.
+func TestStopAcrossNodes(t *testing.T) {
+	tr := &fakeTransport{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	stopped, finished := map[string]string{}, map[string]string{}
+	record := func(into map[string]string, node string) func([]string) {
+		return func(ids []string) {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, id := range ids {
+				into[id] = node
+			}
+		}
+	}
+	hubA := wakeup.New(tr, wakeup.Options{Node: "a", Stop: record(stopped, "a"), Finished: record(finished, "a")})
+	hubB := wakeup.New(tr, wakeup.Options{Node: "b", Stop: record(stopped, "b"), Finished: record(finished, "b")})
+	go hubA.Run(ctx)
+	go hubB.Run(ctx)
+	require.Eventually(t, func() bool { tr.mu.Lock(); defer tr.mu.Unlock(); return len(tr.listeners) == 2 }, 10*time.Second, time.Millisecond)
+
+	hubA.Stop("inv_1")
+	hubA.Finished("inv_2")
+	hubA.Stop("inv_3")
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(stopped) == 2 && len(finished) == 1
+	}, 10*time.Second, time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, map[string]string{"inv_1": "b", "inv_3": "b"}, stopped)
+	require.Equal(t, map[string]string{"inv_2": "b"}, finished)
+}

@@ -406,6 +406,7 @@ func (s *Service) Result(taskID string, res workerproto.Result) error {
 	if err != nil {
 		return err
 	}
+	out.Outcome.Metrics.Worker = res.WorkerID // the record names the worker that ran it
 	select {
 	case t.done <- out:
 		return nil

@@ -69,7 +69,7 @@ func (s *Engine) runWorkflow(ctx context.Context, lr *liveRun, c Claim, e entryp
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	x.runCtx, x.cancel = runCtx, cancel
-	s.cfg.Running.Track(x.rec.ID, cancel)
+	s.cfg.Running.Track(x.rec.ID, s.cfg.Spawn.LeaseOwner(x.rec), cancel)
 	defer s.cfg.Running.Untrack(x.rec.ID)
 	x.start = time.Now()
 	x.strategy = wfCheckpointStrategy(d)
@@ -324,7 +324,7 @@ func (x *wfRun) wfHandover(p *sandbox.Park, afterSeq int64) (sandbox.Resolution,
 	x.c, x.open, x.rec, x.now, x.start = next, true, next.rec, s.cfg.Clock.Now(), time.Now()
 	x.h.SetRecord(x.rec)
 	x.h.SetSpanContext(next.spanCtx)
-	s.cfg.Running.Track(x.rec.ID, x.cancel)
+	s.cfg.Running.Track(x.rec.ID, s.cfg.Spawn.LeaseOwner(x.rec), x.cancel)
 	return s.resolutionAfter(x.ctx, x.h, p, afterSeq, x.now)
 }
 

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/larkrun/lark/internal/invocation"
@@ -184,6 +185,39 @@ func (s *Reader) NextDue(ctx context.Context, after time.Time) (*time.Time, erro
 		first = b
 	}
 	return ParseTSPtr(first)
+}
+
+// leaseOwnersChunk bounds the ids of one LeaseOwners statement.
+const leaseOwnersChunk = 500
+
+// LeaseOwners implements store.Reader.
+func (s *Reader) LeaseOwners(ctx context.Context, ids []string) (map[string]string, error) {
+	out := make(map[string]string, len(ids))
+	for len(ids) > 0 {
+		n := min(len(ids), leaseOwnersChunk)
+		args := make([]any, n)
+		for i, id := range ids[:n] {
+			args[i] = id
+		}
+		rows, err := s.Q.QueryContext(ctx, "SELECT id, coalesce(lease_owner, '') FROM invocations WHERE id IN (?"+
+			strings.Repeat(", ?", n-1)+")", args...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var id, owner string
+			if err := rows.Scan(&id, &owner); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			out[id] = owner
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return nil, err
+		}
+		ids = ids[n:]
+	}
+	return out, nil
 }
 
 // CountTenantInFlight implements store.Reader.

@@ -43,6 +43,7 @@ func Run(t *testing.T, f Factory) {
 		"EntrypointListErrors":      testEntrypointListErrors,
 		"InvocationEventLog":        testInvocationEventLog,
 		"InvocationHead":            testInvocationHead,
+		"LeaseOwners":               testLeaseOwners,
 		"InvocationIsolation":       testInvocationIsolation,
 		"InvocationInFlight":        testInvocationInFlight,
 		"TenantLoads":               testTenantLoads,
@@ -562,6 +563,22 @@ func testInvocationHead(t *testing.T, s store.Store) {
 		require.ErrorIs(t, err, store.ErrNotFound, "another tenant's invocation has no head")
 		return nil
 	})
+}
+
+// testLeaseOwners: the lease owner of each invocation asked for, "" for one without a lease, none for
+// an id that names no invocation.
+func testLeaseOwners(t *testing.T, s store.Store) {
+	update(t, s, func(tx store.Tx) error {
+		for _, id := range []string{"inv_l1", "inv_l2"} {
+			if _, err := tx.StartInvocation([]invocation.Event{NewInvocationEvent(id, "acme", "ep_1", t0)}, store.Scheduling{}); err != nil {
+				return err
+			}
+		}
+		return tx.SetScheduling("acme", "inv_l1", store.Scheduling{LeaseOwner: "n1/1/1", LeaseExpiresAt: ptr(t0.Add(time.Minute))})
+	})
+	got, err := s.LeaseOwners(context.Background(), []string{"inv_l1", "inv_l2", "inv_none"})
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"inv_l1": "n1/1/1", "inv_l2": ""}, got)
 }
 
 func testInvocationEventLog(t *testing.T, s store.Store) {
