@@ -101,6 +101,7 @@ type invocationRecord struct {
 	Observability struct {
 		Metrics metrics `json:"metrics"`
 	} `json:"observability"`
+	Node string `json:"node"`
 }
 
 // metrics are an invocation's measurements.
@@ -108,6 +109,7 @@ type metrics struct {
 	DurationMS      *int64 `json:"duration_ms"`
 	CPUTimeMS       *int64 `json:"cpu_time_ms"`
 	MaxMemoryUsedMB *int64 `json:"max_memory_used_mb"`
+	Worker          string `json:"worker"`
 }
 
 // invoke starts an invocation of id in mode and returns the answer.

@@ -122,6 +122,8 @@ func TestRemoteWorkers(t *testing.T) {
 		rec := p.waitStatus(t, id, "succeeded", "failed", "dead_lettered")
 		require.Equal(t, "succeeded", rec.Status, "%s", p.timeline(t, id))
 		require.JSONEq(t, fmt.Sprintf(`{"doubled":%d}`, i*2), string(rec.Result))
+		require.NotEmpty(t, rec.Node, "the record names the node that handed the attempt out")
+		require.NotEmpty(t, rec.Observability.Metrics.Worker, "the record names the worker that ran it")
 	}
 
 	// kill -9 mid-task: the task is reclaimed after the heartbeat timeout and another worker runs it.
