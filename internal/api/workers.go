@@ -15,9 +15,14 @@ import (
 )
 
 // workerEnvelopeTTL is how long the server's signed answers to workers stay valid.
-const workerEnvelopeTTL = 5 * time.Minute
+const workerEnvelopeTTL = workerproto.DefaultLifetime
 
 type workerBodyKey struct{}
+
+// workerKeyID is the context key of the id of the key a worker request was signed with: its
+// answer is signed with the same key (Keyset.SignWith), so that a worker that has only that key
+// verifies it, whichever side of a rotation added the new key first.
+type workerKeyID struct{}
 
 // workerRoutes mounts the worker route group (docs/workers.md): beside the bearer-token base path,
 // authenticated by the signed envelope every request is (verifyEnvelope), answered with signed
@@ -57,7 +62,8 @@ func (s *Server) verifyEnvelope(next http.Handler) http.Handler {
 			s.problem(w, r, problem.Unauthorized("envelope refused: %v", err))
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), workerBodyKey{}, []byte(env.Body))))
+		ctx := context.WithValue(context.WithValue(r.Context(), workerBodyKey{}, []byte(env.Body)), workerKeyID{}, env.KeyID)
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 
@@ -77,9 +83,10 @@ func workerBody(r *http.Request, v any) error {
 	return nil
 }
 
-// signed answers v as a signed envelope, with 200 OK.
+// signed answers v as a signed envelope, with 200 OK, under the key the request was signed with.
 func (s *Server) signed(w http.ResponseWriter, r *http.Request, v any) {
-	env, err := s.cfg.WorkerKeys.Sign(v, s.workerNow(), workerEnvelopeTTL)
+	kid, _ := r.Context().Value(workerKeyID{}).(string)
+	env, err := s.cfg.WorkerKeys.SignWith(kid, v, s.workerNow(), workerEnvelopeTTL)
 	if err != nil {
 		s.problem(w, r, problem.Internal(err))
 		return

@@ -87,6 +87,12 @@ func TestWorkerEnvelopesRefused(t *testing.T) {
 	old, err := ks.Sign(poll, time.Now().Add(-time.Hour), time.Minute)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusUnauthorized, workerPostRaw(t, e, ks, workerproto.PathPoll, old, nil).Status)
+	// An envelope valid for longer than workerproto.MaxLifetime: 401, whatever its signature.
+	decade, err := ks.Sign(poll, time.Now(), 10*365*24*time.Hour)
+	require.NoError(t, err)
+	r = workerPostRaw(t, e, ks, workerproto.PathPoll, decade, nil)
+	require.Equal(t, http.StatusUnauthorized, r.Status)
+	require.Contains(t, r.Body["detail"], "valid for too long")
 	var reply workerproto.PollReply
 	require.Equal(t, http.StatusOK, workerPostRaw(t, e, ks, workerproto.PathPoll, good, &reply).Status)
 	r = workerPostRaw(t, e, ks, workerproto.PathPoll, good, nil)
@@ -457,5 +463,46 @@ func TestWorkerPollsEveryServer(t *testing.T) {
 			require.Equal(t, "succeeded", rec["status"], "server %d: %v", i+1, rec)
 			require.EqualValues(t, 10*i+k, rec["result"].(obj)["n"])
 		}
+	}
+}
+
+// TestWorkerKeyRotation: a new key may reach either side first. The server signs each answer with
+// the key its request was signed with, so workers that have only the old key keep working against
+// a server that accepts both; a worker that signs with a new key its server does not know yet
+// tries its next key. Either way every task runs.
+func TestWorkerKeyRotation(t *testing.T) {
+	t.Parallel()
+	const oldKey, newKey = "wk1:worker-secret-0123456789", "wk2:worker-secret-new-0123456789"
+	keys := func(specs ...string) *workerproto.Keyset {
+		ks, err := workerproto.ParseKeys(specs)
+		require.NoError(t, err)
+		return ks
+	}
+	for name, tc := range map[string]struct{ server, worker *workerproto.Keyset }{
+		"server first":  {server: keys(newKey, oldKey), worker: keys(oldKey)},
+		"workers first": {server: keys(oldKey), worker: keys(newKey, oldKey)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, func(c *server.Config) {
+				c.RemoteWorkers, c.WorkerKeys = true, tc.server
+				c.HeartbeatInterval, c.HeartbeatTimeout = 50*time.Millisecond, 5*time.Second
+			})
+			invDispatcher(t, e)
+			adm := invTenant(t, e, "t-rotation")
+			id := e.registerActive(t, adm, invFn(t, "rotation.double.v1~", "def main(ctx, input):\n    return {\"doubled\": input[\"n\"] * 2}\n"))["entrypoint_id"].(string)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() {
+				done <- workerclient.New(workerclient.Config{Server: e.ts.URL, Keys: tc.worker, WorkerID: "w-rotation", Starlark: true,
+					PollWait: 200 * time.Millisecond}).Run(ctx)
+			}()
+			t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+			for n := range 3 {
+				rec := invWait(t, e, adm, invID(invAsync(t, e, adm, id, obj{"n": n}, nil)), "succeeded", "failed")
+				require.Equal(t, "succeeded", rec["status"], "%v", rec)
+				require.EqualValues(t, n*2, rec["result"].(obj)["doubled"])
+			}
+		})
 	}
 }

@@ -87,6 +87,8 @@ type Client struct {
 	mu      sync.Mutex
 	running map[string]*running
 	beat    time.Duration // the server's heartbeat interval (0 until the first poll answers)
+	keysMu  sync.Mutex
+	keyOf   map[string]int // server → the index of the key it last accepted (call)
 }
 
 type running struct {
@@ -474,9 +476,51 @@ func (c *Client) execute(ctx context.Context, server string, t workerproto.Task)
 	return r.Outcome.Output, r.Outcome.Err, m, tl, nil
 }
 
-// call signs body, posts it to path on server and decodes the verified answer into out.
+// call signs body, posts it to path on server and decodes the verified answer into out. It signs
+// with the key that server last accepted (the keyset's first at the start); a server that does
+// not know that key (a rotation that reached the workers first) is asked again with the next key
+// of the keyset, which is then the one used with it.
 func (c *Client) call(ctx context.Context, server, path string, body, out any, timeout time.Duration) error {
-	env, err := c.cfg.Keys.Sign(body, time.Now(), 5*time.Minute)
+	ids := c.cfg.Keys.IDs()
+	start := c.keyFor(server, len(ids))
+	var err error
+	for i := range ids {
+		kid := ids[(start+i)%len(ids)]
+		err = c.callWith(ctx, kid, server, path, body, out, timeout)
+		var se *StatusError
+		if !errors.As(err, &se) || se.Status != http.StatusUnauthorized || !strings.Contains(se.Body, "unknown key id") {
+			if err == nil && i > 0 {
+				c.useKey(server, (start+i)%len(ids))
+			}
+			return err
+		}
+	}
+	return err
+}
+
+// keyFor is the index of the key server last accepted (0: the keyset's first).
+func (c *Client) keyFor(server string, n int) int {
+	c.keysMu.Lock()
+	defer c.keysMu.Unlock()
+	if i, ok := c.keyOf[server]; ok && i < n {
+		return i
+	}
+	return 0
+}
+
+// useKey remembers that server accepts the key at index i.
+func (c *Client) useKey(server string, i int) {
+	c.keysMu.Lock()
+	defer c.keysMu.Unlock()
+	if c.keyOf == nil {
+		c.keyOf = map[string]int{}
+	}
+	c.keyOf[server] = i
+}
+
+// callWith is call signed with key kid.
+func (c *Client) callWith(ctx context.Context, kid, server, path string, body, out any, timeout time.Duration) error {
+	env, err := c.cfg.Keys.SignWith(kid, body, time.Now(), workerproto.DefaultLifetime)
 	if err != nil {
 		return err
 	}

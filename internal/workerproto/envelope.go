@@ -33,6 +33,15 @@ var (
 	ErrReplayed     = errors.New("workerproto: nonce already seen")
 	ErrMalformed    = errors.New("workerproto: malformed envelope")
 	ErrNoSigningKey = errors.New("workerproto: keyset has no signing key")
+	ErrTooLong      = errors.New("workerproto: envelope valid for too long")
+)
+
+// MaxLifetime bounds how far ahead of its verifier's clock an envelope's exp may be: an envelope
+// that would stay valid longer is refused (a captured one is then replayable for at most that
+// long, and only where its nonce is not remembered). Parties sign for DefaultLifetime.
+const (
+	MaxLifetime     = 10 * time.Minute
+	DefaultLifetime = 5 * time.Minute
 )
 
 // Key is one HMAC key of a keyset.
@@ -46,6 +55,7 @@ type Key struct {
 // A Keyset is immutable once built; it is safe for concurrent use.
 type Keyset struct {
 	keys   map[string][]byte
+	ids    []string // in the order given: the signer first when built by ParseKeys
 	signer string
 }
 
@@ -60,6 +70,7 @@ func NewKeyset(signer string, keys ...Key) (*Keyset, error) {
 			return nil, fmt.Errorf("workerproto: key %q given twice", k.ID)
 		}
 		ks.keys[k.ID] = append([]byte(nil), k.Secret...)
+		ks.ids = append(ks.ids, k.ID)
 	}
 	if _, ok := ks.keys[signer]; !ok {
 		return nil, fmt.Errorf("%w: %q", ErrNoSigningKey, signer)
@@ -92,9 +103,28 @@ func mac(secret, input []byte) string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
+// IDs are the keyset's key ids, in the order they were given.
+func (ks *Keyset) IDs() []string { return append([]string(nil), ks.ids...) }
+
+// Has reports whether the keyset holds key id.
+func (ks *Keyset) Has(id string) bool {
+	_, ok := ks.keys[id]
+	return ok
+}
+
 // Sign wraps body (encoded as JSON) in an envelope signed with the signing key, valid until
 // now+ttl, with a fresh random nonce.
 func (ks *Keyset) Sign(body any, now time.Time, ttl time.Duration) (Envelope, error) {
+	return ks.SignWith(ks.signer, body, now, ttl)
+}
+
+// SignWith is Sign with key kid when the keyset holds it (else the signing key): an answer signed
+// with the key of the request it answers verifies wherever the request was signed, so a rotation
+// may add a key on either side first.
+func (ks *Keyset) SignWith(kid string, body any, now time.Time, ttl time.Duration) (Envelope, error) {
+	if !ks.Has(kid) {
+		kid = ks.signer
+	}
 	raw, err := Marshal(body)
 	if err != nil {
 		return Envelope{}, err
@@ -103,17 +133,18 @@ func (ks *Keyset) Sign(body any, now time.Time, ttl time.Duration) (Envelope, er
 	if _, err := rand.Read(n[:]); err != nil {
 		return Envelope{}, err
 	}
-	e := Envelope{KeyID: ks.signer, Exp: now.Add(ttl).Unix(), Nonce: base64.RawURLEncoding.EncodeToString(n[:]), Body: raw}
+	e := Envelope{KeyID: kid, Exp: now.Add(ttl).Unix(), Nonce: base64.RawURLEncoding.EncodeToString(n[:]), Body: raw}
 	in, err := SigningInput(e)
 	if err != nil {
 		return Envelope{}, err
 	}
-	e.Sig = mac(ks.keys[ks.signer], in)
+	e.Sig = mac(ks.keys[kid], in)
 	return e, nil
 }
 
-// Verify checks e's key id, signature and expiry at now (in that order) and, when nonces is not
-// nil, that its nonce was not seen before. It never looks at Body beyond the signature.
+// Verify checks e's key id, signature and expiry at now (in that order: expired, or valid for
+// more than MaxLifetime from now) and, when nonces is not nil, that its nonce was not seen before.
+// It never looks at Body beyond the signature.
 func (ks *Keyset) Verify(e Envelope, now time.Time, nonces *NonceCache) error {
 	if e.KeyID == "" || e.Nonce == "" || e.Sig == "" || len(e.Nonce) > 128 {
 		return fmt.Errorf("%w: kid, nonce and sig are required", ErrMalformed)
@@ -131,6 +162,9 @@ func (ks *Keyset) Verify(e Envelope, now time.Time, nonces *NonceCache) error {
 	}
 	if now.Unix() > e.Exp {
 		return fmt.Errorf("%w at %s", ErrExpired, time.Unix(e.Exp, 0).UTC().Format(time.RFC3339))
+	}
+	if e.Exp > now.Add(MaxLifetime).Unix() {
+		return fmt.Errorf("%w: exp %s is more than %s ahead", ErrTooLong, time.Unix(e.Exp, 0).UTC().Format(time.RFC3339), MaxLifetime)
 	}
 	if nonces != nil && !nonces.Add(e.Nonce, time.Unix(e.Exp, 0), now) {
 		return ErrReplayed
