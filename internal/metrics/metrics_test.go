@@ -138,6 +138,7 @@ func TestLabelCap(t *testing.T) {
 	}, only(got, "lark_invocations_started_total"))
 	require.Equal(t, map[string]float64{
 		`lark_metrics_labels_dropped_total{metric="lark_invocations_started_total"}`: 4,
+		`lark_metrics_labels_dropped_total{metric="lark_runs_started_total"}`:        3, // (tenant, trigger): t2, t3, t4
 	}, nonZero(only(got, "lark_metrics_labels_dropped_total")), "the rate-limit family has its own cap")
 	require.Equal(t, map[string]float64{`lark_invocations_rate_limited_total{entrypoint="ep",tenant="t9"}`: 1},
 		only(got, "lark_invocations_rate_limited_total"))
