@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -73,7 +74,7 @@ func (s *Server) telemetry(next http.Handler) http.Handler {
 			route := unmatchedRoute
 			if rc := chi.RouteContext(ctx); rc != nil {
 				if p := rc.RoutePattern(); p != "" && p != "/*" {
-					route = p
+					route = routeTemplate(p)
 				}
 			}
 			d := time.Since(start)
@@ -95,6 +96,37 @@ func (s *Server) telemetry(next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(rec, r.WithContext(ctx))
 	})
+}
+
+// routeTemplate is chi route pattern p without its parameters' regular expressions:
+// "/invocations/{id:[^:/]+}/timeline" is "/invocations/{id}/timeline". A regular expression may
+// hold braces of its own ("{n:[0-9]{3}}"): they are skipped by depth.
+func routeTemplate(p string) string {
+	if !strings.Contains(p, ":") {
+		return p
+	}
+	var b strings.Builder
+	b.Grow(len(p))
+	depth, skipping := 0, false
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		switch {
+		case c == '{':
+			depth++
+		case c == '}' && depth > 0:
+			depth--
+			if depth == 0 {
+				skipping = false
+			}
+		case c == ':' && depth == 1 && !skipping:
+			skipping = true
+			continue
+		}
+		if !skipping || (c == '}' && depth == 0) {
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
 }
 
 // logAccess writes a request's access log line: info (warn for a 5xx), or debug with

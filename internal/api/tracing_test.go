@@ -200,6 +200,12 @@ def main(ctx, input):
 	req := rc.named("POST /api/serverless-runtime/v1/invocations")[0]
 	require.Equal(t, traceID, hexID(req.TraceId))
 	require.Equal(t, callerSpan, hexID(req.ParentSpanId), "the request span continues the caller's")
+
+	// A route with a parameter is named by its template, without the router's regular expression.
+	e.expect(t, http.StatusOK, http.MethodGet, base+"/invocations/"+invID(rec), adm, nil)
+	const getRoute = "/api/serverless-runtime/v1/invocations/{id}"
+	rc.await(t, tr, "the GET's span", func() bool { return len(rc.named("GET "+getRoute)) == 1 })
+	require.Equal(t, getRoute, attr(rc.named("GET " + getRoute)[0], "http.route"))
 	require.Equal(t, tracepb.Span_SPAN_KIND_SERVER, req.Kind)
 	require.Equal(t, hexID(req.SpanId), rec["observability"].(obj)["span_id"], "the record names the request's span")
 

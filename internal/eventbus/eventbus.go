@@ -76,6 +76,15 @@ type Config struct {
 	// themselves, with a context that carries only the span context of the publishing request or
 	// attempt.
 	Mirror func(context.Context, events.Event)
+	// Observer hears of every newly stored event once its transaction has committed (nil: none).
+	Observer Observer
+}
+
+// Observer hears of the events the bus stores (package metrics implements it): called once the
+// publishing transaction has committed, never for a replayed event id. delivered is how many
+// waiting workflows the event resumed in that transaction.
+type Observer interface {
+	EventPublished(tenantID string, delivered int)
 }
 
 // Bus is the events service.
@@ -312,6 +321,10 @@ func (b *Bus) publishTx(tx store.Tx, ev events.Event, now time.Time, prepared []
 			return out, err
 		}
 		out.Triggered += n
+	}
+	if o := b.cfg.Observer; o != nil {
+		tenantID, delivered := stored.TenantID, out.Delivered
+		tx.AfterCommit(func() { o.EventPublished(tenantID, delivered) })
 	}
 	return out, nil
 }

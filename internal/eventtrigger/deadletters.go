@@ -9,6 +9,7 @@ import (
 
 	"github.com/larkrun/lark/internal/audit"
 	"github.com/larkrun/lark/internal/auth"
+	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/invoke"
 	"github.com/larkrun/lark/internal/problem"
 	"github.com/larkrun/lark/internal/store"
@@ -63,7 +64,7 @@ func (s *Service) Redrive(ctx context.Context, sc auth.SecurityContext, id strin
 		}
 		for _, d := range taken {
 			p, err := s.inv.Plan(tx.Context(), invoke.SystemStart{As: runAs(t, sc.SubjectID), EntrypointID: t.EntrypointID, Params: d.Params,
-				Retry: retryPolicy(t), Trigger: true})
+				Retry: retryPolicy(t), Trigger: true, Origin: invocation.OriginEventTrigger})
 			if err != nil {
 				return err
 			}
@@ -77,6 +78,8 @@ func (s *Service) Redrive(ctx context.Context, sc auth.SecurityContext, id strin
 			}
 			md := trigger.MetricsDelta{TenantID: t.TenantID, TriggerID: t.ID, Hour: now, LatencyMS: -1}
 			md.Triggered = 1
+			s.observe(tx, t.TenantID, OutcomeFired)
+			s.observe(tx, t.TenantID, OutcomeRedriven)
 			if err := tx.AddTriggerMetrics(md); err != nil {
 				return err
 			}

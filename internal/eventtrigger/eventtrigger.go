@@ -78,6 +78,9 @@ type Options struct {
 	// Failed is called with "triggers" for every due batch that could not be flushed (nil: not
 	// counted).
 	Failed func(job string)
+	// Observer hears of the triggers' starts, refusals, dead letters and redrives once the
+	// writes that record them commit (nil: none).
+	Observer Observer
 	// Tracer records a trigger.flush span for each trigger whose due batches the flusher starts
 	// (docs/observability.md): their invocations are created in its trace (default: no spans).
 	Tracer trace.Tracer
@@ -88,6 +91,30 @@ const SpanFlush = "trigger.flush"
 
 // JobTriggers is the job name of Options.Failed.
 const JobTriggers = "triggers"
+
+// Observer hears of what the triggers did (package metrics implements it), once the write that
+// did it commits: outcome is OutcomeFired (an invocation started: for a matched event, a batch or
+// a redriven dead letter), OutcomeRefused (its invocation could not be started), OutcomeDeadLettered
+// (a dead letter written: a refused start, or a started invocation that failed) or
+// OutcomeRedriven (a dead letter started again).
+type Observer interface {
+	TriggerOutcome(tenantID, outcome string)
+}
+
+// Observer outcomes.
+const (
+	OutcomeFired        = "fired"
+	OutcomeRefused      = "refused"
+	OutcomeDeadLettered = "dead_lettered"
+	OutcomeRedriven     = "redriven"
+)
+
+// observe reports outcome for tenantID to the Observer once tx commits.
+func (s *Service) observe(tx store.Tx, tenantID, outcome string) {
+	if o := s.o.Observer; o != nil {
+		tx.AfterCommit(func() { o.TriggerOutcome(tenantID, outcome) })
+	}
+}
 
 // Store is the store methods the event trigger service uses (store.Store has them all): the trigger
 // reads, the tenant's policy, Update for its writes, and Exclusive, which decides whether the

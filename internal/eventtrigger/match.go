@@ -150,7 +150,7 @@ func (s *Service) start(tx store.Tx, t trigger.Trigger, evs []events.Event, now 
 	}
 	publisher := evs[0].PublishedBy
 	p, err := s.inv.Plan(tx.Context(), invoke.SystemStart{As: runAs(t, publisher), EntrypointID: t.EntrypointID, Params: params,
-		CorrelationID: evs[0].CorrelationID, Retry: retryPolicy(t), Trigger: true})
+		CorrelationID: evs[0].CorrelationID, Retry: retryPolicy(t), Trigger: true, Origin: invocation.OriginEventTrigger})
 	if err != nil {
 		if problem.From(err).Status >= 500 {
 			return err // not the trigger's fault (the store, a timeout): the publish fails and can be retried
@@ -167,6 +167,7 @@ func (s *Service) start(tx store.Tx, t trigger.Trigger, evs []events.Event, now 
 	}
 	d := trigger.MetricsDelta{TenantID: t.TenantID, TriggerID: t.ID, Hour: now, LatencyMS: -1}
 	d.Triggered = 1
+	s.observe(tx, t.TenantID, OutcomeFired)
 	return tx.AddTriggerMetrics(d)
 }
 
@@ -176,6 +177,7 @@ func (s *Service) unplanned(tx store.Tx, t trigger.Trigger, ids []string, params
 	s.o.Logger.Warn("trigger: its invocation could not be started", "tenant_id", t.TenantID, "trigger_id", t.ID, "err", cause)
 	d := trigger.MetricsDelta{TenantID: t.TenantID, TriggerID: t.ID, Hour: now, LatencyMS: -1}
 	d.Failed = 1
+	s.observe(tx, t.TenantID, OutcomeRefused)
 	if t.DeadLetterQueue.Enabled {
 		raw, err := json.Marshal(map[string]any{"type": "start_refused", "message": cause.Error()})
 		if err != nil {
@@ -186,6 +188,7 @@ func (s *Service) unplanned(tx store.Tx, t trigger.Trigger, ids []string, params
 			return err
 		}
 		d.DeadLettered = 1
+		s.observe(tx, t.TenantID, OutcomeDeadLettered)
 	}
 	return tx.AddTriggerMetrics(d)
 }
@@ -239,6 +242,7 @@ func (s *Service) InvocationEnded(tx store.Tx, rec invocation.Record) error {
 			}
 			if err == nil {
 				d.DeadLettered = 1
+				s.observe(tx, t.TenantID, OutcomeDeadLettered)
 			}
 		}
 	}

@@ -253,7 +253,9 @@ func (x *Executor) Execute(ctx context.Context, rec invocation.Record, e entrypo
 	if e.Kind == entrypoint.KindWorkflow {
 		x.writer.Dequeued(rec, time.Time{}, nil)
 		if d.IsDAG() {
-			return x.dags.Activate(ctx, x.completer, rec, e, d)
+			out, err := x.dags.Activate(ctx, x.completer, rec, e, d)
+			x.writer.AttemptEnded(rec, "dag", writer.ActivationOutcome(out.Status, err))
+			return out, err
 		}
 		return x.workflows.Activate(ctx, workflow.NewClaim(rec), e, d)
 	}
@@ -278,6 +280,7 @@ func (x *Executor) RunFunction(ctx context.Context, rec invocation.Record, e ent
 	x.running.Track(rec.ID, x.spawn.LeaseOwner(rec), cancel)
 	defer x.running.Untrack(rec.ID)
 	res := x.runner.Function(runCtx, x.catalog.RunJob(rec, e, d, input, due, x.admitWithin), x.env.New(ctx, rec))
+	x.writer.AttemptEnded(rec, "function", res.Outcome.Kind.String())
 	if span.IsRecording() {
 		span.SetAttributes(tracing.AttrStatus.String(res.Outcome.Kind.String()))
 		host.EndSpan(span, res.Outcome.Err)

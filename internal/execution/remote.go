@@ -63,6 +63,7 @@ func (x *Executor) runRemote(ctx context.Context, a attempt.Attempt, d catalog.D
 	}
 	if !ok {
 		host.EndAttempt(span, rec.Status, errors.New("remote attempt lost"))
+		x.writer.AttemptEnded(rec, "function", "lost")
 		if err := x.endLease(context.WithoutCancel(ctx), rec.TenantID, rec.ID, a.Lease.Owner); err != nil {
 			x.logger.ErrorContext(ctx, "lease of a lost remote attempt not ended; it runs out", "invocation_id", rec.ID, "tenant_id", rec.TenantID, "err", err)
 		}
@@ -73,6 +74,7 @@ func (x *Executor) runRemote(ctx context.Context, a attempt.Attempt, d catalog.D
 		x.logger.ErrorContext(ctx, "remote attempt not recorded", "invocation_id", rec.ID, "tenant_id", rec.TenantID, "err", err)
 	}
 	host.EndAttempt(span, final.Status, err)
+	x.writer.AttemptEnded(rec, "function", res.Outcome.Kind.String())
 }
 
 // endLease ends the lease owner holds on an invocation (its expiry becomes now), if it still holds

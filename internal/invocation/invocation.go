@@ -66,6 +66,14 @@ const (
 	ViaOther = "other"
 )
 
+// Record.Origin values: what the runtime started an invocation for.
+const (
+	OriginSchedule     = "schedule"      // a schedule's run (the firing loop, or POST /schedules/{id}:trigger)
+	OriginBackfill     = "backfill"      // a backfill's partition
+	OriginWebhook      = "webhook"       // a webhook delivery
+	OriginEventTrigger = "event_trigger" // an event trigger's start (a matched event, a batch, a redrive)
+)
+
 // Error is 000's RuntimeErrorPayload.
 type Error struct {
 	TypeID   string          `json:"error_type_id"`
@@ -126,7 +134,11 @@ type Record struct {
 	// Via says how the invocation was created, for the engine's own decisions (never shown):
 	// ViaTrigger for a trigger's start, whose end its trigger counts, ViaOther for any other start.
 	// Records written before it existed have none; the engine then asks the store.
-	Via      string `json:"via,omitempty"`
+	Via string `json:"via,omitempty"`
+	// Origin says what started the invocation when the runtime did (a schedule, a backfill, a
+	// webhook, an event trigger: the Origin* values), for the metrics (never shown); "" for the
+	// starts the record tells apart itself (the API, a replay, a child, a compensation handler).
+	Origin   string `json:"origin,omitempty"`
 	CacheKey string `json:"cache_key,omitempty"` // response-cache key when caching is active (never shown)
 	// RetryPolicy overrides the entrypoint's traits.retry for this invocation (a trigger's
 	// retry_policy), in outcome.RetryPolicy's JSON shape; empty: the entrypoint's.

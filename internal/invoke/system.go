@@ -40,6 +40,8 @@ type SystemStart struct {
 	// Trigger says a trigger starts it (invocation.ViaTrigger): its end is then counted in the
 	// trigger's metrics.
 	Trigger bool
+	// Origin is what starts it (invocation.OriginSchedule, …), recorded for the metrics.
+	Origin string
 }
 
 // Planned is a SystemStart that resolved and validated; Enqueue writes it.
@@ -91,6 +93,7 @@ func (s *Service) Plan(ctx context.Context, st SystemStart) (Planned, error) {
 	if st.Trigger {
 		rec.Via = invocation.ViaTrigger
 	}
+	rec.Origin = st.Origin
 	// Planned under a span (a webhook delivery's request, an event publication's, a schedule's
 	// manual run), the invocation continues that trace; a plan shared by a schedule's runs puts
 	// each in its own span (InTrace); otherwise (a backfill) spawn's createdEvent gives it a trace

@@ -48,6 +48,8 @@ type Options struct {
 	Admission func() admission.Stats
 	// BulkWaiting reports the bulky requests waiting for their tenant's lane (nil: no gauge).
 	BulkWaiting func() int64
+	// NATS reports the NATS bridge's mirror counters at scrape time (nil: no lark_nats_mirror* families).
+	NATS func() NATSStats
 	// MaxLabelSets caps the distinct (tenant, entrypoint) — or (tenant, quota), or tenant — label
 	// sets of each family (default DefaultMaxLabelSets).
 	MaxLabelSets int
@@ -72,6 +74,7 @@ type Metrics struct {
 	maintenance *prometheus.CounterVec
 	ops         *ops // ops.go
 	dag         *dagFamilies
+	flow        *flow // flow.go
 }
 
 // New builds the metric families and registers them with the Go and process collectors.
@@ -140,6 +143,7 @@ func New(o Options) *Metrics {
 		newLoadCollector(m), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reg.MustRegister(m.newOps()...)
 	m.dag = m.newDAG()
+	m.flow = m.newFlow()
 	if o.Admission != nil {
 		m.reg.MustRegister(newAdmissionCollector(o.Admission))
 	}
@@ -173,6 +177,7 @@ func (m *Metrics) Handler() http.Handler {
 // Created implements writer.Observer.
 func (m *Metrics) Created(rec invocation.Record) {
 	m.started.get(rec.TenantID, rec.EntrypointID).Inc()
+	m.flow.runs.get(rec.TenantID, runTrigger(rec)).Inc()
 }
 
 // Dequeued implements writer.Observer.

@@ -138,6 +138,7 @@ func TestLabelCap(t *testing.T) {
 	}, only(got, "lark_invocations_started_total"))
 	require.Equal(t, map[string]float64{
 		`lark_metrics_labels_dropped_total{metric="lark_invocations_started_total"}`: 4,
+		`lark_metrics_labels_dropped_total{metric="lark_runs_started_total"}`:        3, // (tenant, trigger): t2, t3, t4
 	}, nonZero(only(got, "lark_metrics_labels_dropped_total")), "the rate-limit family has its own cap")
 	require.Equal(t, map[string]float64{`lark_invocations_rate_limited_total{entrypoint="ep",tenant="t9"}`: 1},
 		only(got, "lark_invocations_rate_limited_total"))
@@ -300,4 +301,54 @@ func TestDAGCounters(t *testing.T) {
 		require.Contains(t, got, k)
 		require.Equal(t, v, got[k], k)
 	}
+}
+
+// TestFlowFamilies: runs are labelled by what started them; the NATS bridge's counters are read
+// at scrape time; NATS messages and webhook deliveries are counted by outcome, without a tenant.
+func TestFlowFamilies(t *testing.T) {
+	t.Parallel()
+	stats := metrics.NATSStats{Mirrored: 7, Duplicates: 1, Dropped: 2, Queued: 3}
+	m := metrics.New(metrics.Options{NATS: func() metrics.NATSStats { return stats }})
+	for _, rec := range []invocation.Record{
+		{TenantID: "acme"},
+		{TenantID: "acme", ParentID: "inv_p"},
+		{TenantID: "acme", ParentID: "inv_p", CompensationFor: "inv_p"},
+		{TenantID: "acme", Replay: "inv_r"},
+		{TenantID: "acme", Via: invocation.ViaTrigger},
+		{TenantID: "acme", Via: invocation.ViaTrigger, Origin: invocation.OriginEventTrigger},
+		{TenantID: "acme", Origin: invocation.OriginSchedule},
+		{TenantID: "acme", Origin: invocation.OriginBackfill},
+		{TenantID: "acme", Origin: invocation.OriginWebhook},
+	} {
+		m.Created(rec)
+	}
+	m.NATSMessage("published")
+	m.NATSMessage("refused")
+	m.WebhookDelivery("replayed")
+	got := samples(t, m.Registry())
+	require.Equal(t, map[string]float64{
+		`lark_runs_started_total{tenant="acme",trigger="api"}`:           1,
+		`lark_runs_started_total{tenant="acme",trigger="child"}`:         1,
+		`lark_runs_started_total{tenant="acme",trigger="compensation"}`:  1,
+		`lark_runs_started_total{tenant="acme",trigger="replay"}`:        1,
+		`lark_runs_started_total{tenant="acme",trigger="event_trigger"}`: 2,
+		`lark_runs_started_total{tenant="acme",trigger="schedule"}`:      1,
+		`lark_runs_started_total{tenant="acme",trigger="backfill"}`:      1,
+		`lark_runs_started_total{tenant="acme",trigger="webhook"}`:       1,
+	}, only(got, "lark_runs_started_total"))
+	require.Equal(t, map[string]float64{
+		`lark_nats_messages_total{outcome="published"}`: 1,
+		`lark_nats_messages_total{outcome="refused"}`:   1,
+		`lark_nats_messages_total{outcome="failed"}`:    0,
+	}, only(got, "lark_nats_messages_total"))
+	require.Equal(t, 1.0, got[`lark_webhook_deliveries_total{outcome="replayed"}`])
+	require.Equal(t, 0.0, got[`lark_webhook_deliveries_total{outcome="accepted"}`])
+	require.Equal(t, 7.0, got[`lark_nats_mirrored_total{}`])
+	require.Equal(t, 1.0, got[`lark_nats_mirror_duplicates_total{}`])
+	require.Equal(t, 2.0, got[`lark_nats_mirror_dropped_total{}`])
+	require.Equal(t, 3.0, got[`lark_nats_mirror_queued{}`])
+
+	none := samples(t, metrics.New(metrics.Options{}).Registry())
+	_, found := none[`lark_nats_mirrored_total{}`]
+	require.False(t, found, "without NATS, no bridge families")
 }

@@ -54,10 +54,11 @@ const SpanReceive = "nats.receive"
 
 // Feed keeps the subscriptions of NATS-fed triggers. Its methods are safe for concurrent use.
 type Feed struct {
-	bridge Bridge
-	pub    Publisher
-	log    *slog.Logger
-	tracer trace.Tracer
+	bridge   Bridge
+	pub      Publisher
+	log      *slog.Logger
+	tracer   trace.Tracer
+	observer Observer // SetObserver; nil: none
 
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -240,6 +241,7 @@ func (f *Feed) handler(tenantID, triggerID, typeID string) func(ctx context.Cont
 		ev := events.Event{ID: "nats:" + m.DeliveryID(), TenantID: tenantID, TypeID: typeID, Payload: payload,
 			Source: eventbus.ExternalSourcePrefix + m.Subject, Subject: m.Subject, Time: &at, PublishedBy: "trigger:" + triggerID}
 		_, err := f.pub.PublishExternal(ctx, ev)
+		f.observe(err)
 		var pe *problem.Error
 		if errors.As(err, &pe) && pe.Status < 500 {
 			span.SetStatus(codes.Error, "refused")
@@ -251,6 +253,40 @@ func (f *Feed) handler(tenantID, triggerID, typeID string) func(ctx context.Cont
 			span.SetStatus(codes.Error, "not published")
 		}
 		return err
+	}
+}
+
+// Observer hears of every message a trigger's subscription receives (package metrics implements
+// it), once the events service has answered: outcome is MessagePublished (stored as an event, or
+// already stored: a redelivery), MessageRefused (refused for good and dropped) or MessageFailed
+// (not published now: it is redelivered).
+type Observer interface {
+	NATSMessage(outcome string)
+}
+
+// Observer outcomes.
+const (
+	MessagePublished = "published"
+	MessageRefused   = "refused"
+	MessageFailed    = "failed"
+)
+
+// SetObserver sets the Observer (call it before Start).
+func (f *Feed) SetObserver(o Observer) { f.observer = o }
+
+// observe reports the outcome of publishing one message (err: PublishExternal's).
+func (f *Feed) observe(err error) {
+	if f.observer == nil {
+		return
+	}
+	var pe *problem.Error
+	switch {
+	case err == nil:
+		f.observer.NATSMessage(MessagePublished)
+	case errors.As(err, &pe) && pe.Status < 500:
+		f.observer.NATSMessage(MessageRefused)
+	default:
+		f.observer.NATSMessage(MessageFailed)
 	}
 }
 

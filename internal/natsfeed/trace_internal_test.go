@@ -74,3 +74,27 @@ func TestMessageSpan(t *testing.T) {
 	require.Equal(t, "refused", ended[2].Status().Description)
 	require.Equal(t, codes.Error, ended[3].Status().Code)
 }
+
+// countingObserver counts the outcomes it hears of.
+type countingObserver map[string]int
+
+func (c countingObserver) NATSMessage(outcome string) { c[outcome]++ }
+
+// TestMessageOutcomes: the Observer hears of each message's outcome: published, refused (a 4xx:
+// dropped) or failed (redelivered).
+func TestMessageOutcomes(t *testing.T) {
+	t.Parallel()
+	pub := &recordingPublisher{}
+	f := New(nil, pub, nil, nil)
+	seen := countingObserver{}
+	f.SetObserver(seen)
+	handle := f.handler("acme", "from-nats", "gts.x.core.events.event.v1~vendor.app.orders.placed.v1~")
+	msg := natsbridge.Message{Subject: "ext.orders", Data: []byte(`{"n":1}`), Stream: "EXT", StreamSeq: 1, NumDelivered: 1}
+	require.NoError(t, handle(context.Background(), msg))
+	require.NoError(t, handle(context.Background(), msg))
+	pub.err = problem.BadRequest("not an order")
+	require.NoError(t, handle(context.Background(), msg))
+	pub.err = errors.New("store down")
+	require.Error(t, handle(context.Background(), msg))
+	require.Equal(t, countingObserver{MessagePublished: 2, MessageRefused: 1, MessageFailed: 1}, seen)
+}

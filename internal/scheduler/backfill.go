@@ -133,7 +133,7 @@ func (s *Service) CreateBackfill(ctx context.Context, sc auth.SecurityContext, s
 	if err != nil {
 		return b, problem.Internal(err)
 	}
-	if _, err := s.inv.Plan(ctx, invoke.SystemStart{As: backfillAs(b), EntrypointID: b.EntrypointID, Params: first}); err != nil {
+	if _, err := s.inv.Plan(ctx, invoke.SystemStart{As: backfillAs(b), EntrypointID: b.EntrypointID, Params: first, Origin: invocation.OriginBackfill}); err != nil {
 		return b, err
 	}
 	b.Progress = schedule.Progress{Total: len(parts), Pending: len(parts)}
@@ -592,7 +592,7 @@ func (s *Service) planPartitions(ctx context.Context, b schedule.Backfill, chunk
 				tracing.AttrBackfill.String(b.ID), tracing.AttrScheduledAt.String(p.ScheduledAt.UTC().Format(time.RFC3339Nano)),
 				tracing.AttrInvocation.String(p.InvocationID)))
 			spans = append(spans, span)
-			pl, err := s.inv.Plan(pctx, invoke.SystemStart{As: backfillAs(b), EntrypointID: b.EntrypointID, Params: params})
+			pl, err := s.inv.Plan(pctx, invoke.SystemStart{As: backfillAs(b), EntrypointID: b.EntrypointID, Params: params, Origin: invocation.OriginBackfill})
 			if err != nil {
 				return nil, nil, spans, s.failBackfill(ctx, b, fmt.Sprintf("partition %s cannot start: %v", p.ScheduledAt.Format(time.RFC3339), err))
 			}

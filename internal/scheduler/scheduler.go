@@ -307,7 +307,7 @@ func (s *Service) plan(ctx context.Context, sch schedule.Schedule, override json
 		}
 		params = merged
 	}
-	return s.inv.Plan(ctx, invoke.SystemStart{As: runAs(sch), EntrypointID: sch.EntrypointID, Params: params, CorrelationID: correlation})
+	return s.inv.Plan(ctx, invoke.SystemStart{As: runAs(sch), EntrypointID: sch.EntrypointID, Params: params, CorrelationID: correlation, Origin: invocation.OriginSchedule})
 }
 
 // asOverrides makes the issues of a params validation error point at input_overrides, the field

@@ -463,7 +463,22 @@ func (s *Server) wireExecution(ctx context.Context, schemas *schema.Registry, c 
 func (s *Server) wireMetrics(c clock.Clock, bulk *bulklane.Lanes) {
 	s.Metrics = metrics.New(metrics.Options{Source: s.Store, Clock: c, Logger: s.cfg.Logger, MaxLabelSets: s.cfg.MetricsMaxLabelSets,
 		Slots: func() (int, int) { return s.dispatch.Slots() }, Admission: func() admission.Stats { return s.Gate.Stats() },
-		BulkWaiting: bulk.Waiting})
+		BulkWaiting: bulk.Waiting, NATS: s.natsStats()})
+}
+
+// natsStats reads the NATS bridge's mirror counters for the metrics (nil without NATS; the bridge,
+// opened after the metrics, is read at scrape time).
+func (s *Server) natsStats() func() metrics.NATSStats {
+	if s.cfg.NATS.URL == "" {
+		return nil
+	}
+	return func() metrics.NATSStats {
+		b := s.bridge
+		if b == nil {
+			return metrics.NATSStats{}
+		}
+		return metrics.NATSStats{Mirrored: b.Mirrored(), Duplicates: b.Duplicates(), Dropped: b.Dropped(), Queued: int64(b.Queued())}
+	}
 }
 
 // wireSecrets builds the secrets service and, with a master key, rewraps the values sealed under
@@ -546,7 +561,7 @@ func (s *Server) wireInvoke(schemas *schema.Registry, c clock.Clock, ids idgen.G
 	// The events service delivers events to waiting workflows and, through its subscribers (the
 	// triggers, wired later), starts invocations; r_emit_v1's events go through it.
 	s.Events = eventbus.New(eventbus.Config{Store: s.Store, Schemas: schemas, Waits: waits.Delivery{Wake: s.wakeQueued}, Clock: c, IDs: ids,
-		Logger: cfg.Logger, MaxPayloadBytes: cfg.MaxPayloadBytes, Mirror: s.mirror()})
+		Logger: cfg.Logger, MaxPayloadBytes: cfg.MaxPayloadBytes, Mirror: s.mirror(), Observer: s.Metrics})
 	s.Invoke = invoke.NewService(invoke.Config{Remote: remote, Gate: s.Gate, Store: s.Store, Schemas: schemas, Programs: sandbox.NewCache(1024), Secrets: s.Secrets,
 		Egress: egress.New(egress.Options{AllowLoopback: cfg.UnsafeEgressAllowLoopback, Transport: cfg.EgressTransport}), Clock: c, IDs: ids, Logger: cfg.Logger,
 		Node: cfg.NodeID, Pricing: cfg.Pricing, Observer: s.Metrics, Tracing: s.Tracing, MaxPayloadBytes: cfg.MaxPayloadBytes, Sleep: cfg.Sleep,
@@ -574,7 +589,7 @@ func (s *Server) wireEvents(ctx context.Context, schemas *schema.Registry, c clo
 	cfg := &s.cfg
 	s.Schedules = scheduler.New(s.Store, s.Invoke, scheduler.Options{Clock: c, IDs: ids, Logger: cfg.Logger,
 		Failed: s.Metrics.MaintenanceFailure, FireLag: s.Metrics.FireLag, Tracer: s.Tracing.Tracer(), Announce: s.announce})
-	s.Triggers = eventtrigger.New(s.Store, s.Invoke, eventtrigger.Options{Clock: c, IDs: ids, Logger: cfg.Logger, Failed: s.Metrics.MaintenanceFailure,
+	s.Triggers = eventtrigger.New(s.Store, s.Invoke, eventtrigger.Options{Clock: c, IDs: ids, Logger: cfg.Logger, Failed: s.Metrics.MaintenanceFailure, Observer: s.Metrics,
 		Feeds: s.natsFeeds(), Tracer: s.Tracing.Tracer(), Announce: s.announce})
 	s.Events.Subscribe(s.Triggers)
 	return s.wireWebhooks(ctx, schemas, c, ids)
@@ -602,6 +617,7 @@ func (s *Server) natsFeeds() eventtrigger.Feeds {
 		return nil
 	}
 	s.feed = natsfeed.New(s.bridge, s.Events, s.cfg.Logger, s.Tracing.Tracer())
+	s.feed.SetObserver(s.Metrics)
 	return s.feed
 }
 
@@ -617,7 +633,7 @@ func (s *Server) mirror() func(context.Context, events.Event) {
 // current master key.
 func (s *Server) wireWebhooks(ctx context.Context, schemas *schema.Registry, c clock.Clock, ids idgen.Generator) error {
 	cfg := &s.cfg
-	s.Webhooks = webhookrecv.New(s.Store, s.Invoke, webhookrecv.Options{Clock: c, IDs: ids, Logger: cfg.Logger, Keyring: cfg.Keyring, Schemas: schemas})
+	s.Webhooks = webhookrecv.New(s.Store, s.Invoke, webhookrecv.Options{Clock: c, IDs: ids, Logger: cfg.Logger, Keyring: cfg.Keyring, Schemas: schemas, Observer: s.Metrics})
 	if n, err := webhookrecv.RewrapSecrets(ctx, s.Store, cfg.Keyring); err != nil {
 		return fmt.Errorf("rewrap webhook secrets under the current master key: %w", err)
 	} else if n > 0 {

@@ -17,6 +17,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/invoke"
 	"github.com/larkrun/lark/internal/obs"
 	"github.com/larkrun/lark/internal/problem"
@@ -86,6 +87,7 @@ func (s *Service) Receive(ctx context.Context, req Request) (Accepted, error) {
 		}
 	}
 	if werr != nil || perr != nil || !policy.Enabled || w.Status != webhook.StatusActive {
+		s.observe(OutcomeNotFound)
 		return Accepted{}, notFound()
 	}
 	d := webhook.Delivery{ID: s.o.IDs.New("dlv"), TenantID: w.TenantID, TriggerID: w.ID, ReceivedAt: now, SourceIP: req.Client.String()}
@@ -94,9 +96,22 @@ func (s *Service) Receive(ctx context.Context, req Request) (Accepted, error) {
 		pe := problem.From(ref.err)
 		d.StatusCode, d.Outcome, d.Reason = pe.Status, ref.outcome, ref.reason
 		s.recordRefusal(ctx, d, now)
+		s.observe(ref.outcome)
 		return Accepted{}, ref.err
 	}
+	if acc.Redelivery {
+		s.observe(webhook.OutcomeRedelivered)
+	} else {
+		s.observe(webhook.OutcomeAccepted)
+	}
 	return acc, nil
+}
+
+// observe reports a delivery's outcome to the Observer, when there is one.
+func (s *Service) observe(outcome string) {
+	if s.o.Observer != nil {
+		s.o.Observer.WebhookDelivery(outcome)
+	}
 }
 
 // receive runs the checks of a delivery after the trigger was found (see Receive), in order, and
@@ -257,7 +272,7 @@ func (s *Service) plan(ctx context.Context, w webhook.Trigger, req Request, deli
 	if err != nil {
 		return invoke.Planned{}, &refusal{problem.Internal(err), webhook.OutcomeFailed, "params"}
 	}
-	planned, err := s.inv.Plan(ctx, invoke.SystemStart{As: runAs(w), EntrypointID: w.EntrypointID, Params: params, CorrelationID: obs.CorrelationID(ctx)})
+	planned, err := s.inv.Plan(ctx, invoke.SystemStart{As: runAs(w), EntrypointID: w.EntrypointID, Params: params, CorrelationID: obs.CorrelationID(ctx), Origin: invocation.OriginWebhook})
 	if err != nil {
 		pe := problem.From(err)
 		reason := "the entrypoint refused the start: " + pe.Detail

@@ -94,7 +94,21 @@ type Options struct {
 	Keyring *keyring.Keyring
 	// Schemas compiles payload schemas (user-schema limits).
 	Schemas *schema.Registry
+	// Observer hears of every delivery's outcome (nil: none).
+	Observer Observer
 }
+
+// Observer hears of the outcome of every webhook delivery, once it is answered (package metrics
+// implements it): webhook.OutcomeAccepted, webhook.OutcomeRedelivered, a refusal's outcome
+// (webhook.OutcomeUnauthorized, OutcomeReplayed, OutcomeTooLarge, …), or OutcomeNotFound for a
+// delivery to no active webhook trigger.
+type Observer interface {
+	WebhookDelivery(outcome string)
+}
+
+// OutcomeNotFound is the Observer outcome of a delivery to an unknown tenant, or to an unknown or
+// disabled webhook trigger (404; not recorded as a delivery).
+const OutcomeNotFound = "not_found"
 
 // Store is the store methods the webhook receiver uses (store.Store has them all): the webhook
 // reads, the tenant's policy, and Update for its writes.

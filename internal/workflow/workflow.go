@@ -17,6 +17,7 @@ import (
 	"github.com/larkrun/lark/internal/sandbox"
 	"github.com/larkrun/lark/internal/store"
 	"github.com/larkrun/lark/internal/waits"
+	"github.com/larkrun/lark/internal/writer"
 )
 
 // JournalEventsOf reads the events of rec's current journal: from its last continued_as_new event
@@ -38,6 +39,7 @@ func (s *Engine) Activate(ctx context.Context, c Claim, e entrypoint.Entrypoint,
 	}
 	a := <-c.reply
 	host.EndAttempt(span, a.rec.Status, a.err)
+	s.cfg.Host.Writer.AttemptEnded(rec, "workflow", writer.ActivationOutcome(a.rec.Status, a.err))
 	return a.rec, a.err
 }
 

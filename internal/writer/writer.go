@@ -115,6 +115,40 @@ func (w *Writer) Logger() *slog.Logger { return w.logger }
 // Observer is the writer's Observer (NopObserver by default).
 func (w *Writer) Observer() Observer { return w.observer }
 
+// AttemptObserver hears of the end of every attempt the engine runs (a function attempt, a
+// workflow or DAG activation), as its span ends; an Observer that is one (package metrics) is
+// told through Writer.AttemptEnded. kind is "function", "workflow" or "dag"; outcome is the
+// attempt's (succeeded, retry_scheduled, failed, suspended for functions; the status the
+// activation left for workflows and DAGs; "lost" for a remote attempt whose worker went away;
+// "error" when it could not be recorded).
+type AttemptObserver interface {
+	AttemptEnded(rec invocation.Record, kind, outcome string)
+}
+
+// AttemptEnded reports the end of one attempt of rec to the Observer, when it is an
+// AttemptObserver (nil: nothing).
+func (w *Writer) AttemptEnded(rec invocation.Record, kind, outcome string) {
+	if w == nil {
+		return
+	}
+	if a, ok := w.observer.(AttemptObserver); ok {
+		a.AttemptEnded(rec, kind, outcome)
+	}
+}
+
+// ActivationOutcome is the outcome a workflow or DAG activation reports to the metrics
+// (writer.AttemptObserver): the status it left the invocation in ("queued": a retry was
+// scheduled), or "error" when it could not be recorded.
+func ActivationOutcome(status invocation.Status, err error) string {
+	switch {
+	case err != nil:
+		return "error"
+	case status == invocation.StatusQueued:
+		return "retry_scheduled"
+	}
+	return string(status)
+}
+
 // Wake wakes this node's dispatcher.
 func (w *Writer) Wake() { w.wake() }
 
