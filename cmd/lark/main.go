@@ -32,6 +32,7 @@ import (
 	"github.com/larkrun/lark/internal/store"
 	"github.com/larkrun/lark/internal/store/pgstore"
 	"github.com/larkrun/lark/internal/tracing"
+	"github.com/larkrun/lark/internal/workerhub"
 	"github.com/larkrun/lark/internal/workerproto"
 )
 
@@ -59,6 +60,7 @@ type flags struct {
 	workers                     int
 	remoteWorkers               bool
 	workerKeys                  []string
+	workerKeyTenants            []string
 	heartbeatInterval           time.Duration
 	heartbeatTimeout            time.Duration
 	retention                   time.Duration
@@ -194,6 +196,7 @@ func (f *flags) bindStoreFlags(c *cobra.Command) {
 func (f *flags) bindExecutionFlags(c *cobra.Command) {
 	c.Flags().IntVar(&f.workers, "workers", 64, "concurrent async executions in this process")
 	c.Flags().BoolVar(&f.remoteWorkers, "remote-workers", false, "run async function attempts in remote workers (lark worker) instead of here; needs --worker-key")
+	c.Flags().StringArrayVar(&f.workerKeyTenants, "worker-key-tenants", nil, "kid=tenant1,tenant2: the worker key kid takes, reports on and resolves secrets for those tenants' tasks only (repeatable; a key not named takes every tenant's)")
 	c.Flags().StringArrayVar(&f.workerKeys, "worker-key", nil, "a worker key id:secret (secret at least 16 bytes) accepted on the worker routes; repeat during a rotation, the first one signs (env LARK_WORKER_KEYS, comma-separated)")
 	c.Flags().DurationVar(&f.heartbeatInterval, "worker-heartbeat-interval", 30*time.Second, "how often remote workers heartbeat")
 	c.Flags().DurationVar(&f.heartbeatTimeout, "worker-heartbeat-timeout", 5*time.Minute, "how long without a heartbeat before a remote worker's tasks are given up and their leases left to expire")
@@ -249,6 +252,13 @@ func (f *flags) config(admin string, log *slog.Logger) (server.Config, error) {
 			return cfg, fmt.Errorf("--worker-key: %w", err)
 		}
 		cfg.WorkerKeys = ks
+	}
+	if len(f.workerKeyTenants) > 0 {
+		b, err := workerhub.ParseBindings(f.workerKeyTenants)
+		if err != nil {
+			return cfg, fmt.Errorf("--worker-key-tenants: %w", err)
+		}
+		cfg.WorkerKeyTenants = b
 	}
 	if f.nats != "" {
 		cfg.NATS = natsbridge.Config{URL: f.nats, Logger: log}

@@ -78,6 +78,9 @@ type Config struct {
 	WorkerHub   *workerhub.Service
 	WorkerKeys  *workerproto.Keyset
 	WorkerClock clock.Clock
+	// WorkerNonces remembers the nonces of the worker envelopes that change something beyond a
+	// restart (nil: in memory only, as heartbeats' always are).
+	WorkerNonces NonceStore
 	Audit       AuditLister
 	Ready       Pinger
 	IDs         idgen.Generator

@@ -6,13 +6,22 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/larkrun/lark/internal/problem"
+	"github.com/larkrun/lark/internal/workerhub"
 	"github.com/larkrun/lark/internal/workerproto"
 )
+
+// NonceStore remembers worker envelope nonces durably (the store: Tx.UseNonce), so that a captured
+// envelope that changes something (a poll, a result, a secret request) is refused after a restart
+// too; heartbeats change nothing and are checked in memory only.
+type NonceStore interface {
+	UseNonce(ctx context.Context, nonce string, expires time.Time) (bool, error)
+}
 
 // workerEnvelopeTTL is how long the server's signed answers to workers stay valid.
 const workerEnvelopeTTL = workerproto.DefaultLifetime
@@ -62,7 +71,19 @@ func (s *Server) verifyEnvelope(next http.Handler) http.Handler {
 			s.problem(w, r, problem.Unauthorized("envelope refused: %v", err))
 			return
 		}
+		if s.cfg.WorkerNonces != nil && !strings.HasSuffix(r.URL.Path, workerproto.PathHeartbeat) {
+			fresh, err := s.cfg.WorkerNonces.UseNonce(r.Context(), env.Nonce, time.Unix(env.Exp, 0))
+			if err != nil {
+				s.problem(w, r, problem.Internal(err)) // a store outage answers 503 (s.problem maps it)
+				return
+			}
+			if !fresh {
+				s.problem(w, r, problem.Unauthorized("envelope refused: %v", workerproto.ErrReplayed))
+				return
+			}
+		}
 		ctx := context.WithValue(context.WithValue(r.Context(), workerBodyKey{}, []byte(env.Body)), workerKeyID{}, env.KeyID)
+		ctx = workerhub.WithKey(ctx, env.KeyID) // the key's tenant bindings
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
@@ -125,7 +146,7 @@ func (s *Server) workerHeartbeat(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, err)
 		return
 	}
-	reply, err := s.cfg.WorkerHub.Heartbeat(hb)
+	reply, err := s.cfg.WorkerHub.Heartbeat(r.Context(), hb)
 	if err != nil {
 		s.problem(w, r, err)
 		return
@@ -139,7 +160,7 @@ func (s *Server) workerResult(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, err)
 		return
 	}
-	if err := s.cfg.WorkerHub.Result(chi.URLParam(r, "task_id"), res); err != nil {
+	if err := s.cfg.WorkerHub.Result(r.Context(), chi.URLParam(r, "task_id"), res); err != nil {
 		s.problem(w, r, err)
 		return
 	}

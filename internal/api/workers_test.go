@@ -18,6 +18,7 @@ import (
 	"github.com/larkrun/lark/internal/egress"
 	"github.com/larkrun/lark/internal/server"
 	"github.com/larkrun/lark/internal/workerclient"
+	"github.com/larkrun/lark/internal/workerhub"
 	"github.com/larkrun/lark/internal/workerproto"
 )
 
@@ -505,4 +506,80 @@ func TestWorkerKeyRotation(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestWorkerKeyBoundToTenants: a key bound to tenants (server.Config.WorkerKeyTenants) is handed
+// only their tasks; another tenant's task waits for a key that may take it, and the bound key
+// cannot report on it.
+func TestWorkerKeyBoundToTenants(t *testing.T) {
+	t.Parallel()
+	bound, err := workerproto.ParseKeys([]string{"wkb:bound-secret-0123456789"})
+	require.NoError(t, err)
+	all, err := workerproto.ParseKeys([]string{"wka:any-secret-0123456789"})
+	require.NoError(t, err)
+	both, err := workerproto.ParseKeys([]string{"wka:any-secret-0123456789", "wkb:bound-secret-0123456789"})
+	require.NoError(t, err)
+	e := newEnv(t, func(c *server.Config) {
+		c.RemoteWorkers, c.WorkerKeys = true, both
+		c.HeartbeatInterval, c.HeartbeatTimeout = 50*time.Millisecond, 5*time.Second
+		c.WorkerKeyTenants = workerhub.Bindings{"wkb": {"t-mine": true}}
+	})
+	invDispatcher(t, e)
+	other := invTenant(t, e, "t-other")
+	fn := e.registerActive(t, other, invFn(t, "bound.noop.v1~", "def main(ctx, input):\n    return {}\n"))["entrypoint_id"].(string)
+	inv := invID(invAsync(t, e, other, fn, obj{}, nil))
+	poll := workerproto.PollRequest{WorkerID: "w-bound", MaxTasks: 4, WaitMS: 300, Starlark: true}
+	var reply workerproto.PollReply
+	require.Equal(t, http.StatusOK, workerPost(t, e, bound, workerproto.PathPoll, poll, &reply).Status)
+	require.Empty(t, reply.Tasks, "the bound key is not handed another tenant's task")
+	poll.WorkerID = "w-any"
+	require.Equal(t, http.StatusOK, workerPost(t, e, all, workerproto.PathPoll, poll, &reply).Status)
+	require.Len(t, reply.Tasks, 1)
+	task := reply.Tasks[0]
+	require.Equal(t, inv, task.InvocationID)
+	// The bound key cannot report on it, even naming the worker that took it.
+	res := workerproto.Result{TaskID: task.ID, WorkerID: "w-any", LeaseOwner: task.LeaseOwner, Output: json.RawMessage(`{}`)}
+	path := strings.Replace(workerproto.PathResult, "{task_id}", task.ID, 1)
+	require.Equal(t, http.StatusNotFound, workerPost(t, e, bound, path, res, nil).Status)
+	require.Equal(t, http.StatusOK, workerPost(t, e, all, path, res, nil).Status)
+	require.Equal(t, "succeeded", invWait(t, e, other, inv, "succeeded", "failed")["status"])
+}
+
+// TestWorkerEnvelopeReplayAfterRestart: a captured poll envelope is refused by the server that
+// answered it and, after a restart, by the next one (its nonce is in the store until the envelope
+// expires); a heartbeat's nonce is remembered in memory only.
+func TestWorkerEnvelopeReplayAfterRestart(t *testing.T) {
+	t.Parallel()
+	ks := workerKeys(t)
+	dir, st := t.TempDir(), testStore(t)
+	start := func() *env {
+		srv, err := server.New(context.Background(), server.Config{DataDir: dir, Store: st, AdminToken: operator, RemoteWorkers: true,
+			WorkerKeys: ks, HeartbeatInterval: 50 * time.Millisecond, HeartbeatTimeout: 5 * time.Second})
+		require.NoError(t, err)
+		e := &env{srv: srv, ts: httptest.NewServer(checked(t, srv.Handler()))}
+		e.client = e.ts.Client()
+		return e
+	}
+	poll, err := ks.Sign(workerproto.PollRequest{WorkerID: "w1", MaxTasks: 1, Starlark: true}, time.Now(), time.Minute)
+	require.NoError(t, err)
+	beat, err := ks.Sign(workerproto.Heartbeat{WorkerID: "w1", Tasks: []string{}}, time.Now(), time.Minute)
+	require.NoError(t, err)
+	e := start()
+	var reply workerproto.PollReply
+	require.Equal(t, http.StatusOK, workerPostRaw(t, e, ks, workerproto.PathPoll, poll, &reply).Status)
+	require.Equal(t, http.StatusOK, workerPostRaw(t, e, ks, workerproto.PathHeartbeat, beat, nil).Status)
+	require.Equal(t, http.StatusUnauthorized, workerPostRaw(t, e, ks, workerproto.PathPoll, poll, nil).Status)
+	e.ts.Close()
+	require.NoError(t, e.srv.Close())
+
+	e = start()
+	defer func() {
+		e.ts.Close()
+		require.NoError(t, e.srv.Close())
+	}()
+	r := workerPostRaw(t, e, ks, workerproto.PathPoll, poll, nil)
+	require.Equal(t, http.StatusUnauthorized, r.Status, "a captured poll replayed after a restart")
+	require.Contains(t, r.Body["detail"], "nonce already seen")
+	require.Equal(t, http.StatusOK, workerPostRaw(t, e, ks, workerproto.PathHeartbeat, beat, nil).Status,
+		"a heartbeat changes nothing: its nonce is not kept across restarts")
 }

@@ -145,6 +145,9 @@ type Config struct {
 	RemoteWorkers                       bool
 	WorkerKeys                          *workerproto.Keyset
 	HeartbeatInterval, HeartbeatTimeout time.Duration
+	// WorkerKeyTenants binds worker keys to tenants (workerhub.Bindings: a key it names takes only
+	// its tenants' tasks; ParseWorkerKeyTenants reads the flag's form).
+	WorkerKeyTenants workerhub.Bindings
 	// DispatchPoll is the dispatcher's longest sleep between two claims when nothing woke it (default
 	// 1 s): the fallback for work queued by another node whose wake-up was lost.
 	DispatchPoll time.Duration
@@ -507,7 +510,8 @@ func (s *Server) wireWorkerHub(schemas *schema.Registry, c clock.Clock) (executi
 	var remote execution.Remote
 	if cfg.WorkerKeys != nil {
 		s.WorkerHub = workerhub.New(workerhub.Config{Functions: cfg.RemoteWorkers, HeartbeatInterval: cfg.HeartbeatInterval,
-			HeartbeatTimeout: cfg.HeartbeatTimeout, Runner: &run.Runner{Schemas: schemas, Clock: c}, Clock: c, Logger: cfg.Logger, Secrets: s.Secrets})
+			HeartbeatTimeout: cfg.HeartbeatTimeout, Runner: &run.Runner{Schemas: schemas, Clock: c}, Clock: c, Logger: cfg.Logger, Secrets: s.Secrets,
+			Bindings: cfg.WorkerKeyTenants})
 		remote = s.WorkerHub
 	}
 	return remote, nil
@@ -666,9 +670,23 @@ func (s *Server) apiHandler(c clock.Clock, ids idgen.Generator, bulk *bulklane.L
 		TrustedProxies: cfg.TrustedProxies, StoreWriteWait: cfg.StoreWriteWait, Events: s.Events, Triggers: s.Triggers, Audit: st, Ready: st,
 		IDs: ids, Logger: cfg.Logger, MaxBody: cfg.MaxBody, Metrics: s.Metrics.Handler(), MetricsPublic: cfg.MetricsPublic,
 		MaxInFlight: cfg.MaxInFlight, MaxInFlightBytes: cfg.MaxInFlightBytes,
-		BulkBytes: cfg.BulkBytes, BulkWait: cfg.BulkWait, Bulk: bulk, WriteTimeout: cfg.WriteTimeout, WorkerHub: s.WorkerHub, WorkerKeys: cfg.WorkerKeys, WorkerClock: c,
+		BulkBytes: cfg.BulkBytes, BulkWait: cfg.BulkWait, Bulk: bulk, WriteTimeout: cfg.WriteTimeout, WorkerHub: s.WorkerHub, WorkerKeys: cfg.WorkerKeys, WorkerClock: c, WorkerNonces: workerNonces{st},
 		Tracing: s.Tracing, HTTPMetrics: s.Metrics, AccessLogOff: cfg.Telemetry.AccessLogOff, LogLevel: cfg.Telemetry.LogLevel,
 		MaxPageBytes: cfg.MaxPageBytes, Assets: assetops.New(st, s.Blobs, assetops.Options{Clock: c, IDs: ids, Logger: cfg.Logger})}).Handler()
+}
+
+// workerNonces is the store as the worker routes' durable nonce memory (api.NonceStore).
+type workerNonces struct{ st store.Store }
+
+// UseNonce implements api.NonceStore.
+func (n workerNonces) UseNonce(ctx context.Context, nonce string, expires time.Time) (bool, error) {
+	var fresh bool
+	err := n.st.Update(ctx, func(tx store.Tx) error {
+		var err error
+		fresh, err = tx.UseNonce(nonce, expires)
+		return err
+	})
+	return fresh, err
 }
 
 // Handler is the HTTP handler (for tests that serve it themselves).

@@ -409,8 +409,11 @@ type IdempotencyTx interface {
 	PutIdempotencyKey(r IdempotencyRecord) error
 	// PutCachedInvocation stores a response-cache entry (replacing any previous one under its key).
 	PutCachedInvocation(e CacheEntry) error
-	// PurgeExpired deletes idempotency keys and cache entries that expired before now.
+	// PurgeExpired deletes idempotency keys, cache entries and worker nonces that expired before now.
 	PurgeExpired(now time.Time) (int64, error)
+	// UseNonce records a worker envelope's nonce until expires and reports whether it was new (false:
+	// a replay, nothing changed).
+	UseNonce(nonce string, expires time.Time) (bool, error)
 }
 
 // EventTx publishes events and keeps the workflows' waits for them: which waits exist and which

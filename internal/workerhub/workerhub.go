@@ -63,6 +63,53 @@ type Config struct {
 	// is assigned to (PathSecret); nil refuses them (the request fails as on a server without a
 	// master key).
 	Secrets SecretSource
+	// Bindings restricts worker keys to tenants (nil: every key takes every tenant's tasks).
+	Bindings Bindings
+}
+
+// Bindings restricts worker keys to tenants: a key it names takes, reports on and resolves secrets
+// for the tasks of its tenants only; a key it does not name, every tenant's.
+type Bindings map[string]map[string]bool
+
+// Allows reports whether the worker key kid may handle a task of tenantID.
+func (b Bindings) Allows(kid, tenantID string) bool {
+	ts, ok := b[kid]
+	return !ok || ts[tenantID]
+}
+
+// ParseBindings reads bindings written "kid=tenant1,tenant2" (one per key; a key given twice adds
+// the tenants): the form of lark serve's --worker-key-tenants.
+func ParseBindings(specs []string) (Bindings, error) {
+	b := Bindings{}
+	for _, spec := range specs {
+		kid, list, ok := strings.Cut(strings.TrimSpace(spec), "=")
+		if !ok || kid == "" || list == "" {
+			return nil, fmt.Errorf("worker key tenants %q: want kid=tenant1,tenant2", spec)
+		}
+		if b[kid] == nil {
+			b[kid] = map[string]bool{}
+		}
+		for _, t := range strings.Split(list, ",") {
+			if t = strings.TrimSpace(t); t != "" {
+				b[kid][t] = true
+			}
+		}
+	}
+	return b, nil
+}
+
+type keyCtx struct{}
+
+// WithKey returns ctx carrying the id of the worker key a request was signed with (the API's
+// envelope check sets it); the service holds the request to that key's Bindings.
+func WithKey(ctx context.Context, kid string) context.Context {
+	return context.WithValue(ctx, keyCtx{}, kid)
+}
+
+// allows reports whether the key of ctx may handle a task of tenantID.
+func (s *Service) allows(ctx context.Context, tenantID string) bool {
+	kid, _ := ctx.Value(keyCtx{}).(string)
+	return s.cfg.Bindings.Allows(kid, tenantID)
 }
 
 // SecretSource resolves a tenant's secrets for one invocation (internal/secrets implements it).
@@ -327,7 +374,7 @@ func (s *Service) Poll(ctx context.Context, req workerproto.PollRequest) (worker
 			// when it serves their definition.
 			fits := (t.wire.Kind == workerproto.KindStarlark && req.Starlark) || (t.wire.Kind == workerproto.KindAdapterRef && serves[t.wire.DefinitionID])
 			// A task whose lease no longer covers its timeout is not handed out (Run gives it up).
-			fits = fits && t.ra.Attempt.Lease.ExpiresAt.Sub(now) >= t.ra.Run.Limits.Timeout
+			fits = fits && t.ra.Attempt.Lease.ExpiresAt.Sub(now) >= t.ra.Run.Limits.Timeout && s.allows(ctx, t.wire.TenantID)
 			if !fits || len(reply.Tasks) >= req.MaxTasks {
 				kept = append(kept, t)
 				continue
@@ -356,7 +403,7 @@ func (s *Service) Poll(ctx context.Context, req workerproto.PollRequest) (worker
 
 // Heartbeat records that worker hb.WorkerID runs hb.Tasks, in memory only, and answers which of
 // them to cancel and which the server no longer knows.
-func (s *Service) Heartbeat(hb workerproto.Heartbeat) (workerproto.HeartbeatReply, error) {
+func (s *Service) Heartbeat(ctx context.Context, hb workerproto.Heartbeat) (workerproto.HeartbeatReply, error) {
 	if err := checkWorkerID(hb.WorkerID); err != nil {
 		return workerproto.HeartbeatReply{}, err
 	}
@@ -372,7 +419,7 @@ func (s *Service) Heartbeat(hb workerproto.Heartbeat) (workerproto.HeartbeatRepl
 	defer s.mu.Unlock()
 	for _, id := range hb.Tasks {
 		t, ok := s.tasks[id]
-		if !ok || t.worker != hb.WorkerID {
+		if !ok || t.worker != hb.WorkerID || !s.allows(ctx, t.wire.TenantID) {
 			reply.Unknown = append(reply.Unknown, id)
 			continue
 		}
@@ -392,10 +439,10 @@ func (s *Service) Heartbeat(hb workerproto.Heartbeat) (workerproto.HeartbeatRepl
 // output checked against the payload bound and the returns schema, an error under the retry
 // policy), and execution completes it with the lease check. A task the server no longer knows
 // answers 404 (its attempt was given up; the lease moved or runs out).
-func (s *Service) Result(taskID string, res workerproto.Result) error {
+func (s *Service) Result(ctx context.Context, taskID string, res workerproto.Result) error {
 	s.mu.Lock()
 	t, ok := s.tasks[taskID]
-	if ok && (t.worker != res.WorkerID || res.TaskID != taskID || t.ra.Attempt.Lease.Owner != res.LeaseOwner) {
+	if ok && (t.worker != res.WorkerID || res.TaskID != taskID || t.ra.Attempt.Lease.Owner != res.LeaseOwner || !s.allows(ctx, t.wire.TenantID)) {
 		ok = false
 	}
 	s.mu.Unlock()
@@ -425,7 +472,8 @@ func (s *Service) Secret(ctx context.Context, taskID string, req workerproto.Sec
 	}
 	s.mu.Lock()
 	t, ok := s.tasks[taskID]
-	ok = ok && req.TaskID == taskID && t.worker == req.WorkerID && t.ra.Attempt.Lease.Owner == req.LeaseOwner && !t.canceled
+	ok = ok && req.TaskID == taskID && t.worker == req.WorkerID && t.ra.Attempt.Lease.Owner == req.LeaseOwner && !t.canceled &&
+		s.allows(ctx, t.wire.TenantID)
 	s.mu.Unlock()
 	if !ok {
 		return workerproto.SecretReply{}, problem.NotFound("task %s not found", taskID)

@@ -85,11 +85,11 @@ func TestPollRouting(t *testing.T) {
 	require.Contains(t, star1[0].Source, "def main")
 
 	// Results: the server decides the outcome.
-	require.NoError(t, s.Result(got[0].ID, workerproto.Result{TaskID: got[0].ID, WorkerID: "w1", LeaseOwner: "node/1/1", Output: json.RawMessage(`{"x":1}`)}))
+	require.NoError(t, s.Result(context.Background(), got[0].ID, workerproto.Result{TaskID: got[0].ID, WorkerID: "w1", LeaseOwner: "node/1/1", Output: json.RawMessage(`{"x":1}`)}))
 	res := <-ref
 	require.Equal(t, outcome.Succeeded, res.Outcome.Kind)
 	require.JSONEq(t, `{"x":1}`, string(res.Outcome.Output))
-	require.NoError(t, s.Result(star1[0].ID, workerproto.Result{TaskID: star1[0].ID, WorkerID: "w2", LeaseOwner: "node/1/1",
+	require.NoError(t, s.Result(context.Background(), star1[0].ID, workerproto.Result{TaskID: star1[0].ID, WorkerID: "w2", LeaseOwner: "node/1/1",
 		Error: &workerproto.Error{TypeID: sandbox.ErrRuntime, Category: "retryable", Message: "boom"}}))
 	res = <-star
 	require.Equal(t, outcome.RetryScheduled, res.Outcome.Kind, "a retryable error under max_attempts 3 is retried")
@@ -106,7 +106,7 @@ func TestBounds(t *testing.T) {
 	require.Error(t, err)
 	_, err = s.Poll(context.Background(), workerproto.PollRequest{WorkerID: "w", MaxTasks: 1, Definitions: make([]string, workerproto.MaxDefinitions+1)})
 	require.Error(t, err)
-	_, err = s.Heartbeat(workerproto.Heartbeat{WorkerID: "w", Tasks: make([]string, workerproto.MaxTasksPerHeartbeat+1)})
+	_, err = s.Heartbeat(context.Background(), workerproto.Heartbeat{WorkerID: "w", Tasks: make([]string, workerproto.MaxTasksPerHeartbeat+1)})
 	require.Error(t, err)
 
 	ch := start(s, remoteAttempt("inv_b", "", time.Now().Add(time.Hour)))
@@ -116,12 +116,12 @@ func TestBounds(t *testing.T) {
 	ok := workerproto.Result{TaskID: id, WorkerID: "w", LeaseOwner: "node/1/1"}
 	// Wrong worker, wrong lease, unknown task: 404.
 	for _, r := range []workerproto.Result{{TaskID: id, WorkerID: "x", LeaseOwner: "node/1/1"}, {TaskID: id, WorkerID: "w", LeaseOwner: "other"}} {
-		require.True(t, errors.As(s.Result(id, r), &pe) && pe.Status == 404)
+		require.True(t, errors.As(s.Result(context.Background(), id, r), &pe) && pe.Status == 404)
 	}
 	// An error without a type, a timeline over the bound, output that is not JSON: 422.
 	bad := ok
 	bad.Error = &workerproto.Error{Message: "x"}
-	require.True(t, errors.As(s.Result(id, bad), &pe) && pe.Status == 422)
+	require.True(t, errors.As(s.Result(context.Background(), id, bad), &pe) && pe.Status == 422)
 	big := make([]map[string]any, MaxTimelineEntries+1)
 	for i := range big {
 		big[i] = map[string]any{"type": "log"}
@@ -129,15 +129,15 @@ func TestBounds(t *testing.T) {
 	bad = ok
 	bad.Timeline, err = json.Marshal(big)
 	require.NoError(t, err)
-	require.True(t, errors.As(s.Result(id, bad), &pe) && pe.Status == 422)
+	require.True(t, errors.As(s.Result(context.Background(), id, bad), &pe) && pe.Status == 422)
 	bad = ok
 	bad.Output = json.RawMessage(`{`)
-	require.True(t, errors.As(s.Result(id, bad), &pe) && pe.Status == 422)
+	require.True(t, errors.As(s.Result(context.Background(), id, bad), &pe) && pe.Status == 422)
 	// Interrupted: a retryable runtime error.
 	in := ok
 	in.Interrupted = true
 	in.Timeline = json.RawMessage(`[{"type":"log","data":{"message":"hi"}},{"type":"journal_entry","data":{}}]`)
-	require.NoError(t, s.Result(id, in))
+	require.NoError(t, s.Result(context.Background(), id, in))
 	res := <-ch
 	require.Equal(t, outcome.RetryScheduled, res.Outcome.Kind)
 	require.Equal(t, "retryable", res.Outcome.Err.Category)
@@ -162,7 +162,7 @@ func TestLostWorker(t *testing.T) {
 		require.FailNow(t, "the task was never given up")
 	}
 	require.Equal(t, int64(1), s.Stats().Lost)
-	hb, err := s.Heartbeat(workerproto.Heartbeat{WorkerID: "w", Tasks: []string{tasks[0].ID}})
+	hb, err := s.Heartbeat(context.Background(), workerproto.Heartbeat{WorkerID: "w", Tasks: []string{tasks[0].ID}})
 	require.NoError(t, err)
 	require.Equal(t, []string{tasks[0].ID}, hb.Unknown)
 }
@@ -236,4 +236,19 @@ func queuedTasks(s *Service) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.queue)
+}
+
+// TestParseBindings: "kid=t1,t2" binds a key to tenants; a key given twice adds; a bad form is refused.
+func TestParseBindings(t *testing.T) {
+	t.Parallel()
+	b, err := ParseBindings([]string{"wk1=acme, globex", "wk1=initech", "wk2=umbrella"})
+	require.NoError(t, err)
+	require.True(t, b.Allows("wk1", "globex"))
+	require.True(t, b.Allows("wk1", "initech"))
+	require.False(t, b.Allows("wk1", "umbrella"))
+	require.True(t, b.Allows("wk3", "umbrella"), "a key not named takes every tenant's tasks")
+	for _, bad := range []string{"wk1", "=acme", "wk1="} {
+		_, err := ParseBindings([]string{bad})
+		require.Error(t, err, bad)
+	}
 }

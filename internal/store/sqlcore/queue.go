@@ -306,7 +306,8 @@ func (s *Reader) CachedInvocation(ctx context.Context, key string, now time.Time
 // PurgeExpired implements store.Tx.
 func (t *Tx) PurgeExpired(now time.Time) (int64, error) {
 	var total int64
-	for _, q := range []string{"DELETE FROM idempotency_keys WHERE expires_at <= ?", "DELETE FROM response_cache WHERE expires_at <= ?"} {
+	for _, q := range []string{"DELETE FROM idempotency_keys WHERE expires_at <= ?", "DELETE FROM response_cache WHERE expires_at <= ?",
+		"DELETE FROM worker_nonces WHERE expires_at <= ?"} {
 		res, err := t.Q.ExecContext(bg, q, TS(now))
 		if err != nil {
 			return total, err
@@ -315,6 +316,17 @@ func (t *Tx) PurgeExpired(now time.Time) (int64, error) {
 		total += n
 	}
 	return total, nil
+}
+
+// UseNonce implements store.Tx.
+func (t *Tx) UseNonce(nonce string, expires time.Time) (bool, error) {
+	res, err := t.Q.ExecContext(bg, "INSERT INTO worker_nonces (nonce, expires_at) VALUES (?, ?) ON CONFLICT (nonce) DO NOTHING",
+		nonce, TS(expires))
+	if err != nil {
+		return false, err
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
 }
 
 var invocationFields = odata.Schema{

@@ -44,6 +44,7 @@ func Run(t *testing.T, f Factory) {
 		"InvocationEventLog":        testInvocationEventLog,
 		"InvocationHead":            testInvocationHead,
 		"LeaseOwners":               testLeaseOwners,
+		"WorkerNonces":              testWorkerNonces,
 		"InvocationIsolation":       testInvocationIsolation,
 		"InvocationInFlight":        testInvocationInFlight,
 		"TenantLoads":               testTenantLoads,
@@ -579,6 +580,27 @@ func testLeaseOwners(t *testing.T, s store.Store) {
 	got, err := s.LeaseOwners(context.Background(), []string{"inv_l1", "inv_l2", "inv_none"})
 	require.NoError(t, err)
 	require.Equal(t, map[string]string{"inv_l1": "n1/1/1", "inv_l2": ""}, got)
+}
+
+// testWorkerNonces: a nonce is new once; it is purged once expired, with the other expired keys.
+func testWorkerNonces(t *testing.T, s store.Store) {
+	use := func(nonce string, exp time.Time) (fresh bool) {
+		update(t, s, func(tx store.Tx) error {
+			var err error
+			fresh, err = tx.UseNonce(nonce, exp)
+			return err
+		})
+		return fresh
+	}
+	require.True(t, use("n1", t0.Add(time.Minute)))
+	require.False(t, use("n1", t0.Add(time.Minute)), "a nonce is new once")
+	require.True(t, use("n2", t0.Add(time.Hour)))
+	update(t, s, func(tx store.Tx) error {
+		_, err := tx.PurgeExpired(t0.Add(2 * time.Minute))
+		return err
+	})
+	require.True(t, use("n1", t0.Add(3*time.Minute)), "purged once expired")
+	require.False(t, use("n2", t0.Add(time.Hour)), "not purged before it expires")
 }
 
 func testInvocationEventLog(t *testing.T, s store.Store) {
