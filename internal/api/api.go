@@ -81,11 +81,11 @@ type Config struct {
 	// WorkerNonces remembers the nonces of the worker envelopes that change something beyond a
 	// restart (nil: in memory only, as heartbeats' always are).
 	WorkerNonces NonceStore
-	Audit       AuditLister
-	Ready       Pinger
-	IDs         idgen.Generator
-	Logger      *slog.Logger
-	MaxBody     int64
+	Audit        AuditLister
+	Ready        Pinger
+	IDs          idgen.Generator
+	Logger       *slog.Logger
+	MaxBody      int64
 	// Metrics, when set, is served at GET /metrics: to the platform operator's token only, since it
 	// names every tenant, unless MetricsPublic.
 	Metrics       http.Handler
