@@ -606,7 +606,8 @@ func (s *Server) mirror() func(context.Context, events.Event) {
 // current master key.
 func (s *Server) wireWebhooks(ctx context.Context, schemas *schema.Registry, c clock.Clock, ids idgen.Generator) error {
 	cfg := &s.cfg
-	s.Webhooks = webhookrecv.New(s.Store, s.Invoke, webhookrecv.Options{Clock: c, IDs: ids, Logger: cfg.Logger, Keyring: cfg.Keyring, Schemas: schemas})
+	s.Webhooks = webhookrecv.New(s.Store, s.Invoke, webhookrecv.Options{Clock: c, IDs: ids, Logger: cfg.Logger, Keyring: cfg.Keyring, Schemas: schemas,
+		Secrets: s.Secrets})
 	if n, err := webhookrecv.RewrapSecrets(ctx, s.Store, cfg.Keyring); err != nil {
 		return fmt.Errorf("rewrap webhook secrets under the current master key: %w", err)
 	} else if n > 0 {

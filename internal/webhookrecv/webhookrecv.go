@@ -94,6 +94,9 @@ type Options struct {
 	Keyring *keyring.Keyring
 	// Schemas compiles payload schemas (user-schema limits).
 	Schemas *schema.Registry
+	// Secrets resolves 002's authentication.secret_ref: the tenant secret whose value becomes a
+	// new trigger's secret (nil: secret_ref answers 503).
+	Secrets SecretSource
 }
 
 // Store is the store methods the webhook receiver uses (store.Store has them all): the webhook
@@ -138,20 +141,25 @@ func New(st Store, inv Invoker, o Options) *Service {
 // into. The read-only members of the resource are accepted and ignored, so a GET body can be PUT
 // back.
 type Spec struct {
-	WebhookTriggerID string                  `json:"webhook_trigger_id,omitempty"`
-	Name             string                  `json:"name"`
-	EntrypointID     string                  `json:"entrypoint_id"`
-	Authentication   *webhook.Authentication `json:"authentication"`
-	AllowedSources   []string                `json:"allowed_sources"`
-	PayloadSchema    json.RawMessage         `json:"payload_schema,omitempty"`
-	MaxBodyBytes     *int64                  `json:"max_body_bytes,omitempty"`
-	RateLimit        *webhook.RateLimit      `json:"rate_limit,omitempty"`
-	ForwardHeaders   []string                `json:"forward_headers"`
-	ExecutionContext string                  `json:"execution_context"`
-	Status           string                  `json:"status"`
+	WebhookTriggerID string              `json:"webhook_trigger_id,omitempty"`
+	Name             string              `json:"name"`
+	EntrypointID     string              `json:"entrypoint_id"`
+	Authentication   *SpecAuthentication `json:"authentication"`
+	AllowedSources   []string            `json:"allowed_sources"`
+	PayloadSchema    json.RawMessage     `json:"payload_schema,omitempty"`
+	MaxBodyBytes     *int64              `json:"max_body_bytes,omitempty"`
+	RateLimit        *webhook.RateLimit  `json:"rate_limit,omitempty"`
+	ForwardHeaders   []string            `json:"forward_headers"`
+	ExecutionContext string              `json:"execution_context"`
+	Status           string              `json:"status"`
 	// Secret, on create only, is a secret the sender generated (Stripe does); omitted, the server
 	// generates one.
 	Secret string `json:"secret,omitempty"`
+	// TriggerID and Enabled are 002's names for webhook_trigger_id and status (aliases.go).
+	TriggerID string `json:"trigger_id,omitempty"`
+	Enabled   *bool  `json:"enabled,omitempty"`
+	// secretFromRef: Secret was read from authentication.secret_ref (never shown back).
+	secretFromRef bool
 
 	TenantID                json.RawMessage `json:"tenant_id,omitempty"`
 	WebhookURL              json.RawMessage `json:"webhook_url,omitempty"`
@@ -253,7 +261,7 @@ func (s *Service) build(spec Spec, base webhook.Trigger) (webhook.Trigger, error
 	if spec.Authentication == nil {
 		return out, invalid("$.authentication", "MISSING_FIELD", `authentication is required: {"type": "none"|"hmac_sha256"|"hmac_sha1"|"basic"|"bearer"|"api_key", ...}`)
 	}
-	a, err := checkAuth(*spec.Authentication)
+	a, err := checkAuth(spec.Authentication.Authentication)
 	if err != nil {
 		return out, err
 	}
@@ -513,11 +521,15 @@ func checkAPIKeyAuth(a *webhook.Authentication) error {
 	return nil
 }
 
-// checkHMACAuth checks an hmac block: its format (default generic) and what the format fixes, then
-// the timestamp tolerance.
+// checkHMACAuth checks an hmac block: its format and what the format fixes, then the timestamp
+// tolerance. The format defaults to generic when the block describes a signature header, and to
+// github when it says nothing but the type (002's example: its answer names X-Hub-Signature-256).
 func checkHMACAuth(a *webhook.Authentication) error {
 	if err := onlyFor(string(a.Type), map[string]bool{"query_param": a.QueryParam != "", "username": a.Username != ""}); err != nil {
 		return err
+	}
+	if a.Format == "" && a.Header == "" && a.SignaturePrefix == "" && a.SignatureEncoding == "" && a.TimestampHeader == "" {
+		a.Format = webhook.FormatGitHub
 	}
 	f, err := oneOf("authentication.format", a.Format, webhook.FormatGeneric, webhook.FormatGitHub, webhook.FormatStripe, webhook.FormatSlack)
 	if err != nil {
@@ -737,6 +749,9 @@ func (s *Service) Create(ctx context.Context, sc auth.SecurityContext, spec Spec
 	if err := canWrite(sc); err != nil {
 		return View{}, err
 	}
+	if err := s.resolveAliases(ctx, sc.TenantID, &spec); err != nil {
+		return View{}, err
+	}
 	now := s.o.Clock.Now()
 	base := webhook.Trigger{ID: spec.WebhookTriggerID, TenantID: sc.TenantID, CreatedBy: sc.SubjectID, CreatedAt: now, UpdatedAt: now}
 	if base.ID == "" {
@@ -748,29 +763,15 @@ func (s *Service) Create(ctx context.Context, sc auth.SecurityContext, spec Spec
 	if err != nil {
 		return View{}, err
 	}
-	if spec.Secret != "" {
-		if !w.Authentication.Type.NeedsSecret() {
-			return View{}, invalid("$.secret", "INVALID_VALUE", "authentication type none takes no secret")
-		}
-		if err := checkGivenSecret("$.secret", spec.Secret); err != nil {
-			return View{}, err
-		}
+	if err := checkSpecSecret(w, spec.Secret); err != nil {
+		return View{}, err
 	}
 	if err := s.checkEntrypoint(ctx, w); err != nil {
 		return View{}, err
 	}
-	var secret string
-	var sealed webhook.Secret
-	if w.Authentication.Type.NeedsSecret() {
-		if secret = spec.Secret; secret == "" {
-			if secret, err = newSecret(); err != nil {
-				return View{}, problem.Internal(err)
-			}
-		}
-		w.SecretGeneration = 1
-		if sealed, err = s.seal(w, 1, secret, now); err != nil {
-			return View{}, err
-		}
+	secret, sealed, err := s.firstSecret(&w, spec.Secret, now)
+	if err != nil {
+		return View{}, err
 	}
 	policy, err := s.store.Tenant(ctx, sc.TenantID)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -808,7 +809,40 @@ func (s *Service) Create(ctx context.Context, sc auth.SecurityContext, spec Spec
 	case err != nil:
 		return View{}, problem.Internal(err)
 	}
+	if spec.secretFromRef {
+		// The value is the tenant secret's: write-only there, so not shown here either.
+		return withSecret(w, ""), nil
+	}
 	return withSecret(w, secret), nil
+}
+
+// checkSpecSecret checks a secret sent on create (none: the server generates one).
+func checkSpecSecret(w webhook.Trigger, secret string) error {
+	if secret == "" {
+		return nil
+	}
+	if !w.Authentication.Type.NeedsSecret() {
+		return invalid("$.secret", "INVALID_VALUE", "authentication type none takes no secret")
+	}
+	return checkGivenSecret("$.secret", secret)
+}
+
+// firstSecret is a new trigger's first secret, the given one or a generated one, sealed as
+// generation 1 ("" when its authentication needs none).
+func (s *Service) firstSecret(w *webhook.Trigger, given string, now time.Time) (string, webhook.Secret, error) {
+	if !w.Authentication.Type.NeedsSecret() {
+		return "", webhook.Secret{}, nil
+	}
+	secret := given
+	if secret == "" {
+		var err error
+		if secret, err = newSecret(); err != nil {
+			return "", webhook.Secret{}, problem.Internal(err)
+		}
+	}
+	w.SecretGeneration = 1
+	sealed, err := s.seal(*w, 1, secret, now)
+	return secret, sealed, err
 }
 
 // Get returns a webhook trigger of the caller's tenant (never its secret).
@@ -866,7 +900,7 @@ func specOf(w webhook.Trigger) Spec {
 	a := w.Authentication
 	rl := w.RateLimit
 	n := w.MaxBodyBytes
-	return Spec{WebhookTriggerID: w.ID, Name: w.Name, EntrypointID: w.EntrypointID, Authentication: &a,
+	return Spec{WebhookTriggerID: w.ID, Name: w.Name, EntrypointID: w.EntrypointID, Authentication: &SpecAuthentication{Authentication: a},
 		AllowedSources: w.AllowedSources, PayloadSchema: w.PayloadSchema, MaxBodyBytes: &n, RateLimit: &rl,
 		ForwardHeaders: w.ForwardHeaders, ExecutionContext: w.ExecutionContext, Status: string(w.Status)}
 }
@@ -888,6 +922,7 @@ func (s *Service) Patch(ctx context.Context, sc auth.SecurityContext, id string,
 		if err := json.Unmarshal(raw, &doc); err != nil {
 			return Spec{}, problem.Internal(err)
 		}
+		patchAliases(doc, patch)
 		merged, err := json.Marshal(mergepatch.Apply(doc, patch))
 		if err != nil {
 			return Spec{}, problem.Internal(err)
@@ -912,6 +947,9 @@ func (s *Service) change(ctx context.Context, sc auth.SecurityContext, id string
 	}
 	spec, err := next(cur)
 	if err != nil {
+		return View{}, err
+	}
+	if err := spec.changeAliases(); err != nil {
 		return View{}, err
 	}
 	if spec.WebhookTriggerID != "" && spec.WebhookTriggerID != cur.ID {
