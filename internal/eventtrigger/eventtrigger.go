@@ -174,6 +174,9 @@ type Spec struct {
 	RetryPolicy      *trigger.RetryPolicy     `json:"retry_policy,omitempty"`
 	DeadLetterQueue  *trigger.DeadLetterQueue `json:"dead_letter_queue,omitempty"`
 	NATSSubject      string                   `json:"nats_subject,omitempty"`
+	// 002's names of event_filter_query and status (aliases.go).
+	Filter  string `json:"filter,omitempty"`
+	Enabled *bool  `json:"enabled,omitempty"`
 
 	TenantID         json.RawMessage `json:"tenant_id,omitempty"`
 	ConnectionStatus json.RawMessage `json:"connection_status,omitempty"`
@@ -191,6 +194,9 @@ func invalid(path, code, format string, args ...any) *problem.Error {
 
 // build is build, refusing a nats_subject when the server has no NATS bridge.
 func (s *Service) build(spec Spec, base trigger.Trigger) (trigger.Trigger, error) {
+	if err := spec.aliases(); err != nil {
+		return base, err
+	}
 	t, err := build(spec, base)
 	if err == nil && t.NATSSubject != "" && s.o.Feeds == nil {
 		err = invalid("$.nats_subject", "NOT_AVAILABLE", "this server has no NATS bridge: start it with --nats (LARK_NATS_URL) to feed triggers from subjects")
@@ -569,7 +575,7 @@ func (s *Service) Patch(ctx context.Context, sc auth.SecurityContext, id string,
 		if err := json.Unmarshal(raw, &doc); err != nil {
 			return Spec{}, err
 		}
-		merged, err := json.Marshal(mergepatch.Apply(doc, patch))
+		merged, err := json.Marshal(mergepatch.Apply(doc, patchAliases(patch)))
 		if err != nil {
 			return Spec{}, err
 		}

@@ -172,6 +172,12 @@ type Spec struct {
 	ConcurrencyPolicy string               `json:"concurrency_policy"`
 	ExecutionContext  string               `json:"execution_context"`
 	Status            string               `json:"status"`
+	// 002's names of expression (cron only), input_overrides, status and missed_policy
+	// (aliases.go).
+	Cron                 string          `json:"cron,omitempty"`
+	Params               json.RawMessage `json:"params,omitempty"`
+	Enabled              *bool           `json:"enabled,omitempty"`
+	MissedSchedulePolicy string          `json:"missed_schedule_policy,omitempty"`
 
 	TenantID         json.RawMessage `json:"tenant_id,omitempty"`
 	NextRunAt        json.RawMessage `json:"next_run_at,omitempty"`
@@ -214,6 +220,9 @@ func Expression(e schedule.Expression, timezone string) (cron.Schedule, error) {
 // build validates spec into a schedule of tenant (other fields from base: id, creation, run state).
 func (s *Service) build(spec Spec, base schedule.Schedule) (compiled, error) {
 	out := base
+	if err := spec.aliases(); err != nil {
+		return compiled{}, err
+	}
 	if spec.EntrypointID == "" {
 		return compiled{}, invalid("$.entrypoint_id", "MISSING_FIELD", "entrypoint_id is required")
 	}
@@ -606,7 +615,7 @@ func (s *Service) Patch(ctx context.Context, sc auth.SecurityContext, id string,
 		if err := json.Unmarshal(raw, &doc); err != nil {
 			return spec, err
 		}
-		merged, err := json.Marshal(mergepatch.Apply(doc, patch))
+		merged, err := json.Marshal(mergepatch.Apply(doc, patchAliases(patch)))
 		if err != nil {
 			return spec, err
 		}
