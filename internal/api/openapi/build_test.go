@@ -101,6 +101,19 @@ type answer struct {
 	media  []string // the media types of schema (default application/json)
 	// location: the answer carries a Location header naming the resource (201) or invocation (202).
 	location bool
+	// deprecation: the answer may carry the Deprecation, Sunset and Link headers of an invocation
+	// of a deprecated entrypoint.
+	deprecation bool
+}
+
+// deprecationHeaders are the headers of an answer that started a deprecated entrypoint.
+var deprecationHeaders = schema{
+	"Deprecation": schema{"description": "The entrypoint is deprecated (RFC 9745): @ and the Unix time it was deprecated.",
+		"schema": schema{"type": "string", "pattern": "^@-?[0-9]+$"}},
+	"Sunset": schema{"description": "When the deprecated entrypoint stops being served (RFC 8594, an HTTP-date), if it has a sunset_date.",
+		"schema": schema{"type": "string"}},
+	"Link": schema{"description": "The successor entrypoint, rel=\"successor-version\", if the deprecation names one.",
+		"schema": schema{"type": "string"}},
 }
 
 // problemResponses names the shared problem responses by status.
@@ -471,9 +484,18 @@ func (o op) render() schema {
 			}
 			r["content"] = content
 		}
+		headers := schema{}
 		if a.location {
-			r["headers"] = schema{"Location": schema{"required": true, "description": "The path of the resource it created or started.",
-				"schema": schema{"type": "string"}}}
+			headers["Location"] = schema{"required": true, "description": "The path of the resource it created or started.",
+				"schema": schema{"type": "string"}}
+		}
+		if a.deprecation {
+			for k, v := range deprecationHeaders {
+				headers[k] = v
+			}
+		}
+		if len(headers) > 0 {
+			r["headers"] = headers
 		}
 		responses[strconv.Itoa(a.status)] = r
 	}
