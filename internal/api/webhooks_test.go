@@ -806,8 +806,10 @@ func TestWebhookPrivacy(t *testing.T) {
 		set("traits.invocation", obj{"supported": []any{"async"}, "default": "async"})))
 	privID := private["entrypoint_id"].(string)
 
-	w.expectProblem(t, http.StatusNotFound, "not_found", http.MethodPost, whkPath, alice,
+	// Alice sees her entrypoint, so the refusal names its cause: the system context.
+	r := w.expectProblem(t, http.StatusUnprocessableEntity, "validation", http.MethodPost, whkPath, alice,
 		obj{"webhook_trigger_id": "sys-private", "entrypoint_id": privID, "authentication": obj{"type": "none"}})
+	requireIssue(t, r, "$.execution_context", "ENTRYPOINT_NOT_VISIBLE")
 	w.expect(t, http.StatusCreated, http.MethodPost, whkPath, alice,
 		obj{"webhook_trigger_id": "alice-private", "entrypoint_id": privID, "authentication": obj{"type": "none"}, "execution_context": "user"})
 	w.expect(t, http.StatusCreated, http.MethodPost, whkPath, alice,
@@ -841,7 +843,7 @@ func TestWebhookPrivacy(t *testing.T) {
 	w.expect(t, http.StatusOK, http.MethodPatch, whkPath+"/alice-team", w.adm, obj{"name": "the admin may"})
 
 	// The private trigger's deliveries run as alice, on her entrypoint.
-	r := w.deliver(t, "alice-private", "{}", nil)
+	r = w.deliver(t, "alice-private", "{}", nil)
 	require.Equal(t, http.StatusAccepted, r.Status, "%s", r)
 	rec := w.expect(t, http.StatusOK, http.MethodGet, base+"/invocations/"+r.Body["invocation_id"].(string), alice, nil).Body
 	require.Equal(t, privID, rec["entrypoint_id"])

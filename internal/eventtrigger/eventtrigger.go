@@ -459,13 +459,22 @@ func storeErr(id string, err error) error {
 // checkEntrypoint answers 404 when the caller may not see the entrypoint (or it does not exist),
 // and when the trigger's own identity could not resolve it.
 func (s *Service) checkEntrypoint(ctx context.Context, sc auth.SecurityContext, t trigger.Trigger) error {
-	for _, who := range []auth.SecurityContext{sc, runAs(t, sc.SubjectID)} {
+	for i, who := range []auth.SecurityContext{sc, runAs(t, sc.SubjectID)} {
 		ok, err := s.inv.CanSee(ctx, who, t.EntrypointID)
 		if err != nil {
 			return problem.Internal(err)
 		}
-		if !ok {
+		switch {
+		case ok:
+		case i == 0:
 			return problem.NotFound("entrypoint %s not found", t.EntrypointID).With("entrypoint_id", t.EntrypointID)
+		default:
+			// The caller sees it, the trigger's runs would not: say why rather than 404.
+			msg := fmt.Sprintf("execution_context is %q: the trigger's invocations start as %s, which cannot see %s: "+
+				"it is private to its owner; share the entrypoint (\"shared\": true) or use a tenant-owned one",
+				t.ExecutionContext, who.SubjectID, t.EntrypointID)
+			return problem.Validation(msg, []problem.Issue{{Path: "$.execution_context", Code: "ENTRYPOINT_NOT_VISIBLE", Message: msg}}).
+				With("execution_context", t.ExecutionContext)
 		}
 	}
 	return nil

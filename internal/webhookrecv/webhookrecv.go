@@ -738,9 +738,29 @@ func (s *Service) checkEntrypoint(ctx context.Context, w webhook.Trigger) error 
 		return problem.Internal(err)
 	}
 	if !ok {
-		return problem.NotFound("entrypoint %s not found", w.EntrypointID).With("field", "entrypoint_id")
+		return s.notVisible(ctx, w)
 	}
 	return nil
+}
+
+// notVisible is the refusal of an entrypoint the trigger's invocations cannot see: 404, unless the
+// context is system and the trigger's author can see it, which the refusal then says (a 422 at
+// $.execution_context; nothing is disclosed that the author does not know).
+func (s *Service) notVisible(ctx context.Context, w webhook.Trigger) error {
+	nf := problem.NotFound("entrypoint %s not found", w.EntrypointID).With("field", "entrypoint_id")
+	if w.ExecutionContext != ContextSystem || w.CreatedBy == "" {
+		return nf
+	}
+	author := w
+	author.ExecutionContext = ContextUser
+	if ok, err := s.inv.CanSee(ctx, runAs(author), w.EntrypointID); err != nil || !ok {
+		return nf
+	}
+	msg := fmt.Sprintf("execution_context is %q: the trigger's invocations start as webhook:%s, which cannot see %s: "+
+		"it is private to its owner; set execution_context to \"user\" to run as %s, or share the entrypoint (\"shared\": true)",
+		w.ExecutionContext, w.ID, w.EntrypointID, w.CreatedBy)
+	return problem.Validation(msg, []problem.Issue{{Path: "$.execution_context", Code: "ENTRYPOINT_NOT_VISIBLE", Message: msg}}).
+		With("execution_context", w.ExecutionContext)
 }
 
 // Create registers a webhook trigger: 201 with it and, when its authentication needs one, its
