@@ -752,6 +752,54 @@ func TestWebhookMasterKeyRotation(t *testing.T) {
 	})
 }
 
+// TestWebhookWrongMasterKey: webhook secrets follow the tenant secrets' rule
+// (server.TestWrongMasterKeyStopsTheStart): under a key that is not configured they stop the start,
+// unless AllowUnreadableSecrets, when the server starts and their triggers answer 503 until the
+// right key is back.
+func TestWebhookWrongMasterKey(t *testing.T) {
+	t.Parallel()
+	dir, st := t.TempDir(), testStore(t)
+	right, err := keyring.Generate()
+	require.NoError(t, err)
+	wrong, err := keyring.Generate()
+	require.NoError(t, err)
+	start := func(setting string, allow bool) (*server.Server, error) {
+		kr, err := keyring.Parse(setting)
+		require.NoError(t, err)
+		return server.New(context.Background(), server.Config{DataDir: dir, Store: st, AdminToken: operator, MaxInFlight: 256,
+			Keyring: kr, AllowUnreadableSecrets: allow})
+	}
+	run := func(srv *server.Server, fn func(e *env)) {
+		ts := httptest.NewServer(checked(t, srv.Handler()))
+		fn(&env{srv: srv, ts: ts, client: ts.Client()})
+		ts.Close()
+		require.NoError(t, srv.Close())
+	}
+	var secret string
+	deliver := func(e *env) *resp {
+		return e.send(t, request{method: http.MethodPost, path: base + "/webhooks/acme/wk", body: "{}",
+			header: map[string]string{"Authorization": "Bearer " + secret}})
+	}
+	srv, err := start(right, false)
+	require.NoError(t, err)
+	run(srv, func(e *env) {
+		adm := invTenant(t, e, "acme")
+		e.registerActive(t, adm, invFn(t, "hooks.receive.v1~", "def main(ctx, input):\n    return {}\n",
+			set("traits.invocation", obj{"supported": []any{"async"}, "default": "async"})))
+		secret = e.expect(t, http.StatusCreated, http.MethodPost, whkPath, adm,
+			obj{"webhook_trigger_id": "wk", "entrypoint_id": hookFn, "authentication": obj{"type": "bearer"}}).Body["secret"].(string)
+	})
+	_, err = start(wrong, false)
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "webhook secrets: 1 stored values cannot be opened")
+	srv, err = start(wrong, true)
+	require.NoError(t, err)
+	run(srv, func(e *env) { require.Equal(t, http.StatusServiceUnavailable, deliver(e).Status) })
+	srv, err = start(right, false)
+	require.NoError(t, err)
+	run(srv, func(e *env) { require.Equal(t, http.StatusAccepted, deliver(e).Status) })
+}
+
 // TestWebhookStartsWorkflowThatWaitsForApproval is issue 17's end-to-end case: a GitHub-style
 // signed delivery starts a workflow, which waits for an approval event; the event arrives through
 // POST /events and completes it. A forged signature, a replayed request and a source outside the

@@ -1208,47 +1208,68 @@ type RewrapStore interface {
 	Update(ctx context.Context, fn func(store.Tx) error) error
 }
 
+// RewrapStats is what RewrapSecrets did.
+type RewrapStats struct {
+	// Rewrapped secrets are now sealed under the current master key.
+	Rewrapped int
+	// Unreadable secrets are sealed under a key that is not configured, or do not open under
+	// theirs: left as they are, each logged with its tenant, trigger, generation and key id.
+	Unreadable int
+}
+
 // RewrapSecrets re-seals every webhook secret not sealed under kr's current master key (the step
 // of a master-key rotation: configure "NEW,OLD", rewrap, then drop OLD). It walks the secrets in
-// batches and returns how many it rewrapped; a secret changed meanwhile is left to its writer
-// (which sealed it under the current key anyway).
-func RewrapSecrets(ctx context.Context, st RewrapStore, kr *keyring.Keyring) (int, error) {
+// batches; a secret changed meanwhile is left to its writer (which sealed it under the current
+// key anyway), and one that cannot be opened is counted and logged, not changed: the caller
+// decides whether the server may start with it (server.Config.AllowUnreadableSecrets).
+func RewrapSecrets(ctx context.Context, st RewrapStore, kr *keyring.Keyring, log *slog.Logger) (RewrapStats, error) {
+	var out RewrapStats
 	if kr == nil {
-		return 0, nil
+		return out, nil
 	}
-	n := 0
 	var after store.WebhookSecretKey
 	for {
 		batch, err := st.WebhookSecretsAfter(ctx, after, 256)
-		if err != nil {
-			return n, err
-		}
-		if len(batch) == 0 {
-			return n, nil
+		if err != nil || len(batch) == 0 {
+			return out, err
 		}
 		for _, sec := range batch {
 			after = store.WebhookSecretKey{TenantID: sec.TenantID, TriggerID: sec.TriggerID, Generation: sec.Generation}
 			if !kr.NeedsRewrap(sec.Sealed) {
 				continue
 			}
-			aad, err := sec.AAD()
-			if err != nil {
-				return n, err
-			}
-			out, err := kr.Rewrap(sec.Sealed, aad)
-			if err != nil {
-				return n, fmt.Errorf("webhook secret of tenant %s trigger %s generation %d: %w", sec.TenantID, sec.TriggerID, sec.Generation, err)
-			}
-			old := sec.Sealed
-			sec.Sealed = out
-			err = st.Update(ctx, func(tx store.Tx) error { return tx.RewrapWebhookSecret(sec, old) })
+			done, err := rewrapOne(ctx, st, kr, sec)
 			switch {
-			case errors.Is(err, store.ErrStale), errors.Is(err, store.ErrNotFound):
+			case errors.Is(err, errUnreadable):
+				out.Unreadable++
+				log.ErrorContext(ctx, "webhook secret: cannot be opened with the configured master keys", "tenant_id", sec.TenantID,
+					"webhook_trigger_id", sec.TriggerID, "generation", sec.Generation, "key_id", keyring.KeyIDOf(sec.Sealed))
 			case err != nil:
-				return n, err
-			default:
-				n++
+				return out, err
+			case done:
+				out.Rewrapped++
 			}
 		}
 	}
+}
+
+var errUnreadable = errors.New("webhook secret cannot be opened")
+
+// rewrapOne re-seals one secret under the current key; false when it changed meanwhile.
+func rewrapOne(ctx context.Context, st RewrapStore, kr *keyring.Keyring, sec webhook.Secret) (bool, error) {
+	aad, err := sec.AAD()
+	if err != nil {
+		return false, err
+	}
+	out, err := kr.Rewrap(sec.Sealed, aad)
+	if err != nil {
+		return false, errUnreadable
+	}
+	old := sec.Sealed
+	sec.Sealed = out
+	err = st.Update(ctx, func(tx store.Tx) error { return tx.RewrapWebhookSecret(sec, old) })
+	if errors.Is(err, store.ErrStale) || errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
 }
