@@ -94,6 +94,7 @@ type flags struct {
 	leaseGrace                  time.Duration
 	nats                        string
 	masterKeyFile               string
+	allowUnreadableSecrets      bool
 	trustedProxies              string
 	nodeID                      string
 	leaderTTL                   time.Duration
@@ -208,6 +209,9 @@ func (f *flags) bindExecutionFlags(c *cobra.Command) {
 	c.Flags().StringVar(&f.masterKeyFile, "master-key-file", env("LARK_MASTER_KEY_FILE", ""),
 		"file holding the master key that seals tenant secrets (base64 32-byte keys, comma-separated, the first sealing); "+
 			"or set the key itself in LARK_MASTER_KEY; without either, secrets are disabled (env LARK_MASTER_KEY_FILE)")
+	c.Flags().BoolVar(&f.allowUnreadableSecrets, "allow-unreadable-secrets", false,
+		"start although stored tenant or webhook secrets cannot be opened with the master key (a lost key): they stay unreadable until set again; "+
+			"without it such a start stops (env LARK_ALLOW_UNREADABLE_SECRETS)")
 }
 
 // bindTelemetryFlags defines the flags of what the server tells about itself: the log level, the
@@ -267,7 +271,7 @@ func (f *flags) config(admin string, log *slog.Logger) (server.Config, error) {
 	if err != nil {
 		return cfg, err
 	}
-	cfg.Keyring = kr
+	cfg.Keyring, cfg.AllowUnreadableSecrets = kr, f.allowUnreadableSecrets
 	proxies, err := parseCIDRs(f.trustedProxies)
 	if err != nil {
 		return cfg, fmt.Errorf("--trusted-proxies: %w", err)
@@ -315,6 +319,7 @@ var typedEnv = []struct{ flag, env string }{
 	{"execution-memory-mb", "LARK_EXECUTION_MEMORY_MB"},
 	{"tenant-execution-memory-mb", "LARK_TENANT_EXECUTION_MEMORY_MB"},
 	{"access-log", "LARK_ACCESS_LOG"},
+	{"allow-unreadable-secrets", "LARK_ALLOW_UNREADABLE_SECRETS"},
 }
 
 // check applies typedEnv (a malformed value is an error, never ignored) and validates the flags.

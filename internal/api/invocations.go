@@ -2,6 +2,8 @@ package api
 
 import (
 	"net/http"
+	"net/url"
+	"strconv"
 
 	"github.com/go-chi/chi/v5"
 
@@ -38,6 +40,7 @@ func (s *Server) startInvocation(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body := ResultView{Record: View(st.Record), DryRun: st.DryRun, Cached: st.Cached}
+	deprecationHeaders(w.Header(), st.Record)
 	switch {
 	case st.Replayed:
 		w.Header().Set("Idempotency-Replayed", "true")
@@ -133,4 +136,27 @@ func (s *Server) controlInvocation(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.writeJSON(w, r, http.StatusOK, View(rec))
+}
+
+// deprecationHeaders announces an invocation of a deprecated entrypoint (the record's
+// ENTRYPOINT_DEPRECATED warning): Deprecation (RFC 9745, "@" and the Unix time it was deprecated),
+// Sunset (RFC 8594, an HTTP-date) when it has a sunset date, and a Link to its successor
+// (rel="successor-version", RFC 5829) when it names one. A replayed or cached answer is the
+// original one and carries the headers its record's warnings call for.
+func deprecationHeaders(h http.Header, rec invocation.Record) {
+	d, ok := rec.Deprecation()
+	if !ok {
+		return
+	}
+	at := rec.CreatedAt // deprecated no later than the invocation, when the record does not say
+	if d.DeprecatedAt != nil {
+		at = *d.DeprecatedAt
+	}
+	h.Set("Deprecation", "@"+strconv.FormatInt(at.Unix(), 10))
+	if d.SunsetDate != nil {
+		h.Set("Sunset", d.SunsetDate.UTC().Format(http.TimeFormat))
+	}
+	if d.SuccessorID != "" {
+		h.Set("Link", "<"+BasePath+"/entrypoints/"+url.PathEscape(d.SuccessorID)+`>; rel="successor-version"`)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -122,7 +123,8 @@ func checkString(s string, raw []byte) error {
 }
 
 // readJSON reads a request body and checks it with checkJSON. An empty (or all-whitespace) body
-// returns nil when optional is set and 400 otherwise.
+// returns nil when optional is set and 400 otherwise; a body declared as anything but JSON
+// (checkMediaType) answers 415.
 func readJSON(r *http.Request, optional bool) ([]byte, error) {
 	b, err := readBody(r)
 	if err != nil {
@@ -134,8 +136,34 @@ func readJSON(r *http.Request, optional bool) ([]byte, error) {
 		}
 		return nil, problem.BadRequest("a JSON body is required")
 	}
+	if err := checkMediaType(r.Header.Get("Content-Type")); err != nil {
+		return nil, err
+	}
 	if err := checkJSON(b); err != nil {
 		return nil, err
 	}
 	return b, nil
 }
+
+// checkMediaType accepts a request body's Content-Type when it is absent (a client that does not
+// say is taken at its word that the body is JSON), application/json, or any structured-syntax
+// "+json" type (application/merge-patch+json, application/problem+json, ...), with any
+// parameters. Anything else, or a header that does not parse as a media type, answers 415.
+func checkMediaType(ct string) error {
+	if strings.TrimSpace(ct) == "" {
+		return nil
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return problem.New(problem.TypeUnsupportedMedia, "the Content-Type %q is not a media type; send the body as application/json", ct).
+			With("accepted_media_types", acceptedMediaTypes)
+	}
+	if mt == "application/json" || (strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")) {
+		return nil
+	}
+	return problem.New(problem.TypeUnsupportedMedia, "the request body is %s; this endpoint takes application/json", mt).
+		With("accepted_media_types", acceptedMediaTypes)
+}
+
+// acceptedMediaTypes is the 415 problem's accepted_media_types member.
+var acceptedMediaTypes = []string{"application/json", "application/*+json"}

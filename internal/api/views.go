@@ -43,6 +43,10 @@ type RecordView struct {
 	// that observability.metrics.worker names (Lark's addition; docs/operations.md, "Several
 	// nodes").
 	Node string `json:"node,omitempty"`
+	// Warnings, present only when there are any, are what the caller should know about the start
+	// that did not stop it (Lark's addition): ENTRYPOINT_DEPRECATED, with the entrypoint's
+	// deprecation, when it was invoked deprecated (docs/api.md §7, "Deprecated entrypoints").
+	Warnings []invocation.Warning `json:"warnings,omitempty"`
 }
 
 func strPtr(s string) *string {
@@ -56,7 +60,7 @@ func strPtr(s string) *string {
 func View(r invocation.Record) RecordView {
 	v := RecordView{InvocationID: r.ID, EntrypointID: r.EntrypointID, EntrypointVersion: r.EntrypointVersion, TenantID: r.TenantID,
 		Status: r.Status, Mode: r.Mode, Params: r.Params, Result: r.Result, Error: r.Error, Attempt: r.Attempt,
-		ParentInvocationID: r.ParentID, ReplayOf: r.Replay, Cost: r.Cost, DAG: r.DAG, Node: r.Node}
+		ParentInvocationID: r.ParentID, ReplayOf: r.Replay, Cost: r.Cost, DAG: r.DAG, Node: r.Node, Warnings: r.Warnings}
 	if len(v.Params) == 0 {
 		v.Params = json.RawMessage("{}")
 	}

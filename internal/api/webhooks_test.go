@@ -505,12 +505,12 @@ func TestWebhookCRUD(t *testing.T) {
 	w.expectProblem(t, http.StatusConflict, "conflict", http.MethodPost, whkPath, dev, obj{"webhook_trigger_id": id, "entrypoint_id": hookFn, "authentication": obj{"type": "none"}})
 	r := w.expectProblem(t, http.StatusUnprocessableEntity, "validation", http.MethodPost, whkPath, dev, obj{"entrypoint_id": hookFn, "authentication": obj{"type": "md5"}})
 	requireIssue(t, r, "$.authentication.type", "INVALID_VALUE")
-	r = w.expectProblem(t, http.StatusUnprocessableEntity, "validation", http.MethodPost, whkPath, dev, obj{"entrypoint_id": hookFn, "authentication": obj{"type": "hmac_sha256"}})
+	r = w.expectProblem(t, http.StatusUnprocessableEntity, "validation", http.MethodPost, whkPath, dev, obj{"entrypoint_id": hookFn, "authentication": obj{"type": "hmac_sha256", "signature_prefix": "sha256="}})
 	requireIssue(t, r, "$.authentication.header", "MISSING_FIELD")
 	w.expectProblem(t, http.StatusUnprocessableEntity, "validation", http.MethodPost, whkPath, dev, obj{"entrypoint_id": hookFn, "authentication": obj{"type": "hmac_sha1", "format": "stripe"}})
 	w.expectProblem(t, http.StatusUnprocessableEntity, "validation", http.MethodPost, whkPath, dev, obj{"entrypoint_id": hookFn, "authentication": obj{"type": "none"}, "surprise": 1})
 	r = w.expectProblem(t, http.StatusUnprocessableEntity, "validation", http.MethodPost, whkPath, dev, obj{"entrypoint_id": hookFn, "authentication": obj{"type": "bearer", "secret_ref": "x"}})
-	requireIssue(t, r, "$.authentication.secret_ref", "UNKNOWN_FIELD")
+	requireIssue(t, r, "$.authentication.secret_ref", "INVALID_VALUE")
 	r = w.expectProblem(t, http.StatusUnprocessableEntity, "validation", http.MethodPost, whkPath, dev, obj{"entrypoint_id": hookFn, "authentication": obj{"type": "bearer", "username": "u"}})
 	requireIssue(t, r, "$.authentication.username", "INVALID_VALUE")
 
@@ -752,6 +752,54 @@ func TestWebhookMasterKeyRotation(t *testing.T) {
 	})
 }
 
+// TestWebhookWrongMasterKey: webhook secrets follow the tenant secrets' rule
+// (server.TestWrongMasterKeyStopsTheStart): under a key that is not configured they stop the start,
+// unless AllowUnreadableSecrets, when the server starts and their triggers answer 503 until the
+// right key is back.
+func TestWebhookWrongMasterKey(t *testing.T) {
+	t.Parallel()
+	dir, st := t.TempDir(), testStore(t)
+	right, err := keyring.Generate()
+	require.NoError(t, err)
+	wrong, err := keyring.Generate()
+	require.NoError(t, err)
+	start := func(setting string, allow bool) (*server.Server, error) {
+		kr, err := keyring.Parse(setting)
+		require.NoError(t, err)
+		return server.New(context.Background(), server.Config{DataDir: dir, Store: st, AdminToken: operator, MaxInFlight: 256,
+			Keyring: kr, AllowUnreadableSecrets: allow})
+	}
+	run := func(srv *server.Server, fn func(e *env)) {
+		ts := httptest.NewServer(checked(t, srv.Handler()))
+		fn(&env{srv: srv, ts: ts, client: ts.Client()})
+		ts.Close()
+		require.NoError(t, srv.Close())
+	}
+	var secret string
+	deliver := func(e *env) *resp {
+		return e.send(t, request{method: http.MethodPost, path: base + "/webhooks/acme/wk", body: "{}",
+			header: map[string]string{"Authorization": "Bearer " + secret}})
+	}
+	srv, err := start(right, false)
+	require.NoError(t, err)
+	run(srv, func(e *env) {
+		adm := invTenant(t, e, "acme")
+		e.registerActive(t, adm, invFn(t, "hooks.receive.v1~", "def main(ctx, input):\n    return {}\n",
+			set("traits.invocation", obj{"supported": []any{"async"}, "default": "async"})))
+		secret = e.expect(t, http.StatusCreated, http.MethodPost, whkPath, adm,
+			obj{"webhook_trigger_id": "wk", "entrypoint_id": hookFn, "authentication": obj{"type": "bearer"}}).Body["secret"].(string)
+	})
+	_, err = start(wrong, false)
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "webhook secrets: 1 stored values cannot be opened")
+	srv, err = start(wrong, true)
+	require.NoError(t, err)
+	run(srv, func(e *env) { require.Equal(t, http.StatusServiceUnavailable, deliver(e).Status) })
+	srv, err = start(right, false)
+	require.NoError(t, err)
+	run(srv, func(e *env) { require.Equal(t, http.StatusAccepted, deliver(e).Status) })
+}
+
 // TestWebhookStartsWorkflowThatWaitsForApproval is issue 17's end-to-end case: a GitHub-style
 // signed delivery starts a workflow, which waits for an approval event; the event arrives through
 // POST /events and completes it. A forged signature, a replayed request and a source outside the
@@ -806,8 +854,10 @@ func TestWebhookPrivacy(t *testing.T) {
 		set("traits.invocation", obj{"supported": []any{"async"}, "default": "async"})))
 	privID := private["entrypoint_id"].(string)
 
-	w.expectProblem(t, http.StatusNotFound, "not_found", http.MethodPost, whkPath, alice,
+	// Alice sees her entrypoint, so the refusal names its cause: the system context.
+	r := w.expectProblem(t, http.StatusUnprocessableEntity, "validation", http.MethodPost, whkPath, alice,
 		obj{"webhook_trigger_id": "sys-private", "entrypoint_id": privID, "authentication": obj{"type": "none"}})
+	requireIssue(t, r, "$.execution_context", "ENTRYPOINT_NOT_VISIBLE")
 	w.expect(t, http.StatusCreated, http.MethodPost, whkPath, alice,
 		obj{"webhook_trigger_id": "alice-private", "entrypoint_id": privID, "authentication": obj{"type": "none"}, "execution_context": "user"})
 	w.expect(t, http.StatusCreated, http.MethodPost, whkPath, alice,
@@ -841,7 +891,7 @@ func TestWebhookPrivacy(t *testing.T) {
 	w.expect(t, http.StatusOK, http.MethodPatch, whkPath+"/alice-team", w.adm, obj{"name": "the admin may"})
 
 	// The private trigger's deliveries run as alice, on her entrypoint.
-	r := w.deliver(t, "alice-private", "{}", nil)
+	r = w.deliver(t, "alice-private", "{}", nil)
 	require.Equal(t, http.StatusAccepted, r.Status, "%s", r)
 	rec := w.expect(t, http.StatusOK, http.MethodGet, base+"/invocations/"+r.Body["invocation_id"].(string), alice, nil).Body
 	require.Equal(t, privID, rec["entrypoint_id"])

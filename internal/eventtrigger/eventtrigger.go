@@ -201,6 +201,9 @@ type Spec struct {
 	RetryPolicy      *trigger.RetryPolicy     `json:"retry_policy,omitempty"`
 	DeadLetterQueue  *trigger.DeadLetterQueue `json:"dead_letter_queue,omitempty"`
 	NATSSubject      string                   `json:"nats_subject,omitempty"`
+	// 002's names of event_filter_query and status (aliases.go).
+	Filter  string `json:"filter,omitempty"`
+	Enabled *bool  `json:"enabled,omitempty"`
 
 	TenantID         json.RawMessage `json:"tenant_id,omitempty"`
 	ConnectionStatus json.RawMessage `json:"connection_status,omitempty"`
@@ -218,6 +221,9 @@ func invalid(path, code, format string, args ...any) *problem.Error {
 
 // build is build, refusing a nats_subject when the server has no NATS bridge.
 func (s *Service) build(spec Spec, base trigger.Trigger) (trigger.Trigger, error) {
+	if err := spec.aliases(); err != nil {
+		return base, err
+	}
 	t, err := build(spec, base)
 	if err == nil && t.NATSSubject != "" && s.o.Feeds == nil {
 		err = invalid("$.nats_subject", "NOT_AVAILABLE", "this server has no NATS bridge: start it with --nats (LARK_NATS_URL) to feed triggers from subjects")
@@ -480,13 +486,22 @@ func storeErr(id string, err error) error {
 // checkEntrypoint answers 404 when the caller may not see the entrypoint (or it does not exist),
 // and when the trigger's own identity could not resolve it.
 func (s *Service) checkEntrypoint(ctx context.Context, sc auth.SecurityContext, t trigger.Trigger) error {
-	for _, who := range []auth.SecurityContext{sc, runAs(t, sc.SubjectID)} {
+	for i, who := range []auth.SecurityContext{sc, runAs(t, sc.SubjectID)} {
 		ok, err := s.inv.CanSee(ctx, who, t.EntrypointID)
 		if err != nil {
 			return problem.Internal(err)
 		}
-		if !ok {
+		switch {
+		case ok:
+		case i == 0:
 			return problem.NotFound("entrypoint %s not found", t.EntrypointID).With("entrypoint_id", t.EntrypointID)
+		default:
+			// The caller sees it, the trigger's runs would not: say why rather than 404.
+			msg := fmt.Sprintf("execution_context is %q: the trigger's invocations start as %s, which cannot see %s: "+
+				"it is private to its owner; share the entrypoint (\"shared\": true) or use a tenant-owned one",
+				t.ExecutionContext, who.SubjectID, t.EntrypointID)
+			return problem.Validation(msg, []problem.Issue{{Path: "$.execution_context", Code: "ENTRYPOINT_NOT_VISIBLE", Message: msg}}).
+				With("execution_context", t.ExecutionContext)
 		}
 	}
 	return nil
@@ -596,7 +611,7 @@ func (s *Service) Patch(ctx context.Context, sc auth.SecurityContext, id string,
 		if err := json.Unmarshal(raw, &doc); err != nil {
 			return Spec{}, err
 		}
-		merged, err := json.Marshal(mergepatch.Apply(doc, patch))
+		merged, err := json.Marshal(mergepatch.Apply(doc, patchAliases(patch)))
 		if err != nil {
 			return Spec{}, err
 		}

@@ -102,6 +102,30 @@ type Metrics struct {
 	Worker string `json:"worker,omitempty"`
 }
 
+// WarningDeprecated is the code of the warning an invocation of a deprecated entrypoint carries.
+const WarningDeprecated = "ENTRYPOINT_DEPRECATED"
+
+// Warning is one warning of an invocation record (Lark's addition to 000's InvocationRecord): a
+// code, a message and, for WarningDeprecated, the entrypoint's deprecation (001).
+type Warning struct {
+	Code         string     `json:"code"`
+	Message      string     `json:"message"`
+	DeprecatedAt *time.Time `json:"deprecated_at,omitempty"`
+	SunsetDate   *time.Time `json:"sunset_date,omitempty"`
+	SuccessorID  string     `json:"successor_id,omitempty"`
+	Reason       string     `json:"reason,omitempty"`
+}
+
+// Deprecation returns the record's WarningDeprecated warning, if it has one.
+func (r Record) Deprecation() (Warning, bool) {
+	for _, w := range r.Warnings {
+		if w.Code == WarningDeprecated {
+			return w, true
+		}
+	}
+	return Warning{}, false
+}
+
 // Record is the projection of an invocation's event log (000's InvocationRecord plus bookkeeping).
 // Record's JSON is its stored form (the record column and the created event): members that are
 // empty or zero are left out, which keeps a new record about 40 % smaller; the API renders its own views
@@ -144,12 +168,15 @@ type Record struct {
 	// retry_policy), in outcome.RetryPolicy's JSON shape; empty: the entrypoint's.
 	RetryPolicy json.RawMessage `json:"retry_policy,omitempty"`
 	Replay      string          `json:"replay_of,omitempty"` // the invocation this one replays
-	CreatedAt   time.Time       `json:"created_at"`
-	StartedAt   *time.Time      `json:"started_at,omitempty"`
-	SuspendedAt *time.Time      `json:"suspended_at,omitempty"`
-	FinishedAt  *time.Time      `json:"finished_at,omitempty"`
-	UpdatedAt   time.Time       `json:"updated_at,omitzero"`
-	LastSeq     int64           `json:"last_seq,omitempty"`
+	// Warnings are what the caller should know about the start that did not stop it (an
+	// entrypoint that was deprecated), as they stood when it was created.
+	Warnings    []Warning  `json:"warnings,omitempty"`
+	CreatedAt   time.Time  `json:"created_at"`
+	StartedAt   *time.Time `json:"started_at,omitempty"`
+	SuspendedAt *time.Time `json:"suspended_at,omitempty"`
+	FinishedAt  *time.Time `json:"finished_at,omitempty"`
+	UpdatedAt   time.Time  `json:"updated_at,omitzero"`
+	LastSeq     int64      `json:"last_seq,omitempty"`
 	// JournalFrom is the seq of a workflow's last continued_as_new event (0: none): its current
 	// journal is the journal events after it. Generation counts those events.
 	JournalFrom int64 `json:"journal_from,omitempty"`

@@ -515,7 +515,7 @@ func (s *Service) startDryRun(tenantID string, req StartRequest, e entrypoint.En
 	return invocation.Record{ID: "dryrun_" + strings.TrimPrefix(s.cfg.IDs.New("x"), "x_"), TenantID: tenantID,
 		EntrypointID: req.EntrypointID, EntrypointVersion: e.Version, Status: invocation.StatusQueued,
 		Mode: invocation.Mode(mode), Params: canon, CorrelationID: correlation, CreatedAt: now,
-		Metrics: invocation.Metrics{MemoryLimitMB: &d.Traits.Limits.MemoryMB}}
+		Metrics: invocation.Metrics{MemoryLimitMB: &d.Traits.Limits.MemoryMB}, Warnings: spawn.Warnings(e)}
 }
 
 // startCached looks a start up in the response cache. It returns the cache key the new invocation

@@ -30,6 +30,7 @@ const (
 	TypeForbidden        = Base + "x.core.serverless.err.forbidden.v1~"
 	TypeConflict         = Base + "x.core.serverless.err.conflict.v1~"
 	TypePayloadTooLarge  = Base + "x.core.serverless.err.payload_too_large.v1~"
+	TypeUnsupportedMedia = Base + "x.core.serverless.err.unsupported_media_type.v1~"
 	TypeMethodNotAllowed = Base + "x.core.serverless.err.method_not_allowed.v1~"
 	TypeUnavailable      = Base + "x.core.serverless.err.unavailable.v1~"
 	TypeInternal         = Base + "x.core.serverless.err.internal.v1~"
@@ -92,6 +93,7 @@ var titles = map[string]string{
 	TypeForbidden:        "Forbidden",
 	TypeConflict:         "Conflict",
 	TypePayloadTooLarge:  "Payload Too Large",
+	TypeUnsupportedMedia: "Unsupported Media Type",
 	TypeMethodNotAllowed: "Method Not Allowed",
 	TypeUnavailable:      "Service Unavailable",
 	TypeInternal:         "Internal Error",
@@ -108,6 +110,7 @@ var statuses = map[string]int{
 	TypeForbidden:        http.StatusForbidden,
 	TypeConflict:         http.StatusConflict,
 	TypePayloadTooLarge:  http.StatusRequestEntityTooLarge,
+	TypeUnsupportedMedia: http.StatusUnsupportedMediaType,
 	TypeMethodNotAllowed: http.StatusMethodNotAllowed,
 	TypeUnavailable:      http.StatusServiceUnavailable,
 	TypeInternal:         http.StatusInternalServerError,

@@ -172,6 +172,12 @@ type Spec struct {
 	ConcurrencyPolicy string               `json:"concurrency_policy"`
 	ExecutionContext  string               `json:"execution_context"`
 	Status            string               `json:"status"`
+	// 002's names of expression (cron only), input_overrides, status and missed_policy
+	// (aliases.go).
+	Cron                 string          `json:"cron,omitempty"`
+	Params               json.RawMessage `json:"params,omitempty"`
+	Enabled              *bool           `json:"enabled,omitempty"`
+	MissedSchedulePolicy string          `json:"missed_schedule_policy,omitempty"`
 
 	TenantID         json.RawMessage `json:"tenant_id,omitempty"`
 	NextRunAt        json.RawMessage `json:"next_run_at,omitempty"`
@@ -214,6 +220,9 @@ func Expression(e schedule.Expression, timezone string) (cron.Schedule, error) {
 // build validates spec into a schedule of tenant (other fields from base: id, creation, run state).
 func (s *Service) build(spec Spec, base schedule.Schedule) (compiled, error) {
 	out := base
+	if err := spec.aliases(); err != nil {
+		return compiled{}, err
+	}
 	if spec.EntrypointID == "" {
 		return compiled{}, invalid("$.entrypoint_id", "MISSING_FIELD", "entrypoint_id is required")
 	}
@@ -308,6 +317,33 @@ func (s *Service) plan(ctx context.Context, sch schedule.Schedule, override json
 		params = merged
 	}
 	return s.inv.Plan(ctx, invoke.SystemStart{As: runAs(sch), EntrypointID: sch.EntrypointID, Params: params, CorrelationID: correlation, Origin: invocation.OriginSchedule})
+}
+
+// checkPlan resolves sch's entrypoint as its runs will (plan). When the runs' identity cannot see
+// it but the schedule's author can, the refusal says so: a 422 at $.execution_context naming the
+// entrypoint's owner and the two ways out, not the bare 404 the runs would meet. An author who
+// cannot see the entrypoint either gets the 404 (nothing is disclosed).
+func (s *Service) checkPlan(ctx context.Context, sch schedule.Schedule) error {
+	_, err := s.plan(ctx, sch, nil, "")
+	if err == nil || sch.ExecutionContext != schedule.ContextSystem || !isNotFound(err) || sch.CreatedBy == "" {
+		return asOverrides(err)
+	}
+	author := sch
+	author.ExecutionContext = schedule.ContextUser
+	if _, aerr := s.plan(ctx, author, nil, ""); isNotFound(aerr) {
+		return err
+	}
+	msg := fmt.Sprintf("execution_context is %q: the schedule's runs start as the tenant's scheduler (subject schedule:%s), "+
+		"which cannot see %s: it is private to its owner; set execution_context to \"user\" to run as %s, "+
+		"or share the entrypoint (\"shared\": true)", sch.ExecutionContext, sch.ID, sch.EntrypointID, sch.CreatedBy)
+	return problem.Validation(msg, []problem.Issue{{Path: "$.execution_context", Code: "ENTRYPOINT_NOT_VISIBLE", Message: msg}}).
+		With("execution_context", sch.ExecutionContext)
+}
+
+// isNotFound reports whether err is a 404 problem.
+func isNotFound(err error) bool {
+	var pe *problem.Error
+	return errors.As(err, &pe) && pe.Type == problem.TypeNotFound
 }
 
 // asOverrides makes the issues of a params validation error point at input_overrides, the field
@@ -501,8 +537,8 @@ func (s *Service) Create(ctx context.Context, sc auth.SecurityContext, spec Spec
 	if err != nil {
 		return base, err
 	}
-	if _, err := s.plan(ctx, c.sch, nil, ""); err != nil {
-		return base, asOverrides(err)
+	if err := s.checkPlan(ctx, c.sch); err != nil {
+		return base, err
 	}
 	s.arm(&c, now)
 	if c.sch.Status == schedule.StatusPaused {
@@ -606,7 +642,7 @@ func (s *Service) Patch(ctx context.Context, sc auth.SecurityContext, id string,
 		if err := json.Unmarshal(raw, &doc); err != nil {
 			return spec, err
 		}
-		merged, err := json.Marshal(mergepatch.Apply(doc, patch))
+		merged, err := json.Marshal(mergepatch.Apply(doc, patchAliases(patch)))
 		if err != nil {
 			return spec, err
 		}
@@ -640,8 +676,8 @@ func (s *Service) change(ctx context.Context, sc auth.SecurityContext, id string
 	if err != nil {
 		return cur, err
 	}
-	if _, err := s.plan(ctx, c.sch, nil, ""); err != nil {
-		return cur, asOverrides(err)
+	if err := s.checkPlan(ctx, c.sch); err != nil {
+		return cur, err
 	}
 	now := s.o.Clock.Now()
 	c.sch.UpdatedAt = now

@@ -113,3 +113,55 @@ func TestRotationAtStart(t *testing.T) {
 	require.NoError(t, srv.Close())
 	require.False(t, strings.Contains(log.String(), oldKey) || strings.Contains(log.String(), newKey), "no key in the logs")
 }
+
+// TestWrongMasterKeyStopsTheStart: tenant secrets sealed under a key that is not configured stop
+// the start, with an error naming the configured key's fingerprint and the way out (never a key or
+// a value); with AllowUnreadableSecrets the server starts, logs it, and the secret stays
+// unreadable. Webhook secrets follow the same rule (internal/api, TestWebhookWrongMasterKey).
+func TestWrongMasterKeyStopsTheStart(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	right, err := keyring.Generate()
+	require.NoError(t, err)
+	wrong, err := keyring.Generate()
+	require.NoError(t, err)
+	start := func(setting string, allow bool, log *bytes.Buffer) (*server.Server, error) {
+		kr, err := server.LoadMasterKey(setting, "")
+		require.NoError(t, err)
+		return server.New(context.Background(), server.Config{DataDir: dir, Keyring: kr, AllowUnreadableSecrets: allow,
+			Logger: slog.New(slog.NewTextHandler(log, nil))})
+	}
+	var log bytes.Buffer
+	srv, err := start(right, false, &log)
+	require.NoError(t, err)
+	admin := auth.SecurityContext{TenantID: "acme", SubjectID: "alice", Roles: []auth.Role{auth.RoleAdmin}}
+	v := "value-under-the-right-key"
+	_, err = srv.Secrets.Create(context.Background(), admin, secrets.Create{Name: "k", Value: &v, AllowedHosts: []string{"api.example.com"}})
+	require.NoError(t, err)
+	require.NoError(t, srv.Close())
+
+	wrongKR, err := keyring.Parse(wrong)
+	require.NoError(t, err)
+	_, err = start(wrong, false, &log)
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "tenant secrets: 1 stored values cannot be opened")
+	require.Contains(t, err.Error(), wrongKR.Current(), "the configured key's fingerprint")
+	require.Contains(t, err.Error(), "--allow-unreadable-secrets")
+
+	srv, err = start(wrong, true, &log)
+	require.NoError(t, err)
+	require.Contains(t, log.String(), "starting with unreadable secrets")
+	_, err = srv.Secrets.ForTenant("acme", "").ResolveSecret(context.Background(), "k")
+	require.Error(t, err, "still unreadable")
+	require.NoError(t, srv.Close())
+
+	// The right key opens it again: nothing was lost.
+	srv, err = start(right, false, &log)
+	require.NoError(t, err)
+	got, err := srv.Secrets.ForTenant("acme", "").ResolveSecret(context.Background(), "k")
+	require.NoError(t, err)
+	require.Equal(t, v, got.Value)
+	require.NoError(t, srv.Close())
+	require.False(t, strings.Contains(log.String(), right) || strings.Contains(log.String(), wrong) || strings.Contains(log.String(), v),
+		"no key or value in the logs")
+}

@@ -204,6 +204,11 @@ type Config struct {
 	// are refused with 503. With several keys ("NEW,OLD"), New rewraps every value sealed under an
 	// older one before serving (docs/secrets.md, rotation).
 	Keyring *keyring.Keyring
+	// AllowUnreadableSecrets lets the server start although stored tenant or webhook secrets are
+	// sealed under a master key that is not configured (or do not open under theirs): each is
+	// logged, and stays unreadable until it is set again. Without it such a start stops with an
+	// error naming how many and which keys (docs/operations.md, "A wrong or lost master key").
+	AllowUnreadableSecrets bool
 	// NodeID names this process among the nodes sharing a PostgreSQL store: in the leader lease and
 	// in its work leases (default leader.NodeID(): host, pid and a random suffix).
 	NodeID string
@@ -490,9 +495,30 @@ func (s *Server) wireSecrets(ctx context.Context, c clock.Clock, ids idgen.Gener
 	s.Secrets = secrets.New(s.Store, secrets.Options{Keyring: s.cfg.Keyring, Clock: c, IDs: ids, Logger: s.cfg.Logger})
 	if s.cfg.Keyring == nil {
 		s.cfg.Logger.Warn("no master key (LARK_MASTER_KEY or --master-key-file): tenant secrets are disabled; the /secrets routes answer 503")
-	} else if _, err := s.Secrets.Rewrap(ctx); err != nil {
+		return nil
+	}
+	st, err := s.Secrets.Rewrap(ctx)
+	if err != nil {
 		return fmt.Errorf("secrets: master key rotation: %w", err)
 	}
+	return s.unreadableSecrets("tenant secrets", st.Unknown+st.Failed)
+}
+
+// unreadableSecrets is the one rule for stored secrets the configured master keys cannot open
+// (tenant and webhook secrets alike): the start stops, unless Config.AllowUnreadableSecrets, when
+// it goes on with an error logged (each secret was logged with its key id already).
+func (s *Server) unreadableSecrets(what string, n int) error {
+	if n == 0 {
+		return nil
+	}
+	if !s.cfg.AllowUnreadableSecrets {
+		return fmt.Errorf("%s: %d stored values cannot be opened with the configured master key (%s): "+
+			"the key is wrong or an older one is missing; the log names each value's key_id. Configure the key they were "+
+			"sealed with (LARK_MASTER_KEY=\"CURRENT,OLD\"), or start with --allow-unreadable-secrets to serve without them",
+			what, n, strings.Join(s.cfg.Keyring.KeyIDs(), ", "))
+	}
+	s.cfg.Logger.Error("starting with unreadable secrets (--allow-unreadable-secrets): they stay unreadable until set again",
+		"secrets", what, "count", n, "configured_key_ids", s.cfg.Keyring.KeyIDs())
 	return nil
 }
 
@@ -637,13 +663,16 @@ func (s *Server) mirror() func(context.Context, events.Event) {
 // current master key.
 func (s *Server) wireWebhooks(ctx context.Context, schemas *schema.Registry, c clock.Clock, ids idgen.Generator) error {
 	cfg := &s.cfg
-	s.Webhooks = webhookrecv.New(s.Store, s.Invoke, webhookrecv.Options{Clock: c, IDs: ids, Logger: cfg.Logger, Keyring: cfg.Keyring, Schemas: schemas, Observer: s.Metrics})
-	if n, err := webhookrecv.RewrapSecrets(ctx, s.Store, cfg.Keyring); err != nil {
+	s.Webhooks = webhookrecv.New(s.Store, s.Invoke, webhookrecv.Options{Clock: c, IDs: ids, Logger: cfg.Logger, Keyring: cfg.Keyring, Schemas: schemas,
+		Secrets: s.Secrets, Observer: s.Metrics})
+	st, err := webhookrecv.RewrapSecrets(ctx, s.Store, cfg.Keyring, cfg.Logger)
+	if err != nil {
 		return fmt.Errorf("rewrap webhook secrets under the current master key: %w", err)
-	} else if n > 0 {
-		cfg.Logger.Info("webhook secrets rewrapped under the current master key", "count", n)
 	}
-	return nil
+	if st.Rewrapped > 0 {
+		cfg.Logger.Info("webhook secrets rewrapped under the current master key", "count", st.Rewrapped)
+	}
+	return s.unreadableSecrets("webhook secrets", st.Unreadable)
 }
 
 // wireCluster, on a shared store, builds the leader election and, when the store carries

@@ -109,7 +109,28 @@ func (s *Spawner) NewRecord(e entrypoint.Entrypoint, d catalog.Definition, tenan
 	params json.RawMessage, now time.Time) invocation.Record {
 	return invocation.Record{ID: s.NewID(), TenantID: tenantID, EntrypointRef: e.ID, EntrypointID: e.GTSID,
 		EntrypointVersion: e.Version, SubjectID: subjectID, EntrypointOwner: EntrypointOwner(e), Mode: mode, Params: params,
-		Metrics: invocation.Metrics{MemoryLimitMB: i64(d.Traits.Limits.MemoryMB)}, Attempt: 1, CreatedAt: now}
+		Metrics: invocation.Metrics{MemoryLimitMB: i64(d.Traits.Limits.MemoryMB)}, Attempt: 1, CreatedAt: now,
+		Warnings: Warnings(e)}
+}
+
+// Warnings are the warnings an invocation of e carries: ENTRYPOINT_DEPRECATED, with 001's
+// deprecation (when, why, the successor and the sunset date), when e is deprecated.
+func Warnings(e entrypoint.Entrypoint) []invocation.Warning {
+	if e.Status != entrypoint.StatusDeprecated {
+		return nil
+	}
+	w := invocation.Warning{Code: invocation.WarningDeprecated, Message: "entrypoint " + e.GTSID + " is deprecated"}
+	if d := e.Deprecation; d != nil {
+		at := d.DeprecatedAt
+		w.DeprecatedAt, w.SunsetDate, w.SuccessorID, w.Reason = &at, d.SunsetDate, d.SuccessorID, d.Reason
+		if d.SuccessorID != "" {
+			w.Message += "; use " + d.SuccessorID
+		}
+		if d.SunsetDate != nil {
+			w.Message += "; it stops being served at " + d.SunsetDate.UTC().Format(time.RFC3339)
+		}
+	}
+	return []invocation.Warning{w}
 }
 
 // CheckRunning is the tenant's max_concurrent_executions quota (max; nil: none) against the

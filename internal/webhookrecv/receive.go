@@ -19,6 +19,7 @@ import (
 
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/invoke"
+	"github.com/larkrun/lark/internal/keyring"
 	"github.com/larkrun/lark/internal/obs"
 	"github.com/larkrun/lark/internal/problem"
 	"github.com/larkrun/lark/internal/store"
@@ -408,7 +409,12 @@ func (s *Service) secrets(ctx context.Context, w webhook.Trigger, now time.Time)
 		}
 		pt, err := s.o.Keyring.Open(r.Sealed, aad)
 		if err != nil {
-			return nil, problem.Internal(fmt.Errorf("webhook secret generation %d: %w", r.Generation, err))
+			// A server started with --allow-unreadable-secrets (docs/operations.md): the operator's
+			// to fix, so 503 as without a master key, never the sender's 401.
+			s.o.Logger.ErrorContext(ctx, "webhook secret: cannot be opened with the configured master keys", "tenant_id", w.TenantID,
+				"webhook_trigger_id", w.ID, "generation", r.Generation, "key_id", keyring.KeyIDOf(r.Sealed), "err", err)
+			return nil, problem.New(problem.TypeUnavailable, "the trigger's secret cannot be opened with the server's master key; "+
+				"the operator must configure the key it was sealed with, or a developer regenerate the secret").With("reason", "secret_unreadable")
 		}
 		out = append(out, pt)
 	}

@@ -145,13 +145,16 @@ func TestCheckAuth(t *testing.T) {
 	require.Equal(t, HeaderSlackTimestamp, a.TimestampHeader)
 	require.Equal(t, DefaultToleranceSeconds, a.TimestampToleranceSeconds)
 	require.Equal(t, webhook.FormatGeneric, must(t, webhook.Authentication{Type: webhook.AuthHMACSHA256, Header: "x-sig"}).Format)
+	// The type alone (002's example) is GitHub's signature.
+	require.Equal(t, HeaderGitHub256, must(t, webhook.Authentication{Type: webhook.AuthHMACSHA256}).Header)
+	require.Equal(t, HeaderGitHub1, must(t, webhook.Authentication{Type: webhook.AuthHMACSHA1}).Header)
 	require.Equal(t, "X-Sig", must(t, webhook.Authentication{Type: webhook.AuthHMACSHA256, Header: "x-sig"}).Header)
 	require.Equal(t, DefaultAPIKeyHeader, must(t, webhook.Authentication{Type: webhook.AuthAPIKey}).Header)
 	require.Equal(t, "webhook", must(t, webhook.Authentication{Type: webhook.AuthBasic}).Username)
 	for _, bad := range []webhook.Authentication{
 		{},
 		{Type: "md5"},
-		{Type: webhook.AuthHMACSHA256},
+		{Type: webhook.AuthHMACSHA256, SignaturePrefix: "sha256="},
 		{Type: webhook.AuthHMACSHA1, Format: webhook.FormatStripe},
 		{Type: webhook.AuthHMACSHA256, Format: webhook.FormatGitHub, Header: "X-Other"},
 		{Type: webhook.AuthHMACSHA256, Format: webhook.FormatGitHub, TimestampToleranceSeconds: 10},

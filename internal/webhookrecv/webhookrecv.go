@@ -96,6 +96,9 @@ type Options struct {
 	Schemas *schema.Registry
 	// Observer hears of every delivery's outcome (nil: none).
 	Observer Observer
+	// Secrets resolves 002's authentication.secret_ref: the tenant secret whose value becomes a
+	// new trigger's secret (nil: secret_ref answers 503).
+	Secrets SecretSource
 }
 
 // Observer hears of the outcome of every webhook delivery, once it is answered (package metrics
@@ -152,20 +155,25 @@ func New(st Store, inv Invoker, o Options) *Service {
 // into. The read-only members of the resource are accepted and ignored, so a GET body can be PUT
 // back.
 type Spec struct {
-	WebhookTriggerID string                  `json:"webhook_trigger_id,omitempty"`
-	Name             string                  `json:"name"`
-	EntrypointID     string                  `json:"entrypoint_id"`
-	Authentication   *webhook.Authentication `json:"authentication"`
-	AllowedSources   []string                `json:"allowed_sources"`
-	PayloadSchema    json.RawMessage         `json:"payload_schema,omitempty"`
-	MaxBodyBytes     *int64                  `json:"max_body_bytes,omitempty"`
-	RateLimit        *webhook.RateLimit      `json:"rate_limit,omitempty"`
-	ForwardHeaders   []string                `json:"forward_headers"`
-	ExecutionContext string                  `json:"execution_context"`
-	Status           string                  `json:"status"`
+	WebhookTriggerID string              `json:"webhook_trigger_id,omitempty"`
+	Name             string              `json:"name"`
+	EntrypointID     string              `json:"entrypoint_id"`
+	Authentication   *SpecAuthentication `json:"authentication"`
+	AllowedSources   []string            `json:"allowed_sources"`
+	PayloadSchema    json.RawMessage     `json:"payload_schema,omitempty"`
+	MaxBodyBytes     *int64              `json:"max_body_bytes,omitempty"`
+	RateLimit        *webhook.RateLimit  `json:"rate_limit,omitempty"`
+	ForwardHeaders   []string            `json:"forward_headers"`
+	ExecutionContext string              `json:"execution_context"`
+	Status           string              `json:"status"`
 	// Secret, on create only, is a secret the sender generated (Stripe does); omitted, the server
 	// generates one.
 	Secret string `json:"secret,omitempty"`
+	// TriggerID and Enabled are 002's names for webhook_trigger_id and status (aliases.go).
+	TriggerID string `json:"trigger_id,omitempty"`
+	Enabled   *bool  `json:"enabled,omitempty"`
+	// secretFromRef: Secret was read from authentication.secret_ref (never shown back).
+	secretFromRef bool
 
 	TenantID                json.RawMessage `json:"tenant_id,omitempty"`
 	WebhookURL              json.RawMessage `json:"webhook_url,omitempty"`
@@ -267,7 +275,7 @@ func (s *Service) build(spec Spec, base webhook.Trigger) (webhook.Trigger, error
 	if spec.Authentication == nil {
 		return out, invalid("$.authentication", "MISSING_FIELD", `authentication is required: {"type": "none"|"hmac_sha256"|"hmac_sha1"|"basic"|"bearer"|"api_key", ...}`)
 	}
-	a, err := checkAuth(*spec.Authentication)
+	a, err := checkAuth(spec.Authentication.Authentication)
 	if err != nil {
 		return out, err
 	}
@@ -527,11 +535,15 @@ func checkAPIKeyAuth(a *webhook.Authentication) error {
 	return nil
 }
 
-// checkHMACAuth checks an hmac block: its format (default generic) and what the format fixes, then
-// the timestamp tolerance.
+// checkHMACAuth checks an hmac block: its format and what the format fixes, then the timestamp
+// tolerance. The format defaults to generic when the block describes a signature header, and to
+// github when it says nothing but the type (002's example: its answer names X-Hub-Signature-256).
 func checkHMACAuth(a *webhook.Authentication) error {
 	if err := onlyFor(string(a.Type), map[string]bool{"query_param": a.QueryParam != "", "username": a.Username != ""}); err != nil {
 		return err
+	}
+	if a.Format == "" && a.Header == "" && a.SignaturePrefix == "" && a.SignatureEncoding == "" && a.TimestampHeader == "" {
+		a.Format = webhook.FormatGitHub
 	}
 	f, err := oneOf("authentication.format", a.Format, webhook.FormatGeneric, webhook.FormatGitHub, webhook.FormatStripe, webhook.FormatSlack)
 	if err != nil {
@@ -740,15 +752,38 @@ func (s *Service) checkEntrypoint(ctx context.Context, w webhook.Trigger) error 
 		return problem.Internal(err)
 	}
 	if !ok {
-		return problem.NotFound("entrypoint %s not found", w.EntrypointID).With("field", "entrypoint_id")
+		return s.notVisible(ctx, w)
 	}
 	return nil
+}
+
+// notVisible is the refusal of an entrypoint the trigger's invocations cannot see: 404, unless the
+// context is system and the trigger's author can see it, which the refusal then says (a 422 at
+// $.execution_context; nothing is disclosed that the author does not know).
+func (s *Service) notVisible(ctx context.Context, w webhook.Trigger) error {
+	nf := problem.NotFound("entrypoint %s not found", w.EntrypointID).With("field", "entrypoint_id")
+	if w.ExecutionContext != ContextSystem || w.CreatedBy == "" {
+		return nf
+	}
+	author := w
+	author.ExecutionContext = ContextUser
+	if ok, err := s.inv.CanSee(ctx, runAs(author), w.EntrypointID); err != nil || !ok {
+		return nf
+	}
+	msg := fmt.Sprintf("execution_context is %q: the trigger's invocations start as webhook:%s, which cannot see %s: "+
+		"it is private to its owner; set execution_context to \"user\" to run as %s, or share the entrypoint (\"shared\": true)",
+		w.ExecutionContext, w.ID, w.EntrypointID, w.CreatedBy)
+	return problem.Validation(msg, []problem.Issue{{Path: "$.execution_context", Code: "ENTRYPOINT_NOT_VISIBLE", Message: msg}}).
+		With("execution_context", w.ExecutionContext)
 }
 
 // Create registers a webhook trigger: 201 with it and, when its authentication needs one, its
 // secret (shown this once). The tenant's max_triggers applies (webhook triggers count there).
 func (s *Service) Create(ctx context.Context, sc auth.SecurityContext, spec Spec) (View, error) {
 	if err := canWrite(sc); err != nil {
+		return View{}, err
+	}
+	if err := s.resolveAliases(ctx, sc.TenantID, &spec); err != nil {
 		return View{}, err
 	}
 	now := s.o.Clock.Now()
@@ -762,29 +797,15 @@ func (s *Service) Create(ctx context.Context, sc auth.SecurityContext, spec Spec
 	if err != nil {
 		return View{}, err
 	}
-	if spec.Secret != "" {
-		if !w.Authentication.Type.NeedsSecret() {
-			return View{}, invalid("$.secret", "INVALID_VALUE", "authentication type none takes no secret")
-		}
-		if err := checkGivenSecret("$.secret", spec.Secret); err != nil {
-			return View{}, err
-		}
+	if err := checkSpecSecret(w, spec.Secret); err != nil {
+		return View{}, err
 	}
 	if err := s.checkEntrypoint(ctx, w); err != nil {
 		return View{}, err
 	}
-	var secret string
-	var sealed webhook.Secret
-	if w.Authentication.Type.NeedsSecret() {
-		if secret = spec.Secret; secret == "" {
-			if secret, err = newSecret(); err != nil {
-				return View{}, problem.Internal(err)
-			}
-		}
-		w.SecretGeneration = 1
-		if sealed, err = s.seal(w, 1, secret, now); err != nil {
-			return View{}, err
-		}
+	secret, sealed, err := s.firstSecret(&w, spec.Secret, now)
+	if err != nil {
+		return View{}, err
 	}
 	policy, err := s.store.Tenant(ctx, sc.TenantID)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -822,7 +843,40 @@ func (s *Service) Create(ctx context.Context, sc auth.SecurityContext, spec Spec
 	case err != nil:
 		return View{}, problem.Internal(err)
 	}
+	if spec.secretFromRef {
+		// The value is the tenant secret's: write-only there, so not shown here either.
+		return withSecret(w, ""), nil
+	}
 	return withSecret(w, secret), nil
+}
+
+// checkSpecSecret checks a secret sent on create (none: the server generates one).
+func checkSpecSecret(w webhook.Trigger, secret string) error {
+	if secret == "" {
+		return nil
+	}
+	if !w.Authentication.Type.NeedsSecret() {
+		return invalid("$.secret", "INVALID_VALUE", "authentication type none takes no secret")
+	}
+	return checkGivenSecret("$.secret", secret)
+}
+
+// firstSecret is a new trigger's first secret, the given one or a generated one, sealed as
+// generation 1 ("" when its authentication needs none).
+func (s *Service) firstSecret(w *webhook.Trigger, given string, now time.Time) (string, webhook.Secret, error) {
+	if !w.Authentication.Type.NeedsSecret() {
+		return "", webhook.Secret{}, nil
+	}
+	secret := given
+	if secret == "" {
+		var err error
+		if secret, err = newSecret(); err != nil {
+			return "", webhook.Secret{}, problem.Internal(err)
+		}
+	}
+	w.SecretGeneration = 1
+	sealed, err := s.seal(*w, 1, secret, now)
+	return secret, sealed, err
 }
 
 // Get returns a webhook trigger of the caller's tenant (never its secret).
@@ -880,7 +934,7 @@ func specOf(w webhook.Trigger) Spec {
 	a := w.Authentication
 	rl := w.RateLimit
 	n := w.MaxBodyBytes
-	return Spec{WebhookTriggerID: w.ID, Name: w.Name, EntrypointID: w.EntrypointID, Authentication: &a,
+	return Spec{WebhookTriggerID: w.ID, Name: w.Name, EntrypointID: w.EntrypointID, Authentication: &SpecAuthentication{Authentication: a},
 		AllowedSources: w.AllowedSources, PayloadSchema: w.PayloadSchema, MaxBodyBytes: &n, RateLimit: &rl,
 		ForwardHeaders: w.ForwardHeaders, ExecutionContext: w.ExecutionContext, Status: string(w.Status)}
 }
@@ -902,6 +956,7 @@ func (s *Service) Patch(ctx context.Context, sc auth.SecurityContext, id string,
 		if err := json.Unmarshal(raw, &doc); err != nil {
 			return Spec{}, problem.Internal(err)
 		}
+		patchAliases(doc, patch)
 		merged, err := json.Marshal(mergepatch.Apply(doc, patch))
 		if err != nil {
 			return Spec{}, problem.Internal(err)
@@ -926,6 +981,9 @@ func (s *Service) change(ctx context.Context, sc auth.SecurityContext, id string
 	}
 	spec, err := next(cur)
 	if err != nil {
+		return View{}, err
+	}
+	if err := spec.changeAliases(); err != nil {
 		return View{}, err
 	}
 	if spec.WebhookTriggerID != "" && spec.WebhookTriggerID != cur.ID {
@@ -1164,47 +1222,68 @@ type RewrapStore interface {
 	Update(ctx context.Context, fn func(store.Tx) error) error
 }
 
+// RewrapStats is what RewrapSecrets did.
+type RewrapStats struct {
+	// Rewrapped secrets are now sealed under the current master key.
+	Rewrapped int
+	// Unreadable secrets are sealed under a key that is not configured, or do not open under
+	// theirs: left as they are, each logged with its tenant, trigger, generation and key id.
+	Unreadable int
+}
+
 // RewrapSecrets re-seals every webhook secret not sealed under kr's current master key (the step
 // of a master-key rotation: configure "NEW,OLD", rewrap, then drop OLD). It walks the secrets in
-// batches and returns how many it rewrapped; a secret changed meanwhile is left to its writer
-// (which sealed it under the current key anyway).
-func RewrapSecrets(ctx context.Context, st RewrapStore, kr *keyring.Keyring) (int, error) {
+// batches; a secret changed meanwhile is left to its writer (which sealed it under the current
+// key anyway), and one that cannot be opened is counted and logged, not changed: the caller
+// decides whether the server may start with it (server.Config.AllowUnreadableSecrets).
+func RewrapSecrets(ctx context.Context, st RewrapStore, kr *keyring.Keyring, log *slog.Logger) (RewrapStats, error) {
+	var out RewrapStats
 	if kr == nil {
-		return 0, nil
+		return out, nil
 	}
-	n := 0
 	var after store.WebhookSecretKey
 	for {
 		batch, err := st.WebhookSecretsAfter(ctx, after, 256)
-		if err != nil {
-			return n, err
-		}
-		if len(batch) == 0 {
-			return n, nil
+		if err != nil || len(batch) == 0 {
+			return out, err
 		}
 		for _, sec := range batch {
 			after = store.WebhookSecretKey{TenantID: sec.TenantID, TriggerID: sec.TriggerID, Generation: sec.Generation}
 			if !kr.NeedsRewrap(sec.Sealed) {
 				continue
 			}
-			aad, err := sec.AAD()
-			if err != nil {
-				return n, err
-			}
-			out, err := kr.Rewrap(sec.Sealed, aad)
-			if err != nil {
-				return n, fmt.Errorf("webhook secret of tenant %s trigger %s generation %d: %w", sec.TenantID, sec.TriggerID, sec.Generation, err)
-			}
-			old := sec.Sealed
-			sec.Sealed = out
-			err = st.Update(ctx, func(tx store.Tx) error { return tx.RewrapWebhookSecret(sec, old) })
+			done, err := rewrapOne(ctx, st, kr, sec)
 			switch {
-			case errors.Is(err, store.ErrStale), errors.Is(err, store.ErrNotFound):
+			case errors.Is(err, errUnreadable):
+				out.Unreadable++
+				log.ErrorContext(ctx, "webhook secret: cannot be opened with the configured master keys", "tenant_id", sec.TenantID,
+					"webhook_trigger_id", sec.TriggerID, "generation", sec.Generation, "key_id", keyring.KeyIDOf(sec.Sealed))
 			case err != nil:
-				return n, err
-			default:
-				n++
+				return out, err
+			case done:
+				out.Rewrapped++
 			}
 		}
 	}
+}
+
+var errUnreadable = errors.New("webhook secret cannot be opened")
+
+// rewrapOne re-seals one secret under the current key; false when it changed meanwhile.
+func rewrapOne(ctx context.Context, st RewrapStore, kr *keyring.Keyring, sec webhook.Secret) (bool, error) {
+	aad, err := sec.AAD()
+	if err != nil {
+		return false, err
+	}
+	out, err := kr.Rewrap(sec.Sealed, aad)
+	if err != nil {
+		return false, errUnreadable
+	}
+	old := sec.Sealed
+	sec.Sealed = out
+	err = st.Update(ctx, func(tx store.Tx) error { return tx.RewrapWebhookSecret(sec, old) })
+	if errors.Is(err, store.ErrStale) || errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
 }

@@ -101,12 +101,25 @@ type answer struct {
 	media  []string // the media types of schema (default application/json)
 	// location: the answer carries a Location header naming the resource (201) or invocation (202).
 	location bool
+	// deprecation: the answer may carry the Deprecation, Sunset and Link headers of an invocation
+	// of a deprecated entrypoint.
+	deprecation bool
+}
+
+// deprecationHeaders are the headers of an answer that started a deprecated entrypoint.
+var deprecationHeaders = schema{
+	"Deprecation": schema{"description": "The entrypoint is deprecated (RFC 9745): @ and the Unix time it was deprecated.",
+		"schema": schema{"type": "string", "pattern": "^@-?[0-9]+$"}},
+	"Sunset": schema{"description": "When the deprecated entrypoint stops being served (RFC 8594, an HTTP-date), if it has a sunset_date.",
+		"schema": schema{"type": "string"}},
+	"Link": schema{"description": "The successor entrypoint, rel=\"successor-version\", if the deprecation names one.",
+		"schema": schema{"type": "string"}},
 }
 
 // problemResponses names the shared problem responses by status.
 var problemResponses = map[int]string{
 	400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 405: "MethodNotAllowed",
-	409: "Conflict", 413: "PayloadTooLarge", 422: "ValidationFailed", 429: "TooManyRequests",
+	409: "Conflict", 413: "PayloadTooLarge", 415: "UnsupportedMediaType", 422: "ValidationFailed", 429: "TooManyRequests",
 	500: "InternalError", 503: "Unavailable",
 }
 
@@ -116,7 +129,7 @@ var problemResponses = map[int]string{
 var common = []int{400, 401, 403, 404, 429, 500, 503}
 
 // writeErrs are added to operations with a request body.
-var writeErrs = []int{409, 413, 422}
+var writeErrs = []int{409, 413, 415, 422}
 
 // idParam is a path parameter.
 func idParam(name, desc string) schema {
@@ -365,6 +378,7 @@ var problemDesc = map[int]string{
 	405: "The method is not allowed on this resource.",
 	409: "The request conflicts with the resource's state (the problem's reason says how).",
 	413: "The request body is too large.",
+	415: "The request body's Content-Type is not JSON (application/json or a +json type).",
 	422: "The request is well-formed JSON but invalid; errors[] lists every finding.",
 	429: "A rate limit, quota or the tenant's in-flight cap was hit.",
 	500: "An internal error (the detail never carries the cause).",
@@ -445,8 +459,13 @@ func (o op) render() schema {
 		out["requestBody"] = schema{"required": false, "content": schema{"*/*": schema{"schema": anyValue()}}}
 	}
 	if o.body != nil {
-		out["requestBody"] = schema{"required": o.bodyRequired, "content": schema{
-			"application/json": schema{"schema": o.body}}}
+		content := schema{"application/json": schema{"schema": o.body}}
+		if o.method == "PATCH" {
+			// A merge patch may be declared as such (RFC 7396); any other +json type is read as
+			// JSON too (docs/api.md §1), but only these two are advertised.
+			content["application/merge-patch+json"] = schema{"schema": o.body}
+		}
+		out["requestBody"] = schema{"required": o.bodyRequired, "content": content}
 	}
 	responses := schema{}
 	for _, a := range o.ok {
@@ -465,9 +484,18 @@ func (o op) render() schema {
 			}
 			r["content"] = content
 		}
+		headers := schema{}
 		if a.location {
-			r["headers"] = schema{"Location": schema{"required": true, "description": "The path of the resource it created or started.",
-				"schema": schema{"type": "string"}}}
+			headers["Location"] = schema{"required": true, "description": "The path of the resource it created or started.",
+				"schema": schema{"type": "string"}}
+		}
+		if a.deprecation {
+			for k, v := range deprecationHeaders {
+				headers[k] = v
+			}
+		}
+		if len(headers) > 0 {
+			r["headers"] = headers
 		}
 		responses[strconv.Itoa(a.status)] = r
 	}
