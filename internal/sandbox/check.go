@@ -25,6 +25,7 @@ const (
 	CodeWorkflowOnlyHelper = "WORKFLOW_ONLY_HELPER"
 	CodeUnavailableHelper  = "HELPER_NOT_AVAILABLE"
 	CodeInvalidArgument    = "INVALID_ARGUMENT"
+	CodeHelperOutsideStep  = "HELPER_OUTSIDE_STEP"
 	CodeInvalidFilter      = "INVALID_EVENT_FILTER"
 	CodeSourceTooLarge     = "SOURCE_TOO_LARGE"
 
@@ -372,9 +373,31 @@ func (c *checker) checkCall(call *syntax.CallExpr, id *syntax.Ident, h HelperSpe
 			h.Name, plural(len(missing), "argument", "arguments"), strings.Join(missing, ", "), sig())
 	}
 	c.checkLiterals(call, h, positional)
+	c.checkInStep(id, h)
 	if h.IO && !given["timeout_ms"] {
 		c.warnf(CodeMissingTimeout, id.NamePos, "%s at line %d has no timeout_ms; the default %d s applies",
 			h.Name, id.NamePos.Line, int(DefaultHelperTimeout.Seconds()))
+	}
+}
+
+// checkInStep reports a workflow's HTTP helper called in the body of main itself: there it runs
+// outside any step, which the workflow runtime refuses (its result would not be journaled), so the
+// run fails whenever it reaches the call. Calls in other functions are not reported: a function
+// may be a step's.
+func (c *checker) checkInStep(id *syntax.Ident, h HelperSpec) {
+	if !c.workflow || (h.Name != "r_http_get_v1" && h.Name != "r_http_post_v1") {
+		return
+	}
+	for i := len(c.stack) - 1; i >= 0; i-- {
+		switch n := c.stack[i].(type) {
+		case *syntax.LambdaExpr:
+			return
+		case *syntax.DefStmt:
+			if n.Name.Name == "main" && i == 1 { // the top-level main (c.stack[0] is the file)
+				c.errorf(CodeHelperOutsideStep, id.NamePos, "%s is called in main, outside a step: in a workflow, call HTTP helpers inside a step function (r_run_step_v1 or r_step_v1) so that their result is journaled", h.Name)
+			}
+			return
+		}
 	}
 }
 
