@@ -212,6 +212,7 @@ func (c *checker) visit(n syntax.Node) {
 		if id, ok := n.Fn.(*syntax.Ident); ok {
 			if h, ok := helperRef(id); ok {
 				c.checkCall(n, id, h)
+				c.checkInStep(id, h)
 			}
 		}
 	}
@@ -362,6 +363,16 @@ func (c *checker) checkCall(call *syntax.CallExpr, id *syntax.Ident, h HelperSpe
 	if varargs || kwargs {
 		return
 	}
+	c.checkMissing(id, h, given, sig)
+	c.checkLiterals(call, h, positional)
+	if h.IO && !given["timeout_ms"] {
+		c.warnf(CodeMissingTimeout, id.NamePos, "%s at line %d has no timeout_ms; the default %d s applies",
+			h.Name, id.NamePos.Line, int(DefaultHelperTimeout.Seconds()))
+	}
+}
+
+// checkMissing reports the required parameters of h that a call at id does not give.
+func (c *checker) checkMissing(id *syntax.Ident, h HelperSpec, given map[string]bool, sig func() string) {
 	var missing []string
 	for _, p := range h.Params[:h.MinArgs] {
 		if !given[p] {
@@ -371,12 +382,6 @@ func (c *checker) checkCall(call *syntax.CallExpr, id *syntax.Ident, h HelperSpe
 	if len(missing) > 0 {
 		c.errorf(CodeHelperArity, id.NamePos, "%s() missing required %s %s%s",
 			h.Name, plural(len(missing), "argument", "arguments"), strings.Join(missing, ", "), sig())
-	}
-	c.checkLiterals(call, h, positional)
-	c.checkInStep(id, h)
-	if h.IO && !given["timeout_ms"] {
-		c.warnf(CodeMissingTimeout, id.NamePos, "%s at line %d has no timeout_ms; the default %d s applies",
-			h.Name, id.NamePos.Line, int(DefaultHelperTimeout.Seconds()))
 	}
 }
 
