@@ -938,16 +938,19 @@ func TestInvocations(t *testing.T) {
 			r := invControl(t, e, viewer, id, "retry")
 			require.Equal(t, http.StatusForbidden, r.Status, "%s", r)
 
-			// retry redrives it as attempt 3.
+			// retry redrives it as attempt 3, with the retry policy's whole budget (max_attempts 2)
+			// again: attempt 3 fails and is retried, attempt 4 is dead-lettered.
 			r = invControl(t, e, adm, id, "retry")
 			require.Equal(t, http.StatusOK, r.Status, "%s", r)
 			require.Equal(t, "queued", r.Body["status"], "%s", r)
 			require.EqualValues(t, 3, r.Body["attempt"], "%s", r)
 			again := invWait(t, e, adm, id, "dead_lettered")
-			require.EqualValues(t, 3, again["attempt"])
-			require.Contains(t, invErrorOf(t, again)["message"], "boom on attempt 3")
+			require.EqualValues(t, 4, again["attempt"])
+			require.Contains(t, invErrorOf(t, again)["message"], "boom on attempt 4")
 			items, _ = invTimeline(t, e, adm, id)
-			require.GreaterOrEqual(t, invIndex(items, "requeued", dead), 0, "%v", invEventTypes(items))
+			requeued := invIndex(items, "requeued", dead)
+			require.GreaterOrEqual(t, requeued, 0, "%v", invEventTypes(items))
+			require.Greater(t, invIndex(items, "step_retried", requeued), requeued, "the retried run is retried by the policy: %v", invEventTypes(items))
 		})
 
 		t.Run("replay of a succeeded invocation is a new invocation", func(t *testing.T) {

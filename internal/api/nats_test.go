@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"os"
@@ -72,12 +73,14 @@ func TestNATSBridge(t *testing.T) {
 	adm := invTenant(t, e, "acme")
 	ep := e.registerActive(t, adm, echoFn(t, "orders.from_nats.v1~"))["entrypoint_id"].(string)
 	subject := "ext." + u + ".orders"
-	e.expect(t, http.StatusCreated, http.MethodPost, trgPath, adm,
+	created := e.expect(t, http.StatusCreated, http.MethodPost, trgPath, adm,
 		obj{"trigger_id": "from-nats", "event_type_id": orderType, "entrypoint_id": ep, "nats_subject": subject})
+	require.Equal(t, "active", created.Body["connection_status"], "the create answers once the subscription is up")
+	requireConnected(t, created.Body, url)
 	status := func() string {
 		return e.expect(t, http.StatusOK, http.MethodGet, trgPath+"/from-nats", adm, nil).Body["connection_status"].(string)
 	}
-	waitUntil(t, func() bool { return status() == "active" }, "the subscription is active")
+	require.Equal(t, "active", status())
 
 	// The first message carries a W3C traceparent: its invocation continues the publisher's trace.
 	const publisherTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -105,12 +108,18 @@ func TestNATSBridge(t *testing.T) {
 	require.ElementsMatch(t, []any{obj{"order_id": "n-1", "total": 5.0}, "plain text"}, texts)
 
 	// Disabled: paused, and the backlog waits in the consumer until it is enabled again.
-	e.expect(t, http.StatusOK, http.MethodPost, trgPath+"/from-nats:disable", adm, nil)
+	disabled := e.expect(t, http.StatusOK, http.MethodPost, trgPath+"/from-nats:disable", adm, nil)
+	require.Equal(t, "paused", disabled.Body["connection_status"])
+	requireConnected(t, disabled.Body, url)
 	require.Equal(t, "paused", status())
 	_, err = js.Publish(ctx, subject, []byte(`{"order_id":"n-2","total":7}`))
 	require.NoError(t, err)
-	e.expect(t, http.StatusOK, http.MethodPost, trgPath+"/from-nats:enable", adm, nil)
+	enabled := e.expect(t, http.StatusOK, http.MethodPost, trgPath+"/from-nats:enable", adm, nil)
+	require.Equal(t, "active", enabled.Body["connection_status"], ":enable answers once the subscription has resumed")
 	awaitInvocations(t, e, adm, ep, 3)
+	listed := e.expect(t, http.StatusOK, http.MethodGet, trgPath, adm, nil).items()
+	require.Len(t, listed, 1)
+	requireConnected(t, listed[0], url)
 
 	// Mirroring: an event published through the API appears on its subject; the NATS-fed ones do not.
 	const apiTrace = "8bf92f3577b34da6a3ce929d0e0e473a"
@@ -138,6 +147,23 @@ func TestNATSBridge(t *testing.T) {
 		_, err := js.Consumer(ctx, ext, natsfeed.ConsumerName("acme", "from-nats"))
 		return errors.Is(err, jetstream.ErrConsumerNotFound)
 	}, "the consumer is deleted")
+}
+
+// requireConnected checks 002's connection_details of a NATS-fed trigger whose bridge is
+// connected: the broker connected, no outage under way, and no address or credential shown.
+func requireConnected(t *testing.T, trg obj, url string) {
+	t.Helper()
+	d, ok := trg["connection_details"].(obj)
+	require.True(t, ok, "connection_details: %v", trg)
+	require.Equal(t, "connected", d["event_broker"])
+	require.EqualValues(t, 0, d["reconnect_attempts"])
+	last, err := time.Parse(time.RFC3339Nano, d["last_connected_at"].(string))
+	require.NoError(t, err)
+	require.False(t, last.After(time.Now()), "last_connected_at is in the past: %v", last)
+	require.NotContains(t, d, "next_reconnect_at", "no reconnect is due while connected")
+	raw, err := json.Marshal(d)
+	require.NoError(t, err)
+	require.NotContains(t, string(raw), strings.TrimPrefix(url, "nats://"), "no server address")
 }
 
 // waitUntil polls cond until it holds (deadline 20 s).

@@ -56,18 +56,29 @@ type Invoker interface {
 type Feeds interface {
 	// Changed is called after a trigger write commits (deleted: the trigger is gone).
 	Changed(t trigger.Trigger, deleted bool)
-	// Status is the connection status of a fed trigger's subscription (ok false: none).
-	Status(tenantID, triggerID string) (status string, ok bool)
+	// Await returns once the change of trigger t reported by Changed has been applied (its
+	// subscription made, replaced, paused or resumed), or when ctx ends.
+	Await(ctx context.Context, t trigger.Trigger)
+	// Connection is the connection status of a fed trigger's subscription and 002's
+	// connection_details (ok false: none).
+	Connection(tenantID, triggerID string) (status string, details trigger.ConnectionDetails, ok bool)
 }
+
+// DefaultFeedWait is Options.FeedWait's default.
+const DefaultFeedWait = 2 * time.Second
 
 // Options configure a Service.
 type Options struct {
 	// Feeds connects triggers with a nats_subject to the NATS bridge; nil: the server has no
 	// bridge, and such triggers are refused.
-	Feeds  Feeds
-	Clock  clock.Clock
-	IDs    idgen.Generator
-	Logger *slog.Logger
+	Feeds Feeds
+	// FeedWait bounds how long a create or change of a trigger fed by nats_subject waits for its
+	// subscription to follow before answering, so that the answer's connection_status is the
+	// subscription's as written (default DefaultFeedWait).
+	FeedWait time.Duration
+	Clock    clock.Clock
+	IDs      idgen.Generator
+	Logger   *slog.Logger
 	// Poll is the longest sleep of the batch flusher (default 1 s).
 	Poll time.Duration
 	// Batch bounds the triggers one flusher pass reads (default 256).
@@ -159,6 +170,9 @@ func New(st Store, inv Invoker, o Options) *Service {
 	if o.Poll <= 0 {
 		o.Poll = time.Second
 	}
+	if o.FeedWait <= 0 {
+		o.FeedWait = DefaultFeedWait
+	}
 	if o.Batch <= 0 {
 		o.Batch = 256
 	}
@@ -205,11 +219,12 @@ type Spec struct {
 	Filter  string `json:"filter,omitempty"`
 	Enabled *bool  `json:"enabled,omitempty"`
 
-	TenantID         json.RawMessage `json:"tenant_id,omitempty"`
-	ConnectionStatus json.RawMessage `json:"connection_status,omitempty"`
-	CreatedBy        json.RawMessage `json:"created_by,omitempty"`
-	CreatedAt        json.RawMessage `json:"created_at,omitempty"`
-	UpdatedAt        json.RawMessage `json:"updated_at,omitempty"`
+	TenantID          json.RawMessage `json:"tenant_id,omitempty"`
+	ConnectionStatus  json.RawMessage `json:"connection_status,omitempty"`
+	ConnectionDetails json.RawMessage `json:"connection_details,omitempty"`
+	CreatedBy         json.RawMessage `json:"created_by,omitempty"`
+	CreatedAt         json.RawMessage `json:"created_at,omitempty"`
+	UpdatedAt         json.RawMessage `json:"updated_at,omitempty"`
 }
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
@@ -391,13 +406,29 @@ func (s *Service) render(t trigger.Trigger) trigger.Trigger {
 		t.ConnectionStatus = trigger.ConnectionPaused
 	case t.NATSSubject != "" && s.o.Feeds != nil:
 		t.ConnectionStatus = trigger.ConnectionDisconnected
-		if st, ok := s.o.Feeds.Status(t.TenantID, t.ID); ok {
-			t.ConnectionStatus = st
-		}
 	default:
 		t.ConnectionStatus = trigger.ConnectionActive
 	}
+	if t.NATSSubject != "" && s.o.Feeds != nil {
+		if st, d, ok := s.o.Feeds.Connection(t.TenantID, t.ID); ok {
+			if t.Status == trigger.StatusActive {
+				t.ConnectionStatus = st
+			}
+			t.ConnectionDetails = &d
+		}
+	}
 	return t
+}
+
+// settle waits, up to FeedWait, for the feed of trigger t (just written) to follow the write, so
+// that the answer shows the subscription as written rather than as it was.
+func (s *Service) settle(ctx context.Context, t trigger.Trigger) {
+	if s.o.Feeds == nil || t.NATSSubject == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.o.FeedWait)
+	defer cancel()
+	s.o.Feeds.Await(ctx, t)
 }
 
 // committed registers what follows a committed write of t: the active-trigger cache starts afresh,
@@ -560,6 +591,7 @@ func (s *Service) Create(ctx context.Context, sc auth.SecurityContext, spec Spec
 		return base, problem.Internal(err)
 	}
 	s.o.Logger.InfoContext(ctx, "trigger created", "tenant_id", t.TenantID, "trigger_id", t.ID)
+	s.settle(ctx, t)
 	return s.render(t), nil
 }
 
@@ -695,6 +727,7 @@ func (s *Service) change(ctx context.Context, sc auth.SecurityContext, id, typ s
 		return cur, storeErr(id, err)
 	}
 	s.Wake()
+	s.settle(ctx, t)
 	return s.render(t), nil
 }
 

@@ -155,6 +155,12 @@ type Record struct {
 	Depth           int             `json:"depth,omitempty"`            // nesting of r_invoke_v1 children (0 = started through the API)
 	ParentSeq       *int            `json:"parent_seq,omitempty"`       // the parent workflow's journal position awaiting this child
 	CompensationFor string          `json:"compensation_for,omitempty"` // the workflow invocation this handler compensates
+
+	// RetryBase is the logical attempts made before the current retry budget began: a requeue
+	// (the retry control action, a dead letter's redrive) starts a new budget of the retry
+	// policy's max_attempts (see BudgetAttempt).
+	RetryBase int `json:"retry_base,omitempty"`
+
 	// Via says how the invocation was created, for the engine's own decisions (never shown):
 	// ViaTrigger for a trigger's start, whose end its trigger counts, ViaOther for any other start.
 	// Records written before it existed have none; the engine then asks the store.
@@ -502,6 +508,11 @@ func applyEvery(r Record, e Event) Record {
 	return next
 }
 
+// BudgetAttempt is the current logical attempt counted within the current retry budget (1-based):
+// the attempt the retry policy's max_attempts and backoff apply to. It is Attempt until a requeue,
+// which starts the count again.
+func (r Record) BudgetAttempt() int { return r.Attempt - r.RetryBase }
+
 // applyTransition moves next, already through applyEvery, to status to (a transition statusEvents
 // allows) and sets the fields the transition carries: the start, suspension and finish times,
 // the wake reason of a suspension, and the attempt a requeue or retry begins.
@@ -521,6 +532,7 @@ func applyTransition(next Record, e Event, to Status) Record {
 		next.SuspendedAt = &at
 		next.Wake = WakeOf(suspendReason(e))
 	case EventRequeued:
+		next.RetryBase = next.Attempt
 		next.Attempt++
 		next.EngineAttempt = 0
 		next.Result, next.Error, next.FinishedAt = nil, nil, nil

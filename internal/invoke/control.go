@@ -73,7 +73,9 @@ func (s *Service) Control(ctx context.Context, sc auth.SecurityContext, id strin
 
 // cancel cancels cur: canceled, its run in flight stopped, and, for a workflow, its completed
 // steps compensated by a run queued in the same transaction (execution's KindCompensate) and its
-// on_cancel handler started.
+// on_cancel handler started. With both, the handler is created held and the compensation run
+// makes it runnable once the step compensations have ended (workflow.Engine.CompensateCanceled),
+// so the workflow is compensated only after both.
 func (s *Service) cancel(ctx context.Context, cur invocation.Record) (invocation.Record, error) {
 	if _, d, err := s.catalog.Lookup(ctx, cur.EntrypointRef); err == nil && d.IsDAG() {
 		return s.cancelDAG(ctx, cur)
@@ -93,7 +95,7 @@ func (s *Service) cancel(ctx context.Context, cur invocation.Record) (invocation
 			if !withHandler {
 				return out, nil
 			}
-			return s.startCompensation(tx, out, handler, hd, now)
+			return s.startCompensation(tx, out, handler, hd, now, !compensate)
 		}
 	}
 	rec, err := s.transition(ctx, cur, ActionCancel, invocation.EventCanceled, store.Scheduling{}, then)
@@ -129,9 +131,10 @@ func (s *Service) cancelDAG(ctx context.Context, cur invocation.Record) (invocat
 	return rec, err
 }
 
-// startCompensation moves a canceled workflow to compensating and starts its handler (d: its
-// definition), inside the cancel's transaction.
-func (s *Service) startCompensation(tx store.Tx, cur, handler invocation.Record, d catalog.Definition, now time.Time) (invocation.Record, error) {
+// startCompensation moves a canceled workflow to compensating and creates its handler (d: its
+// definition), inside the cancel's transaction: runnable now when run, else held until the
+// workflow's step compensations have ended.
+func (s *Service) startCompensation(tx store.Tx, cur, handler invocation.Record, d catalog.Definition, now time.Time, run bool) (invocation.Record, error) {
 	data, err := invocation.EncodeData(invocation.CompensationStarted{Trigger: "cancellation", HandlerInvocationID: handler.ID, Handler: handler.EntrypointID})
 	if err != nil {
 		return cur, err
@@ -142,7 +145,11 @@ func (s *Service) startCompensation(tx store.Tx, cur, handler invocation.Record,
 	if err != nil {
 		return cur, err
 	}
-	_, err = s.spawn.Create(tx, handler, false, d, now)
+	if run {
+		_, err = s.spawn.Create(tx, handler, false, d, now)
+	} else {
+		_, err = s.spawn.CreateHeld(tx, handler, now)
+	}
 	return out, err
 }
 

@@ -268,6 +268,24 @@ func TestRetriesWithBackoff(t *testing.T) {
 	require.False(t, created)
 	require.Equal(t, invocation.StatusQueued, r.Status)
 	require.Equal(t, 4, r.Attempt, "redrive is the next logical attempt")
+
+	// The retry starts a new budget of max_attempts (3): attempts 4, 5 and 6, with the policy's
+	// backoff from its start, then dead-lettered again.
+	require.Equal(t, 1, e.Drain())
+	r, _ = e.svc.Get(context.Background(), bob, id)
+	require.Equal(t, invocation.StatusQueued, r.Status, "the retried run is retried by the policy")
+	require.Equal(t, 5, r.Attempt)
+	due, _ = e.store.NextDue(context.Background(), time.Time{})
+	require.Equal(t, e.clock.Now().Add(time.Second), *due, "the backoff starts again at initial_delay_ms")
+	e.clock.Advance(time.Second)
+	require.Equal(t, 1, e.Drain())
+	e.clock.Advance(1500 * time.Millisecond)
+	require.Equal(t, 1, e.Drain())
+	r, _ = e.svc.Get(context.Background(), bob, id)
+	require.Equal(t, invocation.StatusDeadLettered, r.Status)
+	require.Equal(t, 6, r.Attempt)
+	require.Contains(t, r.Error.Message, "boom on attempt 6")
+	require.Zero(t, e.Drain(), "nothing left")
 }
 
 // TestRetryPrecedence: only retryable categories whose type is not listed in non_retryable_errors are retried.

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/larkrun/lark/internal/api"
+	"github.com/larkrun/lark/internal/attempt"
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/invoke"
 	"github.com/larkrun/lark/internal/problem"
@@ -809,4 +810,116 @@ def main(ctx, input):
 			}
 		})
 	}
+}
+
+// TestWorkflowCancelCompensatesBeforeHandler: a workflow with a slow step compensation and an
+// on_cancel handler, canceled while suspended, stays compensating while the step compensation runs
+// (the handler is held, not runnable), records the step compensation's outcome, then runs the
+// handler and only then is compensated.
+func TestWorkflowCancelCompensatesBeforeHandler(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var mu sync.Mutex
+	var calls []string
+	entered := make(chan struct{}, 1)
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct{ Step string }
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		mu.Lock()
+		calls = append(calls, body.Step)
+		mu.Unlock()
+		if body.Step == "undo-a" {
+			entered <- struct{}{}
+			select {
+			case <-release:
+			case <-time.After(10 * time.Second):
+			}
+		}
+		w.Write([]byte(`{"ok":true}`))
+	}))
+	t.Cleanup(srv.Close)
+	got := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), calls...)
+	}
+	e.fn("undo_slow", `
+def main(ctx, input):
+    r_await(r_http_post_v1("`+srv.URL+`", {"step": "handler"}, timeout_ms=15000))
+    return {"trigger": input.trigger}
+`, func(b map[string]any) {
+		b["schema"] = map[string]any{"params": map[string]any{"$ref": "gts://gts.x.core.serverless.compensation_context.v1~"}}
+		b["traits"].(map[string]any)["invocation"] = map[string]any{"supported": []any{"async", "sync"}, "default": "async"}
+	})
+	e.workflow("slow_undo", `
+def post(step):
+    r_await(r_http_post_v1("`+srv.URL+`", {"step": step}, timeout_ms=15000))
+
+def do(ctx, input):
+    post(input)
+    return {"id": input}
+
+def undo(ctx, input, output):
+    post("undo-" + output["id"])
+
+def main(ctx, input):
+    r_step_v1("a", do, compensate_fn=undo)("a")
+    r_sleep(3600000)
+    return {}
+`, func(b map[string]any) {
+		b["traits"].(map[string]any)["workflow"].(map[string]any)["compensation"] = map[string]any{"on_failure": nil, "on_cancel": fnPrefix + "undo_slow.v1~"}
+	})
+	st, err := e.start(bob, invoke.StartRequest{EntrypointID: wfPrefix + "slow_undo.v1~"}, invoke.StartOptions{})
+	require.NoError(t, err)
+	e.Drain()
+	id := st.Record.ID
+	r, _, err := e.svc.Control(context.Background(), bob, id, invoke.ActionCancel)
+	require.NoError(t, err)
+	require.Equal(t, invocation.StatusCompensating, r.Status)
+
+	claimed, err := e.claimerOf(e.svc).Claim(context.Background(), 16)
+	require.NoError(t, err)
+	require.Equal(t, 1, len(claimed), "only the step compensations are runnable: the handler waits for them")
+	require.Equal(t, attempt.KindCompensate, claimed[0].Kind)
+	done := make(chan struct{})
+	go func() { e.svc.Runner().Run(context.Background(), claimed[0]); close(done) }()
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the step compensation did not start")
+	}
+	more, err := e.claimerOf(e.svc).Claim(context.Background(), 16)
+	require.NoError(t, err)
+	require.Zero(t, len(more), "the handler is not runnable while a step compensation runs")
+	r, err = e.svc.Get(context.Background(), bob, id)
+	require.NoError(t, err)
+	require.Equal(t, invocation.StatusCompensating, r.Status)
+	close(release)
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the compensation run did not end")
+	}
+	r, err = e.svc.Get(context.Background(), bob, id)
+	require.NoError(t, err)
+	require.Equal(t, invocation.StatusCompensating, r.Status, "the handler has not run yet")
+	require.Equal(t, 1, e.Drain(), "the handler, released by the compensation run")
+	r, err = e.svc.Get(context.Background(), bob, id)
+	require.NoError(t, err)
+	require.Equal(t, invocation.StatusCompensated, r.Status)
+	require.Equal(t, []string{"a", "undo-a", "handler"}, got())
+	types := strings.Join(e.timelineTypes(id), ",")
+	require.Contains(t, types, "canceled,compensation_started,compensation_started,http_call,compensation_completed,compensation_completed",
+		"the handler's start, the step compensation's start, its call and outcome, then the handler's outcome")
+	_, evs, err := e.svc.Events(context.Background(), dev, id)
+	require.NoError(t, err)
+	var step invocation.StepCompensated
+	for _, ev := range evs {
+		if ev.Type == invocation.EventStepCompensated {
+			require.NoError(t, json.Unmarshal(ev.Data, &step))
+		}
+	}
+	require.Equal(t, "a", step.Step)
+	require.True(t, step.OK)
 }

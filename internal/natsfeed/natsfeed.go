@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -65,8 +66,10 @@ type Feed struct {
 	changes chan change
 	done    chan struct{}
 
-	mu   sync.Mutex
-	subs map[key]*feed
+	mu      sync.Mutex
+	subs    map[key]*feed
+	failed  map[key]string // the subject a trigger's last subscription attempt failed for
+	applied chan struct{}  // closed and replaced after every change applied (Await)
 }
 
 type key struct{ tenantID, triggerID string }
@@ -93,7 +96,8 @@ func New(bridge Bridge, pub Publisher, log *slog.Logger, tracer trace.Tracer) *F
 	if tracer == nil {
 		tracer = tracing.Off().Tracer()
 	}
-	return &Feed{bridge: bridge, pub: pub, log: log, tracer: tracer, changes: make(chan change, 1024), subs: map[key]*feed{}}
+	return &Feed{bridge: bridge, pub: pub, log: log, tracer: tracer, changes: make(chan change, 1024), subs: map[key]*feed{},
+		failed: map[key]string{}, applied: make(chan struct{})}
 }
 
 // Start subscribes for every trigger with a subject that the lister finds, then follows the
@@ -158,15 +162,65 @@ func (f *Feed) Changed(t trigger.Trigger, deleted bool) {
 	}
 }
 
-// Status implements eventtrigger.Feeds.
-func (f *Feed) Status(tenantID, triggerID string) (string, bool) {
+// Connection implements eventtrigger.Feeds: the status of a trigger's subscription and the
+// details of the bridge's connection to NATS (ok false: no subscription).
+func (f *Feed) Connection(tenantID, triggerID string) (string, trigger.ConnectionDetails, bool) {
 	f.mu.Lock()
 	fd, ok := f.subs[key{tenantID, triggerID}]
 	f.mu.Unlock()
 	if !ok {
-		return "", false
+		return "", trigger.ConnectionDetails{}, false
 	}
-	return string(fd.sub.Status()), true
+	return string(fd.sub.Status()), details(fd.sub.Connection()), true
+}
+
+// details is 002's connection_details of a bridge connection.
+func details(c natsbridge.ConnectionDetails) trigger.ConnectionDetails {
+	at := func(t time.Time) *time.Time {
+		if t.IsZero() {
+			return nil
+		}
+		t = t.UTC()
+		return &t
+	}
+	d := trigger.ConnectionDetails{EventBroker: "disconnected", LastConnectedAt: at(c.LastConnectedAt),
+		ReconnectAttempts: c.ReconnectAttempts, NextReconnectAt: at(c.NextReconnectAt)}
+	if c.Connected {
+		d.EventBroker = "connected"
+	}
+	return d
+}
+
+// Await implements eventtrigger.Feeds: it returns once the feed has applied trigger t as written
+// (its subscription made, replaced, paused or resumed to match; or its subscription attempt
+// failed), or when ctx ends, whichever is first.
+func (f *Feed) Await(ctx context.Context, t trigger.Trigger) {
+	k := key{t.TenantID, t.ID}
+	for {
+		f.mu.Lock()
+		fd, failed, ch := f.subs[k], f.failed[k], f.applied
+		f.mu.Unlock()
+		if settled(fd, failed, t) {
+			return
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// settled reports whether fd (nil: none), after a failed attempt for subject failed (""
+// none), is what the feed makes of t.
+func settled(fd *feed, failed string, t trigger.Trigger) bool {
+	switch {
+	case t.NATSSubject == "":
+		return fd == nil
+	case fd == nil || fd.subject != t.NATSSubject || fd.typeID != t.EventTypeID:
+		return fd == nil && failed == t.NATSSubject
+	}
+	return (fd.sub.Status() == natsbridge.StatusPaused) == (t.Status != trigger.StatusActive)
 }
 
 // ConsumerName is the durable consumer of a trigger's subscription: stable across restarts and
@@ -176,11 +230,13 @@ func ConsumerName(tenantID, triggerID string) string {
 	return "lark_trigger_" + hex.EncodeToString(h[:12])
 }
 
-// apply brings one trigger's subscription in line with t.
+// apply brings one trigger's subscription in line with t, then wakes Await.
 func (f *Feed) apply(c change) {
+	defer f.signal()
 	t := c.t
 	k := key{t.TenantID, t.ID}
 	f.mu.Lock()
+	delete(f.failed, k)
 	cur := f.subs[k]
 	f.mu.Unlock()
 	want := !c.deleted && t.NATSSubject != ""
@@ -204,6 +260,9 @@ func (f *Feed) apply(c change) {
 		if err != nil {
 			f.log.Error("natsfeed: subscribing a trigger", "tenant_id", t.TenantID, "trigger_id", t.ID,
 				"subject", t.NATSSubject, "err", err)
+			f.mu.Lock()
+			f.failed[k] = t.NATSSubject
+			f.mu.Unlock()
 			return
 		}
 		fd.sub = sub
@@ -217,6 +276,14 @@ func (f *Feed) apply(c change) {
 	} else {
 		cur.sub.Pause()
 	}
+}
+
+// signal wakes every Await: a change was applied.
+func (f *Feed) signal() {
+	f.mu.Lock()
+	close(f.applied)
+	f.applied = make(chan struct{})
+	f.mu.Unlock()
 }
 
 // handler turns a message into an event of the trigger's tenant and type. A message the events

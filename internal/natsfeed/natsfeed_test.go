@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/larkrun/lark/internal/natsbridge"
 	"github.com/larkrun/lark/internal/natsfeed"
 	"github.com/larkrun/lark/internal/store"
 	"github.com/larkrun/lark/internal/tenant"
@@ -37,7 +38,7 @@ func TestStartErrorStillCloses(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Close did not return")
 	}
-	_, ok := f.Status("acme", "t")
+	_, _, ok := f.Connection("acme", "t")
 	require.False(t, ok, "nothing is subscribed")
 }
 
@@ -47,4 +48,41 @@ func TestConsumerNameIsStableAndValid(t *testing.T) {
 	require.NotEqual(t, a, natsfeed.ConsumerName("acme", "orders2"))
 	require.NotEqual(t, natsfeed.ConsumerName("a", "b.c"), natsfeed.ConsumerName("a.b", "c"))
 	require.Regexp(t, `^[A-Za-z0-9_-]{1,64}$`, a)
+}
+
+// refusingBridge refuses every subscription.
+type refusingBridge struct{}
+
+func (refusingBridge) Subscribe(context.Context, natsbridge.SubscriptionSpec) (*natsbridge.Subscription, error) {
+	return nil, errors.New("no stream captures the subject")
+}
+
+// emptyLister has no tenants.
+type emptyLister struct{}
+
+func (emptyLister) AllTenants(context.Context) ([]tenant.Policy, error) { return nil, nil }
+
+func (emptyLister) ListTriggers(context.Context, string, store.ListQuery) (store.Page[trigger.Trigger], error) {
+	return store.Page[trigger.Trigger]{}, nil
+}
+
+// TestAwaitAfterAFailedSubscription: Await returns as soon as the feed has tried the trigger, even
+// when the subscription could not be made (the trigger then has none: no connection to report),
+// and at once for a trigger without a subject.
+func TestAwaitAfterAFailedSubscription(t *testing.T) {
+	t.Parallel()
+	f := natsfeed.New(refusingBridge{}, nil, nil, nil)
+	require.NoError(t, f.Start(context.Background(), emptyLister{}))
+	t.Cleanup(f.Close)
+	trg := trigger.Trigger{ID: "t", TenantID: "acme", EventTypeID: "x.y~", NATSSubject: "orders.created", Status: trigger.StatusActive}
+	f.Changed(trg, false)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	f.Await(ctx, trg)
+	require.NoError(t, ctx.Err(), "Await returned once the attempt failed, not at its deadline")
+	_, _, ok := f.Connection("acme", "t")
+	require.False(t, ok)
+	trg.NATSSubject = ""
+	f.Await(ctx, trg)
+	require.NoError(t, ctx.Err())
 }

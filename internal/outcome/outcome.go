@@ -81,13 +81,15 @@ type Outcome struct {
 
 // Decide is the outcome of an attempt of rec that ended at now, not parked: Succeeded with output
 // when rerr is nil; otherwise RetryScheduled when policy allows another attempt and final is false
-// (a workflow's r_exit is final whatever the policy), or Failed.
+// (a workflow's r_exit is final whatever the policy), or Failed. Attempts count within the
+// current retry budget (invocation.Record.BudgetAttempt): a requeued invocation has the policy's
+// max_attempts again.
 func Decide(rec invocation.Record, policy RetryPolicy, output json.RawMessage, rerr *sandbox.Error, final bool, now time.Time) Outcome {
 	switch {
 	case rerr == nil:
 		return Outcome{Kind: Succeeded, Output: output}
-	case !final && policy.ShouldRetry(rec.Attempt, rerr):
-		delay := policy.Delay(rec.Attempt)
+	case !final && policy.ShouldRetry(rec.BudgetAttempt(), rerr):
+		delay := policy.Delay(rec.BudgetAttempt())
 		return Outcome{Kind: RetryScheduled, Err: rerr, Delay: delay, RetryAt: now.Add(delay)}
 	default:
 		return Outcome{Kind: Failed, Err: rerr}

@@ -25,6 +25,7 @@ const (
 	CodeWorkflowOnlyHelper = "WORKFLOW_ONLY_HELPER"
 	CodeUnavailableHelper  = "HELPER_NOT_AVAILABLE"
 	CodeInvalidArgument    = "INVALID_ARGUMENT"
+	CodeHelperOutsideStep  = "HELPER_OUTSIDE_STEP"
 	CodeInvalidFilter      = "INVALID_EVENT_FILTER"
 	CodeSourceTooLarge     = "SOURCE_TOO_LARGE"
 
@@ -211,6 +212,7 @@ func (c *checker) visit(n syntax.Node) {
 		if id, ok := n.Fn.(*syntax.Ident); ok {
 			if h, ok := helperRef(id); ok {
 				c.checkCall(n, id, h)
+				c.checkInStep(id, h)
 			}
 		}
 	}
@@ -361,6 +363,16 @@ func (c *checker) checkCall(call *syntax.CallExpr, id *syntax.Ident, h HelperSpe
 	if varargs || kwargs {
 		return
 	}
+	c.checkMissing(id, h, given, sig)
+	c.checkLiterals(call, h, positional)
+	if h.IO && !given["timeout_ms"] {
+		c.warnf(CodeMissingTimeout, id.NamePos, "%s at line %d has no timeout_ms; the default %d s applies",
+			h.Name, id.NamePos.Line, int(DefaultHelperTimeout.Seconds()))
+	}
+}
+
+// checkMissing reports the required parameters of h that a call at id does not give.
+func (c *checker) checkMissing(id *syntax.Ident, h HelperSpec, given map[string]bool, sig func() string) {
 	var missing []string
 	for _, p := range h.Params[:h.MinArgs] {
 		if !given[p] {
@@ -371,10 +383,26 @@ func (c *checker) checkCall(call *syntax.CallExpr, id *syntax.Ident, h HelperSpe
 		c.errorf(CodeHelperArity, id.NamePos, "%s() missing required %s %s%s",
 			h.Name, plural(len(missing), "argument", "arguments"), strings.Join(missing, ", "), sig())
 	}
-	c.checkLiterals(call, h, positional)
-	if h.IO && !given["timeout_ms"] {
-		c.warnf(CodeMissingTimeout, id.NamePos, "%s at line %d has no timeout_ms; the default %d s applies",
-			h.Name, id.NamePos.Line, int(DefaultHelperTimeout.Seconds()))
+}
+
+// checkInStep reports a workflow's HTTP helper called in the body of main itself: there it runs
+// outside any step, which the workflow runtime refuses (its result would not be journaled), so the
+// run fails whenever it reaches the call. Calls in other functions are not reported: a function
+// may be a step's.
+func (c *checker) checkInStep(id *syntax.Ident, h HelperSpec) {
+	if !c.workflow || (h.Name != "r_http_get_v1" && h.Name != "r_http_post_v1") {
+		return
+	}
+	for i := len(c.stack) - 1; i >= 0; i-- {
+		switch n := c.stack[i].(type) {
+		case *syntax.LambdaExpr:
+			return
+		case *syntax.DefStmt:
+			if n.Name.Name == "main" && i == 1 { // the top-level main (c.stack[0] is the file)
+				c.errorf(CodeHelperOutsideStep, id.NamePos, "%s is called in main, outside a step: in a workflow, call HTTP helpers inside a step function (r_run_step_v1 or r_step_v1) so that their result is journaled", h.Name)
+			}
+			return
+		}
 	}
 }
 

@@ -17,8 +17,15 @@ import (
 func (c *checker) checkLiterals(call *syntax.CallExpr, h HelperSpec, positional []syntax.Expr) {
 	switch h.Name {
 	case "r_http_get_v1", "r_http_post_v1":
-		if d, ok := argExpr(call, h, positional, "retry").(*syntax.DictExpr); ok {
-			c.checkRetry(h.Name, d)
+		switch r := argExpr(call, h, positional, "retry").(type) {
+		case nil:
+		case *syntax.DictExpr:
+			c.checkRetry(h.Name, r)
+		default:
+			if id, isIdent := r.(*syntax.Ident); isLiteral(r) && (!isIdent || id.Name != "None") {
+				pos, _ := r.Span()
+				c.errorf(CodeInvalidArgument, pos, "%s: retry must be None or a dict such as {\"max_attempts\": 3}, not %s", h.Name, literalType(r))
+			}
 		}
 	case "r_wait_event_v1":
 		if lit, ok := argExpr(call, h, positional, "event_filter_query").(*syntax.Literal); ok && lit.Token == syntax.STRING && c.filter != nil {
@@ -91,6 +98,33 @@ func isLiteral(e syntax.Expr) bool {
 		return isLit
 	}
 	return false
+}
+
+// literalType is the Starlark type name of literal e (isLiteral).
+func literalType(e syntax.Expr) string {
+	switch e := e.(type) {
+	case *syntax.ListExpr:
+		return "list"
+	case *syntax.TupleExpr:
+		return "tuple"
+	case *syntax.Ident:
+		if e.Name == "None" {
+			return "NoneType"
+		}
+		return "bool"
+	case *syntax.UnaryExpr:
+		return literalType(e.X)
+	case *syntax.Literal:
+		switch e.Token {
+		case syntax.STRING:
+			return "string"
+		case syntax.BYTES:
+			return "bytes"
+		case syntax.FLOAT:
+			return "float"
+		}
+	}
+	return "int"
 }
 
 // checkRetry checks a literal retry dict against what parseRetry accepts at run time.

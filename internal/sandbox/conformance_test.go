@@ -27,8 +27,13 @@ func TestHelperTableAgreesWithRuntime(t *testing.T) {
 				call = strings.Replace(call, "(None", `("x~"`, 1)
 			}
 		}
-		src := fn(call)
 		for _, workflow := range []bool{false, true} {
+			src := fn(call)
+			if workflow && strings.HasPrefix(h.Name, "r_http_") {
+				// Called from main itself it is refused (HELPER_OUTSIDE_STEP): from a function
+				// (which may be a step's), it is allowed.
+				src = "def f():\n" + call + "\n\n" + fn("  f()")
+			}
 			rep := Check("t.star", src, workflow)
 			compile := Compile
 			if workflow {
@@ -112,6 +117,17 @@ func TestCheckLiteralArguments(t *testing.T) {
 			want: []at{{CodeInvalidArgument, 2, 61}}, message: "retry.max_attempts must be an int in 1..10"},
 		{name: "out of range and mixed", src: fn(`  r_http_get_v1("https://h", timeout_ms=1, retry={"backoff_ms": -5, "max_delay_ms": 10})`),
 			want: []at{{CodeInvalidArgument, 2, 50}, {CodeInvalidArgument, 2, 65}}, message: "cannot be combined"},
+		{name: "retry None", src: fn(`  r_http_get_v1("https://h", timeout_ms=1, retry=None)`)},
+		{name: "retry an int", src: fn(`  r_http_get_v1("https://h", timeout_ms=1, retry=5)`),
+			want: []at{{CodeInvalidArgument, 2, 50}}, message: "r_http_get_v1: retry must be None or a dict such as {\"max_attempts\": 3}, not int"},
+		{name: "retry a positional list", src: fn(`  r_http_post_v1("https://h", {}, None, 1, [3])`),
+			want: []at{{CodeInvalidArgument, 2, 44}}, message: "not list"},
+		{name: "HTTP in a workflow's main", workflow: true, src: fn(`  r_http_get_v1("https://h", timeout_ms=1)`),
+			want: []at{{CodeHelperOutsideStep, 2, 3}}, message: "r_http_get_v1 is called in main, outside a step"},
+		{name: "HTTP in a workflow's step", workflow: true,
+			src: "def get(ctx, url):\n  return r_await(r_http_get_v1(url, timeout_ms=1))\n\n" +
+				"def main(ctx, input):\n  r_run_step_v1(\"get\", get, \"https://h\")\n  r_run_step_v1(\"l\", lambda c, u: r_http_post_v1(u, {}, timeout_ms=1), \"https://h\")\n"},
+		{name: "HTTP in a function's main", src: fn(`  r_http_post_v1("https://h", {}, timeout_ms=1)`)},
 		{name: "filter ok", workflow: true, src: fn(`  r_wait_event_v1("t~", event_filter_query="payload.amount > 1", timeout_ms=1)`)},
 		{name: "filter syntax error", workflow: true, src: fn(`  r_wait_event_v1("t~", event_filter_query="payload.amount >", timeout_ms=1)`),
 			want: []at{{CodeInvalidFilter, 2, 61}}, message: "event_filter_query"},

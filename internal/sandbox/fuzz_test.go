@@ -14,7 +14,7 @@ import (
 var knownCodes = map[string]bool{
 	CodeSyntaxError: true, CodeForbiddenBuiltin: true, CodeUndefinedName: true, CodeMissingMain: true,
 	CodeBadMainSignature: true, CodeUnknownHelper: true, CodeHelperArity: true,
-	CodeWorkflowOnlyHelper: true, CodeSourceTooLarge: true, CodeUnavailableHelper: true, CodeInvalidArgument: true,
+	CodeWorkflowOnlyHelper: true, CodeSourceTooLarge: true, CodeUnavailableHelper: true, CodeInvalidArgument: true, CodeHelperOutsideStep: true,
 	CodeInvalidFilter: true,
 }
 

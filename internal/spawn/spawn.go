@@ -194,6 +194,17 @@ func (s *Spawner) CreateAt(tx store.Tx, rec invocation.Record, now, at time.Time
 	return tx.StartInvocation(events, store.Scheduling{AvailableAt: &at})
 }
 
+// CreateHeld writes a new invocation inside tx as queued work that no claim takes until it is made
+// runnable (store.Tx.SetScheduling with an AvailableAt): an on_cancel handler that waits for its
+// workflow's step compensations to end.
+func (s *Spawner) CreateHeld(tx store.Tx, rec invocation.Record, now time.Time) (invocation.Record, error) {
+	events, err := s.createdEvent(rec, now)
+	if err != nil {
+		return rec, err
+	}
+	return tx.StartInvocation(events, store.Scheduling{})
+}
+
 // createdEvent is a new invocation's first event, carrying its initial record and price.
 func (s *Spawner) createdEvent(rec invocation.Record, now time.Time) ([]invocation.Event, error) {
 	rec.Cost = s.pricing.For(rec.TenantID).PerInvocation // charged once, carried by the created event

@@ -89,15 +89,32 @@ type Trigger struct {
 	NATSSubject string `json:"nats_subject,omitempty"`
 	// ConnectionStatus is 002's connection status: paused while the trigger is not active, else
 	// active for triggers fed by POST /events (an external bus bridge may store another).
-	ConnectionStatus string    `json:"connection_status"`
-	CreatedBy        string    `json:"created_by,omitempty"`
-	CreatedAt        time.Time `json:"created_at"`
-	UpdatedAt        time.Time `json:"updated_at"`
+	ConnectionStatus string `json:"connection_status"`
+	// ConnectionDetails is 002's connection_details of a trigger fed by nats_subject: the state of
+	// the server's connection to the broker (absent for triggers fed by POST /events). Computed,
+	// never stored.
+	ConnectionDetails *ConnectionDetails `json:"connection_details,omitempty"`
+	CreatedBy         string             `json:"created_by,omitempty"`
+	CreatedAt         time.Time          `json:"created_at"`
+	UpdatedAt         time.Time          `json:"updated_at"`
 	// Revision is the optimistic concurrency counter (not shown).
 	Revision int64 `json:"-"`
 	// BatchDueAt is when the oldest pending event of a batching trigger has waited max_wait_ms
 	// (nil: nothing pending). Not shown.
 	BatchDueAt *time.Time `json:"-"`
+}
+
+// ConnectionDetails is 002's connection_details: the broker connection that feeds a trigger. It
+// names no server address, credential or other secret.
+type ConnectionDetails struct {
+	// EventBroker is "connected" or "disconnected".
+	EventBroker string `json:"event_broker"`
+	// LastConnectedAt is when the connection was last established (absent before the first).
+	LastConnectedAt *time.Time `json:"last_connected_at,omitempty"`
+	// ReconnectAttempts counts the failed attempts of the current outage (0 while connected).
+	ReconnectAttempts int `json:"reconnect_attempts"`
+	// NextReconnectAt is when the next attempt is due (absent while connected).
+	NextReconnectAt *time.Time `json:"next_reconnect_at,omitempty"`
 }
 
 // Start is what package eventtrigger records about an invocation a trigger started: which

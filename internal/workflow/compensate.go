@@ -41,8 +41,10 @@ func (s *Engine) workflowProgram(e entrypoint.Entrypoint, d catalog.Definition) 
 // CompensateCanceled compensates a canceled workflow (STARLARK_RUNTIME.md: compensation on cancel):
 // it replays the journal without running or waiting on anything beyond it (sandbox CancelAtEnd),
 // so no step runs again, then calls the compensate_fn of every completed r_step_v1 step in reverse
-// completion order and records each outcome. The status stays canceled (or compensating, when an
-// on_cancel handler runs too). Claimed with its own lease; if this process dies meanwhile, the lease
+// completion order and records each outcome. The status stays canceled, or compensating when the
+// workflow has an on_cancel handler: that handler, created held by the cancel, is made runnable in
+// the transaction that records the outcomes, so the workflow is compensated (when the handler
+// ends) only after both. Claimed with its own lease; if this process dies meanwhile, the lease
 // expires and the compensations run again (at-least-once, like steps).
 func (s *Engine) CompensateCanceled(ctx context.Context, rec invocation.Record, e entrypoint.Entrypoint, d catalog.Definition) error {
 	h := s.cfg.Host.NewCompensation(rec)
@@ -70,10 +72,49 @@ func (s *Engine) CompensateCanceled(ctx context.Context, rec invocation.Record, 
 		}
 	}
 	owner := attempt.CompensationLease(s.cfg.Spawn.LeaseOwner(rec))
+	handlerID := cancelHandlerID(logEvents)
 	return s.cfg.Store.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
 		_, _, err := tx.Append(store.AppendRequest{TenantID: rec.TenantID, InvocationID: rec.ID, Events: h.Drain(), AppendOptions: store.AppendOptions{RequireLease: owner, Schedule: &store.Scheduling{}}})
-		return err
+		if err != nil || handlerID == "" {
+			return err
+		}
+		return s.releaseHandler(tx, rec.TenantID, handlerID)
 	})
+}
+
+// cancelHandlerID is the on_cancel handler invocation that the cancel recorded in events (its
+// compensation_started), or "" when there is none.
+func cancelHandlerID(events []invocation.Event) string {
+	for i := len(events) - 1; i >= 0; i-- {
+		if events[i].Type != invocation.EventCompensationStarted {
+			continue
+		}
+		var cs invocation.CompensationStarted
+		if invocation.DecodeJSON(events[i].Data, &cs) == nil && cs.Trigger == "cancellation" {
+			return cs.HandlerInvocationID
+		}
+	}
+	return ""
+}
+
+// releaseHandler makes the held on_cancel handler id runnable now, inside tx, and wakes the
+// dispatcher once tx commits. A handler that has already started (or was not held) is left alone.
+func (s *Engine) releaseHandler(tx store.Tx, tenantID, id string) error {
+	hr, err := tx.Invocation(tenantID, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil || hr.Status != invocation.StatusQueued || hr.StartedAt != nil || hr.EngineAttempt > 0 {
+		return err
+	}
+	now := s.cfg.Clock.Now()
+	if err := tx.SetScheduling(tenantID, id, store.Scheduling{AvailableAt: &now}); err != nil {
+		return err
+	}
+	if s.cfg.Host != nil && s.cfg.Host.Writer != nil {
+		tx.AfterCommit(s.cfg.Host.Writer.Wake)
+	}
+	return nil
 }
 
 // CancelHandler prepares the on_cancel compensation invocation (000) of workflow cur, being

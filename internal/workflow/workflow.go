@@ -223,7 +223,7 @@ func (x *wfRun) wfStepRetry(attempt int, e *sandbox.Error) (time.Duration, bool)
 // steps are replayed by the next attempt, and nothing is compensated (STARLARK_RUNTIME.md,
 // Compensation).
 func (x *wfRun) wfCompensate(e *sandbox.Error, exited bool) bool {
-	return !errors.Is(x.runCtx.Err(), context.Canceled) && (exited || !x.d.RetryOf(x.rec).ShouldRetry(x.rec.Attempt, e))
+	return !errors.Is(x.runCtx.Err(), context.Canceled) && (exited || !x.d.RetryOf(x.rec).ShouldRetry(x.rec.BudgetAttempt(), e))
 }
 
 // wfRecord records journal entry j with the step retries reported since the last one, within the
@@ -374,7 +374,7 @@ func (x *wfRun) wfSettle(res sandbox.WorkflowResult, rerr *sandbox.Error) (json.
 	if rerr == nil && park == nil {
 		output, rerr = s.cfg.Runner.CheckOutput(s.cfg.Catalog.RunJob(rec, x.e, d, nil, time.Time{}, s.cfg.AdmitWithin), res.Output)
 	}
-	if rerr != nil && (res.Exited || !d.RetryOf(rec).ShouldRetry(rec.Attempt, rerr)) {
+	if rerr != nil && (res.Exited || !d.RetryOf(rec).ShouldRetry(rec.BudgetAttempt(), rerr)) {
 		park = x.wfFailed(res, rerr, park)
 	}
 	if x.waited && (park == nil || !park.event) {
