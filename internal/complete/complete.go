@@ -10,8 +10,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
+	"github.com/larkrun/lark/internal/attempt"
 	"github.com/larkrun/lark/internal/catalog"
 	"github.com/larkrun/lark/internal/clock"
 	"github.com/larkrun/lark/internal/cost"
@@ -322,7 +324,7 @@ func (c *Completer) Ended(tx store.Tx, rec invocation.Record, now time.Time) err
 		}
 	}
 	if rec.CompensationFor != "" {
-		return resolveCompensation(tx, rec, now)
+		return ResolveCompensation(tx, rec, now)
 	}
 	if rec.DAGTask != "" {
 		return c.notifyRun(tx, rec, now)
@@ -395,15 +397,27 @@ func ChildResult(child invocation.Record) any {
 	return sandbox.ErrorResult(e)
 }
 
-// resolveCompensation ends a compensating workflow when its handler ends: compensated when the
+// ResolveCompensation ends a compensating workflow when its handler ends: compensated when the
 // handler succeeded, dead_lettered (compensation_failed) otherwise (000's state machine).
-func resolveCompensation(tx store.Tx, handler invocation.Record, now time.Time) error {
+//
+// While the step compensations of a canceled workflow are still to run (their run queued, or
+// holding the workflow's compensation lease: an operator canceled the held on_cancel handler), the
+// workflow is left compensating: that run records their outcomes and then resolves it (workflow's
+// CompensateCanceled), so no outcome is refused for a lease this write would clear.
+func ResolveCompensation(tx store.Tx, handler invocation.Record, now time.Time) error {
 	wf, err := tx.Invocation(handler.TenantID, handler.CompensationFor)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil
 	}
 	if err != nil || wf.Status != invocation.StatusCompensating {
 		return err
+	}
+	q, err := tx.Scheduling(wf.TenantID, wf.ID)
+	if err != nil {
+		return err
+	}
+	if q.AvailableAt != nil || strings.HasSuffix(q.LeaseOwner, attempt.CompensationLease("")) {
+		return nil // the step compensations' run resolves it once they have ended
 	}
 	t := invocation.EventCompensationCompleted
 	if handler.Status != invocation.StatusSucceeded {

@@ -923,3 +923,68 @@ def main(ctx, input):
 	require.Equal(t, "a", step.Step)
 	require.True(t, step.OK)
 }
+
+// TestWorkflowHeldHandlerCanceled: an operator cancels the on_cancel handler while it is held for
+// the step compensations; the workflow stays compensating until their run has recorded every
+// outcome, and that run then ends it (compensation_failed: the handler did not succeed) instead of
+// the handler's end clearing the lease the outcomes need.
+func TestWorkflowHeldHandlerCanceled(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{"ok":true}`)) }))
+	t.Cleanup(srv.Close)
+	e.fn("undo_held", "def main(ctx, input):\n    return {}\n", func(b map[string]any) {
+		b["schema"] = map[string]any{"params": map[string]any{"$ref": "gts://gts.x.core.serverless.compensation_context.v1~"}}
+	})
+	e.workflow("held_undo", `
+def do(ctx, input):
+    r_await(r_http_post_v1("`+srv.URL+`", {"step": input}, timeout_ms=5000))
+    return {"id": input}
+
+def undo(ctx, input, output):
+    r_await(r_http_post_v1("`+srv.URL+`", {"step": "undo"}, timeout_ms=5000))
+
+def main(ctx, input):
+    r_step_v1("a", do, compensate_fn=undo)("a")
+    r_sleep(3600000)
+    return {}
+`, func(b map[string]any) {
+		b["traits"].(map[string]any)["workflow"].(map[string]any)["compensation"] = map[string]any{"on_failure": nil, "on_cancel": fnPrefix + "undo_held.v1~"}
+	})
+	st, err := e.start(bob, invoke.StartRequest{EntrypointID: wfPrefix + "held_undo.v1~"}, invoke.StartOptions{})
+	require.NoError(t, err)
+	e.Drain()
+	id := st.Record.ID
+	_, _, err = e.svc.Control(context.Background(), bob, id, invoke.ActionCancel)
+	require.NoError(t, err)
+	_, evs, err := e.svc.Events(context.Background(), dev, id)
+	require.NoError(t, err)
+	var handler string
+	for _, ev := range evs {
+		var cs invocation.CompensationStarted
+		if ev.Type == invocation.EventCompensationStarted && json.Unmarshal(ev.Data, &cs) == nil && cs.HandlerInvocationID != "" {
+			handler = cs.HandlerInvocationID
+		}
+	}
+	require.NotEmpty(t, handler)
+	_, _, err = e.svc.Control(context.Background(), bob, handler, invoke.ActionCancel)
+	require.NoError(t, err)
+	r, err := e.svc.Get(context.Background(), bob, id)
+	require.NoError(t, err)
+	require.Equal(t, invocation.StatusCompensating, r.Status, "the step compensations are still to run")
+
+	e.Drain()
+	r, err = e.svc.Get(context.Background(), bob, id)
+	require.NoError(t, err)
+	require.Equal(t, invocation.StatusDeadLettered, r.Status, "ended by the step compensations' run: its handler was canceled")
+	_, evs, err = e.svc.Events(context.Background(), dev, id)
+	require.NoError(t, err)
+	var step invocation.StepCompensated
+	for _, ev := range evs {
+		if ev.Type == invocation.EventStepCompensated {
+			require.NoError(t, json.Unmarshal(ev.Data, &step))
+		}
+	}
+	require.Equal(t, "a", step.Step, "the step compensation's outcome is recorded")
+	require.True(t, step.OK)
+}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/larkrun/lark/internal/attempt"
 	"github.com/larkrun/lark/internal/catalog"
+	"github.com/larkrun/lark/internal/complete"
 	"github.com/larkrun/lark/internal/entrypoint"
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/journal"
@@ -98,16 +99,21 @@ func cancelHandlerID(events []invocation.Event) string {
 }
 
 // releaseHandler makes the held on_cancel handler id runnable now, inside tx, and wakes the
-// dispatcher once tx commits. A handler that has already started (or was not held) is left alone.
+// dispatcher once tx commits. A handler that has already started (or was not held) is left alone;
+// one that has already ended (an operator canceled it while it was held) resolves the workflow
+// now (complete.ResolveCompensation left that to this run).
 func (s *Engine) releaseHandler(tx store.Tx, tenantID, id string) error {
 	hr, err := tx.Invocation(tenantID, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil
 	}
+	now := s.cfg.Clock.Now()
+	if err == nil && hr.Status.Terminal() {
+		return complete.ResolveCompensation(tx, hr, now)
+	}
 	if err != nil || hr.Status != invocation.StatusQueued || hr.StartedAt != nil || hr.EngineAttempt > 0 {
 		return err
 	}
-	now := s.cfg.Clock.Now()
 	if err := tx.SetScheduling(tenantID, id, store.Scheduling{AvailableAt: &now}); err != nil {
 		return err
 	}
