@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"encoding/json"
+	"reflect"
 
 	"github.com/larkrun/lark/internal/schedule"
 )
@@ -53,9 +54,7 @@ func sameJSON(a, b json.RawMessage) bool {
 	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
 		return false
 	}
-	ja, _ := json.Marshal(x)
-	jb, _ := json.Marshal(y)
-	return string(ja) == string(jb)
+	return reflect.DeepEqual(x, y) // decoded values: maps, slices, strings, float64s, bools, nil
 }
 
 // patchAliases renames 002's members of a merge patch to Lark's before it is merged into the
