@@ -77,6 +77,7 @@ func Run(t *testing.T, f Factory) {
 		"Schedules":                 testSchedules,
 		"Backfills":                 testBackfills,
 		"Secrets":                   testSecrets,
+		"IdentityProviders":         testIdentityProviders,
 		"Webhooks":                  testWebhooks,
 		"EventTypes":                testEventTypes,
 		"Triggers":                  testTriggers,
