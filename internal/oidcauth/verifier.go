@@ -83,12 +83,6 @@ func New(src Source, o Options) *Verifier {
 	return &Verifier{src: src, opts: o, remotes: map[string]*remote{}, cache: map[string]cached{}}
 }
 
-// LooksLikeJWT tells a JWT (three dot-separated base64url parts) from Lark's own tokens cheaply,
-// without decoding anything.
-func LooksLikeJWT(s string) bool {
-	return strings.Count(s, ".") == 2 && !strings.HasPrefix(s, auth.SecretPrefix)
-}
-
 // Authenticate verifies raw and returns its caller. Every refusal is a 401 problem that says what
 // failed and never repeats the token; an issuer whose keys cannot be fetched is 503.
 func (v *Verifier) Authenticate(ctx context.Context, raw string) (auth.SecurityContext, error) {

@@ -56,7 +56,7 @@ func TestGroupsMapToTenantAndRoles(t *testing.T) {
 	sc, err := v.Authenticate(t.Context(), tok)
 	require.NoError(t, err)
 	require.Equal(t, auth.SecurityContext{TenantID: "acme", SubjectID: "alice", Roles: []auth.Role{auth.RoleOperator, auth.RoleDeveloper}}, sc)
-	require.True(t, oidcauth.LooksLikeJWT(tok))
+	require.True(t, auth.LooksLikeJWT(tok))
 
 	iss.UseKey(iss.AddKey("EC")) // ES256 works as well
 	sc, err = v.Authenticate(t.Context(), iss.Sign(iss.Claims("bob", "lark", map[string]any{"tenant": "acme", "groups": "lark-admins"})))
