@@ -1,7 +1,11 @@
 package api_test
 
 import (
+	"context"
+	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -160,4 +164,24 @@ func TestIdentityProviderValidation(t *testing.T) {
 	list := e.expect(t, http.StatusOK, http.MethodGet, base+"/identity-providers?"+
 		query("$filter", "issuer eq '"+iss.URL+"'").Encode(), operator, nil).items()
 	require.Len(t, list, 1)
+}
+
+// TestIdentityProvidersFile: an issuer declared in the operator's file signs users in from the
+// first request; a server whose file is invalid does not start.
+func TestIdentityProvidersFile(t *testing.T) {
+	t.Parallel()
+	iss := oidctest.New(t)
+	file := filepath.Join(t.TempDir(), "idp.json")
+	raw, err := json.Marshal(obj{"identity_providers": []obj{platformIssuer(iss)}})
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(file, raw, 0o600))
+	e := newEnv(t, func(c *server.Config) { c.IdentityClient, c.IdentityProvidersFile = iss.Client(), file })
+	e.enable(t, "acme", nil)
+	who := e.expect(t, http.StatusOK, http.MethodGet, base+"/whoami", iss.Sign(iss.Claims("alice", "lark", obj{"tenant": "acme", "groups": "lark-devs"})), nil).Body
+	require.Equal(t, "alice", who["subject_id"])
+
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	require.NoError(t, os.WriteFile(bad, []byte(`{"identity_providers": [{"issuer": "http://x", "audiences": ["a"], "claims": {"tenant": "t"}}]}`), 0o600))
+	_, err = server.New(context.Background(), server.Config{DataDir: t.TempDir(), Store: testStore(t), IdentityProvidersFile: bad})
+	require.ErrorContains(t, err, "$.identity_providers[0].issuer")
 }
