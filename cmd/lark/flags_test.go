@@ -213,3 +213,11 @@ func TestTrustedProxiesFlag(t *testing.T) {
 	_, err = f.config("", nil)
 	require.ErrorContains(t, err, "--trusted-proxies")
 }
+
+func TestIdentityProvidersFlag(t *testing.T) {
+	f, c := parsed(t, "--identity-providers=/etc/lark/idp.json")
+	require.NoError(t, f.check(c))
+	cfg, err := f.config("", nil)
+	require.NoError(t, err)
+	require.Equal(t, "/etc/lark/idp.json", cfg.IdentityProvidersFile)
+}

@@ -96,6 +96,7 @@ type flags struct {
 	masterKeyFile               string
 	allowUnreadableSecrets      bool
 	trustedProxies              string
+	identityProviders           string
 	nodeID                      string
 	leaderTTL                   time.Duration
 	leaderRenew                 time.Duration
@@ -127,6 +128,8 @@ func (f *flags) bindServerFlags(c *cobra.Command) {
 		"time to answer a request from the end of its headers (a sync invocation is exempt while it runs)")
 	c.Flags().DurationVar(&f.idleTimeout, "idle-timeout", server.DefaultIdleTimeout, "time a keep-alive connection may wait for its next request")
 	c.Flags().IntVar(&f.maxHeaderBytes, "max-header-bytes", server.DefaultMaxHeaderBytes, "maximum size of a request's headers (larger → 431)")
+	c.Flags().StringVar(&f.identityProviders, "identity-providers", env("LARK_IDENTITY_PROVIDERS", ""),
+		"JSON file of OIDC issuers whose JWTs authenticate callers, applied at start (env LARK_IDENTITY_PROVIDERS; docs/operations.md, Federated sign-in)")
 	c.Flags().StringVar(&f.trustedProxies, "trusted-proxies", env("LARK_TRUSTED_PROXIES", ""),
 		"comma-separated CIDRs of reverse proxies whose X-Forwarded-For the webhook receiver believes; unset: the TCP peer is the sender (env LARK_TRUSTED_PROXIES)")
 }
@@ -235,7 +238,7 @@ func (f *flags) bindTelemetryFlags(c *cobra.Command) {
 // bad one stops the start).
 func (f *flags) config(admin string, log *slog.Logger) (server.Config, error) {
 	cfg := server.Config{Addr: f.addr, DataDir: f.data, Store: f.store, BlobStore: f.blobStore, NoMigrate: f.noMigrate, SQLiteSynchronous: f.sqliteSynchronous,
-		PGMaxConns: f.pgMaxConns, PGStatementTimeout: f.pgStatementTimeout, PGWriters: f.pgWriters, PGClientTimeout: f.pgClientTimeout, PGTCPTimeout: f.pgTCPTimeout, StoreWriteWait: f.storeWriteWait, LeaseGrace: f.leaseGrace, AdminToken: admin, MaxBody: f.maxBody, Logger: log,
+		PGMaxConns: f.pgMaxConns, PGStatementTimeout: f.pgStatementTimeout, PGWriters: f.pgWriters, PGClientTimeout: f.pgClientTimeout, PGTCPTimeout: f.pgTCPTimeout, StoreWriteWait: f.storeWriteWait, LeaseGrace: f.leaseGrace, AdminToken: admin, MaxBody: f.maxBody, Logger: log, IdentityProvidersFile: f.identityProviders,
 		Workers: f.workers, UnsafeEgressAllowLoopback: f.egressLoopback, RetentionInterval: f.retention,
 		MetricsPublic: f.metricsPublic, MetricsMaxLabelSets: f.metricsMaxLabelSets,
 		DrainTimeout: f.drainTimeout, ReadHeaderTimeout: f.readHeaderTimeout, ReadTimeout: f.readTimeout,

@@ -22,6 +22,7 @@ import (
 	"github.com/larkrun/lark/internal/clock"
 	"github.com/larkrun/lark/internal/eventbus"
 	"github.com/larkrun/lark/internal/eventtrigger"
+	"github.com/larkrun/lark/internal/federation"
 	"github.com/larkrun/lark/internal/idgen"
 	"github.com/larkrun/lark/internal/invoke"
 	"github.com/larkrun/lark/internal/problem"
@@ -56,6 +57,8 @@ type Config struct {
 	Registry *registry.Service
 	Invoke   *invoke.Service
 	Usage    *usage.Service
+	// IdentityProviders serves the identity provider API (nil: its routes answer 503).
+	IdentityProviders *federation.Service
 	// Schedules serves the Schedule API.
 	Schedules *scheduler.Service
 	// Secrets serves the Secrets API.
@@ -238,6 +241,7 @@ func (s *Server) baseRoutes(r chi.Router) {
 	// for one.
 	r.Use(s.limitBody, s.authenticate, s.limitInFlight, s.bulkLane)
 	s.tokenRoutes(r)
+	s.identityProviderRoutes(r)
 	s.tenantRoutes(r)
 	s.entrypointRoutes(r)
 	s.invocationRoutes(r)

@@ -26,6 +26,9 @@ const (
 	TenantPolicyUpdated  = TypeBase + "x.core.serverless.audit.tenant_policy_updated.v1~"
 	TokenCreated         = TypeBase + "x.core.serverless.audit.token_created.v1~"
 	TokenRevoked         = TypeBase + "x.core.serverless.audit.token_revoked.v1~"
+	// Identity providers (OIDC issuers whose JWTs authenticate callers).
+	IdentityProviderCreated = TypeBase + "x.core.serverless.audit.identity_provider_created.v1~"
+	IdentityProviderDeleted = TypeBase + "x.core.serverless.audit.identity_provider_deleted.v1~"
 	// Schedules (002's trigger audit events mapped onto 000's family).
 	ScheduleCreated   = TypeBase + "x.core.serverless.audit.schedule_created.v1~"
 	ScheduleUpdated   = TypeBase + "x.core.serverless.audit.schedule_updated.v1~"

@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/larkrun/lark/internal/problem"
@@ -110,6 +111,13 @@ func NewSecret() (secret, hash string, err error) {
 	}
 	secret = SecretPrefix + base64.RawURLEncoding.EncodeToString(b[:])
 	return secret, Hash(secret), nil
+}
+
+// LooksLikeJWT tells a JWT (three dot-separated parts, RFC 7519 §3) from Lark's own token secrets
+// (SecretPrefix and base64url, no dot) without decoding anything, so a bearer credential is checked
+// one way only.
+func LooksLikeJWT(s string) bool {
+	return strings.Count(s, ".") == 2 && !strings.HasPrefix(s, SecretPrefix)
 }
 
 // Hash is the stored form of a secret.

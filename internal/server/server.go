@@ -33,6 +33,7 @@ import (
 	"github.com/larkrun/lark/internal/events"
 	"github.com/larkrun/lark/internal/eventtrigger"
 	"github.com/larkrun/lark/internal/execution"
+	"github.com/larkrun/lark/internal/federation"
 	"github.com/larkrun/lark/internal/idgen"
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/invoke"
@@ -43,6 +44,7 @@ import (
 	"github.com/larkrun/lark/internal/metrics"
 	"github.com/larkrun/lark/internal/natsbridge"
 	"github.com/larkrun/lark/internal/natsfeed"
+	"github.com/larkrun/lark/internal/oidcauth"
 	"github.com/larkrun/lark/internal/registry"
 	"github.com/larkrun/lark/internal/retention"
 	"github.com/larkrun/lark/internal/run"
@@ -74,6 +76,14 @@ type Config struct {
 	AdminToken string // the platform operator's bearer token; empty disables operator access
 	MaxBody    int64
 	Logger     *slog.Logger
+	// IdentityProvidersFile is the operator's identity provider file (JSON, docs/operations.md,
+	// "Federated sign-in"), applied at start; empty: providers come from the API only.
+	IdentityProvidersFile string
+	// IdentityClient fetches the discovery documents and keys of platform issuers, and
+	// IdentityTenantClient those of tenant-owned ones (nil: http.DefaultClient, and a client that
+	// reaches public addresses only). Tests set them to trust an in-process issuer.
+	IdentityClient       *http.Client
+	IdentityTenantClient *http.Client
 	// BlobStore is where asset outputs are written (blob.Open): a directory path or file:// URL, or
 	// an s3:// URL whose credentials come from the environment. Empty: DataDir/blobs. Several nodes
 	// need a shared one (S3); docs/deployment.md, "Blob store".
@@ -272,6 +282,8 @@ type Server struct {
 	Registry *registry.Service
 	Invoke   *invoke.Service
 	Metrics  *metrics.Metrics
+	// IdentityProviders manages the OIDC issuers whose JWTs authenticate callers.
+	IdentityProviders *federation.Service
 	// WorkerHub is the remote worker service (nil without Config.WorkerKeys).
 	WorkerHub *workerhub.Service
 	// Claims is the claim stage that feeds the dispatcher (tests claim through it directly).
@@ -414,6 +426,9 @@ func buildServer(ctx context.Context, cfg Config, st store.Store, blobs blob.Sto
 		Tenants: tenancy.NewService(st, c, ids),
 		Tokens:  tokens.NewService(st, c, ids, cfg.AdminToken, tenant.ValidID),
 	}
+	if err := s.wireIdentity(ctx, c, ids); err != nil {
+		return nil, err
+	}
 	if s.Tracing, err = newTracing(ctx, cfg); err != nil {
 		return nil, err
 	}
@@ -433,6 +448,18 @@ func buildServer(ctx context.Context, cfg Config, st store.Store, blobs blob.Sto
 		return nil, err
 	}
 	return s, nil
+}
+
+// wireIdentity builds federated sign-in: the JWT verifier behind the tokens service, the identity
+// provider service, and the operator's provider file.
+func (s *Server) wireIdentity(ctx context.Context, c clock.Clock, ids idgen.Generator) error {
+	v := oidcauth.New(s.Store, oidcauth.Options{Client: s.cfg.IdentityClient, TenantClient: s.cfg.IdentityTenantClient, Clock: c})
+	s.Tokens.WithFederated(v)
+	s.IdentityProviders = federation.NewService(s.Store, c, ids, v)
+	if s.cfg.IdentityProvidersFile == "" {
+		return nil
+	}
+	return s.IdentityProviders.LoadFile(ctx, s.cfg.IdentityProvidersFile)
 }
 
 // wireExecution builds the execution path in dependency order: the metrics (fed by the bulk lanes
@@ -694,7 +721,7 @@ func (s *Server) wireCluster(c clock.Clock) {
 func (s *Server) apiHandler(c clock.Clock, ids idgen.Generator, bulk *bulklane.Lanes) http.Handler {
 	cfg := &s.cfg
 	st := s.Store
-	return api.New(api.Config{Tokens: s.Tokens, Tenants: s.Tenants, Registry: s.Registry, Invoke: s.Invoke,
+	return api.New(api.Config{Tokens: s.Tokens, IdentityProviders: s.IdentityProviders, Tenants: s.Tenants, Registry: s.Registry, Invoke: s.Invoke,
 		Usage: usage.NewService(st, s.Tenants, c, cfg.Pricing.Currency()), Schedules: s.Schedules, Secrets: s.Secrets, Webhooks: s.Webhooks,
 		TrustedProxies: cfg.TrustedProxies, StoreWriteWait: cfg.StoreWriteWait, Events: s.Events, Triggers: s.Triggers, Audit: st, Ready: st,
 		IDs: ids, Logger: cfg.Logger, MaxBody: cfg.MaxBody, Metrics: s.Metrics.Handler(), MetricsPublic: cfg.MetricsPublic,

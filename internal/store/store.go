@@ -109,6 +109,7 @@ type Page[T any] struct {
 type Reader interface {
 	TenantReader
 	TokenReader
+	IdentityProviderReader
 	EntrypointReader
 	InvocationReader
 	QueueReader
@@ -281,6 +282,7 @@ type Tx interface {
 	AfterCommit(f func())
 	TenantTx
 	TokenTx
+	IdentityProviderTx
 	EntrypointTx
 	AuditTx
 	InvocationTx

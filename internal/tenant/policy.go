@@ -52,6 +52,9 @@ type Governance struct {
 	// RequireRegisteredEventTypes refuses (422) published events whose type neither the tenant nor
 	// the platform registered (POST /event-types); by default they are accepted unvalidated.
 	RequireRegisteredEventTypes bool `json:"require_registered_event_types"`
+	// AllowTenantIdentityProviders lets the tenant's admins register the tenant's own OIDC issuer
+	// (POST /identity-providers); its tokens then speak for this tenant only. Default false.
+	AllowTenantIdentityProviders bool `json:"allow_tenant_identity_providers"`
 }
 
 // Idempotency is 000's idempotency block.

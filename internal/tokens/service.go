@@ -33,6 +33,19 @@ type Service struct {
 	adminToken string
 	validID    func(string) bool
 	cache      authCache
+	federated  Federated
+}
+
+// Federated authenticates the JWTs of registered identity providers (oidcauth.Verifier).
+type Federated interface {
+	Authenticate(ctx context.Context, raw string) (auth.SecurityContext, error)
+}
+
+// WithFederated makes s accept JWTs through f beside Lark's own tokens, and returns s. A bearer
+// credential shaped like a JWT goes to f only; anything else is looked up as a Lark token.
+func (s *Service) WithFederated(f Federated) *Service {
+	s.federated = f
+	return s
 }
 
 // AuthCacheTTL bounds how long a successful token lookup is reused. Revocations through this process
@@ -95,6 +108,9 @@ func (s *Service) Authenticate(ctx context.Context, secret string) (auth.Securit
 	}
 	if s.adminToken != "" && auth.Equal(secret, s.adminToken) {
 		return auth.SecurityContext{SubjectID: OperatorSubject, Operator: true, Roles: []auth.Role{auth.RoleAdmin}}, nil
+	}
+	if s.federated != nil && auth.LooksLikeJWT(secret) {
+		return s.federated.Authenticate(ctx, secret)
 	}
 	hash := auth.Hash(secret)
 	now := s.clock.Now()

@@ -30,6 +30,8 @@ import (
 	"github.com/larkrun/lark/internal/eventbus"
 	"github.com/larkrun/lark/internal/events"
 	"github.com/larkrun/lark/internal/eventtrigger"
+	"github.com/larkrun/lark/internal/federation"
+	"github.com/larkrun/lark/internal/identity"
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/invoke"
 	"github.com/larkrun/lark/internal/registry"
@@ -160,6 +162,7 @@ func build() ([]byte, error) {
 	component("Token", auth.Token{})
 	component("Whoami", api.Whoami{})
 	component("CreatedToken", tokens.CreatedToken{})
+	component("IdentityProvider", identity.Provider{})
 	component("TenantPolicy", tenant.Policy{})
 	component("ValidationReport", registry.Report{})
 	component("Finding", registry.Finding{})
@@ -201,20 +204,21 @@ func build() ([]byte, error) {
 		sc["description"] = d
 	}
 	requests := map[string]any{
-		"CreateTokenRequest":  tokens.CreateTokenRequest{},
-		"TenantPolicyRequest": tenant.Policy{},
-		"StatusRequest":       registry.StatusRequest{},
-		"PlanRequest":         registry.PlanRequest{},
-		"StartRequest":        invoke.StartRequest{},
-		"PublishRequest":      eventbus.PublishRequest{},
-		"EventTypeRequest":    eventbus.TypeRequest{},
-		"ScheduleRequest":     scheduler.Spec{},
-		"BackfillRequest":     scheduler.BackfillSpec{},
-		"SecretCreateRequest": secrets.Create{},
-		"SecretUpdateRequest": secrets.Update{},
-		"WebhookRequest":      webhookrecv.Spec{},
-		"RegenerateRequest":   webhookrecv.Regenerate{},
-		"TriggerRequest":      eventtrigger.Spec{},
+		"CreateTokenRequest":      tokens.CreateTokenRequest{},
+		"IdentityProviderRequest": federation.CreateRequest{},
+		"TenantPolicyRequest":     tenant.Policy{},
+		"StatusRequest":           registry.StatusRequest{},
+		"PlanRequest":             registry.PlanRequest{},
+		"StartRequest":            invoke.StartRequest{},
+		"PublishRequest":          eventbus.PublishRequest{},
+		"EventTypeRequest":        eventbus.TypeRequest{},
+		"ScheduleRequest":         scheduler.Spec{},
+		"BackfillRequest":         scheduler.BackfillSpec{},
+		"SecretCreateRequest":     secrets.Create{},
+		"SecretUpdateRequest":     secrets.Update{},
+		"WebhookRequest":          webhookrecv.Spec{},
+		"RegenerateRequest":       webhookrecv.Regenerate{},
+		"TriggerRequest":          eventtrigger.Spec{},
 		"ControlRequest": struct {
 			Action string `json:"action"`
 		}{},
@@ -303,6 +307,7 @@ func build() ([]byte, error) {
 var componentDocs = map[string]string{
 	"Token":            "An API token, without its secret (tokens, docs/api.md §4).",
 	"CreatedToken":     "A new token with its secret, shown this once.",
+	"IdentityProvider": "An OIDC issuer whose JWTs authenticate callers, and how its claims map to tenant and roles (docs/api.md, Identity providers).",
 	"Whoami":           "Who the bearer token authenticates as: tenant, subject, roles.",
 	"TenantPolicy":     "A tenant's runtime policy: enablement, quotas, retention, governance, defaults (§5).",
 	"ValidationReport": "001's validation report: valid, errors[], warnings[] and what the code uses.",

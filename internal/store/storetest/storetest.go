@@ -77,6 +77,7 @@ func Run(t *testing.T, f Factory) {
 		"Schedules":                 testSchedules,
 		"Backfills":                 testBackfills,
 		"Secrets":                   testSecrets,
+		"IdentityProviders":         testIdentityProviders,
 		"Webhooks":                  testWebhooks,
 		"EventTypes":                testEventTypes,
 		"Triggers":                  testTriggers,
@@ -101,6 +102,11 @@ func Run(t *testing.T, f Factory) {
 		"AssetOutcomes":             testAssetOutcomes,
 		"AssetLists":                testAssetLists,
 	}
+	runCases(t, f, tests)
+}
+
+// runCases runs each case in parallel on a fresh store of f.
+func runCases(t *testing.T, f Factory, tests map[string]func(*testing.T, store.Store)) {
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
