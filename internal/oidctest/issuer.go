@@ -75,7 +75,7 @@ func (i *Issuer) SetCacheControl(v string) {
 func (i *Issuer) discovery(w http.ResponseWriter, _ *http.Request) {
 	i.DiscoveryHits.Add(1)
 	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(map[string]any{
+	write(w, map[string]any{
 		"issuer": i.URL, "jwks_uri": i.URL + "/keys", "authorization_endpoint": i.URL + "/auth",
 		"token_endpoint": i.URL + "/token", "id_token_signing_alg_values_supported": []string{"RS256", "ES256"},
 	})
@@ -93,7 +93,7 @@ func (i *Issuer) jwks(w http.ResponseWriter, _ *http.Request) {
 	i.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", cc)
-	json.NewEncoder(w).Encode(set)
+	write(w, set)
 }
 
 // AddKey makes a key ("RSA" or "EC"), publishes it in the JWKS, and returns its kid. Tokens are
@@ -193,9 +193,7 @@ func (i *Issuer) SignHS256WithPublicKey(claims map[string]any) string {
 
 // Unsigned returns claims as a JWT with alg "none" and an empty signature.
 func Unsigned(claims map[string]any) string {
-	h, _ := json.Marshal(map[string]string{"alg": "none", "typ": "JWT"})
-	p, _ := json.Marshal(claims)
-	return b64(h) + "." + b64(p) + "."
+	return b64([]byte(`{"alg":"none","typ":"JWT"}`)) + "." + b64(mustJSON(claims)) + "."
 }
 
 // Tamper replaces the claims of a signed token, keeping its header and signature.
@@ -204,11 +202,30 @@ func Tamper(token string, claims map[string]any) string {
 	if len(parts) != 3 {
 		return token
 	}
-	p, _ := json.Marshal(claims)
-	return parts[0] + "." + b64(p) + "." + parts[2]
+	return parts[0] + "." + b64(mustJSON(claims)) + "." + parts[2]
+}
+
+// write answers v as JSON, or 500 when it does not encode.
+func write(w http.ResponseWriter, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	_, _ = w.Write(b)
 }
 
 func b64(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
+
+// mustJSON encodes a test's claims (plain JSON values: it cannot fail unless a test passes a value
+// JSON cannot hold, a bug of that test).
+func mustJSON(v map[string]any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
 
 func sign(sk jose.SigningKey, kid string, claims map[string]any) string {
 	signer, err := jose.NewSigner(sk, (&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", kid))
