@@ -667,7 +667,14 @@ func testInvocationEventLog(t *testing.T, s store.Store) {
 	})
 	require.Len(t, appended, 1)
 	require.Equal(t, t0.Add(2*time.Millisecond), appended[0].At)
+	checkLogAfterOutcome(t, s)
+}
 
+// checkLogAfterOutcome ends testInvocationEventLog's inv_1 with an outcome: the projection, the
+// log's seqs and times, a rebuild from the log, a read from a seq, and the unique id.
+func checkLogAfterOutcome(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	var rec invocation.Record
 	outcome := `{"result":{"tax":10},"metrics":{"duration_ms":5,"billed_duration_ms":5,"cpu_time_ms":1,"memory_limit_mb":128,"max_memory_used_mb":1,"step_count":3}}`
 	update(t, s, func(tx store.Tx) error {
 		var err error
