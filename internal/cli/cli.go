@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -95,6 +96,9 @@ type globals struct {
 	now func() time.Time
 	// poll is the polling interval of --follow, --watch and tail.
 	poll time.Duration
+	// httpClient talks to OIDC issuers (nil: http.DefaultClient; tests trust their issuer's
+	// certificate with it).
+	httpClient *http.Client
 }
 
 // Commands returns the client commands, to be added to the lark root command.
@@ -156,7 +160,8 @@ func (g *globals) client() (*larkclient.Client, error) {
 
 // credentials resolves the server and token, each from the first place that has it: the
 // --server/--token flags; the profile named by --profile; LARK_SERVER (or LARK_URL) and
-// LARK_TOKEN; the profile named by LARK_PROFILE, else the config file's current profile.
+// LARK_TOKEN (else LARK_OIDC_TOKEN); the profile named by LARK_PROFILE, else the config file's
+// current profile. A profile's OIDC token that has expired, or is about to, is refreshed first.
 func (g *globals) credentials() (server, token string, err error) {
 	server, token = g.server, g.token
 	if server != "" && token != "" {
@@ -174,29 +179,55 @@ func (g *globals) credentials() (server, token string, err error) {
 			token = t
 		}
 	}
+	// fromProfile fills from a profile, refreshing its OIDC token first when it is the one used.
+	fromProfile := func(name string, p Profile) error {
+		if token == "" {
+			if p, err = g.refreshDue(cfg, path, name, p); err != nil {
+				return err
+			}
+		}
+		fill(p.Server, p.Token)
+		return nil
+	}
 	if g.profile != "" {
 		p, ok := cfg.Profiles[g.profile]
 		if !ok {
 			return "", "", usageErr("no profile %q in %s (lark login --profile %s)", g.profile, path, g.profile)
 		}
-		fill(p.Server, p.Token)
+		if err := fromProfile(g.profile, p); err != nil {
+			return "", "", err
+		}
 	}
-	envServer := os.Getenv("LARK_SERVER")
-	if envServer == "" {
-		envServer = os.Getenv("LARK_URL")
-	}
-	fill(envServer, os.Getenv("LARK_TOKEN"))
+	fill(envServerURL(), envToken())
 	name := os.Getenv("LARK_PROFILE")
 	if name == "" {
 		name = cfg.Current
 	}
 	if p, ok := cfg.Profiles[name]; ok {
-		fill(p.Server, p.Token)
+		if err := fromProfile(name, p); err != nil {
+			return "", "", err
+		}
 	}
 	if server == "" || token == "" {
-		return "", "", usageErr("no server or token: run `lark login --server URL --token TOKEN`, or set LARK_SERVER and LARK_TOKEN")
+		return "", "", usageErr("no server or token: run `lark login --server URL --token TOKEN`, or set LARK_SERVER and LARK_TOKEN (or LARK_OIDC_TOKEN)")
 	}
 	return server, token, nil
+}
+
+// envServerURL is LARK_SERVER, else LARK_URL.
+func envServerURL() string {
+	if s := os.Getenv("LARK_SERVER"); s != "" {
+		return s
+	}
+	return os.Getenv("LARK_URL")
+}
+
+// envToken is LARK_TOKEN, else LARK_OIDC_TOKEN (an OIDC token from CI, used as the bearer as-is).
+func envToken() string {
+	if t := os.Getenv("LARK_TOKEN"); t != "" {
+		return t
+	}
+	return os.Getenv("LARK_OIDC_TOKEN")
 }
 
 // ctx returns the command's context (never nil).

@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"time"
 
+	"github.com/coreos/go-oidc/v3/oidc"
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 )
@@ -22,10 +24,16 @@ type Config struct {
 	Profiles map[string]Profile `yaml:"profiles"`
 }
 
-// Profile is one server and the token to use with it.
+// Profile is one server and the token to use with it; a profile signed in with OIDC also keeps
+// what refreshes its token.
 type Profile struct {
-	Server string `yaml:"server"` // the server URL
-	Token  string `yaml:"token"`  // the bearer token
+	Server       string    `yaml:"server"`                   // the server URL
+	Token        string    `yaml:"token"`                    // the bearer token
+	Issuer       string    `yaml:"oidc_issuer,omitempty"`    // the OIDC issuer signed in with
+	ClientID     string    `yaml:"oidc_client_id,omitempty"` // the OAuth client of the sign-in
+	TokenURL     string    `yaml:"oidc_token_url,omitempty"` // the issuer's token endpoint
+	RefreshToken string    `yaml:"oidc_refresh_token,omitempty"`
+	Expiry       time.Time `yaml:"oidc_expiry,omitempty"` // when Token expires (zero: unknown)
 }
 
 // ConfigPath is the config file: $LARK_CONFIG, else $XDG_CONFIG_HOME/lark/config.yaml, else
@@ -112,14 +120,30 @@ func saveConfig(path string, cfg Config) error {
 }
 
 func loginCmd(g *globals) *cobra.Command {
-	c := &cobra.Command{Use: "login --server URL --token TOKEN [--profile NAME]",
+	var o oidcLogin
+	c := &cobra.Command{Use: "login --server URL (--token TOKEN | --oidc ISSUER) [--profile NAME]",
 		Short: "Save a server and token in a config profile and make it the current one",
 		Long: `Save a server and token in the config file ($LARK_CONFIG, else $XDG_CONFIG_HOME/lark/config.yaml,
 else ~/.config/lark/config.yaml; mode 0600) under a profile (default "default") and make it the
 current profile. The token is checked against the server first. Without --server and --token it
-lists the profiles.`,
+lists the profiles.
+
+With --oidc ISSUER it signs in with the issuer's device authorization grant instead: it prints a
+code to enter at the issuer's verification page, waits for the approval, and saves the ID token
+(else the access token) with its refresh token; later commands refresh it when it has expired or
+is about to.`,
 		Args: args(0, 0),
 		RunE: func(c *cobra.Command, _ []string) error {
+			if o.issuer != "" {
+				if g.token != "" {
+					return usageErr("lark login takes --token or --oidc, not both")
+				}
+				server := g.server
+				if server == "" {
+					server = envServerURL()
+				}
+				return g.loginOIDC(ctxOf(c), o, server, profileName(g.profile))
+			}
 			cfg, path, err := loadConfig()
 			if err != nil {
 				return usageErr("%v", err)
@@ -143,10 +167,7 @@ lists the profiles.`,
 			if g.server == "" || g.token == "" {
 				return usageErr("lark login needs both --server and --token")
 			}
-			name := g.profile
-			if name == "" {
-				name = "default"
-			}
+			name := profileName(g.profile)
 			cl, err := g.client()
 			if err != nil {
 				return err
@@ -163,5 +184,17 @@ lists the profiles.`,
 			fmt.Fprintf(g.out, "Logged in to %s as profile %q (saved in %s).\n", g.server, name, path)
 			return nil
 		}}
+	c.Flags().StringVar(&o.issuer, "oidc", "", "sign in with this OIDC issuer's device authorization grant")
+	c.Flags().StringVar(&o.clientID, "client-id", "lark", "OAuth client ID registered at the issuer (with --oidc)")
+	c.Flags().StringSliceVar(&o.scopes, "scopes", []string{oidc.ScopeOpenID, oidc.ScopeOfflineAccess},
+		"scopes to ask for (with --oidc; offline_access gets a refresh token)")
 	return c
+}
+
+// profileName is the profile login writes: --profile, else "default".
+func profileName(flag string) string {
+	if flag == "" {
+		return "default"
+	}
+	return flag
 }

@@ -27,15 +27,23 @@ var update = flag.Bool("update", false, "rewrite testdata/golden/*.golden with t
 // testServer is a real Lark server in process (HTTP, dispatcher, scheduler loops) with the dev
 // tenant and its admin token.
 type testServer struct {
-	URL, Token string
+	URL, Token, TenantID string
 }
 
-func startServer(t *testing.T) testServer {
+// operatorToken is the test server's platform operator token.
+const operatorToken = "operator-token-for-tests"
+
+// startServer starts a test server; opts adjust its configuration.
+func startServer(t *testing.T, opts ...func(*server.Config)) testServer {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	dir := t.TempDir()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv, err := server.New(ctx, server.Config{DataDir: dir, AdminToken: "operator-token-for-tests", Logger: quiet})
+	cfg := server.Config{DataDir: dir, AdminToken: operatorToken, Logger: quiet}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	srv, err := server.New(ctx, cfg)
 	require.NoError(t, err)
 	creds, err := server.LoadOrCreateDevAdmin(dir)
 	require.NoError(t, err)
@@ -51,7 +59,7 @@ func startServer(t *testing.T) testServer {
 		ts.Close()
 		require.NoError(t, srv.Close())
 	})
-	return testServer{URL: ts.URL, Token: creds.Token}
+	return testServer{URL: ts.URL, Token: creds.Token, TenantID: creds.TenantID}
 }
 
 // result is what one command printed and its exit code.
@@ -71,7 +79,11 @@ func run(t *testing.T, args ...string) result {
 
 // runTo runs a command until it returns or ctx ends, writing to out and errOut as it goes.
 func runTo(ctx context.Context, out, errOut *syncBuffer, args ...string) result {
-	g := &globals{now: time.Now, poll: 20 * time.Millisecond}
+	return runWith(ctx, &globals{now: time.Now, poll: 20 * time.Millisecond}, out, errOut, args...)
+}
+
+// runWith is runTo with the globals g (tests set its HTTP client for OIDC issuers).
+func runWith(ctx context.Context, g *globals, out, errOut *syncBuffer, args ...string) result {
 	root := &cobra.Command{Use: "lark", SilenceUsage: true, SilenceErrors: true}
 	root.AddCommand(commands(g)...)
 	root.SetOut(out)

@@ -1,5 +1,5 @@
 // Package oidctest runs an OpenID Connect issuer in-process for tests: a TLS server with a
-// discovery document and a JWKS endpoint, RSA and EC signing keys that can be added, switched to
+// discovery document, a JWKS endpoint, device authorization and token endpoints (device.go), RSA and EC signing keys that can be added, switched to
 // and withdrawn while it runs (key rotation), and helpers that sign good and hostile tokens.
 package oidctest
 
@@ -41,6 +41,7 @@ type Issuer struct {
 	signing   string         // kid tokens are signed with
 	cacheCtl  string
 	n         int
+	dev       deviceGrant // the device and refresh grants (device.go)
 }
 
 type key struct {
@@ -55,6 +56,7 @@ func New(t testing.TB) *Issuer {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /.well-known/openid-configuration", i.discovery)
 	mux.HandleFunc("GET /keys", i.jwks)
+	i.routeDevice(mux)
 	i.srv = httptest.NewTLSServer(mux)
 	t.Cleanup(i.srv.Close)
 	i.URL = i.srv.URL
@@ -77,7 +79,8 @@ func (i *Issuer) discovery(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	write(w, map[string]any{
 		"issuer": i.URL, "jwks_uri": i.URL + "/keys", "authorization_endpoint": i.URL + "/auth",
-		"token_endpoint": i.URL + "/token", "id_token_signing_alg_values_supported": []string{"RS256", "ES256"},
+		"token_endpoint": i.URL + "/token", "device_authorization_endpoint": i.URL + "/device",
+		"id_token_signing_alg_values_supported": []string{"RS256", "ES256"},
 	})
 }
 
