@@ -41,6 +41,7 @@ type Issuer struct {
 	signing   string         // kid tokens are signed with
 	cacheCtl  string
 	n         int
+	authCode  authCodeState
 }
 
 type key struct {
@@ -55,6 +56,7 @@ func New(t testing.TB) *Issuer {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /.well-known/openid-configuration", i.discovery)
 	mux.HandleFunc("GET /keys", i.jwks)
+	i.routeAuthCode(mux)
 	i.srv = httptest.NewTLSServer(mux)
 	t.Cleanup(i.srv.Close)
 	i.URL = i.srv.URL
