@@ -77,6 +77,7 @@ func (i *Issuer) SetCacheControl(v string) {
 func (i *Issuer) discovery(w http.ResponseWriter, _ *http.Request) {
 	i.DiscoveryHits.Add(1)
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Access-Control-Allow-Origin", "*") // browsers (the console) read it too
 	write(w, map[string]any{
 		"issuer": i.URL, "jwks_uri": i.URL + "/keys", "authorization_endpoint": i.URL + "/auth",
 		"token_endpoint": i.URL + "/token", "id_token_signing_alg_values_supported": []string{"RS256", "ES256"},
