@@ -14,19 +14,15 @@ import (
 	"github.com/larkrun/lark/internal/bench"
 )
 
-// benchCmd is `lark bench`: it runs each scenario against its own `lark serve` child (this binary)
-// on a fresh data directory and prints a Markdown table; every raw figure goes to a JSON file.
-func benchCmd() *cobra.Command {
-	var o bench.Options
-	var scenarios string
-	c := &cobra.Command{Use: "bench", Short: "Measure Lark (sync, async, coldstart, workflow10, dag, sleepers, cron10k, events, heartbeat, scale) against baselines run on this machine",
-		Long: strings.TrimSpace(`
+// benchLong is the help text of `lark bench`.
+const benchLong = `
 Runs the named scenarios, each against its own "lark serve" child process (this binary) on a fresh
 temporary data directory, and prints a Markdown table: throughput, p50/p99 latency, the server's
 CPU seconds and peak RSS, and the ratio against the scenario's baseline measured in the same run.
 Every raw figure, the machine and the flags go to the JSON file (--out).
 
   sync        calculate_tax in sync mode, --clients concurrent HTTP callers, vs a bare Go JSON handler
+  sync-oidc   the same sync invocation with an OIDC issuer's JWT (keys cached) vs with a Lark token
   async       --async-n trivial invocations submitted up front, until all are done,
               vs raw inserts and updates of the same rows in the same SQLite file
   coldstart   register + activate + first sync result of a new function, sequentially
@@ -44,7 +40,15 @@ Every raw figure, the machine and the flags go to the JSON file (--out).
 is the defaults with 100,000 sleepers. A size flag given explicitly overrides the preset.
 
 Missed goals do not fail the command (it is a measurement); a scenario that errors does.
-See docs/benchmarks.md.`),
+See docs/benchmarks.md.`
+
+// benchCmd is `lark bench`: it runs each scenario against its own `lark serve` child (this binary)
+// on a fresh data directory and prints a Markdown table; every raw figure goes to a JSON file.
+func benchCmd() *cobra.Command {
+	var o bench.Options
+	var scenarios string
+	c := &cobra.Command{Use: "bench", Short: "Measure Lark (sync, sync-oidc, async, coldstart, workflow10, dag, sleepers, cron10k, events, heartbeat, scale) against baselines run on this machine",
+		Long: strings.TrimSpace(benchLong),
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			for _, s := range strings.Split(scenarios, ",") {

@@ -97,6 +97,8 @@ type flags struct {
 	allowUnreadableSecrets      bool
 	trustedProxies              string
 	identityProviders           string
+	consoleOIDCIssuer           string
+	consoleOIDCClientID         string
 	nodeID                      string
 	leaderTTL                   time.Duration
 	leaderRenew                 time.Duration
@@ -130,6 +132,10 @@ func (f *flags) bindServerFlags(c *cobra.Command) {
 	c.Flags().IntVar(&f.maxHeaderBytes, "max-header-bytes", server.DefaultMaxHeaderBytes, "maximum size of a request's headers (larger → 431)")
 	c.Flags().StringVar(&f.identityProviders, "identity-providers", env("LARK_IDENTITY_PROVIDERS", ""),
 		"JSON file of OIDC issuers whose JWTs authenticate callers, applied at start (env LARK_IDENTITY_PROVIDERS; docs/operations.md, Federated sign-in)")
+	c.Flags().StringVar(&f.consoleOIDCIssuer, "console-oidc-issuer", env("LARK_CONSOLE_OIDC_ISSUER", ""),
+		"issuer (a registered identity provider) the web console offers sign-in with, authorization code + PKCE (env LARK_CONSOLE_OIDC_ISSUER; docs/console.md)")
+	c.Flags().StringVar(&f.consoleOIDCClientID, "console-oidc-client-id", env("LARK_CONSOLE_OIDC_CLIENT_ID", "lark-console"),
+		"the console's public client id at --console-oidc-issuer, one of the provider's audiences (env LARK_CONSOLE_OIDC_CLIENT_ID)")
 	c.Flags().StringVar(&f.trustedProxies, "trusted-proxies", env("LARK_TRUSTED_PROXIES", ""),
 		"comma-separated CIDRs of reverse proxies whose X-Forwarded-For the webhook receiver believes; unset: the TCP peer is the sender (env LARK_TRUSTED_PROXIES)")
 }
@@ -239,6 +245,7 @@ func (f *flags) bindTelemetryFlags(c *cobra.Command) {
 func (f *flags) config(admin string, log *slog.Logger) (server.Config, error) {
 	cfg := server.Config{Addr: f.addr, DataDir: f.data, Store: f.store, BlobStore: f.blobStore, NoMigrate: f.noMigrate, SQLiteSynchronous: f.sqliteSynchronous,
 		PGMaxConns: f.pgMaxConns, PGStatementTimeout: f.pgStatementTimeout, PGWriters: f.pgWriters, PGClientTimeout: f.pgClientTimeout, PGTCPTimeout: f.pgTCPTimeout, StoreWriteWait: f.storeWriteWait, LeaseGrace: f.leaseGrace, AdminToken: admin, MaxBody: f.maxBody, Logger: log, IdentityProvidersFile: f.identityProviders,
+		ConsoleOIDCIssuer: f.consoleOIDCIssuer, ConsoleOIDCClientID: f.consoleOIDCClientID,
 		Workers: f.workers, UnsafeEgressAllowLoopback: f.egressLoopback, RetentionInterval: f.retention,
 		MetricsPublic: f.metricsPublic, MetricsMaxLabelSets: f.metricsMaxLabelSets,
 		DrainTimeout: f.drainTimeout, ReadHeaderTimeout: f.readHeaderTimeout, ReadTimeout: f.readTimeout,

@@ -22,11 +22,11 @@ import (
 // Scenario names, in the order they run.
 var (
 	// Available scenarios.
-	Available = []string{"sync", "async", "coldstart", "workflow10", "dag", "sleepers", "cron10k", "events", "scale"}
+	Available = []string{"sync", "sync-oidc", "async", "coldstart", "workflow10", "dag", "sleepers", "cron10k", "events", "scale"}
 	// Pending scenarios and the features they wait for.
 	Pending = map[string]string{}
 	// All is every scenario name in table order.
-	All = []string{"sync", "async", "coldstart", "workflow10", "dag", "sleepers", "cron10k", "events", "heartbeat", "scale"}
+	All = []string{"sync", "sync-oidc", "async", "coldstart", "workflow10", "dag", "sleepers", "cron10k", "events", "heartbeat", "scale"}
 )
 
 // Goals from the issue.
@@ -328,6 +328,8 @@ func Run(ctx context.Context, bin string, o Options, log io.Writer) (*Report, er
 		switch name {
 		case "sync":
 			s = r.Sync(ctx)
+		case "sync-oidc":
+			s = r.SyncOIDC(ctx)
 		case "async":
 			s = r.Async(ctx)
 		case "coldstart":
@@ -401,6 +403,11 @@ type lark struct {
 // startLark starts `lark serve` on a fresh data directory with a random operator token,
 // provisions the bench tenant and returns it with a keep-alive client for conns callers.
 func (r *Runner) startLark(ctx context.Context, scenario string, conns int, extra ...string) (*lark, error) {
+	return r.startLarkEnv(ctx, scenario, conns, nil, extra...)
+}
+
+// startLarkEnv is startLark with env added to the child's environment.
+func (r *Runner) startLarkEnv(ctx context.Context, scenario string, conns int, env []string, extra ...string) (*lark, error) {
 	dir, err := os.MkdirTemp("", "lark-bench-"+scenario+"-")
 	if err != nil {
 		return nil, err
@@ -434,7 +441,7 @@ func (r *Runner) startLark(ctx context.Context, scenario string, conns int, extr
 		args = append(args, "--cpuprofile", l.profile, "--memprofile", strings.TrimSuffix(l.profile, ".pprof")+".allocs.pprof")
 	}
 	args = append(append(args, extra...), r.Opts.ServerArgs...)
-	l.args, l.env, l.conns = args, childEnv("LARK_ADMIN_TOKEN="+operator), conns
+	l.args, l.env, l.conns = args, childEnv(append([]string{"LARK_ADMIN_TOKEN=" + operator}, env...)...), conns
 	if err := r.serve(l, scenario); err != nil {
 		l.dropSchema()
 		os.RemoveAll(dir)

@@ -50,24 +50,46 @@ type file struct {
 	contentType   string
 }
 
+// ConfigPath is the console's public configuration (JSON): which issuer, if any, offers
+// sign-in. It holds no secret.
+const ConfigPath = Path + "/config.json"
+
 // Handler serves the console. Build it with New.
 type Handler struct {
 	version string
 	index   file
 	assets  map[string]file // by name under assets/ (index.html excluded)
+	csp     string
+	config  []byte
 }
 
-// New returns the console's handler. The embedded files are read, versioned and compressed once
-// per process (compressing them takes a tenth of a second; test suites start many servers).
+// New returns the console's handler, offering only the token paste at sign-in. The embedded files
+// are read, versioned and compressed once per process (compressing them takes a tenth of a second;
+// test suites start many servers).
 func New() (*Handler, error) {
-	return loadEmbedded()
+	return NewWith(Options{})
+}
+
+// NewWith returns the console's handler with opts (an issuer to sign in with).
+func NewWith(opts Options) (*Handler, error) {
+	base, err := loadEmbedded()
+	if err != nil {
+		return nil, err
+	}
+	csp, config, err := opts.public()
+	if err != nil {
+		return nil, err
+	}
+	h := *base
+	h.csp, h.config = csp, config
+	return &h, nil
 }
 
 var loadEmbedded = sync.OnceValues(func() (*Handler, error) { return newFrom(embedded) })
 
 // newFrom builds a Handler from fsys, which holds an assets/ directory with index.html.
 func newFrom(fsys fs.FS) (*Handler, error) {
-	h := &Handler{assets: map[string]file{}}
+	h := &Handler{assets: map[string]file{}, csp: CSP, config: []byte("{}\n")}
 	var names []string
 	err := fs.WalkDir(fsys, "assets", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -147,7 +169,12 @@ func (h *Handler) Version() string { return h.version }
 // Wrap returns a handler that serves the console at Path and below and hands every other request
 // to next (the API).
 func Wrap(next http.Handler) (http.Handler, error) {
-	h, err := New()
+	return WrapWith(next, Options{})
+}
+
+// WrapWith is Wrap with opts.
+func WrapWith(next http.Handler, opts Options) (http.Handler, error) {
+	h, err := NewWith(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -164,13 +191,18 @@ func Wrap(next http.Handler) (http.Handler, error) {
 // assets under Path/assets/<version>/.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd := w.Header()
-	hd.Set("Content-Security-Policy", CSP)
+	hd.Set("Content-Security-Policy", h.csp)
 	hd.Set("X-Content-Type-Options", "nosniff")
 	hd.Set("Referrer-Policy", "no-referrer")
 	hd.Set("X-Frame-Options", "DENY")
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		hd.Set("Allow", "GET, HEAD")
 		writeProblem(w, r, problem.New(problem.TypeMethodNotAllowed, "method %s is not allowed on the console; it is read with GET", r.Method))
+		return
+	}
+	if r.URL.Path == ConfigPath {
+		hd.Set("Cache-Control", "no-store")
+		serve(w, r, file{body: h.config, contentType: "application/json"})
 		return
 	}
 	if rest, ok := strings.CutPrefix(r.URL.Path, Path+"/assets/"); ok {
@@ -196,7 +228,7 @@ func serve(w http.ResponseWriter, r *http.Request, f file) {
 	hd.Set("Content-Type", f.contentType)
 	hd.Add("Vary", "Accept-Encoding")
 	body := f.body
-	if acceptsGzip(r) {
+	if f.gzipped != nil && acceptsGzip(r) {
 		hd.Set("Content-Encoding", "gzip")
 		body = f.gzipped
 	}

@@ -89,6 +89,9 @@ func (i *Issuer) token(w http.ResponseWriter, r *http.Request) {
 	}
 	var clientID, errCode string
 	switch r.PostForm.Get("grant_type") {
+	case "authorization_code":
+		i.codeToken(w, r) // authcode.go
+		return
 	case deviceGrantType:
 		i.dev.tokenHits.Add(1)
 		clientID, errCode = i.redeemDeviceCode(r.PostForm.Get("device_code"))

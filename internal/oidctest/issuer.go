@@ -42,6 +42,7 @@ type Issuer struct {
 	cacheCtl  string
 	n         int
 	dev       deviceGrant // the device and refresh grants (device.go)
+	authCode  authCodeState
 }
 
 type key struct {
@@ -57,6 +58,7 @@ func New(t testing.TB) *Issuer {
 	mux.HandleFunc("GET /.well-known/openid-configuration", i.discovery)
 	mux.HandleFunc("GET /keys", i.jwks)
 	i.routeDevice(mux)
+	i.routeAuthCode(mux)
 	i.srv = httptest.NewTLSServer(mux)
 	t.Cleanup(i.srv.Close)
 	i.URL = i.srv.URL
@@ -77,6 +79,7 @@ func (i *Issuer) SetCacheControl(v string) {
 func (i *Issuer) discovery(w http.ResponseWriter, _ *http.Request) {
 	i.DiscoveryHits.Add(1)
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Access-Control-Allow-Origin", "*") // browsers (the console) read it too
 	write(w, map[string]any{
 		"issuer": i.URL, "jwks_uri": i.URL + "/keys", "authorization_endpoint": i.URL + "/auth",
 		"token_endpoint": i.URL + "/token", "device_authorization_endpoint": i.URL + "/device",

@@ -84,6 +84,10 @@ type Config struct {
 	// reaches public addresses only). Tests set them to trust an in-process issuer.
 	IdentityClient       *http.Client
 	IdentityTenantClient *http.Client
+	// ConsoleOIDCIssuer and ConsoleOIDCClientID, when the issuer is set, offer sign-in with that
+	// issuer on the console's login page (authorization code with PKCE, the console being a public
+	// client with that client id; docs/console.md). Both are public.
+	ConsoleOIDCIssuer, ConsoleOIDCClientID string
 	// BlobStore is where asset outputs are written (blob.Open): a directory path or file:// URL, or
 	// an s3:// URL whose credentials come from the environment. Empty: DataDir/blobs. Several nodes
 	// need a shared one (S3); docs/deployment.md, "Blob store".
@@ -444,7 +448,11 @@ func buildServer(ctx context.Context, cfg Config, st store.Store, blobs blob.Sto
 	s.wireCluster(c)
 	apiHandler := s.apiHandler(c, ids, bulk)
 	// The web console (docs/console.md) at /console; everything else is the API.
-	if s.handler, err = console.Wrap(apiHandler); err != nil {
+	var copts console.Options
+	if cfg.ConsoleOIDCIssuer != "" {
+		copts.OIDC = &console.OIDC{Issuer: cfg.ConsoleOIDCIssuer, ClientID: cfg.ConsoleOIDCClientID}
+	}
+	if s.handler, err = console.WrapWith(apiHandler, copts); err != nil {
 		return nil, err
 	}
 	return s, nil

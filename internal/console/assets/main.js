@@ -9,6 +9,7 @@ import {schedulesPage, schedulePage, backfillsPage, backfillPage} from './schedu
 import {triggersPage} from './triggers.js';
 import {usagePage} from './usage.js';
 import {assetsPage} from './assets.js';
+import {oidcConfig, startSignIn, finishSignIn} from './oidc.js';
 
 const ROOT = '/console';
 const main = document.getElementById('main');
@@ -19,6 +20,7 @@ const flashEl = document.getElementById('flash');
 const routes = [
   [/^\/?$/, null],
   [/^\/login$/, loginPage, {public: true, title: 'Log in'}],
+  [/^\/oidc\/callback$/, callbackPage, {public: true, title: 'Signing in'}],
   [/^\/entrypoints$/, entrypointsPage, {title: 'Entrypoints'}],
   [/^\/entrypoints\/([^/]+)$/, entrypointPage, {title: 'Entrypoint'}],
   [/^\/invocations$/, invocationsPage, {title: 'Invocations'}],
@@ -133,6 +135,47 @@ export function showError(e) {
   flash(msg, 'error');
 }
 
+/** safeNext answers next when it is a console page other than the login's, else the invocations. */
+function safeNext(next) {
+  return next && next.startsWith(ROOT + '/') && !next.startsWith(ROOT + '/login') && !next.startsWith(ROOT + '/oidc/') ? next : '/invocations';
+}
+
+/** oidcButton offers sign-in with the configured issuer, when there is one. */
+async function oidcButton(ctx, err) {
+  const cfg = await oidcConfig().catch(() => null);
+  if (!cfg) return null;
+  const button = h('button', {type: 'button', class: 'primary', id: 'oidc-signin'}, `Sign in with ${cfg.issuer}`);
+  button.addEventListener('click', async () => {
+    err.hidden = true;
+    button.disabled = true;
+    try {
+      await startSignIn(cfg, ctx.query.get('next') || '');
+    } catch (e) {
+      err.hidden = false;
+      err.textContent = `Sign-in failed: ${e.message || e}`;
+      button.disabled = false;
+    }
+  });
+  return h('div', {class: 'field'}, button,
+    h('p', {class: 'muted'}, 'Or paste a token below (development).'));
+}
+
+async function callbackPage(ctx) {
+  fill(ctx.main, h('h1', {tabindex: -1}, 'Signing in…'));
+  const cfg = await oidcConfig();
+  if (!cfg) throw new Error('this server offers no OIDC sign-in');
+  try {
+    const {token, next} = await finishSignIn(cfg, ctx.query);
+    const who = await api('GET', '/whoami', {token});
+    session.set(token, who);
+    navigate(safeNext(next), true);
+  } catch (e) {
+    fill(ctx.main, h('h1', {tabindex: -1}, 'Sign-in failed'),
+      h('p', {class: 'msg error', role: 'alert', id: 'signin-error'}, e instanceof ApiError ? `The server refused the token: ${e.message}` : String(e.message || e)),
+      h('p', {}, h('a', {href: ROOT + '/login'}, 'Back to the log-in page')));
+  }
+}
+
 async function loginPage(ctx) {
   const token = h('input', {type: 'password', name: 'token', autocomplete: 'off', required: true, spellcheck: 'false', 'aria-describedby': 'token-help'});
   const err = h('p', {class: 'msg error', role: 'alert', hidden: true});
@@ -152,7 +195,7 @@ async function loginPage(ctx) {
       const who = await api('GET', '/whoami', {token: t});
       session.set(t, who);
       const next = ctx.query.get('next');
-      navigate(next && next.startsWith(ROOT + '/') && !next.startsWith(ROOT + '/login') ? next : '/invocations');
+      navigate(safeNext(next));
     } catch (e) {
       err.hidden = false;
       err.textContent = e instanceof ApiError ? `Log-in failed: ${e.message}` : `Log-in failed: ${e.message || e}`;
@@ -161,6 +204,8 @@ async function loginPage(ctx) {
   });
   fill(ctx.main, form);
   token.focus();
+  const offer = await oidcButton(ctx, err);
+  if (offer && ctx.live()) form.insertBefore(offer, form.querySelector('.field'));
 }
 
 document.addEventListener('click', ev => {
