@@ -291,24 +291,9 @@ func (r *Runner) dagShape(ctx context.Context, l *lark, sp dagShapeSpec) (DAGSha
 // returns the ids started.
 func (r *Runner) dagPhase(ctx context.Context, l *lark, entrypointID string, n int, body []byte, tasks int) (DAGPhase, []string, error) {
 	ph := DAGPhase{Starts: n}
-	var mu sync.Mutex
-	ids := make([]string, 0, n)
 	cpu0, cpuErr0 := procCPU(l.Pid())
 	first := time.Now()
-	res := Load{Workers: min(r.Opts.AsyncClients, n), Count: int64(n), Do: func(ctx context.Context) error {
-		_, b, err := l.api.Call(ctx, http.MethodPost, "/invocations", l.token, body, http.StatusAccepted)
-		if err != nil {
-			return err
-		}
-		id, err := invocationID(b)
-		if err != nil {
-			return err
-		}
-		mu.Lock()
-		ids = append(ids, id)
-		mu.Unlock()
-		return nil
-	}}.Run(ctx)
+	res, ids := submitIDs(ctx, l, min(r.Opts.AsyncClients, n), n, body)
 	ph.SubmitS, ph.Submit = res.WindowS, res.Latency
 	if res.Errors > 0 {
 		return ph, ids, fmt.Errorf("%d of %d starts failed, e.g. %s", res.Errors, n, strings.Join(res.ErrorSamples, "; "))

@@ -277,8 +277,18 @@ func (r *Runner) asyncPGBaseline(ctx context.Context, l *lark, s Scenario, accep
 // submitAsync starts n async invocations with body from workers concurrent clients and returns
 // the load result and the id of the last invocation accepted (what waitBurnDown looks up first).
 func submitAsync(ctx context.Context, l *lark, workers, n int, body []byte) (LoadResult, string) {
+	res, ids := submitIDs(ctx, l, workers, n, body)
+	if len(ids) == 0 {
+		return res, ""
+	}
+	return res, ids[len(ids)-1]
+}
+
+// submitIDs starts n async invocations with body from workers concurrent clients and returns the
+// load result and the ids accepted, in the order their answers came.
+func submitIDs(ctx context.Context, l *lark, workers, n int, body []byte) (LoadResult, []string) {
 	var mu sync.Mutex
-	var lastID string
+	ids := make([]string, 0, n)
 	res := Load{Workers: workers, Count: int64(n), Do: func(ctx context.Context) error {
 		_, b, err := l.api.Call(ctx, http.MethodPost, "/invocations", l.token, body, http.StatusAccepted)
 		if err != nil {
@@ -289,11 +299,11 @@ func submitAsync(ctx context.Context, l *lark, workers, n int, body []byte) (Loa
 			return err
 		}
 		mu.Lock()
-		lastID = id
+		ids = append(ids, id)
 		mu.Unlock()
 		return nil
 	}}.Run(ctx)
-	return res, lastID
+	return res, ids
 }
 
 // waitBurnDown polls until no invocation of the bench tenant is queued or running and returns when
