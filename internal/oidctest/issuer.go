@@ -1,6 +1,8 @@
 // Package oidctest runs an OpenID Connect issuer in-process for tests: a TLS server with a
 // discovery document, a JWKS endpoint, device authorization and token endpoints (device.go), RSA and EC signing keys that can be added, switched to
 // and withdrawn while it runs (key rotation), and helpers that sign good and hostile tokens.
+// provider.go drives the real OIDC provider CI starts (CIProvider: its users' sign-in, its key
+// rotation), for the tests that run against it.
 package oidctest
 
 import (
