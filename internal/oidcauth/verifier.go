@@ -49,9 +49,13 @@ type Verifier struct {
 	opts Options
 
 	mu      sync.Mutex
-	remotes map[string]*remote // by provider id and issuer
-	cache   map[string]cached  // by issuer
+	remotes map[remoteKey]*remote // by provider id and issuer
+	cache   map[string]cached     // by issuer
 }
+
+// remoteKey names a provider's key set: a provider deleted and registered again with the same
+// issuer gets a new id, hence a fresh discovery.
+type remoteKey struct{ id, issuer string }
 
 type cached struct {
 	p       identity.Provider
@@ -80,7 +84,7 @@ func New(src Source, o Options) *Verifier {
 	if o.ProviderCacheTTL <= 0 {
 		o.ProviderCacheTTL = 5 * time.Second
 	}
-	return &Verifier{src: src, opts: o, remotes: map[string]*remote{}, cache: map[string]cached{}}
+	return &Verifier{src: src, opts: o, remotes: map[remoteKey]*remote{}, cache: map[string]cached{}}
 }
 
 // Authenticate verifies raw and returns its caller. Every refusal is a 401 problem that says what
@@ -203,7 +207,8 @@ func unverifiedIssuer(raw string) (string, error) {
 	return c.Iss, nil
 }
 
-// provider reads the provider of iss, cached for ProviderCacheTTL.
+// provider reads the provider of iss, cached for ProviderCacheTTL. An issuer no longer registered
+// (deleted on another node) is forgotten: its key sets are dropped.
 func (v *Verifier) provider(ctx context.Context, iss string) (identity.Provider, error) {
 	now := v.opts.Clock.Now()
 	v.mu.Lock()
@@ -213,6 +218,9 @@ func (v *Verifier) provider(ctx context.Context, iss string) (identity.Provider,
 		return c.p, nil
 	}
 	p, err := v.src.IdentityProviderByIssuer(ctx, iss)
+	if errors.Is(err, store.ErrNotFound) {
+		v.Forget(iss)
+	}
 	if err != nil {
 		return p, err
 	}
@@ -225,16 +233,22 @@ func (v *Verifier) provider(ctx context.Context, iss string) (identity.Provider,
 	return p, nil
 }
 
-// Forget drops what the verifier holds about an issuer (after its provider is deleted here).
+// Forget drops what the verifier holds about an issuer: its cached provider and the key sets of
+// every provider registered with it (after its provider is deleted here, or found gone).
 func (v *Verifier) Forget(issuer string) {
 	v.mu.Lock()
+	defer v.mu.Unlock()
 	delete(v.cache, issuer)
-	v.mu.Unlock()
+	for k := range v.remotes {
+		if k.issuer == issuer {
+			delete(v.remotes, k)
+		}
+	}
 }
 
 // keys returns p's key set, discovering it on first use.
 func (v *Verifier) keys(ctx context.Context, p identity.Provider) (*keySet, error) {
-	key := p.ID + " " + p.Issuer
+	key := remoteKey{id: p.ID, issuer: p.Issuer}
 	v.mu.Lock()
 	r, ok := v.remotes[key]
 	if !ok {
