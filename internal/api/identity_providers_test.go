@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/larkrun/lark/internal/clock"
 	"github.com/larkrun/lark/internal/oidctest"
 	"github.com/larkrun/lark/internal/server"
 )
@@ -140,6 +141,42 @@ func TestTenantOwnedIssuer(t *testing.T) {
 	events := e.expect(t, http.StatusOK, http.MethodGet, base+"/audit-events?"+
 		query("$filter", "resource_type eq 'identity_provider'").Encode(), adm, nil).items()
 	require.Len(t, events, 2, "created and deleted are audited")
+}
+
+// TestTenantIssuerFollowsPolicy: the operator turning the tenant's
+// allow_tenant_identity_providers off stops its own issuer's tokens (401) once the verifier's
+// provider cache (5 s) has passed, while a platform issuer keeps working; turning it on again
+// makes the same token work, the provider having stayed registered.
+func TestTenantIssuerFollowsPolicy(t *testing.T) {
+	t.Parallel()
+	own, platform := oidctest.New(t), oidctest.New(t)
+	clk := clock.NewFake(time.Now())
+	e := newEnv(t, func(c *server.Config) {
+		c.IdentityClient, c.IdentityTenantClient, c.Clock = platform.Client(), own.Client(), clk
+	})
+	adm := e.tenant(t, "acme")
+	e.expect(t, http.StatusCreated, http.MethodPost, base+"/identity-providers", operator, platformIssuer(platform))
+	setAllow := func(on bool) {
+		e.expect(t, http.StatusOK, http.MethodPatch, tenantPath("acme"), operator, obj{"policies": obj{"allow_tenant_identity_providers": on}})
+	}
+	setAllow(true)
+	e.expect(t, http.StatusCreated, http.MethodPost, base+"/identity-providers", adm,
+		obj{"issuer": own.URL, "audiences": []string{"lark"}, "claims": obj{"roles": "groups"}, "role_mapping": obj{"devs": "developer"}})
+	tok := own.Sign(own.Claims("carol", "lark", obj{"groups": "devs"}))
+	platTok := platform.Sign(platform.Claims("alice", "lark", obj{"tenant": "acme", "groups": "lark-devs"}))
+	require.Equal(t, "acme", e.expect(t, http.StatusOK, http.MethodGet, base+"/whoami", tok, nil).Body["tenant_id"])
+	e.expect(t, http.StatusOK, http.MethodGet, base+"/whoami", platTok, nil)
+
+	setAllow(false)
+	clk.Advance(5 * time.Second)
+	r := e.expectProblem(t, http.StatusUnauthorized, "unauthorized", http.MethodGet, base+"/whoami", tok, nil)
+	require.Contains(t, r.Body["detail"], "the tenant's policy no longer allows its own identity providers")
+	e.expect(t, http.StatusOK, http.MethodGet, base+"/whoami", platTok, nil)
+	require.Len(t, e.expect(t, http.StatusOK, http.MethodGet, base+"/identity-providers", adm, nil).items(), 1, "the provider stays registered")
+
+	setAllow(true)
+	clk.Advance(5 * time.Second)
+	require.Equal(t, "carol", e.expect(t, http.StatusOK, http.MethodGet, base+"/whoami", tok, nil).Body["subject_id"])
 }
 
 // TestIdentityProviderValidation: every issue of a bad registration, with its JSON path; one

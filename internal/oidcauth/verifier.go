@@ -23,11 +23,15 @@ import (
 	"github.com/larkrun/lark/internal/identity"
 	"github.com/larkrun/lark/internal/problem"
 	"github.com/larkrun/lark/internal/store"
+	"github.com/larkrun/lark/internal/tenant"
 )
 
-// Source finds the provider registered for an issuer (store.ErrNotFound when none is).
+// Source finds the provider registered for an issuer (store.ErrNotFound when none is), and the
+// policy of a tenant-owned provider's tenant (store.ErrNotFound when the tenant has none).
+// store.Store implements it.
 type Source interface {
 	IdentityProviderByIssuer(ctx context.Context, issuer string) (identity.Provider, error)
+	Tenant(ctx context.Context, id string) (tenant.Policy, error)
 }
 
 // Options configure a Verifier.
@@ -38,8 +42,9 @@ type Options struct {
 	// and loopback addresses, since a tenant chooses the URL the server fetches).
 	TenantClient *http.Client
 	Clock        clock.Clock
-	// ProviderCacheTTL bounds how long a provider read from the Source is reused (default 5s): a
-	// deletion on another node takes effect within it.
+	// ProviderCacheTTL bounds how long a provider read from the Source, and the policy of its
+	// tenant, are reused (default 5s): a deletion on another node, or a tenant policy that stops
+	// allowing the tenant's own issuers, takes effect within it.
 	ProviderCacheTTL time.Duration
 }
 
@@ -49,12 +54,19 @@ type Verifier struct {
 	opts Options
 
 	mu      sync.Mutex
-	remotes map[string]*remote // by provider id and issuer
-	cache   map[string]cached  // by issuer
+	remotes map[remoteKey]*remote // by provider id and issuer
+	cache   map[string]cached     // by issuer
 }
 
+// remoteKey names a provider's key set: a provider deleted and registered again with the same
+// issuer gets a new id, hence a fresh discovery.
+type remoteKey struct{ id, issuer string }
+
+// cached is a provider read from the Source; allowed is false for a tenant-owned provider whose
+// tenant's policy, read at the same time, does not allow the tenant's own issuers.
 type cached struct {
 	p       identity.Provider
+	allowed bool
 	fetched time.Time
 }
 
@@ -80,7 +92,7 @@ func New(src Source, o Options) *Verifier {
 	if o.ProviderCacheTTL <= 0 {
 		o.ProviderCacheTTL = 5 * time.Second
 	}
-	return &Verifier{src: src, opts: o, remotes: map[string]*remote{}, cache: map[string]cached{}}
+	return &Verifier{src: src, opts: o, remotes: map[remoteKey]*remote{}, cache: map[string]cached{}}
 }
 
 // Authenticate verifies raw and returns its caller. Every refusal is a 401 problem that says what
@@ -90,12 +102,15 @@ func (v *Verifier) Authenticate(ctx context.Context, raw string) (auth.SecurityC
 	if err != nil {
 		return auth.SecurityContext{}, problem.Unauthorized("invalid bearer token: %v", err)
 	}
-	p, err := v.provider(ctx, iss)
+	p, allowed, err := v.provider(ctx, iss)
 	if errors.Is(err, store.ErrNotFound) {
 		return auth.SecurityContext{}, problem.Unauthorized("invalid bearer token: its issuer is not a registered identity provider")
 	}
 	if err != nil {
 		return auth.SecurityContext{}, problem.Internal(err)
+	}
+	if !allowed {
+		return auth.SecurityContext{}, problem.Unauthorized("invalid bearer token: the tenant's policy no longer allows its own identity providers (policies.allow_tenant_identity_providers)")
 	}
 	keys, err := v.keys(ctx, p)
 	if err != nil {
@@ -203,38 +218,70 @@ func unverifiedIssuer(raw string) (string, error) {
 	return c.Iss, nil
 }
 
-// provider reads the provider of iss, cached for ProviderCacheTTL.
-func (v *Verifier) provider(ctx context.Context, iss string) (identity.Provider, error) {
+// provider reads the provider of iss and whether its tenant's policy allows it (always, for a
+// platform issuer), both cached for ProviderCacheTTL. An issuer no longer registered (deleted on
+// another node) is forgotten: its key sets are dropped.
+func (v *Verifier) provider(ctx context.Context, iss string) (identity.Provider, bool, error) {
 	now := v.opts.Clock.Now()
 	v.mu.Lock()
 	c, ok := v.cache[iss]
 	v.mu.Unlock()
 	if ok && now.Sub(c.fetched) < v.opts.ProviderCacheTTL && !now.Before(c.fetched) {
-		return c.p, nil
+		return c.p, c.allowed, nil
 	}
 	p, err := v.src.IdentityProviderByIssuer(ctx, iss)
+	if errors.Is(err, store.ErrNotFound) {
+		v.Forget(iss)
+	}
 	if err != nil {
-		return p, err
+		return p, false, err
+	}
+	allowed, err := v.allowed(ctx, p)
+	if err != nil {
+		return p, false, err
 	}
 	v.mu.Lock()
 	if len(v.cache) >= 10000 {
 		v.cache = map[string]cached{}
 	}
-	v.cache[iss] = cached{p: p, fetched: now}
+	v.cache[iss] = cached{p: p, allowed: allowed, fetched: now}
 	v.mu.Unlock()
-	return p, nil
+	return p, allowed, nil
 }
 
-// Forget drops what the verifier holds about an issuer (after its provider is deleted here).
+// allowed reports whether p may sign callers in: a platform issuer always, a tenant-owned one
+// while its tenant's policy sets allow_tenant_identity_providers (a tenant without a policy
+// record has it off).
+func (v *Verifier) allowed(ctx context.Context, p identity.Provider) (bool, error) {
+	if p.TenantID == "" {
+		return true, nil
+	}
+	pol, err := v.src.Tenant(ctx, p.TenantID)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return pol.Policies.AllowTenantIdentityProviders, nil
+}
+
+// Forget drops what the verifier holds about an issuer: its cached provider and the key sets of
+// every provider registered with it (after its provider is deleted here, or found gone).
 func (v *Verifier) Forget(issuer string) {
 	v.mu.Lock()
+	defer v.mu.Unlock()
 	delete(v.cache, issuer)
-	v.mu.Unlock()
+	for k := range v.remotes {
+		if k.issuer == issuer {
+			delete(v.remotes, k)
+		}
+	}
 }
 
 // keys returns p's key set, discovering it on first use.
 func (v *Verifier) keys(ctx context.Context, p identity.Provider) (*keySet, error) {
-	key := p.ID + " " + p.Issuer
+	key := remoteKey{id: p.ID, issuer: p.Issuer}
 	v.mu.Lock()
 	r, ok := v.remotes[key]
 	if !ok {

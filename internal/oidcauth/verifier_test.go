@@ -18,8 +18,10 @@ import (
 	"github.com/larkrun/lark/internal/oidctest"
 	"github.com/larkrun/lark/internal/problem"
 	"github.com/larkrun/lark/internal/store"
+	"github.com/larkrun/lark/internal/tenant"
 )
 
+// source serves fixed providers; every tenant's policy allows its own issuers.
 type source map[string]identity.Provider
 
 func (s source) IdentityProviderByIssuer(_ context.Context, iss string) (identity.Provider, error) {
@@ -28,6 +30,13 @@ func (s source) IdentityProviderByIssuer(_ context.Context, iss string) (identit
 		return p, store.ErrNotFound
 	}
 	return p, nil
+}
+
+func (s source) Tenant(_ context.Context, id string) (tenant.Policy, error) {
+	var pol tenant.Policy
+	pol.TenantID = id
+	pol.Policies.AllowTenantIdentityProviders = true
+	return pol, nil
 }
 
 func platformProvider(iss *oidctest.Issuer) identity.Provider {
