@@ -69,6 +69,8 @@ func run(addr, dir string) error {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]string{"kid": keys.rotate()})
 	})
+	// Browsers ask for it on the login pages; an error there would fail the console's browser tests.
+	mux.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	mux.Handle("/", cacheKeys(router))
 	srv := &http.Server{Handler: mux, TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}}
 	if err := os.WriteFile(filepath.Join(dir, "issuer"), []byte(issuer+"\n"), 0o644); err != nil {

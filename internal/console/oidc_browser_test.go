@@ -4,7 +4,9 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,7 +27,7 @@ func TestConsoleOIDCSignIn(t *testing.T) {
 	b := newBrowser(t)
 	iss := oidctest.New(t)
 	iss.AutoApprove("lark-console", "bob", map[string]any{"tenant": tenantID, "groups": []string{"devs"}})
-	url, epID := startOIDCLark(t, iss)
+	url, epID := startOIDCLark(t, iss.URL, iss.Client(), "devs")
 	// The test issuer's certificate is its own; the browser is told to accept it.
 	_, err := chromedp.Call(b.ctx, security.SetIgnoreCertificateErrors, security.SetIgnoreCertificateErrorsParams{Ignore: true})
 	require.NoError(t, err, "accepting the test issuer's certificate")
@@ -56,17 +58,46 @@ func TestConsoleOIDCSignIn(t *testing.T) {
 	require.Equal(t, 1, iss.CodeExchanges(), "no exchange without the tab's state")
 }
 
-// startOIDCLark starts a server whose console signs in with iss (client id lark-console), with
-// iss registered as a platform identity provider mapping the tenant claim and group devs to
-// developer, tenant acme enabled and one function registered, whose id it answers with the
-// server's URL; it stops with the test.
-func startOIDCLark(t *testing.T, iss *oidctest.Issuer) (string, string) {
+// TestConsoleOIDCSignInAgainstProvider: the console's code flow with PKCE against the real OIDC
+// provider CI runs (.ci/oidc-server): the browser goes to the provider's login page, alice signs
+// in with her password, and comes back to the console signed in as alice of tenant acme.
+func TestConsoleOIDCSignInAgainstProvider(t *testing.T) {
+	p := oidctest.CIProvider(t)
+	b := newBrowser(t)
+	url, epID := startOIDCLark(t, p.URL, p.Client(), "lark-devs")
+	// The provider's certificate comes from its own CA; the browser is told to accept it.
+	_, err := chromedp.Call(b.ctx, security.SetIgnoreCertificateErrors, security.SetIgnoreCertificateErrorsParams{Ignore: true})
+	require.NoError(t, err, "accepting the provider's certificate")
+
+	b.do(t, "go to the provider's login page",
+		chromedp.Navigate(url+"/console/entrypoints"),
+		chromedp.WaitVisible(chromedp.ID("oidc-signin")),
+		chromedp.Click(chromedp.ID("oidc-signin")),
+		chromedp.WaitVisible(chromedp.ID("username")))
+	require.True(t, strings.HasPrefix(eval[string](t, b, `location.href`), p.URL+"/login/"), "on the provider's page")
+	b.do(t, "sign in as alice at the provider",
+		chromedp.SendKeys(chromedp.ID("username"), "alice"),
+		chromedp.SendKeys(chromedp.ID("password"), "alice-password"),
+		chromedp.Click(chromedp.CSS(`button[type="submit"]`)),
+		chromedp.WaitVisible(chromedp.ID("whoami")),
+		chromedp.WaitVisible(chromedp.CSS(`#main a[href="/console/entrypoints/`+epID+`"]`)))
+	require.Equal(t, "/console/entrypoints", eval[string](t, b, `location.pathname`), "back to the page asked for")
+	require.Equal(t, "alice", eval[string](t, b, `document.getElementById('whoami').dataset.subject`))
+	require.Equal(t, tenantID, eval[string](t, b, `document.getElementById('whoami').dataset.tenant`))
+	b.screenshot(t, "oidc-provider-signin")
+}
+
+// startOIDCLark starts a server whose console signs in with the issuer at issuerURL (client id
+// lark-console, fetched through client), registered as a platform identity provider mapping the
+// tenant claim and group devGroup to developer, tenant acme enabled and one function registered,
+// whose id it answers with the server's URL; it stops with the test.
+func startOIDCLark(t *testing.T, issuerURL string, client *http.Client, devGroup string) (string, string) {
 	t.Helper()
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	srv, err := server.New(ctx, server.Config{Addr: "127.0.0.1:0", DataDir: dir, AdminToken: opToken,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), IdentityClient: iss.Client(), IdentityTenantClient: iss.Client(),
-		ConsoleOIDCIssuer: iss.URL, ConsoleOIDCClientID: "lark-console"})
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), IdentityClient: client, IdentityTenantClient: client,
+		ConsoleOIDCIssuer: issuerURL, ConsoleOIDCClientID: "lark-console"})
 	require.NoError(t, err)
 	ln, err := srv.Listen()
 	require.NoError(t, err)
@@ -84,8 +115,8 @@ func startOIDCLark(t *testing.T, iss *oidctest.Issuer) (string, string) {
 	})
 	l := &lark{url: "http://" + ln.Addr().String()}
 	call(t, l.url, opToken, "POST", "/tenants/"+tenantID+"/serverless-runtime:enable", map[string]any{}, 200)
-	call(t, l.url, opToken, "POST", "/identity-providers", map[string]any{"issuer": iss.URL, "audiences": []string{"lark-console"},
-		"claims": map[string]any{"subject": "sub", "tenant": "tenant", "roles": "groups"}, "role_mapping": map[string]any{"devs": "developer"}}, 201)
+	call(t, l.url, opToken, "POST", "/identity-providers", map[string]any{"issuer": issuerURL, "audiences": []string{"lark-console"},
+		"claims": map[string]any{"subject": "sub", "tenant": "tenant", "roles": "groups"}, "role_mapping": map[string]any{devGroup: "developer"}}, 201)
 	tok := call(t, l.url, opToken, "POST", "/tokens", map[string]any{"tenant_id": tenantID, "subject_id": "seed", "roles": []string{"admin"}}, 201)
 	l.token = tok["token"].(string)
 	register(t, l, map[string]any{
