@@ -117,16 +117,64 @@ func (r *Runner) SyncOIDC(ctx context.Context) Scenario {
 	if err != nil {
 		return failed(s, err)
 	}
-	measure := func(name, token string) Load {
-		r.logf("sync-oidc: %s token, %d clients, %v warm-up + %v", name, o.Clients, o.Warmup, o.Duration)
-		return Load{Workers: o.Clients, Warmup: o.Warmup, Duration: o.Duration,
-			Do: func(ctx context.Context) error { return l.api.InvokeSync(ctx, token, TaxSyncRequest) }}
+	lk, oi := r.syncOIDCWindows(ctx, l, jwt)
+	usage, stopErr := l.stop()
+	s.Process = &usage
+	s.Baseline = &Baseline{Name: "sync with a Lark token", Unit: "req/s", Throughput: lk.Throughput, Latency: &lk.Latency}
+	return r.finishSyncOIDC(s, lk, oi, stopErr)
+}
+
+// SyncOIDCDetail is sync-oidc's breakdown: the windows' figures per token and the server's CPU
+// per request with each.
+type SyncOIDCDetail struct {
+	// Windows is how many measured windows each token had (in the order Lark, OIDC, OIDC, Lark).
+	Windows int `json:"windows_per_token"`
+	// LarkCPUPerReqMs and OIDCCPUPerReqMs are the server's CPU over each token's windows ÷ its
+	// requests, in ms; CPURatio is OIDC's ÷ Lark's.
+	LarkCPUPerReqMs float64 `json:"lark_cpu_ms_per_request"`
+	OIDCCPUPerReqMs float64 `json:"oidc_cpu_ms_per_request"`
+	CPURatio        float64 `json:"cpu_ratio"`
+}
+
+// oidcSide sums one token's windows.
+type oidcSide struct {
+	LoadResult
+	cpuS float64
+}
+
+// add sums a window into the side: requests, errors, window time and server CPU; the latency kept
+// is the first window's.
+func (o *oidcSide) add(res LoadResult, cpuS float64) {
+	if o.Window == 0 {
+		o.Latency = res.Latency
 	}
-	base := measure("lark", l.token).Run(ctx)
-	res := measure("oidc", jwt).Run(ctx)
-	_, stopErr := l.stop()
-	s.Baseline = &Baseline{Name: "sync with a Lark token", Unit: "req/s", Throughput: base.Throughput, Latency: &base.Latency}
-	return r.finishSyncOIDC(s, base, res, stopErr)
+	o.Requests += res.Requests
+	o.Errors += res.Errors
+	o.ErrorSamples = append(o.ErrorSamples, res.ErrorSamples...)
+	o.Window += res.Window
+	o.cpuS += cpuS
+	if o.Window > 0 {
+		o.Throughput = float64(o.Requests) / o.Window.Seconds()
+	}
+}
+
+// syncOIDCWindows runs sync's closed loop in four windows of half --duration each, with the Lark
+// token, the JWT, the JWT and the Lark token again (ABBA: a drift of the shared machine falls on
+// both sides alike), reading the server's CPU over each.
+func (r *Runner) syncOIDCWindows(ctx context.Context, l *lark, jwt string) (lk, oi oidcSide) {
+	o := r.Opts
+	for i, name := range []string{"lark", "oidc", "oidc", "lark"} {
+		token, side := l.token, &lk
+		if name == "oidc" {
+			token, side = jwt, &oi
+		}
+		r.logf("sync-oidc: window %d, %s token, %d clients, %v warm-up + %v", i+1, name, o.Clients, o.Warmup, o.Duration/2)
+		marks := &cpuMarks{pid: l.Pid()}
+		res := Load{Workers: o.Clients, Warmup: o.Warmup, Duration: o.Duration / 2, Mark: marks.mark,
+			Do: func(ctx context.Context) error { return l.api.InvokeSync(ctx, token, TaxSyncRequest) }}.Run(ctx)
+		side.add(res, marks.child())
+	}
+	return lk, oi
 }
 
 // prepareSyncOIDC registers the issuer and calculate_tax and checks the JWT is accepted.
@@ -153,8 +201,8 @@ func (r *Runner) prepareSyncOIDC(ctx context.Context, l *lark, iss *benchIssuer)
 	return jwt, nil
 }
 
-// finishSyncOIDC fills the scenario's figures and goal from the two loads.
-func (r *Runner) finishSyncOIDC(s Scenario, base, res LoadResult, stopErr error) Scenario {
+// finishSyncOIDC fills the scenario's figures and goal from the two sides.
+func (r *Runner) finishSyncOIDC(s Scenario, base, res oidcSide, stopErr error) Scenario {
 	s.Throughput, s.Latency = res.Throughput, &res.Latency
 	s.Errors, s.ErrorSamples = res.Errors+base.Errors, append(base.ErrorSamples, res.ErrorSamples...)
 	if base.Throughput > 0 {
@@ -163,6 +211,14 @@ func (r *Runner) finishSyncOIDC(s Scenario, base, res LoadResult, stopErr error)
 	if base.Latency.P99Ms > 0 {
 		s.P99Ratio = res.Latency.P99Ms / base.Latency.P99Ms
 	}
+	d := &SyncOIDCDetail{Windows: 2}
+	if base.Requests > 0 && res.Requests > 0 {
+		d.LarkCPUPerReqMs, d.OIDCCPUPerReqMs = base.cpuS*1000/float64(base.Requests), res.cpuS*1000/float64(res.Requests)
+	}
+	if d.LarkCPUPerReqMs > 0 {
+		d.CPURatio = d.OIDCCPUPerReqMs / d.LarkCPUPerReqMs
+	}
+	s.SyncOIDC = d
 	s.Goals = []Goal{{Name: "ratio", Target: fmt.Sprintf("≥ %.2f", SyncOIDCRatioGoal), Value: s.Ratio, Met: s.Ratio >= SyncOIDCRatioGoal}}
 	s.Result = goalsResult(s.Goals)
 	switch {
@@ -173,7 +229,8 @@ func (r *Runner) finishSyncOIDC(s Scenario, base, res LoadResult, stopErr error)
 	case res.Requests == 0 || base.Requests == 0:
 		s = failed(s, errors.New("no request completed in a measured window"))
 	}
-	r.logf("sync-oidc: %s with an OIDC token, %s with a Lark token (ratio %.3f), p99 %s vs %s", rate(res.Throughput, "req/s"),
-		rate(base.Throughput, "req/s"), s.Ratio, msCell(res.Latency.P99Ms), msCell(base.Latency.P99Ms))
+	r.logf("sync-oidc: %s with an OIDC token, %s with a Lark token (ratio %.3f), p99 %s vs %s; server CPU per request %s vs %s (%.3f)",
+		rate(res.Throughput, "req/s"), rate(base.Throughput, "req/s"), s.Ratio, msCell(res.Latency.P99Ms), msCell(base.Latency.P99Ms),
+		msCell(d.OIDCCPUPerReqMs), msCell(d.LarkCPUPerReqMs), d.CPURatio)
 	return s
 }

@@ -83,8 +83,10 @@ type Scenario struct {
 	// DAG is the dag scenario's breakdown.
 	DAG *DAGDetail `json:"dag,omitempty"`
 	// Scale is the scale scenario's breakdown.
-	Scale   *ScaleDetail `json:"scale,omitempty"`
-	Profile string       `json:"cpu_profile,omitempty"`
+	Scale *ScaleDetail `json:"scale,omitempty"`
+	// SyncOIDC is the sync-oidc scenario's breakdown.
+	SyncOIDC *SyncOIDCDetail `json:"sync_oidc,omitempty"`
+	Profile  string          `json:"cpu_profile,omitempty"`
 	// StoreWrites is what PostgreSQL counted (async, workflow10 on a PostgreSQL store).
 	StoreWrites *StoreWrites `json:"store_writes,omitempty"`
 }
