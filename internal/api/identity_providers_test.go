@@ -103,8 +103,9 @@ func TestOIDCRefusals(t *testing.T) {
 	}
 }
 
-// TestTenantOwnedIssuer: a tenant admin registers its own issuer only when the operator allowed it,
-// and that issuer's tokens never speak for another tenant.
+// TestTenantOwnedIssuer: a tenant admin registers its own issuer only when the operator allowed it
+// (registered_by tenant_admin, whatever the body says), and that issuer's tokens never speak for
+// another tenant.
 func TestTenantOwnedIssuer(t *testing.T) {
 	t.Parallel()
 	iss := oidctest.New(t)
@@ -120,8 +121,10 @@ func TestTenantOwnedIssuer(t *testing.T) {
 		obj{"tenant_id": "globex", "issuer": iss.URL, "audiences": []string{"lark"}, "claims": obj{}})
 	withOps := obj{"issuer": iss.URL, "audiences": []string{"lark"}, "claims": obj{"roles": "groups"}, "operator_groups": []string{"devs"}}
 	requireIssue(t, e.expectProblem(t, http.StatusUnprocessableEntity, "validation", http.MethodPost, base+"/identity-providers", adm, withOps), "$.operator_groups", "INVALID_VALUE")
+	body["registered_by"] = "platform_operator" // read-only: accepted and ignored
 	created := e.expect(t, http.StatusCreated, http.MethodPost, base+"/identity-providers", adm, body).Body
 	require.Equal(t, "acme", created["tenant_id"])
+	require.Equal(t, "tenant_admin", created["registered_by"])
 
 	who := e.expect(t, http.StatusOK, http.MethodGet, base+"/whoami", iss.Sign(iss.Claims("carol", "lark", obj{"groups": "devs"})), nil).Body
 	require.Equal(t, "acme", who["tenant_id"])
@@ -135,7 +138,7 @@ func TestTenantOwnedIssuer(t *testing.T) {
 	path := base + "/identity-providers/" + created["id"].(string)
 	e.expectProblem(t, http.StatusNotFound, "not_found", http.MethodDelete, path, globex, nil)
 	require.Len(t, e.expect(t, http.StatusOK, http.MethodGet, base+"/identity-providers", adm, nil).items(), 1)
-	e.expect(t, http.StatusOK, http.MethodGet, path, adm, nil)
+	require.Equal(t, "tenant_admin", e.expect(t, http.StatusOK, http.MethodGet, path, adm, nil).Body["registered_by"])
 	e.expect(t, http.StatusNoContent, http.MethodDelete, path, adm, nil)
 	e.expectProblem(t, http.StatusUnauthorized, "unauthorized", http.MethodGet, base+"/whoami", iss.Sign(iss.Claims("carol", "lark", obj{"groups": "devs"})), nil)
 	events := e.expect(t, http.StatusOK, http.MethodGet, base+"/audit-events?"+
@@ -144,9 +147,9 @@ func TestTenantOwnedIssuer(t *testing.T) {
 }
 
 // TestTenantIssuerFollowsPolicy: the operator turning the tenant's
-// allow_tenant_identity_providers off stops its own issuer's tokens (401) once the verifier's
-// provider cache (5 s) has passed, while a platform issuer keeps working; turning it on again
-// makes the same token work, the provider having stayed registered.
+// allow_tenant_identity_providers off stops the tokens of the issuer the tenant's admin registered
+// (401) once the verifier's provider cache (5 s) has passed, while a platform issuer keeps working;
+// turning it on again makes the same token work, the provider having stayed registered.
 func TestTenantIssuerFollowsPolicy(t *testing.T) {
 	t.Parallel()
 	own, platform := oidctest.New(t), oidctest.New(t)
@@ -155,13 +158,15 @@ func TestTenantIssuerFollowsPolicy(t *testing.T) {
 		c.IdentityClient, c.IdentityTenantClient, c.Clock = platform.Client(), own.Client(), clk
 	})
 	adm := e.tenant(t, "acme")
-	e.expect(t, http.StatusCreated, http.MethodPost, base+"/identity-providers", operator, platformIssuer(platform))
+	require.Equal(t, "platform_operator", e.expect(t, http.StatusCreated, http.MethodPost, base+"/identity-providers", operator,
+		platformIssuer(platform)).Body["registered_by"])
 	setAllow := func(on bool) {
 		e.expect(t, http.StatusOK, http.MethodPatch, tenantPath("acme"), operator, obj{"policies": obj{"allow_tenant_identity_providers": on}})
 	}
 	setAllow(true)
-	e.expect(t, http.StatusCreated, http.MethodPost, base+"/identity-providers", adm,
-		obj{"issuer": own.URL, "audiences": []string{"lark"}, "claims": obj{"roles": "groups"}, "role_mapping": obj{"devs": "developer"}})
+	created := e.expect(t, http.StatusCreated, http.MethodPost, base+"/identity-providers", adm,
+		obj{"issuer": own.URL, "audiences": []string{"lark"}, "claims": obj{"roles": "groups"}, "role_mapping": obj{"devs": "developer"}}).Body
+	require.Equal(t, "tenant_admin", created["registered_by"])
 	tok := own.Sign(own.Claims("carol", "lark", obj{"groups": "devs"}))
 	platTok := platform.Sign(platform.Claims("alice", "lark", obj{"tenant": "acme", "groups": "lark-devs"}))
 	require.Equal(t, "acme", e.expect(t, http.StatusOK, http.MethodGet, base+"/whoami", tok, nil).Body["tenant_id"])
@@ -177,6 +182,41 @@ func TestTenantIssuerFollowsPolicy(t *testing.T) {
 	setAllow(true)
 	clk.Advance(5 * time.Second)
 	require.Equal(t, "carol", e.expect(t, http.StatusOK, http.MethodGet, base+"/whoami", tok, nil).Body["subject_id"])
+}
+
+// TestOperatorTenantIssuerIgnoresPolicy: an issuer the platform operator registers with tenant_id
+// for a tenant whose allow_tenant_identity_providers is off (never set, then turned on and off
+// again) signs that tenant's users in: registered_by is platform_operator, and the flag is about
+// tenant admins' self-service only.
+func TestOperatorTenantIssuerIgnoresPolicy(t *testing.T) {
+	t.Parallel()
+	iss := oidctest.New(t)
+	clk := clock.NewFake(time.Now())
+	e := newEnv(t, func(c *server.Config) {
+		c.IdentityClient, c.IdentityTenantClient, c.Clock = iss.Client(), iss.Client(), clk
+	})
+	adm := e.tenant(t, "acme")
+	created := e.expect(t, http.StatusCreated, http.MethodPost, base+"/identity-providers", operator,
+		obj{"tenant_id": "acme", "issuer": iss.URL, "audiences": []string{"lark"}, "claims": obj{"roles": "groups"},
+			"role_mapping": obj{"devs": "developer"}, "registered_by": "tenant_admin"}).Body
+	require.Equal(t, "acme", created["tenant_id"])
+	require.Equal(t, "platform_operator", created["registered_by"], "set by the server, not the body")
+	path := base + "/identity-providers/" + created["id"].(string)
+	require.Equal(t, "platform_operator", e.expect(t, http.StatusOK, http.MethodGet, path, adm, nil).Body["registered_by"])
+
+	tok := iss.Sign(iss.Claims("carol", "lark", obj{"groups": "devs"}))
+	signsIn := func() {
+		t.Helper()
+		who := e.expect(t, http.StatusOK, http.MethodGet, base+"/whoami", tok, nil).Body
+		require.Equal(t, "acme", who["tenant_id"])
+		require.Equal(t, "carol", who["subject_id"])
+	}
+	signsIn() // the flag was never set: off
+	for _, on := range []bool{true, false} {
+		e.expect(t, http.StatusOK, http.MethodPatch, tenantPath("acme"), operator, obj{"policies": obj{"allow_tenant_identity_providers": on}})
+		clk.Advance(5 * time.Second)
+		signsIn()
+	}
 }
 
 // TestIdentityProviderValidation: every issue of a bad registration, with its JSON path; one

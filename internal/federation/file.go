@@ -27,7 +27,8 @@ const ConfigSubject = "config:identity-providers"
 // LoadFile registers the providers of the file at path: a new issuer is added, a registered one
 // whose settings differ is replaced (keeping its id), an unchanged one is left alone. Providers
 // registered through the API and absent from the file stay. Any invalid entry fails the whole
-// file, naming the entry's JSON path.
+// file, naming the entry's JSON path. The file's providers are the platform operator's
+// (RegisteredBy), so a tenant-owned one does not follow its tenant's policy flag.
 func (s *Service) LoadFile(ctx context.Context, path string) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -58,8 +59,10 @@ func (s *Service) LoadFile(ctx context.Context, path string) error {
 	return nil
 }
 
-// apply adds or replaces one provider of the file.
+// apply adds or replaces one provider of the file, as the platform operator's. A provider stored
+// before RegisteredBy existed differs by it, so it is replaced once, and marked the operator's.
 func (s *Service) apply(ctx context.Context, p identity.Provider) error {
+	p.RegisteredBy = identity.RegisteredByOperator
 	old, err := s.store.IdentityProviderByIssuer(ctx, p.Issuer)
 	switch {
 	case errors.Is(err, store.ErrNotFound):

@@ -12,6 +12,7 @@ import (
 	"github.com/larkrun/lark/internal/auth"
 	"github.com/larkrun/lark/internal/clock"
 	"github.com/larkrun/lark/internal/federation"
+	"github.com/larkrun/lark/internal/identity"
 	"github.com/larkrun/lark/internal/idgen"
 	"github.com/larkrun/lark/internal/store"
 	"github.com/larkrun/lark/internal/store/sqlstore"
@@ -61,4 +62,39 @@ func TestLoadFile(t *testing.T) {
 	require.ErrorContains(t, err, "$.identity_providers[0].issuer")
 	err = svc.LoadFile(ctx, writeFile(t, `{"providers": []}`))
 	require.ErrorContains(t, err, "unknown field")
+}
+
+// TestLoadFileRegistersAsOperator: the file's providers, a tenant-owned one too, are the platform
+// operator's; one stored before RegisteredBy existed is replaced once (keeping its id) and marked
+// the operator's, then left alone.
+func TestLoadFileRegistersAsOperator(t *testing.T) {
+	t.Parallel()
+	svc, st := newService(t)
+	ctx := context.Background()
+	const tenantIssuer = `{"identity_providers": [{"tenant_id": "acme", "issuer": "https://sso.acme.example/realms/lark",
+  "audiences": ["lark"], "claims": {"roles": "groups"}, "role_mapping": {"devs": "developer"}}]}`
+	require.NoError(t, svc.LoadFile(ctx, writeFile(t, tenantIssuer)))
+	p, err := st.IdentityProviderByIssuer(ctx, "https://sso.acme.example/realms/lark")
+	require.NoError(t, err)
+	require.Equal(t, identity.RegisteredByOperator, p.RegisteredBy)
+	require.False(t, p.FollowsTenantPolicy())
+
+	// As if stored before RegisteredBy existed.
+	legacy := p
+	legacy.RegisteredBy = ""
+	require.NoError(t, st.Update(ctx, func(tx store.Tx) error {
+		if _, err := tx.DeleteIdentityProvider("", p.ID); err != nil {
+			return err
+		}
+		return tx.InsertIdentityProvider(legacy)
+	}))
+	require.NoError(t, svc.LoadFile(ctx, writeFile(t, tenantIssuer)))
+	q, err := st.IdentityProviderByIssuer(ctx, p.Issuer)
+	require.NoError(t, err)
+	require.Equal(t, p.ID, q.ID)
+	require.Equal(t, identity.RegisteredByOperator, q.RegisteredBy)
+	require.NoError(t, svc.LoadFile(ctx, writeFile(t, tenantIssuer)))
+	page, err := st.ListAudit(ctx, "acme", store.ListQuery{Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, page.Items, 2, "created, then marked the operator's; the third load records nothing")
 }

@@ -69,7 +69,9 @@ func (r CreateRequest) Provider() identity.Provider {
 }
 
 // Create registers a provider. The operator registers platform issuers (no tenant_id) and issuers
-// for a tenant; a tenant admin registers its own tenant's issuer when its policy allows it.
+// for a tenant; a tenant admin registers its own tenant's issuer when its policy allows it. The
+// provider's RegisteredBy says which of the two did (only a tenant admin's follows the tenant's
+// policy at verification, identity.Provider.FollowsTenantPolicy).
 func (s *Service) Create(ctx context.Context, sc auth.SecurityContext, req CreateRequest) (identity.Provider, error) {
 	if err := s.mayCreate(ctx, sc, &req); err != nil {
 		return identity.Provider{}, err
@@ -86,6 +88,10 @@ func (s *Service) Create(ctx context.Context, sc auth.SecurityContext, req Creat
 		return identity.Provider{}, problem.Validation("invalid identity provider", issues)
 	}
 	p.ID, p.CreatedAt, p.CreatedBy = s.ids.New("idp"), s.clock.Now(), sc.SubjectID
+	p.RegisteredBy = identity.RegisteredByTenantAdmin
+	if sc.Operator {
+		p.RegisteredBy = identity.RegisteredByOperator
+	}
 	err := s.store.Update(ctx, func(tx store.Tx) error {
 		if err := tx.InsertIdentityProvider(p); err != nil {
 			return err

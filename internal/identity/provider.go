@@ -35,6 +35,37 @@ type Provider struct {
 	Description    string    `json:"description,omitempty"`
 	CreatedAt      time.Time `json:"created_at"`
 	CreatedBy      string    `json:"created_by"`
+	// RegisteredBy is who registered the provider, set by the server (never from a request body):
+	// RegisteredByOperator or RegisteredByTenantAdmin. Empty on providers stored before it
+	// existed; FollowsTenantPolicy reads an empty one on a tenant-owned provider as a tenant
+	// admin's.
+	RegisteredBy Registrar `json:"registered_by,omitempty"`
+}
+
+// Registrar is who registered a provider.
+type Registrar string
+
+// The registrars of a provider.
+const (
+	// RegisteredByOperator: the platform operator, through the API or its identity provider
+	// file. Every platform issuer is the operator's; so may be a tenant-owned one it registered
+	// for a tenant.
+	RegisteredByOperator Registrar = "platform_operator"
+	// RegisteredByTenantAdmin: a tenant admin, for its own tenant, while the tenant's policy
+	// allowed tenant identity providers.
+	RegisteredByTenantAdmin Registrar = "tenant_admin"
+)
+
+// Registrars lists the registrars, in the order the API documents them.
+var Registrars = []Registrar{RegisteredByOperator, RegisteredByTenantAdmin}
+
+// FollowsTenantPolicy reports whether the provider signs callers in only while its tenant's
+// policy sets allow_tenant_identity_providers: a tenant-owned provider a tenant admin registered,
+// or one whose registrar is unknown (stored before RegisteredBy existed: the conservative
+// reading). Platform issuers and the issuers the operator registered for a tenant never do: the
+// flag is about tenant admins' self-service.
+func (p Provider) FollowsTenantPolicy() bool {
+	return p.TenantID != "" && p.RegisteredBy != RegisteredByOperator
 }
 
 // Claims names the token claims Lark reads.

@@ -58,3 +58,24 @@ func TestGrant(t *testing.T) {
 	_, err = owned.Grant("bob", "globex", []string{"v"})
 	require.ErrorContains(t, err, "another tenant")
 }
+
+// TestFollowsTenantPolicy: only a tenant-owned provider a tenant admin registered, or one stored
+// before RegisteredBy existed (read as a tenant admin's), follows the tenant's policy flag.
+func TestFollowsTenantPolicy(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		tenant string
+		by     identity.Registrar
+		want   bool
+	}{
+		{"", identity.RegisteredByOperator, false},
+		{"", "", false},
+		{"acme", identity.RegisteredByOperator, false},
+		{"acme", identity.RegisteredByTenantAdmin, true},
+		{"acme", "", true},
+		{"acme", "someone_else", true},
+	} {
+		p := identity.Provider{TenantID: c.tenant, RegisteredBy: c.by}
+		require.Equal(t, c.want, p.FollowsTenantPolicy(), "tenant %q, registered by %q", c.tenant, c.by)
+	}
+}

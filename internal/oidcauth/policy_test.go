@@ -52,23 +52,26 @@ func (s *policySource) reads() int {
 	return s.tenantN
 }
 
-func tenantProvider(iss *oidctest.Issuer, tenantID string) identity.Provider {
+// tenantProvider is a provider of tenantID's that by registered ("": stored before RegisteredBy
+// existed).
+func tenantProvider(iss *oidctest.Issuer, tenantID string, by identity.Registrar) identity.Provider {
 	p := identity.Provider{ID: "idp_" + tenantID, TenantID: tenantID, Issuer: iss.URL, Audiences: []string{"lark"},
-		Claims: identity.Claims{Roles: "groups"}, RoleMapping: map[string]auth.Role{"devs": auth.RoleDeveloper}}
+		Claims: identity.Claims{Roles: "groups"}, RoleMapping: map[string]auth.Role{"devs": auth.RoleDeveloper},
+		RegisteredBy: by}
 	p.Normalize()
 	return p
 }
 
 // TestTenantPolicyOffRefusesTenantIssuers: once the operator turns the tenant's
-// allow_tenant_identity_providers off, its own issuer's tokens are 401 within the provider cache
-// TTL; a platform issuer is unaffected; turning it back on makes the same token work again. The
+// allow_tenant_identity_providers off, the tokens of the issuer its admin registered are 401 within
+// the provider cache TTL; a platform issuer is unaffected; turning it back on makes the same token work again. The
 // policy is read with the provider, once per TTL.
 func TestTenantPolicyOffRefusesTenantIssuers(t *testing.T) {
 	t.Parallel()
 	platform, own := oidctest.New(t), oidctest.New(t)
 	src := &policySource{source: source{}, allow: map[string]bool{"acme": true}}
 	src.source[platform.URL] = platformProvider(platform)
-	src.source[own.URL] = tenantProvider(own, "acme")
+	src.source[own.URL] = tenantProvider(own, "acme", identity.RegisteredByTenantAdmin)
 	clk := clock.NewFake(time.Now())
 	v := oidcauth.New(src, oidcauth.Options{Client: platform.Client(), TenantClient: own.Client(), Clock: clk})
 	ownTok := own.Sign(own.Claims("carol", "lark", map[string]any{"groups": "devs"}))
@@ -97,16 +100,49 @@ func TestTenantPolicyOffRefusesTenantIssuers(t *testing.T) {
 	works(ownTok)
 }
 
-// TestTenantIssuerWithoutPolicyIsRefused: a tenant-owned issuer whose tenant has no policy record
-// (the flag's default, off) signs no one in.
+// TestTenantIssuerWithoutPolicyIsRefused: an issuer a tenant admin registered, or a tenant-owned
+// one stored before RegisteredBy existed (read as a tenant admin's), signs no one in while its
+// tenant has no policy record (the flag's default, off).
 func TestTenantIssuerWithoutPolicyIsRefused(t *testing.T) {
 	t.Parallel()
-	own := oidctest.New(t)
-	src := &policySource{source: source{}, allow: map[string]bool{}}
-	src.source[own.URL] = tenantProvider(own, "acme")
-	v := oidcauth.New(src, oidcauth.Options{TenantClient: own.Client()})
-	tok := own.Sign(own.Claims("carol", "lark", map[string]any{"groups": "devs"}))
-	_, err := v.Authenticate(t.Context(), tok)
-	requireUnauthorized(t, err, tok, "no longer allows")
-	require.Zero(t, own.DiscoveryHits.Load(), "a refused issuer's keys are not fetched")
+	for _, by := range []identity.Registrar{identity.RegisteredByTenantAdmin, ""} {
+		name := string(by)
+		if name == "" {
+			name = "unrecorded"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			own := oidctest.New(t)
+			src := &policySource{source: source{}, allow: map[string]bool{}}
+			src.source[own.URL] = tenantProvider(own, "acme", by)
+			v := oidcauth.New(src, oidcauth.Options{TenantClient: own.Client()})
+			tok := own.Sign(own.Claims("carol", "lark", map[string]any{"groups": "devs"}))
+			_, err := v.Authenticate(t.Context(), tok)
+			requireUnauthorized(t, err, tok, "no longer allows")
+			require.Zero(t, own.DiscoveryHits.Load(), "a refused issuer's keys are not fetched")
+		})
+	}
+}
+
+// TestOperatorTenantIssuerIgnoresPolicy: an issuer the platform operator registered for a tenant
+// signs the tenant's users in whatever the tenant's flag says (off, or no policy record), and its
+// tenant's policy is never read.
+func TestOperatorTenantIssuerIgnoresPolicy(t *testing.T) {
+	t.Parallel()
+	acme, globex := oidctest.New(t), oidctest.New(t)
+	src := &policySource{source: source{}, allow: map[string]bool{"acme": false}}
+	src.source[acme.URL] = tenantProvider(acme, "acme", identity.RegisteredByOperator)
+	src.source[globex.URL] = tenantProvider(globex, "globex", identity.RegisteredByOperator) // no policy record
+	clk := clock.NewFake(time.Now())
+	for _, c := range []struct {
+		iss    *oidctest.Issuer
+		tenant string
+	}{{acme, "acme"}, {globex, "globex"}} {
+		v := oidcauth.New(src, oidcauth.Options{TenantClient: c.iss.Client(), Clock: clk})
+		sc, err := v.Authenticate(t.Context(), c.iss.Sign(c.iss.Claims("carol", "lark", map[string]any{"groups": "devs"})))
+		require.NoError(t, err)
+		require.Equal(t, c.tenant, sc.TenantID)
+		require.Equal(t, []auth.Role{auth.RoleDeveloper}, sc.Roles)
+	}
+	require.Zero(t, src.reads(), "an operator-registered issuer reads no tenant policy")
 }

@@ -27,8 +27,8 @@ import (
 )
 
 // Source finds the provider registered for an issuer (store.ErrNotFound when none is), and the
-// policy of a tenant-owned provider's tenant (store.ErrNotFound when the tenant has none).
-// store.Store implements it.
+// policy of the tenant of a provider a tenant admin registered (store.ErrNotFound when the tenant
+// has none). store.Store implements it.
 type Source interface {
 	IdentityProviderByIssuer(ctx context.Context, issuer string) (identity.Provider, error)
 	Tenant(ctx context.Context, id string) (tenant.Policy, error)
@@ -44,7 +44,8 @@ type Options struct {
 	Clock        clock.Clock
 	// ProviderCacheTTL bounds how long a provider read from the Source, and the policy of its
 	// tenant, are reused (default 5s): a deletion on another node, or a tenant policy that stops
-	// allowing the tenant's own issuers, takes effect within it.
+	// allowing tenant identity providers (for the issuers its admins registered), takes effect
+	// within it.
 	ProviderCacheTTL time.Duration
 }
 
@@ -62,8 +63,9 @@ type Verifier struct {
 // issuer gets a new id, hence a fresh discovery.
 type remoteKey struct{ id, issuer string }
 
-// cached is a provider read from the Source; allowed is false for a tenant-owned provider whose
-// tenant's policy, read at the same time, does not allow the tenant's own issuers.
+// cached is a provider read from the Source; allowed is false for a provider a tenant admin
+// registered whose tenant's policy, read at the same time, does not allow tenant identity
+// providers.
 type cached struct {
 	p       identity.Provider
 	allowed bool
@@ -219,7 +221,7 @@ func unverifiedIssuer(raw string) (string, error) {
 }
 
 // provider reads the provider of iss and whether its tenant's policy allows it (always, for a
-// platform issuer), both cached for ProviderCacheTTL. An issuer no longer registered (deleted on
+// platform issuer or one the operator registered for a tenant), both cached for ProviderCacheTTL. An issuer no longer registered (deleted on
 // another node) is forgotten: its key sets are dropped.
 func (v *Verifier) provider(ctx context.Context, iss string) (identity.Provider, bool, error) {
 	now := v.opts.Clock.Now()
@@ -249,11 +251,13 @@ func (v *Verifier) provider(ctx context.Context, iss string) (identity.Provider,
 	return p, allowed, nil
 }
 
-// allowed reports whether p may sign callers in: a platform issuer always, a tenant-owned one
-// while its tenant's policy sets allow_tenant_identity_providers (a tenant without a policy
-// record has it off).
+// allowed reports whether p may sign callers in. A provider a tenant admin registered (or a
+// tenant-owned one of unknown registrar, stored before identity.Provider.RegisteredBy existed)
+// may while its tenant's policy sets allow_tenant_identity_providers (a tenant without a policy
+// record has it off); platform issuers and the issuers the platform operator registered for a
+// tenant always may, without reading the policy (identity.Provider.FollowsTenantPolicy).
 func (v *Verifier) allowed(ctx context.Context, p identity.Provider) (bool, error) {
-	if p.TenantID == "" {
+	if !p.FollowsTenantPolicy() {
 		return true, nil
 	}
 	pol, err := v.src.Tenant(ctx, p.TenantID)

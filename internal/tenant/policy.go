@@ -53,7 +53,9 @@ type Governance struct {
 	// the platform registered (POST /event-types); by default they are accepted unvalidated.
 	RequireRegisteredEventTypes bool `json:"require_registered_event_types"`
 	// AllowTenantIdentityProviders lets the tenant's admins register the tenant's own OIDC issuer
-	// (POST /identity-providers); its tokens then speak for this tenant only. Default false.
+	// (POST /identity-providers); its tokens then speak for this tenant only, and only while this
+	// stays on. Issuers the platform operator registered for the tenant do not depend on it.
+	// Default false.
 	AllowTenantIdentityProviders bool `json:"allow_tenant_identity_providers"`
 }
 

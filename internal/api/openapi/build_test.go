@@ -372,6 +372,11 @@ func enumValues() map[reflect.Type][]any {
 	}
 	add(states...)
 	add(asset.GatingAllow, asset.GatingAllowWithWarning, asset.GatingQuarantine, asset.GatingBlock)
+	registrars := make([]any, 0, len(identity.Registrars))
+	for _, r := range identity.Registrars {
+		registrars = append(registrars, r)
+	}
+	add(registrars...)
 	return m
 }
 
