@@ -217,6 +217,10 @@ func TestOperatorTenantIssuerIgnoresPolicy(t *testing.T) {
 		clk.Advance(5 * time.Second)
 		signsIn()
 	}
+	// The tenant's admin sees it but may not delete it; the operator may.
+	e.expectProblem(t, http.StatusForbidden, "forbidden", http.MethodDelete, path, adm, nil)
+	e.expect(t, http.StatusOK, http.MethodGet, path, adm, nil)
+	e.expect(t, http.StatusNoContent, http.MethodDelete, path, operator, nil)
 }
 
 // TestIdentityProviderValidation: every issue of a bad registration, with its JSON path; one

@@ -199,11 +199,17 @@ func (s *Service) Delete(ctx context.Context, sc auth.SecurityContext, id string
 		if err != nil {
 			return err
 		}
+		if !sc.Operator && p.RegisteredBy == identity.RegisteredByOperator {
+			return problem.Forbidden("identity provider %s was registered by the platform operator; only the operator deletes it", id)
+		}
 		gone = p
 		return s.audit(ctx, tx, sc, audit.IdentityProviderDeleted, p)
 	})
 	if errors.Is(err, store.ErrNotFound) {
 		return problem.NotFound("identity provider %s not found", id)
+	}
+	if pe := (*problem.Error)(nil); errors.As(err, &pe) {
+		return err
 	}
 	if err != nil {
 		return problem.Internal(err)
