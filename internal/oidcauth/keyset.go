@@ -110,6 +110,13 @@ func verifyWith(jws *jose.JSONWebSignature, keys []jose.JSONWebKey, kid string) 
 	return nil, false
 }
 
+// expiry is when the keys held expire (zero before the first fetch).
+func (k *keySet) expiry() time.Time {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	return k.expires
+}
+
 // current returns the cached keys, fetching them first when none are held or they expired (a
 // failed refresh keeps the old keys: an issuer's outage does not become Lark's).
 func (k *keySet) current(ctx context.Context) ([]jose.JSONWebKey, error) {

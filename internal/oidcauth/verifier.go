@@ -57,6 +57,7 @@ type Verifier struct {
 	mu      sync.Mutex
 	remotes map[remoteKey]*remote // by provider id and issuer
 	cache   map[string]cached     // by issuer
+	seen    *verifiedCache
 }
 
 // remoteKey names a provider's key set: a provider deleted and registered again with the same
@@ -94,12 +95,15 @@ func New(src Source, o Options) *Verifier {
 	if o.ProviderCacheTTL <= 0 {
 		o.ProviderCacheTTL = 5 * time.Second
 	}
-	return &Verifier{src: src, opts: o, remotes: map[remoteKey]*remote{}, cache: map[string]cached{}}
+	return &Verifier{src: src, opts: o, remotes: map[remoteKey]*remote{}, cache: map[string]cached{}, seen: newVerifiedCache()}
 }
 
 // Authenticate verifies raw and returns its caller. Every refusal is a 401 problem that says what
 // failed and never repeats the token; an issuer whose keys cannot be fetched is 503.
 func (v *Verifier) Authenticate(ctx context.Context, raw string) (auth.SecurityContext, error) {
+	if sc, ok := v.recall(ctx, raw); ok {
+		return sc, nil
+	}
 	iss, err := unverifiedIssuer(raw)
 	if err != nil {
 		return auth.SecurityContext{}, problem.Unauthorized("invalid bearer token: %v", err)
@@ -120,31 +124,34 @@ func (v *Verifier) Authenticate(ctx context.Context, raw string) (auth.SecurityC
 		pe.RetryAfter = int(FailedRefreshRetry.Seconds())
 		return auth.SecurityContext{}, pe
 	}
-	sc, err := v.verify(ctx, p, keys, raw)
+	sc, exp, err := v.verify(ctx, p, keys, raw)
 	if err != nil {
 		return auth.SecurityContext{}, problem.Unauthorized("invalid bearer token: %v", err)
 	}
+	v.remember(raw, iss, p, keys, sc, exp)
 	return sc, nil
 }
 
-// verify checks signature, issuer, audience, exp and nbf, then maps the claims.
-func (v *Verifier) verify(ctx context.Context, p identity.Provider, keys *keySet, raw string) (auth.SecurityContext, error) {
+// verify checks signature, issuer, audience, exp and nbf, then maps the claims; it answers the
+// token's expiry too.
+func (v *Verifier) verify(ctx context.Context, p identity.Provider, keys *keySet, raw string) (auth.SecurityContext, time.Time, error) {
 	cfg := &oidc.Config{SkipClientIDCheck: true, SkipExpiryCheck: true, SupportedSigningAlgs: p.Algorithms, Now: v.opts.Clock.Now}
 	tok, err := oidc.NewVerifier(p.Issuer, keys, cfg).Verify(ctx, raw)
 	if err != nil {
-		return auth.SecurityContext{}, errors.New(sanitize(err))
+		return auth.SecurityContext{}, time.Time{}, errors.New(sanitize(err))
 	}
 	if !slices.ContainsFunc(tok.Audience, func(a string) bool { return slices.Contains(p.Audiences, a) }) {
-		return auth.SecurityContext{}, errors.New("the token's audience is not one the identity provider is registered for")
+		return auth.SecurityContext{}, time.Time{}, errors.New("the token's audience is not one the identity provider is registered for")
 	}
 	var claims map[string]any
 	if err := tok.Claims(&claims); err != nil {
-		return auth.SecurityContext{}, errors.New("the token's claims are not a JSON object")
+		return auth.SecurityContext{}, time.Time{}, errors.New("the token's claims are not a JSON object")
 	}
 	if err := checkTimes(claims, v.opts.Clock.Now(), p.Skew()); err != nil {
-		return auth.SecurityContext{}, err
+		return auth.SecurityContext{}, time.Time{}, err
 	}
-	return p.Grant(stringClaim(claims, p.Claims.Subject), stringClaim(claims, p.Claims.Tenant), listClaim(claims, p.Claims.Roles))
+	sc, err := p.Grant(stringClaim(claims, p.Claims.Subject), stringClaim(claims, p.Claims.Tenant), listClaim(claims, p.Claims.Roles))
+	return sc, tok.Expiry, err
 }
 
 // sanitize turns a go-oidc error into a message that names the failed check only (its texts can
