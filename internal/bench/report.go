@@ -357,18 +357,10 @@ func goalText(g Goal) string {
 	return g.Name + " " + g.Target
 }
 
+// details are the report's lines under the table for s: its failure, then each scenario's
+// breakdown.
 func details(s Scenario) []string {
-	var out []string
-	if s.Status == StatusFailed {
-		msg := s.Error
-		if msg == "" {
-			msg = fmt.Sprintf("%d failed requests", s.Errors)
-		}
-		out = append(out, fmt.Sprintf("**%s FAILED**: %s", s.Name, oneLine(msg)))
-		for _, e := range s.ErrorSamples {
-			out = append(out, fmt.Sprintf("%s error: %s", s.Name, oneLine(e)))
-		}
-	}
+	out := failureDetails(s)
 	if s.Status == StatusNotAvailable {
 		return out
 	}
@@ -378,24 +370,8 @@ func details(s Scenario) []string {
 			msCell(s.Baseline.Latency.P50Ms), msCell(s.Baseline.Latency.P99Ms),
 			cpuWindow(s.Process), cpuWindow(s.Baseline.Process), s.ClientCPUS, s.Baseline.ClientCPUS))
 	}
-	if a := s.Async; a != nil {
-		out = append(out, fmt.Sprintf("async: %d invocations; submitted in %.1f s (%s, %d clients, p50/p99 %s/%s); all done %.1f s after the first submission (%.1f s after the last)",
-			a.N, a.SubmitS, rate(a.SubmitRate, "req/s"), a.SubmitClients, msCell(a.Submit.P50Ms), msCell(a.Submit.P99Ms), a.BurnDownS, a.DrainS))
-		if c := a.Commit; c != nil && c.Batches > 0 {
-			out = append(out, fmt.Sprintf("async: the server's group commits: %d batches of %.1f writes on average, %.2f ms each",
-				c.Batches, float64(c.Writes)/float64(c.Batches), 1000*c.SecondsS/float64(c.Batches)))
-		}
-		if bl := s.Baseline; bl != nil && bl.Raw != nil {
-			out = append(out, fmt.Sprintf("async baseline: %d rows in the same SQLite file, %d-row transactions: insert %s, update→running %s, update→succeeded %s; one lifecycle = 1 insert + 2 updates",
-				bl.Raw.Rows, bl.Raw.BatchRows, rate(bl.Raw.InsertRate, "rows/s"), rate(bl.Raw.RunningRate, "rows/s"), rate(bl.Raw.SucceededRate, "rows/s")))
-		} else if bl != nil && bl.PGRaw != nil {
-			p := bl.PGRaw
-			out = append(out, fmt.Sprintf("async baseline: %d rows in the scenario's PostgreSQL database (or schema), inserted %d per statement in %.1f s, then %d workers each claiming up to %d (SELECT … FOR UPDATE SKIP LOCKED, mark running, commit; mark succeeded, commit) in %.1f s; one lifecycle = 1 insert + 2 updates",
-				p.Rows, p.BatchRows, p.InsertS, p.Workers, p.ClaimRows, p.ProcessS))
-		} else if bl != nil && bl.Note != "" {
-			out = append(out, "async baseline: "+bl.Note)
-		}
-	}
+	out = append(out, asyncDetails(s)...)
+	out = append(out, syncOIDCDetails(s.SyncOIDC)...)
 	if c := s.ColdStart; c != nil {
 		out = append(out, fmt.Sprintf("coldstart: %d iterations; p50/p99 register %s/%s, activate %s/%s, first sync invocation %s/%s",
 			c.Iterations, msCell(c.Register.P50Ms), msCell(c.Register.P99Ms), msCell(c.Activate.P50Ms), msCell(c.Activate.P99Ms),
@@ -439,6 +415,57 @@ func details(s Scenario) []string {
 	}
 	out = append(out, dagDetails(s.DAG)...)
 	return append(out, scaleDetails(s.Scale)...)
+}
+
+// failureDetails says why a failed scenario failed, with its error samples.
+func failureDetails(s Scenario) []string {
+	if s.Status != StatusFailed {
+		return nil
+	}
+	msg := s.Error
+	if msg == "" {
+		msg = fmt.Sprintf("%d failed requests", s.Errors)
+	}
+	out := []string{fmt.Sprintf("**%s FAILED**: %s", s.Name, oneLine(msg))}
+	for _, e := range s.ErrorSamples {
+		out = append(out, fmt.Sprintf("%s error: %s", s.Name, oneLine(e)))
+	}
+	return out
+}
+
+// asyncDetails is the async scenario's breakdown: submission, burn-down, commits and baseline.
+func asyncDetails(s Scenario) []string {
+	a := s.Async
+	if a == nil {
+		return nil
+	}
+	var out []string
+	out = append(out, fmt.Sprintf("async: %d invocations; submitted in %.1f s (%s, %d clients, p50/p99 %s/%s); all done %.1f s after the first submission (%.1f s after the last)",
+		a.N, a.SubmitS, rate(a.SubmitRate, "req/s"), a.SubmitClients, msCell(a.Submit.P50Ms), msCell(a.Submit.P99Ms), a.BurnDownS, a.DrainS))
+	if c := a.Commit; c != nil && c.Batches > 0 {
+		out = append(out, fmt.Sprintf("async: the server's group commits: %d batches of %.1f writes on average, %.2f ms each",
+			c.Batches, float64(c.Writes)/float64(c.Batches), 1000*c.SecondsS/float64(c.Batches)))
+	}
+	if bl := s.Baseline; bl != nil && bl.Raw != nil {
+		out = append(out, fmt.Sprintf("async baseline: %d rows in the same SQLite file, %d-row transactions: insert %s, update→running %s, update→succeeded %s; one lifecycle = 1 insert + 2 updates",
+			bl.Raw.Rows, bl.Raw.BatchRows, rate(bl.Raw.InsertRate, "rows/s"), rate(bl.Raw.RunningRate, "rows/s"), rate(bl.Raw.SucceededRate, "rows/s")))
+	} else if bl != nil && bl.PGRaw != nil {
+		p := bl.PGRaw
+		out = append(out, fmt.Sprintf("async baseline: %d rows in the scenario's PostgreSQL database (or schema), inserted %d per statement in %.1f s, then %d workers each claiming up to %d (SELECT … FOR UPDATE SKIP LOCKED, mark running, commit; mark succeeded, commit) in %.1f s; one lifecycle = 1 insert + 2 updates",
+			p.Rows, p.BatchRows, p.InsertS, p.Workers, p.ClaimRows, p.ProcessS))
+	} else if bl != nil && bl.Note != "" {
+		out = append(out, "async baseline: "+bl.Note)
+	}
+	return out
+}
+
+// syncOIDCDetails is sync-oidc's server CPU per request with each token.
+func syncOIDCDetails(d *SyncOIDCDetail) []string {
+	if d == nil {
+		return nil
+	}
+	return []string{fmt.Sprintf("sync-oidc: %d windows per token (Lark, OIDC, OIDC, Lark); server CPU per request %s with the OIDC token, %s with a Lark token (%.3f)",
+		d.Windows, msCell(d.OIDCCPUPerReqMs), msCell(d.LarkCPUPerReqMs), d.CPURatio)}
 }
 
 // commitsScope says what a StoreWrites' commit count covers.
