@@ -53,7 +53,7 @@ export async function triggerPage(ctx) {
         {label: 'Created', cell: d => time(d.created_at)},
         {label: 'Events', cell: d => (d.event_ids || []).map((e, i) => [i ? ', ' : '', h('a', {href: `/console/events/${enc(e)}`, class: 'mono'}, e)])},
         {label: 'Invocation', cell: d => d.invocation_id ? h('a', {href: `/console/invocations/${enc(d.invocation_id)}`, class: 'mono'}, d.invocation_id) : 'not started'},
-        {label: 'Error', class: 'cell-error', cell: d => d.error ? errorBox(d.error) : '—'},
+        {label: 'Error', class: 'cell-error', cell: d => d.error ? errorBox(d.error, true) : '—'},
         {label: '', cell: d => h('button', {type: 'button', class: 'small', 'data-redrive': d.dead_letter_id,
           onclick: () => act('redrive', 'POST', `${base}/dead-letters/${enc(d.dead_letter_id)}:redrive`)}, 'Redrive')},
       ], dls.items, 'No dead letters.')),

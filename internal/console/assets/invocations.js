@@ -109,14 +109,19 @@ export function pendingRetry(r, items) {
   return null;
 }
 
-/** errorBox shows an error whole: its message wrapped in full, then the whole document, scrollable. */
-export function errorBox(err) {
+/**
+ * errorBox shows an error whole: its message wrapped in full, its backtrace, then the whole
+ * document, scrollable. compact (in a table) folds the backtrace and document under the message.
+ */
+export function errorBox(err, compact = false) {
   const msg = typeof err === 'string' ? err : err?.message;
   const trace = err?.details?.backtrace;
+  const more = [
+    typeof trace === 'string' ? h('pre', {class: 'json error', tabindex: 0, 'aria-label': 'Backtrace'}, trace) : null,
+    h('pre', {class: 'json error', tabindex: 0, 'aria-label': 'Error'}, json(err))];
   return h('div', {class: 'error-box'},
     msg ? h('p', {class: 'msg error'}, msg) : null,
-    typeof trace === 'string' ? h('pre', {class: 'json error', tabindex: 0, 'aria-label': 'Backtrace'}, trace) : null,
-    h('pre', {class: 'json error', tabindex: 0, 'aria-label': 'Error'}, json(err)));
+    compact && msg ? h('details', {class: 'error-doc'}, h('summary', {}, 'Error document'), more) : more);
 }
 
 const ACTIONS = [
