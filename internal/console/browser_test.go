@@ -49,7 +49,9 @@ func TestConsoleInvocationTimeline(t *testing.T) {
 
 	b.do(t, "find the invocation in the list",
 		chromedp.Click(chromedp.CSS(`#nav a[href="/console/invocations"]`)),
-		chromedp.WaitVisible(link),
+		chromedp.WaitVisible(link))
+	require.Contains(t, eval[[]string](t, b, `[...document.querySelectorAll('#invocation-list th')].map(e => e.textContent)`), "Wall time")
+	b.do(t, "open the invocation",
 		chromedp.Click(link),
 		chromedp.WaitVisible(chromedp.CSS(`svg.gantt [data-row="comp:reserve"]`)))
 	require.Equal(t, "/console/invocations/"+l.invocation, eval[string](t, b, `location.pathname`))
@@ -68,6 +70,17 @@ func TestConsoleInvocationTimeline(t *testing.T) {
 	require.Equal(t, []string{"bar bar-retry", "bar bar-fail"}, bars)
 	require.Equal(t, 1, eval[int](t, b, `document.querySelectorAll('[data-row="comp:reserve"] .bar-comp').length`), "the compensation completed")
 	require.Contains(t, eval[string](t, b, `document.querySelector('#inv-head h1').textContent`), "dead_lettered")
+	// The record labels its times and counts precisely; the error is shown whole (wrapped, not clipped).
+	terms := eval[[]string](t, b, `[...document.querySelectorAll('#main dl.props dt')].map(e => e.textContent)`)
+	require.Subset(t, terms, []string{"Wall time (start to end)", "Execution time (last attempt)", "Interpreter steps (last attempt)"})
+	require.NotContains(t, terms, "Duration")
+	require.NotContains(t, terms, "Steps")
+	require.Contains(t, eval[string](t, b, `document.querySelector('.error-box .msg').textContent`), "card declined for o-42")
+	require.True(t, eval[bool](t, b, `[...document.querySelectorAll('.error-box pre, .error-box .msg')].every(e => e.scrollWidth <= e.clientWidth)`),
+		"the error is wrapped, not clipped")
+	// The charge step's retry says when and after what it ran again.
+	retried := eval[string](t, b, `[...document.querySelectorAll('#entries tbody tr')].map(r => r.textContent).find(t => t.includes('step_retried')) || ''`)
+	require.Regexp(t, `retrying at .+ after \d+ ms \(attempt 1 failed: fail: card declined for o-42\)`, retried)
 
 	// The reserve step's input and output, opened with the keyboard-reachable button of the steps list.
 	b.do(t, "open the reserve step",
@@ -166,6 +179,13 @@ func TestConsolePageWeight(t *testing.T) {
 		{"/console/backfills", "#backfill-list table"},
 		{"/console/backfills/nightly-2025", "#backfill progress"},
 		{"/console/triggers", "table"},
+		{"/console/triggers/on-order", "#dead-letters"},
+		{"/console/webhooks", "#webhook-list"},
+		{"/console/events", "#event-list table"},
+		{"/console/event-types", "#main h1"},
+		{"/console/secrets", "#secret-list"},
+		{"/console/tokens", "#token-list table"},
+		{"/console/audit", "#audit-list table"},
 		{"/console/usage", "svg.chart"},
 		{"/console/invocations/" + run, `svg.dag [data-task="report"]`},
 		{"/console/assets", "#asset-list table"},

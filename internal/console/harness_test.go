@@ -27,6 +27,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/larkrun/lark/internal/keyring"
 	"github.com/larkrun/lark/internal/server"
 )
 
@@ -114,7 +115,10 @@ func startLark(t *testing.T, stop *func() error) *lark {
 	dir, err := os.MkdirTemp("", "lark-console-test-")
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.New(ctx, server.Config{Addr: "127.0.0.1:0", DataDir: dir, AdminToken: opToken,
+	// A master key, so that secrets and webhook secrets can be stored.
+	kr, err := keyring.New(bytes.Repeat([]byte{7}, keyring.KeySize))
+	require.NoError(t, err)
+	srv, err := server.New(ctx, server.Config{Addr: "127.0.0.1:0", DataDir: dir, AdminToken: opToken, Keyring: kr,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	require.NoError(t, err)
 	ln, err := srv.Listen()

@@ -5,6 +5,7 @@ import {api, and, quote, enc} from './api.js';
 import {h, fill, time, badge, shortGTS, table, dl, pre, field, select} from './dom.js';
 import {highlight} from './highlight.js';
 import {pager} from './invocations.js';
+import {invokeSection} from './invoke.js';
 
 const STATUSES = ['draft', 'active', 'deprecated', 'disabled', 'archived'];
 
@@ -87,14 +88,17 @@ export async function entrypointPage(ctx) {
     }
   };
   const src = ep.implementation?.code?.source;
+  const invoke = invokeSection(ctx, ep);
   fill(ctx.main, 
     h('h1', {tabindex: -1}, ep.title || ep.id, ' ', badge(ep.status)),
     h('p', {class: 'mono wrap'}, ep.entrypoint_id),
     h('div', {class: 'actions', role: 'group', 'aria-label': 'Lifecycle actions'},
+      invoke?.button,
       ACTIONS.filter(([, from]) => from.includes(ep.status)).map(([a, , label]) =>
         h('button', {type: 'button', 'data-action': a, onclick: () => act(a)}, label)),
       h('button', {type: 'button', id: 'validate', onclick: validate}, 'Validate'),
       h('a', {class: 'button', href: `/console/invocations?entrypoint=${enc(ep.entrypoint_id)}`}, 'Its invocations')),
+    invoke?.form,
     report,
     dl([
       ['Kind', ep.kind], ['Version', ep.version], ['Owner', `${ep.owner?.owner_type} ${ep.owner?.id || ''}`],

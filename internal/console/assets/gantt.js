@@ -3,7 +3,7 @@
 // in the order they first appear in the log. Built as SVG elements; every bar and mark is
 // focusable and opens the entries it stands for.
 
-import {h, s, dur} from './dom.js';
+import {h, s, dur, time} from './dom.js';
 
 const TERMINAL = new Set(['succeeded', 'failed', 'canceled', 'dead_lettered', 'compensated']);
 
@@ -44,10 +44,10 @@ export function model(items) {
         if (name) {
           const r = row(`step:${name}`, name, 'step');
           if (r.open) { r.open.entries.push(e); closeBar(r, at, 'retry'); }
-          r.marks.push({at, cls: 'retry', entries: [e], title: `${name} retried: ${errText(d.error)}`});
+          r.marks.push({at, cls: 'retry', entries: [e], title: `${name}: ${retryText(e)}`});
         } else {
           inv = inv || row('invocation', 'invocation', 'run');
-          inv.marks.push({at, cls: 'retry', entries: [e], title: `attempt failed, retried: ${errText(d.error)}`});
+          inv.marks.push({at, cls: 'retry', entries: [e], title: retryText(e)});
         }
         break;
       case 'step_completed':
@@ -62,15 +62,15 @@ export function model(items) {
         break;
       }
       case 'compensation_started': {
-        const r = row(`comp:${name}`, `compensate ${name}`, 'compensation');
-        r.open = {start: at, cls: 'comp', entries: [e], title: `compensation of ${name}`};
+        // A step's compensation names the step; the workflow's compensation handler names none.
+        const r = compRow(row, name);
+        r.open = {start: at, cls: 'comp', entries: [e], title: r.label};
         currentStep = r;
         break;
       }
       case 'compensation_completed':
       case 'compensation_failed': {
-        const key = name ? `comp:${name}` : 'comp:workflow';
-        const r = row(key, name ? `compensate ${name}` : 'compensation handler', 'compensation');
+        const r = compRow(row, name);
         const cls = e.event_type === 'compensation_completed' ? 'comp' : 'fail';
         if (!r.open) r.open = {start: at, cls, entries: [], title: r.label};
         r.open.entries.push(e);
@@ -125,6 +125,26 @@ export function model(items) {
   }
   if (!isFinite(t0)) { t0 = 0; t1 = 0; }
   return {rows: [...rows.values()], t0, t1};
+}
+
+/** compRow is the row of a step's compensation (name), or of the workflow's compensation handler (no name). */
+function compRow(row, name) {
+  return name ? row(`comp:${name}`, `compensate ${name}`, 'compensation') : row('comp:workflow', 'compensation handler', 'compensation');
+}
+
+/**
+ * retryText describes a step_retried entry (a function's attempt or a workflow step that failed
+ * and runs again): "retrying at <time> after <delay> (attempt 1 failed: <error>)". The time is the
+ * entry's available_at, else its time plus delay_ms.
+ */
+export function retryText(e) {
+  const d = e.details || {};
+  const delay = Number(d.delay_ms) || 0;
+  const at = d.available_at ? Date.parse(d.available_at) : Date.parse(e.at) + delay;
+  const attempt = d.attempt ?? (d.next_attempt ? d.next_attempt - 1 : null);
+  const why = errText(d.error);
+  return `retrying at ${isNaN(at) ? '—' : time(new Date(at).toISOString())} after ${dur(delay)}` +
+    ` (${attempt ? `attempt ${attempt}` : 'the attempt'} failed${why ? `: ${why}` : ''})`;
 }
 
 function closeBar(r, end, cls, open = false) {

@@ -2,8 +2,8 @@
 // actions, and the timeline as a Gantt chart with each step's input and output).
 
 import {api, and, quote, enc, TERMINAL} from './api.js';
-import {h, fill, time, dur, num, badge, shortGTS, table, dl, pre, field, select} from './dom.js';
-import {gantt} from './gantt.js';
+import {h, fill, time, dur, num, badge, shortGTS, table, dl, pre, field, select, json} from './dom.js';
+import {gantt, retryText} from './gantt.js';
 import {dagSection} from './dag.js';
 
 export const STATUSES = ['queued', 'running', 'suspended', 'succeeded', 'failed', 'canceled', 'compensating', 'compensated', 'dead_lettered'];
@@ -15,6 +15,7 @@ export function invocationFilter(q) {
   const from = local(q.get('from')), to = local(q.get('to'));
   return and(
     q.get('status') ? `status eq ${quote(q.get('status'))}` : '',
+    q.get('correlation') ? `correlation_id eq ${quote(q.get('correlation').trim())}` : '',
     ep ? (ep.endsWith('~') || ep.includes('*') ? `entrypoint_id eq ${quote(ep)}` : `startswith(entrypoint_id, ${quote(ep)})`) : '',
     from ? `created_at ge ${from}` : '',
     to ? `created_at lt ${to}` : '');
@@ -27,6 +28,7 @@ export async function invocationsPage(ctx) {
     field('Entrypoint id (prefix or exact)', h('input', {name: 'entrypoint', value: q.get('entrypoint') || '', size: 40})),
     field('Created from', h('input', {type: 'datetime-local', name: 'from', value: q.get('from') || ''})),
     field('Created before', h('input', {type: 'datetime-local', name: 'to', value: q.get('to') || ''})),
+    field('Correlation id', h('input', {name: 'correlation', value: q.get('correlation') || '', size: 20})),
     h('button', {type: 'submit'}, 'Apply'));
   form.addEventListener('submit', ev => {
     ev.preventDefault();
@@ -49,7 +51,7 @@ export async function invocationsPage(ctx) {
         {label: 'Status', cell: r => badge(r.status)},
         {label: 'Mode', cell: r => r.mode},
         {label: 'Created', cell: r => time(r.timestamps?.created_at)},
-        {label: 'Duration', cell: r => dur(runtime(r))},
+        {label: 'Wall time', cell: r => h('span', {title: 'From the start of its first attempt to its end (or now), waits and retries included'}, dur(runtime(r)))},
         {label: 'Cost', cell: r => num(r.cost, 6)},
       ], page.items, 'No invocations match.'),
       pager(ctx, page.page_info, '/invocations'));
@@ -76,6 +78,50 @@ export function pager(ctx, info, path) {
   return h('nav', {class: 'pager', 'aria-label': 'Pages'},
     info?.prev_cursor ? link(info.prev_cursor, '← Previous', 'prev') : null,
     info?.next_cursor ? link(info.next_cursor, 'Next →', 'next') : null);
+}
+
+/** invLink links to an invocation's page. */
+function invLink(id) {
+  return h('a', {href: `/console/invocations/${enc(id)}`, class: 'mono'}, id);
+}
+
+/** message is what an entry says: its message, or for a retry when and why it runs again. */
+function message(e) {
+  return e.message || (e.event_type === 'step_retried' ? retryText(e) : '');
+}
+
+/** cap capitalizes a sentence. */
+function cap(t) {
+  return t.charAt(0).toUpperCase() + t.slice(1);
+}
+
+/**
+ * pendingRetry answers the step_retried entry an invocation still waits on (nothing has started
+ * since), or null.
+ */
+export function pendingRetry(r, items) {
+  if (TERMINAL.has(r.status)) return null;
+  for (let i = items.length - 1; i >= 0; i--) {
+    const t = items[i].event_type;
+    if (t === 'step_retried') return items[i];
+    if (t === 'started' || t === 'step_started' || t === 'resumed' || TERMINAL.has(t)) return null;
+  }
+  return null;
+}
+
+/**
+ * errorBox shows an error whole: its message wrapped in full, its backtrace, then the whole
+ * document, scrollable. compact (in a table) folds the backtrace and document under the message.
+ */
+export function errorBox(err, compact = false) {
+  const msg = typeof err === 'string' ? err : err?.message;
+  const trace = err?.details?.backtrace;
+  const more = [
+    typeof trace === 'string' ? h('pre', {class: 'json error', tabindex: 0, 'aria-label': 'Backtrace'}, trace) : null,
+    h('pre', {class: 'json error', tabindex: 0, 'aria-label': 'Error'}, json(err))];
+  return h('div', {class: 'error-box'},
+    msg ? h('p', {class: 'msg error'}, msg) : null,
+    compact && msg ? h('details', {class: 'error-doc'}, h('summary', {}, 'Error document'), more) : more);
 }
 
 const ACTIONS = [
@@ -131,11 +177,12 @@ export async function invocationPage(ctx) {
       list.map(e => {
         const d = e.details || {};
         const parts = [h('p', {class: 'entry-head'}, `#${e.seq} · ${e.event_type} · ${time(e.at)} · status ${e.status}`)];
-        if (e.message) parts.push(h('p', {}, e.message));
-        if (d.child_invocation_id) parts.push(h('p', {}, 'Child invocation ', h('a', {href: `/console/invocations/${enc(d.child_invocation_id)}`, class: 'mono'}, d.child_invocation_id)));
+        if (message(e)) parts.push(h('p', {}, message(e)));
+        if (d.child_invocation_id) parts.push(h('p', {}, 'Child invocation ', invLink(d.child_invocation_id)));
+        if (d.handler_invocation_id) parts.push(h('p', {}, 'Compensation handler invocation ', invLink(d.handler_invocation_id)));
         if (d.input !== undefined) parts.push(h('h4', {}, 'Input'), pre(d.input, 'Step input'));
         if (d.result !== undefined) parts.push(h('h4', {}, 'Output'), pre(d.result, 'Step output'));
-        if (d.error !== undefined) parts.push(h('h4', {}, 'Error'), pre(d.error, 'Error'));
+        if (d.error !== undefined) parts.push(h('h4', {}, 'Error'), errorBox(d.error));
         const rest = Object.fromEntries(Object.entries(d).filter(([k]) => !['input', 'result', 'error'].includes(k)));
         if (Object.keys(rest).length) parts.push(h('h4', {}, 'Details'), pre(rest, 'Entry details'));
         return h('article', {class: 'entry', 'data-seq': e.seq}, parts);
@@ -168,7 +215,8 @@ export async function invocationPage(ctx) {
       h('h1', {tabindex: -1}, 'Invocation ', h('span', {class: 'mono'}, r.invocation_id), ' ', badge(r.status)),
       h('p', {}, r.dag ? 'DAG run of ' : wf ? 'Workflow ' : 'Function ',
         h('a', {href: `/console/entrypoints/${enc(r.entrypoint_id)}`, class: 'mono', title: r.entrypoint_id}, shortGTS(r.entrypoint_id)),
-        ` v${r.entrypoint_version || '?'}`));
+        ` v${r.entrypoint_version || '?'}`),
+      pendingRetry(r, items) ? h('p', {id: 'retry-note', class: 'msg'}, cap(retryText(pendingRetry(r, items)))) : null);
     fill(controls, ACTIONS.map(([action, ok, label]) =>
       h('button', {type: 'button', 'data-action': action, disabled: !ok(r.status, wf), onclick: () => control(action)}, label)));
     if (focused) (controls.querySelector(`[data-action="${focused}"]:not([disabled])`) || controls.querySelector('button:not([disabled])'))?.focus();
@@ -178,7 +226,9 @@ export async function invocationPage(ctx) {
       dl([
         ['Mode', r.mode], ['Attempt', r.attempt], ['Created', time(t.created_at)], ['Started', time(t.started_at)],
         ['Suspended', t.suspended_at ? time(t.suspended_at) : null], ['Finished', time(t.finished_at)],
-        ['Duration', dur(m.duration_ms)], ['CPU time', dur(m.cpu_time_ms)], ['Steps', m.step_count],
+        ['Wall time (start to end)', dur(runtime(r))],
+        ['Execution time (last attempt)', dur(m.duration_ms)], ['CPU time (last attempt)', dur(m.cpu_time_ms)],
+        ['Interpreter steps (last attempt)', m.step_count ?? '—'],
         ['Cost', num(r.cost, 8)], ['Correlation id', r.observability?.correlation_id],
         r.parent_invocation_id ? ['Parent', h('a', {href: `/console/invocations/${enc(r.parent_invocation_id)}`}, r.parent_invocation_id)] : null,
         r.replay_of ? ['Replay of', h('a', {href: `/console/invocations/${enc(r.replay_of)}`}, r.replay_of)] : null,
@@ -186,7 +236,7 @@ export async function invocationPage(ctx) {
       h('div', {class: 'cols'},
         h('div', {}, h('h3', {}, 'Params'), pre(r.params, 'Params')),
         r.result !== null && r.result !== undefined ? h('div', {}, h('h3', {}, 'Result'), pre(r.result, 'Result')) : null,
-        r.error ? h('div', {}, h('h3', {}, 'Error'), pre(r.error, 'Error')) : null));
+        r.error ? h('div', {class: 'wide'}, h('h3', {}, 'Error'), errorBox(r.error)) : null));
     const g = gantt(items, showEntries);
     fill(chart, g.el, tl.truncated
       ? h('p', {class: 'msg'}, `Showing the first ${items.length} entries; the timeline has more (GET /invocations/${id}/timeline pages through all of them).`)
@@ -202,7 +252,7 @@ export async function invocationPage(ctx) {
     })) : h('p', {class: 'muted'}, 'No steps.'));
     fill(entries, table('Timeline entries', [
       {label: '#', cell: e => e.seq}, {label: 'At', cell: e => time(e.at)}, {label: 'Event', cell: e => e.event_type},
-      {label: 'Step', cell: e => e.step_name || ''}, {label: 'Status', cell: e => e.status}, {label: 'Message', cell: e => e.message || ''},
+      {label: 'Step', cell: e => e.step_name || ''}, {label: 'Status', cell: e => e.status}, {label: 'Message', cell: e => message(e)},
       {label: '', cell: e => h('button', {type: 'button', class: 'small', onclick: ev => showEntries([e], `Entry #${e.seq}`, ev.currentTarget)}, 'View')},
     ], items));
   };

@@ -7,6 +7,12 @@ import {entrypointsPage, entrypointPage} from './entrypoints.js';
 import {invocationsPage, invocationPage} from './invocations.js';
 import {schedulesPage, schedulePage, backfillsPage, backfillPage} from './schedules.js';
 import {triggersPage} from './triggers.js';
+import {triggerPage} from './deadletters.js';
+import {eventTypesPage, eventTypePage, eventsPage, eventPage} from './events.js';
+import {webhooksPage, webhookPage} from './webhooks.js';
+import {secretsPage, tokensPage} from './admin.js';
+import {auditPage} from './audit.js';
+import {searchPage} from './search.js';
 import {usagePage} from './usage.js';
 import {assetsPage} from './assets.js';
 import {oidcConfig, startSignIn, finishSignIn} from './oidc.js';
@@ -16,6 +22,7 @@ const main = document.getElementById('main');
 const nav = document.getElementById('nav');
 const whoEl = document.getElementById('who');
 const flashEl = document.getElementById('flash');
+const searchForm = document.getElementById('search-form');
 
 const routes = [
   [/^\/?$/, null],
@@ -30,6 +37,17 @@ const routes = [
   [/^\/backfills$/, backfillsPage, {title: 'Backfills'}],
   [/^\/backfills\/([^/]+)$/, backfillPage, {title: 'Backfill'}],
   [/^\/triggers$/, triggersPage, {title: 'Triggers'}],
+  [/^\/triggers\/([^/]+)$/, triggerPage, {title: 'Trigger'}],
+  [/^\/webhooks$/, webhooksPage, {title: 'Webhook triggers'}],
+  [/^\/webhooks\/([^/]+)$/, webhookPage, {title: 'Webhook trigger'}],
+  [/^\/events$/, eventsPage, {title: 'Events'}],
+  [/^\/events\/([^/]+)$/, eventPage, {title: 'Event'}],
+  [/^\/event-types$/, eventTypesPage, {title: 'Event types'}],
+  [/^\/event-types\/([^/]+)$/, eventTypePage, {title: 'Event type'}],
+  [/^\/secrets$/, secretsPage, {title: 'Secrets'}],
+  [/^\/tokens$/, tokensPage, {title: 'API tokens'}],
+  [/^\/audit$/, auditPage, {title: 'Audit log'}],
+  [/^\/search$/, searchPage, {title: 'Search'}],
   [/^\/usage$/, usagePage, {title: 'Usage'}],
   [/^\/assets$/, assetsPage, {title: 'Assets'}],
 ];
@@ -53,6 +71,7 @@ function renderWho() {
   const who = session.who;
   clear(whoEl);
   nav.hidden = !session.token;
+  searchForm.hidden = !session.token;
   if (!session.token || !who) return;
   const tenant = who.platform_operator ? 'platform operator' : `tenant ${who.tenant_id}`;
   whoEl.append(
@@ -216,6 +235,14 @@ document.addEventListener('click', ev => {
   if (url.origin !== location.origin || !(url.pathname === ROOT || url.pathname.startsWith(ROOT + '/'))) return;
   ev.preventDefault();
   navigate(url.pathname + url.search);
+});
+searchForm.addEventListener('submit', ev => {
+  ev.preventDefault();
+  const box = searchForm.elements.q;
+  const q = box.value.trim();
+  if (!q) return;
+  box.value = '';
+  navigate('/search?q=' + encodeURIComponent(q));
 });
 window.addEventListener('popstate', render);
 window.addEventListener('lark:logout', ev => {

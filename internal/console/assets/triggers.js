@@ -21,7 +21,7 @@ export async function triggersPage(ctx) {
   const c = (r, k) => r.m?.metrics ? num(r.m.metrics[k], 0) : '—';
   fill(ctx.main, h('h1', {tabindex: -1}, 'Triggers'), form,
     table(`Event triggers with their metrics over ${windowSel}`, [
-      {label: 'Trigger', cell: r => h('span', {class: 'mono'}, r.trigger_id)},
+      {label: 'Trigger', cell: r => h('a', {href: `/console/triggers/${enc(r.trigger_id)}`, class: 'mono'}, r.trigger_id)},
       {label: 'Event type', cell: r => h('span', {class: 'mono', title: r.event_type_id}, shortGTS(r.event_type_id))},
       {label: 'Entrypoint', cell: r => h('a', {href: `/console/entrypoints/${enc(r.entrypoint_id)}`, class: 'mono', title: r.entrypoint_id}, shortGTS(r.entrypoint_id))},
       {label: 'Status', cell: r => badge(r.status)},
@@ -30,7 +30,8 @@ export async function triggersPage(ctx) {
       {label: 'Triggered', cell: r => c(r, 'executions_triggered')},
       {label: 'Succeeded', cell: r => c(r, 'executions_succeeded')},
       {label: 'Failed', cell: r => c(r, 'executions_failed')},
-      {label: 'Dead-lettered', cell: r => c(r, 'events_dead_lettered')},
+      {label: 'Dead-lettered', cell: r => r.m?.metrics?.events_dead_lettered
+        ? h('a', {href: `/console/triggers/${enc(r.trigger_id)}`}, c(r, 'events_dead_lettered')) : c(r, 'events_dead_lettered')},
       {label: 'p50 / p99', cell: r => r.m?.metrics ? `${r.m.p50_latency_ms ?? '—'} / ${r.m.p99_latency_ms ?? '—'} ms` : (r.m?.error || '—')},
     ], rows, 'No triggers.'),
     pager(ctx, page.page_info, '/triggers'));
