@@ -106,8 +106,13 @@ func (n *fakeNode) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
+	b, err := json.Marshal(signed)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(signed)
+	w.Write(b)
 }
 
 func isClosed(c chan struct{}) bool {
