@@ -62,3 +62,20 @@ func TestWorkerOTLPEndpoint(t *testing.T) {
 	c.SetErr(io.Discard)
 	require.ErrorContains(t, c.Execute(), "--otlp-endpoint")
 }
+
+// TestWorkerServerFlags: lark worker takes a cluster's nodes comma-separated or as repeated
+// --server flags, and refuses one that is not an http(s) base URL, naming it, before it polls.
+func TestWorkerServerFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--server", "http://127.0.0.1:1", "--server", "lark-2:8080"},
+		{"--server", "http://127.0.0.1:1,lark-2:8080"},
+	} {
+		c := workerCmd()
+		c.SetArgs(append(args, "--token", "wk1:0123456789abcdef0123"))
+		c.SetOut(io.Discard)
+		c.SetErr(io.Discard)
+		err := c.Execute()
+		require.ErrorContains(t, err, "--server")
+		require.ErrorContains(t, err, `"lark-2:8080"`)
+	}
+}

@@ -15,20 +15,26 @@ import (
 	"github.com/larkrun/lark/internal/idgen"
 	"github.com/larkrun/lark/internal/tracing"
 	"github.com/larkrun/lark/internal/workerclient"
+	"github.com/larkrun/lark/internal/workerexec"
 	"github.com/larkrun/lark/internal/workerproto"
 )
 
 // workerCmd is lark worker: a remote worker that pulls function attempts from a server
 // (docs/workers.md). It never opens a database.
 func workerCmd() *cobra.Command {
-	var server, token, id, logLevel, otlpEndpoint string
+	var token, id, logLevel, otlpEndpoint string
+	var server []string
 	var concurrency int
 	var pollWait time.Duration
 	var egressLoopback bool
 	c := &cobra.Command{Use: "worker", Short: "Run a remote worker: pull function attempts from a server over HTTP and run them",
 		RunE: func(c *cobra.Command, _ []string) error {
-			if server == "" {
+			if len(server) == 0 {
 				return fmt.Errorf("--server is required")
+			}
+			servers, err := workerclient.ParseServers(server...)
+			if err != nil {
+				return fmt.Errorf("--server: %w", err)
 			}
 			if token == "" {
 				return fmt.Errorf("--token (or LARK_WORKER_TOKEN) is required: a worker key id:secret the server accepts (--worker-key)")
@@ -48,12 +54,6 @@ func workerCmd() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			var servers []string
-			for _, s := range strings.Split(server, ",") {
-				if s = strings.TrimSpace(s); s != "" {
-					servers = append(servers, s)
-				}
-			}
 			if egressLoopback {
 				log.Warn("UNSAFE: outbound requests may reach loopback addresses (--unsafe-egress-allow-loopback); tests only")
 			}
@@ -65,9 +65,10 @@ func workerCmd() *cobra.Command {
 				return err
 			}
 			log.Info("worker started", "worker_id", id, "servers", servers, "concurrency", concurrency, "tracing", tr.Enabled())
+			starlark := workerexec.New(workerexec.Config{Egress: egress.New(egress.Options{AllowLoopback: egressLoopback}),
+				TracerProvider: tr.Provider()})
 			err = workerclient.New(workerclient.Config{Servers: servers, Keys: keys, WorkerID: id, Concurrency: concurrency,
-				PollWait: pollWait, Logger: log, Starlark: true, Egress: egress.New(egress.Options{AllowLoopback: egressLoopback}),
-				TracerProvider: tr.Provider()}).Run(ctx)
+				PollWait: pollWait, Logger: log, Starlark: starlark, TracerProvider: tr.Provider()}).Run(ctx)
 			log.Info("worker stopped", "worker_id", id)
 			flushCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
@@ -76,7 +77,12 @@ func workerCmd() *cobra.Command {
 			}
 			return err
 		}}
-	c.Flags().StringVar(&server, "server", env("LARK_SERVER", ""), "the server's base URL; a cluster's nodes comma-separated (the worker polls each) (env LARK_SERVER)")
+	var serverDefault []string
+	if v := env("LARK_SERVER", ""); v != "" {
+		serverDefault = []string{v}
+	}
+	c.Flags().StringArrayVar(&server, "server", serverDefault,
+		"the server's base URL; a cluster's nodes comma-separated or as repeated flags (the worker polls each) (env LARK_SERVER)")
 	c.Flags().StringVar(&token, "token", env("LARK_WORKER_TOKEN", ""), "worker key id:secret; comma-separated during a rotation, the first signs (env LARK_WORKER_TOKEN)")
 	c.Flags().StringVar(&id, "id", "", "worker id (default: host name and a random suffix)")
 	c.Flags().IntVar(&concurrency, "concurrency", 4, "tasks run at once")

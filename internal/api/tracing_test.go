@@ -25,6 +25,7 @@ import (
 	"github.com/larkrun/lark/internal/server"
 	"github.com/larkrun/lark/internal/tracing"
 	"github.com/larkrun/lark/internal/workerclient"
+	"github.com/larkrun/lark/internal/workerexec"
 )
 
 // otlpReceiver is an in-process OTLP/HTTP collector: it decodes the protobuf export requests the
@@ -338,8 +339,8 @@ def main(ctx, input):
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- workerclient.New(workerclient.Config{Server: e.ts.URL, Keys: ks, WorkerID: "w-traced", Starlark: true,
-			PollWait: 200 * time.Millisecond, Egress: egress.New(egress.Options{AllowLoopback: true}), TracerProvider: wtr.Provider()}).Run(ctx)
+		done <- workerclient.New(workerclient.Config{Server: e.ts.URL, Keys: ks, WorkerID: "w-traced", PollWait: 200 * time.Millisecond, TracerProvider: wtr.Provider(),
+			Starlark: workerexec.New(workerexec.Config{Egress: egress.New(egress.Options{AllowLoopback: true}), TracerProvider: wtr.Provider()})}).Run(ctx)
 	}()
 	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
 

@@ -18,6 +18,7 @@ import (
 	"github.com/larkrun/lark/internal/egress"
 	"github.com/larkrun/lark/internal/server"
 	"github.com/larkrun/lark/internal/workerclient"
+	"github.com/larkrun/lark/internal/workerexec"
 	"github.com/larkrun/lark/internal/workerhub"
 	"github.com/larkrun/lark/internal/workerproto"
 )
@@ -124,7 +125,7 @@ def main(ctx, input):
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- workerclient.New(workerclient.Config{Server: e.ts.URL, Keys: ks, WorkerID: "w-roundtrip", Starlark: true,
+		done <- workerclient.New(workerclient.Config{Server: e.ts.URL, Keys: ks, WorkerID: "w-roundtrip", Starlark: workerexec.New(workerexec.Config{}),
 			PollWait: 200 * time.Millisecond}).Run(ctx)
 	}()
 	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
@@ -242,7 +243,7 @@ func TestWorkerLostIsReclaimed(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- workerclient.New(workerclient.Config{Server: e.ts.URL, Keys: ks, WorkerID: "w-live", Starlark: true,
+		done <- workerclient.New(workerclient.Config{Server: e.ts.URL, Keys: ks, WorkerID: "w-live", Starlark: workerexec.New(workerexec.Config{}),
 			PollWait: 200 * time.Millisecond}).Run(ctx)
 	}()
 	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
@@ -267,7 +268,7 @@ func TestWorkerShutdownReportsInterrupted(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- workerclient.New(workerclient.Config{Server: e.ts.URL, Keys: ks, WorkerID: "w-term", Starlark: true,
+		done <- workerclient.New(workerclient.Config{Server: e.ts.URL, Keys: ks, WorkerID: "w-term", Starlark: workerexec.New(workerexec.Config{}),
 			PollWait: 200 * time.Millisecond}).Run(ctx)
 	}()
 	invWait(t, e, adm, inv, "running")
@@ -338,7 +339,7 @@ func TestWorkerClientStopsCanceled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- workerclient.New(workerclient.Config{Server: e.ts.URL, Keys: ks, WorkerID: "w-cancel", Starlark: true,
+		done <- workerclient.New(workerclient.Config{Server: e.ts.URL, Keys: ks, WorkerID: "w-cancel", Starlark: workerexec.New(workerexec.Config{}),
 			PollWait: 200 * time.Millisecond}).Run(ctx)
 	}()
 	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
@@ -382,8 +383,8 @@ def main(ctx, input):
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- workerclient.New(workerclient.Config{Server: e.ts.URL, Keys: ks, WorkerID: "w-egress", Starlark: true,
-			PollWait: 200 * time.Millisecond, Egress: egress.New(egress.Options{AllowLoopback: true})}).Run(ctx)
+		done <- workerclient.New(workerclient.Config{Server: e.ts.URL, Keys: ks, WorkerID: "w-egress", PollWait: 200 * time.Millisecond,
+			Starlark: workerexec.New(workerexec.Config{Egress: egress.New(egress.Options{AllowLoopback: true})})}).Run(ctx)
 	}()
 	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
 
@@ -451,7 +452,7 @@ func TestWorkerPollsEveryServer(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- workerclient.New(workerclient.Config{Servers: []string{down.URL, e1.ts.URL, e2.ts.URL}, Keys: ks, WorkerID: "w-multi",
-			Starlark: true, Concurrency: 3, PollWait: 200 * time.Millisecond}).Run(ctx)
+			Starlark: workerexec.New(workerexec.Config{}), Concurrency: 3, PollWait: 200 * time.Millisecond}).Run(ctx)
 	}()
 	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
 	for i, n := range nodes {
@@ -495,7 +496,7 @@ func TestWorkerKeyRotation(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() {
-				done <- workerclient.New(workerclient.Config{Server: e.ts.URL, Keys: tc.worker, WorkerID: "w-rotation", Starlark: true,
+				done <- workerclient.New(workerclient.Config{Server: e.ts.URL, Keys: tc.worker, WorkerID: "w-rotation", Starlark: workerexec.New(workerexec.Config{}),
 					PollWait: 200 * time.Millisecond}).Run(ctx)
 			}()
 			t.Cleanup(func() { cancel(); require.NoError(t, <-done) })

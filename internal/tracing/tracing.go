@@ -29,32 +29,34 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/larkrun/lark/internal/tracing/tracekey"
 )
 
 // Name is the instrumentation scope of Lark's spans.
-const Name = "github.com/larkrun/lark"
+const Name = tracekey.Name
 
 // Span attribute keys. Values are ids and small enums only: never params, results, payloads,
 // headers, URLs or secrets.
 const (
-	AttrTenant      = attribute.Key("lark.tenant_id")
-	AttrEntrypoint  = attribute.Key("lark.entrypoint_id")
-	AttrInvocation  = attribute.Key("lark.invocation_id")
-	AttrAttempt     = attribute.Key("lark.attempt")
+	AttrTenant      = tracekey.AttrTenant
+	AttrEntrypoint  = tracekey.AttrEntrypoint
+	AttrInvocation  = tracekey.AttrInvocation
+	AttrAttempt     = tracekey.AttrAttempt
 	AttrQueueWaitMS = attribute.Key("lark.queue_wait_ms")
 	AttrStep        = attribute.Key("lark.step")
 	AttrStepAttempt = attribute.Key("lark.step_attempt")
 	AttrChild       = attribute.Key("lark.child_invocation_id")
-	AttrStatus      = attribute.Key("lark.status")
+	AttrStatus      = tracekey.AttrStatus
 	AttrCorrelation = attribute.Key("lark.correlation_id")
 	AttrHTTPMethod  = attribute.Key("http.request.method")
 	AttrHTTPRoute   = attribute.Key("http.route")
 	AttrHTTPStatus  = attribute.Key("http.response.status_code")
 	AttrServerAddr  = attribute.Key("server.address")
-	AttrWorker      = attribute.Key("lark.worker_id")
+	AttrWorker      = tracekey.AttrWorker
 	AttrSchedule    = attribute.Key("lark.schedule_id")
 	AttrScheduledAt = attribute.Key("lark.scheduled_at")
-	AttrTask        = attribute.Key("lark.task_id")
+	AttrTask        = tracekey.AttrTask
 	AttrBackfill    = attribute.Key("lark.backfill_id")
 	AttrTrigger     = attribute.Key("lark.trigger_id")
 	AttrDelivery    = attribute.Key("lark.delivery_id")
@@ -219,10 +221,7 @@ func Carry(ctx context.Context) (traceparent, tracestate string) {
 // Continue returns ctx carrying the remote span context of traceparent and tracestate values (as
 // Carry made them), or ctx unchanged when traceparent is empty or malformed.
 func Continue(ctx context.Context, traceparent, tracestate string) context.Context {
-	if traceparent == "" {
-		return ctx
-	}
-	return w3c.Extract(ctx, propagation.MapCarrier{"traceparent": traceparent, "tracestate": tracestate})
+	return tracekey.Continue(ctx, traceparent, tracestate)
 }
 
 // TraceParent is the W3C traceparent of ctx's span context, or "" when it has none.

@@ -133,6 +133,20 @@ type Error struct {
 	Details  map[string]any `json:"details,omitempty"`
 }
 
+// Error implements error: "<type id>: <message>".
+func (e *Error) Error() string { return e.TypeID + ": " + e.Message }
+
+// The error types and categories a worker reports on its own (000's error family; package
+// sandbox has the full list).
+const (
+	ErrRuntime = "gts.x.core.serverless.err.v1~x.core.serverless.err.runtime.v1~"
+	ErrTimeout = "gts.x.core.serverless.err.v1~x.core.serverless.err.timeout.v1~"
+
+	CategoryRetryable    = "retryable"
+	CategoryNonRetryable = "non_retryable"
+	CategoryTimeout      = "timeout"
+)
+
 // Result is the body of a result callback: exactly one of Output (the result as JSON) or Error,
 // the execution's metrics and its timeline entries (invocation events of the informational types:
 // log, http_call). Interrupted marks a task the worker stopped without finishing (SIGTERM): the
