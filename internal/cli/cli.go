@@ -4,7 +4,8 @@
 //
 // Exit codes: 0 success; 1 the operation failed (an invocation failed, validation problems);
 // 2 a usage error (bad flags, arguments or manifests that cannot be read); 3 an API or network
-// error (the server refused the request or could not be reached).
+// error (the server refused the request or could not be reached); 4, 5 and 6 an invocation that
+// ended canceled, compensated or dead-lettered.
 package cli
 
 import (
@@ -30,7 +31,27 @@ const (
 	ExitFailed = 1
 	ExitUsage  = 2
 	ExitAPI    = 3
+	// ExitCanceled, ExitCompensated and ExitDeadLettered are an invocation's other unsuccessful
+	// ends (a failed one is ExitFailed).
+	ExitCanceled     = 4
+	ExitCompensated  = 5
+	ExitDeadLettered = 6
 )
+
+// statusExit is the exit code of an invocation that ended with status: 0 when it succeeded.
+func statusExit(status string) int {
+	switch status {
+	case "succeeded":
+		return ExitOK
+	case "canceled":
+		return ExitCanceled
+	case "compensated":
+		return ExitCompensated
+	case "dead_lettered":
+		return ExitDeadLettered
+	}
+	return ExitFailed
+}
 
 // exitError carries an exit code with its error.
 type exitError struct {

@@ -126,7 +126,7 @@ var (
 	reID       = regexp.MustCompile(`\b(inv|run|evt|ep|bf|sch|trg|corr|mat)_[0-9a-f]{24,32}\b`)
 	reHash     = regexp.MustCompile(`\b[0-9a-f]{64}\b|\b[0-9a-f]{12}…`)
 	reDateTime = regexp.MustCompile(`\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(\.\d+)?Z?`)
-	reClock    = regexp.MustCompile(`\b\d{2}:\d{2}:\d{2}\.\d{3}\b`)
+	reClock    = regexp.MustCompile(`\b\d{2}:\d{2}:\d{2}\.\d{3}(Z|\b)`)
 	reDuration = regexp.MustCompile(`\b\d+(\.\d+)?(ms|µs|s)\b`)
 	reURL      = regexp.MustCompile(`http://127\.0\.0\.1:\d+`)
 )
