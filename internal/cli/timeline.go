@@ -257,6 +257,7 @@ func joinNonEmpty(parts ...string) string {
 	}
 	return strings.Join(out, " ")
 }
+
 // dagDetails renders the details of a DAG run's events that a reader wants on the line: the
 // plan's partition and fingerprint, a task's child invocation, gating decision, materialization,
 // and why it failed or was skipped.
