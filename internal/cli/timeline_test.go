@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -58,4 +59,13 @@ func TestStatusExit(t *testing.T) {
 		codes[s] = statusExit(s)
 	}
 	require.Equal(t, map[string]int{"succeeded": 0, "failed": 1, "canceled": 4, "compensated": 5, "dead_lettered": 6}, codes)
+}
+
+// TestScheduleTimesCarryTheirZone: a schedule's times print in its zone, with the zone's name.
+func TestScheduleTimesCarryTheirZone(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 1, 15, 1, 0, 0, 0, time.UTC)
+	require.Equal(t, "2026-01-15 02:00:00 CET", tsZone(&at, "Europe/Berlin"))
+	require.Equal(t, "2026-01-15 01:00:00 UTC", tsZone(&at, ""))
+	require.Equal(t, "-", tsZone(nil, "UTC"))
 }
