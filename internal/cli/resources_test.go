@@ -105,15 +105,15 @@ func TestTriggersDeadLettersWebhooksEventTypes(t *testing.T) {
 	}
 	const explode = "gts.x.core.serverless.entrypoint.v1~x.core.serverless.function.v1~acme.demo.util.explode.v1~"
 	const paid = "gts.x.core.events.event.v1~acme.shop.orders.paid.v1~"
-	cmdStep(t, n, "event_types_create", "event-types", "create", "-f",
-		write("paid.yaml", "event_type_id: "+paid+"\ndescription: An order was paid\nschema: {type: object}\n"))
+	r := run(t, "event-types", "create", "-f", write("paid.yaml", "event_type_id: "+paid+"\ndescription: An order was paid\nschema: {type: object}\n"))
+	golden(t, n, "event_types_create", []string{"event-types", "create", "-f", "paid.yaml"}, r)
 	cmdStep(t, n, "event_types_list", "event-types", "list")
 	require.Equal(t, 0, run(t, "triggers", "create", "-f", write("t.yaml", "trigger_id: on-paid\nevent_type_id: "+paid+"\nentrypoint_id: "+explode+"\n")).code)
 	cmdStep(t, n, "triggers_disable", "triggers", "disable", "on-paid")
 	cmdStep(t, n, "triggers_enable", "triggers", "enable", "on-paid")
 
 	require.Equal(t, 0, run(t, "events", "publish", paid, "--id", "p1", "--data", `{"a": 1}`).code)
-	r := waitFor(t, func() (result, bool) {
+	r = waitFor(t, func() (result, bool) {
 		r := run(t, "dead-letters", "list", "on-paid")
 		return r, strings.Contains(r.stdout, "dlq_")
 	})
