@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -227,7 +228,7 @@ func eventsCmd(g *globals) *cobra.Command {
 }
 
 func triggersCmd(g *globals) *cobra.Command {
-	c := &cobra.Command{Use: "triggers", Aliases: []string{"trigger"}, Short: "Manage event triggers"}
+	c := &cobra.Command{Use: "triggers", Aliases: []string{"trigger"}, Short: "Manage event triggers (dead letters: lark dead-letters)"}
 	list := &cobra.Command{Use: "list", Short: "List the tenant's event triggers", Args: args(0, 0),
 		RunE: func(c *cobra.Command, _ []string) error {
 			cl, err := g.client()
@@ -320,9 +321,56 @@ func triggersCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return printJSON(g.out, raw)
+			if g.output == "json" {
+				return printJSON(g.out, raw)
+			}
+			return printTriggerMetrics(g, raw)
 		}}
 	metrics.Flags().StringVar(&window, "window", "", "1h to 90d (default 24h)")
-	c.AddCommand(list, get, create, del, metrics)
+	status := func(verb string, set func(*larkclient.Client, context.Context, string) (*larkclient.Trigger, error)) *cobra.Command {
+		return g.idCmd(verb+" ID", verb+" an event trigger", func(ctx context.Context, cl *larkclient.Client, id string) error {
+			tr, err := set(cl, ctx, id)
+			if err != nil {
+				return err
+			}
+			return g.done(tr.JSON, "trigger %s %s", tr.TriggerID, tr.Status)
+		})
+	}
+	c.AddCommand(list, get, create, del, metrics,
+		status("enable", (*larkclient.Client).EnableTrigger), status("disable", (*larkclient.Client).DisableTrigger))
 	return c
+}
+
+// printTriggerMetrics prints GET /triggers/{id}/metrics as a table: the window, each counter and
+// the latency quantiles.
+func printTriggerMetrics(g *globals, raw json.RawMessage) error {
+	var m struct {
+		TriggerID string           `json:"trigger_id"`
+		Period    string           `json:"period"`
+		From      string           `json:"from"`
+		Metrics   map[string]int64 `json:"metrics"`
+		P50       *int64           `json:"p50_latency_ms"`
+		P99       *int64           `json:"p99_latency_ms"`
+	}
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return fmt.Errorf("reading the metrics: %w", err)
+	}
+	t := newTable(g.out)
+	t.row("trigger", m.TriggerID)
+	t.row("window", m.Period+" from "+m.From)
+	for _, k := range []string{"events_received", "events_filtered_out", "executions_triggered", "executions_succeeded",
+		"executions_failed", "events_dead_lettered"} {
+		t.row(k, fmt.Sprint(m.Metrics[k]))
+	}
+	for _, q := range []struct {
+		name string
+		v    *int64
+	}{{"p50_latency", m.P50}, {"p99_latency", m.P99}} {
+		v := "-"
+		if q.v != nil {
+			v = fmt.Sprintf("%dms", *q.v)
+		}
+		t.row(q.name, v)
+	}
+	return t.flush()
 }

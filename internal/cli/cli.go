@@ -1,10 +1,12 @@
 // Package cli holds the client commands of the lark binary: login, deploy, validate, invoke,
-// invocations, schedules, backfill, events, triggers, tail, dag and assets. They talk to a Lark
+// invocations, schedules, backfill, events, event-types, triggers, dead-letters, webhooks,
+// secrets, tokens, audit, tail, dag and assets. They talk to a Lark
 // server through pkg/larkclient; cmd/lark only adds them to its root command (docs/cli.md).
 //
 // Exit codes: 0 success; 1 the operation failed (an invocation failed, validation problems);
 // 2 a usage error (bad flags, arguments or manifests that cannot be read); 3 an API or network
-// error (the server refused the request or could not be reached).
+// error (the server refused the request or could not be reached); 4, 5 and 6 an invocation that
+// ended canceled, compensated or dead-lettered.
 package cli
 
 import (
@@ -30,7 +32,27 @@ const (
 	ExitFailed = 1
 	ExitUsage  = 2
 	ExitAPI    = 3
+	// ExitCanceled, ExitCompensated and ExitDeadLettered are an invocation's other unsuccessful
+	// ends (a failed one is ExitFailed).
+	ExitCanceled     = 4
+	ExitCompensated  = 5
+	ExitDeadLettered = 6
 )
+
+// statusExit is the exit code of an invocation that ended with status: 0 when it succeeded.
+func statusExit(status string) int {
+	switch status {
+	case "succeeded":
+		return ExitOK
+	case "canceled":
+		return ExitCanceled
+	case "compensated":
+		return ExitCompensated
+	case "dead_lettered":
+		return ExitDeadLettered
+	}
+	return ExitFailed
+}
 
 // exitError carries an exit code with its error.
 type exitError struct {
@@ -111,6 +133,7 @@ func commands(g *globals) []*cobra.Command {
 	cmds := []*cobra.Command{
 		loginCmd(g), deployCmd(g), validateCmd(g), invokeCmd(g), entrypointsCmd(g), invocationsCmd(g), schedulesCmd(g),
 		backfillCmd(g), eventsCmd(g), triggersCmd(g), tailCmd(g), dagCmd(g), assetsCmd(g),
+		eventTypesCmd(g), deadLettersCmd(g), webhooksCmd(g), secretsCmd(g), tokensCmd(g), auditCmd(g),
 	}
 	for _, c := range cmds {
 		pf := c.PersistentFlags()
@@ -120,6 +143,7 @@ func commands(g *globals) []*cobra.Command {
 		pf.StringVarP(&g.output, "output", "o", "table", "output: table or json")
 		c.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr("%v", err) })
 		hookPreRun(c, g)
+		groupsAndCompletion(c, g)
 	}
 	return cmds
 }

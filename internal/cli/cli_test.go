@@ -78,10 +78,10 @@ func TestCLIAgainstServer(t *testing.T) {
 		"--data", `{"amount": 3}`, "--id", "paid-1")
 	cmdStep(t, n, "triggers_list", "triggers", "list")
 
-	// A failed invocation exits 1 with its error.
+	// A dead-lettered invocation exits 6 with its error.
 	require.Equal(t, 0, run(t, "deploy", "testdata/failing").code)
 	r = cmdStep(t, n, "invoke_failed", "invoke", "explode", "-p", `{"a": 1}`)
-	require.Equal(t, ExitFailed, r.code)
+	require.Equal(t, ExitDeadLettered, r.code)
 
 	// A backfill of four days, watched until it ends (the scheduler loop runs its chunks).
 	r = cmdStep(t, n, "backfill_create", "backfill", "create", "calculate_tax", "--start", "2024-01-01", "--end", "2024-01-05",

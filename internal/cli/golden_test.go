@@ -84,12 +84,22 @@ func runTo(ctx context.Context, out, errOut *syncBuffer, args ...string) result 
 
 // runWith is runTo with the globals g (tests set its HTTP client for OIDC issuers).
 func runWith(ctx context.Context, g *globals, out, errOut *syncBuffer, args ...string) result {
+	return execute(ctx, newRoot(g, out, errOut, args), out, errOut)
+}
+
+// newRoot builds the lark root command with the client commands, as cmd/lark does.
+func newRoot(g *globals, out, errOut *syncBuffer, args []string) *cobra.Command {
 	root := &cobra.Command{Use: "lark", SilenceUsage: true, SilenceErrors: true}
 	root.AddCommand(commands(g)...)
 	root.SetOut(out)
 	root.SetErr(errOut)
 	root.SetIn(strings.NewReader(""))
 	root.SetArgs(args)
+	return root
+}
+
+// execute runs root until it returns or ctx ends, and reports what it printed and its exit code.
+func execute(ctx context.Context, root *cobra.Command, out, errOut *syncBuffer) result {
 	err := root.ExecuteContext(ctx)
 	if err != nil {
 		fmt.Fprintln(errOut, "lark:", err)
@@ -123,10 +133,10 @@ type normaliser struct {
 }
 
 var (
-	reID       = regexp.MustCompile(`\b(inv|run|evt|ep|bf|sch|trg|corr|mat)_[0-9a-f]{24,32}\b`)
+	reID       = regexp.MustCompile(`\b(inv|run|evt|ep|bf|sch|trg|corr|mat|tok|aud|dlq|dlv)_[0-9a-f]{24,32}\b`)
 	reHash     = regexp.MustCompile(`\b[0-9a-f]{64}\b|\b[0-9a-f]{12}…`)
 	reDateTime = regexp.MustCompile(`\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(\.\d+)?Z?`)
-	reClock    = regexp.MustCompile(`\b\d{2}:\d{2}:\d{2}\.\d{3}\b`)
+	reClock    = regexp.MustCompile(`\b\d{2}:\d{2}:\d{2}\.\d{3}(Z|\b)`)
 	reDuration = regexp.MustCompile(`\b\d+(\.\d+)?(ms|µs|s)\b`)
 	reURL      = regexp.MustCompile(`http://127\.0\.0\.1:\d+`)
 )

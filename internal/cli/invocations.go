@@ -95,13 +95,17 @@ func invocationsCmd(g *globals) *cobra.Command {
 				t.row("result", compact(inv.Result, 200))
 			}
 			if inv.Error != nil {
-				t.row("error", fmt.Sprintf("%s (%s)", inv.Error.Message, inv.Error.Category))
+				t.row("error", formatError(inv.Error.TypeID, inv.Error.Message, inv.Error.Category))
 			}
 			return t.flush()
 		}}
 
 	var followTL bool
 	timeline := &cobra.Command{Use: "timeline ID [--follow]", Short: "Print an invocation's timeline", Args: args(1, 1),
+		Long: `Print an invocation's timeline, one entry a line with the cause its details carry (the
+error, a retry's delay and next attempt, a suspension's until, a step's name). --follow keeps
+printing new entries until the invocation ends, then exits like lark invoke: 0 succeeded, 1 failed,
+4 canceled, 5 compensated, 6 dead-lettered.`,
 		RunE: func(c *cobra.Command, a []string) error {
 			ctx := ctxOf(c)
 			cl, err := g.client()
@@ -116,7 +120,7 @@ func invocationsCmd(g *globals) *cobra.Command {
 				if g.output == "table" {
 					fmt.Fprintf(g.out, "%s %s\n", rec.InvocationID, rec.Status)
 				}
-				return nil
+				return outcomeErr(rec)
 			}
 			cursor := ""
 			for page := 0; ; page++ {

@@ -34,8 +34,10 @@ func invokeCmd(g *globals) *cobra.Command {
 
 --params takes a JSON object, or @file (@- for stdin). The default mode is the entrypoint's;
 --async starts it in the background and prints its id. --follow prints the timeline as it
-grows until the invocation ends, then its result or error. The exit code is 1 when the
-invocation failed, was canceled or dead-lettered.`,
+grows until the invocation ends, each line with the cause its details carry (the error, a
+retry's delay and next attempt, a suspension's until), then its result or error.
+
+Exit codes: 0 succeeded, 1 failed, 4 canceled, 5 compensated, 6 dead-lettered (2 usage, 3 API).`,
 		Args: args(1, 1),
 		RunE: func(c *cobra.Command, a []string) error {
 			ctx := ctxOf(c)
@@ -67,7 +69,7 @@ invocation failed, was canceled or dead-lettered.`,
 			}
 			rec := &res.Record
 			if follow {
-				if rec, err = g.follow(ctx, cl, rec.InvocationID, g.output == "table"); err != nil {
+				if rec, err = g.follow(ctx, cl, rec.InvocationID, true); err != nil {
 					return err
 				}
 			} else if async || !rec.Terminal() {
@@ -122,15 +124,21 @@ func (g *globals) printOutcome(rec *larkclient.Invocation) error {
 			}
 		}
 	}
-	switch rec.Status {
-	case "succeeded", "compensated":
+	return outcomeErr(rec)
+}
+
+// outcomeErr is nil for a succeeded invocation, else an error with its status's exit code
+// (statusExit) that says why: its error's type, message and category.
+func outcomeErr(rec *larkclient.Invocation) error {
+	code := statusExit(rec.Status)
+	if code == ExitOK {
 		return nil
 	}
 	msg := rec.Status
 	if rec.Error != nil {
-		msg = fmt.Sprintf("%s: %s (%s)", rec.Status, rec.Error.Message, orDash(rec.Error.Category))
+		msg = fmt.Sprintf("%s: %s", rec.Status, formatError(rec.Error.TypeID, rec.Error.Message, rec.Error.Category))
 	}
-	return failed("invocation %s %s", rec.InvocationID, msg)
+	return &exitError{code: code, err: fmt.Errorf("invocation %s %s", rec.InvocationID, msg)}
 }
 
 // follow prints an invocation's timeline as it grows until the invocation is terminal, and
@@ -195,72 +203,6 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
-}
-
-// timelineLine renders one timeline entry.
-func timelineLine(e larkclient.TimelineEntry) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%4d  %s  %-20s %-10s", e.Seq, e.At.UTC().Format("15:04:05.000"), e.EventType, e.Status)
-	task := strings.HasPrefix(e.EventType, "task_")
-	if e.StepName != nil && *e.StepName != "" {
-		if task {
-			fmt.Fprintf(&b, " task=%s", *e.StepName)
-		} else {
-			fmt.Fprintf(&b, " step=%s", *e.StepName)
-		}
-	}
-	if task || e.EventType == "dag_planned" {
-		b.WriteString(dagDetails(e.Details))
-	}
-	if e.DurationMS != nil {
-		fmt.Fprintf(&b, " (%dms)", *e.DurationMS)
-	}
-	if e.Message != nil && *e.Message != "" {
-		fmt.Fprintf(&b, " %s", strings.ReplaceAll(*e.Message, "\n", " "))
-	}
-	return strings.TrimRight(b.String(), " ")
-}
-
-// dagDetails renders the details of a DAG run's events that a reader wants on the line: the
-// plan's partition and fingerprint, a task's child invocation, gating decision, materialization,
-// and why it failed or was skipped.
-func dagDetails(raw json.RawMessage) string {
-	var d struct {
-		PartitionKey string `json:"partition_key"`
-		Fingerprint  string `json:"fingerprint"`
-		Tasks        int    `json:"tasks"`
-		Child        string `json:"child_invocation_id"`
-		ChildStatus  string `json:"status"`
-		Gating       string `json:"gating_decision"`
-		Mat          string `json:"materialization_id"`
-		Reason       string `json:"reason"`
-		Error        *struct {
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	if json.Unmarshal(raw, &d) != nil {
-		return ""
-	}
-	var b strings.Builder
-	for _, kv := range [][2]string{{"partition", d.PartitionKey}, {"child", d.Child}, {"child_status", d.ChildStatus},
-		{"gating", d.Gating}, {"materialization", d.Mat}} {
-		if kv[1] != "" {
-			fmt.Fprintf(&b, " %s=%s", kv[0], kv[1])
-		}
-	}
-	if d.Tasks > 0 {
-		fmt.Fprintf(&b, " tasks=%d", d.Tasks)
-	}
-	if len(d.Fingerprint) >= 12 {
-		fmt.Fprintf(&b, " fingerprint=%s…", d.Fingerprint[:12])
-	}
-	switch {
-	case d.Reason != "":
-		fmt.Fprintf(&b, " %s", d.Reason)
-	case d.Error != nil && d.Error.Message != "":
-		fmt.Fprintf(&b, " %s", d.Error.Message)
-	}
-	return b.String()
 }
 
 var versionSuffix = regexp.MustCompile(`^(.*?)\.v(\d+)(?:\.(\d+))?$`)

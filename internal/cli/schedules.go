@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -28,7 +29,7 @@ func schedulesCmd(g *globals) *cobra.Command {
 					}
 					continue
 				}
-				t.row(s.ScheduleID, s.Name, shortID(s.EntrypointID), s.Expression.Kind+" "+s.Expression.Value, s.Status, tsp(s.NextRunAt))
+				t.row(s.ScheduleID, s.Name, shortID(s.EntrypointID), s.Expression.Kind+" "+s.Expression.Value, s.Status, tsZone(s.NextRunAt, s.Timezone))
 			}
 			if g.output == "json" {
 				return nil
@@ -129,7 +130,22 @@ func (g *globals) printSchedule(s *larkclient.Schedule) error {
 	t.row("entrypoint", s.EntrypointID)
 	t.row("expression", s.Expression.Kind+" "+s.Expression.Value+" ("+orDash(s.Timezone)+")")
 	t.row("status", s.Status)
-	t.row("next run", tsp(s.NextRunAt))
-	t.row("last run", tsp(s.LastRunAt))
+	t.row("next run", tsZone(s.NextRunAt, s.Timezone))
+	t.row("last run", tsZone(s.LastRunAt, s.Timezone))
 	return t.flush()
+}
+
+// tsZone formats a schedule's time in the schedule's time zone (UTC when it has none, or an
+// unknown one), with the zone: "2026-11-29 02:00:00 CET".
+func tsZone(t *time.Time, zone string) string {
+	if t == nil || t.IsZero() {
+		return "-"
+	}
+	loc := time.UTC
+	if zone != "" {
+		if l, err := time.LoadLocation(zone); err == nil {
+			loc = l
+		}
+	}
+	return t.In(loc).Format("2006-01-02 15:04:05 MST")
 }

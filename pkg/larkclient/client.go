@@ -1,6 +1,7 @@
 // Package larkclient is a Go client for Lark's public HTTP API (docs/api.md): entrypoints,
-// invocations, DAG plans and runs' tasks, assets, schedules, backfills, events, event and webhook
-// triggers, and tenant usage.
+// invocations, DAG plans and runs' tasks, assets, schedules, backfills, events and event types,
+// event triggers and their dead letters, webhook triggers and their deliveries, secrets (never
+// their values), tokens, the audit log, and tenant usage.
 //
 //	c, err := larkclient.New("http://127.0.0.1:8080", os.Getenv("LARK_TOKEN"))
 //	res, err := c.StartInvocation(ctx, larkclient.StartInvocation{EntrypointID: id, Params: json.RawMessage(`{"amount":100}`)})
