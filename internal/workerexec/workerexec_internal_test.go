@@ -31,7 +31,9 @@ type fakeSession struct {
 	err   error
 }
 
-func (s fakeSession) Secret(context.Context, string) (workerproto.SecretReply, error) { return s.reply, s.err }
+func (s fakeSession) Secret(context.Context, string) (workerproto.SecretReply, error) {
+	return s.reply, s.err
+}
 
 // TestSecretResolver: a secret the server gives is used for its hosts; one it does not know (404)
 // is unknown to the task; a task without a secret path, or a server that cannot be asked, leaves
