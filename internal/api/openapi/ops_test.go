@@ -11,7 +11,7 @@ import (
 
 // manual adds the schemas no single Go type describes.
 func manual(s schema) {
-	nstr := schema{"type": []any{"string", "null"}}
+	nstr := nullable(schema{"type": "string"})
 	s["Problem"] = schema{
 		"type":        "object",
 		"description": "An RFC 9457 problem document. Extension members (such as reason on a 409) may follow.",
@@ -72,7 +72,7 @@ func manual(s schema) {
 			"owner": (&reflector{enums: enumValues()}).of(reflect.TypeFor[entrypoint.Owner](), 0), "shared": schema{"type": "boolean"},
 			"status":     schema{"type": "string", "enum": []any{"draft", "active", "deprecated", "disabled", "archived"}},
 			"title":      schema{"type": "string"},
-			"tags":       schema{"type": []any{"array", "null"}, "items": schema{"type": "string"}},
+			"tags":       nullable(schema{"type": "array", "items": schema{"type": "string"}}),
 			"created_at": schema{"type": "string", "format": "date-time"}, "updated_at": schema{"type": "string", "format": "date-time"},
 			"activated_at": nstr, "disabled_at": nstr, "archived_at": nstr,
 			"release_notes": schema{"type": "string"},
@@ -80,8 +80,8 @@ func manual(s schema) {
 				"deprecated_at": schema{"type": "string"}, "reason": schema{"type": "string"},
 				"successor_id": schema{"type": "string"}, "sunset_date": schema{"type": "string"}}},
 			"warnings":    schema{"type": "array", "items": ref("Finding")},
-			"description": schema{"type": "string"}, "schema": schema{"type": "object"},
-			"traits": schema{"type": "object"}, "implementation": schema{"type": "object"},
+			"description": schema{"type": "string"}, "schema": ref("EntrypointIOSchema"),
+			"traits": ref("EntrypointTraits"), "implementation": ref("EntrypointImplementation"),
 		},
 	}
 	s["EntrypointDefinition"] = schema{
@@ -89,8 +89,16 @@ func manual(s schema) {
 		"description": "000's entrypoint definition (docs/api.md §6). The server validates it against its GTS " +
 			"schemas (gts.x.core.serverless.entrypoint.v1~ and the function or workflow kind) and reports every " +
 			"finding at once as a 422; the members the server keeps (id, status, timestamps…) are ignored.",
+		"required":   []any{"entrypoint_id", "title", "schema", "traits", "implementation"},
 		"properties": definitionMembers(),
 	}
+	draft := definitionMembers()
+	for _, m := range []string{"schema", "traits", "implementation"} {
+		draft[m] = schema{"type": "object", "additionalProperties": true, "description": "As in EntrypointDefinition; any part of it."}
+	}
+	s["EntrypointDraft"] = schema{"type": "object", "properties": draft,
+		"description": "A definition to validate (POST /entrypoints:validate): any part of an EntrypointDefinition; the report lists what is missing or wrong."}
+	definitionSchemas(s)
 	s["EntrypointVersions"] = schema{
 		"additionalProperties": false,
 		"type":                 "object", "required": []any{"family", "items"},
@@ -154,9 +162,9 @@ func definitionMembers() schema {
 		"description":    schema{"type": "string"},
 		"tags":           schema{"type": "array", "items": schema{"type": "string"}},
 		"shared":         schema{"type": "boolean", "description": "A user-owned entrypoint others in the tenant may invoke."},
-		"schema":         schema{"type": "object", "description": "params, returns and errors JSON Schemas."},
-		"traits":         schema{"type": "object", "description": "runtime, timeout_seconds, retry, …, and workflow for workflows."},
-		"implementation": schema{"type": "object", "description": "adapter and code (language, source), adapter_ref (definition_id) or, for a DAG, workflow_spec (format dag, spec; docs/dag.md)."},
+		"schema":         ref("EntrypointIOSchema"),
+		"traits":         ref("EntrypointTraits"),
+		"implementation": ref("EntrypointImplementation"),
 	}
 }
 
@@ -185,7 +193,7 @@ func operations() []op {
 	return []op{
 		{method: get, path: p("/openapi.json"), id: "getOpenAPIDocument", tag: "Meta", public: true, noCommon: true,
 			summary: "This OpenAPI document (public: it describes the API, not any tenant's data)",
-			ok:      ok(schema{"type": "object"})},
+			ok:      ok(schema{"type": "object", "additionalProperties": true})},
 
 		{method: post, path: p("/tokens"), id: "createToken", tag: "Tokens", summary: "Issue a token (its secret is shown once)",
 			body: ref("CreateTokenRequest"), bodyRequired: true, ok: created(ref("CreatedToken"))},
@@ -193,7 +201,7 @@ func operations() []op {
 			ok: ok(schema{"type": "object", "required": []string{"level"}, "additionalProperties": false,
 				"properties": schema{"level": schema{"type": "string", "enum": []string{"debug", "info", "warn", "error"}}}})},
 		{method: put, path: p("/admin/log-level"), id: "putLogLevel", tag: "Operations", summary: "Change the server's log level at run time (platform operator)",
-			body: schema{"type": "object", "properties": schema{"level": schema{"type": "string"}}}, bodyRequired: true, errs: []int{422},
+			body: schema{"type": "object", "required": []any{"level"}, "properties": schema{"level": schema{"type": "string"}}}, bodyRequired: true, errs: []int{422},
 			ok: ok(schema{"type": "object", "required": []string{"level"}, "additionalProperties": false,
 				"properties": schema{"level": schema{"type": "string", "enum": []string{"debug", "info", "warn", "error"}}}})},
 		{method: get, path: p("/whoami"), id: "whoami", tag: "Tokens", summary: "Who the bearer token authenticates as", ok: ok(ref("Whoami"))},
@@ -233,7 +241,7 @@ func operations() []op {
 		{method: post, path: p("/entrypoints"), id: "registerEntrypoint", tag: "Entrypoints", summary: "Register an entrypoint version (draft)",
 			body: ref("EntrypointDefinition"), bodyRequired: true, ok: created(ref("Entrypoint"))},
 		{method: post, path: p("/entrypoints:validate"), id: "validateEntrypoint", tag: "Entrypoints",
-			summary: "Validate a definition without registering it", body: ref("EntrypointDefinition"), bodyRequired: true,
+			summary: "Validate a definition without registering it", body: ref("EntrypointDraft"), bodyRequired: true,
 			ok: ok(ref("ValidationReport"))},
 		{method: get, path: p("/entrypoints"), id: "listEntrypoints", tag: "Entrypoints", summary: "List entrypoints",
 			params: append(append([]any(nil), listParams...), bool1("include_source", "Include implementation.code.source.")),

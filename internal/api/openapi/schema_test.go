@@ -14,20 +14,22 @@ import (
 
 type schema = map[string]any
 
-// anyValue is any JSON value. It spells out {} because the validator the API suite uses
-// (kin-openapi) falls back, for schemas with $refs, to OpenAPI 3.0 rules, under which {} rejects
-// null.
-func anyValue() schema {
-	return schema{"type": []any{"object", "array", "string", "number", "boolean", "null"}}
-}
+// anyValue is any JSON value: the empty schema. The generators read it as their "any" type
+// (oapi-codegen interface{}, ogen jx.Raw, openapi-typescript unknown), where a union of every type
+// made oapi-codegen and ogen fail. Bodies are checked with a JSON Schema 2020-12 validator
+// (internal/api/apispec), under which {} accepts null too.
+func anyValue() schema { return schema{} }
+
+// nullType is the schema of null.
+func nullType() schema { return schema{"type": "null"} }
 
 // reflector renders Go types; named struct types it was told about (components) become $refs.
-// Response objects are closed (additionalProperties: false); request objects are open and have no
-// required members.
+// Response objects are closed (additionalProperties: false); request objects are open, and their
+// required members are listed by hand (requestRequired in build_test.go).
 type reflector struct {
 	components map[reflect.Type]string
-	// request: no member is required (the server reports missing members itself, as 422 issues)
-	// and objects are open.
+	// request: objects are open and no member is required by reflection (a Go field without
+	// omitempty is not one a client must send; requestRequired lists what the server requires).
 	request bool
 	// enums are the values of named string types.
 	enums map[reflect.Type][]any
@@ -39,22 +41,25 @@ var (
 	durType  = reflect.TypeFor[time.Duration]()
 )
 
+// nullable is s or null: anyOf [s, {"type": "null"}], the OpenAPI 3.1 spelling the generators
+// read as an optional or nullable value (a type array such as ["string", "null"] is not read by
+// all of them). Any value and a schema that already admits null are returned as they are.
 func nullable(s schema) schema {
-	if t, ok := s["type"].(string); ok && len(s) <= 3 {
-		out := schema{}
-		for k, v := range s {
-			out[k] = v
+	if len(s) == 0 || admitsNull(s) {
+		return s
+	}
+	return schema{"anyOf": []any{s, nullType()}}
+}
+
+// admitsNull reports whether s is already an anyOf with a null branch.
+func admitsNull(s schema) bool {
+	alts, _ := s["anyOf"].([]any)
+	for _, a := range alts {
+		if m, ok := a.(schema); ok && m["type"] == "null" && len(m) == 1 {
+			return true
 		}
-		out["type"] = []any{t, "null"}
-		return out
 	}
-	if _, ok := s["type"].([]any); ok {
-		return s
-	}
-	if len(s) == 0 {
-		return s
-	}
-	return schema{"anyOf": []any{s, schema{"type": "null"}}}
+	return false
 }
 
 func (r *reflector) of(t reflect.Type, depth int) schema {
@@ -95,11 +100,11 @@ func (r *reflector) of(t reflect.Type, depth int) schema {
 		}
 		s := schema{"type": "array", "items": r.of(t.Elem(), depth+1)}
 		if t.Kind() == reflect.Slice {
-			s["type"] = []any{"array", "null"}
+			return nullable(s)
 		}
 		return s
 	case reflect.Map:
-		return schema{"type": []any{"object", "null"}, "additionalProperties": r.of(t.Elem(), depth+1)}
+		return nullable(schema{"type": "object", "additionalProperties": r.of(t.Elem(), depth+1)})
 	case reflect.Struct:
 		return r.object(t, depth)
 	}
