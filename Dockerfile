@@ -5,7 +5,8 @@
 #   docker run --read-only --tmpfs /tmp -v lark-data:/var/lib/lark -p 8080:8080 \
 #     -e LARK_ADMIN_TOKEN=$(openssl rand -hex 32) lark:dev
 #
-# docs/operations.md, "Install", has the details (PostgreSQL, workers, systemd).
+# docs/operations.md, "Install", has the details (PostgreSQL, workers, systemd). The build context
+# is the module's sources only (.dockerignore): never lark-data/ with its master key and tokens.
 
 FROM golang:1.26.10-bookworm AS build
 WORKDIR /src

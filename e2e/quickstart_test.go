@@ -59,7 +59,8 @@ func readmeSetupCommands(t *testing.T) []string {
 // its export lines in the environment, deploy and run the examples as the text says.
 func TestReadmeQuickStart(t *testing.T) {
 	t.Parallel()
-	require.Equal(t, []string{"go run ./cmd/lark dev", "go test ./..."}, readmeSetupCommands(t))
+	// -v: a first run from an empty build cache compiles for minutes, naming each package as it goes.
+	require.Equal(t, []string{"go run -v ./cmd/lark dev", "go test ./..."}, readmeSetupCommands(t))
 
 	_, err := exec.LookPath("bash")
 	require.NoError(t, err, "the README's blocks need bash")

@@ -401,6 +401,12 @@ func TestHealth(t *testing.T) {
 	requireJSON(t, p.do(http.MethodGet, "/readyz", "", nil), http.StatusOK, &h)
 	require.Equal(t, "ready", h.Status)
 
+	// The banner names the web console, which is there.
+	require.Contains(t, p.stdout.String(), "\nWeb console: "+p.URL+"/console/ (sign in with LARK_TOKEN)\n")
+	page := p.do(http.MethodGet, "/console/", "", nil)
+	require.Equal(t, http.StatusOK, page.Status, "%s", page)
+	require.Contains(t, string(page.Body), "<title>Lark console</title>")
+
 	for _, tc := range []struct{ name, method, path, token string }{
 		{"no token, list", http.MethodGet, apiBase + "/entrypoints", ""},
 		{"no token, get", http.MethodGet, apiBase + "/entrypoints/" + taxGTSID, ""},

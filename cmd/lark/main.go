@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/larkrun/lark/internal/api"
 	"github.com/larkrun/lark/internal/cli"
+	"github.com/larkrun/lark/internal/console"
 	"github.com/larkrun/lark/internal/cost"
 	"github.com/larkrun/lark/internal/cpushare"
 	"github.com/larkrun/lark/internal/invoke"
@@ -568,16 +570,29 @@ func devCmd() *cobra.Command {
 				srv.Close()
 				return err
 			}
-			url := "http://" + ln.Addr().String()
-			fmt.Fprintf(c.OutOrStdout(), strings.TrimLeft(`
+			devBanner(c.OutOrStdout(), devInfo{tenant: creds.TenantID, data: f.data,
+				url: "http://" + ln.Addr().String(), token: creds.Token, adminToken: admin})
+			return srv.Serve(ctx, ln)
+		}}
+	f.bind(c)
+	return c
+}
+
+// devInfo is what the lark dev banner tells: the dev tenant, the data directory, the server's URL
+// and the two tokens.
+type devInfo struct {
+	tenant, data, url, token, adminToken string
+}
+
+// devBanner prints the lark dev banner once the server listens: the export lines (tests and
+// users paste them; keep their form), the lark login line, and the web console's URL.
+func devBanner(w io.Writer, d devInfo) {
+	fmt.Fprintf(w, strings.TrimLeft(`
 Lark dev server (tenant %q, data in %s)
   export LARK_URL=%s
   export LARK_TOKEN=%s
   export LARK_ADMIN_TOKEN=%s
 Or save them for the lark client commands: lark login --server %s --token %s
-`, "\n"), creds.TenantID, f.data, url, creds.Token, admin, url, creds.Token)
-			return srv.Serve(ctx, ln)
-		}}
-	f.bind(c)
-	return c
+Web console: %s%s/ (sign in with LARK_TOKEN)
+`, "\n"), d.tenant, d.data, d.url, d.token, d.adminToken, d.url, d.token, d.url, console.Path)
 }

@@ -31,7 +31,7 @@ file:line:column: message; the exit code is 1 when there is any.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(g.out, "%d manifests valid.\n", len(ms))
+			fmt.Fprintf(g.out, "%s valid.\n", plural(len(ms), "manifest"))
 			return nil
 		}}
 }
@@ -63,7 +63,7 @@ func (g *globals) check(ctx context.Context, cl *larkclient.Client, dir string) 
 		for _, p := range probs {
 			fmt.Fprintln(g.errOut, p)
 		}
-		return nil, failed("%d problems in %s", len(probs), dir)
+		return nil, failed("%s in %s", plural(len(probs), "problem"), dir)
 	}
 	return ms, nil
 }
@@ -157,7 +157,7 @@ Running deploy again with no change does nothing.`,
 				return nil
 			}
 			if dryRun {
-				fmt.Fprintf(g.out, "Dry run: %d changes not applied.\n", changes)
+				fmt.Fprintf(g.out, "Dry run: %s not applied.\n", plural(changes, "change"))
 				return nil
 			}
 			for _, s := range steps {
@@ -165,11 +165,19 @@ Running deploy again with no change does nothing.`,
 					return fmt.Errorf("%s (%s): %w", s.name(), s.m.File, err)
 				}
 			}
-			fmt.Fprintf(g.out, "Deployed %d changes.\n", changes)
+			fmt.Fprintf(g.out, "Deployed %s.\n", plural(changes, "change"))
 			return nil
 		}}
 	c.Flags().BoolVar(&dryRun, "dry-run", false, "validate and show the plan; change nothing")
 	return c
+}
+
+// plural is "1 change", "2 changes": n and the noun, with an s unless n is 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // action is what deploy does with one manifest.

@@ -11,7 +11,9 @@
 //     the manifest) or, with neither, from the .star file of the manifest's base name;
 //     implementation.adapter, implementation.kind and code.language default to Starlark's;
 //     an implementation of kind workflow_spec (a DAG) has no source: it is sent as written, its
-//     adapter defaulting to the DAG adapter for format "dag";
+//     adapter defaulting to the DAG adapter for format "dag"; a workflow entrypoint's
+//     traits.workflow members default to 000's (WorkflowTraits): no compensation handlers,
+//     checkpointing automatic, max_suspension_days 30;
 //   - "kind: schedule", "kind: trigger", "kind: webhook": the create bodies of /schedules,
 //     /triggers and /webhook-triggers, plus kind;
 //   - *_test.star files are tests, never deployed.
@@ -31,6 +33,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/larkrun/lark/internal/gts"
 )
 
 // Size bounds: a manifest or a Starlark source larger than these is refused.
@@ -55,6 +59,14 @@ const (
 const (
 	WorkflowSpecKind = "workflow_spec"
 	DAGAdapter       = "gts.x.core.serverless.adapter.dag.v1~"
+)
+
+// Workflow trait defaults (000's WorkflowTraits schema): what a workflow entrypoint's manifest may
+// leave out of traits.workflow. The compensation handlers on_failure and on_cancel default to null
+// (none).
+const (
+	DefaultCheckpointing     = "automatic"
+	DefaultMaxSuspensionDays = 30
 )
 
 // Kinds of manifests.
@@ -288,8 +300,52 @@ func read(path string, deploy bool) (*Resource, Problems) {
 	}
 	if r.Kind == KindEntrypoint {
 		probs = append(probs, r.prepareEntrypoint()...)
+		probs = append(probs, r.defaultWorkflowTraits()...)
 	}
 	return r, probs
+}
+
+// defaultWorkflowTraits fills in what a workflow entrypoint's manifest leaves out of
+// traits.workflow (traits.workflow itself included): compensation {on_failure: null, on_cancel:
+// null}, checkpointing {strategy: automatic}, max_suspension_days 30. A member written as null
+// counts as left out; one of another type is sent as written, for the server to judge. Functions
+// and ids that are not entrypoint ids are not touched.
+func (r *Resource) defaultWorkflowTraits() Problems {
+	id, err := gts.Parse(r.ID())
+	if err != nil {
+		return nil
+	}
+	if kind, err := gts.EntrypointKind(id); err != nil || kind != gts.KindWorkflow {
+		return nil
+	}
+	traits, p := r.object(r.Body, "traits", "traits")
+	if p != nil {
+		return Problems{*p}
+	}
+	wf, p := r.object(traits, "workflow", "traits.workflow")
+	if p != nil {
+		return Problems{*p}
+	}
+	comp, p := r.object(wf, "compensation", "traits.workflow.compensation")
+	if p != nil {
+		return Problems{*p}
+	}
+	for _, k := range []string{"on_failure", "on_cancel"} {
+		if _, ok := comp[k]; !ok {
+			comp[k] = nil
+		}
+	}
+	cp, p := r.object(wf, "checkpointing", "traits.workflow.checkpointing")
+	if p != nil {
+		return Problems{*p}
+	}
+	if cp["strategy"] == nil {
+		cp["strategy"] = DefaultCheckpointing
+	}
+	if wf["max_suspension_days"] == nil {
+		wf["max_suspension_days"] = json.Number(fmt.Sprint(DefaultMaxSuspensionDays))
+	}
+	return nil
 }
 
 // at is a problem at the value a JSON path names (or its closest written ancestor).

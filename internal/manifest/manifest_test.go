@@ -140,3 +140,44 @@ func TestPosition(t *testing.T) {
 		require.Equal(t, want, [2]int{l, c}, path)
 	}
 }
+
+// TestWorkflowTraitDefaults: a workflow manifest may leave traits.workflow out, or any of its
+// members; what it writes is kept, and functions get nothing.
+func TestWorkflowTraitDefaults(t *testing.T) {
+	t.Parallel()
+	const (
+		wf = "gts.x.core.serverless.entrypoint.v1~x.core.serverless.workflow.v1~acme.app.orders.flow.v1~"
+		fn = "gts.x.core.serverless.entrypoint.v1~x.core.serverless.function.v1~acme.app.orders.tax.v1~"
+	)
+	star := "def main(ctx, input):\n    return {}\n"
+	for name, tc := range map[string]struct{ body, want string }{
+		"none": {"entrypoint_id: " + wf + "\ntraits:\n  retry: {max_attempts: 1}\n",
+			`{"retry": {"max_attempts": 1}, "workflow": {"compensation": {"on_failure": null, "on_cancel": null},
+			  "checkpointing": {"strategy": "automatic"}, "max_suspension_days": 30}}`},
+		"no traits": {"entrypoint_id: " + wf + "\n",
+			`{"workflow": {"compensation": {"on_failure": null, "on_cancel": null},
+			  "checkpointing": {"strategy": "automatic"}, "max_suspension_days": 30}}`},
+		"some": {"entrypoint_id: " + wf + "\ntraits:\n  workflow:\n    compensation: {on_failure: " + fn + "}\n    max_suspension_days: 2\n    checkpointing: null\n",
+			`{"workflow": {"compensation": {"on_failure": "` + fn + `", "on_cancel": null},
+			  "checkpointing": {"strategy": "automatic"}, "max_suspension_days": 2}}`},
+		"all written": {"entrypoint_id: " + wf + "\ntraits:\n  workflow:\n    compensation: {on_failure: null, on_cancel: " + fn + "}\n    checkpointing: {strategy: manual}\n    max_suspension_days: 7\n",
+			`{"workflow": {"compensation": {"on_failure": null, "on_cancel": "` + fn + `"},
+			  "checkpointing": {"strategy": "manual"}, "max_suspension_days": 7}}`},
+		"function": {"entrypoint_id: " + fn + "\ntraits:\n  retry: {max_attempts: 1}\n", `{"retry": {"max_attempts": 1}}`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir := write(t, map[string]string{"m.yaml": tc.body, "m.star": star})
+			set, err := manifest.Load(dir)
+			require.NoError(t, err)
+			require.Len(t, set.Entrypoints, 1)
+			b, err := json.Marshal(set.Entrypoints[0].Body["traits"])
+			require.NoError(t, err)
+			require.JSONEq(t, tc.want, string(b))
+		})
+	}
+
+	dir := write(t, map[string]string{"m.yaml": "entrypoint_id: " + wf + "\ntraits:\n  workflow: [1]\n", "m.star": star})
+	_, err := manifest.Load(dir)
+	require.ErrorContains(t, err, "m.yaml:3:13: traits.workflow must be an object")
+}
