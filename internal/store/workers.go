@@ -16,8 +16,8 @@ type Worker struct {
 	// to (empty: an unbound key, which takes every tenant's tasks).
 	KeyID   string
 	Tenants []string
-	// Capacity is the most tasks its last poll asked for (0 before any poll); Version what the
-	// worker says it runs ("" when it says nothing).
+	// Capacity is the concurrency its last poll said (0: not said); Version what the worker
+	// says it runs ("" when it says nothing).
 	Capacity int
 	Version  string
 	// TasksHeld is how many of this node's tasks it held at LastSeenAt.
