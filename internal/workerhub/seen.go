@@ -137,6 +137,15 @@ func (s *Service) Record(ctx context.Context) error {
 	return nil
 }
 
+// WorkerStatus is whether a worker was seen lately (WorkerView.Status).
+type WorkerStatus string
+
+// Worker statuses.
+const (
+	StatusOnline  WorkerStatus = "online"
+	StatusOffline WorkerStatus = "offline"
+)
+
 // WorkerView is a worker as GET /workers shows it: one row per worker id and node that saw it.
 type WorkerView struct {
 	// WorkerID is the id the worker polls with; Node the node that saw it.
@@ -146,7 +155,7 @@ type WorkerView struct {
 	KeyID   string   `json:"key_id"`
 	Tenants []string `json:"tenants"`
 	// Status is online when the worker was seen in the last 30 s (OnlineWindow), else offline.
-	Status string `json:"status" enum:"online,offline"`
+	Status WorkerStatus `json:"status"`
 	// Capacity is the concurrency its last poll said (0: not said); Version what it says it
 	// runs ("" if nothing).
 	Capacity int    `json:"capacity"`
@@ -186,10 +195,10 @@ func (s *Service) Workers(ctx context.Context, sc auth.SecurityContext, q store.
 	out = store.Page[WorkerView]{NextCursor: page.NextCursor, PrevCursor: page.PrevCursor, HasMore: page.HasMore,
 		Items: make([]WorkerView, 0, len(page.Items))}
 	for _, w := range page.Items {
-		v := WorkerView{WorkerID: w.WorkerID, Node: w.Node, KeyID: w.KeyID, Tenants: w.Tenants, Status: "offline", Capacity: w.Capacity,
+		v := WorkerView{WorkerID: w.WorkerID, Node: w.Node, KeyID: w.KeyID, Tenants: w.Tenants, Status: StatusOffline, Capacity: w.Capacity,
 			Version: w.Version, FirstSeenAt: w.FirstSeenAt, LastSeenAt: w.LastSeenAt}
 		if !w.LastSeenAt.Before(now.Add(-OnlineWindow)) {
-			v.Status, v.TasksHeld = "online", w.TasksHeld
+			v.Status, v.TasksHeld = StatusOnline, w.TasksHeld
 		}
 		if w.Node == s.cfg.Node {
 			v.TasksHeld = held[w.WorkerID]

@@ -71,7 +71,7 @@ func TestRecordWorkers(t *testing.T) {
 
 	clk.Advance(OnlineWindow + time.Second)
 	got := list(operator)[0]
-	require.Equal(t, "offline", got.Status, "not seen for 30 s")
+	require.Equal(t, StatusOffline, got.Status, "not seen for 30 s")
 	require.NoError(t, s.Result(ctx, tasks[0].ID, workerproto.Result{TaskID: tasks[0].ID, WorkerID: "w1", LeaseOwner: tasks[0].LeaseOwner,
 		Output: []byte(`{}`)}))
 	<-done
