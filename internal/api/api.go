@@ -256,6 +256,7 @@ func (s *Server) baseRoutes(r chi.Router) {
 	s.eventTypeRoutes(r)
 	s.triggerRoutes(r)
 	s.assetRoutes(r)
+	s.workerListRoute(r)
 }
 
 // tokenRoutes mounts the token routes: issuing (admins only), listing, whoami and revoking.

@@ -11,7 +11,9 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/larkrun/lark/internal/auth"
 	"github.com/larkrun/lark/internal/problem"
+	"github.com/larkrun/lark/internal/store"
 	"github.com/larkrun/lark/internal/workerhub"
 	"github.com/larkrun/lark/internal/workerproto"
 )
@@ -86,6 +88,23 @@ func (s *Server) verifyEnvelope(next http.Handler) http.Handler {
 		ctx = workerhub.WithKey(ctx, env.KeyID) // the key's tenant bindings
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// listWorkers answers GET /workers: the remote workers the nodes have seen (docs/workers.md,
+// "Seeing the workers"), to the platform operator all of them, to a tenant's operator or admin
+// those its tasks may go to. A server without remote workers (no worker key) lists none.
+func (s *Server) listWorkers(w http.ResponseWriter, r *http.Request) {
+	servePage(s, w, r, func(q store.ListQuery) (store.Page[workerhub.WorkerView], error) {
+		if s.cfg.WorkerHub == nil {
+			return store.Page[workerhub.WorkerView]{}, nil
+		}
+		return s.cfg.WorkerHub.Workers(r.Context(), security(r), q)
+	}, asIs)
+}
+
+// workerListRoute mounts GET /workers (operator role or the platform operator).
+func (s *Server) workerListRoute(r chi.Router) {
+	r.With(s.need(auth.RoleOperator, "reading workers")).Get("/workers", s.listWorkers)
 }
 
 func (s *Server) workerNow() time.Time {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -583,4 +584,76 @@ func TestWorkerEnvelopeReplayAfterRestart(t *testing.T) {
 	require.Contains(t, r.Body["detail"], "nonce already seen")
 	require.Equal(t, http.StatusOK, workerPostRaw(t, e, ks, workerproto.PathHeartbeat, beat, nil).Status,
 		"a heartbeat changes nothing: its nonce is not kept across restarts")
+}
+
+// TestWorkerList: GET /workers shows the workers that polled, once their node recorded them: the
+// operator every one, a tenant's operator those its tasks may go to (unbound keys and keys bound
+// to it), with the tasks each holds now; a viewer may not list them; status and node filter.
+func TestWorkerList(t *testing.T) {
+	t.Parallel()
+	both, err := workerproto.ParseKeys([]string{"wka:any-secret-0123456789", "wkb:bound-secret-0123456789"})
+	require.NoError(t, err)
+	bound, err := workerproto.ParseKeys([]string{"wkb:bound-secret-0123456789"})
+	require.NoError(t, err)
+	unbound, err := workerproto.ParseKeys([]string{"wka:any-secret-0123456789"})
+	require.NoError(t, err)
+	e := newEnv(t, func(c *server.Config) {
+		c.RemoteWorkers, c.WorkerKeys, c.NodeID = true, both, "node-a"
+		c.HeartbeatInterval, c.HeartbeatTimeout = 50*time.Millisecond, 5*time.Second
+		c.WorkerKeyTenants = workerhub.Bindings{"wkb": {"t-mine": true}}
+	})
+	invDispatcher(t, e)
+	mine := invTenant(t, e, "t-mine")
+	other := invTenant(t, e, "t-other")
+	e.expectProblem(t, http.StatusForbidden, "forbidden", "GET", base+"/workers", e.token(t, "t-mine", "v", "viewer"), nil)
+
+	// A worker of the unbound key polls (it runs nothing, so the bound worker takes the task).
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- workerclient.New(workerclient.Config{Server: e.ts.URL, Keys: unbound, WorkerID: "w-any", PollWait: 200 * time.Millisecond}).Run(ctx)
+	}()
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+	require.Eventually(t, func() bool {
+		require.NoError(t, e.srv.WorkerHub.Record(context.Background()))
+		items := e.expect(t, http.StatusOK, "GET", base+"/workers", operator, nil).Body["items"].([]any)
+		return len(items) == 1
+	}, 10*time.Second, 10*time.Millisecond, "the node records the polling worker")
+	fn := e.registerActive(t, mine, invFn(t, "listed.noop.v1~", "def main(ctx, input):\n    return {}\n"))["entrypoint_id"].(string)
+	inv := invID(invAsync(t, e, mine, fn, obj{}, nil))
+	var reply workerproto.PollReply
+	poll := workerproto.PollRequest{WorkerID: "w-bound", MaxTasks: 4, WaitMS: 5000, Starlark: true, Concurrency: 4, Version: "1.2.3"}
+	require.Equal(t, http.StatusOK, workerPost(t, e, bound, workerproto.PathPoll, poll, &reply).Status)
+	require.Len(t, reply.Tasks, 1)
+	require.NoError(t, e.srv.WorkerHub.Record(context.Background()))
+
+	list := func(token, query string) []any {
+		t.Helper()
+		return e.expect(t, http.StatusOK, "GET", base+"/workers"+query, token, nil).Body["items"].([]any)
+	}
+	all := list(operator, "")
+	require.Len(t, all, 2, "%v", all)
+	got := all[1].(obj)
+	require.Equal(t, "w-bound", got["worker_id"])
+	require.Equal(t, "node-a", got["node"])
+	require.Equal(t, "wkb", got["key_id"])
+	require.Equal(t, []any{"t-mine"}, got["tenants"])
+	require.Equal(t, "online", got["status"])
+	require.EqualValues(t, 1, got["tasks_held"], "the task it holds now")
+	require.EqualValues(t, 4, got["capacity"])
+	require.Equal(t, "1.2.3", got["version"])
+	require.Equal(t, "w-any", all[0].(obj)["worker_id"])
+	require.Equal(t, []any{}, all[0].(obj)["tenants"])
+	require.Len(t, list(mine, ""), 2, "t-mine's tasks may go to both")
+	others := list(other, "")
+	require.Len(t, others, 1, "t-other's only to the unbound key's")
+	require.Equal(t, "w-any", others[0].(obj)["worker_id"])
+	require.Len(t, list(operator, "?$filter="+url.QueryEscape("status eq 'online' and node eq 'node-a'")), 2)
+	require.Empty(t, list(operator, "?$filter="+url.QueryEscape("status eq 'offline'")))
+	e.expectProblem(t, http.StatusBadRequest, "bad_request", "GET", base+"/workers?$filter="+url.QueryEscape("tasks_held eq 1"), operator, nil)
+
+	res := workerproto.Result{TaskID: reply.Tasks[0].ID, WorkerID: "w-bound", LeaseOwner: reply.Tasks[0].LeaseOwner, Output: json.RawMessage(`{}`)}
+	require.Equal(t, http.StatusOK, workerPost(t, e, bound, strings.Replace(workerproto.PathResult, "{task_id}", res.TaskID, 1), res, nil).Status)
+	require.Equal(t, "succeeded", invWait(t, e, mine, inv, "succeeded", "failed")["status"])
+	require.EqualValues(t, 0, list(operator, "")[1].(obj)["tasks_held"], "its result given, it holds none")
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -156,6 +157,37 @@ func tokensCmd(g *globals) *cobra.Command {
 		return nil
 	})
 	c.AddCommand(list, createTokenCmd(g), revoke)
+	return c
+}
+
+func workersCmd(g *globals) *cobra.Command {
+	c := &cobra.Command{Use: "workers", Short: "List the remote workers the nodes have seen (operator)"}
+	var lf listFlags
+	list := &cobra.Command{Use: "list", Short: "List the remote workers: node, status (online: seen in the last 30 s), tasks held, key, tenants",
+		Long: "List the remote workers the nodes have seen, one row per worker and node. A tenant's operator sees the workers its " +
+			"tasks may go to; the platform operator every one. Filter with --filter \"status eq 'online'\" or on worker_id, node, " +
+			"key_id, first_seen_at, last_seen_at.",
+		Args: args(0, 0),
+		RunE: g.withClient(func(ctx context.Context, cl *larkclient.Client, _ []string) error {
+			return printList(g, cl.AllWorkers(ctx, lf.opts()), lf.limit, func(w larkclient.Worker) json.RawMessage { return w.JSON },
+				[]string{"WORKER", "NODE", "STATUS", "TASKS", "CAPACITY", "KEY", "TENANTS", "FIRST SEEN", "LAST SEEN", "VERSION"},
+				func(w larkclient.Worker) []string {
+					capacity, tenants, version := "-", "all", w.Version
+					if w.Capacity > 0 {
+						capacity = strconv.Itoa(w.Capacity)
+					}
+					if len(w.Tenants) > 0 {
+						tenants = strings.Join(w.Tenants, ",")
+					}
+					if version == "" {
+						version = "-"
+					}
+					return []string{w.WorkerID, w.Node, w.Status, strconv.Itoa(w.TasksHeld), capacity, w.KeyID, tenants,
+						ts(w.FirstSeenAt), ts(w.LastSeenAt), version}
+				})
+		})}
+	lf.add(list, 0)
+	c.AddCommand(list)
 	return c
 }
 

@@ -1,6 +1,6 @@
 // Package cli holds the client commands of the lark binary: login, deploy, validate, invoke,
 // invocations, schedules, backfill, events, event-types, triggers, dead-letters, webhooks,
-// secrets, tokens, audit, tail, dag and assets. They talk to a Lark
+// secrets, tokens, audit, workers, tail, dag and assets. They talk to a Lark
 // server through pkg/larkclient; cmd/lark only adds them to its root command (docs/cli.md).
 //
 // Exit codes: 0 success; 1 the operation failed (an invocation failed, validation problems);
@@ -134,6 +134,7 @@ func commands(g *globals) []*cobra.Command {
 		loginCmd(g), deployCmd(g), validateCmd(g), invokeCmd(g), entrypointsCmd(g), invocationsCmd(g), schedulesCmd(g),
 		backfillCmd(g), eventsCmd(g), triggersCmd(g), tailCmd(g), dagCmd(g), assetsCmd(g),
 		eventTypesCmd(g), deadLettersCmd(g), webhooksCmd(g), secretsCmd(g), tokensCmd(g), auditCmd(g),
+		workersCmd(g),
 	}
 	for _, c := range cmds {
 		pf := c.PersistentFlags()

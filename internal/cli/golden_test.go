@@ -28,6 +28,8 @@ var update = flag.Bool("update", false, "rewrite testdata/golden/*.golden with t
 // tenant and its admin token.
 type testServer struct {
 	URL, Token, TenantID string
+	// Srv is the server itself (its services, for what a test drives directly).
+	Srv *server.Server
 }
 
 // operatorToken is the test server's platform operator token.
@@ -59,7 +61,7 @@ func startServer(t *testing.T, opts ...func(*server.Config)) testServer {
 		ts.Close()
 		require.NoError(t, srv.Close())
 	})
-	return testServer{URL: ts.URL, Token: creds.Token, TenantID: creds.TenantID}
+	return testServer{URL: ts.URL, Token: creds.Token, TenantID: creds.TenantID, Srv: srv}
 }
 
 // result is what one command printed and its exit code.

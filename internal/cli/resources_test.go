@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/larkrun/lark/internal/server"
+	"github.com/larkrun/lark/internal/workerproto"
 )
 
 // withMasterKey gives the test server a master key (secrets and webhook secrets need one).
@@ -205,4 +208,32 @@ func TestUsageErrorsAndCompletion(t *testing.T) {
 	require.Equal(t, 0, r.code)
 	require.Equal(t, ":4\n", r.stdout, "silent on errors")
 	require.Less(t, time.Since(start), completionTimeout+time.Second)
+}
+
+// TestWorkersList: a worker that polled is listed once its node recorded it, as a table and as
+// JSON; a filter that matches nothing prints the empty table.
+func TestWorkersList(t *testing.T) {
+	ks, err := workerproto.ParseKeys([]string{"wk1:worker-secret-0123456789"})
+	require.NoError(t, err)
+	srv := startServer(t, func(c *server.Config) { c.WorkerKeys, c.NodeID = ks, "node-a" })
+	useServer(t, srv)
+	n := &normaliser{}
+	env, err := ks.Sign(workerproto.PollRequest{WorkerID: "w-1", MaxTasks: 1, Concurrency: 8, Version: "0.9.0"}, time.Now(), time.Minute)
+	require.NoError(t, err)
+	b, err := json.Marshal(env)
+	require.NoError(t, err)
+	hr, err := http.Post(srv.URL+"/api/serverless-runtime/v1"+workerproto.PathPoll, "application/json", bytes.NewReader(b))
+	require.NoError(t, err)
+	require.NoError(t, hr.Body.Close())
+	require.Equal(t, http.StatusOK, hr.StatusCode)
+	require.NoError(t, srv.Srv.WorkerHub.Record(context.Background()))
+
+	r := cmdStep(t, n, "workers_list", "workers", "list")
+	require.Equal(t, 0, r.code, r.stderr)
+	r = run(t, "workers", "list", "-o", "json")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, `"worker_id":"w-1"`)
+	r = run(t, "workers", "list", "--filter", "status eq 'offline'")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.NotContains(t, r.stdout, "w-1")
 }

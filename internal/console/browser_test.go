@@ -186,6 +186,7 @@ func TestConsolePageWeight(t *testing.T) {
 		{"/console/secrets", "#secret-list"},
 		{"/console/tokens", "#token-list table"},
 		{"/console/audit", "#audit-list table"},
+		{"/console/workers", "#worker-list"},
 		{"/console/usage", "svg.chart"},
 		{"/console/invocations/" + run, `svg.dag [data-task="report"]`},
 		{"/console/assets", "#asset-list table"},

@@ -29,6 +29,7 @@ import (
 
 	"github.com/larkrun/lark/internal/keyring"
 	"github.com/larkrun/lark/internal/server"
+	"github.com/larkrun/lark/internal/workerproto"
 )
 
 const (
@@ -69,6 +70,10 @@ const napSource = `def main(ctx, input):
 type lark struct {
 	url, token string
 	invocation string // the failed, compensated checkout
+	// srv is the server (its worker service records the workers on demand); workerKeys sign the
+	// worker requests it takes (node "node-a").
+	srv        *server.Server
+	workerKeys *workerproto.Keyset
 }
 
 // shared is the server the browser tests share: the first of them starts and seeds it
@@ -118,8 +123,11 @@ func startLark(t *testing.T, stop *func() error) *lark {
 	// A master key, so that secrets and webhook secrets can be stored.
 	kr, err := keyring.New(bytes.Repeat([]byte{7}, keyring.KeySize))
 	require.NoError(t, err)
+	// A worker key, so that remote workers can poll it (functions still run in the server).
+	wks, err := workerproto.ParseKeys([]string{"wk1:console-worker-secret-0123456789"})
+	require.NoError(t, err)
 	srv, err := server.New(ctx, server.Config{Addr: "127.0.0.1:0", DataDir: dir, AdminToken: opToken, Keyring: kr,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		WorkerKeys: wks, NodeID: "node-a", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	require.NoError(t, err)
 	ln, err := srv.Listen()
 	require.NoError(t, err)
@@ -135,7 +143,7 @@ func startLark(t *testing.T, stop *func() error) *lark {
 		}
 		return errors.Join(err, os.RemoveAll(dir))
 	}
-	l := &lark{url: "http://" + ln.Addr().String()}
+	l := &lark{url: "http://" + ln.Addr().String(), srv: srv, workerKeys: wks}
 	call(t, l.url, opToken, "POST", "/tenants/"+tenantID+"/serverless-runtime:enable", map[string]any{}, 200)
 	tok := call(t, l.url, opToken, "POST", "/tokens", map[string]any{"tenant_id": tenantID, "subject_id": "alice", "roles": []string{"admin"}}, 201)
 	l.token = tok["token"].(string)

@@ -8,17 +8,20 @@ package console_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 	"github.com/stretchr/testify/require"
 
 	"github.com/larkrun/lark/internal/console"
+	"github.com/larkrun/lark/internal/workerproto"
 )
 
 const (
@@ -343,4 +346,38 @@ func TestConsoleResourceModules(t *testing.T) {
 	var bg []string
 	require.NoError(t, json.Unmarshal([]byte(colors), &bg))
 	require.NotEqual(t, bg[0], bg[1], "compensated has a badge of its own")
+}
+
+// TestConsoleWorkers: a worker that polled shows on the Workers page (reached from the nav) once
+// its node recorded it: online, its node, key, capacity and version; the status filter in the form
+// narrows the list, and an offline filter says none match.
+func TestConsoleWorkers(t *testing.T) {
+	b := newBrowser(t)
+	l := sharedLark(t)
+	env, err := l.workerKeys.Sign(workerproto.PollRequest{WorkerID: "console-w1", MaxTasks: 1, Concurrency: 6, Version: "2.0.1"}, time.Now(), time.Minute)
+	require.NoError(t, err)
+	body, err := json.Marshal(env)
+	require.NoError(t, err)
+	hr, err := http.Post(l.url+"/api/serverless-runtime/v1"+workerproto.PathPoll, "application/json", bytes.NewReader(body))
+	require.NoError(t, err)
+	require.NoError(t, hr.Body.Close())
+	require.Equal(t, http.StatusOK, hr.StatusCode)
+	require.NoError(t, l.srv.WorkerHub.Record(context.Background()))
+
+	b.login(t, l)
+	b.do(t, "the workers page", chromedp.Click(chromedp.CSS(`#nav a[href="/console/workers"]`)), chromedp.WaitVisible(chromedp.CSS(`#worker-list table`)))
+	row := eval[[]string](t, b, `[...document.querySelectorAll('#worker-list tbody tr')].map(r => r.textContent)
+		.filter(s => s.includes('console-w1'))`)
+	require.Len(t, row, 1)
+	cells := eval[[]string](t, b, `[...[...document.querySelectorAll('#worker-list tbody tr')].find(r => r.textContent.includes('console-w1')).cells].map(c => c.textContent.trim())`)
+	require.Equal(t, []string{"console-w1", "node-a", "online", "0", "6", "wk1", "all"}, cells[:7])
+	require.Equal(t, "2.0.1", cells[9])
+	b.screenshot(t, "workers")
+
+	b.do(t, "only the offline ones",
+		chromedp.SetValue(chromedp.CSS(`form.filters select[name="status"]`), "offline"),
+		chromedp.Click(chromedp.CSS(`form.filters button[type="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#main .empty`)))
+	require.Equal(t, "?status=offline", eval[string](t, b, `location.search`))
+	require.Contains(t, eval[string](t, b, `document.getElementById('main').textContent`), "No workers match.")
 }

@@ -52,7 +52,7 @@ func (m *Metrics) newOps() []prometheus.Collector {
 		Help: "Passes of the retention job that ran to their end, by outcome (ok: every step succeeded; failed: some tenant's step failed, see lark_maintenance_failures_total)."},
 		[]string{"outcome"})
 	o.purged = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lark_retention_purged_total",
-		Help: "What the retention job deleted, by kind: invocations, rows (invocation and event rows), events, audit_events, schedule_runs, trigger_rows."},
+		Help: "What the retention job deleted, by kind: invocations, rows (invocation and event rows), events, audit_events, schedule_runs, trigger_rows, workers."},
 		[]string{"kind"})
 	o.retentionOK = prometheus.NewGauge(prometheus.GaugeOpts{Name: "lark_retention_last_success_timestamp_seconds",
 		Help: "Unix time of the end of the last retention pass whose every step succeeded (0: none yet in this process)."})
@@ -70,7 +70,7 @@ func (m *Metrics) newOps() []prometheus.Collector {
 	return cols
 }
 
-var purgedKinds = []string{"invocations", "rows", "events", "audit_events", "schedule_runs", "trigger_rows"}
+var purgedKinds = []string{"invocations", "rows", "events", "audit_events", "schedule_runs", "trigger_rows", "workers"}
 
 // methodLabel bounds the method label to the methods the API serves.
 func methodLabel(m string) string {
@@ -99,7 +99,7 @@ func (m *Metrics) RetentionPassed(ok bool, total retention.Purged) {
 	} else {
 		m.ops.retention.WithLabelValues("failed").Inc()
 	}
-	for i, n := range []int64{total.Invocations, total.Rows, total.Events, total.AuditEvents, total.ScheduleRuns, total.TriggerRows} {
+	for i, n := range []int64{total.Invocations, total.Rows, total.Events, total.AuditEvents, total.ScheduleRuns, total.TriggerRows, total.Workers} {
 		m.ops.purged.WithLabelValues(purgedKinds[i]).Add(float64(n))
 	}
 }

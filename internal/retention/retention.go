@@ -2,7 +2,8 @@
 // TenantRuntimePolicy): it deletes finished execution history older than
 // retention.execution_history_days (invocations with their event logs, and published events), audit
 // events older than retention.audit_log_days, and the oldest finished history while the tenant is
-// over quotas.max_execution_history_mb. It also keeps the per-tenant history size the usage API
+// over quotas.max_execution_history_mb; cluster-wide, the remote workers not seen for WorkersKept
+// (GET /workers). It also keeps the per-tenant history size the usage API
 // reports (store.Reader.TenantHistoryBytes) up to date.
 //
 // Every delete is a bounded batch in its own transaction, so the single SQLite writer is never held
@@ -45,6 +46,9 @@ const (
 // TriggerMetricsKept is how long event triggers' hourly metrics are kept: the longest metrics window
 // (GET /triggers/{id}/metrics?window=90d).
 const TriggerMetricsKept = 90 * 24 * time.Hour
+
+// WorkersKept is how long a worker not seen any more keeps its row (GET /workers).
+const WorkersKept = 7 * 24 * time.Hour
 
 // measureBatch bounds the invocations measured per read and recorded per transaction.
 const measureBatch = 500
@@ -137,12 +141,15 @@ type Purged struct {
 	ScheduleRuns int64
 	// TriggerRows: event triggers' start records and hourly metrics rows deleted.
 	TriggerRows int64
+	// Workers: rows of workers not seen for WorkersKept deleted (cluster-wide: reported under the
+	// platform tenant).
+	Workers int64
 	// HistoryBytes is the tenant's history size after the pass.
 	HistoryBytes int64
 }
 
 func (p Purged) purgedAny() bool {
-	return p.Invocations > 0 || p.Events > 0 || p.AuditEvents > 0 || p.ScheduleRuns > 0 || p.TriggerRows > 0
+	return p.Invocations > 0 || p.Events > 0 || p.AuditEvents > 0 || p.ScheduleRuns > 0 || p.TriggerRows > 0 || p.Workers > 0
 }
 
 // RunOnce runs one pass over every tenant and returns what it did, by tenant id. A failed step of
@@ -189,13 +196,11 @@ func (j *Job) RunOnce(ctx context.Context) (map[string]Purged, error) {
 			errs = append(errs, err)
 		}
 	}
-	n, err := j.purgeAudit(ctx, entrypoint.PlatformTenant, now.Add(-days(j.o.PlatformAuditDays)))
-	if n > 0 {
-		j.o.Logger.Info("retention: purged", "tenant_id", entrypoint.PlatformTenant, "audit_events", n)
-		out[entrypoint.PlatformTenant] = Purged{AuditEvents: n}
-	}
-	if err != nil {
-		errs = append(errs, j.failed(ctx, entrypoint.PlatformTenant, "audit", err))
+	if p, err := j.platform(ctx, now); p.purgedAny() || err != nil {
+		out[entrypoint.PlatformTenant] = p
+		if err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if j.o.Passed != nil && ctx.Err() == nil {
 		var total Purged
@@ -208,11 +213,32 @@ func (j *Job) RunOnce(ctx context.Context) (map[string]Purged, error) {
 			total.AuditEvents += r.AuditEvents
 			total.ScheduleRuns += r.ScheduleRuns
 			total.TriggerRows += r.TriggerRows
+			total.Workers += r.Workers
 			total.HistoryBytes += r.HistoryBytes
 		}
 		j.o.Passed(len(errs) == 0, total)
 	}
 	return out, errors.Join(errs...)
+}
+
+// platform runs the pass's cluster-wide steps, reported under the platform tenant: its audit
+// events older than PlatformAuditDays, and the workers not seen for WorkersKept.
+func (j *Job) platform(ctx context.Context, now time.Time) (Purged, error) {
+	var r Purged
+	var errs []error
+	var err error
+	r.AuditEvents, err = j.purgeAudit(ctx, entrypoint.PlatformTenant, now.Add(-days(j.o.PlatformAuditDays)))
+	if err != nil {
+		errs = append(errs, j.failed(ctx, entrypoint.PlatformTenant, "audit", err))
+	}
+	r.Workers, err = j.batches(ctx, func(tx store.Tx) (int64, error) { return tx.PurgeWorkers(now.Add(-WorkersKept), j.o.BatchRows) })
+	if err != nil {
+		errs = append(errs, j.failed(ctx, entrypoint.PlatformTenant, "workers", err))
+	}
+	if r.purgedAny() {
+		j.o.Logger.Info("retention: purged", "tenant_id", entrypoint.PlatformTenant, "audit_events", r.AuditEvents, "workers", r.Workers)
+	}
+	return r, errors.Join(errs...)
 }
 
 // failed logs and counts a failed step of a tenant's pass and returns err naming them. A step cut

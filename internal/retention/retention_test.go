@@ -425,3 +425,29 @@ func TestRunLoop(t *testing.T) {
 		t.Fatal("Run did not return after its context ended")
 	}
 }
+
+// TestRetentionWorkers: a pass deletes the workers not seen for seven days, in batches, and keeps
+// the others; what it deleted is reported under the platform tenant and to Passed.
+func TestRetentionWorkers(t *testing.T) {
+	t.Parallel()
+	s := open(t, filepath.Join(t.TempDir(), "lark.db"))
+	defer s.Close()
+	ctx := context.Background()
+	var ws []store.Worker
+	for i := range 3 {
+		ws = append(ws, store.Worker{WorkerID: fmt.Sprintf("old-%d", i), Node: "n1", FirstSeenAt: t0, LastSeenAt: t0})
+	}
+	ws = append(ws, store.Worker{WorkerID: "recent", Node: "n1", FirstSeenAt: t0, LastSeenAt: t0.Add(2 * day)})
+	require.NoError(t, s.Update(ctx, func(tx store.Tx) error { return tx.RecordWorkers(ws) }))
+	var total retention.Purged
+	job := retention.New(s, retention.Options{Clock: clock.NewFake(t0.Add(8 * day)), BatchRows: 2, Logger: slog.New(slog.DiscardHandler),
+		Passed: func(_ bool, p retention.Purged) { total = p }})
+	out, err := job.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), out["platform"].Workers)
+	require.Equal(t, int64(3), total.Workers)
+	page, err := s.ListWorkers(ctx, store.WorkerQuery{})
+	require.NoError(t, err)
+	require.Len(t, page.Items, 1)
+	require.Equal(t, "recent", page.Items[0].WorkerID)
+}

@@ -572,7 +572,7 @@ func (s *Server) wireWorkerHub(schemas *schema.Registry, c clock.Clock) (executi
 	if cfg.WorkerKeys != nil {
 		s.WorkerHub = workerhub.New(workerhub.Config{Functions: cfg.RemoteWorkers, HeartbeatInterval: cfg.HeartbeatInterval,
 			HeartbeatTimeout: cfg.HeartbeatTimeout, Runner: &run.Runner{Schemas: schemas, Clock: c}, Clock: c, Logger: cfg.Logger, Secrets: s.Secrets,
-			Bindings: cfg.WorkerKeyTenants})
+			Bindings: cfg.WorkerKeyTenants, Node: cfg.NodeID, Store: s.Store})
 		remote = s.WorkerHub
 	}
 	return remote, nil
@@ -860,15 +860,26 @@ func (s *Server) RunSingletons(ctx context.Context) {
 }
 
 // PerNode are the background loops besides the dispatcher that run on every node: the wake-up
-// hub (on a shared store), the lease check of the executions running here, and the writing of the
-// trigger metrics this node buffered.
+// hub (on a shared store), the lease check of the executions running here, the writing of the
+// trigger metrics this node buffered, and the records of the remote workers it sees.
 func (s *Server) PerNode() loops.Group {
 	return loops.Group{Logger: s.log, Loops: []loops.Loop{
 		{Name: "wake-ups", Run: s.RunWakeups},
 		{Name: "lease-watch", Run: func(ctx context.Context) { s.Invoke.Runner().WatchLeases(ctx, s.cfg.LeaseWatch) }},
 		{Name: "trigger-metrics", Run: s.Triggers.RunMetrics},
 		{Name: "memory-limit", Run: s.memory.Run},
+		{Name: "worker-records", Run: s.runWorkerRecords},
 	}}
+}
+
+// runWorkerRecords writes the remote workers this node sees (workerhub.Service.RunRecorder), until
+// ctx ends; without remote workers it only waits.
+func (s *Server) runWorkerRecords(ctx context.Context) {
+	if s.WorkerHub == nil {
+		<-ctx.Done()
+		return
+	}
+	s.WorkerHub.RunRecorder(ctx)
 }
 
 // RunWakeups sends this node's wake-ups to the other nodes and wakes its loops on theirs, until ctx

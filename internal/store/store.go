@@ -127,6 +127,7 @@ type Reader interface {
 	TriggerReader
 	ProjectionReader
 	AssetReader
+	WorkerReader
 }
 
 // TenantReader reads tenant policies.
@@ -299,6 +300,7 @@ type Tx interface {
 	LeaderTx
 	ProjectionTx
 	AssetTx
+	WorkerTx
 }
 
 // TenantTx reads and writes tenant policies inside a transaction.

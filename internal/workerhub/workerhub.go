@@ -65,6 +65,12 @@ type Config struct {
 	Secrets SecretSource
 	// Bindings restricts worker keys to tenants (nil: every key takes every tenant's tasks).
 	Bindings Bindings
+	// Node names this node in the workers it records; Store is where RunRecorder writes them every
+	// RecordEvery (default DefaultRecordEvery) and Workers lists them from (nil: not recorded, and
+	// Workers answers 503).
+	Node        string
+	Store       WorkerStore
+	RecordEvery time.Duration
 }
 
 // Bindings restricts worker keys to tenants: a key it names takes, reports on and resolves secrets
@@ -125,6 +131,8 @@ type Stats struct {
 	HeartbeatWrites int64
 	// Lost counts tasks given up because their worker stopped heartbeating.
 	Lost int64
+	// Recorded counts the worker rows written by Record (at most one per worker per write).
+	Recorded int64
 }
 
 // Service is the worker service. It is safe for concurrent use.
@@ -136,7 +144,8 @@ type Service struct {
 	ready chan struct{}    // closed and replaced when a task is queued
 	stop  chan struct{}    // closed by Close: polls answer at once
 	once  sync.Once
-	stats struct{ heartbeats, heartbeatTasks, writes, lost atomic.Int64 }
+	seen  map[string]*sighting // by worker id: the workers that polled or heartbeat here
+	stats struct{ heartbeats, heartbeatTasks, writes, lost, recorded atomic.Int64 }
 }
 
 type task struct {
@@ -164,7 +173,10 @@ func New(cfg Config) *Service {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Service{cfg: cfg, tasks: map[string]*task{}, ready: make(chan struct{}), stop: make(chan struct{})}
+	if cfg.RecordEvery <= 0 {
+		cfg.RecordEvery = DefaultRecordEvery
+	}
+	return &Service{cfg: cfg, tasks: map[string]*task{}, ready: make(chan struct{}), stop: make(chan struct{}), seen: map[string]*sighting{}}
 }
 
 // Close makes every poll, waiting or to come, answer at once with what is queued (nothing, in
@@ -175,7 +187,7 @@ func (s *Service) Close() { s.once.Do(func() { close(s.stop) }) }
 // Stats returns the counters.
 func (s *Service) Stats() Stats {
 	return Stats{Heartbeats: s.stats.heartbeats.Load(), HeartbeatTasks: s.stats.heartbeatTasks.Load(),
-		HeartbeatWrites: s.stats.writes.Load(), Lost: s.stats.lost.Load()}
+		HeartbeatWrites: s.stats.writes.Load(), Lost: s.stats.lost.Load(), Recorded: s.stats.recorded.Load()}
 }
 
 // Takes reports whether attempts of e go to workers: Starlark functions when Config.Functions.
@@ -346,17 +358,27 @@ func (s *Service) dequeue(t *task) {
 }
 
 // Poll gives worker req.WorkerID up to req.MaxTasks queued tasks, waiting up to req.WaitMS for
-// the first (or until ctx ends).
+// the first (or until ctx ends). The worker is noted as seen, in memory (Record writes it later).
 func (s *Service) Poll(ctx context.Context, req workerproto.PollRequest) (workerproto.PollReply, error) {
 	if err := checkWorkerID(req.WorkerID); err != nil {
 		return workerproto.PollReply{}, err
 	}
 	if req.MaxTasks < 1 || req.MaxTasks > workerproto.MaxTasksPerPoll || req.WaitMS < 0 || req.WaitMS > workerproto.MaxWaitMS ||
-		len(req.Definitions) > workerproto.MaxDefinitions {
+		len(req.Definitions) > workerproto.MaxDefinitions || len(req.Version) > 128 || req.Concurrency < 0 {
 		return workerproto.PollReply{}, problem.Validation("invalid poll", []problem.Issue{{Path: "$.body.max_tasks", Code: "OUT_OF_RANGE",
-			Message: fmt.Sprintf("max_tasks must be 1..%d, wait_ms 0..%d and definitions at most %d", workerproto.MaxTasksPerPoll,
+			Message: fmt.Sprintf("max_tasks must be 1..%d, wait_ms 0..%d, definitions at most %d, concurrency not negative and version at most 128 bytes", workerproto.MaxTasksPerPoll,
 				workerproto.MaxWaitMS, workerproto.MaxDefinitions)}})
 	}
+	s.mu.Lock()
+	seen := s.see(ctx, req.WorkerID, &req, s.cfg.Clock.Now())
+	seen.polling++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		seen.polling--
+		seen.last, seen.dirty = s.cfg.Clock.Now(), true
+		s.mu.Unlock()
+	}()
 	serves := map[string]bool{}
 	for _, d := range req.Definitions {
 		serves[d] = true
@@ -417,6 +439,7 @@ func (s *Service) Heartbeat(ctx context.Context, hb workerproto.Heartbeat) (work
 	now := s.cfg.Clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.see(ctx, hb.WorkerID, nil, now)
 	for _, id := range hb.Tasks {
 		t, ok := s.tasks[id]
 		if !ok || t.worker != hb.WorkerID || !s.allows(ctx, t.wire.TenantID) {
@@ -572,6 +595,7 @@ func (s *Service) Collectors() []prometheus.Collector {
 		counter("lark_worker_heartbeats_total", "Heartbeats received from remote workers.", func(st Stats) int64 { return st.Heartbeats }),
 		counter("lark_worker_heartbeat_tasks_total", "Task reports carried by remote workers' heartbeats.", func(st Stats) int64 { return st.HeartbeatTasks }),
 		counter("lark_worker_heartbeat_writes_total", "Database writes caused by heartbeats (none: heartbeats are kept in memory).", func(st Stats) int64 { return st.HeartbeatWrites }),
+		counter("lark_worker_records_total", "Rows of seen workers written by this node (at most one per worker per record interval).", func(st Stats) int64 { return st.Recorded }),
 		counter("lark_worker_tasks_lost_total", "Tasks given up because their worker stopped heartbeating (each ends its lease: one write).", func(st Stats) int64 { return st.Lost }),
 	}
 }

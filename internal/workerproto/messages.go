@@ -37,6 +37,11 @@ type PollRequest struct {
 	WaitMS      int64    `json:"wait_ms"`
 	Starlark    bool     `json:"starlark"`
 	Definitions []string `json:"definitions,omitempty"`
+	// Concurrency (the most tasks the worker runs at once) and Version (what it runs, at most 128
+	// bytes) are optional: GET /workers shows them. Servers older than these members refuse them,
+	// so a worker sends them only to servers that know them.
+	Concurrency int    `json:"concurrency,omitempty"`
+	Version     string `json:"version,omitempty"`
 }
 
 // PollReply is the body of a poll's answer: the tasks given to the worker (none when the wait

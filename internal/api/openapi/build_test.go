@@ -45,6 +45,7 @@ import (
 	"github.com/larkrun/lark/internal/usage"
 	"github.com/larkrun/lark/internal/webhook"
 	"github.com/larkrun/lark/internal/webhookrecv"
+	"github.com/larkrun/lark/internal/workerhub"
 	"github.com/larkrun/lark/internal/workerproto"
 )
 
@@ -163,6 +164,7 @@ func build() ([]byte, error) {
 	component("Whoami", api.Whoami{})
 	component("CreatedToken", tokens.CreatedToken{})
 	component("IdentityProvider", identity.Provider{})
+	component("Worker", workerhub.WorkerView{})
 	component("TenantPolicy", tenant.Policy{})
 	component("ValidationReport", registry.Report{})
 	component("Finding", registry.Finding{})
@@ -375,6 +377,7 @@ var componentDocs = map[string]string{
 	"AuditEvent":       "One audit record (§9).",
 	"Asset":            "An asset: its latest promoted materialization and its health (docs/dag.md#assets).",
 	"Materialization":  "One task attempt's output of an asset for a partition, with its state, metadata and checks (docs/dag.md#assets).",
+	"Worker":           "A remote worker as one node saw it: its key and tenants, when it was seen, whether it is online, the tasks it holds (docs/workers.md).",
 	"WorkerEnvelope":   "A signed worker envelope: body is the message, sig an HMAC over it (docs/workers.md).",
 }
 
@@ -403,6 +406,7 @@ func enumValues() map[reflect.Type][]any {
 	add(schedule.StatusActive, schedule.StatusPaused, schedule.StatusDisabled)
 	add(trigger.StatusActive, trigger.StatusPaused, trigger.StatusDisabled)
 	add(webhook.StatusActive, webhook.StatusDisabled)
+	add(workerhub.StatusOnline, workerhub.StatusOffline)
 	states := make([]any, 0, len(asset.States))
 	for _, st := range asset.States {
 		states = append(states, st)

@@ -421,6 +421,11 @@ func operations() []op {
 		materializationDecision("approve", "Approve a quarantined materialization: it is promoted, the latest of its partition"),
 		materializationDecision("reject", "Reject a quarantined materialization: it is discarded with its data"),
 
+		{method: get, path: p("/workers"), id: "listWorkers", tag: "Workers", summary: "List the remote workers the nodes have seen",
+			desc: "The platform operator sees every worker; a tenant's operator or admin the workers whose key is unbound or bound to " +
+				"its tenant. One item per worker id and node; status is online when it was seen in the last 30 s. " +
+				"Filters: worker_id, node, key_id, status, first_seen_at, last_seen_at (docs/workers.md, Seeing the workers).",
+			params: listParams, ok: ok(listOf("Worker"))},
 		workerOp("/workers/poll", "workerPoll", "Poll for a task (long poll)"),
 		workerOp("/workers/heartbeat", "workerHeartbeat", "Extend a task's lease"),
 		workerOp("/workers/tasks/{task_id}/result", "workerResult", "Report a task's result"),

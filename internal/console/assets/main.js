@@ -12,6 +12,7 @@ import {eventTypesPage, eventTypePage, eventsPage, eventPage} from './events.js'
 import {webhooksPage, webhookPage} from './webhooks.js';
 import {secretsPage, tokensPage} from './admin.js';
 import {auditPage} from './audit.js';
+import {workersPage} from './workers.js';
 import {searchPage} from './search.js';
 import {usagePage} from './usage.js';
 import {assetsPage} from './assets.js';
@@ -47,6 +48,7 @@ const routes = [
   [/^\/secrets$/, secretsPage, {title: 'Secrets'}],
   [/^\/tokens$/, tokensPage, {title: 'API tokens'}],
   [/^\/audit$/, auditPage, {title: 'Audit log'}],
+  [/^\/workers$/, workersPage, {title: 'Workers'}],
   [/^\/search$/, searchPage, {title: 'Search'}],
   [/^\/usage$/, usagePage, {title: 'Usage'}],
   [/^\/assets$/, assetsPage, {title: 'Assets'}],

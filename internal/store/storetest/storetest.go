@@ -45,6 +45,7 @@ func Run(t *testing.T, f Factory) {
 		"InvocationHead":            testInvocationHead,
 		"LeaseOwners":               testLeaseOwners,
 		"WorkerNonces":              testWorkerNonces,
+		"Workers":                   testWorkers,
 		"InvocationIsolation":       testInvocationIsolation,
 		"InvocationInFlight":        testInvocationInFlight,
 		"TenantLoads":               testTenantLoads,
