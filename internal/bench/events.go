@@ -140,11 +140,14 @@ func (r *Runner) Events(ctx context.Context) Scenario {
 	if o.Store != "sqlite" || stopErr != nil || res.Requests == 0 {
 		return s
 	}
+	cpu0 := selfCPU()
 	raw, err := RawEventInserts(ctx, filepath.Join(l.dataDir, "lark.db"), o.SQLiteSynchronous, d.N, 1000)
 	if err != nil {
 		return failed(s, err)
 	}
 	bl.Throughput = raw
+	bl.CPUPerUnitMs = (selfCPU() - cpu0) * 1000 / float64(d.N)
+	s.CPU.Compare(bl.CPUPerUnitMs, "this process's CPU while it inserted the rows, SQLite running in it")
 	s.Ratio = s.Throughput / raw
 	r.logf("events: raw %s, ratio %.3f", rate(raw, "events/s"), s.Ratio)
 	return s

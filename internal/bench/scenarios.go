@@ -235,7 +235,7 @@ func (r *Runner) Async(ctx context.Context) Scenario {
 		bl.Process = &Usage{CPUS: raw.CPUS, WallS: raw.TotalS} // this process's CPU while it wrote
 		if raw.Rows > 0 {
 			bl.CPUPerUnitMs = raw.CPUS * 1000 / float64(raw.Rows)
-			s.CPU.Compare(bl.CPUPerUnitMs, "this process's CPU while it wrote the rows (SQLite runs in it)")
+			s.CPU.Compare(bl.CPUPerUnitMs, "this process's CPU while it wrote the rows, SQLite running in it")
 		}
 		if raw.LifecycleRate > 0 {
 			s.Ratio = s.Throughput / raw.LifecycleRate
