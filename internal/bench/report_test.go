@@ -37,7 +37,7 @@ func sampleReport() *Report {
 					Raw: &RawResult{Rows: 100000, BatchRows: 1000, InsertRate: 80000, RunningRate: 94000, SucceededRate: 95000}},
 				Ratio:  0.0759,
 				Result: ResultNA,
-				CPU: NewCPUPerUnit("invocation", 100000, 130, new(40.0), ""),
+				CPU:    NewCPUPerUnit("invocation", 100000, 130, new(40.0), ""),
 				Async:  &AsyncDetail{N: 100000, SubmitClients: 32, SubmitS: 38.2, SubmitRate: 2618, BurnDownS: 44, DrainS: 5.8}},
 			{Name: "coldstart", Status: StatusFailed, Error: "3 of 200 iterations failed", Errors: 3,
 				ErrorSamples: []string{"POST /entrypoints: HTTP 500 (want 201): |internal|"},

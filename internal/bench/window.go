@@ -218,15 +218,6 @@ func (w *window) perUnit(unit string, units int64) *CPUPerUnit {
 	return NewCPUPerUnit(unit, units, cpu, b, note)
 }
 
-// totalCPU is the process's and the backends' CPU seconds in the window.
-func (w *window) totalCPU() float64 {
-	cpu, _ := w.serverCPU()
-	if b, _ := w.backends(); b != nil {
-		cpu += *b
-	}
-	return cpu
-}
-
 // BackendsDelta is the CPU the backends spent between two readings (pid → CPU seconds): for a
 // backend in both, the difference; for one that appeared, all of its CPU. A backend that exited
 // in between is lost (the server's pools keep theirs open).
