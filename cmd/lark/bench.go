@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -22,6 +23,8 @@ CPU seconds and peak RSS, and the ratio against the scenario's baseline measured
 Every raw figure, the machine and the flags go to the JSON file (--out).
 
   sync        calculate_tax in sync mode, --clients concurrent HTTP callers, vs a bare Go JSON handler
+  sync-instr  instructions per sync request (--instr-n after --instr-warmup, counted by valgrind's
+              callgrind) vs the same bare Go JSON handler; skipped when valgrind is missing
   sync-oidc   the same sync invocation with an OIDC issuer's JWT (keys cached) vs with a Lark token
   async       --async-n trivial invocations submitted up front, until all are done,
               vs raw inserts and updates of the same rows in the same SQLite file
@@ -39,6 +42,10 @@ Every raw figure, the machine and the flags go to the JSON file (--out).
 --scale small runs every scenario at sizes that finish in well under a minute (CI); --scale full
 is the defaults with 100,000 sleepers. A size flag given explicitly overrides the preset.
 
+Beside each throughput ratio the table gives the server's CPU per unit of work in the measured
+window (with its PostgreSQL backends' when the database runs on this machine) and the baseline's,
+and the machine's load average as the window opened and closed: figures a busy machine barely moves.
+
 Missed goals do not fail the command (it is a measurement); a scenario that errors does.
 See docs/benchmarks.md.`
 
@@ -47,7 +54,8 @@ See docs/benchmarks.md.`
 func benchCmd() *cobra.Command {
 	var o bench.Options
 	var scenarios string
-	c := &cobra.Command{Use: "bench", Short: "Measure Lark (sync, sync-oidc, async, coldstart, workflow10, dag, sleepers, cron10k, events, heartbeat, scale) against baselines run on this machine",
+	var instructions bool
+	c := &cobra.Command{Use: "bench", Short: "Measure Lark (sync, sync-instr, sync-oidc, async, coldstart, workflow10, dag, sleepers, cron10k, events, heartbeat, scale) against baselines run on this machine",
 		Long: strings.TrimSpace(benchLong),
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -55,6 +63,9 @@ func benchCmd() *cobra.Command {
 				if s = strings.TrimSpace(s); s != "" {
 					o.Scenarios = append(o.Scenarios, s)
 				}
+			}
+			if instructions && !slices.Contains(o.Scenarios, "sync-instr") {
+				o.Scenarios = append(o.Scenarios, "sync-instr")
 			}
 			bin, err := os.Executable()
 			if err != nil {
@@ -88,6 +99,10 @@ func benchCmd() *cobra.Command {
 	fl.DurationVar(&o.Duration, "duration", 0, "measured time per side of the sync scenario (default 10s; small: 1s)")
 	fl.DurationVar(&o.Warmup, "warmup", 0, "warm-up before each measured window, not counted (default: min(2s, duration/5))")
 	fl.IntVar(&o.Clients, "clients", 0, "concurrent HTTP clients of the sync scenario and of its echo baseline (default 64)")
+	fl.BoolVar(&instructions, "instructions", false, "also run sync-instr (e.g. --scenarios sync --instructions)")
+	fl.IntVar(&o.InstrN, "instr-n", 0, fmt.Sprintf("sync requests whose instructions sync-instr counts (default %d; small: 200)", bench.DefaultInstrN))
+	fl.IntVar(&o.InstrWarmup, "instr-warmup", 0, fmt.Sprintf("sync requests before sync-instr's count, not counted (default %d; small: 20)", bench.DefaultInstrWarmup))
+	fl.DurationVar(&o.BurnDownMax, "burn-down-max", 0, fmt.Sprintf("least time async, workflow10, dag, sleepers and events wait for their invocations to end, from the first submission; raised to %d× the submission time when that is longer (default 4m)", bench.BurnDownFactor))
 	fl.IntVar(&o.AsyncN, "async-n", 0, "invocations of the async scenario (default 100000; small: 2000)")
 	fl.IntVar(&o.AsyncClients, "async-clients", 0, "concurrent submitters of the async scenario (default 32)")
 	fl.IntVar(&o.ColdStartN, "coldstart-n", 0, "iterations of the coldstart scenario, at most 60 s (default 200; small: 50)")

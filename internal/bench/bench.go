@@ -22,11 +22,11 @@ import (
 // Scenario names, in the order they run.
 var (
 	// Available scenarios.
-	Available = []string{"sync", "sync-oidc", "async", "coldstart", "workflow10", "dag", "sleepers", "cron10k", "events", "scale"}
+	Available = []string{"sync", "sync-instr", "sync-oidc", "async", "coldstart", "workflow10", "dag", "sleepers", "cron10k", "events", "scale"}
 	// Pending scenarios and the features they wait for.
 	Pending = map[string]string{}
 	// All is every scenario name in table order.
-	All = []string{"sync", "sync-oidc", "async", "coldstart", "workflow10", "dag", "sleepers", "cron10k", "events", "heartbeat", "scale"}
+	All = []string{"sync", "sync-instr", "sync-oidc", "async", "coldstart", "workflow10", "dag", "sleepers", "cron10k", "events", "heartbeat", "scale"}
 )
 
 // Goals from the issue.
@@ -63,12 +63,16 @@ type Options struct {
 	Duration          time.Duration `json:"-"`
 	Warmup            time.Duration `json:"-"`
 	Clients           int           `json:"clients"`
-	AsyncN            int           `json:"async_n"`
-	AsyncClients      int           `json:"async_clients"`
-	ColdStartN        int           `json:"coldstart_n"`
+	// InstrN sync requests are counted by sync-instr after InstrWarmup uncounted ones.
+	InstrN       int `json:"instr_n"`
+	InstrWarmup  int `json:"instr_warmup"`
+	AsyncN       int `json:"async_n"`
+	AsyncClients int `json:"async_clients"`
+	ColdStartN   int `json:"coldstart_n"`
 	// ColdStartMax bounds the coldstart loop's time.
 	ColdStartMax time.Duration `json:"-"`
-	// BurnDownMax bounds the wait for the async burn-down.
+	// BurnDownMax is the least time a burn-down is allowed from its first submission; a slow
+	// submission raises it (BurnDownLimit).
 	BurnDownMax time.Duration `json:"-"`
 	// Workflow10N async 10-step workflows from Workflow10Clients starters, then (first)
 	// Workflow10Serial sync ones one at a time.
@@ -119,7 +123,7 @@ const (
 
 // Presets are the sizes of each Scale; a field a preset leaves zero takes the default.
 var Presets = map[string]Options{
-	ScaleSmall: {Duration: time.Second, AsyncN: 2000, ColdStartN: 50, Workflow10N: 200, Workflow10Serial: 20,
+	ScaleSmall: {Duration: time.Second, InstrN: 200, InstrWarmup: 20, AsyncN: 2000, ColdStartN: 50, Workflow10N: 200, Workflow10Serial: 20,
 		DAGRuns: 20, SleepersN: 500, SleepersSleep: 3 * time.Second, Cron10kN: 200, Cron10kExpr: "*/2 * * * * *", Cron10kFires: 2,
 		EventsN: 1000, ScaleN: 20_000, ScaleCalls: 20},
 	ScaleFull: {SleepersN: 100_000},
@@ -135,6 +139,21 @@ const (
 	DefaultSleepersSleep = 20 * time.Second
 	sleepPerSleeper      = 3 * time.Millisecond
 )
+
+// BurnDownFactor is how many times the time its submission took a burn-down may take, at least.
+const BurnDownFactor = 4
+
+// BurnDownLimit is how long a burn-down of n invocations submitted at submitRate per second may
+// take from the first submission: floor (--burn-down-max), or BurnDownFactor times the time the
+// submissions take at that rate when that is longer. A machine slow to accept them is slow to
+// run them too: 100,000 submissions at 456/s take 219 s, so their burn-down gets 877 s.
+func BurnDownLimit(n int, submitRate float64, floor time.Duration) time.Duration {
+	if n <= 0 || submitRate <= 0 {
+		return floor
+	}
+	scaled := time.Duration(BurnDownFactor * float64(n) / submitRate * float64(time.Second))
+	return max(floor, scaled)
+}
 
 // preset fills the zero sizes of o from its Scale's preset.
 func (o *Options) preset() {
@@ -153,6 +172,8 @@ func (o *Options) preset() {
 		}
 	}
 	setDur(&o.Duration, p.Duration)
+	setInt(&o.InstrN, p.InstrN)
+	setInt(&o.InstrWarmup, p.InstrWarmup)
 	setInt(&o.AsyncN, p.AsyncN)
 	setInt(&o.ColdStartN, p.ColdStartN)
 	setInt(&o.Workflow10N, p.Workflow10N)
@@ -195,6 +216,12 @@ func (o *Options) Defaults() {
 	}
 	if o.Clients <= 0 {
 		o.Clients = 64
+	}
+	if o.InstrN <= 0 {
+		o.InstrN = DefaultInstrN
+	}
+	if o.InstrWarmup <= 0 {
+		o.InstrWarmup = DefaultInstrWarmup
 	}
 	if o.AsyncN <= 0 {
 		o.AsyncN = 100_000
@@ -296,6 +323,8 @@ type Runner struct {
 const (
 	startTimeout = 30 * time.Second // until a child announces its address
 	stopTimeout  = 60 * time.Second // SIGTERM until exit
+	// wrappedStartTimeout is startTimeout for a child under valgrind, tens of times slower.
+	wrappedStartTimeout = 5 * time.Minute
 )
 
 // Run runs the selected scenarios in table order and returns the report; a scenario's failure is
@@ -328,6 +357,8 @@ func Run(ctx context.Context, bin string, o Options, log io.Writer) (*Report, er
 		switch name {
 		case "sync":
 			s = r.Sync(ctx)
+		case "sync-instr":
+			s = r.SyncInstr(ctx)
 		case "sync-oidc":
 			s = r.SyncOIDC(ctx)
 		case "async":
@@ -395,9 +426,9 @@ type lark struct {
 	// PostgreSQL's counters before the server started.
 	pg  *pgSchema
 	pg0 pgCounters
-	// args and env are the child's, for restart.
-	args, env []string
-	conns     int
+	// args and env are the child's, for restart; wrap runs it under another program.
+	args, env, wrap []string
+	conns           int
 }
 
 // startLark starts `lark serve` on a fresh data directory with a random operator token,
@@ -408,6 +439,12 @@ func (r *Runner) startLark(ctx context.Context, scenario string, conns int, extr
 
 // startLarkEnv is startLark with env added to the child's environment.
 func (r *Runner) startLarkEnv(ctx context.Context, scenario string, conns int, env []string, extra ...string) (*lark, error) {
+	return r.startLarkWith(ctx, scenario, conns, env, nil, extra...)
+}
+
+// startLarkWith is startLarkEnv with the child run under wrap (a command and its arguments, e.g.
+// valgrind's), when not empty.
+func (r *Runner) startLarkWith(ctx context.Context, scenario string, conns int, env, wrap []string, extra ...string) (*lark, error) {
 	dir, err := os.MkdirTemp("", "lark-bench-"+scenario+"-")
 	if err != nil {
 		return nil, err
@@ -418,7 +455,7 @@ func (r *Runner) startLarkEnv(ctx context.Context, scenario string, conns int, e
 		return nil, err
 	}
 	operator := "bench-operator-" + hex.EncodeToString(secret)
-	l := &lark{dataDir: dir, profile: r.profilePath(scenario), operator: operator}
+	l := &lark{dataDir: dir, profile: r.profilePath(scenario), operator: operator, wrap: wrap}
 	storeArg := r.Opts.Store
 	if isPostgres(storeArg) {
 		if l.pg, err = newPGSchema(ctx, storeArg, scenario); err != nil {
@@ -458,7 +495,11 @@ func (r *Runner) startLarkEnv(ctx context.Context, scenario string, conns int, e
 
 // serve starts l's child (again, after stop: on the same data directory and store).
 func (r *Runner) serve(l *lark, scenario string) error {
-	child, err := StartChild("lark serve ("+scenario+")", r.Bin, l.args, l.env, startTimeout)
+	bin, args, timeout := r.Bin, l.args, startTimeout
+	if len(l.wrap) > 0 {
+		bin, args, timeout = l.wrap[0], append(append(slices.Clone(l.wrap[1:]), r.Bin), l.args...), wrappedStartTimeout
+	}
+	child, err := StartChild("lark serve ("+scenario+")", bin, args, l.env, timeout)
 	if err != nil {
 		return err
 	}
@@ -508,31 +549,3 @@ func (l *lark) storeWrites(ctx context.Context, per string, units int) (*StoreWr
 	}
 	return storeWrites(l.pg0, c, per, units, l.pg.db), nil
 }
-
-// cpuMarks reads the child's and this process's CPU counters when a measured window opens and
-// closes.
-type cpuMarks struct {
-	pid                int
-	child0, child1     float64
-	self0, self1       float64
-	childOK0, childOK1 bool
-}
-
-func (m *cpuMarks) mark(phase string) {
-	c, err := procCPU(m.pid)
-	s := selfCPU()
-	if phase == "measure" {
-		m.child0, m.childOK0, m.self0 = c, err == nil, s
-	} else {
-		m.child1, m.childOK1, m.self1 = c, err == nil, s
-	}
-}
-
-func (m *cpuMarks) child() float64 {
-	if !m.childOK0 || !m.childOK1 {
-		return 0
-	}
-	return m.child1 - m.child0
-}
-
-func (m *cpuMarks) self() float64 { return m.self1 - m.self0 }

@@ -101,16 +101,18 @@ func (r *Runner) Cron10k(ctx context.Context) Scenario {
 	if !sleepUntil(ctx, d.First.Add(-time.Second)) {
 		return failed(s, ctx.Err())
 	}
-	cpu0, cpuErr0 := procCPU(l.Pid())
+	win := openWindow(l)
 	w0 := time.Now()
 	if !sleepUntil(ctx, end) {
 		return failed(s, ctx.Err())
 	}
-	cpu1, cpuErr1 := procCPU(l.Pid())
+	win.close()
 	d.WindowS = time.Since(w0).Seconds()
-	if cpuErr0 == nil && cpuErr1 == nil && d.WindowS > 0 {
-		d.Cores = (cpu1 - cpu0) / d.WindowS
+	cpu, cpuOK := win.serverCPU()
+	if cpuOK && d.WindowS > 0 {
+		d.Cores = cpu / d.WindowS
 	}
+	s.MachineLoad = win.machineLoad()
 
 	// The lag of every measured run, from the histories.
 	lag, startLag := NewRecorder(0), NewRecorder(0)
@@ -161,10 +163,9 @@ func (r *Runner) Cron10k(ctx context.Context) Scenario {
 	s.Errors += fres.Errors
 	s.ErrorSamples = append(s.ErrorSamples, fres.ErrorSamples...)
 	usage, stopErr := l.stop()
-	if cpuErr0 == nil && cpuErr1 == nil {
-		usage.CPUWindowS = cpu1 - cpu0
-	}
+	usage.CPUWindowS = cpu
 	s.Process = &usage
+	s.CPU = win.perUnit("run", int64(d.Runs))
 	s.Goals = []Goal{
 		{Name: "fire_lag_p99_ms", Target: fmt.Sprintf("≤ %g ms", Cron10kLagP99Goal), Value: d.Lag.P99Ms,
 			Met: d.Lag.Count > 0 && d.Lag.P99Ms <= Cron10kLagP99Goal},

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -151,6 +152,10 @@ type DAGPhase struct {
 	// CPUS is the server's CPU over WallS; CPUPerTaskMs is CPUS ÷ the tasks, in ms.
 	CPUS         float64 `json:"server_cpu_s"`
 	CPUPerTaskMs float64 `json:"server_cpu_ms_per_task"`
+	// BackendsCPUS is the server's PostgreSQL backends' CPU over WallS, when it could be read.
+	BackendsCPUS *float64 `json:"pg_backends_cpu_s,omitempty"`
+	// BackendsNote says why BackendsCPUS is missing on PostgreSQL.
+	BackendsNote string `json:"pg_backends_note,omitempty"`
 	// RunDuration is each DAG run's finished_at − created_at (DAG phases only).
 	RunDuration *Summary `json:"run_duration,omitempty"`
 }
@@ -193,7 +198,7 @@ func (r *Runner) DAG(ctx context.Context) Scenario {
 	if err := r.dagWarmup(ctx, l, shapes); err != nil {
 		return failed(s, fmt.Errorf("warm-up: %w", err))
 	}
-	self0 := selfCPU()
+	win := openWindow(l) // for the machine's load and the load generator's CPU
 	for _, sp := range shapes {
 		sh, err := r.dagShape(ctx, l, sp)
 		d.Shapes = append(d.Shapes, sh)
@@ -202,7 +207,8 @@ func (r *Runner) DAG(ctx context.Context) Scenario {
 			break
 		}
 	}
-	s.ClientCPUS = selfCPU() - self0
+	win.close()
+	s.ClientCPUS, s.MachineLoad = win.clientCPU(), win.machineLoad()
 	if s.Status == StatusOK {
 		if bad, err := r.notSucceeded(ctx, l); err != nil {
 			s = failed(s, fmt.Errorf("check outcomes: %w", err))
@@ -291,24 +297,26 @@ func (r *Runner) dagShape(ctx context.Context, l *lark, sp dagShapeSpec) (DAGSha
 // returns the ids started.
 func (r *Runner) dagPhase(ctx context.Context, l *lark, entrypointID string, n int, body []byte, tasks int) (DAGPhase, []string, error) {
 	ph := DAGPhase{Starts: n}
-	cpu0, cpuErr0 := procCPU(l.Pid())
+	win := openWindow(l)
 	first := time.Now()
 	res, ids := submitIDs(ctx, l, min(r.Opts.AsyncClients, n), n, body)
 	ph.SubmitS, ph.Submit = res.WindowS, res.Latency
 	if res.Errors > 0 {
 		return ph, ids, fmt.Errorf("%d of %d starts failed, e.g. %s", res.Errors, n, strings.Join(res.ErrorSamples, "; "))
 	}
-	done, err := r.waitNone(ctx, l, startedActive(entrypointID), 20*time.Millisecond, first.Add(r.Opts.BurnDownMax))
+	limit := BurnDownLimit(n, res.Throughput, r.Opts.BurnDownMax)
+	done, err := r.waitNone(ctx, l, startedActive(entrypointID), 20*time.Millisecond, first.Add(limit))
 	if err != nil {
 		return ph, ids, withUnfinished(ctx, l, err)
 	}
-	cpu1, cpuErr1 := procCPU(l.Pid())
+	win.close()
 	ph.WallS = done.Sub(first).Seconds()
 	ph.TasksPerS = float64(tasks) / ph.WallS
-	if cpuErr0 == nil && cpuErr1 == nil {
-		ph.CPUS = cpu1 - cpu0
+	if cpu, ok := win.serverCPU(); ok {
+		ph.CPUS = cpu
 		ph.CPUPerTaskMs = ph.CPUS * 1000 / float64(tasks)
 	}
+	ph.BackendsCPUS, ph.BackendsNote = win.backends()
 	return ph, ids, nil
 }
 
@@ -385,6 +393,7 @@ func dagTotals(s *Scenario, d *DAGDetail) {
 	bl := &Baseline{Name: "plain async invocations", Unit: "tasks/s"}
 	s.Baseline = bl
 	var tasks, dagS, blS, dagCPU, blCPU float64
+	pg := dagBackends{}
 	for _, sh := range d.Shapes {
 		if sh.DAG.WallS <= 0 || sh.Baseline.WallS <= 0 {
 			continue
@@ -392,6 +401,7 @@ func dagTotals(s *Scenario, d *DAGDetail) {
 		tasks += float64(sh.Tasks)
 		dagS, blS = dagS+sh.DAG.WallS, blS+sh.Baseline.WallS
 		dagCPU, blCPU = dagCPU+sh.DAG.CPUS, blCPU+sh.Baseline.CPUS
+		pg.add(sh)
 		s.Goals = append(s.Goals, Goal{Name: sh.Name + " overhead", Target: fmt.Sprintf("≤ %g×", DAGOverheadGoal),
 			Value: sh.Overhead, Met: sh.Overhead > 0 && sh.Overhead <= DAGOverheadGoal})
 	}
@@ -402,8 +412,40 @@ func dagTotals(s *Scenario, d *DAGDetail) {
 		if s.Process != nil {
 			s.Process.CPUWindowS = dagCPU
 		}
+		dagB, blB := pg.totals()
+		s.CPU = NewCPUPerUnit("task", int64(tasks), dagCPU, dagB, pg.note)
+		if c := NewCPUPerUnit("task", int64(tasks), blCPU, blB, pg.note); c != nil {
+			bl.CPUPerUnitMs = c.TotalMs
+			s.CPU.Compare(c.TotalMs, "")
+		}
 	}
 	s.Result = goalsResult(s.Goals)
+}
+
+// dagBackends sums the PostgreSQL backends' CPU of the DAG and baseline phases; any phase without
+// it leaves both totals unknown.
+type dagBackends struct {
+	dag, bl float64
+	missing bool
+	note    string
+}
+
+func (b *dagBackends) add(sh DAGShape) {
+	if sh.DAG.BackendsCPUS == nil || sh.Baseline.BackendsCPUS == nil {
+		b.missing = true
+		b.note = cmp.Or(b.note, sh.DAG.BackendsNote, sh.Baseline.BackendsNote)
+		return
+	}
+	b.dag += *sh.DAG.BackendsCPUS
+	b.bl += *sh.Baseline.BackendsCPUS
+}
+
+// totals are the DAG phases' and the baseline phases' backends' CPU seconds, nil when unknown.
+func (b *dagBackends) totals() (dag, bl *float64) {
+	if b.missing {
+		return nil, nil
+	}
+	return &b.dag, &b.bl
 }
 
 // dagDetails are the report's lines for the dag scenario: each shape against its baseline.

@@ -90,11 +90,31 @@ func TestDAGTotals(t *testing.T) {
 	require.True(t, s.Goals[0].Met)
 	require.False(t, s.Goals[1].Met)
 	require.Equal(t, ResultMiss, s.Result)
+	// CPU per task: the DAG phases' 1.75 s over 100 tasks against the plain invocations' 1.0 s.
+	require.Equal(t, "task", s.CPU.Unit)
+	require.InDelta(t, 17.5, s.CPU.TotalMs, 1e-9)
+	require.InDelta(t, 10.0, s.Baseline.CPUPerUnitMs, 1e-9)
+	require.InDelta(t, 1.75, s.CPU.Ratio, 1e-9)
+	require.Equal(t, "1.75×", scenarioCells(s)[colCPURatio])
 	lines := details(s)
-	require.Len(t, lines, 2)
-	require.True(t, strings.HasPrefix(lines[0], "dag wide (1 → 3 → 1, 5 tasks): 10 runs from 10 clients"), lines[0])
-	require.Contains(t, lines[0], "overhead per task 1.25× (CPU 1.50×); run duration p50/p99 100 ms/200 ms")
+	require.Len(t, lines, 3)
+	require.Equal(t, "dag: CPU per task in the measured window (100): server 17.5 ms; baseline 10.0 ms: 1.75×", lines[0])
+	require.True(t, strings.HasPrefix(lines[1], "dag wide (1 → 3 → 1, 5 tasks): 10 runs from 10 clients"), lines[1])
+	require.Contains(t, lines[1], "overhead per task 1.25× (CPU 1.50×); run duration p50/p99 100 ms/200 ms")
 	require.Equal(t, "wide overhead ≤ 1.5×", goalText(s.Goals[0]))
+
+	// On PostgreSQL the backends' CPU adds to both sides when every phase has it.
+	b1, b2 := 0.25, 0.5
+	for i := range d.Shapes {
+		d.Shapes[i].DAG.BackendsCPUS, d.Shapes[i].Baseline.BackendsCPUS = &b2, &b1
+	}
+	dagTotals(&s, d)
+	require.InDelta(t, 17.5+10, s.CPU.TotalMs, 1e-9)
+	require.InDelta(t, 10.0+5, s.Baseline.CPUPerUnitMs, 1e-9)
+	d.Shapes[1].DAG.BackendsCPUS, d.Shapes[1].DAG.BackendsNote = nil, "n/a: the database is not on this machine"
+	dagTotals(&s, d)
+	require.Nil(t, s.CPU.BackendsMs)
+	require.Equal(t, "n/a: the database is not on this machine", s.CPU.BackendsNote)
 }
 
 func TestDAGOptions(t *testing.T) {

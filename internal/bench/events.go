@@ -86,8 +86,7 @@ func (r *Runner) Events(ctx context.Context) Scenario {
 		ids[i] = t.ID
 	}
 
-	cpu0, cpuErr0 := procCPU(l.Pid())
-	self0 := selfCPU()
+	win := openWindow(l)
 	first := time.Now()
 	var next atomic.Int64
 	res := Load{Workers: d.Clients, Count: int64(d.N), Do: func(ctx context.Context) error {
@@ -99,9 +98,10 @@ func (r *Runner) Events(ctx context.Context) Scenario {
 	s.Latency, s.Throughput = &d.Accept, res.Throughput
 	s.Errors, s.ErrorSamples = res.Errors, res.ErrorSamples
 	r.logf("events: accepted in %.1f s (%s); waiting for the invocations", d.AcceptS, rate(d.AcceptRate, "events/s"))
-	done, err := r.waitBurnDown(ctx, l, "", first.Add(o.BurnDownMax))
-	cpu1, cpuErr1 := procCPU(l.Pid())
-	s.ClientCPUS = selfCPU() - self0
+	done, err := r.waitBurnDown(ctx, l, "", first.Add(BurnDownLimit(d.N, res.Throughput, o.BurnDownMax)))
+	win.close()
+	s.ClientCPUS = win.clientCPU()
+	s.CPU, s.MachineLoad = win.perUnit("event", res.Requests), win.machineLoad()
 	if err != nil {
 		s = failed(s, fmt.Errorf("delivery: %w", err))
 	} else {
@@ -119,9 +119,7 @@ func (r *Runner) Events(ctx context.Context) Scenario {
 		}
 	}
 	usage, stopErr := l.stop()
-	if cpuErr0 == nil && cpuErr1 == nil {
-		usage.CPUWindowS = cpu1 - cpu0
-	}
+	usage.CPUWindowS, _ = win.serverCPU()
 	s.Process = &usage
 	if res.Errors > 0 {
 		s = failed(s, fmt.Errorf("%d of %d publications failed", res.Errors, d.N))
@@ -142,11 +140,14 @@ func (r *Runner) Events(ctx context.Context) Scenario {
 	if o.Store != "sqlite" || stopErr != nil || res.Requests == 0 {
 		return s
 	}
+	cpu0 := selfCPU()
 	raw, err := RawEventInserts(ctx, filepath.Join(l.dataDir, "lark.db"), o.SQLiteSynchronous, d.N, 1000)
 	if err != nil {
 		return failed(s, err)
 	}
 	bl.Throughput = raw
+	bl.CPUPerUnitMs = (selfCPU() - cpu0) * 1000 / float64(d.N)
+	s.CPU.Compare(bl.CPUPerUnitMs, "this process's CPU while it inserted the rows, SQLite running in it")
 	s.Ratio = s.Throughput / raw
 	r.logf("events: raw %s, ratio %.3f", rate(raw, "events/s"), s.Ratio)
 	return s

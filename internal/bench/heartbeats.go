@@ -87,6 +87,7 @@ func (r *Runner) Heartbeats(ctx context.Context) Scenario {
 	if d.Heartbeats == 0 {
 		return failed(s, errors.New("the worker sent no heartbeat"))
 	}
+	heartbeatCPU(&s, m, c)
 	rows := func(w *StoreWrites) int64 { return w.RowsInserted + w.RowsUpdated + w.RowsDeleted }
 	d.CommitsPerHeartbeat = float64(m.writes.Commits-c.writes.Commits) / float64(d.Heartbeats)
 	d.RowsPerHeartbeat = float64(rows(m.writes)-rows(c.writes)) / float64(d.Heartbeats)
@@ -98,10 +99,24 @@ func (r *Runner) Heartbeats(ctx context.Context) Scenario {
 	return s
 }
 
+// heartbeatCPU sets s's CPU per heartbeat (the heartbeating server's, and its backends') beside the
+// control server's CPU over the same number of heartbeats, and the machine's load from the start of
+// the first phase to the end of the control.
+func heartbeatCPU(s *Scenario, m, c heartbeatRun) {
+	s.CPU = m.win.perUnit("heartbeat", m.heartbeats)
+	if ctl := c.win.perUnit("heartbeat", m.heartbeats); ctl != nil {
+		s.CPU.Compare(ctl.TotalMs, "the control server's CPU (no heartbeats, the same tasks held) ÷ the same heartbeats")
+	}
+	if a, b := m.win.machineLoad(), c.win.machineLoad(); a != nil && b != nil {
+		s.MachineLoad = &MachineLoad{CPUs: a.CPUs, Start: a.Start, End: b.End}
+	}
+}
+
 type heartbeatRun struct {
 	heartbeats, taskReports, serverWrites int64
 	windowS                               float64
 	writes                                *StoreWrites
+	win                                   *window
 }
 
 // heartbeatPhase runs the tasks on a server whose workers heartbeat every interval.
@@ -160,6 +175,7 @@ func (r *Runner) heartbeatPhase(ctx context.Context, name string, interval time.
 			r.logf("%s: worker: %v", name, err)
 		}
 	}()
+	out.win = openWindow(l)
 	start := time.Now()
 	body := fmt.Appendf(nil, `{"entrypoint_id":%q,"mode":"async","params":{}}`, HeartbeatID)
 	for i := range HeartbeatTasks {
@@ -170,6 +186,7 @@ func (r *Runner) heartbeatPhase(ctx context.Context, name string, interval time.
 	if _, err := r.waitBurnDown(ctx, l, "", time.Now().Add(HeartbeatHold+time.Minute)); err != nil {
 		return out, err
 	}
+	out.win.close()
 	out.windowS = time.Since(start).Seconds()
 	if n := held.Load(); n != HeartbeatTasks {
 		return out, fmt.Errorf("the worker held %d tasks, not %d", n, HeartbeatTasks)

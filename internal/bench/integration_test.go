@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -92,10 +93,19 @@ func TestBenchCommand(t *testing.T) {
 	require.Positive(t, sync.Baseline.Process.CPUS, "echo CPU")
 	require.InDelta(t, sync.Throughput/sync.Baseline.Throughput, sync.Ratio, 1e-9)
 	require.Len(t, sync.Goals, 2)
+	// CPU per request, Lark's beside echo's, and the machine's load over the window.
+	require.NotNil(t, sync.CPU)
+	require.Equal(t, "request", sync.CPU.Unit)
+	require.Equal(t, sync.Latency.Count, sync.CPU.Units)
+	require.Positive(t, sync.CPU.ServerMs)
+	require.Positive(t, sync.Baseline.CPUPerUnitMs)
+	require.InDelta(t, sync.CPU.TotalMs/sync.Baseline.CPUPerUnitMs, sync.CPU.Ratio, 1e-9)
+	require.NotNil(t, sync.MachineLoad)
+	require.Equal(t, runtime.NumCPU(), sync.MachineLoad.CPUs)
 	cold := rep.Scenarios[1]
 	require.Equal(t, 200, cold.ColdStart.Iterations)
 	require.Equal(t, int64(200), cold.Latency.Count)
-	require.True(t, strings.HasPrefix(stdout, "| scenario | throughput | p50 | p99 | CPU s | peak RSS MiB | baseline | ratio | goal | result |\n"))
+	require.True(t, strings.HasPrefix(stdout, "| scenario | throughput | p50 | p99 | CPU s | peak RSS MiB | CPU/unit | load | baseline | ratio | CPU/unit ratio | goal | result |\n"))
 
 	// async, small, with profiles and the pending scenario listed.
 	prof := filepath.Join(dir, "prof")
@@ -112,6 +122,12 @@ func TestBenchCommand(t *testing.T) {
 	require.Positive(t, async.Baseline.Throughput, "raw lifecycles/s")
 	require.Equal(t, 2000, async.Baseline.Raw.Rows)
 	require.Positive(t, async.Ratio)
+	require.Equal(t, int64(2000), async.CPU.Units)
+	require.Positive(t, async.CPU.ServerMs)
+	require.Positive(t, async.Baseline.CPUPerUnitMs, "the raw loop's CPU per lifecycle")
+	require.Positive(t, async.CPU.Ratio)
+	require.GreaterOrEqual(t, async.Async.LimitS, 240.0, "at least --burn-down-max")
+	require.NotNil(t, async.MachineLoad)
 	require.Equal(t, filepath.Join(prof, "async.pprof"), async.Profile)
 	st, err := os.Stat(async.Profile)
 	require.NoError(t, err, "the server's CPU profile")

@@ -214,7 +214,12 @@ const pgRawTable = "lark_bench_raw_lifecycle"
 
 // RawPGLifecycles runs the PostgreSQL raw baseline in the schema dbURL selects (search_path),
 // taking a real invocation record from that schema's invocations table as every row's payload.
-func RawPGLifecycles(ctx context.Context, dbURL string, n, batch, workers, claim int) (PGRawResult, error) {
+// mark, when not nil, is called with "measure" before the first insert and "end" after the last
+// completion, while the pool's connections are still open (to read their backends' CPU).
+func RawPGLifecycles(ctx context.Context, dbURL string, n, batch, workers, claim int, mark func(phase string)) (PGRawResult, error) {
+	if mark == nil {
+		mark = func(string) {}
+	}
 	res := PGRawResult{Rows: n, BatchRows: batch, Workers: workers, ClaimRows: claim}
 	if n <= 0 || batch <= 0 || workers <= 0 || claim <= 0 {
 		return res, fmt.Errorf("raw baseline: sizes must be positive")
@@ -253,6 +258,7 @@ func RawPGLifecycles(ctx context.Context, dbURL string, n, batch, workers, claim
 		}
 	}
 	now := func() string { return time.Now().UTC().Format("2006-01-02T15:04:05.000000Z") }
+	mark("measure")
 	cpu0 := selfCPU()
 	t0 := time.Now()
 	for lo := 0; lo < n; lo += batch {
@@ -294,6 +300,7 @@ func RawPGLifecycles(ctx context.Context, dbURL string, n, batch, workers, claim
 		}()
 	}
 	wg.Wait()
+	mark("end") // before the pool closes: its backends' CPU is read while they live
 	close(errc)
 	if err := <-errc; err != nil {
 		return res, fmt.Errorf("raw baseline: claim and complete: %w", err)

@@ -2,11 +2,13 @@ package bench
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -64,6 +66,10 @@ type Scenario struct {
 	Process    *Usage   `json:"process,omitempty"`
 	// ClientCPUS is the CPU time of the bench process (the load generator) in the measured window.
 	ClientCPUS float64 `json:"client_cpu_window_s,omitempty"`
+	// CPU is the server's CPU per unit of work in the measured window, beside the baseline's.
+	CPU *CPUPerUnit `json:"cpu_per_unit,omitempty"`
+	// MachineLoad is /proc/loadavg as the measured window opened and closed.
+	MachineLoad *MachineLoad `json:"machine_load,omitempty"`
 
 	Baseline *Baseline `json:"baseline,omitempty"`
 	// Ratio is Throughput ÷ Baseline.Throughput; P99Ratio (sync) is Latency.P99 ÷ Baseline's p99.
@@ -84,6 +90,8 @@ type Scenario struct {
 	DAG *DAGDetail `json:"dag,omitempty"`
 	// Scale is the scale scenario's breakdown.
 	Scale *ScaleDetail `json:"scale,omitempty"`
+	// Instructions is the sync-instr scenario's breakdown.
+	Instructions *InstructionsDetail `json:"instructions,omitempty"`
 	// SyncOIDC is the sync-oidc scenario's breakdown.
 	SyncOIDC *SyncOIDCDetail `json:"sync_oidc,omitempty"`
 	Profile  string          `json:"cpu_profile,omitempty"`
@@ -99,9 +107,12 @@ type Baseline struct {
 	Latency    *Summary `json:"latency,omitempty"`
 	Process    *Usage   `json:"process,omitempty"`
 	ClientCPUS float64  `json:"client_cpu_window_s,omitempty"`
-	Errors     int64    `json:"errors"`
-	Profile    string   `json:"cpu_profile,omitempty"`
-	Note       string   `json:"note,omitempty"`
+	// CPUPerUnitMs is the baseline's CPU per unit of work (its process's, and its PostgreSQL
+	// backends' when it has them), in milliseconds.
+	CPUPerUnitMs float64 `json:"cpu_ms_per_unit,omitempty"`
+	Errors       int64   `json:"errors"`
+	Profile      string  `json:"cpu_profile,omitempty"`
+	Note         string  `json:"note,omitempty"`
 	// Raw is the async baseline's breakdown (SQLite); PGRaw on PostgreSQL.
 	Raw   *RawResult   `json:"raw,omitempty"`
 	PGRaw *PGRawResult `json:"raw_postgres,omitempty"`
@@ -127,6 +138,8 @@ type AsyncDetail struct {
 	BurnDownS float64 `json:"burn_down_s"`
 	// DrainS is the part of BurnDownS after the last submission was accepted.
 	DrainS float64 `json:"drain_after_submit_s"`
+	// LimitS is the time the burn-down was allowed, from the first submission (BurnDownLimit).
+	LimitS float64 `json:"limit_s"`
 	// NotSucceeded counts invocations that ended in another status (they make the scenario fail).
 	NotSucceeded int `json:"not_succeeded"`
 	// Commit are the server's group-commit figures over its life (lark_groupcommit_*), when it
@@ -245,7 +258,28 @@ func (r *Report) WriteJSONFile(path string) error {
 }
 
 // Markdown columns.
-var tableHeader = []string{"scenario", "throughput", "p50", "p99", "CPU s", "peak RSS MiB", "baseline", "ratio", "goal", "result"}
+var tableHeader = []string{"scenario", "throughput", "p50", "p99", "CPU s", "peak RSS MiB", "CPU/unit", "load", "baseline",
+	"ratio", "CPU/unit ratio", "goal", "result"}
+
+// The table's columns by name (indexes into tableHeader).
+const (
+	colName = iota
+	colThroughput
+	colP50
+	colP99
+	colCPU
+	colRSS
+	colCPUUnit
+	colLoad
+	colBaseline
+	colRatio
+	colCPURatio
+	colGoal
+	colResult
+)
+
+// rightAligned are the table's numeric columns.
+var rightAligned = []int{colThroughput, colP50, colP99, colCPU, colRSS, colCPUUnit, colLoad, colRatio, colCPURatio}
 
 // WriteMarkdown writes the table, then a few lines of detail per scenario.
 func (r *Report) WriteMarkdown(w io.Writer) error {
@@ -260,7 +294,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	sep := make([]string, len(tableHeader))
 	for i := range sep {
 		sep[i] = "---"
-		if i > 0 && i < 6 || i == 7 {
+		if slices.Contains(rightAligned, i) {
 			sep[i] = "---:"
 		}
 	}
@@ -268,7 +302,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	for _, s := range r.Scenarios {
 		row(scenarioCells(s)...)
 		if bl := s.Baseline; bl != nil && s.Status != StatusNotAvailable {
-			row(baselineCells(bl)...)
+			row(baselineCells(s)...)
 		}
 	}
 	b.WriteString("\n")
@@ -285,58 +319,149 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 }
 
 func scenarioCells(s Scenario) []string {
+	c := make([]string, len(tableHeader))
+	c[colName], c[colResult] = s.Name, s.Result
 	if s.Status == StatusNotAvailable {
-		note := s.Note
-		if note == "" {
-			note = "not available yet"
-		}
-		return []string{s.Name, note, "", "", "", "", "", "", "", ResultNA}
+		c[colThroughput] = cmp.Or(s.Note, "not available yet")
+		c[colResult] = ResultNA
+		return c
 	}
-	c := []string{s.Name, rate(s.Throughput, s.Unit), "", "", "", "", "", "", "", s.Result}
+	c[colThroughput] = rate(s.Throughput, s.Unit)
 	if s.Throughput == 0 {
-		c[1] = "—"
+		c[colThroughput] = "—"
+	}
+	if s.Instructions != nil {
+		c[colThroughput] = instrCell(s.Instructions.PerRequest)
 	}
 	if s.Latency != nil {
-		c[2], c[3] = msCell(s.Latency.P50Ms), msCell(s.Latency.P99Ms)
+		c[colP50], c[colP99] = msCell(s.Latency.P50Ms), msCell(s.Latency.P99Ms)
 	}
 	if s.Process != nil {
-		c[4], c[5] = fmt.Sprintf("%.1f", s.Process.CPUS), fmt.Sprintf("%.0f", s.Process.PeakRSSMiB())
+		c[colCPU], c[colRSS] = fmt.Sprintf("%.1f", s.Process.CPUS), fmt.Sprintf("%.0f", s.Process.PeakRSSMiB())
+	}
+	c[colCPUUnit], c[colLoad] = cpuUnitCell(s.CPU), s.MachineLoad.Cell()
+	if s.CPU != nil && s.CPU.Ratio > 0 {
+		c[colCPURatio] = fmt.Sprintf("%.2f×", s.CPU.Ratio)
 	}
 	if bl := s.Baseline; bl != nil {
-		c[6] = bl.Name + ": " + rate(bl.Throughput, bl.Unit)
+		c[colBaseline] = bl.Name + ": " + rate(bl.Throughput, bl.Unit)
 		if bl.Latency != nil && s.P99Ratio > 0 {
-			c[6] += ", p99 " + msCell(bl.Latency.P99Ms)
+			c[colBaseline] += ", p99 " + msCell(bl.Latency.P99Ms)
+		}
+		if s.Instructions != nil {
+			c[colBaseline] = bl.Name + ": " + instrCell(s.Instructions.BaselinePerRequest)
 		}
 		if s.Ratio > 0 {
-			c[7] = fmt.Sprintf("%.3f", s.Ratio)
+			c[colRatio] = fmt.Sprintf("%.3f", s.Ratio)
 		}
 		if s.P99Ratio > 0 {
-			c[7] += fmt.Sprintf("; p99 %.1f×", s.P99Ratio)
+			c[colRatio] += fmt.Sprintf("; p99 %.1f×", s.P99Ratio)
+		}
+		if d := s.Instructions; d != nil && d.Ratio > 0 {
+			c[colRatio] = fmt.Sprintf("%.2f× instructions", d.Ratio)
 		}
 	}
 	var goals []string
 	for _, g := range s.Goals {
 		goals = append(goals, goalText(g))
 	}
-	c[8] = strings.Join(goals, "; ")
+	c[colGoal] = strings.Join(goals, "; ")
 	if s.Status == StatusFailed {
-		c[9] = ResultFail
+		c[colResult] = ResultFail
 	}
 	return c
 }
 
-func baselineCells(bl *Baseline) []string {
-	c := []string{"↳ baseline: " + bl.Name, rate(bl.Throughput, bl.Unit), "", "", "", "", "", "", "", ""}
+// baselineCells is the row under s for its baseline.
+func baselineCells(s Scenario) []string {
+	bl := s.Baseline
+	c := make([]string, len(tableHeader))
+	c[colName], c[colThroughput] = "↳ baseline: "+bl.Name, rate(bl.Throughput, bl.Unit)
+	if s.Instructions != nil {
+		c[colThroughput] = instrCell(s.Instructions.BaselinePerRequest)
+	}
 	if bl.Latency != nil {
-		c[2], c[3] = msCell(bl.Latency.P50Ms), msCell(bl.Latency.P99Ms)
+		c[colP50], c[colP99] = msCell(bl.Latency.P50Ms), msCell(bl.Latency.P99Ms)
 	}
 	if bl.Process != nil {
-		c[4] = fmt.Sprintf("%.1f", bl.Process.CPUS)
+		c[colCPU] = fmt.Sprintf("%.1f", bl.Process.CPUS)
 		if bl.Process.MaxRSSKiB > 0 {
-			c[5] = fmt.Sprintf("%.0f", bl.Process.PeakRSSMiB())
+			c[colRSS] = fmt.Sprintf("%.0f", bl.Process.PeakRSSMiB())
 		}
 	}
+	if s.CPU != nil && bl.CPUPerUnitMs > 0 {
+		c[colCPUUnit] = cpuMsCell(bl.CPUPerUnitMs) + "/" + unitAbbrev(s.CPU.Unit)
+	}
 	return c
+}
+
+// cpuUnitCell is the CPU/unit cell: the total per unit, and the PostgreSQL backends' share of it
+// ("1.30 ms/inv (PG 0.420 ms)"), or "PG n/a" when they could not be read.
+func cpuUnitCell(c *CPUPerUnit) string {
+	if c == nil {
+		return ""
+	}
+	cell := cpuMsCell(c.TotalMs) + "/" + unitAbbrev(c.Unit)
+	switch {
+	case c.BackendsMs != nil:
+		cell += " (PG " + cpuMsCell(*c.BackendsMs) + ")"
+	case strings.HasPrefix(c.BackendsNote, "n/a"):
+		cell += " (PG n/a)"
+	}
+	return cell
+}
+
+// unitAbbrev shortens the units of the CPU/unit column.
+func unitAbbrev(unit string) string {
+	switch unit {
+	case "request":
+		return "req"
+	case "invocation":
+		return "inv"
+	case "iteration":
+		return "iter"
+	case "workflow":
+		return "wf"
+	}
+	return unit
+}
+
+// cpuMsCell formats CPU milliseconds with three significant digits down to a microsecond.
+func cpuMsCell(v float64) string {
+	if v >= 1 || v == 0 {
+		return msCell(v)
+	}
+	return fmt.Sprintf("%.3f ms", v)
+}
+
+// cpuDetails is the line on a scenario's CPU per unit and the machine's load.
+func cpuDetails(s Scenario) []string {
+	var parts []string
+	if c := s.CPU; c != nil {
+		p := fmt.Sprintf("CPU per %s in the measured window (%d): server %s", c.Unit, c.Units, cpuMsCell(c.ServerMs))
+		switch {
+		case c.BackendsMs != nil:
+			p += fmt.Sprintf(" + PostgreSQL backends %s = %s", cpuMsCell(*c.BackendsMs), cpuMsCell(c.TotalMs))
+		case c.BackendsNote != "":
+			p += "; PostgreSQL backends " + c.BackendsNote
+		}
+		if c.BaselineMs > 0 {
+			p += fmt.Sprintf("; baseline %s", cpuMsCell(c.BaselineMs))
+			if c.BaselineNote != "" {
+				p += " (" + c.BaselineNote + ")"
+			}
+			p += fmt.Sprintf(": %.2f×", c.Ratio)
+		}
+		parts = append(parts, p)
+	}
+	if m := s.MachineLoad; m != nil {
+		parts = append(parts, fmt.Sprintf("load average %.2f %.2f %.2f at the start, %.2f %.2f %.2f at the end (%d/%d runnable), %d CPUs",
+			m.Start.One, m.Start.Five, m.Start.Fifteen, m.End.One, m.End.Five, m.End.Fifteen, m.End.Runnable, m.End.Threads, m.CPUs))
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	return []string{s.Name + ": " + strings.Join(parts, "; ")}
 }
 
 func goalText(g Goal) string {
@@ -353,6 +478,8 @@ func goalText(g Goal) string {
 		return "p50 " + g.Target
 	case "lag_p99_ms":
 		return "lag p99 " + g.Target
+	case "instructions_ratio":
+		return "instructions " + g.Target + " echo"
 	}
 	return g.Name + " " + g.Target
 }
@@ -370,6 +497,8 @@ func details(s Scenario) []string {
 			msCell(s.Baseline.Latency.P50Ms), msCell(s.Baseline.Latency.P99Ms),
 			cpuWindow(s.Process), cpuWindow(s.Baseline.Process), s.ClientCPUS, s.Baseline.ClientCPUS))
 	}
+	out = append(out, cpuDetails(s)...)
+	out = append(out, instrDetails(s.Instructions)...)
 	out = append(out, asyncDetails(s)...)
 	out = append(out, syncOIDCDetails(s.SyncOIDC)...)
 	if c := s.ColdStart; c != nil {

@@ -21,10 +21,15 @@ func sampleReport() *Report {
 				Latency: &Summary{Count: 30634, Samples: 30634, P50Ms: 20.41, P99Ms: 34.4},
 				Process: &Usage{CPUS: 23.26, MaxRSSKiB: 43008, CPUWindowS: 19.5},
 				Baseline: &Baseline{Name: "echo", Throughput: 35168, Unit: "req/s",
-					Latency: &Summary{Count: 351680, P50Ms: 1.5, P99Ms: 6.24}, Process: &Usage{CPUS: 18.04, MaxRSSKiB: 21504}},
+					Latency: &Summary{Count: 351680, P50Ms: 1.5, P99Ms: 6.24}, Process: &Usage{CPUS: 18.04, MaxRSSKiB: 21504},
+					CPUPerUnitMs: 0.0612},
 				Ratio: 0.0871, P99Ratio: 5.51,
 				Goals:  []Goal{{Name: "ratio", Target: "≥ 0.30", Value: 0.0871}, {Name: "p99_ratio", Target: "≤ 2×", Value: 5.51}},
-				Result: ResultMiss},
+				Result: ResultMiss,
+				CPU: &CPUPerUnit{Unit: "request", Units: 30634, ServerS: 39.82, ServerMs: 1.3, TotalMs: 1.3,
+					BaselineMs: 0.0612, Ratio: 21.24},
+				MachineLoad: &MachineLoad{CPUs: 2, Start: LoadAvg{One: 1.93, Five: 1.5, Fifteen: 1.2, Runnable: 3, Threads: 400},
+					End: LoadAvg{One: 2.41, Five: 1.6, Fifteen: 1.25, Runnable: 4, Threads: 410}}},
 			{Name: "async", Status: StatusOK, Throughput: 2270.9, Unit: "inv/s",
 				Latency: &Summary{Count: 100000, P50Ms: 11.9, P99Ms: 22},
 				Process: &Usage{CPUS: 61.2, MaxRSSKiB: 80 * 1024},
@@ -32,6 +37,7 @@ func sampleReport() *Report {
 					Raw: &RawResult{Rows: 100000, BatchRows: 1000, InsertRate: 80000, RunningRate: 94000, SucceededRate: 95000}},
 				Ratio:  0.0759,
 				Result: ResultNA,
+				CPU:    NewCPUPerUnit("invocation", 100000, 130, new(40.0), ""),
 				Async:  &AsyncDetail{N: 100000, SubmitClients: 32, SubmitS: 38.2, SubmitRate: 2618, BurnDownS: 44, DrainS: 5.8}},
 			{Name: "coldstart", Status: StatusFailed, Error: "3 of 200 iterations failed", Errors: 3,
 				ErrorSamples: []string{"POST /entrypoints: HTTP 500 (want 201): |internal|"},
@@ -49,20 +55,22 @@ func TestWriteMarkdown(t *testing.T) {
 	require.NoError(t, sampleReport().WriteMarkdown(&b))
 	out := b.String()
 	lines := strings.Split(out, "\n")
-	require.Equal(t, "| scenario | throughput | p50 | p99 | CPU s | peak RSS MiB | baseline | ratio | goal | result |", lines[0])
-	require.Equal(t, "| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- | --- |", lines[1])
-	require.Equal(t, "| sync | 3,063 req/s | 20.4 ms | 34.4 ms | 23.3 | 42 | echo: 35,168 req/s, p99 6.24 ms | 0.087; p99 5.5× | ratio ≥ 0.30; p99 ≤ 2× echo | MISS |", lines[2])
-	require.Equal(t, "| ↳ baseline: echo | 35,168 req/s | 1.50 ms | 6.24 ms | 18.0 | 21 |  |  |  |  |", lines[3])
-	require.Equal(t, "| async | 2,271 inv/s | 11.9 ms | 22.0 ms | 61.2 | 80 | raw SQLite: 29,925 lifecycles/s | 0.076 |  | n/a |", lines[4])
-	require.Equal(t, "| ↳ baseline: raw SQLite | 29,925 lifecycles/s |  |  | 3.4 |  |  |  |  |  |", lines[5])
-	require.Equal(t, "| coldstart | 306 /s | 2.98 ms | 5.58 ms |  |  |  |  | median ≤ 5 ms | FAILED |", lines[6])
-	require.Equal(t, "| workflow10 | not available yet (needs workflows) |  |  |  |  |  |  |  | n/a |", lines[7])
-	require.Equal(t, "| cron10k | not available yet (needs schedules) |  |  |  |  |  |  |  | n/a |", lines[8])
+	require.Equal(t, "| scenario | throughput | p50 | p99 | CPU s | peak RSS MiB | CPU/unit | load | baseline | ratio | CPU/unit ratio | goal | result |", lines[0])
+	require.Equal(t, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | --- | --- |", lines[1])
+	require.Equal(t, "| sync | 3,063 req/s | 20.4 ms | 34.4 ms | 23.3 | 42 | 1.30 ms/req | 1.9→2.4 /2 | echo: 35,168 req/s, p99 6.24 ms | 0.087; p99 5.5× | 21.24× | ratio ≥ 0.30; p99 ≤ 2× echo | MISS |", lines[2])
+	require.Equal(t, "| ↳ baseline: echo | 35,168 req/s | 1.50 ms | 6.24 ms | 18.0 | 21 | 0.061 ms/req |  |  |  |  |  |  |", lines[3])
+	require.Equal(t, "| async | 2,271 inv/s | 11.9 ms | 22.0 ms | 61.2 | 80 | 1.70 ms/inv (PG 0.400 ms) |  | raw SQLite: 29,925 lifecycles/s | 0.076 |  |  | n/a |", lines[4])
+	require.Equal(t, "| ↳ baseline: raw SQLite | 29,925 lifecycles/s |  |  | 3.4 |  |  |  |  |  |  |  |  |", lines[5])
+	require.Equal(t, "| coldstart | 306 /s | 2.98 ms | 5.58 ms |  |  |  |  |  |  |  | median ≤ 5 ms | FAILED |", lines[6])
+	require.Equal(t, "| workflow10 | not available yet (needs workflows) |  |  |  |  |  |  |  |  |  |  | n/a |", lines[7])
+	require.Equal(t, "| cron10k | not available yet (needs schedules) |  |  |  |  |  |  |  |  |  |  | n/a |", lines[8])
 	require.Equal(t, "", lines[9], "the table ends")
 	// Every table row has the same number of cells (pipes inside cells are escaped).
 	for _, l := range lines[:9] {
 		require.Equal(t, len(tableHeader)+1, strings.Count(l, "|")-strings.Count(l, `\|`), l)
 	}
+	require.Contains(t, out, "- sync: CPU per request in the measured window (30634): server 1.30 ms; baseline 0.061 ms: 21.24×; load average 1.93 1.50 1.20 at the start, 2.41 1.60 1.25 at the end (4/410 runnable), 2 CPUs\n")
+	require.Contains(t, out, "- async: CPU per invocation in the measured window (100000): server 1.30 ms + PostgreSQL backends 0.400 ms = 1.70 ms\n")
 	require.Contains(t, out, "- **coldstart FAILED**: 3 of 200 iterations failed\n")
 	require.Contains(t, out, "- coldstart error: POST /entrypoints: HTTP 500 (want 201): |internal|\n")
 	require.Contains(t, out, "- async: 100000 invocations; submitted in 38.2 s (2,618 req/s, 32 clients")
@@ -91,6 +99,20 @@ func TestWriteJSONRoundTrip(t *testing.T) {
 	}
 	sync := raw["scenarios"].([]any)[0].(map[string]any)
 	require.Equal(t, 43008.0, sync["process"].(map[string]any)["max_rss_kib"])
+	cpu := sync["cpu_per_unit"].(map[string]any)
+	require.Equal(t, "request", cpu["unit"])
+	require.Equal(t, 1.3, cpu["server_ms_per_unit"])
+	require.Equal(t, 0.0612, cpu["baseline_ms_per_unit"])
+	require.Equal(t, 21.24, cpu["ratio"])
+	require.NotContains(t, cpu, "pg_backends_cpu_s", "no backends on SQLite")
+	load := sync["machine_load"].(map[string]any)
+	require.Equal(t, 2.0, load["cpus"])
+	require.Equal(t, 1.93, load["start"].(map[string]any)["load1"])
+	require.Equal(t, 2.41, load["end"].(map[string]any)["load1"])
+	require.Equal(t, 0.0612, sync["baseline"].(map[string]any)["cpu_ms_per_unit"])
+	async := raw["scenarios"].([]any)[1].(map[string]any)["cpu_per_unit"].(map[string]any)
+	require.Equal(t, 40.0, async["pg_backends_cpu_s"])
+	require.InDelta(t, 0.4, async["pg_backends_ms_per_unit"], 1e-9)
 	require.Equal(t, 34.4, sync["latency"].(map[string]any)["p99_ms"])
 }
 

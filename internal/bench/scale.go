@@ -148,9 +148,13 @@ func (r *Runner) Scale(ctx context.Context) Scenario {
 		}
 		st.OpenS = time.Since(start).Seconds()
 		r.logf("scale: %d invocations: filled in %.1f s (%s), server up in %.1f s", n, st.Fill.FillS, rate(st.Fill.RowsPerS, "rows/s"), st.OpenS)
+		win := openWindow(l)
 		if st.Filters, err = r.measureFilters(ctx, l, scaleQueries(fill.end), dev, d.Calls); err != nil {
 			return failed(s, err)
 		}
+		win.close()
+		// The figures at the full size: the last stage's.
+		s.CPU, s.MachineLoad = win.perUnit("call", scaleCalls(st.Filters, d.Calls)), win.machineLoad()
 		d.Stages = append(d.Stages, st)
 	}
 	usage, stopErr := l.stop()
@@ -227,6 +231,16 @@ func (r *Runner) measureFilters(ctx context.Context, l *lark, queries []scaleQue
 		out = append(out, best)
 	}
 	return out, nil
+}
+
+// scaleCalls counts the GETs measureFilters sent: per filter, its rounds of calls and two warm-up
+// calls each.
+func scaleCalls(filters []ScaleFilter, calls int) int64 {
+	var n int64
+	for _, f := range filters {
+		n += int64(f.Rounds * (calls + 2))
+	}
+	return n
 }
 
 // measureFilter is one round of measureFilters.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -51,14 +52,16 @@ func (r *Runner) Sync(ctx context.Context) Scenario {
 	if err != nil {
 		return failed(s, fmt.Errorf("register calculate_tax: %w", err))
 	}
-	marks := &cpuMarks{pid: l.Pid()}
-	res := Load{Workers: o.Clients, Warmup: o.Warmup, Duration: o.Duration, Mark: marks.mark,
+	win := newWindow(l.Pid(), l.pg)
+	res := Load{Workers: o.Clients, Warmup: o.Warmup, Duration: o.Duration, Mark: win.mark,
 		Do: func(ctx context.Context) error { return l.api.InvokeSync(ctx, l.token, TaxSyncRequest) }}.Run(ctx)
 	usage, stopErr := l.stop()
-	usage.CPUWindowS = marks.child()
-	s.Process, s.ClientCPUS = &usage, marks.self()
+	usage.CPUWindowS, _ = win.serverCPU()
+	s.Process, s.ClientCPUS = &usage, win.clientCPU()
 	s.Throughput, s.Latency = res.Throughput, &res.Latency
 	s.Errors, s.ErrorSamples = res.Errors, res.ErrorSamples
+	s.CPU, s.MachineLoad = win.perUnit("request", res.Requests), win.machineLoad()
+	s.CPU.Compare(echo.CPUPerUnitMs, "")
 
 	if echo.Throughput > 0 {
 		s.Ratio = s.Throughput / echo.Throughput
@@ -101,17 +104,20 @@ func (r *Runner) runEcho(ctx context.Context) (*Baseline, error) {
 	api := &API{URL: "http://" + child.Addr, Client: NewHTTPClient(o.Clients)}
 	// The same token shape as Lark's, so that both sides parse the same header bytes.
 	token := "lark_" + strings.Repeat("x", 43)
-	marks := &cpuMarks{pid: child.Pid()}
-	res := Load{Workers: o.Clients, Warmup: o.Warmup, Duration: o.Duration, Mark: marks.mark,
+	win := newWindow(child.Pid(), nil)
+	res := Load{Workers: o.Clients, Warmup: o.Warmup, Duration: o.Duration, Mark: win.mark,
 		Do: func(ctx context.Context) error {
 			_, _, err := api.Call(ctx, http.MethodPost, "/invocations", token, TaxSyncRequest, http.StatusOK)
 			return err
 		}}.Run(ctx)
 	api.Client.CloseIdleConnections()
 	usage, stopErr := child.Stop(stopTimeout)
-	usage.CPUWindowS = marks.child()
-	bl.Process, bl.ClientCPUS = &usage, marks.self()
+	usage.CPUWindowS, _ = win.serverCPU()
+	bl.Process, bl.ClientCPUS = &usage, win.clientCPU()
 	bl.Throughput, bl.Latency, bl.Errors = res.Throughput, &res.Latency, res.Errors
+	if c := win.perUnit("request", res.Requests); c != nil {
+		bl.CPUPerUnitMs = c.TotalMs
+	}
 	switch {
 	case res.Errors > 0:
 		return bl, fmt.Errorf("%d requests failed, e.g. %s", res.Errors, strings.Join(res.ErrorSamples, "; "))
@@ -157,22 +163,25 @@ func (r *Runner) Async(ctx context.Context) Scenario {
 		return failed(s, err)
 	}
 
-	cpu0, cpuErr0 := procCPU(l.Pid())
-	self0 := selfCPU()
+	win := openWindow(l)
 	first := time.Now()
 	res, lastID := submitAsync(ctx, l, o.AsyncClients, o.AsyncN, noopAsyncRequest)
 	submitted := time.Now()
 	a.SubmitS, a.SubmitRate, a.Submit = res.WindowS, res.Throughput, res.Latency
 	s.Latency = &a.Submit
 	s.Errors, s.ErrorSamples = res.Errors, res.ErrorSamples
-	r.logf("async: submitted in %.1f s (%s); waiting for the burn-down", a.SubmitS, rate(a.SubmitRate, "req/s"))
+	limit := BurnDownLimit(o.AsyncN, a.SubmitRate, o.BurnDownMax)
+	a.LimitS = limit.Seconds()
+	r.logf("async: submitted in %.1f s (%s); waiting for the burn-down (at most %v after the first submission)",
+		a.SubmitS, rate(a.SubmitRate, "req/s"), limit.Round(time.Second))
 
 	// Done when nothing is queued or running. First wait for the last accepted invocation (a
 	// point lookup: cheap), then list the unfinished ones until there are none (the list is
 	// cheap once few remain).
-	done, err := r.waitBurnDown(ctx, l, lastID, first.Add(o.BurnDownMax))
-	cpu1, cpuErr1 := procCPU(l.Pid())
-	s.ClientCPUS = selfCPU() - self0
+	done, err := r.waitBurnDown(ctx, l, lastID, first.Add(limit))
+	win.close()
+	s.ClientCPUS = win.clientCPU()
+	s.CPU, s.MachineLoad = win.perUnit("invocation", res.Requests), win.machineLoad()
 	if err != nil {
 		s = failed(s, fmt.Errorf("burn-down: %w", err))
 	} else {
@@ -192,9 +201,7 @@ func (r *Runner) Async(ctx context.Context) Scenario {
 		r.logf("async: no group-commit figures: %v", err)
 	}
 	usage, stopErr := l.stop()
-	if cpuErr0 == nil && cpuErr1 == nil {
-		usage.CPUWindowS = cpu1 - cpu0
-	}
+	usage.CPUWindowS, _ = win.serverCPU()
 	s.Process = &usage
 	if res.Errors > 0 {
 		s = failed(s, fmt.Errorf("%d of %d submissions failed", res.Errors, o.AsyncN))
@@ -226,6 +233,10 @@ func (r *Runner) Async(ctx context.Context) Scenario {
 	} else {
 		bl.Raw, bl.Throughput = &raw, raw.LifecycleRate
 		bl.Process = &Usage{CPUS: raw.CPUS, WallS: raw.TotalS} // this process's CPU while it wrote
+		if raw.Rows > 0 {
+			bl.CPUPerUnitMs = raw.CPUS * 1000 / float64(raw.Rows)
+			s.CPU.Compare(bl.CPUPerUnitMs, "this process's CPU while it wrote the rows, SQLite running in it")
+		}
 		if raw.LifecycleRate > 0 {
 			s.Ratio = s.Throughput / raw.LifecycleRate
 		}
@@ -257,12 +268,21 @@ func (r *Runner) asyncPGBaseline(ctx context.Context, l *lark, s Scenario, accep
 		return s
 	}
 	r.logf("async: raw PostgreSQL baseline, %d rows, %d workers claiming %d", o.AsyncN, PGRawWorkers, PGRawClaim)
-	raw, err := RawPGLifecycles(ctx, l.pg.url, o.AsyncN, 1000, PGRawWorkers, PGRawClaim)
+	win := newWindow(os.Getpid(), l.pg)
+	raw, err := RawPGLifecycles(ctx, l.pg.url, o.AsyncN, 1000, PGRawWorkers, PGRawClaim, win.mark)
 	if err != nil {
 		return failed(s, err)
 	}
 	bl.PGRaw, bl.Throughput = &raw, raw.LifecycleRate
 	bl.Process = &Usage{CPUS: raw.CPUS, WallS: raw.TotalS}
+	if c := win.perUnit("lifecycle", int64(raw.Rows)); c != nil {
+		bl.CPUPerUnitMs = c.TotalMs
+		note := "this process's CPU while it ran the loop, and its backends'"
+		if c.BackendsS == nil {
+			note = "this process's CPU while it ran the loop; backends " + c.BackendsNote
+		}
+		s.CPU.Compare(bl.CPUPerUnitMs, note)
+	}
 	r.logf("async: raw %s", rate(raw.LifecycleRate, "lifecycles/s"))
 	if raw.LifecycleRate > 0 && s.Throughput > 0 {
 		s.Ratio = s.Throughput / raw.LifecycleRate
@@ -317,7 +337,7 @@ func (r *Runner) waitBurnDown(ctx context.Context, l *lark, lastID string, deadl
 	wait := func() error {
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("still unfinished invocations after %v", r.Opts.BurnDownMax)
+			return fmt.Errorf("still unfinished invocations at the time limit (%s)", deadline.Format(time.TimeOnly))
 		case <-tick.C:
 			return nil
 		}
@@ -375,8 +395,7 @@ func (r *Runner) ColdStart(ctx context.Context) Scenario {
 	s.Profile = l.profile
 	total, reg, act, call := NewRecorder(0), NewRecorder(0), NewRecorder(0), NewRecorder(0)
 	var errs errorLog
-	cpu0, cpuErr0 := procCPU(l.Pid())
-	self0 := selfCPU()
+	win := openWindow(l)
 	start := time.Now()
 	iterations := 0
 	for i := 0; i < o.ColdStartN && time.Since(start) < o.ColdStartMax && ctx.Err() == nil; i++ {
@@ -409,14 +428,13 @@ func (r *Runner) ColdStart(ctx context.Context) Scenario {
 		total.Add(t3.Sub(t0))
 	}
 	elapsed := time.Since(start)
-	cpu1, cpuErr1 := procCPU(l.Pid())
-	s.ClientCPUS = selfCPU() - self0
+	win.close()
+	s.ClientCPUS = win.clientCPU()
 	usage, stopErr := l.stop()
-	if cpuErr0 == nil && cpuErr1 == nil {
-		usage.CPUWindowS = cpu1 - cpu0
-	}
+	usage.CPUWindowS, _ = win.serverCPU()
 	s.Process = &usage
 	sum := total.Summary()
+	s.CPU, s.MachineLoad = win.perUnit("iteration", sum.Count), win.machineLoad()
 	s.Latency = &sum
 	s.ColdStart = &ColdStartDetail{Iterations: iterations, Register: reg.Summary(), Activate: act.Summary(), FirstCall: call.Summary()}
 	if elapsed > 0 {

@@ -153,8 +153,7 @@ func (r *Runner) Workflow10(ctx context.Context) Scenario {
 	if err := r.registerActivate(ctx, l, Workflow10ID, Workflow10Source(Workflow10Steps)); err != nil {
 		return failed(s, err)
 	}
-	cpu0, cpuErr0 := procCPU(l.Pid())
-	self0 := selfCPU()
+	win := openWindow(l)
 
 	// (b) serial, first, on the fresh database.
 	syncReq := startRequest(Workflow10ID, "sync")
@@ -185,9 +184,12 @@ func (r *Runner) Workflow10(ctx context.Context) Scenario {
 	first := time.Now()
 	res, lastID := submitAsync(ctx, l, d.Clients, d.N, asyncReq)
 	d.SubmitS, d.Submit = res.WindowS, res.Latency
-	done, err := r.waitBurnDown(ctx, l, lastID, first.Add(o.BurnDownMax))
-	cpu1, cpuErr1 := procCPU(l.Pid())
-	s.ClientCPUS = selfCPU() - self0
+	done, err := r.waitBurnDown(ctx, l, lastID, first.Add(BurnDownLimit(d.N, res.Throughput, o.BurnDownMax)))
+	win.close()
+	s.ClientCPUS = win.clientCPU()
+	// Every workflow of the window (warm-up, serial, concurrent) counts.
+	steps := int64(Workflow10Steps * (d.SerialWarmup + d.SerialN + int(res.Requests)))
+	s.CPU, s.MachineLoad = win.perUnit("step", steps), win.machineLoad()
 	if err != nil {
 		s = failed(s, fmt.Errorf("burn-down: %w", err))
 	} else {
@@ -203,12 +205,10 @@ func (r *Runner) Workflow10(ctx context.Context) Scenario {
 		}
 	}
 	usage, stopErr := l.stop()
-	if cpuErr0 == nil && cpuErr1 == nil {
-		usage.CPUWindowS = cpu1 - cpu0
-	}
+	usage.CPUWindowS, _ = win.serverCPU()
 	s.Process = &usage
 	// Every workflow of the scenario (warm-up, serial, concurrent) counts: the writes cover them all.
-	if w, err := l.storeWrites(ctx, "step", Workflow10Steps*(d.SerialWarmup+d.SerialN+int(res.Requests))); err != nil {
+	if w, err := l.storeWrites(ctx, "step", int(steps)); err != nil {
 		s = failed(s, err)
 	} else {
 		s.StoreWrites = w
@@ -256,8 +256,7 @@ func (r *Runner) Sleepers(ctx context.Context) Scenario {
 	if kib, err := procRSS(l.Pid()); err == nil {
 		d.IdleRSSKiB = kib
 	}
-	cpu0, cpuErr0 := procCPU(l.Pid())
-	self0 := selfCPU()
+	win := openWindow(l)
 
 	// RSS sampler for the whole run; the sleeping window is cut out afterwards.
 	var samples []rssSample
@@ -304,7 +303,8 @@ func (r *Runner) Sleepers(ctx context.Context) Scenario {
 	firstDue := first.Add(o.SleepersSleep)
 	r.logf("sleepers: submitted in %.1f s; waiting until all are parked", d.SubmitS)
 
-	parked, err := r.waitNone(ctx, l, "status in ('queued','running')", 100*time.Millisecond, first.Add(o.BurnDownMax))
+	parked, err := r.waitNone(ctx, l, "status in ('queued','running')", 100*time.Millisecond,
+		first.Add(BurnDownLimit(d.N, res.Throughput, o.BurnDownMax)))
 	if err != nil {
 		return failed(s, fmt.Errorf("waiting for the workflows to park: %w", err))
 	}
@@ -314,7 +314,8 @@ func (r *Runner) Sleepers(ctx context.Context) Scenario {
 	done, err := r.waitNone(ctx, l, "status in ('queued','running','suspended')", 100*time.Millisecond, firstDue.Add(o.BurnDownMax))
 	stopSampling()
 	<-sampled
-	cpu1, cpuErr1 := procCPU(l.Pid())
+	win.close()
+	s.CPU, s.MachineLoad = win.perUnit("workflow", res.Requests), win.machineLoad()
 	if err != nil {
 		return failed(s, fmt.Errorf("waiting for the wake-ups: %w", err))
 	}
@@ -348,11 +349,9 @@ func (r *Runner) Sleepers(ctx context.Context) Scenario {
 	d.LagFetchS, d.LagSampled = time.Since(t0).Seconds(), len(sample)
 	d.Lag = lag.Summary()
 	s.Latency = &d.Lag
-	s.ClientCPUS = selfCPU() - self0
+	s.ClientCPUS = win.clientCPU()
 	usage, stopErr := l.stop()
-	if cpuErr0 == nil && cpuErr1 == nil {
-		usage.CPUWindowS = cpu1 - cpu0
-	}
+	usage.CPUWindowS, _ = win.serverCPU()
 	s.Process = &usage
 	rss := float64(d.SleepRSSMaxKiB) / 1024
 	s.Goals = []Goal{{Name: "lag_p99_ms", Target: fmt.Sprintf("≤ %g ms", SleepersLagP99Goal), Value: d.Lag.P99Ms,
