@@ -229,7 +229,9 @@ func (r *Runner) finishSyncOIDC(s Scenario, base, res oidcSide, stopErr error) S
 	}
 	s.CPU = NewCPUPerUnit("request", res.Requests, res.cpuS, nil, note)
 	s.CPU.Compare(d.LarkCPUPerReqMs, "the server's CPU per request with a Lark token")
-	s.Baseline.CPUPerUnitMs = d.LarkCPUPerReqMs
+	if s.Baseline != nil {
+		s.Baseline.CPUPerUnitMs = d.LarkCPUPerReqMs
+	}
 	s.SyncOIDC = d
 	s.Goals = []Goal{{Name: "ratio", Target: fmt.Sprintf("≥ %.2f", SyncOIDCRatioGoal), Value: s.Ratio, Met: s.Ratio >= SyncOIDCRatioGoal}}
 	s.Result = goalsResult(s.Goals)
