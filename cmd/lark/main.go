@@ -94,6 +94,7 @@ type flags struct {
 	pgTCPTimeout                time.Duration
 	storeWriteWait              time.Duration
 	leaseGrace                  time.Duration
+	syncStartDelay              time.Duration
 	nats                        string
 	masterKeyFile               string
 	allowUnreadableSecrets      bool
@@ -192,6 +193,8 @@ func (f *flags) bindStoreFlags(c *cobra.Command) {
 		"PostgreSQL store: how long a connection's peer may stay silent before the connection is ended (TCP keepalives, and TCP_USER_TIMEOUT on Linux, on both ends); negative: the operating system's defaults")
 	c.Flags().DurationVar(&f.storeWriteWait, "store-write-wait", store.DefaultWriteWait,
 		"longest a write waits for the store's writer to start it before the API answers 503 with Retry-After")
+	c.Flags().DurationVar(&f.syncStartDelay, "sync-start-delay", invoke.DefaultSyncStartDelay,
+		"how long a sync function call runs before its start is written on its own; a call that ends sooner is written once, start and outcome together (negative: write every start at once)")
 	c.Flags().DurationVar(&f.leaseGrace, "lease-grace", 30*time.Second,
 		"how long an attempt's lease outlives its timeout: the work of a node that died mid-attempt, or could not write the outcome, is run again that long after the attempt's timeout")
 	c.Flags().DurationVar(&f.retention, "retention-interval", retention.DefaultInterval, "time between two passes of the retention job (purges history and audit events past each tenant's retention)")
@@ -246,7 +249,7 @@ func (f *flags) bindTelemetryFlags(c *cobra.Command) {
 // bad one stops the start).
 func (f *flags) config(admin string, log *slog.Logger) (server.Config, error) {
 	cfg := server.Config{Addr: f.addr, DataDir: f.data, Store: f.store, BlobStore: f.blobStore, NoMigrate: f.noMigrate, SQLiteSynchronous: f.sqliteSynchronous,
-		PGMaxConns: f.pgMaxConns, PGStatementTimeout: f.pgStatementTimeout, PGWriters: f.pgWriters, PGClientTimeout: f.pgClientTimeout, PGTCPTimeout: f.pgTCPTimeout, StoreWriteWait: f.storeWriteWait, LeaseGrace: f.leaseGrace, AdminToken: admin, MaxBody: f.maxBody, Logger: log, IdentityProvidersFile: f.identityProviders,
+		PGMaxConns: f.pgMaxConns, PGStatementTimeout: f.pgStatementTimeout, PGWriters: f.pgWriters, PGClientTimeout: f.pgClientTimeout, PGTCPTimeout: f.pgTCPTimeout, StoreWriteWait: f.storeWriteWait, LeaseGrace: f.leaseGrace, SyncStartDelay: f.syncStartDelay, AdminToken: admin, MaxBody: f.maxBody, Logger: log, IdentityProvidersFile: f.identityProviders,
 		ConsoleOIDCIssuer: f.consoleOIDCIssuer, ConsoleOIDCClientID: f.consoleOIDCClientID,
 		Workers: f.workers, UnsafeEgressAllowLoopback: f.egressLoopback, RetentionInterval: f.retention,
 		MetricsPublic: f.metricsPublic, MetricsMaxLabelSets: f.metricsMaxLabelSets,

@@ -92,6 +92,8 @@ type Scenario struct {
 	Scale *ScaleDetail `json:"scale,omitempty"`
 	// Instructions is the sync-instr scenario's breakdown.
 	Instructions *InstructionsDetail `json:"instructions,omitempty"`
+	// Sync is the sync scenario's breakdown.
+	Sync *SyncDetail `json:"sync,omitempty"`
 	// SyncOIDC is the sync-oidc scenario's breakdown.
 	SyncOIDC *SyncOIDCDetail `json:"sync_oidc,omitempty"`
 	Profile  string          `json:"cpu_profile,omitempty"`
@@ -500,6 +502,9 @@ func details(s Scenario) []string {
 	out = append(out, cpuDetails(s)...)
 	out = append(out, instrDetails(s.Instructions)...)
 	out = append(out, asyncDetails(s)...)
+	if s.Sync != nil {
+		out = append(out, fmt.Sprintf("sync: %.3f durable writes per call (the group committer's writes over the window ÷ its calls)", s.Sync.DurableWritesPerCall))
+	}
 	out = append(out, syncOIDCDetails(s.SyncOIDC)...)
 	if c := s.ColdStart; c != nil {
 		out = append(out, fmt.Sprintf("coldstart: %d iterations; p50/p99 register %s/%s, activate %s/%s, first sync invocation %s/%s",
@@ -587,6 +592,16 @@ func asyncDetails(s Scenario) []string {
 	}
 	return out
 }
+
+// SyncDetail is the sync scenario's breakdown.
+type SyncDetail struct {
+	// DurableWritesPerCall is the group committer's writes over the measured window ÷ its calls
+	// (lark_groupcommit_batch_size_sum): 1 when each call's start and outcome are one write.
+	DurableWritesPerCall float64 `json:"durable_writes_per_call"`
+}
+
+// SyncWritesGoal is the most durable writes a sync call may cost on average.
+const SyncWritesGoal = 1.05
 
 // syncOIDCDetails is sync-oidc's server CPU per request with each token.
 func syncOIDCDetails(d *SyncOIDCDetail) []string {

@@ -211,3 +211,11 @@ func TestGoalsResult(t *testing.T) {
 	require.Equal(t, ResultPass, goalsResult([]Goal{{Met: true}, {Met: true}}))
 	require.Equal(t, ResultMiss, goalsResult([]Goal{{Met: true}, {Met: false}}))
 }
+
+// TestSyncWritesDetail: the sync scenario's durable writes per call is a line of the report.
+func TestSyncWritesDetail(t *testing.T) {
+	t.Parallel()
+	s := Scenario{Name: "sync", Status: StatusOK, Sync: &SyncDetail{DurableWritesPerCall: 1.02}}
+	require.Contains(t, details(s), "sync: 1.020 durable writes per call (the group committer's writes over the window ÷ its calls)")
+	require.Empty(t, details(Scenario{Name: "sync", Status: StatusOK}), "no line without the figure")
+}

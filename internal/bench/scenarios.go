@@ -53,8 +53,22 @@ func (r *Runner) Sync(ctx context.Context) Scenario {
 		return failed(s, fmt.Errorf("register calculate_tax: %w", err))
 	}
 	win := newWindow(l.Pid(), l.pg)
-	res := Load{Workers: o.Clients, Warmup: o.Warmup, Duration: o.Duration, Mark: win.mark,
+	var writes [2]float64 // the group committer's writes when the window opens and closes
+	mark := func(phase string) {
+		win.mark(phase)
+		if m, err := l.metrics(ctx, "lark_groupcommit_batch_size_sum"); err == nil {
+			if phase == "end" {
+				writes[1] = m[0]
+			} else {
+				writes[0] = m[0]
+			}
+		}
+	}
+	res := Load{Workers: o.Clients, Warmup: o.Warmup, Duration: o.Duration, Mark: mark,
 		Do: func(ctx context.Context) error { return l.api.InvokeSync(ctx, l.token, TaxSyncRequest) }}.Run(ctx)
+	if res.Requests > 0 && writes[1] > writes[0] {
+		s.Sync = &SyncDetail{DurableWritesPerCall: (writes[1] - writes[0]) / float64(res.Requests)}
+	}
 	usage, stopErr := l.stop()
 	usage.CPUWindowS, _ = win.serverCPU()
 	s.Process, s.ClientCPUS = &usage, win.clientCPU()
@@ -72,6 +86,10 @@ func (r *Runner) Sync(ctx context.Context) Scenario {
 	s.Goals = []Goal{
 		{Name: "ratio", Target: fmt.Sprintf("≥ %.2f", SyncRatioGoal), Value: s.Ratio, Met: s.Ratio >= SyncRatioGoal},
 		{Name: "p99_ratio", Target: fmt.Sprintf("≤ %g×", SyncP99RatioGoal), Value: s.P99Ratio, Met: s.P99Ratio > 0 && s.P99Ratio <= SyncP99RatioGoal},
+	}
+	if s.Sync != nil {
+		s.Goals = append(s.Goals, Goal{Name: "writes", Target: fmt.Sprintf("≤ %.2f per call", SyncWritesGoal),
+			Value: s.Sync.DurableWritesPerCall, Met: s.Sync.DurableWritesPerCall <= SyncWritesGoal})
 	}
 	s.Result = goalsResult(s.Goals)
 	if res.Errors > 0 {

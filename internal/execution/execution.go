@@ -203,6 +203,10 @@ func (x *Executor) StartChild(ctx context.Context, parent invocation.Record, req
 			Details: map[string]any{"quota": "sync_children", "retry_after_seconds": 1}}
 	}
 	defer x.syncChildren.Add(-1)
+	// A sync parent's start may still be held back (invoke's runSync): it reaches the disk first.
+	if err := spawn.StartDurable(ctx); err != nil {
+		return invocation.Record{}, &sandbox.Error{TypeID: sandbox.ErrRuntime, Category: "retryable", Message: "r_invoke_v1: the calling invocation's start could not be written"}
+	}
 	now := rec.CreatedAt
 	// The child's entrypoint rate limit applies as to any start.
 	permit, err := x.spawn.RateLimit(rec.TenantID, e.GTSID, d, now)

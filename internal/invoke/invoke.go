@@ -108,6 +108,11 @@ type Config struct {
 	EndHook writer.EndHook
 	// RateLimiters are the RateLimiter plugins by strategy (default: ratelimit.Default()).
 	RateLimiters *ratelimit.Registry
+	// SyncStartDelay is how long a sync function call runs before its start is written on its own
+	// (default DefaultSyncStartDelay; negative: at once). A call that ends sooner, the rule, is
+	// written once, start and outcome together (syncrun.go); a longer one becomes visible (GET,
+	// list, cancel) this long after it began, plus one group commit.
+	SyncStartDelay time.Duration
 	// MaxDepth bounds r_invoke_v1 nesting (default 8): an invocation started through the API (or a
 	// schedule, a trigger, a replay) is at depth 0, its children at 1; a child deeper than MaxDepth
 	// is refused. It holds for function children and workflow children alike.
@@ -192,6 +197,10 @@ type Service struct {
 	closeOnce sync.Once
 }
 
+// DefaultSyncStartDelay is Config.SyncStartDelay's default: longer than nearly every sync call,
+// short enough that a long one shows up at once to whoever looks.
+const DefaultSyncStartDelay = 500 * time.Millisecond
+
 // Defaults of Config's child budget (docs/starlark.md, "Child invocations").
 const (
 	DefaultMaxChildren         = 100
@@ -239,6 +248,9 @@ func dagObserver(o writer.Observer) dagrun.Observer {
 func withDefaults(cfg Config) Config {
 	if cfg.LeaseGrace <= 0 {
 		cfg.LeaseGrace = 30 * time.Second
+	}
+	if cfg.SyncStartDelay == 0 {
+		cfg.SyncStartDelay = DefaultSyncStartDelay
 	}
 	if cfg.MaxChildren <= 0 {
 		cfg.MaxChildren = DefaultMaxChildren

@@ -13,18 +13,49 @@ import (
 	"github.com/larkrun/lark/internal/store"
 )
 
-// pendingStart is a sync function call's start (created, started and the lease) on its way to the
-// disk while the function already runs. The committer takes it under mu: if the attempt's outcome
-// is attached by then, the one write holds the whole invocation.
+// pendingStart is a sync function call's start (created, started and the lease), held back while
+// the function runs. It goes to the committer when the call ends, when it has run for
+// Config.SyncStartDelay, or when the function starts a child (whose record must not reach the disk
+// before its parent's), whichever comes first; the committer takes it under mu: if the attempt's
+// outcome is attached by then, the one write holds the whole invocation.
 type pendingStart struct {
 	mu    sync.Mutex
 	taken bool               // the committer has run the write (it may not have committed yet)
 	close []invocation.Event // the outcome's events, attached before the write was taken
 	next  store.Scheduling   // the queue state they leave
 	final invocation.Record  // the record the merged write left
-	done  chan error         // the write's outcome
 	start []invocation.Event // created, started
 	lease store.Scheduling   // the started attempt's lease
+
+	sendOnce sync.Once
+	written  chan struct{} // closed once the write has returned
+	err      error         // the write's outcome, once written is closed
+}
+
+func newPendingStart(start []invocation.Event, lease store.Scheduling) *pendingStart {
+	return &pendingStart{start: start, lease: lease, written: make(chan struct{})}
+}
+
+// send hands the write to w, once.
+func (p *pendingStart) send(ctx context.Context, w updater) {
+	p.sendOnce.Do(func() {
+		go func() {
+			p.err = w.Update(ctx, p.write)
+			close(p.written)
+		}()
+	})
+}
+
+// durable sends the write if it was not sent yet and waits for its outcome.
+func (p *pendingStart) durable(ctx context.Context, w updater) error {
+	p.send(ctx, w)
+	<-p.written
+	return p.err
+}
+
+// updater is the writer's Update.
+type updater interface {
+	Update(ctx context.Context, fn func(store.Tx) error) error
 }
 
 // write is the committer's closure.
@@ -42,20 +73,21 @@ func (p *pendingStart) write(tx store.Tx) error {
 }
 
 // runSync runs the first attempt of a sync function call (no Idempotency-Key, no concurrency quota:
-// nothing in its start depends on what else is in the store) while its start is written, and
-// answers with its durable outcome. input is its params, decoded (catalog.Catalog.ValidateParams).
+// nothing in its start depends on what else is in the store) and answers with its durable outcome.
+// input is its params, decoded (catalog.Catalog.ValidateParams).
 //
-// The start goes to the group committer without waiting for it. When the function ends before the
-// committer has taken the start, which under load is the rule, its outcome joins the same write:
-// one transaction and one insert of the record, with the whole log (created, started, the
-// timeline, the outcome). Otherwise the outcome is written as usual, after the start (the one
-// writer keeps their order; the outcome's write fails if the start's did).
+// One write per call, by construction: the start is held back while the function runs, and a call
+// that ends within Config.SyncStartDelay (default 500 ms) is written once, start and outcome
+// together (one transaction, one insert of the record, with the whole log: created, started, the
+// timeline, the outcome). A longer call's start is written on its own when that delay passes (or
+// when it starts a child, which is written after it), so that it can be seen and canceled while
+// it runs; its outcome is written after, as usual.
 //
-// Crash semantics: the caller is answered only after the outcome is durable. A crash before the
-// start is durable leaves no trace of the call, which the caller sees as a failed request (as with
-// any HTTP call) and can retry; a crash after it leaves a running invocation whose lease expires
-// and which is then reclaimed and run again, as for every started attempt. A long call is visible
-// (GET, list, cancel) once its start is durable, within one group commit.
+// Crash semantics, what is durable when the caller is answered: the whole invocation, always (the
+// answer waits for the outcome's write). A crash before the start is durable leaves no trace of
+// the call, which the caller sees as a failed request (as with any HTTP call) and can retry; a
+// crash after it leaves a running invocation whose lease expires and which is then reclaimed and
+// run again, as for every started attempt.
 func (s *Service) runSync(ctx context.Context, rec invocation.Record, input any, e entrypoint.Entrypoint, d catalog.Definition, now time.Time) (invocation.Record, error) {
 	start, lease, err := s.spawn.StartEvents(rec, d, now)
 	if err != nil {
@@ -65,25 +97,30 @@ func (s *Service) runSync(ctx context.Context, rec invocation.Record, input any,
 	if err != nil {
 		return rec, err
 	}
-	p := &pendingStart{start: start, lease: lease, done: make(chan error, 1)}
-	go func() { p.done <- s.writer.Update(ctx, p.write) }()
-
-	a := s.exec.RunFunction(ctx, started, e, d, input, time.Time{})
+	p := newPendingStart(start, lease)
+	if s.cfg.SyncStartDelay < 0 {
+		p.send(ctx, s.writer)
+	} else {
+		t := time.AfterFunc(s.cfg.SyncStartDelay, func() { p.send(ctx, s.writer) })
+		defer t.Stop()
+	}
+	runCtx := spawn.WithPendingStart(ctx, func() error { return p.durable(ctx, s.writer) })
+	a := s.exec.RunFunction(runCtx, started, e, d, input, time.Time{})
 
 	closing, next, oerr := s.completer.Closing(started, a.Timeline, a.Outcome, s.cfg.Clock.Now())
 	p.mu.Lock()
 	if !p.taken && oerr == nil {
 		p.close, p.next = closing, next
 		p.mu.Unlock()
-		if err := <-p.done; err != nil {
+		if err := p.durable(ctx, s.writer); err != nil {
 			return started, err
 		}
 		return p.final, nil
 	}
 	p.mu.Unlock()
-	final, err := s.completer.Complete(ctx, started, d, a.Timeline, a.Outcome, nil)
-	if serr := <-p.done; serr != nil && err == nil {
-		err = serr
+	// The outcome is written after the start, which must be durable first (its lease check).
+	if err := p.durable(ctx, s.writer); err != nil {
+		return started, err
 	}
-	return final, err
+	return s.completer.Complete(ctx, started, d, a.Timeline, a.Outcome, nil)
 }

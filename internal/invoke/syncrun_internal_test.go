@@ -38,7 +38,7 @@ func TestPendingStartWrite(t *testing.T) {
 		require.NoError(t, err)
 		started, err := invocation.Rebuild([]invocation.Event{withSeq(start[0], 1), withSeq(start[1], 2)})
 		require.NoError(t, err)
-		return &pendingStart{start: start, lease: lease, done: make(chan error, 1)}, started
+		return newPendingStart(start, lease), started
 	}
 	types := func(id string) []invocation.EventType {
 		evs, err := st.Events(ctx, store.EventLogQuery{TenantID: "acme", InvocationID: id, AfterSeq: 0, Limit: 100})

@@ -117,6 +117,9 @@ type Config struct {
 	// work of a node that died mid-attempt, or whose outcome could not be written, is claimed again
 	// that long after the attempt's timeout.
 	LeaseGrace time.Duration
+	// SyncStartDelay is invoke.Config.SyncStartDelay (how long a sync function call runs before its
+	// start is written on its own; 0: the default).
+	SyncStartDelay time.Duration
 	// NoMigrate leaves a database whose schema is behind the binary unmigrated, and the start fails
 	// telling the operator to run `lark migrate up` (default: migrate at start). A database newer
 	// than the binary fails the start either way.
@@ -630,7 +633,7 @@ func (s *Server) wireInvoke(schemas *schema.Registry, c clock.Clock, ids idgen.G
 	s.Invoke = invoke.NewService(invoke.Config{Remote: remote, Gate: s.Gate, Store: s.Store, Schemas: schemas, Programs: sandbox.NewCache(1024), Secrets: s.Secrets,
 		Egress: egress.New(egress.Options{AllowLoopback: cfg.UnsafeEgressAllowLoopback, Transport: cfg.EgressTransport}), Clock: c, IDs: ids, Logger: cfg.Logger,
 		Node: cfg.NodeID, Pricing: cfg.Pricing, Observer: s.Metrics, Tracing: s.Tracing, MaxPayloadBytes: cfg.MaxPayloadBytes, Sleep: cfg.Sleep,
-		CPU: cpu, SyncPoll: cfg.SyncPoll, LeaseGrace: cfg.LeaseGrace, Publisher: s.Events, Blobs: s.Blobs,
+		CPU: cpu, SyncPoll: cfg.SyncPoll, LeaseGrace: cfg.LeaseGrace, SyncStartDelay: cfg.SyncStartDelay, Publisher: s.Events, Blobs: s.Blobs,
 		Wake: func() { s.dispatch.Wake() }, Announce: s.announce, AnnounceFinished: s.announceFinished, AnnounceStop: s.announceStop, EndHook: writer.EndHookFunc(s.invocationEnded)})
 }
 
