@@ -127,8 +127,10 @@ func (r *Runner) heartbeatPhase(ctx context.Context, name string, interval time.
 		return out, err
 	}
 	key := "hb1:" + hex.EncodeToString(secret)
+	// The timeout only has to outlast a late heartbeat: a task given up and handed out again would
+	// be held twice (on a loaded machine, 2 × a 50 ms interval was not enough).
 	l, err := r.startLark(ctx, name, 4, "--worker-key", key, "--worker-heartbeat-interval", interval.String(),
-		"--worker-heartbeat-timeout", (2 * interval).String())
+		"--worker-heartbeat-timeout", max(2*interval, 5*time.Second).String())
 	if err != nil {
 		return out, err
 	}

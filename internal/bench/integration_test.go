@@ -92,7 +92,9 @@ func TestBenchCommand(t *testing.T) {
 	require.Positive(t, sync.Baseline.Throughput, "echo req/s")
 	require.Positive(t, sync.Baseline.Process.CPUS, "echo CPU")
 	require.InDelta(t, sync.Throughput/sync.Baseline.Throughput, sync.Ratio, 1e-9)
-	require.Len(t, sync.Goals, 2)
+	require.Len(t, sync.Goals, 3)
+	require.NotNil(t, sync.Sync, "durable writes per call")
+	require.Greater(t, sync.Sync.DurableWritesPerCall, 0.9, "at least the one write of each call")
 	// CPU per request, Lark's beside echo's, and the machine's load over the window.
 	require.NotNil(t, sync.CPU)
 	require.Equal(t, "request", sync.CPU.Unit)
