@@ -208,21 +208,7 @@ func (o *Options) Defaults() {
 	if o.SQLiteSynchronous == "" {
 		o.SQLiteSynchronous = "FULL"
 	}
-	if o.Duration <= 0 {
-		o.Duration = 10 * time.Second
-	}
-	if o.Warmup <= 0 {
-		o.Warmup = min(2*time.Second, o.Duration/5)
-	}
-	if o.Clients <= 0 {
-		o.Clients = 64
-	}
-	if o.InstrN <= 0 {
-		o.InstrN = DefaultInstrN
-	}
-	if o.InstrWarmup <= 0 {
-		o.InstrWarmup = DefaultInstrWarmup
-	}
+	o.syncDefaults()
 	if o.AsyncN <= 0 {
 		o.AsyncN = 100_000
 	}
@@ -281,6 +267,25 @@ func (o *Options) Defaults() {
 	o.SleepersSleepS = o.SleepersSleep.Seconds()
 	o.DurationS, o.WarmupS = o.Duration.Seconds(), o.Warmup.Seconds()
 	o.ColdStartMaxS, o.BurnDownMaxS = o.ColdStartMax.Seconds(), o.BurnDownMax.Seconds()
+}
+
+// syncDefaults fills the closed loops' sizes (sync, sync-oidc) and sync-instr's.
+func (o *Options) syncDefaults() {
+	if o.Duration <= 0 {
+		o.Duration = 10 * time.Second
+	}
+	if o.Warmup <= 0 {
+		o.Warmup = min(2*time.Second, o.Duration/5)
+	}
+	if o.Clients <= 0 {
+		o.Clients = 64
+	}
+	if o.InstrN <= 0 {
+		o.InstrN = DefaultInstrN
+	}
+	if o.InstrWarmup <= 0 {
+		o.InstrWarmup = DefaultInstrWarmup
+	}
 }
 
 // Validate checks scenario names, the scale, the store and its settings.

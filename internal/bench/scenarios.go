@@ -53,22 +53,11 @@ func (r *Runner) Sync(ctx context.Context) Scenario {
 		return failed(s, fmt.Errorf("register calculate_tax: %w", err))
 	}
 	win := newWindow(l.Pid(), l.pg)
-	var writes [2]float64 // the group committer's writes when the window opens and closes
-	mark := func(phase string) {
-		win.mark(phase)
-		if m, err := l.metrics(ctx, "lark_groupcommit_batch_size_sum"); err == nil {
-			if phase == "end" {
-				writes[1] = m[0]
-			} else {
-				writes[0] = m[0]
-			}
-		}
-	}
-	res := Load{Workers: o.Clients, Warmup: o.Warmup, Duration: o.Duration, Mark: mark,
-		Do: func(ctx context.Context) error { return l.api.InvokeSync(ctx, l.token, TaxSyncRequest) }}.Run(ctx)
-	if res.Requests > 0 && writes[1] > writes[0] {
-		s.Sync = &SyncDetail{DurableWritesPerCall: (writes[1] - writes[0]) / float64(res.Requests)}
-	}
+	writes := &commitWrites{l: l}
+	res := Load{Workers: o.Clients, Warmup: o.Warmup, Duration: o.Duration,
+		Mark: func(phase string) { win.mark(phase); writes.mark(ctx, phase) },
+		Do:   func(ctx context.Context) error { return l.api.InvokeSync(ctx, l.token, TaxSyncRequest) }}.Run(ctx)
+	s.Sync = writes.perCall(res.Requests)
 	usage, stopErr := l.stop()
 	usage.CPUWindowS, _ = win.serverCPU()
 	s.Process, s.ClientCPUS = &usage, win.clientCPU()
@@ -342,6 +331,32 @@ func submitIDs(ctx context.Context, l *lark, workers, n int, body []byte) (LoadR
 		return nil
 	}}.Run(ctx)
 	return res, ids
+}
+
+// commitWrites reads the group committer's writes (lark_groupcommit_batch_size_sum) when a
+// window opens and closes.
+type commitWrites struct {
+	l          *lark
+	start, end float64
+}
+
+func (c *commitWrites) mark(ctx context.Context, phase string) {
+	m, err := c.l.metrics(ctx, "lark_groupcommit_batch_size_sum")
+	switch {
+	case err != nil:
+	case phase == "end":
+		c.end = m[0]
+	default:
+		c.start = m[0]
+	}
+}
+
+// perCall is the window's writes ÷ calls (nil when either is missing).
+func (c *commitWrites) perCall(calls int64) *SyncDetail {
+	if calls <= 0 || c.end <= c.start {
+		return nil
+	}
+	return &SyncDetail{DurableWritesPerCall: (c.end - c.start) / float64(calls)}
 }
 
 // waitBurnDown polls until no invocation of the bench tenant is queued or running and returns when
