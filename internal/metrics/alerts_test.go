@@ -27,7 +27,7 @@ const alertsFile = "../../deploy/prometheus/alerts.yml"
 // commitSource is a Source with group-commit histograms (both stores are).
 type commitSource struct{ fakeSource }
 
-func (commitSource) CommitHistograms() (size, latency groupcommit.Histogram) {
+func (*commitSource) CommitHistograms() (size, latency groupcommit.Histogram) {
 	return groupcommit.Histogram{}, groupcommit.Histogram{}
 }
 
