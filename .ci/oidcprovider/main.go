@@ -66,8 +66,13 @@ func run(addr, dir string) error {
 	router := exampleop.SetupServer(issuer, st, logger, false)
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /admin/rotate", func(w http.ResponseWriter, _ *http.Request) {
+		b, err := json.Marshal(map[string]string{"kid": keys.rotate()})
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]string{"kid": keys.rotate()})
+		_, _ = w.Write(b)
 	})
 	// Browsers ask for it on the login pages; an error there would fail the console's browser tests.
 	mux.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) })

@@ -219,22 +219,7 @@ func TestConsolePageWeight(t *testing.T) {
 // tokenizer.
 func TestConsoleModules(t *testing.T) {
 	b := newBrowser(t)
-	h, err := console.Wrap(http.NotFoundHandler())
-	require.NoError(t, err)
-	ts := httptest.NewServer(h)
-	t.Cleanup(ts.Close)
-	b.do(t, "load the console", chromedp.Navigate(ts.URL+"/console/login"), chromedp.WaitVisible(chromedp.ID("token")))
-	load := func(module, expr string) string {
-		t.Helper()
-		js := `(async () => {
-			const base = document.querySelector('script[type=module]').src.replace(/main\.js$/, '');
-			const m = await import(base + '` + module + `');
-			return JSON.stringify(` + expr + `);
-		})()`
-		v, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](js, chromedp.EvalAwaitPromise))
-		require.NoError(t, err)
-		return v
-	}
+	load := moduleLoader(t, b)
 	type row struct {
 		Key   string   `json:"key"`
 		Bars  []string `json:"bars"`
@@ -326,4 +311,26 @@ func TestConsoleViewer(t *testing.T) {
 	require.Contains(t, eval[string](t, b, `document.getElementById('flash').textContent`), "session ended")
 	require.Equal(t, 0, eval[int](t, b, `sessionStorage.length`))
 	require.Equal(t, "/console/login", eval[string](t, b, `location.pathname`))
+}
+
+// moduleLoader serves the console alone, opens it in b, and answers a function that imports one of
+// its modules (as m) in the page and returns the JSON of expr.
+func moduleLoader(t *testing.T, b *browser) func(module, expr string) string {
+	t.Helper()
+	h, err := console.Wrap(http.NotFoundHandler())
+	require.NoError(t, err)
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	b.do(t, "load the console", chromedp.Navigate(ts.URL+"/console/login"), chromedp.WaitVisible(chromedp.ID("token")))
+	return func(module, expr string) string {
+		t.Helper()
+		js := `(async () => {
+			const base = document.querySelector('script[type=module]').src.replace(/main\.js$/, '');
+			const m = await import(base + '` + module + `');
+			return JSON.stringify(` + expr + `);
+		})()`
+		v, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](js, chromedp.EvalAwaitPromise))
+		require.NoError(t, err)
+		return v
+	}
 }

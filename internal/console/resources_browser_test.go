@@ -11,7 +11,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +19,6 @@ import (
 	"github.com/chromedp/chromedp/kb"
 	"github.com/stretchr/testify/require"
 
-	"github.com/larkrun/lark/internal/console"
 	"github.com/larkrun/lark/internal/workerproto"
 )
 
@@ -301,22 +299,7 @@ func TestConsoleSearch(t *testing.T) {
 // form's plan and params, the audit filter, search's id forms, and the compensated badge.
 func TestConsoleResourceModules(t *testing.T) {
 	b := newBrowser(t)
-	h, err := console.Wrap(http.NotFoundHandler())
-	require.NoError(t, err)
-	ts := httptest.NewServer(h)
-	t.Cleanup(ts.Close)
-	b.do(t, "load the console", chromedp.Navigate(ts.URL+"/console/login"), chromedp.WaitVisible(chromedp.ID("token")))
-	load := func(module, expr string) string {
-		t.Helper()
-		js := `(async () => {
-			const base = document.querySelector('script[type=module]').src.replace(/main\.js$/, '');
-			const m = await import(base + '` + module + `');
-			return JSON.stringify(` + expr + `);
-		})()`
-		v, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](js, chromedp.EvalAwaitPromise))
-		require.NoError(t, err)
-		return v
-	}
+	load := moduleLoader(t, b)
 	handler := `[{"seq":1,"at":"2026-11-25T10:00:00Z","event_type":"created","status":"queued","step_name":null,"details":{}},
 		{"seq":2,"at":"2026-11-25T10:00:01Z","event_type":"failed","status":"failed","step_name":null,"details":{}},
 		{"seq":3,"at":"2026-11-25T10:00:02Z","event_type":"compensation_started","status":"compensating","step_name":null,"details":{"handler_invocation_id":"inv_h"}},
