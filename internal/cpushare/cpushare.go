@@ -54,11 +54,7 @@ func (s *Scheduler) Acquire(ctx context.Context, tenant string) error {
 	if s == nil {
 		return nil
 	}
-	if err := s.acquire(ctx, tenant); err != nil {
-		return err
-	}
-	s.lower()
-	return nil
+	return s.acquire(ctx, tenant)
 }
 
 // acquire is Acquire without the thread's priority.
@@ -96,7 +92,6 @@ func (s *Scheduler) Release() {
 	if s == nil {
 		return
 	}
-	s.restore()
 	s.mu.Lock()
 	s.handOff()
 	s.mu.Unlock()
@@ -120,11 +115,7 @@ func (s *Scheduler) Yield(ctx context.Context, tenant string) error {
 	s.mu.Lock()
 	s.handOffFrom(tenant)
 	s.mu.Unlock()
-	if err := s.acquire(ctx, tenant); err != nil {
-		s.restore()
-		return err
-	}
-	return nil
+	return s.acquire(ctx, tenant)
 }
 
 // handOff gives a released slot to the first execution of the next tenant in the ring (which moves

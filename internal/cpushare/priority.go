@@ -15,9 +15,9 @@ const DefaultNice = 19
 // of their own (outside Linux).
 var ErrPriorityUnsupported = errors.New("per-thread priorities are not supported on this system")
 
-// LowerPriority makes the executions holding a slot interpret at nice value nice (1 to 19): on
-// Acquire the calling goroutine is wired to its OS thread (runtime.LockOSThread) and the thread's
-// priority lowered. The OS then shares the cores between user code and the rest of the process by
+// LowerPriority makes the executions holding a slot interpret at nice value nice (1 to 19): after
+// their first quantum (Lower, at the first Yield) the calling goroutine is wired to its OS thread
+// (runtime.LockOSThread) and the thread's priority lowered. The OS then shares the cores between user code and the rest of the process by
 // priority, so interpreting, however much of it there is, waits for the server's own work instead
 // of the other way round. The caller should let the Go scheduler run the process's work beside
 // the slots: runtime.GOMAXPROCS of the cores plus the slots.
@@ -25,10 +25,10 @@ var ErrPriorityUnsupported = errors.New("per-thread priorities are not supported
 // Any process may lower a thread's priority, but only one allowed to raise it (CAP_SYS_NICE, or an
 // RLIMIT_NICE that covers the difference) may restore it. LowerPriority tries both on a thread of
 // its own and chooses the mode:
-//   - both allowed: Release restores the thread's priority and unwires the goroutine;
+//   - both allowed: Restore, before Release, gives the thread its priority back and unwires the goroutine;
 //   - lowering only (OwnThreads reports true): executions run through Do, on workers whose threads
 //     are at the low priority for their whole life and never serve the rest of the process;
-//     Acquire and Release leave priorities alone.
+//     Lower and Restore leave priorities alone.
 //
 // It returns an error, changing nothing, when lowering is refused too. It must be called before the
 // scheduler's first Acquire.
@@ -78,11 +78,15 @@ func probePriority(nice int) (base int, restorable bool, err error) {
 	return base, restorable, err
 }
 
-// lower wires the calling goroutine to its thread and lowers the thread's priority, when
-// LowerPriority is on and restorable. A thread whose priority cannot be changed interprets at the
-// normal one. In the one-way mode the execution already runs on a low-priority worker (Do).
-func (s *Scheduler) lower() {
-	if s.nice == 0 || s.oneWay {
+// Lower wires the calling goroutine to its thread and lowers the thread's priority to
+// LowerPriority's nice value, for an execution that holds a slot and has interpreted a whole quantum
+// (the sandbox calls it at its first yield): executions that end within their first quantum, most
+// sync calls, never pay for the two system calls and the wiring. Restore undoes it. Both do
+// nothing unless LowerPriority chose the restorable mode (in the one-way mode the execution already
+// runs on a low-priority worker, Do). A thread whose priority cannot be changed interprets at the
+// normal one.
+func (s *Scheduler) Lower() {
+	if s == nil || s.nice == 0 || s.oneWay {
 		return
 	}
 	runtime.LockOSThread()
@@ -91,11 +95,12 @@ func (s *Scheduler) lower() {
 	}
 }
 
-// restore gives the calling goroutine's thread its priority back and unwires the goroutine. A
-// thread whose priority cannot be restored stays wired to the goroutine, so that it ends with it
-// instead of serving the process at the low priority.
-func (s *Scheduler) restore() {
-	if s.nice == 0 || s.oneWay {
+// Restore gives the thread Lower lowered its priority back and unwires the goroutine; the
+// execution calls it before it gives its slot up (Release, or a Yield that failed). A thread whose
+// priority cannot be restored stays wired to the goroutine, so that it ends with it instead of
+// serving the process at the low priority.
+func (s *Scheduler) Restore() {
+	if s == nil || s.nice == 0 || s.oneWay {
 		return
 	}
 	if err := setThreadNice(s.baseNice); err != nil {

@@ -154,3 +154,59 @@ def main(ctx, input):
 		}
 	}
 }
+
+// priorityCPU is a recordingCPU that lowers thread priorities (cpushare.Scheduler.LowerPriority):
+// it notes whether the holder's thread is lowered at each call.
+type priorityCPU struct {
+	recordingCPU
+	lowered            bool
+	lowers, restores   int
+	releasedWhileLower int
+}
+
+func (c *priorityCPU) Lower() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lowers++
+	c.lowered = true
+}
+
+func (c *priorityCPU) Restore() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.restores++
+	c.lowered = false
+}
+
+func (c *priorityCPU) Release() {
+	c.mu.Lock()
+	if c.lowered {
+		c.releasedWhileLower++
+	}
+	c.mu.Unlock()
+	c.recordingCPU.Release()
+}
+
+// An execution that ends within its first quantum never touches its thread's priority; a longer
+// one lowers it once, at its first yield, and restores it before it gives the slot up.
+func TestExecutionLowersItsPriorityAfterItsFirstQuantum(t *testing.T) {
+	t.Parallel()
+	short := &priorityCPU{}
+	prog, err := Compile("t.star", fn("  return 1 + 1"))
+	require.NoError(t, err)
+	_, rerr := Run(context.Background(), Request{Program: prog, Info: testInfo, Host: &fakeHost{}, CPU: short})
+	require.Nil(t, rerr)
+	require.Equal(t, 1, short.releases)
+	require.Zero(t, short.lowers, "a short execution runs at the normal priority")
+	require.Zero(t, short.restores)
+
+	long := &priorityCPU{}
+	prog, err = Compile("t.star", fn("  n = 0", "  for i in range(100000):", "    n += i", "  return n"))
+	require.NoError(t, err)
+	_, rerr = Run(context.Background(), Request{Program: prog, Info: testInfo, Host: &fakeHost{}, CPU: long})
+	require.Nil(t, rerr)
+	require.Greater(t, long.yields, 1)
+	require.Equal(t, 1, long.lowers, "lowered once, at the first yield")
+	require.Equal(t, 1, long.restores)
+	require.Zero(t, long.releasedWhileLower, "the priority is restored before the slot is released")
+}

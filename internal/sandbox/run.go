@@ -182,6 +182,17 @@ type CPUScheduler interface {
 	Yield(ctx context.Context, tenant string) error
 }
 
+// threadPriority is implemented by a CPU scheduler that lowers the priority of an execution's
+// thread (cpushare.Scheduler.LowerPriority). An execution lowers it once it has interpreted a whole
+// quantum, at its first yield, and restores it before it gives its slot up: one that ends within
+// its first quantum (most sync calls) costs no system call and no wiring to a thread.
+type threadPriority interface {
+	// Lower wires the calling goroutine to its thread and lowers the thread's priority.
+	Lower()
+	// Restore undoes Lower.
+	Restore()
+}
+
 // CPUQuantum is how many interpreter steps an execution runs between yields of its CPU slot:
 // about a millisecond of CPU (StepsPerCPUSecond).
 const CPUQuantum = StepsPerCPUSecond / 10000
@@ -286,8 +297,11 @@ type run struct {
 	// cpu shares the CPU (nil: unscheduled); holding tells whether this execution holds a slot.
 	// stepLimit is the step count at which the CPU budget is spent (the thread's own limit is
 	// the next yield, or this).
-	cpu       CPUScheduler
-	holding   bool
+	cpu     CPUScheduler
+	holding bool
+	// lowered: the execution's thread runs at the low priority (threadPriority.Lower) until it
+	// gives its slot up.
+	lowered   bool
 	stepLimit uint64
 	// ticket is the execution's admission (nil: not admitted through a gate): it stops counting as
 	// runnable while the execution waits, and reserves memory as its allocations grow.
@@ -311,7 +325,24 @@ func (r *run) acquireCPU() bool {
 func (r *run) releaseCPU() {
 	if r.cpu != nil && r.holding {
 		r.holding = false
+		r.restorePriority()
 		r.cpu.Release()
+	}
+}
+
+// lowerPriority lowers the thread's priority at the end of the execution's first quantum in a slot.
+func (r *run) lowerPriority() {
+	if p, ok := r.cpu.(threadPriority); ok && !r.lowered {
+		p.Lower()
+		r.lowered = true
+	}
+}
+
+// restorePriority undoes lowerPriority, before the slot is given up.
+func (r *run) restorePriority() {
+	if p, ok := r.cpu.(threadPriority); ok && r.lowered {
+		p.Restore()
+		r.lowered = false
 	}
 }
 
@@ -340,8 +371,10 @@ func (r *run) onSteps(thread *starlark.Thread) {
 		return
 	}
 	if r.cpu != nil && r.holding {
+		r.lowerPriority()
 		if err := r.cpu.Yield(r.ctx, r.info.TenantID); err != nil {
 			r.holding = false
+			r.restorePriority()
 			r.halt(r.ctxError())
 			return
 		}
