@@ -43,7 +43,7 @@ func TestTracingFlag(t *testing.T) {
 	}))
 	defer collector.Close()
 
-	p := startLark(t, t.TempDir(), "--otlp-endpoint", collector.URL)
+	p := startLark(t, t.TempDir(), "--otlp-endpoint", collector.URL, "--access-log")
 	id := p.register(t, p.Token, fnSpec{id: "gts.x.core.serverless.entrypoint.v1~x.core.serverless.function.v1~vendor.app.e2e.traced.v1~",
 		src: "def main(ctx, input):\n  return {\"ok\": True}\n"})
 	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"

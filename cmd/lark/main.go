@@ -232,7 +232,7 @@ func (f *flags) bindExecutionFlags(c *cobra.Command) {
 // access log, the metrics, trace export and the profiles lark bench takes.
 func (f *flags) bindTelemetryFlags(c *cobra.Command) {
 	c.Flags().StringVar(&f.logLevel, "log-level", env("LARK_LOG_LEVEL", "info"), "debug, info, warn or error (env LARK_LOG_LEVEL)")
-	c.Flags().BoolVar(&f.accessLog, "access-log", true, "write one info line per HTTP request (false: at debug level) (env LARK_ACCESS_LOG)")
+	c.Flags().BoolVar(&f.accessLog, "access-log", false, "write one info line per HTTP request (false: at debug level, 5xx answers at warn) (env LARK_ACCESS_LOG)")
 	c.Flags().BoolVar(&f.metricsPublic, "metrics-public", false,
 		"serve GET /metrics without authentication (it names every tenant; default: the operator's token only) (env LARK_METRICS_PUBLIC)")
 	c.Flags().IntVar(&f.metricsMaxLabelSets, "metrics-max-label-sets", metrics.DefaultMaxLabelSets,

@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestTelemetryFlags: --otlp-endpoint (off by default, http or https only), --access-log (on by
-// default, LARK_ACCESS_LOG), and the logger's level as a run-time LevelVar handed to the server.
+// TestTelemetryFlags: --otlp-endpoint (off by default, http or https only), --access-log (off by
+// default: the lines at debug; LARK_ACCESS_LOG), and the logger's level as a run-time LevelVar handed to the server.
 func TestTelemetryFlags(t *testing.T) {
 	f, c := parsed(t)
 	require.NoError(t, f.check(c))
@@ -18,20 +18,20 @@ func TestTelemetryFlags(t *testing.T) {
 	cfg, err := f.config("", log)
 	require.NoError(t, err)
 	require.Empty(t, cfg.Telemetry.OTLPEndpoint, "tracing is off by default")
-	require.False(t, cfg.Telemetry.AccessLogOff, "the access log is on by default")
+	require.True(t, cfg.Telemetry.AccessLogOff, "the access log is at debug by default")
 	require.NotNil(t, cfg.Telemetry.LogLevel)
 	require.Equal(t, slog.LevelInfo, cfg.Telemetry.LogLevel.Level())
 	cfg.Telemetry.LogLevel.Set(slog.LevelDebug)
 	require.True(t, log.Enabled(t.Context(), slog.LevelDebug), "the level changes the logger at run time")
 
-	f, c = parsed(t, "--otlp-endpoint=http://collector:4318", "--access-log=false", "--log-level=warn")
+	f, c = parsed(t, "--otlp-endpoint=http://collector:4318", "--access-log", "--log-level=warn")
 	require.NoError(t, f.check(c))
 	log, err = f.logger(false)
 	require.NoError(t, err)
 	cfg, err = f.config("", log)
 	require.NoError(t, err)
 	require.Equal(t, "http://collector:4318", cfg.Telemetry.OTLPEndpoint)
-	require.True(t, cfg.Telemetry.AccessLogOff)
+	require.False(t, cfg.Telemetry.AccessLogOff)
 	require.Equal(t, slog.LevelWarn, cfg.Telemetry.LogLevel.Level())
 
 	for _, bad := range []string{"collector:4318", "grpc://collector:4317", "http://"} {
@@ -39,13 +39,13 @@ func TestTelemetryFlags(t *testing.T) {
 		require.ErrorContains(t, f.check(c), "--otlp-endpoint", bad)
 	}
 
-	t.Setenv("LARK_ACCESS_LOG", "false")
+	t.Setenv("LARK_ACCESS_LOG", "true")
 	t.Setenv("LARK_OTLP_ENDPOINT", "https://otel.example.com")
 	f, c = parsed(t)
 	require.NoError(t, f.check(c))
 	cfg, err = f.config("", nil)
 	require.NoError(t, err)
-	require.True(t, cfg.Telemetry.AccessLogOff)
+	require.False(t, cfg.Telemetry.AccessLogOff)
 	require.Equal(t, "https://otel.example.com", cfg.Telemetry.OTLPEndpoint)
 	t.Setenv("LARK_ACCESS_LOG", "maybe")
 	f, c = parsed(t)

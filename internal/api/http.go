@@ -142,11 +142,11 @@ func (s *Server) correlate(next http.Handler) http.Handler {
 		}
 		w.Header().Set("X-Correlation-Id", id)
 		ctx := obs.WithCorrelationID(r.Context(), id)
-		l := s.log.With("correlation_id", id)
 		if tid := traceID(ctx); tid != "" {
-			l = l.With("trace_id", tid)
+			ctx = obs.WithAttrs(ctx, s.log, "correlation_id", id, "trace_id", tid)
+		} else {
+			ctx = obs.WithAttrs(ctx, s.log, "correlation_id", id)
 		}
-		ctx = obs.WithLogger(ctx, l)
 		ctx = store.WithWriteWait(ctx, s.cfg.StoreWriteWait) // the request's write budget
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
@@ -213,7 +213,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 		}
 		noteCaller(r.Context(), sc.TenantID, sc.SubjectID)
 		ctx := auth.WithContext(r.Context(), sc)
-		ctx = obs.WithLogger(ctx, obs.Logger(ctx).With("tenant_id", sc.TenantID, "subject_id", sc.SubjectID))
+		ctx = obs.WithAttrs(ctx, nil, "tenant_id", sc.TenantID, "subject_id", sc.SubjectID)
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }

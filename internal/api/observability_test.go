@@ -132,15 +132,20 @@ func TestLogLevelAtRunTime(t *testing.T) {
 	require.Equal(t, obj{"level": "debug"}, e.expect(t, http.StatusOK, http.MethodGet, base+"/admin/log-level", operator, nil).Body)
 }
 
-// TestRunLogLines: a finished invocation writes one info line "run finished", a dead-lettered one a
-// warn line "run dead-lettered", each with tenant, entrypoint, invocation, correlation and trace ids.
+// TestRunLogLines: a succeeded invocation writes one debug line "run finished" (none at info), a
+// dead-lettered one a warn line "run dead-lettered", each with tenant, entrypoint, invocation,
+// correlation and trace ids.
 func TestRunLogLines(t *testing.T) {
 	t.Parallel()
-	e, sink, _ := loggedEnv(t)
+	e, sink, level := loggedEnv(t)
 	adm := invTenant(t, e, "acme")
 	e.registerActive(t, adm, invFn(t, "logs.ok.v1~", "def main(ctx, input):\n  return {}\n"))
 	e.registerActive(t, adm, invFn(t, "logs.bad.v1~", "def main(ctx, input):\n  fail(\"boom\")\n"))
+	invSync(t, e, adm, fnPrefix+"vendor.app.logs.ok.v1~", obj{}, nil)
+	require.Empty(t, sink.lines(t, "run finished"), "a succeeded run logs nothing at info")
+	level.Set(slog.LevelDebug)
 	ok := invSync(t, e, adm, fnPrefix+"vendor.app.logs.ok.v1~", obj{}, map[string]string{"X-Correlation-Id": "corr-run-ok"})
+	level.Set(slog.LevelInfo)
 	bad, _ := invCall(t, e, adm, http.StatusOK, obj{"entrypoint_id": fnPrefix + "vendor.app.logs.bad.v1~", "mode": "sync", "params": obj{}},
 		map[string]string{"X-Correlation-Id": "corr-run-bad"})
 	require.Equal(t, "dead_lettered", bad["status"])
@@ -156,7 +161,7 @@ func TestRunLogLines(t *testing.T) {
 	}
 	finished := sink.lines(t, "run finished")
 	require.Len(t, finished, 1)
-	require.Equal(t, "INFO", finished[0]["level"])
+	require.Equal(t, "DEBUG", finished[0]["level"])
 	require.Equal(t, "succeeded", finished[0]["status"])
 	check(finished[0], ok, fnPrefix+"vendor.app.logs.ok.v1~", "corr-run-ok")
 	dead := sink.lines(t, "run dead-lettered")

@@ -460,7 +460,10 @@ func (r *Runner) startLarkWith(ctx context.Context, scenario string, conns int, 
 		return nil, err
 	}
 	operator := "bench-operator-" + hex.EncodeToString(secret)
-	l := &lark{dataDir: dir, profile: r.profilePath(scenario), operator: operator, wrap: wrap}
+	l := &lark{dataDir: dir, operator: operator, wrap: wrap}
+	if wrap == nil {
+		l.profile = r.profilePath(scenario) // a CPU profile's SIGPROF stops a server under callgrind
+	}
 	storeArg := r.Opts.Store
 	if isPostgres(storeArg) {
 		if l.pg, err = newPGSchema(ctx, storeArg, scenario); err != nil {

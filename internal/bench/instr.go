@@ -70,18 +70,22 @@ func (r *Runner) SyncInstr(ctx context.Context) Scenario {
 	o := r.Opts
 	d := &InstructionsDetail{Tool: "callgrind", Requests: o.InstrN, Warmup: o.InstrWarmup, Clients: o.Clients}
 	s.Instructions = d
-	dir, err := os.MkdirTemp("", "lark-bench-callgrind-")
-	if err != nil {
-		return failed(s, err)
+	// With --profile-dir the callgrind files stay there (callgrind_annotate reads them); otherwise
+	// they go with a temporary directory.
+	dir := o.ProfileDir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "lark-bench-callgrind-"); err != nil {
+			return failed(s, err)
+		}
+		defer os.RemoveAll(dir)
 	}
-	defer os.RemoveAll(dir)
 	wrap := func(name string) []string {
-		return []string{valgrind, "--tool=callgrind", "--log-file=" + filepath.Join(dir, name+".log"),
-			"--callgrind-out-file=" + filepath.Join(dir, name+".out")}
+		return []string{valgrind, "--tool=callgrind", "--log-file=" + filepath.Join(dir, "sync-instr-"+name+".log"),
+			"--callgrind-out-file=" + filepath.Join(dir, "sync-instr-"+name+".callgrind")}
 	}
 	r.logf("sync-instr: echo baseline under callgrind, %d + %d requests, %d clients", d.Warmup, d.Requests, d.Clients)
 	s.Baseline = &Baseline{Name: "echo", Unit: "instructions/req"}
-	if d.BaselineTotal, err = r.echoInstructions(ctx, wrap("echo"), control, filepath.Join(dir, "echo.out")); err != nil {
+	if d.BaselineTotal, err = r.echoInstructions(ctx, wrap("echo"), control, filepath.Join(dir, "sync-instr-echo.callgrind")); err != nil {
 		return failed(s, fmt.Errorf("echo baseline: %w", err))
 	}
 	r.logf("sync-instr: lark under callgrind, %d + %d requests, %d clients", d.Warmup, d.Requests, d.Clients)
@@ -94,7 +98,7 @@ func (r *Runner) SyncInstr(ctx context.Context) Scenario {
 		return failed(s, err)
 	}
 	win := openWindow(l)
-	d.Total, err = r.countInstructions(ctx, control, l.Pid(), filepath.Join(dir, "lark.out"),
+	d.Total, err = r.countInstructions(ctx, control, l.Pid(), filepath.Join(dir, "sync-instr-lark.callgrind"),
 		func(ctx context.Context) error { return l.api.InvokeSync(ctx, l.token, TaxSyncRequest) })
 	win.close()
 	s.MachineLoad = win.machineLoad()

@@ -36,19 +36,28 @@ func newPendingStart(start []invocation.Event, lease store.Scheduling) *pendingS
 	return &pendingStart{start: start, lease: lease, written: make(chan struct{})}
 }
 
-// send hands the write to w, once.
+// send hands the write to w, once, on a goroutine of its own (the held-back start's delay passed
+// with SyncStartDelay negative: nothing waits for it yet).
 func (p *pendingStart) send(ctx context.Context, w updater) {
-	p.sendOnce.Do(func() {
-		go func() {
-			p.err = w.Update(ctx, p.write)
-			close(p.written)
-		}()
-	})
+	p.sendOnce.Do(func() { go p.run(ctx, w) })
 }
 
-// durable sends the write if it was not sent yet and waits for its outcome.
+// sendHere is send on the calling goroutine, which returns once the write has (a time.AfterFunc's
+// goroutine, which has nothing else to do).
+func (p *pendingStart) sendHere(ctx context.Context, w updater) {
+	p.sendOnce.Do(func() { p.run(ctx, w) })
+}
+
+// run makes the write and publishes its outcome.
+func (p *pendingStart) run(ctx context.Context, w updater) {
+	p.err = w.Update(ctx, p.write)
+	close(p.written)
+}
+
+// durable makes the write if it was not sent yet, on the calling goroutine (a goroutine per call
+// would start with a small stack and grow it on every call), and waits for its outcome.
 func (p *pendingStart) durable(ctx context.Context, w updater) error {
-	p.send(ctx, w)
+	p.sendHere(ctx, w)
 	<-p.written
 	return p.err
 }
@@ -101,7 +110,7 @@ func (s *Service) runSync(ctx context.Context, rec invocation.Record, input any,
 	if s.cfg.SyncStartDelay < 0 {
 		p.send(ctx, s.writer)
 	} else {
-		t := time.AfterFunc(s.cfg.SyncStartDelay, func() { p.send(ctx, s.writer) })
+		t := time.AfterFunc(s.cfg.SyncStartDelay, func() { p.sendHere(ctx, s.writer) })
 		defer t.Stop()
 	}
 	runCtx := spawn.WithPendingStart(ctx, func() error { return p.durable(ctx, s.writer) })

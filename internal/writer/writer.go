@@ -493,11 +493,16 @@ func (w *Writer) AwaitFinish(ctx context.Context, closing <-chan struct{}, rec i
 	}
 }
 
-// logEnded writes the log line of an invocation that reached a terminal status: info, warn when
-// it was dead-lettered.
+// logEnded writes the log line of an invocation that reached a terminal status: debug when it
+// succeeded (a line per successful call would put formatting on the hot path at info level; the
+// invocation's own record and timeline keep everything the line says), info when it failed, was
+// canceled or compensated, warn when it was dead-lettered.
 func (w *Writer) logEnded(rec invocation.Record) {
 	level, msg := slog.LevelInfo, "run finished"
-	if rec.Status == invocation.StatusDeadLettered {
+	switch rec.Status {
+	case invocation.StatusSucceeded:
+		level = slog.LevelDebug
+	case invocation.StatusDeadLettered:
 		level, msg = slog.LevelWarn, "run dead-lettered"
 	}
 	ctx := context.Background()
