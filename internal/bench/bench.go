@@ -35,6 +35,13 @@ const (
 	SyncP99RatioGoal  = 2.0  // sync p99 ÷ echo p99 ≤
 	AsyncRatioGoal    = 0.40 // async burn-down inv/s ÷ raw SQLite lifecycles/s ≥
 	AsyncPGRatioGoal  = 0.60 // on PostgreSQL: async burn-down inv/s ÷ raw SKIP LOCKED lifecycles/s ≥
+	// AsyncCPUGoalMs is async's server CPU per invocation on SQLite, in ms (≤).
+	AsyncCPUGoalMs = 0.35
+	// AsyncPGCPUGoalMs is async's CPU per invocation on PostgreSQL, server and backends, in ms (≤).
+	AsyncPGCPUGoalMs = 0.6
+	// AsyncPGRowsGoal is the rows PostgreSQL writes (inserted, updated, deleted) per async
+	// invocation (≤).
+	AsyncPGRowsGoal = 4.0
 	ColdStartMedianMs = 5.0  // median register + activate + first result ≤
 )
 

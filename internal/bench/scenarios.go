@@ -250,12 +250,22 @@ func (r *Runner) Async(ctx context.Context) Scenario {
 		r.logf("async: raw %s", rate(raw.LifecycleRate, "lifecycles/s"))
 	}
 	if s.Ratio > 0 {
-		s.Goals = []Goal{{Name: "ratio", Target: fmt.Sprintf("≥ %.2f", AsyncRatioGoal), Value: s.Ratio, Met: s.Ratio >= AsyncRatioGoal}}
+		s.Goals = append([]Goal{{Name: "ratio", Target: fmt.Sprintf("≥ %.2f", AsyncRatioGoal), Value: s.Ratio, Met: s.Ratio >= AsyncRatioGoal}},
+			cpuGoal(s.CPU, AsyncCPUGoalMs, "server")...)
 		s.Result = goalsResult(s.Goals)
 	} else {
 		s.Result = ResultNA // no raw baseline: nothing to compare with
 	}
 	return s
+}
+
+// cpuGoal is the goal on a scenario's CPU per unit (c.TotalMs: the server's, plus PostgreSQL's
+// backends' where they were read), none when it was not measured.
+func cpuGoal(c *CPUPerUnit, maxMs float64, what string) []Goal {
+	if c == nil || c.TotalMs <= 0 {
+		return nil
+	}
+	return []Goal{{Name: "cpu_ms_per_" + c.Unit, Target: fmt.Sprintf("≤ %g ms %s CPU/%s", maxMs, what, c.Unit), Value: c.TotalMs, Met: c.TotalMs <= maxMs}}
 }
 
 // asyncPGBaseline completes the async row on PostgreSQL: the writes PostgreSQL counted per
@@ -294,6 +304,11 @@ func (r *Runner) asyncPGBaseline(ctx context.Context, l *lark, s Scenario, accep
 	if raw.LifecycleRate > 0 && s.Throughput > 0 {
 		s.Ratio = s.Throughput / raw.LifecycleRate
 		s.Goals = []Goal{{Name: "ratio", Target: fmt.Sprintf("≥ %.2f", AsyncPGRatioGoal), Value: s.Ratio, Met: s.Ratio >= AsyncPGRatioGoal}}
+		if w != nil {
+			s.Goals = append(s.Goals, Goal{Name: "rows_per_invocation", Target: fmt.Sprintf("≤ %g rows/inv", AsyncPGRowsGoal),
+				Value: w.RowsPer, Met: w.RowsPer <= AsyncPGRowsGoal})
+		}
+		s.Goals = append(s.Goals, cpuGoal(s.CPU, AsyncPGCPUGoalMs, "server + PG")...)
 		s.Result = goalsResult(s.Goals)
 	} else {
 		s.Result = ResultNA

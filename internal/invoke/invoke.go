@@ -413,8 +413,11 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 		return out, nil
 	}
 	// The request an Idempotency-Key stands for: the entrypoint id as given, the mode and the
-	// canonical params (schema defaults applied).
-	reqHash := hashOf(req.EntrypointID, mode, string(canon))
+	// canonical params (schema defaults applied). Only a request with a key needs it.
+	reqHash := ""
+	if opt.IdempotencyKey != "" {
+		reqHash = hashOf(req.EntrypointID, mode, string(canon))
+	}
 	ckey, cached, hit := s.startCached(ctx, sc, e, d, opt.IdempotencyKey, reqHash, now)
 	if hit {
 		out.Record, out.Cached = cached, true
