@@ -31,18 +31,18 @@ var (
 
 // Goals from the issue.
 const (
-	SyncRatioGoal     = 0.30 // sync req/s ÷ echo req/s ≥
-	SyncP99RatioGoal  = 2.0  // sync p99 ÷ echo p99 ≤
-	AsyncRatioGoal    = 0.40 // async burn-down inv/s ÷ raw SQLite lifecycles/s ≥
-	AsyncPGRatioGoal  = 0.60 // on PostgreSQL: async burn-down inv/s ÷ raw SKIP LOCKED lifecycles/s ≥
+	SyncRatioGoal    = 0.30 // sync req/s ÷ echo req/s ≥
+	SyncP99RatioGoal = 2.0  // sync p99 ÷ echo p99 ≤
+	AsyncRatioGoal   = 0.40 // async burn-down inv/s ÷ raw SQLite lifecycles/s ≥
+	AsyncPGRatioGoal = 0.60 // on PostgreSQL: async burn-down inv/s ÷ raw SKIP LOCKED lifecycles/s ≥
 	// AsyncCPUGoalMs is async's server CPU per invocation on SQLite, in ms (≤).
 	AsyncCPUGoalMs = 0.35
 	// AsyncPGCPUGoalMs is async's CPU per invocation on PostgreSQL, server and backends, in ms (≤).
 	AsyncPGCPUGoalMs = 0.6
 	// AsyncPGRowsGoal is the rows PostgreSQL writes (inserted, updated, deleted) per async
 	// invocation (≤).
-	AsyncPGRowsGoal = 4.0
-	ColdStartMedianMs = 5.0  // median register + activate + first result ≤
+	AsyncPGRowsGoal   = 4.0
+	ColdStartMedianMs = 5.0 // median register + activate + first result ≤
 )
 
 // The PostgreSQL raw baseline's shape: as many workers as `lark serve`'s default --workers (the
