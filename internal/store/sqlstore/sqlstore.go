@@ -42,8 +42,10 @@ type Store struct {
 	ws   *stmtCache    // the writer's statements
 	ckpt *checkpointer // copies WAL frames into the database beside the writer
 	gc   *groupcommit.Committer
-	prov *goose.Provider
-	lock *os.File // held while open: one process per database file
+	// usage sums the usage its batch's closures wrote, written once per row before it commits.
+	usage *sqlcore.UsageBatch
+	prov  *goose.Provider
+	lock  *os.File // held while open: one process per database file
 	// catalogGen is store.Store's CatalogGeneration: bumped by Update after a transaction that wrote
 	// the entrypoints or tenants table.
 	catalogGen atomic.Uint64
@@ -173,10 +175,11 @@ func openSQLite(ctx context.Context, path string, o Options) (*Store, error) {
 	ck.SetMaxIdleConns(1)
 	s := &Store{w: w, rdb: r, r: cachedDB{newStmtCache(r)}, ws: newStmtCache(w), prov: prov, ckpt: newCheckpointer(ck)}
 	s.Reader = sqlcore.Reader{Q: s.r, D: dialect{}}
+	s.usage = sqlcore.NewUsageBatch()
 	s.gc = groupcommit.New(w, groupcommit.Options{MaxBatch: o.MaxBatch, AfterBatch: func() {
 		s.ws.prepareWanted()
 		s.ckpt.wake()
-	}})
+	}, BeginBatch: s.usage.Reset, BeforeCommit: func(t *sql.Tx) error { return writeUsage(t, s.usage) }})
 	return s, nil
 }
 
@@ -185,8 +188,9 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	var catalog bool
 	var after []func()
 	err := s.gc.Do(ctx, func(t *sql.Tx) error {
-		x := newTx(cachedTx{tx: t, c: s.ws}, ctx)
+		x := s.newTx(t, ctx)
 		err := fn(x)
+		x.finish(err)
 		catalog, after = x.Catalog, x.After
 		return err
 	})
@@ -211,8 +215,9 @@ func (s *Store) Enqueue(ctx context.Context, fn func(store.Tx) error) func() err
 	var catalog bool
 	var after []func()
 	wait := s.gc.Enqueue(ctx, func(t *sql.Tx) error {
-		x := newTx(cachedTx{tx: t, c: s.ws}, ctx)
+		x := s.newTx(t, ctx)
 		err := fn(x)
+		x.finish(err)
 		catalog, after = x.Catalog, x.After
 		return err
 	})
@@ -290,12 +295,25 @@ type tx struct {
 	// entrypoints or tenants table (Update then moves the CatalogGeneration).
 	sqlcore.Tx
 	t cachedTx
+	// batch is the committer's usage batch (nil: WriteUsage writes at once), usage what the closure
+	// gathered for it (WriteUsage), flushed what it wrote of the batch's (flushUsage).
+	batch   *sqlcore.UsageBatch
+	usage   []sqlcore.UsageDelta
+	flushed []*sqlcore.UsageBatch
 }
 
 // newTx is the tx of one closure run over t.
 func newTx(t cachedTx, ctx context.Context) *tx {
 	x := &tx{Tx: sqlcore.Tx{Q: t, D: dialect{}, Ctx: ctx}, t: t}
 	x.W = x
+	return x
+}
+
+// newTx is the tx of one closure run by the committer over its transaction t, its usage gathered
+// into the batch's.
+func (s *Store) newTx(t *sql.Tx, ctx context.Context) *tx {
+	x := newTx(cachedTx{tx: t, c: s.ws}, ctx)
+	x.batch = s.usage
 	return x
 }
 
