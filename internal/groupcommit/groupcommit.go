@@ -67,6 +67,11 @@ type Options struct {
 	// as a failed commit would (or replays a pipelined one, when it wraps ErrReplay).
 	BeginBatch   func()
 	BeforeCommit func(*sql.Tx) error
+	// PrepareSavepoints has the committer prepare its SAVEPOINT, RELEASE and ROLLBACK TO statements
+	// once on db instead of sending their text with every closure of a batch (SQLite parses a
+	// statement sent as text on every execution: two parses per closure otherwise). A statement
+	// that cannot be prepared is sent as text.
+	PrepareSavepoints bool
 }
 
 // Committer runs closures in group-committed transactions on one database handle.
@@ -87,6 +92,8 @@ type Committer struct {
 	pipe    context.Context
 	begin   func()
 	before  func(*sql.Tx) error
+	// sp holds the prepared savepoint statements (Options.PrepareSavepoints); nil sends them as text.
+	sp map[string]*sql.Stmt
 	// pipelined is true while the committer runs a batch's closures with Pipeline (Pipelined); only
 	// the committer's goroutine reads and writes it.
 	pipelined bool
@@ -126,6 +133,14 @@ func New(db *sql.DB, o Options) *Committer {
 	}
 	c := &Committer{db: db, after: o.AfterBatch, max: o.MaxBatch, maxB: o.MaxBatchBytes, queue: o.Queue, maxWait: o.MaxWait, ops: make(chan *op, o.Queue), done: make(chan struct{}), stats: newBatchStats(), pipe: o.Pipeline,
 		begin: o.BeginBatch, before: o.BeforeCommit}
+	if o.PrepareSavepoints {
+		c.sp = map[string]*sql.Stmt{}
+		for _, q := range []string{spBegin, spRelease, spRollback} {
+			if st, err := db.Prepare(q); err == nil {
+				c.sp[q] = st
+			}
+		}
+	}
 	go c.loop()
 	return c
 }
@@ -260,6 +275,9 @@ func (c *Committer) Close() error {
 	}
 	c.mu.Unlock()
 	<-c.done
+	for _, st := range c.sp {
+		st.Close()
+	}
 	return nil
 }
 
@@ -363,7 +381,7 @@ func (c *Committer) attempt(batch []*op, results []error, pipelined bool) (appli
 			continue
 		}
 		if useSavepoints {
-			if _, err := tx.ExecContext(ctx, "SAVEPOINT gc"); err != nil {
+			if _, err := c.exec(ctx, tx, spBegin); err != nil {
 				return 0, c.abort(tx, results, fmt.Errorf("savepoint: %w", err))
 			}
 		}
@@ -373,14 +391,14 @@ func (c *Committer) attempt(batch []*op, results []error, pipelined bool) (appli
 			if !useSavepoints {
 				return 0, errors.Is(tx.Rollback(), ErrReplay)
 			}
-			if _, rerr := tx.ExecContext(ctx, "ROLLBACK TO gc"); rerr != nil {
+			if _, rerr := c.exec(ctx, tx, spRollback); rerr != nil {
 				return 0, c.abort(tx, results, fmt.Errorf("rollback to savepoint: %w", rerr))
 			}
 		} else {
 			applied++
 		}
 		if useSavepoints {
-			if _, err := tx.ExecContext(ctx, "RELEASE gc"); err != nil {
+			if _, err := c.exec(ctx, tx, spRelease); err != nil {
 				return 0, c.abort(tx, results, fmt.Errorf("release savepoint: %w", err))
 			}
 		}
@@ -419,6 +437,21 @@ func (c *Committer) abort(tx *sql.Tx, results []error, err error) (replay bool) 
 		}
 	}
 	return false
+}
+
+// The savepoint around each closure of a batch of several.
+const (
+	spBegin    = "SAVEPOINT gc"
+	spRelease  = "RELEASE gc"
+	spRollback = "ROLLBACK TO gc"
+)
+
+// exec runs the savepoint statement q in tx: prepared when Options.PrepareSavepoints prepared it.
+func (c *Committer) exec(ctx context.Context, tx *sql.Tx, q string) (sql.Result, error) {
+	if st := c.sp[q]; st != nil {
+		return tx.StmtContext(ctx, st).ExecContext(ctx)
+	}
+	return tx.ExecContext(ctx, q)
 }
 
 // call runs fn, turning a panic into an error so one bad closure cannot kill the committer.

@@ -234,8 +234,17 @@ func TestConcurrentDoIsBatched(t *testing.T) {
 
 // (c) A closure that fails is rolled back to its savepoint; the rest of its batch commits.
 func TestFailingClosureRolledBackInBatch(t *testing.T) {
+	for _, prepared := range []bool{false, true} {
+		t.Run(fmt.Sprintf("prepared savepoints %v", prepared), func(t *testing.T) {
+			failingClosuresRolledBack(t, groupcommit.Options{PrepareSavepoints: prepared})
+		})
+	}
+}
+
+// failingClosuresRolledBack is TestFailingClosureRolledBackInBatch with the committer's options o.
+func failingClosuresRolledBack(t *testing.T, o groupcommit.Options) {
 	db := openDB(t)
-	c := newCommitter(t, db, groupcommit.Options{})
+	c := newCommitter(t, db, o)
 	require.NoError(t, c.Do(context.Background(), insert(9999)))
 	release, held := hold(t, c)
 
