@@ -42,8 +42,11 @@ type Store struct {
 	ws   *stmtCache    // the writer's statements
 	ckpt *checkpointer // copies WAL frames into the database beside the writer
 	gc   *groupcommit.Committer
-	prov *goose.Provider
-	lock *os.File // held while open: one process per database file
+	// usage is what the optimistic closures of the batch the committer runs added to the usage
+	// aggregates (sqlcore.UsageBatch): one upsert per row before the commit.
+	usage *sqlcore.UsageBatch
+	prov  *goose.Provider
+	lock  *os.File // held while open: one process per database file
 	// catalogGen is store.Store's CatalogGeneration: bumped by Update after a transaction that wrote
 	// the entrypoints or tenants table.
 	catalogGen atomic.Uint64
@@ -173,10 +176,11 @@ func openSQLite(ctx context.Context, path string, o Options) (*Store, error) {
 	ck.SetMaxIdleConns(1)
 	s := &Store{w: w, rdb: r, r: cachedDB{newStmtCache(r)}, ws: newStmtCache(w), prov: prov, ckpt: newCheckpointer(ck)}
 	s.Reader = sqlcore.Reader{Q: s.r, D: dialect{}}
+	s.usage = sqlcore.NewUsageBatch()
 	s.gc = groupcommit.New(w, groupcommit.Options{MaxBatch: o.MaxBatch, AfterBatch: func() {
 		s.ws.prepareWanted()
 		s.ckpt.wake()
-	}})
+	}, BeginBatch: s.usage.Reset, BeforeCommit: func(t *sql.Tx) error { return writeUsageBatch(cachedTx{tx: t, c: s.ws}, s.usage) }})
 	return s, nil
 }
 
@@ -186,7 +190,7 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	var after []func()
 	err := s.gc.Do(ctx, func(t *sql.Tx) error {
 		x := newTx(cachedTx{tx: t, c: s.ws}, ctx)
-		err := fn(x)
+		err := s.run(x, fn)
 		catalog, after = x.Catalog, x.After
 		return err
 	})
@@ -212,7 +216,7 @@ func (s *Store) Enqueue(ctx context.Context, fn func(store.Tx) error) func() err
 	var after []func()
 	wait := s.gc.Enqueue(ctx, func(t *sql.Tx) error {
 		x := newTx(cachedTx{tx: t, c: s.ws}, ctx)
-		err := fn(x)
+		err := s.run(x, fn)
 		catalog, after = x.Catalog, x.After
 		return err
 	})
@@ -290,13 +294,44 @@ type tx struct {
 	// entrypoints or tenants table (Update then moves the CatalogGeneration).
 	sqlcore.Tx
 	t cachedTx
+	// batched says the closure's usage deltas join its batch's (newTx); usage are those it wrote
+	// (WriteUsage).
+	batched bool
+	usage   []sqlcore.UsageDelta
 }
 
-// newTx is the tx of one closure run over t.
+// newTx is the tx of one closure run over t; the closure's usage is gathered into its batch's
+// when it is optimistic (store.Optimistic: the engine's writes, the claims).
 func newTx(t cachedTx, ctx context.Context) *tx {
-	x := &tx{Tx: sqlcore.Tx{Q: t, D: dialect{}, Ctx: ctx}, t: t}
+	x := &tx{Tx: sqlcore.Tx{Q: t, D: dialect{}, Ctx: ctx}, t: t, batched: store.IsOptimistic(ctx)}
 	x.W = x
 	return x
+}
+
+// run runs fn on x, on the committer's goroutine. The usage deltas of a batched fn that succeeded
+// join the batch's (Store.usage). A closure that is not batched first writes the usage the batch
+// gathered so far, so that it sees the aggregates exact (a usage rebuild reads and replaces them);
+// that write is in the closure's savepoint, so when fn fails (and the savepoint is rolled back)
+// the batch gathers it again.
+func (s *Store) run(x *tx, fn func(store.Tx) error) error {
+	var written *sqlcore.UsageBatch
+	if !x.batched {
+		written = s.usage.Take()
+		if err := writeUsageBatch(x.t, written); err != nil {
+			s.usage.Merge(written)
+			return err
+		}
+	}
+	if err := fn(x); err != nil {
+		if written != nil {
+			s.usage.Merge(written)
+		}
+		return err
+	}
+	if x.batched {
+		s.usage.Add(x.usage)
+	}
+	return nil
 }
 
 // committed runs the hooks of a closure whose write committed (err == nil).
