@@ -6,6 +6,7 @@ import (
 
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/store"
+	"github.com/larkrun/lark/internal/store/sqlcore"
 )
 
 // The invocations' reads and writes are in sqlcore; the event insert differs (sqlcore.Writes).
@@ -41,4 +42,23 @@ func (t *tx) InsertInvocationEvent(e invocation.Event) (bool, error) {
 		return false, nil
 	}
 	return false, fmt.Errorf("invocation %s event seq %d: %w", e.InvocationID, e.Seq, store.ErrConflict)
+}
+
+// InsertInvocationEvents implements sqlcore.Writes with multi-row inserts that do nothing on any
+// conflict (an error would abort the transaction). In an optimistic closure each is expected to
+// insert all its rows (sqlcore.ExpectRows): a pipelined transaction where one did not is replayed
+// without pipelining, where the count is read.
+func (t *tx) InsertInvocationEvents(es []invocation.Event) (bool, error) {
+	return sqlcore.InsertEventChunks(t.t, es, func(chunk []invocation.Event) (int64, error) {
+		ctx := bg
+		if t.Optimistic {
+			ctx = sqlcore.ExpectRows(bg, int64(len(chunk)))
+		}
+		res, err := t.t.ExecContext(ctx, sqlcore.InsertEventsSQL(len(chunk), "ON CONFLICT DO NOTHING"),
+			sqlcore.EventArgs(chunk, func(b []byte) string { return string(b) })...)
+		if err != nil {
+			return 0, err
+		}
+		return res.RowsAffected()
+	})
 }

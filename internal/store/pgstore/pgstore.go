@@ -238,7 +238,7 @@ func open(ctx context.Context, pool *pgxpool.Pool, o Options) (*Store, error) {
 	for i := range n {
 		ub := newUsageBatch((s.usageShard + int16(i)) % 64)
 		o := gco
-		o.BeginBatch = ub.reset
+		o.BeginBatch = ub.Reset
 		o.BeforeCommit = func(t *sql.Tx) error { return ub.write(rebound{t}) }
 		s.usage = append(s.usage, ub)
 		s.gcs = append(s.gcs, groupcommit.New(db, o))
@@ -547,18 +547,18 @@ func (s *Store) run(x *tx, fn func(store.Tx) error, writer int) error {
 	if s.gcs[writer].Pipelined() && !x.Optimistic {
 		written = b.take()
 		if err := written.write(x.t); err != nil {
-			b.merge(written)
+			b.Merge(written.UsageBatch)
 			return err
 		}
 	}
 	if err := fn(x); err != nil {
 		if written != nil {
-			b.merge(written)
+			b.Merge(written.UsageBatch)
 		}
 		return err
 	}
 	if x.Optimistic {
-		b.add(x.usage)
+		b.Add(x.usage)
 	}
 	return nil
 }

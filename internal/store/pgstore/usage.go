@@ -25,68 +25,28 @@ func (t *tx) WriteUsage(d *sqlcore.UsageDelta) error {
 	return nil
 }
 
-// usageKey is a usage_hourly row of a shard.
-type usageKey struct {
-	tenantID, entrypointID string
-	hour                   int64
-}
-
-// usageBatch is what a committer's optimistic closures added to the usage aggregates in the batch
-// it runs: each sums the deltas of one row, written with one upsert before the batch commits
-// (groupcommit.Options.BeforeCommit), or before a closure that is not optimistic runs, so that it
-// sees the aggregates exact. Only the committer's goroutine uses it.
+// usageBatch is a committer's sqlcore.UsageBatch, written into its shard of the rows: what its
+// optimistic closures added to the usage aggregates in the batch it runs, written once per row
+// before the batch commits, or before a closure that is not optimistic runs, so that it sees the
+// aggregates exact.
 type usageBatch struct {
+	*sqlcore.UsageBatch
 	shard int16
-	keys  []usageKey
-	sums  map[usageKey]*invocation.Usage
 }
 
 func newUsageBatch(shard int16) *usageBatch {
-	return &usageBatch{shard: shard, sums: map[usageKey]*invocation.Usage{}}
-}
-
-// reset forgets what was gathered (a batch's run starts).
-func (b *usageBatch) reset() {
-	b.keys = b.keys[:0]
-	clear(b.sums)
-}
-
-// add gathers the deltas of a closure that succeeded.
-func (b *usageBatch) add(ds []sqlcore.UsageDelta) {
-	for _, d := range ds {
-		for _, h := range d.Hours {
-			k := usageKey{tenantID: d.TenantID, entrypointID: d.EntrypointID, hour: h.Hour}
-			u := b.sums[k]
-			if u == nil {
-				u = new(invocation.Usage)
-				b.sums[k] = u
-				b.keys = append(b.keys, k)
-			}
-			u.Add(h.Usage)
-		}
-	}
+	return &usageBatch{UsageBatch: sqlcore.NewUsageBatch(), shard: shard}
 }
 
 // take returns what was gathered, and forgets it.
-func (b *usageBatch) take() *usageBatch {
-	out := &usageBatch{shard: b.shard, keys: b.keys, sums: b.sums}
-	b.keys, b.sums = nil, map[usageKey]*invocation.Usage{}
-	return out
-}
+func (b *usageBatch) take() *usageBatch { return &usageBatch{UsageBatch: b.Take(), shard: b.shard} }
 
-// merge gathers again what o holds (taken, and written in a savepoint that was rolled back).
-func (b *usageBatch) merge(o *usageBatch) {
-	for _, k := range o.keys {
-		b.add([]sqlcore.UsageDelta{{TenantID: k.tenantID, EntrypointID: k.entrypointID,
-			Hours: []sqlcore.HourUsage{{Hour: k.hour, Usage: *o.sums[k]}}}})
-	}
-}
-
-// write upserts what was gathered in q, in the order the rows were first touched. It keeps it:
-// the caller forgets it (take, or the next batch's reset) once that write cannot be undone.
+// write upserts what was gathered in b, in the order the rows were first touched. It keeps it:
+// the caller forgets it (take, or the next batch's Reset) once that write cannot be undone.
 func (b *usageBatch) write(q rebound) error {
-	for _, k := range b.keys {
-		if err := upsertUsage(q, k.tenantID, k.entrypointID, k.hour, *b.sums[k], b.shard); err != nil {
+	for _, d := range b.Deltas() {
+		h := d.Hours[0]
+		if err := upsertUsage(q, d.TenantID, d.EntrypointID, h.Hour, h.Usage, b.shard); err != nil {
 			return err
 		}
 	}

@@ -5,8 +5,10 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/larkrun/lark/internal/events"
+	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/odata"
 	"github.com/larkrun/lark/internal/store"
 )
@@ -126,4 +128,64 @@ func (s *Reader) ListEvents(ctx context.Context, tenantID string, q store.ListQu
 		DefaultOrder: []odata.OrderItem{{Field: "received_at"}},
 		Scan:         func(r Scanner) (events.Event, error) { return ScanEvent(r) },
 	}, q)
+}
+
+// EventRowsPerInsert bounds the rows of one multi-row insert of invocation events (InsertEventsSQL):
+// 8 parameters a row keeps a statement far below either database's limit on bound parameters,
+// and a store's statement cache holds one text per row count up to it.
+const EventRowsPerInsert = 64
+
+// InsertEventsSQL is the multi-row INSERT of n invocation events (n <= EventRowsPerInsert), its
+// arguments in EventArgs' order, followed by suffix (the store's ON CONFLICT clause).
+func InsertEventsSQL(n int, suffix string) string {
+	var b strings.Builder
+	b.WriteString(`INSERT INTO invocation_events (invocation_id, seq, type, data, idempotency_key, engine_attempt, logical_attempt, at) VALUES `)
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?)")
+	}
+	b.WriteString(" ")
+	b.WriteString(suffix)
+	return b.String()
+}
+
+// EventArgs are the arguments of InsertEventsSQL for es, each event's data stored as pack makes
+// it (NULL when it has none).
+func EventArgs(es []invocation.Event, pack func([]byte) string) []any {
+	args := make([]any, 0, 8*len(es))
+	for _, e := range es {
+		var data any
+		if len(e.Data) > 0 {
+			data = pack(e.Data)
+		}
+		args = append(args, e.InvocationID, e.Seq, string(e.Type), data, e.IdempotencyKey, e.EngineAttempt, e.LogicalAttempt, TS(e.At))
+	}
+	return args
+}
+
+// InsertEventChunks runs the multi-row inserts of es, at most EventRowsPerInsert rows each, with
+// exec (which runs one statement of those rows and reports how many it inserted, 0 when it
+// inserted none and the transaction goes on), and reports whether every row was inserted. At the
+// first statement that inserted fewer it stops, and deletes what it and the earlier ones inserted:
+// the rows of es's seqs. No other row can be there: the transaction holds the projection, whose
+// last_seq is the log's last (es[0].Seq-1), until it ends (SQLite's one writer; PostgreSQL's row
+// lock, or, in an optimistic transaction, the projection's conditional update, which fails and
+// rolls it all back when another process appended meanwhile).
+func InsertEventChunks(q Querier, es []invocation.Event, exec func(chunk []invocation.Event) (int64, error)) (bool, error) {
+	for rest := es; len(rest) > 0; {
+		n := min(len(rest), EventRowsPerInsert)
+		got, err := exec(rest[:n])
+		if err != nil {
+			return false, err
+		}
+		if got != int64(n) {
+			_, err := q.ExecContext(bg, "DELETE FROM invocation_events WHERE invocation_id = ? AND seq BETWEEN ? AND ?",
+				es[0].InvocationID, es[0].Seq, es[len(es)-1].Seq)
+			return false, err
+		}
+		rest = rest[n:]
+	}
+	return true, nil
 }

@@ -286,12 +286,26 @@ func (t *Tx) StartInvocation(events []invocation.Event, sched store.Scheduling) 
 	if err := t.writeRecord(r, true, &sched, nil); err != nil {
 		return r, err
 	}
-	for _, e := range events {
-		if _, err := t.W.InsertInvocationEvent(e); err != nil {
-			return r, err
-		}
+	if err := t.insertNew(events); err != nil {
+		return r, err
 	}
 	return r, t.W.WriteUsage(&usage)
+}
+
+// insertNew logs the events of an invocation just inserted: several in multi-row inserts, and one
+// by one only when those did not insert them all (which then reports why).
+func (t *Tx) insertNew(events []invocation.Event) error {
+	if len(events) > 1 {
+		if all, err := t.W.InsertInvocationEvents(events); err != nil || all {
+			return err
+		}
+	}
+	for _, e := range events {
+		if _, err := t.W.InsertInvocationEvent(e); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Append implements store.Tx. Its read of the projection locks the invocation's row (Dialect.ForUpdate)
@@ -366,11 +380,58 @@ func (t *Tx) lockProjection(tenantID, invocationID string, opt store.AppendOptio
 }
 
 // foldEvents is Append's fold: it numbers and stamps each event, applies it to r and logs it,
-// adding what it uses to usage. It returns the projection after the events, the events appended
-// (replays already in the log are skipped), and whether every appended event changed nothing but
-// last_seq and updated_at (invocation.OnlyAdvances). On an error it returns the projection as
-// folded so far.
+// recording what it uses in usage (Append's, empty). It returns the projection after the events,
+// the events appended (replays already in the log are skipped), and whether every appended event
+// changed nothing but last_seq and updated_at (invocation.OnlyAdvances). On an error it returns
+// the projection as folded so far. Several events are logged with multi-row inserts (foldBatch)
+// unless one of them is a replay.
 func (t *Tx) foldEvents(r invocation.Record, invocationID string, events []invocation.Event, usage *UsageDelta) (invocation.Record, []invocation.Event, bool, error) {
+	if len(events) > 1 {
+		next, appended, advances, batch, err := t.foldBatch(r, invocationID, events)
+		if err != nil || appended != nil {
+			*usage = batch
+			return next, appended, advances, err
+		}
+	}
+	return t.foldEach(r, invocationID, events, usage)
+}
+
+// foldBatch is foldEvents' common case for several events: none of them is in the log yet. It
+// folds them all, then logs them with multi-row inserts (Writes.InsertInvocationEvents). When an
+// event does not apply or the inserts did not take every row (a replay), it returns no events and
+// has logged none, and foldEach then goes event by event, as 003 §1.3 requires of replays.
+func (t *Tx) foldBatch(r invocation.Record, invocationID string, events []invocation.Event) (invocation.Record, []invocation.Event, bool, UsageDelta, error) {
+	var usage UsageDelta
+	out := make([]invocation.Event, len(events))
+	next := r
+	advances := true
+	for i, e := range events {
+		e.InvocationID = invocationID
+		e.Seq = next.LastSeq + 1
+		e.At = storedTime(e.At)
+		if e.At.Before(next.UpdatedAt) {
+			e.At = next.UpdatedAt // see foldEach
+		}
+		after, err := invocation.Apply(next, e)
+		if err != nil {
+			return r, nil, false, UsageDelta{}, nil
+		}
+		advances = advances && invocation.OnlyAdvances(next, e)
+		usage.Add(next, e, after)
+		next, out[i] = after, e
+	}
+	all, err := t.W.InsertInvocationEvents(out)
+	if err != nil {
+		return r, nil, false, UsageDelta{}, err
+	}
+	if !all {
+		return r, nil, false, UsageDelta{}, nil
+	}
+	return next, out, advances, usage, nil
+}
+
+// foldEach is foldEvents one event at a time: each event is logged unless its key already is.
+func (t *Tx) foldEach(r invocation.Record, invocationID string, events []invocation.Event, usage *UsageDelta) (invocation.Record, []invocation.Event, bool, error) {
 	var appended []invocation.Event
 	advances := true // every appended event changes nothing but last_seq and updated_at
 	for _, e := range events {

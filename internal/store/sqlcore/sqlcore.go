@@ -177,6 +177,12 @@ type Writes interface {
 	// InsertInvocationEvent inserts e unless its idempotency key is already in the invocation's log,
 	// and reports whether it did. A row already at e's seq is store.ErrConflict.
 	InsertInvocationEvent(e invocation.Event) (inserted bool, err error)
+	// InsertInvocationEvents inserts es, two or more events of one invocation whose seqs follow the
+	// log's last one (the projection's last_seq, which the transaction holds), with multi-row
+	// INSERTs (InsertEventsSQL), and reports whether it inserted them all. When it did not (a key
+	// already in the log, a row at one of their seqs), it leaves none of them in the log: the
+	// caller then goes event by event (InsertInvocationEvent), which tells the cases apart.
+	InsertInvocationEvents(es []invocation.Event) (all bool, err error)
 	// WriteUsage adds d to the usage aggregates (usage_hourly).
 	WriteUsage(d *UsageDelta) error
 }

@@ -82,3 +82,62 @@ func (s *Reader) CountTenantEntrypoints(ctx context.Context, tenantID string) (i
 	err := s.Q.QueryRowContext(ctx, "SELECT count(*) FROM entrypoints WHERE tenant_id = ? AND status <> 'archived'", tenantID).Scan(&n)
 	return n, err
 }
+
+// usageKey is a usage_hourly row (of the store's shard, where it has shards).
+type usageKey struct {
+	tenantID, entrypointID string
+	hour                   int64
+}
+
+// UsageBatch is what the closures of a group-committed batch added to the usage aggregates: the
+// sums of their deltas, one per usage_hourly row, which the store writes with one upsert per row
+// before the batch commits (groupcommit.Options.BeforeCommit) instead of one per closure. Only the
+// committer's goroutine uses it.
+type UsageBatch struct {
+	keys []usageKey
+	sums map[usageKey]*invocation.Usage
+}
+
+// NewUsageBatch returns an empty UsageBatch.
+func NewUsageBatch() *UsageBatch { return &UsageBatch{sums: map[usageKey]*invocation.Usage{}} }
+
+// Reset forgets what was gathered (a batch's run starts).
+func (b *UsageBatch) Reset() {
+	b.keys = b.keys[:0]
+	clear(b.sums)
+}
+
+// Add gathers the deltas of a closure that succeeded.
+func (b *UsageBatch) Add(ds []UsageDelta) {
+	for _, d := range ds {
+		for _, h := range d.Hours {
+			k := usageKey{tenantID: d.TenantID, entrypointID: d.EntrypointID, hour: h.Hour}
+			u := b.sums[k]
+			if u == nil {
+				u = new(invocation.Usage)
+				b.sums[k] = u
+				b.keys = append(b.keys, k)
+			}
+			u.Add(h.Usage)
+		}
+	}
+}
+
+// Take returns what was gathered, and forgets it.
+func (b *UsageBatch) Take() *UsageBatch {
+	out := &UsageBatch{keys: b.keys, sums: b.sums}
+	b.keys, b.sums = nil, map[usageKey]*invocation.Usage{}
+	return out
+}
+
+// Merge gathers again what o holds (taken, and written in a savepoint that was rolled back).
+func (b *UsageBatch) Merge(o *UsageBatch) { b.Add(o.Deltas()) }
+
+// Deltas are the rows gathered, one delta each, in the order they were first touched.
+func (b *UsageBatch) Deltas() []UsageDelta {
+	out := make([]UsageDelta, len(b.keys))
+	for i, k := range b.keys {
+		out[i] = UsageDelta{TenantID: k.tenantID, EntrypointID: k.entrypointID, Hours: []HourUsage{{Hour: k.hour, Usage: *b.sums[k]}}}
+	}
+	return out
+}

@@ -34,3 +34,20 @@ func (t *tx) InsertInvocationEvent(e invocation.Event) (bool, error) {
 	n, _ := res.RowsAffected()
 	return n == 1, nil
 }
+
+// InsertInvocationEvents implements sqlcore.Writes with multi-row inserts. A key already in the
+// log is skipped (ON CONFLICT DO NOTHING) and a row at one of the seqs fails the statement, which
+// SQLite then undoes alone: either way the statement inserted fewer than its rows.
+func (t *tx) InsertInvocationEvents(es []invocation.Event) (bool, error) {
+	return sqlcore.InsertEventChunks(t.t, es, func(chunk []invocation.Event) (int64, error) {
+		res, err := t.t.ExecContext(bg, sqlcore.InsertEventsSQL(len(chunk), "ON CONFLICT (invocation_id, idempotency_key) DO NOTHING"),
+			sqlcore.EventArgs(chunk, sqlcore.Pack)...)
+		if isUnique(err) {
+			return 0, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+		return res.RowsAffected()
+	})
+}

@@ -179,7 +179,7 @@ func openSQLite(ctx context.Context, path string, o Options) (*Store, error) {
 	s.gc = groupcommit.New(w, groupcommit.Options{MaxBatch: o.MaxBatch, AfterBatch: func() {
 		s.ws.prepareWanted()
 		s.ckpt.wake()
-	}, BeginBatch: s.usage.Reset, BeforeCommit: func(t *sql.Tx) error { return writeUsage(t, s.usage) }, PrepareSavepoints: true})
+	}, BeginBatch: s.usage.Reset, BeforeCommit: func(t *sql.Tx) error { return writeUsage(cachedTx{tx: t, c: s.ws}, s.usage) }, PrepareSavepoints: true})
 	return s, nil
 }
 

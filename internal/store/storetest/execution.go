@@ -428,3 +428,61 @@ func testInformationalAppend(t *testing.T, s store.Store) {
 	require.Len(t, page.Items, 1)
 	require.Equal(t, rec.LastSeq, page.Items[0].LastSeq)
 }
+
+// testBatchedAppend: an Append of several events logs them together (multi-row inserts, past the
+// rows of one statement) with consecutive seqs; one that holds replays (keys already in the log,
+// or twice in the request) logs only the new events, numbered on from the log's last seq, as one
+// event at a time would; StartInvocation does the same with its events. Each runs in a plain and
+// an optimistic closure (pipelined on PostgreSQL).
+func testBatchedAppend(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		ctx  context.Context
+	}{{"plain", ctx}, {"optimistic", store.Optimistic(ctx)}} {
+		id := "inv_batch_" + c.name
+		step := func(i int) invocation.Event {
+			return ev(id, invocation.EventLog, fmt.Sprint("log-", i), `{"message":"m"}`, t0.Add(time.Duration(i)*time.Millisecond))
+		}
+		run := func(fn func(tx store.Tx) error) { require.NoError(t, s.Update(c.ctx, fn)) }
+		run(func(tx store.Tx) error {
+			_, err := tx.StartInvocation([]invocation.Event{NewInvocationEvent(id, "acme", "ep_1", t0), step(0), step(1)}, store.Scheduling{})
+			return err
+		})
+		var many []invocation.Event
+		for i := 2; i < 152; i++ {
+			many = append(many, step(i))
+		}
+		var appended []invocation.Event
+		run(func(tx store.Tx) error {
+			var err error
+			_, appended, err = tx.Append(store.AppendRequest{TenantID: "acme", InvocationID: id, Events: many})
+			return err
+		})
+		require.Len(t, appended, 150, c.name)
+		require.Equal(t, int64(4), appended[0].Seq)
+		require.Equal(t, int64(153), appended[149].Seq)
+		var rec invocation.Record
+		run(func(tx store.Tx) error {
+			var err error
+			rec, appended, err = tx.Append(store.AppendRequest{TenantID: "acme", InvocationID: id,
+				Events: []invocation.Event{step(1), step(200), step(100), step(201), step(200)}})
+			return err
+		})
+		require.Len(t, appended, 2, c.name+": the replays are no-ops")
+		require.Equal(t, []int64{154, 155}, []int64{appended[0].Seq, appended[1].Seq})
+		require.Equal(t, int64(155), rec.LastSeq)
+		log, err := s.Events(ctx, store.EventLogQuery{TenantID: "acme", InvocationID: id, Limit: 1000})
+		require.NoError(t, err)
+		require.Len(t, log, 155)
+		for i, e := range log {
+			require.Equal(t, int64(i+1), e.Seq)
+		}
+		require.Equal(t, invocation.IdempotencyKey(id, "log-201", 1, invocation.EventLog, ""), log[154].IdempotencyKey)
+		stored, err := s.Invocation(ctx, "acme", id)
+		require.NoError(t, err)
+		rebuilt, err := invocation.Rebuild(log)
+		require.NoError(t, err)
+		require.Equal(t, rebuilt, stored)
+	}
+}

@@ -63,6 +63,7 @@ func Run(t *testing.T, f Factory) {
 		"ListInvocationsSplit":      testListInvocationsSplit,
 		"StartAndConditionalAppend": testStartAndConditionalAppend,
 		"InformationalAppend":       testInformationalAppend,
+		"BatchedAppend":             testBatchedAppend,
 		"Events":                    testEvents,
 		"ListByteBudget":            testListByteBudget,
 		"EventWaits":                testEventWaits,
