@@ -35,10 +35,16 @@ func jsonDepth(b []byte) int {
 func FuzzCheckJSON(f *testing.F) {
 	for _, s := range []string{`{}`, `{}{}`, `{"a":1,"a":2}`, `[[[]]]`, "{\"s\":\"\xff\"}", `{"s":"\ud800"}`,
 		`{"entrypoint_id":"x","params":{"n":[1,2.5,"z",null,true]}}`, `  {"a" : {"b": []}}  `, `{} x`, `"str"`, `12`,
+		`{"a":1,"\u0061":2}`, `{"s":"\ud83d\ude00"}`, `{"s":"\ud83d x"}`, `{"s":"\\ud800"}`, `{"k\"":1,"k\u0022":2}`,
 		string(bytes.Repeat([]byte("["), 101)) + string(bytes.Repeat([]byte("]"), 101))} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
+		if fastCheckJSON(b) {
+			if err := explainJSON(b); err != nil {
+				t.Fatalf("the fast path accepted %q, which the walk refuses: %v", b, err)
+			}
+		}
 		err := checkJSON(b)
 		if err != nil {
 			return
