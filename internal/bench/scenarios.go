@@ -224,12 +224,19 @@ func (r *Runner) Async(ctx context.Context) Scenario {
 	if l.pg != nil {
 		return r.asyncPGBaseline(ctx, l, s, res.Requests, stopErr)
 	}
+	return r.asyncSQLiteBaseline(ctx, l, s, res.Requests, stopErr)
+}
+
+// asyncSQLiteBaseline completes the async row on SQLite: the raw lifecycles of as many rows in the
+// SQLite file the server has just closed, and the goals.
+func (r *Runner) asyncSQLiteBaseline(ctx context.Context, l *lark, s Scenario, accepted int64, stopErr error) Scenario {
+	o := r.Opts
 	bl := &Baseline{Name: "raw SQLite", Unit: "lifecycles/s"}
 	if o.SQLiteSynchronous != "FULL" {
 		bl.Name += " (synchronous=" + o.SQLiteSynchronous + ")"
 	}
 	s.Baseline = bl
-	if stopErr != nil || s.Status == StatusFailed && res.Requests == 0 {
+	if stopErr != nil || s.Status == StatusFailed && accepted == 0 {
 		s.Result = ResultNA
 		return s
 	}

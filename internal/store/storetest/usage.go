@@ -107,6 +107,15 @@ func testUsageAggregates(t *testing.T, s store.Store) {
 	start("globex", "inv_g", epA, 1, t0)
 	appendAll("globex", "inv_g", closed("inv_g", invocation.EventSucceeded, "", 1000, 1000, 1000, 9, t0))
 
+	usageHistories(t, hist, epA, epB)
+	usageAfterwards(t, s, func(id string) { start("acme", id, epA, 0, h1) }, appendAll, func() []store.UsageRow { return hist("acme", h0, 2, time.Hour) })
+}
+
+// usageHistories is testUsageAggregates' reads of the aggregates its writes left (hist reads a
+// tenant's buckets), by hour, over wider buckets, and per tenant.
+func usageHistories(t *testing.T, hist func(tenantID string, from time.Time, hours int, width time.Duration) []store.UsageRow, epA, epB string) {
+	h0 := t0.Truncate(time.Hour)
+	h1 := h0.Add(time.Hour)
 	mem := func(billed int64) int64 { return 256 * billed }
 	want := []store.UsageRow{
 		{Start: h0, EntrypointID: epA, Usage: invocation.Usage{Invocations: 2, Succeeded: 1, Executions: 2, DurationMS: 30,
@@ -130,15 +139,23 @@ func testUsageAggregates(t *testing.T, s store.Store) {
 		DurationMS: 1000, BilledDurationMS: 1000, CPUTimeMS: 1000, MemoryMBMS: mem(1000), EgressBytes: 1000, Cost: 10}}},
 		hist("globex", h0, 2, time.Hour))
 	require.Empty(t, hist("initech", h0, 2, time.Hour))
+}
 
+// usageAfterwards is testUsageAggregates' last checks, on its store and fixtures: start starts an
+// invocation of acme, appendAll appends to one, hist reads acme's aggregates. Informational events
+// leave the aggregates alone; the record carries the cost the aggregates got; the running count.
+func usageAfterwards(t *testing.T, s store.Store, start func(id string), appendAll func(tenantID, id string, evs ...invocation.Event) []invocation.Event,
+	hist func() []store.UsageRow) {
+	ctx := context.Background()
+	h1 := t0.Truncate(time.Hour).Add(time.Hour)
 	// Informational events (a workflow's journal, its timeline) leave the aggregates alone.
-	start("acme", "inv_wf", epA, 0, h1)
-	before = hist("acme", h0, 2, time.Hour)
+	start("inv_wf")
+	before := hist()
 	for i := range 3 {
 		appendAll("acme", "inv_wf", ev("inv_wf", invocation.EventStepStarted, fmt.Sprint("s", i), `{"step":"s"}`, h1),
 			ev("inv_wf", invocation.EventJournal, fmt.Sprint("j", i), fmt.Sprintf(`{"seq":%d,"result":1}`, i), h1))
 	}
-	require.Equal(t, before, hist("acme", h0, 2, time.Hour))
+	require.Equal(t, before, hist())
 
 	// The record carries the same cost the aggregates got, and a rebuild from the log agrees.
 	rec, err := s.Invocation(ctx, "acme", "inv_fail")
