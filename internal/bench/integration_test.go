@@ -239,7 +239,10 @@ func TestBenchCommandPostgres(t *testing.T) {
 	require.Equal(t, 500, a.Baseline.PGRaw.Rows)
 	require.Equal(t, bench.PGRawWorkers, a.Baseline.PGRaw.Workers)
 	require.Positive(t, a.Ratio)
-	require.Len(t, a.Goals, 1)
+	require.Len(t, a.Goals, 3, "the ratio, rows and CPU per invocation")
+	require.Equal(t, "rows_per_invocation", a.Goals[1].Name)
+	require.InDelta(t, a.StoreWrites.RowsPer, a.Goals[1].Value, 1e-9)
+	require.Equal(t, "cpu_ms_per_invocation", a.Goals[2].Name)
 	require.Equal(t, "invocation", a.StoreWrites.Per)
 	require.Equal(t, "step", rep.Scenarios[1].StoreWrites.Per)
 
