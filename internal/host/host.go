@@ -57,6 +57,8 @@ type Host struct {
 	// open is the last journal write enqueued, while the writer has not taken it: entries enqueued
 	// meanwhile join it rather than queue a write of their own (guarded by mu).
 	open *journalWrite
+	// beforeFlush, when set, runs at the start of every Flush (BeforeFlush).
+	beforeFlush func()
 	// spanCtx carries the span of the attempt (activation) running, the parent of its steps' spans;
 	// step is the open span of the step attempt running, if any (trace.go; guarded by mu).
 	spanCtx context.Context
@@ -466,6 +468,12 @@ func (h *Host) Enqueued() bool {
 // Flush waits for the journal writes enqueued so far; it returns the first that failed, then and
 // at every later call.
 func (h *Host) Flush() error {
+	h.mu.Lock()
+	before := h.beforeFlush
+	h.mu.Unlock()
+	if before != nil {
+		before()
+	}
 	h.mu.Lock()
 	waits := h.pending
 	h.pending, h.open = nil, nil
