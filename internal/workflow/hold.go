@@ -131,6 +131,6 @@ func (x *wfRun) unhold() {
 	hs.sendLocked()
 	if x.heldN > 0 && hs.state == sent {
 		_ = x.h.EnqueueJournal(context.WithoutCancel(x.ctx), x.buffered[:x.heldN])
-		x.buffered, x.checkpointed, x.heldN = x.buffered[x.heldN:], x.heldSeq, 0
+		x.buffered, x.checkpointed, x.heldN, x.heldSeq = x.buffered[x.heldN:], x.heldSeq, 0, 0
 	}
 }

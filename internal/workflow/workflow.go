@@ -261,7 +261,7 @@ func (x *wfRun) wfRecord(j sandbox.JournalEntry, retries []sandbox.StepRetryReco
 		if err := h.EnqueueJournal(x.ctx, x.buffered); err != nil {
 			return err
 		}
-		x.buffered, x.checkpointed, x.heldN = nil, j.Seq+1, 0
+		x.buffered, x.checkpointed, x.heldN, x.heldSeq = nil, j.Seq+1, 0, 0
 	}
 	return nil
 }
@@ -404,7 +404,10 @@ func (x *wfRun) wfFailed(res sandbox.WorkflowResult, rerr *sandbox.Error, park *
 	d := x.d
 	if d.Traits.Workflow != nil && d.Traits.Workflow.Compensation.OnFailure != nil {
 		all := append(x.entries, res.New...)
-		park = x.s.failureHandler(x.ctx, x.rec, *d.Traits.Workflow.Compensation.OnFailure, rerr, all, all[:min(x.checkpointed, len(all))], x.h)
+		// Entries held with the start (hold.go) are written with this outcome: they count as the
+		// checkpointing strategy made them durable.
+		checkpointed := max(x.checkpointed, x.heldSeq)
+		park = x.s.failureHandler(x.ctx, x.rec, *d.Traits.Workflow.Compensation.OnFailure, rerr, all, all[:min(checkpointed, len(all))], x.h)
 	}
 	if park == nil {
 		park = &parking{}
