@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"sync"
 	"testing"
 	"time"
@@ -128,4 +129,107 @@ func TestCrashSyncCalls(t *testing.T) {
 		require.Equal(t, "succeeded", byID[id].Status, "invocation %s", id)
 		require.Equal(t, 2, counter.ids()[id], "invocation %s: its side effect before the crash and once more after", id)
 	}
+}
+
+// TestCrashSyncWorkflows is the crash semantics of plain sync workflow calls (docs/api.md, "Sync
+// calls: one write"): the start and the journal are held back while the workflow runs pure steps,
+// and written before its first side effect. So a call whose step is inside its HTTP call is visible
+// as running, with its first step journaled; a kill -9 then leaves it running, and the restarted
+// server reclaims it, replays the journaled step (it does not run again) and runs the rest to the
+// end. Calls cut by the crash get no answer.
+func TestCrashSyncWorkflows(t *testing.T) {
+	if testing.Short() {
+		t.Skip("crash test: starts, kills and restarts the server; skipped with -short")
+	}
+	const calls = 4
+	counter := &heldCounter{byID: map[string]int{}, release: make(chan struct{})}
+	upstream := httptest.NewServer(counter)
+	t.Cleanup(upstream.Close)
+	released := false
+	t.Cleanup(func() {
+		if !released {
+			close(counter.release)
+		}
+	})
+
+	data := t.TempDir()
+	flags := []string{"--unsafe-egress-allow-loopback"}
+	p := startLark(t, data, flags...)
+	const wf = "gts.x.core.serverless.entrypoint.v1~x.core.serverless.workflow.v1~vendor.app.crash.sync_wf.v1~"
+	src := fmt.Sprintf("def pure(ctx, input):\n  return input\n\n"+
+		"def post(ctx, input):\n  return r_await(r_http_post_v1(%q, {\"id\": ctx.invocation_id}, timeout_ms=60000)).response.status_code\n\n"+
+		"def main(ctx, input):\n  r_run_step_v1(\"a\", pure, 1)\n  r_run_step_v1(\"post\", post, 2)\n  r_run_step_v1(\"b\", pure, 3)\n  return {\"ok\": True}\n",
+		upstream.URL+"/effects")
+	r := p.do(http.MethodPost, apiBase+"/entrypoints", p.Token, mustJSON(t, map[string]any{
+		"entrypoint_id": wf, "title": "sync workflow crash probe", "owner": map[string]any{"owner_type": "tenant"},
+		"schema": map[string]any{"params": map[string]any{"type": "object"}},
+		"traits": map[string]any{
+			"invocation": map[string]any{"supported": []any{"sync", "async"}, "default": "sync"},
+			"limits":     map[string]any{"timeout_seconds": 60},
+			"retry":      map[string]any{"max_attempts": 1},
+			"workflow": map[string]any{"compensation": map[string]any{"on_failure": nil, "on_cancel": nil},
+				"checkpointing": map[string]any{"strategy": "automatic"}, "max_suspension_days": 30},
+		},
+		"implementation": map[string]any{"adapter": "gts.x.core.serverless.adapter.starlark.v1~", "kind": "code",
+			"code": map[string]any{"language": "starlark", "source": src}},
+	}))
+	requireJSON(t, r, http.StatusCreated, nil)
+	r = p.do(http.MethodPost, apiBase+"/entrypoints/"+url.PathEscape(wf)+":status", p.Token, []byte(`{"action": "activate"}`))
+	requireJSON(t, r, http.StatusOK, nil)
+
+	client := poolClient(calls)
+	defer client.CloseIdleConnections()
+	answers := make(chan error, calls)
+	for i := 0; i < calls; i++ {
+		go func() {
+			body := fmt.Appendf(nil, `{"entrypoint_id":%q,"mode":"sync","params":{}}`, wf)
+			r, err := p.try(client, http.MethodPost, apiBase+"/invocations", p.Token, body)
+			if err == nil {
+				err = fmt.Errorf("answered before the crash: %s", r)
+			}
+			answers <- err
+		}()
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(counter.ids()) < calls {
+		require.True(t, time.Now().Before(deadline), "the %d calls did not all reach the upstream: %v", calls, counter.ids())
+		time.Sleep(5 * time.Millisecond)
+	}
+	// The side effect came after the start and step a were durable: no polling needed.
+	for id := range counter.ids() {
+		require.Equal(t, "running", record(t, p.do(http.MethodGet, apiBase+"/invocations/"+id, p.Token, nil), http.StatusOK).Status)
+		require.Equal(t, []string{"a"}, completedSteps(t, p, id), "invocation %s: step a durable before the call", id)
+	}
+	p.Kill()
+	for i := 0; i < calls; i++ {
+		require.Error(t, <-answers, "a call cut by the crash has no answer")
+	}
+
+	close(counter.release)
+	released = true
+	q := startLark(t, data, flags...)
+	var ids []string
+	for id, n := range counter.ids() {
+		require.Equal(t, 1, n, "invocation %s ran its side effect twice before the crash", id)
+		ids = append(ids, id)
+	}
+	byID := waitAllTerminal[invocationItem](t, q, ids, time.Now(), 60*time.Second, nil)
+	for _, id := range ids {
+		require.Equal(t, "succeeded", byID[id].Status, "invocation %s", id)
+		require.Equal(t, 2, counter.ids()[id], "invocation %s: its side effect before the crash and once more after", id)
+		require.Equal(t, []string{"a", "post", "b"}, completedSteps(t, q, id), "invocation %s: each step journaled once", id)
+	}
+}
+
+// completedSteps lists the step_completed entries of invocation id's timeline, in order.
+func completedSteps(t *testing.T, p *larkProc, id string) []string {
+	var tl wfTimeline
+	requireJSON(t, p.do(http.MethodGet, apiBase+"/invocations/"+id+"/timeline?limit=200", p.Token, nil), http.StatusOK, &tl)
+	var steps []string
+	for _, ev := range tl.Items {
+		if ev.EventType == "step_completed" && ev.StepName != nil {
+			steps = append(steps, *ev.StepName)
+		}
+	}
+	return steps
 }

@@ -187,6 +187,31 @@ func (c *Completer) CompleteAfter(ctx context.Context, rec invocation.Record, d 
 	return c.completeWith(ctx, rec, d, timeline, o, nil, chain, false)
 }
 
+// CompleteStart records a sync call whose start was held back while its first activation ran (a
+// workflow's: workflow.Claim.HoldStart): the start (its created and started events), the
+// attempt's timeline and the events of o, in one write that creates the invocation whole, with the
+// queue state o leaves (the start's lease is never written) and the writes that go with the
+// outcome. rec is the record the start leaves.
+func (c *Completer) CompleteStart(ctx context.Context, start []invocation.Event, rec invocation.Record,
+	d catalog.Definition, timeline []invocation.Event, o outcome.Outcome) (invocation.Record, error) {
+	var final invocation.Record
+	err := c.writer.Update(ctx, func(tx store.Tx) error {
+		now := c.clock.Now()
+		closing, next, err := c.Closing(rec, timeline, o, now)
+		if err != nil {
+			return err
+		}
+		if final, err = tx.StartInvocation(slices.Concat(start, closing), next); err != nil {
+			return err
+		}
+		return c.followUps(tx, rec, final, int64(len(start)), d, o, nil, now)
+	})
+	if err != nil {
+		return rec, fmt.Errorf("complete %s: %w", rec.ID, err)
+	}
+	return final, nil
+}
+
 // Closing prices o at the tenant's current prices and returns the events that close rec's attempt
 // after its timeline entries, and the queue state they leave.
 func (c *Completer) Closing(rec invocation.Record, timeline []invocation.Event, o outcome.Outcome, now time.Time) ([]invocation.Event, store.Scheduling, error) {

@@ -18,6 +18,7 @@ import (
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/sandbox"
 	"github.com/larkrun/lark/internal/spawn"
+	"github.com/larkrun/lark/internal/store"
 	"github.com/larkrun/lark/internal/tracing"
 	"github.com/larkrun/lark/internal/writer"
 )
@@ -73,10 +74,26 @@ func (e *Env) NewCompensation(rec invocation.Record) *Host {
 	return &Host{env: e, rec: rec, keyPrefix: "compensate-"}
 }
 
-// AddPending makes the next journal write and side effect wait for wait (a sync call's start, on
-// its way to the disk).
-func (h *Host) AddPending(wait func() error) {
+// EnqueueStart writes the invocation's start (a sync call's, held back until now) ahead of the
+// run's journal writes without waiting for it: the run's first journal write and side effect wait
+// for it, and the first journal write expects exactly the record it leaves.
+func (h *Host) EnqueueStart(ctx context.Context, write func(tx store.Tx) (invocation.Record, error)) {
+	wait := h.env.Writer.Enqueue(context.WithoutCancel(ctx), func(tx store.Tx) error {
+		out, err := write(tx)
+		h.mu.Lock()
+		h.chain, h.chainErr = out, err
+		h.mu.Unlock()
+		return err
+	})
 	h.mu.Lock()
-	h.pending = append(h.pending, wait)
+	h.pending, h.open = append(h.pending, wait), nil
+	h.mu.Unlock()
+}
+
+// BeforeFlush makes every Flush call f first (a held start is sent there, with the entries held
+// behind it); f must be safe to call repeatedly and concurrently.
+func (h *Host) BeforeFlush(f func()) {
+	h.mu.Lock()
+	h.beforeFlush = f
 	h.mu.Unlock()
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -53,6 +54,11 @@ type Host struct {
 	// applies it (guarded by mu): the expectation of the next write of the chain.
 	chain    invocation.Record
 	chainErr error
+	// open is the last journal write enqueued, while the writer has not taken it: entries enqueued
+	// meanwhile join it rather than queue a write of their own (guarded by mu).
+	open *journalWrite
+	// beforeFlush, when set, runs at the start of every Flush (BeforeFlush).
+	beforeFlush func()
 	// spanCtx carries the span of the attempt (activation) running, the parent of its steps' spans;
 	// step is the open span of the step attempt running, if any (trace.go; guarded by mu).
 	spanCtx context.Context
@@ -302,6 +308,7 @@ func (h *Host) SetRecord(r invocation.Record) {
 	h.mu.Lock()
 	h.rec = r
 	h.durable = invocation.Record{}
+	h.open = nil
 	h.mu.Unlock()
 }
 
@@ -362,6 +369,41 @@ func (h *Host) ExpectChain(opt *store.AppendOptions) error {
 	return nil
 }
 
+// journalWrite is one enqueued journal write: the events of the entries that joined it before
+// the writer took it (taken, guarded by Host.mu). Once taken its events never change, so a run of
+// the closure again (a replayed batch) writes the same ones.
+type journalWrite struct {
+	events []invocation.Event
+	bytes  int
+	taken  bool
+}
+
+// Bounds of one journal write: entries stop joining a write not yet taken beyond them (the writer
+// is then so far behind that one more write costs little next to them).
+const (
+	maxJoinedEvents = 512
+	maxJoinedBytes  = 1 << 20
+)
+
+// join adds events to w unless the writer took it or it is full; h.mu is held.
+func (w *journalWrite) join(events []invocation.Event) bool {
+	if w == nil || w.taken || len(w.events)+len(events) > maxJoinedEvents || w.bytes > maxJoinedBytes {
+		return false
+	}
+	w.events = append(w.events, events...)
+	w.bytes += eventBytes(events)
+	return true
+}
+
+// eventBytes is the encoded size of events' data.
+func eventBytes(events []invocation.Event) int {
+	n := 0
+	for i := range events {
+		n += len(events[i].Data)
+	}
+	return n
+}
+
 // EnqueueJournal writes journal events behind the activation's earlier writes without waiting for
 // them (checkpointing automatic, or a manual r_snapshot_v1): the writer applies them in order, and
 // the run waits for them (host.flush) before its next side effect (an HTTP call, a child), before
@@ -369,19 +411,35 @@ func (h *Host) ExpectChain(opt *store.AppendOptions) error {
 // free work since the last durable entry, and a run of pure steps costs a commit or two, not one per
 // step.
 //
+// Entries enqueued while the run's last write waits for the writer join that write (journalWrite):
+// a run whose steps outpace the writer appends several steps' entries in one Append (one read of
+// the projection's row, one update of it, one savepoint) instead of one each. They are made
+// durable in the same commit as they would have been on their own, or in an earlier one, never
+// later: a write not yet taken is committed with the first batch the writer takes it into.
+//
 // The writes of one run form a chain: the first after a flush expects the projection the run last
 // knew (and falls back to the stored one when something else got ahead of it); each later one
 // expects exactly the projection its predecessor left (AppendOptions.ExpectOnly), so a write whose
 // predecessor failed, or was rolled back with its batch, fails too rather than leave a hole in the
 // journal.
 func (h *Host) EnqueueJournal(ctx context.Context, events []invocation.Event) error {
+	h.mu.Lock()
+	if h.open.join(events) {
+		h.mu.Unlock()
+		return nil
+	}
+	chained := len(h.pending) > 0
+	w := &journalWrite{events: slices.Clone(events), bytes: eventBytes(events)}
+	h.open = w
+	h.mu.Unlock()
 	rec, known := h.Written()
 	owner := h.env.Spawn.LeaseOwner(rec)
-	h.mu.Lock()
-	chained := len(h.pending) > 0
-	h.mu.Unlock()
 	// Through enqueue: the events of event_emitted entries among them are published in this write.
 	wait := h.env.Writer.Enqueue(context.WithoutCancel(ctx), func(tx store.Tx) error {
+		h.mu.Lock()
+		w.taken = true
+		events := w.events
+		h.mu.Unlock()
 		opt := store.AppendOptions{RequireLease: owner, Expect: &known}
 		if chained {
 			if err := h.ExpectChain(&opt); err != nil {
@@ -411,8 +469,14 @@ func (h *Host) Enqueued() bool {
 // at every later call.
 func (h *Host) Flush() error {
 	h.mu.Lock()
+	before := h.beforeFlush
+	h.mu.Unlock()
+	if before != nil {
+		before()
+	}
+	h.mu.Lock()
 	waits := h.pending
-	h.pending = nil
+	h.pending, h.open = nil, nil
 	h.mu.Unlock()
 	var first error
 	for _, wait := range waits {

@@ -108,10 +108,11 @@ type Config struct {
 	EndHook writer.EndHook
 	// RateLimiters are the RateLimiter plugins by strategy (default: ratelimit.Default()).
 	RateLimiters *ratelimit.Registry
-	// SyncStartDelay is how long a sync function call runs before its start is written on its own
-	// (default DefaultSyncStartDelay; negative: at once). A call that ends sooner, the rule, is
-	// written once, start and outcome together (syncrun.go); a longer one becomes visible (GET,
-	// list, cancel) this long after it began, plus one group commit.
+	// SyncStartDelay is how long a sync function or workflow call runs before its start is written
+	// on its own (default DefaultSyncStartDelay; negative: at once). A call that ends sooner, the
+	// rule, is written once, start and outcome together (syncrun.go; a workflow's with its journal
+	// unless it calls out or waits first: workflow.Claim.HoldStart); a longer one becomes visible
+	// (GET, list, cancel) this long after it began, plus one group commit.
 	SyncStartDelay time.Duration
 	// MaxDepth bounds r_invoke_v1 nesting (default 8): an invocation started through the API (or a
 	// schedule, a trigger, a replay) is at depth 0, its children at 1; a child deeper than MaxDepth
@@ -443,8 +444,8 @@ func (s *Service) Start(ctx context.Context, sc auth.SecurityContext, req StartR
 	rec.CorrelationID, rec.CacheKey = correlation, ckey
 	rec.TraceID, rec.SpanID = spawn.RecordIDs(ctx, opt.TraceParent)
 	// A plain sync call (no Idempotency-Key, no concurrency quota) has nothing to check in its start's
-	// transaction, so it runs while its start is written: a function's outcome usually joins that
-	// write (runSync); a workflow's first journal write and side effect wait for it (EnqueueJournal).
+	// transaction, so it runs while its start is held back: its outcome usually joins that write
+	// (runSync; a workflow's with its journal, workflow.Claim.HoldStart).
 	plain := mode == string(invocation.ModeSync) && opt.IdempotencyKey == "" && policy.Quotas.MaxConcurrentExecutions == nil
 	if plain {
 		return s.startPlain(ctx, rec, params, e, d, now, permit)
@@ -691,8 +692,9 @@ func (s *Service) startAccepted(ctx context.Context, tenantID, mode string, v st
 }
 
 // startWorkflowSync starts a plain sync call of a workflow: its start (created, started, the lease)
-// is enqueued, not awaited, and the first activation runs at once with the record the start leaves
-// (runWorkflowSync).
+// is held back (workflow.Claim.HoldStart: written with the outcome, or before the first side
+// effect, wait or SyncStartDelay) and the first activation runs at once with the record the start
+// leaves (runWorkflowSync).
 func (s *Service) startWorkflowSync(ctx context.Context, rec invocation.Record, e entrypoint.Entrypoint, d catalog.Definition, now time.Time,
 	permit ratelimit.Decision) (Started, error) {
 	events, lease, err := s.spawn.StartEvents(rec, d, now)
@@ -703,10 +705,7 @@ func (s *Service) startWorkflowSync(ctx context.Context, rec invocation.Record, 
 		permit.Release()
 		return Started{}, problem.Internal(err)
 	}
-	c := workflow.NewClaim(rec).After(s.writer.Enqueue(context.WithoutCancel(ctx), func(tx store.Tx) error {
-		_, err := tx.StartInvocation(events, lease)
-		return err
-	}))
+	c := workflow.NewClaim(rec).HoldStart(events, lease, s.cfg.SyncStartDelay)
 	out, err := s.runWorkflowSync(ctx, c, e, d, now)
 	if err != nil {
 		permit.Release()

@@ -14,14 +14,22 @@ import (
 )
 
 // journalSpy watches the journal writes of workflow runs: whether each one's Expect was the stored
-// projection (the store's fast path), and, once, appends a foreign event just ahead of one, as a
-// concurrent writer would.
+// projection (the store's fast path) and how many journal entries it carried, and, once, appends a
+// foreign event just ahead of one, as a concurrent writer would.
 type journalSpy struct {
 	store.Store
 	mu        sync.Mutex
 	writes    int
 	current   []bool // per journal write: Expect matched the stored last_seq
+	entries   []int  // per journal write: its journal entries
 	interpose int    // the journal write (1-based) ahead of which a foreign event is appended
+	// oneByOne makes Enqueue return only once the writer has run the write, so that no later
+	// entry joins it (one write per entry, as the chain tests expect).
+	oneByOne bool
+	// gate, when set, holds the writer after the first enqueued write (which Enqueue returns once
+	// run) until it is closed: entries enqueued meanwhile join the next write.
+	gate     chan struct{}
+	enqueued int
 }
 
 func (s *journalSpy) Update(ctx context.Context, fn func(store.Tx) error) error {
@@ -29,7 +37,31 @@ func (s *journalSpy) Update(ctx context.Context, fn func(store.Tx) error) error 
 }
 
 func (s *journalSpy) Enqueue(ctx context.Context, fn func(store.Tx) error) func() error {
-	return s.Store.Enqueue(ctx, func(tx store.Tx) error { return fn(spyTx{tx, s}) })
+	s.mu.Lock()
+	gated := s.gate != nil
+	s.mu.Unlock()
+	taken := make(chan struct{})
+	var once sync.Once
+	wait := s.Store.Enqueue(ctx, func(tx store.Tx) error {
+		err := fn(spyTx{tx, s})
+		once.Do(func() { close(taken) })
+		s.mu.Lock()
+		gate := s.gate
+		s.gate = nil
+		s.mu.Unlock()
+		if gate != nil {
+			<-gate // the writer stays busy with this write: the next one waits to be taken
+		}
+		return err
+	})
+	s.mu.Lock()
+	first := s.enqueued == 0
+	s.enqueued++
+	s.mu.Unlock()
+	if s.oneByOne || first && gated {
+		<-taken
+	}
+	return wait
 }
 
 type spyTx struct {
@@ -39,11 +71,13 @@ type spyTx struct {
 
 func (t spyTx) Append(req store.AppendRequest) (invocation.Record, []invocation.Event, error) {
 	tenantID, id, events, opt := req.TenantID, req.InvocationID, req.Events, req.AppendOptions
-	journal := false
+	entries := 0
 	for _, e := range events {
-		journal = journal || e.Type == invocation.EventJournal
+		if e.Type == invocation.EventJournal {
+			entries++
+		}
 	}
-	if journal {
+	if entries > 0 {
 		t.s.mu.Lock()
 		t.s.writes++
 		n := t.s.writes
@@ -61,6 +95,7 @@ func (t spyTx) Append(req store.AppendRequest) (invocation.Record, []invocation.
 		}
 		t.s.mu.Lock()
 		t.s.current = append(t.s.current, opt.Expect != nil && opt.Expect.LastSeq == cur.LastSeq)
+		t.s.entries = append(t.s.entries, entries)
 		t.s.mu.Unlock()
 	}
 	return t.Tx.Append(req)
@@ -74,7 +109,7 @@ func (t spyTx) Append(req store.AppendRequest) (invocation.Record, []invocation.
 func TestJournalWritesExpectTheirProjection(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	spy := &journalSpy{Store: e.store, interpose: 1}
+	spy := &journalSpy{Store: e.store, interpose: 1, oneByOne: true}
 	e.svc.Close()
 	e.cfg.Store = spy
 	e.svc = invoke.NewService(e.cfg)
@@ -118,7 +153,7 @@ def main(ctx, input):
 func TestChainedJournalWriteAfterAConflict(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	spy := &journalSpy{Store: e.store, interpose: 3}
+	spy := &journalSpy{Store: e.store, interpose: 3, oneByOne: true}
 	e.svc.Close()
 	e.cfg.Store = spy
 	e.svc = invoke.NewService(e.cfg)
@@ -150,4 +185,43 @@ func TestChainedJournalWriteAfterAConflict(t *testing.T) {
 	}
 	require.True(t, retried)
 	require.Len(t, journal, 6, "a, b, c, d, the timer and e, each journaled once: %v", journal)
+}
+
+// TestJournalEntriesJoinAQueuedWrite: entries a run records while its last journal write still
+// waits for the writer join that write (host.Host.EnqueueJournal): here the writer is held on the
+// first (a), so b, c, d and the sleep's timer entry go in one Append, which expects exactly what a
+// left; every entry is journaled once and the run goes on as usual.
+func TestJournalEntriesJoinAQueuedWrite(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	gate := make(chan struct{})
+	spy := &journalSpy{Store: e.store, gate: gate}
+	e.svc.Close()
+	e.cfg.Store = spy
+	e.svc = invoke.NewService(e.cfg)
+	e.workflow("join", journalSpySource)
+	st, err := e.start(bob, invoke.StartRequest{EntrypointID: wfPrefix + "join.v1~"}, invoke.StartOptions{})
+	require.NoError(t, err)
+	time.AfterFunc(200*time.Millisecond, func() { close(gate) })
+	require.Equal(t, 1, e.Drain())
+	e.clock.Advance(time.Minute)
+	require.Equal(t, 1, e.Drain())
+	r, err := e.svc.Get(context.Background(), bob, st.Record.ID)
+	require.NoError(t, err)
+	require.Equal(t, invocation.StatusSucceeded, r.Status, r.Error)
+	spy.mu.Lock()
+	require.Equal(t, []int{1, 4, 1}, spy.entries, "a; b, c, d and the timer, joined; e after the resume")
+	require.Equal(t, []bool{true, true, true}, spy.current)
+	spy.mu.Unlock()
+	_, evs, err := e.svc.Events(context.Background(), bob, st.Record.ID)
+	require.NoError(t, err)
+	seqs := []int{}
+	for _, ev := range evs {
+		if ev.Type == invocation.EventJournal {
+			j, err := invocation.DecodeData[invocation.JournalEntry](ev)
+			require.NoError(t, err)
+			seqs = append(seqs, j.Seq)
+		}
+	}
+	require.Equal(t, []int{0, 1, 2, 3, 4, 5}, seqs, "each entry journaled once, in order")
 }

@@ -2,6 +2,8 @@ package invoke_test
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"sync"
 	"testing"
@@ -89,4 +91,86 @@ func TestSyncCallIsOneWrite(t *testing.T) {
 		}
 	}
 	t.Fatal("no write created the child")
+}
+
+// TestSyncWorkflowIsOneWrite: a plain sync workflow call of pure steps that ends before its start's
+// delay is written once: created, started, its steps' entries and its outcome in one transaction.
+// One whose step calls out makes its start and the entries before the call durable first (the
+// call sees them in the store), and the rest follows as usual.
+func TestSyncWorkflowIsOneWrite(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	log := &writeLog{Store: e.cfg.Store}
+	e.reconfigure(func(c *invoke.Config) { c.Store, c.SyncStartDelay = log, time.Hour })
+	e.workflow("pure", "def s(ctx, input):\n    return input\n\ndef main(ctx, input):\n    r_run_step_v1(\"a\", s, 1)\n    r_run_step_v1(\"b\", s, 2)\n    return {\"ok\": True}\n")
+
+	out, err := e.start(dev, invoke.StartRequest{EntrypointID: wfPrefix + "pure.v1~", Mode: "sync", Params: []byte(`{}`)}, invoke.StartOptions{})
+	require.NoError(t, err)
+	require.Equal(t, invocation.StatusSucceeded, out.Record.Status, "%s", out.Record.Error)
+	require.Len(t, log.writes(), 1, "start, journal and outcome in one write")
+	types := eventTypes(t, e, out.Record.ID)
+	require.Equal(t, invocation.EventCreated, types[0])
+	require.Equal(t, invocation.EventStarted, types[1])
+	require.Equal(t, invocation.EventSucceeded, types[len(types)-1])
+	require.Equal(t, 2, count(types, invocation.EventJournal))
+
+	var mu sync.Mutex
+	var seen []invocation.EventType // the caller's log, as the HTTP call found it in the store
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		page, _ := e.store.ListInvocations(context.Background(), invocation.Viewer{TenantID: "acme", All: true}, store.ListQuery{Limit: 100})
+		for _, rec := range page.Items {
+			if rec.EntrypointID == wfPrefix+"effect.v1~" {
+				mu.Lock()
+				seen = eventTypes(t, e, rec.ID)
+				mu.Unlock()
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(`{"ok":true}`))
+	}))
+	t.Cleanup(srv.Close)
+	e.workflow("effect", `
+def s(ctx, input):
+    return input
+
+def call(ctx, input):
+    return r_await(r_http_post_v1("`+srv.URL+`", {}, timeout_ms=2000)).response.body
+
+def main(ctx, input):
+    r_run_step_v1("a", s, 1)
+    r_run_step_v1("call", call, 2)
+    r_run_step_v1("b", s, 3)
+    return {"ok": True}
+`)
+	out, err = e.start(dev, invoke.StartRequest{EntrypointID: wfPrefix + "effect.v1~", Mode: "sync", Params: []byte(`{}`)}, invoke.StartOptions{})
+	require.NoError(t, err)
+	require.Equal(t, invocation.StatusSucceeded, out.Record.Status, "%s", out.Record.Error)
+	mu.Lock()
+	defer mu.Unlock()
+	require.GreaterOrEqual(t, len(seen), 3, "the start was durable before the call")
+	require.Equal(t, []invocation.EventType{invocation.EventCreated, invocation.EventStarted}, seen[:2])
+	require.Equal(t, 1, count(seen, invocation.EventJournal), "step a was durable before the call")
+	require.Equal(t, 3, count(eventTypes(t, e, out.Record.ID), invocation.EventJournal))
+}
+
+// eventTypes lists the types of invocation id's events (tenant acme).
+func eventTypes(t *testing.T, e *env, id string) []invocation.EventType {
+	evs, err := e.store.Events(context.Background(), store.EventLogQuery{TenantID: "acme", InvocationID: id, Limit: 1000})
+	require.NoError(t, err)
+	var types []invocation.EventType
+	for _, ev := range evs {
+		types = append(types, ev.Type)
+	}
+	return types
+}
+
+// count is how many of types are t.
+func count(types []invocation.EventType, t invocation.EventType) int {
+	n := 0
+	for _, x := range types {
+		if x == t {
+			n++
+		}
+	}
+	return n
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/larkrun/lark/internal/api"
@@ -386,6 +387,42 @@ def main(ctx, input):
 	var ctxIn map[string]any
 	require.NoError(t, json.Unmarshal(handler.Params, &ctxIn))
 	require.Equal(t, "create_shipping_label", ctxIn["failed_step_id"])
+
+	// A plain sync call holds its start and journal until it ends (hold.go): the handler still gets
+	// the steps that automatic checkpointing made durable, written with the failure.
+	e.fn("process_order_sync", src, func(b map[string]any) {
+		b["entrypoint_id"] = wfPrefix + "process_order_sync.v1~"
+		tr := b["traits"].(map[string]any)
+		tr["invocation"] = map[string]any{"supported": []any{"sync"}, "default": "sync"}
+		tr["workflow"] = map[string]any{"compensation": map[string]any{"on_failure": fnPrefix + "rollback_order.v1~", "on_cancel": nil},
+			"checkpointing": map[string]any{"strategy": "automatic"}, "max_suspension_days": 30}
+	})
+	done := make(chan invoke.Started, 1)
+	go func() {
+		st, err := e.start(bob, invoke.StartRequest{EntrypointID: wfPrefix + "process_order_sync.v1~", Params: json.RawMessage(`{"order_id": "ORD-2"}`)}, invoke.StartOptions{})
+		assert.NoError(t, err)
+		done <- st
+	}()
+	var syncSt invoke.Started
+	for waiting := true; waiting; {
+		e.Drain()
+		select {
+		case syncSt = <-done:
+			waiting = false
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	require.Equal(t, invocation.StatusCompensated, syncSt.Record.Status, syncSt.Record.Error)
+	page, err = e.svc.List(context.Background(), bob, store.ListQuery{})
+	require.NoError(t, err)
+	for _, rec := range page.Items {
+		if rec.CompensationFor == syncSt.Record.ID {
+			require.NoError(t, json.Unmarshal(rec.Result, &out))
+			require.Equal(t, []string{"reserve_inventory", "charge_payment"}, out.RolledBack)
+			return
+		}
+	}
+	t.Fatal("no compensation handler for the sync call")
 }
 
 // TestWorkflowOnCancelCompensation: canceling a workflow with on_cancel moves it to compensating in

@@ -21,9 +21,9 @@ type liveRun struct {
 type Claim struct {
 	rec   invocation.Record
 	reply chan activation
-	// start, when set, waits for the invocation's start, enqueued and not yet awaited (a sync call's
-	// first activation): the activation's first journal write and side effect wait for it too.
-	start func() error
+	// held, when set, is the invocation's start, not yet written (a plain sync call's first
+	// activation: HoldStart).
+	held *heldStart
 	// spanCtx carries the span of the activation (host's trace.go), for the live execution it is handed to.
 	spanCtx context.Context
 }
@@ -40,13 +40,6 @@ func newLiveRun() *liveRun {
 
 // NewClaim is the claim of an activation of rec, leased to this process.
 func NewClaim(rec invocation.Record) Claim { return Claim{rec: rec, reply: make(chan activation, 1)} }
-
-// After is c with its first journal write and side effect waiting for start (a sync call's start,
-// enqueued and not yet awaited).
-func (c Claim) After(start func() error) Claim {
-	c.start = start
-	return c
-}
 
 // Invocation is the claimed record.
 func (c Claim) Invocation() invocation.Record { return c.rec }

@@ -53,6 +53,7 @@ func (s *Engine) runWorkflow(ctx context.Context, lr *liveRun, c Claim, e entryp
 	defer func() {
 		if p := recover(); p != nil {
 			s.cfg.Logger.ErrorContext(ctx, "workflow execution panicked", "invocation_id", x.rec.ID, "tenant_id", x.rec.TenantID, "panic", p)
+			x.held.merge() // a start still held is dropped with the call: nothing of it was written
 			x.wfYield(x.rec, fmt.Errorf("workflow execution panicked: %v", p))
 		}
 	}()
@@ -67,7 +68,8 @@ func (s *Engine) runWorkflow(ctx context.Context, lr *liveRun, c Claim, e entryp
 	wj, jerr := journal.Replay(logEvents)
 	x.h = s.cfg.Host.New(c.spanCtx, x.rec)
 	defer x.h.EndStep(nil)
-	x.wfReplayed(wj, c.start)
+	x.wfReplayed(wj)
+	x.holdStart()
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	x.runCtx, x.cancel = runCtx, cancel
@@ -113,6 +115,10 @@ type wfRun struct {
 	journalBytes int                // the encoded size of the current journal
 	generation   int
 	unused       *parking // a parking made for a live wait that could not be kept (the run parks with it)
+	// held is the invocation's start while it is held back (hold.go); the first heldN buffered
+	// events are the entries written with it when it is sent, up to journal position heldSeq.
+	held           *heldStart
+	heldN, heldSeq int
 }
 
 // wfYield reports the activation's outcome to the executor of the claim, once.
@@ -124,13 +130,9 @@ func (x *wfRun) wfYield(r invocation.Record, err error) {
 }
 
 // wfReplayed takes the replayed journal wj as the execution's journal state, all of it durable.
-// start (claim.start) is the enqueued start the run's first write waits for. Pending entries whose
-// time has come are resolved now.
-func (x *wfRun) wfReplayed(wj journal.Journal, start func() error) {
+// Pending entries whose time has come are resolved now.
+func (x *wfRun) wfReplayed(wj journal.Journal) {
 	x.entries, x.recorded, x.children = wj.Entries, wj.Recorded, wj.Children
-	if start != nil {
-		x.h.AddPending(start)
-	}
 	x.now = x.s.cfg.Clock.Now()
 	for i := range x.entries {
 		x.waited = x.waited || x.entries[i].Helper == "r_wait_event_v1"
@@ -251,10 +253,15 @@ func (x *wfRun) wfRecord(j sandbox.JournalEntry, retries []sandbox.StepRetryReco
 	}
 	x.buffered = append(x.buffered, evs...)
 	if x.strategy == "automatic" || (x.strategy == "manual" && j.Helper == "r_snapshot_v1") {
+		if x.held.keeps() {
+			// Written with the start, when it goes (hold.go).
+			x.heldN, x.heldSeq = len(x.buffered), j.Seq+1
+			return nil
+		}
 		if err := h.EnqueueJournal(x.ctx, x.buffered); err != nil {
 			return err
 		}
-		x.buffered, x.checkpointed = nil, j.Seq+1
+		x.buffered, x.checkpointed, x.heldN, x.heldSeq = nil, j.Seq+1, 0, 0
 	}
 	return nil
 }
@@ -264,6 +271,7 @@ func (x *wfRun) wfRecord(j sandbox.JournalEntry, retries []sandbox.StepRetryReco
 // handed the next claim of the invocation. false: the run parks as usual, and ends.
 func (x *wfRun) wfWait(p *sandbox.Park) (sandbox.Resolution, bool) {
 	s := x.s
+	x.unhold() // a wait is never held with the start
 	if !s.liveEligible(p, x.now) {
 		return sandbox.Resolution{}, false
 	}
@@ -334,6 +342,7 @@ func (x *wfRun) wfHandover(p *sandbox.Park, afterSeq int64) (sandbox.Resolution,
 // next generation then starts at once in this execution, with an empty journal.
 func (x *wfRun) wfContinueAsNew(input any) *sandbox.Error {
 	s, h := x.s, x.h
+	x.unhold()
 	x.generation++
 	continued, cerr := journal.Continued(x.rec, x.generation, s.cfg.Clock.Now(), input, h.Drain())
 	x.buffered = append(x.buffered, continued...)
@@ -352,6 +361,7 @@ func (x *wfRun) wfEnd(res sandbox.WorkflowResult, rerr *sandbox.Error) {
 	// Entries the run made durable as it went are in the log already; buffered ones go with the
 	// outcome, ahead of the timeline entries collected since.
 	x.h.Prepend(x.buffered)
+	x.heldN = 0 // held entries go with the outcome too
 	output, park, rerr := x.wfSettle(res, rerr)
 	metrics := run.Metrics(elapsed-res.Waited, res.Result, int(x.d.Traits.Limits.MemoryMB), x.h.TakeEgress())
 	metrics.StepCount = i64(int64(len(res.Completed)))
@@ -394,7 +404,10 @@ func (x *wfRun) wfFailed(res sandbox.WorkflowResult, rerr *sandbox.Error, park *
 	d := x.d
 	if d.Traits.Workflow != nil && d.Traits.Workflow.Compensation.OnFailure != nil {
 		all := append(x.entries, res.New...)
-		park = x.s.failureHandler(x.ctx, x.rec, *d.Traits.Workflow.Compensation.OnFailure, rerr, all, all[:min(x.checkpointed, len(all))], x.h)
+		// Entries held with the start (hold.go) are written with this outcome: they count as the
+		// checkpointing strategy made them durable.
+		checkpointed := max(x.checkpointed, x.heldSeq)
+		park = x.s.failureHandler(x.ctx, x.rec, *d.Traits.Workflow.Compensation.OnFailure, rerr, all, all[:min(checkpointed, len(all))], x.h)
 	}
 	if park == nil {
 		park = &parking{}
@@ -407,6 +420,11 @@ func (x *wfRun) wfFailed(res sandbox.WorkflowResult, rerr *sandbox.Error, park *
 // have applied, and reports it; if they did not, the run ends with that failure instead.
 func (x *wfRun) wfComplete(timeline []invocation.Event, output json.RawMessage, rerr *sandbox.Error, metrics invocation.Metrics, park *parking) {
 	s, rec, d, h := x.s, x.rec, x.d, x.h
+	if park == nil && x.held.merge() {
+		// The start is still held and nothing was written: one write holds the whole call (hold.go).
+		x.wfYield(s.cfg.Completer.CompleteStart(x.ctx, x.held.events, rec, d, timeline, s.decide(rec, d, output, rerr, metrics, nil)))
+		return
+	}
 	var ferr error
 	if park == nil && h.Enqueued() {
 		// A plain outcome (no park, no handler, no waits to clear) goes to the writer right behind the
