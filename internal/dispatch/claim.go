@@ -114,6 +114,13 @@ func NewStoreClaimer(cfg ClaimConfig) *StoreClaimer {
 func (c *StoreClaimer) Claim(ctx context.Context, limit int) ([]attempt.Attempt, error) {
 	var list []attempt.Attempt
 	started := c.cfg.Clock.Now()
+	// Most wake-ups after a write find nothing due (a sync call that ended, work another node
+	// took): a read says so outside the writer, where a claim would have taken a transaction.
+	// Work committed before the wake-up is visible to it; work queued after wakes the dispatcher
+	// again.
+	if due, err := c.cfg.Store.HasDue(ctx, started); err == nil && !due {
+		return nil, nil
+	}
 	c.mu.Lock()
 	lookExpired := !started.Before(c.nextExpired)
 	c.mu.Unlock()

@@ -319,3 +319,36 @@ func TestClaimResumesSuspendedWork(t *testing.T) {
 	require.Equal(t, invocation.IdempotencyKey(ids[0], fmt.Sprintf("resume-%d", suspended.LastSeq), 1, invocation.EventResumed, ""), last.IdempotencyKey)
 	require.JSONEq(t, `{"reason":"timer","node":"node-a"}`, string(last.Data), "the event names the node that took it")
 }
+
+// countingStore counts the write transactions a claim stage opens.
+type countingStore struct {
+	dispatch.Store
+	updates int
+}
+
+func (s *countingStore) Update(ctx context.Context, fn func(store.Tx) error) error {
+	s.updates++
+	return s.Store.Update(ctx, fn)
+}
+
+// TestClaimWithNothingDueWritesNothing: a claim that a read shows has nothing to find (an empty
+// queue, work not due yet) opens no write transaction; due work, or a lease that expired, does.
+func TestClaimWithNothingDueWritesNothing(t *testing.T) {
+	e := newClaimEnv(t)
+	cs := &countingStore{Store: e.store}
+	c := dispatch.NewStoreClaimer(dispatch.ClaimConfig{Store: cs, Catalog: e.cat, Clock: e.clock, Node: "node-a"})
+	require.Empty(t, e.claim(c, 10))
+	require.Zero(t, cs.updates, "an empty queue: no transaction")
+	e.queue("acme", "ep-a", 1)
+	e.clock.Advance(-time.Second) // the work is due a second from now
+	require.Empty(t, e.claim(c, 10))
+	require.Zero(t, cs.updates, "nothing due yet: no transaction")
+	e.clock.Advance(time.Second)
+	require.Len(t, e.claim(c, 10), 1)
+	require.Equal(t, 1, cs.updates)
+	require.Empty(t, e.claim(c, 10))
+	require.Equal(t, 1, cs.updates, "leased, not expired: nothing to find")
+	e.clock.Advance(36 * time.Second) // 5 s timeout + 30 s grace: the lease expired
+	require.Len(t, e.claim(c, 10), 1, "the expired lease is reclaimed")
+	require.Equal(t, 2, cs.updates)
+}

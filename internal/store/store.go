@@ -188,6 +188,9 @@ type QueueReader interface {
 	// NextDue is the earliest time after after at which queued work becomes runnable or a lease
 	// expires; nil when nothing is scheduled later.
 	NextDue(ctx context.Context, after time.Time) (*time.Time, error)
+	// HasDue reports whether queued work is runnable, or a lease has expired, at now: whether a
+	// claim at now could find anything. It reads committed state, outside the writer.
+	HasDue(ctx context.Context, now time.Time) (bool, error)
 	// LeaseOwners reads the lease owner of each of the invocations ids ("" for one that holds no
 	// lease); an id that names no invocation is absent from the answer.
 	LeaseOwners(ctx context.Context, ids []string) (map[string]string, error)

@@ -187,6 +187,15 @@ func (s *Reader) NextDue(ctx context.Context, after time.Time) (*time.Time, erro
 	return ParseTSPtr(first)
 }
 
+// HasDue implements store.Reader, with the partial indexes the claim's reads use.
+func (s *Reader) HasDue(ctx context.Context, now time.Time) (bool, error) {
+	at := TS(now)
+	var due bool
+	err := s.Q.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM `+s.D.Queue("invocations_runnable")+` WHERE available_at <= ?)
+		OR EXISTS (SELECT 1 FROM invocations WHERE lease_expires_at IS NOT NULL AND lease_expires_at <= ?)`, at, at).Scan(&due)
+	return due, err
+}
+
 // leaseOwnersChunk bounds the ids of one LeaseOwners statement.
 const leaseOwnersChunk = 500
 
