@@ -156,26 +156,8 @@ func (r *Runner) Workflow10(ctx context.Context) Scenario {
 	win := openWindow(l)
 
 	// (b) serial, first, on the fresh database.
-	syncReq := startRequest(Workflow10ID, "sync")
-	serial := NewRecorder(0)
 	var errs errorLog
-	for i := 0; i < d.SerialWarmup+d.SerialN && ctx.Err() == nil; i++ {
-		ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		t0 := time.Now()
-		err := l.api.InvokeSync(ictx, l.token, syncReq)
-		el := time.Since(t0)
-		cancel()
-		if err != nil {
-			if errs.add(err) >= 20 {
-				break
-			}
-			continue
-		}
-		if i >= d.SerialWarmup {
-			serial.Add(el)
-		}
-	}
-	d.Serial = serial.Summary()
+	d.Serial = serialWorkflows(ctx, l, d.SerialWarmup, d.SerialN, &errs)
 	s.Latency = &d.Serial
 	r.logf("workflow10: serial p50 %s, p99 %s", msCell(d.Serial.P50Ms), msCell(d.Serial.P99Ms))
 
@@ -235,6 +217,30 @@ func (r *Runner) Workflow10(ctx context.Context) Scenario {
 	return s
 }
 
+// serialWorkflows runs warmup then n sync 10-step workflows one after the other and summarises the
+// latency of the n; it stops after 20 failures (counted in errs).
+func serialWorkflows(ctx context.Context, l *lark, warmup, n int, errs *errorLog) Summary {
+	syncReq := startRequest(Workflow10ID, "sync")
+	serial := NewRecorder(0)
+	for i := 0; i < warmup+n && ctx.Err() == nil; i++ {
+		ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		t0 := time.Now()
+		err := l.api.InvokeSync(ictx, l.token, syncReq)
+		el := time.Since(t0)
+		cancel()
+		if err != nil {
+			if errs.add(err) >= 20 {
+				break
+			}
+			continue
+		}
+		if i >= warmup {
+			serial.Add(el)
+		}
+	}
+	return serial.Summary()
+}
+
 // Sleepers: SleepersN async workflows that each r_sleep(SleepersSleep) then return; the server's
 // RSS while all sleep, and the wake-up lag (finished_at − due) from their timelines.
 func (r *Runner) Sleepers(ctx context.Context) Scenario {
@@ -259,45 +265,11 @@ func (r *Runner) Sleepers(ctx context.Context) Scenario {
 	win := openWindow(l)
 
 	// RSS sampler for the whole run; the sleeping window is cut out afterwards.
-	var samples []rssSample
-	sampCtx, stopSampling := context.WithCancel(ctx)
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		t := time.NewTicker(time.Duration(d.RSSEveryMs) * time.Millisecond)
-		defer t.Stop()
-		for {
-			if kib, err := procRSS(l.Pid()); err == nil {
-				samples = append(samples, rssSample{At: time.Now(), KiB: kib})
-			}
-			select {
-			case <-sampCtx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	defer func() { stopSampling(); <-sampled }()
+	samples, stopSampling := sampleRSS(ctx, l.Pid(), time.Duration(d.RSSEveryMs)*time.Millisecond)
+	defer stopSampling()
 
-	ids := make([]string, d.N)
-	var next atomic.Int64
-	req := startRequest(SleeperID, "async")
 	first := time.Now()
-	res := Load{Workers: clients, Count: int64(d.N), Do: func(ctx context.Context) error {
-		_, b, err := l.api.Call(ctx, http.MethodPost, "/invocations", l.token, req, http.StatusAccepted)
-		if err != nil {
-			return err
-		}
-		id, err := invocationID(b)
-		if err != nil {
-			return err
-		}
-		if i := next.Add(1) - 1; i < int64(len(ids)) {
-			ids[i] = id
-		}
-		return nil
-	}}.Run(ctx)
-	ids = ids[:min(next.Load(), int64(len(ids)))]
+	ids, res := startSleepers(ctx, l, clients, d.N)
 	d.SubmitS, d.Submit = res.WindowS, res.Latency
 	s.Errors, s.ErrorSamples = res.Errors, res.ErrorSamples
 	firstDue := first.Add(o.SleepersSleep)
@@ -313,14 +285,13 @@ func (r *Runner) Sleepers(ctx context.Context) Scenario {
 	r.logf("sleepers: all parked after %.1f s; waiting for the wake-ups", d.ParkedS)
 	done, err := r.waitNone(ctx, l, "status in ('queued','running','suspended')", 100*time.Millisecond, firstDue.Add(o.BurnDownMax))
 	stopSampling()
-	<-sampled
 	win.close()
 	s.CPU, s.MachineLoad = win.perUnit("workflow", res.Requests), win.machineLoad()
 	if err != nil {
 		return failed(s, fmt.Errorf("waiting for the wake-ups: %w", err))
 	}
 	d.DoneS = done.Sub(first).Seconds()
-	d.SleepRSSMaxKiB, d.SleepRSSMeanKiB, d.RSSSamples = rssWindow(samples, parked, firstDue)
+	d.SleepRSSMaxKiB, d.SleepRSSMeanKiB, d.RSSSamples = rssWindow(*samples, parked, firstDue)
 	if bad, err := r.notSucceeded(ctx, l); err != nil {
 		s = failed(s, fmt.Errorf("check outcomes: %w", err))
 	} else if len(bad) > 0 {
@@ -330,29 +301,24 @@ func (r *Runner) Sleepers(ctx context.Context) Scenario {
 
 	// Lag, from the timelines of a sample.
 	sample := evenSample(ids, o.SleepersLagSample)
-	lag := NewRecorder(0)
-	var k atomic.Int64
 	t0 := time.Now()
-	lres := Load{Workers: 16, Count: int64(len(sample)), Do: func(ctx context.Context) error {
-		id := sample[k.Add(1)-1]
-		_, b, err := l.api.Call(ctx, http.MethodGet, "/invocations/"+id+"/timeline?limit=200", l.token, nil, http.StatusOK)
-		if err != nil {
-			return err
-		}
-		due, fin, err := SleepLag(b)
-		if err != nil {
-			return fmt.Errorf("%s: %w", id, err)
-		}
-		lag.Add(max(fin.Sub(due), 0))
-		return nil
-	}}.Run(ctx)
+	var lres LoadResult
+	d.Lag, lres = sleepLags(ctx, l, sample)
 	d.LagFetchS, d.LagSampled = time.Since(t0).Seconds(), len(sample)
-	d.Lag = lag.Summary()
 	s.Latency = &d.Lag
 	s.ClientCPUS = win.clientCPU()
 	usage, stopErr := l.stop()
 	usage.CPUWindowS, _ = win.serverCPU()
 	s.Process = &usage
+	s = finishSleepers(s, d, res, lres, stopErr)
+	r.logf("sleepers: lag p50 %s, p99 %s; RSS while sleeping %.0f MiB (idle %.0f MiB)",
+		msCell(d.Lag.P50Ms), msCell(d.Lag.P99Ms), float64(d.SleepRSSMaxKiB)/1024, float64(d.IdleRSSKiB)/1024)
+	return s
+}
+
+// finishSleepers sets the sleepers row's goals and fails it for the starts (res) or timeline reads
+// (lres) that failed, a server that did not stop cleanly, or no wake-up measured.
+func finishSleepers(s Scenario, d *SleepersDetail, res, lres LoadResult, stopErr error) Scenario {
 	rss := float64(d.SleepRSSMaxKiB) / 1024
 	s.Goals = []Goal{{Name: "lag_p99_ms", Target: fmt.Sprintf("≤ %g ms", SleepersLagP99Goal), Value: d.Lag.P99Ms,
 		Met: d.Lag.Count > 0 && d.Lag.P99Ms <= SleepersLagP99Goal},
@@ -365,7 +331,7 @@ func (r *Runner) Sleepers(ctx context.Context) Scenario {
 	if lres.Errors > 0 {
 		s.Errors += lres.Errors
 		s.ErrorSamples = append(s.ErrorSamples, lres.ErrorSamples...)
-		s = failed(s, fmt.Errorf("%d of %d timelines unreadable", lres.Errors, len(sample)))
+		s = failed(s, fmt.Errorf("%d of %d timelines unreadable", lres.Errors, d.LagSampled))
 	}
 	if stopErr != nil {
 		s = failed(s, stopErr)
@@ -373,8 +339,6 @@ func (r *Runner) Sleepers(ctx context.Context) Scenario {
 	if s.Status == StatusOK && d.Lag.Count == 0 {
 		s = failed(s, errors.New("no wake-up measured"))
 	}
-	r.logf("sleepers: lag p50 %s, p99 %s; RSS while sleeping %.0f MiB (idle %.0f MiB)",
-		msCell(d.Lag.P50Ms), msCell(d.Lag.P99Ms), float64(d.SleepRSSMaxKiB)/1024, float64(d.IdleRSSKiB)/1024)
 	return s
 }
 
@@ -514,4 +478,72 @@ func evenSample(ids []string, n int) []string {
 		out[i] = ids[i*len(ids)/n]
 	}
 	return out
+}
+
+// sampleRSS samples pid's RSS every period until stop is called (stop waits for the sampler; it may
+// be called more than once); the samples are complete once it has returned.
+func sampleRSS(ctx context.Context, pid int, period time.Duration) (samples *[]rssSample, stop func()) {
+	samples = new([]rssSample)
+	sampCtx, cancel := context.WithCancel(ctx)
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			if kib, err := procRSS(pid); err == nil {
+				*samples = append(*samples, rssSample{At: time.Now(), KiB: kib})
+			}
+			select {
+			case <-sampCtx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return samples, func() { cancel(); <-sampled }
+}
+
+// startSleepers starts n sleeper workflows from clients concurrent clients and returns the ids of
+// those accepted.
+func startSleepers(ctx context.Context, l *lark, clients, n int) ([]string, LoadResult) {
+	ids := make([]string, n)
+	var next atomic.Int64
+	req := startRequest(SleeperID, "async")
+	res := Load{Workers: clients, Count: int64(n), Do: func(ctx context.Context) error {
+		_, b, err := l.api.Call(ctx, http.MethodPost, "/invocations", l.token, req, http.StatusAccepted)
+		if err != nil {
+			return err
+		}
+		id, err := invocationID(b)
+		if err != nil {
+			return err
+		}
+		if i := next.Add(1) - 1; i < int64(len(ids)) {
+			ids[i] = id
+		}
+		return nil
+	}}.Run(ctx)
+	return ids[:min(next.Load(), int64(len(ids)))], res
+}
+
+// sleepLags reads the timelines of the sleepers sample, 16 at a time, and summarises their
+// wake-up lags (finished_at − due).
+func sleepLags(ctx context.Context, l *lark, sample []string) (Summary, LoadResult) {
+	lag := NewRecorder(0)
+	var k atomic.Int64
+	res := Load{Workers: 16, Count: int64(len(sample)), Do: func(ctx context.Context) error {
+		id := sample[k.Add(1)-1]
+		_, b, err := l.api.Call(ctx, http.MethodGet, "/invocations/"+id+"/timeline?limit=200", l.token, nil, http.StatusOK)
+		if err != nil {
+			return err
+		}
+		due, fin, err := SleepLag(b)
+		if err != nil {
+			return fmt.Errorf("%s: %w", id, err)
+		}
+		lag.Add(max(fin.Sub(due), 0))
+		return nil
+	}}.Run(ctx)
+	return lag.Summary(), res
 }
