@@ -217,6 +217,17 @@ func TestADRWorkflow(t *testing.T) {
 		}
 		require.Equal(t, []string{rsv}, up.releases()[before:], "released once")
 		require.Equal(t, "canceled", invGet(t, e, adm, id)["status"])
+		// The release answered; the compensation's end (its lease given back) is written after it.
+		// Until then the clock must not jump: a lease that expires on a runner still at work is
+		// reclaimed and the compensation runs again, as it must after a crash.
+		for time.Now().Before(deadline) {
+			if items, _ := invTimeline(t, e, adm, id); invIndex(items, "compensation_completed", 0) >= 0 {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		items, raw := invTimeline(t, e, adm, id)
+		require.GreaterOrEqual(t, invIndex(items, "compensation_completed", 0), 0, "%s", raw)
 		approve("ORD-C")
 		clk.Advance(2 * time.Hour)
 		e.srv.Wake()
