@@ -78,25 +78,9 @@ func TestCrashSyncCalls(t *testing.T) {
 			"  return {\"ok\": True}\n", upstream.URL+"/effects"),
 		limits: map[string]any{"timeout_seconds": 60}})
 
-	client := poolClient(calls)
-	defer client.CloseIdleConnections()
-	answers := make(chan error, calls)
-	for i := 0; i < calls; i++ {
-		go func() {
-			body := fmt.Appendf(nil, `{"entrypoint_id":%q,"mode":"sync","params":{}}`, fn)
-			r, err := p.try(client, http.MethodPost, apiBase+"/invocations", p.Token, body)
-			if err == nil {
-				err = fmt.Errorf("answered before the crash: %s", r)
-			}
-			answers <- err
-		}()
-	}
 	// Every call is inside its function (its upstream POST is held)...
+	answers := callsHeldUpstream(t, p, fn, calls, counter)
 	deadline := time.Now().Add(30 * time.Second)
-	for len(counter.ids()) < calls {
-		require.True(t, time.Now().Before(deadline), "the %d calls did not all reach the upstream: %v", calls, counter.ids())
-		time.Sleep(5 * time.Millisecond)
-	}
 	// ...and each is visible as running: its start is durable while it runs.
 	for id := range counter.ids() {
 		for {
@@ -177,24 +161,7 @@ func TestCrashSyncWorkflows(t *testing.T) {
 	r = p.do(http.MethodPost, apiBase+"/entrypoints/"+url.PathEscape(wf)+":status", p.Token, []byte(`{"action": "activate"}`))
 	requireJSON(t, r, http.StatusOK, nil)
 
-	client := poolClient(calls)
-	defer client.CloseIdleConnections()
-	answers := make(chan error, calls)
-	for i := 0; i < calls; i++ {
-		go func() {
-			body := fmt.Appendf(nil, `{"entrypoint_id":%q,"mode":"sync","params":{}}`, wf)
-			r, err := p.try(client, http.MethodPost, apiBase+"/invocations", p.Token, body)
-			if err == nil {
-				err = fmt.Errorf("answered before the crash: %s", r)
-			}
-			answers <- err
-		}()
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for len(counter.ids()) < calls {
-		require.True(t, time.Now().Before(deadline), "the %d calls did not all reach the upstream: %v", calls, counter.ids())
-		time.Sleep(5 * time.Millisecond)
-	}
+	answers := callsHeldUpstream(t, p, wf, calls, counter)
 	// The side effect came after the start and step a were durable: no polling needed.
 	for id := range counter.ids() {
 		require.Equal(t, "running", record(t, p.do(http.MethodGet, apiBase+"/invocations/"+id, p.Token, nil), http.StatusOK).Status)
@@ -219,6 +186,31 @@ func TestCrashSyncWorkflows(t *testing.T) {
 		require.Equal(t, 2, counter.ids()[id], "invocation %s: its side effect before the crash and once more after", id)
 		require.Equal(t, []string{"a", "post", "b"}, completedSteps(t, q, id), "invocation %s: each step journaled once", id)
 	}
+}
+
+// callsHeldUpstream sends calls sync calls of entrypoint id, each of which the server must not answer
+// (it is killed first: an answer is an error on the returned channel), and returns once every one
+// holds its request to counter's upstream.
+func callsHeldUpstream(t *testing.T, p *larkProc, id string, calls int, counter *heldCounter) <-chan error {
+	client := poolClient(calls)
+	t.Cleanup(client.CloseIdleConnections)
+	answers := make(chan error, calls)
+	for i := 0; i < calls; i++ {
+		go func() {
+			body := fmt.Appendf(nil, `{"entrypoint_id":%q,"mode":"sync","params":{}}`, id)
+			r, err := p.try(client, http.MethodPost, apiBase+"/invocations", p.Token, body)
+			if err == nil {
+				err = fmt.Errorf("answered before the crash: %s", r)
+			}
+			answers <- err
+		}()
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(counter.ids()) < calls {
+		require.True(t, time.Now().Before(deadline), "the %d calls did not all reach the upstream: %v", calls, counter.ids())
+		time.Sleep(5 * time.Millisecond)
+	}
+	return answers
 }
 
 // completedSteps lists the step_completed entries of invocation id's timeline, in order.
