@@ -15,10 +15,24 @@ import (
 
 // heldCounter counts the POSTs of invocation ids and holds each until released.
 type heldCounter struct {
-	mu      sync.Mutex
-	byID    map[string]int
-	release chan struct{}
+	mu       sync.Mutex
+	byID     map[string]int
+	release  chan struct{}
+	released sync.Once
 }
+
+// heldUpstream is a heldCounter behind a test server; both end with the test (the held requests
+// released first).
+func heldUpstream(t *testing.T) (*heldCounter, *httptest.Server) {
+	counter := &heldCounter{byID: map[string]int{}, release: make(chan struct{})}
+	upstream := httptest.NewServer(counter)
+	t.Cleanup(upstream.Close)
+	t.Cleanup(counter.releaseAll) // runs first
+	return counter, upstream
+}
+
+// releaseAll lets every held request, and every later one, through.
+func (c *heldCounter) releaseAll() { c.released.Do(func() { close(c.release) }) }
 
 func (c *heldCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var body struct {
@@ -59,15 +73,7 @@ func TestCrashSyncCalls(t *testing.T) {
 		t.Skip("crash test: starts, kills and restarts the server; skipped with -short")
 	}
 	const calls = 8
-	counter := &heldCounter{byID: map[string]int{}, release: make(chan struct{})}
-	upstream := httptest.NewServer(counter)
-	t.Cleanup(upstream.Close)
-	released := false
-	t.Cleanup(func() {
-		if !released {
-			close(counter.release)
-		}
-	})
+	counter, upstream := heldUpstream(t)
 
 	data := t.TempDir()
 	flags := []string{"--unsafe-egress-allow-loopback"}
@@ -100,8 +106,7 @@ func TestCrashSyncCalls(t *testing.T) {
 	}
 
 	// The restarted server reclaims the running calls and runs them again to their end.
-	close(counter.release)
-	released = true
+	counter.releaseAll()
 	q := startLark(t, data, flags...)
 	var ids []string
 	for id, n := range counter.ids() {
@@ -126,15 +131,7 @@ func TestCrashSyncWorkflows(t *testing.T) {
 		t.Skip("crash test: starts, kills and restarts the server; skipped with -short")
 	}
 	const calls = 4
-	counter := &heldCounter{byID: map[string]int{}, release: make(chan struct{})}
-	upstream := httptest.NewServer(counter)
-	t.Cleanup(upstream.Close)
-	released := false
-	t.Cleanup(func() {
-		if !released {
-			close(counter.release)
-		}
-	})
+	counter, upstream := heldUpstream(t)
 
 	data := t.TempDir()
 	flags := []string{"--unsafe-egress-allow-loopback"}
@@ -172,8 +169,7 @@ func TestCrashSyncWorkflows(t *testing.T) {
 		require.Error(t, <-answers, "a call cut by the crash has no answer")
 	}
 
-	close(counter.release)
-	released = true
+	counter.releaseAll()
 	q := startLark(t, data, flags...)
 	var ids []string
 	for id, n := range counter.ids() {
