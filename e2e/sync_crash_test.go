@@ -100,24 +100,8 @@ func TestCrashSyncCalls(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
-	p.Kill()
-	for i := 0; i < calls; i++ {
-		require.Error(t, <-answers, "a call cut by the crash has no answer")
-	}
-
 	// The restarted server reclaims the running calls and runs them again to their end.
-	counter.releaseAll()
-	q := startLark(t, data, flags...)
-	var ids []string
-	for id, n := range counter.ids() {
-		require.Equal(t, 1, n, "invocation %s ran twice before the crash", id)
-		ids = append(ids, id)
-	}
-	byID := waitAllTerminal[invocationItem](t, q, ids, time.Now(), 60*time.Second, nil)
-	for _, id := range ids {
-		require.Equal(t, "succeeded", byID[id].Status, "invocation %s", id)
-		require.Equal(t, 2, counter.ids()[id], "invocation %s: its side effect before the crash and once more after", id)
-	}
+	crashAndRerun(t, p, data, flags, answers, calls, counter)
 }
 
 // TestCrashSyncWorkflows is the crash semantics of plain sync workflow calls (docs/api.md, "Sync
@@ -164,11 +148,21 @@ func TestCrashSyncWorkflows(t *testing.T) {
 		require.Equal(t, "running", record(t, p.do(http.MethodGet, apiBase+"/invocations/"+id, p.Token, nil), http.StatusOK).Status)
 		require.Equal(t, []string{"a"}, completedSteps(t, p, id), "invocation %s: step a durable before the call", id)
 	}
+	q, ids := crashAndRerun(t, p, data, flags, answers, calls, counter)
+	for _, id := range ids {
+		require.Equal(t, []string{"a", "post", "b"}, completedSteps(t, q, id), "invocation %s: each step journaled once", id)
+	}
+}
+
+// crashAndRerun kills p while its calls hold their side effects (none is answered), lets the
+// upstream answer, restarts the server on data and waits until each call has run again to success:
+// its side effect once before the crash and once after. It returns the restarted server and the
+// calls' ids.
+func crashAndRerun(t *testing.T, p *larkProc, data string, flags []string, answers <-chan error, calls int, counter *heldCounter) (*larkProc, []string) {
 	p.Kill()
 	for i := 0; i < calls; i++ {
 		require.Error(t, <-answers, "a call cut by the crash has no answer")
 	}
-
 	counter.releaseAll()
 	q := startLark(t, data, flags...)
 	var ids []string
@@ -180,8 +174,8 @@ func TestCrashSyncWorkflows(t *testing.T) {
 	for _, id := range ids {
 		require.Equal(t, "succeeded", byID[id].Status, "invocation %s", id)
 		require.Equal(t, 2, counter.ids()[id], "invocation %s: its side effect before the crash and once more after", id)
-		require.Equal(t, []string{"a", "post", "b"}, completedSteps(t, q, id), "invocation %s: each step journaled once", id)
 	}
+	return q, ids
 }
 
 // callsHeldUpstream sends calls sync calls of entrypoint id, each of which the server must not answer
