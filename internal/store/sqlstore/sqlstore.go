@@ -295,25 +295,19 @@ type tx struct {
 	// entrypoints or tenants table (Update then moves the CatalogGeneration).
 	sqlcore.Tx
 	t cachedTx
-	// batch is the committer's usage batch (nil: WriteUsage writes at once), usage what the closure
-	// gathered for it (WriteUsage), flushed what it wrote of the batch's (flushUsage).
+	// batch is the committer's usage batch, usage what the closure gathered for it (WriteUsage),
+	// flushed what it wrote of the batch's (flushUsage).
 	batch   *sqlcore.UsageBatch
 	usage   []sqlcore.UsageDelta
 	flushed []*sqlcore.UsageBatch
 }
 
-// newTx is the tx of one closure run over t.
-func newTx(t cachedTx, ctx context.Context) *tx {
-	x := &tx{Tx: sqlcore.Tx{Q: t, D: dialect{}, Ctx: ctx}, t: t}
-	x.W = x
-	return x
-}
-
 // newTx is the tx of one closure run by the committer over its transaction t, its usage gathered
 // into the batch's.
 func (s *Store) newTx(t *sql.Tx, ctx context.Context) *tx {
-	x := newTx(cachedTx{tx: t, c: s.ws}, ctx)
-	x.batch = s.usage
+	q := cachedTx{tx: t, c: s.ws}
+	x := &tx{Tx: sqlcore.Tx{Q: q, D: dialect{}, Ctx: ctx}, t: q, batch: s.usage}
+	x.W = x
 	return x
 }
 

@@ -16,12 +16,8 @@ import (
 // batch reads the aggregates but the projection rebuild (UsageRows, ReplaceUsage), which first
 // writes what the batch gathered so far.
 
-// WriteUsage implements sqlcore.Writes: it gathers d for the batch's usage write (or, outside a
-// committer's batch, writes it).
+// WriteUsage implements sqlcore.Writes: it gathers d for the batch's usage write.
 func (t *tx) WriteUsage(d *sqlcore.UsageDelta) error {
-	if t.batch == nil {
-		return upsertUsage(t.t, *d)
-	}
 	t.usage = append(t.usage, *d)
 	return nil
 }
@@ -47,9 +43,6 @@ func (t *tx) ReplaceUsage(tenantID string, hour time.Time, rows []store.UsageRow
 // flushUsage writes what the batch gathered before this closure, inside the closure's savepoint:
 // if the closure fails, finish gathers it again.
 func (t *tx) flushUsage() error {
-	if t.batch == nil {
-		return nil
-	}
 	taken := t.batch.Take()
 	t.flushed = append(t.flushed, taken)
 	return writeUsage(t.t, taken)
@@ -58,9 +51,6 @@ func (t *tx) flushUsage() error {
 // finish settles the closure's usage once it has run: what it gathered joins the batch when it
 // succeeded; what it flushed (rolled back with it) is gathered again when it failed.
 func (t *tx) finish(err error) {
-	if t.batch == nil {
-		return
-	}
 	if err != nil {
 		for _, f := range t.flushed {
 			t.batch.Merge(f)
