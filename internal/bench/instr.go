@@ -26,8 +26,12 @@ const (
 )
 
 // callgrindEnv is what a Go program needs to run under callgrind 3.19: no asynchronous preemption
-// (callgrind asserts on the signal) and no RDTSCP (an instruction it does not know).
-const callgrindEnv = "GODEBUG=asyncpreemptoff=1,cpu.rdtscp=off"
+// (callgrind asserts on the signal) and no RDTSCP (an instruction it does not know). And one P:
+// callgrind runs one thread at a time, so a thread that waits for another by spinning (the
+// runtime's background sweeper waiting for a sweep in progress, its lock spins) spins until
+// valgrind switches threads, which made the count of the same build move by 15 % from run to run;
+// with one P such waits are rare and short, for the baseline and for Lark alike.
+var callgrindEnv = []string{"GODEBUG=asyncpreemptoff=1,cpu.rdtscp=off", "GOMAXPROCS=1"}
 
 // InstructionsDetail is the sync-instr scenario's breakdown: instructions counted by callgrind
 // over a fixed number of sync requests, Lark's and the echo baseline's.
@@ -89,7 +93,7 @@ func (r *Runner) SyncInstr(ctx context.Context) Scenario {
 		return failed(s, fmt.Errorf("echo baseline: %w", err))
 	}
 	r.logf("sync-instr: lark under callgrind, %d + %d requests, %d clients", d.Warmup, d.Requests, d.Clients)
-	l, err := r.startLarkWith(ctx, "sync-instr", o.Clients, []string{callgrindEnv}, wrap("lark"))
+	l, err := r.startLarkWith(ctx, "sync-instr", o.Clients, callgrindEnv, wrap("lark"))
 	if err != nil {
 		return failed(s, err)
 	}
@@ -144,7 +148,7 @@ func registerTax(ctx context.Context, l *lark) error {
 // echoInstructions runs `lark bench-echo` under wrap and counts its instructions.
 func (r *Runner) echoInstructions(ctx context.Context, wrap []string, control, out string) (int64, error) {
 	args := append(append(slices.Clone(wrap[1:]), r.Bin), "bench-echo", "--addr", "127.0.0.1:0")
-	child, err := StartChild("lark bench-echo (callgrind)", wrap[0], args, childEnv(callgrindEnv), wrappedStartTimeout)
+	child, err := StartChild("lark bench-echo (callgrind)", wrap[0], args, childEnv(callgrindEnv...), wrappedStartTimeout)
 	if err != nil {
 		return 0, err
 	}
