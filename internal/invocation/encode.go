@@ -6,39 +6,14 @@ import (
 	"errors"
 )
 
-// paramsMember is how json.Marshal writes a Record's nil Params: the first member that is not a
-// plain string (only strings come before it, and a string cannot hold an unescaped quote), so its
-// first occurrence is that member.
-var paramsMember = []byte(`"params":null`)
-
 // EncodeRecord is json.Marshal(r), the record's stored form, without re-encoding Params and
 // Result: json.Marshal re-scans and compacts every json.RawMessage it writes, which for a record
 // carrying a 900 KB params and a 1.8 MB result was most of the store writer's time (a third of
 // what the writer did in a noisy-neighbour measurement). Params and Result are JSON the engine
 // checked when it took them in (the API's body checks, the sandbox's encoder, the stored log); they
-// are copied as they are.
+// are copied as they are. The other members are written by appendRecord.
 func EncodeRecord(r Record) ([]byte, error) {
-	params, result := r.Params, r.Result
-	r.Params, r.Result = nil, nil
-	doc, err := json.Marshal(r)
-	if err != nil {
-		return nil, err
-	}
-	i := bytes.Index(doc, paramsMember)
-	if i < 0 {
-		return nil, errors.New("encode record: no params member")
-	}
-	if len(params) == 0 {
-		params = json.RawMessage("null")
-	}
-	out := make([]byte, 0, len(doc)+len(params)+len(result)+len(`,"result":`))
-	out = append(out, doc[:i+len(`"params":`)]...)
-	out = append(out, params...)
-	if len(result) > 0 {
-		out = append(out, `,"result":`...)
-		out = append(out, result...)
-	}
-	return append(out, doc[i+len(paramsMember):]...), nil
+	return appendRecord(make([]byte, 0, 512+len(r.Params)+len(r.Result)), &r)
 }
 
 // EncodeOutcome is json.Marshal(o), a terminal event's Data, without re-encoding the result (see
