@@ -68,7 +68,7 @@ func workerCmd() *cobra.Command {
 			starlark := workerexec.New(workerexec.Config{Egress: egress.New(egress.Options{AllowLoopback: egressLoopback}),
 				TracerProvider: tr.Provider()})
 			err = workerclient.New(workerclient.Config{Servers: servers, Keys: keys, WorkerID: id, Concurrency: concurrency,
-				PollWait: pollWait, Logger: log, Starlark: starlark, TracerProvider: tr.Provider()}).Run(ctx)
+				Version: "lark " + readVersion().Version, PollWait: pollWait, Logger: log, Starlark: starlark, TracerProvider: tr.Provider()}).Run(ctx)
 			log.Info("worker stopped", "worker_id", id)
 			flushCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()

@@ -8,9 +8,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -611,7 +613,8 @@ func TestWorkerList(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- workerclient.New(workerclient.Config{Server: e.ts.URL, Keys: unbound, WorkerID: "w-any", PollWait: 200 * time.Millisecond}).Run(ctx)
+		done <- workerclient.New(workerclient.Config{Server: e.ts.URL, Keys: unbound, WorkerID: "w-any", PollWait: 200 * time.Millisecond,
+			Concurrency: 3, Version: "any-1.0"}).Run(ctx)
 	}()
 	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
 	require.Eventually(t, func() bool {
@@ -644,6 +647,8 @@ func TestWorkerList(t *testing.T) {
 	require.Equal(t, "1.2.3", got["version"])
 	require.Equal(t, "w-any", all[0].(obj)["worker_id"])
 	require.Equal(t, []any{}, all[0].(obj)["tenants"])
+	require.EqualValues(t, 3, all[0].(obj)["capacity"], "the worker client's concurrency")
+	require.Equal(t, "any-1.0", all[0].(obj)["version"])
 	require.Len(t, list(mine, ""), 2, "t-mine's tasks may go to both")
 	others := list(other, "")
 	require.Len(t, others, 1, "t-other's only to the unbound key's")
@@ -656,4 +661,48 @@ func TestWorkerList(t *testing.T) {
 	require.Equal(t, http.StatusOK, workerPost(t, e, bound, strings.Replace(workerproto.PathResult, "{task_id}", res.TaskID, 1), res, nil).Status)
 	require.Equal(t, "succeeded", invWait(t, e, mine, inv, "succeeded", "failed")["status"])
 	require.EqualValues(t, 0, list(operator, "")[1].(obj)["tasks_held"], "its result given, it holds none")
+}
+
+// TestWorkerPollsAnOlderServer: a server older than a poll's concurrency and version refuses
+// them (422, unknown field); the worker client then polls it without them and runs its tasks.
+func TestWorkerPollsAnOlderServer(t *testing.T) {
+	t.Parallel()
+	e, ks := workerEnv(t)
+	adm := invTenant(t, e, "t-workers")
+	ep := e.registerActive(t, adm, invFn(t, "remote.older.v1~", "def main(ctx, input):\n    return {\"ok\": True}\n"))
+	var refused atomic.Int64
+	real, err := url.Parse(e.ts.URL)
+	require.NoError(t, err)
+	proxy := httputil.NewSingleHostReverseProxy(real)
+	older := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, workerproto.PathPoll) {
+			b, _ := io.ReadAll(r.Body)
+			var env workerproto.Envelope
+			var poll map[string]any
+			if json.Unmarshal(b, &env) != nil || json.Unmarshal(env.Body, &poll) != nil {
+				t.Errorf("a poll that is not a signed envelope: %s", b)
+			}
+			if _, ok := poll["concurrency"]; ok {
+				refused.Add(1)
+				w.Header().Set("Content-Type", "application/problem+json")
+				w.WriteHeader(http.StatusUnprocessableEntity)
+				_, _ = io.WriteString(w, `{"status":422,"detail":"invalid body","errors":[{"path":"$.body","code":"INVALID","message":"Validation failed: unknown field"}]}`)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(b))
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(older.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- workerclient.New(workerclient.Config{Server: older.URL, Keys: ks, WorkerID: "w-older", Starlark: workerexec.New(workerexec.Config{}),
+			PollWait: 200 * time.Millisecond, Version: "new-1"}).Run(ctx)
+	}()
+	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+	inv := invID(invAsync(t, e, adm, ep["entrypoint_id"].(string), obj{}, nil))
+	rec := invWait(t, e, adm, inv, "succeeded", "failed")
+	require.Equal(t, "succeeded", rec["status"], "%v", rec)
+	require.EqualValues(t, 1, refused.Load(), "refused once, then polled without them")
 }

@@ -21,6 +21,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
@@ -46,6 +47,9 @@ type Config struct {
 	WorkerID string
 	// Concurrency bounds the tasks run at once (default 4).
 	Concurrency int
+	// Version is what the worker runs (at most 128 bytes; "" for none). It and Concurrency are
+	// sent with each poll, for GET /workers, to a server that takes them (describedPoll).
+	Version string
 	// PollWait is the long poll's wait (default 20 s).
 	PollWait time.Duration
 	// HTTP is the client (default: one without a timeout; each request has its own).
@@ -121,6 +125,7 @@ func New(cfg Config) *Client {
 	if cfg.PollWait <= 0 {
 		cfg.PollWait = 20 * time.Second
 	}
+	cfg.Version = truncateUTF8(cfg.Version, MaxVersionBytes)
 	if cfg.HTTP == nil {
 		cfg.HTTP = &http.Client{}
 	}
@@ -176,6 +181,7 @@ func (c *Client) Run(ctx context.Context) error {
 func (c *Client) poll(ctx context.Context, server string, slots chan struct{}, tasks *sync.WaitGroup) {
 	busy := false
 	backoff := 250 * time.Millisecond
+	describe := true // send Concurrency and Version until the server refuses them
 	for {
 		select {
 		case slots <- struct{}{}:
@@ -187,14 +193,23 @@ func (c *Client) poll(ctx context.Context, server string, slots chan struct{}, t
 			held++
 		}
 		var reply workerproto.PollReply
-		err := c.call(ctx, server, workerproto.PathPoll, workerproto.PollRequest{WorkerID: c.cfg.WorkerID, MaxTasks: held,
-			WaitMS: c.cfg.PollWait.Milliseconds(), Starlark: c.cfg.Starlark != nil, Definitions: c.definitions()}, &reply, c.cfg.PollWait+30*time.Second)
+		req := workerproto.PollRequest{WorkerID: c.cfg.WorkerID, MaxTasks: held, WaitMS: c.cfg.PollWait.Milliseconds(),
+			Starlark: c.cfg.Starlark != nil, Definitions: c.definitions()}
+		if describe {
+			req.Concurrency, req.Version = c.cfg.Concurrency, c.cfg.Version
+		}
+		err := c.call(ctx, server, workerproto.PathPoll, req, &reply, c.cfg.PollWait+30*time.Second)
 		got := 0
 		if err == nil {
 			got = min(len(reply.Tasks), held)
 		}
 		for range held - got {
 			<-slots
+		}
+		if err != nil && describe && describedPollRefused(err) {
+			describe = false
+			c.cfg.Logger.Info("worker: the server does not take a poll's concurrency and version (a Lark older than them); polling without them", "server", server)
+			continue
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -231,6 +246,28 @@ func (c *Client) poll(ctx context.Context, server string, slots chan struct{}, t
 			}()
 		}
 	}
+}
+
+// MaxVersionBytes bounds Config.Version as the server does a poll's version; a longer one is cut.
+const MaxVersionBytes = 128
+
+// truncateUTF8 is s cut to at most n bytes, at a character's boundary.
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// describedPollRefused reports whether err is a server's refusal of a poll's unknown members: a
+// server older than the poll's concurrency and version answers 422 "unknown field" (the poll's
+// other members are as old as the protocol).
+func describedPollRefused(err error) bool {
+	var se *StatusError
+	return errors.As(err, &se) && se.Status == http.StatusUnprocessableEntity && strings.Contains(se.Body, "unknown field")
 }
 
 // tryAcquire takes a free slot if there is one.

@@ -101,6 +101,10 @@ type Worker struct {
 	ID string
 	// Concurrency bounds the tasks run at once (default 4).
 	Concurrency int
+	// Version says what the worker runs (your build's version, at most 128 bytes). GET /workers
+	// shows it beside Concurrency (its "capacity"); both go with each poll to a server that takes
+	// them, and not to one older than them.
+	Version string
 	// Logger receives the worker's logs (default slog.Default()).
 	Logger *slog.Logger
 	// TracerProvider records a worker.execute span per task, a child of the server's attempt
@@ -176,6 +180,6 @@ func (w *Worker) Run(ctx context.Context) error {
 	if len(handlers) == 0 {
 		return errors.New("larkworker: no handler registered")
 	}
-	return workerclient.New(workerclient.Config{Servers: w.servers, Keys: w.keys, WorkerID: w.ID, Concurrency: w.Concurrency,
+	return workerclient.New(workerclient.Config{Servers: w.servers, Keys: w.keys, WorkerID: w.ID, Concurrency: w.Concurrency, Version: w.Version,
 		HTTP: w.HTTPClient, Logger: w.Logger, Handlers: handlers, TracerProvider: w.TracerProvider}).Run(ctx)
 }
