@@ -2,10 +2,12 @@ package bench
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
@@ -48,6 +50,9 @@ type InstructionsDetail struct {
 	BaselinePerRequest float64 `json:"baseline_instructions_per_request"`
 	// Ratio is PerRequest ÷ BaselinePerRequest (lower is better).
 	Ratio float64 `json:"ratio"`
+	// Split is Total by InstrGroups (CallgrindSplit); Shares, the same per request.
+	Split  map[string]int64 `json:"-"`
+	Shares []InstrShare     `json:"shares,omitempty"`
 }
 
 // callgrindTools finds valgrind and callgrind_control, or says what is missing.
@@ -102,7 +107,7 @@ func (r *Runner) SyncInstr(ctx context.Context) Scenario {
 		return failed(s, err)
 	}
 	win := openWindow(l)
-	d.Total, err = r.countInstructions(ctx, control, l.Pid(), filepath.Join(dir, "sync-instr-lark.callgrind"),
+	d.Total, d.Split, err = r.countInstructions(ctx, control, l.Pid(), filepath.Join(dir, "sync-instr-lark.callgrind"),
 		func(ctx context.Context) error { return l.api.InvokeSync(ctx, l.token, TaxSyncRequest) })
 	win.close()
 	s.MachineLoad = win.machineLoad()
@@ -122,6 +127,9 @@ func finishSyncInstr(s Scenario, d *InstructionsDetail) Scenario {
 	}
 	if d.BaselinePerRequest > 0 {
 		d.Ratio = d.PerRequest / d.BaselinePerRequest
+	}
+	if d.Split != nil {
+		d.Shares = instrShares(d.Split, d.Requests, d.BaselinePerRequest)
 	}
 	s.Goals = []Goal{{Name: "instructions_ratio", Target: fmt.Sprintf("≤ %g×", SyncInstrRatioGoal), Value: d.Ratio,
 		Met: d.Ratio > 0 && d.Ratio <= SyncInstrRatioGoal}}
@@ -155,7 +163,7 @@ func (r *Runner) echoInstructions(ctx context.Context, wrap []string, control, o
 	defer child.Kill()
 	api := &API{URL: "http://" + child.Addr, Client: NewHTTPClient(r.Opts.Clients)}
 	token := "lark_" + strings.Repeat("x", 43) // as in runEcho
-	n, err := r.countInstructions(ctx, control, child.Pid(), out, func(ctx context.Context) error {
+	n, _, err := r.countInstructions(ctx, control, child.Pid(), out, func(ctx context.Context) error {
 		_, _, err := api.Call(ctx, http.MethodPost, "/invocations", token, TaxSyncRequest, http.StatusOK)
 		return err
 	})
@@ -164,8 +172,8 @@ func (r *Runner) echoInstructions(ctx context.Context, wrap []string, control, o
 }
 
 // countInstructions sends the warm-up requests, zeroes the callgrind counters of pid, sends the
-// measured requests, dumps the counters and returns their total.
-func (r *Runner) countInstructions(ctx context.Context, control string, pid int, out string, do func(context.Context) error) (int64, error) {
+// measured requests, dumps the counters and returns their total and its split (CallgrindSplit).
+func (r *Runner) countInstructions(ctx context.Context, control string, pid int, out string, do func(context.Context) error) (int64, map[string]int64, error) {
 	o := r.Opts
 	run := func(n int) error {
 		res := Load{Workers: min(o.Clients, n), Count: int64(n), Do: do}.Run(ctx)
@@ -175,23 +183,27 @@ func (r *Runner) countInstructions(ctx context.Context, control string, pid int,
 		return ctx.Err()
 	}
 	if err := run(o.InstrWarmup); err != nil {
-		return 0, fmt.Errorf("warm-up: %w", err)
+		return 0, nil, fmt.Errorf("warm-up: %w", err)
 	}
 	if err := callgrindControl(ctx, control, "--zero", pid); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	if err := run(o.InstrN); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	if err := callgrindControl(ctx, control, "--dump=measured", pid); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	f, err := os.Open(out + ".1") // the first dump of the run
+	b, err := os.ReadFile(out + ".1") // the first dump of the run
 	if err != nil {
-		return 0, fmt.Errorf("callgrind dump: %w", err)
+		return 0, nil, fmt.Errorf("callgrind dump: %w", err)
 	}
-	defer f.Close()
-	return CallgrindTotal(f)
+	total, err := CallgrindTotal(bytes.NewReader(b))
+	if err != nil {
+		return 0, nil, err
+	}
+	split, err := CallgrindSplit(bytes.NewReader(b))
+	return total, split, err
 }
 
 // callgrindControl sends a command to the callgrind run of pid and waits for it to be done.
@@ -242,6 +254,14 @@ func instrDetails(d *InstructionsDetail) []string {
 	if d == nil || d.Total == 0 {
 		return nil
 	}
-	return []string{fmt.Sprintf("sync-instr: %s counted %s instructions of the server over %d sync requests (after %d warm-up, %d clients): %s; echo %s; %.2f×",
+	out := []string{fmt.Sprintf("sync-instr: %s counted %s instructions of the server over %d sync requests (after %d warm-up, %d clients): %s; echo %s; %.2f×",
 		d.Tool, group(d.Total), d.Requests, d.Warmup, d.Clients, instrCell(d.PerRequest), instrCell(d.BaselinePerRequest), d.Ratio)}
+	if len(d.Shares) > 0 {
+		parts := make([]string, 0, len(d.Shares))
+		for _, sh := range d.Shares {
+			parts = append(parts, fmt.Sprintf("%s %s (%.2f×)", sh.Group, group(int64(math.Round(sh.PerRequest))), sh.OfBaseline))
+		}
+		out = append(out, "sync-instr: Lark's instructions per request by what ran them (each function's own; × echo's whole request): "+strings.Join(parts, ", "))
+	}
+	return out
 }

@@ -181,3 +181,42 @@ func TestScaleCalls(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, int64(2*(20+2)+1*(20+2)), scaleCalls([]ScaleFilter{{Rounds: 2}, {Rounds: 1}}, 20))
 }
+
+// TestCallgrindSplit: each function's own instructions go to its group; a call's cost line (the
+// callee's inclusive cost) is not counted again; names defined by a call (cfn=) are known later.
+func TestCallgrindSplit(t *testing.T) {
+	t.Parallel()
+	prof := `events: Ir
+summary: 1000
+
+fl=(1) sqlite.go
+fn=(1) modernc.org/sqlite/lib._sqlite3VdbeExec
+10 100
++2 50
+cfn=(2) runtime.mallocgc
+calls=3 5
+* 400
+fn=(2)
+5 30
+fn=(3) github.com/larkrun/lark/internal/api.(*Server).startInvocation
+1 7
+cfn=(4) encoding/json.Marshal
+calls=1 2
+1 200
+fn=(4)
+2 11
+fn=(5) github.com/larkrun/lark/third_party/go.starlark.net/starlark.Call'2
+-1 3
+fn=(6) memeqbody
+4 2
+fn=(7) crypto/sha256.block
+4 9
+`
+	split, err := CallgrindSplit(strings.NewReader(prof))
+	require.NoError(t, err)
+	require.Equal(t, map[string]int64{"SQLite": 150, "Go runtime": 32, "Lark": 7, "encoding/json": 11, "Starlark": 3, "other": 9}, split)
+	shares := instrShares(split, 2, 10)
+	require.Len(t, shares, len(InstrGroups)+1)
+	require.Equal(t, InstrShare{Group: "SQLite", PerRequest: 75, OfBaseline: 7.5}, shares[0])
+	require.Equal(t, "other", shares[len(shares)-1].Group)
+}
