@@ -12,7 +12,8 @@ type optimisticKey struct{}
 // answers. Nothing of the first run is applied and its AfterCommit hooks never run; a closure must
 // only not act outside its transaction on what it learnt (which store.Tx's closures must not do
 // anyway, since a closure may be retried). The engine's own writes are made with it; pgstore
-// uses it in its pipelined transactions, the SQLite store ignores it.
+// uses it in its pipelined transactions, the SQLite store in Update (not Enqueue) to skip Append's
+// read of a projection the caller passed.
 func Optimistic(ctx context.Context) context.Context {
 	return context.WithValue(ctx, optimisticKey{}, true)
 }

@@ -313,17 +313,26 @@ func (t *Tx) insertNew(events []invocation.Event) error {
 // claim reclaiming its lease) waits for it and then reads what it wrote, so the lease check and
 // Expect's last_seq check hold across processes as they do in one.
 func (t *Tx) Append(req store.AppendRequest) (invocation.Record, []invocation.Event, error) {
-	tenantID, invocationID, events, opt := req.TenantID, req.InvocationID, req.Events, req.AppendOptions
-	r, pre, err := t.lockProjection(tenantID, invocationID, opt, len(events) > 0)
+	r, pre, err := t.lockProjection(req.TenantID, req.InvocationID, req.AppendOptions, len(req.Events) > 0)
 	if err != nil {
 		return r, nil, err
 	}
+	r, appended, err := t.appendOn(r, pre, req)
+	if err != nil && pre != nil {
+		t.Missed = true // an optimistic run's error may come of its assumption (Tx.Missed)
+	}
+	return r, appended, err
+}
+
+// appendOn is Append after its read of the projection r (and pre, an optimistic run's
+// precondition).
+func (t *Tx) appendOn(r invocation.Record, pre *precondition, req store.AppendRequest) (invocation.Record, []invocation.Event, error) {
 	var usage UsageDelta
-	r, appended, advances, err := t.foldEvents(r, invocationID, events, &usage)
+	r, appended, advances, err := t.foldEvents(r, req.InvocationID, req.Events, &usage)
 	if err != nil {
 		return r, nil, err
 	}
-	err = t.storeProjection(r, tenantID, invocationID, len(appended) > 0, advances, opt.Schedule, pre)
+	err = t.storeProjection(r, req.TenantID, req.InvocationID, len(appended) > 0, advances, req.Schedule, pre)
 	if err == nil {
 		err = t.W.WriteUsage(&usage)
 	}

@@ -49,6 +49,8 @@ type Store struct {
 	// catalogGen is store.Store's CatalogGeneration: bumped by Update after a transaction that wrote
 	// the entrypoints or tenants table.
 	catalogGen atomic.Uint64
+	// missed counts the optimistic closures Update ran again (Missed).
+	missed atomic.Uint64
 }
 
 var _ store.Store = (*Store)(nil)
@@ -183,13 +185,37 @@ func openSQLite(ctx context.Context, path string, o Options) (*Store, error) {
 	return s, nil
 }
 
-// Update implements store.Store.
+// errMissed is what an optimistic closure's run returns to the committer when an assumption of
+// it proved wrong (sqlcore.Tx.Missed): its savepoint is rolled back, and Update runs it again.
+var errMissed = errors.New("sqlstore: an optimistic assumption proved wrong")
+
+// Update implements store.Store. A closure made with store.Optimistic runs optimistically first:
+// an Append given the caller's projection (AppendOptions.Expect) takes it as current instead of
+// reading it, and makes the projection's update conditional on it. When that proves wrong the run
+// is rolled back and the closure runs again on a read of the projection, as store.Optimistic
+// allows; the engine's appends (a claim, an attempt's end) are right but for a race with another
+// write to the same invocation, and each saves a read.
 func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
+	optimistic := store.IsOptimistic(ctx)
+	err := s.update(ctx, fn, optimistic)
+	if optimistic && errors.Is(err, errMissed) {
+		s.missed.Add(1)
+		err = s.update(ctx, fn, false)
+	}
+	return err
+}
+
+// update is one run of Update's closure, optimistic or not.
+func (s *Store) update(ctx context.Context, fn func(store.Tx) error, optimistic bool) error {
 	var catalog bool
 	var after []func()
 	err := s.gc.Do(ctx, func(t *sql.Tx) error {
 		x := s.newTx(t, ctx)
+		x.Optimistic = optimistic
 		err := fn(x)
+		if x.Missed {
+			err = errMissed // whatever fn made of it: nothing of this run may commit
+		}
 		x.finish(err)
 		catalog, after = x.Catalog, x.After
 		return err
@@ -209,6 +235,9 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 	committed(err, after)
 	return err
 }
+
+// Missed is how many optimistic closures of Update ran again, an assumption of theirs wrong.
+func (s *Store) Missed() uint64 { return s.missed.Load() }
 
 // Enqueue implements store.Store.
 func (s *Store) Enqueue(ctx context.Context, fn func(store.Tx) error) func() error {
