@@ -318,7 +318,13 @@ func (n *notingTx) note(r invocation.Record, events []invocation.Event) error {
 			return err
 		}
 	}
-	n.wake = n.wake || r.Status != invocation.StatusRunning // a slot may be free (or work queued)
+	// A slot may be free, or work queued: the dispatcher may claim. Not after an invocation created
+	// ended in this very transaction (a sync call written whole): it held no dispatcher slot, was
+	// never counted running in the store (max_concurrent), and the admission room it held is the
+	// gate's to announce (admission.Options.OnRoom). Waking for it cost a claim's reads per call.
+	if !r.Status.Terminal() || !n.createdHere(r.ID) {
+		n.wake = n.wake || r.Status != invocation.StatusRunning
+	}
 	n.hook()
 	for i := range n.changed {
 		if n.changed[i].ID == r.ID {
