@@ -3,18 +3,13 @@ package writer_test
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/larkrun/lark/internal/clock"
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/store"
-	"github.com/larkrun/lark/internal/store/sqlstore"
 	"github.com/larkrun/lark/internal/store/storetest"
-	"github.com/larkrun/lark/internal/writer"
 )
 
 // TestEmittedWriteRepeatedPublishesOnce: the outbox's "never twice". A write of event_emitted
@@ -24,14 +19,8 @@ import (
 func TestEmittedWriteRepeatedPublishesOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, err := sqlstore.OpenSQLite(ctx, filepath.Join(t.TempDir(), "p.db"), sqlstore.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { st.Close() })
-	c := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	s := writer.New(writer.Config{Store: st, Clock: c})
-
-	rec := invocation.Record{ID: "inv-1", TenantID: "acme", EntrypointRef: "ep", EntrypointID: "fn", SubjectID: "bob",
-		Mode: invocation.ModeAsync, Params: json.RawMessage(`{}`), CorrelationID: "corr-1", CreatedAt: c.Now(), Attempt: 1}
+	st, c, s := newWriter(t, nil)
+	rec := newRecord("inv-1", invocation.ModeAsync, c.Now())
 	created, err := storetest.CreatedEvent(rec)
 	require.NoError(t, err)
 	require.NoError(t, st.Update(ctx, func(tx store.Tx) error {
@@ -78,7 +67,7 @@ func TestEmittedWriteRepeatedPublishesOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "lark://invocations/inv-1", got.Source)
 	require.Equal(t, "bob", got.PublishedBy)
-	require.Equal(t, "corr-1", got.CorrelationID)
+	require.Equal(t, "corr-inv-1", got.CorrelationID)
 
 	// The same write again: its idempotency key is logged, nothing is appended or published.
 	appended, err = write(emits(`{"n":1}`), nil)

@@ -3,18 +3,13 @@ package writer_test
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/larkrun/lark/internal/clock"
 	"github.com/larkrun/lark/internal/invocation"
 	"github.com/larkrun/lark/internal/store"
-	"github.com/larkrun/lark/internal/store/sqlstore"
 	"github.com/larkrun/lark/internal/store/storetest"
-	"github.com/larkrun/lark/internal/writer"
 )
 
 // TestWakesTheDispatcherWhenWorkMayRun: a write that queues work or ends an invocation that ran
@@ -23,16 +18,9 @@ import (
 func TestWakesTheDispatcherWhenWorkMayRun(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, err := sqlstore.OpenSQLite(ctx, filepath.Join(t.TempDir(), "w.db"), sqlstore.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { st.Close() })
-	c := clock.NewFake(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	wakes := 0
-	s := writer.New(writer.Config{Store: st, Clock: c, Wake: func() { wakes++ }})
-	rec := func(id string, mode invocation.Mode) invocation.Record {
-		return invocation.Record{ID: id, TenantID: "acme", EntrypointRef: "ep", EntrypointID: "fn", SubjectID: "bob",
-			Mode: mode, Params: json.RawMessage(`{}`), CorrelationID: "corr-" + id, CreatedAt: c.Now(), Attempt: 1}
-	}
+	_, c, s := newWriter(t, func() { wakes++ })
+	rec := func(id string, mode invocation.Mode) invocation.Record { return newRecord(id, mode, c.Now()) }
 	lifecycle := func(id string) []invocation.Event {
 		created, err := storetest.CreatedEvent(rec(id, invocation.ModeSync))
 		require.NoError(t, err)
