@@ -48,7 +48,7 @@ type Config struct {
 	// Concurrency bounds the tasks run at once (default 4).
 	Concurrency int
 	// Version is what the worker runs (at most 128 bytes; "" for none). It and Concurrency are
-	// sent with each poll, for GET /workers, to a server that takes them (describedPoll).
+	// sent with each poll, for GET /workers, to a server that takes them (describedPollRefused).
 	Version string
 	// PollWait is the long poll's wait (default 20 s).
 	PollWait time.Duration
