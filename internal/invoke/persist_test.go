@@ -32,6 +32,16 @@ type journalSpy struct {
 	enqueued int
 }
 
+// newSpiedEnv is a new env whose service writes through spy, over the env's store.
+func newSpiedEnv(t *testing.T, spy *journalSpy) *env {
+	e := newEnv(t)
+	spy.Store = e.store
+	e.svc.Close()
+	e.cfg.Store = spy
+	e.svc = invoke.NewService(e.cfg)
+	return e
+}
+
 func (s *journalSpy) Update(ctx context.Context, fn func(store.Tx) error) error {
 	return s.Store.Update(ctx, func(tx store.Tx) error { return fn(spyTx{tx, s}) })
 }
@@ -108,11 +118,8 @@ func (t spyTx) Append(req store.AppendRequest) (invocation.Record, []invocation.
 // projection, and the chain goes on from what it left.
 func TestJournalWritesExpectTheirProjection(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	spy := &journalSpy{Store: e.store, interpose: 1, oneByOne: true}
-	e.svc.Close()
-	e.cfg.Store = spy
-	e.svc = invoke.NewService(e.cfg)
+	spy := &journalSpy{interpose: 1, oneByOne: true}
+	e := newSpiedEnv(t, spy)
 	e.workflow("expect", journalSpySource)
 	st, err := e.start(bob, invoke.StartRequest{EntrypointID: wfPrefix + "expect.v1~"}, invoke.StartOptions{})
 	require.NoError(t, err)
@@ -152,11 +159,8 @@ def main(ctx, input):
 // journal, and the retry replays the durable steps and records the rest once.
 func TestChainedJournalWriteAfterAConflict(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	spy := &journalSpy{Store: e.store, interpose: 3, oneByOne: true}
-	e.svc.Close()
-	e.cfg.Store = spy
-	e.svc = invoke.NewService(e.cfg)
+	spy := &journalSpy{interpose: 3, oneByOne: true}
+	e := newSpiedEnv(t, spy)
 	e.workflow("conflict", journalSpySource, func(b map[string]any) {
 		b["traits"].(map[string]any)["retry"] = map[string]any{"max_attempts": 2, "initial_delay_ms": 0}
 	})
@@ -193,12 +197,9 @@ func TestChainedJournalWriteAfterAConflict(t *testing.T) {
 // left; every entry is journaled once and the run goes on as usual.
 func TestJournalEntriesJoinAQueuedWrite(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
 	gate := make(chan struct{})
-	spy := &journalSpy{Store: e.store, gate: gate}
-	e.svc.Close()
-	e.cfg.Store = spy
-	e.svc = invoke.NewService(e.cfg)
+	spy := &journalSpy{gate: gate}
+	e := newSpiedEnv(t, spy)
 	e.workflow("join", journalSpySource)
 	st, err := e.start(bob, invoke.StartRequest{EntrypointID: wfPrefix + "join.v1~"}, invoke.StartOptions{})
 	require.NoError(t, err)
