@@ -65,6 +65,13 @@ func (dialect) Offset() string { return "OFFSET ?" }
 // entries claims leave behind do not pile up in front of every queue read.
 func (dialect) Queue(string) string { return "invocation_queue" }
 
+// OpaqueText implements sqlcore.Dialect: PostgreSQL plans a prepared statement generically after
+// its first executions, so a bound value is left as it is.
+func (dialect) OpaqueText(ph string) string { return ph }
+
+// OpaqueInt implements sqlcore.Dialect, as OpaqueText.
+func (dialect) OpaqueInt(ph string) string { return ph }
+
 // DueWork implements sqlcore.Dialect: the queue's oldest due rows, and a lock on each one's
 // invocations row (as every writer of an invocation takes), skipping those another transaction
 // holds. The conditions on i are checked again on the row's latest version once it is locked, so

@@ -101,12 +101,12 @@ func scanColumn[T any](rows *sql.Rows) ([]T, error) {
 func (t *Tx) DueTenants(after string, now time.Time, limit int) ([]string, error) {
 	q := t.D.Queue("invocations_queue_tenant")
 	rows, err := t.Q.QueryContext(bg, `WITH RECURSIVE walk(id) AS (
-		SELECT (SELECT min(tenant_id) FROM `+q+` WHERE available_at IS NOT NULL AND tenant_id > ?1)
+		SELECT (SELECT min(tenant_id) FROM `+q+` WHERE available_at IS NOT NULL AND tenant_id > `+t.D.OpaqueText("?1")+`)
 		UNION ALL
 		SELECT (SELECT min(tenant_id) FROM `+q+` WHERE available_at IS NOT NULL AND tenant_id > walk.id)
 		FROM walk WHERE walk.id IS NOT NULL
 	) SELECT id FROM walk WHERE id IS NOT NULL AND (SELECT min(available_at) FROM `+q+`
-		WHERE tenant_id = walk.id AND available_at IS NOT NULL) <= ?2 LIMIT ?3`, after, TS(now), limit)
+		WHERE tenant_id = walk.id AND available_at IS NOT NULL) <= `+t.D.OpaqueText("?2")+` LIMIT `+t.D.OpaqueInt("?3"), after, TS(now), limit)
 	if err != nil {
 		return nil, err
 	}

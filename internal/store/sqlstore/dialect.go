@@ -94,8 +94,16 @@ func (dialect) Offset() string { return "LIMIT -1 OFFSET ?" }
 // index (SQLite deletes an index entry with its row version: no dead entries pile up in front).
 func (d dialect) Queue(index string) string { return "invocations" + d.IndexedBy(index) }
 
+// OpaqueText implements sqlcore.Dialect: SQLite's planner evaluates a bare parameter, a cast, a
+// unary plus or a COLLATE, not a concatenation; the term stays usable by an index.
+func (dialect) OpaqueText(ph string) string { return "(" + ph + " || '')" }
+
+// OpaqueInt implements sqlcore.Dialect, as OpaqueText with an addition.
+func (dialect) OpaqueInt(ph string) string { return "(" + ph + " + 0)" }
+
 // DueWork implements sqlcore.Dialect over invocations_queue_entrypoint (one writer: no locks).
-func (dialect) DueWork() string {
+func (d dialect) DueWork() string {
 	return `SELECT tenant_id, id, entrypoint_ref, available_at FROM invocations INDEXED BY invocations_queue_entrypoint
-		WHERE tenant_id = ?1 AND entrypoint_ref = ?2 AND available_at IS NOT NULL AND available_at <= ?3 ORDER BY available_at LIMIT ?4`
+		WHERE tenant_id = ` + d.OpaqueText("?1") + ` AND entrypoint_ref = ` + d.OpaqueText("?2") + ` AND available_at IS NOT NULL
+		AND available_at <= ` + d.OpaqueText("?3") + ` ORDER BY available_at LIMIT ` + d.OpaqueInt("?4")
 }
