@@ -51,7 +51,8 @@ func (t *Tx) SetScheduling(tenantID, invocationID string, s store.Scheduling) er
 // transaction holds (Dialect.ForUpdateSkipLocked).
 func (t *Tx) ExpiredLeases(now time.Time, limit int) ([]store.Runnable, error) {
 	rows, err := t.Q.QueryContext(bg, `SELECT tenant_id, id, entrypoint_ref, lease_expires_at FROM invocations
-		WHERE lease_expires_at IS NOT NULL AND lease_expires_at <= ? ORDER BY lease_expires_at, id LIMIT ?`+t.D.ForUpdateSkipLocked(), TS(now), limit)
+		WHERE lease_expires_at IS NOT NULL AND lease_expires_at <= `+t.D.OpaqueText("?")+` ORDER BY lease_expires_at, id LIMIT `+t.D.OpaqueInt("?")+
+		t.D.ForUpdateSkipLocked(), TS(now), limit)
 	if err != nil {
 		return nil, err
 	}
@@ -123,7 +124,7 @@ func (t *Tx) DueEntrypoints(tenantID string, now time.Time) ([]string, error) {
 		SELECT (SELECT min(entrypoint_ref) FROM `+q+`
 			WHERE tenant_id = ?1 AND available_at IS NOT NULL AND entrypoint_ref > walk.ref) FROM walk WHERE walk.ref IS NOT NULL
 	) SELECT ref FROM walk WHERE ref IS NOT NULL AND (SELECT min(available_at) FROM `+q+`
-		WHERE tenant_id = ?1 AND entrypoint_ref = walk.ref AND available_at IS NOT NULL) <= ?2`, tenantID, TS(now))
+		WHERE tenant_id = ?1 AND entrypoint_ref = walk.ref AND available_at IS NOT NULL) <= `+t.D.OpaqueText("?2"), tenantID, TS(now))
 	if err != nil {
 		return nil, err
 	}
@@ -175,8 +176,8 @@ func (t *Tx) ExpireLeases(now time.Time) (int64, error) {
 func (s *Reader) NextDue(ctx context.Context, after time.Time) (*time.Time, error) {
 	var a, b sql.NullString
 	at := TS(after)
-	err := s.Q.QueryRowContext(ctx, `SELECT (SELECT min(available_at) FROM `+s.D.Queue("invocations_runnable")+` WHERE available_at > ?),
-		(SELECT min(lease_expires_at) FROM invocations WHERE lease_expires_at > ?)`, at, at).Scan(&a, &b)
+	err := s.Q.QueryRowContext(ctx, `SELECT (SELECT min(available_at) FROM `+s.D.Queue("invocations_runnable")+` WHERE available_at > `+s.D.OpaqueText("?")+`),
+		(SELECT min(lease_expires_at) FROM invocations WHERE lease_expires_at > `+s.D.OpaqueText("?")+`)`, at, at).Scan(&a, &b)
 	if err != nil {
 		return nil, err
 	}
@@ -191,8 +192,8 @@ func (s *Reader) NextDue(ctx context.Context, after time.Time) (*time.Time, erro
 func (s *Reader) HasDue(ctx context.Context, now time.Time) (bool, error) {
 	at := TS(now)
 	var due bool
-	err := s.Q.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM `+s.D.Queue("invocations_runnable")+` WHERE available_at <= ?)
-		OR EXISTS (SELECT 1 FROM invocations WHERE lease_expires_at IS NOT NULL AND lease_expires_at <= ?)`, at, at).Scan(&due)
+	err := s.Q.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM `+s.D.Queue("invocations_runnable")+` WHERE available_at <= `+s.D.OpaqueText("?")+`)
+		OR EXISTS (SELECT 1 FROM invocations WHERE lease_expires_at IS NOT NULL AND lease_expires_at <= `+s.D.OpaqueText("?")+`)`, at, at).Scan(&due)
 	return due, err
 }
 

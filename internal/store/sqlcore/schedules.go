@@ -122,7 +122,7 @@ func (s *Reader) Schedule(ctx context.Context, tenantID, id string) (schedule.Sc
 // DueSchedules implements store.Reader.
 func (s *Reader) DueSchedules(ctx context.Context, now time.Time, limit int) ([]schedule.Schedule, error) {
 	rows, err := s.Q.QueryContext(ctx, "SELECT "+scheduleCols+" FROM schedules"+s.D.IndexedBy("schedules_due")+`
-		WHERE due_at IS NOT NULL AND due_at <= ? ORDER BY due_at LIMIT ?`, TS(now), limit)
+		WHERE due_at IS NOT NULL AND due_at <= `+s.D.OpaqueText("?")+` ORDER BY due_at LIMIT `+s.D.OpaqueInt("?"), TS(now), limit)
 	return ScanAll(rows, err, func(r *sql.Rows) (schedule.Schedule, error) { return scanSchedule(r) })
 }
 

@@ -201,7 +201,7 @@ func (s *Reader) ListTriggers(ctx context.Context, tenantID string, q store.List
 // DueBatches implements store.Reader.
 func (s *Reader) DueBatches(ctx context.Context, now time.Time, limit int) ([]trigger.Trigger, error) {
 	rows, err := s.Q.QueryContext(ctx, "SELECT "+triggerCols+" FROM triggers"+s.D.IndexedBy("triggers_batch_due")+`
-		WHERE batch_due_at IS NOT NULL AND batch_due_at <= ? ORDER BY batch_due_at LIMIT ?`, TS(now), limit)
+		WHERE batch_due_at IS NOT NULL AND batch_due_at <= `+s.D.OpaqueText("?")+` ORDER BY batch_due_at LIMIT `+s.D.OpaqueInt("?"), TS(now), limit)
 	return ScanAll(rows, err, func(r *sql.Rows) (trigger.Trigger, error) { return scanTrigger(r) })
 }
 
