@@ -269,7 +269,7 @@ func (r *Runner) Sleepers(ctx context.Context) Scenario {
 	defer stopSampling()
 
 	first := time.Now()
-	ids, res := startSleepers(ctx, l, clients, d.N)
+	res, ids := submitIDs(ctx, l, clients, d.N, startRequest(SleeperID, "async"))
 	d.SubmitS, d.Submit = res.WindowS, res.Latency
 	s.Errors, s.ErrorSamples = res.Errors, res.ErrorSamples
 	firstDue := first.Add(o.SleepersSleep)
@@ -502,29 +502,6 @@ func sampleRSS(ctx context.Context, pid int, period time.Duration) (samples *[]r
 		}
 	}()
 	return samples, func() { cancel(); <-sampled }
-}
-
-// startSleepers starts n sleeper workflows from clients concurrent clients and returns the ids of
-// those accepted.
-func startSleepers(ctx context.Context, l *lark, clients, n int) ([]string, LoadResult) {
-	ids := make([]string, n)
-	var next atomic.Int64
-	req := startRequest(SleeperID, "async")
-	res := Load{Workers: clients, Count: int64(n), Do: func(ctx context.Context) error {
-		_, b, err := l.api.Call(ctx, http.MethodPost, "/invocations", l.token, req, http.StatusAccepted)
-		if err != nil {
-			return err
-		}
-		id, err := invocationID(b)
-		if err != nil {
-			return err
-		}
-		if i := next.Add(1) - 1; i < int64(len(ids)) {
-			ids[i] = id
-		}
-		return nil
-	}}.Run(ctx)
-	return ids[:min(next.Load(), int64(len(ids)))], res
 }
 
 // sleepLags reads the timelines of the sleepers sample, 16 at a time, and summarises their
