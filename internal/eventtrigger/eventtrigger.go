@@ -704,7 +704,9 @@ func (s *Service) change(ctx context.Context, sc auth.SecurityContext, id, typ s
 	if len(fields) == 0 {
 		return s.render(cur), nil
 	}
+	base := t
 	err = s.store.Update(ctx, func(tx store.Tx) error {
+		t = base // a run again (store.Tx) starts from the same trigger: UpdateTrigger moved its revision
 		fresh, err := tx.Trigger(t.TenantID, t.ID)
 		if err != nil {
 			return err

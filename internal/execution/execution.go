@@ -237,6 +237,7 @@ func (x *Executor) StartChild(ctx context.Context, parent invocation.Record, req
 	})
 	if refused != nil {
 		permit.Release()
+		x.spawn.QuotaRefused(rec.TenantID)
 		return invocation.Record{}, spawn.ChildRefused(refused)
 	}
 	if err != nil {

@@ -435,17 +435,24 @@ func (h *Host) EnqueueJournal(ctx context.Context, events []invocation.Event) er
 	rec, known := h.Written()
 	owner := h.env.Spawn.LeaseOwner(rec)
 	// Through enqueue: the events of event_emitted entries among them are published in this write.
+	// A run of the closure again (its batch replayed) expects what its first run expected: the chain
+	// then holds what that first run left.
+	var expect *store.AppendOptions
 	wait := h.env.Writer.Enqueue(context.WithoutCancel(ctx), func(tx store.Tx) error {
 		h.mu.Lock()
 		w.taken = true
 		events := w.events
 		h.mu.Unlock()
-		opt := store.AppendOptions{RequireLease: owner, Expect: &known}
-		if chained {
-			if err := h.ExpectChain(&opt); err != nil {
-				return err
+		if expect == nil {
+			opt := store.AppendOptions{RequireLease: owner, Expect: &known}
+			if chained {
+				if err := h.ExpectChain(&opt); err != nil {
+					return err
+				}
 			}
+			expect = &opt
 		}
+		opt := *expect
 		out, _, err := tx.Append(store.AppendRequest{TenantID: rec.TenantID, InvocationID: rec.ID, Events: events, AppendOptions: opt})
 		h.mu.Lock()
 		h.chain, h.chainErr = out, err

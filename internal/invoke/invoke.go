@@ -520,6 +520,8 @@ func (s *Service) startQuota(ctx context.Context, tenantID string, policy tenant
 	})
 	if _, quota := errors.AsType[*problem.Error](err); err != nil && !quota {
 		return problem.Internal(err)
+	} else if quota {
+		s.spawn.QuotaRefused(tenantID)
 	}
 	return err
 }
@@ -616,6 +618,9 @@ func (s *Service) startAccept(ctx context.Context, sc auth.SecurityContext, idem
 		permit.Release()
 	}
 	if v.refused != nil {
+		if pe, ok := errors.AsType[*problem.Error](v.refused); ok && pe.Type == problem.TypeQuotaExceeded {
+			s.spawn.QuotaRefused(rec.TenantID)
+		}
 		return v, v.refused
 	}
 	if err != nil {

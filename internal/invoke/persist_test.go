@@ -2,6 +2,7 @@ package invoke_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -30,7 +31,13 @@ type journalSpy struct {
 	// run) until it is closed: entries enqueued meanwhile join the next write.
 	gate     chan struct{}
 	enqueued int
+	// replay runs each enqueued write once in a transaction that is rolled back, before the write
+	// itself: a batch run again after a closure of it failed (groupcommit.Options.LazySavepoints).
+	replay bool
 }
+
+// errRolledBack rolls back the first run of a write the spy replays.
+var errRolledBack = errors.New("rolled back, to be run again")
 
 // newSpiedEnv is a new env whose service writes through spy, over the env's store.
 func newSpiedEnv(t *testing.T, spy *journalSpy) *env {
@@ -50,6 +57,17 @@ func (s *journalSpy) Enqueue(ctx context.Context, fn func(store.Tx) error) func(
 	s.mu.Lock()
 	gated := s.gate != nil
 	s.mu.Unlock()
+	if s.replay {
+		err := s.Store.Update(ctx, func(tx store.Tx) error {
+			if err := fn(spyTx{tx, s}); err != nil {
+				return err
+			}
+			return errRolledBack
+		})
+		if !errors.Is(err, errRolledBack) {
+			return func() error { return err }
+		}
+	}
 	taken := make(chan struct{})
 	var once sync.Once
 	wait := s.Store.Enqueue(ctx, func(tx store.Tx) error {
@@ -137,6 +155,35 @@ func TestJournalWritesExpectTheirProjection(t *testing.T) {
 	stored, err := e.store.Invocation(context.Background(), "acme", st.Record.ID)
 	require.NoError(t, err)
 	require.Equal(t, r, stored)
+}
+
+// TestJournalWriteRunAgainExpectsWhatItFirstDid: a journal write run again, its first run rolled
+// back (its batch replayed), expects the projection its first run expected, not the one that run
+// left: the chain of a run's writes survives replays, and the log holds each entry once.
+func TestJournalWriteRunAgainExpectsWhatItFirstDid(t *testing.T) {
+	t.Parallel()
+	spy := &journalSpy{replay: true, oneByOne: true}
+	e := newSpiedEnv(t, spy)
+	e.workflow("replayed", journalSpySource)
+	st, err := e.start(bob, invoke.StartRequest{EntrypointID: wfPrefix + "replayed.v1~"}, invoke.StartOptions{})
+	require.NoError(t, err)
+	require.Equal(t, 1, e.Drain())
+	e.clock.Advance(time.Minute)
+	require.Equal(t, 1, e.Drain())
+	r, err := e.svc.Get(context.Background(), bob, st.Record.ID)
+	require.NoError(t, err)
+	require.Equal(t, invocation.StatusSucceeded, r.Status, r.Error)
+	require.JSONEq(t, `{"ok":true}`, string(r.Result))
+	_, evs, err := e.svc.Events(context.Background(), bob, st.Record.ID)
+	require.NoError(t, err)
+	entries := 0
+	for _, ev := range evs {
+		if ev.Type == invocation.EventJournal {
+			entries++
+		}
+	}
+	require.Equal(t, 6, entries, "a, b, c, d, the sleep's timer and e, each once")
+	require.Equal(t, r.LastSeq, evs[len(evs)-1].Seq, "the projection followed the log")
 }
 
 const journalSpySource = `

@@ -259,7 +259,9 @@ func (s *Service) Update(ctx context.Context, sc auth.SecurityContext, id string
 func (s *Service) save(ctx context.Context, sc auth.SecurityContext, next *entrypoint.Entrypoint, rev int64, auditType string,
 	check func(entrypoint.Entrypoint) error, details ...any) error {
 	var perr error
+	base := *next
 	err := s.store.Update(ctx, func(tx store.Tx) error {
+		*next = base // a run again (store.Tx) starts from the same entrypoint: UpdateEntrypoint moved its revision
 		cur, err := tx.EntrypointByRef(next.ID)
 		if err != nil {
 			return err

@@ -697,7 +697,9 @@ func (s *Service) change(ctx context.Context, sc auth.SecurityContext, id string
 		return schedule.Schedule{}, err
 	}
 	var withdrawn []string
+	built := c
 	err = s.store.Update(ctx, func(tx store.Tx) error {
+		c = built // a run again (store.Tx) starts from the same schedule: UpdateSchedule moved its revision
 		var err error
 		if withdrawn, err = s.withdraw(tx, &c.sch, now); err != nil {
 			return err
@@ -810,6 +812,7 @@ func (s *Service) Resume(ctx context.Context, sc auth.SecurityContext, id string
 	}
 	var out Resumed
 	err := s.store.Update(ctx, func(tx store.Tx) error {
+		out = Resumed{} // a run again (store.Tx) counts its catch-up runs afresh
 		cur, err := tx.Schedule(sc.TenantID, id)
 		if err != nil {
 			return err

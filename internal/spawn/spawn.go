@@ -134,8 +134,9 @@ func Warnings(e entrypoint.Entrypoint) []invocation.Warning {
 }
 
 // CheckRunning is the tenant's max_concurrent_executions quota (max; nil: none) against the
-// executions it has running (count): a 429 quota_exceeded problem, reported to the Observer, when
-// as many run as it allows; count's error as it is.
+// executions it has running (count): a 429 quota_exceeded problem when as many run as it allows;
+// count's error as it is. It reports nothing, since it may run in a transaction that runs again:
+// the caller reports the refusal it answers with (QuotaRefused).
 func (s *Spawner) CheckRunning(tenantID string, max *int64, count func() (int64, error)) error {
 	if max == nil {
 		return nil
@@ -145,11 +146,13 @@ func (s *Spawner) CheckRunning(tenantID string, max *int64, count func() (int64,
 		return err
 	}
 	if n >= *max {
-		s.observer.QuotaExceeded(tenantID, QuotaConcurrent)
 		return QuotaExceeded(tenantID, *max)
 	}
 	return nil
 }
+
+// QuotaRefused reports to the Observer a start refused by CheckRunning.
+func (s *Spawner) QuotaRefused(tenantID string) { s.observer.QuotaExceeded(tenantID, QuotaConcurrent) }
 
 func i64(v int64) *int64 { return &v }
 

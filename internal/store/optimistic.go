@@ -11,9 +11,12 @@ type optimisticKey struct{}
 // it), and, when an assumption proves wrong, roll that run back and run the closure again on exact
 // answers. Nothing of the first run is applied and its AfterCommit hooks never run; a closure must
 // only not act outside its transaction on what it learnt (which store.Tx's closures must not do
-// anyway, since a closure may be retried). The engine's own writes are made with it; pgstore
-// uses it in its pipelined transactions, the SQLite store in Update (not Enqueue) to skip Append's
-// read of a projection the caller passed.
+// anyway, since a closure may be retried), and must leave nothing outside its transaction that a
+// run again would read as its own (a struct a store method updated, a chain of writes): a store
+// may also run it again after it succeeded, its transaction rolled back. The engine's own writes
+// are made with it; pgstore uses it in its pipelined transactions, the SQLite store in Update (not
+// Enqueue) to skip Append's read of a projection the caller passed, and to run a batch of such
+// closures (Update's and Enqueue's) without a savepoint each (groupcommit.Options.LazySavepoints).
 func Optimistic(ctx context.Context) context.Context {
 	return context.WithValue(ctx, optimisticKey{}, true)
 }

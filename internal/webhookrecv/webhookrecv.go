@@ -1015,7 +1015,9 @@ func (s *Service) change(ctx context.Context, sc auth.SecurityContext, id string
 		}
 	}
 	fields := changedFields(specOf(cur), specOf(w))
+	built := w
 	err = s.store.Update(ctx, func(tx store.Tx) error {
+		w = built // a run again (store.Tx) starts from the same trigger: UpdateWebhookTrigger moved its revision
 		if err := tx.UpdateWebhookTrigger(&w); err != nil {
 			return err
 		}
@@ -1175,7 +1177,9 @@ func (s *Service) RegenerateSecret(ctx context.Context, sc auth.SecurityContext,
 	if err != nil {
 		return View{}, err
 	}
+	base := w
 	err = s.store.Update(ctx, func(tx store.Tx) error {
+		w = base // as in Update
 		if err := tx.UpdateWebhookTrigger(&w); err != nil {
 			return err
 		}
