@@ -5,9 +5,10 @@
 // of one transaction, commits once, and only then answers each caller. Waiting closures are taken
 // lane by lane (a lane is a tenant, WithWeight), round robin, so one tenant's many or large writes
 // delay another's small one by about one batch, not by their number. A closure that fails is
-// rolled back to its savepoint without touching the others. Under load, one fsync serves a whole batch, so throughput is set by CPU rather than by
-// disk flushes; with a single caller there is no added wait, because nothing is held back for a
-// batch to fill.
+// rolled back to its savepoint without touching the others (with Options.LazySavepoints the
+// savepoints are taken only when a batch is run again because a closure failed). Under load, one
+// fsync serves a whole batch, so throughput is set by CPU rather than by disk flushes; with a
+// single caller there is no added wait, because nothing is held back for a batch to fill.
 package groupcommit
 
 import (
@@ -72,7 +73,21 @@ type Options struct {
 	// statement sent as text on every execution: two parses per closure otherwise). A statement
 	// that cannot be prepared is sent as text.
 	PrepareSavepoints bool
+	// LazySavepoints has the committer run a batch's closures without their savepoints, and only
+	// when one of them fails roll the whole transaction back and run the batch again with them (the
+	// failed closure rolled back to its savepoint, as without this option). A savepoint costs
+	// SQLite a copy of every page a closure changes (its statement journal), a tenth of a batch's
+	// work, which a batch whose closures all succeed, nearly every batch, need not pay. Only a
+	// batch whose closures were all made with a context from Rerunnable runs so (a closure that
+	// succeeded is run again too); after a batch that failed, the next GuardedAfterFailure batches
+	// keep their savepoints, so a stream of failing writes costs at most one wasted run in that
+	// many.
+	LazySavepoints bool
 }
+
+// GuardedAfterFailure is how many batches run with savepoints after one run without them failed
+// (Options.LazySavepoints).
+const GuardedAfterFailure = 16
 
 // Committer runs closures in group-committed transactions on one database handle.
 type Committer struct {
@@ -98,12 +113,19 @@ type Committer struct {
 	// the committer's goroutine reads and writes it.
 	pipelined bool
 	replays   atomic.Uint64
+	// lazy is Options.LazySavepoints; guarded counts the batches still to run with savepoints after
+	// a failure (only the committer's goroutine uses it); reruns counts the batches run again
+	// because a closure failed without its savepoint.
+	lazy    bool
+	guarded int
+	reruns  atomic.Uint64
 	// inFlight counts the closures queued or running; enqueued those of them queued by Enqueue.
 	inFlight, enqueued atomic.Int64
 }
 
 type op struct {
 	enq   bool // queued by Enqueue
+	rerun bool // made with Rerunnable
 	lane  string
 	bytes int64 // the weight of the write (WithWeight)
 	ctx   context.Context
@@ -132,7 +154,7 @@ func New(db *sql.DB, o Options) *Committer {
 		o.MaxBatchBytes = DefaultMaxBatchBytes
 	}
 	c := &Committer{db: db, after: o.AfterBatch, max: o.MaxBatch, maxB: o.MaxBatchBytes, queue: o.Queue, maxWait: o.MaxWait, ops: make(chan *op, o.Queue), done: make(chan struct{}), stats: newBatchStats(), pipe: o.Pipeline,
-		begin: o.BeginBatch, before: o.BeforeCommit}
+		begin: o.BeginBatch, before: o.BeforeCommit, lazy: o.LazySavepoints}
 	if o.PrepareSavepoints {
 		c.sp = map[string]*sql.Stmt{}
 		for _, q := range []string{spBegin, spRelease, spRollback} {
@@ -143,6 +165,20 @@ func New(db *sql.DB, o Options) *Committer {
 	}
 	go c.loop()
 	return c
+}
+
+type rerunnableKey struct{}
+
+// Rerunnable returns ctx marking the closures given with it as safe to run again after they
+// succeeded, their transaction rolled back (Options.LazySavepoints): they act outside their
+// transaction on nothing they learnt in it, and a run leaves nothing that the next run reads.
+func Rerunnable(ctx context.Context) context.Context {
+	return context.WithValue(ctx, rerunnableKey{}, true)
+}
+
+func isRerunnable(ctx context.Context) bool {
+	v, _ := ctx.Value(rerunnableKey{}).(bool)
+	return v
 }
 
 type maxWaitKey struct{}
@@ -171,7 +207,7 @@ func (c *Committer) Do(ctx context.Context, fn func(*sql.Tx) error) error {
 		return err
 	}
 	o := opPool.Get().(*op)
-	o.ctx, o.fn = ctx, fn
+	o.ctx, o.fn, o.rerun = ctx, fn, isRerunnable(ctx)
 	o.lane, o.bytes = weightOf(ctx)
 	o.state.Store(opQueued)
 	var bound <-chan time.Time
@@ -228,7 +264,7 @@ func (c *Committer) Enqueue(ctx context.Context, fn func(*sql.Tx) error) (wait f
 	if err := ctx.Err(); err != nil {
 		return func() error { return err }
 	}
-	o := &op{enq: true, ctx: ctx, fn: fn, errc: make(chan error, 1)}
+	o := &op{enq: true, rerun: isRerunnable(ctx), ctx: ctx, fn: fn, errc: make(chan error, 1)}
 	o.lane, o.bytes = weightOf(ctx)
 	c.mu.RLock()
 	if c.closed {
@@ -259,6 +295,10 @@ func (c *Committer) InFlight() (all, enqueued int64) { return c.inFlight.Load(),
 
 // Replays reports how many pipelined batches had to be run again without pipelining (ErrReplay).
 func (c *Committer) Replays() uint64 { return c.replays.Load() }
+
+// Reruns reports how many batches were run again with savepoints because a closure of theirs
+// failed without one (Options.LazySavepoints).
+func (c *Committer) Reruns() uint64 { return c.reruns.Load() }
 
 // Pipelined reports whether the closure now running runs in a pipelined transaction (see
 // Options.Pipeline): its writes may be deferred, and a write it expects to succeed may be assumed
@@ -337,11 +377,17 @@ func (c *Committer) run(batch []*op) {
 		}
 	}()
 	began := time.Now()
-	applied, replay := c.attempt(batch, results, c.pipe != nil)
+	unguarded := c.unguarded(batch)
+	applied, replay := c.attempt(batch, results, c.pipe != nil, !unguarded)
 	if replay {
-		c.replays.Add(1)
+		if unguarded {
+			c.reruns.Add(1)
+			c.guarded = GuardedAfterFailure
+		} else {
+			c.replays.Add(1)
+		}
 		clear(results)
-		applied, _ = c.attempt(batch, results, false)
+		applied, _ = c.attempt(batch, results, false, true)
 	}
 	if applied > 0 {
 		c.batches.Add(1)
@@ -350,9 +396,29 @@ func (c *Committer) run(batch []*op) {
 	}
 }
 
-// attempt runs batch in one transaction, pipelined or not, and reports how many closures it
-// applied, or that the pipelined transaction must be replayed (nothing of it applied).
-func (c *Committer) attempt(batch []*op, results []error, pipelined bool) (applied int, replay bool) {
+// unguarded reports whether batch runs without its closures' savepoints (Options.LazySavepoints):
+// a batch of one has none anyway.
+func (c *Committer) unguarded(batch []*op) bool {
+	if !c.lazy || len(batch) < 2 {
+		return false
+	}
+	if c.guarded > 0 {
+		c.guarded--
+		return false
+	}
+	for _, o := range batch {
+		if !o.rerun {
+			return false
+		}
+	}
+	return true
+}
+
+// attempt runs batch in one transaction, pipelined or not, each closure of several in a savepoint
+// or not (guarded), and reports how many closures it applied, or that the transaction must be run
+// again (nothing of it applied): a pipelined one that failed, or an unguarded one whose closure
+// failed.
+func (c *Committer) attempt(batch []*op, results []error, pipelined, guarded bool) (applied int, replay bool) {
 	ctx := context.Background()
 	if pipelined {
 		ctx = c.pipe
@@ -369,7 +435,7 @@ func (c *Committer) attempt(batch []*op, results []error, pipelined bool) (appli
 		}
 		return 0, false
 	}
-	useSavepoints := len(batch) > 1
+	useSavepoints := len(batch) > 1 && guarded
 	for i, o := range batch {
 		// A replay runs again what the first run took.
 		if st := o.state.Load(); st != opTaken && !o.state.CompareAndSwap(opQueued, opTaken) {
@@ -389,7 +455,8 @@ func (c *Committer) attempt(batch []*op, results []error, pipelined bool) (appli
 		if err != nil {
 			results[i] = err
 			if !useSavepoints {
-				return 0, errors.Is(tx.Rollback(), ErrReplay)
+				rerr := tx.Rollback()
+				return 0, len(batch) > 1 || errors.Is(rerr, ErrReplay)
 			}
 			if _, rerr := c.exec(ctx, tx, spRollback); rerr != nil {
 				return 0, c.abort(tx, results, fmt.Errorf("rollback to savepoint: %w", rerr))

@@ -234,11 +234,94 @@ func TestConcurrentDoIsBatched(t *testing.T) {
 
 // (c) A closure that fails is rolled back to its savepoint; the rest of its batch commits.
 func TestFailingClosureRolledBackInBatch(t *testing.T) {
-	for _, prepared := range []bool{false, true} {
-		t.Run(fmt.Sprintf("prepared savepoints %v", prepared), func(t *testing.T) {
-			failingClosuresRolledBack(t, groupcommit.Options{PrepareSavepoints: prepared})
+	for _, o := range []groupcommit.Options{{}, {PrepareSavepoints: true}, {LazySavepoints: true}} {
+		t.Run(fmt.Sprintf("prepared savepoints %v, lazy %v", o.PrepareSavepoints, o.LazySavepoints), func(t *testing.T) {
+			t.Parallel()
+			failingClosuresRolledBack(t, o)
 		})
 	}
+}
+
+// With LazySavepoints a batch of Rerunnable closures that all succeed runs each once; one whose
+// closure fails runs again with savepoints (the failed one rolled back alone), and so do the
+// GuardedAfterFailure batches after it, after which batches run without savepoints again. A batch
+// with a closure not made Rerunnable keeps its savepoints.
+func TestLazySavepoints(t *testing.T) {
+	t.Parallel()
+	db := openDB(t)
+	c := newCommitter(t, db, groupcommit.Options{LazySavepoints: true})
+	var mu sync.Mutex
+	runs := map[int]int{}
+	write := func(id int, fail bool) func(*sql.Tx) error {
+		return func(tx *sql.Tx) error {
+			mu.Lock()
+			runs[id]++
+			mu.Unlock()
+			if err := insert(id)(tx); err != nil {
+				return err
+			}
+			if fail {
+				return fmt.Errorf("deliberate failure %d", id)
+			}
+			return nil
+		}
+	}
+	// batchOf runs the closures for ids in one batch, behind a holder, and returns their errors.
+	batchOf := func(ctx context.Context, ids []int, failing int) []error {
+		release, held := hold(t, c)
+		fns := make([]func(*sql.Tx) error, len(ids))
+		for i, id := range ids {
+			fns[i] = write(id, id == failing)
+		}
+		errs, done := enqueue(t, ctx, c, fns)
+		release()
+		require.NoError(t, waitErr(t, held, "the holder"))
+		waitFor(t, done, "the writers")
+		_, err := db.Exec("DELETE FROM rows WHERE id = 0")
+		require.NoError(t, err)
+		return errs
+	}
+	batch := func(ids []int, failing int) []error {
+		return batchOf(groupcommit.Rerunnable(context.Background()), ids, failing)
+	}
+
+	errs := batchOf(context.Background(), []int{1001, 1002}, 1002)
+	require.EqualError(t, errs[1], "deliberate failure 1002")
+	require.Equal(t, 1, runs[1002], "closures not made Rerunnable keep their savepoints")
+	require.Zero(t, c.Reruns())
+	_, err := db.Exec("DELETE FROM rows")
+	require.NoError(t, err)
+
+	errs = batch([]int{1, 2, 3}, 0)
+	require.Equal(t, []error{nil, nil, nil}, errs)
+	require.Equal(t, []int{1, 1, 1}, []int{runs[1], runs[2], runs[3]}, "a batch that succeeds runs once")
+	require.Zero(t, c.Reruns())
+
+	errs = batch([]int{4, 5, 6}, 5)
+	require.NoError(t, errs[0])
+	require.EqualError(t, errs[1], "deliberate failure 5")
+	require.NoError(t, errs[2])
+	require.Equal(t, 2, runs[5], "the batch ran again with savepoints")
+	for _, id := range []int{4, 6} { // before the failure in the batch (run twice) or after it (once)
+		require.Contains(t, []int{1, 2}, runs[id])
+	}
+	require.EqualValues(t, 1, c.Reruns())
+	require.Equal(t, []int{1, 2, 3, 4, 6}, rowIDs(t, db))
+
+	// The batches of several closures after a failure keep their savepoints: a failure in them costs
+	// no second run (the holders run alone, with no savepoint to take, and do not count).
+	for i := range groupcommit.GuardedAfterFailure {
+		id := 10 + 2*i
+		errs = batch([]int{id, id + 1}, id+1)
+		require.NoError(t, errs[0])
+		require.EqualError(t, errs[1], fmt.Sprintf("deliberate failure %d", id+1))
+		require.Equal(t, 1, runs[id+1], "batch %d after the failure ran once", i)
+	}
+	require.EqualValues(t, 1, c.Reruns())
+	errs = batch([]int{100, 101}, 101)
+	require.EqualError(t, errs[1], "deliberate failure 101")
+	require.Equal(t, 2, runs[101], "once the guard is spent, a failure runs the batch again")
+	require.EqualValues(t, 2, c.Reruns())
 }
 
 // failingClosuresRolledBack is TestFailingClosureRolledBackInBatch with the committer's options o.
@@ -272,7 +355,11 @@ func failingClosuresRolledBack(t *testing.T, o groupcommit.Options) {
 			return nil
 		}
 	}
-	errs, done := enqueue(t, context.Background(), c, fns)
+	ctx := context.Background()
+	if o.LazySavepoints {
+		ctx = groupcommit.Rerunnable(ctx)
+	}
+	errs, done := enqueue(t, ctx, c, fns)
 	release()
 	require.NoError(t, waitErr(t, held, "the holder"))
 	waitFor(t, done, "the writers")

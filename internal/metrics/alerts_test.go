@@ -31,6 +31,8 @@ func (*commitSource) CommitHistograms() (size, latency groupcommit.Histogram) {
 	return groupcommit.Histogram{}, groupcommit.Histogram{}
 }
 
+func (*commitSource) CommitReruns() uint64 { return 0 }
+
 // exportedFamilies is every family name a fully wired Metrics exposes, each observer having been
 // called once (a labelled family shows only once it has a series).
 func exportedFamilies(t *testing.T) map[string]bool {

@@ -19,10 +19,12 @@ var (
 	FireLagBuckets = []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300}
 )
 
-// CommitSource is what the group-commit histograms read at scrape time (both stores implement
+// CommitSource is what the group-commit families read at scrape time (both stores implement
 // it); a Source that does not has no lark_groupcommit_* families.
 type CommitSource interface {
 	CommitHistograms() (size, latency groupcommit.Histogram)
+	// CommitReruns is how many batches were run again (groupcommit's Reruns and Replays).
+	CommitReruns() uint64
 }
 
 // ops holds the families of the process's own machinery: HTTP requests, the group commit, the
@@ -126,8 +128,8 @@ func buildInfo() prometheus.Collector {
 
 // commitCollector exposes the group commit's histograms, read from the store at scrape time.
 type commitCollector struct {
-	src           CommitSource
-	size, latency *prometheus.Desc
+	src                   CommitSource
+	size, latency, reruns *prometheus.Desc
 }
 
 func newCommitCollector(src CommitSource) *commitCollector {
@@ -135,15 +137,22 @@ func newCommitCollector(src CommitSource) *commitCollector {
 		size: prometheus.NewDesc("lark_groupcommit_batch_size",
 			"Writes (closures) carried by each committed group-commit transaction of this process's store.", nil, nil),
 		latency: prometheus.NewDesc("lark_groupcommit_batch_duration_seconds",
-			"Time of each committed group-commit transaction, from BEGIN to the end of COMMIT (the fsync included).", nil, nil)}
+			"Time of each committed group-commit transaction, from BEGIN to the end of COMMIT (the fsync included).", nil, nil),
+		reruns: prometheus.NewDesc("lark_groupcommit_reruns_total",
+			"Group-commit batches run a second time: a closure failed in a batch run without savepoints, or a pipelined batch could not be carried out as sent.", nil, nil)}
 }
 
 // Describe implements prometheus.Collector.
-func (c *commitCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.size; ch <- c.latency }
+func (c *commitCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.size
+	ch <- c.latency
+	ch <- c.reruns
+}
 
 // Collect implements prometheus.Collector.
 func (c *commitCollector) Collect(ch chan<- prometheus.Metric) {
 	size, latency := c.src.CommitHistograms()
 	ch <- prometheus.MustNewConstHistogram(c.size, size.Count, size.Sum, size.Buckets)
 	ch <- prometheus.MustNewConstHistogram(c.latency, latency.Count, latency.Sum, latency.Buckets)
+	ch <- prometheus.MustNewConstMetric(c.reruns, prometheus.CounterValue, float64(c.src.CommitReruns()))
 }

@@ -468,6 +468,16 @@ func (s *Store) CommitStats() (batches, writes uint64) {
 	return batches, writes
 }
 
+// CommitReruns reports how many group-commit batches ran a second time (Replays, and the
+// committers' Reruns).
+func (s *Store) CommitReruns() uint64 {
+	n := s.Replays()
+	for _, gc := range s.gcs {
+		n += gc.Reruns()
+	}
+	return n
+}
+
 // CommitHistograms reports the group commit's batch sizes and latencies (lark_groupcommit_*).
 func (s *Store) CommitHistograms() (size, latency groupcommit.Histogram) {
 	size, latency = s.gcs[0].Histograms()

@@ -181,7 +181,7 @@ func openSQLite(ctx context.Context, path string, o Options) (*Store, error) {
 	s.gc = groupcommit.New(w, groupcommit.Options{MaxBatch: o.MaxBatch, AfterBatch: func() {
 		s.ws.prepareWanted()
 		s.ckpt.wake()
-	}, BeginBatch: s.usage.Reset, BeforeCommit: func(t *sql.Tx) error { return writeUsage(cachedTx{tx: t, c: s.ws}, s.usage) }, PrepareSavepoints: true})
+	}, BeginBatch: s.usage.Reset, BeforeCommit: func(t *sql.Tx) error { return writeUsage(cachedTx{tx: t, c: s.ws}, s.usage) }, PrepareSavepoints: true, LazySavepoints: true})
 	return s, nil
 }
 
@@ -209,7 +209,11 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 func (s *Store) update(ctx context.Context, fn func(store.Tx) error, optimistic bool) error {
 	var catalog bool
 	var after []func()
-	err := s.gc.Do(ctx, func(t *sql.Tx) error {
+	gctx := ctx
+	if store.IsOptimistic(ctx) {
+		gctx = groupcommit.Rerunnable(ctx) // store.Optimistic's closures tolerate a run again
+	}
+	err := s.gc.Do(gctx, func(t *sql.Tx) error {
 		x := s.newTx(t, ctx)
 		x.Optimistic = optimistic
 		err := fn(x)
@@ -243,7 +247,11 @@ func (s *Store) Missed() uint64 { return s.missed.Load() }
 func (s *Store) Enqueue(ctx context.Context, fn func(store.Tx) error) func() error {
 	var catalog bool
 	var after []func()
-	wait := s.gc.Enqueue(ctx, func(t *sql.Tx) error {
+	gctx := ctx
+	if store.IsOptimistic(ctx) {
+		gctx = groupcommit.Rerunnable(ctx)
+	}
+	wait := s.gc.Enqueue(gctx, func(t *sql.Tx) error {
 		x := s.newTx(t, ctx)
 		err := fn(x)
 		x.finish(err)
@@ -279,6 +287,10 @@ func (s *Store) CatalogGeneration() uint64 { return s.catalogGen.Load() }
 
 // CommitStats reports group-commit batches and the writes they carried.
 func (s *Store) CommitStats() (batches, writes uint64) { return s.gc.Stats() }
+
+// CommitReruns reports how many group-commit batches ran again because a closure failed without
+// its savepoint (groupcommit.Options.LazySavepoints).
+func (s *Store) CommitReruns() uint64 { return s.gc.Reruns() }
 
 // CommitHistograms reports the group commit's batch sizes and latencies (lark_groupcommit_*).
 func (s *Store) CommitHistograms() (size, latency groupcommit.Histogram) { return s.gc.Histograms() }
