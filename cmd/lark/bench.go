@@ -134,7 +134,7 @@ func benchCmd() *cobra.Command {
 // benchEchoCmd is the sync scenario's baseline server: any POST gets a fixed JSON document. It
 // announces its address on stderr like `lark serve` and stops on SIGTERM.
 func benchEchoCmd() *cobra.Command {
-	var addr, profile string
+	var addr, profile, durable string
 	c := &cobra.Command{Use: "bench-echo", Short: "Bare Go JSON handler: the baseline of `lark bench`'s sync scenario",
 		Hidden: true, Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -146,9 +146,10 @@ func benchEchoCmd() *cobra.Command {
 				return err
 			}
 			defer stopProfile()
-			return bench.ServeEcho(ctx, addr, slog.New(slog.NewJSONHandler(os.Stderr, nil)))
+			return bench.ServeEcho(ctx, addr, durable, slog.New(slog.NewJSONHandler(os.Stderr, nil)))
 		}}
 	c.Flags().StringVar(&addr, "addr", "127.0.0.1:0", "listen address")
 	c.Flags().StringVar(&profile, "cpuprofile", "", "write a CPU profile of the run to this file")
+	c.Flags().StringVar(&durable, "durable", "", "directory of a SQLite database each call is written to before its answer (bench.DurableEcho)")
 	return c
 }

@@ -46,12 +46,22 @@ func EchoHandler() http.Handler {
 
 // ServeEcho serves EchoHandler on addr until ctx ends, announcing the address on log the way
 // `lark serve` does (a JSON line with msg EchoServingMsg and addr), then shuts down gracefully.
-func ServeEcho(ctx context.Context, addr string, log *slog.Logger) error {
+// With durable set it serves a DurableEcho whose database is in that directory.
+func ServeEcho(ctx context.Context, addr, durable string, log *slog.Logger) error {
+	h := EchoHandler()
+	if durable != "" {
+		de, err := OpenDurableEcho(durable)
+		if err != nil {
+			return err
+		}
+		defer de.Close()
+		h = de.Handler()
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{Handler: EchoHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()

@@ -50,6 +50,12 @@ type InstructionsDetail struct {
 	BaselinePerRequest float64 `json:"baseline_instructions_per_request"`
 	// Ratio is PerRequest ÷ BaselinePerRequest (lower is better).
 	Ratio float64 `json:"ratio"`
+	// DurableTotal is the instructions of the durable echo (DurableEcho: the bare handler plus
+	// the one write a durable sync call needs) over the same requests; DurablePerRequest is per
+	// request, and DurableRatio is PerRequest ÷ DurablePerRequest: what Lark adds to that floor.
+	DurableTotal      int64   `json:"durable_echo_instructions,omitempty"`
+	DurablePerRequest float64 `json:"durable_echo_instructions_per_request,omitempty"`
+	DurableRatio      float64 `json:"durable_echo_ratio,omitempty"`
 	// Split is Total by InstrGroups (CallgrindSplit); Shares, the same per request.
 	Split  map[string]int64 `json:"-"`
 	Shares []InstrShare     `json:"shares,omitempty"`
@@ -97,6 +103,16 @@ func (r *Runner) SyncInstr(ctx context.Context) Scenario {
 	if d.BaselineTotal, err = r.echoInstructions(ctx, wrap("echo"), control, filepath.Join(dir, "sync-instr-echo.callgrind")); err != nil {
 		return failed(s, fmt.Errorf("echo baseline: %w", err))
 	}
+	r.logf("sync-instr: durable echo under callgrind, %d + %d requests, %d clients", d.Warmup, d.Requests, d.Clients)
+	db, err := os.MkdirTemp("", "lark-bench-durable-echo-")
+	if err != nil {
+		return failed(s, err)
+	}
+	defer os.RemoveAll(db)
+	if d.DurableTotal, err = r.echoInstructions(ctx, wrap("durable-echo"), control, filepath.Join(dir, "sync-instr-durable-echo.callgrind"),
+		"--durable", db); err != nil {
+		return failed(s, fmt.Errorf("durable echo: %w", err))
+	}
 	r.logf("sync-instr: lark under callgrind, %d + %d requests, %d clients", d.Warmup, d.Requests, d.Clients)
 	l, err := r.startLarkWith(ctx, "sync-instr", o.Clients, callgrindEnv, wrap("lark"))
 	if err != nil {
@@ -128,6 +144,10 @@ func finishSyncInstr(s Scenario, d *InstructionsDetail) Scenario {
 	if d.BaselinePerRequest > 0 {
 		d.Ratio = d.PerRequest / d.BaselinePerRequest
 	}
+	if d.Requests > 0 && d.DurableTotal > 0 {
+		d.DurablePerRequest = float64(d.DurableTotal) / float64(d.Requests)
+		d.DurableRatio = d.PerRequest / d.DurablePerRequest
+	}
 	if d.Split != nil {
 		d.Shares = instrShares(d.Split, d.Requests, d.BaselinePerRequest)
 	}
@@ -153,9 +173,10 @@ func registerTax(ctx context.Context, l *lark) error {
 	return nil
 }
 
-// echoInstructions runs `lark bench-echo` under wrap and counts its instructions.
-func (r *Runner) echoInstructions(ctx context.Context, wrap []string, control, out string) (int64, error) {
+// echoInstructions runs `lark bench-echo` (with flags) under wrap and counts its instructions.
+func (r *Runner) echoInstructions(ctx context.Context, wrap []string, control, out string, flags ...string) (int64, error) {
 	args := append(append(slices.Clone(wrap[1:]), r.Bin), "bench-echo", "--addr", "127.0.0.1:0")
+	args = append(args, flags...)
 	child, err := StartChild("lark bench-echo (callgrind)", wrap[0], args, childEnv(callgrindEnv...), wrappedStartTimeout)
 	if err != nil {
 		return 0, err
@@ -256,6 +277,10 @@ func instrDetails(d *InstructionsDetail) []string {
 	}
 	out := []string{fmt.Sprintf("sync-instr: %s counted %s instructions of the server over %d sync requests (after %d warm-up, %d clients): %s; echo %s; %.2f×",
 		d.Tool, group(d.Total), d.Requests, d.Warmup, d.Clients, instrCell(d.PerRequest), instrCell(d.BaselinePerRequest), d.Ratio)}
+	if d.DurablePerRequest > 0 {
+		out = append(out, fmt.Sprintf("sync-instr: durable echo (echo plus each call's row and three events, group-committed to SQLite, synchronous=FULL) %s, %.2f× echo; Lark ÷ durable echo %.2f×",
+			instrCell(d.DurablePerRequest), d.DurablePerRequest/d.BaselinePerRequest, d.DurableRatio))
+	}
 	if len(d.Shares) > 0 {
 		parts := make([]string, 0, len(d.Shares))
 		for _, sh := range d.Shares {

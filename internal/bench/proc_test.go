@@ -3,14 +3,18 @@ package bench
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -85,11 +89,50 @@ func TestEchoHandler(t *testing.T) {
 	require.Equal(t, http.StatusMethodNotAllowed, res.StatusCode)
 }
 
+// TestDurableEcho: each answered call is on disk, its row and its three events, written by
+// concurrent calls through one committer; a body that is not JSON writes nothing.
+func TestDurableEcho(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	de, err := OpenDurableEcho(dir)
+	require.NoError(t, err)
+	ts := httptest.NewServer(de.Handler())
+	const calls = 20
+	var wg sync.WaitGroup
+	for range calls {
+		wg.Go(func() {
+			res, err := http.Post(ts.URL, "application/json", bytes.NewReader(TaxSyncRequest))
+			if !assert.NoError(t, err) {
+				return
+			}
+			body, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			assert.Equal(t, http.StatusOK, res.StatusCode)
+			assert.Equal(t, EchoDocument, body)
+		})
+	}
+	wg.Wait()
+	res, err := http.Post(ts.URL, "application/json", strings.NewReader(`{"not json`))
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusBadRequest, res.StatusCode)
+	ts.Close()
+	require.NoError(t, de.Close())
+
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "durable-echo.db"))
+	require.NoError(t, err)
+	defer db.Close()
+	var rows, events, created int
+	require.NoError(t, db.QueryRow(`SELECT (SELECT count(*) FROM invocations), (SELECT count(*) FROM invocation_events),
+		(SELECT count(*) FROM invocation_events WHERE type = 'created' AND data = ?)`, string(TaxSyncRequest)).Scan(&rows, &events, &created))
+	require.Equal(t, []int{calls, 3 * calls, calls}, []int{rows, events, created})
+}
+
 func TestServeEchoAnnouncesAndStops(t *testing.T) {
 	s := &stderrTail{addr: make(chan string, 1)}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- ServeEcho(ctx, "127.0.0.1:0", slog.New(slog.NewJSONHandler(s, nil))) }()
+	go func() { done <- ServeEcho(ctx, "127.0.0.1:0", "", slog.New(slog.NewJSONHandler(s, nil))) }()
 	var addr string
 	select {
 	case addr = <-s.addr:

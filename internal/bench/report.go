@@ -150,11 +150,13 @@ type AsyncDetail struct {
 }
 
 // CommitFigures are a server's group commits: how many batches, how many writes they carried,
-// and the seconds they took in all (from the start of each batch's transaction to its commit).
+// the seconds they took in all (from the start of each batch's transaction to its commit), and how
+// many batches ran a second time (lark_groupcommit_reruns_total).
 type CommitFigures struct {
 	Batches  int64   `json:"batches"`
 	Writes   int64   `json:"writes"`
 	SecondsS float64 `json:"seconds"`
+	Reruns   int64   `json:"reruns"`
 }
 
 // ColdStartDetail is the coldstart scenario's breakdown, per phase.
@@ -577,8 +579,8 @@ func asyncDetails(s Scenario) []string {
 	out = append(out, fmt.Sprintf("async: %d invocations; submitted in %.1f s (%s, %d clients, p50/p99 %s/%s); all done %.1f s after the first submission (%.1f s after the last)",
 		a.N, a.SubmitS, rate(a.SubmitRate, "req/s"), a.SubmitClients, msCell(a.Submit.P50Ms), msCell(a.Submit.P99Ms), a.BurnDownS, a.DrainS))
 	if c := a.Commit; c != nil && c.Batches > 0 {
-		out = append(out, fmt.Sprintf("async: the server's group commits: %d batches of %.1f writes on average, %.2f ms each",
-			c.Batches, float64(c.Writes)/float64(c.Batches), 1000*c.SecondsS/float64(c.Batches)))
+		out = append(out, fmt.Sprintf("async: the server's group commits: %d batches of %.1f writes on average, %.2f ms each; %d run again",
+			c.Batches, float64(c.Writes)/float64(c.Batches), 1000*c.SecondsS/float64(c.Batches), c.Reruns))
 	}
 	if bl := s.Baseline; bl != nil && bl.Raw != nil {
 		out = append(out, fmt.Sprintf("async baseline: %d rows in the same SQLite file, %d-row transactions: insert %s, update→running %s, update→succeeded %s; one lifecycle = 1 insert + 2 updates",

@@ -202,8 +202,8 @@ func (r *Runner) Async(ctx context.Context) Scenario {
 		}
 	}
 	if m, err := l.metrics(ctx, "lark_groupcommit_batch_size_count", "lark_groupcommit_batch_size_sum",
-		"lark_groupcommit_batch_duration_seconds_sum"); err == nil {
-		a.Commit = &CommitFigures{Batches: int64(m[0]), Writes: int64(m[1]), SecondsS: m[2]}
+		"lark_groupcommit_batch_duration_seconds_sum", "lark_groupcommit_reruns_total"); err == nil {
+		a.Commit = &CommitFigures{Batches: int64(m[0]), Writes: int64(m[1]), SecondsS: m[2], Reruns: int64(m[3])}
 	} else {
 		r.logf("async: no group-commit figures: %v", err)
 	}

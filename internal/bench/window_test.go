@@ -165,6 +165,11 @@ func TestFinishSyncInstr(t *testing.T) {
 
 	d = &InstructionsDetail{Requests: 100, Total: 400_000, BaselineTotal: 100_000}
 	require.Equal(t, ResultPass, finishSyncInstr(Scenario{Status: StatusOK}, d).Result)
+
+	d = &InstructionsDetail{Tool: "callgrind", Requests: 1000, Total: 870_000_000, BaselineTotal: 70_000_000, DurableTotal: 290_000_000}
+	finishSyncInstr(Scenario{Status: StatusOK}, d)
+	require.InDelta(t, 3.0, d.DurableRatio, 1e-9, "Lark ÷ the durable echo")
+	require.Contains(t, instrDetails(d), "sync-instr: durable echo (echo plus each call's row and three events, group-committed to SQLite, synchronous=FULL) 290,000 instr/req, 4.14× echo; Lark ÷ durable echo 3.00×")
 }
 
 func TestSyncInstrSkippedWithoutValgrind(t *testing.T) {
