@@ -454,7 +454,7 @@ func (s *Service) Delete(ctx context.Context, sc auth.SecurityContext, id string
 		if cur.Status == entrypoint.StatusArchived {
 			return nil
 		}
-		n, err := tx.CountInFlight(cur.ID)
+		n, err := tx.CountInFlight(cur.TenantID, cur.ID)
 		if err != nil {
 			return err
 		}

@@ -338,8 +338,8 @@ type EntrypointTx interface {
 	DeleteEntrypoint(id string) error
 	// CountTenantEntrypoints is Reader.CountTenantEntrypoints inside the transaction.
 	CountTenantEntrypoints(tenantID string) (int64, error)
-	// CountInFlight counts invocations of an entrypoint version that are not finished.
-	CountInFlight(entrypointRef string) (int64, error)
+	// CountInFlight counts the tenant's invocations of an entrypoint version that are not finished.
+	CountInFlight(tenantID, entrypointRef string) (int64, error)
 }
 
 // AuditTx appends to the audit log, in the transaction of the change it records.

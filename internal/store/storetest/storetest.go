@@ -749,10 +749,13 @@ func testInvocationInFlight(t *testing.T, s store.Store) {
 		return err
 	})
 	update(t, s, func(tx store.Tx) error {
-		n, err := tx.CountInFlight("ep_1")
+		n, err := tx.CountInFlight("acme", "ep_1")
 		require.NoError(t, err)
 		require.Equal(t, int64(2), n, "queued and running count, canceled does not")
-		n, err = tx.CountInFlight("ep_none")
+		n, err = tx.CountInFlight("other", "ep_1")
+		require.NoError(t, err)
+		require.Zero(t, n, "another tenant's count")
+		n, err = tx.CountInFlight("acme", "ep_none")
 		require.NoError(t, err)
 		require.Zero(t, n)
 		return nil
