@@ -5,9 +5,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"path/filepath"
 	"time"
@@ -81,27 +79,7 @@ func (e *DurableEcho) Close() error {
 }
 
 // Handler answers any POST as EchoHandler does, after writing the call durably.
-func (e *DurableEcho) Handler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			w.Header().Set("Allow", http.MethodPost)
-			http.Error(w, `{"status":405}`, http.StatusMethodNotAllowed)
-			return
-		}
-		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-		if err != nil || !json.Valid(body) {
-			http.Error(w, `{"status":400,"detail":"not JSON"}`, http.StatusBadRequest)
-			return
-		}
-		if err := e.write(r.Context(), body); err != nil {
-			http.Error(w, `{"status":500}`, http.StatusInternalServerError)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusOK)
-		w.Write(EchoDocument)
-	})
-}
+func (e *DurableEcho) Handler() http.Handler { return echoWith(e.write) }
 
 // echoRecord is the record each call's row holds: the answer's document.
 var echoRecord = string(EchoDocument)

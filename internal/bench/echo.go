@@ -22,7 +22,11 @@ var EchoDocument = []byte(`{"record":{"invocation_id":"inv_01a1fdb68a747606b1a6f
 
 // EchoHandler is the sync scenario's baseline: a bare Go JSON handler. Any POST: read the body,
 // check that it is JSON, answer EchoDocument.
-func EchoHandler() http.Handler {
+func EchoHandler() http.Handler { return echoWith(nil) }
+
+// echoWith is EchoHandler that, when write is set, hands it the body before answering (and
+// answers 500 when it fails).
+func echoWith(write func(ctx context.Context, body []byte) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)
@@ -37,6 +41,12 @@ func EchoHandler() http.Handler {
 		if !json.Valid(body) {
 			http.Error(w, `{"status":400,"detail":"not JSON"}`, http.StatusBadRequest)
 			return
+		}
+		if write != nil {
+			if err := write(r.Context(), body); err != nil {
+				http.Error(w, `{"status":500}`, http.StatusInternalServerError)
+				return
+			}
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusOK)

@@ -138,21 +138,11 @@ func TestJournalWritesExpectTheirProjection(t *testing.T) {
 	t.Parallel()
 	spy := &journalSpy{interpose: 1, oneByOne: true}
 	e := newSpiedEnv(t, spy)
-	e.workflow("expect", journalSpySource)
-	st, err := e.start(bob, invoke.StartRequest{EntrypointID: wfPrefix + "expect.v1~"}, invoke.StartOptions{})
-	require.NoError(t, err)
-	require.Equal(t, 1, e.Drain())
-	e.clock.Advance(time.Minute)
-	require.Equal(t, 1, e.Drain())
-	r, err := e.svc.Get(context.Background(), bob, st.Record.ID)
-	require.NoError(t, err)
-	require.Equal(t, invocation.StatusSucceeded, r.Status, r.Error)
+	r, evs := runSpySource(t, e, "expect")
 	// a (behind the foreign event), b, c, d, the sleep's timer entry, then e after the resume.
 	require.Equal(t, []bool{false, true, true, true, true, true}, spy.current)
-	_, evs, err := e.svc.Events(context.Background(), bob, st.Record.ID)
-	require.NoError(t, err)
 	require.Equal(t, r.LastSeq, evs[len(evs)-1].Seq, "the projection followed the log")
-	stored, err := e.store.Invocation(context.Background(), "acme", st.Record.ID)
+	stored, err := e.store.Invocation(context.Background(), "acme", r.ID)
 	require.NoError(t, err)
 	require.Equal(t, r, stored)
 }
@@ -162,20 +152,8 @@ func TestJournalWritesExpectTheirProjection(t *testing.T) {
 // left: the chain of a run's writes survives replays, and the log holds each entry once.
 func TestJournalWriteRunAgainExpectsWhatItFirstDid(t *testing.T) {
 	t.Parallel()
-	spy := &journalSpy{replay: true, oneByOne: true}
-	e := newSpiedEnv(t, spy)
-	e.workflow("replayed", journalSpySource)
-	st, err := e.start(bob, invoke.StartRequest{EntrypointID: wfPrefix + "replayed.v1~"}, invoke.StartOptions{})
-	require.NoError(t, err)
-	require.Equal(t, 1, e.Drain())
-	e.clock.Advance(time.Minute)
-	require.Equal(t, 1, e.Drain())
-	r, err := e.svc.Get(context.Background(), bob, st.Record.ID)
-	require.NoError(t, err)
-	require.Equal(t, invocation.StatusSucceeded, r.Status, r.Error)
+	r, evs := runSpySource(t, newSpiedEnv(t, &journalSpy{replay: true, oneByOne: true}), "replayed")
 	require.JSONEq(t, `{"ok":true}`, string(r.Result))
-	_, evs, err := e.svc.Events(context.Background(), bob, st.Record.ID)
-	require.NoError(t, err)
 	entries := 0
 	for _, ev := range evs {
 		if ev.Type == invocation.EventJournal {
@@ -184,6 +162,24 @@ func TestJournalWriteRunAgainExpectsWhatItFirstDid(t *testing.T) {
 	}
 	require.Equal(t, 6, entries, "a, b, c, d, the sleep's timer and e, each once")
 	require.Equal(t, r.LastSeq, evs[len(evs)-1].Seq, "the projection followed the log")
+}
+
+// runSpySource runs journalSpySource as workflow name to its end (its sleep passed on e's clock)
+// and returns its record, which must have succeeded, and its log.
+func runSpySource(t *testing.T, e *env, name string) (invocation.Record, []invocation.Event) {
+	t.Helper()
+	e.workflow(name, journalSpySource)
+	st, err := e.start(bob, invoke.StartRequest{EntrypointID: wfPrefix + name + ".v1~"}, invoke.StartOptions{})
+	require.NoError(t, err)
+	require.Equal(t, 1, e.Drain())
+	e.clock.Advance(time.Minute)
+	require.Equal(t, 1, e.Drain())
+	r, err := e.svc.Get(context.Background(), bob, st.Record.ID)
+	require.NoError(t, err)
+	require.Equal(t, invocation.StatusSucceeded, r.Status, r.Error)
+	_, evs, err := e.svc.Events(context.Background(), bob, st.Record.ID)
+	require.NoError(t, err)
+	return r, evs
 }
 
 const journalSpySource = `
