@@ -18,11 +18,14 @@ import (
 // churnSrc allocates 200 distinct strings of 1 MiB and keeps them until it returns.
 const churnSrc = "def main(ctx, input):\n  held = []\n  for i in range(200):\n    held.append(\"x\" * 1048576)\n  return {\"n\": len(held)}\n"
 
+// TestMemoryChurnStaysBounded stays serial: it compares tenant B's p99 with and without tenant A's
+// churn, and with the other e2e tests running beside it (under -race, on a 2-CPU machine) their
+// load moved B's p99 more than A's churn did (quiet 7-10 ms, loud 34-40 ms in CI; 3-4 and 12-16
+// ms alone).
 func TestMemoryChurnStaysBounded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("memory churn: several seconds of 200 MiB calls; skipped with -short")
 	}
-	t.Parallel()
 	p := startLark(t, t.TempDir())
 	p.tenant(t, "churner")
 	p.tenant(t, "bystander")
