@@ -1179,7 +1179,7 @@ func (s *Service) RegenerateSecret(ctx context.Context, sc auth.SecurityContext,
 	}
 	base := w
 	err = s.store.Update(ctx, func(tx store.Tx) error {
-		w = base // as in Update
+		w = base // as in change: UpdateWebhookTrigger moved its revision
 		if err := tx.UpdateWebhookTrigger(&w); err != nil {
 			return err
 		}
