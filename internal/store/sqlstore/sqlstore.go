@@ -209,11 +209,7 @@ func (s *Store) Update(ctx context.Context, fn func(store.Tx) error) error {
 func (s *Store) update(ctx context.Context, fn func(store.Tx) error, optimistic bool) error {
 	var catalog bool
 	var after []func()
-	gctx := ctx
-	if store.IsOptimistic(ctx) {
-		gctx = groupcommit.Rerunnable(ctx) // store.Optimistic's closures tolerate a run again
-	}
-	err := s.gc.Do(gctx, func(t *sql.Tx) error {
+	err := s.gc.Do(committerCtx(ctx), func(t *sql.Tx) error {
 		x := s.newTx(t, ctx)
 		x.Optimistic = optimistic
 		err := fn(x)
@@ -240,6 +236,16 @@ func (s *Store) update(ctx context.Context, fn func(store.Tx) error, optimistic 
 	return err
 }
 
+// committerCtx is the context a write made with ctx is handed to the committer with: a
+// store.Optimistic closure tolerates a run again, so its batch may run without savepoints
+// (groupcommit.Options.LazySavepoints).
+func committerCtx(ctx context.Context) context.Context {
+	if store.IsOptimistic(ctx) {
+		return groupcommit.Rerunnable(ctx)
+	}
+	return ctx
+}
+
 // Missed is how many optimistic closures of Update ran again, an assumption of theirs wrong.
 func (s *Store) Missed() uint64 { return s.missed.Load() }
 
@@ -247,11 +253,7 @@ func (s *Store) Missed() uint64 { return s.missed.Load() }
 func (s *Store) Enqueue(ctx context.Context, fn func(store.Tx) error) func() error {
 	var catalog bool
 	var after []func()
-	gctx := ctx
-	if store.IsOptimistic(ctx) {
-		gctx = groupcommit.Rerunnable(ctx)
-	}
-	wait := s.gc.Enqueue(gctx, func(t *sql.Tx) error {
+	wait := s.gc.Enqueue(committerCtx(ctx), func(t *sql.Tx) error {
 		x := s.newTx(t, ctx)
 		err := fn(x)
 		x.finish(err)
