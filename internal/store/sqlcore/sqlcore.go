@@ -160,9 +160,10 @@ type Tx struct {
 	After []func()
 	// Optimistic says the closure was made with store.Optimistic and runs in a transaction that is
 	// replayed without it when a write expected to succeed did not (pgstore's pipelined
-	// transactions; sqlstore's Update, through Missed): inserts that may meet a conflict are then made with ExpectOne, and Append skips
-	// its read of the projection when the caller knows it (AppendOptions.Expect), making the
-	// projection's update conditional on what it expected instead.
+	// transactions; sqlstore's Update, through Missed): inserts that may meet a conflict are then
+	// made with ExpectOne, and Append skips its read of the projection when the caller knows it
+	// (AppendOptions.Expect), making the projection's update conditional on what it expected
+	// instead.
 	Optimistic bool
 	// Missed is set when an optimistic Append's assumption (the caller's projection, taken as
 	// current) proved wrong, or anything failed after it was made: the SQLite store then rolls the
